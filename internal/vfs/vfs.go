@@ -1,0 +1,60 @@
+// Package vfs is the filesystem interface every byte of Keel's storage goes
+// through. Production code uses OS; tests use the crash-simulating MemFS
+// (which forgets every byte not covered by a completed Sync when it "loses
+// power") and ErrorFS (which fails chosen operations or reports a full disk).
+//
+// The interface is deliberately small: positional reads and writes, fdatasync,
+// truncate, rename, remove, directory listing and sync, an exclusive lock and
+// a disk usage probe. Keel does not mmap; reads are pread(2) from the page
+// cache, which keeps the crash semantics of the fault-injecting filesystems
+// exact.
+package vfs
+
+import (
+	"io"
+	"os"
+)
+
+// File is an open file. Implementations must allow concurrent ReadAt calls
+// with one concurrent writer (WriteAt/Truncate/Sync).
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes every write completed before the call durable (fdatasync).
+	// After a failed Sync the contents of the page cache are undefined.
+	Sync() error
+	// Truncate changes the size of the file.
+	Truncate(size int64) error
+	// Size returns the current size of the file.
+	Size() (int64, error)
+	// Name returns the path the file was opened with.
+	Name() string
+}
+
+// FS is a filesystem.
+type FS interface {
+	// OpenFile opens name with os.O_* flags (O_RDONLY, O_RDWR, O_CREATE,
+	// O_EXCL, O_TRUNC are supported; O_APPEND is not).
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// Rename atomically replaces newname with oldname. It is durable only
+	// after SyncDir of the directory.
+	Rename(oldname, newname string) error
+	// MkdirAll creates dir and its parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// List returns the base names of the entries of dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat returns information about name.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the creations, renames and removals of entries in dir
+	// durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive lock on the file name (creating it), for one
+	// process owning a data directory. Close the result to release it.
+	Lock(name string) (io.Closer, error)
+	// DiskUsage reports the total and available bytes of the filesystem
+	// holding path.
+	DiskUsage(path string) (totalBytes, freeBytes uint64, err error)
+}
