@@ -1,0 +1,34 @@
+package diskprobe
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRunSmall(t *testing.T) {
+	r, err := Run(Config{Dir: t.TempDir(), SeqBytes: 4 << 20, SyncedMiBWrites: 4, Synced4KiBWrites: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SeqWriteBytesPerSec <= 0 || r.Sync1MiBBytesPerSec <= 0 {
+		t.Fatalf("bandwidths must be positive: %+v", r)
+	}
+	if r.Sync4KiBLatencyP50 <= 0 || r.Sync4KiBLatencyP50 > r.Sync4KiBLatencyP99 || r.Sync4KiBLatencyP99 > r.Sync4KiBLatencyMax {
+		t.Fatalf("latency percentiles out of order: %+v", r)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	d := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5}, {0.99, 10}, {0.1, 1}, {0, 1}, {1, 10}} {
+		if got := percentile(d, c.q); got != c.want {
+			t.Errorf("percentile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("empty input must give 0")
+	}
+}
