@@ -1,0 +1,145 @@
+package config
+
+import (
+	"time"
+)
+
+// FlushDiskType is the flushDiskType setting.
+type FlushDiskType string
+
+// Flush policies.
+const (
+	// SyncFlush acknowledges a write only after fdatasync covered it.
+	SyncFlush FlushDiskType = "SYNC_FLUSH"
+	// AsyncFlush acknowledges after the write reached the page cache; a
+	// background flusher syncs every FlushIntervalCommitLog.
+	AsyncFlush FlushDiskType = "ASYNC_FLUSH"
+)
+
+// BrokerRole is the brokerRole setting.
+type BrokerRole string
+
+// Broker roles. Only AsyncMaster is supported until replication exists.
+const (
+	AsyncMaster BrokerRole = "ASYNC_MASTER"
+	SyncMaster  BrokerRole = "SYNC_MASTER"
+	Slave       BrokerRole = "SLAVE"
+)
+
+// ConsumeQueueEntryBytes is the size of one ConsumeQueue entry. RocketMQ's
+// mapedFileSizeConsumeQueue is a byte size that is a multiple of it.
+const ConsumeQueueEntryBytes = 20
+
+// Defaults that other values are derived from.
+const (
+	DefaultMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+	DefaultStorePathRootDir  = "./keel-data"
+)
+
+// Broker is the broker configuration: one field per supported broker.conf
+// key (docs/configuration.md lists them with their meaning). Field values are
+// Go-typed; the file's units (milliseconds, hours, bytes) are converted on
+// Set. The zero value is not useful: start from Default.
+type Broker struct {
+	// Identity and role.
+	BrokerClusterName string     // brokerClusterName
+	BrokerName        string     // brokerName
+	BrokerID          int64      // brokerId; 0 is the master
+	BrokerRole        BrokerRole // brokerRole
+	BrokerPermission  int        // brokerPermission: 4 read | 2 write | 1 inherit
+
+	// Network.
+	ListenPort    int    // listenPort (the --broker-listen flag overrides)
+	NamesrvAddr   string // namesrvAddr: "host:port;host:port"
+	BrokerIP1     string // brokerIP1: advertised address; empty = derived
+	MaxFrameBytes int    // maxFrameBytes (Keel): largest remoting frame
+	HTTPListen    string // httpListen (Keel): metrics/console address; empty = off
+
+	// Store.
+	StorePathRootDir           string        // storePathRootDir
+	StorePathCommitLog         string        // storePathCommitLog: must be <root>/commitlog if set
+	FlushDiskType              FlushDiskType // flushDiskType
+	SyncFlushTimeout           time.Duration // syncFlushTimeout (ms)
+	FlushIntervalCommitLog     time.Duration // flushIntervalCommitLog (ms)
+	FlushIntervalConsumeQueue  time.Duration // flushIntervalConsumeQueue (ms)
+	CommitLogSegmentBytes      int64         // mapedFileSizeCommitLog (bytes)
+	ConsumeQueueSegmentEntries int           // mapedFileSizeConsumeQueue (bytes in the file, entries here)
+	FileReservedTime           time.Duration // fileReservedTime (hours)
+	DeleteWhen                 string        // deleteWhen: hours "04" or "04;16"
+	DiskMaxUsedSpaceRatio      int           // diskMaxUsedSpaceRatio (%): delete old files at once
+	DiskHardLimitRatio         int           // diskSpaceWarningLevelRatio (%): refuse writes
+	MaxMessageBytes            int           // maxMessageSize (bytes, body)
+
+	// Topics, groups, delivery.
+	AutoCreateTopicEnable          bool          // autoCreateTopicEnable
+	AutoCreateSubscriptionGroup    bool          // autoCreateSubscriptionGroup
+	DefaultTopicQueueNums          int           // defaultTopicQueueNums
+	MaxReconsumeTimes              int           // maxReconsumeTimes (Keel): retryMaxTimes of auto-created groups
+	MessageDelayLevel              string        // messageDelayLevel
+	LongPollingEnable              bool          // longPollingEnable
+	ShortPollingTime               time.Duration // shortPollingTimeMills (ms)
+	NotifyConsumerIdsChangedEnable bool          // notifyConsumerIdsChangedEnable
+	ChannelExpiredTimeout          time.Duration // channelExpiredTimeout (ms)
+	DuplicationWindow              time.Duration // duplicationWindowSeconds (Keel, s); 0 = off
+
+	// Transactions.
+	RejectTransactionMessage bool          // rejectTransactionMessage
+	TransactionTimeout       time.Duration // transactionTimeOut (ms)
+	TransactionCheckMax      int           // transactionCheckMax
+	TransactionCheckInterval time.Duration // transactionCheckInterval (ms)
+
+	// origin records where each key was last set ("broker.conf:12",
+	// "--data-dir"), for error messages.
+	origin map[string]string
+}
+
+// Default returns Keel's embedded default configuration.
+//
+// It differs from RocketMQ's defaults in one deliberate place: flushDiskType
+// is SYNC_FLUSH, because Keel's first promise is that an acknowledged message
+// is never lost, and a broker started with no configuration should keep it.
+// RocketMQ defaults to ASYNC_FLUSH, which can lose up to one flush interval
+// of acknowledged messages on power loss; set it explicitly to trade that for
+// latency.
+func Default() *Broker {
+	return &Broker{
+		BrokerClusterName: "DefaultCluster",
+		BrokerName:        "broker-a",
+		BrokerID:          0,
+		BrokerRole:        AsyncMaster,
+		BrokerPermission:  6,
+
+		ListenPort:    10911,
+		MaxFrameBytes: 16 << 20,
+		HTTPListen:    ":8080",
+
+		StorePathRootDir:           DefaultStorePathRootDir,
+		FlushDiskType:              SyncFlush,
+		SyncFlushTimeout:           5 * time.Second,
+		FlushIntervalCommitLog:     500 * time.Millisecond,
+		FlushIntervalConsumeQueue:  time.Second,
+		CommitLogSegmentBytes:      1 << 30,
+		ConsumeQueueSegmentEntries: 300_000,
+		FileReservedTime:           72 * time.Hour,
+		DeleteWhen:                 "04",
+		DiskMaxUsedSpaceRatio:      75,
+		DiskHardLimitRatio:         90,
+		MaxMessageBytes:            4 << 20,
+
+		AutoCreateTopicEnable:          true,
+		AutoCreateSubscriptionGroup:    true,
+		DefaultTopicQueueNums:          4,
+		MaxReconsumeTimes:              16,
+		MessageDelayLevel:              DefaultMessageDelayLevel,
+		LongPollingEnable:              true,
+		ShortPollingTime:               time.Second,
+		NotifyConsumerIdsChangedEnable: true,
+		ChannelExpiredTimeout:          120 * time.Second,
+		DuplicationWindow:              120 * time.Second,
+
+		RejectTransactionMessage: false,
+		TransactionTimeout:       6 * time.Second,
+		TransactionCheckMax:      15,
+		TransactionCheckInterval: 60 * time.Second,
+	}
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits checked by Validate.
+const (
+	// RecordOverheadBytes is the room a segment or frame needs beyond the
+	// body: record header, topic, properties and end-of-segment marker.
+	RecordOverheadBytes = 64 << 10
+	MinFrameBytes       = 64 << 10
+	MaxFrameBytesLimit  = 1 << 30
+	MaxSegmentBytes     = 1<<31 - 1 // a Java int in RocketMQ
+	MaxTopicQueueNums   = 1024
+	MaxReconsumeLimit   = 10000
+	MaxNameBytes        = 127
+)
+
+// ErrUnsupported is wrapped by Validate errors for settings Keel recognises
+// but does not implement yet.
+var ErrUnsupported = errors.New("not supported yet")
+
+// Validate checks every value's range and the relations between values. It
+// reports all problems at once (errors.Join of *ValueError).
+func (b *Broker) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, b.valueError(key, fmt.Errorf(format, args...)))
+	}
+	for _, check := range []func(func(string, string, ...any)){
+		b.validateIdentity, b.validateNetwork, b.validateStore, b.validateDelivery,
+	} {
+		check(bad)
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) valueError(key string, err error) *ValueError {
+	f := byKey[key]
+	return &ValueError{Key: key, Value: f.get(b), Origin: b.origin[key], Err: err}
+}
+
+func (b *Broker) validateIdentity(bad func(string, string, ...any)) {
+	checkName(bad, "brokerClusterName", b.BrokerClusterName)
+	checkName(bad, "brokerName", b.BrokerName)
+	switch b.BrokerRole {
+	case AsyncMaster:
+		if b.BrokerID != 0 {
+			bad("brokerId", "must be 0 for a master (brokerRole=%s)", b.BrokerRole)
+		}
+	case SyncMaster, Slave:
+		bad("brokerRole", "%w: replication is not implemented; use ASYNC_MASTER", ErrUnsupported)
+	default:
+		bad("brokerRole", "must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE")
+	}
+	if b.BrokerPermission < 0 || b.BrokerPermission > 7 {
+		bad("brokerPermission", "must be a combination of 4 (read), 2 (write) and 1 (inherit)")
+	}
+}
+
+func checkName(bad func(string, string, ...any), key, v string) {
+	switch {
+	case v == "":
+		bad(key, "must not be empty")
+	case len(v) > MaxNameBytes:
+		bad(key, "longer than %d bytes", MaxNameBytes)
+	case strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		bad(key, "must not contain spaces or control characters")
+	}
+}
+
+func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
+	if b.ListenPort < 0 || b.ListenPort > 65535 {
+		bad("listenPort", "must be between 0 and 65535")
+	}
+	for _, a := range b.NamesrvAddrs() {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("namesrvAddr", "%q is not host:port", a)
+		}
+	}
+	if v := b.BrokerIP1; v != "" && net.ParseIP(v) == nil && !isHostname(v) {
+		bad("brokerIP1", "not an IP address or host name")
+	}
+	if b.MaxFrameBytes < MinFrameBytes || b.MaxFrameBytes > MaxFrameBytesLimit {
+		bad("maxFrameBytes", "must be between %d and %d", MinFrameBytes, MaxFrameBytesLimit)
+	}
+	if b.HTTPListen != "" {
+		if _, _, err := net.SplitHostPort(b.HTTPListen); err != nil {
+			bad("httpListen", "not host:port")
+		}
+	}
+}
+
+func isHostname(s string) bool {
+	return len(s) <= 253 && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+}
+
+func (b *Broker) validateStore(bad func(string, string, ...any)) {
+	if b.StorePathRootDir == "" {
+		bad("storePathRootDir", "must not be empty")
+	}
+	if v := b.StorePathCommitLog; v != "" && !samePath(v, b.CommitLogDir()) {
+		bad("storePathCommitLog", "%w: the CommitLog must be %s", ErrUnsupported, b.CommitLogDir())
+	}
+	if b.FlushDiskType != SyncFlush && b.FlushDiskType != AsyncFlush {
+		bad("flushDiskType", "must be SYNC_FLUSH or ASYNC_FLUSH")
+	}
+	checkDuration(bad, "syncFlushTimeout", b.SyncFlushTimeout, time.Millisecond, 10*time.Minute)
+	checkDuration(bad, "flushIntervalCommitLog", b.FlushIntervalCommitLog, time.Millisecond, time.Minute)
+	checkDuration(bad, "flushIntervalConsumeQueue", b.FlushIntervalConsumeQueue, time.Millisecond, time.Minute)
+	minSeg := int64(b.MaxMessageBytes) + RecordOverheadBytes
+	if b.CommitLogSegmentBytes < minSeg || b.CommitLogSegmentBytes > MaxSegmentBytes {
+		bad("mapedFileSizeCommitLog", "must be between maxMessageSize+%d (%d) and %d", RecordOverheadBytes, minSeg, MaxSegmentBytes)
+	}
+	if b.ConsumeQueueSegmentEntries < 1 {
+		bad("mapedFileSizeConsumeQueue", "must hold at least one %d-byte entry", ConsumeQueueEntryBytes)
+	}
+	checkDuration(bad, "fileReservedTime", b.FileReservedTime, time.Hour, 100_000*time.Hour)
+	if _, err := b.DeleteHours(); err != nil {
+		bad("deleteWhen", "%v", err)
+	}
+	if b.DiskMaxUsedSpaceRatio < 10 || b.DiskMaxUsedSpaceRatio > 95 {
+		bad("diskMaxUsedSpaceRatio", "must be between 10 and 95 (percent)")
+	}
+	if b.DiskHardLimitRatio <= b.DiskMaxUsedSpaceRatio || b.DiskHardLimitRatio > 99 {
+		bad("diskSpaceWarningLevelRatio", "must be above diskMaxUsedSpaceRatio (%d) and at most 99 (percent)", b.DiskMaxUsedSpaceRatio)
+	}
+	if b.MaxMessageBytes < 1 || b.MaxMessageBytes > b.MaxFrameBytes-RecordOverheadBytes {
+		bad("maxMessageSize", "must be between 1 and maxFrameBytes-%d (%d)", RecordOverheadBytes, b.MaxFrameBytes-RecordOverheadBytes)
+	}
+}
+
+func checkDuration(bad func(string, string, ...any), key string, d, min, max time.Duration) {
+	if d < min || d > max {
+		bad(key, "must be between %v and %v", min, max)
+	}
+}
+
+func (b *Broker) validateDelivery(bad func(string, string, ...any)) {
+	if b.DefaultTopicQueueNums < 1 || b.DefaultTopicQueueNums > MaxTopicQueueNums {
+		bad("defaultTopicQueueNums", "must be between 1 and %d", MaxTopicQueueNums)
+	}
+	if b.MaxReconsumeTimes < 0 || b.MaxReconsumeTimes > MaxReconsumeLimit {
+		bad("maxReconsumeTimes", "must be between 0 and %d", MaxReconsumeLimit)
+	}
+	if _, err := ParseDelayLevels(b.MessageDelayLevel); err != nil {
+		bad("messageDelayLevel", "%v", strings.TrimPrefix(err.Error(), "config: messageDelayLevel: "))
+	}
+	checkDuration(bad, "shortPollingTimeMills", b.ShortPollingTime, time.Millisecond, time.Minute)
+	checkDuration(bad, "channelExpiredTimeout", b.ChannelExpiredTimeout, time.Second, time.Hour)
+	checkDuration(bad, "duplicationWindowSeconds", b.DuplicationWindow, 0, 24*time.Hour)
+	checkDuration(bad, "transactionTimeOut", b.TransactionTimeout, time.Millisecond, 24*time.Hour)
+	if b.TransactionCheckMax < 1 || b.TransactionCheckMax > 10000 {
+		bad("transactionCheckMax", "must be between 1 and 10000")
+	}
+	checkDuration(bad, "transactionCheckInterval", b.TransactionCheckInterval, time.Millisecond, 24*time.Hour)
+}
+
+// NamesrvAddrs splits namesrvAddr ("a:9876;b:9876") into addresses.
+func (b *Broker) NamesrvAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(b.NamesrvAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// DeleteHours parses deleteWhen: hours of the day (0-23) separated by ';'.
+func (b *Broker) DeleteHours() ([]int, error) {
+	var hours []int
+	for _, w := range strings.Split(b.DeleteWhen, ";") {
+		w = strings.TrimSpace(w)
+		h, err := strconv.Atoi(w)
+		if err != nil || len(w) > 2 || strings.TrimLeft(w, "0123456789") != "" || h > 23 {
+			return nil, fmt.Errorf("%q is not an hour 00-23", w)
+		}
+		hours = append(hours, h)
+	}
+	return hours, nil
+}
+
+// DelayLevels returns the parsed messageDelayLevel.
+func (b *Broker) DelayLevels() ([]time.Duration, error) {
+	return ParseDelayLevels(b.MessageDelayLevel)
+}
+
+// CommitLogDir is where the CommitLog segments live.
+func (b *Broker) CommitLogDir() string {
+	return filepath.Join(b.StorePathRootDir, "commitlog")
+}
+
+func samePath(a, b string) bool {
+	if x, err := filepath.Abs(a); err == nil {
+		a = x
+	}
+	if x, err := filepath.Abs(b); err == nil {
+		b = x
+	}
+	return a == b
+}

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		conf string // applied over Default with Parse
+		want []string
+	}{
+		{"slave unsupported", "brokerRole=SLAVE\nbrokerId=1", []string{`brokerRole="SLAVE" (c:1): not supported yet`}},
+		{"sync master unsupported", "brokerRole=SYNC_MASTER", []string{"replication is not implemented"}},
+		{"master id", "brokerId=2", []string{`brokerId="2" (c:1): must be 0 for a master`}},
+		{"empty name", "brokerName=", []string{"brokerName=\"\" (c:1): must not be empty"}},
+		{"name with space", "brokerClusterName=a\\ b", []string{"must not contain spaces"}},
+		{"permission", "brokerPermission=8", []string{"brokerPermission"}},
+		{"port", "listenPort=70000", []string{"listenPort"}},
+		{"namesrv", "namesrvAddr=a:1;nohost", []string{`namesrvAddr="a:1;nohost" (c:1): "nohost" is not host:port`}},
+		{"brokerIP1", "brokerIP1=10.0.0.1/8", []string{"brokerIP1"}},
+		{"frame", "maxFrameBytes=1024", []string{"maxFrameBytes"}},
+		{"message vs frame", "maxMessageSize=16777216", []string{"maxMessageSize"}},
+		{"segment vs message", "mapedFileSizeCommitLog=1048576\nmaxMessageSize=1048576", []string{"mapedFileSizeCommitLog"}},
+		{"cq size", "mapedFileSizeConsumeQueue=0", []string{"mapedFileSizeConsumeQueue"}},
+		{"commitlog path", "storePathRootDir=/d\nstorePathCommitLog=/elsewhere/commitlog", []string{"the CommitLog must be /d/commitlog"}},
+		{"reserved", "fileReservedTime=0", []string{"fileReservedTime"}},
+		{"deleteWhen", "deleteWhen=04;25", []string{`deleteWhen="04;25" (c:1): "25" is not an hour`}},
+		{"deleteWhen sign", "deleteWhen=+4", []string{"deleteWhen"}},
+		{"ratios", "diskMaxUsedSpaceRatio=95", []string{"diskSpaceWarningLevelRatio"}},
+		{"ratio low", "diskMaxUsedSpaceRatio=5", []string{"diskMaxUsedSpaceRatio"}},
+		{"queues", "defaultTopicQueueNums=0", []string{"defaultTopicQueueNums"}},
+		{"delay", "messageDelayLevel=1s 5x", []string{`messageDelayLevel="1s 5x" (c:1): level 2 "5x": must end in a unit`}},
+		{"flush interval", "flushIntervalCommitLog=0", []string{"flushIntervalCommitLog"}},
+		{"several at once", "listenPort=-1\ntransactionCheckMax=0\nsyncFlushTimeout=0",
+			[]string{"listenPort", "transactionCheckMax", "syncFlushTimeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _, err := Parse([]byte(tt.conf), "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = b.Validate()
+			if err == nil {
+				t.Fatalf("Validate succeeded, want errors %q", tt.want)
+			}
+			var ve *ValueError
+			if !errors.As(err, &ve) {
+				t.Errorf("error %v is not a *ValueError", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateSetFromNamesOrigin(t *testing.T) {
+	b := Default()
+	if err := b.SetFrom("storePathRootDir", "", "--data-dir"); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Validate()
+	if err == nil || !strings.Contains(err.Error(), `storePathRootDir="" (--data-dir): must not be empty`) {
+		t.Fatalf("Validate = %v", err)
+	}
+}
+
+func TestValidateAcceptsRelativeEqualCommitLogPath(t *testing.T) {
+	b := Default()
+	b.StorePathRootDir = "data"
+	b.StorePathCommitLog = "./data/commitlog/"
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeleteHours(t *testing.T) {
+	b := Default()
+	b.DeleteWhen = "04; 16;0"
+	h, err := b.DeleteHours()
+	if err != nil || len(h) != 3 || h[0] != 4 || h[1] != 16 || h[2] != 0 {
+		t.Fatalf("DeleteHours = %v, %v", h, err)
+	}
+}
