@@ -1,0 +1,242 @@
+package remoting
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"maps"
+	"runtime"
+	"strings"
+	"testing"
+
+	jsoniter "github.com/json-iterator/go"
+)
+
+// goClientRequestHeader is the exact JSON header the official Go client
+// sends for a request (rocketmq-remoting.md 1.3).
+const goClientRequestHeader = `{"code":11,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"consumerGroup":"cg"}}`
+
+func TestEncodeGoldenGoRequest(t *testing.T) {
+	c := &Command{Code: 11, Language: "GO", Version: 317, Opaque: 1,
+		ExtFields: map[string]string{"consumerGroup": "cg"}}
+	got, err := EncodeFrame(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := frameBytes(0, []byte(goClientRequestHeader), nil)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("frame\n got %q\nwant %q", got, want)
+	}
+	back, err := DecodeFrame(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Code != 11 || back.Language != "GO" || back.Version != 317 || back.Opaque != 1 ||
+		back.Ext("consumerGroup") != "cg" || back.Body != nil {
+		t.Fatalf("decoded %v", back)
+	}
+}
+
+// frameBytes builds a frame by hand, independently of EncodeFrame.
+func frameBytes(serType byte, header, body []byte) []byte {
+	var b []byte
+	b = binary.BigEndian.AppendUint32(b, uint32(4+len(header)+len(body)))
+	b = binary.BigEndian.AppendUint32(b, uint32(serType)<<24|uint32(len(header)))
+	b = append(b, header...)
+	return append(b, body...)
+}
+
+func sampleCommands() []*Command {
+	props := "KEYS\x01k1 k2\x02TAGS\x01TagA\x02UNIQ_KEY\x01AC11000100002A9F\x02"
+	return []*Command{
+		{Code: 0, Language: "JAVA", Version: 401, Opaque: -7, Flag: FlagResponse},
+		{Code: ReqSendMessage, Language: "GO", Version: 317, Opaque: 1 << 30, Flag: 0,
+			Remark: "quote\" backslash\\ nl\n tab\t ctl\x01 unicode é 日本 \U0001F600",
+			ExtFields: map[string]string{
+				"producerGroup": "pg", "topic": "T", "queueId": "3", "properties": props,
+				"": "empty key", "emptyValue": "", "weird\"key": "v\\",
+			},
+			Body: []byte("hello body\x00\xff")},
+		{Code: -1, Language: "RUST", Version: -32768, Opaque: -1 << 31, Flag: 3,
+			ExtFields: map[string]string{}},
+	}
+}
+
+func TestRoundTripBothSerializeTypes(t *testing.T) {
+	for _, st := range []byte{SerializeJSON, SerializeRocketMQ} {
+		for i, c := range sampleCommands() {
+			c.SerializeType = st
+			frame, err := EncodeFrame(nil, c)
+			if err != nil {
+				t.Fatalf("type %d #%d: encode: %v", st, i, err)
+			}
+			got, err := DecodeFrame(frame)
+			if err != nil {
+				t.Fatalf("type %d #%d: decode: %v", st, i, err)
+			}
+			assertSameCommand(t, c, got)
+		}
+	}
+}
+
+func assertSameCommand(t *testing.T, want, got *Command) {
+	t.Helper()
+	if got.Code != want.Code || got.Language != want.Language || got.Version != want.Version ||
+		got.Opaque != want.Opaque || got.Flag != want.Flag || got.Remark != want.Remark ||
+		got.SerializeType != want.SerializeType || !bytes.Equal(got.Body, want.Body) {
+		t.Fatalf("decoded\n got %+v\nwant %+v", got, want)
+	}
+	if len(got.ExtFields) != len(want.ExtFields) || !maps.Equal(got.ExtFields, want.ExtFields) {
+		t.Fatalf("ext\n got %q\nwant %q", got.ExtFields, want.ExtFields)
+	}
+}
+
+func TestJSONHeaderIsValidForGoClientDecoder(t *testing.T) {
+	// The Go client decodes headers with jsoniter into typed fields; a
+	// non-string ext value or an out-of-range code drops the frame.
+	type goClientHeader struct {
+		Code      int16             `json:"code"`
+		Language  string            `json:"language"`
+		Version   int16             `json:"version"`
+		Opaque    int32             `json:"opaque"`
+		Flag      int32             `json:"flag"`
+		Remark    string            `json:"remark"`
+		ExtFields map[string]string `json:"extFields"`
+	}
+	for _, c := range sampleCommands() {
+		hdr := appendJSONHeader(nil, c)
+		var h goClientHeader
+		if err := jsoniter.Unmarshal(hdr, &h); err != nil {
+			t.Fatalf("jsoniter rejects %s: %v", hdr, err)
+		}
+		if h.Code != c.Code || h.Opaque != c.Opaque || h.Remark != c.Remark || !maps.Equal(h.ExtFields, c.ExtFields) {
+			t.Fatalf("jsoniter decoded %+v from %s", h, hdr)
+		}
+	}
+}
+
+func TestDecodeJavaStyleJSON(t *testing.T) {
+	hdr := `{"code":0,"extFields":{"queueId":"1","msgId":"0A0000010000"},"flag":1,"language":"JAVA",` +
+		`"opaque":5,"serializeTypeCurrentRPC":"JSON","version":479}`
+	c, err := DecodeFrame(frameBytes(0, []byte(hdr), []byte("b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Command{Code: 0, Language: "JAVA", Version: 479, Opaque: 5, Flag: 1,
+		ExtFields: map[string]string{"queueId": "1", "msgId": "0A0000010000"}, Body: []byte("b")}
+	assertSameCommand(t, want, c)
+	if !c.IsResponse() || c.IsOneway() {
+		t.Fatal("flag bits")
+	}
+}
+
+func TestDecodeTolerantJSON(t *testing.T) {
+	cases := []struct {
+		hdr  string
+		want Command
+	}{
+		{`{"code":34,"language":9,"remark":null,"extFields":{"a":5,"b":true,"c":-1.5e3,"d":null,"e":"x"}}`,
+			Command{Code: 34, Language: "GO", ExtFields: map[string]string{"a": "5", "b": "true", "c": "-1.5e3", "e": "x"}}},
+		{` { "code" : 1 , "language" : 200 , "extFields" : null } `, Command{Code: 1, Language: "OTHER"}},
+		{`{"code":2,"extFields":{"o":{"x":[1,{"y":2}]},"s":"\u00e9\ud83d\ude00\ud800\/"}}`,
+			Command{Code: 2, ExtFields: map[string]string{"o": `{"x":[1,{"y":2}]}`, "s": "é\U0001F600\uFFFD/"}}},
+		{`{"unknown":{"deep":[[[]]]},"code":3,"flag":2,"opaque":null}`, Command{Code: 3, Flag: 2}},
+		{`{"code":4,"remark":12}`, Command{Code: 4, Remark: "12"}},
+	}
+	for _, tc := range cases {
+		c, err := decodeJSONHeader([]byte(tc.hdr))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.hdr, err)
+		}
+		tc.want.SerializeType = SerializeJSON
+		assertSameCommand(t, &tc.want, c)
+	}
+}
+
+func TestDecodeJSONRejects(t *testing.T) {
+	for _, hdr := range []string{
+		``, `[]`, `{`, `{"code":40000}`, `{"version":-40000}`, `{"opaque":2147483648}`,
+		`{"code":1.5}`, `{"code":"1"}`, `{"code":01}`, `{"remark":"unterminated}`,
+		`{"extFields":{"a":"b"}`, `{"extFields":["a"]}`, `{"code":1}x`, `{"a":"\x01"}`,
+		`{"a":"\q"}`, `{"a":"\u12"}`, `{"a":tru}`, `{"a":-}`, `{"a":1.}`, `{"a":1e}`,
+		`{"code":1,}`, `{,}`, `{"a" 1}`, `{"language":{}}`,
+		strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100),
+	} {
+		if c, err := decodeJSONHeader([]byte(hdr)); err == nil {
+			t.Errorf("%q: accepted as %+v", hdr, c)
+		} else if !errors.Is(err, ErrBadHeader) {
+			t.Errorf("%q: error %v is not ErrBadHeader", hdr, err)
+		}
+	}
+}
+
+func TestDecodeBinaryRejects(t *testing.T) {
+	good, err := appendBinaryHeader(nil, &Command{Code: 1, Remark: "r", ExtFields: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeBinaryHeader(good); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < len(good); n++ {
+		if _, err := decodeBinaryHeader(good[:n]); !errors.Is(err, ErrBadHeader) {
+			t.Fatalf("truncated to %d: %v", n, err)
+		}
+	}
+	if _, err := decodeBinaryHeader(append(good, 0)); !errors.Is(err, ErrBadHeader) {
+		t.Fatalf("trailing byte: %v", err)
+	}
+	huge := bytes.Clone(good)
+	binary.BigEndian.PutUint32(huge[13:], 0x7fffffff) // remark length
+	if _, err := decodeBinaryHeader(huge); !errors.Is(err, ErrBadHeader) {
+		t.Fatalf("huge remark: %v", err)
+	}
+	binary.BigEndian.PutUint32(huge[13:], 0xffffffff) // negative
+	if _, err := decodeBinaryHeader(huge); !errors.Is(err, ErrBadHeader) {
+		t.Fatalf("negative remark: %v", err)
+	}
+}
+
+func TestDecodeFrameRejects(t *testing.T) {
+	for _, f := range [][]byte{
+		nil, {0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 1, 0},
+		frameBytes(2, []byte("{}"), nil),
+		append(frameBytes(0, []byte("{}"), nil), 'x'),
+		{0, 0, 0, 4, 0, 0, 0, 9}, // header length beyond frame
+	} {
+		if _, err := DecodeFrame(f); err == nil {
+			t.Errorf("%q accepted", f)
+		}
+	}
+}
+
+func TestReadPayloadLimits(t *testing.T) {
+	// Over the limit: refused from the length field alone.
+	over := binary.BigEndian.AppendUint32(nil, 1025)
+	if _, err := readPayload(bytes.NewReader(over), 1024); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("over limit: %v", err)
+	}
+	neg := []byte{0x80, 0, 0, 0}
+	if _, err := readPayload(bytes.NewReader(neg), DefaultMaxFrameBytes); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("negative length: %v", err)
+	}
+	// A 16 MiB claim followed by 3 bytes must not allocate 16 MiB.
+	claim := append(binary.BigEndian.AppendUint32(nil, DefaultMaxFrameBytes), 1, 2, 3)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readPayload(bytes.NewReader(claim), DefaultMaxFrameBytes)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short frame: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("allocated %d bytes for a 3-byte frame", grew)
+	}
+	// A full frame arriving in small pieces is read whole.
+	frame, _ := EncodeFrame(nil, &Command{Code: 1, Body: bytes.Repeat([]byte("x"), 300_000)})
+	p, err := readPayload(io.MultiReader(bytes.NewReader(frame[:5]), bytes.NewReader(frame[5:])), DefaultMaxFrameBytes)
+	if err != nil || !bytes.Equal(p, frame[4:]) {
+		t.Fatalf("piecewise read: %v", err)
+	}
+}

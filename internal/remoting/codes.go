@@ -1,0 +1,204 @@
+package remoting
+
+import "strconv"
+
+// Request codes (Java RequestCode). The constants are untyped so they
+// compare directly with Command.Code; RequestCode gives them a name.
+const (
+	ReqSendMessage                   = 10
+	ReqPullMessage                   = 11
+	ReqQueryMessage                  = 12
+	ReqQueryConsumerOffset           = 14
+	ReqUpdateConsumerOffset          = 15
+	ReqUpdateAndCreateTopic          = 17
+	ReqGetAllTopicConfig             = 21
+	ReqUpdateBrokerConfig            = 25
+	ReqGetBrokerConfig               = 26
+	ReqGetBrokerRuntimeInfo          = 28
+	ReqSearchOffsetByTimestamp       = 29
+	ReqGetMaxOffset                  = 30
+	ReqGetMinOffset                  = 31
+	ReqGetEarliestMsgStoretime       = 32
+	ReqViewMessageByID               = 33
+	ReqHeartBeat                     = 34
+	ReqUnregisterClient              = 35
+	ReqConsumerSendMsgBack           = 36
+	ReqEndTransaction                = 37
+	ReqGetConsumerListByGroup        = 38
+	ReqCheckTransactionState         = 39
+	ReqNotifyConsumerIDsChanged      = 40
+	ReqLockBatchMQ                   = 41
+	ReqUnlockBatchMQ                 = 42
+	ReqCheckClientConfig             = 46
+	ReqPutKVConfig                   = 100
+	ReqGetKVConfig                   = 101
+	ReqDeleteKVConfig                = 102
+	ReqRegisterBroker                = 103
+	ReqUnregisterBroker              = 104
+	ReqGetRouteInfoByTopic           = 105
+	ReqGetBrokerClusterInfo          = 106
+	ReqUpdateAndCreateSubscription   = 200
+	ReqGetAllSubscriptionGroupConfig = 201
+	ReqGetTopicStatsInfo             = 202
+	ReqGetConsumerConnectionList     = 203
+	ReqGetProducerConnectionList     = 204
+	ReqGetAllTopicListFromNameServer = 206
+	ReqDeleteSubscriptionGroup       = 207
+	ReqGetConsumeStats               = 208
+	ReqDeleteTopicInBroker           = 215
+	ReqDeleteTopicInNamesrv          = 216
+	ReqResetConsumerClientOffset     = 220
+	ReqGetConsumerStatusFromClient   = 221
+	ReqGetTopicsByCluster            = 224
+	ReqQueryTopicConsumeByWho        = 300
+	ReqGetConsumerRunningInfo        = 307
+	ReqConsumeMessageDirectly        = 309
+	ReqSendMessageV2                 = 310
+	ReqSendBatchMessage              = 320
+	ReqSendReplyMessage              = 324
+	ReqSendReplyMessageV2            = 325
+	ReqPushReplyMessageToClient      = 326
+)
+
+// Response codes (Java ResponseCode and RemotingSysResponseCode).
+const (
+	ResSuccess                   = 0
+	ResSystemError               = 1
+	ResSystemBusy                = 2
+	ResRequestCodeNotSupported   = 3
+	ResTransactionFailed         = 4
+	ResFlushDiskTimeout          = 10
+	ResSlaveNotAvailable         = 11
+	ResFlushSlaveTimeout         = 12
+	ResMessageIllegal            = 13
+	ResServiceNotAvailable       = 14
+	ResVersionNotSupported       = 15
+	ResNoPermission              = 16
+	ResTopicNotExist             = 17
+	ResTopicExistAlready         = 18
+	ResPullNotFound              = 19
+	ResPullRetryImmediately      = 20
+	ResPullOffsetMoved           = 21
+	ResQueryNotFound             = 22
+	ResSubscriptionParseFailed   = 23
+	ResSubscriptionNotExist      = 24
+	ResSubscriptionNotLatest     = 25
+	ResSubscriptionGroupNotExist = 26
+	ResFilterDataNotExist        = 27
+	ResFilterDataNotLatest       = 28
+	ResInvalidParameter          = 29
+	ResNoBuyerID                 = 204
+	ResNotInCurrentUnit          = 205
+	ResConsumerNotOnline         = 206
+	ResGoAway                    = 1500
+)
+
+// RequestCode names a request code for logs: RequestCode(cmd.Code).String().
+type RequestCode int16
+
+// ResponseCode names a response code for logs.
+type ResponseCode int16
+
+var requestCodeNames = map[int16]string{
+	ReqSendMessage:                   "SEND_MESSAGE",
+	ReqPullMessage:                   "PULL_MESSAGE",
+	ReqQueryMessage:                  "QUERY_MESSAGE",
+	ReqQueryConsumerOffset:           "QUERY_CONSUMER_OFFSET",
+	ReqUpdateConsumerOffset:          "UPDATE_CONSUMER_OFFSET",
+	ReqUpdateAndCreateTopic:          "UPDATE_AND_CREATE_TOPIC",
+	ReqGetAllTopicConfig:             "GET_ALL_TOPIC_CONFIG",
+	ReqUpdateBrokerConfig:            "UPDATE_BROKER_CONFIG",
+	ReqGetBrokerConfig:               "GET_BROKER_CONFIG",
+	ReqGetBrokerRuntimeInfo:          "GET_BROKER_RUNTIME_INFO",
+	ReqSearchOffsetByTimestamp:       "SEARCH_OFFSET_BY_TIMESTAMP",
+	ReqGetMaxOffset:                  "GET_MAX_OFFSET",
+	ReqGetMinOffset:                  "GET_MIN_OFFSET",
+	ReqGetEarliestMsgStoretime:       "GET_EARLIEST_MSG_STORETIME",
+	ReqViewMessageByID:               "VIEW_MESSAGE_BY_ID",
+	ReqHeartBeat:                     "HEART_BEAT",
+	ReqUnregisterClient:              "UNREGISTER_CLIENT",
+	ReqConsumerSendMsgBack:           "CONSUMER_SEND_MSG_BACK",
+	ReqEndTransaction:                "END_TRANSACTION",
+	ReqGetConsumerListByGroup:        "GET_CONSUMER_LIST_BY_GROUP",
+	ReqCheckTransactionState:         "CHECK_TRANSACTION_STATE",
+	ReqNotifyConsumerIDsChanged:      "NOTIFY_CONSUMER_IDS_CHANGED",
+	ReqLockBatchMQ:                   "LOCK_BATCH_MQ",
+	ReqUnlockBatchMQ:                 "UNLOCK_BATCH_MQ",
+	ReqCheckClientConfig:             "CHECK_CLIENT_CONFIG",
+	ReqPutKVConfig:                   "PUT_KV_CONFIG",
+	ReqGetKVConfig:                   "GET_KV_CONFIG",
+	ReqDeleteKVConfig:                "DELETE_KV_CONFIG",
+	ReqRegisterBroker:                "REGISTER_BROKER",
+	ReqUnregisterBroker:              "UNREGISTER_BROKER",
+	ReqGetRouteInfoByTopic:           "GET_ROUTEINFO_BY_TOPIC",
+	ReqGetBrokerClusterInfo:          "GET_BROKER_CLUSTER_INFO",
+	ReqUpdateAndCreateSubscription:   "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+	ReqGetAllSubscriptionGroupConfig: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+	ReqGetTopicStatsInfo:             "GET_TOPIC_STATS_INFO",
+	ReqGetConsumerConnectionList:     "GET_CONSUMER_CONNECTION_LIST",
+	ReqGetProducerConnectionList:     "GET_PRODUCER_CONNECTION_LIST",
+	ReqGetAllTopicListFromNameServer: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+	ReqDeleteSubscriptionGroup:       "DELETE_SUBSCRIPTIONGROUP",
+	ReqGetConsumeStats:               "GET_CONSUME_STATS",
+	ReqDeleteTopicInBroker:           "DELETE_TOPIC_IN_BROKER",
+	ReqDeleteTopicInNamesrv:          "DELETE_TOPIC_IN_NAMESRV",
+	ReqResetConsumerClientOffset:     "RESET_CONSUMER_CLIENT_OFFSET",
+	ReqGetConsumerStatusFromClient:   "GET_CONSUMER_STATUS_FROM_CLIENT",
+	ReqGetTopicsByCluster:            "GET_TOPICS_BY_CLUSTER",
+	ReqQueryTopicConsumeByWho:        "QUERY_TOPIC_CONSUME_BY_WHO",
+	ReqGetConsumerRunningInfo:        "GET_CONSUMER_RUNNING_INFO",
+	ReqConsumeMessageDirectly:        "CONSUME_MESSAGE_DIRECTLY",
+	ReqSendMessageV2:                 "SEND_MESSAGE_V2",
+	ReqSendBatchMessage:              "SEND_BATCH_MESSAGE",
+	ReqSendReplyMessage:              "SEND_REPLY_MESSAGE",
+	ReqSendReplyMessageV2:            "SEND_REPLY_MESSAGE_V2",
+	ReqPushReplyMessageToClient:      "PUSH_REPLY_MESSAGE_TO_CLIENT",
+}
+
+var responseCodeNames = map[int16]string{
+	ResSuccess:                   "SUCCESS",
+	ResSystemError:               "SYSTEM_ERROR",
+	ResSystemBusy:                "SYSTEM_BUSY",
+	ResRequestCodeNotSupported:   "REQUEST_CODE_NOT_SUPPORTED",
+	ResTransactionFailed:         "TRANSACTION_FAILED",
+	ResFlushDiskTimeout:          "FLUSH_DISK_TIMEOUT",
+	ResSlaveNotAvailable:         "SLAVE_NOT_AVAILABLE",
+	ResFlushSlaveTimeout:         "FLUSH_SLAVE_TIMEOUT",
+	ResMessageIllegal:            "MESSAGE_ILLEGAL",
+	ResServiceNotAvailable:       "SERVICE_NOT_AVAILABLE",
+	ResVersionNotSupported:       "VERSION_NOT_SUPPORTED",
+	ResNoPermission:              "NO_PERMISSION",
+	ResTopicNotExist:             "TOPIC_NOT_EXIST",
+	ResTopicExistAlready:         "TOPIC_EXIST_ALREADY",
+	ResPullNotFound:              "PULL_NOT_FOUND",
+	ResPullRetryImmediately:      "PULL_RETRY_IMMEDIATELY",
+	ResPullOffsetMoved:           "PULL_OFFSET_MOVED",
+	ResQueryNotFound:             "QUERY_NOT_FOUND",
+	ResSubscriptionParseFailed:   "SUBSCRIPTION_PARSE_FAILED",
+	ResSubscriptionNotExist:      "SUBSCRIPTION_NOT_EXIST",
+	ResSubscriptionNotLatest:     "SUBSCRIPTION_NOT_LATEST",
+	ResSubscriptionGroupNotExist: "SUBSCRIPTION_GROUP_NOT_EXIST",
+	ResFilterDataNotExist:        "FILTER_DATA_NOT_EXIST",
+	ResFilterDataNotLatest:       "FILTER_DATA_NOT_LATEST",
+	ResInvalidParameter:          "INVALID_PARAMETER",
+	ResNoBuyerID:                 "NO_BUYER_ID",
+	ResNotInCurrentUnit:          "NOT_IN_CURRENT_UNIT",
+	ResConsumerNotOnline:         "CONSUMER_NOT_ONLINE",
+	ResGoAway:                    "GO_AWAY",
+}
+
+// String returns the Java name of the code, or "REQUEST_<n>" when unknown.
+func (c RequestCode) String() string {
+	if s, ok := requestCodeNames[int16(c)]; ok {
+		return s
+	}
+	return "REQUEST_" + strconv.Itoa(int(c))
+}
+
+// String returns the Java name of the code, or "RESPONSE_<n>" when unknown.
+func (c ResponseCode) String() string {
+	if s, ok := responseCodeNames[int16(c)]; ok {
+		return s
+	}
+	return "RESPONSE_" + strconv.Itoa(int(c))
+}

@@ -1,0 +1,170 @@
+package remoting
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Flag bits of Command.Flag.
+const (
+	FlagResponse = 1 // bit0: the frame is a response
+	FlagOneway   = 2 // bit1: the request expects no response
+)
+
+// Serialize types (the high byte of the header-length word).
+const (
+	SerializeJSON     byte = 0
+	SerializeRocketMQ byte = 1
+)
+
+// Version is the MQVersion ordinal we put in the commands we create
+// (V4_9_4). Clients store a broker's response version; it must be >= 233
+// for Java SQL92 pulls and non-negative for the Go client.
+const Version int16 = 401
+
+// Language names we use when creating commands.
+const (
+	LanguageGo   = "GO"
+	LanguageJava = "JAVA"
+)
+
+// Command is one remoting request or response.
+type Command struct {
+	Code      int16
+	Language  string
+	Version   int16
+	Opaque    int32
+	Flag      int32
+	Remark    string
+	ExtFields map[string]string
+	Body      []byte
+	// SerializeType is the header encoding: SerializeJSON or SerializeRocketMQ.
+	SerializeType byte
+}
+
+// ErrExtMissing is returned by the Ext* accessors when the key is absent.
+var ErrExtMissing = errors.New("remoting: header field missing")
+
+// NewRequest makes a JSON request with our language and version. The
+// opaque is assigned when the request is sent.
+func NewRequest(code int16, ext map[string]string, body []byte) *Command {
+	return &Command{
+		Code:      code,
+		Language:  LanguageGo,
+		Version:   Version,
+		ExtFields: ext,
+		Body:      body,
+	}
+}
+
+// NewResponse makes a response to c: same opaque and serialize type, the
+// response flag set, language JAVA (older Java clients parse the enum by
+// name) and our version.
+func (c *Command) NewResponse(code int16, remark string) *Command {
+	return &Command{
+		Code:          code,
+		Language:      LanguageJava,
+		Version:       Version,
+		Opaque:        c.Opaque,
+		Flag:          FlagResponse,
+		Remark:        remark,
+		SerializeType: c.SerializeType,
+	}
+}
+
+// IsResponse reports whether the response flag bit is set.
+func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
+
+// IsOneway reports whether the oneway flag bit is set. The Go client never
+// sets it, so a request without it may still be treated as oneway by its
+// sender; the server replies anyway.
+func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
+
+// Ext returns the ext field key, or "" when absent.
+func (c *Command) Ext(key string) string { return c.ExtFields[key] }
+
+// SetExt sets an ext field, creating the map when needed.
+func (c *Command) SetExt(key, value string) {
+	if c.ExtFields == nil {
+		c.ExtFields = make(map[string]string, 8)
+	}
+	c.ExtFields[key] = value
+}
+
+// ExtInt64 parses the ext field key as a decimal int64.
+func (c *Command) ExtInt64(key string) (int64, error) {
+	s, ok := c.ExtFields[key]
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", ErrExtMissing, key)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("remoting: header field %s=%q: not an int64", key, s)
+	}
+	return v, nil
+}
+
+// ExtInt32 parses the ext field key as a decimal int32.
+func (c *Command) ExtInt32(key string) (int32, error) {
+	s, ok := c.ExtFields[key]
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", ErrExtMissing, key)
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("remoting: header field %s=%q: not an int32", key, s)
+	}
+	return int32(v), nil
+}
+
+// ExtBool parses the ext field key as "true" or "false" (case-insensitive,
+// like Java's Boolean.parseBoolean, but anything else is an error).
+func (c *Command) ExtBool(key string) (bool, error) {
+	s, ok := c.ExtFields[key]
+	if !ok {
+		return false, fmt.Errorf("%w: %s", ErrExtMissing, key)
+	}
+	switch s {
+	case "true", "True", "TRUE":
+		return true, nil
+	case "false", "False", "FALSE":
+		return false, nil
+	}
+	return false, fmt.Errorf("remoting: header field %s=%q: not a bool", key, s)
+}
+
+// String formats the command for logs (body length only).
+func (c *Command) String() string {
+	kind := "request"
+	if c.IsResponse() {
+		kind = "response"
+	}
+	return fmt.Sprintf("%s code=%d opaque=%d flag=%d remark=%q ext=%v body=%dB",
+		kind, c.Code, c.Opaque, c.Flag, c.Remark, c.ExtFields, len(c.Body))
+}
+
+// languageNames maps the ROCKETMQ language byte to its Java enum name.
+var languageNames = [...]string{
+	"JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER",
+	"HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS",
+}
+
+// languageOther is the name used for unknown language bytes.
+const languageOther = "OTHER"
+
+func languageName(b byte) string {
+	if int(b) < len(languageNames) {
+		return languageNames[b]
+	}
+	return languageOther
+}
+
+func languageCode(name string) byte {
+	for i, n := range languageNames {
+		if n == name {
+			return byte(i)
+		}
+	}
+	return 7 // OTHER
+}

@@ -1,0 +1,36 @@
+// Package remoting implements RocketMQ's classic TCP "remoting" protocol:
+// the frame codec, a server that dispatches requests to a Handler, and a
+// small client.
+//
+// # Frame
+//
+//	+-----------+------------+-------------+-------------------+-------------+
+//	| length(4) | serType(1) | hdrLen(3)   | header (hdrLen B) | body        |
+//	+-----------+------------+-------------+-------------------+-------------+
+//	length = 4 + hdrLen + len(body); the length field itself is not counted.
+//
+// All integers are big-endian. serType 0 is a JSON header, 1 the ROCKETMQ
+// binary header:
+//
+//	code int16 | language int8 | version int16 | opaque int32 | flag int32 |
+//	remarkLen int32 | remark | extLen int32 | { keyLen int16 | key | valLen int32 | val }*
+//
+// Both header types are decoded; a response is encoded in the serialize
+// type of the request it answers. JSON headers are written with extFields
+// values as strings only and code/version as int16, because the official Go
+// client drops any frame that violates either rule.
+//
+// # Concurrency
+//
+// A Conn (server or client side) owns one reader goroutine and one writer
+// goroutine. The writer batches queued frames into one vectored write. Every
+// inbound request runs on its own goroutine; at most MaxInflightPerConn run
+// at once per connection, and when that bound is reached the reader stops
+// reading, which pushes back on the peer through TCP flow control.
+// Responses are matched to requests only by opaque. All exported methods of
+// Conn, Server and Client are safe for concurrent use.
+//
+// A Command handed to a write method (WriteResponse, Invoke, InvokeOneway)
+// belongs to the connection from then on: its Body is written without
+// copying and must not be modified.
+package remoting

@@ -1,0 +1,148 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// DefaultMaxFrameBytes is the default frame limit (Java's frameMaxLength):
+// the length field of a frame may not exceed it.
+const DefaultMaxFrameBytes = 16 << 20
+
+// maxHeaderBytes is the largest header the 24-bit length can describe.
+const maxHeaderBytes = 1<<24 - 1
+
+// readChunkBytes is how much buffer a frame read allocates before more of
+// the frame has arrived; the buffer then doubles as data comes in, so a
+// peer that claims a large frame and sends little costs little memory.
+const readChunkBytes = 64 << 10
+
+var (
+	// ErrFrameTooLarge: a frame's length exceeds the configured maximum.
+	ErrFrameTooLarge = errors.New("remoting: frame too large")
+	// ErrBadFrame: a frame's length fields are inconsistent.
+	ErrBadFrame = errors.New("remoting: malformed frame")
+	// ErrBadHeader: a header could not be decoded.
+	ErrBadHeader = errors.New("remoting: malformed header")
+)
+
+// EncodeFrame appends the whole frame of c (length field included) to dst,
+// encoding the header in c.SerializeType.
+func EncodeFrame(dst []byte, c *Command) ([]byte, error) {
+	dst, err := appendFrameHead(dst, c)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, c.Body...), nil
+}
+
+// appendFrameHead appends everything of c's frame except the body; the
+// length field already counts the body, which the caller writes next.
+func appendFrameHead(dst []byte, c *Command) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	var err error
+	switch c.SerializeType {
+	case SerializeJSON:
+		dst = appendJSONHeader(dst, c)
+	case SerializeRocketMQ:
+		dst, err = appendBinaryHeader(dst, c)
+	default:
+		err = fmt.Errorf("%w: unknown serialize type %d", ErrBadHeader, c.SerializeType)
+	}
+	if err != nil {
+		return nil, err
+	}
+	hdrLen := len(dst) - start - 8
+	if hdrLen > maxHeaderBytes {
+		return nil, fmt.Errorf("%w: header of %d bytes exceeds the 24-bit limit", ErrFrameTooLarge, hdrLen)
+	}
+	length := 4 + int64(hdrLen) + int64(len(c.Body))
+	if length > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, length)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(length))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(c.SerializeType)<<24|uint32(hdrLen))
+	return dst, nil
+}
+
+// DecodeFrame decodes one whole frame, length field included. The
+// command's Body aliases frame.
+func DecodeFrame(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes is shorter than the length field", ErrBadFrame, len(frame))
+	}
+	n := binary.BigEndian.Uint32(frame)
+	if uint64(n) != uint64(len(frame)-4) {
+		return nil, fmt.Errorf("%w: length field %d but %d bytes follow", ErrBadFrame, n, len(frame)-4)
+	}
+	return decodePayload(frame[4:])
+}
+
+// decodePayload decodes a frame without its length field: the
+// header-length word, the header and the body. Body aliases p.
+func decodePayload(p []byte) (*Command, error) {
+	if len(p) < 4 {
+		return nil, fmt.Errorf("%w: frame length %d is shorter than the header-length word", ErrBadFrame, len(p))
+	}
+	word := binary.BigEndian.Uint32(p)
+	serType, hdrLen := byte(word>>24), int(word&maxHeaderBytes)
+	p = p[4:]
+	if hdrLen > len(p) {
+		return nil, fmt.Errorf("%w: header length %d exceeds the %d bytes in the frame", ErrBadFrame, hdrLen, len(p))
+	}
+	var c *Command
+	var err error
+	switch serType {
+	case SerializeJSON:
+		c, err = decodeJSONHeader(p[:hdrLen])
+	case SerializeRocketMQ:
+		c, err = decodeBinaryHeader(p[:hdrLen])
+	default:
+		err = fmt.Errorf("%w: unknown serialize type %d", ErrBadHeader, serType)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if body := p[hdrLen:]; len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}
+
+// readPayload reads one frame from r and returns it without its length
+// field. A length above maxBytes fails with ErrFrameTooLarge before any
+// buffer is allocated; otherwise the buffer grows only as bytes arrive.
+func readPayload(r io.Reader, maxBytes int) ([]byte, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return nil, err
+	}
+	n := int64(binary.BigEndian.Uint32(lenBuf[:]))
+	if n > int64(maxBytes) || n > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: length %d exceeds the limit of %d bytes", ErrFrameTooLarge, int32(n), maxBytes)
+	}
+	if n < 4 {
+		return nil, fmt.Errorf("%w: length %d is shorter than the header-length word", ErrBadFrame, n)
+	}
+	buf := make([]byte, 0, min(int(n), readChunkBytes))
+	for len(buf) < int(n) {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < int(n) {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}

@@ -1,0 +1,442 @@
+package remoting
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds nesting in skipped values so hostile input cannot
+// exhaust the stack.
+const maxJSONDepth = 64
+
+// decodeJSONHeader parses a JSON RemotingCommand header. It accepts what
+// the Go client (jsoniter) and Java (fastjson) send: keys in any order,
+// unknown keys ignored, language as a name or a LanguageCode number, remark
+// missing or null, and extFields values that are numbers or booleans
+// (stringified). It is hand-written because every request passes through
+// it; the behaviour matches encoding/json on valid input (tested).
+func decodeJSONHeader(data []byte) (*Command, error) {
+	d := jsonDecoder{data: data}
+	c := &Command{SerializeType: SerializeJSON}
+	if err := d.header(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type jsonDecoder struct {
+	data []byte
+	pos  int
+}
+
+func (d *jsonDecoder) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: json at offset %d: %s", ErrBadHeader, d.pos, fmt.Sprintf(format, args...))
+}
+
+func (d *jsonDecoder) skipWS() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// next returns the next non-space byte without consuming it (0 at EOF).
+func (d *jsonDecoder) next() byte {
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		return 0
+	}
+	return d.data[d.pos]
+}
+
+func (d *jsonDecoder) expect(b byte) error {
+	if d.next() != b {
+		return d.errorf("expected %q", b)
+	}
+	d.pos++
+	return nil
+}
+
+// header parses the top-level object into c.
+func (d *jsonDecoder) header(c *Command) error {
+	err := d.object(func(key []byte) error { return d.headerField(c, key) })
+	if err != nil {
+		return err
+	}
+	if d.skipWS(); d.pos != len(d.data) {
+		return d.errorf("trailing data")
+	}
+	return nil
+}
+
+// object parses {"k":v,...}, calling field with each key positioned at
+// its value; field must consume the value.
+func (d *jsonDecoder) object(field func(key []byte) error) error {
+	if err := d.expect('{'); err != nil {
+		return err
+	}
+	if d.next() == '}' {
+		d.pos++
+		return nil
+	}
+	for {
+		if d.next() != '"' {
+			return d.errorf("expected object key")
+		}
+		key, err := d.stringBytes()
+		if err != nil {
+			return err
+		}
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		d.skipWS()
+		if err := field(key); err != nil {
+			return err
+		}
+		switch d.next() {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return nil
+		default:
+			return d.errorf("expected ',' or '}'")
+		}
+	}
+}
+
+func (d *jsonDecoder) headerField(c *Command, key []byte) error {
+	var err error
+	switch string(key) {
+	case "code":
+		var v int64
+		v, err = d.integer(16)
+		c.Code = int16(v)
+	case "version":
+		var v int64
+		v, err = d.integer(16)
+		c.Version = int16(v)
+	case "opaque":
+		var v int64
+		v, err = d.integer(32)
+		c.Opaque = int32(v)
+	case "flag":
+		var v int64
+		v, err = d.integer(32)
+		c.Flag = int32(v)
+	case "language":
+		c.Language, err = d.language()
+	case "remark":
+		c.Remark, _, err = d.looseString(0)
+	case "extFields":
+		c.ExtFields, err = d.extFields()
+	default:
+		err = d.skipValue(0)
+	}
+	return err
+}
+
+// integer reads a JSON integer that fits in bits; null reads as 0.
+func (d *jsonDecoder) integer(bits int) (int64, error) {
+	if d.literal("null") {
+		return 0, nil
+	}
+	tok, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(string(tok), 10, bits)
+	if err != nil {
+		return 0, d.errorf("number %s is not an int%d", tok, bits)
+	}
+	return v, nil
+}
+
+// language reads a language name or a LanguageCode number.
+func (d *jsonDecoder) language() (string, error) {
+	switch b := d.next(); {
+	case b == '"':
+		s, err := d.stringBytes()
+		return string(s), err
+	case b == '-' || (b >= '0' && b <= '9'):
+		tok, err := d.number()
+		if err != nil {
+			return "", err
+		}
+		v, err := strconv.ParseUint(string(tok), 10, 8)
+		if err != nil {
+			return languageOther, nil
+		}
+		return languageName(byte(v)), nil
+	case d.literal("null"):
+		return "", nil
+	}
+	return "", d.errorf("language must be a string or number")
+}
+
+// extFields reads the extFields object; null leaves it nil.
+func (d *jsonDecoder) extFields() (map[string]string, error) {
+	if d.literal("null") {
+		return nil, nil
+	}
+	m := make(map[string]string, 8)
+	err := d.object(func(key []byte) error {
+		v, ok, err := d.looseString(1)
+		if ok {
+			m[string(key)] = v
+		} else {
+			delete(m, string(key)) // a later null overrides an earlier value
+		}
+		return err
+	})
+	return m, err
+}
+
+// looseString reads a string value, tolerating other types: null reports
+// ok=false, numbers and booleans yield their literal text, objects and
+// arrays their raw text.
+func (d *jsonDecoder) looseString(depth int) (string, bool, error) {
+	switch d.next() {
+	case '"':
+		s, err := d.stringBytes()
+		return string(s), err == nil, err
+	case 'n':
+		if d.literal("null") {
+			return "", false, nil
+		}
+	}
+	start := d.pos
+	if err := d.skipValue(depth); err != nil {
+		return "", false, err
+	}
+	return string(d.data[start:d.pos]), true, nil
+}
+
+// literal consumes word if it is next.
+func (d *jsonDecoder) literal(word string) bool {
+	d.skipWS()
+	if len(d.data)-d.pos >= len(word) && string(d.data[d.pos:d.pos+len(word)]) == word {
+		d.pos += len(word)
+		return true
+	}
+	return false
+}
+
+// skipValue consumes one JSON value of any type.
+func (d *jsonDecoder) skipValue(depth int) error {
+	if depth > maxJSONDepth {
+		return d.errorf("nesting deeper than %d", maxJSONDepth)
+	}
+	switch b := d.next(); {
+	case b == '"':
+		_, err := d.stringBytes()
+		return err
+	case b == '{':
+		return d.object(func([]byte) error { return d.skipValue(depth + 1) })
+	case b == '[':
+		return d.array(depth + 1)
+	case b == '-' || (b >= '0' && b <= '9'):
+		_, err := d.number()
+		return err
+	case d.literal("true"), d.literal("false"), d.literal("null"):
+		return nil
+	}
+	return d.errorf("unexpected character")
+}
+
+func (d *jsonDecoder) array(depth int) error {
+	d.pos++ // '['
+	if d.next() == ']' {
+		d.pos++
+		return nil
+	}
+	for {
+		if err := d.skipValue(depth); err != nil {
+			return err
+		}
+		switch d.next() {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return nil
+		default:
+			return d.errorf("expected ',' or ']'")
+		}
+	}
+}
+
+// number consumes a JSON number and returns its text.
+func (d *jsonDecoder) number() ([]byte, error) {
+	d.skipWS()
+	start := d.pos
+	if d.pos < len(d.data) && d.data[d.pos] == '-' {
+		d.pos++
+	}
+	switch {
+	case d.pos < len(d.data) && d.data[d.pos] == '0':
+		d.pos++
+	case d.digits() == 0:
+		return nil, d.errorf("bad number")
+	}
+	if d.pos < len(d.data) && d.data[d.pos] == '.' {
+		d.pos++
+		if d.digits() == 0 {
+			return nil, d.errorf("bad number fraction")
+		}
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		d.pos++
+		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
+			d.pos++
+		}
+		if d.digits() == 0 {
+			return nil, d.errorf("bad number exponent")
+		}
+	}
+	return d.data[start:d.pos], nil
+}
+
+func (d *jsonDecoder) digits() int {
+	n := 0
+	for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+		d.pos++
+		n++
+	}
+	return n
+}
+
+// stringBytes consumes a string literal and returns its decoded bytes. For
+// plain strings (no escapes, valid UTF-8) the result aliases the input.
+func (d *jsonDecoder) stringBytes() ([]byte, error) {
+	d.pos++ // opening quote
+	start := d.pos
+	for d.pos < len(d.data) {
+		b := d.data[d.pos]
+		switch {
+		case b == '"':
+			s := d.data[start:d.pos]
+			d.pos++
+			return s, nil
+		case b == '\\' || b < 0x20:
+			return d.slowString(start)
+		case b < utf8.RuneSelf:
+			d.pos++
+		default:
+			r, size := utf8.DecodeRune(d.data[d.pos:])
+			if r == utf8.RuneError && size == 1 {
+				return d.slowString(start)
+			}
+			d.pos += size
+		}
+	}
+	return nil, d.errorf("unterminated string")
+}
+
+// slowString decodes a string with escapes or invalid UTF-8 (replaced by
+// U+FFFD, as encoding/json does), starting again at start.
+func (d *jsonDecoder) slowString(start int) ([]byte, error) {
+	out := make([]byte, 0, d.pos-start+16)
+	out = append(out, d.data[start:d.pos]...)
+	for d.pos < len(d.data) {
+		b := d.data[d.pos]
+		switch {
+		case b == '"':
+			d.pos++
+			return out, nil
+		case b < 0x20:
+			return nil, d.errorf("control character in string")
+		case b == '\\':
+			var err error
+			if out, err = d.escape(out); err != nil {
+				return nil, err
+			}
+		case b < utf8.RuneSelf:
+			out = append(out, b)
+			d.pos++
+		default:
+			r, size := utf8.DecodeRune(d.data[d.pos:])
+			out = utf8.AppendRune(out, r) // RuneError for invalid bytes
+			d.pos += size
+		}
+	}
+	return nil, d.errorf("unterminated string")
+}
+
+// escape decodes one backslash escape at d.pos.
+func (d *jsonDecoder) escape(out []byte) ([]byte, error) {
+	if d.pos+1 >= len(d.data) {
+		return nil, d.errorf("unterminated escape")
+	}
+	c := d.data[d.pos+1]
+	d.pos += 2
+	switch c {
+	case '"', '\\', '/':
+		return append(out, c), nil
+	case 'b':
+		return append(out, '\b'), nil
+	case 'f':
+		return append(out, '\f'), nil
+	case 'n':
+		return append(out, '\n'), nil
+	case 'r':
+		return append(out, '\r'), nil
+	case 't':
+		return append(out, '\t'), nil
+	case 'u':
+		r, ok := d.hex4()
+		if !ok {
+			return nil, d.errorf("bad \\u escape")
+		}
+		if utf16.IsSurrogate(r) {
+			r = d.lowSurrogate(r)
+		}
+		return utf8.AppendRune(out, r), nil
+	}
+	return nil, d.errorf("bad escape \\%c", c)
+}
+
+// lowSurrogate completes a surrogate pair if a \uDC00-\uDFFF escape
+// follows; a lone surrogate becomes U+FFFD.
+func (d *jsonDecoder) lowSurrogate(hi rune) rune {
+	if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
+		save := d.pos
+		d.pos += 2
+		if lo, ok := d.hex4(); ok {
+			if r := utf16.DecodeRune(hi, lo); r != utf8.RuneError {
+				return r
+			}
+		}
+		d.pos = save
+	}
+	return utf8.RuneError
+}
+
+func (d *jsonDecoder) hex4() (rune, bool) {
+	if d.pos+4 > len(d.data) {
+		return 0, false
+	}
+	var r rune
+	for _, b := range d.data[d.pos : d.pos+4] {
+		switch {
+		case b >= '0' && b <= '9':
+			b -= '0'
+		case b >= 'a' && b <= 'f':
+			b = b - 'a' + 10
+		case b >= 'A' && b <= 'F':
+			b = b - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(b)
+	}
+	d.pos += 4
+	return r, true
+}
