@@ -1,0 +1,163 @@
+package commitlog
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/keelmq/keel/internal/message"
+)
+
+// maxKeptWriteBuffer bounds the write buffer kept between appends.
+const maxKeptWriteBuffer = 8 << 20
+
+// PatchFunc is called by Append for record i of the batch, copied into the
+// write buffer, once its CommitLog offset phys is known and before its CRC is
+// computed. It may rewrite fixed-size fields of rec in place.
+type PatchFunc func(i int, rec []byte, phys int64)
+
+// Append writes recs, each followed by its CRC, at the end of the log with
+// one write per segment touched, closing a segment with a blank marker when
+// the next record does not fit. It returns the new written offset. recs are
+// not modified (they are copied into the log's write buffer first).
+//
+// On a write or fsync error the log fails permanently (see Err). Append must
+// not be called concurrently with itself, Recover, Truncate or DeleteBefore.
+func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
+	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	if !l.recovered {
+		return 0, ErrNotRecovered
+	}
+	for i, rec := range recs {
+		if err := l.checkAppendable(rec); err != nil {
+			return 0, fmt.Errorf("commitlog: record %d of batch: %w", i, err)
+		}
+	}
+	pos := l.written.Load()
+	bufStart := pos
+	buf := l.wbuf[:0]
+	for i, rec := range recs {
+		n := int64(len(rec)) + TrailerBytes
+		segEnd := l.SegmentStart(pos) + l.cfg.SegmentBytes
+		if pos+n+BlankBytes > segEnd {
+			buf = appendBlank(buf, segEnd-pos)
+			if err := l.writeAndSeal(buf, bufStart); err != nil {
+				return 0, err
+			}
+			pos, bufStart, buf = segEnd, segEnd, buf[:0]
+		}
+		start := len(buf)
+		buf = append(buf, rec...)
+		buf = append(buf, 0, 0, 0, 0)
+		r := buf[start : start+len(rec)]
+		if patch != nil {
+			patch(i, r, pos)
+		}
+		put32(buf[start+len(rec):], Checksum(r))
+		pos += n
+	}
+	if len(buf) > 0 {
+		if err := l.write(buf, bufStart); err != nil {
+			return 0, err
+		}
+	}
+	if cap(buf) <= maxKeptWriteBuffer {
+		l.wbuf = buf[:0]
+	} else {
+		l.wbuf = nil
+	}
+	return pos, nil
+}
+
+func (l *Log) checkAppendable(rec []byte) error {
+	n := int64(len(rec))
+	if n < headerBytes {
+		return fmt.Errorf("record of %d bytes is shorter than its header: %w", n, ErrTooLarge)
+	}
+	if n+TrailerBytes+BlankBytes > l.cfg.SegmentBytes {
+		return fmt.Errorf("record of %d bytes, segment size %d: %w", n, l.cfg.SegmentBytes, ErrTooLarge)
+	}
+	if int64(be32(rec[0:4])) != n || int32(be32(rec[4:8])) != message.MagicV1 {
+		return fmt.Errorf("commitlog: record header (size %d, magic %#x) does not describe a %d-byte V1 record",
+			int32(be32(rec[0:4])), be32(rec[4:8]), n)
+	}
+	return nil
+}
+
+func appendBlank(buf []byte, remaining int64) []byte {
+	var b [BlankBytes]byte
+	put32(b[0:4], uint32(remaining))
+	put32(b[4:8], u32(message.MagicBlank))
+	return append(buf, b[:]...)
+}
+
+// write writes buf at CommitLog offset off (inside one segment) and
+// publishes the new written offset.
+func (l *Log) write(buf []byte, off int64) error {
+	s, err := l.segmentForWrite(off)
+	if err != nil {
+		return err
+	}
+	if _, err := s.f.WriteAt(buf, off-s.base); err != nil {
+		return l.fail(fmt.Errorf("commitlog: write %d bytes to %s at %d: %w", len(buf), s.path, off-s.base, err))
+	}
+	l.written.Store(off + int64(len(buf)))
+	l.notify()
+	return nil
+}
+
+// writeAndSeal writes buf, which ends with the blank marker closing its
+// segment, and makes the whole segment durable before the next one may be
+// created (the ordering recovery relies on).
+func (l *Log) writeAndSeal(buf []byte, off int64) error {
+	if err := l.write(buf, off); err != nil {
+		return err
+	}
+	s, err := l.segmentForWrite(off)
+	if err != nil {
+		return err
+	}
+	if err := s.f.Sync(); err != nil {
+		return l.fail(fmt.Errorf("commitlog: fdatasync closed segment %s: %w", s.path, err))
+	}
+	return nil
+}
+
+// segmentForWrite returns the segment holding off, creating it if off is
+// the start of the segment after the last one.
+func (l *Log) segmentForWrite(off int64) (*segment, error) {
+	l.segMu.RLock()
+	s := l.segmentLocked(off)
+	l.segMu.RUnlock()
+	if s != nil {
+		return s, nil
+	}
+	base := l.SegmentStart(off)
+	l.segMu.RLock()
+	n := len(l.segs)
+	ok := n == 0 || l.segs[n-1].base+l.cfg.SegmentBytes == base
+	l.segMu.RUnlock()
+	if !ok {
+		panic(fmt.Sprintf("commitlog: write at %d is not in or right after the last segment", off))
+	}
+	return l.createSegment(base)
+}
+
+func (l *Log) createSegment(base int64) (*segment, error) {
+	path := filepath.Join(l.cfg.Dir, SegmentName(base))
+	f, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, l.fail(fmt.Errorf("commitlog: create segment %s: %w", path, err))
+	}
+	if err := l.cfg.FS.SyncDir(l.cfg.Dir); err != nil {
+		f.Close()
+		return nil, l.fail(fmt.Errorf("commitlog: sync dir %s: %w", l.cfg.Dir, err))
+	}
+	s := &segment{base: base, path: path, f: f}
+	l.segMu.Lock()
+	l.segs = append(l.segs, s)
+	l.segMu.Unlock()
+	return s, nil
+}

@@ -1,0 +1,396 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// Sizes of the framing around records.
+const (
+	TrailerBytes = 4 // CRC32-C after each record
+	BlankBytes   = 8 // blank marker closing a segment
+	headerBytes  = 8 // TOTALSIZE + MAGICCODE
+	nameDigits   = 20
+)
+
+// MinSegmentBytes is the smallest accepted segment size.
+const MinSegmentBytes = 4096
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum returns the CRC32-C of rec, the value stored after it.
+func Checksum(rec []byte) uint32 { return crc32.Checksum(rec, crcTable) }
+
+// Errors.
+var (
+	// ErrFailed wraps every error returned after a write or fsync failed.
+	ErrFailed = errors.New("commitlog: log failed after a write or fsync error (read-only until restart)")
+	// ErrCorrupt is wrapped by errors for entries that fail verification.
+	ErrCorrupt = errors.New("commitlog: corrupt entry")
+	// ErrNoRecord is returned for an offset that holds no record: it lies in
+	// the blank tail of a closed segment or before the first segment.
+	ErrNoRecord = errors.New("commitlog: no record at offset")
+	// ErrTooLarge is returned by Append for a record that cannot fit in a segment.
+	ErrTooLarge = errors.New("commitlog: record too large for a segment")
+	// ErrNotRecovered is returned by Append before Recover ran.
+	ErrNotRecovered = errors.New("commitlog: not recovered")
+)
+
+// Config configures a Log.
+type Config struct {
+	FS           vfs.FS
+	Dir          string // directory of the segment files
+	SegmentBytes int64  // size of every segment (mapedFileSizeCommitLog)
+	// CheckRecord, if set, is an extra structural check of a record whose
+	// size, magic and CRC are valid (the store passes message.Check).
+	CheckRecord func(rec []byte) error
+	// Notify, if set, is called (without locks held) after the written or
+	// the flushed offset advanced. It must not block.
+	Notify func()
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.FS == nil || c.Dir == "" {
+		return errors.New("commitlog: config needs FS and Dir")
+	}
+	if c.SegmentBytes < MinSegmentBytes || c.SegmentBytes > 1<<40 {
+		return fmt.Errorf("commitlog: segment size %d out of range [%d, 2^40]", c.SegmentBytes, MinSegmentBytes)
+	}
+	return nil
+}
+
+type segment struct {
+	base int64
+	path string
+	f    vfs.File
+}
+
+// Log is the CommitLog. See the package documentation.
+type Log struct {
+	cfg    Config
+	logger *slog.Logger
+
+	segMu sync.RWMutex
+	segs  []*segment // guarded by segMu; contiguous, sorted by base
+
+	// Owned by the single writer.
+	wbuf      []byte
+	recovered bool
+
+	written atomic.Int64 // end of written bytes (exclusive)
+	flushed atomic.Int64 // end of durable bytes (exclusive)
+	failure atomic.Pointer[error]
+
+	flushMu sync.Mutex // serializes Flush with segment removal
+
+	roundMu sync.Mutex
+	round   *flushRound // guarded by roundMu
+	kick    chan struct{}
+}
+
+// Open opens (creating if needed) the log directory and its segment files.
+// It does not verify them: call Recover before Append.
+func Open(cfg Config) (*Log, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1)}
+	if l.logger == nil {
+		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := MkdirAllDurable(cfg.FS, cfg.Dir); err != nil {
+		return nil, fmt.Errorf("commitlog: %w", err)
+	}
+	if err := l.openSegments(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	return l, nil
+}
+
+// MkdirAllDurable creates dir and its parents and makes their entries
+// durable (SyncDir of dir and of every ancestor).
+func MkdirAllDurable(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create dir %s: %w", dir, err)
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if err := fs.SyncDir(d); err != nil {
+			return fmt.Errorf("sync dir %s: %w", d, err)
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return nil
+		}
+	}
+}
+
+// SegmentName returns the file name of the segment starting at base.
+func SegmentName(base int64) string { return fmt.Sprintf("%0*d", nameDigits, base) }
+
+// ParseSegmentName returns the base offset named by a segment file name.
+func ParseSegmentName(name string) (int64, bool) {
+	if len(name) != nameDigits {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(name, 10, 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+func (l *Log) openSegments() error {
+	names, err := l.cfg.FS.List(l.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("commitlog: list %s: %w", l.cfg.Dir, err)
+	}
+	for _, name := range names {
+		base, ok := ParseSegmentName(name)
+		if !ok {
+			l.logger.Warn("commitlog: ignoring unexpected file", "file", filepath.Join(l.cfg.Dir, name))
+			continue
+		}
+		if base%l.cfg.SegmentBytes != 0 {
+			return fmt.Errorf("commitlog: segment %s is not aligned to the segment size %d (was the store written with another mapedFileSizeCommitLog?)", name, l.cfg.SegmentBytes)
+		}
+		if n := len(l.segs); n > 0 && l.segs[n-1].base+l.cfg.SegmentBytes != base {
+			return fmt.Errorf("commitlog: segment %s does not follow %s: segment files are missing", name, filepath.Base(l.segs[n-1].path))
+		}
+		path := filepath.Join(l.cfg.Dir, name)
+		f, err := l.cfg.FS.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("commitlog: open segment %s: %w", path, err)
+		}
+		l.segs = append(l.segs, &segment{base: base, path: path, f: f})
+		size, err := f.Size()
+		if err != nil {
+			return fmt.Errorf("commitlog: size of %s: %w", path, err)
+		}
+		if size > l.cfg.SegmentBytes {
+			return fmt.Errorf("commitlog: segment %s is %d bytes, larger than the segment size %d", path, size, l.cfg.SegmentBytes)
+		}
+	}
+	return nil
+}
+
+func (l *Log) closeFiles() error {
+	l.segMu.Lock()
+	defer l.segMu.Unlock()
+	var first error
+	for _, s := range l.segs {
+		if err := s.f.Close(); err != nil && first == nil {
+			first = fmt.Errorf("commitlog: close %s: %w", s.path, err)
+		}
+	}
+	l.segs = nil
+	return first
+}
+
+// Close closes the segment files. It does not flush.
+func (l *Log) Close() error { return l.closeFiles() }
+
+// SegmentBytes returns the configured segment size.
+func (l *Log) SegmentBytes() int64 { return l.cfg.SegmentBytes }
+
+// SegmentStart returns the start of the segment holding off.
+func (l *Log) SegmentStart(off int64) int64 { return off - off%l.cfg.SegmentBytes }
+
+// WrittenOffset returns the end of the written bytes.
+func (l *Log) WrittenOffset() int64 { return l.written.Load() }
+
+// FlushedOffset returns the end of the bytes known durable.
+func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
+
+// MinOffset returns the first offset still held (start of the first
+// segment), or the written offset if there is no segment.
+func (l *Log) MinOffset() int64 {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	if len(l.segs) == 0 {
+		return l.written.Load()
+	}
+	return l.segs[0].base
+}
+
+// Err returns nil, or an error wrapping ErrFailed and the first write or
+// fsync error.
+func (l *Log) Err() error {
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) fail(err error) error {
+	wrapped := fmt.Errorf("%w: %w", ErrFailed, err)
+	if l.failure.CompareAndSwap(nil, &wrapped) {
+		l.logger.Error("commitlog: write or fsync failed; the store is read-only until restart", "err", err)
+	}
+	l.notify()
+	l.wakeWaiters()
+	return l.Err()
+}
+
+func (l *Log) notify() {
+	if l.cfg.Notify != nil {
+		l.cfg.Notify()
+	}
+}
+
+// Segment describes one segment file.
+type Segment struct {
+	Base int64
+	Path string
+}
+
+// Segments lists the segment files.
+func (l *Log) Segments() []Segment {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	out := make([]Segment, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = Segment{Base: s.base, Path: s.path}
+	}
+	return out
+}
+
+// segmentLocked returns the segment holding off, or nil. segMu must be held.
+func (l *Log) segmentLocked(off int64) *segment {
+	if len(l.segs) == 0 || off < l.segs[0].base {
+		return nil
+	}
+	i := (off - l.segs[0].base) / l.cfg.SegmentBytes
+	if i >= int64(len(l.segs)) {
+		return nil
+	}
+	return l.segs[i]
+}
+
+// ReadAt reads len(p) bytes at off. The range must lie in one segment and
+// below the written offset.
+func (l *Log) ReadAt(p []byte, off int64) error {
+	_, err := l.readUpTo(p, off, len(p))
+	return err
+}
+
+// readUpTo reads at least need and at most len(p) bytes at off and returns
+// how many it read: a closed segment's file ends after its blank marker.
+func (l *Log) readUpTo(p []byte, off int64, need int) (int, error) {
+	if off < 0 || off+int64(need) > l.written.Load() {
+		return 0, fmt.Errorf("commitlog: read [%d, %d) beyond written offset %d: %w", off, off+int64(need), l.written.Load(), ErrNoRecord)
+	}
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	s := l.segmentLocked(off)
+	if s == nil {
+		return 0, fmt.Errorf("commitlog: offset %d is not held (min %d): %w", off, l.minLocked(), ErrNoRecord)
+	}
+	rel := off - s.base
+	if rel+int64(len(p)) > l.cfg.SegmentBytes {
+		return 0, fmt.Errorf("commitlog: read [%d, %d) crosses the end of segment %s: %w", off, off+int64(len(p)), s.path, ErrNoRecord)
+	}
+	n, err := s.f.ReadAt(p, rel)
+	if n >= need {
+		return n, nil
+	}
+	if err == io.EOF || err == nil {
+		// Past the end of a closed segment's file: the blank tail.
+		return 0, fmt.Errorf("commitlog: read [%d, %d) past the end of %s: %w", off, off+int64(need), s.path, ErrNoRecord)
+	}
+	return 0, fmt.Errorf("commitlog: read %s at %d: %w", s.path, rel, err)
+}
+
+func (l *Log) minLocked() int64 {
+	if len(l.segs) == 0 {
+		return l.written.Load()
+	}
+	return l.segs[0].base
+}
+
+// VerifyEntry checks that entry (a record followed by its CRC trailer)
+// starting at CommitLog offset off is a valid record of size bytes.
+func (l *Log) VerifyEntry(entry []byte, off int64, size int32) error {
+	return verifyEntry(entry, off, size, l.cfg.CheckRecord)
+}
+
+func verifyEntry(entry []byte, off int64, size int32, check func([]byte) error) error {
+	if size < headerBytes || len(entry) != int(size)+TrailerBytes {
+		return fmt.Errorf("commitlog: entry at %d: bad size %d: %w", off, size, ErrCorrupt)
+	}
+	total := int32(be32(entry[0:4]))
+	magic := int32(be32(entry[4:8]))
+	if magic == message.MagicBlank {
+		return fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
+	}
+	if total != size || magic != message.MagicV1 {
+		return fmt.Errorf("commitlog: entry at %d: size %d magic %#x, want size %d magic %#x: %w",
+			off, total, u32(magic), size, u32(message.MagicV1), ErrCorrupt)
+	}
+	rec := entry[:size]
+	if got, want := Checksum(rec), be32(entry[size:]); got != want {
+		return fmt.Errorf("commitlog: entry at %d: crc %#08x, stored %#08x: %w", off, got, want, ErrCorrupt)
+	}
+	if check != nil {
+		if err := check(rec); err != nil {
+			return fmt.Errorf("commitlog: entry at %d: %w: %w", off, ErrCorrupt, err)
+		}
+	}
+	return nil
+}
+
+// ReadEntry reads and verifies the record of size bytes at off into buf
+// (grown if needed) and returns the record without its trailer. It returns
+// an error wrapping ErrCorrupt if verification fails and ErrNoRecord if off
+// holds no record.
+func (l *Log) ReadEntry(off int64, size int32, buf []byte) ([]byte, error) {
+	if size < headerBytes || int64(size)+TrailerBytes+BlankBytes > l.cfg.SegmentBytes {
+		return nil, fmt.Errorf("commitlog: entry at %d: size %d out of range: %w", off, size, ErrCorrupt)
+	}
+	n := int(size) + TrailerBytes
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if err := l.ReadAt(buf, off); err != nil {
+		return nil, err
+	}
+	if err := l.VerifyEntry(buf, off, size); err != nil {
+		return nil, err
+	}
+	return buf[:size], nil
+}
+
+// ReadRecord reads and verifies the record at off without knowing its size.
+func (l *Log) ReadRecord(off int64, buf []byte) ([]byte, error) {
+	var hdr [headerBytes]byte
+	if err := l.ReadAt(hdr[:], off); err != nil {
+		return nil, err
+	}
+	size := int32(be32(hdr[0:4]))
+	if int32(be32(hdr[4:8])) == message.MagicBlank {
+		return nil, fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
+	}
+	return l.ReadEntry(off, size, buf)
+}
+
+func u32(v int32) uint32 { return uint32(v) }
+
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func put32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}

@@ -1,0 +1,468 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+const testSeg = 4096
+
+// rec builds an opaque V1 record of n bytes whose body bytes derive from seed.
+func rec(n int, seed byte) []byte {
+	b := make([]byte, n)
+	binary.BigEndian.PutUint32(b[0:], uint32(n))
+	binary.BigEndian.PutUint32(b[4:], u32(message.MagicV1))
+	for i := 8; i < n; i++ {
+		b[i] = seed + byte(i)
+	}
+	return b
+}
+
+func openLog(t testing.TB, fs vfs.FS, opts RecoverOptions) (*Log, RecoverResult) {
+	t.Helper()
+	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Recover(opts)
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	return l, res
+}
+
+type appended struct {
+	phys int64
+	rec  []byte
+}
+
+func appendAll(t testing.TB, l *Log, recs ...[]byte) []appended {
+	t.Helper()
+	var out []appended
+	_, err := l.Append(recs, func(i int, r []byte, phys int64) {
+		binary.BigEndian.PutUint64(r[8:], uint64(phys)) // stamp like PatchStored would
+		out = append(out, appended{phys: phys, rec: append([]byte(nil), r...)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func checkReadable(t testing.TB, l *Log, want []appended) {
+	t.Helper()
+	for _, a := range want {
+		got, err := l.ReadEntry(a.phys, int32(len(a.rec)), nil)
+		if err != nil {
+			t.Fatalf("read %d: %v", a.phys, err)
+		}
+		if !bytes.Equal(got, a.rec) {
+			t.Fatalf("record at %d differs", a.phys)
+		}
+		got, err = l.ReadRecord(a.phys, nil)
+		if err != nil || !bytes.Equal(got, a.rec) {
+			t.Fatalf("ReadRecord %d: %v", a.phys, err)
+		}
+	}
+}
+
+func TestAppendRollsOverWithBlankMarker(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	defer l.Close()
+	var all []appended
+	for i := range 40 {
+		all = append(all, appendAll(t, l, rec(200+i*7, byte(i)))...)
+	}
+	checkReadable(t, l, all)
+	for _, a := range all {
+		rel := a.phys % testSeg
+		if rel+int64(len(a.rec))+TrailerBytes+BlankBytes > testSeg {
+			t.Fatalf("record at %d leaves no room for the end marker", a.phys)
+		}
+	}
+	segs := l.Segments()
+	if len(segs) < 3 {
+		t.Fatalf("want several segments, got %d", len(segs))
+	}
+	for i, s := range segs {
+		if filepath.Base(s.Path) != fmt.Sprintf("%020d", int64(i)*testSeg) {
+			t.Fatalf("segment %d named %s", i, s.Path)
+		}
+	}
+	// Every closed segment ends with a blank marker reaching its end.
+	for _, s := range segs[:len(segs)-1] {
+		f, _ := fs.OpenFile(s.Path, 0, 0)
+		size, _ := f.Size()
+		var h [8]byte
+		f.ReadAt(h[:], size-8)
+		f.Close()
+		if int32(be32(h[4:])) != message.MagicBlank || int64(be32(h[:4])) != testSeg-(size-8) {
+			t.Fatalf("segment %s does not end with a valid blank marker", s.Path)
+		}
+	}
+	// The sequential reader sees exactly the records, skipping markers.
+	r := l.NewReader(0)
+	for i := 0; ; i++ {
+		got, phys, err := r.Next(l.WrittenOffset())
+		if err == io.EOF {
+			if i != len(all) {
+				t.Fatalf("reader saw %d records, want %d", i, len(all))
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phys != all[i].phys || !bytes.Equal(got, all[i].rec) {
+			t.Fatalf("reader record %d at %d, want %d", i, phys, all[i].phys)
+		}
+	}
+}
+
+func TestAppendBatchSpanningSegments(t *testing.T) {
+	l, _ := openLog(t, vfs.NewMem(), RecoverOptions{})
+	defer l.Close()
+	var recs [][]byte
+	for i := range 30 {
+		recs = append(recs, rec(300, byte(i)))
+	}
+	all := appendAll(t, l, recs...)
+	if len(all) != 30 || all[29].phys < 2*testSeg {
+		t.Fatalf("batch did not span segments: last at %d", all[29].phys)
+	}
+	checkReadable(t, l, all)
+	// The input records are not modified.
+	if binary.BigEndian.Uint64(recs[5][8:]) == uint64(all[5].phys) && all[5].phys != 0 {
+		t.Fatal("Append modified its input")
+	}
+}
+
+func TestAppendRejectsOversizedAndMalformed(t *testing.T) {
+	l, _ := openLog(t, vfs.NewMem(), RecoverOptions{})
+	defer l.Close()
+	if _, err := l.Append([][]byte{rec(testSeg-BlankBytes-TrailerBytes+1, 0)}, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized: %v", err)
+	}
+	bad := rec(100, 0)
+	binary.BigEndian.PutUint32(bad, 99)
+	if _, err := l.Append([][]byte{bad}, nil); err == nil {
+		t.Fatal("malformed header accepted")
+	}
+	if l.Err() != nil || l.WrittenOffset() != 0 {
+		t.Fatal("a rejected record changed the log")
+	}
+	// The largest record that fits still works.
+	appendAll(t, l, rec(testSeg-BlankBytes-TrailerBytes, 1))
+}
+
+func TestReopenContinues(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	all := appendAll(t, l, rec(1000, 1), rec(1500, 2), rec(2000, 3))
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	end := l.WrittenOffset()
+	l.Close()
+	l, res := openLog(t, fs, RecoverOptions{From: end})
+	defer l.Close()
+	if res.End != end || l.WrittenOffset() != end || l.FlushedOffset() != end {
+		t.Fatalf("recovered end %d, want %d", res.End, end)
+	}
+	all = append(all, appendAll(t, l, rec(700, 4))...)
+	checkReadable(t, l, all)
+}
+
+func TestRecoverCutsTornTail(t *testing.T) {
+	for _, cut := range []int{1, 5, 8, 100, 699, 703} {
+		t.Run(fmt.Sprint(cut), func(t *testing.T) {
+			fs := vfs.NewMem()
+			l, _ := openLog(t, fs, RecoverOptions{})
+			all := appendAll(t, l, rec(500, 1), rec(600, 2), rec(700, 3))
+			l.Flush()
+			l.Close()
+			last := all[2]
+			truncateFile(t, fs, "/data/commitlog/"+SegmentName(0), last.phys+int64(cut))
+			l, res := openLog(t, fs, RecoverOptions{})
+			defer l.Close()
+			if res.End != last.phys || res.TornBytes != int64(cut) {
+				t.Fatalf("end %d torn %d, want %d %d", res.End, res.TornBytes, last.phys, cut)
+			}
+			checkReadable(t, l, all[:2])
+			more := appendAll(t, l, rec(300, 9))
+			if more[0].phys != last.phys {
+				t.Fatalf("append after cut at %d, want %d", more[0].phys, last.phys)
+			}
+		})
+	}
+}
+
+func truncateFile(t testing.TB, fs vfs.FS, path string, size int64) {
+	t.Helper()
+	f, err := fs.OpenFile(path, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+}
+
+func patchFile(t testing.TB, fs vfs.FS, path string, off int64, fn func([]byte)) {
+	t.Helper()
+	f, err := fs.OpenFile(path, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size, _ := f.Size()
+	b := make([]byte, size)
+	f.ReadAt(b, 0)
+	fn(b[off:])
+	f.WriteAt(b, 0)
+	f.Sync()
+}
+
+func TestRecoverCorruptionInTheMiddle(t *testing.T) {
+	cases := map[string]func(b []byte){
+		"header": func(b []byte) { b[2] ^= 0x10 },
+		"magic":  func(b []byte) { b[5] ^= 0xff },
+		"body":   func(b []byte) { b[200] ^= 1 },
+		"crc":    func(b []byte) { b[499+2] ^= 1 },
+		"zeroed": func(b []byte) { clear(b[:500]) },
+	}
+	for name, corrupt := range cases {
+		t.Run(name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			l, _ := openLog(t, fs, RecoverOptions{})
+			all := appendAll(t, l, rec(400, 1), rec(499, 2), rec(400, 3), rec(300, 4))
+			l.Flush()
+			l.Close()
+			seg := "/data/commitlog/" + SegmentName(0)
+			patchFile(t, fs, seg, all[1].phys, corrupt)
+
+			_, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l2, _ := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+			_, err = l2.Recover(RecoverOptions{})
+			l2.Close()
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("want a CorruptionError, got %v", err)
+			}
+			if ce.Offset != all[1].phys || ce.NextValid != all[2].phys || ce.Segment != seg {
+				t.Fatalf("corruption reported at %d (next %d) in %s", ce.Offset, ce.NextValid, ce.Segment)
+			}
+			// Nothing changed: a second attempt reports the same.
+			l2, _ = Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+			if _, err := l2.Recover(RecoverOptions{}); !errors.As(err, &ce) {
+				t.Fatalf("second recovery: %v", err)
+			}
+			l2.Close()
+
+			// Repair isolates it: the rest of the segment goes to quarantine.
+			l3, res := openLog(t, fs, RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"})
+			defer l3.Close()
+			if len(res.Repaired) != 1 || res.End != testSeg {
+				t.Fatalf("repair result %+v", res)
+			}
+			checkReadable(t, l3, all[:1])
+			for _, a := range all[1:] {
+				if _, err := l3.ReadEntry(a.phys, int32(len(a.rec)), nil); !IsNoRecord(err) {
+					t.Fatalf("quarantined record at %d: %v", a.phys, err)
+				}
+			}
+			names, _ := fs.List("/data/quarantine")
+			if len(names) != 1 {
+				t.Fatalf("quarantine holds %v", names)
+			}
+			more := appendAll(t, l3, rec(300, 5))
+			if more[0].phys != testSeg {
+				t.Fatalf("append after repair at %d", more[0].phys)
+			}
+		})
+	}
+}
+
+func TestRecoverCorruptionInEarlierSegment(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	var all []appended
+	for i := range 20 {
+		all = append(all, appendAll(t, l, rec(900, byte(i)))...)
+	}
+	l.Flush()
+	l.Close()
+	// The last record of segment 0 is zeroed: valid data follows in segment 1.
+	var victim appended
+	for _, a := range all {
+		if a.phys < testSeg {
+			victim = a
+		}
+	}
+	patchFile(t, fs, "/data/commitlog/"+SegmentName(0), victim.phys, func(b []byte) { clear(b) })
+	l2, _ := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+	defer l2.Close()
+	_, err := l2.Recover(RecoverOptions{})
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != victim.phys || ce.NextValid != testSeg {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestRecoverRemovesGarbageSegmentsAfterTornTail(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	all := appendAll(t, l, rec(900, 1), rec(900, 2))
+	l.Flush()
+	l.Close()
+	// An unfinished segment 0 followed by an empty and a garbage segment.
+	for _, base := range []int64{testSeg, 2 * testSeg} {
+		f, _ := fs.OpenFile("/data/commitlog/"+SegmentName(base), 0x42, 0o644)
+		if base == 2*testSeg {
+			f.WriteAt(bytes.Repeat([]byte{0xCB}, 100), 0)
+		}
+		f.Sync()
+		f.Close()
+	}
+	fs.SyncDir("/data/commitlog")
+	l2, res := openLog(t, fs, RecoverOptions{})
+	defer l2.Close()
+	if res.End != all[1].phys+904 || len(res.RemovedSegments) != 2 || len(l2.Segments()) != 1 {
+		t.Fatalf("result %+v, segments %v", res, l2.Segments())
+	}
+	checkReadable(t, l2, all)
+}
+
+func TestGroupCommitAndFailure(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	l, _ := openLog(t, efs, RecoverOptions{})
+	defer l.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); l.RunFlusher(stop, 0) }()
+	defer func() { close(stop); wg.Wait() }()
+
+	var mu sync.Mutex
+	var writers sync.WaitGroup
+	for i := range 8 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			mu.Lock()
+			end, err := l.Append([][]byte{rec(100, byte(i))}, nil)
+			mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := l.WaitFlushed(context.Background(), end, 5*time.Second); err != nil {
+				t.Error(err)
+			}
+			if l.FlushedOffset() < end {
+				t.Error("acknowledged before flushed")
+			}
+		}()
+	}
+	writers.Wait()
+
+	efs.InjectSyncError("commitlog")
+	end, err := l.Append([][]byte{rec(100, 9)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitFlushed(context.Background(), end, 5*time.Second); !errors.Is(err, ErrFailed) {
+		t.Fatalf("wait after failed fsync: %v", err)
+	}
+	if _, err := l.Append([][]byte{rec(100, 10)}, nil); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after failure: %v", err)
+	}
+	if l.FlushedOffset() >= end {
+		t.Fatal("flushed offset advanced over a failed fsync")
+	}
+	if _, err := l.ReadRecord(0, nil); err != nil {
+		t.Fatalf("reads must keep working: %v", err)
+	}
+}
+
+func TestWaitFlushedHonoursContextAndTimeout(t *testing.T) {
+	l, _ := openLog(t, vfs.NewMem(), RecoverOptions{})
+	defer l.Close()
+	end, _ := l.Append([][]byte{rec(100, 1)}, nil)
+	// No flusher runs, so nothing completes.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.WaitFlushed(ctx, end, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if err := l.WaitFlushed(context.Background(), end, time.Millisecond); !errors.Is(err, ErrFlushTimeout) {
+		t.Fatalf("timeout: %v", err)
+	}
+}
+
+func TestWriteErrorFailsLog(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	l, _ := openLog(t, efs, RecoverOptions{})
+	defer l.Close()
+	appendAll(t, l, rec(100, 1))
+	efs.InjectOnce(vfs.OpWrite, "commitlog")
+	if _, err := l.Append([][]byte{rec(100, 2)}, nil); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append with failing write: %v", err)
+	}
+	if _, err := l.Append([][]byte{rec(100, 3)}, nil); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after failure: %v", err)
+	}
+	if l.WrittenOffset() != 104 {
+		t.Fatalf("written offset moved to %d", l.WrittenOffset())
+	}
+}
+
+func TestPowerLossKeepsFlushedRecords(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	rounds := 100
+	for round := range rounds {
+		rng := rand.New(rand.NewPCG(seed, uint64(round)))
+		fs := vfs.NewMem()
+		l, _ := openLog(t, fs, RecoverOptions{})
+		var durable []appended
+		for range rng.IntN(60) + 1 {
+			batch := make([][]byte, rng.IntN(3)+1)
+			for i := range batch {
+				batch[i] = rec(rng.IntN(1500)+16, byte(rng.Uint32()))
+			}
+			got := appendAll(t, l, batch...)
+			if rng.IntN(3) == 0 {
+				if err := l.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				durable = append(durable, got...)
+			}
+		}
+		fs.CrashWith(rng)
+		l2, res := openLog(t, fs, RecoverOptions{})
+		if len(durable) > 0 && res.End < durable[len(durable)-1].phys {
+			t.Fatalf("seed %d round %d: end %d lost flushed records", seed, round, res.End)
+		}
+		checkReadable(t, l2, durable)
+		l2.Close()
+	}
+}

@@ -1,0 +1,78 @@
+// Package commitlog is Keel's CommitLog: one append-only log holding the
+// records of every topic, split into segment files of a fixed size.
+//
+// # On-disk format
+//
+// The log lives in one directory. Each segment file is named by the 20-digit
+// decimal CommitLog offset of its first byte; segment k starts at offset
+// k*SegmentBytes and the segments present are contiguous (retention removes
+// them from the front only). A segment file is not preallocated: its size is
+// the number of bytes written to it.
+//
+// A segment is a sequence of entries followed, once the segment is full, by
+// a blank marker:
+//
+//	entry:
+//	  off   size  field
+//	    0      4  TOTALSIZE   int32, length of the record (the record includes this field)
+//	    4      4  MAGICCODE   message.MagicV1
+//	    8   N-8   ...         rest of the stored record (see package message)
+//	    N      4  CRC         CRC32-C (Castagnoli) of the N record bytes, big-endian
+//
+//	blank marker (end of segment):
+//	    0      4  SIZE        int32, bytes from here to the end of the segment (>= 8)
+//	    4      4  MAGICCODE   message.MagicBlank
+//
+// An entry is never split across segments. An entry is placed at position p
+// of a segment only if p + N + 4 + 8 <= SegmentBytes, so there is always room
+// for the blank marker that closes the segment; an entry that does not fit
+// closes the segment with a blank marker and goes to the start of the next.
+// The CommitLog offset of a record (its PhysOffset, which also names it in
+// ConsumeQueue entries and message IDs) is the offset of its first byte.
+//
+// # Durability and write ordering
+//
+// There is one writer (Append; callers serialize). Written bytes become
+// durable when Flush (run by one flusher goroutine, see RunFlusher) has
+// fdatasync'ed every segment holding them; WaitFlushed lets any number of
+// writers share one flush (group commit). When a segment is closed, the
+// writer writes the blank marker and fdatasyncs the segment before it
+// creates the next segment file (and fsyncs the directory). Hence: if a
+// segment file exists, every segment before it is complete and durable. The
+// recovery scan relies on this to tell a torn tail from corruption.
+//
+// Any failed write or fdatasync makes the Log permanently failed: after a
+// failed fsync the page cache can no longer be trusted, so every later
+// Append, Flush and WaitFlushed returns an error wrapping ErrFailed and the
+// cause. Data is never reported durable unless an fdatasync covering it
+// returned success. Reads keep working.
+//
+// # Recovery
+//
+// Recover scans forward from a given offset (rounded down to its segment),
+// verifying every entry (size, magic, CRC and the optional CheckRecord hook)
+// and every blank marker (its size must reach exactly the segment end). At
+// the first invalid entry at position P it looks at the rest of the log:
+//
+//   - if no valid entry or blank marker exists anywhere after P (in this
+//     segment or a later one), P is a torn tail: the segment is truncated at
+//     P, later segment files are removed, and the log ends at P;
+//   - otherwise P is corruption in the middle of the log. Recover returns a
+//     *CorruptionError naming the segment file and offset and changes
+//     nothing, unless RecoverOptions.Repair is set: then the bytes
+//     [P, end of file) of that segment are copied to a file in
+//     RecoverOptions.QuarantineDir, a blank marker is written at P (so the
+//     offsets of the quarantined records are never reused), and the scan
+//     continues with the next segment.
+//
+// A segment that ends without a blank marker while a later segment exists is
+// treated the same way (the missing end is an invalid entry at the end of
+// the file).
+//
+// # Concurrency
+//
+// Append, Recover, Truncate and DeleteBefore must not run concurrently with
+// each other (the store holds its append lock). Reads (ReadAt, ReadEntry,
+// Reader), Flush, WaitFlushed and the offset accessors are safe to call from
+// any goroutine at any time.
+package commitlog

@@ -1,0 +1,290 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// RecoverOptions tells Recover where to start and what to do with
+// corruption in the middle of the log.
+type RecoverOptions struct {
+	// From is the lowest offset that is not known to be verified and
+	// durable (the checkpointed flushed offset); the scan starts at the
+	// start of its segment. 0 verifies the whole log.
+	From int64
+	// Repair isolates corruption in the middle of the log (see the package
+	// documentation) instead of failing.
+	Repair bool
+	// QuarantineDir receives the bytes Repair moves aside.
+	QuarantineDir string
+}
+
+// RecoverResult describes what Recover found and did.
+type RecoverResult struct {
+	End             int64 // the written (and flushed) offset after recovery
+	ScannedFrom     int64 // start of the first verified segment
+	Records         int   // valid records verified
+	TornBytes       int64 // bytes cut from the tail
+	TornAt          int64 // offset of the cut (valid if TornBytes > 0 or RemovedSegments)
+	TornReason      string
+	RemovedSegments []string           // segment files removed after a torn tail
+	Repaired        []*CorruptionError // corruption isolated by Repair
+}
+
+// CorruptionError reports an invalid entry in the middle of the log: valid
+// entries exist after it.
+type CorruptionError struct {
+	Segment   string // segment file path
+	Offset    int64  // CommitLog offset of the invalid entry
+	Position  int64  // its position in the segment file
+	NextValid int64  // CommitLog offset of the next valid entry found
+	Reason    string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("commitlog: corrupt entry in the middle of the log at offset %d (segment %s, position %d): %s; a valid entry follows at offset %d",
+		e.Offset, e.Segment, e.Position, e.Reason, e.NextValid)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+// Recover verifies the log from opts.From to its end, cuts a torn tail,
+// reports (or with Repair isolates) corruption in the middle, makes the
+// result durable and sets the written and flushed offsets. See the package
+// documentation for the exact rules. It must run once, before Append.
+func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
+	var res RecoverResult
+	l.segMu.RLock()
+	segs := append([]*segment(nil), l.segs...)
+	l.segMu.RUnlock()
+	if len(segs) == 0 {
+		l.setRecovered(0)
+		return res, nil
+	}
+	i := l.startIndex(segs, opts.From)
+	res.ScannedFrom = segs[i].base
+	end := int64(-1)
+	for ; i < len(segs) && end < 0; i++ {
+		s, last := segs[i], i == len(segs)-1
+		size, err := s.f.Size()
+		if err != nil {
+			return res, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+		}
+		sc, err := scanSegment(s.f, size, l.cfg.SegmentBytes, l.cfg.CheckRecord, nil)
+		if err != nil {
+			return res, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		res.Records += sc.records
+		switch {
+		case sc.sealed && !last:
+			continue
+		case sc.sealed:
+			end = s.base + l.cfg.SegmentBytes
+			continue
+		case sc.invalid == "" && last:
+			end = s.base + sc.end
+			continue
+		}
+		reason := sc.invalid
+		if reason == "" {
+			reason = "segment ends without an end marker but a later segment exists"
+		}
+		e, err := l.resolveInvalid(segs, i, size, sc.end, reason, opts, &res)
+		if err != nil {
+			return res, err
+		}
+		end = e
+	}
+	if err := l.syncFrom(res.ScannedFrom); err != nil {
+		return res, err
+	}
+	res.End = end
+	l.setRecovered(end)
+	return res, nil
+}
+
+func (l *Log) startIndex(segs []*segment, from int64) int {
+	for i := len(segs) - 1; i > 0; i-- {
+		if segs[i].base <= from {
+			return i
+		}
+	}
+	return 0
+}
+
+func (l *Log) setRecovered(end int64) {
+	l.written.Store(end)
+	l.flushed.Store(end)
+	l.recovered = true
+}
+
+// resolveInvalid handles an invalid entry at position rel of segs[i]: a
+// torn tail is cut (returning the new end); corruption in the middle is an
+// error unless repaired (returning -1 to continue the scan, or the new end
+// if segs[i] is the last segment).
+func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason string, opts RecoverOptions, res *RecoverResult) (int64, error) {
+	s := segs[i]
+	next, err := l.nextValid(segs, i, rel)
+	if err != nil {
+		return 0, err
+	}
+	if next < 0 {
+		return s.base + rel, l.cutTail(segs, i, size, rel, reason, res)
+	}
+	ce := &CorruptionError{Segment: s.path, Offset: s.base + rel, Position: rel, NextValid: next, Reason: reason}
+	if !opts.Repair {
+		return 0, ce
+	}
+	if err := l.quarantine(s, size, rel, opts.QuarantineDir); err != nil {
+		return 0, err
+	}
+	l.logger.Error("commitlog: corrupt entry isolated; the rest of its segment was moved to quarantine",
+		"segment", s.path, "offset", ce.Offset, "reason", reason, "next_valid", next, "quarantine", opts.QuarantineDir)
+	res.Repaired = append(res.Repaired, ce)
+	if i == len(segs)-1 {
+		return s.base + l.cfg.SegmentBytes, nil
+	}
+	return -1, nil
+}
+
+// nextValid looks for a valid entry after position rel of segs[i], in that
+// segment or any later one. It returns its CommitLog offset or -1.
+func (l *Log) nextValid(segs []*segment, i int, rel int64) (int64, error) {
+	for j := i; j < len(segs); j++ {
+		s := segs[j]
+		size, err := s.f.Size()
+		if err != nil {
+			return -1, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+		}
+		from := int64(0)
+		if j == i {
+			from = rel + 1
+		}
+		q, err := findValid(s.f, from, size, l.cfg.SegmentBytes)
+		if err != nil {
+			return -1, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		if q >= 0 {
+			return s.base + q, nil
+		}
+	}
+	return -1, nil
+}
+
+// cutTail truncates segs[i] at rel and removes the later segment files.
+func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, res *RecoverResult) error {
+	s := segs[i]
+	res.TornAt, res.TornReason = s.base+rel, reason
+	res.TornBytes += size - rel
+	l.logger.Warn("commitlog: cutting torn tail", "segment", s.path, "offset", s.base+rel, "bytes", size-rel, "reason", reason)
+	for _, later := range segs[i+1:] {
+		sz, _ := later.f.Size()
+		res.TornBytes += sz
+		if err := l.removeSegment(later); err != nil {
+			return err
+		}
+		res.RemovedSegments = append(res.RemovedSegments, later.path)
+	}
+	if len(segs) > i+1 {
+		if err := l.cfg.FS.SyncDir(l.cfg.Dir); err != nil {
+			return fmt.Errorf("commitlog: sync dir %s: %w", l.cfg.Dir, err)
+		}
+	}
+	if err := s.f.Truncate(rel); err != nil {
+		return fmt.Errorf("commitlog: truncate %s to %d: %w", s.path, rel, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (l *Log) removeSegment(s *segment) error {
+	l.segMu.Lock()
+	for k, x := range l.segs {
+		if x == s {
+			l.segs = append(l.segs[:k:k], l.segs[k+1:]...)
+			break
+		}
+	}
+	l.segMu.Unlock()
+	s.f.Close()
+	if err := l.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("commitlog: remove %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// quarantine copies [rel, size) of s to dir, then closes the segment at rel
+// with a blank marker.
+func (l *Log) quarantine(s *segment, size, rel int64, dir string) error {
+	if dir == "" {
+		return errors.New("commitlog: repair needs a quarantine directory")
+	}
+	if size > rel {
+		if err := l.copyOut(s, rel, size, dir); err != nil {
+			return err
+		}
+	}
+	blank := appendBlank(nil, l.cfg.SegmentBytes-rel)
+	if _, err := s.f.WriteAt(blank, rel); err != nil {
+		return fmt.Errorf("commitlog: write end marker to %s: %w", s.path, err)
+	}
+	if err := s.f.Truncate(rel + BlankBytes); err != nil {
+		return fmt.Errorf("commitlog: truncate %s: %w", s.path, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (l *Log) copyOut(s *segment, from, to int64, dir string) error {
+	if err := l.cfg.FS.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("commitlog: create %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s.%d.corrupt", filepath.Base(s.path), from))
+	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("commitlog: create %s: %w", path, err)
+	}
+	defer out.Close()
+	buf := make([]byte, scanChunkBytes)
+	for off := from; off < to; {
+		k := min(int64(len(buf)), to-off)
+		if _, err := s.f.ReadAt(buf[:k], off); err != nil {
+			return fmt.Errorf("commitlog: read %s: %w", s.path, err)
+		}
+		if _, err := out.WriteAt(buf[:k], off-from); err != nil {
+			return fmt.Errorf("commitlog: write %s: %w", path, err)
+		}
+		off += k
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("commitlog: fdatasync %s: %w", path, err)
+	}
+	if err := l.cfg.FS.SyncDir(dir); err != nil {
+		return fmt.Errorf("commitlog: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// syncFrom makes the segments from base on durable: after a process crash
+// their bytes may sit only in the page cache.
+func (l *Log) syncFrom(base int64) error {
+	l.segMu.RLock()
+	live := append([]*segment(nil), l.segs...)
+	l.segMu.RUnlock()
+	for _, s := range live {
+		if s.base < base {
+			continue
+		}
+		if err := s.f.Sync(); err != nil {
+			return fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err)
+		}
+	}
+	return nil
+}
