@@ -1,0 +1,61 @@
+// Package consumequeue implements the ConsumeQueue of one (topic, queueId):
+// a dense array of fixed-size entries, one per message of the queue, that
+// locate the messages in the CommitLog. Queue offset N is the N-th entry.
+//
+// # On-disk format
+//
+// A queue is a directory <root>/consumequeue/<topic>/<queueId> of segment
+// files, each holding EntriesPerSegment entries. A segment is named by the
+// byte offset of its first entry in the whole queue (first queue offset *
+// 20), as 20 decimal digits, as RocketMQ does:
+//
+//	00000000000000000000   entries 0 .. E-1
+//	00000000000006000000   entries E .. 2E-1      (E = 300,000)
+//
+// Files are not preallocated; a segment grows by appends. An entry is 20
+// bytes, big-endian:
+//
+//	+-------------------+-------------+------------------+
+//	| physOffset int64  | size int32  | tagsCode int64   |
+//	|     8 bytes       |   4 bytes   |     8 bytes      |
+//	+-------------------+-------------+------------------+
+//
+// physOffset is the CommitLog offset of the record's first byte, size its
+// TOTALSIZE (without the CRC trailer), tagsCode the hash of its tags used to
+// filter without reading the record. A valid entry has size > 0 and
+// physOffset >= 0. The entry {0, MaxInt32, 0} is a filler: a queue started
+// at an offset inside a segment (rebuilt from a CommitLog whose head was
+// deleted) fills the slots before its first entry with it; fillers are
+// never returned.
+//
+// # Recovery
+//
+// Only a prefix of the appended entries may be durable after a crash, and a
+// real disk may persist pages out of order. Open scans the last two segments
+// (and any segment that is not full) and stops at the first invalid entry: a
+// torn partial entry, an all-zero entry or garbage after it are cut
+// durably, and segments after an incomplete one are removed. A missing
+// segment between two others (or files that do not match
+// EntriesPerSegment) fail Open with ErrCorrupt rather than silently
+// dropping entries. The store then
+// re-dispatches the CommitLog from the queue's end and calls TruncatePhys
+// for entries that point past the recovered CommitLog. Entries are not
+// required to grow in physOffset.
+//
+// MinOffset is not persisted: after Open it is the first stored entry that
+// is not a filler. Retention (DeleteBeforePhys) removes whole segments and
+// moves MinOffset inside the first remaining one; the store calls it again
+// during recovery with the CommitLog's min offset, which derives the same
+// MinOffset. The newest segment is never removed by retention, so that
+// MaxOffset survives a restart even when every entry is retired.
+//
+// # Concurrency
+//
+// One goroutine appends (the dispatcher); Get, MinOffset, MaxOffset,
+// LastPhysEnd and SearchOffset may run concurrently with it and with Flush,
+// which syncs without blocking appends. TruncatePhys, DeleteBeforePhys,
+// Close and Destroy exclude everything else. Append writes each entry to the
+// page cache with pwrite and keeps the newest TailCacheEntries in memory, so
+// Get serves fresh messages without a system call; older entries are read
+// with pread.
+package consumequeue
