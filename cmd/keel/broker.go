@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+func newBrokerCmd() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "broker -n NAMESRV_ADDR",
+		Short: "Run a broker alone, registering with separate NameServers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := o.newLogger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cfg, err := o.loadBroker(cmd, log)
+			if err != nil {
+				return err
+			}
+			p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs()}
+			if len(p.namesrvAddrs) == 0 {
+				return usageError{errors.New("keel broker needs a NameServer: -n host:port or namesrvAddr in broker.conf")}
+			}
+			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
+				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
+			return runServices(cmd.Context(), log,
+				p.storeStarter(),
+				p.brokerStarter(o.brokerListenAddr(cmd, cfg)),
+			)
+		},
+	}
+	o.addConfigFlags(cmd)
+	o.addBrokerFlags(cmd)
+	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr)")
+	return cmd
+}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newNamesrvCmd() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "namesrv",
+		Short: "Run a NameServer alone (for several brokers)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := o.newLogger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			p := &parts{log: log}
+			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen)
+			return runServices(cmd.Context(), log, p.namesrvStarter(o.namesrvListen, false))
+		},
+	}
+	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	o.addNamesrvFlags(cmd)
+	return cmd
+}

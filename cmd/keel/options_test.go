@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/config"
+	"github.com/spf13/cobra"
+)
+
+func writeConf(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// loadWith parses args as the serve command's flags and loads the config.
+func loadWith(t *testing.T, args ...string) (*config.Broker, *options, *cobra.Command, string, error) {
+	t.Helper()
+	var o options
+	cmd := &cobra.Command{Use: "serve"}
+	o.addConfigFlags(cmd)
+	o.addBrokerFlags(cmd)
+	o.addNamesrvFlags(cmd)
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	b, err := o.loadBroker(cmd, slog.New(slog.NewTextHandler(&logs, nil)))
+	return b, &o, cmd, logs.String(), err
+}
+
+func TestFlagsOverrideOnlyWhenGiven(t *testing.T) {
+	conf := writeConf(t, "listenPort=30911\nstorePathRootDir=/from/file\nhttpListen=:9090\n")
+
+	b, o, cmd, _, err := loadWith(t, "-c", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.StorePathRootDir != "/from/file" || b.ListenPort != 30911 || b.HTTPListen != ":9090" {
+		t.Errorf("file values lost to flag defaults: %+v", b)
+	}
+	if got := o.brokerListenAddr(cmd, b); got != ":30911" {
+		t.Errorf("broker listen = %q, want :30911 from listenPort", got)
+	}
+
+	b, o, cmd, _, err = loadWith(t, "-c", conf, "--data-dir", "/from/flag", "--broker-listen", "127.0.0.1:0", "--http-listen", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.StorePathRootDir != "/from/flag" || b.ListenPort != 0 || b.HTTPListen != "" {
+		t.Errorf("flags did not override the file: %+v", b)
+	}
+	if got := o.brokerListenAddr(cmd, b); got != "127.0.0.1:0" {
+		t.Errorf("broker listen = %q, want the flag", got)
+	}
+}
+
+func TestDefaultsWithoutFile(t *testing.T) {
+	b, o, cmd, _, err := loadWith(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.StorePathRootDir != "./keel-data" || b.FlushDiskType != config.SyncFlush || o.brokerListenAddr(cmd, b) != ":10911" {
+		t.Errorf("defaults: %+v listen %s", b, o.brokerListenAddr(cmd, b))
+	}
+}
+
+func TestUnknownKeysWarnOrFail(t *testing.T) {
+	conf := writeConf(t, "brokerName=b\nsendMessageThreadPoolNums=8\nbrokername=x\n")
+	_, _, _, logs, err := loadWith(t, "-c", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, "key=sendMessageThreadPoolNums") || !strings.Contains(logs, `did you mean \"brokerName\"?`) {
+		t.Errorf("warnings missing:\n%s", logs)
+	}
+	_, _, _, _, err = loadWith(t, "-c", conf, "--strict-config")
+	if err == nil || !strings.Contains(err.Error(), "line 2: unknown key \"sendMessageThreadPoolNums\"") ||
+		!strings.Contains(err.Error(), "line 3") {
+		t.Errorf("--strict-config: err = %v", err)
+	}
+}
+
+func TestInvalidValuesNameTheirOrigin(t *testing.T) {
+	conf := writeConf(t, "brokerName=b\nfileReservedTime=0\n")
+	_, _, _, _, err := loadWith(t, "-c", conf)
+	if err == nil || !strings.Contains(err.Error(), `fileReservedTime="0" (`+conf+`:2)`) {
+		t.Errorf("err = %v", err)
+	}
+	_, _, _, _, err = loadWith(t, "--broker-listen", ":99999")
+	if err == nil || !strings.Contains(err.Error(), `listenPort="99999" (--broker-listen)`) {
+		t.Errorf("err = %v", err)
+	}
+	_, _, _, _, err = loadWith(t, "--broker-listen", "nocolon")
+	if err == nil || !strings.Contains(err.Error(), "--broker-listen") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func runCLI(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, context.Background(), "version")
+	if code != exitOK || !strings.HasPrefix(out, "keel dev (") {
+		t.Fatalf("version: code %d out %q", code, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--no-such-flag"},
+		{"serve", "--log-level", "loud"},
+		{"broker"}, // no NameServer
+	} {
+		code, _, stderr := runCLI(t, context.Background(), args...)
+		if code != exitUsage || !strings.HasPrefix(stderr, "keel: ") {
+			t.Errorf("%q: code %d stderr %q, want %d", args, code, stderr, exitUsage)
+		}
+	}
+}
+
+func TestBadConfigFails(t *testing.T) {
+	conf := writeConf(t, "flushDiskType=SYNC\n")
+	code, _, stderr := runCLI(t, context.Background(), "serve", "-c", conf, "--broker-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0")
+	if code != exitError || !strings.Contains(stderr, `flushDiskType="SYNC"`) {
+		t.Fatalf("code %d stderr %q", code, stderr)
+	}
+}
+
+func TestCheckMissingStoreFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, _, stderr := runCLI(t, ctx, "check", "--data-dir", filepath.Join(t.TempDir(), "none"))
+	if code == exitOK {
+		t.Fatalf("check of a missing store succeeded; stderr %q", stderr)
+	}
+}
+

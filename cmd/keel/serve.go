@@ -1,0 +1,44 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a NameServer and a broker in one process (the embedded single-node default)",
+		Long: `Run a NameServer and a broker in one process.
+
+The broker registers with the embedded NameServer (and with namesrvAddr from
+broker.conf, if set). Clients use the NameServer address, by default
+127.0.0.1:9876. SIGINT or SIGTERM shuts down cleanly: stop accepting, answer or
+fail requests in flight, flush and checkpoint the store.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.serve(cmd) },
+	}
+	o.addConfigFlags(cmd)
+	o.addBrokerFlags(cmd)
+	o.addNamesrvFlags(cmd)
+	return cmd
+}
+
+func (o *options) serve(cmd *cobra.Command) error {
+	log, err := o.newLogger(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	cfg, err := o.loadBroker(cmd, log)
+	if err != nil {
+		return err
+	}
+	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs()}
+	log.Info("keel serve", "version", version, "data_dir", cfg.StorePathRootDir,
+		"flush", cfg.FlushDiskType, "cluster", cfg.BrokerClusterName, "broker", cfg.BrokerName)
+	return runServices(cmd.Context(), log,
+		p.storeStarter(),
+		p.namesrvStarter(o.namesrvListen, true),
+		p.brokerStarter(o.brokerListenAddr(cmd, cfg)),
+	)
+}
