@@ -181,15 +181,17 @@ func ValidPropertyText(s string) bool {
 	return !strings.ContainsAny(s, "\x01\x02")
 }
 
-// cleanText removes the separator characters from s.
+// cleanText removes the separator bytes from s and keeps every other byte,
+// valid UTF-8 or not.
 func cleanText(s string) string {
 	if ValidPropertyText(s) {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
-		if r == NameValueSeparator || r == PropertySeparator {
-			return -1
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != NameValueSeparator && s[i] != PropertySeparator {
+			b = append(b, s[i])
 		}
-		return r
-	}, s)
+	}
+	return string(b)
 }

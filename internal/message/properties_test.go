@@ -80,6 +80,7 @@ func TestSetProperty(t *testing.T) {
 		{"K\x01old\x02A\x01a\x02K\x01x\x02", "K", "v", "A\x01a\x02K\x01v\x02"},
 		{"junk\x02K\x01a\x01b\x02", "K", "v", "junk\x02K\x01a\x01b\x02K\x01v\x02"}, // malformed kept
 		{"A\x01a\x02", "K\x01", "v\x02w", "A\x01a\x02K\x01vw\x02"},                 // separators removed
+		{"", "K", "\xff\x01\xfe", "K\x01\xff\xfe\x02"},                             // invalid UTF-8 kept
 	}
 	for _, c := range cases {
 		if got := message.SetProperty(c.props, c.key, c.value); got != c.want {
