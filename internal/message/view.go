@@ -6,7 +6,9 @@ import (
 )
 
 // View gives allocation-free access to the fields of a record that passed
-// Check. Methods on a View that did not pass Check may panic.
+// Check. Methods on a View that did not pass Check may panic, except TotalSize
+// and MagicCode, which read only the first 8 bytes and so can frame records
+// while scanning a log, before Check.
 type View []byte
 
 func (v View) i32(off int) int32 { return int32(binary.BigEndian.Uint32(v[off:])) }
