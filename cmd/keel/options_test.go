@@ -150,4 +150,3 @@ func TestCheckMissingStoreFails(t *testing.T) {
 		t.Fatalf("check of a missing store succeeded; stderr %q", stderr)
 	}
 }
-
