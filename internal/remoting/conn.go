@@ -1,0 +1,483 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	// ErrClosed: the connection is closed.
+	ErrClosed = errors.New("remoting: connection closed")
+	// ErrServerClosed: Serve was called after, or returned because of, Shutdown.
+	ErrServerClosed = errors.New("remoting: server closed")
+	// ErrIdleTimeout: no frame arrived within the idle timeout.
+	ErrIdleTimeout = errors.New("remoting: idle timeout")
+	// errDraining stops the reader of a connection being shut down gracefully.
+	errDraining = errors.New("remoting: draining")
+)
+
+// Handler serves requests. Handle returns the response, or nil when there
+// is none to send now (a deferred response is written later with
+// Conn.WriteResponse, e.g. by long polling). Handle runs on its own
+// goroutine and may block; ctx is cancelled when the connection closes.
+type Handler interface {
+	Handle(ctx context.Context, c *Conn, req *Command) *Command
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, c *Conn, req *Command) *Command
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, c *Conn, req *Command) *Command {
+	return f(ctx, c, req)
+}
+
+// connConfig is the part of ServerConfig/ClientConfig a Conn uses.
+type connConfig struct {
+	maxFrameBytes int
+	idleTimeout   time.Duration // <= 0: none
+	writeTimeout  time.Duration // <= 0: none
+	maxInflight   int
+	writeQueueLen int
+	logger        *slog.Logger
+}
+
+// Write batching limits: one vectored write carries at most this many
+// frames or (about) this many bytes.
+const (
+	maxBatchFrames = 128
+	maxBatchBytes  = 4 << 20
+	readBufBytes   = 32 << 10
+)
+
+type outFrame struct {
+	head *[]byte // pooled: length, header-length word, header
+	body []byte
+}
+
+var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// maxPooledHeadBytes keeps unusually large headers out of the pool.
+const maxPooledHeadBytes = 64 << 10
+
+func putHead(hp *[]byte) {
+	if cap(*hp) <= maxPooledHeadBytes {
+		headPool.Put(hp)
+	}
+}
+
+// Conn is one remoting connection, on the server or the client side.
+type Conn struct {
+	id      uint64
+	nc      net.Conn
+	cfg     connConfig
+	handler atomic.Pointer[Handler]
+	opaque  *atomic.Int32 // shared counter for requests we send
+
+	ctx    context.Context // cancelled on close
+	cancel context.CancelFunc
+
+	outq       chan outFrame
+	sem        chan struct{} // one slot per in-flight request
+	handlers   sync.WaitGroup
+	writerDone chan struct{}
+	flushReq   chan struct{} // closed: write what is queued, then stop
+
+	rdMu     sync.Mutex // guards draining and the read deadline
+	draining bool
+
+	pendMu  sync.Mutex
+	pending map[int32]chan *Command
+
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+}
+
+func newConn(id uint64, nc net.Conn, cfg connConfig, h Handler, opaque *atomic.Int32) *Conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		id: id, nc: nc, cfg: cfg, opaque: opaque, ctx: ctx, cancel: cancel,
+		outq:       make(chan outFrame, cfg.writeQueueLen),
+		sem:        make(chan struct{}, cfg.maxInflight),
+		writerDone: make(chan struct{}),
+		flushReq:   make(chan struct{}),
+		pending:    make(map[int32]chan *Command),
+		done:       make(chan struct{}),
+	}
+	c.setHandler(h)
+	return c
+}
+
+func (c *Conn) setHandler(h Handler) {
+	if h != nil {
+		c.handler.Store(&h)
+	}
+}
+
+// ID is unique among the connections of one Server.
+func (c *Conn) ID() uint64 { return c.id }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr is our address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.closeErr
+	default:
+		return nil
+	}
+}
+
+// Close closes the connection at once; queued frames are dropped.
+func (c *Conn) Close() error {
+	c.closeWith(ErrClosed)
+	return nil
+}
+
+func (c *Conn) closeWith(err error) {
+	c.closeOnce.Do(func() {
+		c.closeErr = err
+		close(c.done)
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+// WriteResponse queues a response (typically a deferred one). It sets the
+// response flag; the opaque must be the request's (NewResponse does that).
+func (c *Conn) WriteResponse(resp *Command) error {
+	resp.Flag |= FlagResponse
+	return c.send(resp)
+}
+
+// Invoke sends a request and waits for its response, ctx's end or the
+// connection's close. The opaque is assigned here.
+func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	req.Flag &^= FlagResponse | FlagOneway
+	req.Opaque = c.opaque.Add(1)
+	ch := make(chan *Command, 1)
+	c.pendMu.Lock()
+	c.pending[req.Opaque] = ch
+	c.pendMu.Unlock()
+	defer func() {
+		c.pendMu.Lock()
+		delete(c.pending, req.Opaque)
+		c.pendMu.Unlock()
+	}()
+	if err := c.send(req); err != nil {
+		return nil, err
+	}
+	select {
+	case resp := <-ch:
+		return resp, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(req.Code), req.Opaque, c.RemoteAddr(), ctx.Err())
+	case <-c.done:
+		return nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(req.Code), req.Opaque, c.RemoteAddr(), c.closeErr)
+	}
+}
+
+// InvokeOneway sends a request with the oneway flag set; no response is
+// expected.
+func (c *Conn) InvokeOneway(req *Command) error {
+	req.Flag = req.Flag&^FlagResponse | FlagOneway
+	req.Opaque = c.opaque.Add(1)
+	return c.send(req)
+}
+
+// send encodes the frame head and queues it with the body for the writer.
+// It blocks while the write queue is full.
+func (c *Conn) send(cmd *Command) error {
+	select {
+	case <-c.done:
+		return c.closeErr
+	default:
+	}
+	hp := headPool.Get().(*[]byte)
+	head, err := appendFrameHead((*hp)[:0], cmd)
+	if err != nil {
+		putHead(hp)
+		return err
+	}
+	if size := len(head) - 4 + len(cmd.Body); size > c.cfg.maxFrameBytes {
+		putHead(hp)
+		return fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrFrameTooLarge, size, c.cfg.maxFrameBytes)
+	}
+	*hp = head
+	select {
+	case c.outq <- outFrame{head: hp, body: cmd.Body}:
+		return nil
+	case <-c.done:
+		return c.closeErr
+	}
+}
+
+// run serves the connection until it closes: it starts the writer, runs
+// the reader, and on a graceful drain waits for in-flight handlers and
+// flushes their responses before closing. onClose runs last.
+func (c *Conn) run(onClose func(*Conn)) {
+	go c.writeLoop()
+	err := c.readLoop()
+	if errors.Is(err, errDraining) {
+		if c.waitHandlers() {
+			close(c.flushReq)
+			<-c.writerDone
+		}
+		err = ErrServerClosed
+	}
+	c.logClose(err)
+	c.closeWith(err)
+	<-c.writerDone
+	if onClose != nil {
+		onClose(c)
+	}
+}
+
+// waitHandlers waits for in-flight handlers; false if the connection was
+// closed first.
+func (c *Conn) waitHandlers() bool {
+	finished := make(chan struct{})
+	go func() {
+		c.handlers.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+func (c *Conn) logClose(err error) {
+	log := c.cfg.logger.With("conn", c.id, "remote", c.RemoteAddr().String())
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrServerClosed):
+		log.Debug("remoting: connection closed", "err", err)
+	case errors.Is(err, ErrIdleTimeout):
+		log.Info("remoting: closing idle connection", "idle_timeout", c.cfg.idleTimeout)
+	default:
+		log.Warn("remoting: closing connection", "err", err)
+	}
+}
+
+// readLoop reads frames until an error, dispatching requests to handler
+// goroutines and responses to waiting invokers.
+func (c *Conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, readBufBytes)
+	for {
+		if err := c.armReadDeadline(); err != nil {
+			return err
+		}
+		p, err := readPayload(br, c.cfg.maxFrameBytes)
+		if err != nil {
+			return c.readError(err)
+		}
+		cmd, err := decodePayload(p)
+		if err != nil {
+			return err
+		}
+		if cmd.IsResponse() {
+			c.deliver(cmd)
+			continue
+		}
+		if err := c.acquire(); err != nil {
+			return err
+		}
+		c.handlers.Add(1)
+		go c.handle(cmd)
+	}
+}
+
+// readError maps a read deadline forced by a drain to errDraining.
+func (c *Conn) readError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.rdMu.Lock()
+		draining := c.draining
+		c.rdMu.Unlock()
+		if draining {
+			return errDraining
+		}
+		return fmt.Errorf("%w: no complete frame for %v", ErrIdleTimeout, c.cfg.idleTimeout)
+	}
+	return err
+}
+
+// armReadDeadline sets the idle deadline for the next frame, unless a
+// drain has begun (the drain's past deadline must not be overwritten).
+func (c *Conn) armReadDeadline() error {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	if c.draining {
+		return errDraining
+	}
+	if c.cfg.idleTimeout > 0 {
+		return c.nc.SetReadDeadline(time.Now().Add(c.cfg.idleTimeout))
+	}
+	return nil
+}
+
+// beginDrain stops the reader; in-flight requests still complete.
+func (c *Conn) beginDrain() {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	c.draining = true
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// acquire takes an in-flight slot, blocking (and so not reading) while
+// MaxInflightPerConn requests are running.
+func (c *Conn) acquire() error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-c.done:
+		return c.closeErr
+	}
+}
+
+func (c *Conn) deliver(resp *Command) {
+	c.pendMu.Lock()
+	ch := c.pending[resp.Opaque]
+	delete(c.pending, resp.Opaque)
+	c.pendMu.Unlock()
+	if ch == nil {
+		c.cfg.logger.Debug("remoting: response for unknown opaque", "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
+		return
+	}
+	ch <- resp // buffered; a response is delivered at most once
+}
+
+// handle runs the handler for one request and queues its response.
+func (c *Conn) handle(req *Command) {
+	defer c.handlers.Done()
+	defer func() { <-c.sem }()
+	resp := c.callHandler(req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	resp.SerializeType = req.SerializeType
+	if err := c.send(resp); err != nil {
+		c.cfg.logger.Debug("remoting: response not sent", "conn", c.id, "code", RequestCode(req.Code).String(), "err", err)
+	}
+}
+
+// callHandler runs the handler, turning a panic into SYSTEM_ERROR.
+func (c *Conn) callHandler(req *Command) (resp *Command) {
+	hp := c.handler.Load()
+	if hp == nil {
+		return req.NewResponse(ResRequestCodeNotSupported, fmt.Sprintf("request type %d not supported", req.Code))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.cfg.logger.Error("remoting: handler panic", "code", RequestCode(req.Code).String(),
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			resp = req.NewResponse(ResSystemError, "internal error")
+		}
+	}()
+	return (*hp).Handle(c.ctx, c, req)
+}
+
+// writeLoop writes queued frames, batching whatever is queued into one
+// vectored write. It stops on close, or after flushing on flushReq.
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	batch := make([]outFrame, 0, maxBatchFrames)
+	scratch := make(net.Buffers, 0, 2*maxBatchFrames)
+	for {
+		select {
+		case f := <-c.outq:
+			batch = append(batch, f)
+		case <-c.flushReq:
+			c.flushQueued(batch, scratch)
+			return
+		case <-c.done:
+			return
+		}
+		batch = c.gather(batch)
+		if err := c.writeBatch(batch, scratch); err != nil {
+			c.closeWith(fmt.Errorf("remoting: write: %w", err))
+			return
+		}
+		batch = batch[:0]
+	}
+}
+
+// gather adds already-queued frames to batch without blocking.
+func (c *Conn) gather(batch []outFrame) []outFrame {
+	size := 0
+	for len(batch) < maxBatchFrames && size < maxBatchBytes {
+		select {
+		case f := <-c.outq:
+			batch = append(batch, f)
+			size += len(*f.head) + len(f.body)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// flushQueued writes everything still queued; used by a graceful drain.
+func (c *Conn) flushQueued(batch []outFrame, scratch net.Buffers) {
+	for {
+		batch = c.gather(batch)
+		if len(batch) == 0 {
+			return
+		}
+		if err := c.writeBatch(batch, scratch); err != nil {
+			c.closeWith(fmt.Errorf("remoting: write: %w", err))
+			return
+		}
+		batch = batch[:0]
+	}
+}
+
+// writeBatch writes batch with one vectored write; scratch is reused
+// backing storage for the buffer list.
+func (c *Conn) writeBatch(batch []outFrame, scratch net.Buffers) error {
+	bufs := scratch[:0]
+	for _, f := range batch {
+		bufs = append(bufs, *f.head)
+		if len(f.body) > 0 {
+			bufs = append(bufs, f.body)
+		}
+	}
+	if c.cfg.writeTimeout > 0 {
+		if err := c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout)); err != nil {
+			return err
+		}
+	}
+	_, err := bufs.WriteTo(c.nc)
+	for i := range batch {
+		putHead(batch[i].head)
+		batch[i] = outFrame{}
+	}
+	return err
+}
