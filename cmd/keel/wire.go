@@ -6,6 +6,7 @@ package main
 // returns errNotBuilt, and the command says so instead of pretending.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net"
 
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 // errNotBuilt is returned by an integration point whose package is not part
@@ -87,4 +89,29 @@ func advertisedAddr(cfg *config.Broker, listenAddr string, bound net.Addr) (stri
 		return "", fmt.Errorf("bound address %s: %w", bound, err)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// remotingService listens on addr and serves h with a remoting server. Its
+// stop stops accepting, lets handlers in flight finish until ctx's deadline,
+// and closes every connection.
+func remotingService(name, addr string, cfg remoting.ServerConfig, h remoting.Handler) (service, net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return service{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	srv := remoting.NewServer(cfg, h)
+	return service{
+		name: name,
+		run: func(context.Context) error {
+			if err := srv.Serve(ln); !errors.Is(err, remoting.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+		stop: func(ctx context.Context) error {
+			err := srv.Shutdown(ctx)
+			ln.Close() // in case Serve never ran (a later start failed)
+			return err
+		},
+	}, ln.Addr(), nil
 }

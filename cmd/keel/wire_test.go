@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 func TestAdvertisedAddrUsesBoundPort(t *testing.T) {
@@ -23,5 +27,56 @@ func TestAdvertisedAddrUsesBoundPort(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("advertisedAddr(%q, %q) = %q, %v; want %q", tt.ip1, tt.listen, got, err, tt.want)
 		}
+	}
+}
+
+func TestRemotingServiceServesAndStops(t *testing.T) {
+	h := remoting.HandlerFunc(func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+		return req.NewResponse(0, "pong")
+	})
+	var addr net.Addr
+	start := func() (service, error) {
+		s, a, err := remotingService("test server", "127.0.0.1:0", remoting.ServerConfig{}, h)
+		addr = a
+		return s, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		done <- runServices(ctx, discard, start, func() (service, error) { close(ready); return service{name: "marker"}, nil })
+	}()
+	<-ready
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	cl, err := remoting.Dial(dctx, addr.String(), remoting.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := cl.Invoke(dctx, remoting.NewRequest(105, nil, nil))
+	if err != nil || resp.Remark != "pong" {
+		t.Fatalf("Invoke = %+v, %v", resp, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("runServices: %v", err)
+	}
+	select {
+	case <-cl.Done():
+	case <-dctx.Done():
+		t.Fatal("client connection still open after shutdown")
+	}
+}
+
+func TestRemotingServiceListenError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, _, err = remotingService("namesrv", ln.Addr().String(), remoting.ServerConfig{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "namesrv: listen tcp") {
+		t.Fatalf("err = %v", err)
 	}
 }
