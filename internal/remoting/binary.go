@@ -60,12 +60,14 @@ func decodeBinaryHeader(data []byte) (*Command, error) {
 	c.Version = int16(binary.BigEndian.Uint16(data[3:]))
 	c.Opaque = int32(binary.BigEndian.Uint32(data[5:]))
 	c.Flag = int32(binary.BigEndian.Uint32(data[9:]))
+	// One copy of the header backs the remark and every ext key and value.
+	src := string(data)
 	rest := data[13:]
 	remark, rest, err := binaryChunk(rest, "remark")
 	if err != nil {
 		return nil, err
 	}
-	c.Remark = string(remark)
+	c.Remark = src[13+4 : 13+4+len(remark)]
 	ext, rest, err := binaryChunk(rest, "extFields")
 	if err != nil {
 		return nil, err
@@ -74,7 +76,8 @@ func decodeBinaryHeader(data []byte) (*Command, error) {
 		return nil, fmt.Errorf("%w: %d bytes after rocketmq header fields", ErrBadHeader, len(rest))
 	}
 	if len(ext) > 0 {
-		if c.ExtFields, err = decodeBinaryExt(ext); err != nil {
+		extAt := len(data) - len(ext)
+		if c.ExtFields, err = decodeBinaryExt(ext, src[extAt:]); err != nil {
 			return nil, err
 		}
 	}
@@ -94,8 +97,10 @@ func binaryChunk(b []byte, what string) (chunk, rest []byte, err error) {
 	return b[:n], b[n:], nil
 }
 
-// decodeBinaryExt parses repeated keyLen(int16) key valLen(int32) value.
-func decodeBinaryExt(b []byte) (map[string]string, error) {
+// decodeBinaryExt parses repeated keyLen(int16) key valLen(int32) value;
+// src holds the same bytes as b and backs the returned strings.
+func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
+	at := func(p []byte) int { return len(src) - len(p) } // offset of p within b
 	m := make(map[string]string, 8)
 	for len(b) > 0 {
 		if len(b) < 2 {
@@ -111,7 +116,9 @@ func decodeBinaryExt(b []byte) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[string(key)] = string(val)
+		k := src[at(b) : at(b)+len(key)]
+		v := src[at(rest)-len(val) : at(rest)]
+		m[k] = v
 		b = rest
 	}
 	return m, nil

@@ -18,7 +18,9 @@ const maxJSONDepth = 64
 // (stringified). It is hand-written because every request passes through
 // it; the behaviour matches encoding/json on valid input (tested).
 func decodeJSONHeader(data []byte) (*Command, error) {
-	d := jsonDecoder{data: data}
+	// One copy of the header backs every plain (unescaped) string in the
+	// command, instead of one allocation per key and value.
+	d := jsonDecoder{data: data, src: string(data)}
 	c := &Command{SerializeType: SerializeJSON}
 	if err := d.header(c); err != nil {
 		return nil, err
@@ -28,7 +30,21 @@ func decodeJSONHeader(data []byte) (*Command, error) {
 
 type jsonDecoder struct {
 	data []byte
+	src  string // string(data)
 	pos  int
+	// Where the last string read by stringBytes started, and whether it
+	// was plain (then its bytes are src[strStart:strStart+len]).
+	strStart int
+	strPlain bool
+}
+
+// lastString returns b, the result of the last stringBytes call, as a
+// string, sharing src when it was plain.
+func (d *jsonDecoder) lastString(b []byte) string {
+	if d.strPlain {
+		return d.src[d.strStart : d.strStart+len(b)]
+	}
+	return string(b)
 }
 
 func (d *jsonDecoder) errorf(format string, args ...any) error {
@@ -164,7 +180,7 @@ func (d *jsonDecoder) language() (string, error) {
 	switch b := d.next(); {
 	case b == '"':
 		s, err := d.stringBytes()
-		return string(s), err
+		return d.lastString(s), err
 	case b == '-' || (b >= '0' && b <= '9'):
 		tok, err := d.number()
 		if err != nil {
@@ -188,11 +204,12 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 	}
 	m := make(map[string]string, 8)
 	err := d.object(func(key []byte) error {
+		k := d.lastString(key)
 		v, ok, err := d.looseString(1)
 		if ok {
-			m[string(key)] = v
+			m[k] = v
 		} else {
-			delete(m, string(key)) // a later null overrides an earlier value
+			delete(m, k) // a later null overrides an earlier value
 		}
 		return err
 	})
@@ -206,7 +223,7 @@ func (d *jsonDecoder) looseString(depth int) (string, bool, error) {
 	switch d.next() {
 	case '"':
 		s, err := d.stringBytes()
-		return string(s), err == nil, err
+		return d.lastString(s), err == nil, err
 	case 'n':
 		if d.literal("null") {
 			return "", false, nil
@@ -216,7 +233,7 @@ func (d *jsonDecoder) looseString(depth int) (string, bool, error) {
 	if err := d.skipValue(depth); err != nil {
 		return "", false, err
 	}
-	return string(d.data[start:d.pos]), true, nil
+	return d.src[start:d.pos], true, nil
 }
 
 // literal consumes word if it is next.
@@ -324,6 +341,7 @@ func (d *jsonDecoder) stringBytes() ([]byte, error) {
 		case b == '"':
 			s := d.data[start:d.pos]
 			d.pos++
+			d.strStart, d.strPlain = start, true
 			return s, nil
 		case b == '\\' || b < 0x20:
 			return d.slowString(start)
@@ -343,6 +361,7 @@ func (d *jsonDecoder) stringBytes() ([]byte, error) {
 // slowString decodes a string with escapes or invalid UTF-8 (replaced by
 // U+FFFD, as encoding/json does), starting again at start.
 func (d *jsonDecoder) slowString(start int) ([]byte, error) {
+	d.strPlain = false
 	out := make([]byte, 0, d.pos-start+16)
 	out = append(out, d.data[start:d.pos]...)
 	for d.pos < len(d.data) {

@@ -1,0 +1,64 @@
+package remoting
+
+import "testing"
+
+// sendMessageRequest is a typical SEND_MESSAGE request from the Go client.
+func sendMessageRequest() *Command {
+	return &Command{Code: ReqSendMessage, Language: "GO", Version: 317, Opaque: 123456,
+		ExtFields: map[string]string{
+			"producerGroup": "ProducerGroupName", "topic": "TopicTest", "defaultTopic": "TBW102",
+			"defaultTopicQueueNums": "4", "queueId": "2", "sysFlag": "0", "bornTimestamp": "1719990000123",
+			"flag": "0", "properties": "KEYS\x01order-1234\x02TAGS\x01TagA\x02UNIQ_KEY\x017F0000010A8C18B4AAC2617A3C9A0000\x02WAIT\x01true\x02",
+			"reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
+		},
+		Body: make([]byte, 1024)}
+}
+
+func sendMessageResponse() *Command {
+	return &Command{Code: ResSuccess, Language: "JAVA", Version: Version, Opaque: 123456, Flag: FlagResponse,
+		ExtFields: map[string]string{"msgId": "7F00000100002A9F00000000000BEEF0", "queueId": "2",
+			"queueOffset": "987654", "transactionId": "", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}}
+}
+
+func benchEncode(b *testing.B, c *Command) {
+	buf, _ := EncodeFrame(nil, c)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = EncodeFrame(buf[:0], c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchDecode(b *testing.B, c *Command) {
+	frame, err := EncodeFrame(nil, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeFrame(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeSendRequestJSON(b *testing.B)  { benchEncode(b, sendMessageRequest()) }
+func BenchmarkDecodeSendRequestJSON(b *testing.B)  { benchDecode(b, sendMessageRequest()) }
+func BenchmarkEncodeSendResponseJSON(b *testing.B) { benchEncode(b, sendMessageResponse()) }
+func BenchmarkDecodeSendResponseJSON(b *testing.B) { benchDecode(b, sendMessageResponse()) }
+
+func BenchmarkDecodeSendRequestBinary(b *testing.B) {
+	c := sendMessageRequest()
+	c.SerializeType = SerializeRocketMQ
+	benchDecode(b, c)
+}
+
+func BenchmarkEncodeSendRequestBinary(b *testing.B) {
+	c := sendMessageRequest()
+	c.SerializeType = SerializeRocketMQ
+	benchEncode(b, c)
+}
