@@ -1,0 +1,171 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// FlushDiskType is RocketMQ's flushDiskType.
+type FlushDiskType int
+
+// Flush policies.
+const (
+	// AsyncFlush acknowledges after the write to the page cache; a
+	// background flusher syncs every FlushInterval. Acknowledged messages
+	// written after the last completed sync are lost on power loss (at most
+	// about one FlushInterval of writes).
+	AsyncFlush FlushDiskType = iota
+	// SyncFlush acknowledges only after an fdatasync covered the message.
+	SyncFlush
+)
+
+func (t FlushDiskType) String() string {
+	if t == SyncFlush {
+		return "SYNC_FLUSH"
+	}
+	return "ASYNC_FLUSH"
+}
+
+// Defaults.
+const (
+	DefaultCommitLogSegmentBytes     = 1 << 30
+	DefaultConsumeQueueEntries       = 300_000
+	DefaultSyncFlushTimeout          = 5 * time.Second
+	DefaultFlushInterval             = 500 * time.Millisecond
+	DefaultFlushConsumeQueueInterval = time.Second
+	DefaultFileReservedTime          = 72 * time.Hour
+	DefaultDeleteWhen                = "04"
+	DefaultDiskMaxUsedSpaceRatio     = 75
+	DefaultDiskHardLimitRatio        = 90
+	DefaultRetentionCheckInterval    = 10 * time.Second
+	DefaultMaxMessageBytes           = 4 << 20
+	DefaultIndexHashSlots            = 5_000_000
+	DefaultIndexMaxEntries           = 20_000_000
+	DefaultMaxScanEntries            = 16_000
+)
+
+// Config configures a Store. DefaultConfig fills every field.
+type Config struct {
+	Dir           string
+	FS            vfs.FS
+	FlushDiskType FlushDiskType
+
+	CommitLogSegmentBytes      int64 // mapedFileSizeCommitLog
+	ConsumeQueueSegmentEntries int   // mapedFileSizeConsumeQueue / 20
+
+	SyncFlushTimeout time.Duration // SYNC_FLUSH: result FLUSH_DISK_TIMEOUT after this
+	FlushInterval    time.Duration // ASYNC_FLUSH: CommitLog flush period
+	// FlushConsumeQueueInterval is how often ConsumeQueues and the index
+	// are flushed and the checkpoint written.
+	FlushConsumeQueueInterval time.Duration
+
+	FileReservedTime       time.Duration // delete CommitLog segments older than this
+	DeleteWhen             string        // hours of day (local time of Now) to delete, "04" or "04;05"
+	DiskMaxUsedSpaceRatio  int           // percent: above it delete old segments at once
+	DiskHardLimitRatio     int           // percent: above it refuse writes (PutDiskFull)
+	RetentionCheckInterval time.Duration // how often disk use and retention are checked
+
+	MaxMessageBytes int // body limit (maxMessageSize)
+	MaxScanEntries  int // ConsumeQueue entries one GetMessage inspects at most
+
+	IndexHashSlots, IndexMaxEntries int
+
+	// TagsCode computes the ConsumeQueue tag code of a record (the broker
+	// uses it for SCHEDULE_TOPIC_XXXX). Nil: the hash of the TAGS property.
+	TagsCode func(v message.View) int64
+
+	// RepairCorruption lets Open isolate a corrupt CommitLog record found in
+	// the middle of the log (moving the rest of its segment to
+	// <Dir>/quarantine) instead of refusing to open.
+	RepairCorruption bool
+
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// DefaultConfig returns the defaults for a store in dir on the real
+// filesystem.
+func DefaultConfig(dir string) Config {
+	return Config{
+		Dir:                        dir,
+		FS:                         vfs.OS{},
+		FlushDiskType:              AsyncFlush,
+		CommitLogSegmentBytes:      DefaultCommitLogSegmentBytes,
+		ConsumeQueueSegmentEntries: DefaultConsumeQueueEntries,
+		SyncFlushTimeout:           DefaultSyncFlushTimeout,
+		FlushInterval:              DefaultFlushInterval,
+		FlushConsumeQueueInterval:  DefaultFlushConsumeQueueInterval,
+		FileReservedTime:           DefaultFileReservedTime,
+		DeleteWhen:                 DefaultDeleteWhen,
+		DiskMaxUsedSpaceRatio:      DefaultDiskMaxUsedSpaceRatio,
+		DiskHardLimitRatio:         DefaultDiskHardLimitRatio,
+		RetentionCheckInterval:     DefaultRetentionCheckInterval,
+		MaxMessageBytes:            DefaultMaxMessageBytes,
+		MaxScanEntries:             DefaultMaxScanEntries,
+		IndexHashSlots:             DefaultIndexHashSlots,
+		IndexMaxEntries:            DefaultIndexMaxEntries,
+		Now:                        time.Now,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("store: config: "+format, args...))
+		}
+	}
+	check(c.Dir != "", "Dir is empty")
+	check(c.FS != nil, "FS is nil")
+	check(c.FlushDiskType == SyncFlush || c.FlushDiskType == AsyncFlush, "unknown FlushDiskType %d", c.FlushDiskType)
+	check(c.CommitLogSegmentBytes >= commitlog.MinSegmentBytes, "CommitLogSegmentBytes %d < %d", c.CommitLogSegmentBytes, commitlog.MinSegmentBytes)
+	check(c.ConsumeQueueSegmentEntries > 0, "ConsumeQueueSegmentEntries must be > 0")
+	check(c.SyncFlushTimeout > 0 && c.FlushInterval > 0 && c.FlushConsumeQueueInterval > 0 && c.RetentionCheckInterval > 0,
+		"SyncFlushTimeout, FlushInterval, FlushConsumeQueueInterval and RetentionCheckInterval must be > 0")
+	check(c.FileReservedTime > 0, "FileReservedTime must be > 0")
+	check(c.DiskMaxUsedSpaceRatio > 0 && c.DiskMaxUsedSpaceRatio <= 100, "DiskMaxUsedSpaceRatio %d not in (0, 100]", c.DiskMaxUsedSpaceRatio)
+	check(c.DiskHardLimitRatio > 0 && c.DiskHardLimitRatio <= 100, "DiskHardLimitRatio %d not in (0, 100]", c.DiskHardLimitRatio)
+	check(c.MaxMessageBytes > 0, "MaxMessageBytes must be > 0")
+	check(c.MaxScanEntries > 0, "MaxScanEntries must be > 0")
+	check(c.IndexHashSlots > 0 && c.IndexMaxEntries > 0, "IndexHashSlots and IndexMaxEntries must be > 0")
+	if _, err := parseDeleteWhen(c.DeleteWhen); err != nil {
+		errs = append(errs, err)
+	}
+	// The largest record (body + the V1 header, topic and properties at
+	// their limits) must fit in a segment with its trailer and an end marker.
+	maxRecord := int64(c.MaxMessageBytes) + message.MinRecordBytes + 24 + message.MaxTopicBytes + message.MaxPropertiesBytes
+	check(maxRecord+commitlog.TrailerBytes+commitlog.BlankBytes <= c.CommitLogSegmentBytes,
+		"CommitLogSegmentBytes %d cannot hold a message of MaxMessageBytes %d with its header", c.CommitLogSegmentBytes, c.MaxMessageBytes)
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// parseDeleteWhen parses "04" or "04;05" into hours.
+func parseDeleteWhen(s string) ([]int, error) {
+	var hours []int
+	for _, p := range strings.Split(s, ";") {
+		h, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || h < 0 || h > 23 {
+			return nil, fmt.Errorf("store: config: DeleteWhen %q: want hours 00-23 separated by ';'", s)
+		}
+		hours = append(hours, h)
+	}
+	return hours, nil
+}

@@ -1,0 +1,261 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/consumequeue"
+)
+
+// confirmedLimit is how far the dispatcher may go: the flushed offset under
+// SYNC_FLUSH, the written offset under ASYNC_FLUSH.
+func (s *Store) confirmedLimit() int64 {
+	if s.cfg.FlushDiskType == SyncFlush {
+		return s.log.FlushedOffset()
+	}
+	return s.log.WrittenOffset()
+}
+
+// runDispatcher dispatches new records when the CommitLog notifies and
+// persists ConsumeQueue/index progress every FlushConsumeQueueInterval.
+func (s *Store) runDispatcher() {
+	t := time.NewTicker(s.cfg.FlushConsumeQueueInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+			if err := s.dispatchAvailable(); err != nil {
+				s.fail(err)
+			}
+		case <-t.C:
+			if s.Err() != nil {
+				continue
+			}
+			if err := s.persistProgress(); err != nil {
+				s.fail(err)
+			}
+		}
+	}
+}
+
+// dispatchAvailable dispatches every record below the confirmed limit.
+func (s *Store) dispatchAvailable() error {
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	return s.dispatchTo(s.confirmedLimit())
+}
+
+// dispatchTo dispatches records up to limit. dispatchMu is held.
+func (s *Store) dispatchTo(limit int64) error {
+	if p := s.failure.Load(); p != nil {
+		return nil // already failed: leave the queues as they are
+	}
+	for {
+		rec, phys, err := s.reader.Next(limit)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("store: dispatch at offset %d: %w", s.reader.Offset(), err)
+		}
+		if err := s.dispatchRecord(rec, phys); err != nil {
+			return err
+		}
+		s.dispatched.Store(s.reader.Offset())
+	}
+	s.dispatched.Store(max(s.dispatched.Load(), s.reader.Offset()))
+	return nil
+}
+
+// dispatchRecord adds the ConsumeQueue entry and the index entries of one
+// record, then tells the listener.
+func (s *Store) dispatchRecord(rec []byte, phys int64) error {
+	v := message.View(rec)
+	topic, qid, qo := v.Topic(), v.QueueID(), v.QueueOffset()
+	if phys < s.rebuildCQFrom {
+		return s.indexRecord(v, topic, phys) // recovery: the queues already hold it
+	}
+	q, err := s.queueForDispatch(topic, qid)
+	if err != nil {
+		return err
+	}
+	code := s.tagsCode(v)
+	if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
+		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
+	}
+	if phys >= s.rebuildIndexFrom {
+		if err := s.indexRecord(v, topic, phys); err != nil {
+			return err
+		}
+	}
+	s.lastTs = v.StoreTimestamp()
+	if fn := s.listener.Load(); fn != nil {
+		(*fn)(string(topic), qid, qo, code)
+	}
+	return nil
+}
+
+func (s *Store) tagsCode(v message.View) int64 {
+	if s.cfg.TagsCode != nil {
+		return s.cfg.TagsCode(v)
+	}
+	return message.TagsCodeBytes(v.Tags())
+}
+
+// indexRecord indexes the KEYS tokens and the UNIQ_KEY of a record under
+// "topic#key".
+func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
+	ts := v.StoreTimestamp()
+	put := func(key []byte) error {
+		if len(key) == 0 {
+			return nil
+		}
+		k := make([]byte, 0, len(topic)+1+len(key))
+		k = append(append(append(k, topic...), '#'), key...)
+		if err := s.index.Put(string(k), phys, ts); err != nil {
+			return fmt.Errorf("store: index record at %d: %w", phys, err)
+		}
+		return nil
+	}
+	for _, key := range bytes.Fields(v.Keys()) {
+		if err := put(key); err != nil {
+			return err
+		}
+	}
+	return put(v.UniqKey())
+}
+
+// queueForDispatch returns the ConsumeQueue of (topic, queueID), opening or
+// creating it. Only the dispatcher (or recovery) creates queues.
+func (s *Store) queueForDispatch(topic []byte, queueID int32) (*consumequeue.Queue, error) {
+	s.qmu.RLock()
+	q := s.queues[string(topic)][queueID]
+	s.qmu.RUnlock()
+	if q != nil {
+		return q, nil
+	}
+	return s.openQueue(string(topic), queueID)
+}
+
+func (s *Store) openQueue(topic string, queueID int32) (*consumequeue.Queue, error) {
+	q, err := consumequeue.Open(consumequeue.Config{
+		FS: s.cfg.FS, Dir: s.queueDir(topic, queueID), Topic: topic, QueueID: queueID,
+		EntriesPerSegment: s.cfg.ConsumeQueueSegmentEntries, Logger: s.logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open consume queue %s/%d: %w", topic, queueID, err)
+	}
+	s.qmu.Lock()
+	byID := s.queues[topic]
+	if byID == nil {
+		byID = map[int32]*consumequeue.Queue{}
+		s.queues[topic] = byID
+	}
+	byID[queueID] = q
+	s.qmu.Unlock()
+	return q, nil
+}
+
+func (s *Store) queueDir(topic string, queueID int32) string {
+	return filepath.Join(s.cfg.Dir, consumeQueueDir, topic, strconv.Itoa(int(queueID)))
+}
+
+// allQueues returns every open ConsumeQueue.
+func (s *Store) allQueues() []*consumequeue.Queue {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	var out []*consumequeue.Queue
+	for _, byID := range s.queues {
+		for _, q := range byID {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// persistProgress flushes the ConsumeQueues and the index and writes the
+// checkpoint: every entry for records below the dispatched offset read
+// before the flushes is durable once they return.
+func (s *Store) persistProgress() error {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	return s.persistProgressLocked()
+}
+
+// persistProgressLocked is persistProgress with progressMu held.
+func (s *Store) persistProgressLocked() error {
+	s.dispatchMu.Lock()
+	d, ts := s.dispatched.Load(), s.lastTs
+	s.dispatchMu.Unlock()
+	physFlushed := s.log.FlushedOffset()
+	var errs []error
+	for _, q := range s.allQueues() {
+		if err := q.Flush(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.index.Flush(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: flush consume queues and index: %w", err)
+	}
+	idx := d
+	if _, ok := s.index.(*memIndex); ok {
+		idx = 0 // not persistent: rebuilt from the start at every open
+	}
+	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: idx, LastStoreTsMs: ts, WrittenAtMs: s.cfg.Now().UnixMilli()}
+	return writeCheckpoint(s.cfg.FS, s.cfg.Dir, cp)
+}
+
+// DeleteTopic removes the ConsumeQueues of topic and its queue offset
+// counters. Its records stay in the CommitLog until retention removes them
+// (so QueryByKey may still find them); they are never dispatched again.
+func (s *Store) DeleteTopic(topic string) error {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if err := s.writable(); err != nil {
+		return err
+	}
+	// Everything written must be dispatched first, so that no record of
+	// the topic reaches a queue after it is deleted.
+	if err := s.log.Flush(); err != nil {
+		return fmt.Errorf("store: delete topic %s: %w", topic, err)
+	}
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	s.dispatchMu.Lock()
+	err := s.dispatchTo(s.confirmedLimit())
+	var qs map[int32]*consumequeue.Queue
+	if err == nil {
+		s.qmu.Lock()
+		qs = s.queues[topic]
+		delete(s.queues, topic)
+		s.qmu.Unlock()
+		delete(s.counters, topic)
+	}
+	s.dispatchMu.Unlock()
+	if err != nil {
+		s.fail(err)
+		return err
+	}
+	var errs []error
+	for _, q := range qs {
+		errs = append(errs, q.Destroy())
+	}
+	// The checkpoint moves past the topic's records so recovery does not
+	// re-dispatch them.
+	errs = append(errs, s.persistProgressLocked())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: delete topic %s: %w", topic, err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+// Package store is Keel's message store: the CommitLog (package commitlog)
+// holding every record, one ConsumeQueue (package consumequeue) per (topic,
+// queueId) locating them, and the key index (package index) for query by
+// key and unique ID, tied together with flushing, dispatch, recovery,
+// retention and an offline check.
+//
+// # Directory layout
+//
+//	<Dir>/lock                         exclusive lock of the running store
+//	<Dir>/abort                        present while the store is open (crash marker)
+//	<Dir>/checkpoint                   flushed positions (see below), replaced atomically
+//	<Dir>/commitlog/<20-digit offset>  CommitLog segments (format in package commitlog)
+//	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
+//	<Dir>/index/...                    key index files
+//	<Dir>/quarantine/                  bytes moved aside by RepairCorruption
+//
+// Checkpoint (52 bytes, big-endian):
+//
+//	off size field
+//	  0    4 magic "KCKP"
+//	  4    4 version = 1
+//	  8    8 CommitLog flushed offset
+//	 16    8 ConsumeQueue flushed offset: every record below it has its
+//	         ConsumeQueue entry on disk
+//	 24    8 index flushed offset (same for index entries)
+//	 32    8 store timestamp of the last dispatched record (ms)
+//	 40    8 time the checkpoint was written (ms)
+//	 48    4 CRC32-C of bytes 0..47
+//
+// It is written to checkpoint.tmp, fdatasync'ed, renamed over checkpoint
+// and the directory is synced, by the dispatcher every
+// FlushConsumeQueueInterval (after flushing the queues and the index) and
+// by Close.
+//
+// # Write path and acknowledgement
+//
+// PutMessage(s) encodes the records outside any lock, then queues them;
+// whoever holds the append lock takes every queued request and writes them
+// with one CommitLog append, assigning dense queue offsets per (topic,
+// queueId), the CommitLog offset and the store timestamp (group commit of
+// writes). Under SYNC_FLUSH the caller then waits until the flusher's
+// fdatasync covers its records (group commit of syncs): PUT_OK means
+// durable. FLUSH_DISK_TIMEOUT (after SyncFlushTimeout) and a cancelled
+// context mean "written, not known durable": the message may still become
+// durable and visible, so producers that retry can create duplicates
+// (at-least-once). Under ASYNC_FLUSH, PUT_OK means written to the page cache;
+// the flusher syncs every FlushInterval, so a power loss can lose the
+// acknowledged messages of about the last FlushInterval (a process crash
+// loses nothing: the page cache survives it). A message with the property
+// WAIT=false is acknowledged after the write even under SYNC_FLUSH, as in
+// RocketMQ.
+//
+// A failed write or fdatasync of the CommitLog, or a failed write, flush or
+// checkpoint of the queues and index, makes the store read-only until
+// restart: it is logged at Error, every waiter of the failed sync gets an
+// error (never PUT_OK) and every later put gets SERVICE_NOT_AVAILABLE with
+// the cause. Reads keep working. Disk use at or above DiskHardLimitRatio
+// refuses puts with DISK_FULL until it drops again (checked every
+// RetentionCheckInterval and after every 64 MiB written).
+//
+// # Confirmed offset and dispatch
+//
+// One dispatcher goroutine, woken by the CommitLog whenever the written or
+// flushed offset moves, reads records up to the confirmed limit (the
+// flushed offset under SYNC_FLUSH, the written offset under ASYNC_FLUSH),
+// appends their ConsumeQueue entries and index entries (each KEYS token and
+// the UNIQ_KEY, as "topic#key") and calls the dispatch listener. Readers
+// only see dispatched entries, so under SYNC_FLUSH nothing is visible before
+// it is durable. ConfirmedOffset is the dispatched CommitLog offset.
+//
+// # Reads
+//
+// GetMessage reads ConsumeQueue entries, filters by tag code, reads the
+// records (contiguous records with one pread into pooled buffers) and
+// verifies every one (CRC32-C, structure, and that its topic, queue and
+// queue offset are those of the entry) before returning it. A record that
+// fails verification is logged at Error and never returned.
+//
+// # Recovery (Open)
+//
+//  1. Take <Dir>/lock. If <Dir>/abort exists the last run crashed; create it.
+//  2. Read the checkpoint (missing or invalid: verify the whole CommitLog).
+//  3. Verify the CommitLog from the segment holding the checkpointed flushed
+//     offset to the end (after a clean shutdown that is only the last
+//     segment). A torn tail is cut. Corruption in the middle (valid entries
+//     follow the invalid one) makes Open fail with an error naming the
+//     segment file and offset, changing nothing; with RepairCorruption the
+//     rest of that segment is copied to <Dir>/quarantine, the segment is
+//     closed with an end marker at the corrupt entry, a message is logged at
+//     Error, and the store opens (the quarantined messages are skipped by
+//     readers as removed). If the recovered end lies before the checkpointed
+//     flushed offset, durable data is missing: Open fails unless
+//     RepairCorruption is set.
+//  4. Open every ConsumeQueue and drop entries pointing at or past the new
+//     end; truncate the index the same way.
+//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets to the
+//     end, rebuilding missing entries (re-appending an existing entry is a
+//     no-op), then set the queue offset counters from the queues.
+//
+// # Retention
+//
+// At the hours of DeleteWhen, CommitLog segments closed more than
+// FileReservedTime ago are deleted, oldest first; when disk use reaches
+// DiskMaxUsedSpaceRatio, up to 10 of the oldest segments per round are
+// deleted regardless of age. The last segment and anything not yet flushed
+// and dispatched are never deleted. ConsumeQueues and the index then drop
+// what pointed into the deleted segments, and min offsets advance.
+//
+// # Concurrency
+//
+// All exported methods are safe for concurrent use. Goroutines: the
+// CommitLog flusher, the dispatcher and the retention loop, all joined by
+// Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
+// CommitLog's internal locks last).
+package store

@@ -1,0 +1,389 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/consumequeue"
+)
+
+// Filter selects messages: first by the tag code in the ConsumeQueue entry,
+// then by the record. A nil Filter matches everything.
+type Filter interface {
+	MatchTagsCode(code int64) bool
+	MatchRecord(v message.View) bool
+}
+
+// GetResult is the result of GetMessage. Records are verified stored
+// records (without the CRC trailer) in pooled buffers: call Release when
+// done with them.
+type GetResult struct {
+	Status     GetStatus
+	NextOffset int64
+	MinOffset  int64
+	MaxOffset  int64
+	Records    [][]byte
+	TotalBytes int
+
+	slabs []*[]byte
+	slab  []byte // unused rest of the newest slab
+}
+
+// Read buffer pooling.
+const (
+	slabBytes        = 256 << 10
+	entryBatch       = 64 // ConsumeQueue entries fetched per Get
+	maxRunReadBytes  = slabBytes
+	defaultReadCount = 32
+)
+
+var slabPool = sync.Pool{New: func() any { b := make([]byte, slabBytes); return &b }}
+
+// Release returns the record buffers to the pool; Records must not be used
+// afterwards.
+func (r *GetResult) Release() {
+	for _, b := range r.slabs {
+		slabPool.Put(b)
+	}
+	r.slabs, r.slab, r.Records = nil, nil, nil
+}
+
+// alloc returns n bytes from the result's slabs.
+func (r *GetResult) alloc(n int) []byte {
+	if n > slabBytes {
+		return make([]byte, n)
+	}
+	if len(r.slab) < n {
+		b := slabPool.Get().(*[]byte)
+		r.slabs = append(r.slabs, b)
+		r.slab = *b
+	}
+	out := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return out
+}
+
+func (s *Store) lookupQueue(topic string, queueID int32) *consumequeue.Queue {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	return s.queues[topic][queueID]
+}
+
+// GetMessage reads up to maxCount messages (at least one, and more only
+// while the total stays within maxBytes) of (topic, queueID) starting at the
+// logical offset. Status and NextOffset follow RocketMQ:
+//
+//	queue missing          NO_MATCHED_LOGIC_QUEUE  next 0
+//	queue empty (max 0)    NO_MESSAGE_IN_QUEUE     next 0
+//	offset < min           OFFSET_TOO_SMALL        next min
+//	offset == max          OFFSET_OVERFLOW_ONE     next offset
+//	offset > max           OFFSET_OVERFLOW_BADLY   next max
+//	>= 1 message matched   FOUND                   next = after the last scanned entry
+//	none matched           NO_MATCHED_MESSAGE      next = after the last scanned entry
+//	entries point at deleted CommitLog and none found: MESSAGE_WAS_REMOVING, next advanced
+//
+// Every record is verified (CRC, structure, topic, queue and offset) before
+// it is returned; a record failing verification is never returned: it ends
+// the batch before it, or, if it is the first, GetMessage returns an error
+// wrapping ErrCorrupt.
+func (s *Store) GetMessage(topic string, queueID int32, offset int64, maxCount, maxBytes int, f Filter) (*GetResult, error) {
+	s.stats.gets.Add(1)
+	r := &GetResult{}
+	q := s.lookupQueue(topic, queueID)
+	if q == nil {
+		r.Status = NoMatchedLogicQueue
+		return r, nil
+	}
+	lo, hi := q.MinOffset(), q.MaxOffset()
+	r.MinOffset, r.MaxOffset = lo, hi
+	switch {
+	case hi == 0:
+		r.Status = NoMessageInQueue
+	case offset < lo:
+		r.Status, r.NextOffset = OffsetTooSmall, lo
+	case offset == hi:
+		r.Status, r.NextOffset = OffsetOverflowOne, offset
+	case offset > hi:
+		r.Status, r.NextOffset = OffsetOverflowBadly, hi
+	default:
+		if maxCount <= 0 {
+			maxCount = defaultReadCount
+		}
+		if err := s.readQueue(q, topic, queueID, offset, hi, maxCount, maxBytes, f, r); err != nil {
+			r.Release()
+			return nil, err
+		}
+		s.stats.getMsgs.Add(int64(len(r.Records)))
+	}
+	return r, nil
+}
+
+// queueRead is the state of one GetMessage scan.
+type queueRead struct {
+	topic    string
+	queueID  int32
+	maxCount int
+	maxBytes int
+	f        Filter
+	removing bool
+	runStart int64  // CommitLog offset of run[0]
+	run      []byte // bytes read ahead for contiguous entries
+}
+
+func (s *Store) readQueue(q *consumequeue.Queue, topic string, queueID int32, offset, hi int64, maxCount, maxBytes int, f Filter, r *GetResult) error {
+	st := &queueRead{topic: topic, queueID: queueID, maxCount: maxCount, maxBytes: maxBytes, f: f}
+	var ents [entryBatch]consumequeue.Entry
+	pos, scanned := offset, 0
+	for pos < hi && scanned < s.cfg.MaxScanEntries {
+		n, err := q.Get(pos, ents[:min(int64(entryBatch), hi-pos)])
+		if err != nil {
+			return fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, pos, err)
+		}
+		if n == 0 {
+			break
+		}
+		stop, err := s.readEntries(st, ents[:n], &pos, r)
+		scanned += n
+		if err != nil {
+			return err
+		}
+		if stop {
+			break
+		}
+	}
+	r.NextOffset = pos
+	switch {
+	case len(r.Records) > 0:
+		r.Status = Found
+	case st.removing:
+		r.Status = MessageWasRemoving
+	default:
+		r.Status = NoMatchedMessage
+	}
+	return nil
+}
+
+// readEntries handles a slice of ConsumeQueue entries starting at logical
+// offset *pos, advancing *pos past each entry it consumed. It reports
+// whether the batch is complete.
+func (s *Store) readEntries(st *queueRead, ents []consumequeue.Entry, pos *int64, r *GetResult) (bool, error) {
+	for i, e := range ents {
+		if st.f != nil && !st.f.MatchTagsCode(e.TagsCode) {
+			*pos++
+			continue
+		}
+		if len(r.Records) > 0 && r.TotalBytes+int(e.Size) > st.maxBytes {
+			return true, nil
+		}
+		rec, err := s.readQueueRecord(st, ents[i:], *pos, r)
+		if err != nil {
+			if commitlog.IsNoRecord(err) {
+				st.removing = true
+				*pos++
+				continue
+			}
+			if len(r.Records) > 0 {
+				return true, nil // serve what is good; the next read reports the error
+			}
+			return true, err
+		}
+		*pos++
+		if st.f != nil && !st.f.MatchRecord(message.View(rec)) {
+			continue
+		}
+		r.Records = append(r.Records, rec)
+		r.TotalBytes += len(rec)
+		if len(r.Records) >= st.maxCount {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// readQueueRecord returns the verified record of ents[0] (logical offset
+// qo), reading ahead the following contiguous entries in one pread.
+func (s *Store) readQueueRecord(st *queueRead, ents []consumequeue.Entry, qo int64, r *GetResult) ([]byte, error) {
+	e := ents[0]
+	n := int64(e.Size) + commitlog.TrailerBytes
+	if e.PhysOffset < st.runStart || e.PhysOffset+n > st.runStart+int64(len(st.run)) {
+		if err := s.loadRun(st, ents, r); err != nil {
+			return nil, err
+		}
+	}
+	entry := st.run[e.PhysOffset-st.runStart:][:n]
+	if err := s.log.VerifyEntry(entry, e.PhysOffset, e.Size); err != nil {
+		return nil, s.corruptRead(err, st, qo)
+	}
+	rec := entry[:e.Size]
+	v := message.View(rec)
+	if string(v.Topic()) != st.topic || v.QueueID() != st.queueID || v.QueueOffset() != qo {
+		err := fmt.Errorf("store: record at %d belongs to %s/%d offset %d, not %s/%d offset %d: %w",
+			e.PhysOffset, v.Topic(), v.QueueID(), v.QueueOffset(), st.topic, st.queueID, qo, ErrCorrupt)
+		return nil, s.corruptRead(err, st, qo)
+	}
+	return rec, nil
+}
+
+func (s *Store) corruptRead(err error, st *queueRead, qo int64) error {
+	if commitlog.IsNoRecord(err) {
+		return err
+	}
+	s.stats.corruptReads.Add(1)
+	s.logger.Error("store: refusing to serve a record that fails verification", "topic", st.topic, "queue_id", st.queueID, "offset", qo, "err", err)
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
+// loadRun reads ents[0] and the entries after it that are contiguous in
+// the CommitLog (same segment, within maxRunReadBytes) with one pread.
+func (s *Store) loadRun(st *queueRead, ents []consumequeue.Entry, r *GetResult) error {
+	first := ents[0]
+	end := first.PhysOffset + int64(first.Size) + commitlog.TrailerBytes
+	segEnd := s.log.SegmentStart(first.PhysOffset) + s.log.SegmentBytes()
+	for _, e := range ents[1:] {
+		next := end + int64(e.Size) + commitlog.TrailerBytes
+		if e.PhysOffset != end || next > segEnd || next-first.PhysOffset > maxRunReadBytes {
+			break
+		}
+		end = next
+	}
+	if end > s.dispatched.Load() {
+		return fmt.Errorf("store: entry at %d beyond the confirmed offset: %w", first.PhysOffset, commitlog.ErrNoRecord)
+	}
+	buf := r.alloc(int(end - first.PhysOffset))
+	err := s.log.ReadAt(buf, first.PhysOffset)
+	if err != nil && end > first.PhysOffset+int64(first.Size)+commitlog.TrailerBytes {
+		// Retry with the first entry alone (the run may cross a quarantined gap).
+		buf = buf[:first.Size+commitlog.TrailerBytes]
+		err = s.log.ReadAt(buf, first.PhysOffset)
+	}
+	if err != nil {
+		st.run = nil
+		return err
+	}
+	st.runStart, st.run = first.PhysOffset, buf
+	return nil
+}
+
+// LookMessageByOffset returns a copy of the verified record at a CommitLog
+// offset below the confirmed offset.
+func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
+	if physOffset < 0 || physOffset >= s.dispatched.Load() {
+		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, s.dispatched.Load(), commitlog.ErrNoRecord)
+	}
+	rec, err := s.log.ReadRecord(physOffset, nil)
+	if err != nil {
+		if !commitlog.IsNoRecord(err) {
+			s.stats.corruptReads.Add(1)
+			s.logger.Error("store: refusing to serve a record that fails verification", "offset", physOffset, "err", err)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// MinOffset returns the first logical offset still stored (0 for an
+// unknown queue).
+func (s *Store) MinOffset(topic string, queueID int32) int64 {
+	if q := s.lookupQueue(topic, queueID); q != nil {
+		return q.MinOffset()
+	}
+	return 0
+}
+
+// MaxOffset returns the next logical offset to become visible (exclusive
+// end; 0 for an unknown queue).
+func (s *Store) MaxOffset(topic string, queueID int32) int64 {
+	if q := s.lookupQueue(topic, queueID); q != nil {
+		return q.MaxOffset()
+	}
+	return 0
+}
+
+func viewStoreTs(rec []byte) int64 { return message.View(rec).StoreTimestamp() }
+
+// entryStoreTime reads the store timestamp of the record of a ConsumeQueue entry.
+func (s *Store) entryStoreTime(e consumequeue.Entry) (int64, error) {
+	rec, err := s.log.ReadEntry(e.PhysOffset, e.Size, nil)
+	if err != nil {
+		return 0, err
+	}
+	return viewStoreTs(rec), nil
+}
+
+// OffsetByTime returns the first logical offset whose store time is >= tsMs;
+// MaxOffset if every message is older, MinOffset if every one is newer.
+func (s *Store) OffsetByTime(topic string, queueID int32, tsMs int64) int64 {
+	q := s.lookupQueue(topic, queueID)
+	if q == nil {
+		return 0
+	}
+	off, err := q.SearchOffset(tsMs, s.entryStoreTime)
+	if err != nil {
+		s.logger.Warn("store: search offset by time", "topic", topic, "queue_id", queueID, "err", err)
+		return q.MinOffset()
+	}
+	return off
+}
+
+// EarliestStoreTime returns the store time of the message at MinOffset.
+func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
+	q := s.lookupQueue(topic, queueID)
+	if q == nil {
+		return 0, fmt.Errorf("store: no queue %s/%d", topic, queueID)
+	}
+	var e [1]consumequeue.Entry
+	n, err := q.Get(q.MinOffset(), e[:])
+	if err != nil {
+		return 0, fmt.Errorf("store: earliest store time of %s/%d: %w", topic, queueID, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("store: queue %s/%d is empty", topic, queueID)
+	}
+	return s.entryStoreTime(e[0])
+}
+
+// QueryByKey returns the CommitLog offsets (newest first, at most max) of
+// the messages of topic whose KEYS contain key or whose UNIQ_KEY is key,
+// stored between beginMs and endMs. Each offset is verified to hold such a
+// record.
+func (s *Store) QueryByKey(topic, key string, max int, beginMs, endMs int64) ([]int64, error) {
+	offs, err := s.index.Query(topic+"#"+key, max, beginMs, endMs)
+	if err != nil {
+		return nil, fmt.Errorf("store: query index: %w", err)
+	}
+	out := offs[:0]
+	for _, off := range offs {
+		rec, err := s.LookMessageByOffset(off)
+		if err != nil {
+			continue
+		}
+		v := message.View(rec)
+		if string(v.Topic()) != topic {
+			continue
+		}
+		if string(v.UniqKey()) == key || slices.ContainsFunc(bytes.Fields(v.Keys()), func(k []byte) bool { return string(k) == key }) {
+			out = append(out, off)
+		}
+	}
+	return out, nil
+}
+
+// Queues returns the queue ids of topic that have a ConsumeQueue, sorted.
+func (s *Store) Queues(topic string) []int32 {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	ids := make([]int32, 0, len(s.queues[topic]))
+	for id := range s.queues[topic] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,291 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/consumequeue"
+)
+
+// Paths inside Config.Dir.
+const (
+	commitLogDir    = "commitlog"
+	consumeQueueDir = "consumequeue"
+	indexDir        = "index"
+	quarantineDir   = "quarantine"
+	abortName       = "abort"
+	lockName        = "lock"
+)
+
+// Errors.
+var (
+	ErrClosed   = errors.New("store: closed")
+	ErrReadOnly = errors.New("store: read-only after a write or fsync failure (restart to recover)")
+	ErrDiskFull = errors.New("store: disk use above the hard limit; writes refused")
+	ErrCorrupt  = errors.New("store: corrupt record")
+)
+
+// Store ties the CommitLog, the ConsumeQueues and the index together. See
+// the package documentation.
+type Store struct {
+	cfg    Config
+	logger *slog.Logger
+	log    *commitlog.Log
+	index  keyIndex
+	lock   io.Closer
+
+	// Append side. appendMu is held by the one goroutine writing a combined
+	// batch; pendMu guards the requests waiting to be combined.
+	appendMu sync.Mutex
+	counters map[string]map[int32]int64 // next queue offset; guarded by appendMu
+	pendMu   sync.Mutex
+	pending  []*putReq // guarded by pendMu
+
+	// Dispatch side. dispatchMu is held by the dispatcher while it changes
+	// ConsumeQueues and the index, and by operations that must exclude it.
+	dispatchMu sync.Mutex
+	reader     *commitlog.Reader // guarded by dispatchMu
+	lastTs     int64             // store timestamp of the last dispatched record; guarded by dispatchMu
+	// During recovery's re-dispatch, records below these offsets already
+	// have their ConsumeQueue (index) entries. Zero afterwards.
+	rebuildCQFrom, rebuildIndexFrom int64 // guarded by dispatchMu
+	dispatched atomic.Int64      // CommitLog offset dispatched so far (visible to readers)
+	qmu        sync.RWMutex
+	queues     map[string]map[int32]*consumequeue.Queue // guarded by qmu
+	listener   atomic.Pointer[func(topic string, queueID int32, queueOffset int64, tagsCode int64)]
+
+	// progressMu serializes persistProgress, retention and DeleteTopic
+	// (lock order: appendMu, progressMu, dispatchMu, qmu).
+	progressMu     sync.Mutex
+	sinceDiskCheck atomic.Int64
+
+	failure  atomic.Pointer[error] // sticky read-only cause
+	diskFull atomic.Pointer[error] // non-nil while above the hard limit
+	closed   atomic.Bool
+
+	kick      chan struct{} // wakes the dispatcher
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	stats storeStats
+}
+
+type storeStats struct {
+	puts, putMsgs, putBytes atomic.Int64
+	gets, getMsgs           atomic.Int64
+	corruptReads            atomic.Int64
+}
+
+// Open validates cfg, takes the directory lock, recovers the store and
+// starts its goroutines (flusher, dispatcher, retention).
+func Open(cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:      cfg,
+		logger:   cfg.Logger,
+		counters: map[string]map[int32]int64{},
+		queues:   map[string]map[int32]*consumequeue.Queue{},
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	if err := s.open(); err != nil {
+		s.closeResources()
+		return nil, err
+	}
+	s.start()
+	return s, nil
+}
+
+func (s *Store) path(name string) string { return filepath.Join(s.cfg.Dir, name) }
+
+func (s *Store) open() error {
+	if err := commitlog.MkdirAllDurable(s.cfg.FS, s.cfg.Dir); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	lock, err := s.cfg.FS.Lock(s.path(lockName))
+	if err != nil {
+		return fmt.Errorf("store: lock %s: %w", s.cfg.Dir, err)
+	}
+	s.lock = lock
+	crashed, err := s.markRunning()
+	if err != nil {
+		return err
+	}
+	s.log, err = commitlog.Open(commitlog.Config{
+		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
+		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return s.recover(crashed)
+}
+
+// markRunning creates the abort marker and reports whether it was already
+// there (the previous run did not close cleanly).
+func (s *Store) markRunning() (bool, error) {
+	path := s.path(abortName)
+	_, err := s.cfg.FS.Stat(path)
+	crashed := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	if !crashed {
+		f, err := s.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return false, fmt.Errorf("store: create %s: %w", path, err)
+		}
+		f.Close()
+		if err := s.cfg.FS.SyncDir(s.cfg.Dir); err != nil {
+			return false, fmt.Errorf("store: sync dir %s: %w", s.cfg.Dir, err)
+		}
+	}
+	return crashed, nil
+}
+
+func (s *Store) start() {
+	interval := s.cfg.FlushInterval
+	s.wg.Add(3)
+	go func() { defer s.wg.Done(); s.log.RunFlusher(s.stop, interval) }()
+	go func() { defer s.wg.Done(); s.runDispatcher() }()
+	go func() { defer s.wg.Done(); s.runRetention() }()
+}
+
+// Close stops the goroutines, flushes everything, writes the checkpoint,
+// removes the abort marker (only if all of that succeeded) and releases the
+// lock. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.appendMu.Lock() // wait for the writer in progress; later puts see closed
+		close(s.stop)
+		s.wg.Wait()
+		err := s.shutdownFlush()
+		if err == nil {
+			err = s.removeAbortMarker()
+		} else {
+			s.logger.Error("store: unclean close; the next open recovers as after a crash", "err", err)
+		}
+		s.appendMu.Unlock()
+		s.closeErr = errors.Join(err, s.closeResources())
+	})
+	return s.closeErr
+}
+
+func (s *Store) shutdownFlush() error {
+	if s.Err() != nil {
+		return s.Err()
+	}
+	if err := s.log.Flush(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	if err := s.dispatchAvailable(); err != nil {
+		return err
+	}
+	return s.persistProgress()
+}
+
+func (s *Store) removeAbortMarker() error {
+	if err := s.cfg.FS.Remove(s.path(abortName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: remove abort marker: %w", err)
+	}
+	if err := s.cfg.FS.SyncDir(s.cfg.Dir); err != nil {
+		return fmt.Errorf("store: sync dir %s: %w", s.cfg.Dir, err)
+	}
+	return nil
+}
+
+func (s *Store) closeResources() error {
+	var errs []error
+	s.qmu.Lock()
+	for _, byID := range s.queues {
+		for _, q := range byID {
+			errs = append(errs, q.Close())
+		}
+	}
+	s.queues = map[string]map[int32]*consumequeue.Queue{}
+	s.qmu.Unlock()
+	if s.index != nil {
+		errs = append(errs, s.index.Close())
+	}
+	if s.log != nil {
+		errs = append(errs, s.log.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Err returns nil, or why the store is read-only.
+func (s *Store) Err() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	if err := s.log.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return nil
+}
+
+// fail makes the store read-only.
+func (s *Store) fail(err error) {
+	wrapped := fmt.Errorf("%w: %w", ErrReadOnly, err)
+	if s.failure.CompareAndSwap(nil, &wrapped) {
+		s.logger.Error("store: read-only until restart", "err", err)
+	}
+}
+
+func (s *Store) notifyDispatcher() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// SetDispatchListener sets the function the dispatcher calls after a
+// ConsumeQueue entry became visible. It must not block.
+func (s *Store) SetDispatchListener(fn func(topic string, queueID int32, queueOffset int64, tagsCode int64)) {
+	if fn == nil {
+		s.listener.Store(nil)
+		return
+	}
+	s.listener.Store(&fn)
+}
+
+// ConfirmedOffset returns the highest CommitLog offset visible to readers:
+// everything below it is dispatched (and, under SYNC_FLUSH, durable).
+func (s *Store) ConfirmedOffset() int64 { return s.dispatched.Load() }
+
+// Stats is a snapshot of the store's counters and offsets.
+type Stats struct {
+	WrittenOffset, FlushedOffset, ConfirmedOffset, MinOffset int64
+	Puts, PutMessages, PutBytes                              int64
+	Gets, GetMessages, CorruptReads                          int64
+	ReadOnly                                                 error
+	DiskFull                                                 bool
+}
+
+// Stats returns a snapshot of the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		WrittenOffset: s.log.WrittenOffset(), FlushedOffset: s.log.FlushedOffset(),
+		ConfirmedOffset: s.dispatched.Load(), MinOffset: s.log.MinOffset(),
+		Puts: s.stats.puts.Load(), PutMessages: s.stats.putMsgs.Load(), PutBytes: s.stats.putBytes.Load(),
+		Gets: s.stats.gets.Load(), GetMessages: s.stats.getMsgs.Load(), CorruptReads: s.stats.corruptReads.Load(),
+		ReadOnly: s.Err(), DiskFull: s.diskFull.Load() != nil,
+	}
+}
