@@ -56,11 +56,11 @@ type Store struct {
 	lastTs     int64             // store timestamp of the last dispatched record; guarded by dispatchMu
 	// During recovery's re-dispatch, records below these offsets already
 	// have their ConsumeQueue (index) entries. Zero afterwards.
-	rebuildCQFrom, rebuildIndexFrom int64 // guarded by dispatchMu
-	dispatched atomic.Int64      // CommitLog offset dispatched so far (visible to readers)
-	qmu        sync.RWMutex
-	queues     map[string]map[int32]*consumequeue.Queue // guarded by qmu
-	listener   atomic.Pointer[func(topic string, queueID int32, queueOffset int64, tagsCode int64)]
+	rebuildCQFrom, rebuildIndexFrom int64        // guarded by dispatchMu
+	dispatched                      atomic.Int64 // CommitLog offset dispatched so far (visible to readers)
+	qmu                             sync.RWMutex
+	queues                          map[string]map[int32]*consumequeue.Queue // guarded by qmu
+	listener                        atomic.Pointer[func(topic string, queueID int32, queueOffset int64, tagsCode int64)]
 
 	// progressMu serializes persistProgress, retention and DeleteTopic
 	// (lock order: appendMu, progressMu, dispatchMu, qmu).
