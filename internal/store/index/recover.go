@@ -1,0 +1,220 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+)
+
+// load opens the files of the directory and recovers them.
+func (ix *Index) load() error {
+	names, err := ix.cfg.FS.List(ix.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("index: list: %w", err)
+	}
+	var seqs []int64
+	for _, name := range names {
+		if seq, ok := parseFileName(name); ok {
+			seqs = append(seqs, seq)
+		} else {
+			ix.log.Warn("index: ignoring unexpected file", "file", ix.path(name))
+		}
+	}
+	for i, seq := range seqs {
+		ix.nextSeq = seq + 1
+		f, err := ix.openFile(seq)
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			continue
+		}
+		keep, err := ix.recoverIfNeeded(f, i == len(seqs)-1)
+		if err != nil {
+			_ = f.f.Close()
+			return err
+		}
+		if keep {
+			ix.files = append(ix.files, f)
+		}
+	}
+	if ix.dirGen != ix.dirSync {
+		if err := ix.cfg.FS.SyncDir(ix.cfg.Dir); err != nil {
+			return fmt.Errorf("index: sync dir: %w", err)
+		}
+		ix.dirSync = ix.dirGen
+	}
+	return nil
+}
+
+// openFile opens file seq and reads its header. A file whose header is not
+// valid is removed (its header is made durable before any entry is written,
+// so it holds nothing durable) and nil is returned.
+func (ix *Index) openFile(seq int64) (*file, error) {
+	name := fileName(seq)
+	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("index: open %s: %w", name, err)
+	}
+	f := &file{seq: seq, name: name, f: vf, maxEntries: int32(ix.cfg.MaxEntries)}
+	var b [HeaderSize]byte
+	if _, err := vf.ReadAt(b[:], 0); err != nil && err != io.EOF {
+		_ = vf.Close()
+		return nil, fmt.Errorf("index: read header of %s: %w", name, err)
+	}
+	f.hdr = decodeHeader(b[:])
+	if h := f.hdr; h.slotCount > 0 && h.entryCount >= 0 && h.beginPhys >= 0 && h.beginTsMs > 0 {
+		return f, nil
+	}
+	ix.log.Error("index: removing file with an invalid header", "file", ix.path(name))
+	_ = vf.Close()
+	if err := ix.cfg.FS.Remove(ix.path(name)); err != nil {
+		return nil, fmt.Errorf("index: remove %s: %w", name, err)
+	}
+	ix.dirGen++
+	return nil, nil
+}
+
+// recoverIfNeeded recovers the newest file, and any other whose size does
+// not match its header. It reports whether the file keeps entries.
+func (ix *Index) recoverIfNeeded(f *file, newest bool) (bool, error) {
+	size, err := f.f.Size()
+	if err != nil {
+		return false, fmt.Errorf("index: size of %s: %w", f.name, err)
+	}
+	if !newest && f.hdr.entryCount > 0 && size == f.entryPos(f.hdr.entryCount+1) {
+		return true, nil
+	}
+	count, err := f.lastPlausible(size)
+	if err != nil {
+		return false, err
+	}
+	if count == 0 {
+		ix.log.Warn("index: removing file without durable entries", "file", ix.path(f.name))
+		_ = f.f.Close()
+		if err := ix.cfg.FS.Remove(ix.path(f.name)); err != nil {
+			return false, fmt.Errorf("index: remove %s: %w", f.name, err)
+		}
+		ix.dirGen++
+		return false, nil
+	}
+	if count != f.hdr.entryCount {
+		ix.log.Warn("index: recovered file", "file", ix.path(f.name),
+			"header_entries", f.hdr.entryCount, "entries", count)
+	}
+	return true, ix.cutFile(f, count, size)
+}
+
+// lastPlausible returns the highest n <= the header's count (and what the
+// file size allows) such that entry n is plausible and its physOffset is not
+// below entry n-1's. Entries up to the count of the last completed Flush are
+// durable, so this finds that count, or a higher one if the header was torn.
+func (f *file) lastPlausible(size int64) (int32, error) {
+	capacity := max((size-f.entryPos(1))/EntrySize, 0)
+	c := int32(min(int64(f.hdr.entryCount), capacity))
+	for ; c > 0; c-- {
+		e, err := f.readEntry(c, f.scratch[:])
+		if err != nil {
+			return 0, err
+		}
+		if !e.plausible(c, f.hdr.beginPhys) {
+			continue
+		}
+		if c == 1 {
+			if e.physOffset == f.hdr.beginPhys {
+				break
+			}
+			continue
+		}
+		prev, err := f.readEntry(c-1, f.scratch[:])
+		if err != nil {
+			return 0, err
+		}
+		if e.physOffset >= prev.physOffset {
+			break
+		}
+	}
+	return c, nil
+}
+
+// cutFile makes entries 1..count the whole of f, durably: slots pointing
+// past count are moved back along their chains, the file is truncated after
+// entry count and the header rewritten. size is the current file size.
+func (ix *Index) cutFile(f *file, count int32, size int64) error {
+	if err := f.repairSlots(count, size); err != nil {
+		return err
+	}
+	if end := f.entryPos(count + 1); size > end {
+		if err := f.f.Truncate(end); err != nil {
+			return fmt.Errorf("index: truncate %s: %w", f.name, err)
+		}
+	}
+	last, err := f.readEntry(count, f.scratch[:])
+	if err != nil {
+		return err
+	}
+	t := f.hdr.beginTsMs + int64(last.timeDiffS)*1000
+	if f.hdr.entryCount != count || f.hdr.endTsMs < t || f.hdr.endTsMs > t+999 {
+		f.hdr.endTsMs = t
+	}
+	f.hdr.endPhys = last.physOffset
+	f.hdr.entryCount = count
+	if err := f.writeHeader(f.hdr); err != nil {
+		return err
+	}
+	f.dirty = false
+	return f.sync()
+}
+
+// slotScanChunk is how many slots repairSlots reads at a time.
+const slotScanChunk = 16 * 1024
+
+// repairSlots rewrites every slot that points past count (or is negative) to
+// the newest entry <= count of its chain, following prevIndex through the
+// entries being cut; a chain that cannot be followed is cut at the slot.
+func (f *file) repairSlots(count int32, size int64) error {
+	entries := int32(min(max((size-f.entryPos(1))/EntrySize, 0), math.MaxInt32))
+	buf := make([]byte, slotScanChunk*SlotSize)
+	slots := int64(f.hdr.slotCount)
+	for first := int64(0); first < slots; first += slotScanChunk {
+		n := min(slotScanChunk, slots-first)
+		b := buf[:n*SlotSize]
+		if _, err := f.f.ReadAt(b, f.slotPos(first)); err != nil && err != io.EOF {
+			return fmt.Errorf("index: read slots of %s: %w", f.name, err)
+		}
+		for i := range n {
+			v := int32(binary.BigEndian.Uint32(b[i*SlotSize:]))
+			if v >= 0 && v <= count {
+				continue
+			}
+			w, err := f.followBack(first+i, v, count, entries)
+			if err != nil {
+				return err
+			}
+			if err := f.writeSlot(first+i, w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// followBack walks the chain of slot from v until an entry <= count.
+func (f *file) followBack(slot int64, v, count, entries int32) (int32, error) {
+	for v > count {
+		if v > entries {
+			return 0, nil
+		}
+		e, err := f.readEntry(v, f.scratch[:])
+		if err != nil {
+			return 0, err
+		}
+		if !e.plausible(v, f.hdr.beginPhys) || f.slotOf(e.keyHash) != slot {
+			return 0, nil
+		}
+		v = e.prevIndex
+	}
+	return max(v, 0), nil
+}
