@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestCreateAndDeleteTopic(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	create := map[string]string{"topic": "Admin", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8",
+		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, create, nil), codeSuccess)
+	if tc, ok := e.b.Topic("Admin"); !ok || tc.ReadQueueNums != 8 {
+		t.Fatalf("topic %+v", tc)
+	}
+	wantCode(t, cl.sendV1("Admin", 7, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.invoke(reqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "Admin", "queueId": "7", "commitOffset": "1"}, nil), codeSuccess)
+
+	bad := map[string]string{"topic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8"}
+	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, bad, nil), codeInvalidParameter)
+	bad = map[string]string{"topic": "X", "readQueueNums": "0", "writeQueueNums": "8"}
+	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, bad, nil), codeInvalidParameter)
+
+	wantCode(t, cl.invoke(reqDeleteTopicInBroker, map[string]string{"topic": "Admin"}, nil), codeSuccess)
+	if _, ok := e.b.Topic("Admin"); ok {
+		t.Fatal("topic still configured")
+	}
+	if _, ok := e.b.offsets.get("g", "Admin", 7); ok {
+		t.Fatal("offsets of the deleted topic kept")
+	}
+	if e.st.MaxOffset("Admin", 7) != 0 {
+		t.Fatal("queue data kept")
+	}
+}
+
+func TestGetAllSubscriptionGroups(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("A", "g1", "T", "*", "CLUSTERING"), codeSuccess)
+	resp := cl.invoke(reqGetAllSubscriptionGroup, nil, nil)
+	wantCode(t, resp, codeSuccess)
+	var body struct {
+		SubscriptionGroupTable map[string]GroupConfig `json:"subscriptionGroupTable"`
+		DataVersion            struct {
+			Timestamp int64 `json:"timestamp"`
+			Counter   int32 `json:"counter"`
+		} `json:"dataVersion"`
+	}
+	if err := json.Unmarshal(resp.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	g, ok := body.SubscriptionGroupTable["g1"]
+	if !ok || g.RetryMaxTimes != 16 || g.RetryQueueNums != 1 || !g.ConsumeEnable {
+		t.Fatalf("group %+v", g)
+	}
+}
+
+func TestRuntimeInfo(t *testing.T) {
+	e := startEnv(t, nil)
+	resp := e.dial().invoke(reqGetBrokerRuntimeInfo, nil, nil)
+	wantCode(t, resp, codeSuccess)
+	var body struct {
+		Table map[string]string `json:"table"`
+	}
+	if err := json.Unmarshal(resp.Body, &body); err != nil || body.Table["brokerVersion"] != "401" {
+		t.Fatalf("runtime info %s %v", resp.Body, err)
+	}
+}

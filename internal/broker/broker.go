@@ -1,0 +1,400 @@
+package broker
+
+// Broker lifecycle, configuration and the request dispatch table.
+//
+// New builds a broker on an open store: it loads the persisted topic, group
+// and offset tables and starts nothing. Handler() is what the caller's
+// remoting.Server serves; OnConnClose must be wired to the server's
+// ServerConfig.OnConnClose (a closed connection unregisters its producers and
+// consumers). Run(ctx) owns the background work: NameServer registration
+// (every RegisterInterval and at once after a topic is created), the client
+// expiry scan, and the periodic consumer offset flush. Long-poll timeouts use
+// per-request timers, not a scanning loop. Close is idempotent: it answers
+// held pulls, flushes offsets, unregisters from the NameServers and waits for
+// Run's goroutines. The caller owns the store and the remoting server and
+// closes them after the broker.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// Config holds the broker's settings. Start from DefaultConfig: zero numeric
+// limits are replaced by defaults, booleans are taken as they are.
+type Config struct {
+	ClusterName string // brokerClusterName
+	BrokerName  string // brokerName
+	BrokerID    int64  // 0 = master
+	// AdvertisedAddr is the "ip:port" clients dial; it is the store host of
+	// every message (and so part of every offset message ID).
+	AdvertisedAddr string
+	// DataDir holds config/topics.json, config/subscriptionGroup.json and
+	// config/consumerOffset.json.
+	DataDir      string
+	FS           vfs.FS // nil = vfs.OS{}
+	NamesrvAddrs []string
+
+	BrokerPermission            int32 // 6 = read+write
+	AutoCreateTopicEnable       bool
+	AutoCreateSubscriptionGroup bool
+	DefaultTopicQueueNums       int32 // queues of TBW102 and of auto-created topics (4)
+	MaxQueueNums                int32 // upper bound for UPDATE_AND_CREATE_TOPIC (1024)
+	MaxMessageSize              int   // body bytes (4 MiB); a batch counts as a whole
+	RetryMaxTimes               int32 // group default retryMaxTimes (16)
+	RegionID                    string
+	TraceOn                     bool
+
+	LongPollingEnable   bool
+	ShortPollingTimeout time.Duration // hold time when long polling is off (1s)
+	MaxSuspendTimeout   time.Duration // cap on a pull's suspendTimeoutMillis (25s)
+	MaxHeldPulls        int           // held pulls beyond this get SYSTEM_BUSY (100000)
+	MaxPullMessages     int           // per pull response (1024)
+	MaxPullBytes        int           // per pull response, at least one message (1 MiB)
+
+	ChannelExpiredTimeout time.Duration // client silent this long is dropped (120s)
+	ClientScanInterval    time.Duration // (10s)
+	RegisterInterval      time.Duration // NameServer re-registration (30s)
+	RegisterTimeout       time.Duration // per NameServer call (6s)
+	OffsetFlushInterval   time.Duration // consumer offsets to disk (5s)
+	LockExpiry            time.Duration // orderly queue lock lifetime (60s)
+	DefaultQueryMaxNum    int           // QUERY_MESSAGE by unique key (32)
+	MaxQueryNum           int           // QUERY_MESSAGE upper bound (64)
+	// YoungQueueBytes decides QUERY_CONSUMER_OFFSET for a group without an
+	// offset: a queue whose first message is within this many CommitLog bytes
+	// of the end is "young" and the group starts at 0 (RocketMQ's in-memory
+	// check). Default 1 GiB.
+	YoungQueueBytes int64
+
+	Now func() time.Time // nil = time.Now
+}
+
+// DefaultConfig returns RocketMQ's defaults (with 4 queues per topic).
+func DefaultConfig() Config {
+	return Config{
+		ClusterName: "DefaultCluster", BrokerName: "broker-a", AdvertisedAddr: "127.0.0.1:10911",
+		BrokerPermission: permRW, AutoCreateTopicEnable: true, AutoCreateSubscriptionGroup: true,
+		DefaultTopicQueueNums: 4, RegionID: "DefaultRegion", TraceOn: true, LongPollingEnable: true,
+	}
+}
+
+func (c *Config) applyDefaults() {
+	setDef(&c.ClusterName, "DefaultCluster")
+	setDef(&c.BrokerName, "broker-a")
+	setDef(&c.RegionID, "DefaultRegion")
+	setDef(&c.BrokerPermission, permRW)
+	setDef(&c.DefaultTopicQueueNums, 4)
+	setDef(&c.MaxQueueNums, 1024)
+	setDef(&c.MaxMessageSize, 4<<20)
+	setDef(&c.RetryMaxTimes, 16)
+	setDef(&c.ShortPollingTimeout, time.Second)
+	setDef(&c.MaxSuspendTimeout, 25*time.Second)
+	setDef(&c.MaxHeldPulls, 100000)
+	setDef(&c.MaxPullMessages, 1024)
+	setDef(&c.MaxPullBytes, 1<<20)
+	setDef(&c.ChannelExpiredTimeout, 120*time.Second)
+	setDef(&c.ClientScanInterval, 10*time.Second)
+	setDef(&c.RegisterInterval, 30*time.Second)
+	setDef(&c.RegisterTimeout, 6*time.Second)
+	setDef(&c.OffsetFlushInterval, 5*time.Second)
+	setDef(&c.LockExpiry, 60*time.Second)
+	setDef(&c.DefaultQueryMaxNum, 32)
+	setDef(&c.MaxQueryNum, 64)
+	setDef(&c.YoungQueueBytes, 1<<30)
+	if c.FS == nil {
+		c.FS = vfs.OS{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+func setDef[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Validate checks the configuration (after defaults are applied).
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("broker: DataDir is required")
+	}
+	if _, err := netip.ParseAddrPort(c.AdvertisedAddr); err != nil {
+		return fmt.Errorf("broker: AdvertisedAddr %q must be ip:port: %w", c.AdvertisedAddr, err)
+	}
+	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > c.MaxQueueNums {
+		return fmt.Errorf("broker: DefaultTopicQueueNums %d out of [1,%d]", c.DefaultTopicQueueNums, c.MaxQueueNums)
+	}
+	if c.BrokerPermission&^(permRW|permInherit) != 0 {
+		return fmt.Errorf("broker: BrokerPermission %d invalid", c.BrokerPermission)
+	}
+	if c.MaxMessageSize < 1 {
+		return fmt.Errorf("broker: MaxMessageSize %d invalid", c.MaxMessageSize)
+	}
+	return nil
+}
+
+// handlerFunc serves one request code. A nil response with a nil error means
+// "no response now" (a held pull answers later through the connection).
+type handlerFunc func(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error)
+
+// Broker is a RocketMQ broker on one store. Its methods are safe for
+// concurrent use.
+type Broker struct {
+	cfg       Config
+	st        *store.Store
+	log       *slog.Logger
+	storeHost netip.AddrPort
+	uniq      *message.UniqIDGenerator
+	handlers  map[int16]handlerFunc
+
+	topics    *configTable[TopicConfig]
+	groups    *configTable[GroupConfig]
+	offsets   *offsetTable
+	consumers *consumerManager
+	producers *producerManager
+	locks     *lockTable
+	pulls     *pullHold
+	reg       *registrar
+
+	scheduler    atomic.Pointer[schedulerBox]
+	transactions atomic.Pointer[transactionsBox]
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+// New creates a broker on st. It loads the persisted metadata and starts
+// nothing; logger nil discards logs.
+func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, errors.New("broker: store is required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	host := netip.MustParseAddrPort(cfg.AdvertisedAddr)
+	host = netip.AddrPortFrom(host.Addr().Unmap(), host.Port())
+	now := func() int64 { return cfg.Now().UnixMilli() }
+	confDir := filepath.Join(cfg.DataDir, "config")
+	b := &Broker{
+		cfg: cfg, st: st, log: logger, storeHost: host,
+		uniq:    message.NewUniqIDGenerator(host.Addr()),
+		topics:  newConfigTable[TopicConfig](cfg.FS, filepath.Join(confDir, "topics.json"), "topicConfigTable", now),
+		groups:  newConfigTable[GroupConfig](cfg.FS, filepath.Join(confDir, "subscriptionGroup.json"), "subscriptionGroupTable", now),
+		offsets: newOffsetTable(cfg.FS, filepath.Join(confDir, "consumerOffset.json")),
+		locks:   newLockTable(cfg.LockExpiry, cfg.Now),
+		closed:  make(chan struct{}),
+	}
+	b.consumers = newConsumerManager(b)
+	b.producers = newProducerManager(cfg.Now)
+	b.pulls = newPullHold(b)
+	b.reg = newRegistrar(b)
+	if err := b.initTopics(); err != nil {
+		return nil, err
+	}
+	if err := b.groups.load(); err != nil {
+		return nil, err
+	}
+	if err := b.offsets.load(); err != nil {
+		return nil, err
+	}
+	b.handlers = b.dispatchTable()
+	st.SetDispatchListener(b.pulls.onDispatch)
+	return b, nil
+}
+
+// dispatchTable maps every request code the broker serves to its handler.
+func (b *Broker) dispatchTable() map[int16]handlerFunc {
+	return map[int16]handlerFunc{
+		reqSendMessage:             b.handleSend,
+		reqSendMessageV2:           b.handleSend,
+		reqSendBatchMessage:        b.handleSend,
+		reqPullMessage:             b.handlePull,
+		reqHeartBeat:               b.handleHeartbeat,
+		reqUnregisterClient:        b.handleUnregisterClient,
+		reqGetConsumerListByGroup:  b.handleGetConsumerList,
+		reqCheckClientConfig:       b.handleCheckClientConfig,
+		reqQueryConsumerOffset:     b.handleQueryConsumerOffset,
+		reqUpdateConsumerOffset:    b.handleUpdateConsumerOffset,
+		reqGetMaxOffset:            b.handleGetMaxOffset,
+		reqGetMinOffset:            b.handleGetMinOffset,
+		reqSearchOffsetByTimestamp: b.handleSearchOffset,
+		reqGetEarliestMsgStoreTime: b.handleEarliestStoreTime,
+		reqLockBatchMQ:             b.handleLockBatch,
+		reqUnlockBatchMQ:           b.handleUnlockBatch,
+		reqQueryMessage:            b.handleQueryMessage,
+		reqViewMessageByID:         b.handleViewMessage,
+		reqConsumerSendMsgBack:     b.handleSendBack,
+		reqEndTransaction:          b.handleEndTransaction,
+		reqUpdateAndCreateTopic:    b.handleCreateTopic,
+		reqDeleteTopicInBroker:     b.handleDeleteTopic,
+		reqGetAllSubscriptionGroup: b.handleGetAllGroups,
+		reqGetBrokerRuntimeInfo:    b.handleRuntimeInfo,
+	}
+}
+
+// Handler returns the remoting handler serving the broker's request codes.
+func (b *Broker) Handler() remoting.Handler { return remoting.HandlerFunc(b.handle) }
+
+func (b *Broker) handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	h := b.handlers[req.Code]
+	if h == nil {
+		return b.reply(req, req.NewResponse(codeRequestCodeNotSupported,
+			fmt.Sprintf("request type %d not supported", req.Code)))
+	}
+	resp, err := b.call(ctx, h, c, req)
+	if err != nil {
+		resp = b.errorResponse(req, err)
+	}
+	return b.reply(req, resp)
+}
+
+// call runs a handler and turns a panic (a bug) into SYSTEM_ERROR for this
+// request instead of taking the broker down.
+func (b *Broker) call(ctx context.Context, h handlerFunc, c *remoting.Conn, req *remoting.Command) (resp *remoting.Command, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.log.Error("handler panic", "code", req.Code, "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("broker: internal error handling request %d", req.Code)
+		}
+	}()
+	return h(ctx, c, req)
+}
+
+// reply drops responses to requests flagged oneway (Java clients set the
+// flag; the Go client never does, so it gets a reply to everything).
+func (b *Broker) reply(req, resp *remoting.Command) *remoting.Command {
+	if req.IsOneway() {
+		return nil
+	}
+	return resp
+}
+
+func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Command {
+	var pe *protoError
+	if errors.As(err, &pe) {
+		return req.NewResponse(pe.code, pe.msg)
+	}
+	b.log.Error("request failed", "code", req.Code, "err", err)
+	return req.NewResponse(codeSystemError, err.Error())
+}
+
+// OnConnClose unregisters every producer and consumer of a closed
+// connection (the Go client never sends UNREGISTER_CLIENT) and notifies the
+// consumer groups that lost a member.
+func (b *Broker) OnConnClose(c *remoting.Conn) {
+	b.producers.removeConn(c)
+	b.consumers.removeConn(c)
+}
+
+// Run performs the background work until ctx is done or Close is called.
+func (b *Broker) Run(ctx context.Context) error {
+	select {
+	case <-b.closed:
+		return nil
+	default:
+	}
+	b.wg.Add(1)
+	defer b.wg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var inner sync.WaitGroup
+	inner.Add(3)
+	go func() { defer inner.Done(); b.reg.run(ctx) }()
+	go func() { defer inner.Done(); b.every(ctx, b.cfg.ClientScanInterval, b.scanClients) }()
+	go func() { defer inner.Done(); b.every(ctx, b.cfg.OffsetFlushInterval, b.flushOffsets) }()
+	inner.Wait()
+	return nil
+}
+
+func (b *Broker) every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func (b *Broker) scanClients() {
+	b.producers.expire(b.cfg.ChannelExpiredTimeout)
+	b.consumers.expire(b.cfg.ChannelExpiredTimeout)
+}
+
+func (b *Broker) flushOffsets() {
+	if err := b.offsets.flush(); err != nil {
+		b.log.Error("consumer offset flush failed", "err", err)
+	}
+}
+
+// Close stops the background work, answers held pulls, flushes consumer
+// offsets and unregisters from the NameServers. It is idempotent and returns
+// the offset flush error, if any.
+func (b *Broker) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		close(b.closed)
+		b.wg.Wait()
+		b.pulls.closeAll()
+		err = b.offsets.flush()
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RegisterTimeout)
+		b.reg.unregisterAll(ctx)
+		cancel()
+		b.reg.close()
+	})
+	return err
+}
+
+// peerAddr is the client address of a connection as a netip.AddrPort
+// (IPv4-mapped addresses unmapped).
+func peerAddr(c *remoting.Conn) netip.AddrPort {
+	if c == nil {
+		return netip.AddrPort{}
+	}
+	a := c.RemoteAddr()
+	if t, ok := a.(*net.TCPAddr); ok {
+		ap := t.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	if a == nil {
+		return netip.AddrPort{}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

@@ -1,0 +1,102 @@
+package broker
+
+// Extension points for the engines built beside the broker: scheduled
+// delivery (delay levels and TIMER_* timestamps) and transactional half
+// messages. The broker validates and builds the message; the engine stores
+// it durably and later puts the final message with store.PutMessage (which
+// wakes long-polling consumers through the dispatch listener like any put).
+//
+// Without a Scheduler: a send with DELAY > 0 or a TIMER_* property to an
+// ordinary topic is rejected with MESSAGE_ILLEGAL ("scheduled delivery is not
+// enabled"); retries (CONSUMER_SEND_MSG_BACK and sends to %RETRY% topics) are
+// put into the retry topic at once, without back-off, so failing messages
+// still reach the DLQ after maxReconsumeTimes. Without Transactions: a
+// prepared (TRAN_MSG) send gets NO_PERMISSION and END_TRANSACTION gets
+// SYSTEM_ERROR.
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
+)
+
+// Scheduler holds messages until they are due.
+type Scheduler interface {
+	// MaxDelayLevel is the highest delay level (18 with the default
+	// messageDelayLevel); higher requested levels are clamped to it.
+	MaxDelayLevel() int32
+	// Schedule durably stores m for delivery to m.Topic / m.QueueID. When
+	// level > 0 the message is due after that delay level (1..MaxDelayLevel);
+	// otherwise at deliverAtMs (Unix ms, in the future). m carries its DELAY
+	// or TIMER_* property; the engine removes it from the delivered copy.
+	// On PutOK, m.QueueOffset, m.PhysOffset and m.StoreTimestamp describe
+	// the record the engine stored; they are reported to the producer.
+	Schedule(ctx context.Context, m *message.Message, level int32, deliverAtMs int64) store.PutResult
+}
+
+// Transactions stores half messages and decides them.
+type Transactions interface {
+	// Prepare durably stores a half message (TRAN_MSG=true, UNIQ_KEY set,
+	// m.Topic / m.QueueID the real destination). On PutOK, m's offsets are
+	// those of the stored half record: the send response reports
+	// msgId(PhysOffset) and queueOffset(QueueOffset).
+	Prepare(ctx context.Context, m *message.Message) store.PutResult
+	// End serves END_TRANSACTION (37); a nil response sends nothing.
+	End(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
+}
+
+type schedulerBox struct{ s Scheduler }
+type transactionsBox struct{ t Transactions }
+
+// SetScheduler installs the scheduled-delivery engine (nil removes it).
+func (b *Broker) SetScheduler(s Scheduler) {
+	if s == nil {
+		b.scheduler.Store(nil)
+		return
+	}
+	b.scheduler.Store(&schedulerBox{s})
+}
+
+// SetTransactions installs the transaction engine (nil removes it).
+func (b *Broker) SetTransactions(t Transactions) {
+	if t == nil {
+		b.transactions.Store(nil)
+		return
+	}
+	b.transactions.Store(&transactionsBox{t})
+}
+
+func (b *Broker) getScheduler() Scheduler {
+	if box := b.scheduler.Load(); box != nil {
+		return box.s
+	}
+	return nil
+}
+
+func (b *Broker) getTransactions() Transactions {
+	if box := b.transactions.Load(); box != nil {
+		return box.t
+	}
+	return nil
+}
+
+// ProducerConn returns a live connection of a producer group (for
+// transaction check-back), or nil.
+func (b *Broker) ProducerConn(group string) *remoting.Conn { return b.producers.anyConn(group) }
+
+// Store returns the broker's message store.
+func (b *Broker) Store() *store.Store { return b.st }
+
+// StoreHost is the advertised address stamped on stored messages.
+func (b *Broker) StoreHost() netip.AddrPort { return b.storeHost }
+
+func (b *Broker) handleEndTransaction(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	t := b.getTransactions()
+	if t == nil {
+		return nil, protoErrorf(codeSystemError, "transactional messages are not enabled on this broker")
+	}
+	return t.End(ctx, c, req), nil
+}

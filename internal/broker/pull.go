@@ -1,0 +1,192 @@
+package broker
+
+// PULL_MESSAGE (11).
+//
+// Checks, in RocketMQ's order: broker readable (else 16), subscription group
+// known or auto-created (26) and allowed to consume (16), topic exists (17)
+// and is readable (16), queueId inside [0, readQueueNums) (29). The
+// subscription comes from the request when sysFlag bit2 (SUBSCRIPTION) is set,
+// otherwise from the group's heartbeat: no group info or no subscription for
+// the topic -> 24, older than the request's subVersion -> 25, a broadcasting
+// group on a group with consumeBroadcastEnable=false -> 16, SQL92 -> 1.
+//
+// The store result maps to the response code exactly as RocketMQ does:
+//
+//	FOUND                          0  body = stored records, oldest first
+//	NO_MATCHED_MESSAGE             20 (all scanned entries filtered out)
+//	MESSAGE_WAS_REMOVING           20
+//	OFFSET_OVERFLOW_ONE            19 (offset == max: nothing new)
+//	OFFSET_OVERFLOW_BADLY          21
+//	OFFSET_TOO_SMALL               21
+//	NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE: 19 at offset 0, else 21
+//
+// Every response carries nextBeginOffset, minOffset, maxOffset and
+// suggestWhichBrokerId (the Go client adopts nextBeginOffset blindly). The
+// body is the stored bytes, never re-encoded. With COMMIT_OFFSET the
+// request's commitOffset is stored for the group (first processing only).
+// A 19 on a request with SUSPEND is held (longpoll.go) and answered when the
+// queue advances or the suspend timeout passes. Limits: MaxPullMessages and
+// MaxPullBytes per response (at least one message).
+
+import (
+	"context"
+	"time"
+
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
+)
+
+type pullRequest struct {
+	group          string
+	topic          string
+	queueID        int32
+	offset         int64
+	maxMsgs        int
+	sysFlag        int32
+	commitOffset   int64
+	suspend        time.Duration
+	subscription   string
+	expressionType string
+	subVersion     int64
+}
+
+func (b *Broker) parsePull(req *remoting.Command) (pullRequest, error) {
+	e := ext{req: req}
+	p := pullRequest{
+		group:          e.required("consumerGroup"),
+		topic:          e.required("topic"),
+		queueID:        e.int32("queueId", 0, true),
+		offset:         e.int64("queueOffset", 0, true),
+		maxMsgs:        int(e.int32("maxMsgNums", 32, false)),
+		sysFlag:        e.int32("sysFlag", 0, false),
+		commitOffset:   e.int64("commitOffset", 0, false),
+		suspend:        time.Duration(e.int64("suspendTimeoutMillis", 0, false)) * time.Millisecond,
+		subscription:   e.str("subscription"),
+		expressionType: e.str("expressionType"),
+		subVersion:     e.int64("subVersion", 0, false),
+	}
+	p.maxMsgs = min(max(p.maxMsgs, 1), b.cfg.MaxPullMessages)
+	return p, e.err
+}
+
+func (b *Broker) handlePull(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	p, err := b.parsePull(req)
+	if err != nil {
+		return nil, err
+	}
+	return b.pull(c, req, p, true)
+}
+
+// pull serves a pull. first is false when a held pull is re-run: then it
+// neither commits nor holds again.
+func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, first bool) (*remoting.Command, error) {
+	sub, err := b.checkPull(p)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.st.GetMessage(p.topic, p.queueID, p.offset, p.maxMsgs, b.cfg.MaxPullBytes, sub.filter())
+	if err != nil {
+		return nil, protoErrorf(codeSystemError, "pull %s:%d at %d failed: %v", p.topic, p.queueID, p.offset, err)
+	}
+	defer res.Release()
+	code := pullStatusCode(res.Status, p.offset)
+	if code == codeSuccess && len(res.Records) == 0 {
+		code = codePullRetryImmediately // defensive: FOUND must carry messages
+	}
+	if first && p.sysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
+		b.offsets.commit(p.group, p.topic, p.queueID, p.commitOffset)
+	}
+	if code == codePullNotFound && first && p.sysFlag&pullFlagSuspend != 0 {
+		if b.pulls.hold(c, req, p, sub) {
+			return nil, nil
+		}
+		return nil, protoErrorf(codeSystemBusy, "too many held pull requests (%d)", b.cfg.MaxHeldPulls)
+	}
+	resp := req.NewResponse(code, res.Status.String())
+	setExt(resp,
+		"nextBeginOffset", itoa(res.NextOffset),
+		"minOffset", itoa(res.MinOffset),
+		"maxOffset", itoa(res.MaxOffset),
+		"suggestWhichBrokerId", "0")
+	if code == codeSuccess {
+		resp.Body = concatRecords(res.Records, res.TotalBytes)
+	}
+	return resp, nil
+}
+
+// checkPull validates the request and resolves its subscription.
+func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
+	if b.cfg.BrokerPermission&permRead == 0 {
+		return nil, protoErrorf(codeNoPermission, "the broker[%s] pulling message is forbidden", b.cfg.BrokerName)
+	}
+	g, err := b.ensureGroup(p.group)
+	if err != nil {
+		return nil, err
+	}
+	if !g.ConsumeEnable {
+		return nil, protoErrorf(codeNoPermission, "subscription group no permission, %s", p.group)
+	}
+	tc, ok := b.topics.get(p.topic)
+	if !ok {
+		return nil, protoErrorf(codeTopicNotExist, "topic[%s] not exist, apply first please!", p.topic)
+	}
+	if !tc.readable() {
+		return nil, protoErrorf(codeNoPermission, "the topic[%s] pulling message is forbidden", p.topic)
+	}
+	if p.queueID < 0 || p.queueID >= tc.ReadQueueNums {
+		return nil, protoErrorf(codeInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]",
+			p.queueID, p.topic, tc.ReadQueueNums)
+	}
+	if p.sysFlag&pullFlagSubscription != 0 {
+		return parseSubscription(p.topic, p.subscription, p.expressionType, p.subVersion)
+	}
+	gv, ok := b.consumers.lookup(p.group, p.topic)
+	switch {
+	case !ok:
+		return nil, protoErrorf(codeSubscriptionNotExist, "the consumer's group info not exist")
+	case gv.messageModel == "BROADCASTING" && !g.ConsumeBroadcastEnable:
+		return nil, protoErrorf(codeNoPermission, "the consumer group[%s] can not consume by broadcast way", p.group)
+	case gv.sub == nil:
+		return nil, protoErrorf(codeSubscriptionNotExist, "the consumer's subscription not exist")
+	case gv.sub.err != nil:
+		return nil, gv.sub.err
+	case gv.sub.subVersion < p.subVersion:
+		return nil, protoErrorf(codeSubscriptionNotLatest, "the consumer's subscription not latest")
+	}
+	return gv.sub, nil
+}
+
+func pullStatusCode(st store.GetStatus, offset int64) int16 {
+	switch st {
+	case store.Found:
+		return codeSuccess
+	case store.NoMatchedMessage, store.MessageWasRemoving:
+		return codePullRetryImmediately
+	case store.OffsetOverflowOne:
+		return codePullNotFound
+	case store.OffsetOverflowBadly, store.OffsetTooSmall:
+		return codePullOffsetMoved
+	case store.NoMatchedLogicQueue, store.NoMessageInQueue:
+		if offset != 0 {
+			return codePullOffsetMoved
+		}
+		return codePullNotFound
+	default:
+		return codeSystemError
+	}
+}
+
+// concatRecords copies the records into one body (the only copy on the read
+// path).
+func concatRecords(recs [][]byte, total int) []byte {
+	if total <= 0 {
+		for _, r := range recs {
+			total += len(r)
+		}
+	}
+	body := make([]byte, 0, total)
+	for _, r := range recs {
+		body = append(body, r...)
+	}
+	return body
+}

@@ -1,0 +1,255 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
+)
+
+func tagProps(tag string) string {
+	return message.EncodeProperties(map[string]string{"TAGS": tag})
+}
+
+func TestPullStatusTable(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	for i := 0; i < 3; i++ {
+		wantCode(t, cl.sendV1("T", 0, "", []byte{byte(i)}), codeSuccess)
+	}
+	e.waitMax("T", 0, 3)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	cases := []struct {
+		name   string
+		queue  int32
+		offset int64
+		code   int16
+		next   string
+	}{
+		{"found", 0, 0, codePullSuccess(), "3"},
+		{"overflow one", 0, 3, codePullNotFound, "3"},
+		{"overflow badly", 0, 10, codePullOffsetMoved, "3"},
+		{"empty queue at 0", 1, 0, codePullNotFound, "0"},
+		{"empty queue not at 0", 1, 5, codePullOffsetMoved, "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := cl.invoke(reqPullMessage, pullExt("g", "T", tc.queue, tc.offset, 0, 0), nil)
+			wantCode(t, resp, tc.code)
+			for _, k := range []string{"nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"} {
+				if _, ok := resp.ExtFields[k]; !ok {
+					t.Errorf("missing ext %s", k)
+				}
+			}
+			if resp.ExtFields["nextBeginOffset"] != tc.next {
+				t.Errorf("nextBeginOffset %s, want %s", resp.ExtFields["nextBeginOffset"], tc.next)
+			}
+		})
+	}
+	resp := cl.invoke(reqPullMessage, pullExt("g", "T", 0, 1, 0, 0), nil)
+	ms := splitRecords(t, resp.Body)
+	if len(ms) != 2 || ms[0].QueueOffset != 1 || ms[1].Body[0] != 2 {
+		t.Fatalf("pulled %d messages", len(ms))
+	}
+}
+
+func codePullSuccess() int16 { return codeSuccess }
+
+func TestPullChecks(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	e.waitMax("T", 0, 1)
+	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "Nope", 0, 0, 0, 0), nil), codeTopicNotExist)
+	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "T", 7, 0, 0, 0), nil), codeInvalidParameter)
+	// No heartbeat and no subscription in the request.
+	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), codeSubscriptionNotExist)
+	// Subscription in the request (bit2).
+	ext := pullExt("g", "T", 0, 0, pullFlagSubscription, 0)
+	ext["subscription"] = "*"
+	wantCode(t, cl.invoke(reqPullMessage, ext, nil), codeSuccess)
+	ext["expressionType"] = "SQL92"
+	ext["subscription"] = "a > 1"
+	resp := cl.invoke(reqPullMessage, ext, nil)
+	wantCode(t, resp, codeSystemError)
+	if resp.Remark != errSQL92 {
+		t.Errorf("remark %q", resp.Remark)
+	}
+	// Heartbeat for another topic only.
+	wantCode(t, cl.heartbeat("c1", "g", "Other", "*", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), codeSubscriptionNotExist)
+}
+
+func TestPullTagFilter(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	for _, tag := range []string{"A", "B", "", "C", "A"} {
+		props := ""
+		if tag != "" {
+			props = tagProps(tag)
+		}
+		wantCode(t, cl.sendV1("T", 0, props, []byte(tag)), codeSuccess)
+	}
+	e.waitMax("T", 0, 5)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "A || C", "CLUSTERING"), codeSuccess)
+	resp := cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, codeSuccess)
+	var got string
+	for _, m := range splitRecords(t, resp.Body) {
+		got += string(m.Body)
+	}
+	if got != "ACA" {
+		t.Fatalf("tags delivered %q, want ACA", got)
+	}
+	if resp.ExtFields["nextBeginOffset"] != "5" {
+		t.Fatalf("next %s", resp.ExtFields["nextBeginOffset"])
+	}
+	// Only non-matching messages: 20 with an advanced offset.
+	wantCode(t, cl.heartbeat("c1", "g", "T", "Z", "CLUSTERING"), codeSuccess)
+	resp = cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, codePullRetryImmediately)
+	if resp.ExtFields["nextBeginOffset"] == "0" {
+		t.Fatal("NO_MATCHED_MESSAGE did not advance")
+	}
+}
+
+func TestPullCommitOffset(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	e.waitMax("T", 0, 1)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	ext := pullExt("g", "T", 0, 0, pullFlagCommitOffset, 0)
+	ext["commitOffset"] = "1"
+	wantCode(t, cl.invoke(reqPullMessage, ext, nil), codeSuccess)
+	if off, ok := e.b.offsets.get("g", "T", 0); !ok || off != 1 {
+		t.Fatalf("committed offset %d %v", off, ok)
+	}
+}
+
+// invokeAsync sends a request and returns a channel for its response.
+func (cl *client) invokeAsync(code int16, ext map[string]string) <-chan *remoting.Command {
+	ch := make(chan *remoting.Command, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err := cl.c.Invoke(ctx, remoting.NewRequest(code, ext, nil))
+		if err != nil {
+			close(ch)
+			return
+		}
+		ch <- resp
+	}()
+	return ch
+}
+
+func TestLongPollWakesOnMessage(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("first")), codeSuccess)
+	e.waitMax("T", 0, 1)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	ch := cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
+	wantCode(t, cl.sendV1("T", 0, "", []byte("second")), codeSuccess)
+	select {
+	case resp := <-ch:
+		wantCode(t, resp, codeSuccess)
+		ms := splitRecords(t, resp.Body)
+		if len(ms) != 1 || string(ms[0].Body) != "second" {
+			t.Fatalf("woken pull returned %d messages", len(ms))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("held pull not answered after a message arrived")
+	}
+}
+
+func TestLongPollTimeoutAnswersNotFound(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	e.waitMax("T", 0, 1)
+	start := time.Now()
+	resp := <-cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 200))
+	if resp == nil {
+		t.Fatal("no response")
+	}
+	wantCode(t, resp, codePullNotFound)
+	if resp.ExtFields["nextBeginOffset"] != "1" {
+		t.Fatalf("next %s", resp.ExtFields["nextBeginOffset"])
+	}
+	if time.Since(start) < 150*time.Millisecond {
+		t.Fatal("pull was not held")
+	}
+	if e.b.pulls.held() != 0 {
+		t.Fatal("held count not released")
+	}
+}
+
+func TestLongPollTagMismatchKeepsHolding(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("c1", "g", "T", "A", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, map[string]string{"topic": "T", "readQueueNums": "1", "writeQueueNums": "1"}, nil), codeSuccess)
+	ch := cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 0, pullFlagSuspend, 15000))
+	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
+	wantCode(t, cl.sendV1("T", 0, tagProps("B"), []byte("b")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, tagProps("A"), []byte("a")), codeSuccess)
+	resp := <-ch
+	if resp == nil {
+		t.Fatal("no response")
+	}
+	wantCode(t, resp, codeSuccess)
+	ms := splitRecords(t, resp.Body)
+	if len(ms) != 1 || string(ms[0].Body) != "a" {
+		t.Fatalf("got %d messages", len(ms))
+	}
+}
+
+func TestLongPollLimitAnswersBusy(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.MaxHeldPulls = 1 })
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	e.waitMax("T", 0, 1)
+	_ = cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
+	resp := cl.invoke(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000), nil)
+	wantCode(t, resp, codeSystemBusy)
+}
+
+func TestLongPollDroppedOnClose(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	e.waitMax("T", 0, 1)
+	_ = cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
+	cl.c.Close()
+	// The wake finds the connection closed and drops the answer quietly.
+	wantCode(t, e.dial().sendV1("T", 0, "", []byte("y")), codeSuccess)
+	waitFor(t, "held pull released", func() bool { return e.b.pulls.held() == 0 })
+}
+
+func TestPullStatusCodeMapping(t *testing.T) {
+	cases := []struct {
+		st     store.GetStatus
+		offset int64
+		want   int16
+	}{
+		{store.Found, 0, 0}, {store.NoMatchedMessage, 3, 20}, {store.MessageWasRemoving, 3, 20},
+		{store.OffsetOverflowOne, 3, 19}, {store.OffsetOverflowBadly, 3, 21}, {store.OffsetTooSmall, 3, 21},
+		{store.NoMatchedLogicQueue, 0, 19}, {store.NoMatchedLogicQueue, 2, 21},
+		{store.NoMessageInQueue, 0, 19}, {store.NoMessageInQueue, 2, 21},
+	}
+	for _, tc := range cases {
+		if got := pullStatusCode(tc.st, tc.offset); got != tc.want {
+			t.Errorf("%v@%d -> %d, want %d", tc.st, tc.offset, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package broker
+
+// Registration with the NameServers: REGISTER_BROKER (103) with the whole
+// topic table every RegisterInterval (30 s) and at once (coalesced) after any
+// topic is created or deleted; UNREGISTER_BROKER (104) on Close.
+//
+// The request follows RocketMQ's Java broker: ext brokerName, brokerAddr,
+// clusterName, haServerAddr, brokerId, heartbeatTimeoutMillis,
+// enableActingMaster, compressed=false, bodyCrc32 (CRC32-IEEE of the body &
+// 0x7FFFFFFF); body {"topicConfigSerializeWrapper":{"topicConfigTable":{...},
+// "dataVersion":{...}},"filterServerList":[]}. Each NameServer is called
+// concurrently with RegisterTimeout; a failed connection is re-dialled on the
+// next round. Failures are logged, never fatal: the next round retries.
+
+import (
+	"context"
+	"encoding/json"
+	"hash/crc32"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+type registrar struct {
+	b      *Broker
+	kickCh chan struct{}
+
+	mu      sync.Mutex
+	clients map[string]*remoting.Client
+}
+
+func newRegistrar(b *Broker) *registrar {
+	return &registrar{b: b, kickCh: make(chan struct{}, 1), clients: make(map[string]*remoting.Client)}
+}
+
+// kick asks for a registration soon; it never blocks.
+func (r *registrar) kick() {
+	select {
+	case r.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+func (r *registrar) run(ctx context.Context) {
+	r.registerAll(ctx)
+	t := time.NewTicker(r.b.cfg.RegisterInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kickCh:
+		}
+		r.registerAll(ctx)
+	}
+}
+
+type registerBody struct {
+	TopicConfigSerializeWrapper struct {
+		TopicConfigTable map[string]TopicConfig `json:"topicConfigTable"`
+		DataVersion      dataVersion            `json:"dataVersion"`
+	} `json:"topicConfigSerializeWrapper"`
+	FilterServerList []string `json:"filterServerList"`
+}
+
+func (r *registrar) body() ([]byte, error) {
+	var body registerBody
+	body.TopicConfigSerializeWrapper.TopicConfigTable, body.TopicConfigSerializeWrapper.DataVersion = r.b.topics.all()
+	body.FilterServerList = []string{}
+	return json.Marshal(body)
+}
+
+// registerAll registers with every NameServer and waits for the answers.
+func (r *registrar) registerAll(ctx context.Context) {
+	if len(r.b.cfg.NamesrvAddrs) == 0 {
+		return
+	}
+	body, err := r.body()
+	if err != nil {
+		r.b.log.Error("encode broker registration", "err", err)
+		return
+	}
+	cfg := r.b.cfg
+	ext := map[string]string{
+		"brokerName": cfg.BrokerName, "brokerAddr": cfg.AdvertisedAddr, "clusterName": cfg.ClusterName,
+		"haServerAddr": cfg.AdvertisedAddr, "brokerId": itoa(cfg.BrokerID),
+		"heartbeatTimeoutMillis": itoa(cfg.ChannelExpiredTimeout.Milliseconds()),
+		"enableActingMaster":     "false", "compressed": "false",
+		"bodyCrc32": strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)&0x7FFFFFFF), 10),
+	}
+	r.callAll(ctx, reqRegisterBroker, ext, body)
+}
+
+// unregisterAll tells every NameServer the broker is leaving.
+func (r *registrar) unregisterAll(ctx context.Context) {
+	cfg := r.b.cfg
+	ext := map[string]string{
+		"brokerName": cfg.BrokerName, "brokerAddr": cfg.AdvertisedAddr,
+		"clusterName": cfg.ClusterName, "brokerId": itoa(cfg.BrokerID),
+	}
+	r.callAll(ctx, reqUnregisterBroker, ext, nil)
+}
+
+func (r *registrar) callAll(ctx context.Context, code int16, ext map[string]string, body []byte) {
+	var wg sync.WaitGroup
+	for _, addr := range r.b.cfg.NamesrvAddrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, r.b.cfg.RegisterTimeout)
+			defer cancel()
+			if err := r.call(cctx, addr, code, ext, body); err != nil {
+				r.b.log.Warn("namesrv call failed", "namesrv", addr, "code", code, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *registrar) call(ctx context.Context, addr string, code int16, ext map[string]string, body []byte) error {
+	c, err := r.client(ctx, addr)
+	if err != nil {
+		return err
+	}
+	req := remoting.NewRequest(code, ext, body)
+	resp, err := c.Invoke(ctx, req)
+	if err != nil {
+		r.drop(addr, c)
+		return err
+	}
+	if resp.Code != codeSuccess {
+		return protoErrorf(resp.Code, "namesrv %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+func (r *registrar) client(ctx context.Context, addr string) (*remoting.Client, error) {
+	r.mu.Lock()
+	c := r.clients[addr]
+	r.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.Done(): // the client does not reconnect: dial again
+			r.drop(addr, c)
+		default:
+			return c, nil
+		}
+	}
+	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if old := r.clients[addr]; old != nil {
+		r.mu.Unlock()
+		c.Close()
+		return old, nil
+	}
+	r.clients[addr] = c
+	r.mu.Unlock()
+	return c, nil
+}
+
+func (r *registrar) drop(addr string, c *remoting.Client) {
+	r.mu.Lock()
+	if r.clients[addr] == c {
+		delete(r.clients, addr)
+	}
+	r.mu.Unlock()
+	c.Close()
+}
+
+func (r *registrar) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for addr, c := range r.clients {
+		c.Close()
+		delete(r.clients, addr)
+	}
+}

@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// fakeNamesrv records REGISTER_BROKER / UNREGISTER_BROKER requests.
+type fakeNamesrv struct {
+	mu   sync.Mutex
+	regs []*remoting.Command
+	srv  *remoting.Server
+	addr string
+}
+
+func startFakeNamesrv(t *testing.T) *fakeNamesrv {
+	f := &fakeNamesrv{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = remoting.NewServer(remoting.ServerConfig{}, remoting.HandlerFunc(
+		func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+			f.mu.Lock()
+			f.regs = append(f.regs, req)
+			f.mu.Unlock()
+			return req.NewResponse(0, "")
+		}))
+	go f.srv.Serve(ln)
+	f.addr = ln.Addr().String()
+	t.Cleanup(func() { f.srv.Shutdown(context.Background()) })
+	return f
+}
+
+// topicsOfLast returns the topics of the last registration and the count of requests with code.
+func (f *fakeNamesrv) last(code int16) (*remoting.Command, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last *remoting.Command
+	n := 0
+	for _, r := range f.regs {
+		if r.Code == code {
+			last, n = r, n+1
+		}
+	}
+	return last, n
+}
+
+func registeredTopics(t *testing.T, req *remoting.Command) map[string]TopicConfig {
+	var body registerBody
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body.TopicConfigSerializeWrapper.TopicConfigTable
+}
+
+func TestRegistersAtStartAndOnTopicCreation(t *testing.T) {
+	ns := startFakeNamesrv(t)
+	e := startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr} })
+	waitFor(t, "first registration", func() bool { _, n := ns.last(reqRegisterBroker); return n >= 1 })
+	req, _ := ns.last(reqRegisterBroker)
+	for _, k := range []string{"brokerName", "brokerAddr", "clusterName", "brokerId", "bodyCrc32"} {
+		if req.ExtFields[k] == "" {
+			t.Errorf("registration lacks %s", k)
+		}
+	}
+	if req.ExtFields["brokerAddr"] != e.addr {
+		t.Errorf("brokerAddr %s, want %s", req.ExtFields["brokerAddr"], e.addr)
+	}
+	if tc, ok := registeredTopics(t, req)[DefaultTopic]; !ok || tc.Perm != 7 {
+		t.Fatalf("TBW102 registration %+v", tc)
+	}
+	wantCode(t, e.dial().sendV1("NewTopic", 0, "", []byte("x")), codeSuccess)
+	waitFor(t, "registration of the new topic", func() bool {
+		req, _ := ns.last(reqRegisterBroker)
+		_, ok := registeredTopics(t, req)["NewTopic"]
+		return ok
+	})
+	e.shutdown()
+	if _, n := ns.last(reqUnregisterBroker); n != 1 {
+		t.Fatalf("unregistrations %d", n)
+	}
+}

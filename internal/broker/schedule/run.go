@@ -1,0 +1,269 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store"
+)
+
+// Run delivers due messages until ctx is done or Close is called, then
+// persists the cursors. It returns ErrClosed when called after Close, nil
+// otherwise; call it once.
+func (s *Service) Run(ctx context.Context) error {
+	s.closeMu.Lock()
+	if s.closed || s.started.Load() {
+		s.closeMu.Unlock()
+		return ErrClosed
+	}
+	s.started.Store(true)
+	s.closeMu.Unlock()
+	defer close(s.done)
+	defer func() {
+		if err := s.persist(); err != nil {
+			s.log.Error("schedule: save cursors at stop", "err", err)
+		}
+	}()
+	for {
+		wait := s.round(ctx)
+		s.rounds.Add(1)
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-s.stop:
+			t.Stop()
+			return nil
+		case <-s.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// idleWait is the sleep when no queue holds anything: wake-ups come from
+// Schedule and OnDispatch, so this only bounds the damage of a lost signal.
+const idleWait = time.Minute
+
+// round handles every due entry and returns how long to sleep: until the
+// earliest pending action time, a short re-check while an own put is not yet
+// visible, or RetryInterval after a failure.
+func (s *Service) round(ctx context.Context) time.Duration {
+	now := s.clock.Now().UnixMilli()
+	next := int64(math.MaxInt64)
+	for _, q := range s.queues {
+		if ctx.Err() != nil {
+			break
+		}
+		next = min(next, s.serveQueue(ctx, q, now))
+	}
+	if err := s.persist(); err != nil {
+		s.log.Error("schedule: save cursors", "err", err)
+		next = min(next, now+s.cfg.RetryInterval.Milliseconds())
+	}
+	if next == math.MaxInt64 {
+		return idleWait
+	}
+	return time.Duration(max(0, next-now)) * time.Millisecond
+}
+
+// serveQueue handles the due entries of q and returns when to look at it
+// again (Unix ms; MaxInt64 = only when woken).
+func (s *Service) serveQueue(ctx context.Context, q *queue, now int64) int64 {
+	budget := s.cfg.RoundBudget
+	for budget > 0 {
+		maxOff := s.st.MaxOffset(q.key.topic, q.key.id)
+		if q.cursor >= maxOff {
+			if q.cursor > maxOff {
+				s.log.Warn("schedule: queue shrank below the cursor", "topic", q.key.topic, "queue", q.key.id,
+					"cursor", q.cursor, "maxOffset", maxOff)
+				q.cursor = maxOff
+			}
+			if q.known.Load() > maxOff {
+				return now + s.cfg.DispatchWait.Milliseconds()
+			}
+			return math.MaxInt64
+		}
+		res, err := s.st.GetMessage(q.key.topic, q.key.id, q.cursor, min(budget, s.cfg.ReadBatch), s.cfg.ReadBytes, nil)
+		if err != nil {
+			s.log.Error("schedule: read queue", "topic", q.key.topic, "queue", q.key.id, "offset", q.cursor, "err", err)
+			return now + s.cfg.RetryInterval.Milliseconds()
+		}
+		next, n, ok := s.handleBatch(ctx, q, res, now)
+		res.Release()
+		if !ok {
+			return next
+		}
+		budget -= max(n, 1)
+	}
+	return now // budget used up: come back at once
+}
+
+// handleBatch handles the records of one read. It returns the next look
+// time when the queue must wait, the number of entries consumed, and
+// whether the caller may keep reading.
+func (s *Service) handleBatch(ctx context.Context, q *queue, res *store.GetResult, now int64) (next int64, n int, more bool) {
+	switch res.Status {
+	case store.Found:
+	case store.OffsetTooSmall, store.MessageWasRemoving:
+		s.log.Warn("schedule: entries removed before delivery", "topic", q.key.topic, "queue", q.key.id,
+			"cursor", q.cursor, "minOffset", res.MinOffset)
+		return s.skipTo(q, max(res.MinOffset, res.NextOffset))
+	case store.OffsetOverflowBadly:
+		q.cursor = res.MaxOffset
+		return math.MaxInt64, 0, false
+	case store.NoMatchedMessage:
+		return s.skipTo(q, res.NextOffset)
+	default: // NoMessageInQueue, OffsetOverflowOne, NoMatchedLogicQueue: nothing yet
+		return math.MaxInt64, 0, false
+	}
+	for _, rec := range res.Records {
+		v := message.View(rec)
+		at := actionMs(s.cfg.DelayLevels, q.key.topic, q.key.id, v)
+		if at > now {
+			return at, n, false
+		}
+		if due, ok := s.finalWait(q, v, now); ok {
+			return due, n, false
+		}
+		if err := s.act(ctx, q, rec, now); err != nil {
+			s.log.Error("schedule: deliver", "topic", q.key.topic, "queue", q.key.id, "offset", v.QueueOffset(), "err", err)
+			return now + s.cfg.RetryInterval.Milliseconds(), n, false
+		}
+		q.cursor = v.QueueOffset() + 1
+		n++
+	}
+	// Entries the store skipped (it never hands out a corrupt record) are
+	// passed by NextOffset.
+	if res.NextOffset > q.cursor {
+		q.cursor = res.NextOffset
+	}
+	return math.MaxInt64, n, true
+}
+
+func (s *Service) skipTo(q *queue, off int64) (int64, int, bool) {
+	if off > q.cursor {
+		q.cursor = off
+		return math.MaxInt64, 1, true
+	}
+	return math.MaxInt64, 0, false
+}
+
+// finalWait reports whether v is a timer entry with less than timerFinalMs
+// left: it stays at the head of its queue until its due time instead of
+// moving to another queue.
+func (s *Service) finalWait(q *queue, v message.View, now int64) (int64, bool) {
+	if q.key.topic != TimerTopic {
+		return 0, false
+	}
+	due, ok := timerDue(v.Properties())
+	if ok && due > now && due-now < timerFinalMs {
+		return due, true
+	}
+	return 0, false
+}
+
+// act delivers a due entry, or moves a timer entry to a lower queue.
+func (s *Service) act(ctx context.Context, q *queue, rec []byte, now int64) error {
+	m, err := message.Decode(rec)
+	if err != nil {
+		return fmt.Errorf("decode entry: %w", err)
+	}
+	if q.key.topic == TimerTopic {
+		if due, ok := timerDue([]byte(m.Properties)); ok && due > now {
+			return s.cascade(ctx, m, due-now)
+		}
+	}
+	out, err := deliverable(m)
+	if err != nil {
+		s.log.Error("schedule: entry cannot be delivered; skipped", "topic", q.key.topic, "queue", q.key.id,
+			"offset", m.QueueOffset, "err", err)
+		return nil
+	}
+	return s.put(ctx, out, qkey{})
+}
+
+// cascade puts a timer entry into the queue for its remaining delay.
+func (s *Service) cascade(ctx context.Context, m *message.Message, remainingMs int64) error {
+	k := qkey{TimerTopic, TimerQueue(remainingMs)}
+	m.Topic, m.QueueID = k.topic, k.id
+	return s.put(ctx, m, k)
+}
+
+func (s *Service) put(ctx context.Context, m *message.Message, k qkey) error {
+	m.QueueOffset, m.PhysOffset, m.StoreTimestamp = 0, 0, 0
+	res := s.st.PutMessage(ctx, m)
+	switch res.Status {
+	case store.PutOK, store.PutFlushDiskTimeout:
+		// FLUSH_DISK_TIMEOUT: stored, the sync is late; persist flushes
+		// again before the cursor moves on disk.
+	default:
+		return fmt.Errorf("put to %s/%d: %s: %w", m.Topic, m.QueueID, res.Status, res.Err)
+	}
+	if q := s.byKey[k]; q != nil {
+		raiseTo(&q.known, m.QueueOffset+1)
+	}
+	return nil
+}
+
+// deliverable turns a due schedule entry into the message for its real
+// topic and queue.
+func deliverable(m *message.Message) (*message.Message, error) {
+	topic, ok := message.Property(m.Properties, message.PropRealTopic)
+	if !ok || topic == "" || len(topic) > message.MaxTopicBytes || IsScheduleTopic(topic) {
+		return nil, fmt.Errorf("bad REAL_TOPIC %q", topic)
+	}
+	qs, _ := message.Property(m.Properties, message.PropRealQueueID)
+	qid, err := strconv.ParseInt(qs, 10, 32)
+	if err != nil || qid < 0 {
+		return nil, fmt.Errorf("bad REAL_QID %q", qs)
+	}
+	props := m.Properties
+	for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
+		message.PropTimerDelayMs, message.PropTimerOutMs, message.PropTimerEnqueueMs} {
+		props = message.DeleteProperty(props, k)
+	}
+	props = message.SetProperty(props, message.PropWaitStoreMsgOK, "false")
+	return &message.Message{
+		Topic: topic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag,
+		BornTimestamp: m.BornTimestamp, BornHost: m.BornHost, StoreHost: m.StoreHost,
+		ReconsumeTimes: m.ReconsumeTimes, PreparedTxOffset: m.PreparedTxOffset,
+		Body: m.Body, Properties: props,
+	}, nil
+}
+
+// persist makes delivered puts durable and then writes the cursors, if any
+// moved since the last write.
+func (s *Service) persist() error {
+	dirty := false
+	for _, q := range s.queues {
+		if q.cursor != q.saved {
+			dirty = true
+			break
+		}
+	}
+	if !dirty {
+		return nil
+	}
+	if f, ok := s.st.(flusher); ok {
+		if err := f.Flush(); err != nil {
+			return fmt.Errorf("schedule: flush store before saving cursors: %w", err)
+		}
+	}
+	cur := make(map[qkey]int64, len(s.queues))
+	for _, q := range s.queues {
+		cur[q.key] = q.cursor
+	}
+	if err := saveCursors(s.cfg.FS, s.cfg.Dir, cur); err != nil {
+		return err
+	}
+	for _, q := range s.queues {
+		q.saved = q.cursor
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+package broker
+
+// SEND_MESSAGE (10, V1 header), SEND_MESSAGE_V2 (310, short keys a..m) and
+// SEND_BATCH_MESSAGE (320, V2 header, body = client batch records).
+//
+// Processing follows RocketMQ's broker: broker and topic write permission,
+// topic name validation, auto-creation from the template topic, queue id
+// check (negative = random writable queue), maxMessageSize on the request
+// body (a batch counts as a whole) -> MESSAGE_ILLEGAL, retry-topic sends over
+// the group's maxReconsumeTimes rewritten to %DLQ%<group>, a broker-made
+// UNIQ_KEY for single messages without one, the CLUSTER property, bornHost =
+// the peer address, storeHost = the advertised address, properties <= 32767
+// bytes. Prepared transaction messages go to the Transactions engine and
+// delayed/timer messages to the Scheduler (hooks.go). Batches reject retry
+// topics, delay and transaction properties.
+//
+// Every response carries MSG_REGION and TRACE_ON; a stored message (code 0,
+// or 10 FLUSH_DISK_TIMEOUT) also msgId (offset message id; comma-joined for a
+// batch), queueId, queueOffset (first message) and transactionId (UNIQ_KEY).
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
+)
+
+// maxTimerDelay bounds TIMER_* delivery times (RocketMQ timerMaxDelaySec).
+const maxTimerDelay = 3 * 24 * time.Hour
+
+type sendHeader struct {
+	producerGroup     string
+	topic             string
+	defaultTopic      string
+	properties        string
+	defaultQueueNums  int32
+	queueID           int32
+	sysFlag           int32
+	flag              int32
+	reconsumeTimes    int32
+	maxReconsumeTimes int32
+	hasMaxReconsume   bool
+	bornTimestamp     int64
+}
+
+// sendKeys lists the header keys in the order producerGroup, topic,
+// defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag,
+// properties, reconsumeTimes, maxReconsumeTimes.
+var (
+	sendKeysV1 = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+		"sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "maxReconsumeTimes"}
+	sendKeysV2 = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l"}
+)
+
+func parseSendHeader(req *remoting.Command) (sendHeader, error) {
+	k := &sendKeysV2
+	if req.Code == reqSendMessage {
+		k = &sendKeysV1
+	}
+	e := ext{req: req}
+	h := sendHeader{
+		producerGroup:    e.str(k[0]),
+		topic:            e.required(k[1]),
+		defaultTopic:     e.str(k[2]),
+		defaultQueueNums: e.int32(k[3], 0, false),
+		queueID:          e.int32(k[4], -1, false),
+		sysFlag:          e.int32(k[5], 0, false),
+		bornTimestamp:    e.int64(k[6], 0, false),
+		flag:             e.int32(k[7], 0, false),
+		properties:       e.str(k[8]),
+		reconsumeTimes:   e.int32(k[9], 0, false),
+	}
+	if v := e.str(k[10]); v != "" {
+		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[10], 0, false), true
+	}
+	return h, e.err
+}
+
+func (b *Broker) handleSend(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	resp, err := b.send(ctx, c, req)
+	if err != nil {
+		resp = b.errorResponse(req, err)
+	}
+	setExt(resp, message.PropMsgRegion, b.cfg.RegionID, message.PropTraceOn, strconv.FormatBool(b.cfg.TraceOn))
+	return resp, nil
+}
+
+func (b *Broker) send(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	h, err := parseSendHeader(req)
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.BrokerPermission&permWrite == 0 {
+		return nil, protoErrorf(codeNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
+	}
+	if err := validateTopic(h.topic); err != nil {
+		return nil, err
+	}
+	if notSendableTopics[h.topic] {
+		return nil, protoErrorf(codeNoPermission, "sending message to topic[%s] is forbidden", h.topic)
+	}
+	tc, err := b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultQueueNums)
+	if err != nil {
+		return nil, err
+	}
+	if !tc.writable() {
+		return nil, protoErrorf(codeNoPermission, "the topic[%s] sending is forbidden", h.topic)
+	}
+	if h.queueID < 0 {
+		if tc.WriteQueueNums < 1 {
+			return nil, protoErrorf(codeNoPermission, "the topic[%s] has no writable queue", h.topic)
+		}
+		h.queueID = rand.Int32N(tc.WriteQueueNums)
+	} else if h.queueID >= tc.queueNums() {
+		return nil, protoErrorf(codeInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]",
+			h.queueID, h.topic, tc.WriteQueueNums)
+	}
+	if len(req.Body) > b.cfg.MaxMessageSize {
+		return nil, protoErrorf(codeMessageIllegal, "message body size %d exceeds the limit of %d bytes (maxMessageSize)",
+			len(req.Body), b.cfg.MaxMessageSize)
+	}
+	if req.Code == reqSendBatchMessage {
+		return b.sendBatch(ctx, c, req, h)
+	}
+	return b.sendOne(ctx, c, req, h)
+}
+
+func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader) (*remoting.Command, error) {
+	m := &message.Message{
+		Topic: h.topic, QueueID: h.queueID, Flag: h.flag, SysFlag: h.sysFlag,
+		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(c), StoreHost: b.storeHost,
+		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
+	}
+	if isRetryTopic(m.Topic) {
+		if err := b.retryToDLQ(h, m); err != nil {
+			return nil, err
+		}
+	}
+	uniq, ok := message.Property(m.Properties, message.PropUniqKey)
+	if !ok || uniq == "" {
+		uniq = b.uniq.Next()
+		m.Properties = message.SetProperty(m.Properties, message.PropUniqKey, uniq)
+	}
+	m.Properties = message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName)
+	if len(m.Properties) > message.MaxPropertiesBytes {
+		return nil, protoErrorf(codeMessageIllegal, "message properties length %d exceeds the limit of %d bytes",
+			len(m.Properties), message.MaxPropertiesBytes)
+	}
+	queueID := m.QueueID
+	res, err := b.route(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	resp := b.putResponse(req, res, []*message.Message{m})
+	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
+		setExt(resp, "queueId", itoa(queueID), "transactionId", uniq)
+	}
+	return resp, nil
+}
+
+// route stores m: as a half message, as a scheduled message, or directly.
+func (b *Broker) route(ctx context.Context, m *message.Message) (store.PutResult, error) {
+	if v, _ := message.Property(m.Properties, message.PropTransactionPrepared); v == "true" {
+		t := b.getTransactions()
+		if t == nil {
+			return store.PutResult{}, protoErrorf(codeNoPermission,
+				"the broker[%s] sending transaction message is forbidden: transactions are not enabled", b.cfg.BrokerName)
+		}
+		return t.Prepare(ctx, m), nil
+	}
+	level, at, err := b.delayOf(m)
+	if err != nil {
+		return store.PutResult{}, err
+	}
+	if level == 0 && at == 0 {
+		return b.st.PutMessage(ctx, m), nil
+	}
+	s := b.getScheduler()
+	if s == nil {
+		if isRetryTopic(m.Topic) {
+			m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
+			return b.st.PutMessage(ctx, m), nil
+		}
+		return store.PutResult{}, protoErrorf(codeMessageIllegal, "scheduled delivery is not enabled on this broker")
+	}
+	if level > s.MaxDelayLevel() {
+		level = s.MaxDelayLevel()
+		m.Properties = message.SetProperty(m.Properties, message.PropDelayLevel, itoa(level))
+	}
+	return s.Schedule(ctx, m, level, at), nil
+}
+
+// delayOf reads DELAY (a level) or the TIMER_* properties (a timestamp) of a
+// message. DELAY wins; the timer properties are then removed. A timer in the
+// past means "now" (0, 0).
+func (b *Broker) delayOf(m *message.Message) (level int32, deliverAtMs int64, err error) {
+	if v, ok := message.Property(m.Properties, message.PropDelayLevel); ok && v != "" {
+		n, perr := strconv.ParseInt(v, 10, 32)
+		if perr != nil {
+			return 0, 0, protoErrorf(codeMessageIllegal, "illegal DELAY property %q", v)
+		}
+		if n > 0 {
+			for _, k := range []string{message.PropTimerDeliverMs, message.PropTimerDelaySec, message.PropTimerDelayMs} {
+				m.Properties = message.DeleteProperty(m.Properties, k)
+			}
+			return int32(n), 0, nil
+		}
+	}
+	now := b.cfg.Now().UnixMilli()
+	at, ok, err := timerDeliverMs(m.Properties, now)
+	if err != nil || !ok || at <= now {
+		return 0, 0, err
+	}
+	if at-now > maxTimerDelay.Milliseconds() {
+		return 0, 0, protoErrorf(codeMessageIllegal, "timer message delivery time is more than %s ahead", maxTimerDelay)
+	}
+	return 0, at, nil
+}
+
+func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
+	keys := []struct {
+		key   string
+		scale int64
+		rel   bool
+	}{{message.PropTimerDeliverMs, 1, false}, {message.PropTimerDelaySec, 1000, true}, {message.PropTimerDelayMs, 1, true}}
+	for _, k := range keys {
+		v, ok := message.Property(props, k.key)
+		if !ok || v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > maxTimerDelay.Milliseconds()*1000 {
+			return 0, false, protoErrorf(codeMessageIllegal, "illegal %s property %q", k.key, v)
+		}
+		if k.rel {
+			return nowMs + n*k.scale, true, nil
+		}
+		return n, true, nil
+	}
+	return 0, false, nil
+}
+
+// retryToDLQ sends a retry-topic message that exhausted its reconsume times
+// to the group's dead-letter topic (the Go client's retry-as-normal path).
+func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
+	group := strings.TrimPrefix(m.Topic, retryPrefix)
+	g, err := b.ensureGroup(group)
+	if err != nil {
+		return err
+	}
+	maxTimes := g.RetryMaxTimes
+	if h.hasMaxReconsume {
+		maxTimes = h.maxReconsumeTimes
+	}
+	if h.reconsumeTimes <= maxTimes {
+		return nil
+	}
+	dlq := DLQTopic(group)
+	if err := validateTopic(dlq); err != nil {
+		return err
+	}
+	if _, err := b.EnsureTopic(dlq, 1, permRW); err != nil {
+		return err
+	}
+	m.Topic, m.QueueID = dlq, 0
+	m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
+	return nil
+}
+
+func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader) (*remoting.Command, error) {
+	if isRetryTopic(h.topic) {
+		return nil, protoErrorf(codeMessageIllegal, "batch request does not support retry group %s", h.topic)
+	}
+	born := peerAddr(c)
+	var ms []*message.Message
+	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
+		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
+			message.PropTimerDelayMs, message.PropTransactionPrepared} {
+			if v, ok := message.Property(it.Properties, k); ok && v != "" && v != "0" && v != "false" {
+				return protoErrorf(codeMessageIllegal, "batch message does not support the %s property", k)
+			}
+		}
+		ms = append(ms, &message.Message{
+			Topic: h.topic, QueueID: h.queueID, Flag: it.Flag, SysFlag: h.sysFlag &^ message.FlagTxMask,
+			BornTimestamp: h.bornTimestamp, BornHost: born, StoreHost: b.storeHost,
+			ReconsumeTimes: h.reconsumeTimes, Body: it.Body, Properties: it.Properties,
+		})
+		return nil
+	})
+	if err != nil {
+		if _, ok := err.(*protoError); ok {
+			return nil, err
+		}
+		return nil, protoErrorf(codeMessageIllegal, "bad batch body: %v", err)
+	}
+	if len(ms) == 0 {
+		return nil, protoErrorf(codeMessageIllegal, "empty batch")
+	}
+	res := b.st.PutMessages(ctx, ms)
+	resp := b.putResponse(req, res, ms)
+	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
+		setExt(resp, "queueId", itoa(h.queueID))
+	}
+	return resp, nil
+}
+
+// putResponse maps a put result to the send response.
+func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
+	code := putStatusCode(res.Status)
+	if code != codeSuccess && code != codeFlushDiskTimeout {
+		remark := res.Status.String()
+		if res.Err != nil {
+			remark += ": " + res.Err.Error()
+		}
+		if code == codeSystemError {
+			b.log.Error("put failed", "topic", ms[0].Topic, "status", res.Status.String(), "err", res.Err)
+		}
+		return req.NewResponse(code, remark)
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = message.OffsetMsgID(b.storeHost, m.PhysOffset)
+	}
+	resp := req.NewResponse(code, "")
+	setExt(resp, "msgId", strings.Join(ids, ","), "queueOffset", itoa(ms[0].QueueOffset))
+	return resp
+}
+
+func putStatusCode(s store.PutStatus) int16 {
+	switch s {
+	case store.PutOK:
+		return codeSuccess
+	case store.PutFlushDiskTimeout:
+		return codeFlushDiskTimeout
+	case store.PutMessageIllegal, store.PutPropertiesTooLong:
+		return codeMessageIllegal
+	case store.PutServiceNotAvailable, store.PutDiskFull:
+		return codeServiceNotAvailable
+	default:
+		return codeSystemError
+	}
+}

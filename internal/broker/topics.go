@@ -1,0 +1,147 @@
+package broker
+
+// Topic configuration: which topics this broker hosts, their read/write queue
+// counts, permission bits, sysflag and order flag.
+//
+// The table is persisted crash-safely as <DataDir>/config/topics.json
+// ({"topicConfigTable":{...},"dataVersion":{...}}, RocketMQ's layout) and
+// every change is on disk before it is used. Topics are created
+//   - explicitly by UPDATE_AND_CREATE_TOPIC (admin.go),
+//   - on send, from the template topic named by the producer (TBW102), when
+//     the template exists and has the INHERIT permission (autoCreateTopicEnable),
+//   - for consumer groups: %RETRY%<group> on heartbeat and send-back, and
+//     %DLQ%<group> when a message exhausts its retries (1 queue each, RW).
+//
+// Every creation is announced to the NameServers at once (register.go), not
+// at the next periodic registration, so clients find the route.
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// TopicConfig is one topic's configuration (RocketMQ TopicConfig JSON).
+type TopicConfig struct {
+	TopicName       string            `json:"topicName"`
+	ReadQueueNums   int32             `json:"readQueueNums"`
+	WriteQueueNums  int32             `json:"writeQueueNums"`
+	Perm            int32             `json:"perm"`
+	TopicFilterType string            `json:"topicFilterType"`
+	TopicSysFlag    int32             `json:"topicSysFlag"`
+	Order           bool              `json:"order"`
+	Attributes      map[string]string `json:"attributes"`
+}
+
+func (tc TopicConfig) readable() bool { return tc.Perm&permRead != 0 }
+func (tc TopicConfig) writable() bool { return tc.Perm&permWrite != 0 }
+
+// queueNums is the number of valid queue ids (max of read and write counts).
+func (tc TopicConfig) queueNums() int32 { return max(tc.ReadQueueNums, tc.WriteQueueNums) }
+
+func newTopicConfig(name string, queues, perm int32) TopicConfig {
+	return TopicConfig{
+		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm,
+		TopicFilterType: "SINGLE_TAG", Attributes: map[string]string{},
+	}
+}
+
+var topicNameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+// validateTopic checks a client-supplied topic name. Every stored topic must
+// fit the 1-byte TOPICLEN of the V1 record, so 127 bytes is the limit for all
+// topics, retry and DLQ topics included.
+func validateTopic(topic string) error {
+	switch {
+	case topic == "":
+		return protoErrorf(codeInvalidParameter, "the specified topic is blank")
+	case len(topic) > 127:
+		return protoErrorf(codeInvalidParameter, "the specified topic is longer than 127 bytes")
+	case !topicNameRE.MatchString(topic):
+		return protoErrorf(codeInvalidParameter, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
+	}
+	return nil
+}
+
+// Topic returns the configuration of a topic.
+func (b *Broker) Topic(name string) (TopicConfig, bool) { return b.topics.get(name) }
+
+// Topics returns all topic configurations sorted by name.
+func (b *Broker) Topics() []TopicConfig {
+	m, _ := b.topics.all()
+	out := make([]TopicConfig, 0, len(m))
+	for _, tc := range m {
+		out = append(out, tc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TopicName < out[j].TopicName })
+	return out
+}
+
+// EnsureTopic creates a topic with the given queue count and permission
+// unless it exists, persists it and announces it to the NameServers. It
+// returns the configuration in effect. Schedule and transaction engines use
+// it for their system topics.
+func (b *Broker) EnsureTopic(name string, queues, perm int32) (TopicConfig, error) {
+	tc, created, err := b.topics.createIfAbsent(name, newTopicConfig(name, queues, perm))
+	if err != nil {
+		return TopicConfig{}, err
+	}
+	if created {
+		b.log.Info("topic created", "topic", name, "queues", queues, "perm", perm)
+		b.reg.kick()
+	}
+	return tc, nil
+}
+
+// autoCreateTopic resolves the topic of a send. An unknown topic is created
+// from the template (defaultTopic) when the template exists and carries the
+// INHERIT permission; a retry topic is created with 1 queue.
+func (b *Broker) autoCreateTopic(topic, template string, queues int32) (TopicConfig, error) {
+	if tc, ok := b.topics.get(topic); ok {
+		return tc, nil
+	}
+	if isRetryTopic(topic) {
+		return b.EnsureTopic(topic, 1, permRW)
+	}
+	tpl, ok := b.topics.get(template)
+	if !ok || tpl.Perm&permInherit == 0 || (template == DefaultTopic && !b.cfg.AutoCreateTopicEnable) {
+		return TopicConfig{}, protoErrorf(codeTopicNotExist, "topic[%s] not exist, apply first please!", topic)
+	}
+	if queues <= 0 || queues > tpl.WriteQueueNums {
+		queues = tpl.WriteQueueNums
+	}
+	return b.EnsureTopic(topic, queues, tpl.Perm&^permInherit)
+}
+
+// initTopics loads the table and installs the built-in topics.
+func (b *Broker) initTopics() error {
+	if err := b.topics.load(); err != nil {
+		return err
+	}
+	if b.cfg.AutoCreateTopicEnable {
+		if _, _, err := b.topics.createIfAbsent(DefaultTopic,
+			newTopicConfig(DefaultTopic, b.cfg.DefaultTopicQueueNums, permInherit|permRW)); err != nil {
+			return err
+		}
+	} else if _, err := b.topics.remove(DefaultTopic); err != nil {
+		return err
+	}
+	if _, _, err := b.topics.createIfAbsent("SELF_TEST_TOPIC", newTopicConfig("SELF_TEST_TOPIC", 1, permRW)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// deleteTopic drops a topic's configuration, stored messages and consumer
+// offsets.
+func (b *Broker) deleteTopic(topic string) error {
+	if _, err := b.topics.remove(topic); err != nil {
+		return err
+	}
+	b.offsets.deleteTopic(topic)
+	if err := b.st.DeleteTopic(topic); err != nil {
+		return fmt.Errorf("broker: delete topic %s: %w", topic, err)
+	}
+	b.reg.kick()
+	return nil
+}
