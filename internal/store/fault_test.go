@@ -1,0 +1,278 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// gateFS blocks CommitLog fdatasyncs while the gate is closed.
+type gateFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+type gateFile struct {
+	vfs.File
+	fs *gateFS
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.Contains(name, "/commitlog/") {
+		return f, err
+	}
+	return gateFile{f, g}, nil
+}
+
+func (g *gateFS) close() { g.mu.Lock(); g.gate = make(chan struct{}); g.mu.Unlock() }
+func (g *gateFS) open() {
+	g.mu.Lock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+	g.mu.Unlock()
+}
+
+func (f gateFile) Sync() error {
+	f.fs.mu.Lock()
+	gate := f.fs.gate
+	f.fs.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return f.File.Sync()
+}
+
+func TestSyncFlushTimeoutAndCancel(t *testing.T) {
+	gfs := &gateFS{FS: vfs.NewMem()}
+	cfg := testConfig(gfs)
+	cfg.FlushDiskType = SyncFlush
+	cfg.SyncFlushTimeout = 20 * time.Millisecond
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	put(t, s, newMsg("T", 0, "durable", nil))
+	gfs.close()
+	r := s.PutMessage(context.Background(), newMsg("T", 0, "slow", nil))
+	if r.Status != PutFlushDiskTimeout || r.Err == nil {
+		t.Fatalf("blocked flush: %v %v", r.Status, r.Err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r = s.PutMessage(ctx, newMsg("T", 0, "cancelled", nil))
+	if r.Status != PutUnknownError || !errors.Is(r.Err, context.Canceled) {
+		t.Fatalf("cancelled: %v %v", r.Status, r.Err)
+	}
+	if v := s.MaxOffset("T", 0); v != 1 {
+		t.Fatalf("unflushed messages visible under SYNC_FLUSH: max %d", v)
+	}
+	gfs.open()
+	// Written-but-unacknowledged messages become durable and visible later.
+	waitVisible(t, s, "T", 0, 3)
+}
+
+func TestFailedFsyncMakesStoreReadOnly(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	cfg := testConfig(efs)
+	cfg.FlushDiskType = SyncFlush
+	s := mustOpen(t, cfg)
+	put(t, s, newMsg("T", 0, "before", nil))
+	waitVisible(t, s, "T", 0, 1)
+
+	efs.InjectSyncError("/commitlog/")
+	var wg sync.WaitGroup
+	results := make(chan PutResult, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- s.PutMessage(context.Background(), newMsg("T", 0, fmt.Sprint(i), nil))
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if r.Status == PutOK {
+			t.Fatal("acknowledged a message whose fsync failed")
+		}
+		if r.Status != PutServiceNotAvailable || !errors.Is(r.Err, ErrReadOnly) || !errors.Is(r.Err, syscall.EIO) {
+			t.Fatalf("status %v err %v", r.Status, r.Err)
+		}
+	}
+	efs.ClearRules()
+	// Still refused after the fault is gone: the page cache is not trusted.
+	if r := s.PutMessage(context.Background(), newMsg("T", 0, "later", nil)); r.Status != PutServiceNotAvailable {
+		t.Fatalf("put after failure: %v", r.Status)
+	}
+	if s.Stats().ReadOnly == nil {
+		t.Fatal("stats do not report read-only")
+	}
+	r, err := s.GetMessage("T", 0, 0, 32, 1<<20, nil)
+	if err != nil || fmt.Sprint(bodies(r)) != "[before]" {
+		t.Fatalf("reads after failure: %v %v", bodies(r), err)
+	}
+	if err := s.Close(); err == nil {
+		t.Fatal("close of a failed store reported success")
+	}
+	if _, err := mem.Stat("/data/abort"); err != nil {
+		t.Fatal("abort marker removed after an unclean close")
+	}
+	// Power loss, then restart: the acknowledged message is there.
+	cfg.FS = mem.CrashClone()
+	s = mustOpen(t, cfg)
+	defer s.Close()
+	checkAcked(t, s, []ackedMsg{{"T", 0, 0, 0, []byte("before")}}, "after restart")
+	checkConsistent(t, s, "after restart")
+}
+
+func TestNoSpaceOnCommitLogWrite(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	s := mustOpen(t, testConfig(efs))
+	defer s.Close()
+	put(t, s, newMsg("T", 0, "fits", nil))
+	waitVisible(t, s, "T", 0, 1)
+	efs.SetFreeBytes(100)
+	r := s.PutMessage(context.Background(), newMsg("T", 0, strings.Repeat("x", 500), nil))
+	if r.Status != PutServiceNotAvailable || !errors.Is(r.Err, syscall.ENOSPC) {
+		t.Fatalf("ENOSPC: %v %v", r.Status, r.Err)
+	}
+	got, err := s.GetMessage("T", 0, 0, 32, 1<<20, nil)
+	if err != nil || fmt.Sprint(bodies(got)) != "[fits]" {
+		t.Fatalf("reads after ENOSPC: %v %v", bodies(got), err)
+	}
+}
+
+func TestFaultsInQueueAndCheckpointWrites(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rule vfs.Rule
+	}{
+		{"consumequeue write", vfs.Rule{Ops: vfs.OpWrite, Path: "/consumequeue/"}},
+		{"consumequeue sync", vfs.Rule{Ops: vfs.OpSync, Path: "/consumequeue/"}},
+		{"checkpoint write", vfs.Rule{Ops: vfs.OpWrite, Path: "checkpoint"}},
+		{"checkpoint rename", vfs.Rule{Ops: vfs.OpRename, Path: "checkpoint"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			efs := vfs.NewErrorFS(mem)
+			cfg := testConfig(efs)
+			cfg.FlushDiskType = SyncFlush
+			s := mustOpen(t, cfg)
+			put(t, s, newMsg("T", 0, "a", nil))
+			waitVisible(t, s, "T", 0, 1)
+			efs.Inject(c.rule)
+			put(t, s, newMsg("T", 0, "b", nil)) // durable in the CommitLog: acknowledged
+			deadline := time.Now().Add(10 * time.Second)
+			for s.Err() == nil {
+				if time.Now().After(deadline) {
+					t.Fatal("fault did not make the store read-only")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if r := s.PutMessage(context.Background(), newMsg("T", 0, "c", nil)); r.Status != PutServiceNotAvailable {
+				t.Fatalf("put after fault: %v", r.Status)
+			}
+			if r, err := s.GetMessage("T", 0, 0, 32, 1<<20, nil); err != nil || r.Status != Found {
+				t.Fatalf("reads after fault: %v", err)
+			}
+			s.Close()
+			cfg.FS = mem.CrashClone()
+			s = mustOpen(t, cfg)
+			defer s.Close()
+			checkAcked(t, s, []ackedMsg{{"T", 0, 0, 0, []byte("a")}}, c.name)
+			r, _ := s.GetMessage("T", 0, 1, 32, 1<<20, nil)
+			if fmt.Sprint(bodies(r)) != "[b]" {
+				t.Fatalf("acknowledged message after the fault: %v", bodies(r))
+			}
+			checkConsistent(t, s, c.name)
+		})
+	}
+}
+
+func TestDiskWatermarks(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := newFakeClock()
+	cfg := testConfig(mem)
+	cfg.Now = clock.Now
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	body := strings.Repeat("x", 4000)
+	for range 60 {
+		put(t, s, newMsg("T", 0, body, nil))
+	}
+	flushAll(t, s)
+	used := func() uint64 { total, free, _ := mem.DiskUsage("/data"); return total - free }
+
+	// Above the hard limit: refused with a clear error, before the disk is full.
+	mem.SetCapacity(used() * 100 / 95)
+	s.runRetentionOnce()
+	r := s.PutMessage(context.Background(), newMsg("T", 0, "x", nil))
+	if r.Status != PutDiskFull || !errors.Is(r.Err, ErrDiskFull) || !strings.Contains(r.Err.Error(), "%") {
+		t.Fatalf("above the hard limit: %v %v", r.Status, r.Err)
+	}
+	if s.log.MinOffset() == 0 {
+		t.Fatal("no segment deleted above DiskMaxUsedSpaceRatio")
+	}
+	// Forced deletion (not the hour, not expired) brought use down; the
+	// next check accepts writes again.
+	mem.SetCapacity(used() * 100 / 50)
+	s.runRetentionOnce()
+	put(t, s, newMsg("T", 0, "x", nil))
+	lo := s.MinOffset("T", 0)
+	if lo == 0 {
+		t.Fatal("consume queue min offset did not advance")
+	}
+	r2, _ := s.GetMessage("T", 0, lo, 1, 1<<20, nil)
+	if r2.Status != Found {
+		t.Fatalf("at new min: %v", r2.Status)
+	}
+}
+
+func TestRetentionByAgeAndHour(t *testing.T) {
+	clock := newFakeClock() // 10:00
+	cfg := testConfig(vfs.NewMem())
+	cfg.Now = clock.Now
+	cfg.DeleteWhen = "03;04"
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	body := strings.Repeat("x", 4000)
+	for range 40 {
+		put(t, s, newMsg("T", 0, body, nil))
+	}
+	clock.Add(80 * time.Hour) // 18:00, three days later: old segments expired
+	for range 20 {
+		put(t, s, newMsg("T", 0, body, nil))
+	}
+	flushAll(t, s)
+	nsegs := len(s.log.Segments())
+	s.runRetentionOnce()
+	if len(s.log.Segments()) != nsegs {
+		t.Fatal("deleted outside DeleteWhen")
+	}
+	clock.Set(time.Date(clock.Now().Year(), clock.Now().Month(), clock.Now().Day()+1, 3, 10, 0, 0, time.Local))
+	s.runRetentionOnce()
+	segs := s.log.Segments()
+	if len(segs) >= nsegs || len(segs) < 2 {
+		t.Fatalf("segments %d -> %d", nsegs, len(segs))
+	}
+	// What is left starts with the first record written after the clock jump.
+	first, err := s.log.ReadRecord(segs[0].Base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first
+	if lo := s.MinOffset("T", 0); lo == 0 || lo > 40 {
+		t.Fatalf("min offset %d after retention", lo)
+	}
+}
