@@ -1,0 +1,28 @@
+// Package namesrv is the NameServer: brokers register their topics with
+// it, and clients ask it where a topic's queues live.
+//
+// Route table (guarded by one RWMutex in Server):
+//
+//	clusters: cluster name -> broker names
+//	brokers:  broker name  -> cluster, brokerId -> address
+//	topics:   topic        -> broker name -> QueueData (queue counts, perm)
+//	live:     broker address -> last registration time, connection, HA address
+//
+// Semantics follow the Java NameServer: queue data is keyed by broker name
+// and comes only from the master's (brokerId 0) registration; a
+// registration adds or updates topics but never removes them (Java brokers
+// also send incremental registrations), so topics disappear through
+// DELETE_TOPIC_IN_NAMESRV or when every broker of the name is gone. A
+// broker is removed when it has not registered for BrokerTimeout (checked
+// every ScanInterval by Run) or at once when the connection it registered
+// on closes (wire OnConnClose into remoting.ServerConfig.OnConnClose).
+// Removing the last address of a broker name removes that name from every
+// topic and cluster.
+//
+// TopicRouteData is written as compact JSON with quoted brokerId keys and
+// no whitespace: the Go client parses brokerAddrs as raw text and any
+// space corrupts it.
+//
+// The broker side uses RegisterBroker and UnregisterBroker over a
+// remoting.Client.
+package namesrv
