@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -29,6 +30,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}()
 	for {
+		s.begun.Add(1)
 		wait := s.round(ctx)
 		s.rounds.Add(1)
 		t := s.clock.NewTimer(wait)
@@ -90,6 +92,14 @@ func (s *Service) serveQueue(ctx context.Context, q *queue, now int64) int64 {
 			return math.MaxInt64
 		}
 		res, err := s.st.GetMessage(q.key.topic, q.key.id, q.cursor, min(budget, s.cfg.ReadBatch), s.cfg.ReadBytes, nil)
+		if errors.Is(err, store.ErrCorrupt) {
+			// The store never hands out a record failing verification;
+			// such an entry can never be delivered, so it is passed.
+			s.log.Error("schedule: corrupt entry skipped", "topic", q.key.topic, "queue", q.key.id, "offset", q.cursor, "err", err)
+			q.cursor++
+			budget--
+			continue
+		}
 		if err != nil {
 			s.log.Error("schedule: read queue", "topic", q.key.topic, "queue", q.key.id, "offset", q.cursor, "err", err)
 			return now + s.cfg.RetryInterval.Milliseconds()

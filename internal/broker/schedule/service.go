@@ -132,7 +132,8 @@ type Service struct {
 	closeMu sync.Mutex
 	closed  bool
 
-	rounds atomic.Int64 // completed rounds (tests wait on it)
+	// Rounds begun and completed (tests wait on them).
+	begun, rounds atomic.Int64
 }
 
 // queue is the state of one schedule queue. cursor, saved and the head
@@ -320,3 +321,5 @@ func (s *Service) Close() error {
 	}
 	return s.persist()
 }
+
+var _ Store = (*store.Store)(nil)
