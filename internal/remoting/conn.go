@@ -29,7 +29,11 @@ var (
 // Handler serves requests. Handle returns the response, or nil when there
 // is none to send now (a deferred response is written later with
 // Conn.WriteResponse, e.g. by long polling). Handle runs on its own
-// goroutine and may block; ctx is cancelled when the connection closes.
+// goroutine and may block, but while it runs it holds one of the
+// connection's MaxInflightPerConn slots: a request that waits for long
+// (a held pull) should return nil and be answered later instead. ctx is
+// cancelled when the connection closes. The response's opaque, response
+// flag and serialize type are set from the request.
 type Handler interface {
 	Handle(ctx context.Context, c *Conn, req *Command) *Command
 }
