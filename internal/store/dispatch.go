@@ -208,11 +208,7 @@ func (s *Store) persistProgressLocked() error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: flush consume queues and index: %w", err)
 	}
-	idx := d
-	if _, ok := s.index.(*memIndex); ok {
-		idx = 0 // not persistent: rebuilt from the start at every open
-	}
-	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: idx, LastStoreTsMs: ts, WrittenAtMs: s.cfg.Now().UnixMilli()}
+	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: d, LastStoreTsMs: ts, WrittenAtMs: s.cfg.Now().UnixMilli()}
 	return writeCheckpoint(s.cfg.FS, s.cfg.Dir, cp)
 }
 

@@ -160,6 +160,8 @@ func TestFaultsInQueueAndCheckpointWrites(t *testing.T) {
 	}{
 		{"consumequeue write", vfs.Rule{Ops: vfs.OpWrite, Path: "/consumequeue/"}},
 		{"consumequeue sync", vfs.Rule{Ops: vfs.OpSync, Path: "/consumequeue/"}},
+		{"index write", vfs.Rule{Ops: vfs.OpWrite, Path: "/index/"}},
+		{"index sync", vfs.Rule{Ops: vfs.OpSync, Path: "/index/"}},
 		{"checkpoint write", vfs.Rule{Ops: vfs.OpWrite, Path: "checkpoint"}},
 		{"checkpoint rename", vfs.Rule{Ops: vfs.OpRename, Path: "checkpoint"}},
 	} {
@@ -169,10 +171,10 @@ func TestFaultsInQueueAndCheckpointWrites(t *testing.T) {
 			cfg := testConfig(efs)
 			cfg.FlushDiskType = SyncFlush
 			s := mustOpen(t, cfg)
-			put(t, s, newMsg("T", 0, "a", nil))
+			put(t, s, newMsg("T", 0, "a", map[string]string{"KEYS": "ka"}))
 			waitVisible(t, s, "T", 0, 1)
 			efs.Inject(c.rule)
-			put(t, s, newMsg("T", 0, "b", nil)) // durable in the CommitLog: acknowledged
+			put(t, s, newMsg("T", 0, "b", map[string]string{"KEYS": "kb"})) // durable in the CommitLog: acknowledged
 			deadline := time.Now().Add(10 * time.Second)
 			for s.Err() == nil {
 				if time.Now().After(deadline) {
@@ -194,6 +196,9 @@ func TestFaultsInQueueAndCheckpointWrites(t *testing.T) {
 			r, _ := s.GetMessage("T", 0, 1, 32, 1<<20, nil)
 			if fmt.Sprint(bodies(r)) != "[b]" {
 				t.Fatalf("acknowledged message after the fault: %v", bodies(r))
+			}
+			if offs, err := s.QueryByKey("T", "kb", 10, 0, 1<<62); err != nil || len(offs) != 1 {
+				t.Fatalf("key of the message after the fault: %v %v", offs, err)
 			}
 			checkConsistent(t, s, c.name)
 		})

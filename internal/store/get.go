@@ -254,9 +254,6 @@ func (s *Store) loadRun(st *queueRead, ents []consumequeue.Entry, r *GetResult) 
 		}
 		end = next
 	}
-	if end > s.dispatched.Load() {
-		return fmt.Errorf("store: entry at %d beyond the confirmed offset: %w", first.PhysOffset, commitlog.ErrNoRecord)
-	}
 	buf := r.alloc(int(end - first.PhysOffset))
 	err := s.log.ReadAt(buf, first.PhysOffset)
 	if err != nil && end > first.PhysOffset+int64(first.Size)+commitlog.TrailerBytes {
@@ -276,7 +273,7 @@ func (s *Store) loadRun(st *queueRead, ents []consumequeue.Entry, r *GetResult) 
 // offset below the confirmed offset.
 func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
 	if physOffset < 0 || physOffset >= s.dispatched.Load() {
-		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, s.dispatched.Load(), commitlog.ErrNoRecord)
+		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, s.dispatched.Load(), commitlog.ErrBeyondEnd)
 	}
 	rec, err := s.log.ReadRecord(physOffset, nil)
 	if err != nil {

@@ -258,7 +258,7 @@ func TestLookMessageByOffsetAndQueryByKey(t *testing.T) {
 	if _, err := s.LookMessageByOffset(m2.PhysOffset + 1); err == nil {
 		t.Fatal("look at a non-record offset succeeded")
 	}
-	if _, err := s.LookMessageByOffset(s.log.WrittenOffset() + 100); !errors.Is(err, commitlog.ErrNoRecord) {
+	if _, err := s.LookMessageByOffset(s.log.WrittenOffset() + 100); !errors.Is(err, commitlog.ErrBeyondEnd) {
 		t.Fatalf("look past the end: %v", err)
 	}
 	for key, want := range map[string][]int64{

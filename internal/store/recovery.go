@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
+	"github.com/keelmq/keel/internal/store/index"
 )
 
 // recover brings the CommitLog, the ConsumeQueues and the index to a
@@ -107,8 +108,14 @@ func trimQueue(q *consumequeue.Queue, end, minPhys int64) error {
 }
 
 func (s *Store) openIndex(end int64) error {
-	s.index = newMemIndex()
-	if err := s.index.TruncatePhys(end); err != nil {
+	ix, err := index.Open(index.Config{
+		FS: s.cfg.FS, Dir: s.path(indexDir), HashSlots: s.cfg.IndexHashSlots, MaxEntries: s.cfg.IndexMaxEntries, Logger: s.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("store: open index: %w", err)
+	}
+	s.index = ix
+	if err := ix.TruncatePhys(end); err != nil {
 		return fmt.Errorf("store: truncate index: %w", err)
 	}
 	return nil
@@ -122,7 +129,7 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 	cqFrom, indexFrom := lo, lo
 	if haveCP {
 		cqFrom = max(lo, min(cp.CQFlushed, res.End))
-		indexFrom = max(lo, min(cp.IndexFlushed, res.End))
+		indexFrom = max(lo, min(max(cp.IndexFlushed, s.index.MaxPhysOffset()), res.End))
 	}
 	if len(res.Repaired) > 0 {
 		cqFrom = min(cqFrom, max(res.ScannedFrom, lo))

@@ -13,6 +13,7 @@ import (
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
+	"github.com/keelmq/keel/internal/store/index"
 )
 
 // Paths inside Config.Dir.
@@ -39,7 +40,7 @@ type Store struct {
 	cfg    Config
 	logger *slog.Logger
 	log    *commitlog.Log
-	index  keyIndex
+	index  *index.Index
 	lock   io.Closer
 
 	// Append side. appendMu is held by the one goroutine writing a combined

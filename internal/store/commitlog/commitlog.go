@@ -41,6 +41,8 @@ var (
 	// ErrNoRecord is returned for an offset that holds no record: it lies in
 	// the blank tail of a closed segment or before the first segment.
 	ErrNoRecord = errors.New("commitlog: no record at offset")
+	// ErrBeyondEnd is returned for a read past the written offset.
+	ErrBeyondEnd = errors.New("commitlog: read past the written offset")
 	// ErrTooLarge is returned by Append for a record that cannot fit in a segment.
 	ErrTooLarge = errors.New("commitlog: record too large for a segment")
 	// ErrNotRecovered is returned by Append before Recover ran.
@@ -289,7 +291,7 @@ func (l *Log) ReadAt(p []byte, off int64) error {
 // how many it read: a closed segment's file ends after its blank marker.
 func (l *Log) readUpTo(p []byte, off int64, need int) (int, error) {
 	if off < 0 || off+int64(need) > l.written.Load() {
-		return 0, fmt.Errorf("commitlog: read [%d, %d) beyond written offset %d: %w", off, off+int64(need), l.written.Load(), ErrNoRecord)
+		return 0, fmt.Errorf("commitlog: read [%d, %d) beyond written offset %d: %w", off, off+int64(need), l.written.Load(), ErrBeyondEnd)
 	}
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
@@ -299,15 +301,18 @@ func (l *Log) readUpTo(p []byte, off int64, need int) (int, error) {
 	}
 	rel := off - s.base
 	if rel+int64(len(p)) > l.cfg.SegmentBytes {
-		return 0, fmt.Errorf("commitlog: read [%d, %d) crosses the end of segment %s: %w", off, off+int64(len(p)), s.path, ErrNoRecord)
+		return 0, fmt.Errorf("commitlog: read [%d, %d) crosses the end of segment %s: %w", off, off+int64(len(p)), s.path, ErrCorrupt)
 	}
 	n, err := s.f.ReadAt(p, rel)
 	if n >= need {
 		return n, nil
 	}
-	if err == io.EOF || err == nil {
-		// Past the end of a closed segment's file: the blank tail.
+	if (err == io.EOF || err == nil) && l.written.Load() >= s.base+l.cfg.SegmentBytes {
+		// Past the end of a closed segment's file: its blank tail.
 		return 0, fmt.Errorf("commitlog: read [%d, %d) past the end of %s: %w", off, off+int64(need), s.path, ErrNoRecord)
+	}
+	if err == io.EOF || err == nil {
+		return 0, fmt.Errorf("commitlog: read [%d, %d): %s is shorter than the written offset %d: %w", off, off+int64(need), s.path, l.written.Load(), ErrCorrupt)
 	}
 	return 0, fmt.Errorf("commitlog: read %s at %d: %w", s.path, rel, err)
 }
