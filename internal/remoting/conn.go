@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -248,6 +249,9 @@ func (c *Conn) run(onClose func(*Conn)) {
 		}
 		err = ErrServerClosed
 	}
+	if cause := c.Err(); cause != nil {
+		err = cause // closed by us (Close, a write failure): that is the reason
+	}
 	c.logClose(err)
 	c.closeWith(err)
 	<-c.writerDone
@@ -275,7 +279,8 @@ func (c *Conn) waitHandlers() bool {
 func (c *Conn) logClose(err error) {
 	log := c.cfg.logger.With("conn", c.id, "remote", c.RemoteAddr().String())
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrServerClosed):
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, ErrServerClosed),
+		errors.Is(err, ErrClosed), errors.Is(err, syscall.ECONNRESET):
 		log.Debug("remoting: connection closed", "err", err)
 	case errors.Is(err, ErrIdleTimeout):
 		log.Info("remoting: closing idle connection", "idle_timeout", c.cfg.idleTimeout)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,9 +268,29 @@ func TestOnewayGetsNoResponse(t *testing.T) {
 	r.expectClosed()
 }
 
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestOversizedFrameClosesOnlyThatConnection(t *testing.T) {
 	var closed atomic.Int32
-	_, addr := startServer(t, ServerConfig{OnConnClose: func(*Conn) { closed.Add(1) }}, echo)
+	var logs syncBuffer
+	_, addr := startServer(t, ServerConfig{OnConnClose: func(*Conn) { closed.Add(1) },
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, echo)
 	good := dialClient(t, addr, ClientConfig{})
 	invoke(t, good, NewRequest(ReqHeartBeat, nil, nil))
 
@@ -284,6 +306,9 @@ func TestOversizedFrameClosesOnlyThatConnection(t *testing.T) {
 		t.Fatal(resp)
 	}
 	waitFor(t, func() bool { return closed.Load() == 1 })
+	if !strings.Contains(logs.String(), "frame too large: length 16777217 exceeds the limit of 16777216 bytes") {
+		t.Fatalf("log does not explain the close:\n%s", logs.String())
+	}
 }
 
 func TestClientRefusesToSendOversizedFrame(t *testing.T) {
