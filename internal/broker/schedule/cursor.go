@@ -136,8 +136,8 @@ func writeSynced(fsys vfs.FS, path string, data []byte) error {
 	return f.Close()
 }
 
-// ensureCursorDir creates <dir>/config durably (each new level's parent is
-// synced, so the directory survives a crash).
+// ensureCursorDir creates <dir>/config durably: every ancestor is synced,
+// so directories MkdirAll created survive a crash (only done on creation).
 func ensureCursorDir(fsys vfs.FS, dir string) error {
 	cdir := filepath.Join(dir, cursorDir)
 	if _, err := fsys.Stat(cdir); err == nil {
@@ -146,18 +146,10 @@ func ensureCursorDir(fsys vfs.FS, dir string) error {
 	if err := fsys.MkdirAll(cdir, 0o755); err != nil {
 		return fmt.Errorf("schedule: create %s: %w", cdir, err)
 	}
-	for d := cdir; ; {
-		parent := filepath.Dir(d)
-		if parent == d {
-			break
+	for d := cdir; filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("schedule: sync dir %s: %w", filepath.Dir(d), err)
 		}
-		if err := fsys.SyncDir(parent); err != nil {
-			return fmt.Errorf("schedule: sync dir %s: %w", parent, err)
-		}
-		if parent == filepath.Clean(dir) || parent == "." {
-			break
-		}
-		d = parent
 	}
 	return nil
 }

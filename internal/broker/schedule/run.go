@@ -32,8 +32,8 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		s.begun.Add(1)
 		wait := s.round(ctx)
-		s.rounds.Add(1)
 		t := s.clock.NewTimer(wait)
+		s.rounds.Add(1)
 		select {
 		case <-ctx.Done():
 			t.Stop()
