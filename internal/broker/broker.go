@@ -221,7 +221,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.handlers = b.dispatchTable()
-	st.SetDispatchListener(b.pulls.onDispatch)
+	st.SetDispatchListener(b.onDispatch)
 	return b, nil
 }
 

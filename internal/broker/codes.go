@@ -74,6 +74,7 @@ const (
 	transOpHalfTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 	transCheckTopic  = "TRANS_CHECK_MAX_TIME_TOPIC"
 	timerTopic       = "rmq_sys_wheel_timer"
+	keelTimerTopic   = "KEEL_SYS_TIMER" // internal/broker/schedule's timer cascade
 	retryPrefix      = "%RETRY%"
 	dlqPrefix        = "%DLQ%"
 	sysTopicPrefix   = "rmq_sys_"
@@ -91,6 +92,7 @@ const (
 var systemTopics = map[string]bool{
 	DefaultTopic:          true,
 	scheduleTopic:         true,
+	keelTimerTopic:        true,
 	transHalfTopic:        true,
 	transOpHalfTopic:      true,
 	transCheckTopic:       true,
@@ -107,6 +109,7 @@ var notSendableTopics = map[string]bool{
 	transOpHalfTopic: true,
 	transCheckTopic:  true,
 	timerTopic:       true,
+	keelTimerTopic:   true,
 }
 
 func isSystemTopic(t string) bool {

@@ -224,3 +224,10 @@ func (e *env) waitMax(topic string, queueID int32, n int64) {
 	e.t.Helper()
 	waitFor(e.t, "dispatch of "+topic, func() bool { return e.st.MaxOffset(topic, queueID) >= n })
 }
+
+// waitConfirmed waits until the record at phys is below the store's
+// confirmed offset (LookMessageByOffset serves only those).
+func (e *env) waitConfirmed(phys int64) {
+	e.t.Helper()
+	waitFor(e.t, "confirmed offset", func() bool { return e.st.ConfirmedOffset() > phys })
+}

@@ -6,6 +6,10 @@ package broker
 // it durably and later puts the final message with store.PutMessage (which
 // wakes long-polling consumers through the dispatch listener like any put).
 //
+// A Scheduler that also has OnDispatch(topic, queueID, queueOffset,
+// tagsCode) receives every store dispatch event (the store has one listener,
+// owned by the broker); it must not block.
+//
 // Without a Scheduler: a send with DELAY > 0 or a TIMER_* property to an
 // ordinary topic is rejected with MESSAGE_ILLEGAL ("scheduled delivery is not
 // enabled"); retries (CONSUMER_SEND_MSG_BACK and sends to %RETRY% topics) are
@@ -48,7 +52,16 @@ type Transactions interface {
 	End(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
 }
 
-type schedulerBox struct{ s Scheduler }
+// dispatchObserver is implemented by engines that want the store's dispatch
+// events (the store has a single listener, owned by the broker).
+type dispatchObserver interface {
+	OnDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64)
+}
+
+type schedulerBox struct {
+	s   Scheduler
+	obs dispatchObserver // s, if it observes dispatch; else nil
+}
 type transactionsBox struct{ t Transactions }
 
 // SetScheduler installs the scheduled-delivery engine (nil removes it).
@@ -57,7 +70,8 @@ func (b *Broker) SetScheduler(s Scheduler) {
 		b.scheduler.Store(nil)
 		return
 	}
-	b.scheduler.Store(&schedulerBox{s})
+	obs, _ := s.(dispatchObserver)
+	b.scheduler.Store(&schedulerBox{s: s, obs: obs})
 }
 
 // SetTransactions installs the transaction engine (nil removes it).
@@ -81,6 +95,16 @@ func (b *Broker) getTransactions() Transactions {
 		return box.t
 	}
 	return nil
+}
+
+// onDispatch is the store's dispatch listener: it wakes held pulls and
+// passes the event on to the Scheduler when it observes dispatch. It must
+// not block.
+func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
+	b.pulls.onDispatch(topic, queueID, queueOffset, tagsCode)
+	if box := b.scheduler.Load(); box != nil && box.obs != nil {
+		box.obs.OnDispatch(topic, queueID, queueOffset, tagsCode)
+	}
 }
 
 // ProducerConn returns a live connection of a producer group (for

@@ -42,6 +42,7 @@ func TestViewMessageByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.waitConfirmed(phys)
 	view := cl.invoke(reqViewMessageByID, map[string]string{"offset": itoa(phys)}, nil)
 	wantCode(t, view, codeSuccess)
 	if ms := splitRecords(t, view.Body); len(ms) != 1 || string(ms[0].Body) != "v" {

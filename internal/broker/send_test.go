@@ -53,7 +53,7 @@ func TestSendV1StoresMessageAndAnswersExt(t *testing.T) {
 	if err != nil || host.String() != e.addr {
 		t.Fatalf("msgId %q -> %v %v, want host %s", resp.ExtFields["msgId"], host, err, e.addr)
 	}
-	e.waitMax("T1", 2, 1)
+	e.waitConfirmed(phys)
 	rec, err := e.st.LookMessageByOffset(phys)
 	if err != nil {
 		t.Fatal(err)
@@ -248,3 +248,31 @@ func TestPutStatusCodes(t *testing.T) {
 }
 
 var _ = remoting.FlagOneway
+
+type observingScheduler struct {
+	fakeScheduler
+	seen chan string
+}
+
+func (o *observingScheduler) OnDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
+	select {
+	case o.seen <- topic:
+	default:
+	}
+}
+
+func TestSchedulerObservesDispatch(t *testing.T) {
+	e := startEnv(t, nil)
+	obs := &observingScheduler{fakeScheduler: fakeScheduler{st: e.st}, seen: make(chan string, 16)}
+	e.b.SetScheduler(obs)
+	wantCode(t, e.dial().sendV1("Obs", 0, "", []byte("x")), codeSuccess)
+	waitFor(t, "dispatch event", func() bool {
+		select {
+		case topic := <-obs.seen:
+			return topic == "Obs"
+		default:
+			return false
+		}
+	})
+	wantCode(t, e.dial().sendV1("KEEL_SYS_TIMER", 0, "", []byte("x")), codeNoPermission)
+}

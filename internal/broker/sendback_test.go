@@ -34,7 +34,7 @@ func TestSendBackToRetryThroughScheduler(t *testing.T) {
 	cl := e.dial()
 	resp := cl.sendV1("T", 0, tagProps("A"), []byte("body"))
 	_, phys, _ := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
-	e.waitMax("T", 0, 1)
+	e.waitConfirmed(phys)
 	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, 0, 16), nil), codeSuccess)
 	calls := sched.get()
 	if len(calls) != 1 || calls[0].topic != "%RETRY%g" || calls[0].level != 3 {
@@ -50,6 +50,7 @@ func TestSendBackToRetryThroughScheduler(t *testing.T) {
 	}
 	// Second failure of the retry message: level 4, RETRY_TOPIC kept.
 	_, phys2, _ := message.ParseOffsetMsgID(message.OffsetMsgID(m.StoreHost, m.PhysOffset))
+	e.waitConfirmed(phys2)
 	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys2, 0, 16), nil), codeSuccess)
 	e.waitMax("%RETRY%g", 0, 2)
 	if calls := sched.get(); len(calls) != 2 || calls[1].level != 4 {
@@ -65,7 +66,7 @@ func TestSendBackToDLQ(t *testing.T) {
 	cl := e.dial()
 	resp := cl.sendV1("T", 0, "", []byte("body"))
 	_, phys, _ := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
-	e.waitMax("T", 0, 1)
+	e.waitConfirmed(phys)
 	// maxReconsumeTimes 0: the first failure is already over the limit.
 	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, 0, 0), nil), codeSuccess)
 	if m := lastMessage(t, e, "%DLQ%g"); m.ReconsumeTimes != 1 {
@@ -81,7 +82,7 @@ func TestSendBackWithoutSchedulerRetriesAtOnce(t *testing.T) {
 	cl := e.dial()
 	resp := cl.sendV1("T", 0, "", []byte("body"))
 	_, phys, _ := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
-	e.waitMax("T", 0, 1)
+	e.waitConfirmed(phys)
 	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, 0, 16), nil), codeSuccess)
 	m := lastMessage(t, e, "%RETRY%g")
 	if _, ok := message.Property(m.Properties, "DELAY"); ok {
