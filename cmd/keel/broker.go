@@ -21,16 +21,14 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs()}
+			p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
 			if len(p.namesrvAddrs) == 0 {
 				return usageError{errors.New("keel broker needs a NameServer: -n host:port or namesrvAddr in broker.conf")}
 			}
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
-			return runServices(cmd.Context(), log,
-				p.storeStarter(),
-				p.brokerStarter(o.brokerListenAddr(cmd, cfg)),
-			)
+			starters := append([]starter{p.storeStarter()}, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
+			return runServices(cmd.Context(), log, starters...)
 		},
 	}
 	o.addConfigFlags(cmd)

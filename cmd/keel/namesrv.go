@@ -17,7 +17,7 @@ func newNamesrvCmd() *cobra.Command {
 			}
 			p := &parts{log: log}
 			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen)
-			return runServices(cmd.Context(), log, p.namesrvStarter(o.namesrvListen, false))
+			return runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...)
 		},
 	}
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

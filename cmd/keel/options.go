@@ -25,6 +25,8 @@ type options struct {
 	namesrvListen string
 	httpListen    string
 	namesrvAddr   string
+
+	repairCorruption bool
 }
 
 func (o *options) addConfigFlags(cmd *cobra.Command) {
@@ -39,6 +41,8 @@ func (o *options) addBrokerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.brokerListen, "broker-listen", ":10911", "broker listen address (overrides listenPort)")
 	f.StringVar(&o.httpListen, "http-listen", ":8080", "HTTP listen address for metrics (overrides httpListen; not served yet)")
+	f.BoolVar(&o.repairCorruption, "repair-corruption", false,
+		"if the CommitLog is corrupt in the middle, move the bad part to <data-dir>/quarantine and start, instead of refusing to start")
 }
 
 func (o *options) addNamesrvFlags(cmd *cobra.Command) {

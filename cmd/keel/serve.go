@@ -33,12 +33,11 @@ func (o *options) serve(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs()}
+	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
 	log.Info("keel serve", "version", version, "data_dir", cfg.StorePathRootDir,
 		"flush", cfg.FlushDiskType, "cluster", cfg.BrokerClusterName, "broker", cfg.BrokerName)
-	return runServices(cmd.Context(), log,
-		p.storeStarter(),
-		p.namesrvStarter(o.namesrvListen, true),
-		p.brokerStarter(o.brokerListenAddr(cmd, cfg)),
-	)
+	starters := []starter{p.storeStarter()}
+	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)
+	starters = append(starters, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
+	return runServices(cmd.Context(), log, starters...)
 }

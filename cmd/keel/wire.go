@@ -1,9 +1,8 @@
 package main
 
-// Integration points: each function below builds one part of the process
+// Integration points: the wire_*.go files build each part of the process
 // from the validated config. The commands assemble them; nothing else in
-// cmd/keel knows a package's API. A part whose package has not landed yet
-// returns errNotBuilt, and the command says so instead of pretending.
+// cmd/keel knows a package's API.
 
 import (
 	"context"
@@ -12,56 +11,33 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
+	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
 )
 
 // errNotBuilt is returned by an integration point whose package is not part
 // of this build yet.
 var errNotBuilt = errors.New("not implemented in this build yet")
 
-// parts carries what the starters build, so later parts can use earlier ones.
+// parts carries what the starters build, so later parts can use earlier
+// ones. Starters run one after another before any service runs, so these
+// fields are written before any goroutine reads them.
 type parts struct {
-	cfg *config.Broker
-	log *slog.Logger
+	cfg              *config.Broker
+	log              *slog.Logger
+	repairCorruption bool // --repair-corruption
+
 	// namesrvAddrs are the NameServers the broker registers with; serve
 	// adds the embedded one once it is listening.
 	namesrvAddrs []string
-	// store, namesrv and broker handles are added here as they are wired.
-}
 
-// storeStarter opens the message store under cfg.StorePathRootDir
-// (store.Open with a store.Config derived from cfg: FlushDiskType,
-// CommitLogSegmentBytes, ConsumeQueueSegmentEntries, SyncFlushTimeout,
-// FlushIntervalCommitLog, FileReservedTime, DeleteWhen, the disk ratios,
-// MaxMessageBytes). Its stop closes the store: flush, checkpoint, unlock.
-func (p *parts) storeStarter() starter {
-	return func() (service, error) {
-		return service{}, fmt.Errorf("store: %w", errNotBuilt)
-	}
-}
-
-// namesrvStarter listens on addr and serves the NameServer's handler on a
-// remoting server; stop shuts the server down.
-// Under serve (embedded), it appends the bound address, with a dialable
-// host, to p.namesrvAddrs.
-func (p *parts) namesrvStarter(addr string, embedded bool) starter {
-	return func() (service, error) {
-		return service{}, fmt.Errorf("namesrv on %s: %w", addr, errNotBuilt)
-	}
-}
-
-// brokerStarter builds the broker on the open store (broker.New with a
-// broker.Config derived from cfg and the advertised address), listens on
-// listenAddr and serves broker.Handler() on a remoting server whose
-// OnConnClose is the broker's; run is broker.Run (NameServer registration to
-// p.namesrvAddrs, client expiry, offset flush). Stop order: broker.Close
-// (answers held pulls, flushes offsets, unregisters), then the server.
-func (p *parts) brokerStarter(listenAddr string) starter {
-	return func() (service, error) {
-		return service{}, fmt.Errorf("broker on %s: %w", listenAddr, errNotBuilt)
-	}
+	store       *store.Store
+	brokerBound net.Addr // where the broker's listener is bound
+	broker      *broker.Broker
 }
 
 // checkStore verifies the store under cfg.StorePathRootDir offline
@@ -72,9 +48,11 @@ func (p *parts) checkStore(w io.Writer) (sound bool, err error) {
 	return false, fmt.Errorf("check: %w", errNotBuilt)
 }
 
-// advertisedAddr is the "host:port" the broker registers and clients dial:
-// brokerIP1, else the listen host, else the first non-loopback IPv4 address,
-// with the port the listener actually bound (listenAddr may say port 0).
+// advertisedAddr is the "ip:port" the broker registers and clients dial:
+// brokerIP1, else the listen host (resolved if it is a name), else the first
+// non-loopback IPv4 address, with the port the listener actually bound
+// (listenAddr may say port 0). It must be an IP: it is the store host of
+// every message and so part of every offset message ID.
 func advertisedAddr(cfg *config.Broker, listenAddr string, bound net.Addr) (string, error) {
 	ifaces, err := net.InterfaceAddrs()
 	if err != nil {
@@ -84,11 +62,48 @@ func advertisedAddr(cfg *config.Broker, listenAddr string, bound net.Addr) (stri
 	if err != nil {
 		return "", err
 	}
+	if host, err = resolveIP(host); err != nil {
+		return "", err
+	}
 	_, port, err := net.SplitHostPort(bound.String())
 	if err != nil {
 		return "", fmt.Errorf("bound address %s: %w", bound, err)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// resolveIP returns host if it is an IP address, else its first IPv4
+// address (or its first address if it has no IPv4 one).
+func resolveIP(host string) (string, error) {
+	if net.ParseIP(host) != nil {
+		return host, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no addresses")
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolve advertised host %q: %w", host, err)
+	}
+	for _, ip := range ips {
+		if ip.Unmap().Is4() {
+			return ip.Unmap().String(), nil
+		}
+	}
+	return ips[0].String(), nil
+}
+
+// dialAddr turns a bound listener address into one a local process can
+// dial: the listen host if it names one, else 127.0.0.1, with the bound port.
+func dialAddr(listenAddr string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(listenAddr)
+	if ip := net.ParseIP(host); err != nil || host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	_, port, _ := net.SplitHostPort(bound.String())
+	return net.JoinHostPort(host, port)
 }
 
 // remotingService listens on addr and serves h with a remoting server. Its

@@ -85,8 +85,8 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("namesrvAddr", "%q is not host:port", a)
 		}
 	}
-	if v := b.BrokerIP1; v != "" && net.ParseIP(v) == nil && !isHostname(v) {
-		bad("brokerIP1", "not an IP address or host name")
+	if v := b.BrokerIP1; v != "" && net.ParseIP(v) == nil {
+		bad("brokerIP1", "not an IP address (it is part of every message ID)")
 	}
 	if b.MaxFrameBytes < MinFrameBytes || b.MaxFrameBytes > MaxFrameBytesLimit {
 		bad("maxFrameBytes", "must be between %d and %d", MinFrameBytes, MaxFrameBytesLimit)
@@ -96,12 +96,6 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("httpListen", "not host:port")
 		}
 	}
-}
-
-func isHostname(s string) bool {
-	return len(s) <= 253 && !strings.ContainsFunc(s, func(r rune) bool {
-		return !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	})
 }
 
 func (b *Broker) validateStore(bad func(string, string, ...any)) {

@@ -21,6 +21,7 @@ func TestValidate(t *testing.T) {
 		{"port", "listenPort=70000", []string{"listenPort"}},
 		{"namesrv", "namesrvAddr=a:1;nohost", []string{`namesrvAddr="a:1;nohost" (c:1): "nohost" is not host:port`}},
 		{"brokerIP1", "brokerIP1=10.0.0.1/8", []string{"brokerIP1"}},
+		{"brokerIP1 host name", "brokerIP1=broker.local", []string{"not an IP address"}},
 		{"frame", "maxFrameBytes=1024", []string{"maxFrameBytes"}},
 		{"message vs frame", "maxMessageSize=16777216", []string{"maxMessageSize"}},
 		{"segment vs message", "mapedFileSizeCommitLog=1048576\nmaxMessageSize=1048576", []string{"mapedFileSizeCommitLog"}},

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+
+	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// brokerConfig converts the broker config into the broker package's.
+// Keys the broker package does not consume yet (messageDelayLevel,
+// transaction and duplication settings, notifyConsumerIdsChangedEnable) are
+// validated by config but not passed on.
+func brokerConfig(b *config.Broker, advertised string, namesrvAddrs []string) broker.Config {
+	c := broker.DefaultConfig()
+	c.ClusterName = b.BrokerClusterName
+	c.BrokerName = b.BrokerName
+	c.BrokerID = b.BrokerID
+	c.AdvertisedAddr = advertised
+	c.DataDir = b.StorePathRootDir
+	c.NamesrvAddrs = namesrvAddrs
+	c.BrokerPermission = int32(b.BrokerPermission)
+	c.AutoCreateTopicEnable = b.AutoCreateTopicEnable
+	c.AutoCreateSubscriptionGroup = b.AutoCreateSubscriptionGroup
+	c.DefaultTopicQueueNums = int32(b.DefaultTopicQueueNums)
+	c.MaxQueueNums = config.MaxTopicQueueNums
+	c.MaxMessageSize = b.MaxMessageBytes
+	c.RetryMaxTimes = int32(b.MaxReconsumeTimes)
+	c.LongPollingEnable = b.LongPollingEnable
+	c.ShortPollingTimeout = b.ShortPollingTime
+	c.ChannelExpiredTimeout = b.ChannelExpiredTimeout
+	return c
+}
+
+// brokerStarters listen on listenAddr first (the advertised address needs
+// the bound port), then build the broker on the open store. Stop order
+// (reverse): broker.Close answers held pulls, flushes consumer offsets and
+// unregisters from the NameServers; then the server stops accepting, lets
+// handlers finish and closes the connections. The store closes after both.
+func (p *parts) brokerStarters(listenAddr string) []starter {
+	var b *broker.Broker // set by the second starter, before any request is served
+	handler := remoting.HandlerFunc(func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+		return b.Handler().Handle(ctx, c, req)
+	})
+	return []starter{
+		func() (service, error) {
+			cfg := remoting.ServerConfig{
+				MaxFrameBytes: p.cfg.MaxFrameBytes,
+				Logger:        p.log.With("component", "broker-server"),
+				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
+			}
+			svc, bound, err := remotingService("broker server", listenAddr, cfg, handler)
+			p.brokerBound = bound
+			return svc, err
+		},
+		func() (service, error) {
+			adv, err := advertisedAddr(p.cfg, listenAddr, p.brokerBound)
+			if err != nil {
+				return service{}, err
+			}
+			b, err = broker.New(brokerConfig(p.cfg, adv, p.namesrvAddrs), p.store, p.log.With("component", "broker"))
+			if err != nil {
+				return service{}, err
+			}
+			p.broker = b
+			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs)
+			return service{
+				name: "broker",
+				run:  b.Run,
+				stop: func(context.Context) error { return b.Close() },
+			}, nil
+		},
+	}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+
+	"github.com/keelmq/keel/internal/namesrv"
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// namesrvStarters build the NameServer and its remoting server listening on
+// addr. Under serve (embedded), the bound address, made dialable, is added
+// to the NameServers the broker registers with. Stop order (reverse): the
+// server shuts down, then the NameServer's expiry scan stops.
+func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
+	var ns *namesrv.Server
+	return []starter{
+		func() (service, error) {
+			ns = namesrv.New(namesrv.Config{Logger: p.log.With("component", "namesrv")})
+			return service{
+				name: "namesrv",
+				run:  ns.Run,
+				stop: func(context.Context) error { return ns.Close() },
+			}, nil
+		},
+		func() (service, error) {
+			cfg := remoting.ServerConfig{Logger: p.log.With("component", "namesrv-server"), OnConnClose: ns.OnConnClose}
+			svc, bound, err := remotingService("namesrv server", addr, cfg, ns.Handler())
+			if err != nil {
+				return service{}, err
+			}
+			if embedded {
+				p.namesrvAddrs = append(p.namesrvAddrs, dialAddr(addr, bound))
+			}
+			p.log.Info("NameServer listening", "addr", bound.String())
+			return svc, nil
+		},
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+
+	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/store"
+)
+
+// storeConfig converts the broker config into the store's.
+func storeConfig(b *config.Broker, p *parts) store.Config {
+	c := store.DefaultConfig(b.StorePathRootDir)
+	c.FlushDiskType = store.AsyncFlush
+	if b.FlushDiskType == config.SyncFlush {
+		c.FlushDiskType = store.SyncFlush
+	}
+	c.CommitLogSegmentBytes = b.CommitLogSegmentBytes
+	c.ConsumeQueueSegmentEntries = b.ConsumeQueueSegmentEntries
+	c.SyncFlushTimeout = b.SyncFlushTimeout
+	c.FlushInterval = b.FlushIntervalCommitLog
+	c.FlushConsumeQueueInterval = b.FlushIntervalConsumeQueue
+	c.FileReservedTime = b.FileReservedTime
+	c.DeleteWhen = b.DeleteWhen
+	c.DiskMaxUsedSpaceRatio = b.DiskMaxUsedSpaceRatio
+	c.DiskHardLimitRatio = b.DiskHardLimitRatio
+	c.MaxMessageBytes = b.MaxMessageBytes
+	c.RepairCorruption = p.repairCorruption
+	c.Logger = p.log.With("component", "store")
+	return c
+}
+
+// storeStarter opens the message store under cfg.StorePathRootDir: lock,
+// recover, start flusher, dispatcher and retention. Its stop closes the
+// store: flush, checkpoint, remove the abort marker, unlock.
+func (p *parts) storeStarter() starter {
+	return func() (service, error) {
+		st, err := store.Open(storeConfig(p.cfg, p))
+		if err != nil {
+			return service{}, err
+		}
+		p.store = st
+		p.log.Info("store open", "dir", p.cfg.StorePathRootDir, "flush", p.cfg.FlushDiskType,
+			"confirmed_offset", st.ConfirmedOffset())
+		return service{name: "store", stop: func(context.Context) error { return st.Close() }}, nil
+	}
+}
