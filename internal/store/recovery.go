@@ -31,7 +31,7 @@ func (s *Store) recover(crashed bool) error {
 	if err != nil {
 		var ce *commitlog.CorruptionError
 		if errors.As(err, &ce) {
-			return fmt.Errorf("store: refusing to open: %w (nothing was changed; set RepairCorruption to move the rest of the segment to %s and continue)", err, s.path(quarantineDir))
+			return fmt.Errorf("store: refusing to open: %w: %w (nothing was changed; set RepairCorruption to move the rest of the segment to %s and continue)", ErrCorrupt, err, s.path(quarantineDir))
 		}
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
