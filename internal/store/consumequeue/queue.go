@@ -195,7 +195,7 @@ func (q *Queue) recoverSegments() error {
 		}
 		count := size / EntrySize
 		if size != full || i >= len(q.segs)-2 {
-			if count, err = q.validPrefix(s, count); err != nil {
+			if count, err = q.validPrefix(s, count, i == 0); err != nil {
 				return err
 			}
 		}
@@ -214,9 +214,11 @@ func (q *Queue) recoverSegments() error {
 	return nil
 }
 
-// validPrefix returns how many of the first n entries of s are valid.
-func (q *Queue) validPrefix(s *segment, n int64) (int64, error) {
+// validPrefix returns how many of the first n entries of s are valid. Fillers
+// are valid only as a leading run of the first segment.
+func (q *Queue) validPrefix(s *segment, n int64, first bool) (int64, error) {
 	buf := make([]byte, 4096*EntrySize)
+	leading := first
 	for done := int64(0); done < n; {
 		chunk := min(n-done, 4096)
 		b := buf[:chunk*EntrySize]
@@ -224,7 +226,9 @@ func (q *Queue) validPrefix(s *segment, n int64) (int64, error) {
 			return 0, q.errorf("read %s: %w", s.name, err)
 		}
 		for i := int64(0); i < chunk; i++ {
-			if !getEntry(b[i*EntrySize:]).valid() {
+			e := getEntry(b[i*EntrySize:])
+			leading = leading && e.isFiller()
+			if !e.valid() || (e.isFiller() && !leading) {
 				return done + i, nil
 			}
 		}

@@ -50,8 +50,9 @@ func (ix *Index) load() error {
 }
 
 // openFile opens file seq and reads its header. A file whose header is not
-// valid is removed (its header is made durable before any entry is written,
-// so it holds nothing durable) and nil is returned.
+// valid, or that is too short to hold an entry, is removed (its header is
+// made durable before any entry is written, so it holds nothing durable)
+// and nil is returned.
 func (ix *Index) openFile(seq int64) (*file, error) {
 	name := fileName(seq)
 	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR, 0o644)
@@ -65,10 +66,19 @@ func (ix *Index) openFile(seq int64) (*file, error) {
 		return nil, fmt.Errorf("index: read header of %s: %w", name, err)
 	}
 	f.hdr = decodeHeader(b[:])
-	if h := f.hdr; h.slotCount > 0 && h.entryCount >= 0 && h.beginPhys >= 0 && h.beginTsMs > 0 {
+	size, err := vf.Size()
+	if err != nil {
+		_ = vf.Close()
+		return nil, fmt.Errorf("index: size of %s: %w", name, err)
+	}
+	// The begin fields and slotCount are written once, synced before any
+	// entry, and never change. A file too short to hold one entry has
+	// none.
+	if h := f.hdr; h.slotCount > 0 && h.entryCount >= 0 && h.beginPhys >= 0 && h.beginTsMs > 0 &&
+		size >= f.entryPos(2) {
 		return f, nil
 	}
-	ix.log.Error("index: removing file with an invalid header", "file", ix.path(name))
+	ix.log.Warn("index: removing file without a valid header or entries", "file", ix.path(name))
 	_ = vf.Close()
 	if err := ix.cfg.FS.Remove(ix.path(name)); err != nil {
 		return nil, fmt.Errorf("index: remove %s: %w", name, err)
