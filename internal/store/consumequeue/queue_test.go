@@ -152,7 +152,7 @@ func TestTornCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
-	for round := range 60 {
+	for round := range rounds(60) {
 		fs := vfs.NewMem()
 		q := openQueue(t, fs, 8, 4)
 		var flushed, appended int64
@@ -566,4 +566,12 @@ func TestConfigMismatchIsReported(t *testing.T) {
 	if _, err := Open(Config{FS: fs}); err == nil {
 		t.Fatal("config without Dir accepted")
 	}
+}
+
+// rounds returns n, or 50 times n when KEEL_LONG=1.
+func rounds(n int) int {
+	if os.Getenv("KEEL_LONG") == "1" {
+		return 50 * n
+	}
+	return n
 }

@@ -209,7 +209,7 @@ func TestTornCrash(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	keys := testKeys(12)
-	for round := range 40 {
+	for round := range rounds(40) {
 		fs := vfs.NewMem()
 		ix := openIndex(t, fs, 5, 16)
 		var m model
@@ -445,4 +445,12 @@ func wrapFile(t *testing.T, efs *vfs.ErrorFS, f vfs.File) vfs.File {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// rounds returns n, or 50 times n when KEEL_LONG=1.
+func rounds(n int) int {
+	if os.Getenv("KEEL_LONG") == "1" {
+		return 50 * n
+	}
+	return n
 }
