@@ -177,7 +177,9 @@ type Broker struct {
 	transactions atomic.Pointer[transactionsBox]
 
 	closeOnce sync.Once
-	closed    chan struct{}
+	closed    chan struct{} // closed by Close
+	runMu     sync.Mutex    // orders Run's wg.Add before Close's wg.Wait
+	stopping  bool          // guarded by runMu
 	wg        sync.WaitGroup
 }
 
@@ -311,12 +313,13 @@ func (b *Broker) OnConnClose(c *remoting.Conn) {
 
 // Run performs the background work until ctx is done or Close is called.
 func (b *Broker) Run(ctx context.Context) error {
-	select {
-	case <-b.closed:
+	b.runMu.Lock()
+	if b.stopping {
+		b.runMu.Unlock()
 		return nil
-	default:
 	}
 	b.wg.Add(1)
+	b.runMu.Unlock()
 	defer b.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -366,7 +369,10 @@ func (b *Broker) flushOffsets() {
 func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
+		b.runMu.Lock()
+		b.stopping = true
 		close(b.closed)
+		b.runMu.Unlock()
 		b.wg.Wait()
 		b.pulls.closeAll()
 		err = b.offsets.flush()

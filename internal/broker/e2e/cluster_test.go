@@ -180,6 +180,12 @@ func (c *cluster) createTopic(topic string, queues int) {
 
 func (c *cluster) nsAddrs() primitive.NamesrvAddr { return primitive.NamesrvAddr{c.nsAddr} }
 
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the Go client races internally here (see race_on_test.go)")
+	}
+}
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ func (c *cluster) consumerOffset(group, topic string, q int) int64 {
 
 // TestPullConsumer pulls explicit queues with the lite pull consumer.
 func TestPullConsumer(t *testing.T) {
+	skipUnderRace(t)
 	c := startCluster(t)
 	topic := uniq("Pull")
 	c.createTopic(topic, 1)
@@ -128,5 +130,52 @@ func TestOffsetsSurviveBrokerRestart(t *testing.T) {
 		if r1.has(body) {
 			t.Errorf("%s consumed again after the restart", body)
 		}
+	}
+}
+
+// TestRetryThenDeadLetter: a message the consumer keeps failing
+// (RECONSUME_LATER) is redelivered through %RETRY%<group> with increasing
+// reconsume times and lands in %DLQ%<group> after maxReconsumeTimes. No
+// Scheduler is installed here, so the retries come without back-off.
+func TestRetryThenDeadLetter(t *testing.T) {
+	c := startCluster(t)
+	topic, group := uniq("Retry"), uniq("cg")
+	c.createTopic(topic, 1)
+	c.createTopic("%RETRY%"+group, 1) // so the consumer has the retry route at start
+	p := newProducer(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.SendSync(ctx, msg(topic, "", "doomed")); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var times []int32
+	pc := newPushConsumer(t, c, group, consumer.WithMaxReconsumeTimes(2))
+	err := pc.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range ms {
+			if string(m.Body) == "doomed" {
+				times = append(times, m.ReconsumeTimes)
+			}
+		}
+		return consumer.ConsumeRetryLater, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Shutdown() })
+	dlq := "%DLQ%" + group
+	waitFor(t, 20*time.Second, "message in the DLQ", func() bool {
+		resp := c.invoke(c.brAddr, remoting.ReqGetMaxOffset, map[string]string{"topic": dlq, "queueId": "0"})
+		return resp.ExtFields["offset"] == "1"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(times) != 3 || times[0] != 0 || times[1] != 1 || times[2] != 2 {
+		t.Fatalf("deliveries with reconsume times %v, want [0 1 2]", times)
 	}
 }
