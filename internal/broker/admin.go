@@ -37,22 +37,22 @@ func (b *Broker) handleCreateTopic(ctx context.Context, c *remoting.Conn, req *r
 		return nil, err
 	}
 	if isSystemTopic(topic) {
-		return nil, protoErrorf(codeInvalidParameter, "the topic[%s] is conflict with system topic", topic)
+		return nil, protoErrorf(remoting.ResInvalidParameter, "the topic[%s] is conflict with system topic", topic)
 	}
 	for _, n := range []int32{tc.ReadQueueNums, tc.WriteQueueNums} {
 		if n < 1 || n > b.cfg.MaxQueueNums {
-			return nil, protoErrorf(codeInvalidParameter, "queue nums %d out of [1,%d]", n, b.cfg.MaxQueueNums)
+			return nil, protoErrorf(remoting.ResInvalidParameter, "queue nums %d out of [1,%d]", n, b.cfg.MaxQueueNums)
 		}
 	}
 	if tc.Perm&^(permRW|permInherit) != 0 {
-		return nil, protoErrorf(codeInvalidParameter, "perm %d invalid", tc.Perm)
+		return nil, protoErrorf(remoting.ResInvalidParameter, "perm %d invalid", tc.Perm)
 	}
 	if err := b.topics.put(topic, tc); err != nil {
 		return nil, err
 	}
 	b.log.Info("topic updated", "topic", topic, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
 	b.reg.kick()
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 func (b *Broker) handleDeleteTopic(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -62,13 +62,13 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, c *remoting.Conn, req *r
 		return nil, e.err
 	}
 	if isSystemTopic(topic) {
-		return nil, protoErrorf(codeInvalidParameter, "the topic[%s] is a system topic and cannot be deleted", topic)
+		return nil, protoErrorf(remoting.ResInvalidParameter, "the topic[%s] is a system topic and cannot be deleted", topic)
 	}
 	if err := b.deleteTopic(topic); err != nil {
 		return nil, err
 	}
 	b.log.Info("topic deleted", "topic", topic)
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 func (b *Broker) handleGetAllGroups(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -78,7 +78,7 @@ func (b *Broker) handleGetAllGroups(ctx context.Context, c *remoting.Conn, req *
 	if err != nil {
 		return nil, err
 	}
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = body
 	return resp, nil
 }
@@ -98,7 +98,7 @@ func (b *Broker) handleRuntimeInfo(ctx context.Context, c *remoting.Conn, req *r
 	if err != nil {
 		return nil, err
 	}
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = body
 	return resp, nil
 }

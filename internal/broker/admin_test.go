@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 func TestCreateAndDeleteTopic(t *testing.T) {
@@ -10,19 +12,19 @@ func TestCreateAndDeleteTopic(t *testing.T) {
 	cl := e.dial()
 	create := map[string]string{"topic": "Admin", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8",
 		"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, create, nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateTopic, create, nil), remoting.ResSuccess)
 	if tc, ok := e.b.Topic("Admin"); !ok || tc.ReadQueueNums != 8 {
 		t.Fatalf("topic %+v", tc)
 	}
-	wantCode(t, cl.sendV1("Admin", 7, "", []byte("x")), codeSuccess)
-	wantCode(t, cl.invoke(reqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "Admin", "queueId": "7", "commitOffset": "1"}, nil), codeSuccess)
+	wantCode(t, cl.sendV1("Admin", 7, "", []byte("x")), remoting.ResSuccess)
+	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "Admin", "queueId": "7", "commitOffset": "1"}, nil), remoting.ResSuccess)
 
 	bad := map[string]string{"topic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8"}
-	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, bad, nil), codeInvalidParameter)
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateTopic, bad, nil), remoting.ResInvalidParameter)
 	bad = map[string]string{"topic": "X", "readQueueNums": "0", "writeQueueNums": "8"}
-	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, bad, nil), codeInvalidParameter)
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateTopic, bad, nil), remoting.ResInvalidParameter)
 
-	wantCode(t, cl.invoke(reqDeleteTopicInBroker, map[string]string{"topic": "Admin"}, nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqDeleteTopicInBroker, map[string]string{"topic": "Admin"}, nil), remoting.ResSuccess)
 	if _, ok := e.b.Topic("Admin"); ok {
 		t.Fatal("topic still configured")
 	}
@@ -37,9 +39,9 @@ func TestCreateAndDeleteTopic(t *testing.T) {
 func TestGetAllSubscriptionGroups(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.heartbeat("A", "g1", "T", "*", "CLUSTERING"), codeSuccess)
-	resp := cl.invoke(reqGetAllSubscriptionGroup, nil, nil)
-	wantCode(t, resp, codeSuccess)
+	wantCode(t, cl.heartbeat("A", "g1", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	resp := cl.invoke(remoting.ReqGetAllSubscriptionGroupConfig, nil, nil)
+	wantCode(t, resp, remoting.ResSuccess)
 	var body struct {
 		SubscriptionGroupTable map[string]GroupConfig `json:"subscriptionGroupTable"`
 		DataVersion            struct {
@@ -58,8 +60,8 @@ func TestGetAllSubscriptionGroups(t *testing.T) {
 
 func TestRuntimeInfo(t *testing.T) {
 	e := startEnv(t, nil)
-	resp := e.dial().invoke(reqGetBrokerRuntimeInfo, nil, nil)
-	wantCode(t, resp, codeSuccess)
+	resp := e.dial().invoke(remoting.ReqGetBrokerRuntimeInfo, nil, nil)
+	wantCode(t, resp, remoting.ResSuccess)
 	var body struct {
 		Table map[string]string `json:"table"`
 	}

@@ -230,30 +230,30 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 // dispatchTable maps every request code the broker serves to its handler.
 func (b *Broker) dispatchTable() map[int16]handlerFunc {
 	return map[int16]handlerFunc{
-		reqSendMessage:             b.handleSend,
-		reqSendMessageV2:           b.handleSend,
-		reqSendBatchMessage:        b.handleSend,
-		reqPullMessage:             b.handlePull,
-		reqHeartBeat:               b.handleHeartbeat,
-		reqUnregisterClient:        b.handleUnregisterClient,
-		reqGetConsumerListByGroup:  b.handleGetConsumerList,
-		reqCheckClientConfig:       b.handleCheckClientConfig,
-		reqQueryConsumerOffset:     b.handleQueryConsumerOffset,
-		reqUpdateConsumerOffset:    b.handleUpdateConsumerOffset,
-		reqGetMaxOffset:            b.handleGetMaxOffset,
-		reqGetMinOffset:            b.handleGetMinOffset,
-		reqSearchOffsetByTimestamp: b.handleSearchOffset,
-		reqGetEarliestMsgStoreTime: b.handleEarliestStoreTime,
-		reqLockBatchMQ:             b.handleLockBatch,
-		reqUnlockBatchMQ:           b.handleUnlockBatch,
-		reqQueryMessage:            b.handleQueryMessage,
-		reqViewMessageByID:         b.handleViewMessage,
-		reqConsumerSendMsgBack:     b.handleSendBack,
-		reqEndTransaction:          b.handleEndTransaction,
-		reqUpdateAndCreateTopic:    b.handleCreateTopic,
-		reqDeleteTopicInBroker:     b.handleDeleteTopic,
-		reqGetAllSubscriptionGroup: b.handleGetAllGroups,
-		reqGetBrokerRuntimeInfo:    b.handleRuntimeInfo,
+		remoting.ReqSendMessage:                   b.handleSend,
+		remoting.ReqSendMessageV2:                 b.handleSend,
+		remoting.ReqSendBatchMessage:              b.handleSend,
+		remoting.ReqPullMessage:                   b.handlePull,
+		remoting.ReqHeartBeat:                     b.handleHeartbeat,
+		remoting.ReqUnregisterClient:              b.handleUnregisterClient,
+		remoting.ReqGetConsumerListByGroup:        b.handleGetConsumerList,
+		remoting.ReqCheckClientConfig:             b.handleCheckClientConfig,
+		remoting.ReqQueryConsumerOffset:           b.handleQueryConsumerOffset,
+		remoting.ReqUpdateConsumerOffset:          b.handleUpdateConsumerOffset,
+		remoting.ReqGetMaxOffset:                  b.handleGetMaxOffset,
+		remoting.ReqGetMinOffset:                  b.handleGetMinOffset,
+		remoting.ReqSearchOffsetByTimestamp:       b.handleSearchOffset,
+		remoting.ReqGetEarliestMsgStoretime:       b.handleEarliestStoreTime,
+		remoting.ReqLockBatchMQ:                   b.handleLockBatch,
+		remoting.ReqUnlockBatchMQ:                 b.handleUnlockBatch,
+		remoting.ReqQueryMessage:                  b.handleQueryMessage,
+		remoting.ReqViewMessageByID:               b.handleViewMessage,
+		remoting.ReqConsumerSendMsgBack:           b.handleSendBack,
+		remoting.ReqEndTransaction:                b.handleEndTransaction,
+		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
+		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
+		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,
+		remoting.ReqGetBrokerRuntimeInfo:          b.handleRuntimeInfo,
 	}
 }
 
@@ -263,7 +263,7 @@ func (b *Broker) Handler() remoting.Handler { return remoting.HandlerFunc(b.hand
 func (b *Broker) handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	h := b.handlers[req.Code]
 	if h == nil {
-		return b.reply(req, req.NewResponse(codeRequestCodeNotSupported,
+		return b.reply(req, req.NewResponse(remoting.ResRequestCodeNotSupported,
 			fmt.Sprintf("request type %d not supported", req.Code)))
 	}
 	resp, err := b.call(ctx, h, c, req)
@@ -300,7 +300,7 @@ func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Comma
 		return req.NewResponse(pe.code, pe.msg)
 	}
 	b.log.Error("request failed", "code", req.Code, "err", err)
-	return req.NewResponse(codeSystemError, err.Error())
+	return req.NewResponse(remoting.ResSystemError, err.Error())
 }
 
 // OnConnClose unregisters every producer and consumer of a closed

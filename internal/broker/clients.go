@@ -78,10 +78,10 @@ type subscriptionData struct {
 func (b *Broker) handleHeartbeat(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	var hb heartbeatBody
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
-		return nil, protoErrorf(codeInvalidParameter, "bad heartbeat body: %v", err)
+		return nil, protoErrorf(remoting.ResInvalidParameter, "bad heartbeat body: %v", err)
 	}
 	if hb.ClientID == "" {
-		return nil, protoErrorf(codeInvalidParameter, "heartbeat without clientID")
+		return nil, protoErrorf(remoting.ResInvalidParameter, "heartbeat without clientID")
 	}
 	for _, cd := range hb.ConsumerDataSet {
 		if err := b.registerConsumer(c, hb.ClientID, cd); err != nil {
@@ -93,12 +93,12 @@ func (b *Broker) handleHeartbeat(ctx context.Context, c *remoting.Conn, req *rem
 			b.producers.register(pd.GroupName, hb.ClientID, c)
 		}
 	}
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cd consumerData) error {
 	if cd.GroupName == "" {
-		return protoErrorf(codeInvalidParameter, "heartbeat consumer data without groupName")
+		return protoErrorf(remoting.ResInvalidParameter, "heartbeat consumer data without groupName")
 	}
 	g, err := b.ensureGroup(cd.GroupName)
 	if err != nil {
@@ -107,7 +107,7 @@ func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cd consumer
 	if g.RetryQueueNums > 0 {
 		retry := RetryTopic(cd.GroupName)
 		if err := validateTopic(retry); err != nil {
-			return protoErrorf(codeInvalidParameter, "consumer group %q is too long for its retry topic", cd.GroupName)
+			return protoErrorf(remoting.ResInvalidParameter, "consumer group %q is too long for its retry topic", cd.GroupName)
 		}
 		if _, err := b.EnsureTopic(retry, g.RetryQueueNums, permRW); err != nil {
 			return err
@@ -142,7 +142,7 @@ func (b *Broker) handleUnregisterClient(ctx context.Context, c *remoting.Conn, r
 	if g := e.str("consumerGroup"); g != "" {
 		b.consumers.unregister(g, clientID)
 	}
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 func (b *Broker) handleGetConsumerList(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -153,13 +153,13 @@ func (b *Broker) handleGetConsumerList(ctx context.Context, c *remoting.Conn, re
 	}
 	ids := b.consumers.clientIDs(group)
 	if len(ids) == 0 {
-		return nil, protoErrorf(codeSystemError, "no consumer for this group, %s", group)
+		return nil, protoErrorf(remoting.ResSystemError, "no consumer for this group, %s", group)
 	}
 	body, err := json.Marshal(map[string][]string{"consumerIdList": ids})
 	if err != nil {
 		return nil, err
 	}
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = body
 	return resp, nil
 }
@@ -169,13 +169,13 @@ func (b *Broker) handleCheckClientConfig(ctx context.Context, c *remoting.Conn, 
 		SubscriptionData subscriptionData `json:"subscriptionData"`
 	}
 	if err := json.Unmarshal(req.Body, &body); err != nil {
-		return nil, protoErrorf(codeInvalidParameter, "bad body: %v", err)
+		return nil, protoErrorf(remoting.ResInvalidParameter, "bad body: %v", err)
 	}
 	t := body.SubscriptionData.ExpressionType
 	if t != "" && !strings.EqualFold(t, "TAG") {
-		return nil, protoErrorf(codeSystemError, "%s", errSQL92)
+		return nil, protoErrorf(remoting.ResSystemError, "%s", errSQL92)
 	}
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 // ---- consumer registry ----
@@ -320,7 +320,7 @@ func (m *consumerManager) lookup(group, topic string) (groupView, bool) {
 // notifyIDsChanged sends NOTIFY_CONSUMER_IDS_CHANGED to each connection.
 func (b *Broker) notifyIDsChanged(group string, targets []*remoting.Conn) {
 	for _, c := range targets {
-		req := remoting.NewRequest(reqNotifyConsumerIDsChanged, map[string]string{"consumerGroup": group}, nil)
+		req := remoting.NewRequest(remoting.ReqNotifyConsumerIDsChanged, map[string]string{"consumerGroup": group}, nil)
 		req.Flag |= remoting.FlagOneway
 		if err := c.InvokeOneway(req); err != nil {
 			b.log.Debug("notify consumer ids changed failed", "group", group, "err", err)

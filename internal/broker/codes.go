@@ -1,60 +1,6 @@
 package broker
 
-// Request codes handled (or sent) by the broker. Names follow RocketMQ's
-// RequestCode; values are the wire numbers.
-const (
-	reqSendMessage              int16 = 10
-	reqPullMessage              int16 = 11
-	reqQueryMessage             int16 = 12
-	reqQueryConsumerOffset      int16 = 14
-	reqUpdateConsumerOffset     int16 = 15
-	reqUpdateAndCreateTopic     int16 = 17
-	reqGetBrokerRuntimeInfo     int16 = 28
-	reqSearchOffsetByTimestamp  int16 = 29
-	reqGetMaxOffset             int16 = 30
-	reqGetMinOffset             int16 = 31
-	reqGetEarliestMsgStoreTime  int16 = 32
-	reqViewMessageByID          int16 = 33
-	reqHeartBeat                int16 = 34
-	reqUnregisterClient         int16 = 35
-	reqConsumerSendMsgBack      int16 = 36
-	reqEndTransaction           int16 = 37
-	reqGetConsumerListByGroup   int16 = 38
-	reqCheckTransactionState    int16 = 39
-	reqNotifyConsumerIDsChanged int16 = 40
-	reqLockBatchMQ              int16 = 41
-	reqUnlockBatchMQ            int16 = 42
-	reqCheckClientConfig        int16 = 46
-	reqRegisterBroker           int16 = 103
-	reqUnregisterBroker         int16 = 104
-	reqGetAllSubscriptionGroup  int16 = 201
-	reqGetTopicStatsInfo        int16 = 202
-	reqDeleteTopicInBroker      int16 = 215
-	reqSendMessageV2            int16 = 310
-	reqSendBatchMessage         int16 = 320
-)
-
-// Response codes (RocketMQ ResponseCode / RemotingSysResponseCode).
-const (
-	codeSuccess                   int16 = 0
-	codeSystemError               int16 = 1
-	codeSystemBusy                int16 = 2
-	codeRequestCodeNotSupported   int16 = 3
-	codeFlushDiskTimeout          int16 = 10
-	codeMessageIllegal            int16 = 13
-	codeServiceNotAvailable       int16 = 14
-	codeNoPermission              int16 = 16
-	codeTopicNotExist             int16 = 17
-	codePullNotFound              int16 = 19
-	codePullRetryImmediately      int16 = 20
-	codePullOffsetMoved           int16 = 21
-	codeQueryNotFound             int16 = 22
-	codeSubscriptionParseFailed   int16 = 23
-	codeSubscriptionNotExist      int16 = 24
-	codeSubscriptionNotLatest     int16 = 25
-	codeSubscriptionGroupNotExist int16 = 26
-	codeInvalidParameter          int16 = 29
-)
+// Request and response codes are remoting.Req* and remoting.Res*.
 
 // Permission bits of a topic (PermName).
 const (

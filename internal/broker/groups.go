@@ -7,6 +7,8 @@ package broker
 // AutoCreateSubscriptionGroup is set; otherwise an unknown group gets
 // SUBSCRIPTION_GROUP_NOT_EXIST (26).
 
+import "github.com/keelmq/keel/internal/remoting"
+
 // GroupConfig is one consumer group's configuration.
 type GroupConfig struct {
 	GroupName                      string `json:"groupName"`
@@ -37,7 +39,7 @@ func (b *Broker) ensureGroup(name string) (GroupConfig, error) {
 		return g, nil
 	}
 	if !b.cfg.AutoCreateSubscriptionGroup {
-		return GroupConfig{}, protoErrorf(codeSubscriptionGroupNotExist,
+		return GroupConfig{}, protoErrorf(remoting.ResSubscriptionGroupNotExist,
 			"subscription group [%s] does not exist", name)
 	}
 	g, created, err := b.groups.createIfAbsent(name, b.newGroupConfig(name))

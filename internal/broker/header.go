@@ -37,7 +37,7 @@ func (e *ext) str(key string) string { return e.req.ExtFields[key] }
 func (e *ext) required(key string) string {
 	v, ok := e.req.ExtFields[key]
 	if (!ok || v == "") && e.err == nil {
-		e.err = protoErrorf(codeInvalidParameter, "the custom field <%s> is null", key)
+		e.err = protoErrorf(remoting.ResInvalidParameter, "the custom field <%s> is null", key)
 	}
 	return v
 }
@@ -46,14 +46,14 @@ func (e *ext) int64(key string, def int64, required bool) int64 {
 	v, ok := e.req.ExtFields[key]
 	if !ok || v == "" {
 		if required && e.err == nil {
-			e.err = protoErrorf(codeInvalidParameter, "the custom field <%s> is null", key)
+			e.err = protoErrorf(remoting.ResInvalidParameter, "the custom field <%s> is null", key)
 		}
 		return def
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		if e.err == nil {
-			e.err = protoErrorf(codeInvalidParameter, "the custom field <%s> is not an integer: %q", key, v)
+			e.err = protoErrorf(remoting.ResInvalidParameter, "the custom field <%s> is not an integer: %q", key, v)
 		}
 		return def
 	}
@@ -64,7 +64,7 @@ func (e *ext) int32(key string, def int32, required bool) int32 {
 	n := e.int64(key, int64(def), required)
 	if n < -1<<31 || n > 1<<31-1 {
 		if e.err == nil {
-			e.err = protoErrorf(codeInvalidParameter, "the custom field <%s> is out of int32 range: %d", key, n)
+			e.err = protoErrorf(remoting.ResInvalidParameter, "the custom field <%s> is out of int32 range: %d", key, n)
 		}
 		return def
 	}

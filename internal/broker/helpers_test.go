@@ -194,7 +194,7 @@ func wantCode(t *testing.T, resp *remoting.Command, code int16) {
 
 // sendV1 sends one message with the V1 header (the Go client's format).
 func (cl *client) sendV1(topic string, queueID int32, props string, body []byte) *remoting.Command {
-	return cl.invoke(reqSendMessage, map[string]string{
+	return cl.invoke(remoting.ReqSendMessage, map[string]string{
 		"producerGroup": "pg", "topic": topic, "defaultTopic": DefaultTopic, "defaultTopicQueueNums": "4",
 		"queueId": itoa(queueID), "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0",
 		"properties": props, "reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
@@ -207,7 +207,7 @@ func (cl *client) heartbeat(clientID, group, topic, expr, model string) *remotin
 		`","consumeType":"CONSUME_PASSIVELY","messageModel":"` + model +
 		`","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"` +
 		topic + `","subString":"` + expr + `","tagsSet":[],"codeSet":[],"subVersion":1700000000000000000,"expressionType":"TAG"}],"unitMode":false}]}`
-	return cl.invoke(reqHeartBeat, nil, []byte(body))
+	return cl.invoke(remoting.ReqHeartBeat, nil, []byte(body))
 }
 
 func pullExt(group, topic string, queueID int32, offset int64, sysFlag int32, suspendMs int64) map[string]string {

@@ -120,7 +120,7 @@ func (b *Broker) StoreHost() netip.AddrPort { return b.storeHost }
 func (b *Broker) handleEndTransaction(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	t := b.getTransactions()
 	if t == nil {
-		return nil, protoErrorf(codeSystemError, "transactional messages are not enabled on this broker")
+		return nil, protoErrorf(remoting.ResSystemError, "transactional messages are not enabled on this broker")
 	}
 	return t.End(ctx, c, req), nil
 }

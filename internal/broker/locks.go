@@ -113,10 +113,10 @@ func (t *lockTable) holder(group string, mq messageQueue) (string, bool) {
 func parseLockBody(req *remoting.Command) (lockBody, error) {
 	var body lockBody
 	if err := json.Unmarshal(req.Body, &body); err != nil {
-		return body, protoErrorf(codeInvalidParameter, "bad lock body: %v", err)
+		return body, protoErrorf(remoting.ResInvalidParameter, "bad lock body: %v", err)
 	}
 	if body.ConsumerGroup == "" || body.ClientID == "" {
-		return body, protoErrorf(codeInvalidParameter, "lock body without consumerGroup or clientId")
+		return body, protoErrorf(remoting.ResInvalidParameter, "lock body without consumerGroup or clientId")
 	}
 	return body, nil
 }
@@ -131,7 +131,7 @@ func (b *Broker) handleLockBatch(ctx context.Context, c *remoting.Conn, req *rem
 	if err != nil {
 		return nil, err
 	}
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = data
 	return resp, nil
 }
@@ -142,5 +142,5 @@ func (b *Broker) handleUnlockBatch(ctx context.Context, c *remoting.Conn, req *r
 		return nil, err
 	}
 	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MQSet)
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }

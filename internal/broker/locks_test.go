@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 func lockBodyJSON(group, client string, queues ...int32) []byte {
@@ -17,8 +19,8 @@ func lockBodyJSON(group, client string, queues ...int32) []byte {
 
 func lockedQueues(t *testing.T, cl *client, group, clientID string, queues ...int32) []int32 {
 	t.Helper()
-	resp := cl.invoke(reqLockBatchMQ, nil, lockBodyJSON(group, clientID, queues...))
-	wantCode(t, resp, codeSuccess)
+	resp := cl.invoke(remoting.ReqLockBatchMQ, nil, lockBodyJSON(group, clientID, queues...))
+	wantCode(t, resp, remoting.ResSuccess)
 	var body struct {
 		LockOKMQSet []messageQueue `json:"lockOKMQSet"`
 	}
@@ -46,11 +48,11 @@ func TestLocks(t *testing.T) {
 	if got := lockedQueues(t, cl, "g2", "B", 1); len(got) != 1 {
 		t.Fatalf("g2 locked %v", got)
 	}
-	wantCode(t, cl.invoke(reqUnlockBatchMQ, nil, lockBodyJSON("g", "B", 0)), codeSuccess) // not B's: no effect
+	wantCode(t, cl.invoke(remoting.ReqUnlockBatchMQ, nil, lockBodyJSON("g", "B", 0)), remoting.ResSuccess) // not B's: no effect
 	if got := lockedQueues(t, cl, "g", "B", 0); len(got) != 0 {
 		t.Fatalf("B took A's queue 0: %v", got)
 	}
-	wantCode(t, cl.invoke(reqUnlockBatchMQ, nil, lockBodyJSON("g", "A", 0)), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqUnlockBatchMQ, nil, lockBodyJSON("g", "A", 0)), remoting.ResSuccess)
 	if got := lockedQueues(t, cl, "g", "B", 0); len(got) != 1 {
 		t.Fatalf("B could not lock released queue 0: %v", got)
 	}
@@ -59,5 +61,5 @@ func TestLocks(t *testing.T) {
 	if got := lockedQueues(t, cl, "g", "B", 1); len(got) != 1 {
 		t.Fatalf("B could not take expired queue 1: %v", got)
 	}
-	wantCode(t, cl.invoke(reqLockBatchMQ, nil, []byte("{")), codeInvalidParameter)
+	wantCode(t, cl.invoke(remoting.ReqLockBatchMQ, nil, []byte("{")), remoting.ResInvalidParameter)
 }

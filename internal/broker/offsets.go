@@ -150,7 +150,7 @@ func (t *offsetTable) flush() error {
 // ---- handlers ----
 
 func offsetResponse(req *remoting.Command, key string, v int64) *remoting.Command {
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	setExt(resp, key, itoa(v))
 	return resp
 }
@@ -168,7 +168,7 @@ func (b *Broker) handleQueryConsumerOffset(ctx context.Context, c *remoting.Conn
 	if e.str("setZeroIfNotFound") != "false" && b.queueIsYoung(topic, qid) {
 		return offsetResponse(req, "offset", 0), nil
 	}
-	return req.NewResponse(codeQueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"), nil
+	return req.NewResponse(remoting.ResQueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"), nil
 }
 
 // queueIsYoung reports whether a queue still holds its first message and
@@ -202,13 +202,13 @@ func (b *Broker) handleUpdateConsumerOffset(ctx context.Context, c *remoting.Con
 		return nil, e.err
 	}
 	if _, ok := b.topics.get(topic); !ok {
-		return nil, protoErrorf(codeTopicNotExist, "topic[%s] not exist", topic)
+		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist", topic)
 	}
 	if off < 0 {
-		return nil, protoErrorf(codeInvalidParameter, "commitOffset %d is negative", off)
+		return nil, protoErrorf(remoting.ResInvalidParameter, "commitOffset %d is negative", off)
 	}
 	b.offsets.commit(group, topic, qid, off)
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 func (b *Broker) topicQueue(req *remoting.Command) (string, int32, *ext) {

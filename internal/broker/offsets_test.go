@@ -2,27 +2,29 @@ package broker
 
 import (
 	"testing"
+
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 func queryOffset(cl *client, group, topic string, q int32) (int16, string) {
-	resp := cl.invoke(reqQueryConsumerOffset, map[string]string{"consumerGroup": group, "topic": topic, "queueId": itoa(q)}, nil)
+	resp := cl.invoke(remoting.ReqQueryConsumerOffset, map[string]string{"consumerGroup": group, "topic": topic, "queueId": itoa(q)}, nil)
 	return resp.Code, resp.ExtFields["offset"]
 }
 
 func TestConsumerOffsetsUpdateQueryAndSurviveRestart(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	upd := map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "commitOffset": "1"}
-	wantCode(t, cl.invoke(reqUpdateConsumerOffset, upd, nil), codeSuccess)
-	if code, off := queryOffset(cl, "g", "T", 0); code != codeSuccess || off != "1" {
+	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, upd, nil), remoting.ResSuccess)
+	if code, off := queryOffset(cl, "g", "T", 0); code != remoting.ResSuccess || off != "1" {
 		t.Fatalf("query -> %d %q", code, off)
 	}
-	wantCode(t, cl.invoke(reqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "Nope", "queueId": "0", "commitOffset": "1"}, nil), codeTopicNotExist)
-	wantCode(t, cl.invoke(reqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0"}, nil), codeInvalidParameter)
+	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "Nope", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResTopicNotExist)
+	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0"}, nil), remoting.ResInvalidParameter)
 	e.restart()
 	cl = e.dial()
-	if code, off := queryOffset(cl, "g", "T", 0); code != codeSuccess || off != "1" {
+	if code, off := queryOffset(cl, "g", "T", 0); code != remoting.ResSuccess || off != "1" {
 		t.Fatalf("after restart query -> %d %q", code, off)
 	}
 }
@@ -30,22 +32,22 @@ func TestConsumerOffsetsUpdateQueryAndSurviveRestart(t *testing.T) {
 func TestQueryOffsetZeroIfYoung(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	if code, off := queryOffset(cl, "new", "T", 0); code != codeSuccess || off != "0" {
+	if code, off := queryOffset(cl, "new", "T", 0); code != remoting.ResSuccess || off != "0" {
 		t.Fatalf("young queue -> %d %q, want 0 \"0\"", code, off)
 	}
-	resp := cl.invoke(reqQueryConsumerOffset, map[string]string{"consumerGroup": "new", "topic": "T", "queueId": "0", "setZeroIfNotFound": "false"}, nil)
-	wantCode(t, resp, codeQueryNotFound)
+	resp := cl.invoke(remoting.ReqQueryConsumerOffset, map[string]string{"consumerGroup": "new", "topic": "T", "queueId": "0", "setZeroIfNotFound": "false"}, nil)
+	wantCode(t, resp, remoting.ResQueryNotFound)
 }
 
 func TestQueryOffsetNotFoundWhenQueueIsOld(t *testing.T) {
 	e := startEnv(t, func(c *Config) { c.YoungQueueBytes = 1 })
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, "", []byte("y")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("y")), remoting.ResSuccess)
 	waitFor(t, "dispatch", func() bool { return e.st.MaxOffset("T", 0) == 2 })
-	if code, _ := queryOffset(cl, "new", "T", 0); code != codeQueryNotFound {
+	if code, _ := queryOffset(cl, "new", "T", 0); code != remoting.ResQueryNotFound {
 		t.Fatalf("old queue -> %d, want 22", code)
 	}
 }
@@ -54,31 +56,31 @@ func TestOffsetLookups(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
 	for i := 0; i < 3; i++ {
-		wantCode(t, cl.sendV1("T", 1, "", []byte("x")), codeSuccess)
+		wantCode(t, cl.sendV1("T", 1, "", []byte("x")), remoting.ResSuccess)
 	}
 	e.waitMax("T", 1, 3)
 	get := func(code int16, ext map[string]string, key string) string {
 		resp := cl.invoke(code, ext, nil)
-		wantCode(t, resp, codeSuccess)
+		wantCode(t, resp, remoting.ResSuccess)
 		return resp.ExtFields[key]
 	}
 	tq := map[string]string{"topic": "T", "queueId": "1"}
-	if v := get(reqGetMaxOffset, tq, "offset"); v != "3" {
+	if v := get(remoting.ReqGetMaxOffset, tq, "offset"); v != "3" {
 		t.Errorf("max %s", v)
 	}
-	if v := get(reqGetMinOffset, tq, "offset"); v != "0" {
+	if v := get(remoting.ReqGetMinOffset, tq, "offset"); v != "0" {
 		t.Errorf("min %s", v)
 	}
-	if v := get(reqSearchOffsetByTimestamp, map[string]string{"topic": "T", "queueId": "1", "timestamp": "0"}, "offset"); v != "0" {
+	if v := get(remoting.ReqSearchOffsetByTimestamp, map[string]string{"topic": "T", "queueId": "1", "timestamp": "0"}, "offset"); v != "0" {
 		t.Errorf("search(0) %s", v)
 	}
-	if v := get(reqSearchOffsetByTimestamp, map[string]string{"topic": "T", "queueId": "1", "timestamp": "99999999999999"}, "offset"); v != "3" {
+	if v := get(remoting.ReqSearchOffsetByTimestamp, map[string]string{"topic": "T", "queueId": "1", "timestamp": "99999999999999"}, "offset"); v != "3" {
 		t.Errorf("search(future) %s", v)
 	}
-	if v := get(reqGetEarliestMsgStoreTime, tq, "timestamp"); v == "" || v == "0" || v == "-1" {
+	if v := get(remoting.ReqGetEarliestMsgStoretime, tq, "timestamp"); v == "" || v == "0" || v == "-1" {
 		t.Errorf("earliest %s", v)
 	}
-	if v := get(reqGetMaxOffset, map[string]string{"topic": "Nope", "queueId": "0"}, "offset"); v != "0" {
+	if v := get(remoting.ReqGetMaxOffset, map[string]string{"topic": "Nope", "queueId": "0"}, "offset"); v != "0" {
 		t.Errorf("max of unknown %s", v)
 	}
 }

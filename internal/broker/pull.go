@@ -86,21 +86,21 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 	}
 	res, err := b.st.GetMessage(p.topic, p.queueID, p.offset, p.maxMsgs, b.cfg.MaxPullBytes, sub.filter())
 	if err != nil {
-		return nil, protoErrorf(codeSystemError, "pull %s:%d at %d failed: %v", p.topic, p.queueID, p.offset, err)
+		return nil, protoErrorf(remoting.ResSystemError, "pull %s:%d at %d failed: %v", p.topic, p.queueID, p.offset, err)
 	}
 	defer res.Release()
 	code := pullStatusCode(res.Status, p.offset)
-	if code == codeSuccess && len(res.Records) == 0 {
-		code = codePullRetryImmediately // defensive: FOUND must carry messages
+	if code == remoting.ResSuccess && len(res.Records) == 0 {
+		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages
 	}
 	if first && p.sysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
 		b.offsets.commit(p.group, p.topic, p.queueID, p.commitOffset)
 	}
-	if code == codePullNotFound && first && p.sysFlag&pullFlagSuspend != 0 {
+	if code == remoting.ResPullNotFound && first && p.sysFlag&pullFlagSuspend != 0 {
 		if b.pulls.hold(c, req, p, sub) {
 			return nil, nil
 		}
-		return nil, protoErrorf(codeSystemBusy, "too many held pull requests (%d)", b.cfg.MaxHeldPulls)
+		return nil, protoErrorf(remoting.ResSystemBusy, "too many held pull requests (%d)", b.cfg.MaxHeldPulls)
 	}
 	resp := req.NewResponse(code, res.Status.String())
 	setExt(resp,
@@ -108,7 +108,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		"minOffset", itoa(res.MinOffset),
 		"maxOffset", itoa(res.MaxOffset),
 		"suggestWhichBrokerId", "0")
-	if code == codeSuccess {
+	if code == remoting.ResSuccess {
 		resp.Body = concatRecords(res.Records, res.TotalBytes)
 	}
 	return resp, nil
@@ -117,24 +117,24 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 // checkPull validates the request and resolves its subscription.
 func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
 	if b.cfg.BrokerPermission&permRead == 0 {
-		return nil, protoErrorf(codeNoPermission, "the broker[%s] pulling message is forbidden", b.cfg.BrokerName)
+		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] pulling message is forbidden", b.cfg.BrokerName)
 	}
 	g, err := b.ensureGroup(p.group)
 	if err != nil {
 		return nil, err
 	}
 	if !g.ConsumeEnable {
-		return nil, protoErrorf(codeNoPermission, "subscription group no permission, %s", p.group)
+		return nil, protoErrorf(remoting.ResNoPermission, "subscription group no permission, %s", p.group)
 	}
 	tc, ok := b.topics.get(p.topic)
 	if !ok {
-		return nil, protoErrorf(codeTopicNotExist, "topic[%s] not exist, apply first please!", p.topic)
+		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist, apply first please!", p.topic)
 	}
 	if !tc.readable() {
-		return nil, protoErrorf(codeNoPermission, "the topic[%s] pulling message is forbidden", p.topic)
+		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] pulling message is forbidden", p.topic)
 	}
 	if p.queueID < 0 || p.queueID >= tc.ReadQueueNums {
-		return nil, protoErrorf(codeInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]",
+		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]",
 			p.queueID, p.topic, tc.ReadQueueNums)
 	}
 	if p.sysFlag&pullFlagSubscription != 0 {
@@ -143,15 +143,15 @@ func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
 	gv, ok := b.consumers.lookup(p.group, p.topic)
 	switch {
 	case !ok:
-		return nil, protoErrorf(codeSubscriptionNotExist, "the consumer's group info not exist")
+		return nil, protoErrorf(remoting.ResSubscriptionNotExist, "the consumer's group info not exist")
 	case gv.messageModel == "BROADCASTING" && !g.ConsumeBroadcastEnable:
-		return nil, protoErrorf(codeNoPermission, "the consumer group[%s] can not consume by broadcast way", p.group)
+		return nil, protoErrorf(remoting.ResNoPermission, "the consumer group[%s] can not consume by broadcast way", p.group)
 	case gv.sub == nil:
-		return nil, protoErrorf(codeSubscriptionNotExist, "the consumer's subscription not exist")
+		return nil, protoErrorf(remoting.ResSubscriptionNotExist, "the consumer's subscription not exist")
 	case gv.sub.err != nil:
 		return nil, gv.sub.err
 	case gv.sub.subVersion < p.subVersion:
-		return nil, protoErrorf(codeSubscriptionNotLatest, "the consumer's subscription not latest")
+		return nil, protoErrorf(remoting.ResSubscriptionNotLatest, "the consumer's subscription not latest")
 	}
 	return gv.sub, nil
 }
@@ -159,20 +159,20 @@ func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
 func pullStatusCode(st store.GetStatus, offset int64) int16 {
 	switch st {
 	case store.Found:
-		return codeSuccess
+		return remoting.ResSuccess
 	case store.NoMatchedMessage, store.MessageWasRemoving:
-		return codePullRetryImmediately
+		return remoting.ResPullRetryImmediately
 	case store.OffsetOverflowOne:
-		return codePullNotFound
+		return remoting.ResPullNotFound
 	case store.OffsetOverflowBadly, store.OffsetTooSmall:
-		return codePullOffsetMoved
+		return remoting.ResPullOffsetMoved
 	case store.NoMatchedLogicQueue, store.NoMessageInQueue:
 		if offset != 0 {
-			return codePullOffsetMoved
+			return remoting.ResPullOffsetMoved
 		}
-		return codePullNotFound
+		return remoting.ResPullNotFound
 	default:
-		return codeSystemError
+		return remoting.ResSystemError
 	}
 }
 

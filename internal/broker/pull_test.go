@@ -18,10 +18,10 @@ func TestPullStatusTable(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
 	for i := 0; i < 3; i++ {
-		wantCode(t, cl.sendV1("T", 0, "", []byte{byte(i)}), codeSuccess)
+		wantCode(t, cl.sendV1("T", 0, "", []byte{byte(i)}), remoting.ResSuccess)
 	}
 	e.waitMax("T", 0, 3)
-	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
 	cases := []struct {
 		name   string
 		queue  int32
@@ -30,14 +30,14 @@ func TestPullStatusTable(t *testing.T) {
 		next   string
 	}{
 		{"found", 0, 0, codePullSuccess(), "3"},
-		{"overflow one", 0, 3, codePullNotFound, "3"},
-		{"overflow badly", 0, 10, codePullOffsetMoved, "3"},
-		{"empty queue at 0", 1, 0, codePullNotFound, "0"},
-		{"empty queue not at 0", 1, 5, codePullOffsetMoved, "0"},
+		{"overflow one", 0, 3, remoting.ResPullNotFound, "3"},
+		{"overflow badly", 0, 10, remoting.ResPullOffsetMoved, "3"},
+		{"empty queue at 0", 1, 0, remoting.ResPullNotFound, "0"},
+		{"empty queue not at 0", 1, 5, remoting.ResPullOffsetMoved, "0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := cl.invoke(reqPullMessage, pullExt("g", "T", tc.queue, tc.offset, 0, 0), nil)
+			resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", tc.queue, tc.offset, 0, 0), nil)
 			wantCode(t, resp, tc.code)
 			for _, k := range []string{"nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"} {
 				if _, ok := resp.ExtFields[k]; !ok {
@@ -49,38 +49,38 @@ func TestPullStatusTable(t *testing.T) {
 			}
 		})
 	}
-	resp := cl.invoke(reqPullMessage, pullExt("g", "T", 0, 1, 0, 0), nil)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, 0, 0), nil)
 	ms := splitRecords(t, resp.Body)
 	if len(ms) != 2 || ms[0].QueueOffset != 1 || ms[1].Body[0] != 2 {
 		t.Fatalf("pulled %d messages", len(ms))
 	}
 }
 
-func codePullSuccess() int16 { return codeSuccess }
+func codePullSuccess() int16 { return remoting.ResSuccess }
 
 func TestPullChecks(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "Nope", 0, 0, 0, 0), nil), codeTopicNotExist)
-	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "T", 7, 0, 0, 0), nil), codeInvalidParameter)
+	wantCode(t, cl.invoke(remoting.ReqPullMessage, pullExt("g", "Nope", 0, 0, 0, 0), nil), remoting.ResTopicNotExist)
+	wantCode(t, cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 7, 0, 0, 0), nil), remoting.ResInvalidParameter)
 	// No heartbeat and no subscription in the request.
-	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), codeSubscriptionNotExist)
+	wantCode(t, cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), remoting.ResSubscriptionNotExist)
 	// Subscription in the request (bit2).
 	ext := pullExt("g", "T", 0, 0, pullFlagSubscription, 0)
 	ext["subscription"] = "*"
-	wantCode(t, cl.invoke(reqPullMessage, ext, nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqPullMessage, ext, nil), remoting.ResSuccess)
 	ext["expressionType"] = "SQL92"
 	ext["subscription"] = "a > 1"
-	resp := cl.invoke(reqPullMessage, ext, nil)
-	wantCode(t, resp, codeSystemError)
+	resp := cl.invoke(remoting.ReqPullMessage, ext, nil)
+	wantCode(t, resp, remoting.ResSystemError)
 	if resp.Remark != errSQL92 {
 		t.Errorf("remark %q", resp.Remark)
 	}
 	// Heartbeat for another topic only.
-	wantCode(t, cl.heartbeat("c1", "g", "Other", "*", "CLUSTERING"), codeSuccess)
-	wantCode(t, cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), codeSubscriptionNotExist)
+	wantCode(t, cl.heartbeat("c1", "g", "Other", "*", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), remoting.ResSubscriptionNotExist)
 }
 
 func TestPullTagFilter(t *testing.T) {
@@ -91,12 +91,12 @@ func TestPullTagFilter(t *testing.T) {
 		if tag != "" {
 			props = tagProps(tag)
 		}
-		wantCode(t, cl.sendV1("T", 0, props, []byte(tag)), codeSuccess)
+		wantCode(t, cl.sendV1("T", 0, props, []byte(tag)), remoting.ResSuccess)
 	}
 	e.waitMax("T", 0, 5)
-	wantCode(t, cl.heartbeat("c1", "g", "T", "A || C", "CLUSTERING"), codeSuccess)
-	resp := cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
-	wantCode(t, resp, codeSuccess)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "A || C", "CLUSTERING"), remoting.ResSuccess)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
 	var got string
 	for _, m := range splitRecords(t, resp.Body) {
 		got += string(m.Body)
@@ -108,9 +108,9 @@ func TestPullTagFilter(t *testing.T) {
 		t.Fatalf("next %s", resp.ExtFields["nextBeginOffset"])
 	}
 	// Only non-matching messages: 20 with an advanced offset.
-	wantCode(t, cl.heartbeat("c1", "g", "T", "Z", "CLUSTERING"), codeSuccess)
-	resp = cl.invoke(reqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
-	wantCode(t, resp, codePullRetryImmediately)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "Z", "CLUSTERING"), remoting.ResSuccess)
+	resp = cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResPullRetryImmediately)
 	if resp.ExtFields["nextBeginOffset"] == "0" {
 		t.Fatal("NO_MATCHED_MESSAGE did not advance")
 	}
@@ -119,12 +119,12 @@ func TestPullTagFilter(t *testing.T) {
 func TestPullCommitOffset(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
 	ext := pullExt("g", "T", 0, 0, pullFlagCommitOffset, 0)
 	ext["commitOffset"] = "1"
-	wantCode(t, cl.invoke(reqPullMessage, ext, nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqPullMessage, ext, nil), remoting.ResSuccess)
 	if off, ok := e.b.offsets.get("g", "T", 0); !ok || off != 1 {
 		t.Fatalf("committed offset %d %v", off, ok)
 	}
@@ -149,15 +149,15 @@ func (cl *client) invokeAsync(code int16, ext map[string]string) <-chan *remotin
 func TestLongPollWakesOnMessage(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "", []byte("first")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("first")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
-	ch := cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
-	wantCode(t, cl.sendV1("T", 0, "", []byte("second")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("second")), remoting.ResSuccess)
 	select {
 	case resp := <-ch:
-		wantCode(t, resp, codeSuccess)
+		wantCode(t, resp, remoting.ResSuccess)
 		ms := splitRecords(t, resp.Body)
 		if len(ms) != 1 || string(ms[0].Body) != "second" {
 			t.Fatalf("woken pull returned %d messages", len(ms))
@@ -170,15 +170,15 @@ func TestLongPollWakesOnMessage(t *testing.T) {
 func TestLongPollTimeoutAnswersNotFound(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
 	start := time.Now()
-	resp := <-cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 200))
+	resp := <-cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 200))
 	if resp == nil {
 		t.Fatal("no response")
 	}
-	wantCode(t, resp, codePullNotFound)
+	wantCode(t, resp, remoting.ResPullNotFound)
 	if resp.ExtFields["nextBeginOffset"] != "1" {
 		t.Fatalf("next %s", resp.ExtFields["nextBeginOffset"])
 	}
@@ -193,17 +193,17 @@ func TestLongPollTimeoutAnswersNotFound(t *testing.T) {
 func TestLongPollTagMismatchKeepsHolding(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.heartbeat("c1", "g", "T", "A", "CLUSTERING"), codeSuccess)
-	wantCode(t, cl.invoke(reqUpdateAndCreateTopic, map[string]string{"topic": "T", "readQueueNums": "1", "writeQueueNums": "1"}, nil), codeSuccess)
-	ch := cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 0, pullFlagSuspend, 15000))
+	wantCode(t, cl.heartbeat("c1", "g", "T", "A", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateTopic, map[string]string{"topic": "T", "readQueueNums": "1", "writeQueueNums": "1"}, nil), remoting.ResSuccess)
+	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, pullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
-	wantCode(t, cl.sendV1("T", 0, tagProps("B"), []byte("b")), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, tagProps("A"), []byte("a")), codeSuccess)
+	wantCode(t, cl.sendV1("T", 0, tagProps("B"), []byte("b")), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, tagProps("A"), []byte("a")), remoting.ResSuccess)
 	resp := <-ch
 	if resp == nil {
 		t.Fatal("no response")
 	}
-	wantCode(t, resp, codeSuccess)
+	wantCode(t, resp, remoting.ResSuccess)
 	ms := splitRecords(t, resp.Body)
 	if len(ms) != 1 || string(ms[0].Body) != "a" {
 		t.Fatalf("got %d messages", len(ms))
@@ -213,26 +213,26 @@ func TestLongPollTagMismatchKeepsHolding(t *testing.T) {
 func TestLongPollLimitAnswersBusy(t *testing.T) {
 	e := startEnv(t, func(c *Config) { c.MaxHeldPulls = 1 })
 	cl := e.dial()
-	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	_ = cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	_ = cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
-	resp := cl.invoke(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000), nil)
-	wantCode(t, resp, codeSystemBusy)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000), nil)
+	wantCode(t, resp, remoting.ResSystemBusy)
 }
 
 func TestLongPollDroppedOnClose(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	_ = cl.invokeAsync(reqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	_ = cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
 	cl.c.Close()
 	// The wake finds the connection closed and drops the answer quietly.
-	wantCode(t, e.dial().sendV1("T", 0, "", []byte("y")), codeSuccess)
+	wantCode(t, e.dial().sendV1("T", 0, "", []byte("y")), remoting.ResSuccess)
 	waitFor(t, "held pull released", func() bool { return e.b.pulls.held() == 0 })
 }
 

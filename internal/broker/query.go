@@ -34,7 +34,7 @@ func (b *Broker) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 	}
 	offs, err := b.st.QueryByKey(topic, key, maxNum, begin, end)
 	if err != nil {
-		return nil, protoErrorf(codeSystemError, "query %s#%s failed: %v", topic, key, err)
+		return nil, protoErrorf(remoting.ResSystemError, "query %s#%s failed: %v", topic, key, err)
 	}
 	var body []byte
 	for _, off := range offs {
@@ -46,9 +46,9 @@ func (b *Broker) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 		body = append(body, rec...)
 	}
 	if len(body) == 0 {
-		return nil, protoErrorf(codeQueryNotFound, "can not find message, maybe time range not correct")
+		return nil, protoErrorf(remoting.ResQueryNotFound, "can not find message, maybe time range not correct")
 	}
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	setExt(resp, "indexLastUpdateTimestamp", itoa(b.cfg.Now().UnixMilli()),
 		"indexLastUpdatePhyoffset", itoa(b.st.ConfirmedOffset()))
 	resp.Body = body
@@ -63,9 +63,9 @@ func (b *Broker) handleViewMessage(ctx context.Context, c *remoting.Conn, req *r
 	}
 	rec, err := b.st.LookMessageByOffset(off)
 	if err != nil {
-		return nil, protoErrorf(codeSystemError, "can not find message by the offset, %d", off)
+		return nil, protoErrorf(remoting.ResSystemError, "can not find message by the offset, %d", off)
 	}
-	resp := req.NewResponse(codeSuccess, "")
+	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = rec
 	return resp, nil
 }

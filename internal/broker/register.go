@@ -91,7 +91,7 @@ func (r *registrar) registerAll(ctx context.Context) {
 		"enableActingMaster":     "false", "compressed": "false",
 		"bodyCrc32": strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)&0x7FFFFFFF), 10),
 	}
-	r.callAll(ctx, reqRegisterBroker, ext, body)
+	r.callAll(ctx, remoting.ReqRegisterBroker, ext, body)
 }
 
 // unregisterAll tells every NameServer the broker is leaving.
@@ -101,7 +101,7 @@ func (r *registrar) unregisterAll(ctx context.Context) {
 		"brokerName": cfg.BrokerName, "brokerAddr": cfg.AdvertisedAddr,
 		"clusterName": cfg.ClusterName, "brokerId": itoa(cfg.BrokerID),
 	}
-	r.callAll(ctx, reqUnregisterBroker, ext, nil)
+	r.callAll(ctx, remoting.ReqUnregisterBroker, ext, nil)
 }
 
 func (r *registrar) callAll(ctx context.Context, code int16, ext map[string]string, body []byte) {
@@ -131,7 +131,7 @@ func (r *registrar) call(ctx context.Context, addr string, code int16, ext map[s
 		r.drop(addr, c)
 		return err
 	}
-	if resp.Code != codeSuccess {
+	if resp.Code != remoting.ResSuccess {
 		return protoErrorf(resp.Code, "namesrv %s answered %d: %s", addr, resp.Code, resp.Remark)
 	}
 	return nil

@@ -62,8 +62,8 @@ func registeredTopics(t *testing.T, req *remoting.Command) map[string]TopicConfi
 func TestRegistersAtStartAndOnTopicCreation(t *testing.T) {
 	ns := startFakeNamesrv(t)
 	e := startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr} })
-	waitFor(t, "first registration", func() bool { _, n := ns.last(reqRegisterBroker); return n >= 1 })
-	req, _ := ns.last(reqRegisterBroker)
+	waitFor(t, "first registration", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
+	req, _ := ns.last(remoting.ReqRegisterBroker)
 	for _, k := range []string{"brokerName", "brokerAddr", "clusterName", "brokerId", "bodyCrc32"} {
 		if req.ExtFields[k] == "" {
 			t.Errorf("registration lacks %s", k)
@@ -75,14 +75,14 @@ func TestRegistersAtStartAndOnTopicCreation(t *testing.T) {
 	if tc, ok := registeredTopics(t, req)[DefaultTopic]; !ok || tc.Perm != 7 {
 		t.Fatalf("TBW102 registration %+v", tc)
 	}
-	wantCode(t, e.dial().sendV1("NewTopic", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, e.dial().sendV1("NewTopic", 0, "", []byte("x")), remoting.ResSuccess)
 	waitFor(t, "registration of the new topic", func() bool {
-		req, _ := ns.last(reqRegisterBroker)
+		req, _ := ns.last(remoting.ReqRegisterBroker)
 		_, ok := registeredTopics(t, req)["NewTopic"]
 		return ok
 	})
 	e.shutdown()
-	if _, n := ns.last(reqUnregisterBroker); n != 1 {
+	if _, n := ns.last(remoting.ReqUnregisterBroker); n != 1 {
 		t.Fatalf("unregistrations %d", n)
 	}
 }

@@ -59,7 +59,7 @@ var (
 
 func parseSendHeader(req *remoting.Command) (sendHeader, error) {
 	k := &sendKeysV2
-	if req.Code == reqSendMessage {
+	if req.Code == remoting.ReqSendMessage {
 		k = &sendKeysV1
 	}
 	e := ext{req: req}
@@ -96,35 +96,35 @@ func (b *Broker) send(ctx context.Context, c *remoting.Conn, req *remoting.Comma
 		return nil, err
 	}
 	if b.cfg.BrokerPermission&permWrite == 0 {
-		return nil, protoErrorf(codeNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
+		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
 	}
 	if err := validateTopic(h.topic); err != nil {
 		return nil, err
 	}
 	if notSendableTopics[h.topic] {
-		return nil, protoErrorf(codeNoPermission, "sending message to topic[%s] is forbidden", h.topic)
+		return nil, protoErrorf(remoting.ResNoPermission, "sending message to topic[%s] is forbidden", h.topic)
 	}
 	tc, err := b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultQueueNums)
 	if err != nil {
 		return nil, err
 	}
 	if !tc.writable() {
-		return nil, protoErrorf(codeNoPermission, "the topic[%s] sending is forbidden", h.topic)
+		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] sending is forbidden", h.topic)
 	}
 	if h.queueID < 0 {
 		if tc.WriteQueueNums < 1 {
-			return nil, protoErrorf(codeNoPermission, "the topic[%s] has no writable queue", h.topic)
+			return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] has no writable queue", h.topic)
 		}
 		h.queueID = rand.Int32N(tc.WriteQueueNums)
 	} else if h.queueID >= tc.queueNums() {
-		return nil, protoErrorf(codeInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]",
+		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]",
 			h.queueID, h.topic, tc.WriteQueueNums)
 	}
 	if len(req.Body) > b.cfg.MaxMessageSize {
-		return nil, protoErrorf(codeMessageIllegal, "message body size %d exceeds the limit of %d bytes (maxMessageSize)",
+		return nil, protoErrorf(remoting.ResMessageIllegal, "message body size %d exceeds the limit of %d bytes (maxMessageSize)",
 			len(req.Body), b.cfg.MaxMessageSize)
 	}
-	if req.Code == reqSendBatchMessage {
+	if req.Code == remoting.ReqSendBatchMessage {
 		return b.sendBatch(ctx, c, req, h)
 	}
 	return b.sendOne(ctx, c, req, h)
@@ -148,7 +148,7 @@ func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Co
 	}
 	m.Properties = message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName)
 	if len(m.Properties) > message.MaxPropertiesBytes {
-		return nil, protoErrorf(codeMessageIllegal, "message properties length %d exceeds the limit of %d bytes",
+		return nil, protoErrorf(remoting.ResMessageIllegal, "message properties length %d exceeds the limit of %d bytes",
 			len(m.Properties), message.MaxPropertiesBytes)
 	}
 	queueID := m.QueueID
@@ -168,7 +168,7 @@ func (b *Broker) route(ctx context.Context, m *message.Message) (store.PutResult
 	if v, _ := message.Property(m.Properties, message.PropTransactionPrepared); v == "true" {
 		t := b.getTransactions()
 		if t == nil {
-			return store.PutResult{}, protoErrorf(codeNoPermission,
+			return store.PutResult{}, protoErrorf(remoting.ResNoPermission,
 				"the broker[%s] sending transaction message is forbidden: transactions are not enabled", b.cfg.BrokerName)
 		}
 		return t.Prepare(ctx, m), nil
@@ -186,7 +186,7 @@ func (b *Broker) route(ctx context.Context, m *message.Message) (store.PutResult
 			m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
 			return b.st.PutMessage(ctx, m), nil
 		}
-		return store.PutResult{}, protoErrorf(codeMessageIllegal, "scheduled delivery is not enabled on this broker")
+		return store.PutResult{}, protoErrorf(remoting.ResMessageIllegal, "scheduled delivery is not enabled on this broker")
 	}
 	if level > s.MaxDelayLevel() {
 		level = s.MaxDelayLevel()
@@ -202,7 +202,7 @@ func (b *Broker) delayOf(m *message.Message) (level int32, deliverAtMs int64, er
 	if v, ok := message.Property(m.Properties, message.PropDelayLevel); ok && v != "" {
 		n, perr := strconv.ParseInt(v, 10, 32)
 		if perr != nil {
-			return 0, 0, protoErrorf(codeMessageIllegal, "illegal DELAY property %q", v)
+			return 0, 0, protoErrorf(remoting.ResMessageIllegal, "illegal DELAY property %q", v)
 		}
 		if n > 0 {
 			for _, k := range []string{message.PropTimerDeliverMs, message.PropTimerDelaySec, message.PropTimerDelayMs} {
@@ -217,7 +217,7 @@ func (b *Broker) delayOf(m *message.Message) (level int32, deliverAtMs int64, er
 		return 0, 0, err
 	}
 	if at-now > maxTimerDelay.Milliseconds() {
-		return 0, 0, protoErrorf(codeMessageIllegal, "timer message delivery time is more than %s ahead", maxTimerDelay)
+		return 0, 0, protoErrorf(remoting.ResMessageIllegal, "timer message delivery time is more than %s ahead", maxTimerDelay)
 	}
 	return 0, at, nil
 }
@@ -235,7 +235,7 @@ func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 || n > maxTimerDelay.Milliseconds()*1000 {
-			return 0, false, protoErrorf(codeMessageIllegal, "illegal %s property %q", k.key, v)
+			return 0, false, protoErrorf(remoting.ResMessageIllegal, "illegal %s property %q", k.key, v)
 		}
 		if k.rel {
 			return nowMs + n*k.scale, true, nil
@@ -274,7 +274,7 @@ func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
 
 func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader) (*remoting.Command, error) {
 	if isRetryTopic(h.topic) {
-		return nil, protoErrorf(codeMessageIllegal, "batch request does not support retry group %s", h.topic)
+		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
 	}
 	born := peerAddr(c)
 	var ms []*message.Message
@@ -282,7 +282,7 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
 			message.PropTimerDelayMs, message.PropTransactionPrepared} {
 			if v, ok := message.Property(it.Properties, k); ok && v != "" && v != "0" && v != "false" {
-				return protoErrorf(codeMessageIllegal, "batch message does not support the %s property", k)
+				return protoErrorf(remoting.ResMessageIllegal, "batch message does not support the %s property", k)
 			}
 		}
 		ms = append(ms, &message.Message{
@@ -296,10 +296,10 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 		if _, ok := err.(*protoError); ok {
 			return nil, err
 		}
-		return nil, protoErrorf(codeMessageIllegal, "bad batch body: %v", err)
+		return nil, protoErrorf(remoting.ResMessageIllegal, "bad batch body: %v", err)
 	}
 	if len(ms) == 0 {
-		return nil, protoErrorf(codeMessageIllegal, "empty batch")
+		return nil, protoErrorf(remoting.ResMessageIllegal, "empty batch")
 	}
 	res := b.st.PutMessages(ctx, ms)
 	resp := b.putResponse(req, res, ms)
@@ -312,12 +312,12 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 // putResponse maps a put result to the send response.
 func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
 	code := putStatusCode(res.Status)
-	if code != codeSuccess && code != codeFlushDiskTimeout {
+	if code != remoting.ResSuccess && code != remoting.ResFlushDiskTimeout {
 		remark := res.Status.String()
 		if res.Err != nil {
 			remark += ": " + res.Err.Error()
 		}
-		if code == codeSystemError {
+		if code == remoting.ResSystemError {
 			b.log.Error("put failed", "topic", ms[0].Topic, "status", res.Status.String(), "err", res.Err)
 		}
 		return req.NewResponse(code, remark)
@@ -334,14 +334,14 @@ func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*m
 func putStatusCode(s store.PutStatus) int16 {
 	switch s {
 	case store.PutOK:
-		return codeSuccess
+		return remoting.ResSuccess
 	case store.PutFlushDiskTimeout:
-		return codeFlushDiskTimeout
+		return remoting.ResFlushDiskTimeout
 	case store.PutMessageIllegal, store.PutPropertiesTooLong:
-		return codeMessageIllegal
+		return remoting.ResMessageIllegal
 	case store.PutServiceNotAvailable, store.PutDiskFull:
-		return codeServiceNotAvailable
+		return remoting.ResServiceNotAvailable
 	default:
-		return codeSystemError
+		return remoting.ResSystemError
 	}
 }

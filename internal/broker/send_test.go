@@ -40,7 +40,7 @@ func TestSendV1StoresMessageAndAnswersExt(t *testing.T) {
 	cl := e.dial()
 	props := message.EncodeProperties(map[string]string{"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "U1"})
 	resp := cl.sendV1("T1", 2, props, []byte("hello"))
-	wantCode(t, resp, codeSuccess)
+	wantCode(t, resp, remoting.ResSuccess)
 	for _, k := range []string{"msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON"} {
 		if _, ok := resp.ExtFields[k]; !ok {
 			t.Errorf("response lacks ext %s: %v", k, resp.ExtFields)
@@ -84,7 +84,7 @@ func TestSendGeneratesUniqKey(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
 	resp := cl.sendV1("T1", 0, "", []byte("x"))
-	wantCode(t, resp, codeSuccess)
+	wantCode(t, resp, remoting.ResSuccess)
 	id := resp.ExtFields["transactionId"]
 	if len(id) != 32 {
 		t.Fatalf("generated UNIQ_KEY %q", id)
@@ -98,11 +98,11 @@ func TestSendGeneratesUniqKey(t *testing.T) {
 func TestSendV2ShortHeader(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	resp := cl.invoke(reqSendMessageV2, map[string]string{
+	resp := cl.invoke(remoting.ReqSendMessageV2, map[string]string{
 		"a": "pg", "b": "T2", "c": DefaultTopic, "d": "2", "e": "1", "f": "0", "g": "1", "h": "7",
 		"i": message.EncodeProperties(map[string]string{"TAGS": "x"}), "j": "0", "k": "false", "m": "false",
 	}, []byte("v2"))
-	wantCode(t, resp, codeSuccess)
+	wantCode(t, resp, remoting.ResSuccess)
 	tc, _ := e.b.Topic("T2")
 	if tc.WriteQueueNums != 2 {
 		t.Fatalf("queues = %d, want the requested 2", tc.WriteQueueNums)
@@ -120,18 +120,18 @@ func TestSendBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := cl.invoke(reqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "c": DefaultTopic, "d": "4", "e": "0", "f": "0", "g": "1", "h": "0", "i": "", "j": "0", "k": "false", "m": "true"}, body)
-	wantCode(t, resp, codeSuccess)
+	resp := cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "c": DefaultTopic, "d": "4", "e": "0", "f": "0", "g": "1", "h": "0", "i": "", "j": "0", "k": "false", "m": "true"}, body)
+	wantCode(t, resp, remoting.ResSuccess)
 	if ids := strings.Split(resp.ExtFields["msgId"], ","); len(ids) != 3 {
 		t.Fatalf("msgId %q", resp.ExtFields["msgId"])
 	}
 	e.waitMax("TB", 0, 3)
 	// A batch to a retry topic is refused.
-	resp = cl.invoke(reqSendBatchMessage, map[string]string{"a": "pg", "b": "%RETRY%g", "c": DefaultTopic, "d": "4", "e": "0"}, body)
-	wantCode(t, resp, codeMessageIllegal)
+	resp = cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "%RETRY%g", "c": DefaultTopic, "d": "4", "e": "0"}, body)
+	wantCode(t, resp, remoting.ResMessageIllegal)
 	// Garbage is a clear error, not a panic.
-	resp = cl.invoke(reqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "e": "0"}, []byte{0, 0, 0, 99, 1})
-	wantCode(t, resp, codeMessageIllegal)
+	resp = cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "e": "0"}, []byte{0, 0, 0, 99, 1})
+	wantCode(t, resp, remoting.ResMessageIllegal)
 }
 
 func TestSendErrors(t *testing.T) {
@@ -145,14 +145,14 @@ func TestSendErrors(t *testing.T) {
 		body  []byte
 		code  int16
 	}{
-		{"oversized body", "T", 0, "", bytes.Repeat([]byte("x"), 1025), codeMessageIllegal},
-		{"bad topic", "a b", 0, "", []byte("x"), codeInvalidParameter},
-		{"long topic", strings.Repeat("t", 128), 0, "", []byte("x"), codeInvalidParameter},
-		{"schedule topic", "SCHEDULE_TOPIC_XXXX", 0, "", []byte("x"), codeNoPermission},
-		{"queue out of range", "T", 9, "", []byte("x"), codeInvalidParameter},
-		{"properties too long", "T", 0, "K\x01" + strings.Repeat("v", 40000) + "\x02", []byte("x"), codeMessageIllegal},
-		{"delay without scheduler", "T", 0, "DELAY\x013\x02", []byte("x"), codeMessageIllegal},
-		{"transaction without engine", "T", 0, "TRAN_MSG\x01true\x02", []byte("x"), codeNoPermission},
+		{"oversized body", "T", 0, "", bytes.Repeat([]byte("x"), 1025), remoting.ResMessageIllegal},
+		{"bad topic", "a b", 0, "", []byte("x"), remoting.ResInvalidParameter},
+		{"long topic", strings.Repeat("t", 128), 0, "", []byte("x"), remoting.ResInvalidParameter},
+		{"schedule topic", "SCHEDULE_TOPIC_XXXX", 0, "", []byte("x"), remoting.ResNoPermission},
+		{"queue out of range", "T", 9, "", []byte("x"), remoting.ResInvalidParameter},
+		{"properties too long", "T", 0, "K\x01" + strings.Repeat("v", 40000) + "\x02", []byte("x"), remoting.ResMessageIllegal},
+		{"delay without scheduler", "T", 0, "DELAY\x013\x02", []byte("x"), remoting.ResMessageIllegal},
+		{"transaction without engine", "T", 0, "TRAN_MSG\x01true\x02", []byte("x"), remoting.ResNoPermission},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +172,7 @@ func TestSendTopicNotExistWithoutAutoCreate(t *testing.T) {
 	e := startEnv(t, func(c *Config) { c.AutoCreateTopicEnable = false })
 	cl := e.dial()
 	resp := cl.sendV1("Nope", 0, "", []byte("x"))
-	wantCode(t, resp, codeTopicNotExist)
+	wantCode(t, resp, remoting.ResTopicNotExist)
 	if _, ok := e.b.Topic(DefaultTopic); ok {
 		t.Fatal("TBW102 registered with auto-create off")
 	}
@@ -186,12 +186,12 @@ func TestSendRetryTopicOverMaxGoesToDLQ(t *testing.T) {
 		"defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "1", "flag": "0",
 		"properties": "", "reconsumeTimes": "3", "maxReconsumeTimes": "2",
 	}
-	resp := cl.invoke(reqSendMessage, ext, []byte("dead"))
-	wantCode(t, resp, codeSuccess)
+	resp := cl.invoke(remoting.ReqSendMessage, ext, []byte("dead"))
+	wantCode(t, resp, remoting.ResSuccess)
 	e.waitMax("%DLQ%g1", 0, 1)
 	ext["reconsumeTimes"] = "2"
-	resp = cl.invoke(reqSendMessage, ext, []byte("retry"))
-	wantCode(t, resp, codeSuccess)
+	resp = cl.invoke(remoting.ReqSendMessage, ext, []byte("retry"))
+	wantCode(t, resp, remoting.ResSuccess)
 	e.waitMax("%RETRY%g1", 0, 1)
 }
 
@@ -227,9 +227,9 @@ func TestSendDelayGoesToScheduler(t *testing.T) {
 	fs := &fakeScheduler{st: e.st}
 	e.b.SetScheduler(fs)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("T", 0, "DELAY\x0199\x02", []byte("x")), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, "TIMER_DELAY_SEC\x0160\x02", []byte("x")), codeSuccess)
-	wantCode(t, cl.sendV1("T", 0, "TIMER_DELAY_SEC\x01999999\x02", []byte("x")), codeMessageIllegal)
+	wantCode(t, cl.sendV1("T", 0, "DELAY\x0199\x02", []byte("x")), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "TIMER_DELAY_SEC\x0160\x02", []byte("x")), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "TIMER_DELAY_SEC\x01999999\x02", []byte("x")), remoting.ResMessageIllegal)
 	calls := fs.get()
 	if len(calls) != 2 || calls[0].level != 18 || calls[1].level != 0 || calls[1].at == 0 {
 		t.Fatalf("scheduler calls %+v", calls)
@@ -265,7 +265,7 @@ func TestSchedulerObservesDispatch(t *testing.T) {
 	e := startEnv(t, nil)
 	obs := &observingScheduler{fakeScheduler: fakeScheduler{st: e.st}, seen: make(chan string, 16)}
 	e.b.SetScheduler(obs)
-	wantCode(t, e.dial().sendV1("Obs", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, e.dial().sendV1("Obs", 0, "", []byte("x")), remoting.ResSuccess)
 	waitFor(t, "dispatch event", func() bool {
 		select {
 		case topic := <-obs.seen:
@@ -274,5 +274,5 @@ func TestSchedulerObservesDispatch(t *testing.T) {
 			return false
 		}
 	})
-	wantCode(t, e.dial().sendV1("KEEL_SYS_TIMER", 0, "", []byte("x")), codeNoPermission)
+	wantCode(t, e.dial().sendV1("KEEL_SYS_TIMER", 0, "", []byte("x")), remoting.ResNoPermission)
 }

@@ -41,21 +41,21 @@ func (b *Broker) handleSendBack(ctx context.Context, c *remoting.Conn, req *remo
 		return nil, err
 	}
 	if b.cfg.BrokerPermission&permWrite == 0 {
-		return nil, protoErrorf(codeNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
+		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
 	}
 	if g.RetryQueueNums <= 0 {
-		return req.NewResponse(codeSuccess, ""), nil
+		return req.NewResponse(remoting.ResSuccess, ""), nil
 	}
 	if !hasMax {
 		maxTimes = g.RetryMaxTimes
 	}
 	rec, err := b.st.LookMessageByOffset(off)
 	if err != nil {
-		return nil, protoErrorf(codeSystemError, "look message by offset failed, %d", off)
+		return nil, protoErrorf(remoting.ResSystemError, "look message by offset failed, %d", off)
 	}
 	old, err := message.Decode(rec)
 	if err != nil {
-		return nil, protoErrorf(codeSystemError, "look message by offset failed, %d: %v", off, err)
+		return nil, protoErrorf(remoting.ResSystemError, "look message by offset failed, %d: %v", off, err)
 	}
 	m, err := b.retryMessage(old, group, g, originID, maxTimes, delayLevel)
 	if err != nil {
@@ -66,9 +66,9 @@ func (b *Broker) handleSendBack(ctx context.Context, c *remoting.Conn, req *remo
 		return nil, err
 	}
 	if res.Status != store.PutOK {
-		return nil, protoErrorf(codeSystemError, "%s", res.Status.String())
+		return nil, protoErrorf(remoting.ResSystemError, "%s", res.Status.String())
 	}
-	return req.NewResponse(codeSuccess, ""), nil
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 // retryMessage builds the message put back for a failed delivery of old.
@@ -109,7 +109,7 @@ func (b *Broker) retryMessage(old *message.Message, group string, g GroupConfig,
 		return nil, err
 	}
 	if len(props) > message.MaxPropertiesBytes {
-		return nil, protoErrorf(codeMessageIllegal, "message properties length %d exceeds the limit", len(props))
+		return nil, protoErrorf(remoting.ResMessageIllegal, "message properties length %d exceeds the limit", len(props))
 	}
 	return &message.Message{
 		Topic: topic, QueueID: qid, Flag: old.Flag, SysFlag: old.SysFlag &^ message.FlagTxMask,

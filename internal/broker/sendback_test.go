@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 func sendBackExt(group string, phys int64, delayLevel, max int32) map[string]string {
@@ -35,7 +36,7 @@ func TestSendBackToRetryThroughScheduler(t *testing.T) {
 	resp := cl.sendV1("T", 0, tagProps("A"), []byte("body"))
 	_, phys, _ := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
 	e.waitConfirmed(phys)
-	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, 0, 16), nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqConsumerSendMsgBack, sendBackExt("g", phys, 0, 16), nil), remoting.ResSuccess)
 	calls := sched.get()
 	if len(calls) != 1 || calls[0].topic != "%RETRY%g" || calls[0].level != 3 {
 		t.Fatalf("scheduler calls %+v", calls)
@@ -51,7 +52,7 @@ func TestSendBackToRetryThroughScheduler(t *testing.T) {
 	// Second failure of the retry message: level 4, RETRY_TOPIC kept.
 	_, phys2, _ := message.ParseOffsetMsgID(message.OffsetMsgID(m.StoreHost, m.PhysOffset))
 	e.waitConfirmed(phys2)
-	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys2, 0, 16), nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqConsumerSendMsgBack, sendBackExt("g", phys2, 0, 16), nil), remoting.ResSuccess)
 	e.waitMax("%RETRY%g", 0, 2)
 	if calls := sched.get(); len(calls) != 2 || calls[1].level != 4 {
 		t.Fatalf("scheduler calls %+v", calls)
@@ -68,12 +69,12 @@ func TestSendBackToDLQ(t *testing.T) {
 	_, phys, _ := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
 	e.waitConfirmed(phys)
 	// maxReconsumeTimes 0: the first failure is already over the limit.
-	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, 0, 0), nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqConsumerSendMsgBack, sendBackExt("g", phys, 0, 0), nil), remoting.ResSuccess)
 	if m := lastMessage(t, e, "%DLQ%g"); m.ReconsumeTimes != 1 {
 		t.Fatalf("dlq message %+v", m)
 	}
 	// delayLevel -1 (orderly consumer over the limit) also goes to the DLQ.
-	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, -1, 16), nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqConsumerSendMsgBack, sendBackExt("g", phys, -1, 16), nil), remoting.ResSuccess)
 	e.waitMax("%DLQ%g", 0, 2)
 }
 
@@ -83,10 +84,10 @@ func TestSendBackWithoutSchedulerRetriesAtOnce(t *testing.T) {
 	resp := cl.sendV1("T", 0, "", []byte("body"))
 	_, phys, _ := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
 	e.waitConfirmed(phys)
-	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", phys, 0, 16), nil), codeSuccess)
+	wantCode(t, cl.invoke(remoting.ReqConsumerSendMsgBack, sendBackExt("g", phys, 0, 16), nil), remoting.ResSuccess)
 	m := lastMessage(t, e, "%RETRY%g")
 	if _, ok := message.Property(m.Properties, "DELAY"); ok {
 		t.Fatal("immediate retry kept DELAY")
 	}
-	wantCode(t, cl.invoke(reqConsumerSendMsgBack, sendBackExt("g", 987654321, 0, 16), nil), codeSystemError)
+	wantCode(t, cl.invoke(remoting.ReqConsumerSendMsgBack, sendBackExt("g", 987654321, 0, 16), nil), remoting.ResSystemError)
 }

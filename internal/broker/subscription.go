@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -33,7 +34,7 @@ type subscription struct {
 // parseSubscription compiles a subscription expression.
 func parseSubscription(topic, expr, exprType string, subVersion int64) (*subscription, error) {
 	if exprType != "" && !strings.EqualFold(exprType, "TAG") {
-		return nil, protoErrorf(codeSystemError, "%s", errSQL92)
+		return nil, protoErrorf(remoting.ResSystemError, "%s", errSQL92)
 	}
 	s := &subscription{topic: topic, subString: expr, expressionType: "TAG", subVersion: subVersion}
 	expr = strings.TrimSpace(expr)
@@ -52,7 +53,7 @@ func parseSubscription(topic, expr, exprType string, subVersion int64) (*subscri
 		s.codes[message.TagsCode(t)] = struct{}{}
 	}
 	if len(s.tags) == 0 {
-		return nil, protoErrorf(codeSubscriptionParseFailed, "parse the consumer's subscription[%s] failed", expr)
+		return nil, protoErrorf(remoting.ResSubscriptionParseFailed, "parse the consumer's subscription[%s] failed", expr)
 	}
 	return s, nil
 }

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 // TopicConfig is one topic's configuration (RocketMQ TopicConfig JSON).
@@ -54,11 +56,11 @@ var topicNameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
 func validateTopic(topic string) error {
 	switch {
 	case topic == "":
-		return protoErrorf(codeInvalidParameter, "the specified topic is blank")
+		return protoErrorf(remoting.ResInvalidParameter, "the specified topic is blank")
 	case len(topic) > 127:
-		return protoErrorf(codeInvalidParameter, "the specified topic is longer than 127 bytes")
+		return protoErrorf(remoting.ResInvalidParameter, "the specified topic is longer than 127 bytes")
 	case !topicNameRE.MatchString(topic):
-		return protoErrorf(codeInvalidParameter, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
+		return protoErrorf(remoting.ResInvalidParameter, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
 	}
 	return nil
 }
@@ -105,7 +107,7 @@ func (b *Broker) autoCreateTopic(topic, template string, queues int32) (TopicCon
 	}
 	tpl, ok := b.topics.get(template)
 	if !ok || tpl.Perm&permInherit == 0 || (template == DefaultTopic && !b.cfg.AutoCreateTopicEnable) {
-		return TopicConfig{}, protoErrorf(codeTopicNotExist, "topic[%s] not exist, apply first please!", topic)
+		return TopicConfig{}, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist, apply first please!", topic)
 	}
 	if queues <= 0 || queues > tpl.WriteQueueNums {
 		queues = tpl.WriteQueueNums

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -76,7 +77,7 @@ func TestCorruptConfigFileFailsStartup(t *testing.T) {
 func TestTopicsSurviveRestart(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.sendV1("Auto", 0, "", []byte("x")), codeSuccess)
+	wantCode(t, cl.sendV1("Auto", 0, "", []byte("x")), remoting.ResSuccess)
 	e.restart()
 	tc, ok := e.b.Topic("Auto")
 	if !ok || tc.WriteQueueNums != 4 {
