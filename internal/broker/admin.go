@@ -1,7 +1,14 @@
 package broker
 
 // Admin requests: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
-// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_BROKER_RUNTIME_INFO (28).
+// GET_ALL_TOPIC_CONFIG (21), GET_TOPIC_STATS_INFO (202),
+// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+// (200), DELETE_SUBSCRIPTIONGROUP (207), GET_BROKER_RUNTIME_INFO (28).
+//
+// GET_TOPIC_STATS_INFO answers RocketMQ's TopicStatsTable, whose map keys
+// are MessageQueue objects (fastjson style, as Java admin tools expect):
+// {"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"minOffset":0,
+// "maxOffset":5,"lastUpdateTimestamp":0}}}. That body is not strict JSON.
 //
 // Creating or updating a topic validates the name (system topics are
 // refused) and queue counts (1..MaxQueueNums), persists the table and
@@ -13,6 +20,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/keelmq/keel/internal/remoting"
@@ -108,4 +116,74 @@ func boolString(v bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+func (b *Broker) handleGetAllTopicConfig(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	topics, ver := b.topics.all()
+	body, err := json.Marshal(map[string]any{"topicConfigTable": topics, "dataVersion": ver})
+	if err != nil {
+		return nil, err
+	}
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	resp.Body = body
+	return resp, nil
+}
+
+func (b *Broker) handleTopicStats(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	e := ext{req: req}
+	topic := e.required("topic")
+	if e.err != nil {
+		return nil, e.err
+	}
+	tc, ok := b.topics.get(topic)
+	if !ok {
+		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist", topic)
+	}
+	var buf strings.Builder
+	buf.WriteString(`{"offsetTable":{`)
+	for q := int32(0); q < tc.WriteQueueNums; q++ {
+		if q > 0 {
+			buf.WriteByte(',')
+		}
+		mq, _ := json.Marshal(messageQueue{Topic: topic, BrokerName: b.cfg.BrokerName, QueueID: q})
+		buf.Write(mq)
+		fmt.Fprintf(&buf, `:{"minOffset":%d,"maxOffset":%d,"lastUpdateTimestamp":0}`,
+			b.st.MinOffset(topic, q), b.st.MaxOffset(topic, q))
+	}
+	buf.WriteString(`}}`)
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	resp.Body = []byte(buf.String())
+	return resp, nil
+}
+
+func (b *Broker) handleUpdateGroup(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	g := b.newGroupConfig("")
+	if err := json.Unmarshal(req.Body, &g); err != nil {
+		return nil, protoErrorf(remoting.ResInvalidParameter, "bad subscription group body: %v", err)
+	}
+	if g.GroupName == "" || len(RetryTopic(g.GroupName)) > 127 {
+		return nil, protoErrorf(remoting.ResInvalidParameter, "bad subscription group name %q", g.GroupName)
+	}
+	if g.RetryQueueNums < 0 || g.RetryQueueNums > b.cfg.MaxQueueNums || g.RetryMaxTimes < 0 {
+		return nil, protoErrorf(remoting.ResInvalidParameter, "bad retry settings %d/%d", g.RetryQueueNums, g.RetryMaxTimes)
+	}
+	if err := b.groups.put(g.GroupName, g); err != nil {
+		return nil, err
+	}
+	b.log.Info("subscription group updated", "group", g.GroupName)
+	return req.NewResponse(remoting.ResSuccess, ""), nil
+}
+
+func (b *Broker) handleDeleteGroup(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	e := ext{req: req}
+	group := e.required("groupName")
+	if e.err != nil {
+		return nil, e.err
+	}
+	if _, err := b.groups.remove(group); err != nil {
+		return nil, err
+	}
+	b.offsets.deleteGroup(group)
+	b.log.Info("subscription group deleted", "group", group)
+	return req.NewResponse(remoting.ResSuccess, ""), nil
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/keelmq/keel/internal/remoting"
@@ -67,5 +68,44 @@ func TestRuntimeInfo(t *testing.T) {
 	}
 	if err := json.Unmarshal(resp.Body, &body); err != nil || body.Table["brokerVersion"] != "401" {
 		t.Fatalf("runtime info %s %v", resp.Body, err)
+	}
+}
+
+func TestTopicStatsAndAllTopicConfig(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("S", 1, "", []byte("x")), remoting.ResSuccess)
+	e.waitMax("S", 1, 1)
+	resp := cl.invoke(remoting.ReqGetTopicStatsInfo, map[string]string{"topic": "S"}, nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	want := `{"brokerName":"broker-a","queueId":1,"topic":"S"}:{"minOffset":0,"maxOffset":1,"lastUpdateTimestamp":0}`
+	if !strings.Contains(string(resp.Body), want) {
+		t.Fatalf("stats body %s", resp.Body)
+	}
+	wantCode(t, cl.invoke(remoting.ReqGetTopicStatsInfo, map[string]string{"topic": "Nope"}, nil), remoting.ResTopicNotExist)
+	resp = cl.invoke(remoting.ReqGetAllTopicConfig, nil, nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	var all struct {
+		TopicConfigTable map[string]TopicConfig `json:"topicConfigTable"`
+	}
+	if err := json.Unmarshal(resp.Body, &all); err != nil || all.TopicConfigTable["S"].WriteQueueNums != 4 {
+		t.Fatalf("all topics %s %v", resp.Body, err)
+	}
+}
+
+func TestUpdateAndDeleteGroup(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.AutoCreateSubscriptionGroup = false })
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("A", "g", "T", "*", "CLUSTERING"), remoting.ResSubscriptionGroupNotExist)
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateSubscription, nil, []byte(`{"groupName":"g","retryMaxTimes":3}`)), remoting.ResSuccess)
+	g, ok := e.b.Group("g")
+	if !ok || g.RetryMaxTimes != 3 || g.RetryQueueNums != 1 || !g.ConsumeEnable {
+		t.Fatalf("group %+v", g)
+	}
+	wantCode(t, cl.heartbeat("A", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateSubscription, nil, []byte(`{"groupName":""}`)), remoting.ResInvalidParameter)
+	wantCode(t, cl.invoke(remoting.ReqDeleteSubscriptionGroup, map[string]string{"groupName": "g"}, nil), remoting.ResSuccess)
+	if _, ok := e.b.Group("g"); ok {
+		t.Fatal("group kept")
 	}
 }

@@ -254,6 +254,10 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,
 		remoting.ReqGetBrokerRuntimeInfo:          b.handleRuntimeInfo,
+		remoting.ReqGetAllTopicConfig:             b.handleGetAllTopicConfig,
+		remoting.ReqGetTopicStatsInfo:             b.handleTopicStats,
+		remoting.ReqUpdateAndCreateSubscription:   b.handleUpdateGroup,
+		remoting.ReqDeleteSubscriptionGroup:       b.handleDeleteGroup,
 	}
 }
 

@@ -20,10 +20,12 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 )
 
+// messageQueue is RocketMQ's MessageQueue; fields in fastjson's (sorted)
+// order, which also shapes the object keys of GET_TOPIC_STATS_INFO.
 type messageQueue struct {
-	Topic      string `json:"topic"`
 	BrokerName string `json:"brokerName"`
 	QueueID    int32  `json:"queueId"`
+	Topic      string `json:"topic"`
 }
 
 type lockBody struct {

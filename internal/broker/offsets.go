@@ -113,6 +113,17 @@ func (t *offsetTable) deleteTopic(topic string) {
 	}
 }
 
+func (t *offsetTable) deleteGroup(group string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.m {
+		if k.group == group {
+			delete(t.m, k)
+			t.version++
+		}
+	}
+}
+
 // flush writes the table if it changed since the last flush.
 func (t *offsetTable) flush() error {
 	t.flushMu.Lock()

@@ -253,3 +253,25 @@ func TestPullStatusCodeMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestCloseAnswersHeldPulls(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
+	e.waitMax("T", 0, 1)
+	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-ch:
+		if resp == nil {
+			t.Fatal("no response")
+		}
+		wantCode(t, resp, remoting.ResPullNotFound)
+	case <-time.After(5 * time.Second):
+		t.Fatal("held pull not answered on Close")
+	}
+}

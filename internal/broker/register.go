@@ -68,7 +68,16 @@ type registerBody struct {
 
 func (r *registrar) body() ([]byte, error) {
 	var body registerBody
-	body.TopicConfigSerializeWrapper.TopicConfigTable, body.TopicConfigSerializeWrapper.DataVersion = r.b.topics.all()
+	topics, ver := r.b.topics.all()
+	if bp := r.b.cfg.BrokerPermission; bp&permRW != permRW {
+		// A broker that is not readable or not writable announces so in
+		// every topic's route, so clients stay away (RocketMQ does the same).
+		for name, tc := range topics {
+			tc.Perm &= bp | permInherit
+			topics[name] = tc
+		}
+	}
+	body.TopicConfigSerializeWrapper.TopicConfigTable, body.TopicConfigSerializeWrapper.DataVersion = topics, ver
 	body.FilterServerList = []string{}
 	return json.Marshal(body)
 }

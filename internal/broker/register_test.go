@@ -86,3 +86,15 @@ func TestRegistersAtStartAndOnTopicCreation(t *testing.T) {
 		t.Fatalf("unregistrations %d", n)
 	}
 }
+
+func TestReadOnlyBrokerRegistersReadOnlyTopics(t *testing.T) {
+	ns := startFakeNamesrv(t)
+	startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr}; c.BrokerPermission = permRead })
+	waitFor(t, "registration", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
+	req, _ := ns.last(remoting.ReqRegisterBroker)
+	for name, tc := range registeredTopics(t, req) {
+		if tc.Perm&permWrite != 0 {
+			t.Errorf("%s registered writable (perm %d) by a read-only broker", name, tc.Perm)
+		}
+	}
+}
