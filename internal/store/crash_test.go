@@ -59,7 +59,7 @@ func TestHelperProcess(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
 			for i := 0; ; i++ {
 				body := fmt.Sprintf("%d-%d-%s", w, i, strings.Repeat("p", rng.IntN(3000)))
-				m := newMsg(fmt.Sprintf("C%d", rng.IntN(3)), int32(rng.IntN(4)), body, map[string]string{"KEYS": fmt.Sprintf("k%d", i)})
+				m := newMsg(fmt.Sprintf("C%d", rng.IntN(3)), int32(rng.IntN(4)), body, map[string]string{"KEYS": fmt.Sprintf("k%d-%d-%d", os.Getpid(), w, i)})
 				r := s.PutMessage(context.Background(), m)
 				if r.Status != PutOK {
 					fmt.Fprintf(os.Stdout, "PUTERR %v %v\n", r.Status, r.Err)
@@ -113,6 +113,12 @@ func TestCrashWithRealProcess(t *testing.T) {
 		checkConsistent(t, s, what)
 		if err := s.Close(); err != nil {
 			t.Fatalf("%s: close: %v", what, err)
+		}
+		if round%5 != 4 {
+			continue
+		}
+		if rep, err := Check(crashConfig(dir)); err != nil || !rep.OK() || len(rep.Warnings) > 0 {
+			t.Fatalf("%s: check after a clean close: %v %v %v", what, err, rep.Problems, rep.Warnings)
 		}
 	}
 	t.Logf("%d rounds, %d acknowledged messages checked", rounds, len(all))

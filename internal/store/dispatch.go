@@ -87,7 +87,7 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 	if err != nil {
 		return err
 	}
-	code := s.tagsCode(v)
+	code := s.cfg.tagsCode(v)
 	if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
 		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
 	}
@@ -103,9 +103,9 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 	return nil
 }
 
-func (s *Store) tagsCode(v message.View) int64 {
-	if s.cfg.TagsCode != nil {
-		return s.cfg.TagsCode(v)
+func (c *Config) tagsCode(v message.View) int64 {
+	if c.TagsCode != nil {
+		return c.TagsCode(v)
 	}
 	return message.TagsCodeBytes(v.Tags())
 }

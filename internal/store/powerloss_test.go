@@ -195,6 +195,9 @@ func powerLossRound(t *testing.T, seed uint64, round int, torn bool) {
 	s.Close()
 
 	cfg.FS = crashed
+	if rep, err := Check(cfg); err != nil || !rep.OK() {
+		t.Fatalf("%s: check after power loss: %v %v", what, err, rep.Problems)
+	}
 	s2, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)

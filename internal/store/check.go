@@ -1,0 +1,313 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/consumequeue"
+	"github.com/keelmq/keel/internal/store/index"
+)
+
+// Problem is one thing Check found wrong.
+type Problem struct {
+	File   string
+	Offset int64 // CommitLog offset, or logical offset for a ConsumeQueue
+	Msg    string
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.File, p.Offset, p.Msg) }
+
+// Report is the result of Check. Problems are corruption or inconsistency;
+// Warnings are states the next Open repairs by itself (a torn tail or
+// missing entries after a crash).
+type Report struct {
+	Segments      int
+	Records       int64
+	RecordBytes   int64
+	MinOffset     int64
+	EndOffset     int64
+	Queues        int
+	QueueEntries  int64
+	IndexedKeys   int64
+	CleanShutdown bool
+	Problems      []Problem
+	Warnings      []Problem
+}
+
+// OK reports whether no problem was found.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+func (r *Report) problem(file string, off int64, format string, args ...any) {
+	r.Problems = append(r.Problems, Problem{file, off, fmt.Sprintf(format, args...)})
+}
+
+func (r *Report) warn(file string, off int64, format string, args ...any) {
+	r.Warnings = append(r.Warnings, Problem{file, off, fmt.Sprintf(format, args...)})
+}
+
+// maxCheckProblems bounds the problems one Check lists per kind.
+const maxCheckProblems = 1000
+
+// Check verifies a store that is not running, without changing it: every
+// CommitLog record (CRC, structure, its offset field), every ConsumeQueue
+// entry against the record it points at and every record against its
+// entry, and that each indexed key of a record is found in the index. It
+// returns an error only if the check itself could not run (for example the
+// store is in use).
+func Check(cfg Config) (Report, error) {
+	cfg.setDefaults()
+	var rep Report
+	if err := cfg.Validate(); err != nil {
+		return rep, err
+	}
+	if _, err := cfg.FS.Stat(filepath.Join(cfg.Dir, commitLogDir)); err != nil {
+		return rep, fmt.Errorf("store: check %s: not a store directory: %w", cfg.Dir, err)
+	}
+	lock, err := cfg.FS.Lock(filepath.Join(cfg.Dir, lockName))
+	if err != nil {
+		return rep, fmt.Errorf("store: check: %w", err)
+	}
+	defer lock.Close()
+	c := &checker{cfg: cfg, fs: newOverlayFS(cfg.FS), rep: &rep}
+	c.cfg.FS = c.fs
+	defer c.close()
+	if err := c.run(); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+type checker struct {
+	cfg    Config
+	fs     *overlayFS
+	rep    *Report
+	log    *commitlog.Log
+	cp     checkpoint
+	haveCP bool
+	queues map[string]map[int32]*consumequeue.Queue
+	index  *index.Index
+}
+
+func (c *checker) close() {
+	for _, byID := range c.queues {
+		for _, q := range byID {
+			q.Close()
+		}
+	}
+	if c.index != nil {
+		c.index.Close()
+	}
+	if c.log != nil {
+		c.log.Close()
+	}
+}
+
+func (c *checker) run() error {
+	_, err := c.fs.Stat(filepath.Join(c.cfg.Dir, abortName))
+	c.rep.CleanShutdown = err != nil
+	if !c.rep.CleanShutdown {
+		c.rep.warn(filepath.Join(c.cfg.Dir, abortName), 0, "the store was not closed cleanly (or is running)")
+	}
+	c.cp, err = readCheckpoint(c.fs, c.cfg.Dir)
+	c.haveCP = err == nil
+	if err != nil && !errors.Is(err, errNoCheckpoint) {
+		c.rep.problem(filepath.Join(c.cfg.Dir, checkpointName), 0, "%v", err)
+	}
+	c.log, err = commitlog.Open(commitlog.Config{FS: c.fs, Dir: filepath.Join(c.cfg.Dir, commitLogDir), SegmentBytes: c.cfg.CommitLogSegmentBytes, CheckRecord: message.Check})
+	if err != nil {
+		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), 0, "%v", err)
+		return nil
+	}
+	c.openQueues()
+	c.openIndex()
+	c.checkCommitLog()
+	c.checkQueues()
+	return nil
+}
+
+func (c *checker) openIndex() {
+	dir := filepath.Join(c.cfg.Dir, indexDir)
+	if _, err := c.fs.Stat(dir); err != nil && !(c.haveCP && c.cp.IndexFlushed > 0) {
+		c.rep.warn(dir, 0, "no index directory yet (opening the store creates it)")
+		return
+	}
+	ix, err := index.Open(index.Config{FS: c.fs, Dir: filepath.Join(c.cfg.Dir, indexDir), HashSlots: c.cfg.IndexHashSlots, MaxEntries: c.cfg.IndexMaxEntries})
+	if err != nil {
+		c.rep.problem(filepath.Join(c.cfg.Dir, indexDir), 0, "%v", err)
+		return
+	}
+	c.index = ix
+}
+
+func (c *checker) openQueues() {
+	c.queues = map[string]map[int32]*consumequeue.Queue{}
+	root := filepath.Join(c.cfg.Dir, consumeQueueDir)
+	topics, _ := c.fs.List(root)
+	for _, topic := range topics {
+		ids, _ := c.fs.List(filepath.Join(root, topic))
+		for _, name := range ids {
+			dir := filepath.Join(root, topic, name)
+			id, err := strconv.ParseInt(name, 10, 32)
+			if err != nil || id < 0 {
+				c.rep.problem(dir, 0, "unexpected directory in the consume queues")
+				continue
+			}
+			q, err := consumequeue.Open(consumequeue.Config{FS: c.fs, Dir: dir, Topic: topic, QueueID: int32(id), EntriesPerSegment: c.cfg.ConsumeQueueSegmentEntries})
+			if err != nil {
+				c.rep.problem(dir, 0, "%v", err)
+				continue
+			}
+			if c.queues[topic] == nil {
+				c.queues[topic] = map[int32]*consumequeue.Queue{}
+			}
+			c.queues[topic][int32(id)] = q
+			c.rep.Queues++
+		}
+	}
+}
+
+// checkCommitLog verifies every record and that each has its ConsumeQueue
+// entry and index keys.
+func (c *checker) checkCommitLog() {
+	c.rep.Segments = len(c.log.Segments())
+	c.rep.MinOffset = c.log.MinOffset()
+	end, probs, err := c.log.Verify(func(phys int64, rec []byte) {
+		c.rep.Records++
+		c.rep.RecordBytes += int64(len(rec))
+		c.checkRecord(phys, message.View(rec))
+	})
+	c.rep.EndOffset = end
+	if err != nil {
+		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), end, "%v", err)
+	}
+	for _, p := range probs {
+		if p.TornTail {
+			c.rep.warn(p.File, p.Offset, "%s", p.Msg)
+		} else {
+			c.rep.problem(p.File, p.Offset, "%s", p.Msg)
+		}
+	}
+	if c.haveCP && end < c.cp.PhysFlushed {
+		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), end, "CommitLog ends before the checkpointed flushed offset %d: durable data is missing", c.cp.PhysFlushed)
+	}
+}
+
+func (c *checker) segFile(phys int64) string {
+	return filepath.Join(c.cfg.Dir, commitLogDir, commitlog.SegmentName(c.log.SegmentStart(phys)))
+}
+
+func (c *checker) checkRecord(phys int64, v message.View) {
+	if len(c.rep.Problems) >= maxCheckProblems {
+		return
+	}
+	if v.PhysOffset() != phys {
+		c.rep.problem(c.segFile(phys), phys, "record says it is at offset %d", v.PhysOffset())
+	}
+	topic, qid, qo := string(v.Topic()), v.QueueID(), v.QueueOffset()
+	dispatched := c.haveCP && phys < c.cp.CQFlushed
+	q := c.queues[topic][qid]
+	var e [1]consumequeue.Entry
+	n := 0
+	if q != nil && qo >= q.MinOffset() && qo < q.MaxOffset() {
+		n, _ = q.Get(qo, e[:])
+	}
+	switch {
+	case n == 1 && (e[0].PhysOffset != phys || e[0].Size != int32(len(v))):
+		c.rep.problem(c.segFile(phys), phys, "consume queue %s/%d offset %d points at %d (size %d), not at this record", topic, qid, qo, e[0].PhysOffset, e[0].Size)
+	case n == 0 && q != nil && qo < q.MinOffset():
+		// retired by retention
+	case n == 0 && dispatched:
+		c.rep.problem(c.segFile(phys), phys, "record %s/%d offset %d has no consume queue entry", topic, qid, qo)
+	case n == 0:
+		c.rep.warn(c.segFile(phys), phys, "record %s/%d offset %d is not dispatched yet (opening the store adds it)", topic, qid, qo)
+	}
+	c.checkKeys(phys, v, topic)
+}
+
+func (c *checker) checkKeys(phys int64, v message.View, topic string) {
+	if c.index == nil {
+		return
+	}
+	indexed := c.haveCP && phys < c.cp.IndexFlushed
+	keys := splitKeys(v)
+	for _, key := range keys {
+		c.rep.IndexedKeys++
+		ts := v.StoreTimestamp() // the index keeps whole seconds
+		offs, err := c.index.Query(topic+"#"+key, 1<<16, ts-2000, ts+1000)
+		if err != nil {
+			c.rep.problem(filepath.Join(c.cfg.Dir, indexDir), phys, "query key %q: %v", key, err)
+			return
+		}
+		found := false
+		for _, o := range offs {
+			found = found || o == phys
+		}
+		switch {
+		case !found && indexed:
+			c.rep.problem(filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not in the index", key, phys)
+		case !found:
+			c.rep.warn(filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not indexed yet (opening the store adds it)", key, phys)
+		}
+	}
+}
+
+func splitKeys(v message.View) []string {
+	var keys []string
+	for _, k := range bytes.Fields(v.Keys()) {
+		keys = append(keys, string(k))
+	}
+	if u := v.UniqKey(); len(u) > 0 {
+		keys = append(keys, string(u))
+	}
+	return keys
+}
+
+// checkQueues verifies every ConsumeQueue entry against its record.
+func (c *checker) checkQueues() {
+	minPhys := c.log.MinOffset()
+	for topic, byID := range c.queues {
+		for qid, q := range byID {
+			file := filepath.Join(c.cfg.Dir, consumeQueueDir, topic, strconv.Itoa(int(qid)))
+			var ents [256]consumequeue.Entry
+			for off := q.MinOffset(); off < q.MaxOffset() && len(c.rep.Problems) < maxCheckProblems; {
+				n, err := q.Get(off, ents[:min(int64(len(ents)), q.MaxOffset()-off)])
+				if err != nil || n == 0 {
+					c.rep.problem(file, off, "read entries: %v", err)
+					break
+				}
+				for i, e := range ents[:n] {
+					c.rep.QueueEntries++
+					c.checkEntry(file, topic, qid, off+int64(i), e, minPhys)
+				}
+				off += int64(n)
+			}
+		}
+	}
+}
+
+func (c *checker) checkEntry(file, topic string, qid int32, qo int64, e consumequeue.Entry, minPhys int64) {
+	if e.PhysOffset < minPhys {
+		return // retired with its segment
+	}
+	if e.PhysOffset+int64(e.Size) > c.rep.EndOffset {
+		c.rep.problem(file, qo, "entry points at %d (size %d), past the end of the CommitLog %d", e.PhysOffset, e.Size, c.rep.EndOffset)
+		return
+	}
+	rec, err := c.log.ReadEntry(e.PhysOffset, e.Size, nil)
+	if err != nil {
+		c.rep.problem(file, qo, "entry points at %d (size %d): %v", e.PhysOffset, e.Size, err)
+		return
+	}
+	v := message.View(rec)
+	if string(v.Topic()) != topic || v.QueueID() != qid || v.QueueOffset() != qo {
+		c.rep.problem(file, qo, "entry points at the record of %s/%d offset %d", v.Topic(), v.QueueID(), v.QueueOffset())
+	}
+	if want := c.cfg.tagsCode(v); c.cfg.TagsCode == nil && e.TagsCode != want {
+		c.rep.problem(file, qo, "tag code %d, the record's tags hash to %d", e.TagsCode, want)
+	}
+}
