@@ -54,6 +54,8 @@ type Config struct {
 	AutoCreateSubscriptionGroup bool
 	DefaultTopicQueueNums       int32 // queues of TBW102 and of auto-created topics (4)
 	MaxQueueNums                int32 // upper bound for UPDATE_AND_CREATE_TOPIC (1024)
+	MaxTopics                   int   // topics this broker hosts, system topics included (100000)
+	MaxGroups                   int   // subscription groups (100000)
 	MaxMessageSize              int   // body bytes (4 MiB); a batch counts as a whole
 	RetryMaxTimes               int32 // group default retryMaxTimes (16)
 	RegionID                    string
@@ -99,6 +101,8 @@ func (c *Config) applyDefaults() {
 	setDef(&c.BrokerPermission, permRW)
 	setDef(&c.DefaultTopicQueueNums, 4)
 	setDef(&c.MaxQueueNums, 1024)
+	setDef(&c.MaxTopics, 100000)
+	setDef(&c.MaxGroups, 100000)
 	setDef(&c.MaxMessageSize, 4<<20)
 	setDef(&c.RetryMaxTimes, 16)
 	setDef(&c.ShortPollingTimeout, time.Second)
@@ -203,8 +207,8 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, st: st, log: logger, storeHost: host,
 		uniq:    message.NewUniqIDGenerator(host.Addr()),
-		topics:  newConfigTable[TopicConfig](cfg.FS, filepath.Join(confDir, "topics.json"), "topicConfigTable", now),
-		groups:  newConfigTable[GroupConfig](cfg.FS, filepath.Join(confDir, "subscriptionGroup.json"), "subscriptionGroupTable", now),
+		topics:  newConfigTable[TopicConfig](cfg.FS, filepath.Join(confDir, "topics.json"), "topicConfigTable", now).withLimit("topic", cfg.MaxTopics),
+		groups:  newConfigTable[GroupConfig](cfg.FS, filepath.Join(confDir, "subscriptionGroup.json"), "subscriptionGroupTable", now).withLimit("subscription group", cfg.MaxGroups),
 		offsets: newOffsetTable(cfg.FS, filepath.Join(confDir, "consumerOffset.json")),
 		locks:   newLockTable(cfg.LockExpiry, cfg.Now),
 		closed:  make(chan struct{}),

@@ -215,6 +215,9 @@ func (b *Broker) handleUpdateConsumerOffset(ctx context.Context, c *remoting.Con
 	if _, ok := b.topics.get(topic); !ok {
 		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist", topic)
 	}
+	if _, err := b.ensureGroup(group); err != nil {
+		return nil, err
+	}
 	if off < 0 {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "commitOffset %d is negative", off)
 	}

@@ -16,10 +16,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -101,6 +103,8 @@ type configTable[T any] struct {
 	fs    vfs.FS
 	path  string
 	field string // JSON key of the map in the file
+	what  string // "topic", "subscription group": for the limit error
+	limit int    // most entries; creating one more fails
 	now   func() int64
 
 	saveMu sync.Mutex // serialises mutation+save; held before mu
@@ -111,7 +115,13 @@ type configTable[T any] struct {
 }
 
 func newConfigTable[T any](fsys vfs.FS, path, field string, now func() int64) *configTable[T] {
-	return &configTable[T]{fs: fsys, path: path, field: field, now: now, m: make(map[string]T)}
+	return &configTable[T]{fs: fsys, path: path, field: field, what: field, limit: math.MaxInt, now: now, m: make(map[string]T)}
+}
+
+// withLimit bounds the number of entries.
+func (t *configTable[T]) withLimit(what string, limit int) *configTable[T] {
+	t.what, t.limit = what, limit
+	return t
 }
 
 func (t *configTable[T]) load() error {
@@ -200,6 +210,10 @@ func (t *configTable[T]) remove(name string) (bool, error) {
 func (t *configTable[T]) mutateAndSave(name string, v *T) error {
 	t.mu.Lock()
 	old, had := t.m[name]
+	if v != nil && !had && len(t.m) >= t.limit {
+		t.mu.Unlock()
+		return protoErrorf(remoting.ResSystemError, "%s limit of %d reached; cannot create %s", t.what, t.limit, name)
+	}
 	oldVer := t.ver
 	if v != nil {
 		t.m[name] = *v

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/keelmq/keel/internal/remoting"
@@ -94,4 +95,17 @@ func TestValidateTopic(t *testing.T) {
 			t.Errorf("%q valid=%v, want %v", name, got, ok)
 		}
 	}
+}
+
+func TestTopicAndGroupLimits(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.MaxTopics = 3; c.MaxGroups = 1 }) // TBW102 + SELF_TEST_TOPIC + 1
+	cl := e.dial()
+	wantCode(t, cl.sendV1("One", 0, "", []byte("x")), remoting.ResSuccess)
+	resp := cl.sendV1("Two", 0, "", []byte("x"))
+	wantCode(t, resp, remoting.ResSystemError)
+	if !strings.Contains(resp.Remark, "topic limit of 3") {
+		t.Fatalf("remark %q", resp.Remark)
+	}
+	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g1", "topic": "One", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResSuccess)
+	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g2", "topic": "One", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResSystemError)
 }
