@@ -132,28 +132,94 @@ func (s *Service) handleBatch(ctx context.Context, q *queue, res *store.GetResul
 	default: // NoMessageInQueue, OffsetOverflowOne, NoMatchedLogicQueue: nothing yet
 		return math.MaxInt64, 0, false
 	}
+	b := outBatch{q: q}
 	for _, rec := range res.Records {
 		v := message.View(rec)
 		at := actionMs(s.cfg.DelayLevels, q.key.topic, q.key.id, v)
+		if at <= now {
+			at, _ = s.finalWait(q, v, now)
+		}
 		if at > now {
-			return at, n, false
+			if err := s.flushBatch(ctx, &b); err != nil {
+				return s.putFailed(q, err, now), b.n, false
+			}
+			return at, b.n, false
 		}
-		if due, ok := s.finalWait(q, v, now); ok {
-			return due, n, false
+		m, k, ok := s.next(q, rec, now)
+		if ok && b.bytes > 0 && b.bytes+len(m.Body)+len(m.Properties) > s.cfg.PutBatchBytes {
+			if err := s.flushBatch(ctx, &b); err != nil {
+				return s.putFailed(q, err, now), b.n, false
+			}
 		}
-		if err := s.act(ctx, q, rec, now); err != nil {
-			s.log.Error("schedule: deliver", "topic", q.key.topic, "queue", q.key.id, "offset", v.QueueOffset(), "err", err)
-			return now + s.cfg.RetryInterval.Milliseconds(), n, false
-		}
-		q.cursor = v.QueueOffset() + 1
-		n++
+		b.add(m, k, v.QueueOffset(), ok)
+	}
+	if err := s.flushBatch(ctx, &b); err != nil {
+		return s.putFailed(q, err, now), b.n, false
 	}
 	// Entries the store skipped (it never hands out a corrupt record) are
 	// passed by NextOffset.
 	if res.NextOffset > q.cursor {
 		q.cursor = res.NextOffset
 	}
-	return math.MaxInt64, n, true
+	return math.MaxInt64, b.n, true
+}
+
+func (s *Service) putFailed(q *queue, err error, now int64) int64 {
+	s.log.Error("schedule: put", "topic", q.key.topic, "queue", q.key.id, "cursor", q.cursor, "err", err)
+	return now + s.cfg.RetryInterval.Milliseconds()
+}
+
+// outBatch collects the puts for consecutive due entries of one queue; they
+// are appended together, all or nothing.
+type outBatch struct {
+	q     *queue
+	msgs  []*message.Message
+	keys  []qkey // schedule queue a message goes to (zero for a delivery)
+	last  int64  // queue offset of the last entry covered
+	bytes int
+	n     int // entries consumed so far
+}
+
+// add covers the entry at queue offset off: with its outgoing message, or
+// (ok false) as an entry to pass.
+func (b *outBatch) add(m *message.Message, k qkey, off int64, ok bool) {
+	if !ok {
+		if len(b.msgs) == 0 {
+			b.q.cursor = off + 1
+			b.n++
+			return
+		}
+		b.last = off
+		return
+	}
+	b.msgs = append(b.msgs, m)
+	b.keys = append(b.keys, k)
+	b.last = off
+	b.bytes += len(m.Body) + len(m.Properties)
+}
+
+// flushBatch appends the batch and moves the cursor past it.
+func (s *Service) flushBatch(ctx context.Context, b *outBatch) error {
+	if len(b.msgs) == 0 {
+		return nil
+	}
+	res := s.st.PutMessages(ctx, b.msgs)
+	switch res.Status {
+	case store.PutOK, store.PutFlushDiskTimeout:
+		// FLUSH_DISK_TIMEOUT: written, the sync is late; persist flushes
+		// before the cursor moves on disk.
+	default:
+		return fmt.Errorf("append %d messages: %s: %w", len(b.msgs), res.Status, res.Err)
+	}
+	for i, m := range b.msgs {
+		if q := s.byKey[b.keys[i]]; q != nil {
+			raiseTo(&q.known, m.QueueOffset+1)
+		}
+	}
+	b.n += int(b.last + 1 - b.q.cursor)
+	b.q.cursor = b.last + 1
+	b.msgs, b.keys, b.bytes = b.msgs[:0], b.keys[:0], 0
+	return nil
 }
 
 func (s *Service) skipTo(q *queue, off int64) (int64, int, bool) {
@@ -178,52 +244,39 @@ func (s *Service) finalWait(q *queue, v message.View, now int64) (int64, bool) {
 	return 0, false
 }
 
-// act delivers a due entry, or moves a timer entry to a lower queue.
-func (s *Service) act(ctx context.Context, q *queue, rec []byte, now int64) error {
+// next returns the message to put for a due entry: the delivery, or for a
+// timer entry not yet due the same entry in the queue for its remaining
+// delay (k is then that queue). ok is false for an entry that cannot be
+// delivered; it is logged and passed.
+func (s *Service) next(q *queue, rec []byte, now int64) (m *message.Message, k qkey, ok bool) {
 	m, err := message.Decode(rec)
 	if err != nil {
-		return fmt.Errorf("decode entry: %w", err)
+		s.log.Error("schedule: undecodable entry skipped", "topic", q.key.topic, "queue", q.key.id, "err", err)
+		return nil, qkey{}, false
 	}
 	if q.key.topic == TimerTopic {
 		if due, ok := timerDue([]byte(m.Properties)); ok && due > now {
-			return s.cascade(ctx, m, due-now)
+			k = qkey{TimerTopic, TimerQueue(due - now)}
+			m.Topic, m.QueueID = k.topic, k.id
+			m.QueueOffset, m.PhysOffset, m.StoreTimestamp = 0, 0, 0
+			return m, k, true
 		}
 	}
-	out, err := deliverable(m)
+	_, canFlush := s.st.(flusher)
+	out, err := deliverable(m, canFlush)
 	if err != nil {
 		s.log.Error("schedule: entry cannot be delivered; skipped", "topic", q.key.topic, "queue", q.key.id,
 			"offset", m.QueueOffset, "err", err)
-		return nil
+		return nil, qkey{}, false
 	}
-	return s.put(ctx, out, qkey{})
-}
-
-// cascade puts a timer entry into the queue for its remaining delay.
-func (s *Service) cascade(ctx context.Context, m *message.Message, remainingMs int64) error {
-	k := qkey{TimerTopic, TimerQueue(remainingMs)}
-	m.Topic, m.QueueID = k.topic, k.id
-	return s.put(ctx, m, k)
-}
-
-func (s *Service) put(ctx context.Context, m *message.Message, k qkey) error {
-	m.QueueOffset, m.PhysOffset, m.StoreTimestamp = 0, 0, 0
-	res := s.st.PutMessage(ctx, m)
-	switch res.Status {
-	case store.PutOK, store.PutFlushDiskTimeout:
-		// FLUSH_DISK_TIMEOUT: stored, the sync is late; persist flushes
-		// again before the cursor moves on disk.
-	default:
-		return fmt.Errorf("put to %s/%d: %s: %w", m.Topic, m.QueueID, res.Status, res.Err)
-	}
-	if q := s.byKey[k]; q != nil {
-		raiseTo(&q.known, m.QueueOffset+1)
-	}
-	return nil
+	return out, qkey{}, true
 }
 
 // deliverable turns a due schedule entry into the message for its real
-// topic and queue.
-func deliverable(m *message.Message) (*message.Message, error) {
+// topic and queue. WAIT=false (the store need not sync before it returns)
+// is set only when the cursors are saved after an explicit flush; otherwise
+// the put itself must be durable under SYNC_FLUSH before the cursor moves.
+func deliverable(m *message.Message, noWait bool) (*message.Message, error) {
 	topic, ok := message.Property(m.Properties, message.PropRealTopic)
 	if !ok || topic == "" || len(topic) > message.MaxTopicBytes || IsScheduleTopic(topic) {
 		return nil, fmt.Errorf("bad REAL_TOPIC %q", topic)
@@ -238,7 +291,11 @@ func deliverable(m *message.Message) (*message.Message, error) {
 		message.PropTimerDelayMs, message.PropTimerOutMs, message.PropTimerEnqueueMs} {
 		props = message.DeleteProperty(props, k)
 	}
-	props = message.SetProperty(props, message.PropWaitStoreMsgOK, "false")
+	if noWait {
+		props = message.SetProperty(props, message.PropWaitStoreMsgOK, "false")
+	} else {
+		props = message.DeleteProperty(props, message.PropWaitStoreMsgOK)
+	}
 	return &message.Message{
 		Topic: topic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag,
 		BornTimestamp: m.BornTimestamp, BornHost: m.BornHost, StoreHost: m.StoreHost,

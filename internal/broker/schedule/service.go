@@ -21,6 +21,7 @@ import (
 // satisfies it).
 type Store interface {
 	PutMessage(ctx context.Context, m *message.Message) store.PutResult
+	PutMessages(ctx context.Context, ms []*message.Message) store.PutResult
 	GetMessage(topic string, queueID int32, offset int64, maxCount, maxBytes int, f store.Filter) (*store.GetResult, error)
 	MinOffset(topic string, queueID int32) int64
 	MaxOffset(topic string, queueID int32) int64
@@ -35,6 +36,7 @@ type flusher interface{ Flush() error }
 const (
 	DefaultReadBatch     = 32
 	DefaultReadBytes     = 8 << 20
+	DefaultPutBatchBytes = 1 << 20
 	DefaultRoundBudget   = 1024
 	DefaultRetryInterval = time.Second
 	DefaultDispatchWait  = 10 * time.Millisecond
@@ -54,6 +56,7 @@ type Config struct {
 	ReadBatch     int           // entries read per GetMessage (32)
 	ReadBytes     int           // bytes read per GetMessage (8 MiB; at least one record)
 	RoundBudget   int           // entries one queue handles per round before the others get a turn (1024)
+	PutBatchBytes int           // body+properties bytes per combined append of due entries (1 MiB)
 	RetryInterval time.Duration // wait after a failed put or cursor write (1s)
 	// DispatchWait is the re-check interval while an entry Schedule stored is
 	// not yet visible to readers (10ms); OnDispatch usually wakes sooner.
@@ -76,6 +79,7 @@ func (c *Config) setDefaults() {
 	setDef(&c.ReadBatch, DefaultReadBatch)
 	setDef(&c.ReadBytes, DefaultReadBytes)
 	setDef(&c.RoundBudget, DefaultRoundBudget)
+	setDef(&c.PutBatchBytes, DefaultPutBatchBytes)
 	setDef(&c.RetryInterval, DefaultRetryInterval)
 	setDef(&c.DispatchWait, DefaultDispatchWait)
 	if c.Clock == nil {
