@@ -179,6 +179,7 @@ type Broker struct {
 
 	scheduler    atomic.Pointer[schedulerBox]
 	transactions atomic.Pointer[transactionsBox]
+	dedup        atomic.Pointer[dedupBox]
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close

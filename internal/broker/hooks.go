@@ -58,6 +58,40 @@ type dispatchObserver interface {
 	OnDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64)
 }
 
+// Deduplicator suppresses re-sends of a message already stored (same topic,
+// same client UNIQ_KEY). Check is called for a single-message send whose
+// properties carried a UNIQ_KEY from the client (not one the broker made),
+// before routing (so also for prepared and delayed messages).
+//   - orig != nil: a duplicate; nothing is stored and the send is answered
+//     as the first was (msgId from orig.PhysOffset, queueOffset, queueId).
+//   - orig == nil: the message is stored as usual, then release is called
+//     exactly once with the message as reported (QueueID = the response's
+//     queueId; QueueOffset, PhysOffset, StoreTimestamp as put) and the put
+//     result, or with (nil, result) if the send failed before the put.
+//
+// err != nil answers SYSTEM_ERROR. Batches are not checked.
+type Deduplicator interface {
+	Check(ctx context.Context, topic, uniqKey string) (orig *message.Message, release func(stored *message.Message, res store.PutResult), err error)
+}
+
+type dedupBox struct{ d Deduplicator }
+
+// SetDeduplicator installs the de-duplication hook (nil removes it).
+func (b *Broker) SetDeduplicator(d Deduplicator) {
+	if d == nil {
+		b.dedup.Store(nil)
+		return
+	}
+	b.dedup.Store(&dedupBox{d})
+}
+
+func (b *Broker) getDeduplicator() Deduplicator {
+	if box := b.dedup.Load(); box != nil {
+		return box.d
+	}
+	return nil
+}
+
 type schedulerBox struct {
 	s   Scheduler
 	obs dispatchObserver // s, if it observes dispatch; else nil

@@ -142,7 +142,8 @@ func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Co
 		}
 	}
 	uniq, ok := message.Property(m.Properties, message.PropUniqKey)
-	if !ok || uniq == "" {
+	clientKey := ok && uniq != ""
+	if !clientKey {
 		uniq = b.uniq.Next()
 		m.Properties = message.SetProperty(m.Properties, message.PropUniqKey, uniq)
 	}
@@ -152,15 +153,49 @@ func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Co
 			len(m.Properties), message.MaxPropertiesBytes)
 	}
 	queueID := m.QueueID
+	if d := b.getDeduplicator(); d != nil && clientKey {
+		orig, release, err := d.Check(ctx, m.Topic, uniq)
+		if err != nil {
+			return nil, protoErrorf(remoting.ResSystemError, "duplicate check failed: %v", err)
+		}
+		if orig != nil {
+			return b.duplicateResponse(req, orig, uniq), nil
+		}
+		res := store.PutResult{Status: store.PutUnknownError}
+		var stored *message.Message
+		defer func() { release(stored, res) }()
+		var resp *remoting.Command
+		resp, res, err = b.putOne(ctx, req, m, queueID, uniq)
+		if err == nil {
+			reported := *m
+			reported.QueueID = queueID
+			stored = &reported
+		}
+		return resp, err
+	}
+	resp, _, err := b.putOne(ctx, req, m, queueID, uniq)
+	return resp, err
+}
+
+// putOne routes and stores one message and builds the send response.
+func (b *Broker) putOne(ctx context.Context, req *remoting.Command, m *message.Message, queueID int32, uniq string) (*remoting.Command, store.PutResult, error) {
 	res, err := b.route(ctx, m)
 	if err != nil {
-		return nil, err
+		return nil, store.PutResult{Status: store.PutUnknownError, Err: err}, err
 	}
 	resp := b.putResponse(req, res, []*message.Message{m})
 	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
 		setExt(resp, "queueId", itoa(queueID), "transactionId", uniq)
 	}
-	return resp, nil
+	return resp, res, nil
+}
+
+// duplicateResponse answers a re-sent message as the first send was.
+func (b *Broker) duplicateResponse(req *remoting.Command, orig *message.Message, uniq string) *remoting.Command {
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	setExt(resp, "msgId", message.OffsetMsgID(b.storeHost, orig.PhysOffset), "queueOffset", itoa(orig.QueueOffset),
+		"queueId", itoa(orig.QueueID), "transactionId", uniq)
+	return resp
 }
 
 // route stores m: as a half message, as a scheduled message, or directly.
@@ -234,13 +269,17 @@ func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || n > maxTimerDelay.Milliseconds()*1000 {
+		if err != nil || n < 0 {
 			return 0, false, protoErrorf(remoting.ResMessageIllegal, "illegal %s property %q", k.key, v)
 		}
-		if k.rel {
-			return nowMs + n*k.scale, true, nil
+		if !k.rel {
+			return n, true, nil // absolute; the caller bounds it
 		}
-		return n, true, nil
+		if n > maxTimerDelay.Milliseconds()/k.scale {
+			return 0, false, protoErrorf(remoting.ResMessageIllegal,
+				"timer message delivery time is more than %s ahead", maxTimerDelay)
+		}
+		return nowMs + n*k.scale, true, nil
 	}
 	return 0, false, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
@@ -275,4 +276,72 @@ func TestSchedulerObservesDispatch(t *testing.T) {
 		}
 	})
 	wantCode(t, e.dial().sendV1("KEEL_SYS_TIMER", 0, "", []byte("x")), remoting.ResNoPermission)
+}
+
+func TestSendTimerDeliverMsAbsolute(t *testing.T) {
+	e := startEnv(t, nil)
+	fs := &fakeScheduler{st: e.st}
+	e.b.SetScheduler(fs)
+	cl := e.dial()
+	at := time.Now().Add(time.Minute).UnixMilli()
+	wantCode(t, cl.sendV1("T", 0, "TIMER_DELIVER_MS\x01"+itoa(at)+"\x02", []byte("x")), remoting.ResSuccess)
+	far := time.Now().Add(4 * 24 * time.Hour).UnixMilli()
+	wantCode(t, cl.sendV1("T", 0, "TIMER_DELIVER_MS\x01"+itoa(far)+"\x02", []byte("x")), remoting.ResMessageIllegal)
+	past := time.Now().Add(-time.Minute).UnixMilli()
+	wantCode(t, cl.sendV1("T", 0, "TIMER_DELIVER_MS\x01"+itoa(past)+"\x02", []byte("x")), remoting.ResSuccess)
+	if calls := fs.get(); len(calls) != 1 || calls[0].at != at {
+		t.Fatalf("scheduler calls %+v, want one at %d", calls, at)
+	}
+}
+
+// fakeDedup remembers stored messages by (topic, key).
+type fakeDedup struct {
+	mu       sync.Mutex
+	seen     map[string]*message.Message
+	releases int
+}
+
+func (f *fakeDedup) Check(ctx context.Context, topic, key string) (*message.Message, func(*message.Message, store.PutResult), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.seen[topic+"#"+key]; m != nil {
+		return m, nil, nil
+	}
+	return nil, func(m *message.Message, res store.PutResult) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.releases++
+		if m != nil && res.Status == store.PutOK {
+			f.seen[topic+"#"+key] = m
+		}
+	}, nil
+}
+
+func TestSendDeduplicator(t *testing.T) {
+	e := startEnv(t, nil)
+	d := &fakeDedup{seen: map[string]*message.Message{}}
+	e.b.SetDeduplicator(d)
+	cl := e.dial()
+	props := message.EncodeProperties(map[string]string{"UNIQ_KEY": "DUP1"})
+	first := cl.sendV1("T", 1, props, []byte("x"))
+	wantCode(t, first, remoting.ResSuccess)
+	again := cl.sendV1("T", 1, props, []byte("x"))
+	wantCode(t, again, remoting.ResSuccess)
+	for _, k := range []string{"msgId", "queueId", "queueOffset", "transactionId"} {
+		if first.ExtFields[k] != again.ExtFields[k] {
+			t.Errorf("%s: first %q, duplicate %q", k, first.ExtFields[k], again.ExtFields[k])
+		}
+	}
+	e.waitMax("T", 1, 1)
+	if e.st.MaxOffset("T", 1) != 1 {
+		t.Fatal("duplicate stored")
+	}
+	// Broker-generated keys are not checked; failed sends still release.
+	wantCode(t, cl.sendV1("T", 1, "", []byte("y")), remoting.ResSuccess)
+	wantCode(t, cl.sendV1("T", 1, message.EncodeProperties(map[string]string{"UNIQ_KEY": "D2", "DELAY": "3"}), []byte("z")), remoting.ResMessageIllegal)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.releases != 2 {
+		t.Fatalf("releases %d, want 2", d.releases)
+	}
 }
