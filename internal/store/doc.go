@@ -106,6 +106,18 @@
 // and dispatched are never deleted. ConsumeQueues and the index then drop
 // what pointed into the deleted segments, and min offsets advance.
 //
+// # Offline check
+//
+// Check (used by `keel check`) verifies a store that is not running without
+// changing it (component repairs done while opening go to an in-memory
+// copy-on-write layer): every CommitLog record (CRC32-C, structure, its
+// PHYSICALOFFSET field), every record against its ConsumeQueue entry and
+// every entry against its record (topic, queue, offset, size, tag code),
+// and every KEYS token and UNIQ_KEY against the index. Missing entries for
+// records after the checkpointed offsets and a torn tail are warnings (the
+// next Open repairs them); everything else is a problem, listed with file
+// and offset.
+//
 // # Concurrency
 //
 // All exported methods are safe for concurrent use. Goroutines: the

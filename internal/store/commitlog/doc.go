@@ -69,6 +69,14 @@
 // treated the same way (the missing end is an invalid entry at the end of
 // the file).
 //
+// Verify runs the same scan over the whole log without changing anything
+// (for offline checks).
+//
+// Reads return errors wrapping ErrNoRecord for offsets that hold no record
+// (before the first segment, in the blank tail of a closed segment),
+// ErrBeyondEnd past the written offset and ErrCorrupt for bytes that fail
+// verification; only the first means "removed".
+//
 // # Concurrency
 //
 // Append, Recover, Truncate and DeleteBefore must not run concurrently with
