@@ -295,6 +295,12 @@ func (c *checker) checkEntry(file, topic string, qid int32, qo int64, e consumeq
 		return // retired with its segment
 	}
 	if e.PhysOffset+int64(e.Size) > c.rep.EndOffset {
+		if !c.rep.CleanShutdown && (!c.haveCP || c.cp.PhysFlushed <= c.rep.EndOffset) {
+			// After a crash under ASYNC_FLUSH an entry may point at a record
+			// that was never flushed; Open drops it.
+			c.rep.warn(file, qo, "entry points at %d, past the end of the CommitLog %d (opening the store drops it)", e.PhysOffset, c.rep.EndOffset)
+			return
+		}
 		c.rep.problem(file, qo, "entry points at %d (size %d), past the end of the CommitLog %d", e.PhysOffset, e.Size, c.rep.EndOffset)
 		return
 	}
