@@ -44,17 +44,26 @@
 //
 // The due message is put to REAL_TOPIC / REAL_QID with the same body, flag,
 // sysFlag, born and store host, born timestamp and reconsume times; DELAY and
-// TIMER_* properties are removed, REAL_TOPIC / REAL_QID stay, WAIT=false. The
-// store assigns a new CommitLog offset and queue offset and recomputes the
-// tag code from TAGS; its dispatch listener wakes long-polling consumers. An
-// entry without a usable REAL_TOPIC / REAL_QID cannot be delivered: it is
-// logged and skipped (it stays readable in the schedule queue).
+// TIMER_* properties are removed, REAL_TOPIC / REAL_QID stay. The store
+// assigns a new CommitLog offset and queue offset and recomputes the tag code
+// from TAGS; its dispatch listener wakes long-polling consumers. The puts for
+// a run of consecutive due entries of one queue (deliveries and cascade
+// moves) are one combined append, all or nothing. An entry without a usable
+// REAL_TOPIC / REAL_QID cannot be delivered: it is logged and skipped (it
+// stays readable in the schedule queue).
+//
+// WAIT=false is set on delivered copies (as RocketMQ does) only when the
+// store has a Flush method, which the service then calls before every cursor
+// write. Without it the property is removed instead, so under SYNC_FLUSH the
+// append itself is synced before the cursor can move past its entries. Under
+// ASYNC_FLUSH without Flush, a power loss can lose a delivered copy written
+// after the last background flush, like any acknowledged message.
 //
 // # Cursors (on disk)
 //
 // Per queue a cursor is the next queue offset to process. After every round
-// that moved a cursor the service makes the delivered puts durable (the
-// store's Flush, when it has one) and then rewrites
+// that moved a cursor the service makes the delivered puts durable (see
+// WAIT above) and then rewrites
 //
 //	<Dir>/config/delayOffset.json
 //	{"version":1,"offsetTable":{"SCHEDULE_TOPIC_XXXX":{"0":12},"KEEL_SYS_TIMER":{"3":4}}}

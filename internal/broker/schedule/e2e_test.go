@@ -106,12 +106,7 @@ func (c *cluster) startBroker(addr string) {
 	scfg := store.DefaultConfig(c.dir)
 	scfg.CommitLogSegmentBytes = 16 << 20
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 10000, 40000
-	scfg.TagsCode = func(v message.View) int64 {
-		if code, ok := schedule.TagsCode(v, levels); ok {
-			return code
-		}
-		return v.TagsCode()
-	}
+	scfg.TagsCode = schedule.StoreTagsCode(levels)
 	st, err := store.Open(scfg)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"math/bits"
+	"slices"
 	"strconv"
 	"time"
 
@@ -128,6 +129,18 @@ func TagsCode(v message.View, levels []time.Duration) (code int64, ok bool) {
 		return actionMs(levels, TimerTopic, v.QueueID(), v), true
 	}
 	return 0, false
+}
+
+// StoreTagsCode returns a hook for store.Config.TagsCode: TagsCode for the
+// schedule topics, the hash of TAGS (message.View.TagsCode) for every other.
+func StoreTagsCode(levels []time.Duration) func(v message.View) int64 {
+	levels = slices.Clone(levels)
+	return func(v message.View) int64 {
+		if code, ok := TagsCode(v, levels); ok {
+			return code
+		}
+		return v.TagsCode()
+	}
 }
 
 // IsScheduleTopic reports whether topic is one of the schedule topics.

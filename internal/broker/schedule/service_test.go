@@ -21,7 +21,8 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // env is a store and a service on one directory with a manual clock.
 type env struct {
 	t      *testing.T
-	async  bool // ASYNC_FLUSH store
+	async  bool                     // ASYNC_FLUSH store
+	wrap   func(*store.Store) Store // what the service sees of the store; nil = the store
 	fs     vfs.FS
 	dir    string
 	clk    *fakeClock
@@ -55,12 +56,7 @@ func (e *env) storeConfig() store.Config {
 	cfg.RetentionCheckInterval = time.Hour
 	cfg.FileReservedTime = 100000 * time.Hour
 	cfg.Now = e.clk.Now
-	cfg.TagsCode = func(v message.View) int64 {
-		if c, ok := TagsCode(v, e.levels); ok {
-			return c
-		}
-		return v.TagsCode()
-	}
+	cfg.TagsCode = StoreTagsCode(e.levels)
 	return cfg
 }
 
@@ -70,7 +66,11 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	svc, err := New(Config{Dir: e.dir, FS: e.fs, DelayLevels: e.levels, Clock: e.clk}, st)
+	var ss Store = st
+	if e.wrap != nil {
+		ss = e.wrap(st)
+	}
+	svc, err := New(Config{Dir: e.dir, FS: e.fs, DelayLevels: e.levels, Clock: e.clk}, ss)
 	if err != nil {
 		st.Close()
 		e.t.Fatal(err)
@@ -437,8 +437,12 @@ func TestUndeliverableEntrySkipped(t *testing.T) {
 	e.waitVisible("ok", 0, 1)
 }
 
+// TestConcurrentSchedule: many producers schedule at once on an ASYNC_FLUSH
+// store; everything is delivered.
 func TestConcurrentSchedule(t *testing.T) {
-	e := newEnv(t, []time.Duration{time.Second})
+	e := &env{t: t, fs: vfs.OS{}, dir: t.TempDir(), clk: newFakeClock(t0), levels: []time.Duration{time.Second}, async: true}
+	e.start()
+	t.Cleanup(e.stop)
 	var wg sync.WaitGroup
 	const n = 8
 	errs := make(chan error, n*20)

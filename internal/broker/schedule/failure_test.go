@@ -1,0 +1,79 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// flakyStore fails every append while failing is set.
+type flakyStore struct {
+	*store.Store
+	failing atomic.Bool
+	failed  atomic.Int64
+}
+
+func (f *flakyStore) PutMessages(ctx context.Context, ms []*message.Message) store.PutResult {
+	if f.failing.Load() {
+		f.failed.Add(1)
+		return store.PutResult{Status: store.PutServiceNotAvailable, Err: errors.New("injected")}
+	}
+	return f.Store.PutMessages(ctx, ms)
+}
+
+// TestFailedDeliveryRetriedNotSkipped: while appends fail, the cursor stays
+// at the due entry; once they succeed it is delivered exactly once.
+func TestFailedDeliveryRetriedNotSkipped(t *testing.T) {
+	var flaky *flakyStore
+	e := &env{t: t, fs: vfs.OS{}, dir: t.TempDir(), clk: newFakeClock(t0), levels: []time.Duration{time.Second}}
+	e.wrap = func(st *store.Store) Store { flaky = &flakyStore{Store: st}; return flaky }
+	e.start()
+	t.Cleanup(e.stop)
+	e.schedule(newMsg("f", 0, "one", nil), 1, 0)
+	e.schedule(newMsg("f", 0, "two", nil), 1, 0)
+	flaky.failing.Store(true)
+	e.advance(time.Second)
+	e.settle()
+	if flaky.failed.Load() == 0 || e.st.MaxOffset("f", 0) != 0 {
+		t.Fatalf("failed appends %d, delivered %d", flaky.failed.Load(), e.st.MaxOffset("f", 0))
+	}
+	if c := e.svc.byKey[qkey{LevelTopic, 0}].cursor; c != 0 {
+		t.Fatalf("cursor moved to %d past undelivered entries", c)
+	}
+	flaky.failing.Store(false)
+	e.advance(DefaultRetryInterval)
+	e.waitVisible("f", 0, 2)
+	e.restart()
+	e.advance(time.Hour)
+	e.settle()
+	if n := e.st.MaxOffset("f", 0); n != 2 {
+		t.Fatalf("%d deliveries, want 2", n)
+	}
+}
+
+// TestCursorBeyondQueueIsPulledBack: a cursor file ahead of its queue (the
+// store lost an unflushed tail) must not make the service skip entries
+// appended after the restart.
+func TestCursorBeyondQueueIsPulledBack(t *testing.T) {
+	e := newEnv(t, []time.Duration{time.Second})
+	e.schedule(newMsg("b", 0, "first", nil), 1, 0)
+	e.advance(time.Second)
+	e.waitVisible("b", 0, 1)
+	e.stop()
+	if err := saveCursors(e.fs, e.dir, map[qkey]int64{{LevelTopic, 0}: 50, {TimerTopic, 3}: 7}); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	if c := e.svc.byKey[qkey{LevelTopic, 0}].cursor; c != 1 {
+		t.Fatalf("cursor %d, want the end of the queue (1)", c)
+	}
+	e.schedule(newMsg("b", 0, "second", nil), 1, 0)
+	e.advance(time.Second)
+	e.waitVisible("b", 0, 2)
+}
