@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// Message body layout: every body starts with a 16-byte stamp that the
+// consumers read for the end-to-end latency; the rest is a fixed pattern.
+//
+//	0      8              16           messageSize
+//	+------+--------------+------------+
+//	| sent | bodyMagic    | pattern... |
+//	+------+--------------+------------+
+//	sent: int64 big-endian Unix nanoseconds when the request was made
+const (
+	stampBytes = 16
+	bodyMagic  = "keelbnch"
+)
+
+// sendTimeout bounds one send request.
+const sendTimeout = 30 * time.Second
+
+// pacer spaces requests to a rate: request n of the pacer may go at
+// start + n*interval. Workers sharing it claim slots in turn, so the rate
+// holds whatever the number of workers. A pacer that falls behind sends at
+// once until it catches up (open loop).
+type pacer struct {
+	start    time.Time
+	interval time.Duration
+	next     atomic.Int64
+}
+
+func newPacer(requestsPerSec float64) *pacer {
+	if requestsPerSec <= 0 {
+		return nil
+	}
+	return &pacer{start: time.Now(), interval: time.Duration(float64(time.Second) / requestsPerSec)}
+}
+
+// wait blocks until the next slot or until stop is closed (false).
+func (p *pacer) wait(stop <-chan struct{}) bool {
+	at := p.start.Add(time.Duration(p.next.Add(1)-1) * p.interval)
+	d := time.Until(at)
+	if d < 100*time.Microsecond {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// producer is one connection with its senders.
+type producer struct {
+	cl      *remoting.Client
+	queues  []MessageQueue // writable queues of every topic on this broker
+	w       *Workload
+	st      *stats
+	group   string
+	nextQ   atomic.Uint64
+	pace    atomic.Pointer[pacer]
+	workers int
+}
+
+func (p *producer) setRate(msgsPerSec float64) {
+	p.pace.Store(newPacer(msgsPerSec / float64(p.w.BatchSize)))
+}
+
+// run starts the senders and returns when all have seen stop and their
+// last request has completed.
+func (p *producer) run(stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for i := 0; i < p.workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.sender(stop)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *producer) sender(stop <-chan struct{}) {
+	s := newSendBuffers(p.w, p.group)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if pc := p.pace.Load(); pc != nil && !pc.wait(stop) {
+			return
+		}
+		q := p.queues[p.nextQ.Add(1)%uint64(len(p.queues))]
+		p.sendOne(s, q)
+	}
+}
+
+func (p *producer) sendOne(s *sendBuffers, q MessageQueue) {
+	req := s.request(q, time.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	start := time.Now()
+	resp, err := p.cl.Invoke(ctx, req)
+	lat := time.Since(start)
+	cancel()
+	switch {
+	case err != nil:
+		p.st.sendErrors.Add(1)
+		p.st.countError("send: " + transportErrorKind(err))
+	case resp.Code != remoting.ResSuccess:
+		p.st.sendErrors.Add(1)
+		p.st.countError(fmt.Sprintf("send: code %d %s", resp.Code, truncate(resp.Remark, 60)))
+	default:
+		p.st.sendLat.Record(lat)
+		p.st.sent.Add(uint64(p.w.BatchSize))
+		p.st.sentBytes.Add(uint64(p.w.BatchSize * p.w.MessageSize))
+	}
+}
+
+// transportErrorKind names a transport error without its varying details
+// (opaque, addresses), so the error table stays small.
+func transportErrorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	default:
+		return "transport error (connection closed or failed)"
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// sendBuffers are one sender's reusable request, header and body. The
+// remoting connection has written the frame before Invoke returns, so the
+// next request may reuse them.
+type sendBuffers struct {
+	w       *Workload
+	req     remoting.Command
+	ext     map[string]string
+	body    []byte // the message body, or the batch body
+	payload []byte // one message body (batch items are built from it)
+	k       *[13]string
+}
+
+// Header keys of SEND_MESSAGE (V1) and of SEND_BATCH_MESSAGE (V2 short
+// names), in the order producerGroup, topic, defaultTopic,
+// defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag,
+// properties, reconsumeTimes, unitMode, maxReconsumeTimes, batch.
+var (
+	sendKeysV1 = [13]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+		"sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
+	sendKeysV2 = [13]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
+)
+
+func newSendBuffers(w *Workload, group string) *sendBuffers {
+	s := &sendBuffers{w: w, ext: make(map[string]string, 13), k: &sendKeysV1}
+	code := int16(remoting.ReqSendMessage)
+	if w.BatchSize > 1 {
+		code, s.k = remoting.ReqSendBatchMessage, &sendKeysV2
+	}
+	s.req = *remoting.NewRequest(code, s.ext, nil)
+	k := s.k
+	for i, v := range []string{group, "", "TBW102", "4", "", "0", "", "0", "", "0", "false", "16", strconv.FormatBool(w.BatchSize > 1)} {
+		s.ext[k[i]] = v
+	}
+	s.payload = make([]byte, w.MessageSize)
+	for i := stampBytes; i < len(s.payload); i++ {
+		s.payload[i] = byte('a' + i%26)
+	}
+	copy(s.payload[8:], bodyMagic)
+	return s
+}
+
+// request fills the reusable request for queue q, stamped with now.
+func (s *sendBuffers) request(q MessageQueue, now time.Time) *remoting.Command {
+	s.ext[s.k[1]] = q.Topic
+	s.ext[s.k[4]] = strconv.Itoa(int(q.QueueID))
+	s.ext[s.k[6]] = strconv.FormatInt(now.UnixMilli(), 10)
+	binary.BigEndian.PutUint64(s.payload, uint64(now.UnixNano()))
+	if s.w.BatchSize == 1 {
+		s.body = s.payload
+	} else {
+		s.body = s.body[:0]
+		for range s.w.BatchSize {
+			s.body, _ = message.AppendBatchItem(s.body, message.BatchItem{Body: s.payload}) // sizes validated
+		}
+	}
+	s.req.Flag, s.req.Opaque, s.req.Body = 0, 0, s.body
+	return &s.req
+}
