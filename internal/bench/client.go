@@ -25,7 +25,9 @@ type MessageQueue struct {
 	QueueID    int32
 }
 
-func (q MessageQueue) String() string { return fmt.Sprintf("%s@%s:%d", q.Topic, q.BrokerAddr, q.QueueID) }
+func (q MessageQueue) String() string {
+	return fmt.Sprintf("%s@%s:%d", q.Topic, q.BrokerAddr, q.QueueID)
+}
 
 // Permission bits of a queue in a route.
 const (
@@ -68,7 +70,9 @@ type ResponseError struct {
 	Remark string
 }
 
-func (e *ResponseError) Error() string { return fmt.Sprintf("bench: response code %d: %s", e.Code, e.Remark) }
+func (e *ResponseError) Error() string {
+	return fmt.Sprintf("bench: response code %d: %s", e.Code, e.Remark)
+}
 
 // LookupRoute returns the readable and writable queues of topic on master
 // brokers, ordered by broker address then queue id.
