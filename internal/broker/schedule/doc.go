@@ -35,6 +35,11 @@
 // a lower bit pattern into more set bits, so the hard bound is the bit
 // length, 18 for the 3-day maximum), and the delivery.
 //
+// Retention: a schedule entry is an ordinary CommitLog record, so a delay
+// level longer than the store's fileReservedTime (72h) can lose entries to
+// retention before they are due (as in RocketMQ). Timer entries are re-put
+// at least every 2^17 s (about 36 h), well within it.
+//
 // Timing: never early (an entry is acted on only when the clock has reached
 // its time). Late by the wake-up latency, plus, for an entry queued behind a
 // timer head that waits out its last sub-second remainder, less than one

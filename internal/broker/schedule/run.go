@@ -31,7 +31,12 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 	for {
 		s.begun.Add(1)
-		wait := s.round(ctx)
+		next := s.round(ctx)
+		wait := idleWait
+		if next != math.MaxInt64 {
+			// Measured after the round, so a slow round does not add to it.
+			wait = time.Duration(max(0, next-s.clock.Now().UnixMilli())) * time.Millisecond
+		}
 		t := s.clock.NewTimer(wait)
 		s.rounds.Add(1)
 		select {
@@ -52,10 +57,11 @@ func (s *Service) Run(ctx context.Context) error {
 // Schedule and OnDispatch, so this only bounds the damage of a lost signal.
 const idleWait = time.Minute
 
-// round handles every due entry and returns how long to sleep: until the
-// earliest pending action time, a short re-check while an own put is not yet
-// visible, or RetryInterval after a failure.
-func (s *Service) round(ctx context.Context) time.Duration {
+// round handles every due entry and returns when to run again (Unix ms;
+// MaxInt64 = only when woken): the earliest pending action time, a short
+// re-check while an own put is not yet visible, or RetryInterval after a
+// failure.
+func (s *Service) round(ctx context.Context) int64 {
 	now := s.clock.Now().UnixMilli()
 	next := int64(math.MaxInt64)
 	for _, q := range s.queues {
@@ -68,10 +74,7 @@ func (s *Service) round(ctx context.Context) time.Duration {
 		s.log.Error("schedule: save cursors", "err", err)
 		next = min(next, now+s.cfg.RetryInterval.Milliseconds())
 	}
-	if next == math.MaxInt64 {
-		return idleWait
-	}
-	return time.Duration(max(0, next-now)) * time.Millisecond
+	return next
 }
 
 // serveQueue handles the due entries of q and returns when to look at it
