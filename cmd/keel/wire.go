@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -18,10 +17,6 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
-
-// errNotBuilt is returned by an integration point whose package is not part
-// of this build yet.
-var errNotBuilt = errors.New("not implemented in this build yet")
 
 // parts carries what the starters build, so later parts can use earlier
 // ones. Starters run one after another before any service runs, so these
@@ -38,14 +33,6 @@ type parts struct {
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
 	broker      *broker.Broker
-}
-
-// checkStore verifies the store under cfg.StorePathRootDir offline
-// (store.Check: every record's checksum, ConsumeQueue entries against the
-// CommitLog, index files), writes a summary to w and reports whether the
-// store is sound.
-func (p *parts) checkStore(w io.Writer) (sound bool, err error) {
-	return false, fmt.Errorf("check: %w", errNotBuilt)
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:
