@@ -281,3 +281,23 @@ func ParseSize(s string) (int64, error) {
 	}
 	return n * mul, nil
 }
+
+// Quick runs (keel bench --quick): each workload about QuickDuration.
+const (
+	QuickDuration     = 3 * time.Second
+	QuickBacklogBytes = 256 << 20
+)
+
+// Shorten scales the workload down for a quick check of the machinery:
+// duration d, warm-up at most d/3, search steps of d/3 and a backlog of
+// at most QuickBacklogBytes (backlog phases keep their duration as a cap).
+func (w *Workload) Shorten(d time.Duration) {
+	if w.Mode != ModeBacklog {
+		w.Duration = min(w.Duration, d)
+	}
+	w.Warmup = min(w.Warmup, d/3)
+	w.SearchStepDuration = min(w.SearchStepDuration, d/3)
+	if w.BacklogBytes > QuickBacklogBytes {
+		w.BacklogBytes = QuickBacklogBytes
+	}
+}
