@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,4 +77,43 @@ func TestCursorBeyondQueueIsPulledBack(t *testing.T) {
 	e.schedule(newMsg("b", 0, "second", nil), 1, 0)
 	e.advance(time.Second)
 	e.waitVisible("b", 0, 2)
+}
+
+// TestTimersAcrossRestarts restarts the service and store repeatedly while
+// timers cascade through their queues: each is delivered once, at its due
+// time.
+func TestTimersAcrossRestarts(t *testing.T) {
+	e := newEnv(t, nil)
+	dues := map[string]int64{}
+	for i, d := range []time.Duration{1500 * time.Millisecond, 9 * time.Second, 77 * time.Second, 33*time.Minute + 5*time.Second, 26 * time.Hour} {
+		body := "t" + strconv.Itoa(i)
+		at := e.clk.Now().Add(d).UnixMilli()
+		e.schedule(newMsg("x", 0, body, nil), 0, at)
+		dues[body] = at
+	}
+	for step := 0; e.st.MaxOffset("x", 0) < int64(len(dues)); step++ {
+		if step > 2000 {
+			t.Fatal("no progress")
+		}
+		next, ok := e.clk.NextDeadline()
+		if !ok {
+			e.settle()
+			continue
+		}
+		e.clk.AdvanceTo(next)
+		e.settle()
+		if step%3 == 0 {
+			e.restart()
+		}
+	}
+	for _, m := range e.delivered("x", 0) {
+		due, ok := dues[string(m.Body)]
+		if !ok {
+			t.Fatalf("%s delivered twice or unknown", m.Body)
+		}
+		delete(dues, string(m.Body))
+		if m.StoreTimestamp != due {
+			t.Errorf("%s delivered at %+dms from due", m.Body, m.StoreTimestamp-due)
+		}
+	}
 }
