@@ -69,9 +69,15 @@ func TestSyncFlushTimeoutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r = s.PutMessage(ctx, newMsg("T", 0, "cancelled", nil))
+	r = s.PutMessage(ctx, newMsg("T", 0, "not written", nil))
 	if r.Status != PutUnknownError || !errors.Is(r.Err, context.Canceled) {
-		t.Fatalf("cancelled: %v %v", r.Status, r.Err)
+		t.Fatalf("cancelled before: %v %v", r.Status, r.Err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	r = s.PutMessage(ctx, newMsg("T", 0, "cancelled", nil))
+	if r.Status != PutUnknownError || !errors.Is(r.Err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled while waiting: %v %v", r.Status, r.Err)
 	}
 	if v := s.MaxOffset("T", 0); v != 1 {
 		t.Fatalf("unflushed messages visible under SYNC_FLUSH: max %d", v)

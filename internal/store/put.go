@@ -48,6 +48,9 @@ func (s *Store) PutMessages(ctx context.Context, ms []*message.Message) PutResul
 	if r, ok := s.refusePut(); !ok {
 		return r
 	}
+	if err := ctx.Err(); err != nil {
+		return PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
+	}
 	req, r := s.encode(ms)
 	if r.Status != PutOK {
 		return r

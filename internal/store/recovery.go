@@ -36,6 +36,7 @@ func (s *Store) recover(crashed bool) error {
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
 	s.logRecovery(crashed, cp, res)
+	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
 		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing: %w", res.End, cp.PhysFlushed, ErrCorrupt)
 		if !s.cfg.RepairCorruption {

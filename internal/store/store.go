@@ -43,6 +43,8 @@ type Store struct {
 	index  *index.Index
 	lock   io.Closer
 
+	recovered commitlog.RecoverResult // what Open's recovery found
+
 	// Append side. appendMu is held by the one goroutine writing a combined
 	// batch; pendMu guards the requests waiting to be combined.
 	appendMu sync.Mutex

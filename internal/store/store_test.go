@@ -121,6 +121,9 @@ func TestPutGetReopen(t *testing.T) {
 			}
 			s = mustOpen(t, cfg)
 			defer s.Close()
+			if last := s.log.Segments(); s.recovered.ScannedFrom != last[len(last)-1].Base {
+				t.Fatalf("clean restart verified from %d, not only the last segment", s.recovered.ScannedFrom)
+			}
 			r, err = s.GetMessage("T", 1, 2, 32, 1<<20, nil)
 			if err != nil || fmt.Sprint(bodies(r)) != "[m5 m7 m9]" {
 				t.Fatalf("after reopen: %v %v", bodies(r), err)
@@ -136,5 +139,32 @@ func TestPutGetReopen(t *testing.T) {
 				t.Fatalf("LookMessageByOffset(%d): %v", phys, err)
 			}
 		})
+	}
+}
+
+func TestCleanRestartVerifiesOnlyTheLastSegment(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	s := mustOpen(t, cfg)
+	for i := range 50 {
+		put(t, s, newMsg("T", 0, fmt.Sprintf("%d-%s", i, make([]byte, 4000)), nil))
+	}
+	s.Close()
+	s = mustOpen(t, cfg)
+	segs := s.log.Segments()
+	if len(segs) < 3 || s.recovered.ScannedFrom != segs[len(segs)-1].Base {
+		t.Fatalf("clean restart scanned from %d (%d segments)", s.recovered.ScannedFrom, len(segs))
+	}
+	s.Close()
+	// Without the abort marker removed (a crash) and without a checkpoint,
+	// everything is verified.
+	fs.Remove("/data/checkpoint")
+	s = mustOpen(t, cfg)
+	defer s.Close()
+	if s.recovered.ScannedFrom != 0 || s.recovered.Records != 50 {
+		t.Fatalf("full scan: from %d, %d records", s.recovered.ScannedFrom, s.recovered.Records)
+	}
+	if s.MaxOffset("T", 0) != 50 {
+		t.Fatal("queue lost entries")
 	}
 }
