@@ -142,10 +142,16 @@ func (c *Config) Validate() error {
 	}
 	// The largest record (body + the V1 header, topic and properties at
 	// their limits) must fit in a segment with its trailer and an end marker.
-	maxRecord := int64(c.MaxMessageBytes) + message.MinRecordBytes + 24 + message.MaxTopicBytes + message.MaxPropertiesBytes
+	maxRecord := c.maxRecordBytes()
 	check(maxRecord+commitlog.TrailerBytes+commitlog.BlankBytes <= c.CommitLogSegmentBytes,
 		"CommitLogSegmentBytes %d cannot hold a message of MaxMessageBytes %d with its header", c.CommitLogSegmentBytes, c.MaxMessageBytes)
 	return errors.Join(errs...)
+}
+
+// maxRecordBytes is the largest record a put can produce: the body limit
+// plus the V1 header with IPv6 hosts, the longest topic and properties.
+func (c *Config) maxRecordBytes() int64 {
+	return int64(c.MaxMessageBytes) + message.MinRecordBytes + 24 + message.MaxTopicBytes + message.MaxPropertiesBytes
 }
 
 func (c *Config) setDefaults() {

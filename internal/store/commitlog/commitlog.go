@@ -57,6 +57,10 @@ type Config struct {
 	// CheckRecord, if set, is an extra structural check of a record whose
 	// size, magic and CRC are valid (the store passes message.Check).
 	CheckRecord func(rec []byte) error
+	// MaxRecordBytes, if > 0, bounds the size ReadRecord accepts from a
+	// record header, so a read at an arbitrary offset cannot allocate
+	// more.
+	MaxRecordBytes int64
 	// Notify, if set, is called (without locks held) after the written or
 	// the flushed offset advanced. It must not block.
 	Notify func()
@@ -386,6 +390,9 @@ func (l *Log) ReadRecord(off int64, buf []byte) ([]byte, error) {
 	size := int32(be32(hdr[0:4]))
 	if int32(be32(hdr[4:8])) == message.MagicBlank {
 		return nil, fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
+	}
+	if l.cfg.MaxRecordBytes > 0 && int64(size) > l.cfg.MaxRecordBytes {
+		return nil, fmt.Errorf("commitlog: offset %d: record size %d above the limit %d: %w", off, size, l.cfg.MaxRecordBytes, ErrCorrupt)
 	}
 	return l.ReadEntry(off, size, buf)
 }
