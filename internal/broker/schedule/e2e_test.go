@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,22 +233,6 @@ func send(t *testing.T, p sender, m *primitive.Message) {
 	}
 }
 
-// sendTimer sends a WithDelayTimestamp message. Until the broker accepts
-// absolute TIMER_DELIVER_MS values (request B2 -> B1 in the team
-// contracts), the test is skipped, not passed.
-func sendTimer(t *testing.T, p sender, m *primitive.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := p.SendSync(ctx, m)
-	if err != nil && strings.Contains(err.Error(), "illegal TIMER_DELIVER_MS") {
-		t.Skipf("the broker rejects absolute TIMER_DELIVER_MS: %v", err)
-	}
-	if err != nil || res.Status != primitive.SendOK {
-		t.Fatalf("send: %v %v", res, err)
-	}
-}
-
 // arrival is one consumed message and when it arrived.
 type arrival struct {
 	m  *primitive.MessageExt
@@ -332,7 +315,7 @@ func TestE2EDelayTimestamp(t *testing.T) {
 	p := newProducer(t, c)
 	in := consume(t, c, uniq("cg"), topic, consumer.ConsumeSuccess)
 	at := time.Now().Add(2500 * time.Millisecond)
-	sendTimer(t, p, primitive.NewMessage(topic, []byte("timer")).WithDelayTimestamp(at))
+	send(t, p, primitive.NewMessage(topic, []byte("timer")).WithDelayTimestamp(at))
 	waitFor(t, 30*time.Second, "timer message", func() bool { return len(in.all()) >= 1 })
 	got := in.all()[0]
 	if got.at.Before(at) || got.m.StoreTimestamp < at.UnixMilli() {
@@ -393,36 +376,42 @@ func TestE2ERetryThenDLQ(t *testing.T) {
 	}
 }
 
-// TestE2ERestartWithPendingScheduled: delayed and timer messages sent before
-// a broker restart arrive after it, on time and once each.
+// TestE2ERestartWithPendingScheduled: a delay-level message, a
+// WithDelayTimestamp message and a relative TIMER_DELAY_MS message sent
+// before a broker restart arrive after it, never early, once each.
 func TestE2ERestartWithPendingScheduled(t *testing.T) {
 	c := startCluster(t)
 	topic := c.createTopic(uniq("Restart"), 2)
 	p := newProducer(t, c)
 	sent := time.Now()
-	at := sent.Add(4 * time.Second)
+	dues := map[string]time.Time{
+		"level": sent.Add(3 * time.Second), "absolute": sent.Add(3500 * time.Millisecond),
+		"relative": sent.Add(4 * time.Second),
+	}
 	send(t, p, primitive.NewMessage(topic, []byte("level")).WithDelayTimeLevel(2))
-	timer := primitive.NewMessage(topic, []byte("timer"))
-	timer.WithProperty(message.PropTimerDelayMs, "4000") // relative: due >= at
-	send(t, p, timer)
+	send(t, p, primitive.NewMessage(topic, []byte("absolute")).WithDelayTimestamp(dues["absolute"]))
+	rel := primitive.NewMessage(topic, []byte("relative"))
+	rel.WithProperty(message.PropTimerDelayMs, "4000") // due >= sent + 4s
+	send(t, p, rel)
 	c.restartBroker()
 	in := consume(t, c, uniq("cg"), topic, consumer.ConsumeSuccess)
-	waitFor(t, 30*time.Second, "both scheduled messages", func() bool { return len(in.all()) >= 2 })
+	waitFor(t, 30*time.Second, "the scheduled messages", func() bool { return len(in.all()) >= len(dues) })
 	for _, a := range in.all() {
-		due := sent.Add(3 * time.Second)
-		if string(a.m.Body) == "timer" {
-			due = at
+		due, ok := dues[string(a.m.Body)]
+		if !ok {
+			t.Fatalf("unexpected or repeated delivery of %q", a.m.Body)
 		}
-		if a.m.StoreTimestamp < due.UnixMilli() {
+		delete(dues, string(a.m.Body))
+		if a.m.StoreTimestamp < due.UnixMilli() || a.at.Before(due) {
 			t.Errorf("%s delivered %dms early", a.m.Body, due.UnixMilli()-a.m.StoreTimestamp)
 		}
 	}
-	// Whatever is delivered is in the topic; it must hold exactly the two.
+	// Whatever is delivered is in the topic; it must hold exactly these.
 	var total int64
 	for q := int32(0); q < 2; q++ {
 		total += c.st.MaxOffset(topic, q)
 	}
-	if total != 2 {
-		t.Errorf("topic holds %d messages, want 2", total)
+	if total != 3 {
+		t.Errorf("topic holds %d messages, want 3", total)
 	}
 }
