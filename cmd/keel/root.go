@@ -62,6 +62,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newBrokerCmd(),
 		newCheckCmd(),
 		newVersionCmd(),
+		newBenchCmd(),
+		newTopicCmd(),
+		newGroupCmd(),
+		newMsgCmd(),
+		newDLQCmd(),
 	)
 	return root
 }

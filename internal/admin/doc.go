@@ -1,0 +1,20 @@
+// Package admin is the operator's client of a Keel (or RocketMQ) cluster:
+// topics, consumer groups and their lag, messages, and dead letters. It
+// talks to the cluster only over the remoting protocol — routes and broker
+// addresses from the NameServers, then admin requests to the brokers — so
+// the keel CLI (cmd/keel) and the web console (internal/console) share one
+// implementation and see exactly what a remote operator sees.
+//
+// Requests use RocketMQ's request codes and body shapes (GET_ALL_TOPIC_CONFIG,
+// GET_TOPIC_STATS_INFO, GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST, ...),
+// including fastjson's object-keyed maps (mqtable.go).
+//
+// Reading a queue (msg tail, dlq list) pulls with the tools group
+// ToolsGroup and an explicit "*" subscription, without committing offsets,
+// as RocketMQ's mqadmin does. Resending dead letters keeps a cursor per DLQ
+// queue as the consumer offset of ResendGroup, so `--all` never resends a
+// message twice.
+//
+// A Client is safe for concurrent use. It keeps one connection per address
+// and dials again when a connection has closed.
+package admin

@@ -1,0 +1,391 @@
+package admin
+
+// Topics: list (GET_ALL_TOPIC_CONFIG of every master), describe
+// (GET_TOPIC_STATS_INFO), create and update (UPDATE_AND_CREATE_TOPIC on
+// every master, or the named brokers), delete (DELETE_TOPIC_IN_BROKER on
+// every broker hosting it, then DELETE_TOPIC_IN_NAMESRV).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// Permission bits of a topic.
+const (
+	PermInherit int32 = 0x1
+	PermWrite   int32 = 0x2
+	PermRead    int32 = 0x4
+	PermRW            = PermRead | PermWrite
+)
+
+// ErrTopicExists is returned by CreateTopic for a topic that exists.
+var ErrTopicExists = errors.New("admin: topic already exists")
+
+// Topic kinds.
+const (
+	KindNormal = "normal"
+	KindRetry  = "retry"
+	KindDLQ    = "dlq"
+	KindSystem = "system"
+)
+
+// Retry and dead-letter topic prefixes.
+const (
+	RetryPrefix = "%RETRY%"
+	DLQPrefix   = "%DLQ%"
+)
+
+var systemTopics = map[string]bool{
+	"TBW102": true, "SCHEDULE_TOPIC_XXXX": true, "SELF_TEST_TOPIC": true, "OFFSET_MOVED_EVENT": true,
+	"TRANS_CHECK_MAX_TIME_TOPIC": true, "BenchmarkTest": true,
+}
+
+// TopicKind classifies a topic name.
+func TopicKind(name string) string {
+	switch {
+	case strings.HasPrefix(name, RetryPrefix):
+		return KindRetry
+	case strings.HasPrefix(name, DLQPrefix):
+		return KindDLQ
+	case systemTopics[name], strings.HasPrefix(name, "RMQ_SYS_"), strings.HasPrefix(name, "rmq_sys_"),
+		strings.HasPrefix(name, "KEEL_SYS_"):
+		return KindSystem
+	}
+	return KindNormal
+}
+
+// PermString renders permission bits as "RW", "R-", "-W" or "--".
+func PermString(p int32) string {
+	b := []byte("--")
+	if p&PermRead != 0 {
+		b[0] = 'R'
+	}
+	if p&PermWrite != 0 {
+		b[1] = 'W'
+	}
+	return string(b)
+}
+
+// ParsePerm accepts rw, r, w, none (any case) or the decimal bits.
+func ParsePerm(s string) (int32, error) {
+	switch strings.ToLower(s) {
+	case "rw", "wr":
+		return PermRW, nil
+	case "r":
+		return PermRead, nil
+	case "w":
+		return PermWrite, nil
+	case "none", "-", "--":
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 || n > 7 {
+		return 0, fmt.Errorf("admin: permission %q: want rw, r, w, none or 0..7", s)
+	}
+	return int32(n), nil
+}
+
+// TopicConfig is a topic's configuration on one broker.
+type TopicConfig struct {
+	Topic       string `json:"topicName"`
+	ReadQueues  int32  `json:"readQueueNums"`
+	WriteQueues int32  `json:"writeQueueNums"`
+	Perm        int32  `json:"perm"`
+	SysFlag     int32  `json:"topicSysFlag"`
+	Order       bool   `json:"order"`
+}
+
+// TopicOnBroker is a topic's configuration on one broker.
+type TopicOnBroker struct {
+	Broker string `json:"broker"`
+	Addr   string `json:"addr"`
+	TopicConfig
+}
+
+// Topic is a topic across the cluster.
+type Topic struct {
+	Name    string          `json:"topic"`
+	Kind    string          `json:"kind"`
+	Brokers []TopicOnBroker `json:"brokers"`
+	// Messages is the number of messages still stored (max - min offset,
+	// summed over the queues); -1 when the stats were not asked for.
+	Messages int64 `json:"messages"`
+}
+
+// ReadQueues is the sum over brokers.
+func (t Topic) ReadQueues() int32 {
+	var n int32
+	for _, b := range t.Brokers {
+		n += b.ReadQueues
+	}
+	return n
+}
+
+// WriteQueues is the sum over brokers.
+func (t Topic) WriteQueues() int32 {
+	var n int32
+	for _, b := range t.Brokers {
+		n += b.WriteQueues
+	}
+	return n
+}
+
+// Perm is the permission shared by every broker, or the first broker's.
+func (t Topic) Perm() int32 {
+	if len(t.Brokers) == 0 {
+		return 0
+	}
+	return t.Brokers[0].Perm
+}
+
+// QueueStat is one queue's offsets.
+type QueueStat struct {
+	Broker     string `json:"broker"`
+	QueueID    int32  `json:"queueId"`
+	MinOffset  int64  `json:"minOffset"`
+	MaxOffset  int64  `json:"maxOffset"`
+	Messages   int64  `json:"messages"`
+	LastUpdate int64  `json:"lastUpdateTimestamp,omitempty"`
+}
+
+// TopicDetail is a topic with its queues.
+type TopicDetail struct {
+	Topic
+	Queues []QueueStat `json:"queues"`
+}
+
+// topicConfigs returns every master's topic table.
+func (c *Client) topicConfigs(ctx context.Context) (map[string][]TopicOnBroker, error) {
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]TopicOnBroker)
+	for _, b := range masters {
+		resp, err := c.invoke(ctx, b.Addr, remoting.ReqGetAllTopicConfig, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		var body struct {
+			TopicConfigTable map[string]TopicConfig `json:"topicConfigTable"`
+		}
+		if err := json.Unmarshal(resp.Body, &body); err != nil {
+			return nil, fmt.Errorf("admin: decode topic table of %s: %w", b.Name, err)
+		}
+		for name, tc := range body.TopicConfigTable {
+			tc.Topic = name
+			out[name] = append(out[name], TopicOnBroker{Broker: b.Name, Addr: b.Addr, TopicConfig: tc})
+		}
+	}
+	return out, nil
+}
+
+// Topics lists the topics of every master broker, sorted by name. System
+// topics are left out unless withSystem; with stats each topic's message
+// count is asked for (one request per topic and broker).
+func (c *Client) Topics(ctx context.Context, withSystem, stats bool) ([]Topic, error) {
+	tables, err := c.topicConfigs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Topic
+	for name, bs := range tables {
+		t := Topic{Name: name, Kind: TopicKind(name), Brokers: bs, Messages: -1}
+		if t.Kind == KindSystem && !withSystem {
+			continue
+		}
+		sort.Slice(t.Brokers, func(i, j int) bool { return t.Brokers[i].Broker < t.Brokers[j].Broker })
+		if stats {
+			qs, err := c.queueStats(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			t.Messages = sumMessages(qs)
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func sumMessages(qs []QueueStat) int64 {
+	var n int64
+	for _, q := range qs {
+		n += q.Messages
+	}
+	return n
+}
+
+// Topic returns one topic's configuration; ErrNotFound if no master has it.
+func (c *Client) Topic(ctx context.Context, name string) (Topic, error) {
+	tables, err := c.topicConfigs(ctx)
+	if err != nil {
+		return Topic{}, err
+	}
+	bs, ok := tables[name]
+	if !ok {
+		return Topic{}, fmt.Errorf("%w: topic %q", ErrNotFound, name)
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Broker < bs[j].Broker })
+	return Topic{Name: name, Kind: TopicKind(name), Brokers: bs, Messages: -1}, nil
+}
+
+// DescribeTopic returns a topic with its queues' offsets.
+func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDetail, error) {
+	t, err := c.Topic(ctx, name)
+	if err != nil {
+		return TopicDetail{}, err
+	}
+	qs, err := c.queueStats(ctx, t)
+	if err != nil {
+		return TopicDetail{}, err
+	}
+	t.Messages = sumMessages(qs)
+	return TopicDetail{Topic: t, Queues: qs}, nil
+}
+
+type wireTopicOffset struct {
+	MinOffset           int64 `json:"minOffset"`
+	MaxOffset           int64 `json:"maxOffset"`
+	LastUpdateTimestamp int64 `json:"lastUpdateTimestamp"`
+}
+
+// queueStats asks each broker of t for its queues' offsets.
+func (c *Client) queueStats(ctx context.Context, t Topic) ([]QueueStat, error) {
+	var out []QueueStat
+	for _, b := range t.Brokers {
+		resp, err := c.invoke(ctx, b.Addr, remoting.ReqGetTopicStatsInfo, map[string]string{"topic": t.Name}, nil)
+		if err != nil {
+			return nil, err
+		}
+		table, err := decodeMQTable[wireTopicOffset](resp.Body, "offsetTable")
+		if err != nil {
+			return nil, err
+		}
+		for mq, o := range table {
+			out = append(out, QueueStat{Broker: b.Broker, QueueID: mq.QueueID, MinOffset: o.MinOffset,
+				MaxOffset: o.MaxOffset, Messages: o.MaxOffset - o.MinOffset, LastUpdate: o.LastUpdateTimestamp})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Broker != out[j].Broker {
+			return out[i].Broker < out[j].Broker
+		}
+		return out[i].QueueID < out[j].QueueID
+	})
+	return out, nil
+}
+
+// TopicSpec describes a topic to create.
+type TopicSpec struct {
+	Topic       string
+	ReadQueues  int32
+	WriteQueues int32
+	Perm        int32
+	Order       bool
+	// Brokers names the brokers to create it on; empty means every master.
+	Brokers []string
+}
+
+// CreateTopic creates a topic on the chosen masters. It fails with
+// ErrTopicExists if any master has it already (use UpdateTopic).
+func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	tables, err := c.topicConfigs(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := tables[spec.Topic]; ok {
+		return fmt.Errorf("%w: %q (use topic update)", ErrTopicExists, spec.Topic)
+	}
+	targets, err := c.pickMasters(ctx, spec.Brokers)
+	if err != nil {
+		return err
+	}
+	tc := TopicConfig{Topic: spec.Topic, ReadQueues: spec.ReadQueues, WriteQueues: spec.WriteQueues,
+		Perm: spec.Perm, Order: spec.Order}
+	for _, b := range targets {
+		if err := c.putTopic(ctx, b.Addr, tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) pickMasters(ctx context.Context, names []string) ([]Broker, error) {
+	masters, err := c.Masters(ctx)
+	if err != nil || len(names) == 0 {
+		return masters, err
+	}
+	var out []Broker
+	for _, n := range names {
+		found := false
+		for _, b := range masters {
+			if b.Name == n {
+				out, found = append(out, b), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: broker %q", ErrNotFound, n)
+		}
+	}
+	return out, nil
+}
+
+func (c *Client) putTopic(ctx context.Context, addr string, tc TopicConfig) error {
+	_, err := c.invoke(ctx, addr, remoting.ReqUpdateAndCreateTopic, map[string]string{
+		"topic": tc.Topic, "defaultTopic": "TBW102",
+		"readQueueNums":   strconv.Itoa(int(tc.ReadQueues)),
+		"writeQueueNums":  strconv.Itoa(int(tc.WriteQueues)),
+		"perm":            strconv.Itoa(int(tc.Perm)),
+		"topicFilterType": "SINGLE_TAG",
+		"topicSysFlag":    strconv.Itoa(int(tc.SysFlag)),
+		"order":           strconv.FormatBool(tc.Order),
+	}, nil)
+	return err
+}
+
+// UpdateTopic applies change to the topic's configuration on every broker
+// that hosts it.
+func (c *Client) UpdateTopic(ctx context.Context, name string, change func(*TopicConfig)) error {
+	t, err := c.Topic(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, b := range t.Brokers {
+		tc := b.TopicConfig
+		change(&tc)
+		tc.Topic = name
+		if err := c.putTopic(ctx, b.Addr, tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteTopic deletes a topic, its messages and its consumer offsets from
+// every broker hosting it and its route from the NameServers.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	t, err := c.Topic(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, b := range t.Brokers {
+		if _, err := c.invoke(ctx, b.Addr, remoting.ReqDeleteTopicInBroker, map[string]string{"topic": name}, nil); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, addr := range c.cfg.NamesrvAddrs {
+		if _, err := c.invoke(ctx, addr, remoting.ReqDeleteTopicInNamesrv, map[string]string{"topic": name}, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
