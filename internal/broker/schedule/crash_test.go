@@ -1,10 +1,13 @@
 package schedule
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -22,35 +25,48 @@ func TestPowerLossNeverLosesScheduled(t *testing.T) {
 		body string
 		due  int64
 	}
+	type image struct {
+		fs  *vfs.MemFS
+		now time.Time
+		n   int // messages acknowledged before the image
+	}
 	var all []sched
+	var images []image
 	for i := range 30 {
 		body := fmt.Sprintf("m-%02d", i)
 		level := int32(1 + i%2)
-		m := newMsg("dst", int32(i%2), body, nil)
+		// WAIT=false, as on the broker's retries, must not weaken the
+		// acknowledgement of Schedule.
+		m := newMsg("dst", int32(i%2), body, map[string]string{message.PropWaitStoreMsgOK: "false"})
+		at := int64(0)
 		if i%3 == 0 {
-			at := e.clk.Now().Add(1500 * time.Millisecond).UnixMilli()
-			e.schedule(m, 0, at)
-			all = append(all, sched{body, at})
-		} else {
-			e.schedule(m, level, 0)
-			all = append(all, sched{body, m.StoreTimestamp + ms(levelDelay(e.levels, level-1))})
+			level, at = 0, e.clk.Now().Add(1500*time.Millisecond).UnixMilli()
 		}
+		if r := e.svc.Schedule(context.Background(), m, level, at); r.Status != store.PutOK {
+			t.Fatal(r.Err)
+		}
+		if at == 0 {
+			at = m.StoreTimestamp + ms(levelDelay(e.levels, level-1))
+		}
+		all = append(all, sched{body, at})
+		if i%4 == 3 {
+			images = append(images, image{mem.CrashClone(), e.clk.Now(), len(all)})
+		}
+		e.waitVisible(m.Topic, m.QueueID, m.QueueOffset+1)
 		e.advance(97 * time.Millisecond)
 	}
-	var images []*vfs.MemFS
-	var imageTimes []time.Time
 	for range 16 {
 		e.advance(113 * time.Millisecond)
 		e.settle()
-		images = append(images, mem.CrashClone())
-		imageTimes = append(imageTimes, e.clk.Now())
+		images = append(images, image{mem.CrashClone(), e.clk.Now(), len(all)})
 	}
 	e.stop()
 	for i, img := range images {
-		r := &env{t: t, fs: img, dir: "/data", clk: newFakeClock(imageTimes[i]), levels: e.levels}
+		r := &env{t: t, fs: img.fs, dir: "/data", clk: newFakeClock(img.now), levels: e.levels}
 		r.start()
-		r.stepUntil(imageTimes[i].Add(time.Minute), func() bool {
-			return r.st.MaxOffset("dst", 0)+r.st.MaxOffset("dst", 1) >= int64(len(all))
+		want := all[:img.n]
+		r.stepUntil(img.now.Add(time.Minute), func() bool {
+			return r.st.MaxOffset("dst", 0)+r.st.MaxOffset("dst", 1) >= int64(len(want))
 		})
 		got := map[string]int64{}
 		for q := int32(0); q < 2; q++ {
@@ -58,7 +74,7 @@ func TestPowerLossNeverLosesScheduled(t *testing.T) {
 				got[string(m.Body)] = m.StoreTimestamp
 			}
 		}
-		for _, s := range all {
+		for _, s := range want {
 			at, ok := got[s.body]
 			if !ok {
 				t.Fatalf("image %d: %s lost", i, s.body)

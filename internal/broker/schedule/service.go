@@ -276,6 +276,10 @@ func (s *Service) rewrite(m *message.Message, level int32, deliverAtMs int64) (q
 		k = qkey{TimerTopic, TimerQueue(d)}
 		props = message.SetProperty(props, message.PropTimerOutMs, strconv.FormatInt(deliverAtMs, 10))
 	}
+	// Acknowledged means durable: under SYNC_FLUSH the schedule record is
+	// synced before Schedule returns even when the message says WAIT=false
+	// (the broker's retry path does); delivery sets WAIT again.
+	props = message.DeleteProperty(props, message.PropWaitStoreMsgOK)
 	props = message.SetProperty(props, message.PropRealTopic, m.Topic)
 	props = message.SetProperty(props, message.PropRealQueueID, strconv.Itoa(int(m.QueueID)))
 	m.Topic, m.QueueID, m.Properties = k.topic, k.id, props
