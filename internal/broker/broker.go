@@ -179,6 +179,7 @@ type Broker struct {
 
 	scheduler    atomic.Pointer[schedulerBox]
 	transactions atomic.Pointer[transactionsBox]
+	observer     atomic.Pointer[observerBox] // observe.go
 	dedup        atomic.Pointer[dedupBox]
 
 	closeOnce sync.Once
@@ -263,6 +264,8 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqGetTopicStatsInfo:             b.handleTopicStats,
 		remoting.ReqUpdateAndCreateSubscription:   b.handleUpdateGroup,
 		remoting.ReqDeleteSubscriptionGroup:       b.handleDeleteGroup,
+		remoting.ReqGetConsumeStats:               b.handleGetConsumeStats,        // admin_keel.go
+		remoting.ReqGetConsumerConnectionList:     b.handleGetConsumerConnections, // admin_keel.go
 	}
 }
 

@@ -74,7 +74,9 @@ func (b *Broker) handlePull(ctx context.Context, c *remoting.Conn, req *remoting
 	if err != nil {
 		return nil, err
 	}
-	return b.pull(c, req, p, true)
+	resp, err := b.pull(c, req, p, true)
+	b.observePull(req, resp, err)
+	return resp, err
 }
 
 // pull serves a pull. first is false when a held pull is re-run: then it

@@ -82,11 +82,13 @@ func parseSendHeader(req *remoting.Command) (sendHeader, error) {
 }
 
 func (b *Broker) handleSend(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	start := time.Now()
 	resp, err := b.send(ctx, c, req)
 	if err != nil {
 		resp = b.errorResponse(req, err)
 	}
 	setExt(resp, message.PropMsgRegion, b.cfg.RegionID, message.PropTraceOn, strconv.FormatBool(b.cfg.TraceOn))
+	b.observeSend(req, resp, start)
 	return resp, nil
 }
 

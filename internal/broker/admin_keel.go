@@ -1,0 +1,266 @@
+package broker
+
+// Consumer progress for operators: GET_CONSUME_STATS (208) and
+// GET_CONSUMER_CONNECTION_LIST (203), in the body shapes of RocketMQ's Java
+// broker so that both Keel's admin client and mqadmin read them.
+//
+// GET_CONSUME_STATS (ext consumerGroup, optional topic) answers
+// ConsumeStats as fastjson writes it, with MessageQueue objects as keys:
+//
+//	{"consumeTps":0.0,"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:
+//	  {"brokerOffset":10,"consumerOffset":7,"lastTimestamp":1700000000000}}}
+//
+// The topics are those the group has committed offsets for (including
+// %RETRY%<group>) and those its online members subscribe to, or only the
+// requested one; topics that no longer exist are skipped. A queue without a
+// committed offset reports consumerOffset 0. lastTimestamp is the store time
+// of the last consumed message (0 if none). An unknown group gets an empty
+// table, as in Java. consumeTps is not measured (0).
+//
+// GET_CONSUMER_CONNECTION_LIST (ext consumerGroup) answers
+// ConsumerConnection: the online members with their addresses, the group's
+// subscriptions and consume type, model and start point; a group with no
+// member online gets CONSUMER_NOT_ONLINE (206).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// QueueProgress is a consumer group's progress on one queue.
+type QueueProgress struct {
+	Topic          string
+	QueueID        int32
+	BrokerOffset   int64 // next offset the queue will assign
+	ConsumerOffset int64 // next offset the group will consume (0 if none committed)
+	LastTimestamp  int64 // store time (ms) of the message before ConsumerOffset; 0 if none
+}
+
+// Lag is the number of messages stored but not yet consumed.
+func (q QueueProgress) Lag() int64 { return max(q.BrokerOffset-q.ConsumerOffset, 0) }
+
+// ConsumeProgress returns a group's progress on every queue of the topics
+// it consumes (or of topic only, if not empty), sorted by topic and queue.
+func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
+	topics := b.groupTopics(group)
+	if topic != "" {
+		topics = []string{topic}
+	}
+	var out []QueueProgress
+	for _, t := range topics {
+		tc, ok := b.topics.get(t)
+		if !ok {
+			continue
+		}
+		for q := int32(0); q < tc.ReadQueueNums; q++ {
+			p := QueueProgress{Topic: t, QueueID: q, BrokerOffset: b.st.MaxOffset(t, q)}
+			if off, ok := b.offsets.get(group, t, q); ok && off > 0 {
+				p.ConsumerOffset = off
+				p.LastTimestamp = b.storeTimeAt(t, q, off-1)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// storeTimeAt returns the store time of the message at a queue offset, or 0.
+func (b *Broker) storeTimeAt(topic string, queueID int32, offset int64) int64 {
+	res, err := b.st.GetMessage(topic, queueID, offset, 1, 1, nil)
+	if err != nil {
+		return 0
+	}
+	defer res.Release()
+	if len(res.Records) == 0 {
+		return 0
+	}
+	return message.View(res.Records[0]).StoreTimestamp()
+}
+
+// groupTopics lists, sorted, the topics a group has offsets for or
+// subscribes to.
+func (b *Broker) groupTopics(group string) []string {
+	set := b.offsets.topicsOf(group)
+	for _, t := range b.consumers.subscribedTopics(group) {
+		set[t] = true
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// GroupNames lists, sorted, every consumer group the broker knows: its
+// subscription groups, the groups with members online and the groups with
+// committed offsets.
+func (b *Broker) GroupNames() []string {
+	set := make(map[string]bool)
+	groups, _ := b.groups.all()
+	for g := range groups {
+		set[g] = true
+	}
+	for _, g := range b.consumers.groupNames() {
+		set[g] = true
+	}
+	for _, g := range b.offsets.groupNames() {
+		set[g] = true
+	}
+	out := make([]string, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (t *offsetTable) topicsOf(group string) map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]bool)
+	for k := range t.m {
+		if k.group == group {
+			out[k.topic] = true
+		}
+	}
+	return out
+}
+
+func (t *offsetTable) groupNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	set := make(map[string]bool)
+	for k := range t.m {
+		set[k.group] = true
+	}
+	out := make([]string, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	return out
+}
+
+func (m *consumerManager) subscribedTopics(group string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]string, 0, len(g.subs))
+	for t := range g.subs {
+		out = append(out, t)
+	}
+	return out
+}
+
+func (m *consumerManager) groupNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.groups))
+	for g := range m.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	e := ext{req: req}
+	group := e.required("consumerGroup")
+	if e.err != nil {
+		return nil, e.err
+	}
+	var buf strings.Builder
+	buf.WriteString(`{"consumeTps":0.0,"offsetTable":{`)
+	for i, p := range b.ConsumeProgress(group, e.str("topic")) {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		mq, err := json.Marshal(messageQueue{BrokerName: b.cfg.BrokerName, QueueID: p.QueueID, Topic: p.Topic})
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(mq)
+		fmt.Fprintf(&buf, `:{"brokerOffset":%d,"consumerOffset":%d,"lastTimestamp":%d}`,
+			p.BrokerOffset, p.ConsumerOffset, p.LastTimestamp)
+	}
+	buf.WriteString(`}}`)
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	resp.Body = []byte(buf.String())
+	return resp, nil
+}
+
+// consumerConnection is Java's ConsumerConnection.
+type consumerConnection struct {
+	ConnectionSet     []connectionInfo            `json:"connectionSet"`
+	ConsumeFromWhere  string                      `json:"consumeFromWhere"`
+	ConsumeType       string                      `json:"consumeType"`
+	MessageModel      string                      `json:"messageModel"`
+	SubscriptionTable map[string]subscriptionInfo `json:"subscriptionTable"`
+}
+
+type connectionInfo struct {
+	ClientAddr string `json:"clientAddr"`
+	ClientID   string `json:"clientId"`
+	Language   string `json:"language"`
+	Version    int    `json:"version"`
+}
+
+type subscriptionInfo struct {
+	ClassFilterMode bool     `json:"classFilterMode"`
+	CodeSet         []int64  `json:"codeSet"`
+	ExpressionType  string   `json:"expressionType"`
+	SubString       string   `json:"subString"`
+	SubVersion      int64    `json:"subVersion"`
+	TagsSet         []string `json:"tagsSet"`
+	Topic           string   `json:"topic"`
+}
+
+// connection returns the group's ConsumerConnection; ok is false when no
+// member is online.
+func (m *consumerManager) connection(group string) (consumerConnection, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[group]
+	if g == nil || len(g.members) == 0 {
+		return consumerConnection{}, false
+	}
+	cc := consumerConnection{ConsumeFromWhere: g.consumeFromWhere, ConsumeType: g.consumeType,
+		MessageModel: g.messageModel, SubscriptionTable: make(map[string]subscriptionInfo, len(g.subs))}
+	for id, mb := range g.members {
+		cc.ConnectionSet = append(cc.ConnectionSet, connectionInfo{ClientAddr: peerAddr(mb.conn).String(),
+			ClientID: id, Language: "OTHER"})
+	}
+	sort.Slice(cc.ConnectionSet, func(i, j int) bool { return cc.ConnectionSet[i].ClientID < cc.ConnectionSet[j].ClientID })
+	for t, s := range g.subs {
+		cc.SubscriptionTable[t] = subscriptionInfo{Topic: t, SubString: s.subString, ExpressionType: s.expressionType,
+			SubVersion: s.subVersion, TagsSet: []string{}, CodeSet: []int64{}}
+	}
+	return cc, true
+}
+
+func (b *Broker) handleGetConsumerConnections(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	e := ext{req: req}
+	group := e.required("consumerGroup")
+	if e.err != nil {
+		return nil, e.err
+	}
+	cc, ok := b.consumers.connection(group)
+	if !ok {
+		return nil, protoErrorf(remoting.ResConsumerNotOnline, "the consumer group[%s] not online", group)
+	}
+	body, err := json.Marshal(cc)
+	if err != nil {
+		return nil, err
+	}
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	resp.Body = body
+	return resp, nil
+}

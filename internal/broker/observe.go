@@ -1,0 +1,124 @@
+package broker
+
+// Observation hooks for metrics. The broker never imports a metrics
+// library: an Observer installed with SetObserver is told about every send
+// and pull request as it ends, and Stats returns a snapshot of gauges for a
+// collector to read at scrape time. Observer methods run on the request's
+// goroutine and must be cheap and never block.
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// Observer receives request events.
+type Observer interface {
+	// OnSend reports a send request (single or batch) that ended: its
+	// topic, the messages stored (0 unless the result is SUCCESS or
+	// FLUSH_DISK_TIMEOUT), the body bytes received, the response code name
+	// and the time from receipt to response.
+	OnSend(topic string, msgs, bytes int, result string, d time.Duration)
+	// OnPull reports a pull answered now (result is the response code name)
+	// or held for long polling (result "HELD"); a held pull answered later
+	// is not reported again.
+	OnPull(topic, group, result string)
+}
+
+type observerBox struct{ o Observer }
+
+// SetObserver installs o (nil removes it).
+func (b *Broker) SetObserver(o Observer) {
+	if o == nil {
+		b.observer.Store(nil)
+		return
+	}
+	b.observer.Store(&observerBox{o})
+}
+
+func (b *Broker) getObserver() Observer {
+	if box := b.observer.Load(); box != nil {
+		return box.o
+	}
+	return nil
+}
+
+// observeSend reports a finished send request to the Observer.
+func (b *Broker) observeSend(req, resp *remoting.Command, start time.Time) {
+	o := b.getObserver()
+	if o == nil || resp == nil {
+		return
+	}
+	k := &sendKeysV2
+	if req.Code == remoting.ReqSendMessage {
+		k = &sendKeysV1
+	}
+	msgs := 0
+	if resp.Code == remoting.ResSuccess || resp.Code == remoting.ResFlushDiskTimeout {
+		if ids := resp.ExtFields["msgId"]; ids != "" {
+			msgs = strings.Count(ids, ",") + 1
+		}
+	}
+	o.OnSend(req.ExtFields[k[1]], msgs, len(req.Body), remoting.ResponseCode(resp.Code).String(), time.Since(start))
+}
+
+// observePull reports a pull request to the Observer (no response and no
+// error: held).
+func (b *Broker) observePull(req, resp *remoting.Command, err error) {
+	o := b.getObserver()
+	if o == nil {
+		return
+	}
+	result := "HELD"
+	var pe *protoError
+	switch {
+	case errors.As(err, &pe):
+		result = remoting.ResponseCode(pe.code).String()
+	case err != nil:
+		result = remoting.ResponseCode(remoting.ResSystemError).String()
+	case resp != nil:
+		result = remoting.ResponseCode(resp.Code).String()
+	}
+	o.OnPull(req.ExtFields["topic"], req.ExtFields["consumerGroup"], result)
+}
+
+// Stats is a snapshot of the broker's gauges.
+type Stats struct {
+	HeldPulls          int // pull requests held for long polling
+	ProducerClients    int // producer registrations (group, client)
+	ConsumerClients    int // consumer members (group, client)
+	OnlineGroups       int // consumer groups with a member online
+	Topics             int
+	SubscriptionGroups int
+}
+
+// Stats returns the broker's current gauges.
+func (b *Broker) Stats() Stats {
+	topics, _ := b.topics.all()
+	groups, _ := b.groups.all()
+	s := Stats{HeldPulls: b.pulls.held(), Topics: len(topics), SubscriptionGroups: len(groups)}
+	s.OnlineGroups, s.ConsumerClients = b.consumers.counts()
+	s.ProducerClients = b.producers.count()
+	return s
+}
+
+func (m *consumerManager) counts() (groups, members int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range m.groups {
+		members += len(g.members)
+	}
+	return len(m.groups), members
+}
+
+func (m *producerManager) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, g := range m.groups {
+		n += len(g)
+	}
+	return n
+}
