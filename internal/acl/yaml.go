@@ -145,7 +145,11 @@ func (p *yamlParser) peek() (yamlLine, bool) {
 func (p *yamlParser) parseNode(minIndent, depth int) (*node, error) {
 	l, ok := p.peek()
 	if !ok || l.indent < minIndent {
-		return &node{line: l.num, kind: nullNode}, nil
+		line := 1
+		if p.pos > 0 {
+			line = p.lines[p.pos-1].num // the line that introduced the empty value
+		}
+		return &node{line: line, kind: nullNode}, nil
 	}
 	if depth >= maxDepth {
 		return nil, errAt(l.num, "nested deeper than %d levels", maxDepth)
