@@ -219,13 +219,13 @@ func TestCheckTampered(t *testing.T) {
 		t.Fatal(err)
 	}
 	tamper := map[string]func(*remoting.Command){
-		"ext value":     func(c *remoting.Command) { c.ExtFields["topic"] = "audit" },
-		"added ext":     func(c *remoting.Command) { c.ExtFields["queueId"] = "3" },
-		"removed ext":   func(c *remoting.Command) { delete(c.ExtFields, "properties") },
-		"body":          func(c *remoting.Command) { c.Body = []byte("payloaD") },
-		"access key":    func(c *remoting.Command) { c.ExtFields[KeyAccessKey] = "consumer1" },
-		"signature":     func(c *remoting.Command) { c.ExtFields[KeySignature] = "AAAA" + c.ExtFields[KeySignature][4:] },
-		"no signature":  func(c *remoting.Command) { delete(c.ExtFields, KeySignature) },
+		"ext value":    func(c *remoting.Command) { c.ExtFields["topic"] = "audit" },
+		"added ext":    func(c *remoting.Command) { c.ExtFields["queueId"] = "3" },
+		"removed ext":  func(c *remoting.Command) { delete(c.ExtFields, "properties") },
+		"body":         func(c *remoting.Command) { c.Body = []byte("payloaD") },
+		"access key":   func(c *remoting.Command) { c.ExtFields[KeyAccessKey] = "consumer1" },
+		"signature":    func(c *remoting.Command) { c.ExtFields[KeySignature] = "AAAA" + c.ExtFields[KeySignature][4:] },
+		"no signature": func(c *remoting.Command) { delete(c.ExtFields, KeySignature) },
 	}
 	for name, f := range tamper {
 		req := base()
