@@ -232,3 +232,37 @@ func TestDamageFoundOnRead(t *testing.T) {
 		t.Fatalf("after the bad record: %v", err)
 	}
 }
+
+// After a crash, an invalid entry past the checkpointed flushed offset in the
+// last segment is an unsynced tail written back out of order: the log is cut
+// there (the bytes go to quarantine) even though valid entries follow.
+func TestUnsyncedTailWrittenBackOutOfOrderIsCut(t *testing.T) {
+	fx := newCorruptFixture(t, false)
+	victim := fx.msgs[len(fx.msgs)-3]
+	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: victim.phys})
+	fx.patch(t, victim.phys+40, 1, func(b []byte) { b[0] ^= 0x01 })
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	kept := fx.msgs[:len(fx.msgs)-3]
+	checkAcked(t, s, kept, "unsynced tail")
+	if got := s.MaxOffset("T", 0); got != int64(len(kept)) {
+		t.Fatalf("max offset %d after the cut, want %d", got, len(kept))
+	}
+	names, _ := fx.fs.List("/data/quarantine")
+	if len(names) != 1 {
+		t.Fatalf("the cut bytes must be kept in quarantine: %v", names)
+	}
+	assertNeverServedBad(t, s, fx.msgs)
+
+	// The same damage below the checkpointed flushed offset is corruption
+	// of durable data: refuse.
+	fx = newCorruptFixture(t, false)
+	victim = fx.msgs[len(fx.msgs)-3]
+	end := fx.msgs[len(fx.msgs)-1].phys + 1
+	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: end})
+	fx.patch(t, victim.phys+40, 1, func(b []byte) { b[0] ^= 0x01 })
+	var ce *commitlog.CorruptionError
+	if _, err := Open(fx.cfg); !errors.As(err, &ce) || ce.Offset != victim.phys {
+		t.Fatalf("damage below the flushed offset must refuse to open: %v", err)
+	}
+}

@@ -82,8 +82,12 @@
 //  2. Read the checkpoint (missing or invalid: verify the whole CommitLog).
 //  3. Verify the CommitLog from the segment holding the checkpointed flushed
 //     offset to the end (after a clean shutdown that is only the last
-//     segment). A torn tail is cut. Corruption in the middle (valid entries
-//     follow the invalid one) makes Open fail with an error naming the
+//     segment). A torn tail is cut. After a crash, an invalid entry in the
+//     last segment at or past the checkpointed flushed offset is also a torn
+//     tail even when valid entries follow (unsynced pages written back out
+//     of order by a power failure; see package commitlog): the bytes after
+//     it are copied to <Dir>/quarantine and cut. Any other corruption in
+//     the middle (valid entries follow the invalid one) makes Open fail with an error naming the
 //     segment file and offset, changing nothing; with RepairCorruption the
 //     rest of that segment is copied to <Dir>/quarantine, the segment is
 //     closed with an end marker at the corrupt entry, a message is logged at

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +28,10 @@ func (s *Store) recover(crashed bool) error {
 	if haveCP {
 		from = cp.PhysFlushed
 	}
-	res, err := s.log.Recover(commitlog.RecoverOptions{From: from, Repair: s.cfg.RepairCorruption, QuarantineDir: s.path(quarantineDir)})
+	res, err := s.log.Recover(commitlog.RecoverOptions{
+		From: from, Repair: s.cfg.RepairCorruption, QuarantineDir: s.path(quarantineDir),
+		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP),
+	})
 	if err != nil {
 		var ce *commitlog.CorruptionError
 		if errors.As(err, &ce) {
@@ -51,6 +55,16 @@ func (s *Store) recover(crashed bool) error {
 		return err
 	}
 	return s.redispatch(cp, haveCP, res)
+}
+
+// durableFrom is the lowest CommitLog offset not known to be durable. With
+// no readable checkpoint nothing is known, and recovery must treat every
+// invalid entry followed by valid ones as corruption (math.MaxInt64).
+func durableFrom(cp checkpoint, haveCP bool) int64 {
+	if !haveCP {
+		return math.MaxInt64
+	}
+	return cp.PhysFlushed
 }
 
 func (s *Store) logRecovery(crashed bool, cp checkpoint, res commitlog.RecoverResult) {

@@ -65,6 +65,20 @@
 //     offsets of the quarantined records are never reused), and the scan
 //     continues with the next segment.
 //
+// One exception to the second rule: after a crash (RecoverOptions.Crashed),
+// an invalid entry in the last segment at or after RecoverOptions.DurableFrom
+// (the checkpointed flushed offset) is a torn tail even when valid-looking
+// entries follow. After a power failure the page cache may have written
+// unsynced pages back in any order, so this pattern is the normal result of
+// losing power under load. fdatasync covers every earlier byte of the file,
+// so an invalid entry that no completed fdatasync covered has no
+// acknowledged SYNC_FLUSH record after it. The checkpoint is only a lower
+// bound of the flushed offset (it is written about once a second); an
+// invalid entry between it and the real flushed offset would be damage at
+// rest to acknowledged data, which no scan can tell from a torn write. The
+// bytes after the cut are therefore copied to RecoverOptions.QuarantineDir
+// (and reported) rather than dropped.
+//
 // A segment that ends without a blank marker while a later segment exists is
 // treated the same way (the missing end is an invalid entry at the end of
 // the file).

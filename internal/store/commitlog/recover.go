@@ -19,6 +19,17 @@ type RecoverOptions struct {
 	Repair bool
 	// QuarantineDir receives the bytes Repair moves aside.
 	QuarantineDir string
+	// Crashed says the previous run did not shut down cleanly. Then an
+	// invalid entry in the last segment at or after DurableFrom is a torn
+	// tail even if valid-looking entries follow it: those bytes were never
+	// covered by a completed fdatasync (which covers a prefix of the file),
+	// and the page cache may have written them back in any order before the
+	// power failed. They are copied to QuarantineDir before the cut.
+	Crashed bool
+	// DurableFrom is the lowest offset not known to be durable: the
+	// checkpointed flushed offset; math.MaxInt64 when unknown, which turns
+	// the exception off).
+	DurableFrom int64
 }
 
 // RecoverResult describes what Recover found and did.
@@ -31,6 +42,7 @@ type RecoverResult struct {
 	TornReason      string
 	RemovedSegments []string           // segment files removed after a torn tail
 	Repaired        []*CorruptionError // corruption isolated by Repair
+	Quarantined     int64              // bytes of an unsynced tail copied to quarantine before the cut
 }
 
 // CorruptionError reports an invalid entry in the middle of the log: valid
@@ -134,6 +146,9 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 	if next < 0 {
 		return s.base + rel, l.cutTail(segs, i, size, rel, reason, res)
 	}
+	if opts.Crashed && i == len(segs)-1 && s.base+rel >= opts.DurableFrom {
+		return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
+	}
 	ce := &CorruptionError{Segment: s.path, Offset: s.base + rel, Position: rel, NextValid: next, Reason: reason}
 	if !opts.Repair {
 		return 0, ce
@@ -172,6 +187,22 @@ func (l *Log) nextValid(segs []*segment, i int, rel int64) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// cutUnsyncedTail handles an invalid entry followed by valid-looking ones in
+// the part of the last segment that no completed fdatasync covered: the
+// bytes are kept in quarantine for inspection, then the tail is cut.
+func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, opts RecoverOptions, res *RecoverResult) error {
+	if opts.QuarantineDir == "" {
+		return errors.New("commitlog: cutting an unsynced tail needs a quarantine directory")
+	}
+	if err := l.copyOut(s, rel, size, opts.QuarantineDir); err != nil {
+		return err
+	}
+	l.logger.Warn("commitlog: entries after the last durable offset were written back out of order; moved them to quarantine",
+		"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "quarantine", opts.QuarantineDir)
+	res.Quarantined += size - rel
+	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", res)
 }
 
 // cutTail truncates segs[i] at rel and removes the later segment files.
