@@ -72,12 +72,12 @@ type ack struct {
 type ledger struct {
 	clock atomic.Int64
 
-	mu        sync.Mutex
-	acks      []ack
-	attempts  map[string]int // UNIQ_KEY -> sends tried (acked or not)
-	abandoned int            // messages given up after their retries
-	errors    int            // failed attempts
-	consumed  map[string]int // UNIQ_KEY -> deliveries
+	mu         sync.Mutex
+	acks       []ack
+	attempts   map[string]int // UNIQ_KEY -> sends tried (acked or not)
+	abandoned  int            // messages given up after their retries
+	errors     int            // failed attempts
+	consumed   map[string]int // UNIQ_KEY -> deliveries
 	deliveries int
 }
 
