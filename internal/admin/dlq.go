@@ -120,12 +120,15 @@ func (c *Client) ListDLQ(ctx context.Context, group string, limit int) (DLQ, err
 		return d, err
 	}
 	for _, q := range qs {
-		d.Total += q.max - q.min
-		d.Pending += q.max - q.cur
 		ms, err := c.readQueue(ctx, q.addr, topic, q.qid, q.min, limit)
 		if err != nil {
 			return d, err
 		}
+		if n := len(ms); n > 0 { // stored after the offsets were read
+			q.max = max(q.max, ms[n-1].QueueOffset+1)
+		}
+		d.Total += q.max - q.min
+		d.Pending += q.max - q.cur
 		for _, m := range ms {
 			d.Messages = append(d.Messages, DLQMessage{Message: m, Broker: q.broker,
 				OriginTopic: m.Properties[message.PropRetryTopic], Resent: m.QueueOffset < q.cur})
@@ -233,6 +236,10 @@ var brokerProps = []string{
 }
 
 func resendProperties(old map[string]string) string {
+	return message.EncodeProperties(resendPropertiesMap(old))
+}
+
+func resendPropertiesMap(old map[string]string) map[string]string {
 	p := make(map[string]string, len(old)+1)
 	for k, v := range old {
 		p[k] = v
@@ -243,5 +250,5 @@ func resendProperties(old map[string]string) string {
 	n, _ := strconv.Atoi(old[PropResendTimes])
 	p[PropResendTimes] = strconv.Itoa(n + 1)
 	p[message.PropWaitStoreMsgOK] = "true"
-	return message.EncodeProperties(p)
+	return p
 }
