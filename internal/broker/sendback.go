@@ -6,7 +6,8 @@ package broker
 // The failed message is read by its CommitLog offset and re-put as a new
 // message with the same body, flag, sysFlag, born time and born host and
 // properties, reconsumeTimes + 1, RETRY_TOPIC = its topic (if not set yet),
-// ORIGIN_MESSAGE_ID = the first delivery's id, WAIT=false. It goes to
+// ORIGIN_MESSAGE_ID = the first delivery's id, and no WAIT property (the
+// answer is durable under SYNC_FLUSH, see retryMessage). It goes to
 // %RETRY%<group> (a random retry queue) with delay level
 // (delayLevel == 0 ? 3 + reconsumeTimes : delayLevel), or to %DLQ%<group>
 // (queue 0, no delay) when its reconsumeTimes reached maxReconsumeTimes (the
@@ -83,8 +84,11 @@ func (b *Broker) retryMessage(old *message.Message, group string, g GroupConfig,
 		}
 		props = message.SetProperty(props, message.PropOriginMessageID, originID)
 	}
-	props = message.SetProperty(props, message.PropWaitStoreMsgOK, "false")
-	for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
+	// Unlike RocketMQ (which sets WAIT=false here) the copy keeps no WAIT
+	// property: the consumer moves its offset past the message once the
+	// send-back is answered, so under SYNC_FLUSH the answer must wait for
+	// the fdatasync like any acknowledged send.
+	for _, k := range []string{message.PropWaitStoreMsgOK, message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
 		message.PropTimerDelayMs, message.PropTransactionPrepared} {
 		props = message.DeleteProperty(props, k)
 	}
