@@ -1,0 +1,270 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultWindow     = 120 * time.Second
+	DefaultMaxEntries = 1 << 18
+	// indexQueryMax bounds the records one index lookup inspects per topic.
+	indexQueryMax = 32
+)
+
+// DefaultShadowTopics hold records stored on behalf of another topic (named
+// in their REAL_TOPIC property): half messages and scheduled messages. A
+// send to topic T may have been stored there.
+var DefaultShadowTopics = []string{"RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX", "KEEL_SYS_TIMER"}
+
+// Index is what the de-duplicator needs of the store (*store.Store).
+type Index interface {
+	QueryByKey(topic, key string, max int, beginMs, endMs int64) ([]int64, error)
+	LookMessageByOffset(physOffset int64) ([]byte, error)
+}
+
+// Config configures a Deduplicator.
+type Config struct {
+	// Window is duplicationWindowSeconds: a send whose UNIQ_KEY was stored
+	// for the same topic at most this long ago is a duplicate. 0 turns
+	// de-duplication off.
+	Window time.Duration
+	// MaxEntries bounds the in-memory table (about 150 bytes each).
+	MaxEntries int
+	// Index finds originals the table does not hold (after a restart, or
+	// evicted at MaxEntries). Required when Window > 0.
+	Index        Index
+	ShadowTopics []string         // nil = DefaultShadowTopics
+	Now          func() time.Time // nil = time.Now; the store's clock
+	Logger       *slog.Logger
+}
+
+// entry is one stored message as its send was answered.
+type entry struct {
+	key         string
+	queueID     int32
+	queueOffset int64
+	phys        int64
+	storeTs     int64 // ms
+}
+
+// Stats are the de-duplicator's counters.
+type Stats struct {
+	Duplicates   int64 // sends answered with an earlier result
+	IndexLookups int64 // misses checked against the key index
+	IndexHits    int64 // duplicates found through the index
+	Evictions    int64 // entries dropped at MaxEntries before their window ended
+	Waits        int64 // sends that waited for an in-flight send of the same key
+	Entries      int   // current table size
+}
+
+// Deduplicator implements the broker's Deduplicator hook. See the package
+// documentation.
+type Deduplicator struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	table    map[string]*entry
+	ring     []*entry // insertion order, circular, len == MaxEntries
+	head, n  int
+	inflight map[string]chan struct{}
+	// complete: every message this process stored at or after this store
+	// time (ms) is in the table unless its window has passed.
+	complete int64
+
+	dups, lookups, indexHits, evictions, waits atomic.Int64
+}
+
+// New returns a de-duplicator. With Window 0 every Check passes through.
+func New(cfg Config) (*Deduplicator, error) {
+	if cfg.Window < 0 {
+		return nil, errors.New("dedup: negative Window")
+	}
+	if cfg.Window > 0 && cfg.Index == nil {
+		return nil, errors.New("dedup: Index is required")
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.ShadowTopics == nil {
+		cfg.ShadowTopics = DefaultShadowTopics
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Deduplicator{
+		cfg: cfg, log: cfg.Logger, table: map[string]*entry{}, inflight: map[string]chan struct{}{},
+		ring: make([]*entry, cfg.MaxEntries), complete: cfg.Now().UnixMilli(),
+	}, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (d *Deduplicator) Stats() Stats {
+	d.mu.Lock()
+	n := len(d.table)
+	d.mu.Unlock()
+	return Stats{Duplicates: d.dups.Load(), IndexLookups: d.lookups.Load(), IndexHits: d.indexHits.Load(),
+		Evictions: d.evictions.Load(), Waits: d.waits.Load(), Entries: n}
+}
+
+func noRelease(*message.Message, store.PutResult) {}
+
+// Check implements broker.Deduplicator: orig != nil is the earlier result
+// of the same (topic, uniqKey) within the window; otherwise the caller
+// stores the message and calls release once. Concurrent Checks of one key
+// wait for the first one's release.
+func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*message.Message, func(*message.Message, store.PutResult), error) {
+	if d.cfg.Window <= 0 || uniqKey == "" {
+		return nil, noRelease, nil
+	}
+	key := topic + "#" + uniqKey
+	for {
+		d.mu.Lock()
+		if ch := d.inflight[key]; ch != nil {
+			d.mu.Unlock()
+			d.waits.Add(1)
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		}
+		now := d.cfg.Now().UnixMilli()
+		from := now - d.cfg.Window.Milliseconds()
+		d.expireLocked(from)
+		if e := d.table[key]; e != nil && e.storeTs >= from {
+			d.mu.Unlock()
+			d.dups.Add(1)
+			return e.message(), noRelease, nil
+		}
+		ch := make(chan struct{})
+		d.inflight[key] = ch
+		needIndex := from < d.complete
+		d.mu.Unlock()
+		if needIndex {
+			e, err := d.lookup(topic, uniqKey, key, from, now)
+			if err != nil || e != nil {
+				d.finish(key, ch, e)
+				if err != nil {
+					return nil, nil, err
+				}
+				d.dups.Add(1)
+				d.indexHits.Add(1)
+				return e.message(), noRelease, nil
+			}
+		}
+		var once sync.Once
+		return nil, func(stored *message.Message, res store.PutResult) {
+			once.Do(func() {
+				var e *entry
+				if stored != nil && (res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout) {
+					e = &entry{key: key, queueID: stored.QueueID, queueOffset: stored.QueueOffset,
+						phys: stored.PhysOffset, storeTs: stored.StoreTimestamp}
+				}
+				d.finish(key, ch, e)
+			})
+		}, nil
+	}
+}
+
+// finish ends the in-flight marker of key, recording e when non-nil.
+func (d *Deduplicator) finish(key string, ch chan struct{}, e *entry) {
+	d.mu.Lock()
+	if e != nil {
+		d.insertLocked(e)
+	}
+	delete(d.inflight, key)
+	d.mu.Unlock()
+	close(ch)
+}
+
+func (e *entry) message() *message.Message {
+	return &message.Message{QueueID: e.queueID, QueueOffset: e.queueOffset, PhysOffset: e.phys, StoreTimestamp: e.storeTs}
+}
+
+func (d *Deduplicator) insertLocked(e *entry) {
+	if d.n == len(d.ring) {
+		old := d.ring[d.head]
+		d.dropHeadLocked()
+		d.evictions.Add(1)
+		d.complete = max(d.complete, old.storeTs+1)
+	}
+	d.ring[(d.head+d.n)%len(d.ring)] = e
+	d.n++
+	d.table[e.key] = e
+}
+
+func (d *Deduplicator) dropHeadLocked() {
+	old := d.ring[d.head]
+	d.ring[d.head] = nil
+	d.head = (d.head + 1) % len(d.ring)
+	d.n--
+	if d.table[old.key] == old {
+		delete(d.table, old.key)
+	}
+}
+
+// expireLocked drops entries from the head whose window has passed.
+func (d *Deduplicator) expireLocked(from int64) {
+	for d.n > 0 && d.ring[d.head].storeTs < from {
+		d.dropHeadLocked()
+	}
+}
+
+// lookup searches the key index for the oldest record of (topic, uniq)
+// stored since from: on topic itself, or on a shadow topic with
+// REAL_TOPIC = topic (reported with its REAL_QID). A hit is recorded.
+func (d *Deduplicator) lookup(topic, uniq, key string, from, now int64) (*entry, error) {
+	d.lookups.Add(1)
+	var best *entry
+	for _, t := range append([]string{topic}, d.cfg.ShadowTopics...) {
+		offs, err := d.cfg.Index.QueryByKey(t, uniq, indexQueryMax, max(from, 0), now)
+		if err != nil {
+			return nil, err
+		}
+		for _, off := range offs {
+			e := d.candidate(t, topic, uniq, key, off, from)
+			if e != nil && (best == nil || e.storeTs < best.storeTs) {
+				best = e
+			}
+		}
+	}
+	return best, nil
+}
+
+func (d *Deduplicator) candidate(recTopic, topic, uniq, key string, off, from int64) *entry {
+	rec, err := d.cfg.Index.LookMessageByOffset(off)
+	if err != nil {
+		return nil
+	}
+	v := message.View(rec)
+	if string(v.UniqKey()) != uniq || v.StoreTimestamp() < from {
+		return nil
+	}
+	e := &entry{key: key, queueID: v.QueueID(), queueOffset: v.QueueOffset(), phys: v.PhysOffset(), storeTs: v.StoreTimestamp()}
+	if recTopic != topic {
+		rt, _ := v.Property(message.PropRealTopic)
+		qs, _ := v.Property(message.PropRealQueueID)
+		q, err := strconv.ParseInt(string(qs), 10, 32)
+		if string(rt) != topic || err != nil {
+			return nil
+		}
+		e.queueID = int32(q)
+	}
+	return e
+}

@@ -1,0 +1,59 @@
+// Package dedup is Keel's producer de-duplication (beyond RocketMQ): a send
+// whose client UNIQ_KEY was already stored for the same topic within the
+// window (duplicationWindowSeconds, default 120 s; 0 = off) is not stored
+// again and is answered with the original result — same offset message ID,
+// queue ID and queue offset — so a producer that retries after a lost
+// response does not create a second copy.
+//
+// # Guarantee
+//
+// For single-message sends that carry a UNIQ_KEY from the client (the Go
+// and Java clients set one on every single message): at most one record
+// per (topic, UNIQ_KEY) is stored within any window, also across a broker
+// restart, as long as the first send was acknowledged (PutOK or
+// FLUSH_DISK_TIMEOUT) and its record survived (a send that failed is not
+// remembered: its retry is stored). It applies to normal, delayed and
+// prepared (transactional) sends: the duplicate gets the first send's
+// offsets, so END_TRANSACTION of either answer finds the one half message.
+// Not covered: batches (SEND_BATCH_MESSAGE; the Go client's batch items
+// carry no UNIQ_KEY, so there is nothing to de-duplicate, and the broker
+// does not call the hook for batches); sends without a client UNIQ_KEY
+// (the broker's own keys are unique); a retry to a different topic.
+//
+// # How
+//
+// The broker calls Check before storing. Three sources answer it:
+//
+//  1. In-flight marker: while one send of a key is being stored, a
+//     concurrent send of the same key waits for it and then sees its
+//     result, so two duplicates in flight are never both stored.
+//  2. The table: a map of (topic#UNIQ_KEY) -> result, with a ring in
+//     insertion order that bounds it to MaxEntries; entries leave from the
+//     head when their window has passed, or early (evicted) when the ring
+//     is full.
+//  3. The store's key index (every UNIQ_KEY is indexed as "topic#key"):
+//     the table is complete — holds every key this process stored — only
+//     for store times at or after `complete`, which starts at the process
+//     start and moves past every evicted entry. When the window reaches
+//     further back than that (the first window after a restart, or under a
+//     load above MaxEntries per window), a miss is checked with
+//     store.QueryByKey on the topic and on the shadow topics (half and
+//     schedule topics, matched by REAL_TOPIC); the oldest record in the
+//     window is the original. Only then is a key new.
+//
+// The window is measured in store timestamps, so Now must be the store's
+// clock.
+//
+// # Cost
+//
+// Per send with a client UNIQ_KEY: one map lookup and insert under a mutex
+// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB). Index
+// lookups (one per topic in ShadowTopics + 1, each a hash-slot read and a
+// record read per candidate) happen only for misses while the table is not
+// complete for the window: for one window after a restart, and
+// permanently when more than MaxEntries messages are sent per window.
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use.
+package dedup
