@@ -359,4 +359,4 @@ func TestWaiterGivesUpWithContext(t *testing.T) {
 type nopIndex struct{}
 
 func (nopIndex) QueryByKey(string, string, int, int64, int64) ([]int64, error) { return nil, nil }
-func (nopIndex) LookMessageByOffset(int64) ([]byte, error)                      { return nil, nil }
+func (nopIndex) LookMessageByOffset(int64) ([]byte, error)                     { return nil, nil }
