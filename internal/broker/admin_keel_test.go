@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -166,5 +167,30 @@ func TestObserverSeesSendsAndPulls(t *testing.T) {
 	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	if s, _ := o.snapshot(); len(s) != 3 {
 		t.Errorf("observer still called after removal: %v", s)
+	}
+}
+
+func TestRegisteredTracksNameServerAnswers(t *testing.T) {
+	ns := startFakeNamesrv(t)
+	clock := newFakeClock()
+	e := startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr}; c.Now = clock.Now })
+	waitFor(t, "the first registration", func() bool { return e.b.Registered() })
+	if s := e.b.Stats(); !s.LastRegistered.Equal(clock.Now().Truncate(time.Millisecond)) {
+		t.Errorf("LastRegistered %v, want %v", s.LastRegistered, clock.Now())
+	}
+	clock.Advance(e.b.cfg.ChannelExpiredTimeout)
+	if e.b.Registered() {
+		t.Error("still registered after the NameServer's expiry time without a registration")
+	}
+	ns.srv.Shutdown(context.Background())
+	e.b.reg.kick()
+	clock.Advance(time.Second)
+	if e.b.Registered() {
+		t.Error("registered while the NameServer is down")
+	}
+
+	alone := startEnv(t, nil)
+	if !alone.b.Registered() {
+		t.Error("a broker without NameServers is not registered")
 	}
 }

@@ -92,6 +92,21 @@ type Stats struct {
 	OnlineGroups       int // consumer groups with a member online
 	Topics             int
 	SubscriptionGroups int
+	// LastRegistered is when a NameServer last accepted the broker's
+	// registration (zero: never).
+	LastRegistered time.Time
+}
+
+// Registered reports whether a NameServer accepted the broker's
+// registration within the broker's ChannelExpiredTimeout, after which a
+// NameServer drops a silent broker. A broker without NameServers is
+// always registered.
+func (b *Broker) Registered() bool {
+	if len(b.cfg.NamesrvAddrs) == 0 {
+		return true
+	}
+	ms := b.reg.lastOK.Load()
+	return ms > 0 && b.cfg.Now().Sub(time.UnixMilli(ms)) < b.cfg.ChannelExpiredTimeout
 }
 
 // Stats returns the broker's current gauges.
@@ -101,6 +116,9 @@ func (b *Broker) Stats() Stats {
 	s := Stats{HeldPulls: b.pulls.held(), Topics: len(topics), SubscriptionGroups: len(groups)}
 	s.OnlineGroups, s.ConsumerClients = b.consumers.counts()
 	s.ProducerClients = b.producers.count()
+	if ms := b.reg.lastOK.Load(); ms > 0 {
+		s.LastRegistered = time.UnixMilli(ms)
+	}
 	return s
 }
 

@@ -18,6 +18,7 @@ import (
 	"hash/crc32"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/remoting"
@@ -26,6 +27,9 @@ import (
 type registrar struct {
 	b      *Broker
 	kickCh chan struct{}
+	// lastOK is when a NameServer last accepted a registration (Unix ms,
+	// 0: never); readiness checks read it (observe.go).
+	lastOK atomic.Int64
 
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
@@ -123,6 +127,8 @@ func (r *registrar) callAll(ctx context.Context, code int16, ext map[string]stri
 			defer cancel()
 			if err := r.call(cctx, addr, code, ext, body); err != nil {
 				r.b.log.Warn("namesrv call failed", "namesrv", addr, "code", code, "err", err)
+			} else if code == remoting.ReqRegisterBroker {
+				r.lastOK.Store(r.b.cfg.Now().UnixMilli())
 			}
 		}()
 	}
