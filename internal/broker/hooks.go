@@ -158,3 +158,21 @@ func (b *Broker) handleEndTransaction(ctx context.Context, c *remoting.Conn, req
 	}
 	return t.End(ctx, c, req), nil
 }
+
+// ReqListTransactions is a Keel-private request code (Keel's own codes are
+// >= 10000 and < 32768, above every RocketMQ code) listing the undecided
+// transactional half messages. The installed Transactions engine serves it
+// when it has a HandleList method (internal/broker/transaction does; its
+// ReqListPending is the same number).
+const ReqListTransactions int16 = 10401
+
+type transactionLister interface {
+	HandleList(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
+}
+
+func (b *Broker) handleListTransactions(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	if l, ok := b.getTransactions().(transactionLister); ok {
+		return l.HandleList(ctx, c, req), nil
+	}
+	return nil, protoErrorf(remoting.ResSystemError, "transactional messages are not enabled on this broker")
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/remoting"
 
 	"github.com/keelmq/keel/internal/broker/transaction"
 )
@@ -377,6 +381,7 @@ func TestProducerDisconnectsBeforeAnswering(t *testing.T) {
 	if l := c.eng.List("", group, 0); l.Total != 1 || l.Pending[0].Checks != checksBefore {
 		t.Fatalf("pending changed without a producer: %+v (checks before %d)", l, checksBefore)
 	}
+	listPending(t, c, topic, group, body)
 	b := newTxnProducer(t, c, group, &listener{db: db})
 	defer b.Shutdown()
 	// the Go client heartbeats only brokers of topics it has routes for:
@@ -390,4 +395,32 @@ func TestProducerDisconnectsBeforeAnswering(t *testing.T) {
 	if db.checkCount(body) != 1 {
 		t.Fatalf("second producer answered %d checks", db.checkCount(body))
 	}
+}
+
+// listPending asks the broker over the wire for the undecided half
+// messages of topic (what `keel txn list` does) and expects body's.
+func listPending(t *testing.T, c *cluster, topic, group, body string) {
+	t.Helper()
+	if broker.ReqListTransactions != transaction.ReqListPending {
+		t.Fatalf("request codes differ: broker %d, engine %d", broker.ReqListTransactions, transaction.ReqListPending)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := remoting.Dial(ctx, c.brAddr, remoting.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := cl.Invoke(ctx, remoting.NewRequest(broker.ReqListTransactions, map[string]string{"topic": topic}, nil))
+	if err != nil || resp.Code != 0 {
+		t.Fatalf("list: %v %v", resp, err)
+	}
+	var l transaction.PendingList
+	if err := json.Unmarshal(resp.Body, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Total != 1 || l.Pending[0].Topic != topic || l.Pending[0].ProducerGroup != group || l.Pending[0].Checks < 1 || l.Pending[0].AgeMs < 0 {
+		t.Fatalf("pending list %+v", l)
+	}
+	_ = body
 }
