@@ -14,7 +14,9 @@ type listingTxns struct{}
 func (listingTxns) Prepare(context.Context, *message.Message) store.PutResult {
 	return store.PutResult{Status: store.PutServiceNotAvailable}
 }
-func (listingTxns) End(context.Context, *remoting.Conn, *remoting.Command) *remoting.Command { return nil }
+func (listingTxns) End(context.Context, *remoting.Conn, *remoting.Command) *remoting.Command {
+	return nil
+}
 func (listingTxns) HandleList(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = []byte(`{"topic":"` + req.Ext("topic") + `"}`)
