@@ -6,12 +6,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/remoting"
@@ -29,6 +31,9 @@ type parts struct {
 	// namesrvAddrs are the NameServers the broker registers with; serve
 	// adds the embedded one once it is listening.
 	namesrvAddrs []string
+
+	acl *acl.Authorizer // nil: access control off
+	tls *tls.Config     // the listeners' TLS; nil: off
 
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
@@ -93,19 +98,27 @@ func dialAddr(listenAddr string, bound net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// remotingService listens on addr and serves h with a remoting server. Its
-// stop stops accepting, lets handlers in flight finish until ctx's deadline,
-// and closes every connection.
-func remotingService(name, addr string, cfg remoting.ServerConfig, h remoting.Handler) (service, net.Addr, error) {
+// remotingService listens on addr and serves h with a remoting server, on
+// the listener wrap makes of it (TLS) if wrap is not nil. Its stop stops
+// accepting, lets handlers in flight finish until ctx's deadline, and closes
+// every connection.
+func remotingService(name, addr string, cfg remoting.ServerConfig, h remoting.Handler, wrap listenerWrap) (service, net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return service{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	served := ln
+	if wrap != nil {
+		if served, err = wrap(ln); err != nil {
+			ln.Close()
+			return service{}, nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	srv := remoting.NewServer(cfg, h)
 	return service{
 		name: name,
 		run: func(context.Context) error {
-			if err := srv.Serve(ln); !errors.Is(err, remoting.ErrServerClosed) {
+			if err := srv.Serve(served); !errors.Is(err, remoting.ErrServerClosed) {
 				return err
 			}
 			return nil

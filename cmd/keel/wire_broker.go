@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/remoting"
@@ -38,19 +39,27 @@ func brokerConfig(b *config.Broker, advertised string, namesrvAddrs []string) br
 // (reverse): broker.Close answers held pulls, flushes consumer offsets and
 // unregisters from the NameServers; then the server stops accepting, lets
 // handlers finish and closes the connections. The store closes after both.
+// With aclEnable=true every request passes the ACL check first; with TLS on
+// the listener serves tlsMode.
 func (p *parts) brokerStarters(listenAddr string) []starter {
-	var b *broker.Broker // set by the second starter, before any request is served
+	var b *broker.Broker   // set by the third starter, before any request is served
+	var h remoting.Handler // b's handler behind the ACL check, set with b
 	handler := remoting.HandlerFunc(func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-		return b.Handler().Handle(ctx, c, req)
+		return h.Handle(ctx, c, req)
 	})
 	return []starter{
+		p.aclStarter(),
 		func() (service, error) {
+			wrap, err := p.tlsWrap("broker-server", p.cfg.TLSMode)
+			if err != nil {
+				return service{}, err
+			}
 			cfg := remoting.ServerConfig{
 				MaxFrameBytes: p.cfg.MaxFrameBytes,
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
 			}
-			svc, bound, err := remotingService("broker server", listenAddr, cfg, handler)
+			svc, bound, err := remotingService("broker server", listenAddr, cfg, handler, wrap)
 			p.brokerBound = bound
 			return svc, err
 		},
@@ -64,7 +73,9 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				return service{}, err
 			}
 			p.broker = b
-			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs)
+			h = acl.Wrap(b.Handler(), p.acl)
+			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
+				"acl", p.acl != nil, "tls", p.cfg.TLSMode)
 			return service{
 				name: "broker",
 				run:  b.Run,

@@ -24,14 +24,18 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 		},
 		func() (service, error) {
 			cfg := remoting.ServerConfig{Logger: p.log.With("component", "namesrv-server"), OnConnClose: ns.OnConnClose}
-			svc, bound, err := remotingService("namesrv server", addr, cfg, ns.Handler())
+			wrap, err := p.tlsWrap("namesrv-server", p.namesrvTLSMode())
+			if err != nil {
+				return service{}, err
+			}
+			svc, bound, err := remotingService("namesrv server", addr, cfg, ns.Handler(), wrap)
 			if err != nil {
 				return service{}, err
 			}
 			if embedded {
 				p.namesrvAddrs = append(p.namesrvAddrs, dialAddr(addr, bound))
 			}
-			p.log.Info("NameServer listening", "addr", bound.String())
+			p.log.Info("NameServer listening", "addr", bound.String(), "tls", p.namesrvTLSMode())
 			return svc, nil
 		},
 	}

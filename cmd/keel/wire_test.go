@@ -36,7 +36,7 @@ func TestRemotingServiceServesAndStops(t *testing.T) {
 	})
 	var addr net.Addr
 	start := func() (service, error) {
-		s, a, err := remotingService("test server", "127.0.0.1:0", remoting.ServerConfig{}, h)
+		s, a, err := remotingService("test server", "127.0.0.1:0", remoting.ServerConfig{}, h, nil)
 		addr = a
 		return s, err
 	}
@@ -75,7 +75,7 @@ func TestRemotingServiceListenError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, _, err = remotingService("namesrv", ln.Addr().String(), remoting.ServerConfig{}, nil)
+	_, _, err = remotingService("namesrv", ln.Addr().String(), remoting.ServerConfig{}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "namesrv: listen tcp") {
 		t.Fatalf("err = %v", err)
 	}

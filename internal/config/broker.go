@@ -26,6 +26,26 @@ const (
 	Slave       BrokerRole = "SLAVE"
 )
 
+// TLSMode is the tlsMode setting (RocketMQ's tls.server.mode).
+type TLSMode string
+
+// TLS modes of the remoting listeners.
+const (
+	TLSDisabled   TLSMode = "disabled"   // plain TCP only
+	TLSPermissive TLSMode = "permissive" // TLS and plain TCP on the same port
+	TLSEnforcing  TLSMode = "enforcing"  // TLS only
+)
+
+// TLSClientAuth is the tlsServerNeedClientAuth setting.
+type TLSClientAuth string
+
+// Client certificate policies.
+const (
+	TLSClientAuthNone     TLSClientAuth = "none"
+	TLSClientAuthOptional TLSClientAuth = "optional"
+	TLSClientAuthRequire  TLSClientAuth = "require"
+)
+
 // ConsumeQueueEntryBytes is the size of one ConsumeQueue entry. RocketMQ's
 // mapedFileSizeConsumeQueue is a byte size that is a multiple of it.
 const ConsumeQueueEntryBytes = 20
@@ -82,6 +102,15 @@ type Broker struct {
 	ChannelExpiredTimeout          time.Duration // channelExpiredTimeout (ms)
 	DuplicationWindow              time.Duration // duplicationWindowSeconds (Keel, s); 0 = off
 
+	// Security.
+	ACLEnable               bool          // aclEnable: check requests against the ACL file
+	ACLFile                 string        // aclFile (Keel): empty = <storePathRootDir>/config/plain_acl.yml
+	TLSMode                 TLSMode       // tlsMode (Keel; RocketMQ tls.server.mode)
+	TLSServerCertPath       string        // tlsServerCertPath (tls.server.certPath)
+	TLSServerKeyPath        string        // tlsServerKeyPath (tls.server.keyPath)
+	TLSServerTrustCertPath  string        // tlsServerTrustCertPath (tls.server.trustCertPath)
+	TLSServerNeedClientAuth TLSClientAuth // tlsServerNeedClientAuth (tls.server.need.client.auth)
+
 	// Transactions.
 	RejectTransactionMessage bool          // rejectTransactionMessage
 	TransactionTimeout       time.Duration // transactionTimeOut (ms)
@@ -136,6 +165,9 @@ func Default() *Broker {
 		NotifyConsumerIdsChangedEnable: true,
 		ChannelExpiredTimeout:          120 * time.Second,
 		DuplicationWindow:              120 * time.Second,
+
+		TLSMode:                 TLSDisabled,
+		TLSServerNeedClientAuth: TLSClientAuthNone,
 
 		RejectTransactionMessage: false,
 		TransactionTimeout:       6 * time.Second,

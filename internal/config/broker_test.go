@@ -147,7 +147,7 @@ func TestParseErrorsNameKeyLineValue(t *testing.T) {
 		{"\n\nflushDiskType=SYNC\n", `flushDiskType="SYNC" (test.conf:3): must be one of`},
 		{"brokerId=0\nbrokerName=a\nbrokerId=0\n", "test.conf:3: brokerId is already set on line 1"},
 		{"mapedFileSizeCommitLog=1\nmappedFileSizeCommitLog=2\n", "test.conf:2: mappedFileSizeCommitLog is already set on line 1"},
-		{"aclEnable=true\n", "test.conf:1: aclEnable=true: access control is not implemented"},
+		{"enableControllerMode=true\n", "test.conf:1: enableControllerMode=true: controller mode is not implemented yet"},
 		{"enableDLegerCommitLog = TRUE\n", "DLedger replication is not implemented"},
 		{"a=\\u00\n", "test.conf: config: properties syntax error: line 1"},
 	}
@@ -160,13 +160,13 @@ func TestParseErrorsNameKeyLineValue(t *testing.T) {
 }
 
 func TestUnknownKeys(t *testing.T) {
-	_, unknown, err := Parse([]byte("brokername=x\naclEnable=false\nfooBar=1\n"), "t.conf")
+	_, unknown, err := Parse([]byte("brokername=x\nbrokerIP2=10.0.0.1\nfooBar=1\n"), "t.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Unknown{
 		{Key: "brokername", Value: "x", Line: 1, Hint: `did you mean "brokerName"?`},
-		{Key: "aclEnable", Value: "false", Line: 2, Hint: "access control is not implemented"},
+		{Key: "brokerIP2", Value: "10.0.0.1", Line: 2, Hint: "replication is not implemented yet"},
 		{Key: "fooBar", Value: "1", Line: 3},
 	}
 	if !reflect.DeepEqual(unknown, want) {

@@ -58,6 +58,15 @@ var fields = []field{
 	dur("channelExpiredTimeout", time.Millisecond, func(b *Broker) *time.Duration { return &b.ChannelExpiredTimeout }),
 	dur("duplicationWindowSeconds", time.Second, func(b *Broker) *time.Duration { return &b.DuplicationWindow }),
 
+	boolf("aclEnable", func(b *Broker) *bool { return &b.ACLEnable }),
+	str("aclFile", func(b *Broker) *string { return &b.ACLFile }),
+	alias(enum("tlsMode", func(b *Broker) *TLSMode { return &b.TLSMode }, TLSDisabled, TLSPermissive, TLSEnforcing), "tls.server.mode"),
+	alias(str("tlsServerCertPath", func(b *Broker) *string { return &b.TLSServerCertPath }), "tls.server.certPath"),
+	alias(str("tlsServerKeyPath", func(b *Broker) *string { return &b.TLSServerKeyPath }), "tls.server.keyPath"),
+	alias(str("tlsServerTrustCertPath", func(b *Broker) *string { return &b.TLSServerTrustCertPath }), "tls.server.trustCertPath"),
+	alias(enum("tlsServerNeedClientAuth", func(b *Broker) *TLSClientAuth { return &b.TLSServerNeedClientAuth },
+		TLSClientAuthNone, TLSClientAuthOptional, TLSClientAuthRequire), "tls.server.need.client.auth"),
+
 	boolf("rejectTransactionMessage", func(b *Broker) *bool { return &b.RejectTransactionMessage }),
 	dur("transactionTimeOut", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionTimeout }),
 	intf("transactionCheckMax", func(b *Broker) *int { return &b.TransactionCheckMax }),

@@ -7,13 +7,12 @@ import (
 
 // unsupported lists RocketMQ keys Keel knows and does not implement, with
 // what to tell the user. A key listed with refuseTrue asks for a guarantee
-// Keel cannot give (access control, a replicated log); "true" there is an
+// Keel cannot give (a replicated log); "true" there is an
 // error rather than a warning, because running without it would be unsafe.
 var unsupported = map[string]struct {
 	hint       string
 	refuseTrue bool
 }{
-	"aclEnable":                         {"access control is not implemented", true},
 	"enableDLegerCommitLog":             {"DLedger replication is not implemented", true},
 	"enableControllerMode":              {"controller mode is not implemented yet", true},
 	"brokerIP2":                         {"replication is not implemented yet", false},

@@ -35,7 +35,7 @@ func (b *Broker) Validate() error {
 		errs = append(errs, b.valueError(key, fmt.Errorf(format, args...)))
 	}
 	for _, check := range []func(func(string, string, ...any)){
-		b.validateIdentity, b.validateNetwork, b.validateStore, b.validateDelivery,
+		b.validateIdentity, b.validateNetwork, b.validateSecurity, b.validateStore, b.validateDelivery,
 	} {
 		check(bad)
 	}
@@ -96,6 +96,33 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("httpListen", "not host:port")
 		}
 	}
+}
+
+func (b *Broker) validateSecurity(bad func(string, string, ...any)) {
+	if b.TLSMode != TLSDisabled {
+		if b.TLSServerCertPath == "" {
+			bad("tlsServerCertPath", "must be set when tlsMode=%s", b.TLSMode)
+		}
+		if b.TLSServerKeyPath == "" {
+			bad("tlsServerKeyPath", "must be set when tlsMode=%s", b.TLSMode)
+		}
+	}
+	if b.TLSServerNeedClientAuth != TLSClientAuthNone {
+		if b.TLSMode == TLSDisabled {
+			bad("tlsServerNeedClientAuth", "needs tlsMode permissive or enforcing")
+		}
+		if b.TLSServerTrustCertPath == "" {
+			bad("tlsServerTrustCertPath", "must name the CA file that signs client certificates when tlsServerNeedClientAuth=%s", b.TLSServerNeedClientAuth)
+		}
+	}
+}
+
+// ACLPath is the ACL file: aclFile, else <storePathRootDir>/config/plain_acl.yml.
+func (b *Broker) ACLPath() string {
+	if b.ACLFile != "" {
+		return b.ACLFile
+	}
+	return filepath.Join(b.StorePathRootDir, "config", "plain_acl.yml")
 }
 
 func (b *Broker) validateStore(bad func(string, string, ...any)) {
