@@ -330,13 +330,13 @@ func newBenchDiskCmd() *cobra.Command {
 
 func newBenchReportCmd() *cobra.Command {
 	var rep bench.Report
-	var diskFile, machineFile, goBenchFile, out string
+	var diskFile, machineFile, goBenchFile, extraFile, out string
 	cmd := &cobra.Command{
 		Use:   "report --disk DISK.json --machine MACHINE.md RESULT.json...",
 		Short: "Write docs/benchmarks.md from `keel bench disk -o json` and `keel bench -o json` outputs",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := readReportInputs(&rep, diskFile, machineFile, goBenchFile, args); err != nil {
+			if err := readReportInputs(&rep, diskFile, machineFile, goBenchFile, extraFile, args); err != nil {
 				return err
 			}
 			rep.Generated = time.Now()
@@ -356,6 +356,7 @@ func newBenchReportCmd() *cobra.Command {
 	f.StringVar(&diskFile, "disk", "", "output of keel bench disk -o json")
 	f.StringVar(&machineFile, "machine", "", "markdown fragment describing the machine")
 	f.StringVar(&goBenchFile, "gobench", "", "output of go test -bench to include verbatim")
+	f.StringVar(&extraFile, "extra", "", "markdown section to include (broker process figures)")
 	f.StringVar(&rep.GoBenchCommand, "gobench-command", "", "the command that produced --gobench")
 	f.StringVar(&rep.Revision, "revision", "unknown", "git revision measured")
 	f.BoolVar(&rep.Quick, "quick", false, "mark the figures as provisional (a --quick run)")
@@ -363,7 +364,7 @@ func newBenchReportCmd() *cobra.Command {
 	return cmd
 }
 
-func readReportInputs(rep *bench.Report, diskFile, machineFile, goBenchFile string, results []string) error {
+func readReportInputs(rep *bench.Report, diskFile, machineFile, goBenchFile, extraFile string, results []string) error {
 	if diskFile != "" {
 		var d bench.DiskReport
 		if err := readJSON(diskFile, &d); err != nil {
@@ -374,7 +375,7 @@ func readReportInputs(rep *bench.Report, diskFile, machineFile, goBenchFile stri
 	for _, f := range []struct {
 		path string
 		dst  *string
-	}{{machineFile, &rep.Machine}, {goBenchFile, &rep.GoBench}} {
+	}{{machineFile, &rep.Machine}, {goBenchFile, &rep.GoBench}, {extraFile, &rep.Extra}} {
 		if f.path == "" {
 			continue
 		}

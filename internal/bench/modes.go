@@ -156,6 +156,7 @@ func (r *runner) runBacklog(ctx context.Context, res *Result) error {
 // Max-rate search limits.
 const (
 	maxSearchSteps = 40
+	minSearchRate  = 50 // msg/s: the search gives up below
 	// searchRateSlack: a step holds if the producers reached this share of
 	// the target rate.
 	searchRateSlack = 0.95
@@ -176,8 +177,10 @@ func (r *runner) runMaxRate(ctx context.Context, res *Result) error {
 // SearchStepDuration, starting at SearchStartRate after a warm-up, until a
 // step does not hold: the producers fall short of the target, a send
 // fails, the consumers fall behind or the end-to-end p99 passes
-// SearchP99Limit. res gets every step, MaxRate (the last target that held)
-// and that step's throughput.
+// SearchP99Limit. If the first rate already fails, the search halves it
+// (down to minSearchRate) until one holds, then raises it from there. res
+// gets every step, MaxRate (the last target that held) and that step's
+// throughput.
 func (r *runner) search(ctx context.Context, res *Result) error {
 	if r.w.Warmup > 0 {
 		if _, _, err := r.phase(ctx, "warmup", r.w.Warmup, 0, nil, nil); err != nil {
@@ -193,11 +196,37 @@ func (r *runner) search(ctx context.Context, res *Result) error {
 		}
 		step := r.judgeStep(rate, send, recv)
 		res.SearchSteps = append(res.SearchSteps, step)
-		if !step.OK {
-			break
+		switch {
+		case step.OK:
+			res.MaxRate, res.Send, res.Receive = rate, &send, &recv
+			rate *= r.w.SearchStepFactor
+		case res.MaxRate == 0 && rate/2 >= minSearchRate:
+			rate /= 2
+			r.setRate(rate)
+			if err := r.settle(ctx, rate); err != nil {
+				return err
+			}
+		default:
+			return nil
 		}
-		res.MaxRate, res.Send, res.Receive = rate, &send, &recv
-		rate *= r.w.SearchStepFactor
+	}
+	return nil
+}
+
+// settle waits, up to DrainTimeout, until the consumers are within
+// searchMaxLag of the producers at rate, so a failed step's backlog does
+// not fail the next one.
+func (r *runner) settle(ctx context.Context, rate float64) error {
+	deadline := time.Now().Add(r.opt.DrainTimeout)
+	for time.Now().Before(deadline) {
+		if sent, recv := r.st.sent.Load(), r.st.received.Load(); sent <= recv || float64(sent-recv) <= rate*searchMaxLag.Seconds() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", errStopped, ctx.Err())
+		case <-time.After(pollInterval):
+		}
 	}
 	return nil
 }

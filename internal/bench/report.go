@@ -23,7 +23,10 @@ type Report struct {
 	// GoBench is raw `go test -bench` output and the command that made it.
 	GoBench        string
 	GoBenchCommand string
-	Quick          bool // results of a --quick run: provisional
+	// Extra is a markdown section written by the script (figures of the
+	// broker process: memory, restart times), with its commands.
+	Extra string
+	Quick bool // results of a --quick run: provisional
 }
 
 // Figures derived from a result for targets and ratios.
@@ -141,6 +144,9 @@ func WriteMarkdown(w io.Writer, rep Report) error {
 	b.WriteString("## Workloads\n\n")
 	for _, r := range rep.Results {
 		writeResult(&b, r, rep.Disk)
+	}
+	if rep.Extra != "" {
+		b.WriteString(strings.TrimSpace(rep.Extra) + "\n\n")
 	}
 	if rep.GoBench != "" {
 		fmt.Fprintf(&b, "## Go benchmarks\n\n`%s`\n\n```\n%s\n```\n", rep.GoBenchCommand, strings.TrimSpace(rep.GoBench))
