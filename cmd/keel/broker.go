@@ -28,7 +28,7 @@ func newBrokerCmd() *cobra.Command {
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
 			starters := append([]starter{p.storeStarter()}, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
-			starters = append(starters, p.scheduleStarter())
+			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 			return runServices(cmd.Context(), log, starters...)
 		},
 	}

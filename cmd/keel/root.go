@@ -67,6 +67,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newGroupCmd(),
 		newMsgCmd(),
 		newDLQCmd(),
+		newTxnCmd(),
 	)
 	return root
 }

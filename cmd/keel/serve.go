@@ -39,6 +39,6 @@ func (o *options) serve(cmd *cobra.Command) error {
 	starters := []starter{p.storeStarter()}
 	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)
 	starters = append(starters, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
-	starters = append(starters, p.scheduleStarter())
+	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 	return runServices(cmd.Context(), log, starters...)
 }
