@@ -66,8 +66,8 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then rev="$rev (with
 # --- 1. machine ------------------------------------------------------------
 machine_row() { # label, command
 	local v
-	v=$(bash -c "$2" 2>&1 | tr '\n' ' ' | sed 's/  */ /g; s/ *$//; s/|/\\|/g')
-	echo "| $1 | \`$2\` | $v |"
+	v=$(bash -c "$2" 2>&1 | tr '\n' ' ' | sed 's/  */ /g; s/^ *//; s/ *$//; s/|/\\|/g')
+	echo "| $1 | \`${2//|/\\|}\` | $v |"
 }
 {
 	echo "| what | command | value |"
@@ -163,9 +163,11 @@ if [ -n "$process_ran" ]; then
 	: >"$work/serve.log"
 	log "starting $serve_cmd"
 	start_serve
+	process_names=""
 	for name in $process_workloads; do
 		wanted "$name" || continue
 		run_bench "$name" --namesrv "127.0.0.1:$ns_port" --broker-flush ASYNC_FLUSH
+		process_names="$process_names $name"
 	done
 	hwm=$(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$serve_pid/status")
 	rss=$(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$serve_pid/status")
@@ -187,7 +189,7 @@ if [ -n "$process_ran" ]; then
 	{
 		echo "## Broker process: memory and restart"
 		echo
-		echo "One \`keel serve\` process (\`$serve_cmd\`) served the workloads $process_workloads"
+		echo "One \`keel serve\` process (\`$serve_cmd\`) served the workloads$process_names"
 		echo "(their commands are in their sections, with --namesrv 127.0.0.1:$ns_port). Then:"
 		echo
 		echo "| figure | value | target | how |"

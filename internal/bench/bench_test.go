@@ -28,14 +28,14 @@ func benchTopic(b *testing.B, c *testCluster, queues int) (*remoting.Client, []M
 	defer cancel()
 	topic := fmt.Sprintf("bench-%s-%d", b.Name(), time.Now().UnixNano())
 	topic = sanitizeTopic(topic)
-	if err := CreateTopic(ctx, c.brAddr, topic, queues); err != nil {
-		b.Fatal(err)
-	}
 	cl, err := remoting.Dial(ctx, c.brAddr, remoting.ClientConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cl.Close() })
+	if err := CreateTopic(ctx, cl, topic, queues); err != nil {
+		b.Fatal(err)
+	}
 	qs := make([]MessageQueue, queues)
 	for i := range qs {
 		qs[i] = MessageQueue{Topic: topic, BrokerAddr: c.brAddr, QueueID: int32(i)}

@@ -154,18 +154,13 @@ func MasterBrokers(ctx context.Context, ns *remoting.Client) ([]string, error) {
 }
 
 // CreateTopic creates or updates topic with queues read and write queues
-// on the broker at addr.
-func CreateTopic(ctx context.Context, addr, topic string, queues int) error {
-	cl, err := remoting.Dial(ctx, addr, remoting.ClientConfig{})
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	defer cl.Close()
+// on the broker cl is connected to.
+func CreateTopic(ctx context.Context, cl *remoting.Client, topic string, queues int) error {
 	n := strconv.Itoa(queues)
-	_, err = invoke(ctx, cl, remoting.ReqUpdateAndCreateTopic, map[string]string{
+	_, err := invoke(ctx, cl, remoting.ReqUpdateAndCreateTopic, map[string]string{
 		"topic": topic, "readQueueNums": n, "writeQueueNums": n, "perm": "6", "topicFilterType": "SINGLE_TAG"}, nil)
 	if err != nil {
-		return fmt.Errorf("bench: create topic %s on %s: %w", topic, addr, err)
+		return fmt.Errorf("bench: create topic %s: %w", topic, err)
 	}
 	return nil
 }

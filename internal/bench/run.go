@@ -184,14 +184,11 @@ func (r *runner) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for i := range r.w.Topics {
-		topic := r.topicName(i)
-		for _, b := range brokers {
-			if err := CreateTopic(sctx, b, topic, r.w.QueuesPerTopic); err != nil {
-				return err
-			}
-		}
-		read, write, err := WaitRoute(sctx, ns, topic, r.w.QueuesPerTopic*len(brokers))
+	if err := r.createTopics(sctx, brokers); err != nil {
+		return err
+	}
+	for i := range r.w.Topics { // routes appear once the brokers re-register
+		read, write, err := WaitRoute(sctx, ns, r.topicName(i), r.w.QueuesPerTopic*len(brokers))
 		if err != nil {
 			return err
 		}
@@ -221,6 +218,23 @@ func waitBrokers(ctx context.Context, ns *remoting.Client) ([]string, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// createTopics creates (or updates) every topic on every broker over one
+// connection per broker.
+func (r *runner) createTopics(ctx context.Context, brokers []string) error {
+	for _, b := range brokers {
+		cl, err := r.dial(ctx, b)
+		if err != nil {
+			return err
+		}
+		for i := range r.w.Topics {
+			if err := CreateTopic(ctx, cl, r.topicName(i), r.w.QueuesPerTopic); err != nil {
+				return fmt.Errorf("%w (broker %s)", err, b)
+			}
+		}
+	}
+	return nil
 }
 
 func (r *runner) topicName(i int) string {
