@@ -21,6 +21,7 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			restrictUmask()
 			p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
 			if len(p.namesrvAddrs) == 0 {
 				return usageError{errors.New("keel broker needs a NameServer: -n host:port or namesrvAddr in broker.conf")}

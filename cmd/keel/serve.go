@@ -33,6 +33,7 @@ func (o *options) serve(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	restrictUmask()
 	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
 	log.Info("keel serve", "version", version, "data_dir", cfg.StorePathRootDir,
 		"flush", cfg.FlushDiskType, "cluster", cfg.BrokerClusterName, "broker", cfg.BrokerName)

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// restrictUmask has no equivalent outside Unix; directory ACLs apply.
+func restrictUmask() {}
