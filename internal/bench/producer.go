@@ -30,25 +30,30 @@ const (
 // sendTimeout bounds one send request.
 const sendTimeout = 30 * time.Second
 
-// pacer spaces requests to a rate: request n of the pacer may go at
+// Pacer spaces requests to a rate: request n of the pacer may go at
 // start + n*interval. Workers sharing it claim slots in turn, so the rate
 // holds whatever the number of workers. A pacer that falls behind sends at
-// once until it catches up (open loop).
-type pacer struct {
+// once until it catches up (open loop). Safe for concurrent use.
+type Pacer struct {
 	start    time.Time
 	interval time.Duration
 	next     atomic.Int64
 }
 
-func newPacer(requestsPerSec float64) *pacer {
+// NewPacer returns a pacer of requestsPerSec, or nil (unpaced) for 0.
+func NewPacer(requestsPerSec float64) *Pacer {
 	if requestsPerSec <= 0 {
 		return nil
 	}
-	return &pacer{start: time.Now(), interval: time.Duration(float64(time.Second) / requestsPerSec)}
+	return &Pacer{start: time.Now(), interval: time.Duration(float64(time.Second) / requestsPerSec)}
 }
 
-// wait blocks until the next slot or until stop is closed (false).
-func (p *pacer) wait(stop <-chan struct{}) bool {
+// Wait blocks until the next slot or until stop is closed (false). A nil
+// pacer never waits.
+func (p *Pacer) Wait(stop <-chan struct{}) bool {
+	if p == nil {
+		return true
+	}
 	at := p.start.Add(time.Duration(p.next.Add(1)-1) * p.interval)
 	d := time.Until(at)
 	if d < 100*time.Microsecond {
@@ -72,12 +77,12 @@ type producer struct {
 	st      *stats
 	group   string
 	nextQ   atomic.Uint64
-	pace    atomic.Pointer[pacer]
+	pace    atomic.Pointer[Pacer]
 	workers int
 }
 
 func (p *producer) setRate(msgsPerSec float64) {
-	p.pace.Store(newPacer(msgsPerSec / float64(p.w.BatchSize)))
+	p.pace.Store(NewPacer(msgsPerSec / float64(p.w.BatchSize)))
 }
 
 // run starts the senders and returns when all have seen stop and their
@@ -102,7 +107,7 @@ func (p *producer) sender(stop <-chan struct{}) {
 			return
 		default:
 		}
-		if pc := p.pace.Load(); pc != nil && !pc.wait(stop) {
+		if !p.pace.Load().Wait(stop) {
 			return
 		}
 		q := p.queues[p.nextQ.Add(1)%uint64(len(p.queues))]
@@ -172,6 +177,16 @@ var (
 		"sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
 	sendKeysV2 = [13]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
 )
+
+// StampBody writes the send stamp (time now, magic) into the first 16
+// bytes of body and a fixed pattern into the rest.
+func StampBody(body []byte, now time.Time) {
+	binary.BigEndian.PutUint64(body, uint64(now.UnixNano()))
+	copy(body[8:], bodyMagic)
+	for i := stampBytes; i < len(body); i++ {
+		body[i] = byte('a' + i%26)
+	}
+}
 
 func newSendBuffers(w *Workload, group string) *sendBuffers {
 	s := &sendBuffers{w: w, ext: make(map[string]string, 13), k: &sendKeysV1}

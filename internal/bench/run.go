@@ -200,6 +200,31 @@ func (r *runner) setup(ctx context.Context) error {
 	return r.dialConsumers(sctx)
 }
 
+// SetupTopics creates the workload's topics on every master broker the
+// NameServer in opt knows, waits for their routes and returns their names
+// (what Run does first; for drivers built on other clients).
+func SetupTopics(ctx context.Context, w Workload, opt Options) ([]string, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	if w.Name == "" {
+		w.Name = "workload"
+	}
+	opt.setDefaults()
+	r := &runner{w: &w, opt: opt, log: opt.Logger}
+	defer r.closeAll()
+	w.Mode = ModeProduce // no connections for consumers
+	w.Producers = 0
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	names := make([]string, w.Topics)
+	for i := range names {
+		names[i] = r.topicName(i)
+	}
+	return names, nil
+}
+
 // brokerWait bounds the wait for a broker to register with the NameServer.
 const brokerWait = 30 * time.Second
 

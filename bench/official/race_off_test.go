@@ -1,0 +1,5 @@
+//go:build !race
+
+package official
+
+const raceEnabled = false
