@@ -144,6 +144,7 @@ type env struct {
 	clk   *fakeClock
 	prods *producers
 	mut   func(*Config)
+	async bool // ASYNC_FLUSH store
 	st    *store.Store
 	eng   *Engine
 }
@@ -159,6 +160,10 @@ func (e *env) storeConfig() store.Config {
 	cfg := store.DefaultConfig(e.dir)
 	cfg.FS = e.fs
 	cfg.FlushDiskType = store.SyncFlush
+	if e.async {
+		cfg.FlushDiskType = store.AsyncFlush
+		cfg.FlushInterval = 5 * time.Millisecond
+	}
 	cfg.CommitLogSegmentBytes = 4 << 20
 	cfg.MaxMessageBytes = 64 << 10
 	cfg.ConsumeQueueSegmentEntries = 1000
