@@ -117,6 +117,9 @@ type Topic struct {
 	// Messages is the number of messages still stored (max - min offset,
 	// summed over the queues); -1 when the stats were not asked for.
 	Messages int64 `json:"messages"`
+	// Written is the sum of the queues' max offsets: every message ever
+	// stored (its rate is the topic's throughput); -1 without stats.
+	Written int64 `json:"written"`
 }
 
 // ReadQueues is the sum over brokers.
@@ -197,7 +200,7 @@ func (c *Client) Topics(ctx context.Context, withSystem, stats bool) ([]Topic, e
 	}
 	var out []Topic
 	for name, bs := range tables {
-		t := Topic{Name: name, Kind: TopicKind(name), Brokers: bs, Messages: -1}
+		t := Topic{Name: name, Kind: TopicKind(name), Brokers: bs, Messages: -1, Written: -1}
 		if t.Kind == KindSystem && !withSystem {
 			continue
 		}
@@ -207,12 +210,20 @@ func (c *Client) Topics(ctx context.Context, withSystem, stats bool) ([]Topic, e
 			if err != nil {
 				return nil, err
 			}
-			t.Messages = sumMessages(qs)
+			t.Messages, t.Written = sumMessages(qs), sumWritten(qs)
 		}
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+func sumWritten(qs []QueueStat) int64 {
+	var n int64
+	for _, q := range qs {
+		n += q.MaxOffset
+	}
+	return n
 }
 
 func sumMessages(qs []QueueStat) int64 {
@@ -234,7 +245,7 @@ func (c *Client) Topic(ctx context.Context, name string) (Topic, error) {
 		return Topic{}, fmt.Errorf("%w: topic %q", ErrNotFound, name)
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].Broker < bs[j].Broker })
-	return Topic{Name: name, Kind: TopicKind(name), Brokers: bs, Messages: -1}, nil
+	return Topic{Name: name, Kind: TopicKind(name), Brokers: bs, Messages: -1, Written: -1}, nil
 }
 
 // DescribeTopic returns a topic with its queues' offsets.
@@ -247,7 +258,7 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDetail, e
 	if err != nil {
 		return TopicDetail{}, err
 	}
-	t.Messages = sumMessages(qs)
+	t.Messages, t.Written = sumMessages(qs), sumWritten(qs)
 	return TopicDetail{Topic: t, Queues: qs}, nil
 }
 

@@ -1,0 +1,66 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// ReqListTransactions is Keel's private request listing a broker's
+// undecided transactional half messages (internal/broker's
+// ReqListTransactions; ext topic, producerGroup, limit).
+const ReqListTransactions int16 = 10401
+
+// PendingTransaction is one undecided half message.
+type PendingTransaction struct {
+	TransactionID   string `json:"transactionId"`
+	Topic           string `json:"topic"`
+	QueueID         int32  `json:"queueId"`
+	ProducerGroup   string `json:"producerGroup"`
+	HalfOffset      int64  `json:"halfOffset"`
+	CommitLogOffset int64  `json:"commitLogOffset"`
+	StoreTimeMs     int64  `json:"storeTimeMs"`
+	AgeMs           int64  `json:"ageMs"`
+	Checks          int32  `json:"checks"`
+}
+
+// BrokerTransactions is one master's undecided half messages.
+type BrokerTransactions struct {
+	Broker  string               `json:"broker"`
+	Addr    string               `json:"addr"`
+	Total   int                  `json:"total"` // before the limit
+	Pending []PendingTransaction `json:"pending"`
+	Err     string               `json:"error,omitempty"`
+}
+
+// PendingTransactions lists the undecided half messages of every master,
+// filtered by real topic and producer group (empty: any), at most limit per
+// broker (0: all). A broker that does not answer (for example one with
+// transactions disabled) is reported in its Err field.
+func (c *Client) PendingTransactions(ctx context.Context, topic, group string, limit int) ([]BrokerTransactions, error) {
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BrokerTransactions, 0, len(masters))
+	for _, b := range masters {
+		bt := BrokerTransactions{Broker: b.Name, Addr: b.Addr, Pending: []PendingTransaction{}}
+		resp, err := c.invoke(ctx, b.Addr, ReqListTransactions, map[string]string{
+			"topic": topic, "producerGroup": group, "limit": strconv.Itoa(limit)}, nil)
+		if err == nil {
+			err = json.Unmarshal(resp.Body, &bt)
+			if err != nil {
+				err = fmt.Errorf("admin: decode pending transactions of %s: %w", b.Name, err)
+			}
+		}
+		if err != nil {
+			bt.Err = err.Error()
+		}
+		if bt.Pending == nil {
+			bt.Pending = []PendingTransaction{}
+		}
+		out = append(out, bt)
+	}
+	return out, nil
+}

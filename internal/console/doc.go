@@ -1,0 +1,28 @@
+// Package console is Keel's web console: a small single-page application
+// (plain HTML, CSS and JavaScript embedded with go:embed, no build step)
+// and the JSON API under /api/ it runs on.
+//
+// The API is backed by internal/admin, the same client the keel CLI uses,
+// so the console shows exactly what `keel topic|group|msg|dlq` show:
+//
+//	GET  /api/info                      version, write access, sample interval
+//	GET  /api/overview                  brokers, totals, throughput and lag history, local disk
+//	GET  /api/topics[?all=1]            topics with queue counts and message counts
+//	GET  /api/topics/{topic}            one topic's queues (min/max offsets)
+//	POST /api/topics                    create a topic            (write access)
+//	GET  /api/groups                    consumer groups with lag, retry and DLQ counts
+//	GET  /api/groups/{group}            per-queue lag, members, subscriptions, lag trend
+//	GET  /api/messages?id=ID[&topic=T]  a message by id, every stored copy
+//	GET  /api/messages?topic=T&key=K[&begin=&end=]  messages by key
+//	GET  /api/dlq/{group}               a group's dead letters
+//	POST /api/dlq/{group}/resend        {"msgId":ID} or {"all":true}  (write access)
+//	GET  /api/transactions              undecided transactional half messages
+//
+// Read-only by default: the POST endpoints answer 403 unless the console was
+// started with write access (keel serve --console-write). They also require
+// the header X-Keel-Console: 1 and a JSON body, which a cross-site form
+// cannot send.
+//
+// A sampler (Run) records throughput and per-group lag every
+// SampleInterval into a bounded in-memory history for the charts.
+package console

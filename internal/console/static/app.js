@@ -1,0 +1,351 @@
+// Keel console: a hash-routed single page over the JSON API in /api/.
+// Plain JavaScript, no build step. Every value from the server is escaped
+// before it goes into the page.
+"use strict";
+
+const app = document.getElementById("app");
+let info = { write: false, version: "" };
+let refreshTimer = null;
+
+// ---- helpers ----------------------------------------------------------
+
+function esc(v) {
+  return String(v ?? "").replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+function num(n) { return n == null || n < 0 ? "–" : Number(n).toLocaleString("en-US"); }
+function bytes(n) {
+  if (n == null) return "–";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : n) + " " + u[i];
+}
+function when(t) {
+  if (!t) return "–";
+  const d = typeof t === "number" ? new Date(t) : new Date(t);
+  if (isNaN(d) || d.getTime() <= 0) return "–";
+  return d.toLocaleString("sv-SE").replace("T", " ");
+}
+function ago(ms) {
+  const s = Math.round(ms / 1000);
+  if (s < 90) return s + " s";
+  if (s < 5400) return Math.round(s / 60) + " min";
+  return (s / 3600).toFixed(1) + " h";
+}
+function enc(s) { return encodeURIComponent(s); }
+function link(page, arg, text) { return `<a href="#/${page}/${enc(arg)}">${esc(text ?? arg)}</a>`; }
+function kindPill(kind) { return `<span class="pill ${esc(kind)}">${esc(kind)}</span>`; }
+function perm(p) { return (p & 4 ? "R" : "-") + (p & 2 ? "W" : "-"); }
+
+async function api(path, opts) {
+  const res = await fetch("api/" + path, opts);
+  let body = null;
+  try { body = await res.json(); } catch (e) { /* not JSON */ }
+  if (!res.ok) throw new Error((body && body.error) || res.status + " " + res.statusText);
+  return body;
+}
+function post(path, data) {
+  return api(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Keel-Console": "1" }, body: JSON.stringify(data) });
+}
+
+function errorBox(e) { return `<div class="err" role="alert">${esc(e.message || e)}</div>`; }
+function stamp() { document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString("sv-SE"); }
+
+// table(columns, rows): columns are [title, render(row), className].
+function table(cols, rows, empty) {
+  if (!rows.length) return `<p class="muted">${esc(empty || "Nothing here yet.")}</p>`;
+  const head = cols.map(c => `<th class="${c[2] || ""}">${esc(c[0])}</th>`).join("");
+  const body = rows.map(r => "<tr>" + cols.map(c => `<td class="${c[2] || ""}">${c[1](r)}</td>`).join("") + "</tr>").join("");
+  return `<table><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+}
+
+function lagCell(lag, maxLag) {
+  const pct = maxLag > 0 ? Math.max(2, Math.round(100 * lag / maxLag)) : 0;
+  return `<span class="lag">${num(lag)}<span class="bar ${lag > 0 && pct > 66 ? "hot" : ""}"><span style="width:${lag > 0 ? pct : 0}%"></span></span></span>`;
+}
+
+// chart draws a line chart of points [{t: Date|string, v: number}].
+function chart(points, label, fmt) {
+  fmt = fmt || num;
+  if (points.length < 2) return `<p class="muted">Collecting data… (${esc(label)} appears after two samples)</p>`;
+  const W = 600, H = 160, L = 56, B = 22, T = 8;
+  const xs = points.map(p => new Date(p.t).getTime()), ys = points.map(p => p.v);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), y1 = Math.max(1, ...ys);
+  const X = x => L + (W - L - 8) * (x - x0) / Math.max(1, x1 - x0);
+  const Y = y => T + (H - T - B) * (1 - y / y1);
+  const path = points.map((p, i) => (i ? "L" : "M") + X(xs[i]).toFixed(1) + " " + Y(ys[i]).toFixed(1)).join(" ");
+  const area = path + ` L ${X(x1).toFixed(1)} ${H - B} L ${X(x0).toFixed(1)} ${H - B} Z`;
+  const t = d => new Date(d).toLocaleTimeString("sv-SE").slice(0, 5);
+  return `<svg class="chart" viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${esc(label)}">
+    <line class="axis" x1="${L}" y1="${H - B}" x2="${W}" y2="${H - B}"/><line class="axis" x1="${L}" y1="${T}" x2="${W}" y2="${T}"/>
+    <path class="area" d="${area}"/><path class="line" d="${path}"/>
+    <text x="${L - 6}" y="${T + 10}" text-anchor="end">${esc(fmt(y1))}</text><text x="${L - 6}" y="${H - B}" text-anchor="end">0</text>
+    <text x="${L}" y="${H - 6}">${esc(t(x0))}</text><text x="${W}" y="${H - 6}" text-anchor="end">${esc(t(x1))}</text></svg>`;
+}
+
+// ---- pages ------------------------------------------------------------
+
+const pages = {
+  async overview() {
+    const o = await api("overview");
+    const local = o.local ? diskPanel(o.local) : "";
+    return `<h1>Overview</h1>
+    <div class="cards">
+      ${card("Brokers", o.brokers.length)}${card("Topics", o.topics)}${card("Messages stored", o.messages)}
+      ${card("Consumer groups", o.groups)}${card("Total lag", o.lag, o.lag > 0)}${card("Dead letters", o.dlqMessages, o.dlqMessages > 0)}
+    </div>
+    <div class="grid2">
+      <div class="panel"><h2>Throughput (messages/s)</h2>${chart(o.throughput.map(p => ({ t: p.time, v: p.messagesPerSec })), "throughput", v => v.toFixed(1))}</div>
+      <div class="panel"><h2>Total consumer lag</h2>${chart(o.lagHistory.map(p => ({ t: p.time, v: p.lag })), "lag")}</div>
+    </div>
+    ${local}
+    <div class="panel"><h2>Brokers</h2>${table([
+      ["Broker", b => esc(b.brokerName)], ["Id", b => b.brokerId === 0 ? "master" : esc(b.brokerId)],
+      ["Cluster", b => esc(b.cluster)], ["Address", b => `<span class="mono">${esc(b.addr)}</span>`],
+      ["Version", b => esc(b.info ? b.info.brokerVersionDesc : "")],
+      ["CommitLog", b => b.info ? bytes(Number(b.info.commitLogMaxOffset)) : "–", "num"],
+      ["Held pulls", b => b.info ? num(b.info.heldPullRequests) : "–", "num"],
+      ["Status", b => b.error ? `<span class="pill dlq">${esc(b.error)}</span>` : `<span class="pill ok">up</span>`],
+    ], o.brokers, "No broker is registered.")}</div>`;
+  },
+
+  async topics(_, q) {
+    const all = q.get("all") === "1";
+    const ts = await api("topics" + (all ? "?all=1" : ""));
+    return `<h1>Topics <span class="sub">${ts.length} ${all ? "including system topics" : ""}</span></h1>
+    ${info.write ? createTopicForm() : ""}
+    <div class="panel">
+      <div class="filter"><input id="filter" placeholder="Filter topics…" oninput="filterRows(this.value)">
+      <a href="#/topics${all ? "" : "?all=1"}" style="margin-left:12px">${all ? "Hide" : "Show"} system topics</a></div>
+      ${table([
+        ["Topic", t => link("topics", t.topic)], ["Kind", t => kindPill(t.kind)],
+        ["Read queues", t => num(readQ(t)), "num"], ["Write queues", t => num(writeQ(t)), "num"],
+        ["Perm", t => perm(t.brokers.length ? t.brokers[0].perm : 0)], ["Brokers", t => num(t.brokers.length), "num"],
+        ["Messages", t => num(t.messages), "num"],
+      ], ts, "No topics yet.")}</div>`;
+  },
+
+  async topic(name) {
+    const d = await api("topics/" + enc(name));
+    return `<h1>${esc(d.topic)} <span class="sub">${kindPill(d.kind)}</span></h1>
+    <div class="cards">${card("Messages stored", d.messages)}${card("Messages written", d.written)}${card("Queues", d.queues.length)}</div>
+    <div class="panel"><h2>Configuration</h2>${table([
+      ["Broker", b => esc(b.broker)], ["Read queues", b => num(b.readQueueNums), "num"], ["Write queues", b => num(b.writeQueueNums), "num"],
+      ["Perm", b => perm(b.perm)], ["Order", b => b.order ? "yes" : "no"]], d.brokers)}</div>
+    <div class="panel"><h2>Queues</h2>${table([
+      ["Broker", q => esc(q.broker)], ["Queue", q => num(q.queueId), "num"], ["Min offset", q => num(q.minOffset), "num"],
+      ["Max offset", q => num(q.maxOffset), "num"], ["Messages", q => num(q.messages), "num"]], d.queues)}</div>
+    <p><a href="#/messages?topic=${enc(d.topic)}">Search messages in this topic →</a></p>`;
+  },
+
+  async groups() {
+    const gs = await api("groups");
+    const maxLag = Math.max(0, ...gs.map(g => g.lag));
+    return `<h1>Consumer groups <span class="sub">${gs.length}</span></h1>
+    <div class="panel">${table([
+      ["Group", g => link("groups", g.group)], ["Members", g => num(g.members), "num"], ["Model", g => esc(g.messageModel || "–")],
+      ["Broker offset", g => num(g.brokerOffset), "num"], ["Consumer offset", g => num(g.consumerOffset), "num"],
+      ["Lag", g => lagCell(g.lag, maxLag), "num"], ["Retry", g => num(g.retryMessages), "num"],
+      ["Dead letters", g => g.dlqMessages > 0 ? `<a href="#/dlq/${enc(g.group)}">${num(g.dlqMessages)}</a>` : "0", "num"],
+    ], gs, "No consumer groups yet.")}</div>`;
+  },
+
+  async group(name) {
+    const d = await api("groups/" + enc(name));
+    const maxLag = Math.max(0, ...d.queues.map(q => q.lag));
+    const subs = Object.entries(d.subscriptions || {});
+    return `<h1>${esc(d.group)} <span class="sub">${esc(d.messageModel || "no member online")}</span></h1>
+    <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}${card("Retry", d.retryMessages)}
+      ${card("Dead letters", d.dlqMessages, d.dlqMessages > 0)}${card("Consumer offset", d.consumerOffset)}</div>
+    <div class="grid2">
+      <div class="panel"><h2>Lag trend</h2>${chart(d.lagTrend.map(p => ({ t: p.time, v: p.lag })), "lag trend")}</div>
+      <div class="panel"><h2>Members</h2>${table([
+        ["Client", m => `<span class="mono">${esc(m.clientId)}</span>`], ["Address", m => `<span class="mono">${esc(m.clientAddr)}</span>`]],
+        d.clients, "No member online.")}
+        <h2 style="margin-top:14px">Subscriptions</h2>${table([["Topic", s => link("topics", s[0])], ["Expression", s => `<span class="mono">${esc(s[1])}</span>`]], subs, "None.")}
+      </div>
+    </div>
+    <div class="panel"><h2>Lag per queue</h2>${table([
+      ["Topic", q => link("topics", q.topic)], ["Broker", q => esc(q.broker)], ["Queue", q => num(q.queueId), "num"],
+      ["Broker offset", q => num(q.brokerOffset), "num"], ["Consumer offset", q => num(q.consumerOffset), "num"],
+      ["Lag", q => lagCell(q.lag, maxLag), "num"], ["Last consumed", q => when(q.lastTimestamp)]], d.queues, "The group consumes nothing yet.")}</div>
+    ${d.dlqMessages > 0 ? `<p><a href="#/dlq/${enc(d.group)}">${num(d.dlqMessages)} dead letters →</a></p>` : ""}`;
+  },
+
+  async messages(_, q) {
+    const id = q.get("id") || "", topic = q.get("topic") || "", key = q.get("key") || "";
+    let results = "";
+    if (id || (topic && key)) {
+      const qs = id ? `id=${enc(id)}${topic ? "&topic=" + enc(topic) : ""}` : `topic=${enc(topic)}&key=${enc(key)}`;
+      try {
+        const ms = await api("messages?" + qs);
+        results = ms.length ? ms.map(messageView).join("") : `<p class="muted">No message matches.</p>`;
+      } catch (e) { results = errorBox(e); }
+    }
+    return `<h1>Messages</h1>
+    <form class="inline panel" onsubmit="return searchMessages(this)">
+      <label class="f">Message ID<input name="id" value="${esc(id)}" placeholder="msgId or offset msgId" size="36"></label>
+      <label class="f">Topic<input name="topic" value="${esc(topic)}" placeholder="topic"></label>
+      <label class="f">Key<input name="key" value="${esc(key)}" placeholder="message key"></label>
+      <button type="submit">Search</button>
+    </form>${results}`;
+  },
+
+  async dlq(group) {
+    if (!group) {
+      const gs = await api("groups");
+      return `<h1>Dead letters</h1><div class="panel">${table([
+        ["Group", g => link("dlq", g.group)], ["Dead letters", g => num(g.dlqMessages), "num"]],
+        gs.filter(g => g.dlqMessages > 0), "No group has dead letters.")}</div>`;
+    }
+    const d = await api("dlq/" + enc(group));
+    const w = info.write;
+    return `<h1>Dead letters of ${esc(group)} <span class="sub">${num(d.total)} stored, ${num(d.pending)} not resent yet</span></h1>
+    ${w ? `<p><button onclick="resend('${esc(enc(group))}', null)" ${d.pending ? "" : "disabled"}>Resend all pending</button></p>`
+        : `<div class="note">Read-only console: start <code>keel serve --console-write</code> to resend.</div>`}
+    <div id="resend-result"></div>
+    <div class="panel">${table([
+      ["Offset", m => num(m.queueOffset), "num"], ["Message ID", m => `<a class="mono" href="#/messages?id=${enc(m.msgId)}">${esc(m.msgId)}</a>`],
+      ["Original topic", m => m.originTopic ? link("topics", m.originTopic) : "–"], ["Reconsumed", m => num(m.reconsumeTimes), "num"],
+      ["Stored", m => when(m.storeTime)], ["Keys", m => esc(m.keys || "–")], ["Body", m => esc((m.body || "(binary)").slice(0, 60))],
+      ["Resent", m => m.resent ? `<span class="pill ok">yes</span>` : "no"],
+      ...(w ? [["", m => `<button class="secondary" onclick="resend('${esc(enc(group))}', '${esc(m.msgId)}')">Resend</button>`]] : []),
+    ], d.messages, "No dead letters.")}</div>`;
+  },
+
+  async transactions() {
+    const bs = await api("transactions");
+    const rows = bs.flatMap(b => b.pending.map(p => Object.assign({ broker: b.broker }, p)));
+    const errs = bs.filter(b => b.error).map(b => `<div class="note">${esc(b.broker)}: ${esc(b.error)}</div>`).join("");
+    return `<h1>Pending transactions <span class="sub">${num(bs.reduce((n, b) => n + b.total, 0))} undecided half messages</span></h1>${errs}
+    <div class="panel">${table([
+      ["Broker", p => esc(p.broker)], ["Topic", p => link("topics", p.topic)], ["Queue", p => num(p.queueId), "num"],
+      ["Producer group", p => esc(p.producerGroup)], ["Transaction ID", p => `<span class="mono">${esc(p.transactionId)}</span>`],
+      ["Half offset", p => num(p.halfOffset), "num"], ["Age", p => ago(p.ageMs), "num"], ["Checks", p => num(p.checks), "num"],
+    ], rows, "No transaction is waiting for a decision.")}</div>`;
+  },
+};
+
+function card(label, value, bad) {
+  return `<div class="card"><div class="label">${esc(label)}</div><div class="value ${bad ? "bad" : ""}">${num(value)}</div></div>`;
+}
+function readQ(t) { return t.brokers.reduce((n, b) => n + b.readQueueNums, 0); }
+function writeQ(t) { return t.brokers.reduce((n, b) => n + b.writeQueueNums, 0); }
+
+function diskPanel(l) {
+  const used = l.diskTotalBytes ? 1 - l.diskFreeBytes / l.diskTotalBytes : 0;
+  const cls = used > 0.9 ? "bad" : used > 0.75 ? "warn" : "";
+  return `<div class="panel"><h2>Disk (this broker)</h2>
+    <div class="gauge ${cls}"><span style="width:${(used * 100).toFixed(1)}%"></span></div>
+    <span class="muted">${(used * 100).toFixed(1)}% used of ${bytes(l.diskTotalBytes)} · CommitLog ${bytes(l.commitLogBytes)} ·
+    store ${l.writable ? `<span class="pill ok">writable</span>` : `<span class="pill dlq">not writable</span>`}</span></div>`;
+}
+
+function createTopicForm() {
+  return `<form class="inline panel" onsubmit="return createTopic(this)">
+    <label class="f">New topic<input name="topic" required pattern="[%|a-zA-Z0-9_-]+" placeholder="name"></label>
+    <label class="f">Queues<input name="queues" type="number" min="1" max="1024" value="4"></label>
+    <label class="f">Permission<select name="perm"><option value="rw">read/write</option><option value="r">read</option><option value="w">write</option></select></label>
+    <button type="submit">Create topic</button><span id="create-result"></span></form>`;
+}
+
+function messageView(m) {
+  const props = Object.entries(m.properties || {}).sort();
+  const text = m.body != null && m.body !== "" ? m.body : null;
+  const id = "b" + Math.random().toString(36).slice(2);
+  return `<div class="panel message"><h2>${esc(m.topic)} · queue ${num(m.queueId)} · offset ${num(m.queueOffset)}</h2>
+  <div class="grid2"><dl class="kv">
+    <dt>Message ID</dt><dd>${esc(m.msgId)}</dd><dt>Offset msgId</dt><dd>${esc(m.offsetMsgId)}</dd>
+    <dt>Tags</dt><dd>${esc(m.tags || "–")}</dd><dt>Keys</dt><dd>${esc(m.keys || "–")}</dd>
+    <dt>Born</dt><dd>${esc(when(m.bornTime))} from ${esc(m.bornHost)}</dd><dt>Stored</dt><dd>${esc(when(m.storeTime))} on ${esc(m.storeHost)}</dd>
+    <dt>Reconsumed</dt><dd>${num(m.reconsumeTimes)}</dd><dt>Body</dt><dd>${num(m.bodyBytes)} bytes</dd></dl>
+    <div>${table([["Property", p => `<span class="mono">${esc(p[0])}</span>`], ["Value", p => `<span class="mono">${esc(p[1])}</span>`]], props, "No properties.")}</div></div>
+  <div style="margin-top:10px"><span class="tabs"><button class="${text != null ? "on" : ""}" onclick="showBody('${id}','text')">Text</button><button class="${text == null ? "on" : ""}" onclick="showBody('${id}','hex')">Hex</button></span>
+  <pre class="body" id="${id}" data-text="${esc(text ?? "")}" data-b64="${esc(m.bodyBase64 || "")}">${esc(text != null ? text : hexDump(bodyBytes(m)))}</pre></div></div>`;
+}
+
+function bodyBytes(m) {
+  if (m.bodyBase64) return Uint8Array.from(atob(m.bodyBase64), c => c.charCodeAt(0));
+  return new TextEncoder().encode(m.body || "");
+}
+function hexDump(b) {
+  let out = "";
+  for (let i = 0; i < b.length; i += 16) {
+    const row = Array.from(b.slice(i, i + 16));
+    out += i.toString(16).padStart(8, "0") + "  " + row.map(x => x.toString(16).padStart(2, "0")).join(" ").padEnd(48) +
+      "  |" + row.map(x => x >= 32 && x < 127 ? String.fromCharCode(x) : ".").join("") + "|\n";
+  }
+  return out || "(empty)";
+}
+
+// ---- actions (called from the page) -------------------------------------
+
+window.showBody = function (id, mode) {
+  const pre = document.getElementById(id);
+  const m = { body: pre.dataset.text, bodyBase64: pre.dataset.b64 };
+  pre.textContent = mode === "hex" ? hexDump(bodyBytes(m)) : (m.bodyBase64 ? "(binary body: see Hex)" : m.body);
+  pre.previousElementSibling.querySelectorAll("button").forEach(b => b.classList.toggle("on", b.textContent.toLowerCase() === mode));
+};
+window.filterRows = function (text) {
+  text = text.toLowerCase();
+  document.querySelectorAll("main tbody tr").forEach(tr => { tr.style.display = tr.textContent.toLowerCase().includes(text) ? "" : "none"; });
+};
+window.searchMessages = function (f) {
+  const p = new URLSearchParams();
+  for (const k of ["id", "topic", "key"]) if (f[k].value.trim()) p.set(k, f[k].value.trim());
+  location.hash = "#/messages?" + p.toString();
+  return false;
+};
+window.createTopic = function (f) {
+  const out = document.getElementById("create-result");
+  post("topics", { topic: f.topic.value.trim(), queues: Number(f.queues.value), perm: f.perm.value })
+    .then(t => { location.hash = "#/topics/" + enc(t.topic); })
+    .catch(e => { out.innerHTML = errorBox(e); });
+  return false;
+};
+window.resend = function (group, msgId) {
+  const out = document.getElementById("resend-result");
+  const what = msgId ? "message " + msgId : "every pending dead letter";
+  if (!confirm("Resend " + what + " of " + decodeURIComponent(group) + " to its original topic?")) return;
+  post("dlq/" + group + "/resend", msgId ? { msgId } : { all: true })
+    .then(rs => { out.innerHTML = `<div class="note">Resent ${rs.length} message(s).</div>`; setTimeout(route, 800); })
+    .catch(e => { out.innerHTML = errorBox(e); });
+};
+
+// ---- router -------------------------------------------------------------
+
+async function route() {
+  clearTimeout(refreshTimer);
+  const [path, query] = (location.hash.slice(1) || "/overview").split("?");
+  const parts = path.split("/").filter(Boolean);
+  let page = parts[0] || "overview";
+  const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : "";
+  if (page === "topics" && arg) page = "topic";
+  if (page === "groups" && arg) page = "group";
+  const render = pages[page] || pages.overview;
+  document.querySelectorAll("#nav a").forEach(a => a.classList.toggle("active", a.dataset.page === (parts[0] || "overview")));
+  const q = new URLSearchParams(query || "");
+  try {
+    const html = await render(arg, q);
+    const focus = document.activeElement && document.activeElement.id;
+    app.innerHTML = html;
+    if (focus === "filter") document.getElementById("filter").focus();
+    app.dataset.page = page;
+    stamp();
+  } catch (e) {
+    app.innerHTML = `<h1>${esc(page)}</h1>` + errorBox(e);
+  }
+  if (["overview", "groups", "group", "topic", "transactions"].includes(page)) {
+    refreshTimer = setTimeout(route, 10000);
+  }
+}
+
+async function start() {
+  try { info = await api("info"); } catch (e) { /* shown by the page */ }
+  const mode = document.getElementById("mode");
+  mode.textContent = info.write ? "write access" : "read-only";
+  mode.classList.toggle("write", !!info.write);
+  document.getElementById("version").textContent = "Keel " + (info.version || "");
+  window.addEventListener("hashchange", route);
+  route();
+}
+start();
