@@ -79,7 +79,9 @@ func startCluster(t *testing.T, write bool) *cluster {
 	go func() { defer close(done); c.b.Run(ctx) }()
 	c.admin = admin.New(admin.Config{NamesrvAddrs: []string{c.namesrv}})
 	c.console = New(Config{Admin: c.admin, Write: write, Version: "test", SampleInterval: time.Hour,
-		Local: func() LocalStats { return LocalStats{DiskTotalBytes: 100 << 30, DiskFreeBytes: 70 << 30, CommitLogBytes: 4096, Writable: true} }})
+		Local: func() LocalStats {
+			return LocalStats{DiskTotalBytes: 100 << 30, DiskFreeBytes: 70 << 30, CommitLogBytes: 4096, Writable: true}
+		}})
 	c.http = httptest.NewServer(c.console.Handler())
 	t.Cleanup(func() {
 		c.http.Close()
