@@ -27,6 +27,10 @@ var layerRules = []layerRule{
 	{dir: "internal/namesrv", internal: []string{"internal/remoting"},
 		why: "the NameServer is a route registry on the remoting layer"},
 	{dir: "internal/config", why: "config holds plain values; callers convert them"},
+	{dir: "internal/acl", internal: []string{"internal/remoting"},
+		why: "access control wraps the protocol layer's handlers; it does not reach into the broker"},
+	{dir: "internal/tlsconf", internal: []string{"internal/remoting"},
+		why: "TLS wraps the protocol layer's listeners"},
 	{dir: "internal/broker", internal: []string{"internal/store", "internal/remoting", "internal/message", "internal/config", "internal/vfs"},
 		why: "the broker joins the store and the protocol; it talks to the NameServer over the wire"},
 }
