@@ -51,6 +51,9 @@ func uniq(prefix string) string { return fmt.Sprintf("%s_%d_%d", prefix, os.Getp
 
 func startCluster(t *testing.T, mut func(*transaction.Config)) *cluster {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("the Go client races internally (see race_on_test.go)")
+	}
 	c := &cluster{t: t, fs: vfs.NewMem(), mut: mut}
 	c.ns = namesrv.New(namesrv.Config{})
 	ln := listen(t, "127.0.0.1:0")
