@@ -116,6 +116,17 @@ func TestSignKnownVector(t *testing.T) {
 	}
 }
 
+func TestSignRequest(t *testing.T) {
+	a, _ := testAuthorizer(t)
+	req := remoting.NewRequest(remoting.ReqSendMessage, nil, []byte("b"))
+	SignRequest(req, "producer1", "producer-secret")
+	req.ExtFields["topic"] = "orders"
+	SignRequest(req, "producer1", "producer-secret") // re-signing replaces the old signature
+	if err := a.Check(addr("127.0.0.1"), req); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	a, _ := testAuthorizer(t)
 	send := func(ak, sk, topic string) *remoting.Command {

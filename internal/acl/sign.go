@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"hash"
 	"slices"
+
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 // Ext keys the clients add to a signed request.
@@ -71,4 +73,15 @@ func verifySignature(secretKey string, ext map[string]string, body []byte) bool 
 		return true
 	}
 	return false
+}
+
+// SignRequest adds AccessKey and Signature to req as the official clients
+// do, for Keel's own tools talking to a broker with access control on.
+func SignRequest(req *remoting.Command, accessKey, secretKey string) {
+	if req.ExtFields == nil {
+		req.ExtFields = make(map[string]string)
+	}
+	delete(req.ExtFields, KeySignature)
+	req.ExtFields[KeyAccessKey] = accessKey
+	req.ExtFields[KeySignature] = Sign(secretKey, req.ExtFields, req.Body)
 }
