@@ -74,6 +74,7 @@ type Broker struct {
 	BrokerIP1     string // brokerIP1: advertised address; empty = derived
 	MaxFrameBytes int    // maxFrameBytes (Keel): largest remoting frame
 	HTTPListen    string // httpListen (Keel): metrics/console address; empty = off
+	HTTPToken     string // httpToken (Keel): required by the HTTP endpoint if set
 
 	// Store.
 	StorePathRootDir           string        // storePathRootDir

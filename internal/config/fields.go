@@ -32,6 +32,7 @@ var fields = []field{
 	str("brokerIP1", func(b *Broker) *string { return &b.BrokerIP1 }),
 	intf("maxFrameBytes", func(b *Broker) *int { return &b.MaxFrameBytes }),
 	str("httpListen", func(b *Broker) *string { return &b.HTTPListen }),
+	str("httpToken", func(b *Broker) *string { return &b.HTTPToken }),
 
 	str("storePathRootDir", func(b *Broker) *string { return &b.StorePathRootDir }),
 	str("storePathCommitLog", func(b *Broker) *string { return &b.StorePathCommitLog }),
