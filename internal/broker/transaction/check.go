@@ -179,6 +179,13 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 		return e.discard(ctx, t, live, m, checks)
 	}
 	conn := e.cfg.Producers.ProducerConn(src.group)
+	if conn != nil {
+		select {
+		case <-conn.Done(): // closed; the broker has not noticed yet
+			conn = nil
+		default:
+		}
+	}
 	if conn == nil {
 		e.noProducer.Add(1)
 		return outNoProducer
