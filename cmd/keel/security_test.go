@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -102,7 +103,12 @@ func TestServeSecurity(t *testing.T) {
 		"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN=1")
 	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
+	// Start the child with the usual umask 022 (in-process serve tests may
+	// have set this process's to 077): keel itself must restrict the modes.
+	old := syscall.Umask(0o022)
+	err := cmd.Start()
+	syscall.Umask(old)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
@@ -175,5 +181,32 @@ func checkOwnerOnly(t *testing.T, root string) {
 	}
 	if files < 5 {
 		t.Fatalf("only %d entries under %s: the store did not write its files", files, root)
+	}
+}
+
+// TestServeSecurityConfigErrors: with aclEnable=true a missing or invalid
+// ACL file, and with TLS on an unreadable certificate, stop serve at start
+// with an error naming the file.
+func TestServeSecurityConfigErrors(t *testing.T) {
+	tmp := t.TempDir()
+	bad := filepath.Join(tmp, "bad_acl.yml")
+	if err := os.WriteFile(bad, []byte("accounts:\n  - accessKey: short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct{ conf, want string }{
+		"missing ACL file": {"aclEnable=true\naclFile=" + filepath.Join(tmp, "none.yml") + "\n", "none.yml: no such file"},
+		"invalid ACL file": {"aclEnable=true\naclFile=" + bad + "\n", "bad_acl.yml:2: accessKey must be at least 7 characters"},
+		"missing cert": {"tlsMode=enforcing\ntlsServerCertPath=" + filepath.Join(tmp, "c.pem") + "\ntlsServerKeyPath=" +
+			filepath.Join(tmp, "k.pem") + "\n", "c.pem"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var logs syncBuffer
+			code := run(context.Background(), []string{"serve", "-c", writeConf(t, c.conf), "--data-dir", t.TempDir(),
+				"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0"}, &bytes.Buffer{}, &logs)
+			if code != exitError || !strings.Contains(logs.String(), c.want) {
+				t.Fatalf("exit %d, want %d and %q in:\n%s", code, exitError, c.want, logs.String())
+			}
+		})
 	}
 }
