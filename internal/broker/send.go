@@ -342,12 +342,36 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 	if len(ms) == 0 {
 		return nil, protoErrorf(remoting.ResMessageIllegal, "empty batch")
 	}
+	if d := b.getDeduplicator(); d != nil {
+		bd, err := b.checkBatch(ctx, d, h.topic, ms)
+		if err != nil {
+			return nil, err
+		}
+		if bd != nil {
+			return b.putDedupBatch(ctx, req, h, bd), nil
+		}
+	}
 	res := b.st.PutMessages(ctx, ms)
 	resp := b.putResponse(req, res, ms)
 	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
 		setExt(resp, "queueId", itoa(h.queueID))
 	}
 	return resp, nil
+}
+
+// putDedupBatch stores the items of a checked batch that are not
+// duplicates and answers for all of them (send_dedup.go).
+func (b *Broker) putDedupBatch(ctx context.Context, req *remoting.Command, h sendHeader, bd *batchDedup) *remoting.Command {
+	res := store.PutResult{Status: store.PutOK}
+	if len(bd.store) > 0 {
+		res = b.st.PutMessages(ctx, bd.store)
+	}
+	bd.finish(res, h.queueID)
+	resp := b.putResponse(req, res, bd.result)
+	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
+		setExt(resp, "queueId", itoa(bd.result[0].QueueID))
+	}
+	return resp
 }
 
 // putResponse maps a put result to the send response.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -360,3 +361,72 @@ type nopIndex struct{}
 
 func (nopIndex) QueryByKey(string, string, int, int64, int64) ([]int64, error) { return nil, nil }
 func (nopIndex) LookMessageByOffset(int64) ([]byte, error)                     { return nil, nil }
+
+// sendBatch sends SEND_BATCH_MESSAGE (V2 header) with one item per body;
+// uniq[i] == "" leaves the item without a UNIQ_KEY (as the Go client does).
+func (e *env) sendBatch(topic string, bodies, uniq []string) (int16, []string) {
+	e.t.Helper()
+	var items []message.BatchItem
+	for i, b := range bodies {
+		props := map[string]string{}
+		if uniq[i] != "" {
+			props[message.PropUniqKey] = uniq[i]
+		}
+		items = append(items, message.BatchItem{Body: []byte(b), Properties: message.EncodeProperties(props)})
+	}
+	body, err := message.EncodeBatch(items)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req := remoting.NewRequest(remoting.ReqSendBatchMessage, map[string]string{
+		"a": "pg", "b": topic, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1", "h": "0", "i": "",
+		"j": "0", "k": "false", "l": "0", "m": "true"}, body)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := e.cl.Invoke(ctx, req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.Code != 0 {
+		return resp.Code, nil
+	}
+	return resp.Code, strings.Split(resp.Ext("msgId"), ",")
+}
+
+func TestBatchDeduplicatedPerMessage(t *testing.T) {
+	e := newEnv(t, 120*time.Second, 0)
+	a, b, c, d := newUniq(), newUniq(), newUniq(), newUniq()
+	_, first := e.sendBatch("Orders", []string{"A", "B"}, []string{a, b})
+	_, again := e.sendBatch("Orders", []string{"A", "B"}, []string{a, b})
+	if len(first) != 2 || strings.Join(first, ",") != strings.Join(again, ",") {
+		t.Fatalf("batch retry ids %v, first %v", again, first)
+	}
+	_, mixed := e.sendBatch("Orders", []string{"C", "A"}, []string{c, a})
+	if len(mixed) != 2 || mixed[1] != first[0] || mixed[0] == first[0] || mixed[0] == first[1] {
+		t.Fatalf("mixed batch ids %v (first %v)", mixed, first)
+	}
+	_, same := e.sendBatch("Orders", []string{"D", "D"}, []string{d, d})
+	if len(same) != 2 || same[0] != same[1] {
+		t.Fatalf("repeated key in one batch: %v", same)
+	}
+	// a single send of a key first stored in a batch is a duplicate too
+	if r := e.send("Orders", b, "B"); r.msgID != first[1] {
+		t.Fatalf("single retry of a batch item: %+v, want %s", r, first[1])
+	}
+	for body, want := range map[string]int{"A": 1, "B": 1, "C": 1, "D": 1} {
+		if n := e.stored("Orders", body); n != want {
+			t.Fatalf("%s stored %d times, want %d", body, n, want)
+		}
+	}
+	// Go client batches carry no UNIQ_KEY: nothing to de-duplicate
+	e.sendBatch("Orders", []string{"G", "G"}, []string{"", ""})
+	e.sendBatch("Orders", []string{"G", "G"}, []string{"", ""})
+	if n := e.stored("Orders", "G"); n != 4 {
+		t.Fatalf("keyless batch items stored %d times, want 4", n)
+	}
+	e.restart()
+	_, afterRestart := e.sendBatch("Orders", []string{"A", "B"}, []string{a, b})
+	if strings.Join(afterRestart, ",") != strings.Join(first, ",") {
+		t.Fatalf("batch retry after restart ids %v, first %v", afterRestart, first)
+	}
+}
