@@ -69,7 +69,9 @@ type dispatchObserver interface {
 //     queueId; QueueOffset, PhysOffset, StoreTimestamp as put) and the put
 //     result, or with (nil, result) if the send failed before the put.
 //
-// err != nil answers SYSTEM_ERROR. Batches are not checked.
+// err != nil answers SYSTEM_ERROR. A batch is checked key by key (sorted,
+// each distinct key once) when every item carries a UNIQ_KEY
+// (send_dedup.go); Go client batches carry none and are not checked.
 type Deduplicator interface {
 	Check(ctx context.Context, topic, uniqKey string) (orig *message.Message, release func(stored *message.Message, res store.PutResult), err error)
 }

@@ -15,10 +15,12 @@
 // remembered: its retry is stored). It applies to normal, delayed and
 // prepared (transactional) sends: the duplicate gets the first send's
 // offsets, so END_TRANSACTION of either answer finds the one half message.
-// Not covered: batches (SEND_BATCH_MESSAGE; the Go client's batch items
-// carry no UNIQ_KEY, so there is nothing to de-duplicate, and the broker
-// does not call the hook for batches); sends without a client UNIQ_KEY
-// (the broker's own keys are unique); a retry to a different topic.
+// Batches (SEND_BATCH_MESSAGE) are de-duplicated message by message when
+// every item carries a UNIQ_KEY (the Java client's do): duplicates are left
+// out of the append and the response lists their original IDs. The Go
+// client's batch items carry no UNIQ_KEY, so its batches have nothing to
+// de-duplicate. Not covered: sends without a client UNIQ_KEY (the broker's
+// own keys are unique); a retry to a different topic.
 //
 // # How
 //
