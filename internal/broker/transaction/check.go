@@ -166,6 +166,15 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 	}
 	rec, err := e.lookHalf(ctx, src.phys)
 	if err != nil {
+		if src.offset < e.st.MinOffset(HalfTopic, 0) { // retention removed it (fileReservedTime)
+			e.log.Warn("transaction half message removed by retention before a decision; discarded",
+				"transactionId", id, "topic", src.topic, "producerGroup", src.group, "halfOffset", src.offset)
+			if res := e.writeOp(ctx, id, OpDiscard, live); putCode(res.Status) == remoting.ResSuccess {
+				e.discarded.Add(1)
+				return outDiscarded
+			}
+			return outFailed
+		}
 		e.log.Error("transaction half message unreadable; check skipped", "transactionId", id,
 			"commitLogOffset", src.phys, "err", err)
 		return outFailed

@@ -54,7 +54,8 @@
 // every half (Prepare refuses a message without one; the broker generates
 // one for sends that lack it). Retention can remove a final message older
 // than fileReservedTime; a transaction undecided that long is outside the
-// guarantee.
+// guarantee, and a half message retention removed before any decision is
+// discarded at the next round (Warn log, Stats.Discarded).
 //
 // Rollback writes only the op record; a discard writes the copy to
 // TRANS_CHECK_MAX_TIME_TOPIC and then the op record (a crash between them
