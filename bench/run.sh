@@ -13,7 +13,8 @@
 #   3. go test -bench SendPath|PullPath (internal/bench)
 #   4. every workload of bench/workloads against a broker embedded in keel bench
 #      (--embedded with the workload's flushDiskType, data under $KEEL_BENCH_DIR)
-#   5. backlog-drain and many-topics against a separate `keel serve` process, to read
+#   5. compare-clients (lean client, then the official Go client via bench/official),
+#      backlog-drain and many-topics against a separate `keel serve` process, to read
 #      the broker's memory (VmHWM) and time its restart after a clean shutdown and
 #      after SIGKILL with the log those runs left
 #   6. keel bench report: the document, each figure next to the command that made it
@@ -46,7 +47,7 @@ fi
 
 # The order of the target table.
 embedded_workloads="sync-async-send sync-batch async-batch sync-64-senders sync-one-sender e2e-paced e2e-half-max"
-process_workloads="backlog-drain many-topics"
+process_workloads="compare-clients backlog-drain many-topics"
 
 data="${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 work="$root/bench/out"
@@ -115,6 +116,18 @@ run_bench() {
 	if [ -s "$work/results/$name.json" ]; then results+=("$work/results/$name.json"); fi
 }
 
+# run_official NAME: the same workload through the official Go client (bench/official).
+run_official() {
+	log "workload $1 through the official Go client"
+	if ! KEEL_BENCH_WORKLOAD="$root/bench/workloads/$1.yaml" KEEL_BENCH_NAMESRV="127.0.0.1:$ns_port" \
+		KEEL_BENCH_BROKER_FLUSH=ASYNC_FLUSH KEEL_BENCH_OUT="$work/results/$1-official.json" KEEL_BENCH_QUICK="$quick" \
+		go test -count=1 -run TestOfficialClient -timeout 30m ./bench/official >"$work/results/$1-official.log" 2>&1; then
+		log "official client run failed; see $work/results/$1-official.log"
+		failed+=("$1-official")
+	fi
+	if [ -s "$work/results/$1-official.json" ]; then results+=("$work/results/$1-official.json"); fi
+}
+
 for name in $embedded_workloads; do
 	wanted "$name" || continue
 	rm -rf "$data/$name"
@@ -168,6 +181,7 @@ if [ -n "$process_ran" ]; then
 		wanted "$name" || continue
 		run_bench "$name" --namesrv "127.0.0.1:$ns_port" --broker-flush ASYNC_FLUSH
 		process_names="$process_names $name"
+		if [ "$name" = compare-clients ]; then run_official "$name"; fi
 	done
 	hwm=$(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$serve_pid/status")
 	rss=$(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$serve_pid/status")

@@ -140,6 +140,7 @@ func drive(ctx context.Context, w bench.Workload, ns, flush string) (*bench.Resu
 		Errors: end.errs - base.errs, Latency: end.lat.Sub(base.lat).Summarize()}
 	tp.MsgsPerSec = float64(tp.Messages) / d.Seconds()
 	tp.MBPerSec = float64(tp.Bytes) / d.Seconds() / 1e6
+	w.Name += "-official"
 	w.Description = strings.TrimSpace(w.Description + " (official Go client)")
 	res := &bench.Result{Workload: w, Started: start, Elapsed: time.Since(start).Seconds(), Send: &tp,
 		TotalSent: c.sent.Load(), TotalSendErrors: c.errs.Load(),

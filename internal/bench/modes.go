@@ -124,9 +124,19 @@ func (r *runner) drain(ctx context.Context) error {
 }
 
 // runBacklog fills BacklogBytes at full speed, then drains every queue
-// from its minimum offset to the end the fill left. Duration bounds each
-// of the two phases.
+// from its minimum offset up to its offset before the fill plus what the
+// fill acknowledged there (so records acknowledged but not yet dispatched
+// are waited for, not missed). Duration bounds each of the two phases.
 func (r *runner) runBacklog(ctx context.Context, res *Result) error {
+	maxOffset := r.offsetOf(ctx, remoting.ReqGetMaxOffset)
+	before := make(map[MessageQueue]int64, len(r.read))
+	for _, q := range r.read {
+		off, err := maxOffset(q)
+		if err != nil {
+			return err
+		}
+		before[q] = off
+	}
 	r.startProducers(0)
 	target := uint64(r.w.BacklogBytes)
 	filled := func() bool { return r.st.sentBytes.Load() >= target }
@@ -139,13 +149,13 @@ func (r *runner) runBacklog(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	before := r.st.snapshot()
-	err = r.startConsumers(ctx, r.offsetOf(ctx, remoting.ReqGetMinOffset), r.offsetOf(ctx, remoting.ReqGetMaxOffset))
-	if err != nil {
+	end := func(q MessageQueue) (int64, error) { return before[q] + int64(r.acked[q].Load()), nil }
+	start := r.st.snapshot()
+	if err := r.startConsumers(ctx, r.offsetOf(ctx, remoting.ReqGetMinOffset), end); err != nil {
 		return err
 	}
 	drained := func() bool { return r.consDone.Load() == int64(len(r.consumers)) }
-	_, recv, err := r.phase(ctx, "drain", 0, r.w.Duration, drained, &before)
+	_, recv, err := r.phase(ctx, "drain", 0, r.w.Duration, drained, &start)
 	res.Receive = &recv
 	if err == nil && !drained() {
 		err = fmt.Errorf("bench: the drain did not finish within duration %v", r.w.Duration)

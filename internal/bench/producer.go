@@ -79,6 +79,9 @@ type producer struct {
 	nextQ   atomic.Uint64
 	pace    atomic.Pointer[Pacer]
 	workers int
+	// acked counts acknowledged messages per queue; the map is built
+	// before the senders start and only read afterwards.
+	acked map[MessageQueue]*atomic.Uint64
 }
 
 func (p *producer) setRate(msgsPerSec float64) {
@@ -131,6 +134,7 @@ func (p *producer) sendOne(s *sendBuffers, q MessageQueue) {
 		p.st.countError(fmt.Sprintf("send: code %d %s", resp.Code, truncate(resp.Remark, 60)))
 	default:
 		p.st.sendLat.Record(lat)
+		p.acked[q].Add(uint64(p.w.BatchSize))
 		p.st.sent.Add(uint64(p.w.BatchSize))
 		p.st.sentBytes.Add(uint64(p.w.BatchSize * p.w.MessageSize))
 	}

@@ -260,8 +260,13 @@ func shape(w Workload) string {
 			senders = fmt.Sprintf("%d sync senders", w.SyncSenders)
 		}
 		rate := "unpaced"
-		if w.ProducerRate > 0 {
+		switch {
+		case w.ProducerRate > 0:
 			rate = fmt.Sprintf("paced at %.0f msg/s", w.ProducerRate)
+		case w.RateOfMax > 0:
+			rate = fmt.Sprintf("paced at %.0f %% of the max rate a search finds", w.RateOfMax*100)
+		case w.Mode == ModeMaxRate:
+			rate = "paced by the max-rate search"
 		}
 		parts = append(parts, fmt.Sprintf("%d producer(s), %s, batch %d, %s", w.Producers, senders, w.BatchSize, rate))
 	}

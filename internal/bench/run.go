@@ -96,6 +96,7 @@ type runner struct {
 	clients []*remoting.Client // every connection, closed at the end
 
 	producers []*producer
+	acked     map[MessageQueue]*atomic.Uint64 // acknowledged messages per queue (see producer.acked)
 	prodStop  chan struct{}
 	prodWG    sync.WaitGroup
 	consumers []*consumer
@@ -288,6 +289,10 @@ func (r *runner) dialProducers(ctx context.Context, brokers []string) error {
 	if !r.w.hasProducers() {
 		return nil
 	}
+	r.acked = make(map[MessageQueue]*atomic.Uint64, len(r.write))
+	for _, q := range r.write {
+		r.acked[q] = new(atomic.Uint64)
+	}
 	for i := range r.w.Producers {
 		workers := r.w.InflightPerProducer
 		if r.w.SyncSenders > 0 {
@@ -308,7 +313,7 @@ func (r *runner) dialProducers(ctx context.Context, brokers []string) error {
 			if err != nil {
 				return err
 			}
-			p := &producer{cl: cl, queues: queuesOn(r.write, b), w: r.w, st: r.st, group: r.group, workers: n}
+			p := &producer{cl: cl, queues: queuesOn(r.write, b), w: r.w, st: r.st, group: r.group, workers: n, acked: r.acked}
 			p.nextQ.Store(uint64(i)) // producers start on different queues
 			r.producers = append(r.producers, p)
 		}
