@@ -59,7 +59,7 @@ func TestWriteMarkdown(t *testing.T) {
 		Receive: &Throughput{Messages: 10, MsgsPerSec: 5,
 			Latency: Summary{P50: 2 * time.Millisecond, P99: 3 * time.Millisecond}},
 		MaxRate: 100, SearchSteps: []SearchStep{{TargetRate: 100, OK: true}, {TargetRate: 125, Why: "p99"}},
-		Errors:  map[string]uint64{"send: timeout": 2}}
+		Errors: map[string]uint64{"send: timeout": 2}}
 	var b bytes.Buffer
 	rep := Report{Revision: "r1", Machine: "| CPUs | `nproc` | 2 |", Disk: &diskprobe.Result{SeqWriteBytesPerSec: 1e9},
 		DiskCommand: "keel bench disk", Results: []*Result{r}, Quick: true, Extra: "## Extra\n", GoBench: "BenchmarkX 1 ns/op",
