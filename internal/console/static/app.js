@@ -205,10 +205,10 @@ const pages = {
     <div id="resend-result"></div>
     <div class="panel">${table([
       ["Offset", m => num(m.queueOffset), "num"], ["Message ID", m => `<a class="mono" href="#/messages?id=${enc(m.msgId)}">${esc(m.msgId)}</a>`],
-      ["Original topic", m => m.originTopic ? link("topics", m.originTopic) : "–"], ["Reconsumed", m => num(m.reconsumeTimes), "num"],
-      ["Stored", m => when(m.storeTime)], ["Keys", m => esc(m.keys || "–")], ["Body", m => esc((m.body || "(binary)").slice(0, 60))],
+      ["Original topic", m => m.originTopic ? link("topics", m.originTopic) : "–"], ["Retries", m => num(m.reconsumeTimes), "num"],
+      ["Stored", m => when(m.storeTime)], ["Keys", m => esc(m.keys || "–")], ["Body", m => `<span class="clip" title="${esc((m.body || "").slice(0, 500))}">${esc((m.body || "(binary)").slice(0, 200))}</span>`],
       ["Resent", m => m.resent ? `<span class="pill ok">yes</span>` : "no"],
-      ...(w ? [["", m => `<button class="secondary" onclick="resend('${esc(enc(group))}', '${esc(m.msgId)}')">Resend</button>`]] : []),
+      ...(w ? [["", m => `<button class="secondary small" onclick="resend('${esc(enc(group))}', '${esc(m.msgId)}')">Resend</button>`]] : []),
     ], d.messages, "No dead letters.")}</div>`;
   },
 

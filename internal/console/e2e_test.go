@@ -1,0 +1,168 @@
+package console
+
+// End-to-end test of the console in headless Chromium: every page is loaded
+// against a live NameServer and broker with data, its rendered DOM is
+// checked for the data it must show, and a screenshot is saved.
+//
+// It drives the Chromium command line (--headless --dump-dom, then
+// --screenshot), so it needs no Go module beyond the standard library. It is
+// skipped when no Chromium binary is found (install Debian's `chromium`
+// package, or set KEEL_CHROMIUM to a binary). Screenshots go to a temporary
+// directory, or to $KEEL_CONSOLE_SCREENSHOTS (docs/console is refreshed with
+// KEEL_CONSOLE_SCREENSHOTS=$PWD/docs/console go test -run TestConsoleInChromium ./internal/console).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/admin"
+)
+
+// chromiumPath finds a Chromium binary.
+func chromiumPath() string {
+	if p := os.Getenv("KEEL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+type browser struct {
+	t       *testing.T
+	bin     string
+	profile string
+}
+
+// run runs Chromium headless on url with extra arguments, bounded in time.
+func (b *browser) run(url string, extra ...string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--hide-scrollbars", "--user-data-dir=" + b.profile, "--window-size=1366,900",
+		"--virtual-time-budget=10000"}, extra...)
+	cmd := exec.CommandContext(ctx, b.bin, append(args, url)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		b.t.Fatalf("chromium %s: %v\n%s", url, err, errOut.String())
+	}
+	return out.String()
+}
+
+// stepClock is a clock the test advances by hand.
+type stepClock struct{ ns atomic.Int64 }
+
+func (c *stepClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *stepClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// history fills the console's history with a few samples 10 s apart while
+// traffic flows, so the charts have something to draw.
+func (c *cluster) history(f fixture) {
+	c.t.Helper()
+	clock := &stepClock{}
+	clock.ns.Store(time.Now().Add(-time.Minute).UnixNano())
+	c.console.cfg.Now = clock.Now
+	c.console.hist = &history{max: DefaultHistoryPoints} // drop samples taken on the real clock
+	ctx := context.Background()
+	for round := 0; round < 6; round++ {
+		for i := 0; i < round*3; i++ {
+			body := `{"order":` + strconv.Itoa(100+round*10+i) + `}`
+			if _, err := c.admin.Send(ctx, admin.SendSpec{Topic: f.topic, Tags: "created", Body: []byte(body), QueueID: 1}); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+		c.console.SampleOnce(ctx)
+		clock.Advance(10 * time.Second)
+	}
+}
+
+func TestConsoleInChromium(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no Chromium binary found (apt-get install chromium, or set KEEL_CHROMIUM): console e2e test skipped")
+	}
+	shots := os.Getenv("KEEL_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, true)
+	f := c.seed()
+	c.history(f)
+	b := &browser{t: t, bin: bin, profile: t.TempDir()}
+
+	pages := []struct {
+		name, hash string
+		want       []string
+	}{
+		{"overview", "#/overview", []string{"Overview", "broker-a", "Messages stored", "Dead letters", "<svg class=\"chart\"", "write access"}},
+		{"topics", "#/topics", []string{"Topics", `href="#/topics/Orders"`, "%DLQ%billing", "Create topic"}},
+		{"topic", "#/topics/Orders", []string{"Orders", "Min offset", "Queues"}},
+		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING"}},
+		{"group", "#/groups/billing", []string{"Lag per queue", "10.0.0.7@billing-1", "Lag trend", "<svg class=\"chart\""}},
+		{"messages", "#/messages?topic=Orders&key=" + url.QueryEscape(f.key), []string{f.sent[2].MsgID, "order-42", "19.90", "UNIQ_KEY"}},
+		{"message", "#/messages?id=" + f.sent[0].MsgID, []string{f.sent[0].OffsetMsgID, "order-40", "Hex"}},
+		{"dlq", "#/dlq/billing", []string{"Dead letters of billing", f.deadID, "Resend all pending"}},
+		{"transactions", "#/transactions", []string{"Pending transactions"}},
+	}
+	for _, p := range pages {
+		png := filepath.Join(shots, p.name+".png")
+		dom := b.run(c.http.URL+"/"+p.hash, "--dump-dom", "--screenshot="+png)
+		if strings.Contains(dom, `class="err"`) {
+			t.Errorf("%s: the page shows an error:\n%s", p.name, excerpt(dom, `class="err"`))
+		}
+		for _, w := range p.want {
+			if !strings.Contains(dom, w) {
+				t.Errorf("%s (%s): page lacks %q:\n%s", p.name, p.hash, w, excerpt(dom, `<main`))
+			}
+		}
+		if st, err := os.Stat(png); err != nil || st.Size() < 5000 {
+			t.Errorf("%s: screenshot %s missing or empty: %v", p.name, png, err)
+		}
+	}
+	// The group page shows the group's lag as the API computes it.
+	d, err := c.admin.DescribeGroup(context.Background(), f.group)
+	if err != nil || d.Lag < 3 {
+		t.Fatalf("group %+v: %v", d, err)
+	}
+	dom := b.run(c.http.URL+"/#/groups/billing", "--dump-dom")
+	want := fmt.Sprintf(`<div class="label">Lag</div><div class="value bad">%s</div>`, thousands(d.Lag))
+	if !strings.Contains(dom, want) || !strings.Contains(dom, `<span class="lag">3<span`) {
+		t.Errorf("group page does not show lag %d (and 3 on queue 0):\n%s", d.Lag, excerpt(dom, "cards"))
+	}
+}
+
+// thousands formats n as the page does (en-US grouping).
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// excerpt returns up to 3000 characters of s from the first marker.
+func excerpt(s, marker string) string {
+	i := strings.Index(s, marker)
+	if i < 0 {
+		i = 0
+	}
+	return fmt.Sprintf("%.3000s", s[i:])
+}
