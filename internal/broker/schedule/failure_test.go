@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -115,5 +116,82 @@ func TestTimersAcrossRestarts(t *testing.T) {
 		if m.StoreTimestamp != due {
 			t.Errorf("%s delivered at %+dms from due", m.Body, m.StoreTimestamp-due)
 		}
+	}
+}
+
+// corruptStore reports the entry at one queue offset as failing
+// verification, as the store does for a damaged record.
+type corruptStore struct {
+	*store.Store
+	topic string
+	at    int64
+}
+
+func (c *corruptStore) GetMessage(topic string, queueID int32, offset int64, maxCount, maxBytes int, f store.Filter) (*store.GetResult, error) {
+	if topic == c.topic && offset == c.at {
+		return nil, fmt.Errorf("test: record at %d: %w", offset, store.ErrCorrupt)
+	}
+	if topic == c.topic && offset < c.at {
+		maxCount = min(maxCount, int(c.at-offset)) // the batch ends before a damaged record
+	}
+	return c.Store.GetMessage(topic, queueID, offset, maxCount, maxBytes, f)
+}
+
+// TestCorruptEntrySkipped: an entry the store cannot verify is passed (it
+// can never be delivered); the entries around it are delivered.
+func TestCorruptEntrySkipped(t *testing.T) {
+	e := &env{t: t, fs: vfs.OS{}, dir: t.TempDir(), clk: newFakeClock(t0), levels: []time.Duration{time.Second}}
+	e.wrap = func(st *store.Store) Store { return &corruptStore{Store: st, topic: LevelTopic, at: 1} }
+	e.start()
+	t.Cleanup(e.stop)
+	for _, b := range []string{"a", "damaged", "c"} {
+		e.schedule(newMsg("k", 0, b, nil), 1, 0)
+	}
+	e.advance(time.Second)
+	e.waitVisible("k", 0, 2)
+	e.settle()
+	var got []string
+	for _, m := range e.delivered("k", 0) {
+		got = append(got, string(m.Body))
+	}
+	if len(got) != 2 || got[0] != "a" || got[1] != "c" {
+		t.Fatalf("delivered %q", got)
+	}
+}
+
+func TestRunAndCloseLifecycle(t *testing.T) {
+	e := newEnv(t, nil)
+	e.settle() // the first Run is running
+	if err := e.svc.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Run: %v", err)
+	}
+	e.stop()
+	st, err := store.Open(e.storeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := New(Config{Dir: e.dir, Clock: e.clk}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := svc.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	// Schedule still stores durably after Close; delivery waits for the next start.
+	if r := svc.Schedule(context.Background(), newMsg("z", 0, "late", nil), 1, 0); r.Status != store.PutOK {
+		t.Fatalf("Schedule after Close: %v %v", r.Status, r.Err)
+	}
+	if _, err := New(Config{}, st); err == nil {
+		t.Fatal("New without Dir accepted")
+	}
+	if _, err := New(Config{Dir: e.dir, DelayLevels: []time.Duration{time.Second, 0}}, st); err == nil {
+		t.Fatal("zero delay level accepted")
 	}
 }
