@@ -32,7 +32,7 @@ func startCluster(t *testing.T) *cluster {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", conf, "--data-dir", t.TempDir(),
-			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
+			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -312,16 +312,23 @@ func TestAdminGroupAndDLQCommands(t *testing.T) {
 	out = c.ok("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID)
 	wantMatch(t, "resend --msg-id", out, `Resent 1 message\(s\)`, `(?m)^0\s+`+sent[1].MsgID+`\s+Jobs\s+SEND_OK\s+0\s+4$`)
 
-	// The resent copies are on Jobs with the keys kept and a resend count.
+	// The resent copies are new messages on Jobs (new unique keys, so the
+	// broker's de-duplication keeps them) with the keys kept, the original
+	// id in ORIGIN_MESSAGE_ID and a resend count.
 	var copies []admin.Message
 	waitFor(t, "the resent copies to be indexed", 10*time.Second, func() bool {
 		copies = nil
 		_, out, _ := c.keel("msg", "query", "--topic", "Jobs", "--key", "job-1", "-o", "json")
 		return json.Unmarshal([]byte(out), &copies) == nil && len(copies) == 3
 	})
-	if p := copies[1].Properties; p[admin.PropResendTimes] != "1" || copies[1].ReconsumeTimes != 0 || p["RETRY_TOPIC"] != "" ||
-		copies[1].BodyText != "job 1" || copies[1].MsgID != sent[1].MsgID {
-		t.Errorf("resent copy: %+v", copies[1])
+	for _, cp := range copies[1:] {
+		if p := cp.Properties; p[admin.PropResendTimes] != "1" || cp.ReconsumeTimes != 0 || p["RETRY_TOPIC"] != "" ||
+			cp.BodyText != "job 1" || cp.MsgID == sent[1].MsgID || p["ORIGIN_MESSAGE_ID"] != sent[1].MsgID {
+			t.Errorf("resent copy: %+v", cp)
+		}
+	}
+	if copies[1].MsgID != rs[0].Result.MsgID {
+		t.Errorf("resent copy %s, resend reported %s", copies[1].MsgID, rs[0].Result.MsgID)
 	}
 	if code, _, _ := c.keel("dlq", "resend", "--group", "workers"); code != exitUsage {
 		t.Errorf("resend without --msg-id or --all: exit %d", code)

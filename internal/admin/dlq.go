@@ -4,9 +4,12 @@ package admin
 // topic they were first sent to (their RETRY_TOPIC property).
 //
 // A resent message is a new message on the original topic with the dead
-// letter's body, flag, tags, keys, unique key and user properties,
-// reconsumeTimes 0 (it gets a fresh set of retries) and the property
-// KEEL_DLQ_RESEND_TIMES counting how often it was resent. Broker-internal
+// letter's body, flag, tags, keys and user properties, reconsumeTimes 0 (it
+// gets a fresh set of retries), the property KEEL_DLQ_RESEND_TIMES counting
+// how often it was resent, and a new unique key: the broker's producer
+// de-duplication would otherwise take it for the original send and drop it.
+// ORIGIN_MESSAGE_ID keeps the first delivery's id (send-back sets it; a
+// dead letter without it gets its own unique key there). Broker-internal
 // properties (delay, retry topic, real topic/queue, transaction) are dropped.
 //
 // ResendAll works through each DLQ queue from a cursor kept as the consumer
@@ -50,7 +53,8 @@ type DLQ struct {
 	Messages []DLQMessage `json:"messages"`
 }
 
-// Resent reports one resend.
+// Resent reports one resend: MsgID is the dead letter's id, Result.MsgID
+// the new message's.
 type Resent struct {
 	DLQOffset   int64      `json:"dlqQueueOffset"`
 	MsgID       string     `json:"msgId"`
@@ -218,10 +222,16 @@ func (c *Client) resend(ctx context.Context, m Message) (Resent, error) {
 	if err != nil {
 		return r, err
 	}
+	uniq, err := c.uniqID(ctx, b.Addr)
+	if err != nil {
+		return r, err
+	}
+	props := resendPropertiesMap(m.Properties)
+	props[message.PropUniqKey] = uniq
 	rs := rawSend{topic: r.OriginTopic, queueID: qid, flag: old.Flag, sysFlag: old.SysFlag & message.FlagCompressed,
-		bornMs: time.Now().UnixMilli(), props: resendProperties(m.Properties), body: old.Body}
+		bornMs: time.Now().UnixMilli(), props: message.EncodeProperties(props), body: old.Body}
 	r.Result, err = c.sendRaw(ctx, b, rs)
-	r.Result.MsgID = m.MsgID
+	r.Result.MsgID = uniq
 	return r, err
 }
 
@@ -235,10 +245,6 @@ var brokerProps = []string{
 	"MIN_OFFSET", "MAX_OFFSET", "CONSUME_START_TIME",
 }
 
-func resendProperties(old map[string]string) string {
-	return message.EncodeProperties(resendPropertiesMap(old))
-}
-
 func resendPropertiesMap(old map[string]string) map[string]string {
 	p := make(map[string]string, len(old)+1)
 	for k, v := range old {
@@ -246,6 +252,9 @@ func resendPropertiesMap(old map[string]string) map[string]string {
 	}
 	for _, k := range brokerProps {
 		delete(p, k)
+	}
+	if p[message.PropOriginMessageID] == "" && old[message.PropUniqKey] != "" {
+		p[message.PropOriginMessageID] = old[message.PropUniqKey]
 	}
 	n, _ := strconv.Atoi(old[PropResendTimes])
 	p[PropResendTimes] = strconv.Itoa(n + 1)

@@ -84,7 +84,7 @@ func TestResendProperties(t *testing.T) {
 	old := map[string]string{"KEYS": "k1 k2", "TAGS": "t", "UNIQ_KEY": "U", "RETRY_TOPIC": "T", "DELAY": "3",
 		"REAL_TOPIC": "x", "ORIGIN_MESSAGE_ID": "O", "user": "v", PropResendTimes: "2", "CLUSTER": "c"}
 	p := resendPropertiesMap(old)
-	for k, v := range map[string]string{"KEYS": "k1 k2", "TAGS": "t", "UNIQ_KEY": "U", "ORIGIN_MESSAGE_ID": "O", "user": "v",
+	for k, v := range map[string]string{"KEYS": "k1 k2", "TAGS": "t", "ORIGIN_MESSAGE_ID": "O", "user": "v",
 		PropResendTimes: "3", "WAIT": "true"} {
 		if p[k] != v {
 			t.Errorf("%s = %q, want %q", k, p[k], v)
@@ -94,5 +94,9 @@ func TestResendProperties(t *testing.T) {
 		if _, ok := p[k]; ok {
 			t.Errorf("%s kept", k)
 		}
+	}
+	delete(old, "ORIGIN_MESSAGE_ID")
+	if p := resendPropertiesMap(old); p["ORIGIN_MESSAGE_ID"] != "U" {
+		t.Errorf("ORIGIN_MESSAGE_ID %q, want the dead letter's unique key", p["ORIGIN_MESSAGE_ID"])
 	}
 }
