@@ -113,12 +113,16 @@ func (c *Client) Groups(ctx context.Context, withSystem bool) ([]Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Group
 	for name := range cfgs {
 		if systemGroup(name) && !withSystem {
 			continue
 		}
-		d, err := c.describeGroup(ctx, name, topics)
+		d, err := c.describeGroup(ctx, name, masters, topics)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +144,11 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDetail, 
 	if err != nil {
 		return GroupDetail{}, err
 	}
-	d, err := c.describeGroup(ctx, group, topics)
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return GroupDetail{}, err
+	}
+	d, err := c.describeGroup(ctx, group, masters, topics)
 	if err != nil {
 		return GroupDetail{}, err
 	}
@@ -152,12 +160,8 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDetail, 
 	return d, nil
 }
 
-func (c *Client) describeGroup(ctx context.Context, group string, topics map[string][]TopicOnBroker) (GroupDetail, error) {
+func (c *Client) describeGroup(ctx context.Context, group string, masters []Broker, topics map[string][]TopicOnBroker) (GroupDetail, error) {
 	d := GroupDetail{Group: Group{Name: group}, Subscriptions: map[string]string{}}
-	masters, err := c.Masters(ctx)
-	if err != nil {
-		return d, err
-	}
 	for _, b := range masters {
 		qs, err := c.consumeStats(ctx, b, group)
 		if err != nil {

@@ -132,17 +132,19 @@ func (c *Client) GetMessage(ctx context.Context, id, topic string) ([]Message, e
 		}
 		return []Message{m}, nil
 	}
-	var topics []string
+	var topics []Topic
 	if topic != "" {
-		topics = []string{topic}
+		t, err := c.Topic(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		topics = []Topic{t}
 	} else {
 		all, err := c.Topics(ctx, false, false)
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range all {
-			topics = append(topics, t.Name)
-		}
+		topics = all
 	}
 	var out []Message
 	for _, t := range topics {
@@ -200,7 +202,11 @@ func (c *Client) QueryByKey(ctx context.Context, topic, key string, begin, end t
 	if !end.IsZero() {
 		e = end.UnixMilli()
 	}
-	ms, err := c.query(ctx, topic, key, false, b, e, maxNum)
+	t, err := c.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := c.query(ctx, t, key, false, b, e, maxNum)
 	if err != nil {
 		return nil, err
 	}
@@ -235,12 +241,8 @@ func sortByStoreTime(ms []Message) {
 	})
 }
 
-// query sends QUERY_MESSAGE to every broker hosting topic.
-func (c *Client) query(ctx context.Context, topic, key string, unique bool, begin, end int64, maxNum int) ([]Message, error) {
-	t, err := c.Topic(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
+// query sends QUERY_MESSAGE to every broker hosting topic t.
+func (c *Client) query(ctx context.Context, t Topic, key string, unique bool, begin, end int64, maxNum int) ([]Message, error) {
 	if end <= 0 {
 		end = time.Now().Add(24 * time.Hour).UnixMilli()
 	}
@@ -249,7 +251,7 @@ func (c *Client) query(ctx context.Context, topic, key string, unique bool, begi
 	}
 	var out []Message
 	for _, b := range t.Brokers {
-		ext := map[string]string{"topic": topic, "key": key, "maxNum": strconv.Itoa(maxNum),
+		ext := map[string]string{"topic": t.Name, "key": key, "maxNum": strconv.Itoa(maxNum),
 			"beginTimestamp": strconv.FormatInt(begin, 10), "endTimestamp": strconv.FormatInt(end, 10)}
 		if unique {
 			ext["_UNIQUE_KEY_QUERY"] = "true"
