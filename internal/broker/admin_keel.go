@@ -39,7 +39,6 @@ type QueueProgress struct {
 	QueueID        int32
 	BrokerOffset   int64 // next offset the queue will assign
 	ConsumerOffset int64 // next offset the group will consume (0 if none committed)
-	LastTimestamp  int64 // store time (ms) of the message before ConsumerOffset; 0 if none
 }
 
 // Lag is the number of messages stored but not yet consumed.
@@ -47,6 +46,8 @@ func (q QueueProgress) Lag() int64 { return max(q.BrokerOffset-q.ConsumerOffset,
 
 // ConsumeProgress returns a group's progress on every queue of the topics
 // it consumes (or of topic only, if not empty), sorted by topic and queue.
+// It reads offsets only (no message), so it is cheap enough for every
+// metrics scrape.
 func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
 	topics := b.groupTopics(group)
 	if topic != "" {
@@ -62,7 +63,6 @@ func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
 			p := QueueProgress{Topic: t, QueueID: q, BrokerOffset: b.st.MaxOffset(t, q)}
 			if off, ok := b.offsets.get(group, t, q); ok && off > 0 {
 				p.ConsumerOffset = off
-				p.LastTimestamp = b.storeTimeAt(t, q, off-1)
 			}
 			out = append(out, p)
 		}
@@ -188,8 +188,12 @@ func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, re
 			return nil, err
 		}
 		buf.Write(mq)
+		var last int64
+		if p.ConsumerOffset > 0 {
+			last = b.storeTimeAt(p.Topic, p.QueueID, p.ConsumerOffset-1)
+		}
 		fmt.Fprintf(&buf, `:{"brokerOffset":%d,"consumerOffset":%d,"lastTimestamp":%d}`,
-			p.BrokerOffset, p.ConsumerOffset, p.LastTimestamp)
+			p.BrokerOffset, p.ConsumerOffset, last)
 	}
 	buf.WriteString(`}}`)
 	resp := req.NewResponse(remoting.ResSuccess, "")
