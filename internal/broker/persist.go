@@ -33,7 +33,7 @@ const maxConfigFileBytes = 1 << 30
 func writeFileAtomic(fsys vfs.FS, path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if _, err := fsys.Stat(dir); err != nil {
-		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		if err := fsys.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("broker: create %s: %w", dir, err)
 		}
 		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
@@ -41,7 +41,7 @@ func writeFileAtomic(fsys vfs.FS, path string, data []byte) error {
 		}
 	}
 	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("broker: open %s: %w", tmp, err)
 	}

@@ -101,7 +101,7 @@ func readCheckpoint(fs vfs.FS, dir string) (checkpoint, error) {
 // writeCheckpoint replaces the checkpoint durably.
 func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
 	tmp := filepath.Join(dir, checkpointName+".tmp")
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("store: checkpoint: create %s: %w", tmp, err)
 	}

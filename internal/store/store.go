@@ -148,7 +148,7 @@ func (s *Store) markRunning() (bool, error) {
 		return false, fmt.Errorf("store: stat %s: %w", path, err)
 	}
 	if !crashed {
-		f, err := s.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := s.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return false, fmt.Errorf("store: create %s: %w", path, err)
 		}

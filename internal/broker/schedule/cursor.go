@@ -60,7 +60,7 @@ func loadCursors(fsys vfs.FS, dir string) (map[qkey]int64, error) {
 		}
 		for qs, off := range tab {
 			q, err := strconv.ParseInt(qs, 10, 32)
-			if err != nil || q < 0 || off < 0 || (topic == TimerTopic && q >= TimerQueues) {
+			if err != nil || q < 0 || off < 0 || (topic == TimerTopic && q >= TimerQueues) || q >= MaxLevels {
 				return nil, fmt.Errorf("%w: %s: bad entry %s queue %q offset %d", ErrBadCursorFile, path, topic, qs, off)
 			}
 			out[qkey{topic, int32(q)}] = off
@@ -121,7 +121,7 @@ func saveCursors(fsys vfs.FS, dir string, cursors map[qkey]int64) error {
 }
 
 func writeSynced(fsys vfs.FS, path string, data []byte) error {
-	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func ensureCursorDir(fsys vfs.FS, dir string) error {
 	if _, err := fsys.Stat(cdir); err == nil {
 		return nil
 	}
-	if err := fsys.MkdirAll(cdir, 0o755); err != nil {
+	if err := fsys.MkdirAll(cdir, 0o700); err != nil {
 		return fmt.Errorf("schedule: create %s: %w", cdir, err)
 	}
 	for d := cdir; filepath.Dir(d) != d; d = filepath.Dir(d) {

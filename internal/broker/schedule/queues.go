@@ -18,6 +18,9 @@ const (
 	// TimerQueues is the number of timer queues: 2^17 s (about 36 h) is the
 	// largest power of two below the 3-day maximum delay.
 	TimerQueues = 18
+	// MaxLevels bounds the number of delay levels (and of level queues
+	// the service serves).
+	MaxLevels = 1000
 	// DefaultMaxTimerDelay is RocketMQ's timerMaxDelaySec (3 days).
 	DefaultMaxTimerDelay = 72 * time.Hour
 )

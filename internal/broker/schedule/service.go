@@ -101,8 +101,8 @@ func (c *Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("schedule: config: Dir is empty")
 	}
-	if len(c.DelayLevels) == 0 {
-		return errors.New("schedule: config: no delay levels")
+	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > MaxLevels {
+		return fmt.Errorf("schedule: config: %d delay levels, want 1..%d", len(c.DelayLevels), MaxLevels)
 	}
 	for i, d := range c.DelayLevels {
 		if d <= 0 {
@@ -181,7 +181,9 @@ func New(cfg Config, st Store) (*Service, error) {
 func (s *Service) queueKeys(saved map[qkey]int64) []qkey {
 	n := int32(len(s.cfg.DelayLevels))
 	for _, id := range s.st.Queues(LevelTopic) {
-		n = max(n, id+1)
+		if id < MaxLevels {
+			n = max(n, id+1)
+		}
 	}
 	for k := range saved {
 		if k.topic == LevelTopic {

@@ -504,6 +504,7 @@ func TestCursorFileRoundTripAndErrors(t *testing.T) {
 		"queue":        `{"version":1,"offsetTable":{"KEEL_SYS_TIMER":{"18":1}}}`,
 		"negative":     `{"version":1,"offsetTable":{"SCHEDULE_TOPIC_XXXX":{"0":-1}}}`,
 		"queue number": `{"version":1,"offsetTable":{"SCHEDULE_TOPIC_XXXX":{"a":1}}}`,
+		"level queue":  `{"version":1,"offsetTable":{"SCHEDULE_TOPIC_XXXX":{"1000":1}}}`,
 	} {
 		if err := writeSynced(fs, "/d/config/delayOffset.json", []byte(body)); err != nil {
 			t.Fatal(err)

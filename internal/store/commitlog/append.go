@@ -147,7 +147,7 @@ func (l *Log) segmentForWrite(off int64) (*segment, error) {
 
 func (l *Log) createSegment(base int64) (*segment, error) {
 	path := filepath.Join(l.cfg.Dir, SegmentName(base))
-	f, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, l.fail(fmt.Errorf("commitlog: create segment %s: %w", path, err))
 	}

@@ -129,7 +129,7 @@ func Open(cfg Config) (*Log, error) {
 // MkdirAllDurable creates dir and its parents and makes their entries
 // durable (SyncDir of dir and of every ancestor).
 func MkdirAllDurable(fs vfs.FS, dir string) error {
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create dir %s: %w", dir, err)
 	}
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {

@@ -274,11 +274,11 @@ func (l *Log) quarantine(s *segment, size, rel int64, dir string) error {
 }
 
 func (l *Log) copyOut(s *segment, from, to int64, dir string) error {
-	if err := l.cfg.FS.MkdirAll(dir, 0o755); err != nil {
+	if err := l.cfg.FS.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("commitlog: create %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s.%d.corrupt", filepath.Base(s.path), from))
-	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("commitlog: create %s: %w", path, err)
 	}

@@ -83,7 +83,7 @@ func (q *Queue) writableSegment() (*segment, error) {
 // directory entry becomes durable with the next Flush. q.mu must be held.
 func (q *Queue) createSegment(base int64) (*segment, error) {
 	name := segmentName(base)
-	f, err := q.cfg.FS.OpenFile(q.path(name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := q.cfg.FS.OpenFile(q.path(name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, q.errorf("create segment: %w", err)
 	}

@@ -138,7 +138,7 @@ func (q *Queue) ensureDir() error {
 		}
 		q.parents = append(q.parents, filepath.Dir(d))
 	}
-	if err := fs.MkdirAll(q.cfg.Dir, 0o755); err != nil {
+	if err := fs.MkdirAll(q.cfg.Dir, 0o700); err != nil {
 		return q.errorf("mkdir: %w", err)
 	}
 	return nil
@@ -168,7 +168,7 @@ func (q *Queue) load() error {
 		}
 	}
 	for _, base := range bases {
-		f, err := q.cfg.FS.OpenFile(q.path(segmentName(base)), os.O_RDWR, 0o644)
+		f, err := q.cfg.FS.OpenFile(q.path(segmentName(base)), os.O_RDWR, 0o600)
 		if err != nil {
 			return q.errorf("open segment: %w", err)
 		}

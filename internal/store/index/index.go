@@ -111,7 +111,7 @@ func (ix *Index) ensureDir() error {
 		}
 		ix.parents = append(ix.parents, filepath.Dir(d))
 	}
-	if err := fs.MkdirAll(ix.cfg.Dir, 0o755); err != nil {
+	if err := fs.MkdirAll(ix.cfg.Dir, 0o700); err != nil {
 		return fmt.Errorf("index: mkdir: %w", err)
 	}
 	return nil
@@ -175,7 +175,7 @@ func (ix *Index) writableFile(phys, tsMs int64) (*file, error) {
 		}
 	}
 	name := fileName(ix.nextSeq)
-	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("index: create file: %w", err)
 	}

@@ -55,7 +55,7 @@ func (ix *Index) load() error {
 // and nil is returned.
 func (ix *Index) openFile(seq int64) (*file, error) {
 	name := fileName(seq)
-	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR, 0o644)
+	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", name, err)
 	}
