@@ -6,9 +6,12 @@ package main
 // through internal/admin, the same code the web console uses.
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,13 +26,48 @@ type adminFlags struct {
 	namesrv string
 	output  string
 	timeout time.Duration
+
+	accessKey, secretKey string // ACL credentials
+	tls, tlsInsecure     bool
+	tlsCA                string
 }
+
+// Environment variables holding the ACL credentials (so the secret need
+// not be on the command line).
+const (
+	envAccessKey = "KEEL_ACCESS_KEY"
+	envSecretKey = "KEEL_SECRET_KEY"
+)
 
 func (f *adminFlags) add(cmd *cobra.Command) {
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&f.namesrv, "namesrv", "n", admin.DefaultNamesrv, "NameServer addresses host:port[;host:port]")
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&f.timeout, "timeout", admin.DefaultTimeout, "timeout of each request")
+	pf.StringVar(&f.accessKey, "access-key", os.Getenv(envAccessKey), "ACL access key (default $"+envAccessKey+")")
+	pf.StringVar(&f.secretKey, "secret-key", os.Getenv(envSecretKey), "ACL secret key (default $"+envSecretKey+")")
+	pf.BoolVar(&f.tls, "tls", false, "connect with TLS")
+	pf.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CA that signed the servers' certificates (implies --tls)")
+	pf.BoolVar(&f.tlsInsecure, "tls-insecure", false, "do not verify the servers' certificates (implies --tls)")
+}
+
+// tlsConfig returns the client TLS configuration, or nil without TLS.
+func (f *adminFlags) tlsConfig() (*tls.Config, error) {
+	if !f.tls && f.tlsCA == "" && !f.tlsInsecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.tlsInsecure}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate found", f.tlsCA)
+		}
+	}
+	return cfg, nil
 }
 
 // client validates the flags and returns an admin client; close it.
@@ -46,7 +84,15 @@ func (f *adminFlags) client() (*admin.Client, error) {
 	if len(addrs) == 0 {
 		return nil, usageError{fmt.Errorf("--namesrv is empty")}
 	}
-	return admin.New(admin.Config{NamesrvAddrs: addrs, Timeout: f.timeout}), nil
+	if (f.accessKey == "") != (f.secretKey == "") {
+		return nil, usageError{fmt.Errorf("give both --access-key and --secret-key (or $%s and $%s)", envAccessKey, envSecretKey)}
+	}
+	tc, err := f.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return admin.New(admin.Config{NamesrvAddrs: addrs, Timeout: f.timeout, AccessKey: f.accessKey,
+		SecretKey: f.secretKey, TLS: tc}), nil
 }
 
 // emit writes v as indented JSON with -o json, else calls table with a

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -65,7 +67,12 @@ func (e *Error) Is(target error) bool {
 type Config struct {
 	NamesrvAddrs []string      // tried in order; default DefaultNamesrv
 	Timeout      time.Duration // per request; default DefaultTimeout
-	Logger       *slog.Logger
+	// AccessKey and SecretKey sign every request (RocketMQ ACL) when
+	// AccessKey is set; admin requests need an admin account.
+	AccessKey, SecretKey string
+	// TLS, if set, dials every NameServer and broker with TLS.
+	TLS    *tls.Config
+	Logger *slog.Logger
 }
 
 // Client is an admin client. Close it when done.
@@ -120,7 +127,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*remoting.Client, error
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	cl, err := remoting.Dial(dctx, addr, remoting.ClientConfig{Logger: c.log})
+	cl, err := remoting.Dial(dctx, addr, remoting.ClientConfig{Logger: c.log, TLS: c.cfg.TLS})
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
@@ -136,11 +143,19 @@ func (c *Client) call(ctx context.Context, addr string, req *remoting.Command) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	c.sign(req)
 	resp, err := cl.Invoke(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("admin: %s to %s: %w", remoting.RequestCode(req.Code), addr, err)
 	}
 	return resp, nil
+}
+
+// sign adds the ACL signature when the client has credentials.
+func (c *Client) sign(req *remoting.Command) {
+	if c.cfg.AccessKey != "" {
+		acl.SignRequest(req, c.cfg.AccessKey, c.cfg.SecretKey)
+	}
 }
 
 // invoke is call that turns a non-success code into *Error.

@@ -51,7 +51,9 @@ func (c *Client) pull(ctx context.Context, addr, topic string, qid int32, offset
 	}
 	cctx, cancel := context.WithTimeout(ctx, suspend+c.cfg.Timeout)
 	defer cancel()
-	resp, err := cl.Invoke(cctx, remoting.NewRequest(remoting.ReqPullMessage, ext, nil))
+	req := remoting.NewRequest(remoting.ReqPullMessage, ext, nil)
+	c.sign(req)
+	resp, err := cl.Invoke(cctx, req)
 	if err != nil {
 		return pullResult{}, fmt.Errorf("admin: pull %s:%d from %s: %w", topic, qid, addr, err)
 	}
