@@ -10,7 +10,7 @@
 # What it does, in order, all in one run so the figures belong together:
 #   1. builds keel; records the machine (nproc, CPU, memory, kernel, disk, Go, date, revision)
 #   2. keel bench disk: the raw disk figures, on the disk that holds the data
-#   3. go test -bench SendPath|PullPath (internal/bench)
+#   3. go test -bench: the store, de-duplication, and the send and pull paths
 #   4. every workload of bench/workloads against a broker embedded in keel bench
 #      (--embedded with the workload's flushDiskType, data under $KEEL_BENCH_DIR)
 #   5. compare-clients (lean client, then the official Go client via bench/official),
@@ -93,10 +93,14 @@ log "disk probe in $data"
 # --- 3. go test -bench -----------------------------------------------------
 benchtime="2s"
 [ -n "$quick" ] && benchtime="300x"
-gobench_cmd="go test -run '^\$' -bench 'SendPath|PullPath' -benchtime=$benchtime -count=1 ./internal/bench/"
+# The store (append and read on this disk), de-duplication cost, and the
+# send and pull paths over loopback against an in-process broker.
+gobench_cmd="go test -run '^\$' -bench . -benchtime=$benchtime -count=1 ./internal/store/ ./internal/broker/dedup/ && go test -run '^\$' -bench 'SendPath|PullPath' -benchtime=$benchtime -count=1 ./internal/bench/"
 log "$gobench_cmd"
-go test -run '^$' -bench 'SendPath|PullPath' -benchtime="$benchtime" -count=1 ./internal/bench/ >"$work/gobench.txt" 2>&1 ||
-	log "go test -bench failed (output kept in the document)"
+{
+	go test -run '^$' -bench . -benchtime="$benchtime" -count=1 ./internal/store/ ./internal/broker/dedup/ &&
+		go test -run '^$' -bench 'SendPath|PullPath' -benchtime="$benchtime" -count=1 ./internal/bench/
+} >"$work/gobench.txt" 2>&1 || log "go test -bench failed (output kept in the document)"
 
 # --- 4. workloads against an embedded broker ------------------------------
 results=()
