@@ -39,8 +39,37 @@ type Command struct {
 	Remark    string
 	ExtFields map[string]string
 	Body      []byte
+	// BodyParts, written after Body in the same vectored write, are the
+	// rest of the body: the frame's body is Body followed by every part, and
+	// the length field counts them all. They let a sender hand over buffers
+	// it does not want to concatenate (a pull response's stored records).
+	// Only outgoing commands use it; a decoded command has it nil.
+	BodyParts [][]byte
+	// OnWritten, if set on an outgoing command, is called exactly once when
+	// the connection no longer needs Body and BodyParts: after the frame
+	// was written to the socket, or when it was dropped (encode error,
+	// frame too large, connection closed, response to a oneway request).
+	// It runs on the writer's or the sender's goroutine and must not block.
+	OnWritten func()
 	// SerializeType is the header encoding: SerializeJSON or SerializeRocketMQ.
 	SerializeType byte
+}
+
+// BodyLen is the length of the whole body: Body and every BodyParts part.
+func (c *Command) BodyLen() int {
+	n := len(c.Body)
+	for _, p := range c.BodyParts {
+		n += len(p)
+	}
+	return n
+}
+
+// written calls and clears OnWritten.
+func (c *Command) written() {
+	if fn := c.OnWritten; fn != nil {
+		c.OnWritten = nil
+		fn()
+	}
 }
 
 // ErrExtMissing is returned by the Ext* accessors when the key is absent.
@@ -141,7 +170,7 @@ func (c *Command) String() string {
 		kind = "response"
 	}
 	return fmt.Sprintf("%s code=%d opaque=%d flag=%d remark=%q ext=%v body=%dB",
-		kind, c.Code, c.Opaque, c.Flag, c.Remark, c.ExtFields, len(c.Body))
+		kind, c.Code, c.Opaque, c.Flag, c.Remark, c.ExtFields, c.BodyLen())
 }
 
 // languageNames maps the ROCKETMQ language byte to its Java enum name.

@@ -66,8 +66,28 @@ const (
 )
 
 type outFrame struct {
-	head *[]byte // pooled: length, header-length word, header
-	body []byte
+	head  *[]byte // pooled: length, header-length word, header
+	body  []byte
+	parts [][]byte
+	done  func() // the command's OnWritten
+}
+
+// size is the number of bytes the frame puts on the wire.
+func (f *outFrame) size() int {
+	n := len(*f.head) + len(f.body)
+	for _, p := range f.parts {
+		n += len(p)
+	}
+	return n
+}
+
+// release returns the head to the pool and runs the frame's OnWritten.
+func (f *outFrame) release() {
+	putHead(f.head)
+	if f.done != nil {
+		f.done()
+	}
+	*f = outFrame{}
 }
 
 var headPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -92,7 +112,13 @@ type Conn struct {
 	ctx    context.Context // cancelled on close
 	cancel context.CancelFunc
 
-	outq       chan outFrame
+	outq chan outFrame
+	// sendMu (read side: senders queueing a frame with OnWritten) and
+	// sendClosed let the connection's end find every such frame left in
+	// outq: once sendClosed is set under the write lock, no sender can
+	// queue one, and run drains outq.
+	sendMu     sync.RWMutex
+	sendClosed bool
 	sem        chan struct{} // one slot per in-flight request
 	handlers   sync.WaitGroup
 	writerDone chan struct{}
@@ -210,10 +236,12 @@ func (c *Conn) InvokeOneway(req *Command) error {
 }
 
 // send encodes the frame head and queues it with the body for the writer.
-// It blocks while the write queue is full.
+// It blocks while the write queue is full. cmd.OnWritten moves to the
+// queued frame (the writer calls it), or runs here if the frame is dropped.
 func (c *Conn) send(cmd *Command) error {
 	select {
 	case <-c.done:
+		cmd.written()
 		return c.closeErr
 	default:
 	}
@@ -221,18 +249,55 @@ func (c *Conn) send(cmd *Command) error {
 	head, err := appendFrameHead((*hp)[:0], cmd)
 	if err != nil {
 		putHead(hp)
+		cmd.written()
 		return err
 	}
-	if size := len(head) - 4 + len(cmd.Body); size > c.cfg.maxFrameBytes {
+	if size := len(head) - 4 + cmd.BodyLen(); size > c.cfg.maxFrameBytes {
 		putHead(hp)
+		cmd.written()
 		return fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrFrameTooLarge, size, c.cfg.maxFrameBytes)
 	}
 	*hp = head
+	f := outFrame{head: hp, body: cmd.Body, parts: cmd.BodyParts, done: cmd.OnWritten}
+	cmd.OnWritten = nil
+	if f.done == nil {
+		return c.enqueue(f)
+	}
+	c.sendMu.RLock()
+	defer c.sendMu.RUnlock()
+	if c.sendClosed {
+		f.release()
+		return c.closeErr
+	}
+	return c.enqueue(f)
+}
+
+// enqueue hands f to the writer; if the connection closes first, f is
+// released here.
+func (c *Conn) enqueue(f outFrame) error {
 	select {
-	case c.outq <- outFrame{head: hp, body: cmd.Body}:
+	case c.outq <- f:
 		return nil
 	case <-c.done:
+		f.release()
 		return c.closeErr
+	}
+}
+
+// dropQueued releases the frames the writer will never write, after the
+// connection closed and the writer stopped. Senders holding sendMu leave
+// promptly (done is closed), so taking it cannot block for long.
+func (c *Conn) dropQueued() {
+	c.sendMu.Lock()
+	c.sendClosed = true
+	c.sendMu.Unlock()
+	for {
+		select {
+		case f := <-c.outq:
+			f.release()
+		default:
+			return
+		}
 	}
 }
 
@@ -255,6 +320,7 @@ func (c *Conn) run(onClose func(*Conn)) {
 	c.logClose(err)
 	c.closeWith(err)
 	<-c.writerDone
+	c.dropQueued()
 	if onClose != nil {
 		onClose(c)
 	}
@@ -386,7 +452,11 @@ func (c *Conn) handle(req *Command) {
 	defer c.handlers.Done()
 	defer func() { <-c.sem }()
 	resp := c.callHandler(req)
-	if resp == nil || req.IsOneway() {
+	if resp == nil {
+		return
+	}
+	if req.IsOneway() {
+		resp.written()
 		return
 	}
 	resp.Opaque = req.Opaque
@@ -419,18 +489,19 @@ func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	batch := make([]outFrame, 0, maxBatchFrames)
 	scratch := make(net.Buffers, 0, 2*maxBatchFrames)
+	scratchp := &scratch
 	for {
 		select {
 		case f := <-c.outq:
 			batch = append(batch, f)
 		case <-c.flushReq:
-			c.flushQueued(batch, scratch)
+			c.flushQueued(batch, scratchp)
 			return
 		case <-c.done:
 			return
 		}
 		batch = c.gather(batch)
-		if err := c.writeBatch(batch, scratch); err != nil {
+		if err := c.writeBatch(batch, scratchp); err != nil {
 			c.closeWith(fmt.Errorf("remoting: write: %w", err))
 			return
 		}
@@ -445,7 +516,7 @@ func (c *Conn) gather(batch []outFrame) []outFrame {
 		select {
 		case f := <-c.outq:
 			batch = append(batch, f)
-			size += len(*f.head) + len(f.body)
+			size += f.size()
 		default:
 			return batch
 		}
@@ -454,7 +525,7 @@ func (c *Conn) gather(batch []outFrame) []outFrame {
 }
 
 // flushQueued writes everything still queued; used by a graceful drain.
-func (c *Conn) flushQueued(batch []outFrame, scratch net.Buffers) {
+func (c *Conn) flushQueued(batch []outFrame, scratch *net.Buffers) {
 	for {
 		batch = c.gather(batch)
 		if len(batch) == 0 {
@@ -469,24 +540,33 @@ func (c *Conn) flushQueued(batch []outFrame, scratch net.Buffers) {
 }
 
 // writeBatch writes batch with one vectored write; scratch is reused
-// backing storage for the buffer list.
-func (c *Conn) writeBatch(batch []outFrame, scratch net.Buffers) error {
-	bufs := scratch[:0]
+// backing storage for the buffer list. Every frame is released afterwards,
+// written or not.
+func (c *Conn) writeBatch(batch []outFrame, scratch *net.Buffers) error {
+	bufs := (*scratch)[:0]
 	for _, f := range batch {
 		bufs = append(bufs, *f.head)
 		if len(f.body) > 0 {
 			bufs = append(bufs, f.body)
 		}
-	}
-	if c.cfg.writeTimeout > 0 {
-		if err := c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout)); err != nil {
-			return err
+		for _, p := range f.parts {
+			if len(p) > 0 {
+				bufs = append(bufs, p)
+			}
 		}
 	}
-	_, err := bufs.WriteTo(c.nc)
-	for i := range batch {
-		putHead(batch[i].head)
-		batch[i] = outFrame{}
+	var err error
+	if c.cfg.writeTimeout > 0 {
+		err = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
 	}
+	if err == nil {
+		w := bufs // WriteTo consumes its receiver
+		_, err = w.WriteTo(c.nc)
+	}
+	for i := range batch {
+		batch[i].release()
+	}
+	clear(bufs) // drop references to released buffers
+	*scratch = bufs[:0]
 	return err
 }

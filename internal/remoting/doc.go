@@ -8,6 +8,7 @@
 //	| length(4) | serType(1) | hdrLen(3)   | header (hdrLen B) | body        |
 //	+-----------+------------+-------------+-------------------+-------------+
 //	length = 4 + hdrLen + len(body); the length field itself is not counted.
+//	(Outgoing, body = Command.Body followed by every Command.BodyParts part.)
 //
 // All integers are big-endian. serType 0 is a JSON header, 1 the ROCKETMQ
 // binary header:
@@ -31,6 +32,13 @@
 // Conn, Server and Client are safe for concurrent use.
 //
 // A Command handed to a write method (WriteResponse, Invoke, InvokeOneway)
-// belongs to the connection from then on: its Body is written without
-// copying and must not be modified.
+// belongs to the connection from then on: its Body and BodyParts are written
+// without copying and must not be modified. A sender that lends pooled
+// buffers sets OnWritten: the connection calls it exactly once, after the
+// frame's bytes were handed to the socket or when the frame is dropped
+// (connection closed with the frame still queued, encode error, oversized
+// frame, response to a oneway request). When a connection ends, its run
+// goroutine releases every frame left in the write queue; senders that
+// queue a frame with OnWritten take sendMu's read side so that none can
+// slip in after that final drain.
 package remoting

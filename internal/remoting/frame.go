@@ -36,11 +36,16 @@ func EncodeFrame(dst []byte, c *Command) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(dst, c.Body...), nil
+	dst = append(dst, c.Body...)
+	for _, p := range c.BodyParts {
+		dst = append(dst, p...)
+	}
+	return dst, nil
 }
 
 // appendFrameHead appends everything of c's frame except the body; the
-// length field already counts the body, which the caller writes next.
+// length field already counts the body (Body and BodyParts), which the
+// caller writes next.
 func appendFrameHead(dst []byte, c *Command) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -60,7 +65,7 @@ func appendFrameHead(dst []byte, c *Command) ([]byte, error) {
 	if hdrLen > maxHeaderBytes {
 		return nil, fmt.Errorf("%w: header of %d bytes exceeds the 24-bit limit", ErrFrameTooLarge, hdrLen)
 	}
-	length := 4 + int64(hdrLen) + int64(len(c.Body))
+	length := 4 + int64(hdrLen) + int64(c.BodyLen())
 	if length > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, length)
 	}
