@@ -302,6 +302,9 @@ func (b *Broker) call(ctx context.Context, h handlerFunc, c *remoting.Conn, req 
 // flag; the Go client never does, so it gets a reply to everything).
 func (b *Broker) reply(req, resp *remoting.Command) *remoting.Command {
 	if req.IsOneway() {
+		if resp != nil && resp.OnWritten != nil {
+			resp.OnWritten() // release lent buffers of a response never sent
+		}
 		return nil
 	}
 	return resp

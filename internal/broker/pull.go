@@ -22,7 +22,9 @@ package broker
 //
 // Every response carries nextBeginOffset, minOffset, maxOffset and
 // suggestWhichBrokerId (the Go client adopts nextBeginOffset blindly). The
-// body is the stored bytes, never re-encoded. With COMMIT_OFFSET the
+// body is the stored bytes, never re-encoded nor copied: the response lends
+// the store's pooled record buffers as BodyParts and releases them in
+// OnWritten (after the socket write, or when the response is dropped). With COMMIT_OFFSET the
 // request's commitOffset is stored for the group (first processing only).
 // A 19 on a request with SUSPEND is held (longpoll.go) and answered when the
 // queue advances or the suspend timeout passes. Limits: MaxPullMessages and
@@ -90,7 +92,12 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 	if err != nil {
 		return nil, protoErrorf(remoting.ResSystemError, "pull %s:%d at %d failed: %v", p.topic, p.queueID, p.offset, err)
 	}
-	defer res.Release()
+	lent := false // the records went to the response, which releases them
+	defer func() {
+		if !lent {
+			res.Release()
+		}
+	}()
 	code := pullStatusCode(res.Status, p.offset)
 	if code == remoting.ResSuccess && len(res.Records) == 0 {
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages
@@ -111,7 +118,9 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		"maxOffset", itoa(res.MaxOffset),
 		"suggestWhichBrokerId", "0")
 	if code == remoting.ResSuccess {
-		resp.Body = concatRecords(res.Records, res.TotalBytes)
+		// Zero copy: the connection writes the store's buffers with one
+		// vectored write and releases them once written or dropped.
+		resp.BodyParts, resp.OnWritten, lent = res.Records, res.Release, true
 	}
 	return resp, nil
 }
@@ -178,17 +187,3 @@ func pullStatusCode(st store.GetStatus, offset int64) int16 {
 	}
 }
 
-// concatRecords copies the records into one body (the only copy on the read
-// path).
-func concatRecords(recs [][]byte, total int) []byte {
-	if total <= 0 {
-		for _, r := range recs {
-			total += len(r)
-		}
-	}
-	body := make([]byte, 0, total)
-	for _, r := range recs {
-		body = append(body, r...)
-	}
-	return body
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
@@ -31,7 +32,9 @@ type GetResult struct {
 	TotalBytes int
 
 	slabs []*[]byte
-	slab  []byte // unused rest of the newest slab
+	slab  []byte        // unused rest of the newest slab
+	lent  *atomic.Int64 // the store's count of unreleased results holding buffers
+	holds bool          // counted in lent
 }
 
 // Read buffer pooling.
@@ -50,11 +53,19 @@ func (r *GetResult) Release() {
 	for _, b := range r.slabs {
 		slabPool.Put(b)
 	}
+	if r.holds {
+		r.lent.Add(-1)
+		r.holds = false
+	}
 	r.slabs, r.slab, r.Records = nil, nil, nil
 }
 
 // alloc returns n bytes from the result's slabs.
 func (r *GetResult) alloc(n int) []byte {
+	if !r.holds && r.lent != nil {
+		r.holds = true
+		r.lent.Add(1)
+	}
 	if n > slabBytes {
 		return make([]byte, n)
 	}
@@ -93,7 +104,7 @@ func (s *Store) lookupQueue(topic string, queueID int32) *consumequeue.Queue {
 // wrapping ErrCorrupt.
 func (s *Store) GetMessage(topic string, queueID int32, offset int64, maxCount, maxBytes int, f Filter) (*GetResult, error) {
 	s.stats.gets.Add(1)
-	r := &GetResult{}
+	r := &GetResult{lent: &s.stats.readsLent}
 	q := s.lookupQueue(topic, queueID)
 	if q == nil {
 		r.Status = NoMatchedLogicQueue

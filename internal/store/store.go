@@ -87,6 +87,7 @@ type storeStats struct {
 	puts, putMsgs, putBytes atomic.Int64
 	gets, getMsgs           atomic.Int64
 	corruptReads            atomic.Int64
+	readsLent               atomic.Int64 // GetResults holding buffers, not yet released
 }
 
 // Open validates cfg, takes the directory lock, recovers the store and
@@ -279,8 +280,11 @@ type Stats struct {
 	WrittenOffset, FlushedOffset, ConfirmedOffset, MinOffset int64
 	Puts, PutMessages, PutBytes                              int64
 	Gets, GetMessages, CorruptReads                          int64
-	ReadOnly                                                 error
-	DiskFull                                                 bool
+	// ReadsLent is the number of GetResults holding read buffers that have
+	// not been released yet (a steady rise means a leak).
+	ReadsLent int64
+	ReadOnly  error
+	DiskFull  bool
 }
 
 // Stats returns a snapshot of the store's counters.
@@ -290,6 +294,7 @@ func (s *Store) Stats() Stats {
 		ConfirmedOffset: s.dispatched.Load(), MinOffset: s.log.MinOffset(),
 		Puts: s.stats.puts.Load(), PutMessages: s.stats.putMsgs.Load(), PutBytes: s.stats.putBytes.Load(),
 		Gets: s.stats.gets.Load(), GetMessages: s.stats.getMsgs.Load(), CorruptReads: s.stats.corruptReads.Load(),
-		ReadOnly: s.Err(), DiskFull: s.diskFull.Load() != nil,
+		ReadsLent: s.stats.readsLent.Load(),
+		ReadOnly:  s.Err(), DiskFull: s.diskFull.Load() != nil,
 	}
 }
