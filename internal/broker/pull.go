@@ -186,4 +186,3 @@ func pullStatusCode(st store.GetStatus, offset int64) int16 {
 		return remoting.ResSystemError
 	}
 }
-
