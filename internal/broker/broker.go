@@ -16,6 +16,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,9 @@ type Config struct {
 	DataDir      string
 	FS           vfs.FS // nil = vfs.OS{}
 	NamesrvAddrs []string
+	// NamesrvTLS, when set, makes registration dial the NameServers over
+	// TLS with this client configuration (nil: plain TCP).
+	NamesrvTLS *tls.Config
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool

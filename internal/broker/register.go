@@ -11,6 +11,7 @@ package broker
 // "dataVersion":{...}},"filterServerList":[]}. Each NameServer is called
 // concurrently with RegisterTimeout; a failed connection is re-dialled on the
 // next round. Failures are logged, never fatal: the next round retries.
+// With Config.NamesrvTLS the NameServers are dialled over TLS.
 
 import (
 	"context"
@@ -164,7 +165,7 @@ func (r *registrar) client(ctx context.Context, addr string) (*remoting.Client, 
 			return c, nil
 		}
 	}
-	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{})
+	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{TLS: r.b.cfg.NamesrvTLS})
 	if err != nil {
 		return nil, err
 	}
