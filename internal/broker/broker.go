@@ -49,9 +49,10 @@ type Config struct {
 	DataDir      string
 	FS           vfs.FS // nil = vfs.OS{}
 	NamesrvAddrs []string
-	// NamesrvTLS, when set, makes registration dial the NameServers over
-	// TLS with this client configuration (nil: plain TCP).
-	NamesrvTLS *tls.Config
+	// NamesrvTLS returns the TLS client configuration to dial the
+	// NameServer at addr with for registration; nil (or a nil result) dials
+	// plain TCP.
+	NamesrvTLS func(addr string) *tls.Config
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool

@@ -11,10 +11,12 @@ package broker
 // "dataVersion":{...}},"filterServerList":[]}. Each NameServer is called
 // concurrently with RegisterTimeout; a failed connection is re-dialled on the
 // next round. Failures are logged, never fatal: the next round retries.
-// With Config.NamesrvTLS the NameServers are dialled over TLS.
+// A NameServer for which Config.NamesrvTLS gives a TLS configuration is
+// dialled over TLS.
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"hash/crc32"
 	"strconv"
@@ -165,7 +167,11 @@ func (r *registrar) client(ctx context.Context, addr string) (*remoting.Client, 
 			return c, nil
 		}
 	}
-	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{TLS: r.b.cfg.NamesrvTLS})
+	var tc *tls.Config
+	if r.b.cfg.NamesrvTLS != nil {
+		tc = r.b.cfg.NamesrvTLS(addr)
+	}
+	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{TLS: tc})
 	if err != nil {
 		return nil, err
 	}

@@ -60,18 +60,29 @@ func startTLSFakeNamesrv(t *testing.T, cert tls.Certificate) *fakeNamesrv {
 	return f
 }
 
-// TestRegistersOverTLS: with NamesrvTLS the broker registers with, and
-// unregisters from, a NameServer that accepts TLS only.
+// TestRegistersOverTLS: the broker registers with, and unregisters from, a
+// NameServer that accepts TLS only, and at the same time with a plain one,
+// each as NamesrvTLS says.
 func TestRegistersOverTLS(t *testing.T) {
 	cert, pool := selfSigned(t)
 	ns := startTLSFakeNamesrv(t, cert)
+	plain := startFakeNamesrv(t)
 	e := startEnv(t, func(c *Config) {
-		c.NamesrvAddrs = []string{ns.addr}
-		c.NamesrvTLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		c.NamesrvAddrs = []string{ns.addr, plain.addr}
+		c.NamesrvTLS = func(addr string) *tls.Config {
+			if addr != ns.addr {
+				return nil
+			}
+			return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
 	})
-	waitFor(t, "registration over TLS", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
+	for _, f := range []*fakeNamesrv{ns, plain} {
+		waitFor(t, "registration", func() bool { _, n := f.last(remoting.ReqRegisterBroker); return n >= 1 })
+	}
 	e.shutdown()
-	if _, n := ns.last(remoting.ReqUnregisterBroker); n != 1 {
-		t.Fatalf("unregistrations over TLS: %d, want 1", n)
+	for _, f := range []*fakeNamesrv{ns, plain} {
+		if _, n := f.last(remoting.ReqUnregisterBroker); n != 1 {
+			t.Fatalf("unregistrations at %s: %d, want 1", f.addr, n)
+		}
 	}
 }
