@@ -76,6 +76,7 @@ func TestCrashLoopAsyncFlush(t *testing.T) {
 
 func runCrashLoop(t *testing.T, flush string, rounds int) verdict {
 	s := seed(t)
+	t.Logf("seed %d (rerun with KEEL_SEED)", s)
 	rng := rand.New(rand.NewPCG(s, 1))
 	began := time.Now()
 	p := newKeelProc(t, crashConf(t, flush))
