@@ -113,7 +113,9 @@ func TestServeSecurity(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	nsAddr := namesrvAddrFromLogs(t, &logs)
-	waitFor(t, "the broker to register", 30*time.Second, func() bool { return brokerRegistered(t, nsAddr, "broker-a") })
+	waitFor(t, "the broker to register", 30*time.Second, func() bool {
+		return brokerRegisteredTLS(t, nsAddr, "broker-a", &tls.Config{InsecureSkipVerify: true})
+	})
 	m := brokerListenRE.FindStringSubmatch(logs.String())
 	if m == nil {
 		t.Fatalf("no broker address in the log:\n%s", logs.String())

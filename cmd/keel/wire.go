@@ -35,6 +35,11 @@ type parts struct {
 	acl *acl.Authorizer // nil: access control off
 	tls *tls.Config     // the listeners' TLS; nil: off
 
+	// embeddedNamesrv is the dial address of serve's own NameServer and
+	// embeddedNamesrvTLS the broker's TLS to it (nil: plain TCP).
+	embeddedNamesrv    string
+	embeddedNamesrvTLS *tls.Config
+
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
 	broker      *broker.Broker

@@ -68,7 +68,9 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			if err != nil {
 				return service{}, err
 			}
-			b, err = broker.New(brokerConfig(p.cfg, adv, p.namesrvAddrs), p.store, p.log.With("component", "broker"))
+			bc := brokerConfig(p.cfg, adv, p.namesrvAddrs)
+			bc.NamesrvTLS = p.namesrvClientTLS
+			b, err = broker.New(bc, p.store, p.log.With("component", "broker"))
 			if err != nil {
 				return service{}, err
 			}

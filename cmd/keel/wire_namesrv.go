@@ -9,7 +9,8 @@ import (
 
 // namesrvStarters build the NameServer and its remoting server listening on
 // addr. Under serve (embedded), the bound address, made dialable, is added
-// to the NameServers the broker registers with. Stop order (reverse): the
+// to the NameServers the broker registers with (over TLS when the listener
+// serves TLS, see namesrvTLSMode). Stop order (reverse): the
 // server shuts down, then the NameServer's expiry scan stops.
 func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 	var ns *namesrv.Server
@@ -24,7 +25,11 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 		},
 		func() (service, error) {
 			cfg := remoting.ServerConfig{Logger: p.log.With("component", "namesrv-server"), OnConnClose: ns.OnConnClose}
-			wrap, err := p.tlsWrap("namesrv-server", p.namesrvTLSMode())
+			mode, err := p.namesrvTLSMode(embedded)
+			if err != nil {
+				return service{}, err
+			}
+			wrap, err := p.tlsWrap("namesrv-server", mode)
 			if err != nil {
 				return service{}, err
 			}
@@ -33,9 +38,11 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 				return service{}, err
 			}
 			if embedded {
-				p.namesrvAddrs = append(p.namesrvAddrs, dialAddr(addr, bound))
+				p.embeddedNamesrv = dialAddr(addr, bound)
+				p.namesrvAddrs = append(p.namesrvAddrs, p.embeddedNamesrv)
 			}
-			p.log.Info("NameServer listening", "addr", bound.String(), "tls", p.namesrvTLSMode())
+			p.log.Info("NameServer listening", "addr", bound.String(), "tls", mode,
+				"broker_registers_over_tls", embedded && p.embeddedNamesrvTLS != nil)
 			return svc, nil
 		},
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 
 	"github.com/keelmq/keel/internal/acl"
@@ -66,15 +67,45 @@ func (p *parts) tlsWrap(component string, mode config.TLSMode) (listenerWrap, er
 	}, nil
 }
 
-// namesrvTLSMode: the NameServer is served permissive when TLS is on,
-// because brokers register over plain TCP until the broker's NameServer
-// client can dial TLS (see docs/security.md).
-func (p *parts) namesrvTLSMode() config.TLSMode {
-	switch {
-	case p.cfg == nil:
-		return config.TLSDisabled
-	case p.cfg.TLSMode == config.TLSEnforcing:
-		return config.TLSPermissive
+// namesrvTLSMode is the tlsMode the NameServer's listener serves. The
+// embedded NameServer of serve follows tlsMode, and the broker registers
+// with it over TLS (tlsconf.SelfClient: it trusts exactly the listeners'
+// own certificate and presents it when client certificates are verified).
+// One case cannot work that way: tlsServerNeedClientAuth=require with a
+// server certificate that tlsServerTrustCertPath does not accept as a client
+// certificate. Then the broker registers over plain TCP and an enforcing
+// NameServer is served permissive, with a warning. keel namesrv takes no
+// config and so serves plain TCP.
+func (p *parts) namesrvTLSMode(embedded bool) (config.TLSMode, error) {
+	if p.cfg == nil || p.cfg.TLSMode == config.TLSDisabled {
+		return config.TLSDisabled, nil
 	}
-	return p.cfg.TLSMode
+	if !embedded {
+		return p.cfg.TLSMode, nil
+	}
+	tc, err := p.serverTLS()
+	if err != nil {
+		return "", err
+	}
+	client, err := tlsconf.SelfClient(tc)
+	switch {
+	case err == nil:
+		p.embeddedNamesrvTLS = client
+	case !errors.Is(err, tlsconf.ErrSelfClientAuth):
+		return "", err
+	case p.cfg.TLSMode == config.TLSEnforcing:
+		p.log.Warn("NameServer served permissive, not enforcing: the broker registers with it over plain TCP, "+
+			"because the server certificate cannot authenticate as a client (tlsServerNeedClientAuth=require)", "err", err)
+		return config.TLSPermissive, nil
+	}
+	return p.cfg.TLSMode, nil
+}
+
+// namesrvClientTLS is broker.Config.NamesrvTLS: TLS to the embedded
+// NameServer when it serves TLS, plain TCP to any other.
+func (p *parts) namesrvClientTLS(addr string) *tls.Config {
+	if p.embeddedNamesrv != "" && addr == p.embeddedNamesrv {
+		return p.embeddedNamesrvTLS
+	}
+	return nil
 }
