@@ -145,8 +145,9 @@ func sendOne(p rocketmq.Producer, m *primitive.Message) error {
 }
 
 // levelDelay is the delay of a level under the default messageDelayLevel
-// (0 when out of range or the broker is configured otherwise: then the
-// "not early" check is skipped).
+// (0, no check, for a level out of range). Against a broker whose
+// broker.conf changes messageDelayLevel the "not early" check of the level
+// message does not apply.
 func levelDelay(level int) time.Duration {
 	defaults := []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
 		time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute, 6 * time.Minute,
