@@ -12,8 +12,9 @@ import (
 // entries, which then restarts at queueOffset (a queue rebuilt from a
 // CommitLog whose head was deleted).
 //
-// The entry is written to the segment file (page cache) before Append
-// returns; Flush makes it durable. Only one goroutine may call Append.
+// The entry is visible to Get when Append returns; it reaches the segment
+// file (page cache) with the next write-behind batch and is durable after
+// Flush. Only one goroutine may call Append.
 func (q *Queue) Append(queueOffset int64, e Entry) error {
 	if !e.valid() || e.isFiller() {
 		return q.errorf("append %d: %+v: %w", queueOffset, e, ErrInvalidEntry)
@@ -53,28 +54,60 @@ func (q *Queue) checkStored(off int64, e Entry) error {
 	return nil
 }
 
-// appendLocked writes e at maxOffset. q.mu must be held.
+// appendLocked stores e at maxOffset in the write-behind buffer, first
+// writing the buffer to the segment if it holds WriteBehindEntries. On an
+// error nothing changed (the buffered entries stay buffered). q.mu must be
+// held.
 func (q *Queue) appendLocked(e Entry) error {
+	if len(q.pend) >= q.cfg.WriteBehindEntries*EntrySize {
+		if err := q.writePendingLocked(); err != nil {
+			return err
+		}
+	}
 	s, err := q.writableSegment()
 	if err != nil {
 		return err
 	}
-	putEntry(q.scratch[:], e)
-	if _, err := s.f.WriteAt(q.scratch[:], s.count*EntrySize); err != nil {
-		return q.errorf("write %s: %w", s.name, err)
-	}
+	var b [EntrySize]byte
+	putEntry(b[:], e)
+	q.pend = append(q.pend, b[:]...)
 	s.count++
-	q.cacheEntry(q.scratch[:])
+	q.cacheEntry(b[:])
 	q.maxOffset++
 	q.last, q.hasLast = e, true
 	return nil
 }
 
+// writePendingLocked writes the write-behind buffer to the last segment.
+// q.mu must be held (write side).
+func (q *Queue) writePendingLocked() error {
+	if len(q.pend) == 0 {
+		return nil
+	}
+	s := q.segs[len(q.segs)-1]
+	n := int64(len(q.pend) / EntrySize)
+	if _, err := s.f.WriteAt(q.pend, (s.count-n)*EntrySize); err != nil {
+		return q.errorf("write %s: %w", s.name, err)
+	}
+	q.pend = q.pend[:0]
+	return nil
+}
+
+// pendingFrom returns the first queue offset still in the write-behind
+// buffer (maxOffset when it is empty). q.mu must be held.
+func (q *Queue) pendingFrom() int64 {
+	return q.maxOffset - int64(len(q.pend)/EntrySize)
+}
+
 // writableSegment returns the segment for maxOffset, creating it when the
-// last one is full. q.mu must be held.
+// last one is full (after writing the full one's pending entries). q.mu
+// must be held.
 func (q *Queue) writableSegment() (*segment, error) {
 	if n := len(q.segs); n > 0 && q.segs[n-1].count < q.per {
 		return q.segs[n-1], nil
+	}
+	if err := q.writePendingLocked(); err != nil {
+		return nil, err
 	}
 	return q.createSegment(q.maxOffset)
 }
@@ -125,6 +158,7 @@ func (q *Queue) restartAt(off int64, e Entry) error {
 		panic("consumequeue: queue changed during restart; Append has one caller")
 	}
 	q.log.Info("consumequeue: restarting empty queue", "offset", off, "max_offset", q.maxOffset)
+	q.pend = q.pend[:0] // retired entries of the segments removed below
 	for _, s := range q.segs {
 		_ = s.f.Close()
 		if err := q.cfg.FS.Remove(q.path(s.name)); err != nil {
@@ -173,10 +207,14 @@ func (q *Queue) flushLocked() error {
 	if q.flushErr != nil {
 		return q.flushErr
 	}
-	q.mu.RLock()
+	q.mu.Lock()
 	if q.closed {
-		q.mu.RUnlock()
+		q.mu.Unlock()
 		return ErrClosed
+	}
+	if err := q.writePendingLocked(); err != nil {
+		q.mu.Unlock()
+		return err
 	}
 	var jobs []flushJob
 	for _, s := range q.segs {
@@ -185,7 +223,7 @@ func (q *Queue) flushLocked() error {
 		}
 	}
 	dirGen, dirDirty := q.dirGen, q.dirGen != q.dirSynced
-	q.mu.RUnlock()
+	q.mu.Unlock()
 	for _, j := range jobs {
 		if err := j.s.f.Sync(); err != nil {
 			q.flushErr = q.errorf("fdatasync %s: %w", j.s.name, err)

@@ -54,8 +54,20 @@
 // One goroutine appends (the dispatcher); Get, MinOffset, MaxOffset,
 // LastPhysEnd and SearchOffset may run concurrently with it and with Flush,
 // which syncs without blocking appends. TruncatePhys, DeleteBeforePhys,
-// Close and Destroy exclude everything else. Append writes each entry to the
-// page cache with pwrite and keeps the newest TailCacheEntries in memory, so
-// Get serves fresh messages without a system call; older entries are read
-// with pread.
+// Close and Destroy exclude everything else. Append keeps the newest
+// TailCacheEntries in memory, so Get serves fresh messages without a system
+// call; older entries are read with pread.
+//
+// # Write-behind
+//
+// Append collects entries in memory and hands WriteBehindEntries of them
+// (about one page) to the page cache with one pwrite, instead of one pwrite
+// of 20 bytes per message; Flush, TruncatePhys and a segment roll-over
+// write the rest first. Get and every internal read serve entries still in
+// that buffer from memory. This widens nothing that matters for
+// durability: an entry is durable only once Flush returned, before and
+// after this change, and the store re-dispatches every CommitLog record
+// past the checkpoint it wrote after its last Flush. A process crash can now
+// lose up to WriteBehindEntries entries that a power loss could already
+// lose; recovery rebuilds both the same way.
 package consumequeue

@@ -16,6 +16,8 @@ import (
 const (
 	DefaultEntriesPerSegment = 300_000
 	DefaultTailCacheEntries  = 32_768
+	// DefaultWriteBehindEntries is about one page of entries.
+	DefaultWriteBehindEntries = 4096 / EntrySize
 	// MaxEntriesPerSegment keeps a segment under 2 GiB.
 	MaxEntriesPerSegment = (1<<31 - 1) / EntrySize
 )
@@ -44,7 +46,13 @@ type Config struct {
 	// EntriesPerSegment). Older entries are read with pread. Negative
 	// disables the cache.
 	TailCacheEntries int
-	Logger           *slog.Logger
+	// WriteBehindEntries is how many appended entries are collected in
+	// memory before one pwrite hands them to the page cache (default
+	// DefaultWriteBehindEntries; Flush, truncation and segment roll-over
+	// write them earlier). Entries are durable only after Flush either way;
+	// see the package documentation.
+	WriteBehindEntries int
+	Logger             *slog.Logger
 }
 
 func (c *Config) setDefaults() error {
@@ -61,6 +69,10 @@ func (c *Config) setDefaults() error {
 		c.TailCacheEntries = DefaultTailCacheEntries
 	}
 	c.TailCacheEntries = min(max(c.TailCacheEntries, 0), c.EntriesPerSegment)
+	if c.WriteBehindEntries == 0 {
+		c.WriteBehindEntries = DefaultWriteBehindEntries
+	}
+	c.WriteBehindEntries = max(c.WriteBehindEntries, 1)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -90,8 +102,10 @@ type Queue struct {
 	dirSynced uint64 // dirGen covered by the last SyncDir
 	tailBase  int64  // queue offset of tail[0]
 	tail      []byte // entries [tailBase, maxOffset), when the cache is on
-	scratch   [EntrySize]byte
-	closed    bool
+	// pend holds the newest appended entries not yet written to the last
+	// segment: slots [last.count-len(pend)/EntrySize, last.count).
+	pend   []byte
+	closed bool
 }
 
 // Open opens (creating if needed) the queue in cfg.Dir and recovers it: a

@@ -495,7 +495,11 @@ func TestFlushErrorIsSticky(t *testing.T) {
 
 func TestWriteErrorLeavesQueueUsable(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
-	q := openQueue(t, efs, 10, 4)
+	// One entry of write-behind: Append(n) writes entry n-1.
+	q, err := Open(Config{FS: efs, Dir: testDir, Topic: "TopicA", QueueID: 3, EntriesPerSegment: 10, TailCacheEntries: 4, WriteBehindEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	appendRange(t, q, 0, 3)
 	efs.InjectOnce(vfs.OpWrite, "")
 	if err := q.Append(3, entryFor(3)); !errors.Is(err, vfs.ErrInjected) {

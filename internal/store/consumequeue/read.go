@@ -82,10 +82,18 @@ func (q *Queue) Get(queueOffset int64, dst []Entry) (int, error) {
 }
 
 // readDisk fills dst with the entries at off, off+1, ... from the segment
-// files. q.mu must be held; the range must be stored.
+// files (and the write-behind buffer for the newest). q.mu must be held;
+// the range must be stored.
 func (q *Queue) readDisk(off int64, dst []Entry) error {
 	buf := readBufPool.Get().(*[readChunkEntries * EntrySize]byte)
 	defer readBufPool.Put(buf)
+	if pf := q.pendingFrom(); off+int64(len(dst)) > pf {
+		k := max(pf-off, 0) // entries before the buffer
+		for i := k; i < int64(len(dst)); i++ {
+			dst[i] = getEntry(q.pend[(off+i-pf)*EntrySize:])
+		}
+		dst = dst[:k]
+	}
 	for len(dst) > 0 {
 		s := q.segmentFor(off)
 		rel := off - s.base

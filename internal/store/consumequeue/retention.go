@@ -23,6 +23,9 @@ func (q *Queue) TruncatePhys(physEnd int64) error {
 	if len(q.segs) == 0 {
 		return nil
 	}
+	if err := q.writePendingLocked(); err != nil {
+		return err
+	}
 	k := q.maxOffset
 	for k > q.segs[0].base {
 		e, err := q.readLocked(k - 1)
@@ -164,7 +167,7 @@ func (q *Queue) Close() error {
 	defer q.mu.Unlock()
 	q.closed = true
 	q.closeFiles()
-	q.segs, q.tail = nil, nil
+	q.segs, q.tail, q.pend = nil, nil, nil
 	return err
 }
 
@@ -177,7 +180,7 @@ func (q *Queue) Destroy() error {
 	defer q.mu.Unlock()
 	q.closed = true
 	q.closeFiles()
-	q.segs, q.tail = nil, nil
+	q.segs, q.tail, q.pend = nil, nil, nil
 	fs := q.cfg.FS
 	names, err := fs.List(q.cfg.Dir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -51,7 +51,7 @@ type segment struct {
 	base   int64 // queue offset of the first slot
 	name   string
 	f      vfs.File
-	count  int64 // entries written (pwrite done)
+	count  int64 // entries appended (the newest may still be in Queue.pend)
 	synced int64 // entries covered by a completed fdatasync
 }
 
