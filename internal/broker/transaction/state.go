@@ -73,7 +73,7 @@ func loadCursors(fsys vfs.FS, dir string) (cursors, error) {
 func saveCursors(fsys vfs.FS, dir string, c cursors) error {
 	cdir := filepath.Join(dir, stateDir)
 	if _, err := fsys.Stat(cdir); err != nil {
-		if err := fsys.MkdirAll(cdir, 0o755); err != nil {
+		if err := fsys.MkdirAll(cdir, 0o700); err != nil {
 			return fmt.Errorf("transaction: create %s: %w", cdir, err)
 		}
 		for d := cdir; filepath.Dir(d) != d; d = filepath.Dir(d) {
@@ -85,7 +85,7 @@ func saveCursors(fsys vfs.FS, dir string, c cursors) error {
 	data, _ := json.Marshal(stateFile{Version: stateVersion, HalfOffset: c.half, OpOffset: c.op})
 	path := statePath(dir)
 	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("transaction: create %s: %w", tmp, err)
 	}
