@@ -33,6 +33,8 @@ var layerRules = []layerRule{
 		why: "TLS wraps the protocol layer's listeners"},
 	{dir: "internal/broker", internal: []string{"internal/store", "internal/remoting", "internal/message", "internal/config", "internal/vfs"},
 		why: "the broker joins the store and the protocol; it talks to the NameServer over the wire"},
+	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
+		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
 }
 
 func TestLayering(t *testing.T) {
@@ -73,6 +75,18 @@ func (r layerRule) check(m *module, imp string) string {
 		}
 	}
 	return "third-party module not allowed"
+}
+
+// TestTestClusterOnlyInTests keeps the shared in-process cluster harness out
+// of production code: only _test.go files may import it.
+func TestTestClusterOnlyInTests(t *testing.T) {
+	m := load(t)
+	harness := m.path + "/internal/testcluster"
+	for _, p := range m.sorted() {
+		if p.imports[harness] {
+			t.Errorf("%s imports internal/testcluster from a non-test file: it is a test harness", m.rel(p.path))
+		}
+	}
 }
 
 // TestStoreIsProtocolNeutral states the store rule transitively, so that a
