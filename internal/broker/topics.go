@@ -17,7 +17,6 @@ package broker
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 
 	"github.com/keelmq/keel/internal/remoting"
@@ -48,7 +47,29 @@ func newTopicConfig(name string, queues, perm int32) TopicConfig {
 	}
 }
 
-var topicNameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+// topicNameChars are the bytes a topic name may hold: ^[%|a-zA-Z0-9_-]+$
+// (checked with a table: a regexp match was 4% of the send path's CPU).
+var topicNameChars = func() (t [256]bool) {
+	for _, c := range []byte("%|_-") {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	return t
+}()
+
+func validTopicChars(topic string) bool {
+	for i := 0; i < len(topic); i++ {
+		if !topicNameChars[topic[i]] {
+			return false
+		}
+	}
+	return true
+}
 
 // validateTopic checks a client-supplied topic name. Every stored topic must
 // fit the 1-byte TOPICLEN of the V1 record, so 127 bytes is the limit for all
@@ -59,7 +80,7 @@ func validateTopic(topic string) error {
 		return protoErrorf(remoting.ResInvalidParameter, "the specified topic is blank")
 	case len(topic) > 127:
 		return protoErrorf(remoting.ResInvalidParameter, "the specified topic is longer than 127 bytes")
-	case !topicNameRE.MatchString(topic):
+	case !validTopicChars(topic):
 		return protoErrorf(remoting.ResInvalidParameter, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
 	}
 	return nil

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -108,4 +109,19 @@ func TestTopicAndGroupLimits(t *testing.T) {
 	}
 	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g1", "topic": "One", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResSuccess)
 	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g2", "topic": "One", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResSystemError)
+}
+
+func TestValidTopicCharsMatchesTheDocumentedPattern(t *testing.T) {
+	re := regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+	for c := 0; c < 256; c++ {
+		s := "a" + string([]byte{byte(c)}) + "Z"
+		if got, want := validTopicChars(s), re.MatchString(s); got != want {
+			t.Fatalf("byte %#x: valid %v, pattern says %v", c, got, want)
+		}
+	}
+	for _, s := range []string{"%RETRY%g-1", "T|x", "TopicTest", "a b", "t\x00", "é"} {
+		if got, want := validTopicChars(s), re.MatchString(s); got != want {
+			t.Fatalf("%q: valid %v, pattern says %v", s, got, want)
+		}
+	}
 }
