@@ -10,6 +10,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 // TestAdminClient drives the Go client's admin package: create a topic on
@@ -17,20 +18,20 @@ import (
 // groups, delete the topic.
 func TestAdminClient(t *testing.T) {
 	c := startCluster(t)
-	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{c.nsAddr})))
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{c.NamesrvAddr()})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { adm.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topic := uniq("Admin")
-	err = adm.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(c.brAddr),
+	topic := testcluster.Uniq("Admin")
+	err = adm.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(c.BrokerAddr()),
 		admin.WithReadQueueNums(3), admin.WithWriteQueueNums(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.waitRoute(topic)
+	c.WaitRoute(topic)
 	mqs, err := adm.FetchPublishMessageQueues(ctx, topic)
 	if err != nil || len(mqs) != 3 {
 		t.Fatalf("publish queues %v %v", mqs, err)
@@ -40,9 +41,9 @@ func TestAdminClient(t *testing.T) {
 		t.Fatalf("topic list %v %v", list, err)
 	}
 
-	group := uniq("cg")
+	group := testcluster.Uniq("cg")
 	startConsumer(t, newPushConsumer(t, c, group), topic, "*", newReceived())
-	groups, err := adm.GetAllSubscriptionGroup(ctx, c.brAddr, 3*time.Second)
+	groups, err := adm.GetAllSubscriptionGroup(ctx, c.BrokerAddr(), 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +51,14 @@ func TestAdminClient(t *testing.T) {
 		t.Fatalf("group %s not listed: %+v", group, groups.SubscriptionGroupTable)
 	}
 
-	if err := adm.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(c.brAddr),
-		admin.WithNameSrvAddr([]string{c.nsAddr})); err != nil {
+	if err := adm.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(c.BrokerAddr()),
+		admin.WithNameSrvAddr([]string{c.NamesrvAddr()})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "route gone", func() bool {
-		return c.invoke(c.nsAddr, remoting.ReqGetRouteInfoByTopic, map[string]string{"topic": topic}).Code == remoting.ResTopicNotExist
+	testcluster.WaitFor(t, 10*time.Second, "route gone", func() bool {
+		return c.invoke(c.NamesrvAddr(), remoting.ReqGetRouteInfoByTopic, map[string]string{"topic": topic}).Code == remoting.ResTopicNotExist
 	})
-	if _, ok := c.br.Topic(topic); ok {
+	if _, ok := c.Broker().Topic(topic); ok {
 		t.Fatal("broker still has the topic")
 	}
 }

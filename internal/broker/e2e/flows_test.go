@@ -11,6 +11,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 // received collects consumed messages by body.
@@ -52,8 +54,8 @@ func newProducer(t *testing.T, c *cluster, opts ...producer.Option) interface {
 } {
 	t.Helper()
 	base := []producer.Option{
-		producer.WithNameServer(c.nsAddrs()), producer.WithGroupName(uniq("pg")),
-		producer.WithInstanceName(uniq("p")), producer.WithRetry(2),
+		producer.WithNameServer(c.nsAddrs()), producer.WithGroupName(testcluster.Uniq("pg")),
+		producer.WithInstanceName(testcluster.Uniq("p")), producer.WithRetry(2),
 		producer.WithSendMsgTimeout(5 * time.Second),
 	}
 	p, err := producer.NewDefaultProducer(append(base, opts...)...)
@@ -77,7 +79,7 @@ func newPushConsumer(t *testing.T, c *cluster, group string, opts ...consumer.Op
 	t.Helper()
 	base := []consumer.Option{
 		consumer.WithNameServer(c.nsAddrs()), consumer.WithGroupName(group),
-		consumer.WithInstance(uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithInstance(testcluster.Uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	}
 	pc, err := consumer.NewPushConsumer(append(base, opts...)...)
 	if err != nil {
@@ -116,7 +118,7 @@ func msg(topic, tag, body string) *primitive.Message {
 // exactly those.
 func TestProduceAndConsumeWithTags(t *testing.T) {
 	c := startCluster(t)
-	topic := uniq("Tags")
+	topic := testcluster.Uniq("Tags")
 	p := newProducer(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -160,17 +162,17 @@ func TestProduceAndConsumeWithTags(t *testing.T) {
 	if res, err := p.SendSync(ctx, batch...); err != nil || res.Status != primitive.SendOK {
 		t.Fatalf("batch send: %v %v", res, err)
 	}
-	c.waitRoute(topic)
+	c.WaitRoute(topic)
 
 	r := newReceived()
-	startConsumer(t, newPushConsumer(t, c, uniq("cg")), topic, "TagA || TagB", r)
+	startConsumer(t, newPushConsumer(t, c, testcluster.Uniq("cg")), topic, "TagA || TagB", r)
 	wantN := 0
 	for _, ok := range want {
 		if ok {
 			wantN++
 		}
 	}
-	waitFor(t, 30*time.Second, "all TagA/TagB messages", func() bool { return r.count() >= wantN })
+	testcluster.WaitFor(t, 30*time.Second, "all TagA/TagB messages", func() bool { return r.count() >= wantN })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for body, m := range r.msgs {
@@ -188,8 +190,8 @@ func TestProduceAndConsumeWithTags(t *testing.T) {
 // NOTIFY_CONSUMER_IDS_CHANGED, well before the 20 s rebalance timer).
 func TestClusteringRebalanceWhenMemberLeaves(t *testing.T) {
 	c := startCluster(t)
-	topic, group := uniq("Rebalance"), uniq("cg")
-	c.createTopic(topic, 6)
+	topic, group := testcluster.Uniq("Rebalance"), testcluster.Uniq("cg")
+	c.CreateTopic(topic, 6)
 	rs := []*received{newReceived(), newReceived(), newReceived()}
 	var pcs []pushConsumer
 	for i := range rs {
@@ -197,7 +199,7 @@ func TestClusteringRebalanceWhenMemberLeaves(t *testing.T) {
 		startConsumer(t, pc, topic, "*", rs[i])
 		pcs = append(pcs, pc)
 	}
-	waitFor(t, 15*time.Second, "three members", func() bool { return len(c.consumerIDs(group)) == 3 })
+	testcluster.WaitFor(t, 15*time.Second, "three members", func() bool { return len(c.consumerIDs(group)) == 3 })
 	p := newProducer(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -215,14 +217,14 @@ func TestClusteringRebalanceWhenMemberLeaves(t *testing.T) {
 			t.Logf("counts %d %d %d ids %v", rs[0].count(), rs[1].count(), rs[2].count(), c.consumerIDs(group))
 		}
 	}()
-	waitFor(t, 20*time.Second, "messages spread over three members", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "messages spread over three members", func() bool {
 		return total() >= 60 && rs[0].count() > 0 && rs[1].count() > 0 && rs[2].count() > 0
 	})
 	pcs[2].Shutdown()
-	waitFor(t, 15*time.Second, "two members", func() bool { return len(c.consumerIDs(group)) == 2 })
+	testcluster.WaitFor(t, 15*time.Second, "two members", func() bool { return len(c.consumerIDs(group)) == 2 })
 	send("after", 60)
 	// The remaining members must own all six queues now.
-	waitFor(t, 15*time.Second, "messages after the leave", func() bool {
+	testcluster.WaitFor(t, 15*time.Second, "messages after the leave", func() bool {
 		n := 0
 		for i := 0; i < 60; i++ {
 			body := fmt.Sprintf("after-%d", i)
@@ -237,8 +239,8 @@ func TestClusteringRebalanceWhenMemberLeaves(t *testing.T) {
 // TestBroadcasting: every member of a broadcasting group gets every message.
 func TestBroadcasting(t *testing.T) {
 	c := startCluster(t)
-	topic, group := uniq("Broadcast"), uniq("cg")
-	c.createTopic(topic, 4)
+	topic, group := testcluster.Uniq("Broadcast"), testcluster.Uniq("cg")
+	c.CreateTopic(topic, 4)
 	rs := []*received{newReceived(), newReceived()}
 	for _, r := range rs {
 		startConsumer(t, newPushConsumer(t, c, group, consumer.WithConsumerModel(consumer.BroadCasting)), topic, "*", r)
@@ -246,13 +248,13 @@ func TestBroadcasting(t *testing.T) {
 	p := newProducer(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	waitFor(t, 15*time.Second, "both members", func() bool { return len(c.consumerIDs(group)) == 2 })
+	testcluster.WaitFor(t, 15*time.Second, "both members", func() bool { return len(c.consumerIDs(group)) == 2 })
 	for i := 0; i < 20; i++ {
 		if _, err := p.SendSync(ctx, msg(topic, "", fmt.Sprintf("b-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 20*time.Second, "every member has every message", func() bool { return rs[0].count() == 20 && rs[1].count() == 20 })
+	testcluster.WaitFor(t, 20*time.Second, "every member has every message", func() bool { return rs[0].count() == 20 && rs[1].count() == 20 })
 }
 
 // TestOrderlyPerQueueOrder: messages of one sharding key go to one queue and
@@ -260,8 +262,8 @@ func TestBroadcasting(t *testing.T) {
 func TestOrderlyPerQueueOrder(t *testing.T) {
 	skipUnderRace(t)
 	c := startCluster(t)
-	topic, group := uniq("Orderly"), uniq("cg")
-	c.createTopic(topic, 4)
+	topic, group := testcluster.Uniq("Orderly"), testcluster.Uniq("cg")
+	c.CreateTopic(topic, 4)
 	p := newProducer(t, c, producer.WithQueueSelector(producer.NewHashQueueSelector()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -294,7 +296,7 @@ func TestOrderlyPerQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Shutdown() })
-	waitFor(t, 30*time.Second, "all orderly messages", func() bool {
+	testcluster.WaitFor(t, 30*time.Second, "all orderly messages", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		n := 0

@@ -12,10 +12,11 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 func (c *cluster) consumerIDs(group string) []string {
-	resp := c.invoke(c.brAddr, remoting.ReqGetConsumerListByGroup, map[string]string{"consumerGroup": group})
+	resp := c.invoke(c.BrokerAddr(), remoting.ReqGetConsumerListByGroup, map[string]string{"consumerGroup": group})
 	var body struct {
 		ConsumerIDList []string `json:"consumerIdList"`
 	}
@@ -25,7 +26,7 @@ func (c *cluster) consumerIDs(group string) []string {
 
 // consumerOffset returns the broker's committed offset of a queue, or -1.
 func (c *cluster) consumerOffset(group, topic string, q int) int64 {
-	resp := c.invoke(c.brAddr, remoting.ReqQueryConsumerOffset, map[string]string{
+	resp := c.invoke(c.BrokerAddr(), remoting.ReqQueryConsumerOffset, map[string]string{
 		"consumerGroup": group, "topic": topic, "queueId": fmt.Sprint(q), "setZeroIfNotFound": "false"})
 	if resp.Code != 0 {
 		return -1
@@ -39,8 +40,8 @@ func (c *cluster) consumerOffset(group, topic string, q int) int64 {
 func TestPullConsumer(t *testing.T) {
 	skipUnderRace(t)
 	c := startCluster(t)
-	topic := uniq("Pull")
-	c.createTopic(topic, 1)
+	topic := testcluster.Uniq("Pull")
+	c.CreateTopic(topic, 1)
 	p := newProducer(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -49,8 +50,8 @@ func TestPullConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pc, err := consumer.NewPullConsumer(consumer.WithNameServer(c.nsAddrs()), consumer.WithGroupName(uniq("pull")),
-		consumer.WithInstance(uniq("pc")))
+	pc, err := consumer.NewPullConsumer(consumer.WithNameServer(c.nsAddrs()), consumer.WithGroupName(testcluster.Uniq("pull")),
+		consumer.WithInstance(testcluster.Uniq("pc")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +94,8 @@ func TestPullConsumer(t *testing.T) {
 // shut down cleanly, so its offsets were committed).
 func TestOffsetsSurviveBrokerRestart(t *testing.T) {
 	c := startCluster(t)
-	topic, group := uniq("Restart"), uniq("cg")
-	c.createTopic(topic, 2)
+	topic, group := testcluster.Uniq("Restart"), testcluster.Uniq("cg")
+	c.CreateTopic(topic, 2)
 	p := newProducer(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -109,21 +110,21 @@ func TestOffsetsSurviveBrokerRestart(t *testing.T) {
 	r1 := newReceived()
 	pc := newPushConsumer(t, c, group)
 	startConsumer(t, pc, topic, "*", r1)
-	waitFor(t, 20*time.Second, "first batch consumed", func() bool { return r1.count() == 20 })
+	testcluster.WaitFor(t, 20*time.Second, "first batch consumed", func() bool { return r1.count() == 20 })
 	pc.Shutdown() // persists the offsets to the broker
-	waitFor(t, 10*time.Second, "committed offsets", func() bool {
+	testcluster.WaitFor(t, 10*time.Second, "committed offsets", func() bool {
 		return c.consumerOffset(group, topic, 0)+c.consumerOffset(group, topic, 1) == 20
 	})
 
-	c.restartBroker()
+	c.Restart()
 	if got := c.consumerOffset(group, topic, 0) + c.consumerOffset(group, topic, 1); got != 20 {
 		t.Fatalf("offsets after restart sum to %d, want 20", got)
 	}
-	c.waitRoute(topic)
+	c.WaitRoute(topic)
 	send("second", 20)
 	r2 := newReceived()
 	startConsumer(t, newPushConsumer(t, c, group), topic, "*", r2)
-	waitFor(t, 30*time.Second, "second batch consumed", func() bool { return r2.count() >= 20 })
+	testcluster.WaitFor(t, 30*time.Second, "second batch consumed", func() bool { return r2.count() >= 20 })
 	r2.mu.Lock()
 	defer r2.mu.Unlock()
 	for body := range r2.msgs {
@@ -139,9 +140,9 @@ func TestOffsetsSurviveBrokerRestart(t *testing.T) {
 // Scheduler is installed here, so the retries come without back-off.
 func TestRetryThenDeadLetter(t *testing.T) {
 	c := startCluster(t)
-	topic, group := uniq("Retry"), uniq("cg")
-	c.createTopic(topic, 1)
-	c.createTopic("%RETRY%"+group, 1) // so the consumer has the retry route at start
+	topic, group := testcluster.Uniq("Retry"), testcluster.Uniq("cg")
+	c.CreateTopic(topic, 1)
+	c.CreateTopic("%RETRY%"+group, 1) // so the consumer has the retry route at start
 	p := newProducer(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -169,8 +170,8 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	}
 	t.Cleanup(func() { pc.Shutdown() })
 	dlq := "%DLQ%" + group
-	waitFor(t, 20*time.Second, "message in the DLQ", func() bool {
-		resp := c.invoke(c.brAddr, remoting.ReqGetMaxOffset, map[string]string{"topic": dlq, "queueId": "0"})
+	testcluster.WaitFor(t, 20*time.Second, "message in the DLQ", func() bool {
+		resp := c.invoke(c.BrokerAddr(), remoting.ReqGetMaxOffset, map[string]string{"topic": dlq, "queueId": "0"})
 		return resp.ExtFields["offset"] == "1"
 	})
 	mu.Lock()
