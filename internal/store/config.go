@@ -87,6 +87,11 @@ type Config struct {
 	// <Dir>/quarantine) instead of refusing to open.
 	RepairCorruption bool
 
+	// OnFlush, if set, is called after each successful CommitLog fdatasync
+	// round that made bytes > 0 durable, with the round's duration (the
+	// group-commit batch size is bytes). It must be cheap and never block.
+	OnFlush func(d time.Duration, bytes int64)
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }

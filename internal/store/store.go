@@ -131,7 +131,7 @@ func (s *Store) open() error {
 	s.log, err = commitlog.Open(commitlog.Config{
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
-		MaxRecordBytes: s.cfg.maxRecordBytes(),
+		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush,
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/vfs"
@@ -64,7 +65,11 @@ type Config struct {
 	// Notify, if set, is called (without locks held) after the written or
 	// the flushed offset advanced. It must not block.
 	Notify func()
-	Logger *slog.Logger
+	// OnFlush, if set, is called after each successful fdatasync round that
+	// made bytes > 0 durable, with its duration (metrics). It runs under the
+	// flush lock: it must be cheap and never block.
+	OnFlush func(d time.Duration, bytes int64)
+	Logger  *slog.Logger
 }
 
 func (c *Config) validate() error {

@@ -45,6 +45,7 @@ func (l *Log) Flush() error {
 	w := l.written.Load()
 	f := l.flushed.Load()
 	if w > f {
+		start := time.Now()
 		for _, s := range l.segmentsOverlapping(f, w) {
 			if err := s.f.Sync(); err != nil {
 				return l.fail(fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err))
@@ -52,6 +53,9 @@ func (l *Log) Flush() error {
 		}
 		l.advanceFlushed(w)
 		l.notify()
+		if l.cfg.OnFlush != nil {
+			l.cfg.OnFlush(time.Since(start), w-f)
+		}
 	}
 	l.wakeWaiters()
 	return nil
