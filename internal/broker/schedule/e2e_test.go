@@ -7,12 +7,9 @@ package schedule_test
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +18,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
-	"github.com/keelmq/keel/internal/broker"
-	"github.com/keelmq/keel/internal/broker/schedule"
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/namesrv"
-	"github.com/keelmq/keel/internal/remoting"
-	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 func TestMain(m *testing.M) {
@@ -44,164 +37,23 @@ func e2eLevels() []time.Duration {
 	return lv
 }
 
+// cluster is a NameServer and a broker with scheduled delivery on e2eLevels.
 type cluster struct {
-	t      *testing.T
-	dir    string
-	nsAddr string
-	ns     *namesrv.Server
-	nsSrv  *remoting.Server
-	brAddr string
-	st     *store.Store
-	svc    *schedule.Service
-	br     *broker.Broker
-	brSrv  *remoting.Server
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	*testcluster.Cluster
+	t *testing.T
 }
-
-var seq atomic.Int64
-
-func uniq(prefix string) string { return fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), seq.Add(1)) }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir()}
-	c.ns = namesrv.New(namesrv.Config{})
-	ln := listen(t, "127.0.0.1:0")
-	c.nsAddr = ln.Addr().String()
-	c.nsSrv = remoting.NewServer(remoting.ServerConfig{OnConnClose: c.ns.OnConnClose}, c.ns.Handler())
-	go c.nsSrv.Serve(ln)
-	go c.ns.Run(context.Background())
-	c.startBroker("127.0.0.1:0")
-	t.Cleanup(func() {
-		c.stopBroker()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c.nsSrv.Shutdown(ctx)
-		c.ns.Close()
-	})
-	return c
+	return &cluster{Cluster: testcluster.Start(t, testcluster.WithScheduler(e2eLevels())), t: t}
 }
 
-func listen(t *testing.T, addr string) net.Listener {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			return ln
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("listen %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // a just-closed port may linger briefly
-	}
-}
-
-func (c *cluster) startBroker(addr string) {
-	t := c.t
-	t.Helper()
-	levels := e2eLevels()
-	scfg := store.DefaultConfig(c.dir)
-	scfg.CommitLogSegmentBytes = 16 << 20
-	scfg.IndexHashSlots, scfg.IndexMaxEntries = 10000, 40000
-	scfg.TagsCode = schedule.StoreTagsCode(levels)
-	st, err := store.Open(scfg)
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	svc, err := schedule.New(schedule.Config{Dir: c.dir, DelayLevels: levels}, st)
-	if err != nil {
-		t.Fatalf("schedule.New: %v", err)
-	}
-	ln := listen(t, addr)
-	cfg := broker.DefaultConfig()
-	cfg.DataDir = c.dir
-	cfg.AdvertisedAddr = ln.Addr().String()
-	cfg.NamesrvAddrs = []string{c.nsAddr}
-	br, err := broker.New(cfg, st, nil)
-	if err != nil {
-		t.Fatalf("broker.New: %v", err)
-	}
-	br.SetScheduler(svc)
-	c.brSrv = remoting.NewServer(remoting.ServerConfig{OnConnClose: br.OnConnClose}, br.Handler())
-	go c.brSrv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	c.wg.Add(2)
-	go func() { defer c.wg.Done(); br.Run(ctx) }()
-	go func() { defer c.wg.Done(); svc.Run(ctx) }()
-	c.st, c.svc, c.br, c.brAddr, c.cancel = st, svc, br, ln.Addr().String(), cancel
-	c.waitRoute(broker.DefaultTopic)
-}
-
-func (c *cluster) stopBroker() {
-	if c.br == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.brSrv.Shutdown(ctx)
-	if err := c.br.Close(); err != nil {
-		c.t.Errorf("broker close: %v", err)
-	}
-	if err := c.svc.Close(); err != nil {
-		c.t.Errorf("schedule close: %v", err)
-	}
-	c.cancel()
-	c.wg.Wait()
-	if err := c.st.Close(); err != nil {
-		c.t.Errorf("store close: %v", err)
-	}
-	c.br = nil
-}
-
-func (c *cluster) restartBroker() {
-	addr := c.brAddr
-	c.stopBroker()
-	c.startBroker(addr)
-}
-
-func (c *cluster) invoke(addr string, code int16, ext map[string]string) (*remoting.Command, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := remoting.Dial(ctx, addr, remoting.ClientConfig{})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	return cl.Invoke(ctx, remoting.NewRequest(code, ext, nil))
-}
-
-func (c *cluster) waitRoute(topic string) {
-	c.t.Helper()
-	waitFor(c.t, 10*time.Second, "route of "+topic, func() bool {
-		resp, err := c.invoke(c.nsAddr, remoting.ReqGetRouteInfoByTopic, map[string]string{"topic": topic})
-		return err == nil && resp.Code == 0
-	})
-}
-
-// createTopic creates a topic (as the admin tool does) and waits for its
-// route.
+// createTopic creates a topic (as the admin tool does), waits for its
+// route and returns its name.
 func (c *cluster) createTopic(topic string, queues int) string {
 	c.t.Helper()
-	resp, err := c.invoke(c.brAddr, remoting.ReqUpdateAndCreateTopic, map[string]string{
-		"topic": topic, "readQueueNums": fmt.Sprint(queues), "writeQueueNums": fmt.Sprint(queues), "perm": "6"})
-	if err != nil || resp.Code != 0 {
-		c.t.Fatalf("create topic %s: %v %v", topic, resp, err)
-	}
-	c.waitRoute(topic)
+	c.CreateTopic(topic, queues)
 	return topic
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 type sender interface {
@@ -210,8 +62,8 @@ type sender interface {
 
 func newProducer(t *testing.T, c *cluster) sender {
 	t.Helper()
-	p, err := producer.NewDefaultProducer(producer.WithNameServer(primitive.NamesrvAddr{c.nsAddr}),
-		producer.WithGroupName(uniq("pg")), producer.WithInstanceName(uniq("p")), producer.WithRetry(2),
+	p, err := producer.NewDefaultProducer(producer.WithNameServer(primitive.NamesrvAddr(c.NamesrvAddrs())),
+		producer.WithGroupName(testcluster.Uniq("pg")), producer.WithInstanceName(testcluster.Uniq("p")), producer.WithRetry(2),
 		producer.WithSendMsgTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +106,8 @@ func (b *inbox) all() []arrival {
 func consume(t *testing.T, c *cluster, group, topic string, result consumer.ConsumeResult, opts ...consumer.Option) *inbox {
 	t.Helper()
 	b := &inbox{kind: result}
-	base := []consumer.Option{consumer.WithNameServer(primitive.NamesrvAddr{c.nsAddr}), consumer.WithGroupName(group),
-		consumer.WithInstance(uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}
+	base := []consumer.Option{consumer.WithNameServer(primitive.NamesrvAddr(c.NamesrvAddrs())), consumer.WithGroupName(group),
+		consumer.WithInstance(testcluster.Uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}
 	pc, err := consumer.NewPushConsumer(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -283,13 +135,13 @@ func consume(t *testing.T, c *cluster, group, topic string, result consumer.Cons
 // than 3s after it was sent; an undelayed one sent after it arrives first.
 func TestE2EDelayLevel(t *testing.T) {
 	c := startCluster(t)
-	topic := c.createTopic(uniq("Delay"), 2)
+	topic := c.createTopic(testcluster.Uniq("Delay"), 2)
 	p := newProducer(t, c)
-	in := consume(t, c, uniq("cg"), topic, consumer.ConsumeSuccess)
+	in := consume(t, c, testcluster.Uniq("cg"), topic, consumer.ConsumeSuccess)
 	sent := time.Now()
 	send(t, p, primitive.NewMessage(topic, []byte("delayed")).WithDelayTimeLevel(2).WithTag("T"))
 	send(t, p, primitive.NewMessage(topic, []byte("now")))
-	waitFor(t, 30*time.Second, "both messages", func() bool { return len(in.all()) >= 2 })
+	testcluster.WaitFor(t, 30*time.Second, "both messages", func() bool { return len(in.all()) >= 2 })
 	got := in.all()
 	if string(got[0].m.Body) != "now" || string(got[1].m.Body) != "delayed" {
 		t.Fatalf("arrival order %q, %q", got[0].m.Body, got[1].m.Body)
@@ -311,12 +163,12 @@ func TestE2EDelayLevel(t *testing.T) {
 // before.
 func TestE2EDelayTimestamp(t *testing.T) {
 	c := startCluster(t)
-	topic := c.createTopic(uniq("Timer"), 2)
+	topic := c.createTopic(testcluster.Uniq("Timer"), 2)
 	p := newProducer(t, c)
-	in := consume(t, c, uniq("cg"), topic, consumer.ConsumeSuccess)
+	in := consume(t, c, testcluster.Uniq("cg"), topic, consumer.ConsumeSuccess)
 	at := time.Now().Add(2500 * time.Millisecond)
 	send(t, p, primitive.NewMessage(topic, []byte("timer")).WithDelayTimestamp(at))
-	waitFor(t, 30*time.Second, "timer message", func() bool { return len(in.all()) >= 1 })
+	testcluster.WaitFor(t, 30*time.Second, "timer message", func() bool { return len(in.all()) >= 1 })
 	got := in.all()[0]
 	if got.at.Before(at) || got.m.StoreTimestamp < at.UnixMilli() {
 		t.Fatalf("arrived %v early (stored %dms before the timestamp)", at.Sub(got.at), at.UnixMilli()-got.m.StoreTimestamp)
@@ -332,7 +184,7 @@ func TestE2EDelayTimestamp(t *testing.T) {
 // no sooner than its 1s delay level, and then it is in %DLQ%group.
 func TestE2ERetryThenDLQ(t *testing.T) {
 	c := startCluster(t)
-	topic, group := c.createTopic(uniq("Retry"), 2), uniq("cg")
+	topic, group := c.createTopic(testcluster.Uniq("Retry"), 2), testcluster.Uniq("cg")
 	// The consumer's first heartbeat creates %RETRY%group, but the client
 	// fetches its route only on its next periodic route update (30s), so
 	// the retry topic exists before the consumer starts, as it does for
@@ -342,7 +194,7 @@ func TestE2ERetryThenDLQ(t *testing.T) {
 	in := consume(t, c, group, topic, consumer.ConsumeRetryLater, consumer.WithMaxReconsumeTimes(2))
 	send(t, p, primitive.NewMessage(topic, []byte("poison")).WithKeys([]string{"k-poison"}))
 	dlq := "%DLQ%" + group
-	waitFor(t, 40*time.Second, "the dead-letter queue", func() bool { return c.st.MaxOffset(dlq, 0) == 1 })
+	testcluster.WaitFor(t, 40*time.Second, "the dead-letter queue", func() bool { return c.Store().MaxOffset(dlq, 0) == 1 })
 	got := in.all()
 	var times []int32
 	for _, a := range got {
@@ -360,7 +212,7 @@ func TestE2ERetryThenDLQ(t *testing.T) {
 			t.Errorf("retry %d after %v, before its 1s delay", i, gap)
 		}
 	}
-	r, err := c.st.GetMessage(dlq, 0, 0, 1, 1<<20, nil)
+	r, err := c.Store().GetMessage(dlq, 0, 0, 1, 1<<20, nil)
 	if err != nil || len(r.Records) != 1 {
 		t.Fatalf("read DLQ: %v %v", r, err)
 	}
@@ -381,7 +233,7 @@ func TestE2ERetryThenDLQ(t *testing.T) {
 // before a broker restart arrive after it, never early, once each.
 func TestE2ERestartWithPendingScheduled(t *testing.T) {
 	c := startCluster(t)
-	topic := c.createTopic(uniq("Restart"), 2)
+	topic := c.createTopic(testcluster.Uniq("Restart"), 2)
 	p := newProducer(t, c)
 	sent := time.Now()
 	dues := map[string]time.Time{
@@ -393,9 +245,9 @@ func TestE2ERestartWithPendingScheduled(t *testing.T) {
 	rel := primitive.NewMessage(topic, []byte("relative"))
 	rel.WithProperty(message.PropTimerDelayMs, "4000") // due >= sent + 4s
 	send(t, p, rel)
-	c.restartBroker()
-	in := consume(t, c, uniq("cg"), topic, consumer.ConsumeSuccess)
-	waitFor(t, 30*time.Second, "the scheduled messages", func() bool { return len(in.all()) >= len(dues) })
+	c.Restart()
+	in := consume(t, c, testcluster.Uniq("cg"), topic, consumer.ConsumeSuccess)
+	testcluster.WaitFor(t, 30*time.Second, "the scheduled messages", func() bool { return len(in.all()) >= len(dues) })
 	for _, a := range in.all() {
 		due, ok := dues[string(a.m.Body)]
 		if !ok {
@@ -409,7 +261,7 @@ func TestE2ERestartWithPendingScheduled(t *testing.T) {
 	// Whatever is delivered is in the topic; it must hold exactly these.
 	var total int64
 	for q := int32(0); q < 2; q++ {
-		total += c.st.MaxOffset(topic, q)
+		total += c.Store().MaxOffset(topic, q)
 	}
 	if total != 3 {
 		t.Errorf("topic holds %d messages, want 3", total)
