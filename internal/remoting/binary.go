@@ -101,7 +101,7 @@ func binaryChunk(b []byte, what string) (chunk, rest []byte, err error) {
 // src holds the same bytes as b and backs the returned strings.
 func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
 	at := func(p []byte) int { return len(src) - len(p) } // offset of p within b
-	m := make(map[string]string, 8)
+	m := make(map[string]string, countBinaryExt(b))
 	for len(b) > 0 {
 		if len(b) < 2 {
 			return nil, fmt.Errorf("%w: rocketmq ext entry truncated", ErrBadHeader)
@@ -122,4 +122,23 @@ func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
 		b = rest
 	}
 	return m, nil
+}
+
+// countBinaryExt counts the well-formed ext entries at the start of b, to
+// size the map (a map that grows while decoding allocates several times).
+func countBinaryExt(b []byte) int {
+	n := 0
+	for len(b) >= 2 {
+		kl := int(int16(binary.BigEndian.Uint16(b)))
+		if kl < 0 || 2+kl+4 > len(b) {
+			break
+		}
+		vl := int(int32(binary.BigEndian.Uint32(b[2+kl:])))
+		if vl < 0 || vl > len(b)-2-kl-4 {
+			break
+		}
+		b = b[2+kl+4+vl:]
+		n++
+	}
+	return n
 }

@@ -202,7 +202,7 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 	if d.literal("null") {
 		return nil, nil
 	}
-	m := make(map[string]string, 8)
+	m := make(map[string]string, extFieldsHint(len(d.data)-d.pos))
 	err := d.object(func(key []byte) error {
 		k := d.lastString(key)
 		v, ok, err := d.looseString(1)
@@ -214,6 +214,13 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 		return err
 	})
 	return m, err
+}
+
+// extFieldsHint guesses the number of ext fields from the bytes left in
+// the header (a field takes about 40 bytes in the requests clients send),
+// so that a map sized for the common case does not grow while decoding.
+func extFieldsHint(rest int) int {
+	return min(max(rest/40, 8), 64)
 }
 
 // looseString reads a string value, tolerating other types: null reports
@@ -362,7 +369,7 @@ func (d *jsonDecoder) stringBytes() ([]byte, error) {
 // U+FFFD, as encoding/json does), starting again at start.
 func (d *jsonDecoder) slowString(start int) ([]byte, error) {
 	d.strPlain = false
-	out := make([]byte, 0, d.pos-start+16)
+	out := make([]byte, 0, d.rawStringEnd()-start)
 	out = append(out, d.data[start:d.pos]...)
 	for d.pos < len(d.data) {
 		b := d.data[d.pos]
@@ -387,6 +394,20 @@ func (d *jsonDecoder) slowString(start int) ([]byte, error) {
 		}
 	}
 	return nil, d.errorf("unterminated string")
+}
+
+// rawStringEnd returns the position of the quote closing the string that
+// d.pos is inside of (or len(d.data)): the decoded string is rarely longer
+// than its escaped form, so it sizes the output buffer.
+func (d *jsonDecoder) rawStringEnd() int {
+	i := d.pos
+	for i < len(d.data) && d.data[i] != '"' {
+		if d.data[i] == '\\' {
+			i++
+		}
+		i++
+	}
+	return min(i, len(d.data))
 }
 
 // escape decodes one backslash escape at d.pos.
