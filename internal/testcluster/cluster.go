@@ -285,6 +285,8 @@ func (c *Cluster) Kill() {
 	addr, n := c.brAddr, c.node
 	c.node = nil
 	if n != nil {
+		shutdown(n.srv, 0) // no grace period: no response leaves from here on
+		n.srv = nil
 		durable := c.o.mem.CrashClone()
 		n.teardown(0) // on the discarded filesystem: errors are expected
 		c.o.mem, c.fs = durable, durable

@@ -17,6 +17,7 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 
 	"github.com/keelmq/keel/internal/broker/transaction"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 // Plans: what the local transaction of a message does.
@@ -119,7 +120,7 @@ func newTxnProducer(t *testing.T, c *cluster, group string, l *listener) rocketm
 	t.Helper()
 	p, err := rocketmq.NewTransactionProducer(l,
 		producer.WithNameServer(c.nsAddrs()), producer.WithGroupName(group),
-		producer.WithInstanceName(uniq("tp")), producer.WithRetry(2),
+		producer.WithInstanceName(testcluster.Uniq("tp")), producer.WithRetry(2),
 		producer.WithSendMsgTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +146,8 @@ func (r *received) has(body string) bool {
 func startConsumer(t *testing.T, c *cluster, topic string) *received {
 	t.Helper()
 	r := &received{m: map[string]int{}}
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(c.nsAddrs()), consumer.WithGroupName(uniq("cg")),
-		consumer.WithInstance(uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNameServer(c.nsAddrs()), consumer.WithGroupName(testcluster.Uniq("cg")),
+		consumer.WithInstance(testcluster.Uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func sendTxn(ctx context.Context, p rocketmq.TransactionProducer, topic, body st
 // the topic, each exactly once, and the consumer received all of them.
 func verify(t *testing.T, c *cluster, db *localDB, topic string, bodies []string, r *received) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "every transaction decided", func() bool { return c.eng.Stats().Pending == 0 })
+	testcluster.WaitFor(t, 60*time.Second, "every transaction decided", func() bool { return c.Transactions().Stats().Pending == 0 })
 	stored := c.stored(topic)
 	want := 0
 	for _, b := range bodies {
@@ -197,7 +198,7 @@ func verify(t *testing.T, c *cluster, db *localDB, topic string, bodies []string
 	if t.Failed() {
 		t.FailNow()
 	}
-	waitFor(t, 60*time.Second, "consumer received every committed message", func() bool {
+	testcluster.WaitFor(t, 60*time.Second, "consumer received every committed message", func() bool {
 		for _, b := range bodies {
 			if db.wantStored(b) && !r.has(b) {
 				return false
@@ -205,15 +206,15 @@ func verify(t *testing.T, c *cluster, db *localDB, topic string, bodies []string
 		}
 		return true
 	})
-	t.Logf("%d transactions, %d committed and delivered; engine %+v", len(bodies), want, c.eng.Stats())
+	t.Logf("%d transactions, %d committed and delivered; engine %+v", len(bodies), want, c.Transactions().Stats())
 }
 
 func TestCommitRollbackUnknownAndCheckLimit(t *testing.T) {
 	c := startCluster(t, func(cfg *transaction.Config) { cfg.CheckMax = 3 })
-	topic := uniq("TxnT")
+	topic := testcluster.Uniq("TxnT")
 	c.createTopic(topic, 4)
 	db := newLocalDB()
-	p := newTxnProducer(t, c, uniq("pg"), &listener{db: db})
+	p := newTxnProducer(t, c, testcluster.Uniq("pg"), &listener{db: db})
 	defer p.Shutdown()
 	r := startConsumer(t, c, topic)
 	plans := []string{planCommit, planRollback, planLaterCommit, planLaterRollback, planNever, planSecondCommit}
@@ -238,7 +239,7 @@ func TestCommitRollbackUnknownAndCheckLimit(t *testing.T) {
 	if got := c.stored(transaction.CheckMaxTopic); got["never-4"] != 1 || len(got) != 1 {
 		t.Errorf("%s holds %v, want the never-answered message once", transaction.CheckMaxTopic, got)
 	}
-	if s := c.eng.Stats(); s.Discarded != 1 || s.Committed != 3 {
+	if s := c.Transactions().Stats(); s.Discarded != 1 || s.Committed != 3 {
 		t.Errorf("engine stats %+v", s)
 	}
 }
@@ -266,10 +267,10 @@ var mixed = []string{planCommit, planRollback, planLaterCommit, planLaterRollbac
 
 func TestManyConcurrentTransactions(t *testing.T) {
 	c := startCluster(t, nil)
-	topic := uniq("TxnMany")
+	topic := testcluster.Uniq("TxnMany")
 	c.createTopic(topic, 8)
 	db := newLocalDB()
-	group := uniq("pg")
+	group := testcluster.Uniq("pg")
 	p1 := newTxnProducer(t, c, group, &listener{db: db})
 	defer p1.Shutdown()
 	p2 := newTxnProducer(t, c, group, &listener{db: db})
@@ -300,10 +301,10 @@ func TestManyConcurrentTransactions(t *testing.T) {
 
 func TestBrokerKilledWhileTransactionsPending(t *testing.T) {
 	c := startCluster(t, nil)
-	topic := uniq("TxnKill")
+	topic := testcluster.Uniq("TxnKill")
 	c.createTopic(topic, 4)
 	db := newLocalDB()
-	group := uniq("pg")
+	group := testcluster.Uniq("pg")
 	p := newTxnProducer(t, c, group, &listener{db: db})
 	defer p.Shutdown()
 	const n = 600
@@ -325,20 +326,20 @@ func TestBrokerKilledWhileTransactionsPending(t *testing.T) {
 			}
 		})
 	}()
-	waitFor(t, 30*time.Second, "transactions in flight", func() bool {
-		s := c.eng.Stats()
+	testcluster.WaitFor(t, 30*time.Second, "transactions in flight", func() bool {
+		s := c.Transactions().Stats()
 		return s.Prepared >= n/3 && s.Pending > 0
 	})
-	pendingAtKill := c.eng.Stats().Pending
-	c.kill()
-	t.Logf("killed with %d undecided half messages; %d undecided after restart", pendingAtKill, c.eng.Stats().Pending)
+	pendingAtKill := c.Transactions().Stats().Pending
+	c.Kill()
+	t.Logf("killed with %d undecided half messages; %d undecided after restart", pendingAtKill, c.Transactions().Stats().Pending)
 	sent.Wait()
 	nerr := 0
 	errs.Range(func(any, any) bool { nerr++; return true })
 	t.Logf("%d sends failed while the broker was down", nerr)
 	// a send to a new topic makes the Go client heartbeat the new broker at
 	// once (otherwise it does every 30 s), so check-backs find the producer.
-	kick := uniq("TxnKick")
+	kick := testcluster.Uniq("TxnKick")
 	c.createTopic(kick, 1)
 	db.setPlan("kick", planCommit)
 	if _, err := sendTxn(context.Background(), p, kick, "kick"); err != nil {
@@ -348,7 +349,7 @@ func TestBrokerKilledWhileTransactionsPending(t *testing.T) {
 	verify(t, c, db, topic, bodies, r)
 	// and once more after a clean restart: nothing changes
 	before := c.stored(topic)
-	c.kill()
+	c.Kill()
 	after := c.stored(topic)
 	if len(after) != len(before) {
 		t.Fatalf("stored bodies %d before and %d after a second kill", len(before), len(after))
@@ -357,10 +358,10 @@ func TestBrokerKilledWhileTransactionsPending(t *testing.T) {
 
 func TestProducerDisconnectsBeforeAnswering(t *testing.T) {
 	c := startCluster(t, nil)
-	topic := uniq("TxnGone")
+	topic := testcluster.Uniq("TxnGone")
 	c.createTopic(topic, 2)
 	db := newLocalDB()
-	group := uniq("pg")
+	group := testcluster.Uniq("pg")
 	checked := make(chan string, 16)
 	a := newTxnProducer(t, c, group, &listener{db: db, silent: true, checked: checked})
 	body := "gone-1"
@@ -375,10 +376,10 @@ func TestProducerDisconnectsBeforeAnswering(t *testing.T) {
 	}
 	a.Shutdown()
 	// nobody of the group is online: the check waits, the count stays
-	waitFor(t, 10*time.Second, "no producer online", func() bool { return c.br.ProducerConn(group) == nil })
-	checksBefore := c.eng.List("", group, 0).Pending[0].Checks
-	waitFor(t, 10*time.Second, "rounds without a producer", func() bool { return c.eng.Stats().NoProducer >= 3 })
-	if l := c.eng.List("", group, 0); l.Total != 1 || l.Pending[0].Checks != checksBefore {
+	testcluster.WaitFor(t, 10*time.Second, "no producer online", func() bool { return c.Broker().ProducerConn(group) == nil })
+	checksBefore := c.Transactions().List("", group, 0).Pending[0].Checks
+	testcluster.WaitFor(t, 10*time.Second, "rounds without a producer", func() bool { return c.Transactions().Stats().NoProducer >= 3 })
+	if l := c.Transactions().List("", group, 0); l.Total != 1 || l.Pending[0].Checks != checksBefore {
 		t.Fatalf("pending changed without a producer: %+v (checks before %d)", l, checksBefore)
 	}
 	listPending(t, c, topic, group, body)
@@ -406,7 +407,7 @@ func listPending(t *testing.T, c *cluster, topic, group, body string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, c.brAddr, remoting.ClientConfig{})
+	cl, err := remoting.Dial(ctx, c.BrokerAddr(), remoting.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
