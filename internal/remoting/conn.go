@@ -581,8 +581,10 @@ func (c *Conn) writeBatch(batch []outFrame, scratch *net.Buffers) error {
 		err = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.writeTimeout))
 	}
 	if err == nil {
-		w := bufs // WriteTo consumes its receiver
-		_, err = w.WriteTo(c.nc)
+		// WriteTo consumes its receiver; *scratch (already on the heap)
+		// serves as it, so that the call allocates nothing.
+		*scratch = bufs
+		_, err = scratch.WriteTo(c.nc)
 	}
 	for i := range batch {
 		batch[i].release()
