@@ -26,7 +26,13 @@ type cluster struct {
 // until the broker is registered; it is stopped when the test ends.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	conf := writeConf(t, "brokerName=broker-a\nflushDiskType=ASYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n")
+	return startClusterWith(t, "")
+}
+
+// startClusterWith is startCluster with extra broker.conf lines.
+func startClusterWith(t *testing.T, extraConf string) *cluster {
+	t.Helper()
+	conf := writeConf(t, "brokerName=broker-a\nflushDiskType=ASYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n"+extraConf)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan int, 1)

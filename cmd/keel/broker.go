@@ -30,11 +30,13 @@ func newBrokerCmd() *cobra.Command {
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
 			starters := append([]starter{p.storeStarter()}, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
 			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
 			return runServices(cmd.Context(), log, starters...)
 		},
 	}
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
+	o.http.add(cmd)
 	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr)")
 	return cmd
 }

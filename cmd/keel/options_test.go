@@ -136,7 +136,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestBadConfigFails(t *testing.T) {
 	conf := writeConf(t, "flushDiskType=SYNC\n")
-	code, _, stderr := runCLI(t, context.Background(), "serve", "-c", conf, "--broker-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0")
+	code, _, stderr := runCLI(t, context.Background(), "serve", "-c", conf, "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0")
 	if code != exitError || !strings.Contains(stderr, `flushDiskType="SYNC"`) {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}

@@ -21,6 +21,7 @@ fail requests in flight, flush and checkpoint the store.`,
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
 	o.addNamesrvFlags(cmd)
+	o.http.add(cmd)
 	return cmd
 }
 
@@ -41,5 +42,6 @@ func (o *options) serve(cmd *cobra.Command) error {
 	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)
 	starters = append(starters, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
 	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
 	return runServices(cmd.Context(), log, starters...)
 }

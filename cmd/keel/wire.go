@@ -11,11 +11,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
@@ -43,6 +46,11 @@ type parts struct {
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
 	broker      *broker.Broker
+	brokerConns func() int          // open client connections of the broker's server (metrics)
+	txn         *transaction.Engine // nil: transactional messages rejected
+	// metrics is set by the HTTP starter; the store's flush hook (started
+	// earlier, called from the flusher goroutine) reads it.
+	metrics atomic.Pointer[metrics.Metrics]
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:
@@ -133,5 +141,6 @@ func remotingService(name, addr string, cfg remoting.ServerConfig, h remoting.Ha
 			ln.Close() // in case Serve never ran (a later start failed)
 			return err
 		},
+		conns: func() int { return len(srv.Conns()) },
 	}, ln.Addr(), nil
 }

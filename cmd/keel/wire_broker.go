@@ -60,7 +60,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
 			}
 			svc, bound, err := remotingService("broker server", listenAddr, cfg, handler, wrap)
-			p.brokerBound = bound
+			p.brokerBound, p.brokerConns = bound, svc.conns
 			return svc, err
 		},
 		func() (service, error) {

@@ -41,6 +41,7 @@ func (p *parts) transactionStarter() starter {
 			return service{}, err
 		}
 		p.broker.SetTransactions(eng)
+		p.txn = eng
 		return service{
 			name: "transactions",
 			run:  eng.Run,

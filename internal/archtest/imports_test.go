@@ -33,6 +33,12 @@ var layerRules = []layerRule{
 		why: "TLS wraps the protocol layer's listeners"},
 	{dir: "internal/broker", internal: []string{"internal/store", "internal/remoting", "internal/message", "internal/config", "internal/vfs"},
 		why: "the broker joins the store and the protocol; it talks to the NameServer over the wire"},
+	{dir: "internal/admin", internal: []string{"internal/remoting", "internal/message", "internal/acl"},
+		why: "the admin client (CLI, console) sees a cluster only over the wire, as a remote operator does"},
+	{dir: "internal/console", internal: []string{"internal/admin"},
+		why: "the console shows what the admin client reads; it never reaches into the broker or the store"},
+	{dir: "internal/metrics", internal: []string{"internal/broker", "internal/store"}, external: []string{"github.com/prometheus/"},
+		why: "metrics read the broker's and the store's snapshots and hooks; only this package imports Prometheus"},
 	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
 		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
 }

@@ -1,0 +1,172 @@
+package main
+
+// The HTTP listener (--http-listen, httpListen in broker.conf; empty = off):
+// Prometheus metrics at /metrics, /healthz and /readyz for orchestration,
+// and the web console at / with its API under /api/.
+//
+//	/healthz  200 "ok" while the process serves HTTP (liveness)
+//	/readyz   200 "ready" when the store is open and writable and a
+//	          NameServer accepted the broker's registration recently;
+//	          503 with the reasons otherwise (readiness)
+//
+// With httpToken set, /metrics and the console require it (httpauth:
+// Bearer or Basic password); the two probes stay open so orchestrators need
+// no secret, and they reveal nothing but readiness. A listener beyond
+// loopback without a token is logged as a warning.
+//
+// The console reads the cluster through an admin client like the CLI's:
+// to the NameServers this process registers with, over TLS pinned to the
+// listeners' own certificate when serve's NameServer serves TLS, and
+// signed with KEEL_ACCESS_KEY / KEEL_SECRET_KEY from the environment when
+// set (needed with aclEnable=true).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/console"
+	"github.com/keelmq/keel/internal/httpauth"
+	"github.com/keelmq/keel/internal/metrics"
+	"github.com/keelmq/keel/internal/vfs"
+	"github.com/spf13/cobra"
+)
+
+// httpOptions are the flags of the HTTP listener besides --http-listen.
+type httpOptions struct {
+	consoleWrite bool
+}
+
+func (h *httpOptions) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&h.consoleWrite, "console-write", false,
+		"let the web console act (create topics, resend dead letters); read-only without it")
+}
+
+// storeFS is the filesystem the store runs on (storeConfig keeps the
+// default, the real one).
+var storeFS vfs.FS = vfs.OS{}
+
+// httpReadHeaderTimeout bounds a client's request header.
+const httpReadHeaderTimeout = 10 * time.Second
+
+// httpStarter serves addr (nothing if empty); it must come after the
+// store's and the broker's starters. Its stop (first, in reverse order)
+// stops the console's sampler and shuts the server down.
+func (p *parts) httpStarter(addr string, ho httpOptions) starter {
+	return func() (service, error) {
+		if addr == "" {
+			return service{name: "http"}, nil
+		}
+		if p.store == nil || p.broker == nil {
+			return service{}, errors.New("http: the store and the broker must start first")
+		}
+		m := metrics.New(metrics.Config{IncludeGoMetrics: true, Sources: metrics.Sources{
+			Broker: p.broker, Store: p.store, Connections: p.brokerConns, Transactions: p.transactionStats(),
+			DiskUsage: func() (uint64, uint64, error) { return storeFS.DiskUsage(p.cfg.StorePathRootDir) },
+		}})
+		p.metrics.Store(m)
+		ac := admin.New(admin.Config{NamesrvAddrs: p.namesrvAddrs, TLS: p.embeddedNamesrvTLS,
+			AccessKey: os.Getenv(envAccessKey), SecretKey: os.Getenv(envSecretKey)})
+		log := p.log.With("component", "http")
+		con := console.New(console.Config{Admin: ac, Write: ho.consoleWrite, Version: version,
+			Logger: p.log.With("component", "console"), Local: p.localStats})
+		guarded := http.NewServeMux()
+		guarded.Handle("GET /metrics", m.Handler())
+		guarded.Handle("/", con.Handler())
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("GET /readyz", p.readyz)
+		mux.Handle("/", httpauth.Require(p.cfg.HTTPToken, guarded, log))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			ac.Close()
+			return service{}, fmt.Errorf("http: %w", err)
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
+		log.Info("HTTP listening", "addr", ln.Addr().String(), "console_write", ho.consoleWrite,
+			"token", p.cfg.HTTPToken != "")
+		if p.cfg.HTTPToken == "" && !loopback(ln.Addr()) {
+			log.Warn("the HTTP endpoint (metrics, console) is reachable beyond this host without a token: "+
+				"set httpToken, or listen on 127.0.0.1", "addr", ln.Addr().String(), "console_write", ho.consoleWrite)
+		}
+		if p.cfg.ACLEnable && os.Getenv(envAccessKey) == "" {
+			log.Warn("aclEnable=true but KEEL_ACCESS_KEY/KEEL_SECRET_KEY are not set: the console's requests are unsigned and refused")
+		}
+		return service{
+			name: "http",
+			run: func(ctx context.Context) error {
+				go con.Run(ctx)
+				if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				return nil
+			},
+			stop: func(ctx context.Context) error {
+				err := srv.Shutdown(ctx)
+				ln.Close()
+				ac.Close()
+				return err
+			},
+		}, nil
+	}
+}
+
+// onFlush is the store's flush hook: it feeds the metrics once they exist.
+func (p *parts) onFlush(d time.Duration, bytes int64) {
+	if m := p.metrics.Load(); m != nil {
+		m.ObserveFlush(d, bytes)
+	}
+}
+
+// loopback reports whether a bound address accepts only local connections.
+func loopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
+}
+
+// transactionStats reads the transaction engine's counters; nil when
+// transactional messages are rejected.
+func (p *parts) transactionStats() func() metrics.TransactionStats {
+	if p.txn == nil {
+		return nil
+	}
+	return func() metrics.TransactionStats {
+		s := p.txn.Stats()
+		return metrics.TransactionStats{Pending: s.Pending, Prepared: s.Prepared, Committed: s.Committed,
+			RolledBack: s.RolledBack, Checks: s.Checks}
+	}
+}
+
+// readyz answers 200 when the broker can take traffic.
+func (p *parts) readyz(w http.ResponseWriter, _ *http.Request) {
+	var problems []string
+	s := p.store.Stats()
+	if s.ReadOnly != nil {
+		problems = append(problems, "store not writable: "+s.ReadOnly.Error())
+	}
+	if s.DiskFull {
+		problems = append(problems, "disk above the hard limit: writes refused")
+	}
+	if !p.broker.Registered() {
+		problems = append(problems, "not registered with a NameServer")
+	}
+	if len(problems) > 0 {
+		http.Error(w, "not ready: "+strings.Join(problems, "; "), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// localStats describes this process's store for the console's overview.
+func (p *parts) localStats() console.LocalStats {
+	s := p.store.Stats()
+	l := console.LocalStats{CommitLogBytes: s.WrittenOffset - s.MinOffset, Writable: s.ReadOnly == nil && !s.DiskFull}
+	l.DiskTotalBytes, l.DiskFreeBytes, _ = storeFS.DiskUsage(p.cfg.StorePathRootDir)
+	return l
+}

@@ -1,0 +1,219 @@
+package metrics
+
+// Scrape-time gauges and counters read from snapshots.
+
+import (
+	"github.com/keelmq/keel/internal/broker"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// toolGroups are the groups of the admin tools (internal/admin); they are
+// not consumers and get no lag series.
+var toolGroups = map[string]bool{"TOOLS_CONSUMER": true, "KEEL_DLQ_RESEND": true}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+var (
+	dCommitLogBytes      = desc("keel_commitlog_bytes", "Bytes of CommitLog retained (written offset minus the oldest retained offset).")
+	dCommitLogWritten    = desc("keel_commitlog_written_offset_bytes", "CommitLog offset written (page cache).")
+	dCommitLogFlushed    = desc("keel_commitlog_flushed_offset_bytes", "CommitLog offset made durable by fdatasync.")
+	dCommitLogConfirmed  = desc("keel_commitlog_confirmed_offset_bytes", "CommitLog offset visible to consumers (dispatched).")
+	dCommitLogUnflushed  = desc("keel_commitlog_unflushed_bytes", "Bytes written but not yet fdatasync'ed (the ASYNC_FLUSH loss window).")
+	dStorePuts           = desc("keel_store_puts_total", "Store appends (a batch is one).")
+	dStorePutMessages    = desc("keel_store_put_messages_total", "Messages appended to the CommitLog.")
+	dStorePutBytes       = desc("keel_store_put_bytes_total", "Record bytes appended to the CommitLog.")
+	dStoreGets           = desc("keel_store_gets_total", "Store reads (pulls).")
+	dStoreGetMessages    = desc("keel_store_get_messages_total", "Messages read from the store.")
+	dStoreCorrupt        = desc("keel_store_corrupt_reads_total", "Reads that found a corrupt record (never delivered).")
+	dStoreWritable       = desc("keel_store_writable", "1 if the store accepts writes, 0 if it failed (read-only) or the disk is full.")
+	dDiskUsedRatio       = desc("keel_disk_used_ratio", "Used fraction (0..1) of the filesystem holding the store.")
+	dDiskTotal           = desc("keel_disk_total_bytes", "Size of the filesystem holding the store.")
+	dDiskFree            = desc("keel_disk_free_bytes", "Free bytes of the filesystem holding the store.")
+	dHeldPulls           = desc("keel_pull_held_requests", "Pull requests held for long polling.")
+	dConnections         = desc("keel_connections", "Open client connections to the broker.")
+	dProducers           = desc("keel_producers", "Registered producer clients (per group).")
+	dConsumers           = desc("keel_consumers", "Registered consumer clients (per group).")
+	dGroupsOnline        = desc("keel_consumer_groups_online", "Consumer groups with at least one member online.")
+	dTopics              = desc("keel_topics", "Topics configured on the broker.")
+	dRegistered          = desc("keel_broker_registered", "1 if a NameServer accepted the broker's registration recently.")
+	dTopicMessages       = desc("keel_topic_messages", "Messages retained in a topic (sum over queues of max minus min offset).", "topic")
+	dTopicMessagesTotal  = desc("keel_topic_messages_total", "Messages ever stored in a topic (sum over queues of the max offset).", "topic")
+	dLag                 = desc("keel_consumer_lag", "Messages stored but not consumed by a group, per queue.", "group", "topic", "queue")
+	dGroupLag            = desc("keel_consumer_group_lag", "Messages stored but not consumed by a group, per topic.", "group", "topic")
+	dGroupOffset         = desc("keel_consumer_offset", "Sum of a group's committed offsets on a topic (its rate is the consume rate).", "group", "topic")
+	dRetryTotal          = desc("keel_consumer_retry_messages_total", "Messages ever put into a group's retry topic.", "group")
+	dDLQTotal            = desc("keel_consumer_dlq_messages_total", "Messages ever put into a group's dead-letter topic.", "group")
+	dDLQ                 = desc("keel_consumer_dlq_messages", "Messages retained in a group's dead-letter topic.", "group")
+	dTxPending           = desc("keel_transaction_half_pending", "Transactional half messages not yet committed or rolled back.")
+	dTxPrepared          = desc("keel_transaction_prepared_total", "Transactional half messages stored.")
+	dTxCommitted         = desc("keel_transaction_committed_total", "Transactions committed.")
+	dTxRolledBack        = desc("keel_transaction_rolled_back_total", "Transactions rolled back.")
+	dTxChecks            = desc("keel_transaction_checks_total", "Transaction state checks sent to producers.")
+	dLagSeriesTruncation = desc("keel_consumer_lag_series_dropped", "Per-queue lag series left out of this scrape (MaxLagSeries).")
+)
+
+var allDescs = []*prometheus.Desc{
+	dCommitLogBytes, dCommitLogWritten, dCommitLogFlushed, dCommitLogConfirmed, dCommitLogUnflushed,
+	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreCorrupt, dStoreWritable,
+	dDiskUsedRatio, dDiskTotal, dDiskFree, dHeldPulls, dConnections, dProducers, dConsumers, dGroupsOnline,
+	dTopics, dRegistered, dTopicMessages, dTopicMessagesTotal, dLag, dGroupLag, dGroupOffset, dRetryTotal,
+	dDLQTotal, dDLQ, dTxPending, dTxPrepared, dTxCommitted, dTxRolledBack, dTxChecks, dLagSeriesTruncation,
+}
+
+type collector struct{ m *Metrics }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.m.scrapeMu.Lock()
+	defer c.m.scrapeMu.Unlock()
+	src := c.m.cfg.Sources
+	c.collectStore(ch)
+	c.collectDisk(ch)
+	if src.Connections != nil {
+		gauge(ch, dConnections, float64(src.Connections()))
+	}
+	if src.Broker != nil {
+		c.collectBroker(ch, src.Broker)
+		c.collectTopics(ch, src.Broker)
+		c.collectGroups(ch, src.Broker)
+	}
+	if src.Transactions != nil {
+		t := src.Transactions()
+		gauge(ch, dTxPending, float64(t.Pending))
+		counter(ch, dTxPrepared, float64(t.Prepared))
+		counter(ch, dTxCommitted, float64(t.Committed))
+		counter(ch, dTxRolledBack, float64(t.RolledBack))
+		counter(ch, dTxChecks, float64(t.Checks))
+	}
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *collector) collectStore(ch chan<- prometheus.Metric) {
+	st := c.m.cfg.Store
+	if st == nil {
+		return
+	}
+	s := st.Stats()
+	gauge(ch, dCommitLogBytes, float64(s.WrittenOffset-s.MinOffset))
+	gauge(ch, dCommitLogWritten, float64(s.WrittenOffset))
+	gauge(ch, dCommitLogFlushed, float64(s.FlushedOffset))
+	gauge(ch, dCommitLogConfirmed, float64(s.ConfirmedOffset))
+	gauge(ch, dCommitLogUnflushed, float64(max(s.WrittenOffset-s.FlushedOffset, 0)))
+	counter(ch, dStorePuts, float64(s.Puts))
+	counter(ch, dStorePutMessages, float64(s.PutMessages))
+	counter(ch, dStorePutBytes, float64(s.PutBytes))
+	counter(ch, dStoreGets, float64(s.Gets))
+	counter(ch, dStoreGetMessages, float64(s.GetMessages))
+	counter(ch, dStoreCorrupt, float64(s.CorruptReads))
+	gauge(ch, dStoreWritable, boolGauge(s.ReadOnly == nil && !s.DiskFull))
+}
+
+func (c *collector) collectDisk(ch chan<- prometheus.Metric) {
+	du := c.m.cfg.DiskUsage
+	if du == nil {
+		return
+	}
+	total, free, err := du()
+	if err != nil || total == 0 {
+		return
+	}
+	gauge(ch, dDiskTotal, float64(total))
+	gauge(ch, dDiskFree, float64(free))
+	gauge(ch, dDiskUsedRatio, float64(total-min(free, total))/float64(total))
+}
+
+func (c *collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker) {
+	s := b.Stats()
+	gauge(ch, dHeldPulls, float64(s.HeldPulls))
+	gauge(ch, dProducers, float64(s.ProducerClients))
+	gauge(ch, dConsumers, float64(s.ConsumerClients))
+	gauge(ch, dGroupsOnline, float64(s.OnlineGroups))
+	gauge(ch, dTopics, float64(s.Topics))
+	gauge(ch, dRegistered, boolGauge(b.Registered()))
+}
+
+func (c *collector) collectTopics(ch chan<- prometheus.Metric, b *broker.Broker) {
+	for _, tc := range b.Topics() {
+		total, retained, _ := queueTotals(b, tc.TopicName)
+		gauge(ch, dTopicMessages, float64(retained), tc.TopicName)
+		counter(ch, dTopicMessagesTotal, float64(total), tc.TopicName)
+	}
+}
+
+// queueTotals sums a topic's max offsets and retained messages; ok is
+// false if the topic does not exist.
+func queueTotals(b *broker.Broker, topic string) (total, retained int64, ok bool) {
+	tc, ok := b.Topic(topic)
+	if !ok {
+		return 0, 0, false
+	}
+	st := b.Store()
+	for q := int32(0); q < max(tc.ReadQueueNums, tc.WriteQueueNums); q++ {
+		hi := st.MaxOffset(topic, q)
+		total += hi
+		retained += hi - st.MinOffset(topic, q)
+	}
+	return total, retained, true
+}
+
+func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker) {
+	budget, dropped := c.m.cfg.MaxLagSeries, 0
+	for _, g := range b.GroupNames() {
+		if toolGroups[g] {
+			continue
+		}
+		type sum struct{ lag, offset int64 }
+		perTopic := map[string]*sum{}
+		for _, p := range b.ConsumeProgress(g, "") {
+			s := perTopic[p.Topic]
+			if s == nil {
+				s = &sum{}
+				perTopic[p.Topic] = s
+			}
+			s.lag += p.Lag()
+			s.offset += p.ConsumerOffset
+			if budget > 0 {
+				gauge(ch, dLag, float64(p.Lag()), g, p.Topic, itoa(p.QueueID))
+				budget--
+			} else {
+				dropped++
+			}
+		}
+		for t, s := range perTopic {
+			gauge(ch, dGroupLag, float64(s.lag), g, t)
+			gauge(ch, dGroupOffset, float64(s.offset), g, t)
+		}
+		if total, _, ok := queueTotals(b, broker.RetryTopic(g)); ok {
+			counter(ch, dRetryTotal, float64(total), g)
+		}
+		if total, retained, ok := queueTotals(b, broker.DLQTopic(g)); ok {
+			counter(ch, dDLQTotal, float64(total), g)
+			gauge(ch, dDLQ, float64(retained), g)
+		} else {
+			counter(ch, dDLQTotal, 0, g)
+			gauge(ch, dDLQ, 0, g)
+		}
+	}
+	gauge(ch, dLagSeriesTruncation, float64(dropped))
+}

@@ -1,0 +1,23 @@
+// Package metrics exports Keel's Prometheus metrics. It is the only package
+// that imports the Prometheus client; the broker and the store expose
+// narrow hooks instead:
+//
+//   - event counters and histograms are fed through broker.Observer
+//     (OnSend, OnPull, installed by New) and ObserveFlush (the store's
+//     flush hook);
+//   - gauges are read at scrape time from snapshots (broker.Stats,
+//     broker.ConsumeProgress, store.Stats, offsets, disk usage, the
+//     transaction engine's Stats), by a prometheus.Collector, so an idle
+//     broker does no metrics work.
+//
+// Names follow Prometheus conventions (keel_..._total for counters,
+// _seconds and _bytes units) and are listed in docs/metrics.md.
+//
+// Cardinality: topic labels come from real topics (they exist on the
+// broker); group labels from real consumer groups; queue labels from queue
+// ids. Per-queue lag series are limited by Config.MaxLagSeries (the rest is
+// still summed into the per-group totals).
+//
+// Concurrency: all methods are safe for concurrent use; the Observer
+// methods are cheap (a labelled counter increment) and never block.
+package metrics
