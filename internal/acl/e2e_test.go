@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,10 +30,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
-	"github.com/keelmq/keel/internal/broker"
-	"github.com/keelmq/keel/internal/namesrv"
 	"github.com/keelmq/keel/internal/remoting"
-	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/testcluster"
 	"github.com/keelmq/keel/internal/tlsconf"
 )
 
@@ -42,10 +39,6 @@ func TestMain(m *testing.M) {
 	rlog.SetLogLevel("error")
 	os.Exit(m.Run())
 }
-
-var seq atomic.Int64
-
-func uniq(prefix string) string { return fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), seq.Add(1)) }
 
 // e2eACL is the ACL file of the end-to-end cluster; %[1]s is a suffix
 // making the topic and group names unique to the test.
@@ -73,111 +66,52 @@ type clusterOpts struct {
 
 // cluster is a NameServer and a broker on loopback ports.
 type cluster struct {
+	*testcluster.Cluster
 	t       *testing.T
-	dir     string
-	nsAddr  string
-	brAddr  string // the broker's own listener
-	advAddr string // what clients dial (the proxy, if any)
 	proxy   *captureProxy
 	logs    *syncBuf
-	authz   *Authorizer
-	st      *store.Store
-	stop    []func()
 	tlsDial *tls.Config // for raw clients of a TLS broker
 }
 
 func startCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
 	log, logs := newLogger()
-	c := &cluster{t: t, dir: t.TempDir(), logs: logs}
-	t.Cleanup(func() {
-		for i := len(c.stop) - 1; i >= 0; i-- {
-			c.stop[i]()
+	c := &cluster{t: t, logs: logs}
+	opts := []testcluster.Option{testcluster.WithRemotingLogger(log)}
+	if o.acl != "" {
+		path := filepath.Join(t.TempDir(), "plain_acl.yml")
+		writeFile(t, path, o.acl)
+		authz, err := New(Config{Path: path, Logger: log})
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	ns := namesrv.New(namesrv.Config{})
-	nsLn := listenLoopback(t)
-	c.nsAddr = nsLn.Addr().String()
-	var nsServed net.Listener = nsLn
-	if o.brokerTLS != nil {
-		// The broker registers over plain TCP; TLS clients (the Go
-		// client's TLS switch covers its NameServer connections too) are
-		// served by a permissive NameServer listener.
-		cfg := *o.brokerTLS
-		cfg.Mode, cfg.Logger = tlsconf.Permissive, log
-		nsServed = wrapListener(t, nsLn, cfg)
+		opts = append(opts, testcluster.WithHandler(func(h remoting.Handler) remoting.Handler { return Wrap(h, authz) }))
 	}
-	nsSrv := remoting.NewServer(remoting.ServerConfig{OnConnClose: ns.OnConnClose}, ns.Handler())
-	go nsSrv.Serve(nsServed)
-	go ns.Run(context.Background())
-	c.stop = append(c.stop, func() { shutdown(nsSrv); ns.Close() })
-	c.startBroker(o, log)
-	c.waitRoute(broker.DefaultTopic)
+	if o.brokerTLS != nil {
+		opts = append(opts, tlsOptions(t, *o.brokerTLS, log)...)
+		c.tlsDial = &tls.Config{InsecureSkipVerify: true}
+	}
+	if o.proxy {
+		opts = append(opts, testcluster.WithAdvertise(func(brokerAddr string) string {
+			c.proxy = startProxy(t, brokerAddr)
+			return c.proxy.addr()
+		}))
+	}
+	c.Cluster = testcluster.Start(t, opts...)
 	return c
 }
 
-func (c *cluster) startBroker(o clusterOpts, log *slog.Logger) {
-	t := c.t
-	scfg := store.DefaultConfig(c.dir)
-	scfg.CommitLogSegmentBytes = 16 << 20
-	scfg.IndexHashSlots, scfg.IndexMaxEntries = 10000, 40000
-	st, err := store.Open(scfg)
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
+// tlsOptions serve the broker over TLS. The broker registers over plain
+// TCP; TLS clients (the Go client's TLS switch covers its NameServer
+// connections too) are served by a permissive NameServer listener.
+func tlsOptions(t *testing.T, cfg tlsconf.ListenerConfig, log *slog.Logger) []testcluster.Option {
+	nsCfg, brCfg := cfg, cfg
+	nsCfg.Mode, nsCfg.Logger = tlsconf.Permissive, log
+	brCfg.Logger = log
+	return []testcluster.Option{
+		testcluster.WithNamesrvListener(func(ln net.Listener) net.Listener { return wrapListener(t, ln, nsCfg) }),
+		testcluster.WithBrokerListener(func(ln net.Listener) net.Listener { return wrapListener(t, ln, brCfg) }),
 	}
-	c.st = st
-	ln := listenLoopback(t)
-	c.brAddr, c.advAddr = ln.Addr().String(), ln.Addr().String()
-	if o.proxy {
-		c.proxy = startProxy(t, c.brAddr)
-		c.advAddr = c.proxy.addr()
-	}
-	var served net.Listener = ln
-	if o.brokerTLS != nil {
-		cfg := *o.brokerTLS
-		cfg.Logger = log
-		served = wrapListener(t, ln, cfg)
-		c.tlsDial = &tls.Config{InsecureSkipVerify: true}
-	}
-	bcfg := broker.DefaultConfig()
-	bcfg.DataDir = c.dir
-	bcfg.AdvertisedAddr = c.advAddr
-	bcfg.NamesrvAddrs = []string{c.nsAddr}
-	br, err := broker.New(bcfg, st, nil)
-	if err != nil {
-		t.Fatalf("broker.New: %v", err)
-	}
-	h := br.Handler()
-	if o.acl != "" {
-		path := filepath.Join(c.dir, "plain_acl.yml")
-		writeFile(t, path, o.acl)
-		if c.authz, err = New(Config{Path: path, Logger: log}); err != nil {
-			t.Fatal(err)
-		}
-		h = Wrap(h, c.authz)
-	}
-	srv := remoting.NewServer(remoting.ServerConfig{OnConnClose: br.OnConnClose, Logger: log}, h)
-	go srv.Serve(served)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); br.Run(ctx) }()
-	c.stop = append(c.stop, func() {
-		shutdown(srv)
-		if err := br.Close(); err != nil {
-			t.Errorf("broker close: %v", err)
-		}
-		cancel()
-		<-done
-		if err := st.Close(); err != nil {
-			t.Errorf("store close: %v", err)
-		}
-	})
-}
-
-func shutdown(s *remoting.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s.Shutdown(ctx)
 }
 
 func listenLoopback(t *testing.T) net.Listener {
@@ -201,26 +135,11 @@ func wrapListener(t *testing.T, ln net.Listener, cfg tlsconf.ListenerConfig) net
 // invoke sends one request with a throw-away remoting client.
 func (c *cluster) invoke(addr string, tc *tls.Config, req *remoting.Command) *remoting.Command {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cl, err := remoting.Dial(ctx, addr, remoting.ClientConfig{TLS: tc})
+	resp, err := testcluster.Invoke(addr, tc, req)
 	if err != nil {
-		c.t.Fatalf("dial %s: %v", addr, err)
-	}
-	defer cl.Close()
-	resp, err := cl.Invoke(ctx, req)
-	if err != nil {
-		c.t.Fatalf("invoke %d: %v", req.Code, err)
+		c.t.Fatalf("invoke %d at %s: %v", req.Code, addr, err)
 	}
 	return resp
-}
-
-func (c *cluster) waitRoute(topic string) {
-	c.t.Helper()
-	waitFor(c.t, 10*time.Second, "route of "+topic, func() bool {
-		req := remoting.NewRequest(remoting.ReqGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
-		return c.invoke(c.nsAddr, nil, req).Code == 0
-	})
 }
 
 // createTopic creates a topic as the admin account.
@@ -228,21 +147,10 @@ func (c *cluster) createTopic(topic string) {
 	c.t.Helper()
 	req := signed(remoting.ReqUpdateAndCreateTopic, "admin001", "admin-secret", map[string]string{
 		"topic": topic, "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}, nil)
-	if resp := c.invoke(c.brAddr, c.tlsDial, req); resp.Code != 0 {
+	if resp := c.invoke(c.BrokerAddr(), c.tlsDial, req); resp.Code != 0 {
 		c.t.Fatalf("create topic %s: %d %s", topic, resp.Code, resp.Remark)
 	}
-	c.waitRoute(topic)
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.WaitRoute(topic)
 }
 
 type sender interface {
@@ -252,8 +160,8 @@ type sender interface {
 func newProducer(t *testing.T, c *cluster, cred primitive.Credentials, opts ...producer.Option) sender {
 	t.Helper()
 	base := []producer.Option{
-		producer.WithNameServer(primitive.NamesrvAddr{c.nsAddr}), producer.WithGroupName(uniq("pg")),
-		producer.WithInstanceName(uniq("p")), producer.WithRetry(0),
+		producer.WithNameServer(primitive.NamesrvAddr(c.NamesrvAddrs())), producer.WithGroupName(testcluster.Uniq("pg")),
+		producer.WithInstanceName(testcluster.Uniq("p")), producer.WithRetry(0),
 		producer.WithSendMsgTimeout(5 * time.Second), producer.WithCredentials(cred),
 	}
 	p, err := producer.NewDefaultProducer(append(base, opts...)...)
@@ -272,8 +180,8 @@ func consume(t *testing.T, c *cluster, cred primitive.Credentials, group, topic 
 	t.Helper()
 	got := make(chan string, 1000)
 	base := []consumer.Option{
-		consumer.WithNameServer(primitive.NamesrvAddr{c.nsAddr}), consumer.WithGroupName(group),
-		consumer.WithInstance(uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithNameServer(primitive.NamesrvAddr(c.NamesrvAddrs())), consumer.WithGroupName(group),
+		consumer.WithInstance(testcluster.Uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithCredentials(cred),
 	}
 	pc, err := consumer.NewPushConsumer(append(base, opts...)...)
@@ -321,7 +229,7 @@ var (
 // TestE2EAllowedSendAndConsume: a producer and a consumer with the right
 // credentials send and receive.
 func TestE2EAllowedSendAndConsume(t *testing.T) {
-	sfx := uniq("")
+	sfx := testcluster.Uniq("")
 	c := startCluster(t, clusterOpts{acl: fmt.Sprintf(e2eACL, sfx)})
 	topic := "Orders" + sfx
 	c.createTopic(topic)
@@ -342,7 +250,7 @@ func TestE2EAllowedSendAndConsume(t *testing.T) {
 // and missing credentials all get NO_PERMISSION; each denial is logged
 // with the access key and never the secret.
 func TestE2EDenied(t *testing.T) {
-	sfx := uniq("")
+	sfx := testcluster.Uniq("")
 	c := startCluster(t, clusterOpts{acl: fmt.Sprintf(e2eACL, sfx)})
 	secret := "Secret" + sfx
 	c.createTopic(secret)
@@ -361,7 +269,7 @@ func TestE2EDenied(t *testing.T) {
 
 	// No credentials at all (a raw request, as a client without
 	// WithCredentials sends it).
-	resp := c.invoke(c.brAddr, nil, remoting.NewRequest(remoting.ReqGetBrokerRuntimeInfo, nil, nil))
+	resp := c.invoke(c.BrokerAddr(), nil, remoting.NewRequest(remoting.ReqGetBrokerRuntimeInfo, nil, nil))
 	if resp.Code != remoting.ResNoPermission {
 		t.Fatalf("unsigned request: %d %s", resp.Code, resp.Remark)
 	}
@@ -376,7 +284,7 @@ func TestE2EDenied(t *testing.T) {
 			t.Fatalf("secret %q in the log", s)
 		}
 	}
-	if max := c.st.MaxOffset(secret, 0); max != 0 {
+	if max := c.Store().MaxOffset(secret, 0); max != 0 {
 		t.Fatalf("a denied send was stored: max offset %d", max)
 	}
 }
@@ -384,7 +292,7 @@ func TestE2EDenied(t *testing.T) {
 // TestE2EDeniedConsumer: a consumer whose group is not allowed never gets
 // a message.
 func TestE2EDeniedConsumer(t *testing.T) {
-	sfx := uniq("")
+	sfx := testcluster.Uniq("")
 	c := startCluster(t, clusterOpts{acl: fmt.Sprintf(e2eACL, sfx)})
 	topic := "Orders" + sfx
 	c.createTopic(topic)
@@ -395,7 +303,7 @@ func TestE2EDeniedConsumer(t *testing.T) {
 	got := consume(t, c, consumerCred, "Other"+sfx, topic)
 	// The consumer's heartbeat for group Other is refused; wait until the
 	// broker logged that, then make sure nothing was delivered.
-	waitFor(t, 20*time.Second, "the group's heartbeat to be denied", func() bool {
+	testcluster.WaitFor(t, 20*time.Second, "the group's heartbeat to be denied", func() bool {
 		return bytes.Contains([]byte(c.logs.String()), []byte("no SUB permission on group Other"+sfx))
 	})
 	select {
@@ -417,7 +325,7 @@ func wantErr(t *testing.T, err error, substr string) {
 // unchanged it is accepted and stored again: ACL 1.0 signs no timestamp or
 // nonce, so it has no replay protection (docs/security.md).
 func TestE2ECapturedRequest(t *testing.T) {
-	sfx := uniq("")
+	sfx := testcluster.Uniq("")
 	c := startCluster(t, clusterOpts{acl: fmt.Sprintf(e2eACL, sfx), proxy: true})
 	topic := "Orders" + sfx
 	c.createTopic(topic)
@@ -428,7 +336,7 @@ func TestE2ECapturedRequest(t *testing.T) {
 	frame := c.proxy.find(t, func(cmd *remoting.Command) bool {
 		return cmd.Code == remoting.ReqSendMessage && cmd.ExtFields["topic"] == topic
 	})
-	waitFor(t, 5*time.Second, "the message to be stored", func() bool { return c.st.MaxOffset(topic, 0) == 1 })
+	testcluster.WaitFor(t, 5*time.Second, "the message to be stored", func() bool { return c.Store().MaxOffset(topic, 0) == 1 })
 
 	tamper := func(f func(*remoting.Command)) *remoting.Command {
 		cmd, err := remoting.DecodeFrame(bytes.Clone(frame))
@@ -441,7 +349,7 @@ func TestE2ECapturedRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rawExchange(t, c.brAddr, out)
+		return rawExchange(t, c.BrokerAddr(), out)
 	}
 	for name, f := range map[string]func(*remoting.Command){
 		"topic": func(cmd *remoting.Command) { cmd.ExtFields["topic"] = "Secret" + sfx },
@@ -454,11 +362,11 @@ func TestE2ECapturedRequest(t *testing.T) {
 		}
 	}
 
-	resp := rawExchange(t, c.brAddr, frame)
+	resp := rawExchange(t, c.BrokerAddr(), frame)
 	if resp.Code != remoting.ResSuccess {
 		t.Fatalf("replayed request: %d %s", resp.Code, resp.Remark)
 	}
-	waitFor(t, 5*time.Second, "the replayed copy to be stored", func() bool { return c.st.MaxOffset(topic, 0) == 2 })
+	testcluster.WaitFor(t, 5*time.Second, "the replayed copy to be stored", func() bool { return c.Store().MaxOffset(topic, 0) == 2 })
 }
 
 // rawExchange writes one frame on a new connection and reads one answer.
@@ -597,7 +505,7 @@ func enforcingTLS(t *testing.T) *tlsconf.ListenerConfig {
 // TestE2EPlainClientAgainstTLS: a Go client without TLS sending to a
 // TLS-only broker gets a clear error, and the broker logs why.
 func TestE2EPlainClientAgainstTLS(t *testing.T) {
-	sfx := uniq("")
+	sfx := testcluster.Uniq("")
 	c := startCluster(t, clusterOpts{acl: fmt.Sprintf(e2eACL, sfx), brokerTLS: enforcingTLS(t)})
 	topic := "Orders" + sfx
 	c.createTopic(topic)
@@ -636,7 +544,7 @@ func TestE2ETLSChild(t *testing.T) {
 	if os.Getenv(tlsChildEnv) != "1" {
 		t.Skip("runs as the child process of TestE2ETLS")
 	}
-	sfx := uniq("")
+	sfx := testcluster.Uniq("")
 	c := startCluster(t, clusterOpts{acl: fmt.Sprintf(e2eACL, sfx), brokerTLS: enforcingTLS(t)})
 	topic := "Orders" + sfx
 	c.createTopic(topic)
