@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 // The send and pull paths over loopback against an in-process broker
@@ -22,13 +23,13 @@ const benchMessageSize = 1024
 
 // benchTopic creates a topic with queues queues and returns a client to
 // the broker and the topic's queues.
-func benchTopic(b *testing.B, c *testCluster, queues int) (*remoting.Client, []MessageQueue) {
+func benchTopic(b *testing.B, c *testcluster.Cluster, queues int) (*remoting.Client, []MessageQueue) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := fmt.Sprintf("bench-%s-%d", b.Name(), time.Now().UnixNano())
 	topic = sanitizeTopic(topic)
-	cl, err := remoting.Dial(ctx, c.brAddr, remoting.ClientConfig{})
+	cl, err := remoting.Dial(ctx, c.BrokerAddr(), remoting.ClientConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func benchTopic(b *testing.B, c *testCluster, queues int) (*remoting.Client, []M
 	}
 	qs := make([]MessageQueue, queues)
 	for i := range qs {
-		qs[i] = MessageQueue{Topic: topic, BrokerAddr: c.brAddr, QueueID: int32(i)}
+		qs[i] = MessageQueue{Topic: topic, BrokerAddr: c.BrokerAddr(), QueueID: int32(i)}
 	}
 	return cl, qs
 }
@@ -135,12 +136,12 @@ func BenchmarkPullPath(b *testing.B) {
 }
 
 // waitDispatched waits until q's ConsumeQueue holds n entries.
-func waitDispatched(b *testing.B, c *testCluster, q MessageQueue, n int64) {
+func waitDispatched(b *testing.B, c *testcluster.Cluster, q MessageQueue, n int64) {
 	b.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for c.st.MaxOffset(q.Topic, q.QueueID) < n {
+	for c.Store().MaxOffset(q.Topic, q.QueueID) < n {
 		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d messages dispatched", c.st.MaxOffset(q.Topic, q.QueueID), n)
+			b.Fatalf("only %d of %d messages dispatched", c.Store().MaxOffset(q.Topic, q.QueueID), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

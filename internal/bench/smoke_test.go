@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 // smokeWorkload is small and short: it checks the machinery, not speed.
@@ -21,12 +22,12 @@ func smokeWorkload(mode Mode) Workload {
 	return w
 }
 
-func runSmoke(t *testing.T, c *testCluster, w Workload) (*Result, string) {
+func runSmoke(t *testing.T, c *testcluster.Cluster, w Workload) (*Result, string) {
 	t.Helper()
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := Run(ctx, w, Options{NamesrvAddr: c.nsAddr, Progress: &progress, ProgressInterval: 250 * time.Millisecond})
+	res, err := Run(ctx, w, Options{NamesrvAddr: c.NamesrvAddr(), Progress: &progress, ProgressInterval: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
