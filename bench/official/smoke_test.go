@@ -2,15 +2,12 @@ package official
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/keelmq/keel/internal/bench"
-	"github.com/keelmq/keel/internal/broker"
-	"github.com/keelmq/keel/internal/namesrv"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/testcluster"
 )
 
 // TestOfficialClientSmoke runs the driver for a moment against an
@@ -42,50 +39,8 @@ func TestOfficialClientSmoke(t *testing.T) {
 // startCluster starts a NameServer and a broker on loopback ports and
 // returns the NameServer address.
 func startCluster(t *testing.T) string {
-	dir := t.TempDir()
-	nsrv := namesrv.New(namesrv.Config{})
-	nsLn := listen(t)
-	nsSrv := remoting.NewServer(remoting.ServerConfig{OnConnClose: nsrv.OnConnClose}, nsrv.Handler())
-	go nsSrv.Serve(nsLn)
-	ctx, cancel := context.WithCancel(context.Background())
-	go nsrv.Run(ctx)
-	scfg := store.DefaultConfig(dir)
-	scfg.FlushDiskType = store.AsyncFlush
-	scfg.CommitLogSegmentBytes = 64 << 20
-	scfg.IndexHashSlots, scfg.IndexMaxEntries = 10000, 40000
-	st, err := store.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	brLn := listen(t)
-	cfg := broker.DefaultConfig()
-	cfg.DataDir, cfg.AdvertisedAddr, cfg.NamesrvAddrs = dir, brLn.Addr().String(), []string{nsLn.Addr().String()}
-	br, err := broker.New(cfg, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	brSrv := remoting.NewServer(remoting.ServerConfig{OnConnClose: br.OnConnClose}, br.Handler())
-	go brSrv.Serve(brLn)
-	brDone := make(chan struct{})
-	go func() { defer close(brDone); br.Run(ctx) }()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		brSrv.Shutdown(sctx)
-		br.Close()
-		cancel()
-		<-brDone
-		st.Close()
-		nsSrv.Shutdown(sctx)
-		nsrv.Close()
-	})
-	return nsLn.Addr().String()
-}
-
-func listen(t *testing.T) net.Listener {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
+	t.Helper()
+	c := testcluster.Start(t, testcluster.WithFlush(store.AsyncFlush),
+		testcluster.WithStoreConfig(func(c *store.Config) { c.CommitLogSegmentBytes = 64 << 20 }))
+	return c.NamesrvAddr()
 }
