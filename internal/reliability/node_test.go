@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -61,6 +62,8 @@ type nodeOptions struct {
 	storeCfg  func(*store.Config)
 	brokerCfg func(*broker.Config)
 	server    remoting.ServerConfig
+	logger    *slog.Logger                            // the broker's; nil discards
+	wrap      func(remoting.Handler) remoting.Handler // around the broker's handler
 }
 
 // openNode opens store, schedule service and broker on fsys/dir; an error
@@ -91,7 +94,7 @@ func openNode(t testing.TB, fsys vfs.FS, dir string, o nodeOptions) (*node, erro
 	if o.brokerCfg != nil {
 		o.brokerCfg(&cfg)
 	}
-	b, err := broker.New(cfg, st, nil)
+	b, err := broker.New(cfg, st, o.logger)
 	if err != nil {
 		st.Close()
 		t.Fatalf("broker.New: %v", err)
@@ -99,7 +102,11 @@ func openNode(t testing.TB, fsys vfs.FS, dir string, o nodeOptions) (*node, erro
 	b.SetScheduler(svc)
 	scfgSrv := o.server
 	scfgSrv.OnConnClose = b.OnConnClose
-	n.srv = remoting.NewServer(scfgSrv, b.Handler())
+	h := b.Handler()
+	if o.wrap != nil {
+		h = o.wrap(h)
+	}
+	n.srv = remoting.NewServer(scfgSrv, h)
 	go n.srv.Serve(ln)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.wg.Add(2)
