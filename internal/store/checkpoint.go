@@ -100,24 +100,8 @@ func readCheckpoint(fs vfs.FS, dir string) (checkpoint, error) {
 
 // writeCheckpoint replaces the checkpoint durably.
 func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
-	tmp := filepath.Join(dir, checkpointName+".tmp")
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("store: checkpoint: create %s: %w", tmp, err)
-	}
-	_, werr := f.WriteAt(c.encode(), 0)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		return fmt.Errorf("store: checkpoint: write %s: %w", tmp, errors.Join(werr, cerr))
-	}
-	if err := fs.Rename(tmp, filepath.Join(dir, checkpointName)); err != nil {
-		return fmt.Errorf("store: checkpoint: rename: %w", err)
-	}
-	if err := fs.SyncDir(dir); err != nil {
-		return fmt.Errorf("store: checkpoint: sync dir %s: %w", dir, err)
+	if err := vfs.WriteFileDurable(fs, filepath.Join(dir, checkpointName), c.encode(), 0o600); err != nil {
+		return fmt.Errorf("store: checkpoint: %w", err)
 	}
 	return nil
 }
