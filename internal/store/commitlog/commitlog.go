@@ -121,7 +121,7 @@ func Open(cfg Config) (*Log, error) {
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
-	if err := MkdirAllDurable(cfg.FS, cfg.Dir); err != nil {
+	if err := vfs.MkdirAllDurable(cfg.FS, cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("commitlog: %w", err)
 	}
 	if err := l.openSegments(); err != nil {
@@ -131,21 +131,11 @@ func Open(cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// MkdirAllDurable creates dir and its parents and makes their entries
-// durable (SyncDir of dir and of every ancestor).
-func MkdirAllDurable(fs vfs.FS, dir string) error {
-	if err := fs.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create dir %s: %w", dir, err)
-	}
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if err := fs.SyncDir(d); err != nil {
-			return fmt.Errorf("sync dir %s: %w", d, err)
-		}
-		if parent := filepath.Dir(d); parent == d {
-			return nil
-		}
-	}
-}
+// MkdirAllDurable creates dir (mode 0700) and its parents and makes their
+// entries durable.
+//
+// Deprecated: use vfs.MkdirAllDurable.
+func MkdirAllDurable(fs vfs.FS, dir string) error { return vfs.MkdirAllDurable(fs, dir, 0o700) }
 
 // SegmentName returns the file name of the segment starting at base.
 func SegmentName(base int64) string { return fmt.Sprintf("%0*d", nameDigits, base) }
