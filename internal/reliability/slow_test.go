@@ -50,6 +50,7 @@ func fill(t *testing.T, n *node, count, size int) {
 // heapInUse returns the live heap after a collection.
 func heapInUse() uint64 {
 	runtime.GC()
+	runtime.GC() // a second cycle frees what finalizers released
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
@@ -147,6 +148,7 @@ func serveNormalClient(t *testing.T, n *node, ops int, bound time.Duration) time
 func TestStuckConsumer(t *testing.T) {
 	n := memNode(t, nodeOptions{})
 	fill(t, n, 300, 4000) // > 1 MiB: every pull answer is a full 1 MiB
+	settle(t)
 	base := heapInUse()
 	const pulls = 3000
 	w := startRawWriter(t, n.addr, func(i int) []byte {
@@ -172,6 +174,7 @@ func TestStuckConsumer(t *testing.T) {
 func TestHalfFrameClients(t *testing.T) {
 	n := memNode(t, nodeOptions{server: remoting.ServerConfig{IdleTimeout: time.Second}})
 	fill(t, n, 10, 100)
+	settle(t)
 	base := heapInUse()
 	const clients = 300
 	conns := make([]net.Conn, clients)
@@ -215,6 +218,7 @@ func TestTenThousandHeldPulls(t *testing.T) {
 	const held, limit, conns = 10000, 10000, 10
 	n := memNode(t, nodeOptions{brokerCfg: func(c *broker.Config) { c.MaxHeldPulls = limit }})
 	fill(t, n, 10, 100)
+	settle(t)
 	base := heapInUse()
 	type result struct {
 		code int16
@@ -315,6 +319,7 @@ func TestFloodingProducer(t *testing.T) {
 	n := mustOpenNode(t, slowSyncFS{mem, 5 * time.Millisecond}, plDir, nodeOptions{})
 	createTopicOn(t, n, slowTopic, 4)
 	fill(t, n, 10, 100)
+	settle(t)
 	base := heapInUse()
 	const conns, perConn, size = 8, 3000, 16 << 10
 	var codes sync.Map
