@@ -29,40 +29,23 @@ import (
 // offset tables of millions of entries stay far below it).
 const maxConfigFileBytes = 1 << 30
 
-// writeFileAtomic replaces path with data crash-safely.
+// writeFileAtomic replaces path with data crash-safely, creating its
+// directory durably the first time.
 func writeFileAtomic(fsys vfs.FS, path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if _, err := fsys.Stat(dir); err != nil {
-		if err := fsys.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("broker: create %s: %w", dir, err)
-		}
-		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
-			return fmt.Errorf("broker: sync dir %s: %w", filepath.Dir(dir), err)
+	if dir := filepath.Dir(path); !dirExists(fsys, dir) {
+		if err := vfs.MkdirAllDurable(fsys, dir, 0o700); err != nil {
+			return fmt.Errorf("broker: %w", err)
 		}
 	}
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("broker: open %s: %w", tmp, err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("broker: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("broker: sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("broker: close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("broker: rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("broker: sync dir %s: %w", dir, err)
+	if err := vfs.WriteFileDurable(fsys, path, data, 0o600); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	return nil
+}
+
+func dirExists(fsys vfs.FS, dir string) bool {
+	_, err := fsys.Stat(dir)
+	return err == nil
 }
 
 // readFile returns the content of path; ok is false if it does not exist.

@@ -107,33 +107,10 @@ func saveCursors(fsys vfs.FS, dir string, cursors map[qkey]int64) error {
 	}
 	cdir := filepath.Join(dir, cursorDir)
 	path := filepath.Join(cdir, cursorName)
-	tmp := path + ".tmp"
-	if err := writeSynced(fsys, tmp, data); err != nil {
-		return fmt.Errorf("schedule: write %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("schedule: rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(cdir); err != nil {
-		return fmt.Errorf("schedule: sync dir %s: %w", cdir, err)
+	if err := vfs.WriteFileDurable(fsys, path, data, 0o600); err != nil {
+		return fmt.Errorf("schedule: %w", err)
 	}
 	return nil
-}
-
-func writeSynced(fsys vfs.FS, path string, data []byte) error {
-	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // ensureCursorDir creates <dir>/config durably: every ancestor is synced,
@@ -143,13 +120,8 @@ func ensureCursorDir(fsys vfs.FS, dir string) error {
 	if _, err := fsys.Stat(cdir); err == nil {
 		return nil
 	}
-	if err := fsys.MkdirAll(cdir, 0o700); err != nil {
-		return fmt.Errorf("schedule: create %s: %w", cdir, err)
-	}
-	for d := cdir; filepath.Dir(d) != d; d = filepath.Dir(d) {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return fmt.Errorf("schedule: sync dir %s: %w", filepath.Dir(d), err)
-		}
+	if err := vfs.MkdirAllDurable(fsys, cdir, 0o700); err != nil {
+		return fmt.Errorf("schedule: %w", err)
 	}
 	return nil
 }

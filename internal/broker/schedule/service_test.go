@@ -506,7 +506,7 @@ func TestCursorFileRoundTripAndErrors(t *testing.T) {
 		"queue number": `{"version":1,"offsetTable":{"SCHEDULE_TOPIC_XXXX":{"a":1}}}`,
 		"level queue":  `{"version":1,"offsetTable":{"SCHEDULE_TOPIC_XXXX":{"1000":1}}}`,
 	} {
-		if err := writeSynced(fs, "/d/config/delayOffset.json", []byte(body)); err != nil {
+		if err := vfs.WriteFileDurable(fs, "/d/config/delayOffset.json", []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := loadCursors(fs, "/d"); !errors.Is(err, ErrBadCursorFile) {

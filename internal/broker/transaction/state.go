@@ -73,37 +73,13 @@ func loadCursors(fsys vfs.FS, dir string) (cursors, error) {
 func saveCursors(fsys vfs.FS, dir string, c cursors) error {
 	cdir := filepath.Join(dir, stateDir)
 	if _, err := fsys.Stat(cdir); err != nil {
-		if err := fsys.MkdirAll(cdir, 0o700); err != nil {
-			return fmt.Errorf("transaction: create %s: %w", cdir, err)
-		}
-		for d := cdir; filepath.Dir(d) != d; d = filepath.Dir(d) {
-			if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-				return fmt.Errorf("transaction: sync dir %s: %w", filepath.Dir(d), err)
-			}
+		if err := vfs.MkdirAllDurable(fsys, cdir, 0o700); err != nil {
+			return fmt.Errorf("transaction: %w", err)
 		}
 	}
 	data, _ := json.Marshal(stateFile{Version: stateVersion, HalfOffset: c.half, OpOffset: c.op})
-	path := statePath(dir)
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("transaction: create %s: %w", tmp, err)
-	}
-	_, err = f.WriteAt(data, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("transaction: write %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("transaction: rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(cdir); err != nil {
-		return fmt.Errorf("transaction: sync dir %s: %w", cdir, err)
+	if err := vfs.WriteFileDurable(fsys, statePath(dir), data, 0o600); err != nil {
+		return fmt.Errorf("transaction: %w", err)
 	}
 	return nil
 }
