@@ -11,11 +11,13 @@ import (
 )
 
 // putReq is one PutMessage(s) call waiting to be written, possibly combined
-// with others into one write.
+// with others into one write. Requests are pooled with their buffers.
 type putReq struct {
-	msgs []*message.Message
-	recs [][]byte // encoded records, aliasing buf
-	buf  []byte
+	msgs   []*message.Message
+	one    [1]*message.Message // backs msgs for PutMessage
+	recs   [][]byte            // encoded records, aliasing buf
+	starts []int
+	buf    []byte
 
 	// Set by the combining writer under appendMu.
 	done bool
@@ -23,15 +25,16 @@ type putReq struct {
 	err  error
 }
 
-var encodeBufPool = sync.Pool{New: func() any { return new([]byte) }}
+var putReqPool = sync.Pool{New: func() any { return new(putReq) }}
 
-// maxPooledEncodeBuf bounds the buffers kept in encodeBufPool.
+// maxPooledEncodeBuf bounds the encode buffers kept in putReqPool.
 const maxPooledEncodeBuf = 1 << 20
 
 // PutMessage appends one message. See PutMessages.
 func (s *Store) PutMessage(ctx context.Context, m *message.Message) PutResult {
-	one := [1]*message.Message{m}
-	return s.PutMessages(ctx, one[:])
+	req := putReqPool.Get().(*putReq)
+	req.one[0] = m
+	return s.put(ctx, req, req.one[:])
 }
 
 // PutMessages appends a batch with one write: all messages are written or
@@ -42,30 +45,57 @@ func (s *Store) PutMessage(ctx context.Context, m *message.Message) PutResult {
 // and PutUnknownError if ctx ends first; in those cases the messages are
 // written and may still become durable and visible (at-least-once).
 func (s *Store) PutMessages(ctx context.Context, ms []*message.Message) PutResult {
-	if len(ms) == 0 {
-		return PutResult{Status: PutMessageIllegal, Err: errors.New("store: empty batch")}
-	}
-	if r, ok := s.refusePut(); !ok {
-		return r
-	}
-	if err := ctx.Err(); err != nil {
-		return PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
-	}
-	req, r := s.encode(ms)
+	return s.put(ctx, putReqPool.Get().(*putReq), ms)
+}
+
+// put is PutMessages with a request from putReqPool, which it returns (ms
+// may alias it: it is not used after the release).
+func (s *Store) put(ctx context.Context, req *putReq, ms []*message.Message) PutResult {
+	end, r := s.putAppend(ctx, req, ms)
+	n, wait := len(ms), s.cfg.FlushDiskType == SyncFlush && r.Status == PutOK && waitStoreMsgOK(ms)
+	releaseReq(req)
 	if r.Status != PutOK {
 		return r
 	}
-	end, err := s.appendCombined(req)
-	s.releaseEncodeBuf(req)
-	if err != nil {
-		return s.putFailure(err)
-	}
 	s.stats.puts.Add(1)
-	s.stats.putMsgs.Add(int64(len(ms)))
-	if s.cfg.FlushDiskType == AsyncFlush || !waitStoreMsgOK(ms) {
+	s.stats.putMsgs.Add(int64(n))
+	if !wait {
 		return PutResult{Status: PutOK}
 	}
 	return s.waitFlushed(ctx, end)
+}
+
+// putAppend validates, encodes and appends ms and returns the CommitLog
+// offset after them.
+func (s *Store) putAppend(ctx context.Context, req *putReq, ms []*message.Message) (int64, PutResult) {
+	if len(ms) == 0 {
+		return 0, PutResult{Status: PutMessageIllegal, Err: errors.New("store: empty batch")}
+	}
+	if r, ok := s.refusePut(); !ok {
+		return 0, r
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
+	}
+	if r := s.encode(req, ms); r.Status != PutOK {
+		return 0, r
+	}
+	end, err := s.appendCombined(req)
+	if err != nil {
+		return 0, s.putFailure(err)
+	}
+	return end, PutResult{Status: PutOK}
+}
+
+// releaseReq returns req to the pool, keeping a buffer of reasonable size.
+func releaseReq(req *putReq) {
+	clear(req.recs)
+	buf := req.buf[:0]
+	if cap(buf) > maxPooledEncodeBuf {
+		buf = nil
+	}
+	*req = putReq{recs: req.recs[:0], starts: req.starts[:0], buf: buf}
+	putReqPool.Put(req)
 }
 
 func (s *Store) refusePut() (PutResult, bool) {
@@ -115,41 +145,34 @@ func (s *Store) putFailure(err error) PutResult {
 	}
 }
 
-// encode validates and encodes ms outside any lock.
-func (s *Store) encode(ms []*message.Message) (*putReq, PutResult) {
-	bp := encodeBufPool.Get().(*[]byte)
-	req := &putReq{msgs: ms, recs: make([][]byte, len(ms)), buf: (*bp)[:0]}
-	starts := make([]int, len(ms)+1)
+// encode validates and encodes ms into req outside any lock.
+func (s *Store) encode(req *putReq, ms []*message.Message) PutResult {
+	req.msgs, req.buf = ms, req.buf[:0]
+	starts := req.starts[:0]
 	for i, m := range ms {
 		if r := s.validate(m); r.Status != PutOK {
-			return nil, r
+			return r
 		}
-		starts[i] = len(req.buf)
+		starts = append(starts, len(req.buf))
 		var err error
 		if req.buf, err = m.AppendStored(req.buf); err != nil {
-			return nil, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: encode message %d: %w", i, err)}
+			return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: encode message %d: %w", i, err)}
 		}
 	}
-	starts[len(ms)] = len(req.buf)
+	req.starts = append(starts, len(req.buf))
+	recs := req.recs[:0]
 	for i := range ms {
-		req.recs[i] = req.buf[starts[i]:starts[i+1]]
+		recs = append(recs, req.buf[req.starts[i]:req.starts[i+1]])
 	}
+	req.recs = recs
 	if n := int64(len(req.buf)); n > s.maxBatchBytes() {
-		return nil, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: batch of %d bytes exceeds the limit %d", n, s.maxBatchBytes())}
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: batch of %d bytes exceeds the limit %d", n, s.maxBatchBytes())}
 	}
-	return req, PutResult{Status: PutOK}
+	return PutResult{Status: PutOK}
 }
 
 // maxBatchBytes keeps one batch well inside one segment.
 func (s *Store) maxBatchBytes() int64 { return s.cfg.CommitLogSegmentBytes / 2 }
-
-func (s *Store) releaseEncodeBuf(req *putReq) {
-	if cap(req.buf) <= maxPooledEncodeBuf {
-		b := req.buf[:0]
-		encodeBufPool.Put(&b)
-	}
-	req.buf, req.recs = nil, nil
-}
 
 func (s *Store) validate(m *message.Message) PutResult {
 	switch {
@@ -182,9 +205,11 @@ func (s *Store) appendCombined(req *putReq) (int64, error) {
 	}
 	s.pendMu.Lock()
 	batch := s.pending
-	s.pending = nil
+	s.pending = s.spare[:0] // the two slices take turns
 	s.pendMu.Unlock()
 	s.writeBatch(batch)
+	clear(batch)
+	s.spare = batch
 	return req.end, req.err
 }
 
@@ -214,15 +239,18 @@ func (s *Store) writable() error {
 }
 
 func (s *Store) appendRecords(reqs []*putReq) (int64, error) {
-	var recs [][]byte
-	var msgs []*message.Message
-	if len(reqs) == 1 {
-		recs, msgs = reqs[0].recs, reqs[0].msgs
-	} else {
+	recs, msgs := reqs[0].recs, reqs[0].msgs
+	if len(reqs) > 1 {
+		recs, msgs = s.batchRecs[:0], s.batchMsgs[:0]
 		for _, r := range reqs {
 			recs = append(recs, r.recs...)
 			msgs = append(msgs, r.msgs...)
 		}
+		defer func() {
+			clear(recs)
+			clear(msgs)
+			s.batchRecs, s.batchMsgs = recs[:0], msgs[:0]
+		}()
 	}
 	now := s.cfg.Now().UnixMilli()
 	end, err := s.log.Append(recs, func(i int, rec []byte, phys int64) {

@@ -51,6 +51,10 @@ type Store struct {
 	counters map[string]map[int32]int64 // next queue offset; guarded by appendMu
 	pendMu   sync.Mutex
 	pending  []*putReq // guarded by pendMu
+	spare    []*putReq // the other pending slice; guarded by appendMu
+	// Scratch of a combined write; guarded by appendMu.
+	batchRecs [][]byte
+	batchMsgs []*message.Message
 
 	// Dispatch side. dispatchMu is held by the dispatcher while it changes
 	// ConsumeQueues and the index, and by operations that must exclude it.
