@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -233,7 +234,7 @@ func (n *node) teardown(grace time.Duration) []error {
 	var errs []error
 	keep := func(what string, err error) {
 		if err != nil {
-			errs = append(errs, &stopError{what, err})
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
 	}
 	if n.srv != nil {
@@ -253,14 +254,6 @@ func (n *node) teardown(grace time.Duration) []error {
 	keep("store close", n.st.Close())
 	return errs
 }
-
-type stopError struct {
-	what string
-	err  error
-}
-
-func (e *stopError) Error() string { return e.what + ": " + e.err.Error() }
-func (e *stopError) Unwrap() error { return e.err }
 
 // Restart stops the broker cleanly and starts it again on the same address
 // and data.
