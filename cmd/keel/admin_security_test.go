@@ -68,6 +68,6 @@ func TestAdminWithACLAndTLS(t *testing.T) {
 	var out, errOut2 bytes.Buffer
 	code = run(context.Background(), []string{"msg", "send", "--topic", "Secured", "--body", "s", "--tls-insecure", "-n", ns}, &out, &errOut2)
 	if code != exitOK || !strings.Contains(out.String(), "SEND_OK") {
-		t.Errorf("send with credentials from the environment: exit %d %s %s", code, out.String(), errOut2.String())
+		t.Errorf("send with credentials from the environment: exit %d %s %s\n%s", code, out.String(), errOut2.String(), logs.String())
 	}
 }
