@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -250,7 +249,6 @@ func (e *faultEnv) faultRound(t *testing.T, name, fault string, visible, failed 
 		}
 	}
 	e.verifyIntact("after the fault")
-	faultsInjected.Add(int64(e.efs.Injected(vfs.OpAll)))
 	t.Logf("FAULT %s %s: failed_ops=%d resumed_without_restart=%v injected=%d acked=%d remark=%q",
 		name, fault, failed, resumed, e.efs.Injected(vfs.OpAll), len(e.acked), tail(remark, 160))
 }
@@ -351,9 +349,6 @@ func (e *faultEnv) tryOnce(trigger string) bool {
 		return code == remoting.ResSuccess
 	}
 }
-
-// faultsInjected counts the faults ErrorFS injected in this package's tests.
-var faultsInjected atomic.Int64
 
 // TestDiskNearlyFullRefusesAndResumes: when free space drops below the
 // hard limit (diskSpaceWarningLevelRatio) the store refuses sends with

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/keelmq/keel/internal/message"
@@ -230,15 +229,4 @@ func checkOrder(t *testing.T, acks []ack) int {
 		}
 	}
 	return bad
-}
-
-// summarize joins non-empty strings.
-func summarize(parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, " ")
 }
