@@ -50,6 +50,7 @@ const (
 	DefaultIndexHashSlots            = 5_000_000
 	DefaultIndexMaxEntries           = 20_000_000
 	DefaultMaxScanEntries            = 16_000
+	DefaultGroupCommitDelay          = 200 * time.Microsecond
 )
 
 // Config configures a Store. DefaultConfig fills every field.
@@ -86,6 +87,13 @@ type Config struct {
 	// the middle of the log (moving the rest of its segment to
 	// <Dir>/quarantine) instead of refusing to open.
 	RepairCorruption bool
+
+	// GroupCommitDelay bounds how long a SYNC_FLUSH fdatasync waits for
+	// puts already being encoded or appended, so that they share it instead
+	// of needing the next one (0: DefaultGroupCommitDelay; negative: never
+	// wait). A put alone is flushed at once: the wait happens only while
+	// other puts are in progress.
+	GroupCommitDelay time.Duration
 
 	// OnFlush, if set, is called after each successful CommitLog fdatasync
 	// round that made bytes > 0 durable, with the round's duration (the
@@ -165,6 +173,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.GroupCommitDelay == 0 {
+		c.GroupCommitDelay = DefaultGroupCommitDelay
 	}
 }
 

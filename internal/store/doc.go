@@ -40,7 +40,11 @@
 // queueId), the CommitLog offset and the store timestamp (group commit of
 // writes). Under SYNC_FLUSH the caller then waits until the flusher's
 // fdatasync covers its records (group commit of syncs): PUT_OK means
-// durable. FLUSH_DISK_TIMEOUT (after SyncFlushTimeout) and a cancelled
+// durable. Before a flush a waiter asked for, the flusher yields once and
+// waits (at most GroupCommitDelay) while other puts are still being encoded
+// or appended, so that writers woken by the previous flush share the next
+// fdatasync instead of trailing it by one; a lone writer does not wait.
+// FLUSH_DISK_TIMEOUT (after SyncFlushTimeout) and a cancelled
 // context mean "written, not known durable": the message may still become
 // durable and visible, so producers that retry can create duplicates
 // (at-least-once). Under ASYNC_FLUSH, PUT_OK means written to the page cache;

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
@@ -51,7 +53,9 @@ func (s *Store) PutMessages(ctx context.Context, ms []*message.Message) PutResul
 // put is PutMessages with a request from putReqPool, which it returns (ms
 // may alias it: it is not used after the release).
 func (s *Store) put(ctx context.Context, req *putReq, ms []*message.Message) PutResult {
+	s.appending.Add(1)
 	end, r := s.putAppend(ctx, req, ms)
+	s.appendDone()
 	n, wait := len(ms), s.cfg.FlushDiskType == SyncFlush && r.Status == PutOK && waitStoreMsgOK(ms)
 	releaseReq(req)
 	if r.Status != PutOK {
@@ -290,4 +294,53 @@ func (s *Store) nextQueueOffset(topic string, queueID int32) int64 {
 	qo := byID[queueID]
 	byID[queueID] = qo + 1
 	return qo
+}
+
+// beforeFlush is the CommitLog's BeforeFlush hook: under SYNC_FLUSH, with a
+// GroupCommitDelay, gatherFlush.
+func (s *Store) beforeFlush() func() {
+	if s.cfg.FlushDiskType != SyncFlush || s.cfg.GroupCommitDelay < 0 {
+		return nil
+	}
+	return s.gatherFlush
+}
+
+// appendDone ends a put's encode-and-append phase and wakes gatherFlush
+// when it was the last one.
+func (s *Store) appendDone() {
+	if s.appending.Add(-1) == 0 && s.gatherWait.Load() {
+		select {
+		case s.appendIdle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// gatherFlush runs before a flush a waiter asked for. Writers woken by the
+// previous flush come back at once with their next message; flushing the
+// moment the first of them asks would cover only that one, and the others
+// would wait for one more fdatasync. So it first yields (the woken writers
+// run until they block), then waits, at most GroupCommitDelay, while puts
+// are being encoded or appended. A lone writer pays only the yield.
+func (s *Store) gatherFlush() {
+	runtime.Gosched()
+	if s.appending.Load() == 0 {
+		return
+	}
+	t := time.NewTimer(s.cfg.GroupCommitDelay)
+	defer t.Stop()
+	defer s.gatherWait.Store(false)
+	for {
+		s.gatherWait.Store(true)
+		if s.appending.Load() == 0 {
+			return
+		}
+		select {
+		case <-s.appendIdle:
+		case <-t.C:
+			return
+		case <-s.stop:
+			return
+		}
+	}
 }

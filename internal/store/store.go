@@ -52,6 +52,11 @@ type Store struct {
 	pendMu   sync.Mutex
 	pending  []*putReq // guarded by pendMu
 	spare    []*putReq // the other pending slice; guarded by appendMu
+	// Group commit: puts between encoding and the end of their append, and
+	// the flusher waiting for them (gatherFlush).
+	appending  atomic.Int64
+	gatherWait atomic.Bool
+	appendIdle chan struct{} // capacity 1
 	// Scratch of a combined write; guarded by appendMu.
 	batchRecs [][]byte
 	batchMsgs []*message.Message
@@ -102,12 +107,13 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		cfg:      cfg,
-		logger:   cfg.Logger,
-		counters: map[string]map[int32]int64{},
-		queues:   map[string]map[int32]*consumequeue.Queue{},
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
+		cfg:        cfg,
+		logger:     cfg.Logger,
+		counters:   map[string]map[int32]int64{},
+		queues:     map[string]map[int32]*consumequeue.Queue{},
+		kick:       make(chan struct{}, 1),
+		appendIdle: make(chan struct{}, 1),
+		stop:       make(chan struct{}),
 	}
 	if err := s.open(); err != nil {
 		s.closeResources()
@@ -135,7 +141,7 @@ func (s *Store) open() error {
 	s.log, err = commitlog.Open(commitlog.Config{
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
-		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush,
+		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)

@@ -69,7 +69,12 @@ type Config struct {
 	// made bytes > 0 durable, with its duration (metrics). It runs under the
 	// flush lock: it must be cheap and never block.
 	OnFlush func(d time.Duration, bytes int64)
-	Logger  *slog.Logger
+	// BeforeFlush, if set, is called by RunFlusher without locks held
+	// before a flush that a waiter asked for (not a periodic one). It may
+	// block briefly so that appends in progress join the flush (group
+	// commit); it must return promptly when they are done.
+	BeforeFlush func()
+	Logger      *slog.Logger
 }
 
 func (c *Config) validate() error {

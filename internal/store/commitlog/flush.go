@@ -105,6 +105,9 @@ func (l *Log) RunFlusher(stop <-chan struct{}, interval time.Duration) {
 		case <-stop:
 			return
 		case <-l.kick:
+			if l.cfg.BeforeFlush != nil {
+				l.cfg.BeforeFlush()
+			}
 		case <-tick:
 		}
 		_ = l.Flush() // a failure is recorded in the log and reported to waiters

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+func syncStore(t *testing.T, delay time.Duration) *Store {
+	t.Helper()
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.GroupCommitDelay = delay
+	s := mustOpen(t, cfg)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// returnsWithin runs fn and fails the test if it does not return in time.
+func returnsWithin(t *testing.T, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return", what)
+	}
+}
+
+func TestGatherFlushWaitsForAppendsInProgress(t *testing.T) {
+	s := syncStore(t, time.Hour)
+	// Nothing in progress: no wait at all.
+	returnsWithin(t, "gatherFlush with no put in progress", s.gatherFlush)
+
+	// A put in progress: gatherFlush waits until it is appended.
+	s.appending.Add(1)
+	returned := make(chan struct{})
+	go func() { defer close(returned); s.gatherFlush() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.gatherWait.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("gatherFlush never waited for the put in progress")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-returned:
+		t.Fatal("gatherFlush returned while a put was in progress (delay is an hour)")
+	default:
+	}
+	s.appendDone()
+	returnsWithin(t, "gatherFlush after the append", func() { <-returned })
+	if s.gatherWait.Load() {
+		t.Fatal("gatherWait left set")
+	}
+}
+
+func TestGatherFlushBoundedByDelay(t *testing.T) {
+	s := syncStore(t, time.Millisecond)
+	s.appending.Add(1) // a put that never finishes its append
+	defer s.appendDone()
+	returnsWithin(t, "gatherFlush with a stuck put", s.gatherFlush)
+}
+
+func TestGroupCommitOnlyUnderSyncFlush(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = AsyncFlush
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	if s.beforeFlush() != nil {
+		t.Fatal("ASYNC_FLUSH waits before its periodic flushes")
+	}
+	if syncStore(t, -1).beforeFlush() != nil {
+		t.Fatal("a negative GroupCommitDelay still waits")
+	}
+}
+
+// Many concurrent SYNC_FLUSH writers all get acknowledged, and every
+// acknowledged message survives a power loss.
+func TestGroupCommitConcurrentWritersDurable(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	cfg.FlushDiskType = SyncFlush
+	cfg.CommitLogSegmentBytes = 1 << 20
+	s := mustOpen(t, cfg)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[int64]string{}
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				body := fmt.Sprintf("w%d-%d", w, i)
+				m := newMsg("G", int32(w%4), body, nil)
+				if r := s.PutMessage(context.Background(), m); r.Status != PutOK {
+					t.Errorf("put: %v %v", r.Status, r.Err)
+					return
+				}
+				mu.Lock()
+				acked[m.PhysOffset] = body
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fs.Crash()
+	s2 := mustOpen(t, cfg)
+	defer s2.Close()
+	for phys, body := range acked {
+		rec, err := s2.LookMessageByOffset(phys)
+		if err != nil {
+			t.Fatalf("acknowledged message at %d lost: %v", phys, err)
+		}
+		if got := string(message.View(rec).Body()); got != body {
+			t.Fatalf("message at %d: body %q, want %q", phys, got, body)
+		}
+	}
+}
