@@ -21,6 +21,7 @@ package broker
 import (
 	"context"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -318,7 +319,8 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
 	}
 	born := peerAddr(c)
-	var ms []*message.Message
+	ms := make([]*message.Message, 0, 32)
+	var slab []message.Message // messages are allocated in chunks, not one by one
 	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
 		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
 			message.PropTimerDelayMs, message.PropTransactionPrepared} {
@@ -326,11 +328,15 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 				return protoErrorf(remoting.ResMessageIllegal, "batch message does not support the %s property", k)
 			}
 		}
-		ms = append(ms, &message.Message{
+		if len(slab) == cap(slab) {
+			slab = make([]message.Message, 0, max(8, len(ms)))
+		}
+		slab = append(slab, message.Message{
 			Topic: h.topic, QueueID: h.queueID, Flag: it.Flag, SysFlag: h.sysFlag &^ message.FlagTxMask,
 			BornTimestamp: h.bornTimestamp, BornHost: born, StoreHost: b.storeHost,
 			ReconsumeTimes: h.reconsumeTimes, Body: it.Body, Properties: it.Properties,
 		})
+		ms = append(ms, &slab[len(slab)-1])
 		return nil
 	})
 	if err != nil {
@@ -387,14 +393,35 @@ func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*m
 		}
 		return req.NewResponse(code, remark)
 	}
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = message.OffsetMsgID(b.storeHost, m.PhysOffset)
-	}
 	resp := req.NewResponse(code, "")
-	setExt(resp, "msgId", strings.Join(ids, ","), "queueOffset", itoa(ms[0].QueueOffset))
+	setExt(resp, "msgId", joinOffsetMsgIDs(b.storeHost, ms), "queueOffset", itoa(ms[0].QueueOffset))
 	return resp
 }
+
+// joinOffsetMsgIDs returns the offset message IDs of ms separated by
+// commas. The IDs share the store host prefix and differ only in their last
+// 16 hex digits (the CommitLog offset), so the string is built in one
+// buffer instead of one string per message.
+func joinOffsetMsgIDs(host netip.AddrPort, ms []*message.Message) string {
+	first := message.OffsetMsgID(host, ms[0].PhysOffset)
+	if len(ms) == 1 {
+		return first
+	}
+	prefix := first[:len(first)-16]
+	var sb strings.Builder
+	sb.Grow(len(ms)*(len(first)+1) - 1)
+	sb.WriteString(first)
+	for _, m := range ms[1:] {
+		sb.WriteByte(',')
+		sb.WriteString(prefix)
+		for shift := 60; shift >= 0; shift -= 4 {
+			sb.WriteByte(upperHexDigits[uint64(m.PhysOffset)>>shift&0xF])
+		}
+	}
+	return sb.String()
+}
+
+const upperHexDigits = "0123456789ABCDEF"
 
 func putStatusCode(s store.PutStatus) int16 {
 	switch s {

@@ -98,7 +98,7 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 	}
 	s.lastTs = v.StoreTimestamp()
 	if fn := s.listener.Load(); fn != nil {
-		(*fn)(string(topic), qid, qo, code)
+		(*fn)(q.Topic(), qid, qo, code) // the queue's string: no copy per record
 	}
 	return nil
 }

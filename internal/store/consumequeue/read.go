@@ -11,6 +11,9 @@ const readChunkEntries = 256
 
 var readBufPool = sync.Pool{New: func() any { return new([readChunkEntries * EntrySize]byte) }}
 
+// Topic returns the topic the queue was opened for (Config.Topic).
+func (q *Queue) Topic() string { return q.cfg.Topic }
+
 // MinOffset returns the first logical offset still stored.
 func (q *Queue) MinOffset() int64 {
 	q.mu.RLock()
