@@ -35,9 +35,13 @@
 // # Durability and recovery
 //
 // A new file's header is written and synced before its first entry. Put
-// writes the entry and then the slot to the page cache. Flush syncs each
-// changed file, writes its header (indexCount, end fields) and syncs again,
-// so a durable header never counts entries that are not durable. Within a
+// collects entries and slot updates in memory and writes them to the page
+// cache in batches, entries before the slots that point at them (Query
+// serves the collected ones from memory; the slot table of the file taking
+// Puts is kept in memory too, so a Put reads nothing). Flush writes what is
+// collected, then syncs each changed file, writes its header (indexCount,
+// end fields) and syncs again, so a durable header never counts entries
+// that are not durable. Within a
 // file physOffset never decreases (a Put that goes backwards starts a new
 // file).
 //

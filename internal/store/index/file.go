@@ -102,7 +102,28 @@ type file struct {
 	maxEntries int32
 	dirty      bool // hdr or entries changed since the last Flush
 	scratch    [EntrySize]byte
+
+	// Write-behind (the file taking Puts): entries written+1..entryCount
+	// are in pend, and the slot updates made with them in pendSlots, in
+	// order; writePending hands both to the page cache, entries first.
+	written   int32
+	pend      []byte
+	pendSlots []slotSet
+	// slots caches the slot table of the file taking Puts (nil: not
+	// cached), so a Put reads no slot from the file.
+	slots []int32
 }
+
+type slotSet struct {
+	slot int64
+	n    int32
+}
+
+// maxCachedSlots bounds the slot table kept in memory (4 bytes a slot).
+const maxCachedSlots = 1 << 24
+
+// pendingBatch is how many Puts are collected before writePending.
+const pendingBatch = 128
 
 func fileName(seq int64) string { return fmt.Sprintf("%020d", seq) }
 
@@ -136,13 +157,95 @@ func (f *file) readSlot(slot int64, buf []byte) (int32, error) {
 	return int32(binary.BigEndian.Uint32(b)), nil
 }
 
-// writeSlot writes a slot; only the writer (under the index lock) calls it.
+// writeSlot writes a slot (and its cached copy); only the writer (under the
+// index lock) calls it.
 func (f *file) writeSlot(slot int64, v int32) error {
 	b := f.scratch[:SlotSize]
 	binary.BigEndian.PutUint32(b, uint32(v))
 	if _, err := f.f.WriteAt(b, f.slotPos(slot)); err != nil {
 		return fmt.Errorf("index: write slot of %s: %w", f.name, err)
 	}
+	if f.slots != nil {
+		f.slots[slot] = v
+	}
+	return nil
+}
+
+// slot returns the current value of a slot: from the cache, the pending
+// updates or the file. buf is as for readSlot.
+func (f *file) slot(slot int64, buf []byte) (int32, error) {
+	if f.slots != nil {
+		return f.slots[slot], nil
+	}
+	for i := len(f.pendSlots) - 1; i >= 0; i-- {
+		if f.pendSlots[i].slot == slot {
+			return f.pendSlots[i].n, nil
+		}
+	}
+	return f.readSlot(slot, buf)
+}
+
+// entry returns entry n, from the pending entries or the file.
+func (f *file) entry(n int32, buf []byte) (entry, error) {
+	if n > f.written && n <= f.hdr.entryCount {
+		return decodeEntry(f.pend[int64(n-f.written-1)*EntrySize:]), nil
+	}
+	return f.readEntry(n, buf)
+}
+
+// addPending records entry n = entryCount+1 and its slot update.
+func (f *file) addPending(n int32, e entry, slot int64) {
+	var b [EntrySize]byte
+	e.encode(b[:])
+	f.pend = append(f.pend, b[:]...)
+	f.pendSlots = append(f.pendSlots, slotSet{slot, n})
+	if f.slots != nil {
+		f.slots[slot] = n
+	}
+}
+
+// writePending writes the pending entries, then the pending slot updates,
+// to the page cache. On an error they stay pending (writing them again is
+// harmless).
+func (f *file) writePending() error {
+	if len(f.pend) > 0 {
+		if _, err := f.f.WriteAt(f.pend, f.entryPos(f.written+1)); err != nil {
+			return fmt.Errorf("index: write entries of %s: %w", f.name, err)
+		}
+	}
+	b := f.scratch[:SlotSize]
+	for _, s := range f.pendSlots {
+		binary.BigEndian.PutUint32(b, uint32(s.n))
+		if _, err := f.f.WriteAt(b, f.slotPos(s.slot)); err != nil {
+			return fmt.Errorf("index: write slot of %s: %w", f.name, err)
+		}
+	}
+	f.written = f.hdr.entryCount
+	f.pend, f.pendSlots = f.pend[:0], f.pendSlots[:0]
+	return nil
+}
+
+// loadSlots reads the slot table into memory, if it is small enough.
+func (f *file) loadSlots() error {
+	if f.slots != nil || int64(f.hdr.slotCount) > maxCachedSlots {
+		return nil
+	}
+	slots := make([]int32, f.hdr.slotCount)
+	buf := make([]byte, 64<<10)
+	for first := 0; first < len(slots); {
+		n := min(len(buf)/SlotSize, len(slots)-first)
+		b := buf[:n*SlotSize]
+		k, err := f.f.ReadAt(b, f.slotPos(int64(first)))
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("index: read slots of %s: %w", f.name, err)
+		}
+		clear(b[k:]) // past the end of a sparse file: empty
+		for i := range n {
+			slots[first+i] = int32(binary.BigEndian.Uint32(b[i*SlotSize:]))
+		}
+		first += n
+	}
+	f.slots = slots
 	return nil
 }
 
@@ -156,14 +259,6 @@ func (f *file) readEntry(n int32, buf []byte) (entry, error) {
 		clear(b[k:])
 	}
 	return decodeEntry(b), nil
-}
-
-func (f *file) writeEntry(n int32, e entry) error {
-	e.encode(f.scratch[:])
-	if _, err := f.f.WriteAt(f.scratch[:], f.entryPos(n)); err != nil {
-		return fmt.Errorf("index: write entry %d of %s: %w", n, f.name, err)
-	}
-	return nil
 }
 
 func (f *file) writeHeader(h header) error {

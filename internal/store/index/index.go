@@ -118,8 +118,9 @@ func (ix *Index) ensureDir() error {
 }
 
 // Put adds key (already "topic#key") for the record at physOffset stored at
-// storeTimestampMs. Only one goroutine may call Put. Entries are written to
-// the page cache; Flush makes them durable.
+// storeTimestampMs. Only one goroutine may call Put. Entries reach the page
+// cache in batches (write-behind; Query sees them at once); Flush makes them
+// durable.
 func (ix *Index) Put(key string, physOffset int64, storeTimestampMs int64) error {
 	if key == "" || physOffset < 0 {
 		return fmt.Errorf("index: put %q at %d: empty key or negative offset", key, physOffset)
@@ -133,9 +134,14 @@ func (ix *Index) Put(key string, physOffset int64, storeTimestampMs int64) error
 	if err != nil {
 		return err
 	}
+	if len(f.pendSlots) >= pendingBatch {
+		if err := f.writePending(); err != nil {
+			return err
+		}
+	}
 	hash := KeyHash(key)
 	slot := f.slotOf(hash)
-	prev, err := f.readSlot(slot, f.scratch[:])
+	prev, err := f.slot(slot, f.scratch[:])
 	if err != nil {
 		return err
 	}
@@ -145,12 +151,7 @@ func (ix *Index) Put(key string, physOffset int64, storeTimestampMs int64) error
 	diff := (storeTimestampMs - f.hdr.beginTsMs) / 1000
 	diff = min(max(diff, 0), math.MaxInt32)
 	n := f.hdr.entryCount + 1
-	if err := f.writeEntry(n, entry{keyHash: hash, physOffset: physOffset, timeDiffS: int32(diff), prevIndex: prev}); err != nil {
-		return err
-	}
-	if err := f.writeSlot(slot, n); err != nil {
-		return err
-	}
+	f.addPending(n, entry{keyHash: hash, physOffset: physOffset, timeDiffS: int32(diff), prevIndex: prev}, slot)
 	f.hdr.entryCount = n
 	f.hdr.endTsMs = max(f.hdr.endTsMs, storeTimestampMs)
 	f.hdr.endPhys = max(f.hdr.endPhys, physOffset)
@@ -166,13 +167,17 @@ func (ix *Index) writableFile(phys, tsMs int64) (*file, error) {
 	if n := len(ix.files); n > 0 {
 		last := ix.files[n-1]
 		if !last.full() && phys >= last.hdr.endPhys {
-			return last, nil
+			return last, last.loadSlots()
 		}
 		if phys < last.hdr.endPhys {
 			// Recovery relies on physOffset never decreasing within a file.
 			ix.log.Warn("index: physical offset went backwards, starting a new file",
 				"phys_offset", phys, "end_phys_offset", last.hdr.endPhys)
 		}
+		if err := last.writePending(); err != nil {
+			return nil, err
+		}
+		last.slots = nil // only the file taking Puts keeps its table
 	}
 	name := fileName(ix.nextSeq)
 	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -188,6 +193,9 @@ func (ix *Index) writableFile(phys, tsMs int64) (*file, error) {
 		_ = vf.Close()
 		_ = ix.cfg.FS.Remove(ix.path(name))
 		return nil, err
+	}
+	if int64(f.hdr.slotCount) <= maxCachedSlots {
+		f.slots = make([]int32, f.hdr.slotCount) // a new sparse file reads as zeros
 	}
 	ix.nextSeq++
 	ix.files = append(ix.files, f)
@@ -239,12 +247,12 @@ func (ix *Index) queryFile(i int, hash int32, maxResults int, beginMs, endMs int
 		return out, nil
 	}
 	var buf [EntrySize]byte
-	n, err := f.readSlot(f.slotOf(hash), buf[:])
+	n, err := f.slot(f.slotOf(hash), buf[:])
 	if err != nil {
 		return nil, err
 	}
 	for n > 0 && n <= f.hdr.entryCount && len(out) < maxResults {
-		e, err := f.readEntry(n, buf[:])
+		e, err := f.entry(n, buf[:])
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,7 @@ func (ix *Index) load() error {
 			return err
 		}
 		if keep {
+			f.written = f.hdr.entryCount
 			ix.files = append(ix.files, f)
 		}
 	}
@@ -170,7 +171,7 @@ func (ix *Index) cutFile(f *file, count int32, size int64) error {
 		f.hdr.endTsMs = t
 	}
 	f.hdr.endPhys = last.physOffset
-	f.hdr.entryCount = count
+	f.hdr.entryCount, f.written = count, count
 	if err := f.writeHeader(f.hdr); err != nil {
 		return err
 	}

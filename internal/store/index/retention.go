@@ -23,20 +23,25 @@ func (ix *Index) flushLocked() error {
 	if ix.flushErr != nil {
 		return ix.flushErr
 	}
-	ix.mu.RLock()
+	ix.mu.Lock()
 	if ix.closed {
-		ix.mu.RUnlock()
+		ix.mu.Unlock()
 		return ErrClosed
 	}
 	var jobs []flushJob
 	for _, f := range ix.files {
-		if f.dirty {
-			jobs = append(jobs, flushJob{f, f.hdr})
+		if !f.dirty {
+			continue
 		}
+		if err := f.writePending(); err != nil {
+			ix.mu.Unlock()
+			return err
+		}
+		jobs = append(jobs, flushJob{f, f.hdr})
 	}
 	dirGen := ix.dirGen
 	dirDirty := dirGen != ix.dirSync || len(ix.parents) > 0
-	ix.mu.RUnlock()
+	ix.mu.Unlock()
 	for _, j := range jobs {
 		err := j.f.sync()
 		if err == nil {
@@ -105,6 +110,11 @@ func (ix *Index) TruncatePhys(physEnd int64) error {
 	defer ix.mu.Unlock()
 	if ix.closed {
 		return ErrClosed
+	}
+	if n := len(ix.files); n > 0 {
+		if err := ix.files[n-1].writePending(); err != nil {
+			return err
+		}
 	}
 	removed := false
 	for i := len(ix.files) - 1; i >= 0; i-- {
