@@ -254,13 +254,20 @@ func (s *Store) corruptRead(err error, st *queueRead, qo int64) error {
 
 // loadRun reads ents[0] and the entries after it that are contiguous in
 // the CommitLog (same segment, within maxRunReadBytes) with one pread.
+// Without a filter every entry read is returned, so the run stops at the
+// count and bytes the result still has room for.
 func (s *Store) loadRun(st *queueRead, ents []consumequeue.Entry, r *GetResult) error {
 	first := ents[0]
 	end := first.PhysOffset + int64(first.Size) + commitlog.TrailerBytes
 	segEnd := s.log.SegmentStart(first.PhysOffset) + s.log.SegmentBytes()
+	limit := int64(maxRunReadBytes)
+	if st.f == nil {
+		ents = ents[:min(len(ents), max(st.maxCount-len(r.Records), 1))]
+		limit = min(limit, int64(max(st.maxBytes-r.TotalBytes, 0))+int64(len(ents))*commitlog.TrailerBytes)
+	}
 	for _, e := range ents[1:] {
 		next := end + int64(e.Size) + commitlog.TrailerBytes
-		if e.PhysOffset != end || next > segEnd || next-first.PhysOffset > maxRunReadBytes {
+		if e.PhysOffset != end || next > segEnd || next-first.PhysOffset > limit {
 			break
 		}
 		end = next
