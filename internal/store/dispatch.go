@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
 )
 
@@ -32,18 +35,79 @@ func (s *Store) runDispatcher() {
 		case <-s.stop:
 			return
 		case <-s.kick:
-			if err := s.dispatchAvailable(); err != nil {
-				s.fail(err)
-			}
+			s.dispatchRound()
 		case <-t.C:
 			if s.Err() != nil {
 				continue
 			}
-			if err := s.persistProgress(); err != nil {
-				s.fail(err)
+			if s.dispatchStalled.Load() {
+				s.dispatchRound() // retry: no new write may come to kick
 			}
+			err := s.persistProgress()
+			s.noteWriteFault(&s.progressStalled, "persist consume queues, index and checkpoint", err)
 		}
 	}
+}
+
+// dispatchRound dispatches what is available; a write that found the disk
+// full is retried later, any other failure makes the store read-only.
+func (s *Store) dispatchRound() {
+	s.noteWriteFault(&s.dispatchStalled, "dispatch", s.dispatchAvailable())
+}
+
+// noteWriteFault handles the outcome of a dispatch or persist round: nil
+// ends a stall (logged), a retryable lack of space starts or continues one
+// (logged once; the round is retried), anything else fails the store.
+func (s *Store) noteWriteFault(stalled *atomic.Bool, what string, err error) {
+	switch {
+	case err == nil:
+		if stalled.Swap(false) {
+			s.logger.Info("store: "+what+" works again after the disk was full", "dispatched", s.dispatched.Load())
+		}
+	case retryableNoSpace(err):
+		if !stalled.Swap(true) {
+			s.logger.Warn("store: "+what+" stalled: disk full; retrying every round (readers see what is dispatched)",
+				"err", err, "retry_interval", s.cfg.FlushConsumeQueueInterval)
+		}
+	default:
+		s.fail(err)
+	}
+}
+
+// joinFaults joins errs; if any is not retryableNoSpace, only those are
+// kept, so that the result is retryable only if all were.
+func joinFaults(errs []error) error {
+	var fatal []error
+	for _, err := range errs {
+		if !retryableNoSpace(err) {
+			fatal = append(fatal, err)
+		}
+	}
+	if len(fatal) > 0 {
+		return errors.Join(fatal...)
+	}
+	return errors.Join(errs...)
+}
+
+// retryableNoSpace reports whether err is a write, a truncation or a file
+// creation that failed because the disk (or quota) is full. Such a failure
+// leaves the page cache consistent, and the ConsumeQueues, the index and
+// the checkpoint are derived from the CommitLog, so the operation can
+// simply be tried again. A failed fdatasync (whatever its errno) or
+// directory sync never is: the page cache cannot be trusted after it.
+func retryableNoSpace(err error) bool {
+	if !commitlog.IsNoSpace(err) {
+		return false
+	}
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Op {
+	case "write", "truncate", "open":
+		return true
+	}
+	return false
 }
 
 // dispatchAvailable dispatches every record below the confirmed limit.
@@ -67,6 +131,11 @@ func (s *Store) dispatchTo(limit int64) error {
 			return fmt.Errorf("store: dispatch at offset %d: %w", s.reader.Offset(), err)
 		}
 		if err := s.dispatchRecord(rec, phys); err != nil {
+			if retryableNoSpace(err) {
+				// Dispatch it again next round; the entries it already got
+				// are re-appended idempotently.
+				s.reader = s.log.NewReader(phys)
+			}
 			return err
 		}
 		s.dispatched.Store(s.reader.Offset())
@@ -205,7 +274,7 @@ func (s *Store) persistProgressLocked() error {
 	if err := s.index.Flush(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinFaults(errs); err != nil {
 		return fmt.Errorf("store: flush consume queues and index: %w", err)
 	}
 	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: d, LastStoreTsMs: ts, WrittenAtMs: s.cfg.Now().UnixMilli()}
@@ -240,7 +309,9 @@ func (s *Store) DeleteTopic(topic string) error {
 	}
 	s.dispatchMu.Unlock()
 	if err != nil {
-		s.fail(err)
+		if !retryableNoSpace(err) {
+			s.fail(err)
+		}
 		return err
 	}
 	var errs []error

@@ -54,13 +54,29 @@
 // WAIT=false is acknowledged after the write even under SYNC_FLUSH, as in
 // RocketMQ.
 //
-// A failed write or fdatasync of the CommitLog, or a failed write, flush or
-// checkpoint of the queues and index, makes the store read-only until
-// restart: it is logged at Error, every waiter of the failed sync gets an
-// error (never PUT_OK) and every later put gets SERVICE_NOT_AVAILABLE with
-// the cause. Reads keep working. Disk use at or above DiskHardLimitRatio
-// refuses puts with DISK_FULL until it drops again (checked every
-// RetentionCheckInterval and after every 64 MiB written).
+// A failed fdatasync anywhere, or a failed write, flush or checkpoint other
+// than the lack of space below, makes the store read-only until restart: it
+// is logged at Error, every waiter of the failed sync gets an error (never
+// PUT_OK) and every later put gets SERVICE_NOT_AVAILABLE with the cause.
+// Reads keep working. Disk use at or above DiskHardLimitRatio refuses puts
+// with DISK_FULL until it drops again (checked every RetentionCheckInterval
+// and after every 64 MiB written).
+//
+// A write that finds the disk full (ENOSPC or EDQUOT; a failed write, unlike
+// a failed fsync, leaves the page cache consistent) does not make the store
+// read-only, so writing resumes by itself when space returns:
+//   - CommitLog: the batch is not written (the segment is cut back to the
+//     written offset, see package commitlog), the queue offsets it took are
+//     given back so the queues stay dense, and its puts get DISK_FULL
+//     wrapping ErrNoSpace. The next put simply tries again.
+//   - ConsumeQueue, index and checkpoint (all derived from the CommitLog):
+//     the dispatcher stops at the record it could not dispatch, or the
+//     progress is not persisted, and the round is retried on the next write
+//     and every FlushConsumeQueueInterval. Readers see what was dispatched;
+//     under SYNC_FLUSH puts are still acknowledged while the CommitLog has
+//     room. A record re-dispatched after a partial failure is re-appended to
+//     its ConsumeQueue idempotently (the index may hold its keys twice;
+//     queries deduplicate).
 //
 // # Confirmed offset and dispatch
 //

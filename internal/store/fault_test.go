@@ -150,12 +150,18 @@ func TestNoSpaceOnCommitLogWrite(t *testing.T) {
 	waitVisible(t, s, "T", 0, 1)
 	efs.SetFreeBytes(100)
 	r := s.PutMessage(context.Background(), newMsg("T", 0, strings.Repeat("x", 500), nil))
-	if r.Status != PutServiceNotAvailable || !errors.Is(r.Err, syscall.ENOSPC) {
+	if r.Status != PutDiskFull || !errors.Is(r.Err, ErrNoSpace) || !errors.Is(r.Err, syscall.ENOSPC) {
 		t.Fatalf("ENOSPC: %v %v", r.Status, r.Err)
 	}
 	got, err := s.GetMessage("T", 0, 0, 32, 1<<20, nil)
 	if err != nil || fmt.Sprint(bodies(got)) != "[fits]" {
 		t.Fatalf("reads after ENOSPC: %v %v", bodies(got), err)
+	}
+	efs.SetFreeBytes(-1)
+	m := newMsg("T", 0, "after", nil)
+	put(t, s, m)
+	if m.QueueOffset != 1 {
+		t.Fatalf("put after space returned got queue offset %d, want 1", m.QueueOffset)
 	}
 }
 

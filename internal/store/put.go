@@ -142,6 +142,8 @@ func (s *Store) putFailure(err error) PutResult {
 	switch {
 	case errors.Is(err, ErrClosed):
 		return PutResult{Status: PutServiceNotAvailable, Err: err}
+	case errors.Is(err, commitlog.ErrNoSpace):
+		return PutResult{Status: PutDiskFull, Err: fmt.Errorf("%w: %w", ErrNoSpace, err)}
 	case errors.Is(err, commitlog.ErrFailed) || errors.Is(err, ErrReadOnly):
 		return PutResult{Status: PutServiceNotAvailable, Err: fmt.Errorf("%w: %w", ErrReadOnly, err)}
 	default:
@@ -257,13 +259,20 @@ func (s *Store) appendRecords(reqs []*putReq) (int64, error) {
 		}()
 	}
 	now := s.cfg.Now().UnixMilli()
+	patched := 0
 	end, err := s.log.Append(recs, func(i int, rec []byte, phys int64) {
 		m := msgs[i]
 		qo := s.nextQueueOffset(m.Topic, m.QueueID)
 		message.PatchStored(rec, qo, phys, now)
 		m.QueueOffset, m.PhysOffset, m.StoreTimestamp = qo, phys, now
+		patched = i + 1
 	})
 	if err != nil {
+		if errors.Is(err, commitlog.ErrNoSpace) {
+			// Nothing was written: give the queue offsets back, so the
+			// next put takes them and the queues stay dense.
+			s.returnQueueOffsets(msgs[:patched])
+		}
 		return 0, err
 	}
 	var n int64
@@ -294,6 +303,15 @@ func (s *Store) nextQueueOffset(topic string, queueID int32) int64 {
 	qo := byID[queueID]
 	byID[queueID] = qo + 1
 	return qo
+}
+
+// returnQueueOffsets undoes nextQueueOffset for ms, the messages of a batch
+// that was not written. appendMu is held.
+func (s *Store) returnQueueOffsets(ms []*message.Message) {
+	for _, m := range ms {
+		s.counters[m.Topic][m.QueueID]--
+		m.QueueOffset, m.PhysOffset, m.StoreTimestamp = 0, 0, 0
+	}
 }
 
 // beforeFlush is the CommitLog's BeforeFlush hook: under SYNC_FLUSH, with a

@@ -13,7 +13,9 @@ const (
 	// PutServiceNotAvailable: the store is closed or read-only after a write
 	// or fsync failure.
 	PutServiceNotAvailable
-	// PutDiskFull: disk use is above DiskHardLimitRatio.
+	// PutDiskFull: disk use is above DiskHardLimitRatio (ErrDiskFull), or
+	// the CommitLog write found the disk full (ErrNoSpace). Nothing was
+	// written; later puts are accepted again when space returns.
 	PutDiskFull
 	// PutMessageIllegal: the message is malformed or too large.
 	PutMessageIllegal

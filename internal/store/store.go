@@ -32,6 +32,9 @@ var (
 	ErrReadOnly = errors.New("store: read-only after a write or fsync failure (restart to recover)")
 	ErrDiskFull = errors.New("store: disk use above the hard limit; writes refused")
 	ErrCorrupt  = errors.New("store: corrupt record")
+	// ErrNoSpace: a write found the disk full. The message was not stored;
+	// later puts try again.
+	ErrNoSpace = errors.New("store: disk full (no space left on device): message not stored, retry when space is freed")
 )
 
 // Store ties the CommitLog, the ConsumeQueues and the index together. See
@@ -82,6 +85,10 @@ type Store struct {
 	failure  atomic.Pointer[error] // sticky read-only cause
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
 	closed   atomic.Bool
+
+	// The dispatcher, or the persisting of its progress, is waiting for
+	// disk space (retried every FlushConsumeQueueInterval).
+	dispatchStalled, progressStalled atomic.Bool
 
 	kick      chan struct{} // wakes the dispatcher
 	stop      chan struct{}

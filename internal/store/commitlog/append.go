@@ -1,9 +1,11 @@
 package commitlog
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/keelmq/keel/internal/message"
 )
@@ -21,8 +23,11 @@ type PatchFunc func(i int, rec []byte, phys int64)
 // the next record does not fit. It returns the new written offset. recs are
 // not modified (they are copied into the log's write buffer first).
 //
-// On a write or fsync error the log fails permanently (see Err). Append must
-// not be called concurrently with itself, Recover, Truncate or DeleteBefore.
+// On a write or fsync error the log fails permanently (see Err), except for
+// a write that ran out of space before any record of recs was written: then
+// the error wraps ErrNoSpace, the written offset is unchanged and recs may
+// be appended again later (patch is called again for them). Append must not
+// be called concurrently with itself, Recover, Truncate or DeleteBefore.
 func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 	if err := l.Err(); err != nil {
 		return 0, err
@@ -38,14 +43,16 @@ func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 	pos := l.written.Load()
 	bufStart := pos
 	buf := l.wbuf[:0]
+	published := false // records of recs are in the log: a later failure is fatal
 	for i, rec := range recs {
 		n := int64(len(rec)) + TrailerBytes
 		segEnd := l.SegmentStart(pos) + l.cfg.SegmentBytes
 		if pos+n+BlankBytes > segEnd {
 			buf = appendBlank(buf, segEnd-pos)
-			if err := l.writeAndSeal(buf, bufStart); err != nil {
+			if err := l.writeAndSeal(buf, bufStart, !published); err != nil {
 				return 0, err
 			}
+			published = published || len(buf) > BlankBytes
 			pos, bufStart, buf = segEnd, segEnd, buf[:0]
 		}
 		start := len(buf)
@@ -59,7 +66,7 @@ func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 		pos += n
 	}
 	if len(buf) > 0 {
-		if err := l.write(buf, bufStart); err != nil {
+		if err := l.write(buf, bufStart, !published); err != nil {
 			return 0, err
 		}
 	}
@@ -94,40 +101,84 @@ func appendBlank(buf []byte, remaining int64) []byte {
 }
 
 // write writes buf at CommitLog offset off (inside one segment) and
-// publishes the new written offset.
-func (l *Log) write(buf []byte, off int64) error {
-	s, err := l.segmentForWrite(off)
+// publishes the new written offset. If retryable, a lack of space leaves
+// the log usable (undoWrite); any other failure fails it.
+func (l *Log) write(buf []byte, off int64, retryable bool) error {
+	s, err := l.segmentForWrite(off, retryable)
 	if err != nil {
 		return err
 	}
 	if _, err := s.f.WriteAt(buf, off-s.base); err != nil {
-		return l.fail(fmt.Errorf("commitlog: write %d bytes to %s at %d: %w", len(buf), s.path, off-s.base, err))
+		err = fmt.Errorf("commitlog: write %d bytes to %s at %d: %w", len(buf), s.path, off-s.base, err)
+		if retryable && IsNoSpace(err) {
+			return l.undoWrite(s, off, err)
+		}
+		return l.fail(err)
 	}
 	l.written.Store(off + int64(len(buf)))
 	l.notify()
+	if l.noSpace {
+		l.noSpace = false
+		l.logger.Info("commitlog: writing again after the disk was full", "offset", off)
+	}
 	return nil
+}
+
+// IsNoSpace reports whether err says the disk (or the user's quota) is full.
+func IsNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// undoWrite handles a write at off that failed for lack of space: it cuts
+// s back to off, so that no part of the failed write (a short write may
+// have left whole records) can be found by recovery or overlap the next
+// write, and returns an error wrapping ErrNoSpace. If the cut fails the log
+// fails.
+func (l *Log) undoWrite(s *segment, off int64, cause error) error {
+	rel := off - s.base
+	size, err := s.f.Size()
+	if err == nil && size > rel {
+		err = s.f.Truncate(rel)
+	}
+	if err != nil {
+		return l.fail(fmt.Errorf("%w; cutting %s back to %d failed too: %w", cause, s.path, rel, err))
+	}
+	return l.noSpaceErr(cause)
+}
+
+// noSpaceErr wraps cause with ErrNoSpace, logging the first of a series.
+func (l *Log) noSpaceErr(cause error) error {
+	if !l.noSpace {
+		l.noSpace = true
+		l.logger.Warn("commitlog: disk full; batch not written, later appends retry", "err", cause)
+	}
+	return fmt.Errorf("%w: %w", ErrNoSpace, cause)
 }
 
 // writeAndSeal writes buf, which ends with the blank marker closing its
 // segment, and makes the whole segment durable before the next one may be
 // created (the ordering recovery relies on).
-func (l *Log) writeAndSeal(buf []byte, off int64) error {
-	if err := l.write(buf, off); err != nil {
+func (l *Log) writeAndSeal(buf []byte, off int64, retryable bool) error {
+	if err := l.write(buf, off, retryable); err != nil {
 		return err
 	}
-	s, err := l.segmentForWrite(off)
+	s, err := l.segmentForWrite(off, false)
 	if err != nil {
 		return err
 	}
 	if err := s.f.Sync(); err != nil {
 		return l.fail(fmt.Errorf("commitlog: fdatasync closed segment %s: %w", s.path, err))
 	}
+	// The segment is closed: the next append, even one retried after the
+	// rest of this batch ran out of space, starts in the next segment.
+	l.written.Store(s.base + l.cfg.SegmentBytes)
 	return nil
 }
 
 // segmentForWrite returns the segment holding off, creating it if off is
-// the start of the segment after the last one.
-func (l *Log) segmentForWrite(off int64) (*segment, error) {
+// the start of the segment after the last one. If retryable, a creation
+// that fails for lack of space leaves the log usable.
+func (l *Log) segmentForWrite(off int64, retryable bool) (*segment, error) {
 	l.segMu.RLock()
 	s := l.segmentLocked(off)
 	l.segMu.RUnlock()
@@ -142,14 +193,18 @@ func (l *Log) segmentForWrite(off int64) (*segment, error) {
 	if !ok {
 		panic(fmt.Sprintf("commitlog: write at %d is not in or right after the last segment", off))
 	}
-	return l.createSegment(base)
+	return l.createSegment(base, retryable)
 }
 
-func (l *Log) createSegment(base int64) (*segment, error) {
+func (l *Log) createSegment(base int64, retryable bool) (*segment, error) {
 	path := filepath.Join(l.cfg.Dir, SegmentName(base))
 	f, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, l.fail(fmt.Errorf("commitlog: create segment %s: %w", path, err))
+		err = fmt.Errorf("commitlog: create segment %s: %w", path, err)
+		if retryable && IsNoSpace(err) {
+			return nil, l.noSpaceErr(err)
+		}
+		return nil, l.fail(err)
 	}
 	if err := l.cfg.FS.SyncDir(l.cfg.Dir); err != nil {
 		f.Close()

@@ -48,6 +48,10 @@ var (
 	ErrTooLarge = errors.New("commitlog: record too large for a segment")
 	// ErrNotRecovered is returned by Append before Recover ran.
 	ErrNotRecovered = errors.New("commitlog: not recovered")
+	// ErrNoSpace is wrapped by Append errors for a batch that was not
+	// written because the disk is full; the log stays usable (see the
+	// package documentation).
+	ErrNoSpace = errors.New("commitlog: no space left on device; nothing of the batch was written")
 )
 
 // Config configures a Log.
@@ -104,6 +108,7 @@ type Log struct {
 	// Owned by the single writer.
 	wbuf      []byte
 	recovered bool
+	noSpace   bool // the last append failed with ErrNoSpace (log once per series)
 
 	written atomic.Int64 // end of written bytes (exclusive)
 	flushed atomic.Int64 // end of durable bytes (exclusive)

@@ -41,11 +41,19 @@
 // segment file exists, every segment before it is complete and durable. The
 // recovery scan relies on this to tell a torn tail from corruption.
 //
-// Any failed write or fdatasync makes the Log permanently failed: after a
-// failed fsync the page cache can no longer be trusted, so every later
-// Append, Flush and WaitFlushed returns an error wrapping ErrFailed and the
-// cause. Data is never reported durable unless an fdatasync covering it
-// returned success. Reads keep working.
+// Any failed fdatasync, and any failed write but the one below, makes the
+// Log permanently failed: after a failed fsync the page cache can no longer
+// be trusted, so every later Append, Flush and WaitFlushed returns an error
+// wrapping ErrFailed and the cause. Data is never reported durable unless an
+// fdatasync covering it returned success. Reads keep working.
+//
+// A write that fails for lack of space (ENOSPC, EDQUOT) before any record of
+// its Append reached the log is not fatal: the segment file is cut back to
+// the written offset (a short write may have left part of the batch there),
+// the written offset does not move and Append returns an error wrapping
+// ErrNoSpace; the next Append tries again. If the cut fails too, or records
+// of the same Append were already written (a batch that closed a segment),
+// the Log fails as above.
 //
 // # Recovery
 //
