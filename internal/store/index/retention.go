@@ -7,7 +7,9 @@ import (
 // Flush makes every Put so far durable: for each changed file it syncs the
 // entries and slots, then writes the header and syncs again, so a durable
 // header never counts entries that are not. New files' directory entries
-// are synced too. A failed Flush is sticky: later calls return its error.
+// are synced too. A failed fdatasync is sticky: later calls return its
+// error. A failed write is not (the page cache stays defined): the entries,
+// slots and header it did not write are written by the next Flush.
 func (ix *Index) Flush() error {
 	ix.flushMu.Lock()
 	defer ix.flushMu.Unlock()
@@ -45,9 +47,12 @@ func (ix *Index) flushLocked() error {
 	for _, j := range jobs {
 		err := j.f.sync()
 		if err == nil {
-			err = j.f.writeHeader(j.hdr)
-		}
-		if err == nil {
+			if werr := j.f.writeHeader(j.hdr); werr != nil {
+				// A failed write (a full disk) leaves the page cache
+				// defined, unlike a failed fdatasync: the file stays
+				// dirty and the next Flush writes the header again.
+				return werr
+			}
 			err = j.f.sync()
 		}
 		if err != nil {
