@@ -49,6 +49,9 @@ func decodeHeader(b []byte) header {
 	}
 }
 
+// entryPrevOff is the offset of prevIndex within an entry.
+const entryPrevOff = 16
+
 // entry is one 20-byte index entry.
 type entry struct {
 	keyHash    int32
@@ -62,7 +65,7 @@ func (e *entry) encode(b []byte) {
 	binary.BigEndian.PutUint32(b[0:], uint32(e.keyHash))
 	binary.BigEndian.PutUint64(b[4:], uint64(e.physOffset))
 	binary.BigEndian.PutUint32(b[12:], uint32(e.timeDiffS))
-	binary.BigEndian.PutUint32(b[16:], uint32(e.prevIndex))
+	binary.BigEndian.PutUint32(b[entryPrevOff:], uint32(e.prevIndex))
 }
 
 func decodeEntry(b []byte) entry {
@@ -71,7 +74,7 @@ func decodeEntry(b []byte) entry {
 		keyHash:    int32(binary.BigEndian.Uint32(b[0:])),
 		physOffset: int64(binary.BigEndian.Uint64(b[4:])),
 		timeDiffS:  int32(binary.BigEndian.Uint32(b[12:])),
-		prevIndex:  int32(binary.BigEndian.Uint32(b[16:])),
+		prevIndex:  int32(binary.BigEndian.Uint32(b[entryPrevOff:])),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 )
 
 // load opens the files of the directory and recovers them.
@@ -14,33 +15,42 @@ func (ix *Index) load() error {
 	if err != nil {
 		return fmt.Errorf("index: list: %w", err)
 	}
-	var seqs []int64
+	var files []*file
 	for _, name := range names {
-		if seq, ok := parseFileName(name); ok {
-			seqs = append(seqs, seq)
-		} else {
+		seq, ok := parseFileName(name)
+		if !ok {
 			ix.log.Warn("index: ignoring unexpected file", "file", ix.path(name))
+			continue
 		}
-	}
-	for i, seq := range seqs {
 		ix.nextSeq = seq + 1
 		f, err := ix.openFile(seq)
 		if err != nil {
+			closeAll(files)
 			return err
 		}
-		if f == nil {
-			continue
+		if f != nil {
+			files = append(files, f)
 		}
-		keep, err := ix.recoverIfNeeded(f, i == len(seqs)-1)
+	}
+	// Newest first: when the newest file holds nothing durable and is
+	// removed, the one before it takes Puts and is recovered as the newest.
+	var kept []*file
+	for i := len(files) - 1; i >= 0; i-- {
+		f := files[i]
+		keep, err := ix.recoverIfNeeded(f, len(kept))
 		if err != nil {
 			_ = f.f.Close()
+			closeAll(files[:i])
+			closeAll(kept)
 			return err
 		}
 		if keep {
 			f.written = f.hdr.entryCount
-			ix.files = append(ix.files, f)
+			kept = append(kept, f)
 		}
 	}
+	slices.Reverse(kept)
+	ix.files = kept
 	if ix.dirGen != ix.dirSync {
 		if err := ix.cfg.FS.SyncDir(ix.cfg.Dir); err != nil {
 			return fmt.Errorf("index: sync dir: %w", err)
@@ -48,6 +58,12 @@ func (ix *Index) load() error {
 		ix.dirSync = ix.dirGen
 	}
 	return nil
+}
+
+func closeAll(files []*file) {
+	for _, f := range files {
+		_ = f.f.Close()
+	}
 }
 
 // openFile opens file seq and reads its header. A file whose header is not
@@ -88,14 +104,24 @@ func (ix *Index) openFile(seq int64) (*file, error) {
 	return nil, nil
 }
 
-// recoverIfNeeded recovers the newest file, and any other whose size does
-// not match its header. It reports whether the file keeps entries.
-func (ix *Index) recoverIfNeeded(f *file, newest bool) (bool, error) {
+// recoverIfNeeded checks f; rank is the number of newer files kept (0: f
+// takes Puts). It reports whether f keeps entries.
+//
+// A file is settled when its size is exactly that of the entries its
+// header counts: every slot and entry write to it was covered by a
+// completed Flush (or recovery). A file that is not settled was being
+// written when the process stopped; it is recovered and its slot table
+// rebuilt from its entries (see rebuildFile). The newest file, and the one
+// before it unless it is full (it may have rolled over after the last
+// Flush), are also rebuilt when a slot points past the entries counted:
+// the slot update reached the disk before the entries it points at.
+func (ix *Index) recoverIfNeeded(f *file, rank int) (bool, error) {
 	size, err := f.f.Size()
 	if err != nil {
 		return false, fmt.Errorf("index: size of %s: %w", f.name, err)
 	}
-	if !newest && f.hdr.entryCount > 0 && size == f.entryPos(f.hdr.entryCount+1) {
+	settled := f.settled(size)
+	if settled && (rank > 1 || rank == 1 && f.full()) {
 		return true, nil
 	}
 	count, err := f.lastPlausible(size)
@@ -111,11 +137,24 @@ func (ix *Index) recoverIfNeeded(f *file, newest bool) (bool, error) {
 		ix.dirGen++
 		return false, nil
 	}
-	if count != f.hdr.entryCount {
-		ix.log.Warn("index: recovered file", "file", ix.path(f.name),
-			"header_entries", f.hdr.entryCount, "entries", count)
+	if settled && count == f.hdr.entryCount {
+		if rank == 0 {
+			if err := f.loadSlots(); err != nil {
+				return false, err
+			}
+		}
+		past, err := f.slotPastCount(count)
+		if err != nil || !past {
+			return err == nil, err
+		}
 	}
-	return true, ix.cutFile(f, count, size)
+	return true, ix.rebuildFile(f, count, size, rank == 0)
+}
+
+// settled reports whether the file's size is that of the entries its header
+// counts.
+func (f *file) settled(size int64) bool {
+	return f.hdr.entryCount > 0 && size == f.entryPos(f.hdr.entryCount+1)
 }
 
 // lastPlausible returns the highest n <= the header's count (and what the
@@ -154,9 +193,31 @@ func (f *file) lastPlausible(size int64) (int32, error) {
 // past count are moved back along their chains, the file is truncated after
 // entry count and the header rewritten. size is the current file size.
 func (ix *Index) cutFile(f *file, count int32, size int64) error {
+	if f.settled(size) {
+		if err := f.unsettle(size); err != nil {
+			return err
+		}
+		size++
+	}
 	if err := f.repairSlots(count, size); err != nil {
 		return err
 	}
+	return ix.finishCut(f, count, size)
+}
+
+// unsettle makes the durable size of f disagree with its header before
+// slots are rewritten in place, by appending a byte: if the process stops
+// before finishCut, the next Open finds the file not settled and rebuilds
+// its slot table instead of trusting slots a crash may have torn.
+func (f *file) unsettle(size int64) error {
+	if err := f.f.Truncate(size + 1); err != nil {
+		return fmt.Errorf("index: extend %s: %w", f.name, err)
+	}
+	return f.sync()
+}
+
+// finishCut truncates f after entry count, rewrites its header and syncs.
+func (ix *Index) finishCut(f *file, count int32, size int64) error {
 	if end := f.entryPos(count + 1); size > end {
 		if err := f.f.Truncate(end); err != nil {
 			return fmt.Errorf("index: truncate %s: %w", f.name, err)

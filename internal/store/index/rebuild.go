@@ -1,0 +1,189 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// rebuildChunk is how many entries rebuildFile reads at a time.
+const rebuildChunk = 4096
+
+// rebuildFile makes entries 1..count the whole of f, durably, with a slot
+// table and chains derived from the entries alone. It is how a file that
+// was being written when the process stopped is recovered: a crash can
+// leave a slot half old, half new, pointing at an unrelated entry that
+// the header does count, and no check of the slot alone can tell. The
+// entries themselves (1..count) are durable, and a slot's value is a
+// function of them: the highest entry whose keyHash maps to the slot.
+//
+// Steps: if the durable file looks settled, unsettle it (a crash during the
+// rebuild must lead to another rebuild); walk entries 1..count in order,
+// relinking each entry whose prevIndex disagrees with the rebuilt chain of
+// its slot (see relink); write the slots that differ from the rebuilt
+// table; then truncate, rewrite the header and fdatasync (finishCut).
+//
+// Cost: one sequential read of the file's entries (20 B each) and of its
+// slot table (4 B a slot), and memory for the table (4 B a slot, or a map
+// of the slots in use for tables larger than maxCachedSlots). It runs only
+// for files that were being written, normally the newest one.
+func (ix *Index) rebuildFile(f *file, count int32, size int64, takesPuts bool) error {
+	if f.settled(size) {
+		if err := f.unsettle(size); err != nil {
+			return err
+		}
+		size++
+	}
+	heads := newSlotTable(f.hdr.slotCount)
+	relinked, skipped, err := f.relink(count, heads)
+	if err != nil {
+		return err
+	}
+	changed, err := f.writeSlotTable(heads)
+	if err != nil {
+		return err
+	}
+	ix.log.Warn("index: rebuilt the slot table of a file that was being written", "file", ix.path(f.name),
+		"header_entries", f.hdr.entryCount, "entries", count, "slots_changed", changed,
+		"relinked", relinked, "skipped", skipped)
+	if err := ix.finishCut(f, count, size); err != nil {
+		return err
+	}
+	f.slots = nil
+	if takesPuts {
+		f.slots = heads.dense
+	}
+	return nil
+}
+
+// relink walks entries 1..count in order and records in heads, for each
+// slot, the newest entry mapping to it. An entry's prevIndex must be the
+// slot's head before it; one that is not (a Put linked to a torn slot, a
+// chain cut by an earlier recovery, damage at rest) is rewritten to it.
+// prevIndex is derived data, so relinking loses nothing, whereas cutting
+// the chain there would lose every older entry of the slot. An entry that
+// is not plausible (negative hash or time, physOffset below the file's
+// begin) is skipped: nothing links to it afterwards.
+func (f *file) relink(count int32, heads *slotTable) (relinked, skipped int, err error) {
+	buf := make([]byte, rebuildChunk*EntrySize)
+	var pb [4]byte
+	for first := int64(1); first <= int64(count); first += rebuildChunk {
+		k := min(rebuildChunk, int64(count)-first+1)
+		b := buf[:k*EntrySize]
+		n, err := f.f.ReadAt(b, f.entryPos(int32(first)))
+		if err != nil && err != io.EOF {
+			return 0, 0, fmt.Errorf("index: read entries of %s: %w", f.name, err)
+		}
+		clear(b[n:])
+		for i := range k {
+			num := int32(first + i)
+			e := decodeEntry(b[i*EntrySize:])
+			if e.keyHash < 0 || e.timeDiffS < 0 || e.physOffset < f.hdr.beginPhys {
+				skipped++
+				continue
+			}
+			slot := f.slotOf(e.keyHash)
+			if want := heads.get(slot); e.prevIndex != want {
+				binary.BigEndian.PutUint32(pb[:], uint32(want))
+				if _, err := f.f.WriteAt(pb[:], f.entryPos(num)+entryPrevOff); err != nil {
+					return 0, 0, fmt.Errorf("index: relink entry %d of %s: %w", num, f.name, err)
+				}
+				relinked++
+			}
+			heads.set(slot, num)
+		}
+	}
+	return relinked, skipped, nil
+}
+
+// writeSlotTable writes the slots of f that differ from want, a chunk at a
+// time, and returns how many differed.
+func (f *file) writeSlotTable(want *slotTable) (int, error) {
+	buf := make([]byte, slotScanChunk*SlotSize)
+	slots := int64(f.hdr.slotCount)
+	changed := 0
+	for first := int64(0); first < slots; first += slotScanChunk {
+		n := min(slotScanChunk, slots-first)
+		b := buf[:n*SlotSize]
+		k, err := f.f.ReadAt(b, f.slotPos(first))
+		if err != nil && err != io.EOF {
+			return 0, fmt.Errorf("index: read slots of %s: %w", f.name, err)
+		}
+		clear(b[k:]) // past the end of a sparse file: empty
+		diff := 0
+		for i := range n {
+			if v := want.get(first + i); int32(binary.BigEndian.Uint32(b[i*SlotSize:])) != v {
+				binary.BigEndian.PutUint32(b[i*SlotSize:], uint32(v))
+				diff++
+			}
+		}
+		if diff == 0 {
+			continue
+		}
+		if _, err := f.f.WriteAt(b, f.slotPos(first)); err != nil {
+			return 0, fmt.Errorf("index: write slots of %s: %w", f.name, err)
+		}
+		changed += diff
+	}
+	return changed, nil
+}
+
+// slotPastCount reports whether a slot of f is negative or points past
+// entry count: from the cached table if loaded, else reading the file.
+func (f *file) slotPastCount(count int32) (bool, error) {
+	bad := func(v int32) bool { return v < 0 || v > count }
+	if f.slots != nil {
+		for _, v := range f.slots {
+			if bad(v) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	buf := make([]byte, slotScanChunk*SlotSize)
+	slots := int64(f.hdr.slotCount)
+	for first := int64(0); first < slots; first += slotScanChunk {
+		n := min(slotScanChunk, slots-first)
+		b := buf[:n*SlotSize]
+		k, err := f.f.ReadAt(b, f.slotPos(first))
+		if err != nil && err != io.EOF {
+			return false, fmt.Errorf("index: read slots of %s: %w", f.name, err)
+		}
+		clear(b[k:])
+		for i := range n {
+			if bad(int32(binary.BigEndian.Uint32(b[i*SlotSize:]))) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// slotTable is a slot table being rebuilt: dense when it may be cached
+// (maxCachedSlots), else a map of the slots in use.
+type slotTable struct {
+	dense  []int32
+	sparse map[int64]int32
+}
+
+func newSlotTable(slots int32) *slotTable {
+	if int64(slots) <= maxCachedSlots {
+		return &slotTable{dense: make([]int32, slots)}
+	}
+	return &slotTable{sparse: map[int64]int32{}}
+}
+
+func (t *slotTable) get(slot int64) int32 {
+	if t.dense != nil {
+		return t.dense[slot]
+	}
+	return t.sparse[slot]
+}
+
+func (t *slotTable) set(slot int64, n int32) {
+	if t.dense != nil {
+		t.dense[slot] = n
+		return
+	}
+	t.sparse[slot] = n
+}
