@@ -121,6 +121,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		// Zero copy: the connection writes the store's buffers with one
 		// vectored write and releases them once written or dropped.
 		resp.BodyParts, resp.OnWritten, lent = res.Records, res.Release, true
+		resp.HeldBytes = res.HeldBytes() // whole buffers: the connection's byte budget counts them
 	}
 	return resp, nil
 }

@@ -96,7 +96,10 @@ func TestPullZeroCopyReleasedWhenConnectionCloses(t *testing.T) {
 	if _, err := nc.Write(frames); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "pulls served", func() bool { return e.st.Stats().Gets >= 64 })
+	// The connection's response byte budget (16 MiB, one 256 KiB buffer per
+	// response) stops reading requests once it is full, so not all 64 need
+	// be served; the first 8 always are.
+	waitFor(t, "pulls served", func() bool { return e.st.Stats().Gets >= 8 })
 	nc.(*net.TCPConn).SetLinger(0)
 	nc.Close()
 	e.waitReadsReturned()

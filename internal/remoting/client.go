@@ -22,6 +22,10 @@ type ClientConfig struct {
 	TLS           *tls.Config   // optional: dial TLS
 	Handler       Handler       // optional: serves requests the server sends us
 	Logger        *slog.Logger
+	// MaxQueuedBytes is the byte budget for responses to server requests
+	// (see ServerConfig.MaxQueuedBytesPerConn); default 16 MiB, negative:
+	// unbounded.
+	MaxQueuedBytes int
 }
 
 // Client is one connection to a remoting server (a NameServer or a
@@ -49,6 +53,9 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Client, error) {
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
+	if cfg.MaxQueuedBytes == 0 {
+		cfg.MaxQueuedBytes = DefaultMaxQueuedBytesPerConn
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -63,6 +70,7 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Client, error) {
 		writeTimeout:  cfg.WriteTimeout,
 		maxInflight:   cfg.MaxInflight,
 		writeQueueLen: cfg.WriteQueueLen,
+		maxQueued:     int64(cfg.MaxQueuedBytes),
 		logger:        cfg.Logger,
 	}
 	cl := &Client{stopped: make(chan struct{})}

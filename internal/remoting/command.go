@@ -51,6 +51,10 @@ type Command struct {
 	// frame too large, connection closed, response to a oneway request).
 	// It runs on the writer's or the sender's goroutine and must not block.
 	OnWritten func()
+	// HeldBytes, if larger than the frame, is the memory the command holds
+	// until OnWritten (e.g. whole pooled buffers lent as BodyParts): the
+	// connection's response budget counts it instead of the frame size.
+	HeldBytes int
 	// SerializeType is the header encoding: SerializeJSON or SerializeRocketMQ.
 	SerializeType byte
 }

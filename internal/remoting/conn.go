@@ -54,6 +54,7 @@ type connConfig struct {
 	writeTimeout  time.Duration // <= 0: none
 	maxInflight   int
 	writeQueueLen int
+	maxQueued     int64 // response byte budget (outBudget); <= 0: none
 	logger        *slog.Logger
 }
 
@@ -66,10 +67,11 @@ const (
 )
 
 type outFrame struct {
-	head  *[]byte // pooled: length, header-length word, header
-	body  []byte
-	parts [][]byte
-	done  func() // the command's OnWritten
+	head    *[]byte // pooled: length, header-length word, header
+	body    []byte
+	parts   [][]byte
+	done    func() // the command's OnWritten
+	charged int64  // bytes counted in the connection's outBudget
 }
 
 // size is the number of bytes the frame puts on the wire.
@@ -112,7 +114,8 @@ type Conn struct {
 	ctx    context.Context // cancelled on close
 	cancel context.CancelFunc
 
-	outq chan outFrame
+	outq   chan outFrame
+	budget *outBudget
 	// sendMu (read side: senders queueing a frame with OnWritten) and
 	// sendClosed let the connection's end find every such frame left in
 	// outq: once sendClosed is set under the write lock, no sender can
@@ -140,6 +143,7 @@ func newConn(id uint64, nc net.Conn, cfg connConfig, h Handler, opaque *atomic.I
 	c := &Conn{
 		id: id, nc: nc, cfg: cfg, opaque: opaque, ctx: ctx, cancel: cancel,
 		outq:       make(chan outFrame, cfg.writeQueueLen),
+		budget:     newOutBudget(cfg.maxQueued),
 		sem:        make(chan struct{}, cfg.maxInflight),
 		writerDone: make(chan struct{}),
 		flushReq:   make(chan struct{}),
@@ -195,10 +199,16 @@ func (c *Conn) closeWith(err error) {
 
 // WriteResponse queues a response (typically a deferred one). It sets the
 // response flag; the opaque must be the request's (NewResponse does that).
+// It blocks while the connection's queued responses fill its byte budget
+// (ServerConfig.MaxQueuedBytesPerConn), until the peer reads or the
+// connection closes.
 func (c *Conn) WriteResponse(resp *Command) error {
 	resp.Flag |= FlagResponse
-	return c.send(resp)
+	return c.send(resp, sendDeferred)
 }
+
+// BudgetStats returns the state of the connection's response byte budget.
+func (c *Conn) BudgetStats() BudgetStats { return c.budget.stats() }
 
 // Invoke sends a request and waits for its response, ctx's end or the
 // connection's close. The opaque is assigned here.
@@ -214,7 +224,7 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 		delete(c.pending, req.Opaque)
 		c.pendMu.Unlock()
 	}()
-	if err := c.send(req); err != nil {
+	if err := c.send(req, sendRequest); err != nil {
 		return nil, err
 	}
 	select {
@@ -232,17 +242,45 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 func (c *Conn) InvokeOneway(req *Command) error {
 	req.Flag = req.Flag&^FlagResponse | FlagOneway
 	req.Opaque = c.opaque.Add(1)
-	return c.send(req)
+	return c.send(req, sendRequest)
 }
 
 // send encodes the frame head and queues it with the body for the writer.
-// It blocks while the write queue is full. cmd.OnWritten moves to the
+// It blocks while the write queue is full and, for responses, while the
+// byte budget has no room (see outBudget). cmd.OnWritten moves to the
 // queued frame (the writer calls it), or runs here if the frame is dropped.
-func (c *Conn) send(cmd *Command) error {
+func (c *Conn) send(cmd *Command, kind sendKind) error {
+	f, err := c.prepare(cmd)
+	if err != nil {
+		if kind == sendHandlerResponse {
+			c.budget.handlerDone()
+		}
+		return err
+	}
+	if !c.budget.acquire(f.charged, kind, c.done) {
+		f.release()
+		return c.closeErr
+	}
+	if f.done == nil {
+		return c.enqueue(f)
+	}
+	c.sendMu.RLock()
+	defer c.sendMu.RUnlock()
+	if c.sendClosed {
+		c.drop(&f)
+		return c.closeErr
+	}
+	return c.enqueue(f)
+}
+
+// prepare encodes cmd's frame head; on an error (or a closed connection)
+// it runs cmd's OnWritten. The frame's charge is its size on the wire, or
+// cmd.HeldBytes if that is more.
+func (c *Conn) prepare(cmd *Command) (outFrame, error) {
 	select {
 	case <-c.done:
 		cmd.written()
-		return c.closeErr
+		return outFrame{}, c.closeErr
 	default:
 	}
 	hp := headPool.Get().(*[]byte)
@@ -250,38 +288,38 @@ func (c *Conn) send(cmd *Command) error {
 	if err != nil {
 		putHead(hp)
 		cmd.written()
-		return err
+		return outFrame{}, err
 	}
-	if size := len(head) - 4 + cmd.BodyLen(); size > c.cfg.maxFrameBytes {
+	bodyLen := cmd.BodyLen()
+	if size := len(head) - 4 + bodyLen; size > c.cfg.maxFrameBytes {
 		putHead(hp)
 		cmd.written()
-		return fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrFrameTooLarge, size, c.cfg.maxFrameBytes)
+		return outFrame{}, fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrFrameTooLarge, size, c.cfg.maxFrameBytes)
 	}
 	*hp = head
-	f := outFrame{head: hp, body: cmd.Body, parts: cmd.BodyParts, done: cmd.OnWritten}
+	f := outFrame{head: hp, body: cmd.Body, parts: cmd.BodyParts, done: cmd.OnWritten,
+		charged: int64(max(len(head)+bodyLen, cmd.HeldBytes))}
 	cmd.OnWritten = nil
-	if f.done == nil {
-		return c.enqueue(f)
-	}
-	c.sendMu.RLock()
-	defer c.sendMu.RUnlock()
-	if c.sendClosed {
-		f.release()
-		return c.closeErr
-	}
-	return c.enqueue(f)
+	return f, nil
 }
 
 // enqueue hands f to the writer; if the connection closes first, f is
-// released here.
+// dropped here.
 func (c *Conn) enqueue(f outFrame) error {
 	select {
 	case c.outq <- f:
 		return nil
 	case <-c.done:
-		f.release()
+		c.drop(&f)
 		return c.closeErr
 	}
+}
+
+// drop releases a counted frame that will not be written: its budget and
+// its buffers (OnWritten).
+func (c *Conn) drop(f *outFrame) {
+	c.budget.release(f.charged)
+	f.release()
 }
 
 // dropQueued releases the frames the writer will never write, after the
@@ -294,7 +332,7 @@ func (c *Conn) dropQueued() {
 	for {
 		select {
 		case f := <-c.outq:
-			f.release()
+			c.drop(&f)
 		default:
 			return
 		}
@@ -377,6 +415,10 @@ func (c *Conn) readLoop() error {
 		}
 		if err := c.acquire(); err != nil {
 			return err
+		}
+		if !c.budget.admit(c.done) {
+			<-c.sem
+			return c.closeErr
 		}
 		c.handlers.Add(1)
 		go c.handle(cmd)
@@ -474,16 +516,18 @@ func (c *Conn) handle(req *Command) {
 	defer func() { <-c.sem }()
 	resp := c.callHandler(req)
 	if resp == nil {
+		c.budget.handlerDone()
 		return
 	}
 	if req.IsOneway() {
+		c.budget.handlerDone()
 		resp.written()
 		return
 	}
 	resp.Opaque = req.Opaque
 	resp.Flag |= FlagResponse
 	resp.SerializeType = req.SerializeType
-	if err := c.send(resp); err != nil {
+	if err := c.send(resp, sendHandlerResponse); err != nil {
 		c.cfg.logger.Debug("remoting: response not sent", "conn", c.id, "code", RequestCode(req.Code).String(), "err", err)
 	}
 }
@@ -587,7 +631,7 @@ func (c *Conn) writeBatch(batch []outFrame, scratch *net.Buffers) error {
 		_, err = scratch.WriteTo(c.nc)
 	}
 	for i := range batch {
-		batch[i].release()
+		c.drop(&batch[i])
 	}
 	clear(bufs) // drop references to released buffers
 	*scratch = bufs[:0]

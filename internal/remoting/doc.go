@@ -31,6 +31,18 @@
 // Responses are matched to requests only by opaque. All exported methods of
 // Conn, Server and Client are safe for concurrent use.
 //
+// Memory per connection is bounded by a byte budget for responses
+// (ServerConfig.MaxQueuedBytesPerConn, 16 MiB by default; see outBudget):
+// a response that does not fit waits before it is queued (the handler, or
+// the caller of WriteResponse, blocks), and the reader stops taking new
+// requests while the queued and waiting bytes plus an estimate for every
+// running handler would exceed it. A peer that stops reading thus holds
+// about one budget of responses (Command.HeldBytes counts lent buffers at
+// their full size) and gets TCP back-pressure, until WriteTimeout closes
+// the connection and releases everything. A handler that waits for
+// something only this connection's reader can deliver (a response to its
+// own Invoke) must not be used with a budget that can fill.
+//
 // A Command handed to a write method (WriteResponse, Invoke, InvokeOneway)
 // belongs to the connection from then on: its Body and BodyParts are written
 // without copying and must not be modified. A sender that lends pooled

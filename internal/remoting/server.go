@@ -35,6 +35,15 @@ type ServerConfig struct {
 	WriteTimeout       time.Duration
 	MaxInflightPerConn int // concurrently handled requests per connection
 	WriteQueueLen      int // queued outbound frames per connection before senders block
+	// MaxQueuedBytesPerConn bounds the response bytes a connection holds
+	// before its peer reads them (queued frames, or Command.HeldBytes when
+	// larger, plus responses waiting for room); default 16 MiB, negative:
+	// unbounded. A response that does not fit waits (handlers and
+	// WriteResponse block), and the connection stops reading new requests
+	// while the queued bytes plus an estimate for the running handlers
+	// would exceed it, so a peer that stops reading gets TCP back-pressure
+	// and, after WriteTimeout, a closed connection.
+	MaxQueuedBytesPerConn int
 	// KeepAlive is the TCP keepalive idle time used to detect half-open
 	// connections. Negative disables keepalive.
 	KeepAlive time.Duration
@@ -61,6 +70,9 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 	if cfg.WriteQueueLen <= 0 {
 		cfg.WriteQueueLen = DefaultWriteQueueLen
 	}
+	if cfg.MaxQueuedBytesPerConn == 0 {
+		cfg.MaxQueuedBytesPerConn = DefaultMaxQueuedBytesPerConn
+	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
@@ -77,6 +89,7 @@ func (cfg ServerConfig) connConfig() connConfig {
 		writeTimeout:  cfg.WriteTimeout,
 		maxInflight:   cfg.MaxInflightPerConn,
 		writeQueueLen: cfg.WriteQueueLen,
+		maxQueued:     int64(cfg.MaxQueuedBytesPerConn),
 		logger:        cfg.Logger,
 	}
 }

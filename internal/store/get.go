@@ -33,9 +33,15 @@ type GetResult struct {
 
 	slabs []*[]byte
 	slab  []byte        // unused rest of the newest slab
+	big   int           // bytes of records too large for a slab (own buffers)
 	lent  *atomic.Int64 // the store's count of unreleased results holding buffers
 	holds bool          // counted in lent
 }
+
+// HeldBytes is the memory the result holds until Release: its whole pooled
+// buffers, not just the records in them (a connection's response budget
+// counts it for a response lending Records).
+func (r *GetResult) HeldBytes() int { return len(r.slabs)*slabBytes + r.big }
 
 // Read buffer pooling.
 const (
@@ -57,7 +63,7 @@ func (r *GetResult) Release() {
 		r.lent.Add(-1)
 		r.holds = false
 	}
-	r.slabs, r.slab, r.Records = nil, nil, nil
+	r.slabs, r.slab, r.Records, r.big = nil, nil, nil, 0
 }
 
 // alloc returns n bytes from the result's slabs.
@@ -67,6 +73,7 @@ func (r *GetResult) alloc(n int) []byte {
 		r.lent.Add(1)
 	}
 	if n > slabBytes {
+		r.big += n
 		return make([]byte, n)
 	}
 	if len(r.slab) < n {
