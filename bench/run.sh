@@ -82,6 +82,7 @@ machine_row() { # label, command
 	machine_row "Go" "go version"
 	machine_row "date" "date -u +%Y-%m-%dT%H:%M:%SZ"
 	machine_row "revision" "git rev-parse HEAD"
+	machine_row "load average at the start (1, 5, 15 min)" "cut -d' ' -f1-3 /proc/loadavg"
 } >"$work/machine.md"
 
 # --- 2. raw disk figures ---------------------------------------------------
@@ -229,6 +230,12 @@ if [ ${#failed[@]} -gt 0 ]; then
 		echo "**Failed runs:** ${failed[*]} (their logs: bench/out/results/NAME.log)."
 	} >>"$work/process.md"
 fi
+
+# The load average says whether other work shared the machine during the run.
+{
+	echo
+	echo "Load average at the end of the run (\`cut -d' ' -f1-3 /proc/loadavg\`): $(cut -d' ' -f1-3 /proc/loadavg). On this 2-core machine a figure well above 2 means other work competed with the benchmarks."
+} >>"$work/process.md"
 
 # --- 6. the document --------------------------------------------------------
 report_args=(--disk "$work/disk.json" --machine "$work/machine.md" --extra "$work/process.md"
