@@ -285,6 +285,9 @@ func TestNoSpaceInDerivedFilesIsRetried(t *testing.T) {
 			if err := s.Err(); err != nil {
 				t.Fatalf("read-only after %s: %v", c.name, err)
 			}
+			if !s.Stats().WriteStalled {
+				t.Fatal("Stats().WriteStalled is false while the disk is full")
+			}
 			r, err := s.GetMessage("T", 0, 0, 32, 1<<20, nil)
 			if err != nil || r.Status != Found || len(r.Records) < 5 {
 				t.Fatalf("reads during the fault: %v %v", r, err)
@@ -293,9 +296,7 @@ func TestNoSpaceInDerivedFilesIsRetried(t *testing.T) {
 
 			efs.ClearRules()
 			waitVisible(t, s, "T", 0, int64(len(acked)))
-			waitUntil(t, "dispatch and persist to resume", func() bool {
-				return !s.dispatchStalled.Load() && !s.progressStalled.Load()
-			})
+			waitUntil(t, "dispatch and persist to resume", func() bool { return !s.Stats().WriteStalled })
 			if err := s.persistProgress(); err != nil {
 				t.Fatalf("persist after the fault: %v", err)
 			}

@@ -302,6 +302,10 @@ type Stats struct {
 	ReadsLent int64
 	ReadOnly  error
 	DiskFull  bool
+	// WriteStalled: dispatching to the ConsumeQueues and index, or
+	// persisting their progress, found the disk full and is retried every
+	// FlushConsumeQueueInterval (readers see what was dispatched).
+	WriteStalled bool
 }
 
 // Stats returns a snapshot of the store's counters.
@@ -313,5 +317,6 @@ func (s *Store) Stats() Stats {
 		Gets: s.stats.gets.Load(), GetMessages: s.stats.getMsgs.Load(), CorruptReads: s.stats.corruptReads.Load(),
 		ReadsLent: s.stats.readsLent.Load(),
 		ReadOnly:  s.Err(), DiskFull: s.diskFull.Load() != nil,
+		WriteStalled: s.dispatchStalled.Load() || s.progressStalled.Load(),
 	}
 }

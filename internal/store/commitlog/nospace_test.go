@@ -156,6 +156,27 @@ func TestNoSpaceAfterOnlyTheBlankMarker(t *testing.T) {
 	checkReadable(t, l, append(first, next...))
 }
 
+// The same when the next segment file cannot be created for lack of space.
+func TestNoSpaceCreatingTheNextSegment(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	l, _ := openLog(t, efs, RecoverOptions{})
+	defer l.Close()
+	var recs [][]byte
+	for i := range 13 {
+		recs = append(recs, rec(300, byte(i)))
+	}
+	first := appendAll(t, l, recs...)
+	efs.Inject(vfs.Rule{Ops: vfs.OpOpen, Path: "commitlog", Times: 1, Err: syscall.ENOSPC})
+	if _, err := l.Append([][]byte{rec(300, 20)}, nil); !errors.Is(err, ErrNoSpace) || l.Err() != nil {
+		t.Fatalf("ENOSPC creating a segment: %v (log err %v), want ErrNoSpace", err, l.Err())
+	}
+	next := appendAll(t, l, rec(300, 21))
+	if next[0].phys != testSeg {
+		t.Fatalf("retried record at %d, want %d", next[0].phys, testSeg)
+	}
+	checkReadable(t, l, append(first, next...))
+}
+
 // If the file cannot be cut back after a short write, the log fails.
 func TestNoSpaceCutFailureIsFatal(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
