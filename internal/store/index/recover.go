@@ -144,8 +144,11 @@ func (ix *Index) recoverIfNeeded(f *file, rank int) (bool, error) {
 			}
 		}
 		past, err := f.slotPastCount(count)
-		if err != nil || !past {
-			return err == nil, err
+		if err != nil {
+			return false, err
+		}
+		if !past {
+			return true, nil
 		}
 	}
 	return true, ix.rebuildFile(f, count, size, rank == 0)
