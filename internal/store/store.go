@@ -14,6 +14,7 @@ import (
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
 	"github.com/keelmq/keel/internal/store/index"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // Paths inside Config.Dir.
@@ -133,7 +134,7 @@ func Open(cfg Config) (*Store, error) {
 func (s *Store) path(name string) string { return filepath.Join(s.cfg.Dir, name) }
 
 func (s *Store) open() error {
-	if err := commitlog.MkdirAllDurable(s.cfg.FS, s.cfg.Dir); err != nil {
+	if err := vfs.MkdirAllDurable(s.cfg.FS, s.cfg.Dir, 0o700); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	lock, err := s.cfg.FS.Lock(s.path(lockName))

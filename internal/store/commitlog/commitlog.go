@@ -141,12 +141,6 @@ func Open(cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// MkdirAllDurable creates dir (mode 0700) and its parents and makes their
-// entries durable.
-//
-// Deprecated: use vfs.MkdirAllDurable.
-func MkdirAllDurable(fs vfs.FS, dir string) error { return vfs.MkdirAllDurable(fs, dir, 0o700) }
-
 // SegmentName returns the file name of the segment starting at base.
 func SegmentName(base int64) string { return fmt.Sprintf("%0*d", nameDigits, base) }
 
