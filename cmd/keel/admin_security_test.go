@@ -62,6 +62,17 @@ func TestAdminWithACLAndTLS(t *testing.T) {
 	if code, out, errOut := keel(append([]string{"topic", "create", "Secured", "--queues", "1"}, creds...)...); code != exitOK {
 		t.Fatalf("signed create: exit %d %s %s", code, out, errOut)
 	}
+	// txn list goes through the same client: plain, unsigned and signed.
+	if code, _, errOut := keel("txn", "list"); code != exitError {
+		t.Errorf("txn list over a plain connection to a TLS-only cluster: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := keel("txn", "list", "--tls-insecure"); code != exitError || !strings.Contains(out+errOut, "NO_PERMISSION") {
+		t.Errorf("unsigned txn list: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := keel(append([]string{"txn", "list", "--topic", "Secured"}, creds...)...); code != exitOK ||
+		!strings.Contains(out, "TRANSACTION_ID") {
+		t.Errorf("signed txn list: exit %d %q %q", code, out, errOut)
+	}
 	t.Setenv(envAccessKey, "admin001")
 	t.Setenv(envSecretKey, "admin-secret")
 	// The environment supplies the credentials to commands built from now on.
