@@ -18,7 +18,8 @@ package broker
 // table, as in Java. consumeTps is not measured (0).
 //
 // GET_CONSUMER_CONNECTION_LIST (ext consumerGroup) answers
-// ConsumerConnection: the online members with their addresses, the group's
+// ConsumerConnection: the online members with their addresses and the
+// language and version their latest heartbeat's header carried, the group's
 // subscriptions and consume type, model and start point; a group with no
 // member online gets CONSUMER_NOT_ONLINE (206).
 
@@ -240,7 +241,7 @@ func (m *consumerManager) connection(group string) (consumerConnection, bool) {
 		MessageModel: g.messageModel, SubscriptionTable: make(map[string]subscriptionInfo, len(g.subs))}
 	for id, mb := range g.members {
 		cc.ConnectionSet = append(cc.ConnectionSet, connectionInfo{ClientAddr: peerAddr(mb.conn).String(),
-			ClientID: id, Language: "OTHER"})
+			ClientID: id, Language: mb.client.language, Version: mb.client.version})
 	}
 	sort.Slice(cc.ConnectionSet, func(i, j int) bool { return cc.ConnectionSet[i].ClientID < cc.ConnectionSet[j].ClientID })
 	for t, s := range g.subs {

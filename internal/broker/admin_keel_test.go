@@ -100,6 +100,10 @@ func TestGetConsumerConnectionList(t *testing.T) {
 	if len(cc.ConnectionSet) != 1 || cc.ConnectionSet[0].ClientID != "c1" || !strings.HasPrefix(cc.ConnectionSet[0].ClientAddr, "127.0.0.1:") {
 		t.Errorf("connections %+v", cc.ConnectionSet)
 	}
+	// The language and version come from the heartbeat's header.
+	if c := cc.ConnectionSet[0]; c.Language != remoting.LanguageGo || c.Version != int(remoting.Version) {
+		t.Errorf("language/version %+v, want %s/%d", c, remoting.LanguageGo, remoting.Version)
+	}
 	if s := cc.SubscriptionTable["T"]; s.SubString != "a || b" || cc.MessageModel != "CLUSTERING" || cc.ConsumeType != "CONSUME_PASSIVELY" {
 		t.Errorf("subscriptions %+v model %q type %q", cc.SubscriptionTable, cc.MessageModel, cc.ConsumeType)
 	}
@@ -192,5 +196,55 @@ func TestRegisteredTracksNameServerAnswers(t *testing.T) {
 	alone := startEnv(t, nil)
 	if !alone.b.Registered() {
 		t.Error("a broker without NameServers is not registered")
+	}
+}
+
+// Each member reports the language and version of its own heartbeats; a
+// language Java's LanguageCode does not know is reported as OTHER.
+func TestConsumerConnectionLanguageAndVersion(t *testing.T) {
+	e := startEnv(t, nil)
+	heartbeat := func(cl *client, clientID, lang string, version int16) {
+		t.Helper()
+		body := `{"clientID":"` + clientID + `","producerDataSet":[],"consumerDataSet":[{"groupName":"g",` +
+			`"consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET",` +
+			`"subscriptionDataSet":[{"topic":"T","subString":"*","subVersion":1,"expressionType":"TAG"}]}]}`
+		req := remoting.NewRequest(remoting.ReqHeartBeat, nil, []byte(body))
+		req.Language, req.Version = lang, version
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.c.Invoke(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, resp, remoting.ResSuccess)
+	}
+	connections := func() map[string]connectionInfo {
+		t.Helper()
+		resp := e.dial().invoke(remoting.ReqGetConsumerConnectionList, map[string]string{"consumerGroup": "g"}, nil)
+		wantCode(t, resp, remoting.ResSuccess)
+		var cc consumerConnection
+		if err := json.Unmarshal(resp.Body, &cc); err != nil {
+			t.Fatal(err)
+		}
+		out := make(map[string]connectionInfo)
+		for _, c := range cc.ConnectionSet {
+			out[c.ClientID] = c
+		}
+		return out
+	}
+	java, other := e.dial(), e.dial()
+	heartbeat(java, "java-1", "JAVA", 435)
+	heartbeat(other, "odd-1", "COBOL", 7)
+	got := connections()
+	if c := got["java-1"]; c.Language != "JAVA" || c.Version != 435 {
+		t.Errorf("java member %+v", c)
+	}
+	if c := got["odd-1"]; c.Language != "OTHER" || c.Version != 7 {
+		t.Errorf("unknown-language member %+v", c)
+	}
+	// A later heartbeat (an upgraded client on the same id) replaces them.
+	heartbeat(java, "java-1", "JAVA", 453)
+	if c := connections()["java-1"]; c.Language != "JAVA" || c.Version != 453 {
+		t.Errorf("after a newer heartbeat %+v", c)
 	}
 }

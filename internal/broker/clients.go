@@ -83,8 +83,9 @@ func (b *Broker) handleHeartbeat(ctx context.Context, c *remoting.Conn, req *rem
 	if hb.ClientID == "" {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "heartbeat without clientID")
 	}
+	cl := clientInfo{language: clientLanguage(req.Language), version: int(req.Version)}
 	for _, cd := range hb.ConsumerDataSet {
-		if err := b.registerConsumer(c, hb.ClientID, cd); err != nil {
+		if err := b.registerConsumer(c, hb.ClientID, cl, cd); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +97,26 @@ func (b *Broker) handleHeartbeat(ctx context.Context, c *remoting.Conn, req *rem
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
-func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cd consumerData) error {
+// clientInfo is what a heartbeat's header says about the client: its
+// language and its MQVersion ordinal.
+type clientInfo struct {
+	language string
+	version  int
+}
+
+// languageCodes are the names of Java's LanguageCode enum; a client
+// claiming anything else is reported as OTHER so Java tools can parse it.
+var languageCodes = map[string]bool{"JAVA": true, "CPP": true, "DOTNET": true, "PYTHON": true, "DELPHI": true,
+	"ERLANG": true, "RUBY": true, "OTHER": true, "HTTP": true, "GO": true, "PHP": true, "OMS": true, "RUST": true}
+
+func clientLanguage(s string) string {
+	if s = strings.ToUpper(strings.TrimSpace(s)); languageCodes[s] {
+		return s
+	}
+	return "OTHER"
+}
+
+func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cl clientInfo, cd consumerData) error {
 	if cd.GroupName == "" {
 		return protoErrorf(remoting.ResInvalidParameter, "heartbeat consumer data without groupName")
 	}
@@ -126,7 +146,7 @@ func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cd consumer
 		}
 		subs[sd.Topic] = s
 	}
-	b.consumers.register(cd, clientID, c, subs, g.NotifyConsumerIDsChangedEnable)
+	b.consumers.register(cd, clientID, cl, c, subs, g.NotifyConsumerIDsChangedEnable)
 	return nil
 }
 
@@ -182,6 +202,7 @@ func (b *Broker) handleCheckClientConfig(ctx context.Context, c *remoting.Conn, 
 
 type member struct {
 	conn     *remoting.Conn
+	client   clientInfo // from the latest heartbeat
 	lastSeen time.Time
 }
 
@@ -205,7 +226,7 @@ func newConsumerManager(b *Broker) *consumerManager {
 	return &consumerManager{b: b, groups: make(map[string]*consumerGroup)}
 }
 
-func (m *consumerManager) register(cd consumerData, clientID string, c *remoting.Conn, subs map[string]*subscription, notify bool) {
+func (m *consumerManager) register(cd consumerData, clientID string, cl clientInfo, c *remoting.Conn, subs map[string]*subscription, notify bool) {
 	m.mu.Lock()
 	g := m.groups[cd.GroupName]
 	if g == nil {
@@ -216,7 +237,7 @@ func (m *consumerManager) register(cd consumerData, clientID string, c *remoting
 	g.subs, g.notify = subs, notify
 	old := g.members[clientID]
 	changed := old == nil || old.conn.ID() != c.ID()
-	g.members[clientID] = &member{conn: c, lastSeen: m.b.cfg.Now()}
+	g.members[clientID] = &member{conn: c, client: cl, lastSeen: m.b.cfg.Now()}
 	var targets []*remoting.Conn
 	if changed && notify {
 		targets = g.conns()
