@@ -15,7 +15,9 @@ package broker
 // requested one; topics that no longer exist are skipped. A queue without a
 // committed offset reports consumerOffset 0. lastTimestamp is the store time
 // of the last consumed message (0 if none). An unknown group gets an empty
-// table, as in Java. consumeTps is not measured (0).
+// table, as in Java. consumeTps is how fast the group's committed offsets
+// advanced over the last minute, in messages per second (consume_tps.go),
+// on the requested topic or on all the group's topics.
 //
 // GET_CONSUMER_CONNECTION_LIST (ext consumerGroup) answers
 // ConsumerConnection: the online members with their addresses and the
@@ -27,7 +29,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/keelmq/keel/internal/message"
@@ -179,7 +183,9 @@ func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, re
 		return nil, e.err
 	}
 	var buf strings.Builder
-	buf.WriteString(`{"consumeTps":0.0,"offsetTable":{`)
+	buf.WriteString(`{"consumeTps":`)
+	buf.WriteString(formatTps(b.offsets.rates.rate(group, e.str("topic"))))
+	buf.WriteString(`,"offsetTable":{`)
 	for i, p := range b.ConsumeProgress(group, e.str("topic")) {
 		if i > 0 {
 			buf.WriteByte(',')
@@ -200,6 +206,16 @@ func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, re
 	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.Body = []byte(buf.String())
 	return resp, nil
+}
+
+// formatTps writes a rate as a JSON double the way fastjson does (always
+// with a fraction), to a thousandth.
+func formatTps(v float64) string {
+	s := strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
 }
 
 // consumerConnection is Java's ConsumerConnection.

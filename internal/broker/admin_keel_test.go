@@ -248,3 +248,67 @@ func TestConsumerConnectionLanguageAndVersion(t *testing.T) {
 		t.Errorf("after a newer heartbeat %+v", c)
 	}
 }
+
+// consumeTps is how fast the group's committed offsets advanced over the
+// last minute: first commits and moves back add nothing, and the rate falls
+// to 0 a minute after the last advance.
+func TestConsumeTps(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e := startEnv(t, func(c *Config) { c.Now = clock })
+	cl := e.dial()
+	for _, topic := range []string{"T", "T2"} {
+		wantCode(t, cl.sendV1(topic, 0, "", []byte("x")), remoting.ResSuccess)
+	}
+	commit := func(topic string, q int32, off int64) {
+		t.Helper()
+		wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": topic,
+			"queueId": itoa(q), "commitOffset": itoa(off)}, nil), remoting.ResSuccess)
+	}
+	tps := func(topic string) string {
+		t.Helper()
+		ext := map[string]string{"consumerGroup": "g"}
+		if topic != "" {
+			ext["topic"] = topic
+		}
+		resp := cl.invoke(remoting.ReqGetConsumeStats, ext, nil)
+		wantCode(t, resp, remoting.ResSuccess)
+		// The body is fastjson's (object keys), not JSON: read the number.
+		m := regexp.MustCompile(`^\{"consumeTps":([0-9.]+),"offsetTable":`).FindSubmatch(resp.Body)
+		if m == nil {
+			t.Fatalf("body shape: %s", resp.Body)
+		}
+		return string(m[1])
+	}
+	commit("T", 0, 100) // first commits: no earlier offset to measure from
+	commit("T", 1, 10)
+	commit("T2", 0, 5)
+	if got := tps(""); got != "0.0" {
+		t.Fatalf("after first commits consumeTps %s, want 0.0", got)
+	}
+	commit("T", 0, 130) // +30
+	advance(20 * time.Second)
+	commit("T", 1, 40)  // +30
+	commit("T2", 0, 35) // +30
+	commit("T", 1, 20)  // a reset back adds nothing
+	if got := tps(""); got != "1.5" {
+		t.Errorf("group consumeTps %s, want 1.5 (90 in a minute)", got)
+	}
+	if got := tps("T"); got != "1.0" {
+		t.Errorf("topic T consumeTps %s, want 1.0", got)
+	}
+	advance(41 * time.Second) // the first +30 is now older than a minute
+	if got := tps(""); got != "1.0" {
+		t.Errorf("61 s on consumeTps %s, want 1.0", got)
+	}
+	advance(20 * time.Second)
+	if got := tps(""); got != "0.0" {
+		t.Errorf("after a quiet minute consumeTps %s, want 0.0", got)
+	}
+	commit("T2", 0, 36)
+	if got := tps("T2"); got != "0.017" {
+		t.Errorf("one message in a minute: %s, want 0.017", got)
+	}
+}

@@ -220,6 +220,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		locks:   newLockTable(cfg.LockExpiry, cfg.Now),
 		closed:  make(chan struct{}),
 	}
+	b.offsets.rates = newConsumeRates(cfg.Now)
 	b.consumers = newConsumerManager(b)
 	b.producers = newProducerManager(cfg.Now)
 	b.pulls = newPullHold(b)

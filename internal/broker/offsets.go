@@ -44,6 +44,8 @@ type offsetTable struct {
 	m       map[offsetKey]int64
 	version uint64 // bumped on every change
 	saved   uint64 // version on disk
+
+	rates *consumeRates // nil: not measured
 }
 
 func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
@@ -95,8 +97,12 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := offsetKey{group, topic, queueID}
-	if old, ok := t.m[k]; ok && old == offset {
+	old, ok := t.m[k]
+	if ok && old == offset {
 		return
+	}
+	if ok && t.rates != nil {
+		t.rates.add(group, topic, offset-old)
 	}
 	t.m[k] = offset
 	t.version++
@@ -111,6 +117,9 @@ func (t *offsetTable) deleteTopic(topic string) {
 			t.version++
 		}
 	}
+	if t.rates != nil {
+		t.rates.forget("", topic)
+	}
 }
 
 func (t *offsetTable) deleteGroup(group string) {
@@ -121,6 +130,9 @@ func (t *offsetTable) deleteGroup(group string) {
 			delete(t.m, k)
 			t.version++
 		}
+	}
+	if t.rates != nil {
+		t.rates.forget(group, "")
 	}
 }
 
