@@ -131,6 +131,20 @@ func parseInt(v string) (int64, error) {
 	return n, nil
 }
 
+// parseCount parses a non-negative integer no larger than max.
+func parseCount(v string, max int64) (int64, error) {
+	n, err := parseInt(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case n < 0:
+		return 0, errNegative
+	case n > max:
+		return 0, errTooLarge
+	}
+	return n, nil
+}
+
 func int64f(key string, p func(*Broker) *int64) field {
 	return field{
 		key: key,
@@ -189,14 +203,9 @@ func dur(key string, unit time.Duration, p func(*Broker) *time.Duration) field {
 	return field{
 		key: key,
 		set: func(b *Broker, v string) error {
-			n, err := parseInt(v)
-			switch {
-			case err != nil:
+			n, err := parseCount(v, math.MaxInt64/int64(unit))
+			if err != nil {
 				return err
-			case n < 0:
-				return errNegative
-			case n > math.MaxInt64/int64(unit):
-				return errTooLarge
 			}
 			*p(b) = time.Duration(n) * unit
 			return nil
@@ -232,14 +241,9 @@ func cqSize(key string) field {
 	return field{
 		key: key,
 		set: func(b *Broker, v string) error {
-			n, err := parseInt(v)
-			switch {
-			case err != nil:
+			n, err := parseCount(v, math.MaxInt32)
+			if err != nil {
 				return err
-			case n < 0:
-				return errNegative
-			case n > math.MaxInt32:
-				return errTooLarge
 			}
 			b.ConsumeQueueSegmentEntries = int((n + ConsumeQueueEntryBytes - 1) / ConsumeQueueEntryBytes)
 			return nil
