@@ -14,52 +14,6 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-// cluster is an in-process `keel serve` for the admin command tests.
-type cluster struct {
-	t       *testing.T
-	namesrv string
-	broker  string // the broker's address
-	logs    *syncBuffer
-}
-
-// startCluster runs `keel serve` on a temporary data directory and waits
-// until the broker is registered; it is stopped when the test ends.
-func startCluster(t *testing.T) *cluster {
-	t.Helper()
-	return startClusterWith(t, "")
-}
-
-// startClusterWith is startCluster with extra broker.conf lines.
-func startClusterWith(t *testing.T, extraConf string) *cluster {
-	t.Helper()
-	conf := writeConf(t, "brokerName=broker-a\nflushDiskType=ASYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n"+extraConf)
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-c", conf, "--data-dir", t.TempDir(),
-			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(shutdownTimeout + 5*time.Second):
-			t.Errorf("serve did not stop:\n%s", logs.String())
-		}
-	})
-	c := &cluster{t: t, namesrv: namesrvAddrFromLogs(t, logs), logs: logs}
-	waitFor(t, "the broker to register", 30*time.Second, func() bool { return brokerRegistered(t, c.namesrv, "broker-a") })
-	ac := admin.New(admin.Config{NamesrvAddrs: []string{c.namesrv}})
-	defer ac.Close()
-	bs, err := ac.Brokers(context.Background())
-	if err != nil || len(bs) != 1 {
-		t.Fatalf("brokers %v: %v", bs, err)
-	}
-	c.broker = bs[0].Addr
-	return c
-}
-
 // keel runs a keel command against the cluster and returns its exit code,
 // stdout and stderr.
 func (c *cluster) keel(args ...string) (int, string, string) {

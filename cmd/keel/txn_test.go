@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -13,41 +12,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
-	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 )
-
-// startServe runs `keel serve` with conf until the test ends.
-func startServe(t *testing.T, conf string) *cluster {
-	t.Helper()
-	path := writeConf(t, conf)
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", t.TempDir(),
-			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(shutdownTimeout + 5*time.Second):
-			t.Errorf("serve did not stop:\n%s", logs.String())
-		}
-	})
-	c := &cluster{t: t, namesrv: namesrvAddrFromLogs(t, logs), logs: logs}
-	waitFor(t, "the broker to register", 30*time.Second, func() bool { return brokerRegistered(t, c.namesrv, "broker-a") })
-	ac := admin.New(admin.Config{NamesrvAddrs: []string{c.namesrv}})
-	defer ac.Close()
-	bs, err := ac.Brokers(context.Background())
-	if err != nil || len(bs) != 1 {
-		t.Fatalf("brokers %v: %v", bs, err)
-	}
-	c.broker = bs[0].Addr
-	return c
-}
 
 // answer is a TransactionListener whose local transactions are unknown
 // until commit is set.
