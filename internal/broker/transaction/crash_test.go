@@ -91,7 +91,16 @@ func TestPowerLossDuringCommits(t *testing.T) {
 					}
 				}()
 			}
-			for e.eng.Stats().Prepared < int64(50+rng.IntN(150)) {
+			// Crash once a random number of prepares went through; fail
+			// instead of hanging if the prepares stop short of it.
+			target := int64(50 + rng.IntN(150))
+			deadline := time.Now().Add(10 * time.Second)
+			for e.eng.Stats().Prepared < target {
+				if time.Now().After(deadline) {
+					crashing.Store(true)
+					wg.Wait()
+					t.Fatalf("only %d of %d prepares before the crash point", e.eng.Stats().Prepared, target)
+				}
 				time.Sleep(time.Millisecond)
 			}
 			crashing.Store(true)
