@@ -223,9 +223,8 @@ func (s *Store) appendCombined(req *putReq) (int64, error) {
 // offsets, physical offsets and the store timestamp. appendMu is held.
 func (s *Store) writeBatch(reqs []*putReq) {
 	err := s.writable()
-	var end int64
 	if err == nil {
-		end, err = s.appendRecords(reqs)
+		err = s.appendRecords(reqs)
 	}
 	for _, r := range reqs {
 		r.err = err
@@ -234,7 +233,6 @@ func (s *Store) writeBatch(reqs []*putReq) {
 	if err == nil {
 		s.assignEnds(reqs)
 	}
-	_ = end
 }
 
 func (s *Store) writable() error {
@@ -244,7 +242,7 @@ func (s *Store) writable() error {
 	return s.Err()
 }
 
-func (s *Store) appendRecords(reqs []*putReq) (int64, error) {
+func (s *Store) appendRecords(reqs []*putReq) error {
 	recs, msgs := reqs[0].recs, reqs[0].msgs
 	if len(reqs) > 1 {
 		recs, msgs = s.batchRecs[:0], s.batchMsgs[:0]
@@ -260,7 +258,7 @@ func (s *Store) appendRecords(reqs []*putReq) (int64, error) {
 	}
 	now := s.cfg.Now().UnixMilli()
 	patched := 0
-	end, err := s.log.Append(recs, func(i int, rec []byte, phys int64) {
+	_, err := s.log.Append(recs, func(i int, rec []byte, phys int64) {
 		m := msgs[i]
 		qo := s.nextQueueOffset(m.Topic, m.QueueID)
 		message.PatchStored(rec, qo, phys, now)
@@ -273,7 +271,7 @@ func (s *Store) appendRecords(reqs []*putReq) (int64, error) {
 			// next put takes them and the queues stay dense.
 			s.returnQueueOffsets(msgs[:patched])
 		}
-		return 0, err
+		return err
 	}
 	var n int64
 	for _, r := range recs {
@@ -281,7 +279,7 @@ func (s *Store) appendRecords(reqs []*putReq) (int64, error) {
 	}
 	s.stats.putBytes.Add(n)
 	s.noteWritten(n)
-	return end, nil
+	return nil
 }
 
 // assignEnds sets each request's end offset: the end of its last record.
