@@ -187,9 +187,8 @@ func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
 		if len(key) == 0 {
 			return nil
 		}
-		k := make([]byte, 0, len(topic)+1+len(key))
-		k = append(append(append(k, topic...), '#'), key...)
-		if err := s.index.Put(string(k), phys, ts); err != nil {
+		// One allocation: string(b) operands of a concatenation are not copied.
+		if err := s.index.Put(string(topic)+"#"+string(key), phys, ts); err != nil {
 			return fmt.Errorf("store: index record at %d: %w", phys, err)
 		}
 		return nil
