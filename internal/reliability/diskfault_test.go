@@ -227,8 +227,9 @@ func TestFailedFsyncEveryFile(t *testing.T) {
 			if c.path == "/commitlog/" && failed == 0 {
 				t.Fatal("sends acknowledged although every CommitLog fsync failed")
 			}
-			if c.storeWide && e.storeErr() != nil {
+			if c.storeWide {
 				// Read-only until restart, even with a working disk.
+				waitFor(t, 10*time.Second, "the store to turn read-only after a failed fsync", func() bool { return e.storeErr() != nil })
 				e.efs.ClearRules()
 				if code, _ := e.send(); code == remoting.ResSuccess {
 					t.Fatal("a send was acknowledged after a failed fsync without a restart")
