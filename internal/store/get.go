@@ -155,6 +155,8 @@ type queueRead struct {
 
 func (s *Store) readQueue(q *consumequeue.Queue, topic string, queueID int32, offset, hi int64, maxCount, maxBytes int, f Filter, r *GetResult) error {
 	st := &queueRead{topic: topic, queueID: queueID, maxCount: maxCount, maxBytes: maxBytes, f: f}
+	// Sized once instead of grown record by record; bounded whatever maxCount.
+	r.Records = make([][]byte, 0, min(int64(maxCount), hi-offset, entryBatch))
 	var ents [entryBatch]consumequeue.Entry
 	pos, scanned := offset, 0
 	for pos < hi && scanned < s.cfg.MaxScanEntries {
