@@ -150,7 +150,10 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 	v := message.View(rec)
 	topic, qid, qo := v.Topic(), v.QueueID(), v.QueueOffset()
 	if phys < s.rebuildCQFrom {
-		return s.indexRecord(v, topic, phys) // recovery: the queues already hold it
+		// Recovery: the queues already hold it. It is indexed without
+		// checking rebuildIndexFrom because redispatch starts at the lower
+		// of the two, so here phys >= rebuildIndexFrom.
+		return s.indexRecord(v, topic, phys)
 	}
 	q, err := s.queueForDispatch(topic, qid)
 	if err != nil {
@@ -236,17 +239,23 @@ func (s *Store) queueDir(topic string, queueID int32) string {
 	return filepath.Join(s.cfg.Dir, consumeQueueDir, topic, strconv.Itoa(int(queueID)))
 }
 
-// allQueues returns every open ConsumeQueue.
-func (s *Store) allQueues() []*consumequeue.Queue {
+// allQueues returns every open ConsumeQueue with its topic and queue id.
+func (s *Store) allQueues() []queueRef {
 	s.qmu.RLock()
 	defer s.qmu.RUnlock()
-	var out []*consumequeue.Queue
-	for _, byID := range s.queues {
-		for _, q := range byID {
-			out = append(out, q)
+	var out []queueRef
+	for topic, byID := range s.queues {
+		for id, q := range byID {
+			out = append(out, queueRef{topic, id, q})
 		}
 	}
 	return out
+}
+
+type queueRef struct {
+	topic string
+	id    int32
+	q     *consumequeue.Queue
 }
 
 // persistProgress flushes the ConsumeQueues and the index and writes the
@@ -265,8 +274,8 @@ func (s *Store) persistProgressLocked() error {
 	s.dispatchMu.Unlock()
 	physFlushed := s.log.FlushedOffset()
 	var errs []error
-	for _, q := range s.allQueues() {
-		if err := q.Flush(); err != nil {
+	for _, r := range s.allQueues() {
+		if err := r.q.Flush(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -52,7 +52,7 @@ func checkAcked(t testing.TB, s *Store, acked []ackedMsg, what string) {
 func checkConsistent(t testing.TB, s *Store, what string) {
 	t.Helper()
 	seen := map[int64]bool{}
-	for _, ref := range s.allQueuesLocked() {
+	for _, ref := range s.allQueues() {
 		for off := ref.q.MinOffset(); off < ref.q.MaxOffset(); {
 			r, err := s.GetMessage(ref.topic, ref.id, off, 32, 1<<20, nil)
 			if err != nil || r.Status != Found {

@@ -293,14 +293,21 @@ func (s *Store) assignEnds(reqs []*putReq) {
 // nextQueueOffset assigns the next offset of (topic, queueID). appendMu is
 // held.
 func (s *Store) nextQueueOffset(topic string, queueID int32) int64 {
+	byID := s.counterMap(topic)
+	qo := byID[queueID]
+	byID[queueID] = qo + 1
+	return qo
+}
+
+// counterMap returns the queue offset counters of topic, creating them.
+// appendMu is held (or recovery runs alone).
+func (s *Store) counterMap(topic string) map[int32]int64 {
 	byID := s.counters[topic]
 	if byID == nil {
 		byID = map[int32]int64{}
 		s.counters[topic] = byID
 	}
-	qo := byID[queueID]
-	byID[queueID] = qo + 1
-	return qo
+	return byID
 }
 
 // returnQueueOffsets undoes nextQueueOffset for ms, the messages of a batch

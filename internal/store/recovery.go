@@ -162,35 +162,12 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 		return fmt.Errorf("store: rebuild consume queues and index from %d: %w", from, err)
 	}
 	s.logger.Info("store: rebuilt consume queues and index", "cq_from", cqFrom, "index_from", indexFrom, "end", res.End)
-	for _, q := range s.allQueuesLocked() {
+	for _, q := range s.allQueues() {
 		s.setCounter(q)
 	}
 	return nil
 }
 
-func (s *Store) allQueuesLocked() []queueRef {
-	s.qmu.RLock()
-	defer s.qmu.RUnlock()
-	var out []queueRef
-	for topic, byID := range s.queues {
-		for id, q := range byID {
-			out = append(out, queueRef{topic, id, q})
-		}
-	}
-	return out
-}
-
-type queueRef struct {
-	topic string
-	id    int32
-	q     *consumequeue.Queue
-}
-
 func (s *Store) setCounter(r queueRef) {
-	byID := s.counters[r.topic]
-	if byID == nil {
-		byID = map[int32]int64{}
-		s.counters[r.topic] = byID
-	}
-	byID[r.id] = r.q.MaxOffset()
+	s.counterMap(r.topic)[r.id] = r.q.MaxOffset()
 }

@@ -146,8 +146,8 @@ func (s *Store) deleteBefore(cut int64) error {
 		return nil
 	}
 	minPhys := s.log.MinOffset()
-	for _, q := range s.allQueues() {
-		if _, err := q.DeleteBeforePhys(minPhys); err != nil {
+	for _, r := range s.allQueues() {
+		if _, err := r.q.DeleteBeforePhys(minPhys); err != nil {
 			return fmt.Errorf("store: retention of consume queue: %w", err)
 		}
 	}
