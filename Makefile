@@ -2,7 +2,7 @@
 # test command, short fuzzing).
 
 GO ?= go
-FUZZTIME ?= 5s
+FUZZTIME ?= 20000x
 BENCH ?= .
 PKG ?= ./...
 
@@ -24,7 +24,7 @@ vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Every fuzz target for FUZZTIME each: make fuzz FUZZTIME=1m
+# Every fuzz target for FUZZTIME each (a count or a duration): make fuzz FUZZTIME=1m
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
