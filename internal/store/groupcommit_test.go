@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,5 +123,94 @@ func TestGroupCommitConcurrentWritersDurable(t *testing.T) {
 		if got := string(message.View(rec).Body()); got != body {
 			t.Fatalf("message at %d: body %q, want %q", phys, got, body)
 		}
+	}
+}
+
+// writeSizeFS records the largest single write to a CommitLog segment.
+type writeSizeFS struct {
+	vfs.FS
+	mu  sync.Mutex
+	max int
+}
+
+type writeSizeFile struct {
+	vfs.File
+	fs *writeSizeFS
+}
+
+func (w *writeSizeFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := w.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.Contains(name, "commitlog") {
+		return f, err
+	}
+	return &writeSizeFile{File: f, fs: w}, nil
+}
+
+func (f *writeSizeFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	f.fs.max = max(f.fs.max, len(p))
+	f.fs.mu.Unlock()
+	return f.File.WriteAt(p, off)
+}
+
+// TestCombinedAppendIsBounded queues far more than maxCombinedBytes of
+// puts behind a held appendMu: they must all be written, in order, and no
+// single CommitLog write may exceed the bound (plus one request).
+func TestCombinedAppendIsBounded(t *testing.T) {
+	fsys := &writeSizeFS{FS: vfs.NewMem()}
+	cfg := testConfig(fsys)
+	cfg.CommitLogSegmentBytes = 256 << 20
+	cfg.MaxMessageBytes = 512 << 10
+	s := mustOpen(t, cfg)
+	defer s.Close()
+
+	const puts, body = 40, 300 << 10 // 12 MiB queued, three times the bound
+	s.appendMu.Lock()
+	var wg sync.WaitGroup
+	results := make([]PutResult, puts)
+	for i := range puts {
+		wg.Go(func() {
+			results[i] = s.PutMessage(context.Background(), newMsg("t", 0, strings.Repeat("x", body), nil))
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.pendMu.Lock()
+		n := len(s.pending)
+		s.pendMu.Unlock()
+		if n == puts {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d puts queued", n, puts)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.appendMu.Unlock()
+	returnsWithin(t, "the queued puts", wg.Wait)
+
+	for i, r := range results {
+		if r.Status != PutOK {
+			t.Fatalf("put %d: %v %v", i, r.Status, r.Err)
+		}
+	}
+	for qo := range int64(puts) {
+		got, err := s.GetMessage("t", 0, qo, 1, 1<<20, nil)
+		if err != nil {
+			t.Fatalf("queue offset %d: %v", qo, err)
+		}
+		if len(got.Records) != 1 {
+			t.Fatalf("queue offset %d: %d records", qo, len(got.Records))
+		}
+		got.Release()
+	}
+	fsys.mu.Lock()
+	largest := fsys.max
+	fsys.mu.Unlock()
+	if limit := maxCombinedBytes + body + 4096; largest > limit {
+		t.Fatalf("largest CommitLog write %d bytes, bound %d", largest, limit)
+	}
+	if largest < 2*body {
+		t.Fatalf("largest CommitLog write %d bytes: queued puts were not combined", largest)
 	}
 }

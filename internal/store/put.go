@@ -198,7 +198,10 @@ func (s *Store) validate(m *message.Message) PutResult {
 
 // appendCombined queues req and writes it, together with every request
 // queued meanwhile, in one CommitLog append (group commit of writes). It
-// returns the CommitLog offset after req's records.
+// returns the CommitLog offset after req's records. One append takes at
+// most maxCombinedBytes of records (and at least one request), so the write
+// buffer stays bounded however many requests are queued; a request left
+// queued is written by the next holder of appendMu, possibly its own caller.
 func (s *Store) appendCombined(req *putReq) (int64, error) {
 	s.pendMu.Lock()
 	s.pending = append(s.pending, req)
@@ -206,18 +209,27 @@ func (s *Store) appendCombined(req *putReq) (int64, error) {
 
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
-	if req.done {
-		return req.end, req.err
+	for !req.done {
+		s.pendMu.Lock()
+		n, bytes := 0, 0
+		for n < len(s.pending) && (n == 0 || bytes+len(s.pending[n].buf) <= maxCombinedBytes) {
+			bytes += len(s.pending[n].buf)
+			n++
+		}
+		batch := append(s.spare[:0], s.pending[:n]...)
+		rest := copy(s.pending, s.pending[n:])
+		clear(s.pending[rest:])
+		s.pending = s.pending[:rest]
+		s.pendMu.Unlock()
+		s.writeBatch(batch)
+		clear(batch)
+		s.spare = batch
 	}
-	s.pendMu.Lock()
-	batch := s.pending
-	s.pending = s.spare[:0] // the two slices take turns
-	s.pendMu.Unlock()
-	s.writeBatch(batch)
-	clear(batch)
-	s.spare = batch
 	return req.end, req.err
 }
+
+// maxCombinedBytes bounds the records one combined append writes.
+const maxCombinedBytes = 4 << 20
 
 // writeBatch writes the records of reqs with one Append, assigning queue
 // offsets, physical offsets and the store timestamp. appendMu is held.

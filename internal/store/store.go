@@ -55,7 +55,7 @@ type Store struct {
 	counters map[string]map[int32]int64 // next queue offset; guarded by appendMu
 	pendMu   sync.Mutex
 	pending  []*putReq // guarded by pendMu
-	spare    []*putReq // the other pending slice; guarded by appendMu
+	spare    []*putReq // reused for the batch taken from pending; guarded by appendMu
 	// Group commit: puts between encoding and the end of their append, and
 	// the flusher waiting for them (gatherFlush).
 	appending  atomic.Int64

