@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -88,5 +89,55 @@ func BenchmarkGetMessage(b *testing.B) {
 		}
 		r.Release()
 		off = (off + 32) % (n - 32)
+	}
+}
+
+// BenchmarkGetMessageDrain reads a backlog the way the backlog-drain
+// workload does: 8 queues filled by batches of 32 (so a queue's records
+// lie in contiguous runs of 32 in the CommitLog), 256 records per get,
+// queues in turn, 8 results held at a time as responses in flight would.
+func BenchmarkGetMessageDrain(b *testing.B) {
+	const queues, batch, perQueue, perGet = 8, 32, 4096, 256
+	s := benchStore(b, AsyncFlush)
+	ms := make([][]*message.Message, queues)
+	for q := range ms {
+		for range batch {
+			ms[q] = append(ms[q], newMsg("Drain", int32(q), body1K, nil))
+		}
+	}
+	for range perQueue / batch {
+		for q := range queues {
+			if r := s.PutMessages(context.Background(), ms[q]); r.Status != PutOK {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+	for q := range queues {
+		for s.MaxOffset("Drain", int32(q)) < perQueue {
+			s.notifyDispatcher()
+		}
+	}
+	b.SetBytes(perGet * int64(ms[0][0].StoredSize()))
+	b.ReportAllocs()
+	var held [queues]*GetResult
+	var offs [queues]int64
+	i := 0
+	for b.Loop() {
+		q := i % queues
+		i++
+		if held[q] != nil {
+			held[q].Release()
+		}
+		r, err := s.GetMessage("Drain", int32(q), offs[q], perGet, 1<<20, nil)
+		if err != nil || len(r.Records) != perGet {
+			b.Fatalf("get: %v, %d records", err, len(r.Records))
+		}
+		held[q] = r
+		offs[q] = (offs[q] + perGet) % perQueue
+	}
+	for _, r := range held {
+		if r != nil {
+			r.Release()
+		}
 	}
 }
