@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -555,6 +556,7 @@ func (c *Conn) writeLoop() {
 	batch := make([]outFrame, 0, maxBatchFrames)
 	scratch := make(net.Buffers, 0, 2*maxBatchFrames)
 	scratchp := &scratch
+	lastBatch := 0
 	for {
 		select {
 		case f := <-c.outq:
@@ -565,7 +567,17 @@ func (c *Conn) writeLoop() {
 		case <-c.done:
 			return
 		}
+		if len(c.outq) == 0 && (lastBatch > 1 || len(c.sem) > 0) {
+			// More frames are likely on their way: handlers of this
+			// connection are still running, or the last write carried
+			// several frames (pipelined senders). Let those goroutines run
+			// first, so that one write carries many frames instead of one
+			// each (a loaded connection made about one write per frame).
+			// A lone request-response exchange does not wait here.
+			runtime.Gosched()
+		}
 		batch = c.gather(batch)
+		lastBatch = len(batch)
 		if err := c.writeBatch(batch, scratchp); err != nil {
 			c.closeWith(fmt.Errorf("remoting: write: %w", err))
 			return
