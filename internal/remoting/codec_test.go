@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"runtime"
@@ -151,6 +152,33 @@ func TestDecodeTolerantJSON(t *testing.T) {
 		}
 		tc.want.SerializeType = SerializeJSON
 		assertSameCommand(t, &tc.want, c)
+	}
+}
+
+// TestDecodeJSONExtFieldOrder: a later value or null for the same key wins,
+// whether the fields fit the decoder's stack buffer or spill past it.
+func TestDecodeJSONExtFieldOrder(t *testing.T) {
+	for _, n := range []int{1, maxStackExtFields - 1, maxStackExtFields, maxStackExtFields + 1, 3 * maxStackExtFields} {
+		var hdr strings.Builder
+		want := make(map[string]string)
+		hdr.WriteString(`{"code":1,"extFields":{`)
+		for i := range n {
+			k := fmt.Sprintf("k%d", i)
+			fmt.Fprintf(&hdr, `"%s":"v%d",`, k, i)
+			want[k] = fmt.Sprintf("v%d", i)
+		}
+		// Override the first field, remove the second, re-add the third
+		// after removing it: all after the n-th field.
+		hdr.WriteString(`"k0":"again","k1":null,"k2":null,"k2":"back","late":"x"}}`)
+		want["k0"], want["k2"], want["late"] = "again", "back", "x"
+		delete(want, "k1")
+		c, err := decodeJSONHeader([]byte(hdr.String()))
+		if err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if !maps.Equal(c.ExtFields, want) {
+			t.Fatalf("n=%d: ext fields %v, want %v", n, c.ExtFields, want)
+		}
 	}
 }
 
