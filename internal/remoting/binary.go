@@ -29,9 +29,9 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	dst = append(dst, c.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	var stack [32]string
-	for _, k := range sortedKeys(stack[:0], c.ExtFields) {
-		v := c.ExtFields[k]
+	var stack [maxStackExtFields]extPair
+	for _, f := range sortedFields(stack[:0], c.ExtFields) {
+		k, v := f.key, f.value
 		if len(k) > math.MaxInt16 {
 			return nil, fmt.Errorf("%w: ext key of %d bytes exceeds int16", ErrBadHeader, len(k))
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -266,5 +267,46 @@ func TestReadPayloadLimits(t *testing.T) {
 	p, err := readPayload(io.MultiReader(bytes.NewReader(frame[:5]), bytes.NewReader(frame[5:])), DefaultMaxFrameBytes)
 	if err != nil || !bytes.Equal(p, frame[4:]) {
 		t.Fatalf("piecewise read: %v", err)
+	}
+}
+
+// TestEncodeExtFieldsSorted: both header encodings write ext fields in
+// sorted key order, below and above the insertion-sort size, so the bytes
+// of a frame do not depend on map iteration order.
+func TestEncodeExtFieldsSorted(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 13, insertionSortMax, insertionSortMax + 1, 3 * maxStackExtFields} {
+		ext := make(map[string]string, n)
+		for i := range n {
+			ext[fmt.Sprintf("k%03d", (i*7919)%1000)] = fmt.Sprint(i)
+		}
+		var want strings.Builder
+		keys := slices.Sorted(maps.Keys(ext))
+		for i, k := range keys {
+			if i > 0 {
+				want.WriteByte(',')
+			}
+			fmt.Fprintf(&want, "%q:%q", k, ext[k])
+		}
+		c := &Command{Code: 1, ExtFields: ext}
+		for range 3 { // a map iterates in a different order each time
+			got := string(appendJSONHeader(nil, c))
+			if wantJSON := `"extFields":{` + want.String() + "}}"; !strings.HasSuffix(got, wantJSON) {
+				t.Fatalf("n=%d: JSON header %s does not end with %s", n, got, wantJSON)
+			}
+			bin, err := appendBinaryHeader(nil, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantBin []byte
+			for _, k := range keys {
+				wantBin = binary.BigEndian.AppendUint16(wantBin, uint16(len(k)))
+				wantBin = append(wantBin, k...)
+				wantBin = binary.BigEndian.AppendUint32(wantBin, uint32(len(ext[k])))
+				wantBin = append(wantBin, ext[k]...)
+			}
+			if !bytes.HasSuffix(bin, wantBin) {
+				t.Fatalf("n=%d: binary ext fields not in sorted order", n)
+			}
+		}
 	}
 }

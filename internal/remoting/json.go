@@ -3,6 +3,7 @@ package remoting
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -28,27 +29,46 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
-	var stack [32]string
-	keys := sortedKeys(stack[:0], c.ExtFields)
-	for i, k := range keys {
+	var stack [maxStackExtFields]extPair
+	for i, f := range sortedFields(stack[:0], c.ExtFields) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = appendJSONString(dst, f.key)
 		dst = append(dst, ':')
-		dst = appendJSONString(dst, c.ExtFields[k])
+		dst = appendJSONString(dst, f.value)
 	}
 	return append(dst, "}}"...)
 }
 
-// sortedKeys appends the keys of m to dst and sorts them.
-func sortedKeys(dst []string, m map[string]string) []string {
-	for k := range m {
-		dst = append(dst, k)
+// sortedFields appends the fields of m to dst sorted by key. Keys and
+// values are taken in one pass over the map, so encoding looks nothing up.
+func sortedFields(dst []extPair, m map[string]string) []extPair {
+	for k, v := range m {
+		dst = append(dst, extPair{k, v})
 	}
-	slices.Sort(dst)
+	if len(dst) > insertionSortMax {
+		slices.SortFunc(dst, func(a, b extPair) int { return strings.Compare(a.key, b.key) })
+		return dst
+	}
+	// Headers have a dozen fields or so: an insertion sort beats the
+	// general sort at this size.
+	for i := 1; i < len(dst); i++ {
+		f, j := dst[i], i
+		for ; j > 0 && f.key < dst[j-1].key; j-- {
+			dst[j] = dst[j-1]
+		}
+		dst[j] = f
+	}
 	return dst
 }
+
+// extPair is one ext field being encoded.
+type extPair struct{ key, value string }
+
+// insertionSortMax is the largest field count sortedFields sorts by
+// insertion.
+const insertionSortMax = 24
 
 const hexDigits = "0123456789abcdef"
 
