@@ -216,20 +216,29 @@ func (c *Conn) BudgetStats() BudgetStats { return c.budget.stats() }
 func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 	req.Flag &^= FlagResponse | FlagOneway
 	req.Opaque = c.opaque.Add(1)
-	ch := make(chan *Command, 1)
+	ch := respChanPool.Get().(chan *Command)
 	c.pendMu.Lock()
 	c.pending[req.Opaque] = ch
 	c.pendMu.Unlock()
+	received := false
 	defer func() {
 		c.pendMu.Lock()
+		_, unclaimed := c.pending[req.Opaque]
 		delete(c.pending, req.Opaque)
 		c.pendMu.Unlock()
+		// The channel is empty and nobody else holds it if its response
+		// was received, or if deliver never took it from pending; else a
+		// response may still arrive on it, and it is left to the GC.
+		if received || unclaimed {
+			respChanPool.Put(ch)
+		}
 	}()
 	if err := c.send(req, sendRequest); err != nil {
 		return nil, err
 	}
 	select {
 	case resp := <-ch:
+		received = true
 		return resp, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(req.Code), req.Opaque, c.RemoteAddr(), ctx.Err())
@@ -237,6 +246,9 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 		return nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(req.Code), req.Opaque, c.RemoteAddr(), c.closeErr)
 	}
 }
+
+// respChanPool holds the empty one-slot channels Invoke waits on.
+var respChanPool = sync.Pool{New: func() any { return make(chan *Command, 1) }}
 
 // InvokeOneway sends a request with the oneway flag set; no response is
 // expected.

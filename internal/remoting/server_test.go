@@ -136,6 +136,53 @@ func TestConcurrentInvokesOneConnection(t *testing.T) {
 	}
 }
 
+// TestCancelledInvokesDoNotCrossResponses: Invoke reuses its response
+// channels; one abandoned while its response was being delivered must not
+// hand that response to a later request. Half of the requests are cancelled
+// while in flight; every answered one must get its own response.
+func TestCancelledInvokesDoNotCrossResponses(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{}, echo)
+	cl := dialClient(t, addr, ClientConfig{})
+	const senders, perSender = 16, 300
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	errs := make(chan error, senders)
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perSender {
+				want := fmt.Sprintf("%d-%d", s, i)
+				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+				if i%2 == 1 {
+					go cancel() // races with the response
+				}
+				resp, err := cl.Invoke(ctx, NewRequest(ReqHeartBeat, map[string]string{"i": want}, nil))
+				cancel()
+				switch {
+				case errors.Is(err, context.Canceled):
+				case err != nil:
+					errs <- err
+					return
+				case resp.Ext("i") != want:
+					errs <- fmt.Errorf("request %s got the response to %s", want, resp.Ext("i"))
+					return
+				default:
+					answered.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if answered.Load() < senders*perSender/2 {
+		t.Fatalf("only %d of the %d uncancelled requests were answered", answered.Load(), senders*perSender/2)
+	}
+}
+
 func TestHandlerPanicAndMissingHandler(t *testing.T) {
 	h := HandlerFunc(func(context.Context, *Conn, *Command) *Command { panic("boom") })
 	_, addr := startServer(t, ServerConfig{}, h)
