@@ -146,11 +146,12 @@ func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Co
 	}
 	uniq, ok := message.Property(m.Properties, message.PropUniqKey)
 	clientKey := ok && uniq != ""
-	if !clientKey {
+	if clientKey {
+		m.Properties = message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName)
+	} else {
 		uniq = b.uniq.Next()
-		m.Properties = message.SetProperty(m.Properties, message.PropUniqKey, uniq)
+		m.Properties = message.SetProperties(m.Properties, message.PropUniqKey, uniq, message.PropCluster, b.cfg.ClusterName)
 	}
-	m.Properties = message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName)
 	if len(m.Properties) > message.MaxPropertiesBytes {
 		return nil, protoErrorf(remoting.ResMessageIllegal, "message properties length %d exceeds the limit of %d bytes",
 			len(m.Properties), message.MaxPropertiesBytes)

@@ -114,6 +114,56 @@ func SetProperty(props, key, value string) string {
 	return b.String()
 }
 
+// SetProperties returns props with each key of the pairs kv (key, value,
+// key, value, ...) set to its value: the same string as calling SetProperty
+// for each pair in turn, built with one allocation instead of one per pair.
+// An odd trailing key is ignored; without pairs props is returned as it is.
+func SetProperties(props string, kv ...string) string {
+	kv = kv[:len(kv)&^1]
+	if len(kv) == 0 {
+		return props
+	}
+	var clean [8]string // cleaned pairs, for up to 4 pairs without allocating
+	pairs := clean[:0]
+	n := len(props)
+	for i := 0; i < len(kv); i += 2 {
+		k, v := cleanText(kv[i]), cleanText(kv[i+1])
+		pairs = append(pairs, k, v)
+		n += len(k) + len(v) + 2
+	}
+	var b strings.Builder
+	b.Grow(n + 1)
+	for off := 0; off < len(props); {
+		item, next, sep := nextItem(props, off)
+		off = next
+		if item == "" || (sep >= 0 && isKeyOf(item[:sep], pairs, 0)) {
+			continue
+		}
+		b.WriteString(item)
+		b.WriteByte(PropertySeparator)
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		if isKeyOf(pairs[i], pairs, i+2) {
+			continue // a later pair sets the same key
+		}
+		b.WriteString(pairs[i])
+		b.WriteByte(NameValueSeparator)
+		b.WriteString(pairs[i+1])
+		b.WriteByte(PropertySeparator)
+	}
+	return b.String()
+}
+
+// isKeyOf reports whether name is the key of one of pairs[from:].
+func isKeyOf(name string, pairs []string, from int) bool {
+	for i := from; i < len(pairs); i += 2 {
+		if pairs[i] == name {
+			return true
+		}
+	}
+	return false
+}
+
 // DeleteProperty returns props without any item named key. props is returned
 // unchanged when it has no such item.
 func DeleteProperty(props, key string) string {

@@ -133,3 +133,29 @@ func TestPropertyDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per run", allocs)
 	}
 }
+
+// TestSetPropertiesMatchesSetProperty: SetProperties gives the string that
+// SetProperty gives pair by pair, for well-formed and malformed inputs,
+// repeated keys and keys or values holding separators.
+func TestSetPropertiesMatchesSetProperty(t *testing.T) {
+	propsCases := []string{
+		"", "A\x01a\x02", "A\x01a", "A\x01a\x02B\x01b\x02A\x01again\x02",
+		"\x02\x02junk\x02K\x01v\x01w\x02UNIQ_KEY\x01old\x02", "CLUSTER\x01c1\x02TAGS\x01t\x02",
+	}
+	kvCases := [][]string{
+		{}, {"UNIQ_KEY", "ID1"}, {"UNIQ_KEY", "ID1", "CLUSTER", "DefaultCluster"},
+		{"A", "1", "A", "2"}, {"A", "1", "B", "2", "A", "3"}, {"K\x01", "v\x02w", "A", ""},
+		{"a", "1", "b", "2", "c", "3", "d", "4", "e", "5"}, {"A", "1", "dangling"},
+	}
+	for _, props := range propsCases {
+		for _, kv := range kvCases {
+			want := props
+			for i := 0; i+1 < len(kv); i += 2 {
+				want = message.SetProperty(want, kv[i], kv[i+1])
+			}
+			if got := message.SetProperties(props, kv...); got != want {
+				t.Errorf("SetProperties(%q, %q) = %q, want %q", props, kv, got, want)
+			}
+		}
+	}
+}
