@@ -27,7 +27,9 @@ const (
 	bodyMagic  = "keelbnch"
 )
 
-// sendTimeout bounds one send request.
+// sendTimeout bounds one send request: it fails after at most this long
+// and at least half of it (a sender renews its deadline only when less
+// than half is left, so that most sends make no context and timer).
 const sendTimeout = 30 * time.Second
 
 // Pacer spaces requests to a rate: request n of the pacer may go at
@@ -104,6 +106,7 @@ func (p *producer) run(stop <-chan struct{}) {
 
 func (p *producer) sender(stop <-chan struct{}) {
 	s := newSendBuffers(p.w, p.group)
+	defer s.cancel()
 	for {
 		select {
 		case <-stop:
@@ -119,12 +122,10 @@ func (p *producer) sender(stop <-chan struct{}) {
 }
 
 func (p *producer) sendOne(s *sendBuffers, q MessageQueue) {
-	req := s.request(q, time.Now())
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	start := time.Now()
-	resp, err := p.cl.Invoke(ctx, req)
+	req := s.request(q, start)
+	resp, err := p.cl.Invoke(s.sendContext(start), req)
 	lat := time.Since(start)
-	cancel()
 	switch {
 	case err != nil:
 		p.st.sendErrors.Add(1)
@@ -170,6 +171,21 @@ type sendBuffers struct {
 	body    []byte // the message body, or the batch body
 	payload []byte // one message body (batch items are built from it)
 	k       *[13]string
+	// ctx bounds the sends until deadline; cancel releases it.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+}
+
+// sendContext returns a context that ends between sendTimeout/2 and
+// sendTimeout after now.
+func (s *sendBuffers) sendContext(now time.Time) context.Context {
+	if s.ctx == nil || s.deadline.Sub(now) < sendTimeout/2 {
+		s.cancel()
+		s.deadline = now.Add(sendTimeout)
+		s.ctx, s.cancel = context.WithDeadline(context.Background(), s.deadline)
+	}
+	return s.ctx
 }
 
 // Header keys of SEND_MESSAGE (V1) and of SEND_BATCH_MESSAGE (V2 short
@@ -193,7 +209,7 @@ func StampBody(body []byte, now time.Time) {
 }
 
 func newSendBuffers(w *Workload, group string) *sendBuffers {
-	s := &sendBuffers{w: w, ext: make(map[string]string, 13), k: &sendKeysV1}
+	s := &sendBuffers{w: w, ext: make(map[string]string, 13), k: &sendKeysV1, cancel: func() {}}
 	code := int16(remoting.ReqSendMessage)
 	if w.BatchSize > 1 {
 		code, s.k = remoting.ReqSendBatchMessage, &sendKeysV2
