@@ -28,9 +28,10 @@
 //	 48    4 CRC32-C of bytes 0..47
 //
 // It is written to checkpoint.tmp, fdatasync'ed, renamed over checkpoint
-// and the directory is synced, by the dispatcher every
+// and the directory is synced, by the progress persister every
 // FlushConsumeQueueInterval (after flushing the queues and the index) and
-// by Close.
+// by Close. The persister is a goroutine of its own, so its fdatasyncs never
+// hold back dispatch (and with it end-to-end latency).
 //
 // # Write path and acknowledgement
 //
@@ -145,7 +146,7 @@
 // # Concurrency
 //
 // All exported methods are safe for concurrent use. Goroutines: the
-// CommitLog flusher, the dispatcher and the retention loop, all joined by
-// Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
+// CommitLog flusher, the dispatcher, the progress persister and the
+// retention loop, all joined by Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
 // CommitLog's internal locks last).
 package store

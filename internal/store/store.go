@@ -181,9 +181,10 @@ func (s *Store) markRunning() (bool, error) {
 
 func (s *Store) start() {
 	interval := s.cfg.FlushInterval
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.log.RunFlusher(s.stop, interval) }()
 	go func() { defer s.wg.Done(); s.runDispatcher() }()
+	go func() { defer s.wg.Done(); s.runPersister() }()
 	go func() { defer s.wg.Done(); s.runRetention() }()
 }
 
