@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ type benchOptions struct {
 	cpuProfile  string
 	memProfile  string
 	blockProf   string
+	traceFile   string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -81,6 +83,7 @@ both.`,
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run to this file")
 	f.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile at the end to this file")
 	f.StringVar(&o.blockProf, "blockprofile", "", "write a blocking profile of the run to this file")
+	f.StringVar(&o.traceFile, "trace", "", "write a runtime execution trace of the measured run to this file (go tool trace; large: use short runs)")
 	cmd.AddCommand(newBenchDiskCmd(), newBenchReportCmd())
 	return cmd
 }
@@ -187,11 +190,33 @@ func (o *benchOptions) startProfiles() (func() error, error) {
 	if o.blockProf != "" {
 		runtime.SetBlockProfileRate(10000) // one sample per 10 µs blocked
 	}
+	var tr *os.File
+	if o.traceFile != "" {
+		f, err := os.Create(o.traceFile)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			if f != nil {
+				f.Close()
+			}
+			if cpu != nil {
+				pprof.StopCPUProfile()
+				cpu.Close()
+			}
+			return nil, err
+		}
+		tr = f
+	}
 	return func() error {
 		var errs []error
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			errs = append(errs, cpu.Close())
+		}
+		if tr != nil {
+			trace.Stop()
+			errs = append(errs, tr.Close())
 		}
 		if o.memProfile != "" {
 			errs = append(errs, writeProfile("allocs", o.memProfile))
