@@ -32,7 +32,9 @@ type GetResult struct {
 	TotalBytes int
 
 	slabs []*[]byte
+	slab0 [2]*[]byte    // slabs' first backing array (a 256-record pull of 1 KiB messages takes two)
 	slab  []byte        // unused rest of the newest slab
+	recs  *[][]byte     // pooled holder of Records' array, if it came from recordsPool
 	big   int           // bytes of records too large for a slab (own buffers)
 	lent  *atomic.Int64 // the store's count of unreleased results holding buffers
 	holds bool          // counted in lent
@@ -53,16 +55,55 @@ const (
 
 var slabPool = sync.Pool{New: func() any { b := make([]byte, slabBytes); return &b }}
 
-// Release returns the record buffers to the pool; Records must not be used
-// afterwards.
+// maxPooledRecords bounds the Records arrays kept for reuse (and the one a
+// read sizes up front): a pull returns at most MaxPullMessages (1024).
+const maxPooledRecords = 1024
+
+// recordsPool holds Records arrays (*[][]byte, empty and cleared) for
+// reuse, so that a get of many records neither allocates nor grows one.
+var recordsPool sync.Pool
+
+// newRecords gives r an empty Records array with room for n records.
+func (r *GetResult) newRecords(n int) {
+	if p, ok := recordsPool.Get().(*[][]byte); ok {
+		if cap(*p) >= n {
+			r.recs, r.Records = p, (*p)[:0]
+			return
+		}
+		recordsPool.Put(p)
+	}
+	r.Records = make([][]byte, 0, n)
+}
+
+// putRecords returns r's Records array to the pool, cleared so that it
+// holds no reference to released buffers.
+func (r *GetResult) putRecords() {
+	rs := r.Records
+	if cap(rs) == 0 || cap(rs) > maxPooledRecords {
+		return
+	}
+	clear(rs[:cap(rs)])
+	p := r.recs
+	if p == nil {
+		p = new([][]byte)
+	}
+	*p = rs[:0]
+	r.recs = nil
+	recordsPool.Put(p)
+}
+
+// Release returns the record buffers to the pool; Records (the slice and
+// the records in it) must not be used afterwards.
 func (r *GetResult) Release() {
 	for _, b := range r.slabs {
 		slabPool.Put(b)
 	}
+	r.putRecords()
 	if r.holds {
 		r.lent.Add(-1)
 		r.holds = false
 	}
+	clear(r.slab0[:])
 	r.slabs, r.slab, r.Records, r.big = nil, nil, nil, 0
 }
 
@@ -78,6 +119,9 @@ func (r *GetResult) alloc(n int) []byte {
 	}
 	if len(r.slab) < n {
 		b := slabPool.Get().(*[]byte)
+		if r.slabs == nil {
+			r.slabs = r.slab0[:0]
+		}
 		r.slabs = append(r.slabs, b)
 		r.slab = *b
 	}
@@ -156,7 +200,7 @@ type queueRead struct {
 func (s *Store) readQueue(q *consumequeue.Queue, topic string, queueID int32, offset, hi int64, maxCount, maxBytes int, f Filter, r *GetResult) error {
 	st := &queueRead{topic: topic, queueID: queueID, maxCount: maxCount, maxBytes: maxBytes, f: f}
 	// Sized once instead of grown record by record; bounded whatever maxCount.
-	r.Records = make([][]byte, 0, min(int64(maxCount), hi-offset, entryBatch))
+	r.newRecords(int(min(int64(maxCount), hi-offset, maxPooledRecords)))
 	var ents [entryBatch]consumequeue.Entry
 	pos, scanned := offset, 0
 	for pos < hi && scanned < s.cfg.MaxScanEntries {
