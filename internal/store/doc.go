@@ -101,23 +101,28 @@
 //
 //  1. Take <Dir>/lock. If <Dir>/abort exists the last run crashed; create it.
 //  2. Read the checkpoint (missing or invalid: verify the whole CommitLog).
-//  3. Verify the CommitLog from the segment holding the checkpointed flushed
-//     offset to the end (after a clean shutdown that is only the last
-//     segment). A torn tail is cut. After a crash, an invalid entry in the
-//     last segment at or past the checkpointed flushed offset is also a torn
-//     tail even when valid entries follow (unsynced pages written back out
-//     of order by a power failure; see package commitlog): the bytes after
-//     it are copied to <Dir>/quarantine and cut. Any other corruption in
-//     the middle (valid entries follow the invalid one) makes Open fail with an error naming the
-//     segment file and offset, changing nothing; with RepairCorruption the
-//     rest of that segment is copied to <Dir>/quarantine, the segment is
-//     closed with an end marker at the corrupt entry, a message is logged at
-//     Error, and the store opens (the quarantined messages are skipped by
-//     readers as removed). If the recovered end lies before the checkpointed
-//     flushed offset, durable data is missing: Open fails unless
-//     RepairCorruption is set.
-//  4. Open every ConsumeQueue and drop entries pointing at or past the new
-//     end; truncate the index the same way.
+//  3. Verify the CommitLog to the end from a record at least 32 MiB before
+//     the checkpointed flushed offset, located by the ConsumeQueues (opened
+//     first, trimmed in step 4); from the start of the segment holding that
+//     offset if they locate none, or if any entry from there on is invalid
+//     (every decision below is then taken as from the segment start). The
+//     durable records before the verified tail are verified when read (and
+//     by Check), like those of older segments. A torn tail is cut. After a
+//     crash, an invalid entry in the last segment at or past the
+//     checkpointed flushed offset is also a torn tail even when valid
+//     entries follow (unsynced pages written back out of order by a power
+//     failure; see package commitlog): the bytes after it are copied to
+//     <Dir>/quarantine and cut. Any other corruption in the middle (valid
+//     entries follow the invalid one) makes Open fail with an error naming
+//     the segment file and offset, leaving the CommitLog unchanged; with
+//     RepairCorruption the rest of that segment is copied to
+//     <Dir>/quarantine, the segment is closed with an end marker at the
+//     corrupt entry, a message is logged at Error, and the store opens (the
+//     quarantined messages are skipped by readers as removed). If the
+//     recovered end lies before the checkpointed flushed offset, durable
+//     data is missing: Open fails unless RepairCorruption is set.
+//  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
+//     the index the same way.
 //  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets to the
 //     end, rebuilding missing entries (re-appending an existing entry is a
 //     no-op), then set the queue offset counters from the queues.

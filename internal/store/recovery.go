@@ -1,12 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
@@ -17,6 +20,7 @@ import (
 // consistent state (see the package documentation) before any goroutine
 // starts.
 func (s *Store) recover(crashed bool) error {
+	t0 := time.Now()
 	cp, err := readCheckpoint(s.cfg.FS, s.cfg.Dir)
 	haveCP := err == nil
 	switch {
@@ -24,22 +28,29 @@ func (s *Store) recover(crashed bool) error {
 	case err != nil:
 		s.logger.Warn("store: checkpoint unreadable; verifying the whole CommitLog", "err", err)
 	}
-	from := int64(0)
+	// The queues are opened first: their entries tell where a record
+	// starts near the checkpointed flushed offset (resumePoint). They are
+	// trimmed to the recovered end afterwards.
+	if err := s.openQueues(); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	from, resume := int64(0), int64(0)
 	if haveCP {
-		from = cp.PhysFlushed
+		from, resume = cp.PhysFlushed, s.resumePoint(cp.PhysFlushed)
 	}
 	res, err := s.log.Recover(commitlog.RecoverOptions{
 		From: from, Repair: s.cfg.RepairCorruption, QuarantineDir: s.path(quarantineDir),
-		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP),
+		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume,
 	})
 	if err != nil {
 		var ce *commitlog.CorruptionError
 		if errors.As(err, &ce) {
-			return fmt.Errorf("store: refusing to open: %w: %w (nothing was changed; set RepairCorruption to move the rest of the segment to %s and continue)", ErrCorrupt, err, s.path(quarantineDir))
+			return fmt.Errorf("store: refusing to open: %w: %w (the CommitLog was not changed; set RepairCorruption to move the rest of the segment to %s and continue)", ErrCorrupt, err, s.path(quarantineDir))
 		}
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
-	s.logRecovery(crashed, cp, res)
+	s.logRecovery(crashed, cp, res, time.Since(t1))
 	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
 		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing: %w", res.End, cp.PhysFlushed, ErrCorrupt)
@@ -48,13 +59,91 @@ func (s *Store) recover(crashed bool) error {
 		}
 		s.logger.Error("store: continuing because RepairCorruption is set", "err", err)
 	}
-	if err := s.openQueues(res.End); err != nil {
+	t2 := time.Now()
+	if err := s.trimQueues(res.End); err != nil {
 		return err
 	}
 	if err := s.openIndex(res.End); err != nil {
 		return err
 	}
-	return s.redispatch(cp, haveCP, res)
+	t3 := time.Now()
+	if err := s.redispatch(cp, haveCP, res); err != nil {
+		return err
+	}
+	s.logger.Info("store: opened", "queues", len(s.allQueues()), "open_queues", t1.Sub(t0), "commitlog", t2.Sub(t1),
+		"trim_queues_and_index", t3.Sub(t2), "redispatch", time.Since(t3), "total", time.Since(t0))
+	return nil
+}
+
+// verifyTailBytes is how much of the log before the checkpointed flushed
+// offset Open verifies at least. Open starts verifying at a record that far
+// back when the ConsumeQueues locate one in the same segment, and at the
+// start of that segment otherwise. A variable so that tests can lower it.
+var verifyTailBytes int64 = 32 << 20
+
+// resumeSearchQueues is how many queues (those holding the newest records)
+// resumePoint searches for an entry before its target.
+const resumeSearchQueues = 4
+
+// resumePoint returns the CommitLog offset of a record in the segment
+// holding from, at least verifyTailBytes before from, as close to that as
+// the ConsumeQueues tell; 0 if they locate none. Every ConsumeQueue entry was
+// made from a record the dispatcher had read and verified, so its
+// PhysOffset is where a record starts; Recover checks that anyway and
+// verifies the whole segment if it is not.
+func (s *Store) resumePoint(from int64) int64 {
+	segStart := from - from%s.cfg.CommitLogSegmentBytes
+	target := from - verifyTailBytes
+	if target <= segStart {
+		return 0
+	}
+	refs := s.allQueues()
+	last := make([]int64, len(refs))
+	best := int64(0)
+	for i, r := range refs {
+		last[i] = -1
+		if e, ok := r.q.LastEntry(); ok {
+			last[i] = e.PhysOffset
+			if e.PhysOffset <= target {
+				best = max(best, e.PhysOffset)
+			}
+		}
+	}
+	// The queues with the newest records are the likeliest to have an
+	// entry close below the target.
+	order := make([]int, len(refs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(last[b], last[a]) })
+	for _, i := range order[:min(len(order), resumeSearchQueues)] {
+		if last[i] > target {
+			best = max(best, lastEntryAtOrBefore(refs[i].q, target))
+		}
+	}
+	if best <= segStart {
+		return 0
+	}
+	return best
+}
+
+// lastEntryAtOrBefore returns the PhysOffset of the last entry of q that
+// points at or before target, or -1 (also when an entry cannot be read).
+func lastEntryAtOrBefore(q *consumequeue.Queue, target int64) int64 {
+	found := int64(-1)
+	var e [1]consumequeue.Entry
+	for lo, hi := q.MinOffset(), q.MaxOffset(); lo < hi; {
+		mid := lo + (hi-lo)/2
+		if n, err := q.Get(mid, e[:]); err != nil || n != 1 {
+			return found
+		}
+		if e[0].PhysOffset <= target {
+			found, lo = e[0].PhysOffset, mid+1
+		} else {
+			hi = mid
+		}
+	}
+	return found
 }
 
 // durableFrom is the lowest CommitLog offset not known to be durable. With
@@ -67,8 +156,9 @@ func durableFrom(cp checkpoint, haveCP bool) int64 {
 	return cp.PhysFlushed
 }
 
-func (s *Store) logRecovery(crashed bool, cp checkpoint, res commitlog.RecoverResult) {
-	attrs := []any{"crashed", crashed, "end", res.End, "scanned_from", res.ScannedFrom, "records", res.Records, "checkpoint_flushed", cp.PhysFlushed}
+func (s *Store) logRecovery(crashed bool, cp checkpoint, res commitlog.RecoverResult, took time.Duration) {
+	attrs := []any{"crashed", crashed, "end", res.End, "scanned_from", res.ScannedFrom, "records", res.Records,
+		"checkpoint_flushed", cp.PhysFlushed, "took", took}
 	if res.TornBytes > 0 || len(res.RemovedSegments) > 0 {
 		attrs = append(attrs, "torn_at", res.TornAt, "torn_bytes", res.TornBytes, "reason", res.TornReason)
 		if !crashed {
@@ -79,9 +169,8 @@ func (s *Store) logRecovery(crashed bool, cp checkpoint, res commitlog.RecoverRe
 	s.logger.Info("store: recovered", attrs...)
 }
 
-// openQueues opens every ConsumeQueue on disk and drops entries that point
-// past end or before the CommitLog's first segment.
-func (s *Store) openQueues(end int64) error {
+// openQueues opens every ConsumeQueue on disk.
+func (s *Store) openQueues() error {
 	root := s.path(consumeQueueDir)
 	topics, err := s.cfg.FS.List(root)
 	if errors.Is(err, os.ErrNotExist) {
@@ -90,7 +179,6 @@ func (s *Store) openQueues(end int64) error {
 	if err != nil {
 		return fmt.Errorf("store: list %s: %w", root, err)
 	}
-	minPhys := s.log.MinOffset()
 	for _, topic := range topics {
 		ids, err := s.cfg.FS.List(filepath.Join(root, topic))
 		if err != nil {
@@ -102,13 +190,21 @@ func (s *Store) openQueues(end int64) error {
 				s.logger.Warn("store: ignoring unexpected consume queue directory", "path", filepath.Join(root, topic, name))
 				continue
 			}
-			q, err := s.openQueue(topic, int32(id))
-			if err != nil {
+			if _, err := s.openQueue(topic, int32(id)); err != nil {
 				return err
 			}
-			if err := trimQueue(q, end, minPhys); err != nil {
-				return fmt.Errorf("store: trim consume queue %s/%d: %w", topic, id, err)
-			}
+		}
+	}
+	return nil
+}
+
+// trimQueues drops the ConsumeQueue entries that point past end or before
+// the CommitLog's first segment.
+func (s *Store) trimQueues(end int64) error {
+	minPhys := s.log.MinOffset()
+	for _, r := range s.allQueues() {
+		if err := trimQueue(r.q, end, minPhys); err != nil {
+			return fmt.Errorf("store: trim consume queue %s/%d: %w", r.topic, r.id, err)
 		}
 	}
 	return nil

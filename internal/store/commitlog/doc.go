@@ -57,8 +57,10 @@
 //
 // # Recovery
 //
-// Recover scans forward from a given offset (rounded down to its segment),
-// verifying every entry (size, magic, CRC and the optional CheckRecord hook)
+// Recover scans forward from a given offset (rounded down to its segment,
+// or from RecoverOptions.Resume, the start of a record in that segment named
+// by the caller, as long as every entry from there on is valid and the
+// first names that offset as its own), verifying every entry (size, magic, CRC and the optional CheckRecord hook)
 // and every blank marker (its size must reach exactly the segment end). At
 // the first invalid entry at position P it looks at the rest of the log:
 //

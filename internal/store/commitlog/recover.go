@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/keelmq/keel/internal/message"
 )
 
 // RecoverOptions tells Recover where to start and what to do with
@@ -30,12 +32,21 @@ type RecoverOptions struct {
 	// checkpointed flushed offset; math.MaxInt64 when unknown, which turns
 	// the exception off).
 	DurableFrom int64
+	// Resume, if it lies inside the segment holding From and not after
+	// From, is the start of an entry known from elsewhere (a ConsumeQueue
+	// entry): the scan starts there instead of at the start of the
+	// segment, and the entries before it are left to be verified when
+	// read. This fast path is taken only if every entry from Resume to the
+	// end of the log is valid; otherwise Recover discards what it saw and
+	// scans again from the start of the segment, deciding everything as
+	// without Resume. A wrong Resume therefore costs time, never data.
+	Resume int64
 }
 
 // RecoverResult describes what Recover found and did.
 type RecoverResult struct {
 	End             int64 // the written (and flushed) offset after recovery
-	ScannedFrom     int64 // start of the first verified segment
+	ScannedFrom     int64 // where verification started (the start of a segment, or Resume)
 	Records         int   // valid records verified
 	TornBytes       int64 // bytes cut from the tail
 	TornAt          int64 // offset of the cut (valid if TornBytes > 0 or RemovedSegments)
@@ -63,31 +74,67 @@ func (e *CorruptionError) Error() string {
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
+// physOffsetEnd is the end of a stored record's PHYSICALOFFSET field.
+const physOffsetEnd = 36
+
 // Recover verifies the log from opts.From to its end, cuts a torn tail,
 // reports (or with Repair isolates) corruption in the middle, makes the
 // result durable and sets the written and flushed offsets. See the package
 // documentation for the exact rules. It must run once, before Append.
 func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
-	var res RecoverResult
 	l.segMu.RLock()
 	segs := append([]*segment(nil), l.segs...)
 	l.segMu.RUnlock()
 	if len(segs) == 0 {
 		l.setRecovered(0)
-		return res, nil
+		return RecoverResult{}, nil
 	}
 	i := l.startIndex(segs, opts.From)
-	res.ScannedFrom = segs[i].base
+	base := segs[i].base
+	if r := opts.Resume; r > base && r <= opts.From && r < base+l.cfg.SegmentBytes {
+		// The first record must also name r as its own offset, so a Resume
+		// that points into the middle of a record cannot start a scan that
+		// happens to look valid.
+		atResume := false
+		first := func(pos int64, rec []byte) {
+			if pos == r-base && len(rec) >= physOffsetEnd {
+				atResume = message.View(rec).PhysOffset() == r
+			}
+		}
+		res := RecoverResult{ScannedFrom: r}
+		end, err := l.scan(segs, i, r-base, nil, first, &res)
+		if err != nil {
+			return res, err
+		}
+		if end >= 0 && atResume {
+			return res, l.finishRecover(base, end, &res)
+		}
+		l.logger.Info("commitlog: no valid log from the resume point on; verifying from the start of its segment",
+			"resume", r, "segment", segs[i].path, "record_at_resume", atResume)
+	}
+	res := RecoverResult{ScannedFrom: base}
+	end, err := l.scan(segs, i, 0, &opts, nil, &res)
+	if err != nil {
+		return res, err
+	}
+	return res, l.finishRecover(base, end, &res)
+}
+
+// scan verifies segs[i:] from position pos of segs[i], calling visit for
+// each valid record of segs[i], and returns the end of the log. With opts ==
+// nil it only looks: at the first invalid entry it returns -1. Otherwise
+// invalid entries are resolved (see resolveInvalid).
+func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visit func(pos int64, rec []byte), res *RecoverResult) (int64, error) {
 	end := int64(-1)
-	for ; i < len(segs) && end < 0; i++ {
+	for ; i < len(segs) && end < 0; i, pos, visit = i+1, 0, nil {
 		s, last := segs[i], i == len(segs)-1
 		size, err := s.f.Size()
 		if err != nil {
-			return res, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+			return -1, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
 		}
-		sc, err := scanSegment(s.f, size, l.cfg.SegmentBytes, l.cfg.CheckRecord, nil)
+		sc, err := scanSegmentFrom(s.f, pos, size, l.cfg.SegmentBytes, l.cfg.CheckRecord, visit)
 		if err != nil {
-			return res, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+			return -1, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
 		}
 		res.Records += sc.records
 		switch {
@@ -100,22 +147,31 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 			end = s.base + sc.end
 			continue
 		}
+		if opts == nil {
+			return -1, nil
+		}
 		reason := sc.invalid
 		if reason == "" {
 			reason = "segment ends without an end marker but a later segment exists"
 		}
-		e, err := l.resolveInvalid(segs, i, size, sc.end, reason, opts, &res)
+		e, err := l.resolveInvalid(segs, i, size, sc.end, reason, *opts, res)
 		if err != nil {
-			return res, err
+			return -1, err
 		}
 		end = e
 	}
-	if err := l.syncFrom(res.ScannedFrom); err != nil {
-		return res, err
+	return end, nil
+}
+
+// finishRecover makes the segments from base on durable and sets the
+// written and flushed offsets to end.
+func (l *Log) finishRecover(base, end int64, res *RecoverResult) error {
+	if err := l.syncFrom(base); err != nil {
+		return err
 	}
 	res.End = end
 	l.setRecovered(end)
-	return res, nil
+	return nil
 }
 
 func (l *Log) startIndex(segs []*segment, from int64) int {

@@ -59,9 +59,15 @@ type segScan struct {
 // the blank marker, the end of the file or the first invalid entry. An I/O
 // error is returned as err; invalid data is reported in the result.
 func scanSegment(r io.ReaderAt, size, segBytes int64, check func([]byte) error, visit func(pos int64, rec []byte)) (segScan, error) {
+	return scanSegmentFrom(r, 0, size, segBytes, check, visit)
+}
+
+// scanSegmentFrom is scanSegment starting at position from, which the
+// caller knows to be the start of an entry.
+func scanSegmentFrom(r io.ReaderAt, from, size, segBytes int64, check func([]byte) error, visit func(pos int64, rec []byte)) (segScan, error) {
 	w := &window{r: r, size: size}
 	var res segScan
-	pos := int64(0)
+	pos := from
 	for {
 		res.end = pos
 		if pos == size {

@@ -1,0 +1,131 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/keelmq/keel/internal/store/commitlog"
+)
+
+// withVerifyTail lowers verifyTailBytes for one test, so that the 64 KiB
+// test segments have a tail shorter than a segment.
+func withVerifyTail(t *testing.T, n int64) {
+	old := verifyTailBytes
+	verifyTailBytes = n
+	t.Cleanup(func() { verifyTailBytes = old })
+}
+
+// The corrupt fixture's last segment holds messages 24..29 (about 5 KiB
+// each): with a 12 KiB tail, Open starts verifying at message 27, the last
+// one at least 12 KiB before the end.
+const fixtureTail = 12 << 10
+
+func TestCleanRestartVerifiesOnlyTheTail(t *testing.T) {
+	withVerifyTail(t, fixtureTail)
+	fx := newCorruptFixture(t, true)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	if got, want := s.recovered.ScannedFrom, fx.msgs[27].phys; got != want || s.recovered.Records != 3 {
+		t.Fatalf("verified from %d (%d records), want from message 27 at %d (3 records)", got, s.recovered.Records, want)
+	}
+	checkAcked(t, s, fx.msgs, "after a clean restart")
+	m := newMsg("T", 0, "next", nil)
+	put(t, s, m)
+	if want := fx.msgs[29].phys + int64(fx.sizes[29]) + commitlog.TrailerBytes; m.QueueOffset != 30 || m.PhysOffset != want {
+		t.Fatalf("next put at queue offset %d, phys %d; want 30, %d", m.QueueOffset, m.PhysOffset, want)
+	}
+}
+
+// Damage inside the verified tail is still found by Open after a clean
+// shutdown: a damaged last record is durable data missing, a damaged one
+// with valid records after it is corruption in the middle.
+func TestCleanRestartFindsDamageInTheTail(t *testing.T) {
+	withVerifyTail(t, fixtureTail)
+	for name, pos := range fieldOffsets(5000) {
+		t.Run(name, func(t *testing.T) {
+			fx := newCorruptFixture(t, true)
+			fx.patch(t, fx.msgs[29].phys+int64(pos), 1, func(b []byte) { b[0] ^= 0x40 })
+			if _, err := Open(fx.cfg); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "checkpointed flushed offset") {
+				t.Fatalf("damaged last record: %v", err)
+			}
+
+			fx = newCorruptFixture(t, true)
+			victim := fx.msgs[28]
+			fx.patch(t, victim.phys+int64(pos), 1, func(b []byte) { b[0] ^= 0x40 })
+			var ce *commitlog.CorruptionError
+			if _, err := Open(fx.cfg); !errors.As(err, &ce) || ce.Offset != victim.phys {
+				t.Fatalf("damaged record in the tail: %v", err)
+			}
+		})
+	}
+}
+
+// Open does not verify the durable log before the tail; a record damaged
+// there is found when read, never served, and reported by Check. After a
+// crash the same holds for the part below the checkpointed flushed offset.
+func TestDamageBeforeTheVerifiedTailIsFoundOnRead(t *testing.T) {
+	withVerifyTail(t, fixtureTail)
+	for _, crashed := range []bool{false, true} {
+		fx := newCorruptFixture(t, true)
+		if crashed {
+			// Crashed after the last checkpoint covered everything.
+			f, err := fx.fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		victim := fx.msgs[25]
+		fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x08 })
+		s := mustOpen(t, fx.cfg)
+		if s.recovered.ScannedFrom <= victim.phys {
+			t.Fatalf("crashed=%v: verified from %d, expected to start after the victim at %d", crashed, s.recovered.ScannedFrom, victim.phys)
+		}
+		if _, err := s.GetMessage("T", 0, 25, 1, 1<<20, nil); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("crashed=%v: read of the damaged record: %v", crashed, err)
+		}
+		checkAcked(t, s, fx.msgs[26:], "after the damaged record")
+		s.Close()
+		rep, err := Check(fx.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range rep.Problems {
+			found = found || p.Offset == victim.phys
+		}
+		if !found {
+			t.Fatalf("crashed=%v: Check did not report the damaged record: %v", crashed, rep.Problems)
+		}
+	}
+}
+
+// After a crash, an unsynced tail written back out of order is handled as
+// with a full-segment scan: the invalid entry makes Open verify the whole
+// segment before deciding, and the tail is cut into quarantine.
+func TestVerifiedTailFallsBackOnAnUnsyncedTail(t *testing.T) {
+	withVerifyTail(t, 4<<10)
+	fx := newCorruptFixture(t, true)
+	f, err := fx.fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	victim := fx.msgs[27]
+	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: victim.phys, CQFlushed: victim.phys, IndexFlushed: victim.phys})
+	fx.patch(t, victim.phys+40, 1, func(b []byte) { b[0] ^= 0x01 })
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	if base := fx.msgs[24].phys; s.recovered.ScannedFrom != base {
+		t.Fatalf("verified from %d, want the whole segment from %d", s.recovered.ScannedFrom, base)
+	}
+	checkAcked(t, s, fx.msgs[:27], "unsynced tail")
+	if got := s.MaxOffset("T", 0); got != 27 {
+		t.Fatalf("max offset %d after the cut, want 27", got)
+	}
+	if names, _ := fx.fs.List("/data/quarantine"); len(names) != 1 {
+		t.Fatalf("the cut bytes must be kept in quarantine: %v", names)
+	}
+}
