@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -153,12 +154,18 @@ func (s *Store) putFailure(err error) PutResult {
 
 // encode validates and encodes ms into req outside any lock.
 func (s *Store) encode(req *putReq, ms []*message.Message) PutResult {
-	req.msgs, req.buf = ms, req.buf[:0]
-	starts := req.starts[:0]
-	for i, m := range ms {
+	total := 0
+	for _, m := range ms {
 		if r := s.validate(m); r.Status != PutOK {
 			return r
 		}
+		total += m.StoredSize()
+	}
+	// One allocation of the exact size (pooled buffers are dropped at
+	// every GC, so growing record by record reallocated most batches).
+	req.msgs, req.buf = ms, slices.Grow(req.buf[:0], total)
+	starts := req.starts[:0]
+	for i, m := range ms {
 		starts = append(starts, len(req.buf))
 		var err error
 		if req.buf, err = m.AppendStored(req.buf); err != nil {
