@@ -194,6 +194,7 @@ func TestCombinedAppendIsBounded(t *testing.T) {
 			t.Fatalf("put %d: %v %v", i, r.Status, r.Err)
 		}
 	}
+	waitVisible(t, s, "t", 0, puts) // acknowledged; dispatch follows
 	for qo := range int64(puts) {
 		got, err := s.GetMessage("t", 0, qo, 1, 1<<20, nil)
 		if err != nil {
