@@ -110,3 +110,37 @@ func BenchmarkRecoverRebuild(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPutFlush is the store's pattern: one unique key per message
+// (UNIQ_KEY) spread over a slot table of 1 Mi slots (4 MiB), a Flush every
+// 4096 Puts, on the real filesystem with fdatasync left out (countFS), so
+// it measures the CPU cost of the writes. writes/op counts WriteAt calls.
+func BenchmarkPutFlush(b *testing.B) {
+	cfs := &countFS{FS: vfs.OS{}, noSync: true}
+	ix, err := Open(Config{FS: cfs, Dir: b.TempDir() + "/index", HashSlots: 1 << 20, MaxEntries: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = "TopicA#AC11000100002A9F0000" + strconv.Itoa(1_000_000+i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	w0 := cfs.writes.Load()
+	for i := range b.N {
+		if err := ix.Put(keys[i%len(keys)], int64(i)*100, baseTs+int64(i)); err != nil {
+			b.Fatal(err)
+		}
+		if i%4096 == 4095 {
+			if err := ix.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := ix.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(cfs.writes.Load()-w0)/float64(b.N), "writes/op")
+}
