@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/keelmq/keel/internal/remoting"
@@ -79,9 +80,13 @@ type dataVersion struct {
 }
 
 // configTable is a persisted name -> config map (topics, subscription
-// groups). Every mutation is written to disk before it returns; a failed
-// write rolls the in-memory change back, so memory never claims what the disk
-// does not hold. Values are copied in and out.
+// groups). A mutation returns only once a write of the file holding it has
+// completed (fsync included); readers (get, all) see only what the file
+// holds. Concurrent mutations share one write (group commit): while a write
+// is in flight, new mutations are gathered and the next write covers them
+// all. If a write fails, every mutation not yet on disk fails with its error
+// and is dropped, so memory never claims what the disk does not hold.
+// Values are copied in and out; each entry is encoded once, when it is set.
 type configTable[T any] struct {
 	fs    vfs.FS
 	path  string
@@ -90,15 +95,34 @@ type configTable[T any] struct {
 	limit int    // most entries; creating one more fails
 	now   func() int64
 
-	saveMu sync.Mutex // serialises mutation+save; held before mu
+	saveMu sync.Mutex // held by the one goroutine writing the file; before mu
 
 	mu  sync.RWMutex
-	m   map[string]T
+	m   map[string]T // on disk
+	enc map[string]json.RawMessage
 	ver dataVersion
+	// Mutations not on disk yet: open gathers those the next write takes,
+	// flight those of the write in progress (nil if none). A later entry
+	// for a name wins; view order: open, flight, m.
+	open, flight *pendingBatch[T]
+}
+
+// pendingBatch is a set of mutations written together.
+type pendingBatch[T any] struct {
+	ops  map[string]pendingOp[T]
+	ver  dataVersion // of the table with these mutations
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+type pendingOp[T any] struct {
+	v   T
+	enc json.RawMessage // nil: delete
 }
 
 func newConfigTable[T any](fsys vfs.FS, path, field string, now func() int64) *configTable[T] {
-	return &configTable[T]{fs: fsys, path: path, field: field, what: field, limit: math.MaxInt, now: now, m: make(map[string]T)}
+	return &configTable[T]{fs: fsys, path: path, field: field, what: field, limit: math.MaxInt, now: now,
+		m: make(map[string]T), enc: make(map[string]json.RawMessage)}
 }
 
 // withLimit bounds the number of entries.
@@ -116,11 +140,23 @@ func (t *configTable[T]) load() error {
 	if err := json.Unmarshal(data, &file); err != nil {
 		return fmt.Errorf("broker: parse %s: %w", t.path, err)
 	}
-	m := make(map[string]T)
+	raws := make(map[string]json.RawMessage)
 	if raw, ok := file[t.field]; ok {
-		if err := json.Unmarshal(raw, &m); err != nil {
+		if err := json.Unmarshal(raw, &raws); err != nil {
 			return fmt.Errorf("broker: parse %s: %s: %w", t.path, t.field, err)
 		}
+	}
+	m := make(map[string]T, len(raws))
+	enc := make(map[string]json.RawMessage, len(raws))
+	for name, raw := range raws {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("broker: parse %s: %s: %s: %w", t.path, t.field, name, err)
+		}
+		if enc[name], err = json.Marshal(v); err != nil {
+			return fmt.Errorf("broker: encode %s of %s: %w", name, t.path, err)
+		}
+		m[name] = v
 	}
 	var ver dataVersion
 	if raw, ok := file["dataVersion"]; ok {
@@ -129,7 +165,7 @@ func (t *configTable[T]) load() error {
 		}
 	}
 	t.mu.Lock()
-	t.m, t.ver = m, ver
+	t.m, t.enc, t.ver = m, enc, ver
 	t.mu.Unlock()
 	return nil
 }
@@ -152,87 +188,233 @@ func (t *configTable[T]) all() (map[string]T, dataVersion) {
 	return out, t.ver
 }
 
+// pendingLocked returns the newest mutation of name not on disk yet and the
+// batch holding it. The caller holds mu.
+func (t *configTable[T]) pendingLocked(name string) (pendingOp[T], *pendingBatch[T], bool) {
+	for _, b := range []*pendingBatch[T]{t.open, t.flight} {
+		if b != nil {
+			if op, ok := b.ops[name]; ok {
+				return op, b, true
+			}
+		}
+	}
+	return pendingOp[T]{}, nil, false
+}
+
+// viewLocked returns name as it will be once every pending mutation is
+// written, and the number of entries then. The caller holds mu.
+func (t *configTable[T]) viewLocked(name string) (T, bool, *pendingBatch[T]) {
+	if op, b, ok := t.pendingLocked(name); ok {
+		return op.v, op.enc != nil, b
+	}
+	v, ok := t.m[name]
+	return v, ok, nil
+}
+
+func (t *configTable[T]) countLocked() int {
+	n := len(t.m)
+	for _, b := range []*pendingBatch[T]{t.flight, t.open} {
+		if b == nil {
+			continue
+		}
+		for name, op := range b.ops {
+			_, before := t.viewBefore(name, b)
+			switch {
+			case op.enc != nil && !before:
+				n++
+			case op.enc == nil && before:
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// viewBefore reports whether name exists before batch b's mutations.
+func (t *configTable[T]) viewBefore(name string, b *pendingBatch[T]) (T, bool) {
+	if b == t.open && t.flight != nil {
+		if op, ok := t.flight.ops[name]; ok {
+			return op.v, op.enc != nil
+		}
+	}
+	v, ok := t.m[name]
+	return v, ok
+}
+
 // createIfAbsent adds v under name unless name exists; it returns the value
-// now stored and whether it was created.
+// now stored and whether it was created. A name whose creation is still
+// being written is waited for, so the value returned is always on disk.
 func (t *configTable[T]) createIfAbsent(name string, v T) (T, bool, error) {
-	if old, ok := t.get(name); ok {
+	if old, ok := t.get(name); ok && !t.hasPending(name) {
 		return old, false, nil
 	}
-	t.saveMu.Lock()
-	defer t.saveMu.Unlock()
-	if old, ok := t.get(name); ok {
-		return old, false, nil
-	}
-	if err := t.mutateAndSave(name, &v); err != nil {
+	enc, err := json.Marshal(v)
+	if err != nil {
 		var zero T
-		return zero, false, err
+		return zero, false, fmt.Errorf("broker: encode %s: %w", name, err)
 	}
-	return v, true, nil
+	for {
+		t.mu.Lock()
+		cur, ok, pending := t.viewLocked(name)
+		if ok && pending == nil {
+			t.mu.Unlock()
+			return cur, false, nil
+		}
+		if ok {
+			t.mu.Unlock()
+			if err := t.commit(pending); err != nil {
+				var zero T
+				return zero, false, err
+			}
+			continue // written (or dropped): look again
+		}
+		b, err := t.addLocked(name, pendingOp[T]{v: v, enc: enc}, true)
+		t.mu.Unlock()
+		if err == nil {
+			err = t.commit(b)
+		}
+		if err != nil {
+			var zero T
+			return zero, false, err
+		}
+		return v, true, nil
+	}
+}
+
+func (t *configTable[T]) hasPending(name string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, _, ok := t.pendingLocked(name)
+	return ok
 }
 
 // put sets name to v (create or replace).
 func (t *configTable[T]) put(name string, v T) error {
-	t.saveMu.Lock()
-	defer t.saveMu.Unlock()
-	return t.mutateAndSave(name, &v)
+	enc, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("broker: encode %s: %w", name, err)
+	}
+	t.mu.Lock()
+	_, had, _ := t.viewLocked(name)
+	b, err := t.addLocked(name, pendingOp[T]{v: v, enc: enc}, !had)
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return t.commit(b)
 }
 
 // remove deletes name; it reports whether it existed.
 func (t *configTable[T]) remove(name string) (bool, error) {
-	t.saveMu.Lock()
-	defer t.saveMu.Unlock()
-	if _, ok := t.get(name); !ok {
+	t.mu.Lock()
+	if _, had, _ := t.viewLocked(name); !had {
+		t.mu.Unlock()
 		return false, nil
 	}
-	return true, t.mutateAndSave(name, nil)
-}
-
-// mutateAndSave sets (v != nil) or deletes (v == nil) name, bumps the
-// version and writes the file; on a write error it restores the old state.
-// The caller holds saveMu.
-func (t *configTable[T]) mutateAndSave(name string, v *T) error {
-	t.mu.Lock()
-	old, had := t.m[name]
-	if v != nil && !had && len(t.m) >= t.limit {
-		t.mu.Unlock()
-		return protoErrorf(remoting.ResSystemError, "%s limit of %d reached; cannot create %s", t.what, t.limit, name)
-	}
-	oldVer := t.ver
-	if v != nil {
-		t.m[name] = *v
-	} else {
-		delete(t.m, name)
-	}
-	t.ver = dataVersion{Timestamp: t.now(), Counter: t.ver.Counter + 1}
+	b, err := t.addLocked(name, pendingOp[T]{}, false)
 	t.mu.Unlock()
-	if err := t.saveLocked(); err != nil {
-		t.mu.Lock()
-		if had {
-			t.m[name] = old
-		} else {
-			delete(t.m, name)
-		}
-		t.ver = oldVer
-		t.mu.Unlock()
-		return err
+	if err != nil {
+		return false, err
 	}
-	return nil
+	return true, t.commit(b)
 }
 
-// save writes the current table (used at startup after built-in entries
-// changed).
-func (t *configTable[T]) save() error {
+// addLocked records a mutation in the open batch and returns the batch. A
+// creation beyond the limit fails. The caller holds mu.
+func (t *configTable[T]) addLocked(name string, op pendingOp[T], creates bool) (*pendingBatch[T], error) {
+	if creates && t.countLocked() >= t.limit {
+		return nil, protoErrorf(remoting.ResSystemError, "%s limit of %d reached; cannot create %s", t.what, t.limit, name)
+	}
+	if t.open == nil {
+		ver := t.ver
+		if t.flight != nil {
+			ver = t.flight.ver
+		}
+		t.open = &pendingBatch[T]{ops: make(map[string]pendingOp[T]), ver: ver, done: make(chan struct{})}
+	}
+	t.open.ops[name] = op
+	t.open.ver = dataVersion{Timestamp: t.now(), Counter: t.open.ver.Counter + 1}
+	return t.open, nil
+}
+
+// commit returns once batch b was written: by this goroutine, which then
+// also writes every mutation gathered meanwhile, or by another one.
+func (t *configTable[T]) commit(b *pendingBatch[T]) error {
 	t.saveMu.Lock()
 	defer t.saveMu.Unlock()
-	return t.saveLocked()
+	select {
+	case <-b.done:
+		return b.err
+	default:
+	}
+	// b has not been taken by a writer, so it is still the open batch.
+	t.mu.Lock()
+	t.flight, t.open = t.open, nil
+	data := t.encodeLocked(t.flight)
+	t.mu.Unlock()
+	err := writeFileAtomic(t.fs, t.path, data)
+	t.mu.Lock()
+	if err == nil {
+		for name, op := range t.flight.ops {
+			if op.enc == nil {
+				delete(t.m, name)
+				delete(t.enc, name)
+			} else {
+				t.m[name], t.enc[name] = op.v, op.enc
+			}
+		}
+		t.ver = t.flight.ver
+	} else if t.open != nil {
+		// Mutations gathered meanwhile were checked against the failed
+		// ones (existence, limit): drop them too.
+		t.open.err = fmt.Errorf("%w (a write of the same table failed)", err)
+		close(t.open.done)
+		t.open = nil
+	}
+	t.flight.err = err
+	close(t.flight.done)
+	t.flight = nil
+	t.mu.Unlock()
+	return b.err
 }
 
-func (t *configTable[T]) saveLocked() error {
-	t.mu.RLock()
-	data, err := json.Marshal(map[string]any{t.field: t.m, "dataVersion": t.ver})
-	t.mu.RUnlock()
-	if err != nil {
-		return fmt.Errorf("broker: encode %s: %w", t.path, err)
+// encodeLocked returns the file content: the table with the mutations of
+// b, entries sorted by name. The caller holds mu.
+func (t *configTable[T]) encodeLocked(b *pendingBatch[T]) []byte {
+	names := make([]string, 0, len(t.m)+len(b.ops))
+	size := 64
+	for name, e := range t.enc {
+		if _, ok := b.ops[name]; !ok {
+			names = append(names, name)
+			size += len(name) + len(e) + 8
+		}
 	}
-	return writeFileAtomic(t.fs, t.path, data)
+	for name, op := range b.ops {
+		if op.enc != nil {
+			names = append(names, name)
+			size += len(name) + len(op.enc) + 8
+		}
+	}
+	slices.Sort(names)
+	ver, _ := json.Marshal(b.ver)
+	out := make([]byte, 0, size+len(ver))
+	out = append(out, `{"dataVersion":`...)
+	out = append(out, ver...)
+	out = append(out, `,"`...)
+	out = append(out, t.field...)
+	out = append(out, `":{`...)
+	for i, name := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, _ := json.Marshal(name)
+		out = append(out, key...)
+		out = append(out, ':')
+		if op, ok := b.ops[name]; ok {
+			out = append(out, op.enc...)
+		} else {
+			out = append(out, t.enc[name]...)
+		}
+	}
+	return append(out, "}}"...)
 }
