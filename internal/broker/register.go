@@ -1,8 +1,12 @@
 package broker
 
 // Registration with the NameServers: REGISTER_BROKER (103) with the whole
-// topic table every RegisterInterval (30 s) and at once (coalesced) after any
-// topic is created or deleted; UNREGISTER_BROKER (104) on Close.
+// topic table every RegisterInterval (30 s) and soon after any topic is
+// created or deleted; UNREGISTER_BROKER (104) on Close. A change after a
+// quiet spell is announced at once; during a burst of changes (creating a
+// thousand topics) rounds are at least registerGap apart, each announcing
+// every change made before it started, so a burst of N creations costs a
+// few rounds of the whole table instead of N.
 //
 // The request follows RocketMQ's Java broker: ext brokerName, brokerAddr,
 // clusterName, haServerAddr, brokerId, heartbeatTimeoutMillis,
@@ -50,8 +54,13 @@ func (r *registrar) kick() {
 	}
 }
 
+// registerGap is the least time between the starts of two registrations
+// asked for by kick.
+const registerGap = 100 * time.Millisecond
+
 func (r *registrar) run(ctx context.Context) {
 	r.registerAll(ctx)
+	last := time.Now()
 	t := time.NewTicker(r.b.cfg.RegisterInterval)
 	defer t.Stop()
 	for {
@@ -60,7 +69,21 @@ func (r *registrar) run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-r.kickCh:
+			if wait := registerGap - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
+		// This round covers every change made so far, including those
+		// whose kicks arrived while waiting.
+		select {
+		case <-r.kickCh:
+		default:
+		}
+		last = time.Now()
 		r.registerAll(ctx)
 	}
 }

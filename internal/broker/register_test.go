@@ -3,9 +3,11 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/remoting"
 )
@@ -96,5 +98,33 @@ func TestReadOnlyBrokerRegistersReadOnlyTopics(t *testing.T) {
 		if tc.Perm&permWrite != 0 {
 			t.Errorf("%s registered writable (perm %d) by a read-only broker", name, tc.Perm)
 		}
+	}
+}
+
+// A burst of topic creations is announced in rounds at least registerGap
+// apart (the first at once), the last of which holds every topic: not one
+// round of the whole table per creation.
+func TestRegistrationCoalescesABurstOfCreations(t *testing.T) {
+	ns := startFakeNamesrv(t)
+	e := startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr} })
+	waitFor(t, "first registration", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
+	_, before := ns.last(remoting.ReqRegisterBroker)
+	start := time.Now()
+	const topics = 200
+	for i := range topics {
+		if _, err := e.b.EnsureTopic(fmt.Sprintf("Burst%d", i), 1, permRW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "registration of every topic", func() bool {
+		req, _ := ns.last(remoting.ReqRegisterBroker)
+		return len(registeredTopics(t, req)) >= topics
+	})
+	_, after := ns.last(remoting.ReqRegisterBroker)
+	// One round at once, then one per registerGap at most (and perhaps
+	// one periodic round).
+	limit := int(time.Since(start)/registerGap) + 2
+	if rounds := after - before; rounds > limit {
+		t.Fatalf("%d registrations for %d creations in %v, want at most %d", rounds, topics, time.Since(start), limit)
 	}
 }
