@@ -231,7 +231,7 @@ func (q *Queue) recoverSegments() error {
 // validPrefix returns how many of the first n entries of s are valid. Fillers
 // are valid only as a leading run of the first segment.
 func (q *Queue) validPrefix(s *segment, n int64, first bool) (int64, error) {
-	buf := make([]byte, 4096*EntrySize)
+	buf := make([]byte, min(n, 4096)*EntrySize) // not 80 KiB for each of thousands of short queues at Open
 	leading := first
 	for done := int64(0); done < n; {
 		chunk := min(n-done, 4096)
