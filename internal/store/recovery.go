@@ -7,8 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/store/commitlog"
@@ -169,7 +172,9 @@ func (s *Store) logRecovery(crashed bool, cp checkpoint, res commitlog.RecoverRe
 	s.logger.Info("store: recovered", attrs...)
 }
 
-// openQueues opens every ConsumeQueue on disk.
+// openQueues opens every ConsumeQueue on disk, the topics spread over
+// GOMAXPROCS goroutines (thousands of queues cost tens of thousands of
+// small system calls).
 func (s *Store) openQueues() error {
 	root := s.path(consumeQueueDir)
 	topics, err := s.cfg.FS.List(root)
@@ -179,20 +184,45 @@ func (s *Store) openQueues() error {
 	if err != nil {
 		return fmt.Errorf("store: list %s: %w", root, err)
 	}
-	for _, topic := range topics {
-		ids, err := s.cfg.FS.List(filepath.Join(root, topic))
+	errs := make([]error, len(topics))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(topics), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(topics) {
+					return
+				}
+				if errs[i] = s.openTopicQueues(root, topics[i]); errs[i] != nil {
+					next.Store(int64(len(topics))) // stop the others
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return fmt.Errorf("store: list consume queues of %s: %w", topic, err)
+			return err
 		}
-		for _, name := range ids {
-			id, err := strconv.ParseInt(name, 10, 32)
-			if err != nil || id < 0 {
-				s.logger.Warn("store: ignoring unexpected consume queue directory", "path", filepath.Join(root, topic, name))
-				continue
-			}
-			if _, err := s.openQueue(topic, int32(id)); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+func (s *Store) openTopicQueues(root, topic string) error {
+	ids, err := s.cfg.FS.List(filepath.Join(root, topic))
+	if err != nil {
+		return fmt.Errorf("store: list consume queues of %s: %w", topic, err)
+	}
+	for _, name := range ids {
+		id, err := strconv.ParseInt(name, 10, 32)
+		if err != nil || id < 0 {
+			s.logger.Warn("store: ignoring unexpected consume queue directory", "path", filepath.Join(root, topic, name))
+			continue
+		}
+		if _, err := s.openQueue(topic, int32(id)); err != nil {
+			return err
 		}
 	}
 	return nil
