@@ -35,24 +35,45 @@
 // # Durability and recovery
 //
 // A new file's header is written and synced before its first entry. Put
-// collects entries and slot updates in memory and writes them to the page
-// cache in batches, entries before the slots that point at them (Query
-// serves the collected ones from memory; the slot table of the file taking
-// Puts is kept in memory too, so a Put reads nothing). Flush writes what is
-// collected, then syncs each changed file, writes its header (indexCount,
-// end fields) and syncs again, so a durable header never counts entries
-// that are not durable. Within a
-// file physOffset never decreases (a Put that goes backwards starts a new
-// file).
+// collects entries in memory and writes them to the page cache in batches
+// (Query serves the collected ones from memory). The slot table of the
+// file taking Puts is kept in memory too (up to 2^24 slots), so a Put reads
+// nothing: Put updates the table and marks as dirty the block holding the
+// slot (the table's part of a 4 KiB page of the file), and the dirty
+// blocks are written by Flush, a run of consecutive blocks (up to 256 KiB)
+// at a time, so a Put costs no write of its own. (A table too large to
+// cache is updated the old way: each slot written after its entries, in
+// the batches.) Flush, for each changed file, writes the collected entries
+// and takes the dirty blocks under the index lock, then without it (Puts
+// continue) encodes and writes those blocks, syncs, writes the header
+// (indexCount, end fields) and syncs again, so a durable header never
+// counts entries that are not durable. A roll-over to a new file, and
+// TruncatePhys, write every dirty block first. Within a file physOffset
+// never decreases (a Put that goes backwards starts a new file).
 //
 // Open tells a settled file (its size is exactly that of the entries its
-// header counts) from one that was being written when the process stopped:
-// Put appends entries before it updates their slots, so any slot or entry
-// write not yet covered by a Flush leaves the file longer than its header
-// says (and a Flush that died between its two syncs leaves the header
-// behind the entries). Rewriting slots in place outside Put (recovery,
-// TruncatePhys) first appends a byte and syncs, so that state is visible
-// too. No clean-shutdown flag is needed: the file itself tells.
+// header counts) from one that was being written when the process
+// stopped. Each block written since the last completed Flush was dirtied
+// by an entry the durable header does not count, and that entry was
+// written to the page cache before the block (slot writes never change
+// the file's size: the table precedes the entries): so a crash that keeps
+// any part of a block write, torn or not, keeps that entry too (or it was
+// already synced) and leaves the file longer than its header says, as
+// does a Flush that died between its two syncs. Rewriting slots in place
+// outside Put and Flush (recovery, TruncatePhys) first appends a byte and
+// syncs, so that state is visible too. No clean-shutdown flag is needed:
+// the file itself tells.
+//
+// A block is encoded after its Flush took the header's count, so it may
+// hold slots of entries Put since: a completed Flush can leave slots that
+// point past the counted entries. Every other slot of the file then holds
+// the newest counted entry of its slot (a slot updated by a counted entry
+// has its block written by that Flush or an earlier one). Open therefore
+// also rebuilds a settled file when a slot points past its count, which
+// covers too a disk that reorders unsynced writes and keeps a slot without
+// its entry. It checks every settled file, reading its slot table, except
+// one of exactly MaxEntries entries that is not the newest: the Flush that
+// counted its last entry took every block after that entry's Put.
 //
 // A file that is not settled is rebuilt, because a crash can tear even a
 // 4-byte slot write and leave a value that points at an unrelated entry
@@ -71,11 +92,8 @@
 // were being written: normally the newest one, after a crash
 // (BenchmarkRecoverRebuild: 2,000,000 entries and 500,000 slots in about
 // 17 ms on MemFS, against 1 ms to open the settled file; on a disk reading
-// the 42 MB dominates). The newest
-// file (and the one before it if it is not full) is rebuilt too when a
-// slot points past the counted entries, which a disk that reorders
-// unsynced writes can leave behind. A settled file is opened without
-// writes; the newest one's slot table is read into memory for Put.
+// the 42 MB dominates). A settled file is opened without writes; the
+// newest one's slot table is read into memory for Put.
 //
 // Entries Put after the last Flush are dropped; the store re-indexes the
 // CommitLog from MaxPhysOffset. Query also treats an implausible entry as
@@ -86,5 +104,6 @@
 //
 // One goroutine calls Put; Query and MaxPhysOffset may run concurrently
 // with it and with Flush. DeleteBeforePhys, TruncatePhys and Close exclude
-// everything else.
+// everything else. A Put that rolls over to a new file waits for a Flush
+// writing slot blocks of the file it leaves (once per file).
 package index

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -107,14 +109,31 @@ type file struct {
 	scratch    [EntrySize]byte
 
 	// Write-behind (the file taking Puts): entries written+1..entryCount
-	// are in pend, and the slot updates made with them in pendSlots, in
-	// order; writePending hands both to the page cache, entries first.
+	// are in pend; writePending hands them to the page cache. When the
+	// slot table is not cached, the slot updates made with them are in
+	// pendSlots, in order, and writePending writes them after the entries.
 	written   int32
 	pend      []byte
 	pendSlots []slotSet
+
 	// slots caches the slot table of the file taking Puts (nil: not
-	// cached), so a Put reads no slot from the file.
+	// cached), so a Put reads no slot from the file. Its elements are
+	// accessed atomically: Flush encodes them without ix.mu. The slice
+	// itself is set under ix.mu and slotWriteMu.
 	slots []int32
+	// dirtyBlocks marks the slot blocks (see blockOf) holding updates of
+	// the cached table not yet handed to a writer; set by Put, guarded by
+	// ix.mu.
+	dirtyBlocks bitmap
+	// slotWriteMu guards inflight and blockBuf and is held while slot
+	// blocks are encoded and written, so that two writers (Flush without
+	// ix.mu, a roll-over or TruncatePhys with it) never write a block out
+	// of order. Lock order: ix.mu, then slotWriteMu.
+	slotWriteMu sync.Mutex
+	// inflight marks the blocks taken from dirtyBlocks (under ix.mu, with
+	// the entries that dirtied them written) and not yet written.
+	inflight bitmap
+	blockBuf []byte
 }
 
 type slotSet struct {
@@ -127,6 +146,16 @@ const maxCachedSlots = 1 << 24
 
 // pendingBatch is how many Puts are collected before writePending.
 const pendingBatch = 128
+
+// The cached slot table is written in blocks: block b is the part of the
+// slot table in file bytes [b*slotBlockSize, (b+1)*slotBlockSize), so
+// block writes cover whole pages (block 0 starts after the header, the last
+// ends with the table). Consecutive dirty blocks are written together, up
+// to maxSlotWrite bytes at a time.
+const (
+	slotBlockSize = 4096
+	maxSlotWrite  = 256 << 10
+)
 
 func fileName(seq int64) string { return fmt.Sprintf("%020d", seq) }
 
@@ -169,7 +198,7 @@ func (f *file) writeSlot(slot int64, v int32) error {
 		return fmt.Errorf("index: write slot of %s: %w", f.name, err)
 	}
 	if f.slots != nil {
-		f.slots[slot] = v
+		atomic.StoreInt32(&f.slots[slot], v)
 	}
 	return nil
 }
@@ -178,7 +207,7 @@ func (f *file) writeSlot(slot int64, v int32) error {
 // updates or the file. buf is as for readSlot.
 func (f *file) slot(slot int64, buf []byte) (int32, error) {
 	if f.slots != nil {
-		return f.slots[slot], nil
+		return atomic.LoadInt32(&f.slots[slot]), nil
 	}
 	for i := len(f.pendSlots) - 1; i >= 0; i-- {
 		if f.pendSlots[i].slot == slot {
@@ -196,20 +225,28 @@ func (f *file) entry(n int32, buf []byte) (entry, error) {
 	return f.readEntry(n, buf)
 }
 
-// addPending records entry n = entryCount+1 and its slot update.
+// addPending records entry n = entryCount+1 and its slot update: in the
+// cached table (its block marked dirty) or, when the table is not cached,
+// in pendSlots.
 func (f *file) addPending(n int32, e entry, slot int64) {
 	var b [EntrySize]byte
 	e.encode(b[:])
 	f.pend = append(f.pend, b[:]...)
-	f.pendSlots = append(f.pendSlots, slotSet{slot, n})
 	if f.slots != nil {
-		f.slots[slot] = n
+		atomic.StoreInt32(&f.slots[slot], n)
+		f.dirtyBlocks.set(f.blockOf(slot))
+		return
 	}
+	f.pendSlots = append(f.pendSlots, slotSet{slot, n})
 }
 
-// writePending writes the pending entries, then the pending slot updates,
-// to the page cache. On an error they stay pending (writing them again is
-// harmless).
+// pendingEntries is the number of entries collected and not yet written.
+func (f *file) pendingEntries() int { return len(f.pend) / EntrySize }
+
+// writePending writes the pending entries, then the pending slot updates
+// of a file whose table is not cached, to the page cache. The updates of a
+// cached table stay marked in dirtyBlocks (see takeDirty). On an error
+// they stay pending (writing them again is harmless).
 func (f *file) writePending() error {
 	if len(f.pend) > 0 {
 		if _, err := f.f.WriteAt(f.pend, f.entryPos(f.written+1)); err != nil {
@@ -226,6 +263,100 @@ func (f *file) writePending() error {
 	f.written = f.hdr.entryCount
 	f.pend, f.pendSlots = f.pend[:0], f.pendSlots[:0]
 	return nil
+}
+
+// setSlots makes slots the cached table (nil: none) with no block dirty.
+// ix.mu must be held (or f not shared yet).
+func (f *file) setSlots(slots []int32) {
+	f.slotWriteMu.Lock()
+	defer f.slotWriteMu.Unlock()
+	f.slots = slots
+	f.dirtyBlocks, f.inflight, f.blockBuf = nil, nil, nil
+	if slots != nil {
+		n := (f.slotPos(int64(f.hdr.slotCount)) + slotBlockSize - 1) / slotBlockSize
+		f.dirtyBlocks, f.inflight = newBitmap(n), newBitmap(n)
+	}
+}
+
+// blockOf returns the block holding slot.
+func (f *file) blockOf(slot int64) int64 { return f.slotPos(slot) / slotBlockSize }
+
+// takeDirty hands the dirty blocks to the next slot block write: the
+// caller has just written every pending entry, so each of them was dirtied
+// by an entry already in the page cache and not counted by the durable
+// header. ix.mu must be held.
+func (f *file) takeDirty() {
+	if f.slots == nil {
+		return
+	}
+	f.slotWriteMu.Lock()
+	f.inflight.or(f.dirtyBlocks)
+	f.dirtyBlocks.clearAll()
+	f.slotWriteMu.Unlock()
+}
+
+// writeSlotBlocks writes the blocks taken by takeDirty, encoded from the
+// cached table as it is now (values may be newer than the entries written:
+// see the package documentation). A block is unmarked once written; after
+// an error the rest stay marked for the next writer. It takes slotWriteMu
+// and may run without ix.mu (Flush) or with it.
+func (f *file) writeSlotBlocks() error {
+	f.slotWriteMu.Lock()
+	defer f.slotWriteMu.Unlock()
+	if f.slots == nil {
+		return nil // setSlots(nil) happens only with nothing in flight
+	}
+	const runBlocks = maxSlotWrite / slotBlockSize
+	nb := f.inflight.len()
+	for b := int64(0); b < nb; {
+		if b%64 == 0 && f.inflight[b/64] == 0 {
+			b += 64
+			continue
+		}
+		if !f.inflight.has(b) {
+			b++
+			continue
+		}
+		e := b + 1
+		for e < nb && e-b < runBlocks && f.inflight.has(e) {
+			e++
+		}
+		if err := f.writeBlockRun(b, e); err != nil {
+			return err
+		}
+		for ; b < e; b++ {
+			f.inflight.unset(b)
+		}
+	}
+	return nil
+}
+
+// writeBlockRun writes blocks [b, e) of the cached table.
+func (f *file) writeBlockRun(b, e int64) error {
+	start := max(b*slotBlockSize, HeaderSize)
+	end := min(e*slotBlockSize, f.slotPos(int64(f.hdr.slotCount)))
+	if f.blockBuf == nil {
+		f.blockBuf = make([]byte, maxSlotWrite)
+	}
+	buf := f.blockBuf[:end-start]
+	first := (start - HeaderSize) / SlotSize
+	for i := range int64(len(buf) / SlotSize) {
+		binary.BigEndian.PutUint32(buf[i*SlotSize:], uint32(atomic.LoadInt32(&f.slots[first+i])))
+	}
+	if _, err := f.f.WriteAt(buf, start); err != nil {
+		return fmt.Errorf("index: write slots of %s: %w", f.name, err)
+	}
+	return nil
+}
+
+// writeAllPending writes the pending entries and every slot update made so
+// far, with ix.mu held (roll-over, TruncatePhys).
+func (f *file) writeAllPending() error {
+	if err := f.writePending(); err != nil {
+		return err
+	}
+	f.takeDirty()
+	return f.writeSlotBlocks()
 }
 
 // loadSlots reads the slot table into memory, if it is small enough.
@@ -248,7 +379,7 @@ func (f *file) loadSlots() error {
 		}
 		first += n
 	}
-	f.slots = slots
+	f.setSlots(slots)
 	return nil
 }
 
@@ -278,4 +409,21 @@ func (f *file) sync() error {
 		return fmt.Errorf("index: fdatasync %s: %w", f.name, err)
 	}
 	return nil
+}
+
+// bitmap is a set of block numbers.
+type bitmap []uint64
+
+func newBitmap(n int64) bitmap { return make(bitmap, (n+63)/64) }
+
+func (m bitmap) len() int64       { return int64(len(m)) * 64 }
+func (m bitmap) set(i int64)      { m[i/64] |= 1 << (i % 64) }
+func (m bitmap) unset(i int64)    { m[i/64] &^= 1 << (i % 64) }
+func (m bitmap) has(i int64) bool { return m[i/64]&(1<<(i%64)) != 0 }
+func (m bitmap) clearAll()        { clear(m) }
+
+func (m bitmap) or(o bitmap) {
+	for i, w := range o {
+		m[i] |= w
+	}
 }

@@ -134,7 +134,7 @@ func (ix *Index) Put(key string, physOffset int64, storeTimestampMs int64) error
 	if err != nil {
 		return err
 	}
-	if len(f.pendSlots) >= pendingBatch {
+	if f.pendingEntries() >= pendingBatch {
 		if err := f.writePending(); err != nil {
 			return err
 		}
@@ -174,10 +174,13 @@ func (ix *Index) writableFile(phys, tsMs int64) (*file, error) {
 			ix.log.Warn("index: physical offset went backwards, starting a new file",
 				"phys_offset", phys, "end_phys_offset", last.hdr.endPhys)
 		}
-		if err := last.writePending(); err != nil {
+		// Every slot update reaches the page cache before the table is
+		// dropped (Query then reads the file). This waits for a Flush
+		// writing slot blocks of last, once per file.
+		if err := last.writeAllPending(); err != nil {
 			return nil, err
 		}
-		last.slots = nil // only the file taking Puts keeps its table
+		last.setSlots(nil) // only the file taking Puts keeps its table
 	}
 	name := fileName(ix.nextSeq)
 	vf, err := ix.cfg.FS.OpenFile(ix.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -195,7 +198,7 @@ func (ix *Index) writableFile(phys, tsMs int64) (*file, error) {
 		return nil, err
 	}
 	if int64(f.hdr.slotCount) <= maxCachedSlots {
-		f.slots = make([]int32, f.hdr.slotCount) // a new sparse file reads as zeros
+		f.setSlots(make([]int32, f.hdr.slotCount)) // a new sparse file reads as zeros
 	}
 	ix.nextSeq++
 	ix.files = append(ix.files, f)

@@ -49,9 +49,9 @@ func (ix *Index) rebuildFile(f *file, count int32, size int64, takesPuts bool) e
 	if err := ix.finishCut(f, count, size); err != nil {
 		return err
 	}
-	f.slots = nil
+	f.setSlots(nil)
 	if takesPuts {
-		f.slots = heads.dense
+		f.setSlots(heads.dense)
 	}
 	return nil
 }

@@ -108,20 +108,24 @@ func (ix *Index) openFile(seq int64) (*file, error) {
 // takes Puts). It reports whether f keeps entries.
 //
 // A file is settled when its size is exactly that of the entries its
-// header counts: every slot and entry write to it was covered by a
-// completed Flush (or recovery). A file that is not settled was being
-// written when the process stopped; it is recovered and its slot table
-// rebuilt from its entries (see rebuildFile). The newest file, and the one
-// before it unless it is full (it may have rolled over after the last
-// Flush), are also rebuilt when a slot points past the entries counted:
-// the slot update reached the disk before the entries it points at.
+// header counts: no entry written after its last completed Flush (or
+// recovery) reached the disk. A file that is not settled was being written
+// when the process stopped; it is recovered and its slot table rebuilt
+// from its entries (see rebuildFile). A settled file is also rebuilt when
+// a slot points past the entries counted: a Flush writes slot blocks
+// encoded after its header's count was taken, so a completed Flush can
+// leave such slots durable (and a disk that reorders unsynced writes can
+// keep a slot without its entry). Every settled file is checked (its slot
+// table read) except a file of exactly MaxEntries entries that is not the
+// newest: it took its last Put before the Flush that wrote that count
+// snapshot the table, so every slot it wrote is at most the count.
 func (ix *Index) recoverIfNeeded(f *file, rank int) (bool, error) {
 	size, err := f.f.Size()
 	if err != nil {
 		return false, fmt.Errorf("index: size of %s: %w", f.name, err)
 	}
 	settled := f.settled(size)
-	if settled && (rank > 1 || rank == 1 && f.full()) {
+	if settled && rank > 0 && f.hdr.entryCount == f.maxEntries {
 		return true, nil
 	}
 	count, err := f.lastPlausible(size)

@@ -39,12 +39,18 @@ func (ix *Index) flushLocked() error {
 			ix.mu.Unlock()
 			return err
 		}
+		f.takeDirty()
 		jobs = append(jobs, flushJob{f, f.hdr})
 	}
 	dirGen := ix.dirGen
 	dirDirty := dirGen != ix.dirSync || len(ix.parents) > 0
 	ix.mu.Unlock()
 	for _, j := range jobs {
+		// Without ix.mu: Puts continue while the slot blocks (up to the
+		// whole table) are encoded and written.
+		if err := j.f.writeSlotBlocks(); err != nil {
+			return err
+		}
 		err := j.f.sync()
 		if err == nil {
 			if werr := j.f.writeHeader(j.hdr); werr != nil {
@@ -117,7 +123,7 @@ func (ix *Index) TruncatePhys(physEnd int64) error {
 		return ErrClosed
 	}
 	if n := len(ix.files); n > 0 {
-		if err := ix.files[n-1].writePending(); err != nil {
+		if err := ix.files[n-1].writeAllPending(); err != nil {
 			return err
 		}
 	}
