@@ -42,3 +42,47 @@ func (f *countFile) Sync() error {
 	}
 	return f.File.Sync()
 }
+
+// hookFS wraps an FS and calls a hook before every WriteAt and Sync of the
+// files it opens, with the operation's name ("write" or "sync").
+type hookFS struct {
+	vfs.FS
+	hook atomic.Pointer[func(op string)]
+}
+
+func (h *hookFS) setHook(fn func(op string)) {
+	if fn == nil {
+		h.hook.Store(nil)
+		return
+	}
+	h.hook.Store(&fn)
+}
+
+func (h *hookFS) call(op string) {
+	if fn := h.hook.Load(); fn != nil {
+		(*fn)(op)
+	}
+}
+
+func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := h.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &hookFile{File: f, fs: h}, nil
+}
+
+type hookFile struct {
+	vfs.File
+	fs *hookFS
+}
+
+func (f *hookFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.call("write")
+	return f.File.WriteAt(p, off)
+}
+
+func (f *hookFile) Sync() error {
+	f.fs.call("sync")
+	return f.File.Sync()
+}
