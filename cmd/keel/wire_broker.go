@@ -44,9 +44,7 @@ func brokerConfig(b *config.Broker, advertised string, namesrvAddrs []string) br
 func (p *parts) brokerStarters(listenAddr string) []starter {
 	var b *broker.Broker   // set by the third starter, before any request is served
 	var h remoting.Handler // b's handler behind the ACL check, set with b
-	handler := remoting.HandlerFunc(func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-		return h.Handle(ctx, c, req)
-	})
+	handler := lateHandler{&h}
 	return []starter{
 		p.aclStarter(),
 		func() (service, error) {
@@ -86,3 +84,13 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 		},
 	}
 }
+
+// lateHandler serves with a handler set after the server was made; it
+// borrows request bodies where that handler does (remoting.BodyBorrower).
+type lateHandler struct{ h *remoting.Handler }
+
+func (l lateHandler) Handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return (*l.h).Handle(ctx, c, req)
+}
+
+func (l lateHandler) BorrowsBody(code int16) bool { return remoting.BorrowsBody(*l.h, code) }

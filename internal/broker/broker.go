@@ -277,7 +277,9 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 }
 
 // Handler returns the remoting handler serving the broker's request codes.
-func (b *Broker) Handler() remoting.Handler { return remoting.HandlerFunc(b.handle) }
+// It is a remoting.BodyBorrower: the send codes do not keep their request's
+// body (send.go), so their frame buffers are reused.
+func (b *Broker) Handler() remoting.Handler { return brokerHandler{b} }
 
 func (b *Broker) handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	h := b.handlers[req.Code]
@@ -298,6 +300,7 @@ func (b *Broker) call(ctx context.Context, h handlerFunc, c *remoting.Conn, req 
 	defer func() {
 		if r := recover(); r != nil {
 			b.log.Error("handler panic", "code", req.Code, "panic", r, "stack", string(debug.Stack()))
+			req.KeepBody() // whatever the handler left behind may still refer to it
 			resp, err = nil, fmt.Errorf("broker: internal error handling request %d", req.Code)
 		}
 	}()

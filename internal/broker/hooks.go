@@ -38,6 +38,8 @@ type Scheduler interface {
 	// or TIMER_* property; the engine removes it from the delivered copy.
 	// On PutOK, m.QueueOffset, m.PhysOffset and m.StoreTimestamp describe
 	// the record the engine stored; they are reported to the producer.
+	// m.Body aliases the request's frame buffer, which is reused once the
+	// send returns: neither m nor its Body may be kept past the return.
 	Schedule(ctx context.Context, m *message.Message, level int32, deliverAtMs int64) store.PutResult
 }
 
@@ -46,7 +48,8 @@ type Transactions interface {
 	// Prepare durably stores a half message (TRAN_MSG=true, UNIQ_KEY set,
 	// m.Topic / m.QueueID the real destination). On PutOK, m's offsets are
 	// those of the stored half record: the send response reports
-	// msgId(PhysOffset) and queueOffset(QueueOffset).
+	// msgId(PhysOffset) and queueOffset(QueueOffset). As for Schedule,
+	// neither m nor m.Body may be kept past the return.
 	Prepare(ctx context.Context, m *message.Message) store.PutResult
 	// End serves END_TRANSACTION (37); a nil response sends nothing.
 	End(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command

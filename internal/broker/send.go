@@ -31,6 +31,43 @@ import (
 	"github.com/keelmq/keel/internal/store"
 )
 
+// brokerHandler is the broker's remoting handler. It borrows the request
+// body of the send codes only: for SEND_MESSAGE, SEND_MESSAGE_V2 and
+// SEND_BATCH_MESSAGE nothing refers to req.Body, or to any slice of it,
+// once handleSend has returned, so remoting reuses their frame buffers.
+// What makes that true (keep it so when changing anything reachable from
+// handleSend):
+//   - message.Message values built here alias the body (Body; batch items'
+//     bodies); header fields and batch items' properties are string copies.
+//   - The store (PutMessage(s)) encodes every record into its own buffer
+//     before it queues the write, and returns only after the write ended,
+//     whatever the status (the ctx is not consulted after the encode; a
+//     flush wait or its timeout comes after the copy); its pooled put
+//     request drops the messages before it is reused.
+//   - The Scheduler and Transactions hooks must not keep m or m.Body past
+//     their return (schedule.Service and transaction.Engine hand the
+//     message, or a copy of it, to the store and keep offsets and strings
+//     only).
+//   - The Deduplicator's release gets a copy of the message without Body;
+//     dedup.Deduplicator keeps offsets only.
+//   - Responses carry header fields only, never a body; the Observer gets
+//     a topic string and counts; logs are written before the return.
+//   - A panic (recovered in Broker.call) keeps the body (req.KeepBody).
+type brokerHandler struct{ b *Broker }
+
+func (h brokerHandler) Handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return h.b.handle(ctx, c, req)
+}
+
+// BorrowsBody implements remoting.BodyBorrower.
+func (brokerHandler) BorrowsBody(code int16) bool {
+	switch code {
+	case remoting.ReqSendMessage, remoting.ReqSendMessageV2, remoting.ReqSendBatchMessage:
+		return true
+	}
+	return false
+}
+
 // maxTimerDelay bounds TIMER_* delivery times (RocketMQ timerMaxDelaySec).
 const maxTimerDelay = 3 * 24 * time.Hour
 
@@ -172,7 +209,7 @@ func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Co
 		resp, res, err = b.putOne(ctx, req, m, queueID, uniq)
 		if err == nil {
 			reported := *m
-			reported.QueueID = queueID
+			reported.QueueID, reported.Body = queueID, nil // the body is the request's
 			stored = &reported
 		}
 		return resp, err

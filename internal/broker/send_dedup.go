@@ -77,7 +77,7 @@ func (bd *batchDedup) finish(res store.PutResult, queueID int32) {
 		var stored *message.Message
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
 			reported := *bd.result[bd.relItem[j]]
-			reported.QueueID = queueID
+			reported.QueueID, reported.Body = queueID, nil // the body is the request's
 			stored = &reported
 		}
 		release(stored, res)

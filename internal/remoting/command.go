@@ -57,6 +57,12 @@ type Command struct {
 	HeldBytes int
 	// SerializeType is the header encoding: SerializeJSON or SerializeRocketMQ.
 	SerializeType byte
+
+	// frame is the pooled buffer a received request was read into, set
+	// when the handler borrows its body (BodyBorrower); keepBody withdraws
+	// it from reuse (KeepBody).
+	frame    []byte
+	keepBody bool
 }
 
 // BodyLen is the length of the whole body: Body and every BodyParts part.

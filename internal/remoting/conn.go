@@ -414,7 +414,12 @@ func (c *Conn) readLoop() error {
 		if err := c.armReadDeadline(); err != nil {
 			return err
 		}
-		p, err := readPayload(br, c.cfg.maxFrameBytes)
+		var h Handler
+		if hp := c.handler.Load(); hp != nil {
+			h = *hp
+		}
+		borrower, _ := h.(BodyBorrower)
+		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil)
 		if err != nil {
 			return c.readError(err)
 		}
@@ -426,6 +431,9 @@ func (c *Conn) readLoop() error {
 			c.deliver(cmd)
 			continue
 		}
+		if borrower != nil && borrower.BorrowsBody(cmd.Code) {
+			cmd.frame = p
+		}
 		if err := c.acquire(); err != nil {
 			return err
 		}
@@ -434,7 +442,7 @@ func (c *Conn) readLoop() error {
 			return c.closeErr
 		}
 		c.handlers.Add(1)
-		go c.handle(cmd)
+		go c.handle(h, cmd)
 	}
 }
 
@@ -522,12 +530,24 @@ func reserveStack() {
 //go:noinline
 func stackSink([]byte) {}
 
-// handle runs the handler for one request and queues its response.
-func (c *Conn) handle(req *Command) {
+// handle runs h for one request and queues its response. A request whose
+// frame buffer h only borrows (req.frame set) gives the buffer back once
+// the response is queued, unless the handler panicked, asked to keep the
+// body, or returned a response whose body aliases the buffer.
+func (c *Conn) handle(h Handler, req *Command) {
 	reserveStack()
 	defer c.handlers.Done()
 	defer func() { <-c.sem }()
-	resp := c.callHandler(req)
+	resp, ok := c.callHandler(h, req)
+	if frame := req.frame; frame != nil {
+		req.frame = nil
+		if ok && !req.keepBody && !resp.aliases(frame) {
+			defer func() {
+				req.Body = nil
+				frames.put(frame)
+			}()
+		}
+	}
 	if resp == nil {
 		c.budget.handlerDone()
 		return
@@ -545,20 +565,19 @@ func (c *Conn) handle(req *Command) {
 	}
 }
 
-// callHandler runs the handler, turning a panic into SYSTEM_ERROR.
-func (c *Conn) callHandler(req *Command) (resp *Command) {
-	hp := c.handler.Load()
-	if hp == nil {
-		return req.NewResponse(ResRequestCodeNotSupported, fmt.Sprintf("request type %d not supported", req.Code))
+// callHandler runs h, turning a panic into SYSTEM_ERROR (ok = false).
+func (c *Conn) callHandler(h Handler, req *Command) (resp *Command, ok bool) {
+	if h == nil {
+		return req.NewResponse(ResRequestCodeNotSupported, fmt.Sprintf("request type %d not supported", req.Code)), true
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			c.cfg.logger.Error("remoting: handler panic", "code", RequestCode(req.Code).String(),
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			resp = req.NewResponse(ResSystemError, "internal error")
+			resp, ok = req.NewResponse(ResSystemError, "internal error"), false
 		}
 	}()
-	return (*hp).Handle(c.ctx, c, req)
+	return h.Handle(c.ctx, c, req), true
 }
 
 // writeLoop writes queued frames, batching whatever is queued into one

@@ -43,6 +43,13 @@
 // something only this connection's reader can deliver (a response to its
 // own Invoke) must not be used with a budget that can fill.
 //
+// A request's Body aliases the buffer its frame was read into. That buffer
+// is the command's for good, unless the handler is a BodyBorrower that
+// borrows the request's code: then the connection gives the buffer to a
+// size-classed pool once the handler has returned and its response is
+// queued, and a later frame overwrites it (see framepool.go; tests poison
+// released buffers to catch a use after release).
+//
 // A Command handed to a write method (WriteResponse, Invoke, InvokeOneway)
 // belongs to the connection from then on: its Body and BodyParts are written
 // without copying and must not be modified. A sender that lends pooled

@@ -119,9 +119,19 @@ func decodePayload(p []byte) (*Command, error) {
 }
 
 // readPayload reads one frame from r and returns it without its length
+// field, in a buffer of its own (never pooled).
+func readPayload(r io.Reader, maxBytes int) ([]byte, error) {
+	return readFrame(r, maxBytes, false)
+}
+
+// readFrame reads one frame from r and returns it without its length
 // field. A length above maxBytes fails with ErrFrameTooLarge before any
 // buffer is allocated; otherwise the buffer grows only as bytes arrive.
-func readPayload(r io.Reader, maxBytes int) ([]byte, error) {
+// With poolable set, a frame up to maxPooledFrame is read into a buffer
+// whose capacity is its size class: one from framePool when there is one,
+// else a new one (grown as bytes arrive if it is larger than a read
+// chunk), which framePool can take back later.
+func readFrame(r io.Reader, maxBytes int, poolable bool) ([]byte, error) {
 	var lenBuf [4]byte
 	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
 		return nil, err
@@ -133,18 +143,31 @@ func readPayload(r io.Reader, maxBytes int) ([]byte, error) {
 	if n < 4 {
 		return nil, fmt.Errorf("%w: length %d is shorter than the header-length word", ErrBadFrame, n)
 	}
-	buf := make([]byte, 0, min(int(n), readChunkBytes))
+	target := int(n) // the capacity the buffer ends with
+	var buf []byte
+	if poolable {
+		if _, size, ok := frameClass(int(n)); ok {
+			target = size
+			buf = frames.get(int(n))
+		}
+	}
+	if buf == nil {
+		buf = make([]byte, 0, min(target, readChunkBytes))
+	}
 	for len(buf) < int(n) {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)))
+			grown := make([]byte, len(buf), min(target, 2*cap(buf)))
 			copy(grown, buf)
 			buf = grown
 		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
+		m, err := r.Read(buf[len(buf):min(cap(buf), int(n))])
 		buf = buf[:len(buf)+m]
 		if err != nil && len(buf) < int(n) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
+			}
+			if poolable {
+				frames.put(buf)
 			}
 			return nil, err
 		}
