@@ -24,6 +24,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
@@ -52,6 +53,8 @@ import (
 //     dedup.Deduplicator keeps offsets only.
 //   - Responses carry header fields only, never a body; the Observer gets
 //     a topic string and counts; logs are written before the return.
+//   - A batch's decoded messages are pooled the same way (batchMsgs): no
+//     pointer to one survives sendBatch (the dedup release gets a copy).
 //   - A panic (recovered in Broker.call) keeps the body (req.KeepBody).
 type brokerHandler struct{ b *Broker }
 
@@ -353,12 +356,17 @@ func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
 }
 
 func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader) (*remoting.Command, error) {
+	bm := batchMsgsPool.Get().(*batchMsgs)
+	resp, err := b.sendBatchWith(ctx, c, req, h, bm)
+	bm.release() // not after a panic: whatever it interrupted may still hold them
+	return resp, err
+}
+
+func (b *Broker) sendBatchWith(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader, bm *batchMsgs) (*remoting.Command, error) {
 	if isRetryTopic(h.topic) {
 		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
 	}
 	born := peerAddr(c)
-	ms := make([]*message.Message, 0, 32)
-	var slab []message.Message // messages are allocated in chunks, not one by one
 	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
 		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
 			message.PropTimerDelayMs, message.PropTransactionPrepared} {
@@ -366,15 +374,11 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 				return protoErrorf(remoting.ResMessageIllegal, "batch message does not support the %s property", k)
 			}
 		}
-		if len(slab) == cap(slab) {
-			slab = make([]message.Message, 0, max(8, len(ms)))
-		}
-		slab = append(slab, message.Message{
+		bm.slab = append(bm.slab, message.Message{
 			Topic: h.topic, QueueID: h.queueID, Flag: it.Flag, SysFlag: h.sysFlag &^ message.FlagTxMask,
 			BornTimestamp: h.bornTimestamp, BornHost: born, StoreHost: b.storeHost,
 			ReconsumeTimes: h.reconsumeTimes, Body: it.Body, Properties: it.Properties,
 		})
-		ms = append(ms, &slab[len(slab)-1])
 		return nil
 	})
 	if err != nil {
@@ -383,9 +387,10 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 		}
 		return nil, protoErrorf(remoting.ResMessageIllegal, "bad batch body: %v", err)
 	}
-	if len(ms) == 0 {
+	if len(bm.slab) == 0 {
 		return nil, protoErrorf(remoting.ResMessageIllegal, "empty batch")
 	}
+	ms := bm.pointers()
 	if d := b.getDeduplicator(); d != nil {
 		bd, err := b.checkBatch(ctx, d, h.topic, ms)
 		if err != nil {
@@ -401,6 +406,40 @@ func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.
 		setExt(resp, "queueId", itoa(h.queueID))
 	}
 	return resp, nil
+}
+
+// batchMsgs holds the decoded messages of one batch request. Like the
+// request's body (see brokerHandler), they are used only until sendBatch
+// returns; then they are cleared and pooled for the next batch.
+type batchMsgs struct {
+	slab []message.Message
+	ms   []*message.Message
+}
+
+// maxPooledBatchMsgs keeps unusually large batches' arrays out of the pool.
+const maxPooledBatchMsgs = 1024
+
+var batchMsgsPool = sync.Pool{New: func() any { return new(batchMsgs) }}
+
+// pointers returns a pointer to every decoded message (the slab no longer
+// grows, so they stay valid).
+func (bm *batchMsgs) pointers() []*message.Message {
+	for i := range bm.slab {
+		bm.ms = append(bm.ms, &bm.slab[i])
+	}
+	return bm.ms
+}
+
+// release clears the messages (they refer to the request's body and
+// strings) and pools bm.
+func (bm *batchMsgs) release() {
+	if cap(bm.slab) > maxPooledBatchMsgs {
+		return
+	}
+	clear(bm.slab)
+	clear(bm.ms)
+	bm.slab, bm.ms = bm.slab[:0], bm.ms[:0]
+	batchMsgsPool.Put(bm)
 }
 
 // putDedupBatch stores the items of a checked batch that are not

@@ -20,8 +20,9 @@ import (
 func init() { remoting.PoisonReleasedFrames(true) }
 
 // TestSendBodiesSurviveFrameReuse sends single messages (V1, V2, with and
-// without a client UNIQ_KEY, so also through the de-duplication hook) and
-// batches (plain and de-duplicated) from several goroutines on one
+// without a client UNIQ_KEY, so also through the de-duplication hook, and
+// resent) and batches (plain, and de-duplicated and resent) from several
+// goroutines on one
 // connection, then reads every stored record back: each must hold exactly
 // the bytes sent, although the buffers they arrived in were reused (and
 // poisoned) as soon as each handler returned.
@@ -53,20 +54,24 @@ func TestSendBodiesSurviveFrameReuse(t *testing.T) {
 					if i%2 == 0 {
 						props = message.EncodeProperties(map[string]string{"UNIQ_KEY": fmt.Sprintf("K%d-%d", g, i)})
 					}
-					var req *remoting.Command
 					var bodies [][]byte
+					var newReq func() *remoting.Command
 					switch i % 3 {
 					case 0:
 						bodies = [][]byte{mk(0)}
-						req = remoting.NewRequest(remoting.ReqSendMessage, map[string]string{
-							"producerGroup": "pg", "topic": "Reuse", "defaultTopic": DefaultTopic, "defaultTopicQueueNums": "4",
-							"queueId": itoa(g), "sysFlag": "0", "bornTimestamp": "1", "flag": "0", "properties": props,
-						}, bodies[0])
+						newReq = func() *remoting.Command {
+							return remoting.NewRequest(remoting.ReqSendMessage, map[string]string{
+								"producerGroup": "pg", "topic": "Reuse", "defaultTopic": DefaultTopic, "defaultTopicQueueNums": "4",
+								"queueId": itoa(g), "sysFlag": "0", "bornTimestamp": "1", "flag": "0", "properties": props,
+							}, bodies[0])
+						}
 					case 1:
 						bodies = [][]byte{mk(0)}
-						req = remoting.NewRequest(remoting.ReqSendMessageV2, map[string]string{
-							"a": "pg", "b": "Reuse", "c": DefaultTopic, "d": "4", "e": itoa(g), "f": "0", "g": "1", "h": "0", "i": props,
-						}, bodies[0])
+						newReq = func() *remoting.Command {
+							return remoting.NewRequest(remoting.ReqSendMessageV2, map[string]string{
+								"a": "pg", "b": "Reuse", "c": DefaultTopic, "d": "4", "e": itoa(g), "f": "0", "g": "1", "h": "0", "i": props,
+							}, bodies[0])
+						}
 					default:
 						var items []message.BatchItem
 						for j := range 8 {
@@ -81,20 +86,39 @@ func TestSendBodiesSurviveFrameReuse(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						req = remoting.NewRequest(remoting.ReqSendBatchMessage, map[string]string{
-							"a": "pg", "b": "Reuse", "c": DefaultTopic, "d": "4", "e": itoa(g), "f": "0", "g": "1", "h": "0", "i": "",
-						}, body)
+						newReq = func() *remoting.Command {
+							return remoting.NewRequest(remoting.ReqSendBatchMessage, map[string]string{
+								"a": "pg", "b": "Reuse", "c": DefaultTopic, "d": "4", "e": itoa(g), "f": "0", "g": "1", "h": "0", "i": "",
+							}, body)
+						}
 					}
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					resp, err := cl.c.Invoke(ctx, req)
-					cancel()
+					send := func() (string, error) {
+						req := newReq()
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						resp, err := cl.c.Invoke(ctx, req)
+						if err != nil {
+							return "", err
+						}
+						if resp.Code != remoting.ResSuccess {
+							return "", fmt.Errorf("send %d: code %d %q", req.Code, resp.Code, resp.Remark)
+						}
+						return resp.ExtFields["msgId"], nil
+					}
+					msgID, err := send()
 					if err != nil {
 						return err
 					}
-					if resp.Code != remoting.ResSuccess {
-						return fmt.Errorf("send %d: code %d %q", req.Code, resp.Code, resp.Remark)
+					if i%2 == 0 { // a resend is answered from the de-duplication table
+						again, err := send()
+						if err != nil {
+							return err
+						}
+						if again != msgID {
+							return fmt.Errorf("resend answered %s, first send %s", again, msgID)
+						}
 					}
-					ids := strings.Split(resp.ExtFields["msgId"], ",")
+					ids := strings.Split(msgID, ",")
 					if len(ids) != len(bodies) {
 						return fmt.Errorf("%d msgIds for %d messages", len(ids), len(bodies))
 					}
