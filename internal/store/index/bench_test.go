@@ -77,7 +77,7 @@ func BenchmarkRecoverRebuild(b *testing.B) {
 		}
 	}
 	f := ix.files[len(ix.files)-1]
-	if err := f.writePending(); err != nil {
+	if err := f.writeAllPending(); err != nil {
 		b.Fatal(err)
 	}
 	if err := f.sync(); err != nil {

@@ -101,7 +101,7 @@ func TestTornSlotRebuilt(t *testing.T) {
 	}
 	m.put(t, ix, keyA, 60100, baseTs+6010) // entry 601
 	f := ix.files[0]
-	if err := f.writePending(); err != nil { // entry 601, then slot A = 601
+	if err := f.writeAllPending(); err != nil { // entry 601, then slot A = 601
 		t.Fatal(err)
 	}
 	// What survives of that slot write: its first 3 bytes (00 00 02) over
