@@ -51,6 +51,7 @@ const (
 	DefaultIndexMaxEntries           = 20_000_000
 	DefaultMaxScanEntries            = 16_000
 	DefaultGroupCommitDelay          = 200 * time.Microsecond
+	DefaultPrefillBytes              = 16 << 20
 )
 
 // Config configures a Store. DefaultConfig fills every field.
@@ -94,6 +95,13 @@ type Config struct {
 	// wait). A put alone is flushed at once: the wait happens only while
 	// other puts are in progress.
 	GroupCommitDelay time.Duration
+
+	// PrefillBytes is how far ahead of the writer the CommitLog segment
+	// being written is kept zero-filled and synced, so that a SYNC_FLUSH
+	// fdatasync writes data only, not a new file size and block allocation
+	// (0: DefaultPrefillBytes under SYNC_FLUSH, none under ASYNC_FLUSH;
+	// negative: never). See commitlog/prefill.go.
+	PrefillBytes int64
 
 	// OnFlush, if set, is called after each successful CommitLog fdatasync
 	// round that made bytes > 0 durable, with the round's duration (the
@@ -177,6 +185,14 @@ func (c *Config) setDefaults() {
 	if c.GroupCommitDelay == 0 {
 		c.GroupCommitDelay = DefaultGroupCommitDelay
 	}
+	if c.PrefillBytes == 0 && c.FlushDiskType == SyncFlush {
+		c.PrefillBytes = DefaultPrefillBytes
+	}
+}
+
+// prefillBytes is the commitlog's PrefillBytes: at most a segment, 0 for off.
+func (c *Config) prefillBytes() int64 {
+	return max(min(c.PrefillBytes, c.CommitLogSegmentBytes), 0)
 }
 
 // parseDeleteWhen parses "04" or "04;05" into hours.

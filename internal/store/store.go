@@ -150,6 +150,7 @@ func (s *Store) open() error {
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
+		PrefillBytes: s.cfg.prefillBytes(),
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -181,8 +182,9 @@ func (s *Store) markRunning() (bool, error) {
 
 func (s *Store) start() {
 	interval := s.cfg.FlushInterval
-	s.wg.Add(4)
+	s.wg.Add(5)
 	go func() { defer s.wg.Done(); s.log.RunFlusher(s.stop, interval) }()
+	go func() { defer s.wg.Done(); s.log.RunPrefiller(s.stop) }()
 	go func() { defer s.wg.Done(); s.runDispatcher() }()
 	go func() { defer s.wg.Done(); s.runPersister() }()
 	go func() { defer s.wg.Done(); s.runRetention() }()
@@ -214,6 +216,9 @@ func (s *Store) shutdownFlush() error {
 		return s.Err()
 	}
 	if err := s.log.Flush(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	if err := s.log.TrimPrefill(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	if err := s.dispatchAvailable(); err != nil {

@@ -114,6 +114,8 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 	if err != nil {
 		return err
 	}
+	end := off + int64(len(buf))
+	l.beginWrite(off, end)
 	if _, err := s.f.WriteAt(buf, off-s.base); err != nil {
 		err = fmt.Errorf("commitlog: write %d bytes to %s at %d: %w", len(buf), s.path, off-s.base, err)
 		if retryable && IsNoSpace(err) {
@@ -121,12 +123,14 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 		}
 		return l.fail(err)
 	}
-	l.written.Store(off + int64(len(buf)))
+	l.written.Store(end)
 	l.notify()
 	if l.noSpace {
 		l.noSpace = false
+		l.resumePrefill()
 		l.logger.Info("commitlog: writing again after the disk was full", "offset", off)
 	}
+	l.afterWrite(end)
 	return nil
 }
 
@@ -141,6 +145,7 @@ func IsNoSpace(err error) bool {
 // write, and returns an error wrapping ErrNoSpace. If the cut fails the log
 // fails.
 func (l *Log) undoWrite(s *segment, off int64, cause error) error {
+	l.forgetPrefill(off)
 	rel := off - s.base
 	size, err := s.f.Size()
 	if err == nil && size > rel {

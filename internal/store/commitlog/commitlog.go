@@ -78,7 +78,13 @@ type Config struct {
 	// block briefly so that appends in progress join the flush (group
 	// commit); it must return promptly when they are done.
 	BeforeFlush func()
-	Logger      *slog.Logger
+	// PrefillBytes, if > 0, is how far ahead of the writer the segment being
+	// written is kept zero-filled and synced while flushes are small (see
+	// prefill.go); RunPrefiller must run. 0 disables it.
+	PrefillBytes int64
+	// OnPrefill, if set, is called after each zero-filled and synced chunk.
+	OnPrefill func(d time.Duration, bytes int64)
+	Logger    *slog.Logger
 }
 
 func (c *Config) validate() error {
@@ -119,6 +125,12 @@ type Log struct {
 	roundMu sync.Mutex
 	round   *flushRound // guarded by roundMu
 	kick    chan struct{}
+
+	prefillMu    sync.Mutex
+	prefillCond  *sync.Cond // on prefillMu: a zero-filled chunk is done
+	pf           prefillState
+	prefillAhead atomic.Int64 // pf.filled, read without the lock
+	prefillKick  chan struct{}
 }
 
 // Open opens (creating if needed) the log directory and its segment files.
@@ -127,7 +139,8 @@ func Open(cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1)}
+	l.prefillCond = sync.NewCond(&l.prefillMu)
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}

@@ -53,6 +53,7 @@ func (l *Log) Flush() error {
 		}
 		l.advanceFlushed(w)
 		l.notify()
+		l.noteFlushSize(w - f)
 		if l.cfg.OnFlush != nil {
 			l.cfg.OnFlush(time.Since(start), w-f)
 		}

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -54,6 +55,7 @@ type RecoverResult struct {
 	RemovedSegments []string           // segment files removed after a torn tail
 	Repaired        []*CorruptionError // corruption isolated by Repair
 	Quarantined     int64              // bytes of an unsynced tail copied to quarantine before the cut
+	ZeroTailBytes   int64              // zero-filled bytes (see prefill.go) cut after the last record
 }
 
 // CorruptionError reports an invalid entry in the middle of the log: valid
@@ -187,6 +189,10 @@ func (l *Log) setRecovered(end int64) {
 	l.written.Store(end)
 	l.flushed.Store(end)
 	l.recovered = true
+	l.prefillMu.Lock()
+	l.pf.writeEnd, l.pf.filled = end, end // the prefiller starts after the last record
+	l.prefillAhead.Store(end)
+	l.prefillMu.Unlock()
 }
 
 // resolveInvalid handles an invalid entry at position rel of segs[i]: a
@@ -264,9 +270,23 @@ func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, 
 // cutTail truncates segs[i] at rel and removes the later segment files.
 func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, res *RecoverResult) error {
 	s := segs[i]
-	res.TornAt, res.TornReason = s.base+rel, reason
-	res.TornBytes += size - rel
-	l.logger.Warn("commitlog: cutting torn tail", "segment", s.path, "offset", s.base+rel, "bytes", size-rel, "reason", reason)
+	zeros := false
+	if i == len(segs)-1 && l.cfg.PrefillBytes > 0 {
+		var err error
+		if zeros, err = allZero(s.f, rel, size); err != nil {
+			return fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+		}
+	}
+	if zeros {
+		// The zero-filled room ahead of the writer (prefill.go), not a
+		// torn write: nothing was there.
+		res.ZeroTailBytes += size - rel
+		l.logger.Debug("commitlog: cutting zero-filled tail", "segment", s.path, "offset", s.base+rel, "bytes", size-rel)
+	} else {
+		res.TornAt, res.TornReason = s.base+rel, reason
+		res.TornBytes += size - rel
+		l.logger.Warn("commitlog: cutting torn tail", "segment", s.path, "offset", s.base+rel, "bytes", size-rel, "reason", reason)
+	}
 	for _, later := range segs[i+1:] {
 		sz, _ := later.f.Size()
 		res.TornBytes += sz
@@ -374,4 +394,22 @@ func (l *Log) syncFrom(base int64) error {
 		}
 	}
 	return nil
+}
+
+// allZero reports whether bytes [from, to) of r are all zero.
+func allZero(r io.ReaderAt, from, to int64) (bool, error) {
+	buf := make([]byte, min(scanChunkBytes, max(to-from, 0)))
+	for pos := from; pos < to; {
+		k := min(int64(len(buf)), to-pos)
+		if _, err := r.ReadAt(buf[:k], pos); err != nil && err != io.EOF {
+			return false, err
+		}
+		for _, b := range buf[:k] {
+			if b != 0 {
+				return false, nil
+			}
+		}
+		pos += k
+	}
+	return true, nil
 }

@@ -1,0 +1,211 @@
+package commitlog
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+const prefillTestSeg = 8 << 20
+
+// openPrefillLog opens a log with prefill on and runs its prefiller until
+// the test ends.
+func openPrefillLog(t *testing.T, fs vfs.FS, window int64, opts RecoverOptions) (*Log, RecoverResult) {
+	t.Helper()
+	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: prefillTestSeg, PrefillBytes: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Recover(opts)
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); l.RunPrefiller(stop) }()
+	t.Cleanup(func() { close(stop); <-done; l.Close() })
+	return l, res
+}
+
+func waitPrefilled(t *testing.T, l *Log, upTo int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.prefillAhead.Load() < upTo {
+		if time.Now().After(deadline) {
+			t.Fatalf("zero-filled up to %d, want %d", l.prefillAhead.Load(), upTo)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func segFileSize(t *testing.T, fs vfs.FS, base int64) int64 {
+	t.Helper()
+	f, err := fs.OpenFile("/data/commitlog/"+SegmentName(base), os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestPrefillKeepsZeroedRoomAheadAndTrims(t *testing.T) {
+	fs := vfs.NewMem()
+	const window = 3 << 20
+	l, _ := openPrefillLog(t, fs, window, RecoverOptions{})
+	all := appendAll(t, l, rec(1000, 1))
+	end := l.WrittenOffset()
+	waitPrefilled(t, l, end+window)
+	if size := segFileSize(t, fs, 0); size != end+window {
+		t.Fatalf("segment is %d bytes, want written %d + window %d", size, end, window)
+	}
+	all = append(all, appendAll(t, l, rec(2000, 2), rec(3000, 3))...)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkReadable(t, l, all)
+	// Zeros past the written offset, synced: a crash now keeps them.
+	crashed := fs.CrashClone()
+	f, err := crashed.OpenFile("/data/commitlog/"+SegmentName(0), os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := make([]byte, 4096)
+	if _, err := f.ReadAt(tail, l.WrittenOffset()); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !bytes.Equal(tail, make([]byte, len(tail))) {
+		t.Fatal("bytes past the written offset are not zero")
+	}
+
+	if err := l.TrimPrefill(); err != nil {
+		t.Fatal(err)
+	}
+	if size := segFileSize(t, fs, 0); size != l.WrittenOffset() {
+		t.Fatalf("after TrimPrefill the segment is %d bytes, want %d", size, l.WrittenOffset())
+	}
+}
+
+// TestPrefillPowerLoss: power lost with zero-filled room ahead; every
+// flushed record survives, the zeros are cut as such (not reported torn)
+// and appends continue right after the last record.
+func TestPrefillPowerLoss(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	for round := range 30 {
+		rng := rand.New(rand.NewPCG(seed, uint64(round)))
+		fs := vfs.NewMem()
+		l, _ := openPrefillLog(t, fs, 1<<20, RecoverOptions{})
+		var durable []appended
+		for range rng.IntN(40) + 1 {
+			got := appendAll(t, l, rec(rng.IntN(3000)+16, byte(rng.Uint32())))
+			if rng.IntN(2) == 0 {
+				if err := l.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				durable = append(durable, got...)
+			}
+			if rng.IntN(4) == 0 {
+				waitPrefilled(t, l, l.WrittenOffset()+1)
+			}
+		}
+		crashed := fs.CrashCloneWith(rng)
+		l2, res := openPrefillLog(t, crashed, 1<<20, RecoverOptions{Crashed: true, DurableFrom: l.FlushedOffset(), QuarantineDir: "/data/quarantine"})
+		if len(durable) > 0 {
+			last := durable[len(durable)-1]
+			if res.End < last.phys+int64(len(last.rec))+TrailerBytes {
+				t.Fatalf("seed %d round %d: end %d lost flushed records", seed, round, res.End)
+			}
+		}
+		checkReadable(t, l2, durable)
+		if segFileSize(t, crashed, 0) != res.End {
+			t.Fatalf("seed %d round %d: segment %d bytes after recovery, end %d", seed, round, segFileSize(t, crashed, 0), res.End)
+		}
+		more := appendAll(t, l2, rec(500, 7))
+		if more[0].phys != res.End {
+			t.Fatalf("append after recovery at %d, want %d", more[0].phys, res.End)
+		}
+		waitPrefilled(t, l2, l2.WrittenOffset()+1) // zero-filling resumes after the last record
+		checkReadable(t, l2, append(durable, more...))
+	}
+}
+
+// zeroGateFS blocks the prefiller's zero writes (whole chunks) while the
+// gate is closed.
+type zeroGateFS struct {
+	vfs.FS
+	gate    chan struct{}
+	blocked atomic.Int32
+}
+
+type zeroGateFile struct {
+	vfs.File
+	fs *zeroGateFS
+}
+
+func (g *zeroGateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return zeroGateFile{f, g}, nil
+}
+
+func (f zeroGateFile) WriteAt(p []byte, off int64) (int, error) {
+	if len(p) == prefillChunkBytes && bytes.Equal(p, make([]byte, len(p))) {
+		f.fs.blocked.Add(1)
+		<-f.fs.gate
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// TestWriteWaitsForOverlappingZeroFill: a write that reaches the chunk the
+// prefiller is zeroing waits for it, so the zeros can never land on
+// records. (Without the wait, the records written meanwhile are zeroed
+// when the gate opens.)
+func TestWriteWaitsForOverlappingZeroFill(t *testing.T) {
+	g := &zeroGateFS{FS: vfs.NewMem(), gate: make(chan struct{})}
+	l, _ := openPrefillLog(t, g, 2<<20, RecoverOptions{})
+	var open sync.Once
+	release := func() { open.Do(func() { close(g.gate) }) }
+	t.Cleanup(release)                     // before the prefiller is stopped, also on failure
+	first := appendAll(t, l, rec(1000, 1)) // wakes the prefiller
+	deadline := time.Now().Add(10 * time.Second)
+	for g.blocked.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the prefiller never started a chunk")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	var more []appended
+	wg.Go(func() {
+		for range 40 { // 40 x 32 KiB: well into the chunk being zeroed
+			more = append(more, appendAll(t, l, rec(32<<10, 2))...)
+		}
+	})
+	for {
+		l.prefillMu.Lock()
+		waiting := l.pf.waitingForZeroes
+		l.prefillMu.Unlock()
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited for the chunk being zeroed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	checkReadable(t, l, append(first, more...))
+}
