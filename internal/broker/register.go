@@ -2,11 +2,11 @@ package broker
 
 // Registration with the NameServers: REGISTER_BROKER (103) with the whole
 // topic table every RegisterInterval (30 s) and soon after any topic is
-// created or deleted; UNREGISTER_BROKER (104) on Close. A change after a
-// quiet spell is announced at once; during a burst of changes (creating a
-// thousand topics) rounds are at least registerGap apart, each announcing
-// every change made before it started, so a burst of N creations costs a
-// few rounds of the whole table instead of N.
+// created or deleted; UNREGISTER_BROKER (104) on Close. A few changes in a
+// row are each announced at once; during a burst of changes (creating a
+// thousand topics) rounds come one per registerGap, each announcing every
+// change made before it started, so a burst of N creations costs a few
+// rounds of the whole table instead of N.
 //
 // The request follows RocketMQ's Java broker: ext brokerName, brokerAddr,
 // clusterName, haServerAddr, brokerId, heartbeatTimeoutMillis,
@@ -54,28 +54,64 @@ func (r *registrar) kick() {
 	}
 }
 
-// registerGap is the least time between the starts of two registrations
-// asked for by kick.
-const registerGap = 100 * time.Millisecond
+// Registrations asked for by kick: up to registerBurst in a row go at once
+// (a topic, then the group's retry topic, are each announced at once), then
+// one per registerGap while a burst of creations lasts.
+const (
+	registerGap   = 100 * time.Millisecond
+	registerBurst = 4
+)
+
+// kickLimiter spaces the registrations asked for by kick: a token bucket
+// of registerBurst rounds, refilled with one round per registerGap.
+type kickLimiter struct {
+	tokens float64
+	at     time.Time // of the last refill; zero: full
+}
+
+func (k *kickLimiter) refill(now time.Time) {
+	if k.at.IsZero() {
+		k.tokens = registerBurst
+	} else {
+		k.tokens = min(registerBurst, k.tokens+float64(now.Sub(k.at))/float64(registerGap))
+	}
+	k.at = now
+}
+
+// wait returns how long a round asked for at now must wait.
+func (k *kickLimiter) wait(now time.Time) time.Duration {
+	k.refill(now)
+	if k.tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - k.tokens) * float64(registerGap))
+}
+
+// started records a round started at now.
+func (k *kickLimiter) started(now time.Time) {
+	k.refill(now)
+	k.tokens = max(0, k.tokens-1)
+}
 
 func (r *registrar) run(ctx context.Context) {
 	r.registerAll(ctx)
-	last := time.Now()
 	t := time.NewTicker(r.b.cfg.RegisterInterval)
 	defer t.Stop()
+	var limit kickLimiter
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-r.kickCh:
-			if wait := registerGap - time.Since(last); wait > 0 {
+			if wait := limit.wait(time.Now()); wait > 0 {
 				select {
 				case <-ctx.Done():
 					return
 				case <-time.After(wait):
 				}
 			}
+			limit.started(time.Now())
 		}
 		// This round covers every change made so far, including those
 		// whose kicks arrived while waiting.
@@ -83,7 +119,6 @@ func (r *registrar) run(ctx context.Context) {
 		case <-r.kickCh:
 		default:
 		}
-		last = time.Now()
 		r.registerAll(ctx)
 	}
 }

@@ -101,9 +101,9 @@ func TestReadOnlyBrokerRegistersReadOnlyTopics(t *testing.T) {
 	}
 }
 
-// A burst of topic creations is announced in rounds at least registerGap
-// apart (the first at once), the last of which holds every topic: not one
-// round of the whole table per creation.
+// A burst of topic creations is announced in rounds about registerGap
+// apart (the first registerBurst at once), the last of which holds every
+// topic: not one round of the whole table per creation.
 func TestRegistrationCoalescesABurstOfCreations(t *testing.T) {
 	ns := startFakeNamesrv(t)
 	e := startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr} })
@@ -121,10 +121,41 @@ func TestRegistrationCoalescesABurstOfCreations(t *testing.T) {
 		return len(registeredTopics(t, req)) >= topics
 	})
 	_, after := ns.last(remoting.ReqRegisterBroker)
-	// One round at once, then one per registerGap at most (and perhaps
-	// one periodic round).
-	limit := int(time.Since(start)/registerGap) + 2
+	// registerBurst rounds at once, then one per registerGap at most (and
+	// perhaps one periodic round).
+	limit := int(time.Since(start)/registerGap) + registerBurst + 1
 	if rounds := after - before; rounds > limit {
 		t.Fatalf("%d registrations for %d creations in %v, want at most %d", rounds, topics, time.Since(start), limit)
+	}
+}
+
+func TestKickLimiter(t *testing.T) {
+	var k kickLimiter
+	now := time.Unix(1000, 0)
+	for i := range registerBurst {
+		if w := k.wait(now); w != 0 {
+			t.Fatalf("round %d of a short run waits %v", i, w)
+		}
+		k.started(now)
+	}
+	// Then one round per registerGap.
+	for i := range 10 {
+		w := k.wait(now)
+		if w != registerGap {
+			t.Fatalf("round %d of a burst waits %v, want %v", registerBurst+i, w, registerGap)
+		}
+		now = now.Add(w)
+		k.started(now)
+	}
+	// A quiet spell refills the bucket.
+	now = now.Add(registerBurst * registerGap)
+	for i := range registerBurst {
+		if w := k.wait(now); w != 0 {
+			t.Fatalf("round %d after a quiet spell waits %v", i, w)
+		}
+		k.started(now)
+	}
+	if w := k.wait(now); w != registerGap {
+		t.Fatalf("round %d after a quiet spell waits %v, want %v", registerBurst, w, registerGap)
 	}
 }

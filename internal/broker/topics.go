@@ -12,9 +12,9 @@ package broker
 //   - for consumer groups: %RETRY%<group> on heartbeat and send-back, and
 //     %DLQ%<group> when a message exhausts its retries (1 queue each, RW).
 //
-// Every creation is announced to the NameServers soon (register.go: at once
-// after a quiet spell, at most every registerGap during a burst), not at the
-// next periodic registration, so clients find the route. Concurrent
+// Every creation is announced to the NameServers soon (register.go: a few in
+// a row at once, one round per registerGap during a burst), not at the next
+// periodic registration, so clients find the route. Concurrent
 // creations share one write of topics.json (persist.go); each is
 // acknowledged only after that write completed.
 
