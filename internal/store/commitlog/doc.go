@@ -6,8 +6,12 @@
 // The log lives in one directory. Each segment file is named by the 20-digit
 // decimal CommitLog offset of its first byte; segment k starts at offset
 // k*SegmentBytes and the segments present are contiguous (retention removes
-// them from the front only). A segment file is not preallocated: its size is
-// the number of bytes written to it.
+// them from the front only). A segment file holds the bytes written to it
+// and, while the log runs with PrefillBytes, up to that many zeros after
+// them (zero-filled room ahead of the writer, see prefill.go): zeros after
+// the last record are never records. Recovery cuts them (counted in
+// RecoverResult.ZeroTailBytes, not as a torn tail) and a clean close trims
+// them, so a cleanly closed segment file ends where its records end.
 //
 // A segment is a sequence of entries followed, once the segment is full, by
 // a blank marker:
