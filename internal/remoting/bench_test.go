@@ -1,6 +1,13 @@
 package remoting
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
 
 // sendMessageRequest is a typical SEND_MESSAGE request from the Go client.
 func sendMessageRequest() *Command {
@@ -76,3 +83,63 @@ func sendMessageV2Request() *Command {
 }
 
 func BenchmarkDecodeSendRequestV2JSON(b *testing.B) { benchDecode(b, sendMessageV2Request()) }
+
+// borrowAll borrows every request body and answers SUCCESS without one.
+type borrowAll struct{}
+
+func (borrowAll) BorrowsBody(int16) bool { return true }
+func (borrowAll) Handle(_ context.Context, _ *Conn, req *Command) *Command {
+	return req.NewResponse(ResSuccess, "")
+}
+
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// BenchmarkServePipelined: 64 senders share one connection to a server
+// whose handler borrows the request bodies (as the broker's send codes
+// do). Allocations cover both ends; goroutines/op counts the goroutines
+// the process created per request (the senders are started before).
+func BenchmarkServePipelined(b *testing.B) {
+	for _, size := range []int{1 << 10, 32 << 10} {
+		b.Run(fmt.Sprintf("body=%dKiB", size>>10), func(b *testing.B) {
+			_, addr := startServer(b, ServerConfig{}, borrowAll{})
+			cl := dialClient(b, addr, ClientConfig{})
+			body := make([]byte, size)
+			const senders = 64
+			var next atomic.Int64
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			errs := make(chan error, senders)
+			for range senders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for next.Add(1) <= int64(b.N) {
+						if _, err := cl.Invoke(context.Background(), NewRequest(ReqSendMessage, nil, body)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			created := goroutinesCreated()
+			close(start)
+			wg.Wait()
+			b.ReportMetric(float64(goroutinesCreated()-created)/float64(b.N), "goroutines/op")
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+		})
+	}
+}

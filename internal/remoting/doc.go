@@ -25,8 +25,9 @@
 //
 // A Conn (server or client side) owns one reader goroutine and one writer
 // goroutine. The writer batches queued frames into one vectored write. Every
-// inbound request runs on its own goroutine; at most MaxInflightPerConn run
-// at once per connection, and when that bound is reached the reader stops
+// inbound request runs on a goroutine of its own (a connection reuses the
+// goroutines of finished requests); at most MaxInflightPerConn run at once
+// per connection, and when that bound is reached the reader stops
 // reading, which pushes back on the peer through TCP flow control.
 // Responses are matched to requests only by opaque. All exported methods of
 // Conn, Server and Client are safe for concurrent use.

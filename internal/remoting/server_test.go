@@ -20,7 +20,7 @@ import (
 // waitTimeout bounds every wait in these tests; they never sleep.
 const waitTimeout = 10 * time.Second
 
-func startServer(t *testing.T, cfg ServerConfig, h Handler) (*Server, string) {
+func startServer(t testing.TB, cfg ServerConfig, h Handler) (*Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +42,7 @@ func startServer(t *testing.T, cfg ServerConfig, h Handler) (*Server, string) {
 	return srv, ln.Addr().String()
 }
 
-func dialClient(t *testing.T, addr string, cfg ClientConfig) *Client {
+func dialClient(t testing.TB, addr string, cfg ClientConfig) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -539,4 +539,65 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestWorkerReuseKeepsDrainAccounting: request goroutines are reused, a
+// request run by a reused worker is in flight like any other (Shutdown
+// waits for it and flushes its response), and parked workers leave when
+// their connection closes.
+func TestWorkerReuseKeepsDrainAccounting(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	h := HandlerFunc(func(_ context.Context, _ *Conn, req *Command) *Command {
+		if req.Ext("hold") != "" {
+			close(entered)
+			<-release
+		}
+		return req.NewResponse(ResSuccess, "done")
+	})
+	srv, addr := startServer(t, ServerConfig{}, h)
+	cl := dialClient(t, addr, ClientConfig{})
+	// One request at a time: each finds the previous one's worker parked
+	// (unless the reader wins the race with a worker about to park; then
+	// one more worker is made and parks too).
+	const requests = 200
+	created := goroutinesCreated()
+	for range requests {
+		invoke(t, cl, NewRequest(ReqSendMessage, nil, nil))
+	}
+	if n := goroutinesCreated() - created; n >= requests/2 {
+		t.Fatalf("%d goroutines created for %d requests: workers are not reused", n, requests)
+	}
+	conns := srv.Conns()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections", len(conns))
+	}
+	sc := conns[0]
+	waitFor(t, func() bool { return sc.parked.Load() > 0 })
+	got := make(chan *Command, 1)
+	go func() {
+		resp, err := cl.Invoke(context.Background(), NewRequest(ReqSendMessage, map[string]string{"hold": "1"}, nil))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	waitFor(t, func() bool { return srv.isClosing() })
+	select {
+	case err := <-shut:
+		t.Fatalf("shutdown returned %v before the held request finished", err)
+	default:
+	}
+	close(release)
+	if resp := <-got; resp == nil || resp.Remark != "done" {
+		t.Fatalf("in-flight response %v", resp)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	<-sc.Done()
+	waitFor(t, func() bool { return sc.parked.Load() == 0 })
 }
