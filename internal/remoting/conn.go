@@ -552,8 +552,11 @@ type job struct {
 // an idle worker's stack is shrunk by the GC. Request accounting (the
 // in-flight slot, handlers, the budget) stays per request, in handle.
 func (c *Conn) worker(h Handler, req *Command) {
+	// Once per goroutine: a reused one has its stack grown already (unless
+	// the GC shrank it while idle; the handler then grows it once). Per
+	// request, zeroing the reserve cost more than creating the goroutine.
+	reserveStack()
 	for {
-		reserveStack()
 		c.handle(h, req)
 		h, req = nil, nil // hold nothing of the request while idle
 		if c.parked.Add(1) > int32(c.cfg.maxInflight) {
