@@ -59,7 +59,7 @@ func drainPool() {
 
 func TestFramePoolBounds(t *testing.T) {
 	var p framePool
-	for i := 0; i < 2*maxIdleFrameBytes/maxPooledFrame; i++ {
+	for i := 0; i < maxIdleFrameBytes/maxPooledFrame+4; i++ {
 		p.put(make([]byte, maxPooledFrame))
 	}
 	if idle := p.idle.Load(); idle != maxIdleFrameBytes {
