@@ -163,6 +163,13 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 
 	start := time.Now()
 	_, err := s.f.WriteAt(zeros[:hi-lo], lo-s.base)
+	// Writes may go over the zeros from here on (a later write wins in the
+	// page cache): only the zero write itself must not race them, never
+	// the fdatasync, which a slow disk can hold for long.
+	l.prefillMu.Lock()
+	l.pf.zeroLo, l.pf.zeroHi = 0, 0
+	l.prefillCond.Broadcast()
+	l.prefillMu.Unlock()
 	if err == nil {
 		if err = s.f.Sync(); err != nil {
 			l.fail(fmt.Errorf("commitlog: fdatasync %s after zero-filling [%d, %d): %w", s.path, lo-s.base, hi-s.base, err))
@@ -170,7 +177,6 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	}
 
 	l.prefillMu.Lock()
-	l.pf.zeroLo, l.pf.zeroHi = 0, 0
 	if err == nil {
 		l.pf.filled = hi
 		l.prefillAhead.Store(hi)
@@ -180,7 +186,6 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	} else if l.Err() == nil {
 		l.fail(fmt.Errorf("commitlog: zero-fill %s at %d: %w", s.path, lo-s.base, err))
 	}
-	l.prefillCond.Broadcast()
 	l.prefillMu.Unlock()
 	if l.cfg.OnPrefill != nil && err == nil {
 		l.cfg.OnPrefill(time.Since(start), hi-lo)
