@@ -72,6 +72,8 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Client, error) {
 		writeQueueLen: cfg.WriteQueueLen,
 		maxQueued:     int64(cfg.MaxQueuedBytes),
 		logger:        cfg.Logger,
+		// The broker or NameServer this client chose answers its requests.
+		trustFrameLength: true,
 	}
 	cl := &Client{stopped: make(chan struct{})}
 	cl.conn = newConn(0, nc, cc, cfg.Handler, &cl.opaque)

@@ -57,6 +57,11 @@ type connConfig struct {
 	writeQueueLen int
 	maxQueued     int64 // response byte budget (outBudget); <= 0: none
 	logger        *slog.Logger
+	// trustFrameLength: allocate each inbound frame at its announced
+	// length at once (connections this process dialed, whose peer answers
+	// its requests) instead of growing the buffer as bytes arrive, which
+	// for a 300 KiB pull response allocated and copied twice its size.
+	trustFrameLength bool
 }
 
 // Write batching limits: one vectored write carries at most this many
@@ -422,7 +427,7 @@ func (c *Conn) readLoop() error {
 			h = *hp
 		}
 		borrower, _ := h.(BodyBorrower)
-		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil)
+		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil, c.cfg.trustFrameLength)
 		if err != nil {
 			return c.readError(err)
 		}

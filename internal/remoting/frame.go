@@ -121,7 +121,7 @@ func decodePayload(p []byte) (*Command, error) {
 // readPayload reads one frame from r and returns it without its length
 // field, in a buffer of its own (never pooled).
 func readPayload(r io.Reader, maxBytes int) ([]byte, error) {
-	return readFrame(r, maxBytes, false)
+	return readFrame(r, maxBytes, false, false)
 }
 
 // readFrame reads one frame from r and returns it without its length
@@ -130,8 +130,9 @@ func readPayload(r io.Reader, maxBytes int) ([]byte, error) {
 // With poolable set, a frame up to maxPooledFrame is read into a buffer
 // whose capacity is its size class: one from framePool when there is one,
 // else a new one (grown as bytes arrive if it is larger than a read
-// chunk), which framePool can take back later.
-func readFrame(r io.Reader, maxBytes int, poolable bool) ([]byte, error) {
+// chunk), which framePool can take back later. With trustLength set, a
+// frame that is not pooled is allocated at its full length at once.
+func readFrame(r io.Reader, maxBytes int, poolable, trustLength bool) ([]byte, error) {
 	var lenBuf [4]byte
 	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
 		return nil, err
@@ -150,6 +151,9 @@ func readFrame(r io.Reader, maxBytes int, poolable bool) ([]byte, error) {
 			target = size
 			buf = frames.get(int(n))
 		}
+	}
+	if buf == nil && trustLength {
+		buf = make([]byte, 0, target)
 	}
 	if buf == nil {
 		buf = make([]byte, 0, min(target, readChunkBytes))

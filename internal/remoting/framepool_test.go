@@ -155,7 +155,7 @@ func TestReadFramePooledStopsAtFrameEnd(t *testing.T) {
 		cut := min(4097, len(stream))
 		r := io.MultiReader(bytes.NewReader(stream[:3]), bytes.NewReader(stream[3:cut]), bytes.NewReader(stream[cut:]))
 		for _, want := range []byte{'a', 'b'} {
-			p, err := readFrame(r, DefaultMaxFrameBytes, true)
+			p, err := readFrame(r, DefaultMaxFrameBytes, true, false)
 			if err != nil {
 				t.Fatalf("n=%d: %v", n, err)
 			}
@@ -169,7 +169,7 @@ func TestReadFramePooledStopsAtFrameEnd(t *testing.T) {
 	}
 	// A frame cut short gives its buffer back.
 	short := frame('c', 100<<10)[:50<<10]
-	if _, err := readFrame(bytes.NewReader(short), DefaultMaxFrameBytes, true); err != io.ErrUnexpectedEOF {
+	if _, err := readFrame(bytes.NewReader(short), DefaultMaxFrameBytes, true, false); err != io.ErrUnexpectedEOF {
 		t.Fatalf("short frame: %v", err)
 	}
 }
@@ -324,4 +324,27 @@ func (checker) Handle(_ context.Context, _ *Conn, req *Command) *Command {
 		runtime.Gosched() // let the reader run
 	}
 	return req.NewResponse(ResSuccess, "")
+}
+
+// TestTrustedFrameLengthAllocatesOnce: a frame on a dialed connection is
+// read into one buffer of its announced length; elsewhere the buffer grows
+// as bytes arrive (a claimed length alone allocates only one read chunk),
+// here 64 KiB, 128 KiB, 256 KiB and 300 KiB: three buffers more.
+func TestTrustedFrameLengthAllocatesOnce(t *testing.T) {
+	frame := make([]byte, 4+300<<10) // readFrame does not decode the payload
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	r := bytes.NewReader(frame)
+	allocs := func(trust bool) float64 {
+		return testing.AllocsPerRun(20, func() {
+			r.Reset(frame)
+			p, err := readFrame(r, DefaultMaxFrameBytes, false, trust)
+			if err != nil || len(p) != len(frame)-4 {
+				t.Fatalf("read: %v, %d bytes", err, len(p))
+			}
+		})
+	}
+	trusted, grown := allocs(true), allocs(false)
+	if grown-trusted != 3 {
+		t.Fatalf("%v allocations trusting the length, %v growing the buffer: want 3 fewer", trusted, grown)
+	}
 }
