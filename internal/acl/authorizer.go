@@ -318,17 +318,29 @@ func Wrap(h remoting.Handler, a *Authorizer) remoting.Handler {
 	if a == nil {
 		return h
 	}
-	return remoting.HandlerFunc(func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-		var remote net.Addr
-		if c != nil {
-			remote = c.RemoteAddr()
-		}
-		if err := a.Check(remote, req); err != nil {
-			if req.IsOneway() {
-				return nil
-			}
-			return req.NewResponse(remoting.ResNoPermission, err.Error())
-		}
-		return h.Handle(ctx, c, req)
-	})
+	return checked{h: h, a: a}
 }
+
+// checked is a handler behind the authorizer. Check only reads a request
+// (its signature covers the body), so it borrows a request body exactly
+// when h does (remoting.BodyBorrower).
+type checked struct {
+	h remoting.Handler
+	a *Authorizer
+}
+
+func (w checked) Handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var remote net.Addr
+	if c != nil {
+		remote = c.RemoteAddr()
+	}
+	if err := w.a.Check(remote, req); err != nil {
+		if req.IsOneway() {
+			return nil
+		}
+		return req.NewResponse(remoting.ResNoPermission, err.Error())
+	}
+	return w.h.Handle(ctx, c, req)
+}
+
+func (w checked) BorrowsBody(code int16) bool { return remoting.BorrowsBody(w.h, code) }
