@@ -281,10 +281,11 @@ func (f *file) setSlots(slots []int32) {
 // blockOf returns the block holding slot.
 func (f *file) blockOf(slot int64) int64 { return f.slotPos(slot) / slotBlockSize }
 
-// takeDirty hands the dirty blocks to the next slot block write: the
-// caller has just written every pending entry, so each of them was dirtied
-// by an entry already in the page cache and not counted by the durable
-// header. ix.mu must be held.
+// takeDirty hands the dirty blocks to the next slot block write. The
+// caller has just written every pending entry, so each block taken was
+// dirtied by an entry already in the page cache that the durable header
+// does not count (the crash argument of the package documentation).
+// ix.mu must be held.
 func (f *file) takeDirty() {
 	if f.slots == nil {
 		return

@@ -117,8 +117,8 @@ func (ix *Index) openFile(seq int64) (*file, error) {
 // leave such slots durable (and a disk that reorders unsynced writes can
 // keep a slot without its entry). Every settled file is checked (its slot
 // table read) except a file of exactly MaxEntries entries that is not the
-// newest: it took its last Put before the Flush that wrote that count
-// snapshot the table, so every slot it wrote is at most the count.
+// newest: the Flush that wrote that count took its dirty blocks after the
+// file's last Put, so none of its slots can point past the count.
 func (ix *Index) recoverIfNeeded(f *file, rank int) (bool, error) {
 	size, err := f.f.Size()
 	if err != nil {
