@@ -63,8 +63,9 @@
 //
 // Recover scans forward from a given offset (rounded down to its segment,
 // or from RecoverOptions.Resume, the start of a record in that segment named
-// by the caller, as long as every entry from there on is valid and the
-// first names that offset as its own), verifying every entry (size, magic, CRC and the optional CheckRecord hook)
+// by the caller, as long as the first entry there names that offset as its
+// own and every entry from there on is valid, but for a tail of zeros in the
+// last segment), verifying every entry (size, magic, CRC and the optional CheckRecord hook)
 // and every blank marker (its size must reach exactly the segment end). At
 // the first invalid entry at position P it looks at the rest of the log:
 //

@@ -37,8 +37,10 @@ type RecoverOptions struct {
 	// From, is the start of an entry known from elsewhere (a ConsumeQueue
 	// entry): the scan starts there instead of at the start of the
 	// segment, and the entries before it are left to be verified when
-	// read. This fast path is taken only if every entry from Resume to the
-	// end of the log is valid; otherwise Recover discards what it saw and
+	// read. This fast path is taken only if the entry at Resume names
+	// Resume as its offset and every entry from there to the end of the
+	// log is valid, but for a tail of zeros in the last segment (cut, as
+	// the full scan would); otherwise Recover discards what it saw and
 	// scans again from the start of the segment, deciding everything as
 	// without Resume. A wrong Resume therefore costs time, never data.
 	Resume int64
@@ -104,9 +106,15 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 			}
 		}
 		res := RecoverResult{ScannedFrom: r}
-		end, err := l.scan(segs, i, r-base, nil, first, &res)
+		end, zt, err := l.scan(segs, i, r-base, nil, first, &res)
 		if err != nil {
 			return res, err
+		}
+		if zt != nil && atResume {
+			end = segs[zt.seg].base + zt.pos
+			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, &res); err != nil {
+				return res, err
+			}
 		}
 		if end >= 0 && atResume {
 			return res, l.finishRecover(base, end, &res)
@@ -115,28 +123,39 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 			"resume", r, "segment", segs[i].path, "record_at_resume", atResume)
 	}
 	res := RecoverResult{ScannedFrom: base}
-	end, err := l.scan(segs, i, 0, &opts, nil, &res)
+	end, _, err := l.scan(segs, i, 0, &opts, nil, &res)
 	if err != nil {
 		return res, err
 	}
 	return res, l.finishRecover(base, end, &res)
 }
 
+// zeroTail is where a look-only scan stopped when the last segment holds
+// only zeros from there on: the prefilled room ahead of the writer (see
+// prefill.go) or a zero-filled tail left by a crash. A full scan would cut
+// the log there (no valid entry follows), so the fast path may too.
+type zeroTail struct {
+	seg       int
+	size, pos int64
+	reason    string
+}
+
 // scan verifies segs[i:] from position pos of segs[i], calling visit for
 // each valid record of segs[i], and returns the end of the log. With opts ==
-// nil it only looks: at the first invalid entry it returns -1. Otherwise
-// invalid entries are resolved (see resolveInvalid).
-func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visit func(pos int64, rec []byte), res *RecoverResult) (int64, error) {
+// nil it only looks and changes nothing: at the first invalid entry it
+// returns -1, and the zero tail if that is what it found. Otherwise invalid
+// entries are resolved (see resolveInvalid).
+func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visit func(pos int64, rec []byte), res *RecoverResult) (int64, *zeroTail, error) {
 	end := int64(-1)
 	for ; i < len(segs) && end < 0; i, pos, visit = i+1, 0, nil {
 		s, last := segs[i], i == len(segs)-1
 		size, err := s.f.Size()
 		if err != nil {
-			return -1, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+			return -1, nil, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
 		}
 		sc, err := scanSegmentFrom(s.f, pos, size, l.cfg.SegmentBytes, l.cfg.CheckRecord, visit)
 		if err != nil {
-			return -1, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+			return -1, nil, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
 		}
 		res.Records += sc.records
 		switch {
@@ -150,7 +169,17 @@ func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visi
 			continue
 		}
 		if opts == nil {
-			return -1, nil
+			if !last {
+				return -1, nil, nil
+			}
+			zeros, err := allZero(s.f, sc.end, size)
+			if err != nil {
+				return -1, nil, fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+			}
+			if zeros {
+				return -1, &zeroTail{seg: i, size: size, pos: sc.end, reason: sc.invalid}, nil
+			}
+			return -1, nil, nil
 		}
 		reason := sc.invalid
 		if reason == "" {
@@ -158,11 +187,11 @@ func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visi
 		}
 		e, err := l.resolveInvalid(segs, i, size, sc.end, reason, *opts, res)
 		if err != nil {
-			return -1, err
+			return -1, nil, err
 		}
 		end = e
 	}
-	return end, nil
+	return end, nil, nil
 }
 
 // finishRecover makes the segments from base on durable and sets the

@@ -179,3 +179,50 @@ func TestDamageBeforeResumePointIsFoundOnRead(t *testing.T) {
 		t.Fatalf("verify: %v %v", probs, err)
 	}
 }
+
+// Zeros after the last record (the prefilled room ahead of the writer, or
+// a zero-filled tail after a crash) keep the fast path: they are cut where
+// the full scan cuts them. Zeros at the resume point itself do not.
+func TestRecoverFromResumePointCutsAZeroTail(t *testing.T) {
+	for _, atResume := range []bool{false, true} {
+		var want RecoverResult
+		for _, resume := range []bool{false, true} {
+			fs, all := stampedLog(t, sizes()...)
+			end := logEnd(all)
+			r := all[len(all)-3].phys
+			seg := "/data/commitlog/" + SegmentName(end-end%testSeg)
+			zeroFrom := end
+			if atResume {
+				zeroFrom = r
+			}
+			f, err := fs.OpenFile(seg, 2, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt(make([]byte, testSeg-zeroFrom%testSeg-100), zeroFrom%testSeg)
+			f.Sync()
+			f.Close()
+			opts := RecoverOptions{From: end, DurableFrom: end, Crashed: true}
+			if resume {
+				opts.Resume = r
+			}
+			l, res := openLog(t, fs, opts)
+			size, _ := fs.Stat(seg)
+			l.Close()
+			if size.Size() != zeroFrom%testSeg {
+				t.Fatalf("zeros at resume %v, resume %v: segment file of %d bytes, want %d", atResume, resume, size.Size(), zeroFrom%testSeg)
+			}
+			if !resume {
+				want = res
+				continue
+			}
+			wantFrom := want.ScannedFrom
+			if !atResume {
+				wantFrom = r
+			}
+			if res.End != want.End || res.TornBytes != want.TornBytes || res.ScannedFrom != wantFrom {
+				t.Fatalf("zeros at resume %v: with the resume point %+v, without %+v", atResume, res, want)
+			}
+		}
+	}
+}
