@@ -8,9 +8,9 @@ import (
 // Prefill: an fdatasync after an append that grew the file must also commit
 // the file's new size and block allocation (a filesystem journal commit);
 // after an overwrite of blocks already allocated and synced it writes only
-// the data. On ext4 that is ~40 % less latency per fdatasync for small
-// synchronous writes (4 KiB write+fdatasync p50 135 µs appending, 83 µs
-// overwriting, on the machine of docs/benchmarks.md). So, when enabled
+// the data. On ext4 that is about a third less time per small synchronous
+// write (BenchmarkSyncedWrite on the machine of docs/benchmarks.md: 1,100
+// bytes + fdatasync 178-181 µs appending, 120-128 µs overwriting). So, when enabled
 // (Config.PrefillBytes), a prefiller goroutine keeps the segment being
 // written zero-filled and synced up to PrefillBytes ahead of the writer, in
 // prefillChunkBytes steps, while the flushes are small (averaging at most
