@@ -112,7 +112,7 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 		}
 		if zt != nil && atResume {
 			end = segs[zt.seg].base + zt.pos
-			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, &res); err != nil {
+			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, l.cfg.PrefillBytes > 0, &res); err != nil {
 				return res, err
 			}
 		}
@@ -230,12 +230,21 @@ func (l *Log) setRecovered(end int64) {
 // if segs[i] is the last segment).
 func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason string, opts RecoverOptions, res *RecoverResult) (int64, error) {
 	s := segs[i]
+	if i == len(segs)-1 && l.cfg.PrefillBytes > 0 {
+		zeros, err := allZero(s.f, rel, size)
+		if err != nil {
+			return 0, fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+		}
+		if zeros { // the zero-filled room ahead of the writer: no entry follows
+			return s.base + rel, l.cutTail(segs, i, size, rel, reason, true, res)
+		}
+	}
 	next, err := l.nextValid(segs, i, rel)
 	if err != nil {
 		return 0, err
 	}
 	if next < 0 {
-		return s.base + rel, l.cutTail(segs, i, size, rel, reason, res)
+		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, res)
 	}
 	if opts.Crashed && i == len(segs)-1 && s.base+rel >= opts.DurableFrom {
 		return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
@@ -293,19 +302,14 @@ func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, 
 	l.logger.Warn("commitlog: entries after the last durable offset were written back out of order; moved them to quarantine",
 		"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "quarantine", opts.QuarantineDir)
 	res.Quarantined += size - rel
-	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", res)
+	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", false, res)
 }
 
 // cutTail truncates segs[i] at rel and removes the later segment files.
-func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, res *RecoverResult) error {
+// zeros says the cut bytes are the zero-filled room of a log that prefills
+// (counted as such, not as a torn tail).
+func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, zeros bool, res *RecoverResult) error {
 	s := segs[i]
-	zeros := false
-	if i == len(segs)-1 && l.cfg.PrefillBytes > 0 {
-		var err error
-		if zeros, err = allZero(s.f, rel, size); err != nil {
-			return fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
-		}
-	}
 	if zeros {
 		// The zero-filled room ahead of the writer (prefill.go), not a
 		// torn write: nothing was there.
