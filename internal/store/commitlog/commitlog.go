@@ -82,9 +82,7 @@ type Config struct {
 	// written is kept zero-filled and synced while flushes are small (see
 	// prefill.go); RunPrefiller must run. 0 disables it.
 	PrefillBytes int64
-	// OnPrefill, if set, is called after each zero-filled and synced chunk.
-	OnPrefill func(d time.Duration, bytes int64)
-	Logger    *slog.Logger
+	Logger       *slog.Logger
 }
 
 func (c *Config) validate() error {

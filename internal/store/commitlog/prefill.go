@@ -1,9 +1,6 @@
 package commitlog
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // Prefill: an fdatasync after an append that grew the file must also commit
 // the file's new size and block allocation (a filesystem journal commit);
@@ -15,7 +12,8 @@ import (
 // written zero-filled and synced up to PrefillBytes ahead of the writer, in
 // prefillChunkBytes steps, while the flushes are small (averaging at most
 // prefillMaxFlushBytes: with large flushes the size update is a small part
-// of each fdatasync and zero-filling would only double the bytes written).
+// of each fdatasync and zero-filling would only double the bytes written),
+// stopping prefillMargin short of the segment end.
 //
 // Zeros past the written offset are not records: recovery cuts a tail of
 // zeros after the last valid entry (Recover, see doc.go), and a clean Close
@@ -145,7 +143,7 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	if l.pf.filled > w && l.SegmentStart(l.pf.filled-1) == segStart {
 		lo = l.pf.filled
 	}
-	hi := min(lo+int64(len(zeros)), w+l.cfg.PrefillBytes, segEnd)
+	hi := min(lo+int64(len(zeros)), w+l.cfg.PrefillBytes, segEnd-l.prefillMargin())
 	idle := l.pf.disabledNoSpace || l.pf.avgFlushBytes > prefillMaxFlushBytes || hi <= lo
 	var s *segment
 	if !idle {
@@ -161,7 +159,6 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	l.pf.zeroLo, l.pf.zeroHi = lo, hi
 	l.prefillMu.Unlock()
 
-	start := time.Now()
 	_, err := s.f.WriteAt(zeros[:hi-lo], lo-s.base)
 	// Writes may go over the zeros from here on (a later write wins in the
 	// page cache): only the zero write itself must not race them, never
@@ -187,10 +184,21 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 		l.fail(fmt.Errorf("commitlog: zero-fill %s at %d: %w", s.path, lo-s.base, err))
 	}
 	l.prefillMu.Unlock()
-	if l.cfg.OnPrefill != nil && err == nil {
-		l.cfg.OnPrefill(time.Since(start), hi-lo)
-	}
 	return err == nil
+}
+
+// prefillMargin is how far before the end of a segment zero-filling stops:
+// room for the largest record with its trailer and a blank marker. A write
+// that closes a segment then always extends the file, so a full disk
+// refuses it (retryably, nothing of the batch written) before the batch goes
+// on to the next segment. Over zeros it would succeed, the next segment's
+// write would fail with records of the batch already published, and the log
+// would have to fail (see Append).
+func (l *Log) prefillMargin() int64 {
+	if l.cfg.MaxRecordBytes > 0 {
+		return l.cfg.MaxRecordBytes + TrailerBytes + BlankBytes
+	}
+	return l.cfg.SegmentBytes / 2
 }
 
 // TrimPrefill cuts the zeros past the written offset from the last segment

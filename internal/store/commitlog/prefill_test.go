@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -44,20 +45,6 @@ func waitPrefilled(t *testing.T, l *Log, upTo int64) {
 	}
 }
 
-func segFileSize(t *testing.T, fs vfs.FS, base int64) int64 {
-	t.Helper()
-	f, err := fs.OpenFile("/data/commitlog/"+SegmentName(base), os.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestPrefillKeepsZeroedRoomAheadAndTrims(t *testing.T) {
 	fs := vfs.NewMem()
 	const window = 3 << 20
@@ -65,7 +52,7 @@ func TestPrefillKeepsZeroedRoomAheadAndTrims(t *testing.T) {
 	all := appendAll(t, l, rec(1000, 1))
 	end := l.WrittenOffset()
 	waitPrefilled(t, l, end+window)
-	if size := segFileSize(t, fs, 0); size != end+window {
+	if size := segmentSize(t, fs, 0); size != end+window {
 		t.Fatalf("segment is %d bytes, want written %d + window %d", size, end, window)
 	}
 	all = append(all, appendAll(t, l, rec(2000, 2), rec(3000, 3))...)
@@ -91,7 +78,7 @@ func TestPrefillKeepsZeroedRoomAheadAndTrims(t *testing.T) {
 	if err := l.TrimPrefill(); err != nil {
 		t.Fatal(err)
 	}
-	if size := segFileSize(t, fs, 0); size != l.WrittenOffset() {
+	if size := segmentSize(t, fs, 0); size != l.WrittenOffset() {
 		t.Fatalf("after TrimPrefill the segment is %d bytes, want %d", size, l.WrittenOffset())
 	}
 }
@@ -127,8 +114,8 @@ func TestPrefillPowerLoss(t *testing.T) {
 			}
 		}
 		checkReadable(t, l2, durable)
-		if segFileSize(t, crashed, 0) != res.End {
-			t.Fatalf("seed %d round %d: segment %d bytes after recovery, end %d", seed, round, segFileSize(t, crashed, 0), res.End)
+		if segmentSize(t, crashed, 0) != res.End {
+			t.Fatalf("seed %d round %d: segment %d bytes after recovery, end %d", seed, round, segmentSize(t, crashed, 0), res.End)
 		}
 		more := appendAll(t, l2, rec(500, 7))
 		if more[0].phys != res.End {
@@ -208,4 +195,43 @@ func TestWriteWaitsForOverlappingZeroFill(t *testing.T) {
 	release()
 	wg.Wait()
 	checkReadable(t, l, append(first, more...))
+}
+
+// TestPrefillStopsShortOfTheSegmentEnd: zero-filling stops prefillMargin
+// before the end of a segment, so a batch that closes the segment on a full
+// disk is refused by its write to the old segment (retryable, nothing
+// published) instead of failing the log when it reaches the next one.
+// (Prefilled to the very end, the old segment's part succeeds and the
+// next segment's write fails with records already published.)
+func TestPrefillStopsShortOfTheSegmentEnd(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	l, err := Open(Config{FS: efs, Dir: "/data/commitlog", SegmentBytes: prefillTestSeg, PrefillBytes: prefillTestSeg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Recover(RecoverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 32 << 10
+	for l.WrittenOffset()+2*(n+TrailerBytes)+BlankBytes <= prefillTestSeg {
+		appendAll(t, l, rec(n, 1))
+		for l.prefillOnce(make([]byte, prefillChunkBytes)) { // the prefiller, run in line
+		}
+	}
+	limit := max(l.WrittenOffset(), prefillTestSeg-l.prefillMargin())
+	if size := segmentSize(t, efs, 0); size > limit {
+		t.Fatalf("segment zero-filled to %d bytes, beyond %d", size, limit)
+	}
+	efs.SetFreeBytes(0)
+	written := l.WrittenOffset()
+	_, err = l.Append([][]byte{rec(n, 2), rec(n, 3)}, nil) // closes segment 0
+	if !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrFailed) || l.Err() != nil {
+		t.Fatalf("a batch closing a segment on a full disk: %v (log: %v)", err, l.Err())
+	}
+	if l.WrittenOffset() != written {
+		t.Fatalf("written offset moved from %d to %d", written, l.WrittenOffset())
+	}
+	efs.SetFreeBytes(-1)
+	appendAll(t, l, rec(n, 4), rec(n, 5))
 }
