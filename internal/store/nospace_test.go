@@ -125,13 +125,13 @@ func TestNoSpaceFillFailFreeSucceed(t *testing.T) {
 			t.Fatalf("put after space returned: %v %v", r.Status, r.Err)
 		}
 	}
-	var q0 int64
+	perQueue := map[int32]int64{}
 	for _, a := range acked {
-		if a.qid == 0 {
-			q0++
-		}
+		perQueue[a.qid]++
 	}
-	waitVisible(t, s, "T", 0, q0)
+	for qid, n := range perQueue { // acknowledged (flushed); dispatch follows
+		waitVisible(t, s, "T", qid, n)
+	}
 	waitUntil(t, "dispatch and persist to resume", func() bool {
 		return !s.dispatchStalled.Load() && !s.progressStalled.Load()
 	})
