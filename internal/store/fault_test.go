@@ -79,13 +79,7 @@ func TestDispatchNotHeldBackByPersist(t *testing.T) {
 	waitVisible(t, s, "T", 0, 1)
 	gfs.close()
 	put(t, s, newMsg("T", 0, "dirty", nil)) // gives the persister a queue to sync
-	deadline := time.Now().Add(10 * time.Second)
-	for gfs.blocked.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the persister never reached the ConsumeQueue fdatasync")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the persister to reach the ConsumeQueue fdatasync", func() bool { return gfs.blocked.Load() > 0 })
 	put(t, s, newMsg("T", 0, "while persisting", nil))
 	waitVisible(t, s, "T", 0, 3)
 	if gfs.blocked.Load() == 0 {

@@ -173,19 +173,11 @@ func TestCombinedAppendIsBounded(t *testing.T) {
 			results[i] = s.PutMessage(context.Background(), newMsg("t", 0, strings.Repeat("x", body), nil))
 		})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, "every put to queue behind the held append lock", func() bool {
 		s.pendMu.Lock()
-		n := len(s.pending)
-		s.pendMu.Unlock()
-		if n == puts {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d puts queued", n, puts)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer s.pendMu.Unlock()
+		return len(s.pending) == puts
+	})
 	s.appendMu.Unlock()
 	returnsWithin(t, "the queued puts", wg.Wait)
 
