@@ -129,6 +129,8 @@ type Log struct {
 	pf           prefillState
 	prefillAhead atomic.Int64 // pf.filled, read without the lock
 	prefillKick  chan struct{}
+
+	acks acks // AfterFlush waiters (ack.go)
 }
 
 // Open opens (creating if needed) the log directory and its segment files.
@@ -139,6 +141,7 @@ func Open(cfg Config) (*Log, error) {
 	}
 	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
+	l.acks.kick = make(chan struct{}, 1)
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
@@ -214,8 +217,12 @@ func (l *Log) closeFiles() error {
 	return first
 }
 
-// Close closes the segment files. It does not flush.
-func (l *Log) Close() error { return l.closeFiles() }
+// Close calls back the AfterFlush waiters left (see finishAcks) and closes
+// the segment files. It does not flush.
+func (l *Log) Close() error {
+	l.finishAcks()
+	return l.closeFiles()
+}
 
 // SegmentBytes returns the configured segment size.
 func (l *Log) SegmentBytes() int64 { return l.cfg.SegmentBytes }
@@ -256,6 +263,7 @@ func (l *Log) fail(err error) error {
 	}
 	l.notify()
 	l.wakeWaiters()
+	l.flushEnded()
 	return l.Err()
 }
 

@@ -59,6 +59,7 @@ func (l *Log) Flush() error {
 		}
 	}
 	l.wakeWaiters()
+	l.flushEnded()
 	return nil
 }
 
