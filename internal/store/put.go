@@ -51,23 +51,56 @@ func (s *Store) PutMessages(ctx context.Context, ms []*message.Message) PutResul
 	return s.put(ctx, putReqPool.Get().(*putReq), ms)
 }
 
+// PutMessagesDeferred is PutMessages for a caller that must not block
+// until the batch is durable (the broker's send path: a goroutine parked
+// per message, all woken at every group commit, was the latency tail).
+// When the result is known at once (an error, ASYNC_FLUSH, WAIT = false)
+// it returns it with pending false and never calls done. Otherwise, under
+// SYNC_FLUSH, the messages are written (offsets set as on PutOK) and it
+// returns pending true; done is then called exactly once with what
+// PutMessages would have returned (PutOK after an fdatasync covered the
+// batch, PutFlushDiskTimeout after SyncFlushTimeout, PutServiceNotAvailable
+// after a failed fsync), from the store's acknowledger goroutine, possibly
+// before PutMessagesDeferred returns. done must not block: that goroutine
+// acknowledges every deferred put. ctx is not consulted once the batch is
+// written.
+func (s *Store) PutMessagesDeferred(ctx context.Context, ms []*message.Message, done func(PutResult)) (res PutResult, pending bool) {
+	end, r := s.appendPut(ctx, putReqPool.Get().(*putReq), ms)
+	if end < 0 {
+		return r, false
+	}
+	s.log.AfterFlush(end, s.cfg.SyncFlushTimeout, func(err error) { done(flushResult(err)) })
+	return PutResult{}, true
+}
+
 // put is PutMessages with a request from putReqPool, which it returns (ms
 // may alias it: it is not used after the release).
 func (s *Store) put(ctx context.Context, req *putReq, ms []*message.Message) PutResult {
+	end, r := s.appendPut(ctx, req, ms)
+	if end < 0 {
+		return r
+	}
+	return s.waitFlushed(ctx, end)
+}
+
+// appendPut appends ms and returns the CommitLog offset the caller must
+// wait to be flushed, or -1 and the final result (an error, or PutOK
+// without a flush to wait for).
+func (s *Store) appendPut(ctx context.Context, req *putReq, ms []*message.Message) (int64, PutResult) {
 	s.appending.Add(1)
 	end, r := s.putAppend(ctx, req, ms)
 	s.appendDone()
 	n, wait := len(ms), s.cfg.FlushDiskType == SyncFlush && r.Status == PutOK && waitStoreMsgOK(ms)
 	releaseReq(req)
 	if r.Status != PutOK {
-		return r
+		return -1, r
 	}
 	s.stats.puts.Add(1)
 	s.stats.putMsgs.Add(int64(n))
 	if !wait {
-		return PutResult{Status: PutOK}
+		return -1, PutResult{Status: PutOK}
 	}
-	return s.waitFlushed(ctx, end)
+	return end, PutResult{}
 }
 
 // putAppend validates, encodes and appends ms and returns the CommitLog
@@ -126,7 +159,11 @@ func waitStoreMsgOK(ms []*message.Message) bool {
 }
 
 func (s *Store) waitFlushed(ctx context.Context, end int64) PutResult {
-	err := s.log.WaitFlushed(ctx, end, s.cfg.SyncFlushTimeout)
+	return flushResult(s.log.WaitFlushed(ctx, end, s.cfg.SyncFlushTimeout))
+}
+
+// flushResult maps the outcome of waiting for a flush to a put result.
+func flushResult(err error) PutResult {
 	switch {
 	case err == nil:
 		return PutResult{Status: PutOK}

@@ -182,8 +182,9 @@ func (s *Store) markRunning() (bool, error) {
 
 func (s *Store) start() {
 	interval := s.cfg.FlushInterval
-	s.wg.Add(5)
+	s.wg.Add(6)
 	go func() { defer s.wg.Done(); s.log.RunFlusher(s.stop, interval) }()
+	go func() { defer s.wg.Done(); s.log.RunAcknowledger(s.stop) }()
 	go func() { defer s.wg.Done(); s.log.RunPrefiller(s.stop) }()
 	go func() { defer s.wg.Done(); s.runDispatcher() }()
 	go func() { defer s.wg.Done(); s.runPersister() }()
