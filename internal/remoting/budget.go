@@ -67,6 +67,7 @@ const (
 	sendRequest         sendKind = iota // counted, never waits
 	sendDeferred                        // a response written later: waits for room
 	sendHandlerResponse                 // a handler's response: ends its admission, waits for room
+	sendReply                           // a deferred Reply: counted and observed, never waits (the request's admission bounds it)
 )
 
 // waitLocked waits for a change, releasing mu meanwhile. It returns false if
@@ -140,12 +141,15 @@ func (b *outBudget) acquire(n int64, kind sendKind, done <-chan struct{}) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if kind == sendHandlerResponse {
+	switch kind {
+	case sendHandlerResponse:
 		b.running--
 		b.observeLocked(n)
 		b.changedLocked()
+	case sendReply:
+		b.observeLocked(n)
 	}
-	if kind != sendRequest {
+	if kind == sendHandlerResponse || kind == sendDeferred {
 		b.waiting += n
 		for b.queued > 0 && b.queued+n > b.limit {
 			if !b.waitLocked(done) {

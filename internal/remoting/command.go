@@ -63,6 +63,8 @@ type Command struct {
 	// it from reuse (KeepBody).
 	frame    []byte
 	keepBody bool
+	// reply is set by Conn.Defer.
+	reply *Reply
 }
 
 // BodyLen is the length of the whole body: Body and every BodyParts part.

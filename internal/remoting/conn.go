@@ -135,6 +135,13 @@ type Conn struct {
 	writerDone chan struct{}
 	flushReq   chan struct{} // closed: write what is queued, then stop
 
+	// Deferred responses (Reply.Send), queued without blocking: the
+	// writer takes them with what outq holds. Guarded by replyMu, and by
+	// sendMu like frames with OnWritten (none is queued after sendClosed).
+	replyMu   sync.Mutex
+	replies   []outFrame
+	replyKick chan struct{} // one pending wake-up for the writer
+
 	rdMu     sync.Mutex // guards draining and the read deadline
 	draining bool
 
@@ -156,6 +163,7 @@ func newConn(id uint64, nc net.Conn, cfg connConfig, h Handler, opaque *atomic.I
 		work:       make(chan job),
 		writerDone: make(chan struct{}),
 		flushReq:   make(chan struct{}),
+		replyKick:  make(chan struct{}, 1),
 		pending:    make(map[int32]chan *Command),
 		done:       make(chan struct{}),
 	}
@@ -350,6 +358,7 @@ func (c *Conn) dropQueued() {
 	c.sendMu.Lock()
 	c.sendClosed = true
 	c.sendMu.Unlock()
+	c.dropReplies()
 	for {
 		select {
 		case f := <-c.outq:
@@ -582,10 +591,9 @@ func (c *Conn) worker(h Handler, req *Command) {
 // handle runs h for one request and queues its response. A request whose
 // frame buffer h only borrows (req.frame set) gives the buffer back once
 // the response is queued, unless the handler panicked, asked to keep the
-// body, or returned a response whose body aliases the buffer.
+// body, or returned a response whose body aliases the buffer. A request
+// the handler deferred (Defer, then nil) is ended by its Reply.Send.
 func (c *Conn) handle(h Handler, req *Command) {
-	defer c.handlers.Done()
-	defer func() { <-c.sem }()
 	resp, ok := c.callHandler(h, req)
 	if frame := req.frame; frame != nil {
 		req.frame = nil
@@ -596,21 +604,42 @@ func (c *Conn) handle(h Handler, req *Command) {
 			}()
 		}
 	}
+	if r := req.reply; r != nil {
+		if resp == nil {
+			if r.handOff() {
+				return // Send ends the request
+			}
+			c.endRequest() // Send came first and queued the response
+			return
+		}
+		r.abandon()
+	}
 	if resp == nil {
-		c.budget.handlerDone()
+		c.endRequest()
 		return
 	}
 	if req.IsOneway() {
-		c.budget.handlerDone()
+		c.endRequest()
 		resp.written()
 		return
 	}
 	resp.Opaque = req.Opaque
 	resp.Flag |= FlagResponse
 	resp.SerializeType = req.SerializeType
-	if err := c.send(resp, sendHandlerResponse); err != nil {
+	err := c.send(resp, sendHandlerResponse) // ends the budget admission
+	<-c.sem
+	c.handlers.Done()
+	if err != nil {
 		c.cfg.logger.Debug("remoting: response not sent", "conn", c.id, "code", RequestCode(req.Code).String(), "err", err)
 	}
+}
+
+// endRequest ends a request that queued no response of its own: its
+// budget admission, its in-flight slot, and its count for a drain.
+func (c *Conn) endRequest() {
+	c.budget.handlerDone()
+	<-c.sem
+	c.handlers.Done()
 }
 
 // callHandler runs h, turning a panic into SYSTEM_ERROR (ok = false).
@@ -640,6 +669,7 @@ func (c *Conn) writeLoop() {
 		select {
 		case f := <-c.outq:
 			batch = append(batch, f)
+		case <-c.replyKick:
 		case <-c.flushReq:
 			c.flushQueued(batch, scratchp)
 			return
@@ -657,6 +687,9 @@ func (c *Conn) writeLoop() {
 		}
 		batch = c.gather(batch)
 		lastBatch = len(batch)
+		if len(batch) == 0 {
+			continue // a kick for replies another round took
+		}
 		if err := c.writeBatch(batch, scratchp); err != nil {
 			c.closeWith(fmt.Errorf("remoting: write: %w", err))
 			return
@@ -665,7 +698,8 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// gather adds already-queued frames to batch without blocking.
+// gather adds already-queued frames and deferred responses to batch
+// without blocking.
 func (c *Conn) gather(batch []outFrame) []outFrame {
 	size := 0
 	for len(batch) < maxBatchFrames && size < maxBatchBytes {
@@ -673,11 +707,12 @@ func (c *Conn) gather(batch []outFrame) []outFrame {
 		case f := <-c.outq:
 			batch = append(batch, f)
 			size += f.size()
+			continue
 		default:
-			return batch
 		}
+		break
 	}
-	return batch
+	return c.takeReplies(batch, maxBatchFrames)
 }
 
 // flushQueued writes everything still queued; used by a graceful drain.
