@@ -65,6 +65,10 @@ type Rule struct {
 	// ShortWrite is for OpWrite: how many bytes of the write reach the inner
 	// file before the error (a torn write).
 	ShortWrite int
+	// Stall, if not nil, makes a matching call wait until it is closed and
+	// then go ahead without an error (a stuck disk); Err and ShortWrite are
+	// ignored. Injected counts the calls it held.
+	Stall <-chan struct{}
 }
 
 // RuleID names an injected rule for RemoveRule.
@@ -169,8 +173,16 @@ func (e *ErrorFS) Injected(ops Op) uint64 {
 func (e *ErrorFS) NoSpaceErrors() uint64 { return e.noSpace.Load() }
 
 // check runs the rules for one call and returns the injected error, if any,
-// with the rule's ShortWrite.
+// with the rule's ShortWrite. A stalling rule makes it wait instead.
 func (e *ErrorFS) check(op Op, paths ...string) (short int, err error) {
+	short, stall, err := e.match(op, paths)
+	if stall != nil {
+		<-stall
+	}
+	return short, err
+}
+
+func (e *ErrorFS) match(op Op, paths []string) (short int, stall <-chan struct{}, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range e.rules {
@@ -187,13 +199,16 @@ func (e *ErrorFS) check(op Op, paths ...string) (short int, err error) {
 				e.counts[i].Add(1)
 			}
 		}
+		if r.Stall != nil {
+			return 0, r.Stall, nil
+		}
 		cause := r.Err
 		if cause == nil {
 			cause = syscall.EIO
 		}
-		return r.ShortWrite, fmt.Errorf("%w (%w)", cause, ErrInjected)
+		return r.ShortWrite, nil, fmt.Errorf("%w (%w)", cause, ErrInjected)
 	}
-	return 0, nil
+	return 0, nil, nil
 }
 
 func matchesAny(sub string, paths []string) bool {

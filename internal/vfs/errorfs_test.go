@@ -5,6 +5,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestErrorFSRules(t *testing.T) {
@@ -149,5 +150,39 @@ func TestOpString(t *testing.T) {
 	}
 	if OpAll != 1<<numOps-1 {
 		t.Fatal("OpAll does not cover every op")
+	}
+}
+
+func TestErrorFSStall(t *testing.T) {
+	mem := NewMem()
+	e := NewErrorFS(mem)
+	f := mustOpen(t, e, "/f", os.O_RDWR|os.O_CREATE)
+	mustSyncDir(t, e, "/")
+	mustWrite(t, f, 0, []byte("one"))
+	stall := make(chan struct{})
+	id := e.Inject(Rule{Ops: OpSync, Path: "/f", Stall: stall})
+	synced := make(chan error, 1)
+	go func() { synced <- f.Sync() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Injected(OpSync) == 0 { // the sync has reached the rule
+		if time.Now().After(deadline) {
+			t.Fatal("sync never reached the stall")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-synced:
+		t.Fatalf("stalled sync returned %v", err)
+	default:
+	}
+	mustWrite(t, f, 3, []byte("two")) // other calls go on meanwhile
+	close(stall)
+	if err := <-synced; err != nil {
+		t.Fatalf("released sync: %v", err)
+	}
+	e.RemoveRule(id)
+	mem.Crash()
+	if got := readAll(t, mem, "/f"); string(got) != "onetwo" { // synced after "two" was written
+		t.Fatalf("after crash %q: the released sync did not reach the inner file", got)
 	}
 }
