@@ -37,12 +37,28 @@ type env struct {
 	addr string
 	stop context.CancelFunc
 	done chan struct{}
+	// flush is the store's flushDiskType (startEnvFlush; default ASYNC).
+	flush store.FlushDiskType
+	// syncFlushTimeout, if > 0, is the store's SyncFlushTimeout.
+	syncFlushTimeout time.Duration
+	// storeFailed: the test failed the store on purpose, so its Close
+	// reports an error.
+	storeFailed bool
 }
 
 // startEnv starts a broker; mutate adjusts the config before New.
 func startEnv(t *testing.T, mutate func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), fs: vfs.OS{}}
+	return startEnvFlush(t, store.AsyncFlush, mutate)
+}
+
+// startEnvFlush starts a broker on a store with the given flushDiskType.
+// Under SYNC_FLUSH send responses are deferred until the group commit
+// (sendCall.put); under ASYNC_FLUSH they are made on the handler's
+// goroutine.
+func startEnvFlush(t *testing.T, flush store.FlushDiskType, mutate func(*Config)) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), fs: vfs.OS{}, flush: flush}
 	e.cfg = DefaultConfig()
 	e.cfg.DataDir = e.dir
 	if mutate != nil {
@@ -58,6 +74,10 @@ func (e *env) start() {
 	t.Helper()
 	scfg := store.DefaultConfig(e.dir)
 	scfg.FS = e.fs
+	scfg.FlushDiskType = e.flush
+	if e.syncFlushTimeout > 0 {
+		scfg.SyncFlushTimeout = e.syncFlushTimeout
+	}
 	scfg.CommitLogSegmentBytes = 16 << 20
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 1000, 4000
@@ -101,7 +121,7 @@ func (e *env) shutdown() {
 	}
 	e.stop()
 	<-e.done
-	if err := e.st.Close(); err != nil {
+	if err := e.st.Close(); err != nil && !e.storeFailed {
 		e.t.Errorf("store.Close: %v", err)
 	}
 	e.b = nil
@@ -171,6 +191,15 @@ func (cl *client) countReceived(code int16) int {
 		}
 	}
 	return n
+}
+
+// flushTypes runs fn as a subtest under each flushDiskType: the send path
+// answers on the handler's goroutine under ASYNC_FLUSH and from the
+// store's acknowledger under SYNC_FLUSH.
+func flushTypes(t *testing.T, fn func(t *testing.T, flush store.FlushDiskType)) {
+	for _, f := range []store.FlushDiskType{store.AsyncFlush, store.SyncFlush} {
+		t.Run(f.String(), func(t *testing.T) { fn(t, f) })
+	}
 }
 
 // waitFor polls cond until it holds or the deadline passes.

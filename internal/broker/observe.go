@@ -46,7 +46,8 @@ func (b *Broker) getObserver() Observer {
 }
 
 // observeSend reports a finished send request to the Observer.
-func (b *Broker) observeSend(req, resp *remoting.Command, start time.Time) {
+// bodyLen is the request's body length (the body itself may be gone).
+func (b *Broker) observeSend(req, resp *remoting.Command, bodyLen int, start time.Time) {
 	o := b.getObserver()
 	if o == nil || resp == nil {
 		return
@@ -61,7 +62,7 @@ func (b *Broker) observeSend(req, resp *remoting.Command, start time.Time) {
 			msgs = strings.Count(ids, ",") + 1
 		}
 	}
-	o.OnSend(req.ExtFields[k[1]], msgs, len(req.Body), remoting.ResponseCode(resp.Code).String(), time.Since(start))
+	o.OnSend(req.ExtFields[k[1]], msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
 }
 
 // observePull reports a pull request to the Observer (no response and no

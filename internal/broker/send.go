@@ -22,6 +22,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/netip"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,11 +41,14 @@ import (
 // handleSend):
 //   - message.Message values built here alias the body (Body; batch items'
 //     bodies); header fields and batch items' properties are string copies.
-//   - The store (PutMessage(s)) encodes every record into its own buffer
-//     before it queues the write, and returns only after the write ended,
-//     whatever the status (the ctx is not consulted after the encode; a
-//     flush wait or its timeout comes after the copy); its pooled put
-//     request drops the messages before it is reused.
+//   - The store (PutMessage(s), PutMessagesDeferred) encodes every record
+//     into its own buffer before it queues the write, and returns only
+//     after the write ended, whatever the status (the ctx is not consulted
+//     after the encode; a flush wait or its timeout comes after the copy);
+//     its pooled put request drops the messages before it is reused.
+//   - Under SYNC_FLUSH the response is made after handleSend returned, when
+//     the group commit ends (sendCall.put): from the messages' offsets and
+//     header fields only, never their bodies.
 //   - The Scheduler and Transactions hooks must not keep m or m.Body past
 //     their return (schedule.Service and transaction.Engine hand the
 //     message, or a copy of it, to the store and keep offsets and strings
@@ -54,7 +58,8 @@ import (
 //   - Responses carry header fields only, never a body; the Observer gets
 //     a topic string and counts; logs are written before the return.
 //   - A batch's decoded messages are pooled the same way (batchMsgs): no
-//     pointer to one survives sendBatch (the dedup release gets a copy).
+//     pointer to one survives the making of the response, which releases
+//     them (the dedup release gets a copy).
 //   - A panic (recovered in Broker.call) keeps the body (req.KeepBody).
 type brokerHandler struct{ b *Broker }
 
@@ -123,17 +128,66 @@ func parseSendHeader(req *remoting.Command) (sendHeader, error) {
 }
 
 func (b *Broker) handleSend(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	start := time.Now()
-	resp, err := b.send(ctx, c, req)
+	sc := &sendCall{b: b, c: c, req: req, start: time.Now(), bodyLen: len(req.Body)}
+	resp, err := b.send(ctx, sc)
 	if err != nil {
 		resp = b.errorResponse(req, err)
 	}
-	setExt(resp, message.PropMsgRegion, b.cfg.RegionID, message.PropTraceOn, strconv.FormatBool(b.cfg.TraceOn))
-	b.observeSend(req, resp, start)
-	return resp, nil
+	if resp == nil {
+		return nil, nil // deferred: sc.put answers when the store does
+	}
+	return sc.finish(resp), nil
 }
 
-func (b *Broker) send(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+// sendCall is one send request on its way through the send path. Its
+// response is made from the store's result: at once, or, under SYNC_FLUSH,
+// from the store's acknowledger goroutine once the group commit covering
+// it has ended, through a deferred remoting reply. No goroutine waits per
+// message (one per message, all woken at every group commit, was the
+// latency tail at high rates).
+type sendCall struct {
+	b       *Broker
+	c       *remoting.Conn
+	req     *remoting.Command // its Body is gone once the handler returned
+	start   time.Time
+	bodyLen int
+}
+
+// finish adds what every send response carries and reports the request.
+func (sc *sendCall) finish(resp *remoting.Command) *remoting.Command {
+	setExt(resp, message.PropMsgRegion, sc.b.cfg.RegionID, message.PropTraceOn, strconv.FormatBool(sc.b.cfg.TraceOn))
+	sc.b.observeSend(sc.req, resp, sc.bodyLen, sc.start)
+	return resp
+}
+
+// put stores ms and returns respond's response to the result. When the
+// result waits for a flush it returns nil instead, and the response is
+// sent when the store answers. respond then runs on the store's
+// acknowledger goroutine, after the handler returned: it must not block,
+// and must not read the messages' bodies (they alias the request's frame,
+// reused by then); their offsets and header fields are theirs to read.
+func (sc *sendCall) put(ctx context.Context, ms []*message.Message, respond func(store.PutResult) *remoting.Command) *remoting.Command {
+	if sc.c == nil { // called without a connection: nothing to answer later through
+		return respond(sc.b.st.PutMessages(ctx, ms))
+	}
+	reply := sc.c.Defer(sc.req) // before the put: its callback may run before the put returns
+	res, pending := sc.b.st.PutMessagesDeferred(ctx, ms, func(res store.PutResult) {
+		defer func() {
+			if r := recover(); r != nil {
+				sc.b.log.Error("send response panic", "code", sc.req.Code, "panic", r, "stack", string(debug.Stack()))
+				reply.Send(sc.req.NewResponse(remoting.ResSystemError, "internal error"))
+			}
+		}()
+		reply.Send(sc.finish(respond(res)))
+	})
+	if pending {
+		return nil
+	}
+	return respond(res)
+}
+
+func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, error) {
+	req := sc.req
 	h, err := parseSendHeader(req)
 	if err != nil {
 		return nil, err
@@ -168,15 +222,16 @@ func (b *Broker) send(ctx context.Context, c *remoting.Conn, req *remoting.Comma
 			len(req.Body), b.cfg.MaxMessageSize)
 	}
 	if req.Code == remoting.ReqSendBatchMessage {
-		return b.sendBatch(ctx, c, req, h)
+		return b.sendBatch(ctx, sc, h)
 	}
-	return b.sendOne(ctx, c, req, h)
+	return b.sendOne(ctx, sc, h)
 }
 
-func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader) (*remoting.Command, error) {
+func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remoting.Command, error) {
+	req := sc.req
 	m := &message.Message{
 		Topic: h.topic, QueueID: h.queueID, Flag: h.flag, SysFlag: h.sysFlag,
-		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(c), StoreHost: b.storeHost,
+		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(sc.c), StoreHost: b.storeHost,
 		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
 	}
 	if isRetryTopic(m.Topic) {
@@ -205,33 +260,47 @@ func (b *Broker) sendOne(ctx context.Context, c *remoting.Conn, req *remoting.Co
 		if orig != nil {
 			return b.duplicateResponse(req, orig, uniq), nil
 		}
-		res := store.PutResult{Status: store.PutUnknownError}
-		var stored *message.Message
-		defer func() { release(stored, res) }()
-		var resp *remoting.Command
-		resp, res, err = b.putOne(ctx, req, m, queueID, uniq)
-		if err == nil {
+		handedOver := false
+		defer func() {
+			if !handedOver { // a routing error or a panic: the key is not stored
+				release(nil, store.PutResult{Status: store.PutUnknownError})
+			}
+		}()
+		resp, err := b.putOne(ctx, sc, m, queueID, uniq, func(res store.PutResult) {
 			reported := *m
 			reported.QueueID, reported.Body = queueID, nil // the body is the request's
-			stored = &reported
-		}
+			release(&reported, res)
+		})
+		handedOver = err == nil
 		return resp, err
 	}
-	resp, _, err := b.putOne(ctx, req, m, queueID, uniq)
-	return resp, err
+	return b.putOne(ctx, sc, m, queueID, uniq, nil)
 }
 
-// putOne routes and stores one message and builds the send response.
-func (b *Broker) putOne(ctx context.Context, req *remoting.Command, m *message.Message, queueID int32, uniq string) (*remoting.Command, store.PutResult, error) {
-	res, err := b.route(ctx, m)
+// putOne routes and stores one message and makes the send response (nil
+// when it comes later, see sendCall.put). If it returns no error it calls
+// after (if not nil) exactly once with the store's result, before the
+// response is made.
+func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, queueID int32, uniq string, after func(store.PutResult)) (*remoting.Command, error) {
+	ms := []*message.Message{m}
+	respond := func(res store.PutResult) *remoting.Command {
+		if after != nil {
+			after(res)
+		}
+		resp := b.putResponse(sc.req, res, ms)
+		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
+			setExt(resp, "queueId", itoa(queueID), "transactionId", uniq)
+		}
+		return resp
+	}
+	res, routed, err := b.route(ctx, m)
 	if err != nil {
-		return nil, store.PutResult{Status: store.PutUnknownError, Err: err}, err
+		return nil, err
 	}
-	resp := b.putResponse(req, res, []*message.Message{m})
-	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
-		setExt(resp, "queueId", itoa(queueID), "transactionId", uniq)
+	if routed {
+		return respond(res), nil
 	}
-	return resp, res, nil
+	return sc.put(ctx, ms, respond), nil
 }
 
 // duplicateResponse answers a re-sent message as the first send was.
@@ -242,36 +311,46 @@ func (b *Broker) duplicateResponse(req *remoting.Command, orig *message.Message,
 	return resp
 }
 
-// route stores m: as a half message, as a scheduled message, or directly.
-func (b *Broker) route(ctx context.Context, m *message.Message) (store.PutResult, error) {
+// route stores m as a half message or as a scheduled message (routed);
+// a message for its topic directly is left to the caller to put.
+func (b *Broker) route(ctx context.Context, m *message.Message) (res store.PutResult, routed bool, err error) {
 	if v, _ := message.Property(m.Properties, message.PropTransactionPrepared); v == "true" {
 		t := b.getTransactions()
 		if t == nil {
-			return store.PutResult{}, protoErrorf(remoting.ResNoPermission,
+			return store.PutResult{}, false, protoErrorf(remoting.ResNoPermission,
 				"the broker[%s] sending transaction message is forbidden: transactions are not enabled", b.cfg.BrokerName)
 		}
-		return t.Prepare(ctx, m), nil
+		return t.Prepare(ctx, m), true, nil
 	}
 	level, at, err := b.delayOf(m)
 	if err != nil {
-		return store.PutResult{}, err
+		return store.PutResult{}, false, err
 	}
 	if level == 0 && at == 0 {
-		return b.st.PutMessage(ctx, m), nil
+		return store.PutResult{}, false, nil
 	}
 	s := b.getScheduler()
 	if s == nil {
 		if isRetryTopic(m.Topic) {
 			m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
-			return b.st.PutMessage(ctx, m), nil
+			return store.PutResult{}, false, nil
 		}
-		return store.PutResult{}, protoErrorf(remoting.ResMessageIllegal, "scheduled delivery is not enabled on this broker")
+		return store.PutResult{}, false, protoErrorf(remoting.ResMessageIllegal, "scheduled delivery is not enabled on this broker")
 	}
 	if level > s.MaxDelayLevel() {
 		level = s.MaxDelayLevel()
 		m.Properties = message.SetProperty(m.Properties, message.PropDelayLevel, itoa(level))
 	}
-	return s.Schedule(ctx, m, level, at), nil
+	return s.Schedule(ctx, m, level, at), true, nil
+}
+
+// putRouted routes m and stores it, waiting for the result.
+func (b *Broker) putRouted(ctx context.Context, m *message.Message) (store.PutResult, error) {
+	res, routed, err := b.route(ctx, m)
+	if err != nil || routed {
+		return res, err
+	}
+	return b.st.PutMessage(ctx, m), nil
 }
 
 // delayOf reads DELAY (a level) or the TIMER_* properties (a timestamp) of a
@@ -355,19 +434,23 @@ func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
 	return nil
 }
 
-func (b *Broker) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader) (*remoting.Command, error) {
+func (b *Broker) sendBatch(ctx context.Context, sc *sendCall, h sendHeader) (*remoting.Command, error) {
 	bm := batchMsgsPool.Get().(*batchMsgs)
-	resp, err := b.sendBatchWith(ctx, c, req, h, bm)
-	bm.release() // not after a panic: whatever it interrupted may still hold them
+	resp, err := b.sendBatchWith(ctx, sc, h, bm)
+	if err != nil {
+		bm.release() // else the response's maker released it (not after a panic: whatever it interrupted may still hold them)
+	}
 	return resp, err
 }
 
-func (b *Broker) sendBatchWith(ctx context.Context, c *remoting.Conn, req *remoting.Command, h sendHeader, bm *batchMsgs) (*remoting.Command, error) {
+// sendBatchWith decodes and stores a batch. Once it stores, the function
+// that makes the response releases bm; on an error it has not.
+func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, bm *batchMsgs) (*remoting.Command, error) {
 	if isRetryTopic(h.topic) {
 		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
 	}
-	born := peerAddr(c)
-	err := message.DecodeBatch(req.Body, func(it message.BatchItem) error {
+	born := peerAddr(sc.c)
+	err := message.DecodeBatch(sc.req.Body, func(it message.BatchItem) error {
 		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
 			message.PropTimerDelayMs, message.PropTransactionPrepared} {
 			if v, ok := message.Property(it.Properties, k); ok && v != "" && v != "0" && v != "false" {
@@ -397,15 +480,17 @@ func (b *Broker) sendBatchWith(ctx context.Context, c *remoting.Conn, req *remot
 			return nil, err
 		}
 		if bd != nil {
-			return b.putDedupBatch(ctx, req, h, bd), nil
+			return b.putDedupBatch(ctx, sc, h, bd, bm), nil
 		}
 	}
-	res := b.st.PutMessages(ctx, ms)
-	resp := b.putResponse(req, res, ms)
-	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
-		setExt(resp, "queueId", itoa(h.queueID))
-	}
-	return resp, nil
+	return sc.put(ctx, ms, func(res store.PutResult) *remoting.Command {
+		resp := b.putResponse(sc.req, res, ms)
+		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
+			setExt(resp, "queueId", itoa(h.queueID))
+		}
+		bm.release()
+		return resp
+	}), nil
 }
 
 // batchMsgs holds the decoded messages of one batch request. Like the
@@ -443,18 +528,22 @@ func (bm *batchMsgs) release() {
 }
 
 // putDedupBatch stores the items of a checked batch that are not
-// duplicates and answers for all of them (send_dedup.go).
-func (b *Broker) putDedupBatch(ctx context.Context, req *remoting.Command, h sendHeader, bd *batchDedup) *remoting.Command {
-	res := store.PutResult{Status: store.PutOK}
-	if len(bd.store) > 0 {
-		res = b.st.PutMessages(ctx, bd.store)
+// duplicates and answers for all of them (send_dedup.go); the response's
+// maker releases bm.
+func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *batchDedup, bm *batchMsgs) *remoting.Command {
+	respond := func(res store.PutResult) *remoting.Command {
+		bd.finish(res, h.queueID)
+		resp := b.putResponse(sc.req, res, bd.result)
+		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
+			setExt(resp, "queueId", itoa(bd.result[0].QueueID))
+		}
+		bm.release()
+		return resp
 	}
-	bd.finish(res, h.queueID)
-	resp := b.putResponse(req, res, bd.result)
-	if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
-		setExt(resp, "queueId", itoa(bd.result[0].QueueID))
+	if len(bd.store) == 0 {
+		return respond(store.PutResult{Status: store.PutOK})
 	}
-	return resp
+	return sc.put(ctx, bd.store, respond)
 }
 
 // putResponse maps a put result to the send response.

@@ -37,48 +37,50 @@ func splitRecords(t *testing.T, body []byte) []*message.Message {
 }
 
 func TestSendV1StoresMessageAndAnswersExt(t *testing.T) {
-	e := startEnv(t, nil)
-	cl := e.dial()
-	props := message.EncodeProperties(map[string]string{"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "U1"})
-	resp := cl.sendV1("T1", 2, props, []byte("hello"))
-	wantCode(t, resp, remoting.ResSuccess)
-	for _, k := range []string{"msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON"} {
-		if _, ok := resp.ExtFields[k]; !ok {
-			t.Errorf("response lacks ext %s: %v", k, resp.ExtFields)
+	flushTypes(t, func(t *testing.T, flush store.FlushDiskType) {
+		e := startEnvFlush(t, flush, nil)
+		cl := e.dial()
+		props := message.EncodeProperties(map[string]string{"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "U1"})
+		resp := cl.sendV1("T1", 2, props, []byte("hello"))
+		wantCode(t, resp, remoting.ResSuccess)
+		for _, k := range []string{"msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON"} {
+			if _, ok := resp.ExtFields[k]; !ok {
+				t.Errorf("response lacks ext %s: %v", k, resp.ExtFields)
+			}
 		}
-	}
-	if resp.ExtFields["queueId"] != "2" || resp.ExtFields["queueOffset"] != "0" || resp.ExtFields["transactionId"] != "U1" {
-		t.Fatalf("ext = %v", resp.ExtFields)
-	}
-	host, phys, err := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
-	if err != nil || host.String() != e.addr {
-		t.Fatalf("msgId %q -> %v %v, want host %s", resp.ExtFields["msgId"], host, err, e.addr)
-	}
-	e.waitConfirmed(phys)
-	rec, err := e.st.LookMessageByOffset(phys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := message.Decode(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Topic != "T1" || m.QueueID != 2 || string(m.Body) != "hello" {
-		t.Fatalf("stored %+v", m)
-	}
-	if v, _ := message.Property(m.Properties, message.PropCluster); v != "DefaultCluster" {
-		t.Errorf("CLUSTER = %q", v)
-	}
-	if v, _ := message.Property(m.Properties, message.PropUniqKey); v != "U1" {
-		t.Errorf("UNIQ_KEY = %q (the client's must be kept)", v)
-	}
-	if m.StoreHost.String() != e.addr || !m.BornHost.Addr().IsLoopback() {
-		t.Errorf("hosts born=%v store=%v", m.BornHost, m.StoreHost)
-	}
-	tc, ok := e.b.Topic("T1")
-	if !ok || tc.WriteQueueNums != 4 || tc.Perm != permRW {
-		t.Fatalf("auto-created topic %+v %v", tc, ok)
-	}
+		if resp.ExtFields["queueId"] != "2" || resp.ExtFields["queueOffset"] != "0" || resp.ExtFields["transactionId"] != "U1" {
+			t.Fatalf("ext = %v", resp.ExtFields)
+		}
+		host, phys, err := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
+		if err != nil || host.String() != e.addr {
+			t.Fatalf("msgId %q -> %v %v, want host %s", resp.ExtFields["msgId"], host, err, e.addr)
+		}
+		e.waitConfirmed(phys)
+		rec, err := e.st.LookMessageByOffset(phys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := message.Decode(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Topic != "T1" || m.QueueID != 2 || string(m.Body) != "hello" {
+			t.Fatalf("stored %+v", m)
+		}
+		if v, _ := message.Property(m.Properties, message.PropCluster); v != "DefaultCluster" {
+			t.Errorf("CLUSTER = %q", v)
+		}
+		if v, _ := message.Property(m.Properties, message.PropUniqKey); v != "U1" {
+			t.Errorf("UNIQ_KEY = %q (the client's must be kept)", v)
+		}
+		if m.StoreHost.String() != e.addr || !m.BornHost.Addr().IsLoopback() {
+			t.Errorf("hosts born=%v store=%v", m.BornHost, m.StoreHost)
+		}
+		tc, ok := e.b.Topic("T1")
+		if !ok || tc.WriteQueueNums != 4 || tc.Perm != permRW {
+			t.Fatalf("auto-created topic %+v %v", tc, ok)
+		}
+	})
 }
 
 func TestSendGeneratesUniqKey(t *testing.T) {
@@ -111,28 +113,30 @@ func TestSendV2ShortHeader(t *testing.T) {
 }
 
 func TestSendBatch(t *testing.T) {
-	e := startEnv(t, nil)
-	cl := e.dial()
-	var items []message.BatchItem
-	for i := 0; i < 3; i++ {
-		items = append(items, message.BatchItem{Body: []byte{'a' + byte(i)}, Properties: message.EncodeProperties(map[string]string{"KEYS": "b"})})
-	}
-	body, err := message.EncodeBatch(items)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "c": DefaultTopic, "d": "4", "e": "0", "f": "0", "g": "1", "h": "0", "i": "", "j": "0", "k": "false", "m": "true"}, body)
-	wantCode(t, resp, remoting.ResSuccess)
-	if ids := strings.Split(resp.ExtFields["msgId"], ","); len(ids) != 3 {
-		t.Fatalf("msgId %q", resp.ExtFields["msgId"])
-	}
-	e.waitMax("TB", 0, 3)
-	// A batch to a retry topic is refused.
-	resp = cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "%RETRY%g", "c": DefaultTopic, "d": "4", "e": "0"}, body)
-	wantCode(t, resp, remoting.ResMessageIllegal)
-	// Garbage is a clear error, not a panic.
-	resp = cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "e": "0"}, []byte{0, 0, 0, 99, 1})
-	wantCode(t, resp, remoting.ResMessageIllegal)
+	flushTypes(t, func(t *testing.T, flush store.FlushDiskType) {
+		e := startEnvFlush(t, flush, nil)
+		cl := e.dial()
+		var items []message.BatchItem
+		for i := 0; i < 3; i++ {
+			items = append(items, message.BatchItem{Body: []byte{'a' + byte(i)}, Properties: message.EncodeProperties(map[string]string{"KEYS": "b"})})
+		}
+		body, err := message.EncodeBatch(items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "c": DefaultTopic, "d": "4", "e": "0", "f": "0", "g": "1", "h": "0", "i": "", "j": "0", "k": "false", "m": "true"}, body)
+		wantCode(t, resp, remoting.ResSuccess)
+		if ids := strings.Split(resp.ExtFields["msgId"], ","); len(ids) != 3 {
+			t.Fatalf("msgId %q", resp.ExtFields["msgId"])
+		}
+		e.waitMax("TB", 0, 3)
+		// A batch to a retry topic is refused.
+		resp = cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "%RETRY%g", "c": DefaultTopic, "d": "4", "e": "0"}, body)
+		wantCode(t, resp, remoting.ResMessageIllegal)
+		// Garbage is a clear error, not a panic.
+		resp = cl.invoke(remoting.ReqSendBatchMessage, map[string]string{"a": "pg", "b": "TB", "e": "0"}, []byte{0, 0, 0, 99, 1})
+		wantCode(t, resp, remoting.ResMessageIllegal)
+	})
 }
 
 func TestSendErrors(t *testing.T) {
@@ -318,30 +322,32 @@ func (f *fakeDedup) Check(ctx context.Context, topic, key string) (*message.Mess
 }
 
 func TestSendDeduplicator(t *testing.T) {
-	e := startEnv(t, nil)
-	d := &fakeDedup{seen: map[string]*message.Message{}}
-	e.b.SetDeduplicator(d)
-	cl := e.dial()
-	props := message.EncodeProperties(map[string]string{"UNIQ_KEY": "DUP1"})
-	first := cl.sendV1("T", 1, props, []byte("x"))
-	wantCode(t, first, remoting.ResSuccess)
-	again := cl.sendV1("T", 1, props, []byte("x"))
-	wantCode(t, again, remoting.ResSuccess)
-	for _, k := range []string{"msgId", "queueId", "queueOffset", "transactionId"} {
-		if first.ExtFields[k] != again.ExtFields[k] {
-			t.Errorf("%s: first %q, duplicate %q", k, first.ExtFields[k], again.ExtFields[k])
+	flushTypes(t, func(t *testing.T, flush store.FlushDiskType) {
+		e := startEnvFlush(t, flush, nil)
+		d := &fakeDedup{seen: map[string]*message.Message{}}
+		e.b.SetDeduplicator(d)
+		cl := e.dial()
+		props := message.EncodeProperties(map[string]string{"UNIQ_KEY": "DUP1"})
+		first := cl.sendV1("T", 1, props, []byte("x"))
+		wantCode(t, first, remoting.ResSuccess)
+		again := cl.sendV1("T", 1, props, []byte("x"))
+		wantCode(t, again, remoting.ResSuccess)
+		for _, k := range []string{"msgId", "queueId", "queueOffset", "transactionId"} {
+			if first.ExtFields[k] != again.ExtFields[k] {
+				t.Errorf("%s: first %q, duplicate %q", k, first.ExtFields[k], again.ExtFields[k])
+			}
 		}
-	}
-	e.waitMax("T", 1, 1)
-	if e.st.MaxOffset("T", 1) != 1 {
-		t.Fatal("duplicate stored")
-	}
-	// Broker-generated keys are not checked; failed sends still release.
-	wantCode(t, cl.sendV1("T", 1, "", []byte("y")), remoting.ResSuccess)
-	wantCode(t, cl.sendV1("T", 1, message.EncodeProperties(map[string]string{"UNIQ_KEY": "D2", "DELAY": "3"}), []byte("z")), remoting.ResMessageIllegal)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.releases != 2 {
-		t.Fatalf("releases %d, want 2", d.releases)
-	}
+		e.waitMax("T", 1, 1)
+		if e.st.MaxOffset("T", 1) != 1 {
+			t.Fatal("duplicate stored")
+		}
+		// Broker-generated keys are not checked; failed sends still release.
+		wantCode(t, cl.sendV1("T", 1, "", []byte("y")), remoting.ResSuccess)
+		wantCode(t, cl.sendV1("T", 1, message.EncodeProperties(map[string]string{"UNIQ_KEY": "D2", "DELAY": "3"}), []byte("z")), remoting.ResMessageIllegal)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.releases != 2 {
+			t.Fatalf("releases %d, want 2", d.releases)
+		}
+	})
 }

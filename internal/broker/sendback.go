@@ -62,7 +62,7 @@ func (b *Broker) handleSendBack(ctx context.Context, c *remoting.Conn, req *remo
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.route(ctx, m)
+	res, err := b.putRouted(ctx, m)
 	if err != nil {
 		return nil, err
 	}
