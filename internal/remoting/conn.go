@@ -591,21 +591,20 @@ func (c *Conn) worker(h Handler, req *Command) {
 // handle runs h for one request and queues its response. A request whose
 // frame buffer h only borrows (req.frame set) gives the buffer back once
 // the response is queued, unless the handler panicked, asked to keep the
-// body, or returned a response whose body aliases the buffer. A request
-// the handler deferred (Defer, then nil) is ended by its Reply.Send.
+// body, or returned a response whose body aliases the buffer; always before
+// the request ends (a drain that waited for it finds the buffer released).
+// A request the handler deferred (Defer, then nil) is ended by its
+// Reply.Send.
 func (c *Conn) handle(h Handler, req *Command) {
 	resp, ok := c.callHandler(h, req)
-	if frame := req.frame; frame != nil {
-		req.frame = nil
-		if ok && !req.keepBody && !resp.aliases(frame) {
-			defer func() {
-				req.Body = nil
-				frames.put(frame)
-			}()
-		}
+	frame := req.frame
+	req.frame = nil
+	if frame != nil && (!ok || req.keepBody || resp.aliases(frame)) {
+		frame = nil // not the connection's to reuse
 	}
 	if r := req.reply; r != nil {
 		if resp == nil {
+			releaseFrame(req, frame)
 			if r.handOff() {
 				return // Send ends the request
 			}
@@ -614,19 +613,21 @@ func (c *Conn) handle(h Handler, req *Command) {
 		}
 		r.abandon()
 	}
-	if resp == nil {
-		c.endRequest()
-		return
-	}
-	if req.IsOneway() {
-		c.endRequest()
-		resp.written()
+	if resp == nil || req.IsOneway() {
+		c.budget.handlerDone()
+		if resp != nil {
+			resp.written()
+		}
+		releaseFrame(req, frame)
+		<-c.sem
+		c.handlers.Done()
 		return
 	}
 	resp.Opaque = req.Opaque
 	resp.Flag |= FlagResponse
 	resp.SerializeType = req.SerializeType
 	err := c.send(resp, sendHandlerResponse) // ends the budget admission
+	releaseFrame(req, frame)
 	<-c.sem
 	c.handlers.Done()
 	if err != nil {
@@ -634,8 +635,18 @@ func (c *Conn) handle(h Handler, req *Command) {
 	}
 }
 
-// endRequest ends a request that queued no response of its own: its
-// budget admission, its in-flight slot, and its count for a drain.
+// releaseFrame gives a borrowed request's frame buffer back for reuse
+// (nil: nothing to give back).
+func releaseFrame(req *Command, frame []byte) {
+	if frame != nil {
+		req.Body = nil
+		frames.put(frame)
+	}
+}
+
+// endRequest ends a deferred request that queued no response of its own
+// on the handler's goroutine: its budget admission, its in-flight slot, and
+// its count for a drain.
 func (c *Conn) endRequest() {
 	c.budget.handlerDone()
 	<-c.sem
