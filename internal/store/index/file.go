@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,15 @@ type file struct {
 	// the entries that dirtied them written) and not yet written.
 	inflight bitmap
 	blockBuf []byte
+
+	// Deferred slot blocks (see Index.deferSlots): marker is the entry
+	// count after whose last entry a marker byte was written so that the
+	// durable file is not settled while its durable slot table lags its
+	// header (0: no marker). The next entries written overwrite it.
+	// flushedCount is the header count of the last completed Flush.
+	// Both are guarded by ix.mu.
+	marker       int32
+	flushedCount int32
 }
 
 type slotSet struct {
@@ -260,9 +270,41 @@ func (f *file) writePending() error {
 			return fmt.Errorf("index: write slot of %s: %w", f.name, err)
 		}
 	}
+	if len(f.pend) > 0 {
+		f.marker = 0 // the first entry written covers it
+	}
 	f.written = f.hdr.entryCount
 	f.pend, f.pendSlots = f.pend[:0], f.pendSlots[:0]
 	return nil
+}
+
+// placeMarker writes a byte after the last entry written (all of them:
+// writePending ran), so that the file is not settled (longer than its
+// header says) however its header and entries reach the disk. ix.mu must
+// be held.
+func (f *file) placeMarker() error {
+	if f.marker == f.written && f.written > 0 {
+		return nil
+	}
+	if _, err := f.f.WriteAt([]byte{0}, f.entryPos(f.written+1)); err != nil {
+		return fmt.Errorf("index: write marker of %s: %w", f.name, err)
+	}
+	f.marker = f.written
+	return nil
+}
+
+// dropMarker truncates the marker byte away once the slot table is durable
+// up to the durable header and nothing was written after the marker. ix.mu
+// must be held; the caller syncs.
+func (f *file) dropMarker(durableCount int32) (bool, error) {
+	if f.marker == 0 || f.marker != f.written || f.marker != durableCount {
+		return false, nil
+	}
+	if err := f.f.Truncate(f.entryPos(f.marker + 1)); err != nil {
+		return false, fmt.Errorf("index: truncate the marker of %s: %w", f.name, err)
+	}
+	f.marker = 0
+	return true, nil
 }
 
 // setSlots makes slots the cached table (nil: none) with no block dirty.
@@ -422,6 +464,14 @@ func (m bitmap) set(i int64)      { m[i/64] |= 1 << (i % 64) }
 func (m bitmap) unset(i int64)    { m[i/64] &^= 1 << (i % 64) }
 func (m bitmap) has(i int64) bool { return m[i/64]&(1<<(i%64)) != 0 }
 func (m bitmap) clearAll()        { clear(m) }
+
+func (m bitmap) count() int64 {
+	n := 0
+	for _, w := range m {
+		n += bits.OnesCount64(w)
+	}
+	return int64(n)
+}
 
 func (m bitmap) or(o bitmap) {
 	for i, w := range o {

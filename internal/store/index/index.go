@@ -33,7 +33,12 @@ type Config struct {
 	Dir        string // <root>/index
 	HashSlots  int    // per file (default 5,000,000)
 	MaxEntries int    // per file before rolling over (default 20,000,000)
-	Logger     *slog.Logger
+	// LazySlotBlocks: a Flush leaves the changed slot blocks of the file
+	// taking Puts for a later one while more than this many changed (see
+	// deferSlots); 0: while more than an eighth of the table's blocks
+	// did; negative: never.
+	LazySlotBlocks int
+	Logger         *slog.Logger
 }
 
 func (c *Config) setDefaults() error {
@@ -75,6 +80,7 @@ type Index struct {
 	nextSeq int64
 	dirGen  uint64 // bumped when a file is created or removed
 	dirSync uint64
+	closing bool // Close has begun: its Flush defers nothing
 	closed  bool
 }
 

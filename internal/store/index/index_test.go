@@ -21,7 +21,15 @@ const (
 
 func openIndex(t testing.TB, fs vfs.FS, slots, maxEntries int) *Index {
 	t.Helper()
-	ix, err := Open(Config{FS: fs, Dir: testDir, HashSlots: slots, MaxEntries: maxEntries})
+	return openIndexLazy(t, fs, slots, maxEntries, 0)
+}
+
+// openIndexLazy opens an index with Config.LazySlotBlocks = lazy (-1:
+// every Flush writes the changed slot blocks; the small tables of these
+// tests otherwise defer them at almost every Flush).
+func openIndexLazy(t testing.TB, fs vfs.FS, slots, maxEntries, lazy int) *Index {
+	t.Helper()
+	ix, err := Open(Config{FS: fs, Dir: testDir, HashSlots: slots, MaxEntries: maxEntries, LazySlotBlocks: lazy})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -45,7 +45,7 @@ func (ix *Index) load() error {
 			return err
 		}
 		if keep {
-			f.written = f.hdr.entryCount
+			f.written, f.flushedCount = f.hdr.entryCount, f.hdr.entryCount
 			kept = append(kept, f)
 		}
 	}
@@ -239,7 +239,7 @@ func (ix *Index) finishCut(f *file, count int32, size int64) error {
 		f.hdr.endTsMs = t
 	}
 	f.hdr.endPhys = last.physOffset
-	f.hdr.entryCount, f.written = count, count
+	f.hdr.entryCount, f.written, f.marker, f.flushedCount = count, count, 0, count
 	if err := f.writeHeader(f.hdr); err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ func (ix *Index) Flush() error {
 type flushJob struct {
 	f   *file
 	hdr header
+	// deferred: the slot blocks were left for a later Flush (deferSlots).
+	deferred bool
 }
 
 func (ix *Index) flushLocked() error {
@@ -39,8 +41,16 @@ func (ix *Index) flushLocked() error {
 			ix.mu.Unlock()
 			return err
 		}
-		f.takeDirty()
-		jobs = append(jobs, flushJob{f, f.hdr})
+		deferred := ix.deferSlots(f)
+		if deferred {
+			if err := f.placeMarker(); err != nil {
+				ix.mu.Unlock()
+				return err
+			}
+		} else {
+			f.takeDirty()
+		}
+		jobs = append(jobs, flushJob{f, f.hdr, deferred})
 	}
 	dirGen := ix.dirGen
 	dirDirty := dirGen != ix.dirSync || len(ix.parents) > 0
@@ -76,15 +86,61 @@ func (ix *Index) flushLocked() error {
 		ix.parents = nil
 	}
 	ix.mu.Lock()
+	var settle []*file
 	for _, j := range jobs {
+		j.f.flushedCount = j.hdr.entryCount
+		if j.deferred {
+			continue // stays dirty: a later Flush writes the blocks
+		}
 		if j.f.hdr == j.hdr {
 			j.f.dirty = false
+		}
+		dropped, err := j.f.dropMarker(j.hdr.entryCount)
+		if err != nil {
+			ix.mu.Unlock()
+			return err // the marker stays: the file is only not settled
+		}
+		if dropped {
+			settle = append(settle, j.f)
 		}
 	}
 	ix.dirSync = dirGen
 	ix.mu.Unlock()
+	for _, f := range settle {
+		if err := f.sync(); err != nil {
+			ix.flushErr = err
+			return err
+		}
+	}
 	return nil
 }
+
+// deferSlots reports whether this Flush leaves the changed slot blocks of
+// f, the file taking Puts, for a later one. At high rates nearly every
+// block of the table changes between two Flushes (a new key lands in a
+// random slot), and writing the whole table each time (20 MB at the
+// defaults) doubled the bytes the disk had to sync. Blocks are deferred
+// while more than the threshold of them changed and entries keep coming;
+// the durable file is then kept not settled (placeMarker), so a crash
+// rebuilds its slot table from its entries, which are flushed as before.
+// A Flush that finds no new entry, a roll-over, TruncatePhys and Close
+// write every deferred block, and the file becomes settled again. ix.mu
+// must be held.
+func (ix *Index) deferSlots(f *file) bool {
+	if f.slots == nil || ix.cfg.LazySlotBlocks < 0 || f.hdr.entryCount == f.flushedCount || ix.closing {
+		return false
+	}
+	dirty := f.dirtyBlocks.count()
+	if ix.cfg.LazySlotBlocks > 0 {
+		return dirty > int64(ix.cfg.LazySlotBlocks)
+	}
+	blocks := f.blockOf(int64(f.hdr.slotCount)-1) + 1
+	return dirty*lazyFraction > blocks
+}
+
+// lazyFraction: by default slot blocks are deferred while more than
+// 1/lazyFraction of the table's blocks changed since the last Flush.
+const lazyFraction = 8
 
 // DeleteBeforePhys removes the files whose every entry points below minPhys
 // (endPhysOffset < minPhys), oldest first, except the newest file.
@@ -207,6 +263,9 @@ func (ix *Index) Close() error {
 	if closed {
 		return nil
 	}
+	ix.mu.Lock()
+	ix.closing = true // the last Flush writes every deferred slot block
+	ix.mu.Unlock()
 	err := ix.flushLocked()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()

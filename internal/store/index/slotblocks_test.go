@@ -40,7 +40,7 @@ func TestSlotBlocksWrittenAtFlush(t *testing.T) {
 	const slots = 70_000 // 69 blocks, so one run is cut at maxSlotWrite
 	mem := vfs.NewMem()
 	cfs := &countFS{FS: mem}
-	ix := openIndex(t, cfs, slots, 100_000)
+	ix := openIndexLazy(t, cfs, slots, 100_000, -1) // the blocks are not deferred
 	var m model
 	keys := keysOf(300)
 	m.put(t, ix, keys[0], 0, baseTs)
@@ -159,6 +159,13 @@ func checkCrashed(t *testing.T, fs vfs.FS, slots, maxEntries int, m *model, cove
 // completed Flush covered must be found, and none may point at an entry of
 // another key.
 func TestCrashAtEveryStepOfFlush(t *testing.T) {
+	for _, lazy := range []int{-1, 0} {
+		name := map[int]string{-1: "eager", 0: "deferred"}[lazy]
+		t.Run(name, func(t *testing.T) { testCrashAtEveryStepOfFlushWith(t, lazy) })
+	}
+}
+
+func testCrashAtEveryStepOfFlushWith(t *testing.T, lazy int) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 13))
@@ -169,7 +176,7 @@ func TestCrashAtEveryStepOfFlush(t *testing.T) {
 	keys := keysOf(400)
 	mem := vfs.NewMem()
 	hfs := &hookFS{FS: mem}
-	ix := openIndex(t, hfs, slots, maxEntries)
+	ix := openIndexLazy(t, hfs, slots, maxEntries, lazy)
 	var m model
 	put := func() {
 		i := int64(len(m.keys))
@@ -277,6 +284,13 @@ func TestSlotPastCountInOlderFileRebuilt(t *testing.T) {
 // covered and nothing else. Queries meanwhile return only entries of their
 // key, newest first.
 func TestConcurrentPutFlushQueryCrash(t *testing.T) {
+	for _, lazy := range []int{-1, 0} {
+		name := map[int]string{-1: "eager", 0: "deferred"}[lazy]
+		t.Run(name, func(t *testing.T) { testConcurrentPutFlushQueryCrashWith(t, lazy) })
+	}
+}
+
+func testConcurrentPutFlushQueryCrashWith(t *testing.T, lazy int) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 17))
@@ -284,7 +298,7 @@ func TestConcurrentPutFlushQueryCrash(t *testing.T) {
 	keys := keysOf(nkeys)
 	keyOf := func(i int64) int { return int((uint64(i) * 0x9E3779B97F4A7C15 >> 40) % nkeys) }
 	mem := vfs.NewMem()
-	ix := openIndex(t, mem, slots, maxEntries)
+	ix := openIndexLazy(t, mem, slots, maxEntries, lazy)
 	var done, covered atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup

@@ -1,0 +1,175 @@
+package index
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// fileSize is the size of index file seq on fs.
+func fileSize(t *testing.T, fs vfs.FS, seq int64) int64 {
+	t.Helper()
+	st, err := fs.Stat(testDir + "/" + fileName(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestDeferredSlotBlocks: while most of the table changes between Flushes,
+// a Flush writes the entries and the header but not the slot blocks, and
+// leaves the durable file not settled, so a crash rebuilds the table from
+// the entries. A Flush that finds no new entry writes the deferred blocks
+// and settles the file; so do Close and a roll-over.
+func TestDeferredSlotBlocks(t *testing.T) {
+	const slots = 70_000 // 69 blocks
+	mem := vfs.NewMem()
+	cfs := &countFS{FS: mem}
+	ix := openIndex(t, cfs, slots, 100_000)
+	keys := keysOf(400) // land in most blocks
+	var m model
+	for i := range 1000 {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	f := ix.files[0]
+	dirty := f.dirtyBlocks.count()
+	if dirty*lazyFraction <= f.blockOf(slots-1)+1 {
+		t.Fatalf("setup: only %d dirty blocks", dirty)
+	}
+	w0 := cfs.writes.Load()
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The last batch of entries, the marker, the header: no slot block.
+	if got := cfs.writes.Load() - w0; got != 3 {
+		t.Fatalf("deferring Flush made %d writes, want 3", got)
+	}
+	if got := f.dirtyBlocks.count(); got != dirty {
+		t.Fatalf("%d blocks still marked, want the %d deferred", got, dirty)
+	}
+	if size, settled := fileSize(t, mem, 1), f.entryPos(1001); size != settled+1 {
+		t.Fatalf("file size %d, want %d (entries and a marker byte)", size, settled+1)
+	}
+	// A crash now: the header counts all 1000 entries, the durable table
+	// has none of their slots; Open rebuilds it.
+	crashed, lb := openLogged(t, mem.CrashClone(), slots, 100_000)
+	checkAll(t, crashed, &m, 1000, keys)
+	if !strings.Contains(lb.String(), "rebuilt the slot table") {
+		t.Fatal("a file with deferred slot blocks was not rebuilt after a crash")
+	}
+	_ = crashed.Close()
+
+	// More entries, still deferred; the marker moves behind them.
+	for i := 1000; i < 1500; i++ {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if size := fileSize(t, mem, 1); size != f.entryPos(1501)+1 {
+		t.Fatalf("file size %d after the second deferring Flush", size)
+	}
+
+	// No new entry: the deferred blocks are written and the file settles.
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.dirtyBlocks.count(); got != 0 {
+		t.Fatalf("%d blocks still marked after the catching-up Flush", got)
+	}
+	if size := fileSize(t, mem, 1); size != f.entryPos(1501) {
+		t.Fatalf("file size %d, want %d: not settled after the catching-up Flush", size, f.entryPos(1501))
+	}
+	settled, lb := openLogged(t, mem.CrashClone(), slots, 100_000)
+	checkAll(t, settled, &m, 1500, keys)
+	if strings.Contains(lb.String(), "rebuilt") {
+		t.Fatalf("a settled file was rebuilt:\n%s", lb)
+	}
+	_ = settled.Close()
+
+	// Deferred again, then Close: settled, nothing to rebuild.
+	for i := 1500; i < 2500; i++ {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if f.marker == 0 {
+		t.Fatal("setup: the Flush before Close did not defer")
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if size := fileSize(t, mem, 1); size != f.entryPos(2501) {
+		t.Fatalf("file size %d after Close, want %d", size, f.entryPos(2501))
+	}
+	reopened, lb := openLogged(t, mem.CrashClone(), slots, 100_000)
+	checkAll(t, reopened, &m, 2500, keys)
+	if strings.Contains(lb.String(), "rebuilt") {
+		t.Fatalf("rebuilt after a clean Close:\n%s", lb)
+	}
+	_ = reopened.Close()
+}
+
+// TestDeferredSlotBlocksRollOver: a file left with deferred blocks when it
+// fills up gets every block written at the roll-over and is settled by the
+// next Flush; the new file takes over the deferring.
+func TestDeferredSlotBlocksRollOver(t *testing.T) {
+	const slots, maxEntries = 70_000, 1200
+	mem := vfs.NewMem()
+	ix := openIndex(t, mem, slots, maxEntries)
+	keys := keysOf(400)
+	var m model
+	for i := range 1000 {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if ix.files[0].marker == 0 {
+		t.Fatal("setup: the first Flush did not defer")
+	}
+	for i := 1000; i < 2000; i++ { // rolls over at 1200
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if len(ix.files) != 2 {
+		t.Fatalf("%d files", len(ix.files))
+	}
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if size := fileSize(t, mem, 1); size != ix.files[0].entryPos(maxEntries+1) {
+		t.Fatalf("the full file is %d bytes: not settled after the roll-over's Flush", size)
+	}
+	crashed, lb := openLogged(t, mem.CrashClone(), slots, maxEntries)
+	checkAll(t, crashed, &m, 2000, keys)
+	if n := strings.Count(lb.String(), "rebuilt the slot table"); n != 1 {
+		t.Fatalf("%d rebuilds, want 1 (the newer file, deferring):\n%s", n, lb)
+	}
+	_ = crashed.Close()
+	_ = ix.Close()
+}
+
+// TestFewChangedBlocksNotDeferred: a Flush that finds few changed blocks
+// writes them, as at low rates.
+func TestFewChangedBlocksNotDeferred(t *testing.T) {
+	const slots = 70_000
+	mem := vfs.NewMem()
+	ix := openIndex(t, mem, slots, 100_000)
+	var m model
+	keys := keysOf(5)
+	for i := range 300 {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if f := ix.files[0]; f.marker != 0 || f.dirtyBlocks.count() != 0 {
+		t.Fatalf("marker %d, %d blocks left marked: deferred with 5 changed blocks", f.marker, f.dirtyBlocks.count())
+	}
+	if size := fileSize(t, mem, 1); size != ix.files[0].entryPos(301) {
+		t.Fatalf("file size %d: not settled", size)
+	}
+	_ = ix.Close()
+}
