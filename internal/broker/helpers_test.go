@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
@@ -252,6 +253,22 @@ func pullExt(group, topic string, queueID int32, offset int64, sysFlag int32, su
 func (e *env) waitMax(topic string, queueID int32, n int64) {
 	e.t.Helper()
 	waitFor(e.t, "dispatch of "+topic, func() bool { return e.st.MaxOffset(topic, queueID) >= n })
+}
+
+// storedAt waits until the record at phys is confirmed and returns it
+// decoded.
+func (e *env) storedAt(phys int64) *message.Message {
+	e.t.Helper()
+	e.waitConfirmed(phys)
+	rec, err := e.st.LookMessageByOffset(phys)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := message.Decode(rec)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
 }
 
 // waitConfirmed waits until the record at phys is below the store's

@@ -156,15 +156,7 @@ func TestSendBodiesSurviveFrameReuse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.waitConfirmed(phys)
-			rec, err := e.st.LookMessageByOffset(phys)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := message.Decode(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := e.storedAt(phys)
 			if !bytes.Equal(m.Body, s.body) {
 				t.Fatalf("stored body of %s is %.60q (%d bytes), sent %.60q (%d bytes)", s.msgID, m.Body, len(m.Body), s.body, len(s.body))
 			}

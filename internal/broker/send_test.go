@@ -55,15 +55,7 @@ func TestSendV1StoresMessageAndAnswersExt(t *testing.T) {
 		if err != nil || host.String() != e.addr {
 			t.Fatalf("msgId %q -> %v %v, want host %s", resp.ExtFields["msgId"], host, err, e.addr)
 		}
-		e.waitConfirmed(phys)
-		rec, err := e.st.LookMessageByOffset(phys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := message.Decode(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := e.storedAt(phys)
 		if m.Topic != "T1" || m.QueueID != 2 || string(m.Body) != "hello" {
 			t.Fatalf("stored %+v", m)
 		}

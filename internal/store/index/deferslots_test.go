@@ -17,6 +17,18 @@ func fileSize(t *testing.T, fs vfs.FS, seq int64) int64 {
 	return st.Size()
 }
 
+// reopenCrashed opens a crash copy of mem, checks every key against m's
+// first n puts and whether the open rebuilt a slot table, and closes it.
+func reopenCrashed(t *testing.T, mem *vfs.MemFS, slots, maxEntries int, m *model, n int, keys []string, rebuilds int) {
+	t.Helper()
+	ix, lb := openLogged(t, mem.CrashClone(), slots, maxEntries)
+	checkAll(t, ix, m, n, keys)
+	if got := strings.Count(lb.String(), "rebuilt the slot table"); got != rebuilds {
+		t.Fatalf("%d slot tables rebuilt, want %d:\n%s", got, rebuilds, lb)
+	}
+	_ = ix.Close()
+}
+
 // TestDeferredSlotBlocks: while most of the table changes between Flushes,
 // a Flush writes the entries and the header but not the slot blocks, and
 // leaves the durable file not settled, so a crash rebuilds the table from
@@ -53,12 +65,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	}
 	// A crash now: the header counts all 1000 entries, the durable table
 	// has none of their slots; Open rebuilds it.
-	crashed, lb := openLogged(t, mem.CrashClone(), slots, 100_000)
-	checkAll(t, crashed, &m, 1000, keys)
-	if !strings.Contains(lb.String(), "rebuilt the slot table") {
-		t.Fatal("a file with deferred slot blocks was not rebuilt after a crash")
-	}
-	_ = crashed.Close()
+	reopenCrashed(t, mem, slots, 100_000, &m, 1000, keys, 1)
 
 	// More entries, still deferred; the marker moves behind them.
 	for i := 1000; i < 1500; i++ {
@@ -81,12 +88,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	if size := fileSize(t, mem, 1); size != f.entryPos(1501) {
 		t.Fatalf("file size %d, want %d: not settled after the catching-up Flush", size, f.entryPos(1501))
 	}
-	settled, lb := openLogged(t, mem.CrashClone(), slots, 100_000)
-	checkAll(t, settled, &m, 1500, keys)
-	if strings.Contains(lb.String(), "rebuilt") {
-		t.Fatalf("a settled file was rebuilt:\n%s", lb)
-	}
-	_ = settled.Close()
+	reopenCrashed(t, mem, slots, 100_000, &m, 1500, keys, 0)
 
 	// Deferred again, then Close: settled, nothing to rebuild.
 	for i := 1500; i < 2500; i++ {
@@ -104,12 +106,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	if size := fileSize(t, mem, 1); size != f.entryPos(2501) {
 		t.Fatalf("file size %d after Close, want %d", size, f.entryPos(2501))
 	}
-	reopened, lb := openLogged(t, mem.CrashClone(), slots, 100_000)
-	checkAll(t, reopened, &m, 2500, keys)
-	if strings.Contains(lb.String(), "rebuilt") {
-		t.Fatalf("rebuilt after a clean Close:\n%s", lb)
-	}
-	_ = reopened.Close()
+	reopenCrashed(t, mem, slots, 100_000, &m, 2500, keys, 0)
 }
 
 // TestDeferredSlotBlocksRollOver: a file left with deferred blocks when it
@@ -142,12 +139,7 @@ func TestDeferredSlotBlocksRollOver(t *testing.T) {
 	if size := fileSize(t, mem, 1); size != ix.files[0].entryPos(maxEntries+1) {
 		t.Fatalf("the full file is %d bytes: not settled after the roll-over's Flush", size)
 	}
-	crashed, lb := openLogged(t, mem.CrashClone(), slots, maxEntries)
-	checkAll(t, crashed, &m, 2000, keys)
-	if n := strings.Count(lb.String(), "rebuilt the slot table"); n != 1 {
-		t.Fatalf("%d rebuilds, want 1 (the newer file, deferring):\n%s", n, lb)
-	}
-	_ = crashed.Close()
+	reopenCrashed(t, mem, slots, maxEntries, &m, 2000, keys, 1) // the newer file, deferring
 	_ = ix.Close()
 }
 
