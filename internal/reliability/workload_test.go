@@ -79,10 +79,15 @@ type ledger struct {
 	errors     int            // failed attempts
 	consumed   map[string]int // UNIQ_KEY -> deliveries
 	deliveries int
+	// ackedKeys and pending keep unconsumed() cheap: it is polled while
+	// the consumer drains, and a scan of every ack under mu (millions in
+	// the long mode) starved the consumer's own callbacks of the lock.
+	ackedKeys map[string]bool
+	pending   int // acknowledged keys not consumed yet
 }
 
 func newLedger() *ledger {
-	return &ledger{attempts: make(map[string]int), consumed: make(map[string]int)}
+	return &ledger{attempts: make(map[string]int), consumed: make(map[string]int), ackedKeys: make(map[string]bool)}
 }
 
 func (l *ledger) tick() int64 { return l.clock.Add(1) }
@@ -101,6 +106,12 @@ func (l *ledger) acked(a ack) {
 	l.mu.Lock()
 	a.attempts = l.attempts[a.key]
 	l.acks = append(l.acks, a)
+	if !l.ackedKeys[a.key] {
+		l.ackedKeys[a.key] = true
+		if l.consumed[a.key] == 0 {
+			l.pending++
+		}
+	}
 	l.mu.Unlock()
 }
 
@@ -114,6 +125,9 @@ func (l *ledger) consume(key string) {
 	l.mu.Lock()
 	l.consumed[key]++
 	l.deliveries++
+	if l.consumed[key] == 1 && l.ackedKeys[key] {
+		l.pending--
+	}
 	l.mu.Unlock()
 }
 
@@ -123,17 +137,12 @@ func (l *ledger) ackCount() int {
 	return len(l.acks)
 }
 
-// unconsumed counts acknowledged messages the consumer has not seen yet.
+// unconsumed counts acknowledged messages (distinct keys) the consumer has
+// not seen yet.
 func (l *ledger) unconsumed() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, a := range l.acks {
-		if l.consumed[a.key] == 0 {
-			n++
-		}
-	}
-	return n
+	return l.pending
 }
 
 // workload drives a keel broker with producers and a consumer until
