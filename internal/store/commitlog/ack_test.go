@@ -197,3 +197,33 @@ func TestAfterFlushClose(t *testing.T) {
 		t.Fatal("registration on a closed log not answered at once")
 	}
 }
+
+// TestAfterFlushRegisteredAsTheLogFails: a waiter that passed AfterFlush's
+// failure check just before the log failed, and was added after the
+// failure's wake-up, is answered by the flush it asks for, with the
+// failure (not left to its timeout).
+func TestAfterFlushRegisteredAsTheLogFails(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	l, _ := openLog(t, efs, RecoverOptions{})
+	defer l.Close()
+	runAckers(t, l, true) // the test calls Flush itself
+	end, err := l.Append([][]byte{rec(100, 1)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	efs.InjectSyncError("commitlog")
+	if err := l.Flush(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("flush: %v", err)
+	}
+	// The registration the race leaves: in the list after the failure
+	// woke the acknowledger, with no deadline to end it.
+	o := newOutcome()
+	l.acks.mu.Lock()
+	l.acks.waiting = append(l.acks.waiting, flushCallback{end: end, fn: o.fn(l)})
+	l.acks.n.Store(int32(len(l.acks.waiting)))
+	l.acks.mu.Unlock()
+	_ = l.Flush() // what its RequestFlush leads to
+	if err := o.wait(t); !errors.Is(err, ErrFailed) {
+		t.Fatalf("answered with %v", err)
+	}
+}

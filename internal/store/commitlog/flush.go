@@ -40,6 +40,9 @@ func (l *Log) Flush() error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	if err := l.Err(); err != nil {
+		// An AfterFlush waiter that registered while the log failed asks
+		// for this flush: the acknowledger answers it with the failure.
+		l.flushEnded()
 		return err
 	}
 	w := l.written.Load()
