@@ -80,7 +80,6 @@ type Index struct {
 	nextSeq int64
 	dirGen  uint64 // bumped when a file is created or removed
 	dirSync uint64
-	closing bool // Close has begun: its Flush defers nothing
 	closed  bool
 }
 

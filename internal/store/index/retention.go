@@ -13,7 +13,7 @@ import (
 func (ix *Index) Flush() error {
 	ix.flushMu.Lock()
 	defer ix.flushMu.Unlock()
-	return ix.flushLocked()
+	return ix.flushLocked(false)
 }
 
 type flushJob struct {
@@ -23,7 +23,9 @@ type flushJob struct {
 	deferred bool
 }
 
-func (ix *Index) flushLocked() error {
+// flushLocked flushes every changed file; final (Close) defers no slot
+// block.
+func (ix *Index) flushLocked(final bool) error {
 	if ix.flushErr != nil {
 		return ix.flushErr
 	}
@@ -41,7 +43,7 @@ func (ix *Index) flushLocked() error {
 			ix.mu.Unlock()
 			return err
 		}
-		deferred := ix.deferSlots(f)
+		deferred := !final && ix.deferSlots(f)
 		if deferred {
 			if err := f.placeMarker(); err != nil {
 				ix.mu.Unlock()
@@ -127,7 +129,7 @@ func (ix *Index) flushLocked() error {
 // write every deferred block, and the file becomes settled again. ix.mu
 // must be held.
 func (ix *Index) deferSlots(f *file) bool {
-	if f.slots == nil || ix.cfg.LazySlotBlocks < 0 || f.hdr.entryCount == f.flushedCount || ix.closing {
+	if f.slots == nil || ix.cfg.LazySlotBlocks < 0 || f.hdr.entryCount == f.flushedCount {
 		return false
 	}
 	dirty := f.dirtyBlocks.count()
@@ -263,10 +265,7 @@ func (ix *Index) Close() error {
 	if closed {
 		return nil
 	}
-	ix.mu.Lock()
-	ix.closing = true // the last Flush writes every deferred slot block
-	ix.mu.Unlock()
-	err := ix.flushLocked()
+	err := ix.flushLocked(true) // writes every deferred slot block
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.closed = true
