@@ -614,13 +614,11 @@ func (c *Conn) handle(h Handler, req *Command) {
 		r.abandon()
 	}
 	if resp == nil || req.IsOneway() {
-		c.budget.handlerDone()
 		if resp != nil {
 			resp.written()
 		}
 		releaseFrame(req, frame)
-		<-c.sem
-		c.handlers.Done()
+		c.endRequest()
 		return
 	}
 	resp.Opaque = req.Opaque
@@ -644,9 +642,8 @@ func releaseFrame(req *Command, frame []byte) {
 	}
 }
 
-// endRequest ends a deferred request that queued no response of its own
-// on the handler's goroutine: its budget admission, its in-flight slot, and
-// its count for a drain.
+// endRequest ends a request that queued no response of its own: its
+// budget admission, its in-flight slot, and its count for a drain.
 func (c *Conn) endRequest() {
 	c.budget.handlerDone()
 	<-c.sem
