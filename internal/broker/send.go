@@ -167,7 +167,9 @@ func (sc *sendCall) finish(resp *remoting.Command) *remoting.Command {
 // and must not read the messages' bodies (they alias the request's frame,
 // reused by then); their offsets and header fields are theirs to read.
 func (sc *sendCall) put(ctx context.Context, ms []*message.Message, respond func(store.PutResult) *remoting.Command) *remoting.Command {
-	if sc.c == nil { // called without a connection: nothing to answer later through
+	if sc.c == nil || !sc.b.st.SyncFlush() {
+		// Answered at once (ASYNC_FLUSH), or called without a connection
+		// to answer later through.
 		return respond(sc.b.st.PutMessages(ctx, ms))
 	}
 	reply := sc.c.Defer(sc.req) // before the put: its callback may run before the put returns

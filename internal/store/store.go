@@ -300,6 +300,10 @@ func (s *Store) SetDispatchListener(fn func(topic string, queueID int32, queueOf
 // everything below it is dispatched (and, under SYNC_FLUSH, durable).
 func (s *Store) ConfirmedOffset() int64 { return s.dispatched.Load() }
 
+// SyncFlush reports whether puts are acknowledged only after an fdatasync
+// (SYNC_FLUSH): whether PutMessagesDeferred can leave a put pending.
+func (s *Store) SyncFlush() bool { return s.cfg.FlushDiskType == SyncFlush }
+
 // Stats is a snapshot of the store's counters and offsets.
 type Stats struct {
 	WrittenOffset, FlushedOffset, ConfirmedOffset, MinOffset int64
