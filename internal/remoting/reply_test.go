@@ -212,28 +212,10 @@ func TestShutdownWaitsForDeferredReplies(t *testing.T) {
 	d := newDeferrer()
 	srv, addr := startServer(t, ServerConfig{}, d)
 	cl := dialClient(t, addr, ClientConfig{})
-	got := make(chan *Command, 1)
-	go func() {
-		resp, err := cl.Invoke(context.Background(), NewRequest(ReqSendMessage, nil, nil))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- resp
-	}()
-	rp := d.next(t)
-	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(context.Background()) }()
-	waitFor(t, func() bool { return srv.isClosing() })
-	select {
-	case err := <-shut:
-		t.Fatalf("shutdown returned %v before the deferred reply", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	rp.Send(rp.req.NewResponse(ResSuccess, "drained"))
-	if resp := <-got; resp == nil || resp.Remark != "drained" {
-		t.Fatalf("deferred response %v", resp)
-	}
-	if err := <-shut; err != nil {
+	var rp *Reply
+	err := shutdownWaitsForHeld(t, srv, cl, NewRequest(ReqSendMessage, nil, nil),
+		func() { rp = d.next(t) }, nil, func() { rp.Send(rp.req.NewResponse(ResSuccess, "drained")) }, "drained")
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -403,37 +403,19 @@ func TestShutdownDrainsInflight(t *testing.T) {
 	})
 	srv, addr := startServer(t, ServerConfig{}, h)
 	cl := dialClient(t, addr, ClientConfig{})
-	got := make(chan *Command, 1)
-	go func() {
-		resp, err := cl.Invoke(context.Background(), NewRequest(ReqSendMessage, nil, nil))
-		if err != nil {
-			t.Error(err)
+	refused := func() { // new connections are refused once shutdown has begun
+		if nc, err := net.Dial("tcp", addr); err == nil {
+			nc.SetDeadline(time.Now().Add(waitTimeout))
+			var b [1]byte
+			if _, err := nc.Read(b[:]); err == nil {
+				t.Fatal("new connection served during shutdown")
+			}
+			nc.Close()
 		}
-		got <- resp
-	}()
-	<-entered
-	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(context.Background()) }()
-	waitFor(t, func() bool { return srv.isClosing() })
-	// New connections are refused once shutdown has begun.
-	if nc, err := net.Dial("tcp", addr); err == nil {
-		nc.SetDeadline(time.Now().Add(waitTimeout))
-		var b [1]byte
-		if _, err := nc.Read(b[:]); err == nil {
-			t.Fatal("new connection served during shutdown")
-		}
-		nc.Close()
 	}
-	select {
-	case err := <-shut:
-		t.Fatalf("shutdown returned %v before the handler finished", err)
-	default:
-	}
-	close(release)
-	if resp := <-got; resp == nil || resp.Remark != "drained" {
-		t.Fatalf("in-flight response %v", resp)
-	}
-	if err := <-shut; err != nil {
+	err := shutdownWaitsForHeld(t, srv, cl, NewRequest(ReqSendMessage, nil, nil),
+		func() { <-entered }, refused, func() { close(release) }, "drained")
+	if err != nil {
 		t.Fatal(err)
 	}
 	<-cl.Done()
@@ -541,6 +523,40 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
+// shutdownWaitsForHeld sends req and, once held has reported it in
+// flight, begins a graceful Shutdown; during runs while it is under way.
+// Shutdown must not return before release lets the request finish, and
+// the response, carrying remark, must reach the client. It returns
+// Shutdown's result.
+func shutdownWaitsForHeld(t *testing.T, srv *Server, cl *Client, req *Command, held func(), during func(), release func(), remark string) error {
+	t.Helper()
+	got := make(chan *Command, 1)
+	go func() {
+		resp, err := cl.Invoke(context.Background(), req)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	held()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	waitFor(t, func() bool { return srv.isClosing() })
+	if during != nil {
+		during()
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("shutdown returned %v before the held request finished", err)
+	default:
+	}
+	release()
+	if resp := <-got; resp == nil || resp.Remark != remark {
+		t.Fatalf("in-flight response %v", resp)
+	}
+	return <-shut
+}
+
 // TestWorkerReuseKeepsDrainAccounting: request goroutines are reused, a
 // request run by a reused worker is in flight like any other (Shutdown
 // waits for it and flushes its response), and parked workers leave when
@@ -574,28 +590,9 @@ func TestWorkerReuseKeepsDrainAccounting(t *testing.T) {
 	}
 	sc := conns[0]
 	waitFor(t, func() bool { return sc.parked.Load() > 0 })
-	got := make(chan *Command, 1)
-	go func() {
-		resp, err := cl.Invoke(context.Background(), NewRequest(ReqSendMessage, map[string]string{"hold": "1"}, nil))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- resp
-	}()
-	<-entered
-	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(context.Background()) }()
-	waitFor(t, func() bool { return srv.isClosing() })
-	select {
-	case err := <-shut:
-		t.Fatalf("shutdown returned %v before the held request finished", err)
-	default:
-	}
-	close(release)
-	if resp := <-got; resp == nil || resp.Remark != "done" {
-		t.Fatalf("in-flight response %v", resp)
-	}
-	if err := <-shut; err != nil {
+	err := shutdownWaitsForHeld(t, srv, cl, NewRequest(ReqSendMessage, map[string]string{"hold": "1"}, nil),
+		func() { <-entered }, nil, func() { close(release) }, "done")
+	if err != nil {
 		t.Fatal(err)
 	}
 	<-sc.Done()

@@ -100,11 +100,7 @@ func TestPutMessagesDeferredAnswersAtOnce(t *testing.T) {
 }
 
 func TestPutMessagesDeferredTimeoutThenDurable(t *testing.T) {
-	gfs := &gateFS{FS: vfs.NewMem()}
-	cfg := testConfig(gfs)
-	cfg.FlushDiskType = SyncFlush
-	cfg.SyncFlushTimeout = 20 * time.Millisecond
-	s := mustOpen(t, cfg)
+	s, gfs := openSyncGated(t, 20*time.Millisecond)
 	defer s.Close()
 	gfs.close()
 	d, _, pending := putDeferred(t, s, newMsg("T", 0, "slow", nil))
@@ -141,11 +137,7 @@ func TestPutMessagesDeferredFailedFsync(t *testing.T) {
 }
 
 func TestPutMessagesDeferredAnsweredByClose(t *testing.T) {
-	gfs := &gateFS{FS: vfs.NewMem()}
-	cfg := testConfig(gfs)
-	cfg.FlushDiskType = SyncFlush
-	cfg.SyncFlushTimeout = time.Hour
-	s := mustOpen(t, cfg)
+	s, gfs := openSyncGated(t, time.Hour)
 	gfs.close()
 	d, _, _ := putDeferred(t, s, newMsg("T", 0, "at close", nil))
 	waitUntil(t, "the flush to block", func() bool { return gfs.blocked.Load() > 0 })

@@ -42,6 +42,17 @@ func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, er
 	return gateFile{f, g}, nil
 }
 
+// openSyncGated opens a SYNC_FLUSH store, with the given SyncFlushTimeout,
+// on a gateFS that can hold its CommitLog fdatasyncs.
+func openSyncGated(t *testing.T, timeout time.Duration) (*Store, *gateFS) {
+	t.Helper()
+	gfs := &gateFS{FS: vfs.NewMem()}
+	cfg := testConfig(gfs)
+	cfg.FlushDiskType = SyncFlush
+	cfg.SyncFlushTimeout = timeout
+	return mustOpen(t, cfg), gfs
+}
+
 func (g *gateFS) close() { g.mu.Lock(); g.gate = make(chan struct{}); g.mu.Unlock() }
 func (g *gateFS) open() {
 	g.mu.Lock()
@@ -88,11 +99,7 @@ func TestDispatchNotHeldBackByPersist(t *testing.T) {
 }
 
 func TestSyncFlushTimeoutAndCancel(t *testing.T) {
-	gfs := &gateFS{FS: vfs.NewMem()}
-	cfg := testConfig(gfs)
-	cfg.FlushDiskType = SyncFlush
-	cfg.SyncFlushTimeout = 20 * time.Millisecond
-	s := mustOpen(t, cfg)
+	s, gfs := openSyncGated(t, 20*time.Millisecond)
 	defer s.Close()
 	put(t, s, newMsg("T", 0, "durable", nil))
 	gfs.close()
