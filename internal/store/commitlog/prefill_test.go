@@ -3,6 +3,7 @@ package commitlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -34,15 +35,21 @@ func openPrefillLog(t *testing.T, fs vfs.FS, window int64, opts RecoverOptions) 
 	return l, res
 }
 
-func waitPrefilled(t *testing.T, l *Log, upTo int64) {
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for l.prefillAhead.Load() < upTo {
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("zero-filled up to %d, want %d", l.prefillAhead.Load(), upTo)
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+func waitPrefilled(t *testing.T, l *Log, upTo int64) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("zero-filled up to %d", upTo), func() bool { return l.prefillAhead.Load() >= upTo })
 }
 
 func TestPrefillKeepsZeroedRoomAheadAndTrims(t *testing.T) {
@@ -166,13 +173,7 @@ func TestWriteWaitsForOverlappingZeroFill(t *testing.T) {
 	release := func() { open.Do(func() { close(g.gate) }) }
 	t.Cleanup(release)                     // before the prefiller is stopped, also on failure
 	first := appendAll(t, l, rec(1000, 1)) // wakes the prefiller
-	deadline := time.Now().Add(10 * time.Second)
-	for g.blocked.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the prefiller never started a chunk")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the prefiller to start a chunk", func() bool { return g.blocked.Load() > 0 })
 	var wg sync.WaitGroup
 	var more []appended
 	wg.Go(func() {
@@ -180,18 +181,11 @@ func TestWriteWaitsForOverlappingZeroFill(t *testing.T) {
 			more = append(more, appendAll(t, l, rec(32<<10, 2))...)
 		}
 	})
-	for {
+	waitUntil(t, "the writer to wait for the chunk being zeroed", func() bool {
 		l.prefillMu.Lock()
-		waiting := l.pf.waitingForZeroes
-		l.prefillMu.Unlock()
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the writer never waited for the chunk being zeroed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer l.prefillMu.Unlock()
+		return l.pf.waitingForZeroes > 0
+	})
 	release()
 	wg.Wait()
 	checkReadable(t, l, append(first, more...))
