@@ -1,6 +1,7 @@
 package index
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -164,4 +165,88 @@ func TestFewChangedBlocksNotDeferred(t *testing.T) {
 		t.Fatalf("file size %d: not settled", size)
 	}
 	_ = ix.Close()
+}
+
+// TestRebuildLeavesSlotBlocksToFlush: after a crash, the file taking Puts
+// gets its rebuilt table as its cached table with the differing blocks
+// marked, and Open writes none of them (the whole table after a crash under
+// load). The file stays not settled, so a second crash before a Flush
+// rebuilds it again; the Flush that writes the blocks settles it. With
+// LazySlotBlocks < 0 Open writes the table itself, as for older files.
+func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
+	const slots, maxEntries = 70_000, 100_000
+	mem := vfs.NewMem()
+	ix := openIndex(t, mem, slots, maxEntries)
+	keys := keysOf(400)
+	var m model
+	for i := range 1000 {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if err := ix.Flush(); err != nil { // deferred: the durable table is empty
+		t.Fatal(err)
+	}
+	if ix.files[0].marker == 0 {
+		t.Fatal("setup: the Flush did not defer the slot blocks")
+	}
+	settled := ix.files[0].entryPos(1001)
+
+	t.Run("eager", func(t *testing.T) {
+		cfs := &countFS{FS: mem.CrashClone()}
+		ix, err := Open(Config{FS: cfs, Dir: testDir, HashSlots: slots, MaxEntries: maxEntries, LazySlotBlocks: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ix.Close()
+		if got := cfs.bytes.Load(); got < 400*SlotSize {
+			t.Fatalf("Open wrote %d bytes, want at least the 400 rebuilt slots", got)
+		}
+		if size := fileSize(t, cfs, 1); size != settled {
+			t.Fatalf("file size %d after an eager rebuild, want %d (settled)", size, settled)
+		}
+		checkAll(t, ix, &m, 1000, keys)
+	})
+
+	crashed := mem.CrashClone()
+	cfs := &countFS{FS: crashed}
+	var lb logBuffer
+	ix2, err := Open(Config{FS: cfs, Dir: testDir, HashSlots: slots, MaxEntries: maxEntries,
+		Logger: slog.New(slog.NewTextHandler(&lb, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lb.String(), "slots_written_later=true") {
+		t.Fatalf("Open did not leave the rebuilt slots for later:\n%s", lb.String())
+	}
+	if got := cfs.bytes.Load(); got >= slotBlockSize {
+		t.Fatalf("Open wrote %d bytes, want less than one slot block", got)
+	}
+	f := ix2.files[0]
+	if f.dirtyBlocks.count() == 0 || f.marker != 1000 {
+		t.Fatalf("after the rebuild %d blocks marked, marker %d; want blocks and marker 1000", f.dirtyBlocks.count(), f.marker)
+	}
+	if size := fileSize(t, crashed, 1); size != settled+1 {
+		t.Fatalf("file size %d, want %d (entries and a marker byte)", size, settled+1)
+	}
+	checkAll(t, ix2, &m, 1000, keys) // from the rebuilt table in memory
+
+	// A crash before any Flush: rebuilt again, nothing lost.
+	reopenCrashed(t, crashed, slots, maxEntries, &m, 1000, keys, 1)
+
+	// The next Flush (no new entry) writes the blocks and settles the file.
+	if err := ix2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if size := fileSize(t, crashed, 1); size != settled {
+		t.Fatalf("file size %d after the Flush, want %d (settled)", size, settled)
+	}
+	reopenCrashed(t, crashed, slots, maxEntries, &m, 1000, keys, 0)
+
+	// Puts continue on the cached table across the rebuild.
+	for i := 1000; i < 1200; i++ {
+		m.put(t, ix2, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+	if err := ix2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopenCrashed(t, crashed, slots, maxEntries, &m, 1200, keys, 0)
 }

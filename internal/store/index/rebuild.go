@@ -23,6 +23,15 @@ const rebuildChunk = 4096
 // its slot (see relink); write the slots that differ from the rebuilt
 // table; then truncate, rewrite the header and fdatasync (finishCut).
 //
+// The file that takes Puts, when its table is cached and slot blocks may be
+// deferred (Config.LazySlotBlocks >= 0), does not write its slots here: the
+// rebuilt table becomes its cached table with the blocks that differ from
+// the file's marked dirty, and finishCut leaves a marker byte, so the file
+// stays not settled, like one whose blocks a Flush deferred, until a Flush
+// writes them (see deferSlots). After a crash under load nearly every block
+// of the live file differs, and writing and syncing the whole table (20 MB
+// at the defaults) was most of the time a restart took.
+//
 // Cost: one sequential read of the file's entries (20 B each) and of its
 // slot table (4 B a slot), and memory for the table (4 B a slot, or a map
 // of the slots in use for tables larger than maxCachedSlots). It runs only
@@ -39,21 +48,53 @@ func (ix *Index) rebuildFile(f *file, count int32, size int64, takesPuts bool) e
 	if err != nil {
 		return err
 	}
-	changed, err := f.writeSlotTable(heads)
+	lazy := takesPuts && heads.dense != nil && ix.cfg.LazySlotBlocks >= 0
+	f.setSlots(nil)
+	var changed int
+	if lazy {
+		f.setSlots(heads.dense)
+		changed, err = f.markStaleBlocks()
+	} else {
+		changed, err = f.writeSlotTable(heads)
+	}
 	if err != nil {
 		return err
 	}
 	ix.log.Warn("index: rebuilt the slot table of a file that was being written", "file", ix.path(f.name),
 		"header_entries", f.hdr.entryCount, "entries", count, "slots_changed", changed,
-		"relinked", relinked, "skipped", skipped)
-	if err := ix.finishCut(f, count, size); err != nil {
+		"relinked", relinked, "skipped", skipped, "slots_written_later", lazy)
+	if err := ix.finishCut(f, count, size, lazy && changed > 0); err != nil {
 		return err
 	}
-	f.setSlots(nil)
-	if takesPuts {
+	if takesPuts && !lazy {
 		f.setSlots(heads.dense)
 	}
 	return nil
+}
+
+// markStaleBlocks compares the cached table of f, just rebuilt, with the
+// slot table in the file, marks the blocks that differ dirty and returns
+// how many slots differ.
+func (f *file) markStaleBlocks() (int, error) {
+	buf := make([]byte, slotScanChunk*SlotSize)
+	slots := int64(f.hdr.slotCount)
+	changed := 0
+	for first := int64(0); first < slots; first += slotScanChunk {
+		n := min(slotScanChunk, slots-first)
+		b := buf[:n*SlotSize]
+		k, err := f.f.ReadAt(b, f.slotPos(first))
+		if err != nil && err != io.EOF {
+			return 0, fmt.Errorf("index: read slots of %s: %w", f.name, err)
+		}
+		clear(b[k:]) // past the end of a sparse file: empty
+		for i := range n {
+			if int32(binary.BigEndian.Uint32(b[i*SlotSize:])) != f.slots[first+i] {
+				f.dirtyBlocks.set(f.blockOf(first + i))
+				changed++
+			}
+		}
+	}
+	return changed, nil
 }
 
 // relink walks entries 1..count in order and records in heads, for each

@@ -209,7 +209,7 @@ func (ix *Index) cutFile(f *file, count int32, size int64) error {
 	if err := f.repairSlots(count, size); err != nil {
 		return err
 	}
-	return ix.finishCut(f, count, size)
+	return ix.finishCut(f, count, size, false)
 }
 
 // unsettle makes the durable size of f disagree with its header before
@@ -224,8 +224,15 @@ func (f *file) unsettle(size int64) error {
 }
 
 // finishCut truncates f after entry count, rewrites its header and syncs.
-func (ix *Index) finishCut(f *file, count int32, size int64) error {
-	if end := f.entryPos(count + 1); size > end {
+// With unsettled, one byte is left after entry count (a marker, see
+// placeMarker) and the file stays dirty: its cached table has blocks to
+// write, and the Flush that writes them settles it.
+func (ix *Index) finishCut(f *file, count int32, size int64, unsettled bool) error {
+	end := f.entryPos(count + 1)
+	if unsettled {
+		end++
+	}
+	if size > end || unsettled && size != end {
 		if err := f.f.Truncate(end); err != nil {
 			return fmt.Errorf("index: truncate %s: %w", f.name, err)
 		}
@@ -240,10 +247,13 @@ func (ix *Index) finishCut(f *file, count int32, size int64) error {
 	}
 	f.hdr.endPhys = last.physOffset
 	f.hdr.entryCount, f.written, f.marker, f.flushedCount = count, count, 0, count
+	if unsettled {
+		f.marker = count
+	}
 	if err := f.writeHeader(f.hdr); err != nil {
 		return err
 	}
-	f.dirty = false
+	f.dirty = unsettled
 	return f.sync()
 }
 
