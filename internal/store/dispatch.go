@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -290,20 +291,58 @@ func (s *Store) persistProgressLocked() error {
 	d, ts := s.dispatched.Load(), s.lastTs
 	s.dispatchMu.Unlock()
 	physFlushed := s.log.FlushedOffset()
-	var errs []error
-	for _, r := range s.allQueues() {
-		if err := r.q.Flush(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := s.index.Flush(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := joinFaults(errs); err != nil {
+	if err := s.flushQueuesAndIndex(); err != nil {
 		return fmt.Errorf("store: flush consume queues and index: %w", err)
 	}
 	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: d, LastStoreTsMs: ts, WrittenAtMs: s.cfg.Now().UnixMilli()}
 	return writeCheckpoint(s.cfg.FS, s.cfg.Dir, cp)
+}
+
+// A persist round flushes the ConsumeQueues (each an fdatasync, and
+// directory syncs for a new queue) with one worker per persistQueuesPerWorker
+// queues, at most persistMaxWorkers. Concurrent fdatasyncs of different
+// files share the filesystem's journal commits and the device's queue: one
+// after another, the 4,000 queues of the many-topics workload took 1.6-2.9 s
+// a round (17 s for the round that created them), so the checkpoint lagged
+// seconds behind and a restart after a crash re-dispatched all of that; 16
+// at a time, 0.24-0.40 s (10 s); 64, 0.11-0.26 s (2.3 s). A few queues are
+// still flushed one after another: a burst of concurrent fdatasyncs every
+// second would queue ahead of a SYNC_FLUSH group commit's.
+const (
+	persistQueuesPerWorker = 64
+	persistMaxWorkers      = 64
+)
+
+// flushQueuesAndIndex flushes every ConsumeQueue, then the index, and joins
+// their errors (joinFaults).
+func (s *Store) flushQueuesAndIndex() error {
+	refs := s.allQueues()
+	var (
+		mu   sync.Mutex
+		errs []error
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	note := func(err error) {
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}
+	workers := min(persistMaxWorkers, (len(refs)+persistQueuesPerWorker-1)/persistQueuesPerWorker)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(refs)); i = next.Add(1) - 1 {
+				note(refs[i].q.Flush())
+			}
+		}()
+	}
+	wg.Wait()
+	note(s.index.Flush())
+	return joinFaults(errs)
 }
 
 // DeleteTopic removes the ConsumeQueues of topic and its queue offset

@@ -98,6 +98,39 @@ func TestDispatchNotHeldBackByPersist(t *testing.T) {
 	}
 }
 
+// TestPersistFlushesQueuesConcurrently: a persist round of many queues has
+// the fdatasyncs of several in flight at once (one after another, thousands
+// of queues made a round take seconds and the checkpoint lag behind), and
+// writes the checkpoint once they all return.
+func TestPersistFlushesQueuesConcurrently(t *testing.T) {
+	const queues = 2 * persistQueuesPerWorker // two workers
+	gfs := &gateFS{FS: vfs.NewMem(), match: "/" + consumeQueueDir + "/"}
+	cfg := testConfig(gfs)
+	cfg.FlushConsumeQueueInterval = time.Hour // the test runs the round
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	defer gfs.open()
+	for q := range int32(queues) {
+		put(t, s, newMsg("T", q, "m", nil))
+		waitVisible(t, s, "T", q, 1)
+	}
+	end := s.log.WrittenOffset()
+	gfs.close()
+	done := make(chan error, 1)
+	go func() { done <- s.persistProgress() }()
+	waitUntil(t, "two queues' fdatasyncs in flight at once", func() bool { return gfs.blocked.Load() == 2 })
+	if cp, err := readCheckpoint(gfs, cfg.Dir); err == nil && cp.CQFlushed >= end {
+		t.Fatalf("checkpoint covers offset %d while its queues' fdatasyncs are held", cp.CQFlushed)
+	}
+	gfs.open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := readCheckpoint(gfs, cfg.Dir); err != nil || cp.CQFlushed < end {
+		t.Fatalf("after the round: checkpoint %+v, %v; want CQFlushed >= %d", cp, err, end)
+	}
+}
+
 func TestSyncFlushTimeoutAndCancel(t *testing.T) {
 	s, gfs := openSyncGated(t, 20*time.Millisecond)
 	defer s.Close()
