@@ -94,12 +94,13 @@ log "disk probe in $data"
 # --- 3. go test -bench -----------------------------------------------------
 benchtime="2s"
 [ -n "$quick" ] && benchtime="300x"
-# The store (append and read on this disk), de-duplication cost, and the
+# The store (append and read on this disk), de-duplication cost, buffered
+# writes into new and into cached pages (docs/performance.md), and the
 # send and pull paths over loopback against an in-process broker.
-gobench_cmd="go test -run '^\$' -bench . -benchtime=$benchtime -count=1 ./internal/store/ ./internal/broker/dedup/ && go test -run '^\$' -bench 'SendPath|PullPath' -benchtime=$benchtime -count=1 ./internal/bench/"
+gobench_cmd="go test -run '^\$' -bench . -benchtime=$benchtime -count=1 ./internal/store/ ./internal/broker/dedup/ ./internal/diskprobe/ && go test -run '^\$' -bench 'SendPath|PullPath' -benchtime=$benchtime -count=1 ./internal/bench/"
 log "$gobench_cmd"
 {
-	go test -run '^$' -bench . -benchtime="$benchtime" -count=1 ./internal/store/ ./internal/broker/dedup/ &&
+	go test -run '^$' -bench . -benchtime="$benchtime" -count=1 ./internal/store/ ./internal/broker/dedup/ ./internal/diskprobe/ &&
 		go test -run '^$' -bench 'SendPath|PullPath' -benchtime="$benchtime" -count=1 ./internal/bench/
 } >"$work/gobench.txt" 2>&1 || log "go test -bench failed (output kept in the document)"
 
