@@ -29,9 +29,10 @@
 //
 // It is written to checkpoint.tmp, fdatasync'ed, renamed over checkpoint
 // and the directory is synced, by the progress persister every
-// FlushConsumeQueueInterval (after flushing the queues and the index) and
-// by Close. The persister is a goroutine of its own, so its fdatasyncs never
-// hold back dispatch (and with it end-to-end latency).
+// FlushConsumeQueueInterval (after flushing the queues, several at once
+// when there are many, and the index) and by Close. The persister is a
+// goroutine of its own, so its fdatasyncs never hold back dispatch (and
+// with it end-to-end latency).
 //
 // # Write path and acknowledgement
 //

@@ -103,7 +103,11 @@
 // entry of its slot is relinked to it (prevIndex is derived data; cutting
 // the chain there instead would lose every older entry of the slot).
 // Then it writes the slots that changed, truncates the entries past count
-// and rewrites the header, fdatasync before Open returns. Cost: one read
+// and rewrites the header, fdatasync before Open returns; for the file that
+// takes Puts (when blocks may be deferred) the changed slots are not
+// written there but marked in its cached table, and a marker byte keeps
+// it not settled until a Flush writes them, as for deferred blocks (after
+// a crash under load that is the whole table). Cost: one read
 // of the file's entries and slot table (at the default sizes up to 400 MB
 // and 20 MB) and a 4-byte-per-slot table in memory, only for files that
 // were being written: normally the newest one, after a crash
