@@ -243,9 +243,11 @@ func (s *Store) validate(m *message.Message) PutResult {
 // appendCombined queues req and writes it, together with every request
 // queued meanwhile, in one CommitLog append (group commit of writes). It
 // returns the CommitLog offset after req's records. One append takes at
-// most maxCombinedBytes of records (and at least one request), so the write
-// buffer stays bounded however many requests are queued; a request left
-// queued is written by the next holder of appendMu, possibly its own caller.
+// most maxCombinedBytes of records, and at most half a segment (and at
+// least one request), so the write buffer stays bounded however many
+// requests are queued and every append fits in one segment (a full disk
+// then never fails the log: see commitlog.Append); a request left queued is
+// written by the next holder of appendMu, possibly its own caller.
 func (s *Store) appendCombined(req *putReq) (int64, error) {
 	s.pendMu.Lock()
 	s.pending = append(s.pending, req)
@@ -255,8 +257,8 @@ func (s *Store) appendCombined(req *putReq) (int64, error) {
 	defer s.appendMu.Unlock()
 	for !req.done {
 		s.pendMu.Lock()
-		n, bytes := 0, 0
-		for n < len(s.pending) && (n == 0 || bytes+len(s.pending[n].buf) <= maxCombinedBytes) {
+		n, bytes, limit := 0, 0, int(min(maxCombinedBytes, s.maxBatchBytes()))
+		for n < len(s.pending) && (n == 0 || bytes+len(s.pending[n].buf) <= limit) {
 			bytes += len(s.pending[n].buf)
 			n++
 		}

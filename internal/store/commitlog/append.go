@@ -20,15 +20,20 @@ const maxKeptWriteBuffer = 8 << 20
 type PatchFunc func(i int, rec []byte, phys int64)
 
 // Append writes recs, each followed by its CRC, at the end of the log with
-// one write per segment touched, closing a segment with a blank marker when
-// the next record does not fit. It returns the new written offset. recs are
-// not modified (they are copied into the log's write buffer first).
+// one write per segment touched. When recs do not fit in what is left of
+// the current segment, it closes the segment with a blank marker and writes
+// them all in the next one; a batch larger than a segment is split, closing
+// a segment when the next record does not fit. It returns the new written
+// offset. recs are not modified (they are copied into the log's write
+// buffer first).
 //
 // On a write or fsync error the log fails permanently (see Err), except for
 // a write that ran out of space before any record of recs was written: then
-// the error wraps ErrNoSpace, the written offset is unchanged and recs may
-// be appended again later (patch is called again for them). Append must not
-// be called concurrently with itself, Recover, Truncate or DeleteBefore.
+// the error wraps ErrNoSpace, the written offset is unchanged (or at the
+// start of the next segment, if the current one was closed) and recs may be
+// appended again later (patch is called again for them). That is always the
+// case for a batch that fits in one segment. Append must not be called
+// concurrently with itself, Recover, Truncate or DeleteBefore.
 func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 	if err := l.Err(); err != nil {
 		return 0, err
@@ -44,6 +49,20 @@ func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 		total += len(rec) + TrailerBytes
 	}
 	pos := l.written.Load()
+	// A batch that does not fit in what is left of the current segment but
+	// fits in a fresh one starts the next segment; the rest of this one
+	// becomes blank (as RocketMQ does with a message that does not fit).
+	// Split across the boundary, records of the batch would be in the log
+	// before the write into the new segment, and if that write ran out of
+	// space the log would have to fail. Only a batch larger than a segment
+	// is still split.
+	segEnd := l.SegmentStart(pos) + l.cfg.SegmentBytes
+	if n := int64(total) + BlankBytes; pos+n > segEnd && n <= l.cfg.SegmentBytes {
+		if err := l.writeAndSeal(appendBlank(l.wbuf[:0], segEnd-pos), pos, true); err != nil {
+			return 0, err
+		}
+		pos = segEnd
+	}
 	bufStart := pos
 	// One allocation at most: growing the buffer record by record copied
 	// a large batch several times over (16 % of the CPU of an ASYNC batch
@@ -52,7 +71,7 @@ func (l *Log) Append(recs [][]byte, patch PatchFunc) (int64, error) {
 	published := false // records of recs are in the log: a later failure is fatal
 	for i, rec := range recs {
 		n := int64(len(rec)) + TrailerBytes
-		segEnd := l.SegmentStart(pos) + l.cfg.SegmentBytes
+		segEnd = l.SegmentStart(pos) + l.cfg.SegmentBytes
 		if pos+n+BlankBytes > segEnd {
 			buf = appendBlank(buf, segEnd-pos)
 			if err := l.writeAndSeal(buf, bufStart, !published); err != nil {

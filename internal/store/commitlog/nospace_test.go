@@ -131,6 +131,33 @@ func TestNoSpaceAfterPartOfTheBatchIsFatal(t *testing.T) {
 	}
 }
 
+// A batch that does not fit in what is left of the segment but fits in a
+// fresh one closes the segment with a blank marker and goes whole into the
+// next: ENOSPC there is not fatal (split, its first record would have been
+// written in the old segment, and the failure would have failed the log).
+func TestNoSpaceBatchStartsTheNextSegment(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	l, _ := openLog(t, efs, RecoverOptions{})
+	defer l.Close()
+	var recs [][]byte
+	for i := range 12 {
+		recs = append(recs, rec(300, byte(i)))
+	}
+	first := appendAll(t, l, recs...) // 12*304 = 3648 of 4096: one more record fits, two do not
+	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "commitlog", Skip: 1, Times: 1, Err: syscall.ENOSPC})
+	if _, err := l.Append([][]byte{rec(300, 20), rec(300, 21)}, nil); !errors.Is(err, ErrNoSpace) || l.Err() != nil {
+		t.Fatalf("ENOSPC in the next segment: %v (log err %v), want ErrNoSpace", err, l.Err())
+	}
+	if l.WrittenOffset() != testSeg {
+		t.Fatalf("written %d, want %d (the segment closed, nothing of the batch written)", l.WrittenOffset(), testSeg)
+	}
+	next := appendAll(t, l, rec(300, 20), rec(300, 21))
+	if next[0].phys != testSeg {
+		t.Fatalf("retried batch at %d, want %d", next[0].phys, testSeg)
+	}
+	checkReadable(t, l, append(first, next...))
+}
+
 // A batch whose first record does not fit in the current segment writes
 // only the blank marker there; ENOSPC in the next segment is not fatal.
 func TestNoSpaceAfterOnlyTheBlankMarker(t *testing.T) {
