@@ -329,6 +329,37 @@ func TestDiskWatermarks(t *testing.T) {
 	}
 }
 
+// TestDiskFullResumesWithoutRetentionRound: while the store refuses puts
+// above the hard limit, a refused put re-checks the disk (at most every
+// diskFullRecheck), so writing resumes soon after space returns instead of
+// at the next retention round (an hour away here). Refused puts write
+// nothing, so nothing else would re-check.
+func TestDiskFullResumesWithoutRetentionRound(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig(mem) // RetentionCheckInterval: an hour
+	s := mustOpen(t, cfg) // after the retention goroutine's check at start
+	defer s.Close()
+	put(t, s, newMsg("T", 0, strings.Repeat("x", 4000), nil))
+	flushAll(t, s)
+	used := func() uint64 { total, free, _ := mem.DiskUsage("/data"); return total - free }
+	mem.SetCapacity(used() * 100 / 99)
+	if _, err := s.checkDisk(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.PutMessage(context.Background(), newMsg("T", 0, "refused", nil))
+	if r.Status != PutDiskFull || !errors.Is(r.Err, ErrDiskFull) {
+		t.Fatalf("above the hard limit: %v %v", r.Status, r.Err)
+	}
+	mem.SetCapacity(used() * 100 / 50)
+	waitUntil(t, "a put accepted after space returned", func() bool {
+		r := s.PutMessage(context.Background(), newMsg("T", 0, "accepted", nil))
+		if r.Status != PutOK && r.Status != PutDiskFull {
+			t.Fatalf("put: %v %v", r.Status, r.Err)
+		}
+		return r.Status == PutOK
+	})
+}
+
 func TestRetentionByAgeAndHour(t *testing.T) {
 	clock := newFakeClock() // 10:00
 	cfg := testConfig(vfs.NewMem())

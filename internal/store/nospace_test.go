@@ -193,7 +193,14 @@ func TestNoSpaceConcurrentWritersKeepQueuesDense(t *testing.T) {
 			}
 		}()
 	}
-	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return len(acked), refused }
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if bad != nil {
+			t.Fatal(bad)
+		}
+		return len(acked), refused
+	}
 	waitUntil(t, "acknowledged sends", func() bool { a, _ := counts(); return a >= 100 })
 	efs.SetFreeBytes(0)
 	waitUntil(t, "sends refused for lack of space", func() bool { _, r := counts(); return r >= 100 })

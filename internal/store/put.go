@@ -143,7 +143,7 @@ func (s *Store) refusePut() (PutResult, bool) {
 	if err := s.Err(); err != nil {
 		return PutResult{Status: PutServiceNotAvailable, Err: err}, false
 	}
-	if p := s.diskFull.Load(); p != nil {
+	if p := s.diskFullNow(); p != nil {
 		return PutResult{Status: PutDiskFull, Err: *p}, false
 	}
 	return PutResult{}, true

@@ -14,6 +14,11 @@ const (
 	// diskCheckEveryBytes makes the put path re-check disk use after this
 	// many bytes, so the hard limit holds between retention rounds.
 	diskCheckEveryBytes = 64 << 20
+	// diskFullRecheck is how often a refused put re-checks disk use while
+	// the store is above the hard limit, so that writing resumes soon after
+	// space returns, not at the next retention round (refused puts write
+	// nothing, so the byte count above never triggers a check).
+	diskFullRecheck = 100 * time.Millisecond
 )
 
 // runRetention checks disk use and deletes expired segments every
@@ -49,6 +54,7 @@ func (s *Store) runRetentionOnce() {
 // checkDisk measures disk use in percent and sets or clears the disk-full
 // state.
 func (s *Store) checkDisk() (float64, error) {
+	s.diskCheckedAt.Store(time.Now().UnixNano())
 	total, free, err := s.cfg.FS.DiskUsage(s.cfg.Dir)
 	if err != nil {
 		return 0, err
@@ -66,6 +72,21 @@ func (s *Store) checkDisk() (float64, error) {
 		s.logger.Info("store: disk use below the hard limit again; accepting writes", "usage_percent", usage)
 	}
 	return usage, nil
+}
+
+// diskFullNow returns the disk-full error while the store is above the hard
+// limit, re-checking the disk first when the last check is older than
+// diskFullRecheck.
+func (s *Store) diskFullNow() *error {
+	p := s.diskFull.Load()
+	if p == nil || time.Now().UnixNano()-s.diskCheckedAt.Load() < int64(diskFullRecheck) {
+		return p
+	}
+	if _, err := s.checkDisk(); err != nil {
+		s.logger.Warn("store: disk usage unavailable", "err", err)
+		return p
+	}
+	return s.diskFull.Load()
 }
 
 // noteWritten re-checks the disk after every diskCheckEveryBytes written.

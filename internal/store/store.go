@@ -85,6 +85,8 @@ type Store struct {
 
 	failure  atomic.Pointer[error] // sticky read-only cause
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
+	// diskCheckedAt is when checkDisk last ran (Unix nanoseconds).
+	diskCheckedAt atomic.Int64
 	closed   atomic.Bool
 
 	// The dispatcher, or the persisting of its progress, is waiting for

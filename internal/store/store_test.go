@@ -44,11 +44,21 @@ func testConfig(fs vfs.FS) Config {
 	return cfg
 }
 
+// mustOpen opens a store and waits for the retention goroutine's disk check
+// at start, so that a test that then changes the free space (most set an
+// hour between later checks) sees no check it did not ask for.
 func mustOpen(t testing.TB, cfg Config) *Store {
 	t.Helper()
 	s, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.diskCheckedAt.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no disk check at start")
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 	return s
 }
