@@ -31,6 +31,8 @@
 // of a segment only if p + N + 4 + 8 <= SegmentBytes, so there is always room
 // for the blank marker that closes the segment; an entry that does not fit
 // closes the segment with a blank marker and goes to the start of the next.
+// A batch of entries that does not fit in what is left of a segment but
+// fits in a fresh one goes whole to the next (see Append).
 // The CommitLog offset of a record (its PhysOffset, which also names it in
 // ConsumeQueue entries and message IDs) is the offset of its first byte.
 //
