@@ -337,7 +337,7 @@ func TestDiskWatermarks(t *testing.T) {
 func TestDiskFullResumesWithoutRetentionRound(t *testing.T) {
 	mem := vfs.NewMem()
 	cfg := testConfig(mem) // RetentionCheckInterval: an hour
-	s := mustOpen(t, cfg) // after the retention goroutine's check at start
+	s := mustOpen(t, cfg)  // after the retention goroutine's check at start
 	defer s.Close()
 	put(t, s, newMsg("T", 0, strings.Repeat("x", 4000), nil))
 	flushAll(t, s)

@@ -87,7 +87,7 @@ type Store struct {
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
 	// diskCheckedAt is when checkDisk last ran (Unix nanoseconds).
 	diskCheckedAt atomic.Int64
-	closed   atomic.Bool
+	closed        atomic.Bool
 
 	// The dispatcher, or the persisting of its progress, is waiting for
 	// disk space (retried every FlushConsumeQueueInterval).
