@@ -336,3 +336,33 @@ func crashDuringTruncatePhys(t *testing.T, lazy, skipSyncs int) {
 		_ = ix.Close()
 	}
 }
+
+// TestDamagedEndPhysIgnored: Open takes a settled file's header as it is,
+// except its end fields, which it checks against the last entry: a damaged
+// endPhys would misreport MaxPhysOffset (where the store re-indexes from)
+// and make a later Put fail (found by FuzzRecover).
+func TestDamagedEndPhysIgnored(t *testing.T) {
+	for _, bad := range []int64{-2305843013508661137, 1 << 60} {
+		mem := vfs.NewMem()
+		ix := openIndex(t, mem, 64, 1000)
+		var m model
+		keys := keysOf(5)
+		for i := range 20 {
+			m.put(t, ix, keys[i%len(keys)], 1000+int64(i)*10, baseTs+int64(i))
+		}
+		if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(bad))
+		writeAt(t, mem, fileName(1), b[:], 24) // endPhys
+		ix = openIndex(t, mem, 64, 1000)
+		if got := ix.MaxPhysOffset(); got != 1190 {
+			t.Fatalf("endPhys %d in the header: MaxPhysOffset %d, want 1190 (the last entry)", bad, got)
+		}
+		checkAll(t, ix, &m, 20, keys)
+		m.put(t, ix, keys[0], 1200, baseTs+20)
+		checkAll(t, ix, &m, 21, keys)
+		_ = ix.Close()
+	}
+}

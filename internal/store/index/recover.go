@@ -45,6 +45,12 @@ func (ix *Index) load() error {
 			return err
 		}
 		if keep {
+			if err := f.trustEnds(); err != nil {
+				_ = f.f.Close()
+				closeAll(files[:i])
+				closeAll(kept)
+				return err
+			}
 			f.written, f.flushedCount = f.hdr.entryCount, f.hdr.entryCount
 			kept = append(kept, f)
 		}
@@ -241,11 +247,10 @@ func (ix *Index) finishCut(f *file, count int32, size int64, unsettled bool) err
 	if err != nil {
 		return err
 	}
-	t := f.hdr.beginTsMs + int64(last.timeDiffS)*1000
-	if f.hdr.entryCount != count || f.hdr.endTsMs < t || f.hdr.endTsMs > t+999 {
-		f.hdr.endTsMs = t
+	if f.hdr.entryCount != count {
+		f.hdr.endTsMs = math.MinInt64 // no longer the time of entry count
 	}
-	f.hdr.endPhys = last.physOffset
+	f.setEnds(last)
 	f.hdr.entryCount, f.written, f.marker, f.flushedCount = count, count, 0, count
 	if unsettled {
 		f.marker = count
@@ -255,6 +260,37 @@ func (ix *Index) finishCut(f *file, count int32, size int64, unsettled bool) err
 	}
 	f.dirty = unsettled
 	return f.sync()
+}
+
+// setEnds makes the header's end fields agree with last, the file's last
+// entry: endPhys is its physOffset, endTsMs its second (kept if already
+// within it).
+func (f *file) setEnds(last entry) {
+	t := f.hdr.beginTsMs + int64(last.timeDiffS)*1000
+	if f.hdr.endTsMs < t || f.hdr.endTsMs > t+999 {
+		f.hdr.endTsMs = t
+	}
+	f.hdr.endPhys = last.physOffset
+}
+
+// trustEnds checks the end fields of a file Open keeps against its last
+// entry, when that entry is plausible: endPhys becomes its physOffset (the
+// highest, as physOffset never decreases within a file), and endTsMs is
+// raised to its second if below. A settled file's header is otherwise taken
+// as it is, and a damaged endPhys (negative, or past the entries) would
+// misreport MaxPhysOffset, from which the store re-indexes, and misplace
+// retention. endTsMs is never lowered: an earlier entry may hold a later
+// time (the clock stepped back), and Query skips files by it.
+func (f *file) trustEnds() error {
+	last, err := f.readEntry(f.hdr.entryCount, f.scratch[:])
+	if err != nil {
+		return err
+	}
+	if last.plausible(f.hdr.entryCount, f.hdr.beginPhys) {
+		f.hdr.endPhys = last.physOffset
+		f.hdr.endTsMs = max(f.hdr.endTsMs, f.hdr.beginTsMs+int64(last.timeDiffS)*1000)
+	}
+	return nil
 }
 
 // slotScanChunk is how many slots repairSlots reads at a time.
