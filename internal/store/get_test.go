@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,5 +337,43 @@ func TestDispatchListenerAndDeleteTopic(t *testing.T) {
 	r, _ := s.GetMessage("D", 2, 0, 32, 1<<20, nil)
 	if fmt.Sprint(bodies(r)) != "[again]" || s.MaxOffset("Keep", 0) != 1 {
 		t.Fatalf("after restart: %v", bodies(r))
+	}
+}
+
+// TestReadRacingRetention: retention may remove the head of a queue between
+// GetMessage reading the queue's bounds and reading its entries. The read
+// then answers OFFSET_TOO_SMALL with the new min offset, not an error (a
+// pull got SYSTEM_ERROR when the disk passed DiskMaxUsedSpaceRatio during a
+// backlog drain).
+func TestReadRacingRetention(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := newFakeClock()
+	cfg := testConfig(mem)
+	cfg.Now = clock.Now
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	body := strings.Repeat("x", 4000)
+	for range 60 {
+		put(t, s, newMsg("T", 0, body, nil))
+	}
+	flushAll(t, s)
+	waitVisible(t, s, "T", 0, 60)
+	q := s.lookupQueue("T", 0)
+	hi := q.MaxOffset()
+	// As in the window: GetMessage saw min 0, then retention ran.
+	total, free, _ := mem.DiskUsage("/data")
+	mem.SetCapacity((total - free) * 100 / 80) // above DiskMaxUsedSpaceRatio: oldest segments go
+	s.runRetentionOnce()
+	lo := q.MinOffset()
+	if lo == 0 {
+		t.Fatal("setup: retention removed nothing from the queue")
+	}
+	r := &GetResult{lent: &s.stats.readsLent}
+	if err := s.readQueue(q, "T", 0, 0, hi, 32, 1<<20, nil, r); err != nil {
+		t.Fatalf("read from offset 0 after retention: %v", err)
+	}
+	defer r.Release()
+	if r.Status != OffsetTooSmall || r.NextOffset != lo || r.MinOffset != lo || len(r.Records) != 0 {
+		t.Fatalf("status %v next %d min %d records %d; want OFFSET_TOO_SMALL, next and min %d, none", r.Status, r.NextOffset, r.MinOffset, len(r.Records), lo)
 	}
 }
