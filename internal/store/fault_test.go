@@ -290,18 +290,25 @@ func TestFaultsInQueueAndCheckpointWrites(t *testing.T) {
 	}
 }
 
-func TestDiskWatermarks(t *testing.T) {
+// openFourSegments opens a store on MemFS and fills about four CommitLog
+// segments with 60 messages of 4,000 bytes to T/0, flushed.
+func openFourSegments(t *testing.T) (*Store, *vfs.MemFS) {
+	t.Helper()
 	mem := vfs.NewMem()
-	clock := newFakeClock()
 	cfg := testConfig(mem)
-	cfg.Now = clock.Now
+	cfg.Now = newFakeClock().Now
 	s := mustOpen(t, cfg)
-	defer s.Close()
 	body := strings.Repeat("x", 4000)
 	for range 60 {
 		put(t, s, newMsg("T", 0, body, nil))
 	}
 	flushAll(t, s)
+	return s, mem
+}
+
+func TestDiskWatermarks(t *testing.T) {
+	s, mem := openFourSegments(t)
+	defer s.Close()
 	used := func() uint64 { total, free, _ := mem.DiskUsage("/data"); return total - free }
 
 	// Above the hard limit: refused with a clear error, before the disk is full.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -346,17 +345,8 @@ func TestDispatchListenerAndDeleteTopic(t *testing.T) {
 // pull got SYSTEM_ERROR when the disk passed DiskMaxUsedSpaceRatio during a
 // backlog drain).
 func TestReadRacingRetention(t *testing.T) {
-	mem := vfs.NewMem()
-	clock := newFakeClock()
-	cfg := testConfig(mem)
-	cfg.Now = clock.Now
-	s := mustOpen(t, cfg)
+	s, mem := openFourSegments(t)
 	defer s.Close()
-	body := strings.Repeat("x", 4000)
-	for range 60 {
-		put(t, s, newMsg("T", 0, body, nil))
-	}
-	flushAll(t, s)
 	waitVisible(t, s, "T", 0, 60)
 	q := s.lookupQueue("T", 0)
 	hi := q.MaxOffset()

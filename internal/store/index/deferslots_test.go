@@ -18,6 +18,15 @@ func fileSize(t *testing.T, fs vfs.FS, seq int64) int64 {
 	return st.Size()
 }
 
+// putRange puts keys[i%len(keys)] at physOffset i*100, time baseTs+i, for
+// i in [from, to).
+func (m *model) putRange(t *testing.T, ix *Index, keys []string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
+	}
+}
+
 // reopenCrashed opens a crash copy of mem, checks every key against m's
 // first n puts and whether the open rebuilt a slot table, and closes it.
 func reopenCrashed(t *testing.T, mem *vfs.MemFS, slots, maxEntries int, m *model, n int, keys []string, rebuilds int) {
@@ -42,9 +51,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	ix := openIndex(t, cfs, slots, 100_000)
 	keys := keysOf(400) // land in most blocks
 	var m model
-	for i := range 1000 {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 0, 1000)
 	f := ix.files[0]
 	dirty := f.dirtyBlocks.count()
 	if dirty*lazyFraction <= f.blockOf(slots-1)+1 {
@@ -69,9 +76,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	reopenCrashed(t, mem, slots, 100_000, &m, 1000, keys, 1)
 
 	// More entries, still deferred; the marker moves behind them.
-	for i := 1000; i < 1500; i++ {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 1000, 1500)
 	if err := ix.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +97,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	reopenCrashed(t, mem, slots, 100_000, &m, 1500, keys, 0)
 
 	// Deferred again, then Close: settled, nothing to rebuild.
-	for i := 1500; i < 2500; i++ {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 1500, 2500)
 	if err := ix.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +122,7 @@ func TestDeferredSlotBlocksRollOver(t *testing.T) {
 	ix := openIndex(t, mem, slots, maxEntries)
 	keys := keysOf(400)
 	var m model
-	for i := range 1000 {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 0, 1000)
 	if err := ix.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +153,7 @@ func TestFewChangedBlocksNotDeferred(t *testing.T) {
 	ix := openIndex(t, mem, slots, 100_000)
 	var m model
 	keys := keysOf(5)
-	for i := range 300 {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 0, 300)
 	if err := ix.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +178,7 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 	ix := openIndex(t, mem, slots, maxEntries)
 	keys := keysOf(400)
 	var m model
-	for i := range 1000 {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 0, 1000)
 	if err := ix.Flush(); err != nil { // deferred: the durable table is empty
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package index
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // rebuildChunk is how many entries rebuildFile reads at a time.
@@ -76,25 +78,38 @@ func (ix *Index) rebuildFile(f *file, count int32, size int64, takesPuts bool) e
 // slot table in the file, marks the blocks that differ dirty and returns
 // how many slots differ.
 func (f *file) markStaleBlocks() (int, error) {
-	buf := make([]byte, slotScanChunk*SlotSize)
-	slots := int64(f.hdr.slotCount)
 	changed := 0
-	for first := int64(0); first < slots; first += slotScanChunk {
-		n := min(slotScanChunk, slots-first)
-		b := buf[:n*SlotSize]
-		k, err := f.f.ReadAt(b, f.slotPos(first))
-		if err != nil && err != io.EOF {
-			return 0, fmt.Errorf("index: read slots of %s: %w", f.name, err)
-		}
-		clear(b[k:]) // past the end of a sparse file: empty
-		for i := range n {
+	err := f.eachSlotChunk(func(first int64, b []byte) error {
+		for i := range int64(len(b) / SlotSize) {
 			if int32(binary.BigEndian.Uint32(b[i*SlotSize:])) != f.slots[first+i] {
 				f.dirtyBlocks.set(f.blockOf(first + i))
 				changed++
 			}
 		}
+		return nil
+	})
+	return changed, err
+}
+
+// eachSlotChunk reads the slot table of f a chunk (slotScanChunk slots) at
+// a time and calls fn with the chunk's first slot and its bytes (zeros past
+// the end of a sparse file), which fn may change. It stops at fn's first
+// error and returns it.
+func (f *file) eachSlotChunk(fn func(first int64, b []byte) error) error {
+	buf := make([]byte, slotScanChunk*SlotSize)
+	slots := int64(f.hdr.slotCount)
+	for first := int64(0); first < slots; first += slotScanChunk {
+		b := buf[:min(slotScanChunk, slots-first)*SlotSize]
+		k, err := f.f.ReadAt(b, f.slotPos(first))
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("index: read slots of %s: %w", f.name, err)
+		}
+		clear(b[k:])
+		if err := fn(first, b); err != nil {
+			return err
+		}
 	}
-	return changed, nil
+	return nil
 }
 
 // relink walks entries 1..count in order and records in heads, for each
@@ -140,64 +155,49 @@ func (f *file) relink(count int32, heads *slotTable) (relinked, skipped int, err
 // writeSlotTable writes the slots of f that differ from want, a chunk at a
 // time, and returns how many differed.
 func (f *file) writeSlotTable(want *slotTable) (int, error) {
-	buf := make([]byte, slotScanChunk*SlotSize)
-	slots := int64(f.hdr.slotCount)
 	changed := 0
-	for first := int64(0); first < slots; first += slotScanChunk {
-		n := min(slotScanChunk, slots-first)
-		b := buf[:n*SlotSize]
-		k, err := f.f.ReadAt(b, f.slotPos(first))
-		if err != nil && err != io.EOF {
-			return 0, fmt.Errorf("index: read slots of %s: %w", f.name, err)
-		}
-		clear(b[k:]) // past the end of a sparse file: empty
+	err := f.eachSlotChunk(func(first int64, b []byte) error {
 		diff := 0
-		for i := range n {
+		for i := range int64(len(b) / SlotSize) {
 			if v := want.get(first + i); int32(binary.BigEndian.Uint32(b[i*SlotSize:])) != v {
 				binary.BigEndian.PutUint32(b[i*SlotSize:], uint32(v))
 				diff++
 			}
 		}
 		if diff == 0 {
-			continue
+			return nil
 		}
 		if _, err := f.f.WriteAt(b, f.slotPos(first)); err != nil {
-			return 0, fmt.Errorf("index: write slots of %s: %w", f.name, err)
+			return fmt.Errorf("index: write slots of %s: %w", f.name, err)
 		}
 		changed += diff
-	}
-	return changed, nil
+		return nil
+	})
+	return changed, err
 }
+
+// errSlotPastCount stops slotPastCount's scan at the first bad slot.
+var errSlotPastCount = errors.New("slot past count")
 
 // slotPastCount reports whether a slot of f is negative or points past
 // entry count: from the cached table if loaded, else reading the file.
 func (f *file) slotPastCount(count int32) (bool, error) {
 	bad := func(v int32) bool { return v < 0 || v > count }
 	if f.slots != nil {
-		for _, v := range f.slots {
-			if bad(v) {
-				return true, nil
+		return slices.ContainsFunc(f.slots, bad), nil
+	}
+	err := f.eachSlotChunk(func(_ int64, b []byte) error {
+		for i := 0; i < len(b); i += SlotSize {
+			if bad(int32(binary.BigEndian.Uint32(b[i:]))) {
+				return errSlotPastCount
 			}
 		}
-		return false, nil
+		return nil
+	})
+	if errors.Is(err, errSlotPastCount) {
+		return true, nil
 	}
-	buf := make([]byte, slotScanChunk*SlotSize)
-	slots := int64(f.hdr.slotCount)
-	for first := int64(0); first < slots; first += slotScanChunk {
-		n := min(slotScanChunk, slots-first)
-		b := buf[:n*SlotSize]
-		k, err := f.f.ReadAt(b, f.slotPos(first))
-		if err != nil && err != io.EOF {
-			return false, fmt.Errorf("index: read slots of %s: %w", f.name, err)
-		}
-		clear(b[k:])
-		for i := range n {
-			if bad(int32(binary.BigEndian.Uint32(b[i*SlotSize:]))) {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
+	return false, err
 }
 
 // slotTable is a slot table being rebuilt: dense when it may be cached

@@ -32,9 +32,7 @@ func TestWriteBehindQueryAndDurability(t *testing.T) {
 	ix := openIndex(t, fs, 64, 10_000)
 	var m model
 	keys := keysOf(10)
-	for i := range 5 {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 0, 5)
 	if n := indexFileSize(t, fs, 1); n != HeaderSize {
 		t.Fatalf("file holds %d bytes before a batch was written, want the header only", n)
 	}
@@ -68,16 +66,12 @@ func TestWriteBehindChainsAcrossRestart(t *testing.T) {
 	ix := openIndex(t, fs, 8, 10_000)
 	var m model
 	keys := keysOf(20) // several keys per slot
-	for i := range 30 {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 0, 30)
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ix = openIndex(t, fs, 8, 10_000)
-	for i := 30; i < 60; i++ {
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix, keys, 30, 60)
 	checkAll(t, ix, &m, 60, keys)
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
