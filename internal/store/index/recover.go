@@ -247,10 +247,11 @@ func (ix *Index) finishCut(f *file, count int32, size int64, unsettled bool) err
 	if err != nil {
 		return err
 	}
-	if f.hdr.entryCount != count {
-		f.hdr.endTsMs = math.MinInt64 // no longer the time of entry count
+	t := f.hdr.beginTsMs + int64(last.timeDiffS)*1000
+	if f.hdr.entryCount != count || f.hdr.endTsMs < t || f.hdr.endTsMs > t+999 {
+		f.hdr.endTsMs = t
 	}
-	f.setEnds(last)
+	f.hdr.endPhys = last.physOffset
 	f.hdr.entryCount, f.written, f.marker, f.flushedCount = count, count, 0, count
 	if unsettled {
 		f.marker = count
@@ -260,17 +261,6 @@ func (ix *Index) finishCut(f *file, count int32, size int64, unsettled bool) err
 	}
 	f.dirty = unsettled
 	return f.sync()
-}
-
-// setEnds makes the header's end fields agree with last, the file's last
-// entry: endPhys is its physOffset, endTsMs its second (kept if already
-// within it).
-func (f *file) setEnds(last entry) {
-	t := f.hdr.beginTsMs + int64(last.timeDiffS)*1000
-	if f.hdr.endTsMs < t || f.hdr.endTsMs > t+999 {
-		f.hdr.endTsMs = t
-	}
-	f.hdr.endPhys = last.physOffset
 }
 
 // trustEnds checks the end fields of a file Open keeps against its last
