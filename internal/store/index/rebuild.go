@@ -62,10 +62,11 @@ func (ix *Index) rebuildFile(f *file, count int32, size int64, takesPuts bool) e
 	if err != nil {
 		return err
 	}
+	later := lazy && changed > 0 // the next Flush writes the changed blocks
 	ix.log.Warn("index: rebuilt the slot table of a file that was being written", "file", ix.path(f.name),
 		"header_entries", f.hdr.entryCount, "entries", count, "slots_changed", changed,
-		"relinked", relinked, "skipped", skipped, "slots_written_later", lazy)
-	if err := ix.finishCut(f, count, size, lazy && changed > 0); err != nil {
+		"relinked", relinked, "skipped", skipped, "slots_written_later", later)
+	if err := ix.finishCut(f, count, size, later); err != nil {
 		return err
 	}
 	if takesPuts && !lazy {
