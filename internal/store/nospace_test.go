@@ -165,8 +165,11 @@ func TestNoSpaceConcurrentWritersKeepQueuesDense(t *testing.T) {
 		refused int
 		bad     error
 		stop    = make(chan struct{})
+		halt    sync.Once
 		wg      sync.WaitGroup
 	)
+	stopWriters := func() { halt.Do(func() { close(stop) }); wg.Wait() }
+	defer stopWriters() // also when a check below fails the test
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
@@ -207,8 +210,7 @@ func TestNoSpaceConcurrentWritersKeepQueuesDense(t *testing.T) {
 	a0, _ := counts()
 	efs.SetFreeBytes(-1)
 	waitUntil(t, "sends to resume", func() bool { a, _ := counts(); return a >= a0+100 })
-	close(stop)
-	wg.Wait()
+	stopWriters()
 	if bad != nil {
 		t.Fatal(bad)
 	}
