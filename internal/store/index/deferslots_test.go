@@ -8,16 +8,6 @@ import (
 	"github.com/keelmq/keel/internal/vfs"
 )
 
-// fileSize is the size of index file seq on fs.
-func fileSize(t *testing.T, fs vfs.FS, seq int64) int64 {
-	t.Helper()
-	st, err := fs.Stat(testDir + "/" + fileName(seq))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Size()
-}
-
 // putRange puts keys[i%len(keys)] at physOffset i*100, time baseTs+i, for
 // i in [from, to).
 func (m *model) putRange(t *testing.T, ix *Index, keys []string, from, to int) {
@@ -68,7 +58,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	if got := f.dirtyBlocks.count(); got != dirty {
 		t.Fatalf("%d blocks still marked, want the %d deferred", got, dirty)
 	}
-	if size, settled := fileSize(t, mem, 1), f.entryPos(1001); size != settled+1 {
+	if size, settled := indexFileSize(t, mem, 1), f.entryPos(1001); size != settled+1 {
 		t.Fatalf("file size %d, want %d (entries and a marker byte)", size, settled+1)
 	}
 	// A crash now: the header counts all 1000 entries, the durable table
@@ -80,7 +70,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	if err := ix.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if size := fileSize(t, mem, 1); size != f.entryPos(1501)+1 {
+	if size := indexFileSize(t, mem, 1); size != f.entryPos(1501)+1 {
 		t.Fatalf("file size %d after the second deferring Flush", size)
 	}
 
@@ -91,7 +81,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	if got := f.dirtyBlocks.count(); got != 0 {
 		t.Fatalf("%d blocks still marked after the catching-up Flush", got)
 	}
-	if size := fileSize(t, mem, 1); size != f.entryPos(1501) {
+	if size := indexFileSize(t, mem, 1); size != f.entryPos(1501) {
 		t.Fatalf("file size %d, want %d: not settled after the catching-up Flush", size, f.entryPos(1501))
 	}
 	reopenCrashed(t, mem, slots, 100_000, &m, 1500, keys, 0)
@@ -107,7 +97,7 @@ func TestDeferredSlotBlocks(t *testing.T) {
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if size := fileSize(t, mem, 1); size != f.entryPos(2501) {
+	if size := indexFileSize(t, mem, 1); size != f.entryPos(2501) {
 		t.Fatalf("file size %d after Close, want %d", size, f.entryPos(2501))
 	}
 	reopenCrashed(t, mem, slots, 100_000, &m, 2500, keys, 0)
@@ -138,7 +128,7 @@ func TestDeferredSlotBlocksRollOver(t *testing.T) {
 	if err := ix.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if size := fileSize(t, mem, 1); size != ix.files[0].entryPos(maxEntries+1) {
+	if size := indexFileSize(t, mem, 1); size != ix.files[0].entryPos(maxEntries+1) {
 		t.Fatalf("the full file is %d bytes: not settled after the roll-over's Flush", size)
 	}
 	reopenCrashed(t, mem, slots, maxEntries, &m, 2000, keys, 1) // the newer file, deferring
@@ -160,7 +150,7 @@ func TestFewChangedBlocksNotDeferred(t *testing.T) {
 	if f := ix.files[0]; f.marker != 0 || f.dirtyBlocks.count() != 0 {
 		t.Fatalf("marker %d, %d blocks left marked: deferred with 5 changed blocks", f.marker, f.dirtyBlocks.count())
 	}
-	if size := fileSize(t, mem, 1); size != ix.files[0].entryPos(301) {
+	if size := indexFileSize(t, mem, 1); size != ix.files[0].entryPos(301) {
 		t.Fatalf("file size %d: not settled", size)
 	}
 	_ = ix.Close()
@@ -197,7 +187,7 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 		if got := cfs.bytes.Load(); got < 400*SlotSize {
 			t.Fatalf("Open wrote %d bytes, want at least the 400 rebuilt slots", got)
 		}
-		if size := fileSize(t, cfs, 1); size != settled {
+		if size := indexFileSize(t, cfs, 1); size != settled {
 			t.Fatalf("file size %d after an eager rebuild, want %d (settled)", size, settled)
 		}
 		checkAll(t, ix, &m, 1000, keys)
@@ -221,7 +211,7 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 	if f.dirtyBlocks.count() == 0 || f.marker != 1000 {
 		t.Fatalf("after the rebuild %d blocks marked, marker %d; want blocks and marker 1000", f.dirtyBlocks.count(), f.marker)
 	}
-	if size := fileSize(t, crashed, 1); size != settled+1 {
+	if size := indexFileSize(t, crashed, 1); size != settled+1 {
 		t.Fatalf("file size %d, want %d (entries and a marker byte)", size, settled+1)
 	}
 	checkAll(t, ix2, &m, 1000, keys) // from the rebuilt table in memory
@@ -233,7 +223,7 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 	if err := ix2.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if size := fileSize(t, crashed, 1); size != settled {
+	if size := indexFileSize(t, crashed, 1); size != settled {
 		t.Fatalf("file size %d after the Flush, want %d (settled)", size, settled)
 	}
 	reopenCrashed(t, crashed, slots, maxEntries, &m, 1000, keys, 0)
