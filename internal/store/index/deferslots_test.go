@@ -17,6 +17,24 @@ func (m *model) putRange(t *testing.T, ix *Index, keys []string, from, to int) {
 	}
 }
 
+// openDeferred opens an index on fs, puts 1000 entries over 400 keys
+// (they change most blocks of a 70,000-slot table) and flushes, which
+// defers the slot blocks.
+func openDeferred(t *testing.T, fs vfs.FS, slots, maxEntries int) (*Index, []string, *model) {
+	t.Helper()
+	ix := openIndex(t, fs, slots, maxEntries)
+	keys := keysOf(400)
+	m := &model{}
+	m.putRange(t, ix, keys, 0, 1000)
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if ix.files[0].marker == 0 {
+		t.Fatal("setup: the Flush did not defer the slot blocks")
+	}
+	return ix, keys, m
+}
+
 // reopenCrashed opens a crash copy of mem, checks every key against m's
 // first n puts and whether the open rebuilt a slot table, and closes it.
 func reopenCrashed(t *testing.T, mem *vfs.MemFS, slots, maxEntries int, m *model, n int, keys []string, rebuilds int) {
@@ -109,19 +127,8 @@ func TestDeferredSlotBlocks(t *testing.T) {
 func TestDeferredSlotBlocksRollOver(t *testing.T) {
 	const slots, maxEntries = 70_000, 1200
 	mem := vfs.NewMem()
-	ix := openIndex(t, mem, slots, maxEntries)
-	keys := keysOf(400)
-	var m model
-	m.putRange(t, ix, keys, 0, 1000)
-	if err := ix.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if ix.files[0].marker == 0 {
-		t.Fatal("setup: the first Flush did not defer")
-	}
-	for i := 1000; i < 2000; i++ { // rolls over at 1200
-		m.put(t, ix, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	ix, keys, m := openDeferred(t, mem, slots, maxEntries)
+	m.putRange(t, ix, keys, 1000, 2000) // rolls over at 1200
 	if len(ix.files) != 2 {
 		t.Fatalf("%d files", len(ix.files))
 	}
@@ -131,7 +138,7 @@ func TestDeferredSlotBlocksRollOver(t *testing.T) {
 	if size := indexFileSize(t, mem, 1); size != ix.files[0].entryPos(maxEntries+1) {
 		t.Fatalf("the full file is %d bytes: not settled after the roll-over's Flush", size)
 	}
-	reopenCrashed(t, mem, slots, maxEntries, &m, 2000, keys, 1) // the newer file, deferring
+	reopenCrashed(t, mem, slots, maxEntries, m, 2000, keys, 1) // the newer file, deferring
 	_ = ix.Close()
 }
 
@@ -165,16 +172,7 @@ func TestFewChangedBlocksNotDeferred(t *testing.T) {
 func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 	const slots, maxEntries = 70_000, 100_000
 	mem := vfs.NewMem()
-	ix := openIndex(t, mem, slots, maxEntries)
-	keys := keysOf(400)
-	var m model
-	m.putRange(t, ix, keys, 0, 1000)
-	if err := ix.Flush(); err != nil { // deferred: the durable table is empty
-		t.Fatal(err)
-	}
-	if ix.files[0].marker == 0 {
-		t.Fatal("setup: the Flush did not defer the slot blocks")
-	}
+	ix, keys, m := openDeferred(t, mem, slots, maxEntries) // the durable table is empty
 	settled := ix.files[0].entryPos(1001)
 
 	t.Run("eager", func(t *testing.T) {
@@ -190,7 +188,7 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 		if size := indexFileSize(t, cfs, 1); size != settled {
 			t.Fatalf("file size %d after an eager rebuild, want %d (settled)", size, settled)
 		}
-		checkAll(t, ix, &m, 1000, keys)
+		checkAll(t, ix, m, 1000, keys)
 	})
 
 	crashed := mem.CrashClone()
@@ -214,10 +212,10 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 	if size := indexFileSize(t, crashed, 1); size != settled+1 {
 		t.Fatalf("file size %d, want %d (entries and a marker byte)", size, settled+1)
 	}
-	checkAll(t, ix2, &m, 1000, keys) // from the rebuilt table in memory
+	checkAll(t, ix2, m, 1000, keys) // from the rebuilt table in memory
 
 	// A crash before any Flush: rebuilt again, nothing lost.
-	reopenCrashed(t, crashed, slots, maxEntries, &m, 1000, keys, 1)
+	reopenCrashed(t, crashed, slots, maxEntries, m, 1000, keys, 1)
 
 	// The next Flush (no new entry) writes the blocks and settles the file.
 	if err := ix2.Flush(); err != nil {
@@ -226,14 +224,12 @@ func TestRebuildLeavesSlotBlocksToFlush(t *testing.T) {
 	if size := indexFileSize(t, crashed, 1); size != settled {
 		t.Fatalf("file size %d after the Flush, want %d (settled)", size, settled)
 	}
-	reopenCrashed(t, crashed, slots, maxEntries, &m, 1000, keys, 0)
+	reopenCrashed(t, crashed, slots, maxEntries, m, 1000, keys, 0)
 
 	// Puts continue on the cached table across the rebuild.
-	for i := 1000; i < 1200; i++ {
-		m.put(t, ix2, keys[i%len(keys)], int64(i)*100, baseTs+int64(i))
-	}
+	m.putRange(t, ix2, keys, 1000, 1200)
 	if err := ix2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reopenCrashed(t, crashed, slots, maxEntries, &m, 1200, keys, 0)
+	reopenCrashed(t, crashed, slots, maxEntries, m, 1200, keys, 0)
 }
