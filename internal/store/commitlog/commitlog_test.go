@@ -30,6 +30,16 @@ func rec(n int, seed byte) []byte {
 	return b
 }
 
+// recs300 returns n records of 300 bytes (304 with the trailer), seeded
+// 0..n-1.
+func recs300(n int) [][]byte {
+	recs := make([][]byte, n)
+	for i := range recs {
+		recs[i] = rec(300, byte(i))
+	}
+	return recs
+}
+
 func openLog(t testing.TB, fs vfs.FS, opts RecoverOptions) (*Log, RecoverResult) {
 	t.Helper()
 	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
@@ -136,10 +146,7 @@ func TestAppendRollsOverWithBlankMarker(t *testing.T) {
 func TestAppendBatchSpanningSegments(t *testing.T) {
 	l, _ := openLog(t, vfs.NewMem(), RecoverOptions{})
 	defer l.Close()
-	var recs [][]byte
-	for i := range 30 {
-		recs = append(recs, rec(300, byte(i)))
-	}
+	recs := recs300(30)
 	all := appendAll(t, l, recs...)
 	if len(all) != 30 || all[29].phys < 2*testSeg {
 		t.Fatalf("batch did not span segments: last at %d", all[29].phys)

@@ -116,10 +116,7 @@ func TestNoSpaceAfterPartOfTheBatchIsFatal(t *testing.T) {
 	l, _ := openLog(t, efs, RecoverOptions{})
 	defer l.Close()
 	appendAll(t, l, rec(100, 1))
-	var recs [][]byte
-	for i := range 20 {
-		recs = append(recs, rec(300, byte(i)))
-	}
+	recs := recs300(20)
 	// The first write closes segment 0 with records of the batch; the second
 	// (into segment 1) fails.
 	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "commitlog", Skip: 1, Times: 1, Err: syscall.ENOSPC})
@@ -139,10 +136,7 @@ func TestNoSpaceBatchStartsTheNextSegment(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	l, _ := openLog(t, efs, RecoverOptions{})
 	defer l.Close()
-	var recs [][]byte
-	for i := range 12 {
-		recs = append(recs, rec(300, byte(i)))
-	}
+	recs := recs300(12)
 	first := appendAll(t, l, recs...) // 12*304 = 3648 of 4096: one more record fits, two do not
 	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "commitlog", Skip: 1, Times: 1, Err: syscall.ENOSPC})
 	if _, err := l.Append([][]byte{rec(300, 20), rec(300, 21)}, nil); !errors.Is(err, ErrNoSpace) || l.Err() != nil {
@@ -164,10 +158,7 @@ func TestNoSpaceAfterOnlyTheBlankMarker(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	l, _ := openLog(t, efs, RecoverOptions{})
 	defer l.Close()
-	var recs [][]byte
-	for i := range 13 {
-		recs = append(recs, rec(300, byte(i)))
-	}
+	recs := recs300(13)
 	first := appendAll(t, l, recs...) // 13*304 = 3952 of 4096
 	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "commitlog", Skip: 1, Times: 1, Err: syscall.ENOSPC})
 	if _, err := l.Append([][]byte{rec(300, 20)}, nil); !errors.Is(err, ErrNoSpace) {
@@ -188,10 +179,7 @@ func TestNoSpaceCreatingTheNextSegment(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	l, _ := openLog(t, efs, RecoverOptions{})
 	defer l.Close()
-	var recs [][]byte
-	for i := range 13 {
-		recs = append(recs, rec(300, byte(i)))
-	}
+	recs := recs300(13)
 	first := appendAll(t, l, recs...)
 	efs.Inject(vfs.Rule{Ops: vfs.OpOpen, Path: "commitlog", Times: 1, Err: syscall.ENOSPC})
 	if _, err := l.Append([][]byte{rec(300, 20)}, nil); !errors.Is(err, ErrNoSpace) || l.Err() != nil {
