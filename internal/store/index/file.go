@@ -408,19 +408,14 @@ func (f *file) loadSlots() error {
 		return nil
 	}
 	slots := make([]int32, f.hdr.slotCount)
-	buf := make([]byte, 64<<10)
-	for first := 0; first < len(slots); {
-		n := min(len(buf)/SlotSize, len(slots)-first)
-		b := buf[:n*SlotSize]
-		k, err := f.f.ReadAt(b, f.slotPos(int64(first)))
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("index: read slots of %s: %w", f.name, err)
-		}
-		clear(b[k:]) // past the end of a sparse file: empty
-		for i := range n {
+	err := f.eachSlotChunk(func(first int64, b []byte) error {
+		for i := range int64(len(b) / SlotSize) {
 			slots[first+i] = int32(binary.BigEndian.Uint32(b[i*SlotSize:]))
 		}
-		first += n
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	f.setSlots(slots)
 	return nil

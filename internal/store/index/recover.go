@@ -283,7 +283,7 @@ func (f *file) trustEnds() error {
 	return nil
 }
 
-// slotScanChunk is how many slots repairSlots reads at a time.
+// slotScanChunk is how many slots eachSlotChunk reads at a time.
 const slotScanChunk = 16 * 1024
 
 // repairSlots rewrites every slot that points past count (or is negative) to
@@ -291,15 +291,8 @@ const slotScanChunk = 16 * 1024
 // entries being cut; a chain that cannot be followed is cut at the slot.
 func (f *file) repairSlots(count int32, size int64) error {
 	entries := int32(min(max((size-f.entryPos(1))/EntrySize, 0), math.MaxInt32))
-	buf := make([]byte, slotScanChunk*SlotSize)
-	slots := int64(f.hdr.slotCount)
-	for first := int64(0); first < slots; first += slotScanChunk {
-		n := min(slotScanChunk, slots-first)
-		b := buf[:n*SlotSize]
-		if _, err := f.f.ReadAt(b, f.slotPos(first)); err != nil && err != io.EOF {
-			return fmt.Errorf("index: read slots of %s: %w", f.name, err)
-		}
-		for i := range n {
+	return f.eachSlotChunk(func(first int64, b []byte) error {
+		for i := range int64(len(b) / SlotSize) {
 			v := int32(binary.BigEndian.Uint32(b[i*SlotSize:]))
 			if v >= 0 && v <= count {
 				continue
@@ -312,8 +305,8 @@ func (f *file) repairSlots(count int32, size int64) error {
 				return err
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // followBack walks the chain of slot from v until an entry <= count.
