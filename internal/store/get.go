@@ -205,7 +205,10 @@ func (s *Store) readQueue(q *consumequeue.Queue, topic string, queueID int32, of
 	pos, scanned := offset, 0
 	for pos < hi && scanned < s.cfg.MaxScanEntries {
 		n, err := q.Get(pos, ents[:min(int64(entryBatch), hi-pos)])
-		if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
+		if err != nil {
+			if !errors.Is(err, consumequeue.ErrOffsetTooSmall) {
+				return fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, pos, err)
+			}
 			// Retention removed the head of the queue since GetMessage
 			// read its bounds: what was read stands, or the caller is
 			// told where the queue begins now (not an error).
@@ -214,9 +217,6 @@ func (s *Store) readQueue(q *consumequeue.Queue, topic string, queueID int32, of
 			}
 			r.Status, r.MinOffset, r.NextOffset = OffsetTooSmall, q.MinOffset(), q.MinOffset()
 			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("store: read consume queue %s/%d at %d: %w", topic, queueID, pos, err)
 		}
 		if n == 0 {
 			break
