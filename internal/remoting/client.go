@@ -95,6 +95,12 @@ func (cl *Client) Invoke(ctx context.Context, req *Command) (*Command, error) {
 	return cl.conn.Invoke(ctx, req)
 }
 
+// InvokeAsync sends req and calls done with its response or error (see
+// Conn.InvokeAsync).
+func (cl *Client) InvokeAsync(req *Command, timeout time.Duration, done func(*Command, error)) error {
+	return cl.conn.InvokeAsync(req, timeout, done)
+}
+
 // InvokeOneway sends req with the oneway flag; no response is expected.
 func (cl *Client) InvokeOneway(req *Command) error { return cl.conn.InvokeOneway(req) }
 

@@ -145,8 +145,10 @@ type Conn struct {
 	rdMu     sync.Mutex // guards draining and the read deadline
 	draining bool
 
-	pendMu  sync.Mutex
-	pending map[int32]chan *Command
+	pendMu     sync.Mutex
+	pending    map[int32]call
+	pendClosed bool // the connection closed: no call may be added
+	sweeping   bool // the sweeper of InvokeAsync deadlines runs
 
 	closeOnce sync.Once
 	closeErr  error
@@ -164,7 +166,7 @@ func newConn(id uint64, nc net.Conn, cfg connConfig, h Handler, opaque *atomic.I
 		writerDone: make(chan struct{}),
 		flushReq:   make(chan struct{}),
 		replyKick:  make(chan struct{}, 1),
-		pending:    make(map[int32]chan *Command),
+		pending:    make(map[int32]call),
 		done:       make(chan struct{}),
 	}
 	c.setHandler(h)
@@ -234,7 +236,7 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 	req.Opaque = c.opaque.Add(1)
 	ch := respChanPool.Get().(chan *Command)
 	c.pendMu.Lock()
-	c.pending[req.Opaque] = ch
+	c.pending[req.Opaque] = call{ch: ch}
 	c.pendMu.Unlock()
 	received := false
 	defer func() {
@@ -265,6 +267,110 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 
 // respChanPool holds the empty one-slot channels Invoke waits on.
 var respChanPool = sync.Pool{New: func() any { return make(chan *Command, 1) }}
+
+// call is a request waiting for its response: Invoke waits on ch; an
+// InvokeAsync request has done and a deadline instead.
+type call struct {
+	ch       chan *Command
+	done     func(*Command, error)
+	deadline time.Time
+	code     int16
+}
+
+// sweepInterval is how often a connection with InvokeAsync requests looks
+// for expired ones: a timeout fires up to this late.
+const sweepInterval = 100 * time.Millisecond
+
+// InvokeAsync sends a request without waiting for its response. If it
+// returns nil, done is called exactly once: with the response, or with an
+// error when timeout passes first (wrapping context.DeadlineExceeded) or
+// the connection closes. If it returns an error, done is never called.
+// done runs on the connection's reader (or its sweeper): it must not block
+// and must not wait for another response on this connection.
+//
+// req's OnWritten runs once the frame is written or dropped, which may be
+// after done: buffers the request lends (Body, BodyParts) are free only
+// then.
+func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, done func(*Command, error)) error {
+	req.Flag &^= FlagResponse | FlagOneway
+	req.Opaque = c.opaque.Add(1)
+	c.pendMu.Lock()
+	if c.pendClosed {
+		c.pendMu.Unlock()
+		req.written()
+		return c.closeErr
+	}
+	c.pending[req.Opaque] = call{done: done, deadline: time.Now().Add(timeout), code: req.Code}
+	if !c.sweeping {
+		c.sweeping = true
+		go c.sweep()
+	}
+	c.pendMu.Unlock()
+	if err := c.send(req, sendRequest); err != nil {
+		c.pendMu.Lock()
+		_, ours := c.pending[req.Opaque]
+		delete(c.pending, req.Opaque)
+		c.pendMu.Unlock()
+		if ours {
+			return err
+		}
+		// The sweeper or the connection's end took the call: it has
+		// called (or is calling) done.
+	}
+	return nil
+}
+
+// sweep fails the InvokeAsync requests whose deadline has passed, every
+// sweepInterval until the connection closes.
+func (c *Conn) sweep() {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	var expired []expiredCall
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			expired = expired[:0]
+			c.pendMu.Lock()
+			for op, cl := range c.pending {
+				if cl.done != nil && now.After(cl.deadline) {
+					expired = append(expired, expiredCall{op, cl})
+					delete(c.pending, op)
+				}
+			}
+			c.pendMu.Unlock()
+			for _, e := range expired {
+				e.done(nil, fmt.Errorf("remoting: %s opaque %d to %s: no response by its deadline: %w",
+					RequestCode(e.code), e.op, c.RemoteAddr(), context.DeadlineExceeded))
+			}
+		}
+	}
+}
+
+type expiredCall struct {
+	op int32
+	call
+}
+
+// failPending fails every InvokeAsync request still waiting once the
+// connection has closed, and lets no new one wait. (Invoke callers wake on
+// done themselves.)
+func (c *Conn) failPending() {
+	var failed []expiredCall
+	c.pendMu.Lock()
+	c.pendClosed = true
+	for op, cl := range c.pending {
+		if cl.done != nil {
+			failed = append(failed, expiredCall{op, cl})
+			delete(c.pending, op)
+		}
+	}
+	c.pendMu.Unlock()
+	for _, f := range failed {
+		f.done(nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(f.code), f.op, c.RemoteAddr(), c.closeErr))
+	}
+}
 
 // InvokeOneway sends a request with the oneway flag set; no response is
 // expected.
@@ -387,6 +493,7 @@ func (c *Conn) run(onClose func(*Conn)) {
 	}
 	c.logClose(err)
 	c.closeWith(err)
+	c.failPending()
 	<-c.writerDone
 	c.dropQueued()
 	if onClose != nil {
@@ -521,14 +628,17 @@ func (c *Conn) acquire() error {
 
 func (c *Conn) deliver(resp *Command) {
 	c.pendMu.Lock()
-	ch := c.pending[resp.Opaque]
+	cl, ok := c.pending[resp.Opaque]
 	delete(c.pending, resp.Opaque)
 	c.pendMu.Unlock()
-	if ch == nil {
+	switch {
+	case !ok:
 		c.cfg.logger.Debug("remoting: response for unknown opaque", "conn", c.id, "opaque", resp.Opaque, "code", resp.Code)
-		return
+	case cl.done != nil:
+		cl.done(resp, nil)
+	default:
+		cl.ch <- resp // buffered; a response is delivered at most once
 	}
-	ch <- resp // buffered; a response is delivered at most once
 }
 
 // handlerStackReserve is the stack a request goroutine reserves before it
