@@ -52,7 +52,11 @@ func NewPacer(requestsPerSec float64) *Pacer {
 
 // Wait blocks until the next slot or until stop is closed (false). A nil
 // pacer never waits.
-func (p *Pacer) Wait(stop <-chan struct{}) bool {
+func (p *Pacer) Wait(stop <-chan struct{}) bool { return p.wait(stop, nil) }
+
+// wait is Wait with the caller's timer if t is not nil (a single sender
+// reuses one instead of making one per request).
+func (p *Pacer) wait(stop <-chan struct{}, t *time.Timer) bool {
 	if p == nil {
 		return true
 	}
@@ -61,8 +65,12 @@ func (p *Pacer) Wait(stop <-chan struct{}) bool {
 	if d < 100*time.Microsecond {
 		return true
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	if t == nil {
+		t = time.NewTimer(d)
+		defer t.Stop()
+	} else {
+		t.Reset(d)
+	}
 	select {
 	case <-t.C:
 		return true
@@ -71,7 +79,10 @@ func (p *Pacer) Wait(stop <-chan struct{}) bool {
 	}
 }
 
-// producer is one connection with its senders.
+// producer is one connection with its senders: workers goroutines that
+// each send one request and wait for its answer (a workload's
+// syncSenders), or one goroutine keeping up to workers requests in flight
+// (inflightPerProducer; see runAsync).
 type producer struct {
 	cl      *remoting.Client
 	queues  []MessageQueue // writable queues of every topic on this broker
@@ -93,6 +104,10 @@ func (p *producer) setRate(msgsPerSec float64) {
 // run starts the senders and returns when all have seen stop and their
 // last request has completed.
 func (p *producer) run(stop <-chan struct{}) {
+	if p.w.SyncSenders == 0 {
+		p.runAsync(stop)
+		return
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < p.workers; i++ {
 		wg.Add(1)
@@ -125,6 +140,11 @@ func (p *producer) sendOne(s *sendBuffers, q MessageQueue) {
 	start := time.Now()
 	req := s.request(q, start)
 	resp, err := p.cl.Invoke(s.sendContext(start), req)
+	p.record(q, start, resp, err)
+}
+
+// record counts the outcome of a send to q made at start.
+func (p *producer) record(q MessageQueue, start time.Time, resp *remoting.Command, err error) {
 	lat := time.Since(start)
 	switch {
 	case err != nil:
@@ -138,6 +158,97 @@ func (p *producer) sendOne(s *sendBuffers, q MessageQueue) {
 		p.acked[q].Add(uint64(p.w.BatchSize))
 		p.st.sent.Add(uint64(p.w.BatchSize))
 		p.st.sentBytes.Add(uint64(p.w.BatchSize * p.w.MessageSize))
+	}
+}
+
+// runAsync sends from this goroutine alone, paced, keeping up to
+// p.workers requests in flight: the connection's reader completes each
+// one (asyncSend.done), so a request costs no goroutine wake-up of its
+// own, as with the official clients' asynchronous send. It returns once
+// stop is closed and every request in flight has completed.
+func (p *producer) runAsync(stop <-chan struct{}) {
+	a := &asyncSender{p: p, slots: make(chan struct{}, p.workers), free: make(chan *asyncSend, p.workers)}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	defer a.inflight.Wait()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if !p.pace.Load().wait(stop, timer) {
+			return
+		}
+		select {
+		case a.slots <- struct{}{}:
+		case <-stop:
+			return
+		}
+		s := a.get()
+		s.q = p.queues[p.nextQ.Add(1)%uint64(len(p.queues))]
+		s.start = time.Now()
+		req := s.request(s.q, s.start)
+		req.OnWritten = s.written
+		s.refs.Store(2) // the response (or failure) and OnWritten
+		a.inflight.Add(1)
+		if err := p.cl.InvokeAsync(req, sendTimeout, s.done); err != nil {
+			s.done(nil, err) // refused: done is ours to call; OnWritten has run
+		}
+	}
+}
+
+// asyncSender is runAsync's state: a token in slots per request in
+// flight, and the send buffers free for reuse.
+type asyncSender struct {
+	p        *producer
+	slots    chan struct{}
+	free     chan *asyncSend
+	inflight sync.WaitGroup
+}
+
+// asyncSend is one request of runAsync: its buffers, queue and send time.
+// It is reused once both the outcome is recorded and the connection has
+// written (or dropped) the frame, whichever comes last: until then the
+// connection may still read the body.
+type asyncSend struct {
+	*sendBuffers
+	a     *asyncSender
+	q     MessageQueue
+	start time.Time
+	refs  atomic.Int32
+	// Method values made once, so that a send allocates no closure.
+	written func()
+	done    func(*remoting.Command, error)
+}
+
+func (a *asyncSender) get() *asyncSend {
+	select {
+	case s := <-a.free:
+		return s
+	default:
+	}
+	s := &asyncSend{sendBuffers: newSendBuffers(a.p.w, a.p.group), a: a}
+	s.written, s.done = s.unref, s.complete
+	return s
+}
+
+// complete records the outcome and frees the in-flight slot; it runs on
+// the connection's reader or sweeper, or in runAsync for a refused send.
+func (s *asyncSend) complete(resp *remoting.Command, err error) {
+	s.a.p.record(s.q, s.start, resp, err)
+	<-s.a.slots
+	s.a.inflight.Done()
+	s.unref()
+}
+
+func (s *asyncSend) unref() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	select {
+	case s.a.free <- s:
+	default: // more buffers than slots for a moment: let this one go
 	}
 }
 
