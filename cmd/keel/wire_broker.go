@@ -86,7 +86,8 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 }
 
 // lateHandler serves with a handler set after the server was made; it
-// borrows request bodies where that handler does (remoting.BodyBorrower).
+// borrows request bodies and runs requests inline where that handler does
+// (remoting.BodyBorrower, remoting.InlineRunner).
 type lateHandler struct{ h *remoting.Handler }
 
 func (l lateHandler) Handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -94,3 +95,5 @@ func (l lateHandler) Handle(ctx context.Context, c *remoting.Conn, req *remoting
 }
 
 func (l lateHandler) BorrowsBody(code int16) bool { return remoting.BorrowsBody(*l.h, code) }
+
+func (l lateHandler) RunsInline(req *remoting.Command) bool { return remoting.RunsInline(*l.h, req) }

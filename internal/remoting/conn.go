@@ -566,6 +566,10 @@ func (c *Conn) readLoop() error {
 			return c.closeErr
 		}
 		c.handlers.Add(1)
+		if RunsInline(h, cmd) {
+			c.handle(h, cmd) // on this goroutine: see InlineRunner
+			continue
+		}
 		select {
 		case c.work <- job{h, cmd}: // an idle worker takes it
 		default:

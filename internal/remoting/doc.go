@@ -26,9 +26,10 @@
 // A Conn (server or client side) owns one reader goroutine and one writer
 // goroutine. The writer batches queued frames into one vectored write. Every
 // inbound request runs on a goroutine of its own (a connection reuses the
-// goroutines of finished requests); at most MaxInflightPerConn run at once
-// per connection, and when that bound is reached the reader stops
-// reading, which pushes back on the peer through TCP flow control.
+// goroutines of finished requests), except those an InlineRunner handler
+// has the reader run itself; at most MaxInflightPerConn run at once per
+// connection, and when that bound is reached the reader stops reading,
+// which pushes back on the peer through TCP flow control.
 // Responses are matched to requests only by opaque. All exported methods of
 // Conn, Server and Client are safe for concurrent use.
 //
@@ -51,7 +52,8 @@
 // queued, and a later frame overwrites it (see framepool.go; tests poison
 // released buffers to catch a use after release).
 //
-// A Command handed to a write method (WriteResponse, Invoke, InvokeOneway)
+// A Command handed to a write method (WriteResponse, Invoke, InvokeAsync,
+// InvokeOneway)
 // belongs to the connection from then on: its Body and BodyParts are written
 // without copying and must not be modified. A sender that lends pooled
 // buffers sets OnWritten: the connection calls it exactly once, after the
