@@ -15,7 +15,9 @@
 // Run executes it and returns a Result: throughput and latency quantiles
 // from a log-linear histogram (hist.go: 1 µs .. 60 s within 1 %).
 //
-// Concurrency: Run owns every goroutine it starts (one per sender, one per
-// consumed queue, one progress loop) and joins them before it returns.
+// Concurrency: Run owns every goroutine it starts (one per producer
+// connection, which keeps its in-flight window with asynchronous requests
+// completed on the connection's reader, or one per sync sender; one per
+// consumed queue; one progress loop) and joins them before it returns.
 // Counters and histograms are lock-free atomics shared by all of them.
 package bench
