@@ -135,12 +135,7 @@ func TestInvokeAsyncTimeoutThenLateResponse(t *testing.T) {
 // error, never calls done, and still runs OnWritten.
 func TestInvokeAsyncFailsWhenConnectionCloses(t *testing.T) {
 	entered := make(chan *Conn, 8)
-	h := HandlerFunc(func(ctx context.Context, c *Conn, _ *Command) *Command {
-		entered <- c
-		<-ctx.Done()
-		return nil
-	})
-	_, addr := startServer(t, ServerConfig{}, h)
+	_, addr := startServer(t, ServerConfig{}, holdUntilClosed(entered))
 	cl := dialClient(t, addr, ClientConfig{})
 	const n = 5
 	got := make(chan asyncResult, n)

@@ -488,14 +488,19 @@ func TestServerToClientRequests(t *testing.T) {
 	}
 }
 
-func TestInvokeFailsWhenConnectionCloses(t *testing.T) {
-	entered := make(chan *Conn, 1)
-	h := HandlerFunc(func(ctx context.Context, c *Conn, _ *Command) *Command {
+// holdUntilClosed is a handler that reports each request's connection on
+// entered and answers nothing until the connection closes.
+func holdUntilClosed(entered chan<- *Conn) Handler {
+	return HandlerFunc(func(ctx context.Context, c *Conn, _ *Command) *Command {
 		entered <- c
 		<-ctx.Done()
 		return nil
 	})
-	_, addr := startServer(t, ServerConfig{}, h)
+}
+
+func TestInvokeFailsWhenConnectionCloses(t *testing.T) {
+	entered := make(chan *Conn, 1)
+	_, addr := startServer(t, ServerConfig{}, holdUntilClosed(entered))
 	cl := dialClient(t, addr, ClientConfig{})
 	errc := make(chan error, 1)
 	go func() {
