@@ -31,11 +31,12 @@ var (
 // Handler serves requests. Handle returns the response, or nil when there
 // is none to send now (a deferred response is written later with
 // Conn.WriteResponse, e.g. by long polling). Handle runs on its own
-// goroutine and may block, but while it runs it holds one of the
-// connection's MaxInflightPerConn slots: a request that waits for long
-// (a held pull) should return nil and be answered later instead. ctx is
-// cancelled when the connection closes. The response's opaque, response
-// flag and serialize type are set from the request.
+// goroutine (unless an InlineRunner has the reader run it) and may block,
+// but while it runs it holds one of the connection's MaxInflightPerConn
+// slots: a request that waits for long (a held pull) should return nil and
+// be answered later instead. ctx is cancelled when the connection closes.
+// The response's opaque, response flag and serialize type are set from the
+// request.
 type Handler interface {
 	Handle(ctx context.Context, c *Conn, req *Command) *Command
 }
@@ -46,6 +47,29 @@ type HandlerFunc func(ctx context.Context, c *Conn, req *Command) *Command
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, c *Conn, req *Command) *Command {
 	return f(ctx, c, req)
+}
+
+// InlineRunner is implemented by a Handler with requests so quick to serve
+// that handing them to a worker goroutine costs more than serving them:
+// the connection's reader runs a request for which RunsInline reports true
+// itself, and reads the next frame only after Handle returned. (Under load
+// a handed-over request waits in the scheduler's run queue behind every
+// other runnable goroutine; for a small send that wait was most of its
+// latency.) Handle must then not wait for anything this connection's
+// reader delivers (a response to a request sent on it), nor for long for
+// anything else: the connection reads nothing meanwhile. Accounting (the
+// in-flight slot, the response budget, a graceful drain) is the same as for
+// any other request. RunsInline must be cheap; it sees the decoded request.
+type InlineRunner interface {
+	Handler
+	RunsInline(req *Command) bool
+}
+
+// RunsInline reports whether h is an InlineRunner that runs req on the
+// connection's reader (for handlers that delegate to another).
+func RunsInline(h Handler, req *Command) bool {
+	r, ok := h.(InlineRunner)
+	return ok && r.RunsInline(req)
 }
 
 // connConfig is the part of ServerConfig/ClientConfig a Conn uses.

@@ -53,13 +53,12 @@
 // released buffers to catch a use after release).
 //
 // A Command handed to a write method (WriteResponse, Invoke, InvokeAsync,
-// InvokeOneway)
-// belongs to the connection from then on: its Body and BodyParts are written
-// without copying and must not be modified. A sender that lends pooled
-// buffers sets OnWritten: the connection calls it exactly once, after the
-// frame's bytes were handed to the socket or when the frame is dropped
-// (connection closed with the frame still queued, encode error, oversized
-// frame, response to a oneway request). When a connection ends, its run
+// InvokeOneway) belongs to the connection from then on: its Body and
+// BodyParts are written without copying and must not be modified. A sender
+// that lends pooled buffers sets OnWritten: the connection calls it exactly
+// once, after the frame's bytes were handed to the socket or when the frame
+// is dropped (connection closed with the frame still queued, encode error,
+// oversized frame, response to a oneway request). When a connection ends, its run
 // goroutine releases every frame left in the write queue; senders that
 // queue a frame with OnWritten take sendMu's read side so that none can
 // slip in after that final drain.

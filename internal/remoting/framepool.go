@@ -32,29 +32,6 @@ type BodyBorrower interface {
 	BorrowsBody(code int16) bool
 }
 
-// InlineRunner is implemented by a Handler with requests so quick to serve
-// that handing them to a worker goroutine costs more than serving them:
-// the connection's reader runs a request for which RunsInline reports true
-// itself, and reads the next frame only after Handle returned. (Under load
-// a handed-over request waits in the scheduler's run queue behind every
-// other runnable goroutine; for a small send that wait was most of its
-// latency.) Handle must then not wait for anything this connection's
-// reader delivers (a response to a request sent on it), nor for long for
-// anything else: the connection reads nothing meanwhile. Accounting (the
-// in-flight slot, the response budget, a graceful drain) is the same as for
-// any other request. RunsInline must be cheap; it sees the decoded request.
-type InlineRunner interface {
-	Handler
-	RunsInline(req *Command) bool
-}
-
-// RunsInline reports whether h is an InlineRunner that runs req on the
-// connection's reader (for handlers that delegate to another).
-func RunsInline(h Handler, req *Command) bool {
-	r, ok := h.(InlineRunner)
-	return ok && r.RunsInline(req)
-}
-
 // BorrowsBody reports whether h is a BodyBorrower that borrows the body of
 // requests with this code (for handlers that delegate to another).
 func BorrowsBody(h Handler, code int16) bool {
