@@ -349,21 +349,13 @@ func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, done func(*Comma
 func (c *Conn) sweep() {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
-	var expired []expiredCall
+	var expired []asyncCall
 	for {
 		select {
 		case <-c.done:
 			return
 		case now := <-t.C:
-			expired = expired[:0]
-			c.pendMu.Lock()
-			for op, cl := range c.pending {
-				if cl.done != nil && now.After(cl.deadline) {
-					expired = append(expired, expiredCall{op, cl})
-					delete(c.pending, op)
-				}
-			}
-			c.pendMu.Unlock()
+			expired = c.takeAsync(expired[:0], false, func(cl call) bool { return now.After(cl.deadline) })
 			for _, e := range expired {
 				e.done(nil, fmt.Errorf("remoting: %s opaque %d to %s: no response by its deadline: %w",
 					RequestCode(e.code), e.op, c.RemoteAddr(), context.DeadlineExceeded))
@@ -372,28 +364,37 @@ func (c *Conn) sweep() {
 	}
 }
 
-type expiredCall struct {
-	op int32
-	call
-}
-
 // failPending fails every InvokeAsync request still waiting once the
 // connection has closed, and lets no new one wait. (Invoke callers wake on
 // done themselves.)
 func (c *Conn) failPending() {
-	var failed []expiredCall
+	for _, f := range c.takeAsync(nil, true, func(call) bool { return true }) {
+		f.done(nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(f.code), f.op, c.RemoteAddr(), c.closeErr))
+	}
+}
+
+// asyncCall is an InvokeAsync call taken from pending, with its opaque.
+type asyncCall struct {
+	op int32
+	call
+}
+
+// takeAsync removes the InvokeAsync calls that match from pending and
+// appends them to dst, for the caller to complete outside the lock;
+// closing also bars new calls.
+func (c *Conn) takeAsync(dst []asyncCall, closing bool, match func(call) bool) []asyncCall {
 	c.pendMu.Lock()
-	c.pendClosed = true
+	defer c.pendMu.Unlock()
+	if closing {
+		c.pendClosed = true
+	}
 	for op, cl := range c.pending {
-		if cl.done != nil {
-			failed = append(failed, expiredCall{op, cl})
+		if cl.done != nil && match(cl) {
+			dst = append(dst, asyncCall{op, cl})
 			delete(c.pending, op)
 		}
 	}
-	c.pendMu.Unlock()
-	for _, f := range failed {
-		f.done(nil, fmt.Errorf("remoting: %s opaque %d to %s: %w", RequestCode(f.code), f.op, c.RemoteAddr(), c.closeErr))
-	}
+	return dst
 }
 
 // InvokeOneway sends a request with the oneway flag set; no response is
