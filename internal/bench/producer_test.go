@@ -106,6 +106,27 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// startProducer runs p; the function it returns stops p and fails the
+// test unless run returns within 10 s.
+func startProducer(t *testing.T, p *producer) (stop func()) {
+	t.Helper()
+	stopc := make(chan struct{})
+	returned := make(chan struct{})
+	go func() {
+		p.run(stopc)
+		close(returned)
+	}()
+	return func() {
+		t.Helper()
+		close(stopc)
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			t.Fatal("run did not return after stop")
+		}
+	}
+}
+
 // TestAsyncProducerKeepsItsWindow: an unpaced asynchronous producer keeps
 // exactly its window of requests in flight (it fills it and never
 // exceeds it), every request arrives intact although buffers are reused,
@@ -114,19 +135,9 @@ func TestAsyncProducerKeepsItsWindow(t *testing.T) {
 	chk, addr := startChecker(t)
 	const window = 16
 	p := asyncProducer(t, addr, window)
-	stop := make(chan struct{})
-	returned := make(chan struct{})
-	go func() {
-		p.run(stop)
-		close(returned)
-	}()
+	stop := startProducer(t, p)
 	waitUntil(t, "2,000 requests served", func() bool { return chk.served.Load() >= 2000 })
-	close(stop)
-	select {
-	case <-returned:
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after stop")
-	}
+	stop()
 	if m := chk.maxHeld.Load(); m != window {
 		t.Fatalf("at most %d requests in flight, want the window of %d", m, window)
 	}
@@ -149,21 +160,11 @@ func TestAsyncProducerKeepsItsWindow(t *testing.T) {
 func TestAsyncProducerSurvivesAClosedConnection(t *testing.T) {
 	chk, addr := startChecker(t)
 	p := asyncProducer(t, addr, 8)
-	stop := make(chan struct{})
-	returned := make(chan struct{})
-	go func() {
-		p.run(stop)
-		close(returned)
-	}()
+	stop := startProducer(t, p)
 	waitUntil(t, "requests served", func() bool { return chk.served.Load() >= 100 })
 	(<-chk.conns).Close()
 	waitUntil(t, "send errors", func() bool { return p.st.sendErrors.Load() >= 100 })
-	close(stop)
-	select {
-	case <-returned:
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after stop")
-	}
+	stop()
 	if p.st.errorTable()["send: transport error (connection closed or failed)"] == 0 {
 		t.Fatalf("errors %v", p.st.errorTable())
 	}
