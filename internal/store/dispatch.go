@@ -306,7 +306,7 @@ func (s *Store) persistProgressLocked() error {
 // a round (17 s for the round that created them), so the checkpoint lagged
 // seconds behind and a restart after a crash re-dispatched all of that; 16
 // at a time, 0.24-0.40 s (10 s); 64, 0.11-0.26 s (2.3 s; this rule gives
-// 63 workers for 4,000 queues). A few queues are
+// 63 workers for 4,000 queues). Up to persistQueuesPerWorker queues are
 // still flushed one after another: a burst of concurrent fdatasyncs every
 // second would queue ahead of a SYNC_FLUSH group commit's.
 const (
