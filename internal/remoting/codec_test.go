@@ -145,6 +145,12 @@ func TestDecodeTolerantJSON(t *testing.T) {
 			Command{Code: 2, ExtFields: map[string]string{"o": `{"x":[1,{"y":2}]}`, "s": "é\U0001F600\uFFFD/"}}},
 		{`{"unknown":{"deep":[[[]]]},"code":3,"flag":2,"opaque":null}`, Command{Code: 3, Flag: 2}},
 		{`{"code":4,"remark":12}`, Command{Code: 4, Remark: "12"}},
+		// A key given twice takes its last value, even when an earlier
+		// one was unusable (found by FuzzDecodeJSONHeader).
+		{`{"code":70000,"code":0}`, Command{}},
+		{`{"code":"1","flag":[2],"flag":3,"code":5}`, Command{Code: 5, Flag: 3}},
+		{`{"language":{},"extFields":["a"],"language":"GO","extFields":{"a":"b"}}`,
+			Command{Language: "GO", ExtFields: map[string]string{"a": "b"}}},
 	}
 	for _, tc := range cases {
 		c, err := decodeJSONHeader([]byte(tc.hdr))
@@ -190,6 +196,8 @@ func TestDecodeJSONRejects(t *testing.T) {
 		`{"extFields":{"a":"b"}`, `{"extFields":["a"]}`, `{"code":1}x`, `{"a":"\x01"}`,
 		`{"a":"\q"}`, `{"a":"\u12"}`, `{"a":tru}`, `{"a":-}`, `{"a":1.}`, `{"a":1e}`,
 		`{"code":1,}`, `{,}`, `{"a" 1}`, `{"language":{}}`,
+		`{"code":1,"code":70000}`, `{"extFields":{},"extFields":1}`, `{"code":70000,"code":0,"flag":"x"}`,
+		`{"code":70000,"code":}`,
 		strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100),
 	} {
 		if c, err := decodeJSONHeader([]byte(hdr)); err == nil {

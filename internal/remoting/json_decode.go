@@ -79,16 +79,77 @@ func (d *jsonDecoder) expect(b byte) error {
 	return nil
 }
 
-// header parses the top-level object into c.
+// header parses the top-level object into c. A key given twice takes its
+// last value, as encoding/json (and the Java clients' parser) would: a
+// well-formed value of the wrong type or range (say "code":70000) fails the
+// header only if no later value of the same key replaces it.
 func (d *jsonDecoder) header(c *Command) error {
-	err := d.object(func(key []byte) error { return d.headerField(c, key) })
+	var bad [numHeaderKeys]error // per known key: its latest value was unusable
+	nbad := 0
+	err := d.object(func(key []byte) error {
+		start := d.pos
+		err := d.headerField(c, key)
+		if err == nil && nbad == 0 {
+			return nil // the common case: no per-key state to keep
+		}
+		k := headerKeyIndex(key)
+		if k < 0 {
+			return err
+		}
+		if err == nil {
+			if bad[k] != nil {
+				bad[k] = nil
+				nbad--
+			}
+			return nil
+		}
+		d.pos = start
+		if d.skipValue(0) != nil {
+			return err // not JSON at all
+		}
+		if bad[k] == nil {
+			nbad++
+		}
+		bad[k] = err
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	if d.skipWS(); d.pos != len(d.data) {
 		return d.errorf("trailing data")
 	}
+	if nbad > 0 {
+		for _, err := range bad {
+			if err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// The header keys headerField decodes, for header's per-key state.
+const numHeaderKeys = 7
+
+func headerKeyIndex(key []byte) int {
+	switch string(key) {
+	case "code":
+		return 0
+	case "version":
+		return 1
+	case "opaque":
+		return 2
+	case "flag":
+		return 3
+	case "language":
+		return 4
+	case "remark":
+		return 5
+	case "extFields":
+		return 6
+	}
+	return -1
 }
 
 // object parses {"k":v,...}, calling field with each key positioned at
