@@ -24,6 +24,7 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.DiskMaxUsedSpaceRatio = b.DiskMaxUsedSpaceRatio
 	c.DiskHardLimitRatio = b.DiskHardLimitRatio
 	c.MaxMessageBytes = b.MaxMessageBytes
+	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
 	c.RepairCorruption = p.repairCorruption
 	c.OnFlush = p.onFlush
 	c.TagsCode = scheduleTagsCode(b)

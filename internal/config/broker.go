@@ -90,6 +90,7 @@ type Broker struct {
 	DiskMaxUsedSpaceRatio      int           // diskMaxUsedSpaceRatio (%): delete old files at once
 	DiskHardLimitRatio         int           // diskSpaceWarningLevelRatio (%): refuse writes
 	MaxMessageBytes            int           // maxMessageSize (bytes, body)
+	CommitLogPageCacheBytes    int64         // commitLogPageCacheBytes (Keel, bytes); 0 = the kernel decides
 
 	// Topics, groups, delivery.
 	AutoCreateTopicEnable          bool          // autoCreateTopicEnable

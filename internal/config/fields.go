@@ -47,6 +47,7 @@ var fields = []field{
 	intf("diskMaxUsedSpaceRatio", func(b *Broker) *int { return &b.DiskMaxUsedSpaceRatio }),
 	alias(intf("diskSpaceWarningLevelRatio", func(b *Broker) *int { return &b.DiskHardLimitRatio }), "diskHardLimitRatio"),
 	intf("maxMessageSize", func(b *Broker) *int { return &b.MaxMessageBytes }),
+	int64f("commitLogPageCacheBytes", func(b *Broker) *int64 { return &b.CommitLogPageCacheBytes }),
 
 	boolf("autoCreateTopicEnable", func(b *Broker) *bool { return &b.AutoCreateTopicEnable }),
 	boolf("autoCreateSubscriptionGroup", func(b *Broker) *bool { return &b.AutoCreateSubscriptionGroup }),

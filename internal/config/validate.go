@@ -21,6 +21,9 @@ const (
 	MaxTopicQueueNums   = 1024
 	MaxReconsumeLimit   = 10000
 	MaxNameBytes        = 127
+	// MinPageCacheBytes is the smallest CommitLog page-cache window: room
+	// for what consumers at the head read just after it was flushed.
+	MinPageCacheBytes = 64 << 20
 )
 
 // ErrUnsupported is wrapped by Validate errors for settings Keel recognises
@@ -154,6 +157,9 @@ func (b *Broker) validateStore(bad func(string, string, ...any)) {
 	}
 	if b.DiskHardLimitRatio <= b.DiskMaxUsedSpaceRatio || b.DiskHardLimitRatio > 99 {
 		bad("diskSpaceWarningLevelRatio", "must be above diskMaxUsedSpaceRatio (%d) and at most 99 (percent)", b.DiskMaxUsedSpaceRatio)
+	}
+	if b.CommitLogPageCacheBytes != 0 && b.CommitLogPageCacheBytes < MinPageCacheBytes {
+		bad("commitLogPageCacheBytes", "must be 0 (the kernel manages the page cache) or at least %d", MinPageCacheBytes)
 	}
 	if b.MaxMessageBytes < 1 || b.MaxMessageBytes > b.MaxFrameBytes-RecordOverheadBytes {
 		bad("maxMessageSize", "must be between 1 and maxFrameBytes-%d (%d)", RecordOverheadBytes, b.MaxFrameBytes-RecordOverheadBytes)

@@ -25,6 +25,8 @@ func TestValidate(t *testing.T) {
 		{"frame", "maxFrameBytes=1024", []string{"maxFrameBytes"}},
 		{"message vs frame", "maxMessageSize=16777216", []string{"maxMessageSize"}},
 		{"segment vs message", "mapedFileSizeCommitLog=1048576\nmaxMessageSize=1048576", []string{"mapedFileSizeCommitLog"}},
+		{"page cache window", "commitLogPageCacheBytes=1048576", []string{"commitLogPageCacheBytes"}},
+		{"page cache window sign", "commitLogPageCacheBytes=-1", []string{"commitLogPageCacheBytes"}},
 		{"cq size", "mapedFileSizeConsumeQueue=0", []string{"mapedFileSizeConsumeQueue"}},
 		{"commitlog path", "storePathRootDir=/d\nstorePathCommitLog=/elsewhere/commitlog", []string{"the CommitLog must be /d/commitlog"}},
 		{"reserved", "fileReservedTime=0", []string{"fileReservedTime"}},

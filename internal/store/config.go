@@ -103,6 +103,11 @@ type Config struct {
 	// negative: never). See commitlog/prefill.go.
 	PrefillBytes int64
 
+	// CommitLogCacheBytes is how much of the CommitLog behind the flushed
+	// offset keeps its page cache; the pages of older bytes are released
+	// (0: the kernel decides, as for any file). See commitlog/cache.go.
+	CommitLogCacheBytes int64
+
 	// OnFlush, if set, is called after each successful CommitLog fdatasync
 	// round that made bytes > 0 durable, with the round's duration (the
 	// group-commit batch size is bytes). It must be cheap and never block.

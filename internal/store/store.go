@@ -152,7 +152,8 @@ func (s *Store) open() error {
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
-		PrefillBytes: s.cfg.prefillBytes(),
+		PrefillBytes:     s.cfg.prefillBytes(),
+		CacheWindowBytes: max(s.cfg.CommitLogCacheBytes, 0),
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -184,10 +185,11 @@ func (s *Store) markRunning() (bool, error) {
 
 func (s *Store) start() {
 	interval := s.cfg.FlushInterval
-	s.wg.Add(6)
+	s.wg.Add(7)
 	go func() { defer s.wg.Done(); s.log.RunFlusher(s.stop, interval) }()
 	go func() { defer s.wg.Done(); s.log.RunAcknowledger(s.stop) }()
 	go func() { defer s.wg.Done(); s.log.RunPrefiller(s.stop) }()
+	go func() { defer s.wg.Done(); s.log.RunCacheTrimmer(s.stop) }()
 	go func() { defer s.wg.Done(); s.runDispatcher() }()
 	go func() { defer s.wg.Done(); s.runPersister() }()
 	go func() { defer s.wg.Done(); s.runRetention() }()

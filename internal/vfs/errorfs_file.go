@@ -108,6 +108,14 @@ func (f *errorFile) Sync() error {
 	return f.inner.Sync()
 }
 
+// DropCache forwards to the wrapped file if it can drop its cache.
+func (f *errorFile) DropCache(off, n int64) error {
+	if d, ok := f.inner.(CacheDropper); ok {
+		return d.DropCache(off, n)
+	}
+	return nil
+}
+
 func (f *errorFile) Close() error         { return f.inner.Close() }
 func (f *errorFile) Size() (int64, error) { return f.inner.Size() }
 func (f *errorFile) Name() string         { return f.inner.Name() }

@@ -29,6 +29,25 @@ func (f osFile) Sync() error {
 	}
 }
 
+// DropCache implements CacheDropper. The descriptor is held for the call
+// (SyscallConn), so a concurrent Close cannot hand it to another file.
+func (f osFile) DropCache(off, n int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var adv error
+	if err := rc.Control(func(fd uintptr) {
+		adv = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
+	}); err != nil {
+		return err
+	}
+	if adv != nil {
+		return &os.PathError{Op: "fadvise", Path: f.File.Name(), Err: adv}
+	}
+	return nil
+}
+
 func (f osFile) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {

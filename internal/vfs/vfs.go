@@ -32,6 +32,15 @@ type File interface {
 	Name() string
 }
 
+// CacheDropper is implemented by files whose cached pages can be released
+// (OS: posix_fadvise POSIX_FADV_DONTNEED). Dropping never changes what the
+// file holds: the kernel frees the clean pages of the range so that their
+// memory is reused, and writes them back first if they are dirty. A read of
+// the range afterwards comes from the disk.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
 // FS is a filesystem.
 type FS interface {
 	// OpenFile opens name with os.O_* flags (O_RDONLY, O_RDWR, O_CREATE,

@@ -82,7 +82,11 @@ type Config struct {
 	// written is kept zero-filled and synced while flushes are small (see
 	// prefill.go); RunPrefiller must run. 0 disables it.
 	PrefillBytes int64
-	Logger       *slog.Logger
+	// CacheWindowBytes, if > 0, is how much of the log behind the flushed
+	// offset keeps its page cache; older pages are released (see cache.go).
+	// RunCacheTrimmer must run. 0 leaves the page cache to the kernel.
+	CacheWindowBytes int64
+	Logger           *slog.Logger
 }
 
 func (c *Config) validate() error {
@@ -130,6 +134,10 @@ type Log struct {
 	prefillAhead atomic.Int64 // pf.filled, read without the lock
 	prefillKick  chan struct{}
 
+	cacheDropped atomic.Int64 // page cache released below this offset (cache.go)
+	cacheOff     atomic.Bool  // a release failed: leave the page cache to the kernel
+	cacheKick    chan struct{}
+
 	acks acks // AfterFlush waiters (ack.go)
 }
 
@@ -139,7 +147,7 @@ func Open(cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
 	l.acks.kick = make(chan struct{}, 1)
 	if l.logger == nil {

@@ -57,6 +57,7 @@ func (l *Log) Flush() error {
 		l.advanceFlushed(w)
 		l.notify()
 		l.noteFlushSize(w - f)
+		l.afterFlushCache(w)
 		if l.cfg.OnFlush != nil {
 			l.cfg.OnFlush(time.Since(start), w-f)
 		}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/store"
+)
+
+func TestStoreConfigCarriesBrokerConf(t *testing.T) {
+	b, _, err := config.Parse([]byte(`flushDiskType=ASYNC_FLUSH
+flushIntervalCommitLog=250
+mapedFileSizeCommitLog=134217728
+fileReservedTime=12
+maxMessageSize=1048576
+commitLogPageCacheBytes=268435456
+`), "broker.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := storeConfig(b, &parts{cfg: b, log: slog.New(slog.DiscardHandler)})
+	if c.FlushDiskType != store.AsyncFlush || c.FlushInterval != 250*time.Millisecond ||
+		c.CommitLogSegmentBytes != 128<<20 || c.FileReservedTime != 12*time.Hour || c.MaxMessageBytes != 1<<20 {
+		t.Fatalf("store config %+v does not follow broker.conf", c)
+	}
+	if c.CommitLogCacheBytes != 256<<20 {
+		t.Fatalf("CommitLogCacheBytes %d, want commitLogPageCacheBytes 268435456", c.CommitLogCacheBytes)
+	}
+	if d := storeConfig(config.Default(), &parts{cfg: config.Default(), log: slog.New(slog.DiscardHandler)}); d.CommitLogCacheBytes != 0 {
+		t.Fatalf("default CommitLogCacheBytes %d, want 0 (the kernel manages the page cache)", d.CommitLogCacheBytes)
+	}
+}
