@@ -25,6 +25,15 @@
 # made retention delete the oldest segments mid-run (a backlog drain then lost the
 # data it was draining). Both still protect the disk.
 #
+# The brokers embedded in keel bench also keep only 1 GiB of the CommitLog's page
+# cache (commitLogPageCacheBytes, embedded.conf, also shown): on a virtual machine
+# whose host backs memory on first touch and takes freed memory back (the memory
+# row of the machine table says whether the kernel reports free pages), writes
+# into never-used memory are several times slower than into reused pages
+# (BenchmarkBufferedWrite; docs/performance.md, "Page-cache window"). The separate
+# broker keeps the default (the kernel manages the page cache): its backlog drain
+# is measured with the backlog in the page cache.
+#
 # Environment: KEEL_BENCH_DIR (scratch data; default /var/tmp/keel-bench; must be on
 # the disk you want to measure), KEEL_BENCH_NS_PORT / KEEL_BENCH_BROKER_PORT
 # (the `keel serve` ports, default 19876 / 20911).
@@ -72,6 +81,7 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then rev="$rev (with
 
 # --- 1. machine ------------------------------------------------------------
 printf 'diskMaxUsedSpaceRatio=90\ndiskSpaceWarningLevelRatio=95\n' >"$work/bench.conf"
+{ cat "$work/bench.conf"; printf 'commitLogPageCacheBytes=1073741824\n'; } >"$work/embedded.conf"
 machine_row() { # label, command
 	local v
 	v=$(bash -c "$2" 2>&1 | tr '\n' ' ' | sed 's/  */ /g; s/^ *//; s/ *$//; s/|/\\|/g')
@@ -83,6 +93,7 @@ machine_row() { # label, command
 	machine_row "CPUs" "nproc"
 	machine_row "CPU model" "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"
 	machine_row "memory" "grep MemTotal /proc/meminfo"
+	machine_row "free page reporting to the host (kernel command line)" "grep -o 'page_reporting[.a-z_]*=[0-9]*' /proc/cmdline || echo none"
 	machine_row "kernel" "uname -srm"
 	machine_row "data filesystem" "df -hT $data | tail -1"
 	machine_row "block devices" "lsblk -dno NAME,MODEL,SIZE,ROTA"
@@ -92,6 +103,7 @@ machine_row() { # label, command
 	machine_row "load average at the start (1, 5, 15 min)" "cut -d' ' -f1-3 /proc/loadavg"
 	machine_row "data disk use as Keel counts it (blocks not available to it, %)" "stat -f -c '%b %a' $data | awk '{printf \"%.1f\", (\$1-\$2)*100/\$1}'"
 	machine_row "broker.conf of every broker (bench.conf)" "cat $work/bench.conf"
+	machine_row "broker.conf of the brokers embedded in keel bench (embedded.conf)" "cat $work/embedded.conf"
 } >"$work/machine.md"
 
 # --- 2. raw disk figures ---------------------------------------------------
@@ -146,7 +158,7 @@ run_official() {
 for name in $embedded_workloads; do
 	wanted "$name" || continue
 	rm -rf "$data/$name"
-	run_bench "$name" --embedded "$(flush_of "$name")" -c "$work/bench.conf" --data-dir "$data/$name"
+	run_bench "$name" --embedded "$(flush_of "$name")" -c "$work/embedded.conf" --data-dir "$data/$name"
 	rm -rf "$data/$name"
 done
 
