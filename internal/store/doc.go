@@ -152,7 +152,8 @@
 // # Concurrency
 //
 // All exported methods are safe for concurrent use. Goroutines: the
-// CommitLog flusher, the dispatcher, the progress persister and the
-// retention loop, all joined by Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
+// CommitLog flusher, acknowledger, prefiller and cache trimmer (the last
+// two idle unless configured), the dispatcher, the progress persister and
+// the retention loop, all joined by Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
 // CommitLog's internal locks last).
 package store

@@ -113,5 +113,7 @@
 // Append, Recover, Truncate and DeleteBefore must not run concurrently with
 // each other (the store holds its append lock). Reads (ReadAt, ReadEntry,
 // Reader), Flush, WaitFlushed and the offset accessors are safe to call from
-// any goroutine at any time.
+// any goroutine at any time. The background loops (RunFlusher,
+// RunAcknowledger, RunPrefiller, RunCacheTrimmer) run one each, started
+// after Recover.
 package commitlog
