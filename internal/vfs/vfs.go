@@ -35,8 +35,8 @@ type File interface {
 // CacheDropper is implemented by files whose cached pages can be released
 // (OS: posix_fadvise POSIX_FADV_DONTNEED). Dropping never changes what the
 // file holds: the kernel frees the clean pages of the range so that their
-// memory is reused, and writes them back first if they are dirty. A read of
-// the range afterwards comes from the disk.
+// memory is reused; dirty ones stay (it only starts writing them back). A
+// read of the range afterwards comes from the disk.
 type CacheDropper interface {
 	DropCache(off, n int64) error
 }
