@@ -27,8 +27,8 @@
 #
 # The brokers embedded in keel bench also keep only 1 GiB of the CommitLog's page
 # cache (commitLogPageCacheBytes, embedded.conf, also shown): on a virtual machine
-# whose host backs memory on first touch and takes freed memory back (the memory
-# row of the machine table says whether the kernel reports free pages), writes
+# whose host backs memory on first touch and takes freed memory back (the machine
+# table shows the kernel's free page reporting setting), writes
 # into never-used memory are several times slower than into reused pages
 # (BenchmarkBufferedWrite; docs/performance.md, "Page-cache window"). The separate
 # broker keeps 6 GiB (serve.conf, shown): its backlog drain is measured with the
