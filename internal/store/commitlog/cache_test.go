@@ -199,3 +199,35 @@ func TestCacheTrimmerOffByDefault(t *testing.T) {
 		t.Fatal("released page cache without a window")
 	}
 }
+
+func TestCacheTrimmerSkipsRemovedSegments(t *testing.T) {
+	fs := &dropFS{FS: vfs.NewMem()}
+	const window = 4 << 20
+	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: cacheTestSeg, CacheWindowBytes: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Recover(RecoverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appendBytes(t, l, 50<<20)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Retention removes the first two segments before the trimmer (driven
+	// by hand here) got to them.
+	if removed, err := l.DeleteBefore(2 * cacheTestSeg); err != nil || len(removed) != 2 {
+		t.Fatalf("DeleteBefore removed %v, %v; want the first two segments", removed, err)
+	}
+	for l.dropCacheOnce() {
+	}
+	if l.cacheOff.Load() {
+		t.Fatal("a removed segment switched releasing off")
+	}
+	limit := l.FlushedOffset() - window
+	if got := l.cacheDropped.Load(); got <= 2*cacheTestSeg || limit-got >= cacheDropChunk {
+		t.Fatalf("released up to %d, want past the removed segments and within a chunk of %d", got, limit)
+	}
+	checkReleases(t, fs.calls(), 2*cacheTestSeg, l.cacheDropped.Load())
+}
