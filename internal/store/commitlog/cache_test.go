@@ -51,9 +51,10 @@ func (fs *dropFS) calls() []dropCall {
 
 const cacheTestSeg = 16 << 20
 
-// openCacheLog opens a log that keeps window bytes of page cache behind
-// the flushed offset and runs its trimmer until the test ends.
-func openCacheLog(t *testing.T, fs vfs.FS, window int64) *Log {
+// openWindowLog opens and recovers a log that keeps window bytes of page
+// cache behind the flushed offset, without running its trimmer; the
+// caller closes it.
+func openWindowLog(t *testing.T, fs vfs.FS, window int64) *Log {
 	t.Helper()
 	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: cacheTestSeg, CacheWindowBytes: window})
 	if err != nil {
@@ -63,6 +64,14 @@ func openCacheLog(t *testing.T, fs vfs.FS, window int64) *Log {
 		l.Close()
 		t.Fatal(err)
 	}
+	return l
+}
+
+// openCacheLog opens a log like openWindowLog and runs its trimmer until
+// the test ends.
+func openCacheLog(t *testing.T, fs vfs.FS, window int64) *Log {
+	t.Helper()
+	l := openWindowLog(t, fs, window)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() { defer close(done); l.RunCacheTrimmer(stop) }()
 	t.Cleanup(func() { close(stop); <-done; l.Close() })
@@ -141,14 +150,8 @@ func TestCacheTrimmerStartsAtTheWindowAfterRestart(t *testing.T) {
 	fs := &dropFS{FS: vfs.NewMem()}
 	const window = 4 << 20
 	func() { // a first life without a trimmer
-		l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: cacheTestSeg})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := openWindowLog(t, fs, 0)
 		defer l.Close()
-		if _, err := l.Recover(RecoverOptions{}); err != nil {
-			t.Fatal(err)
-		}
 		appendBytes(t, l, 30<<20)
 		if err := l.Flush(); err != nil {
 			t.Fatal(err)
@@ -203,14 +206,8 @@ func TestCacheTrimmerOffByDefault(t *testing.T) {
 func TestCacheTrimmerSkipsRemovedSegments(t *testing.T) {
 	fs := &dropFS{FS: vfs.NewMem()}
 	const window = 4 << 20
-	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: cacheTestSeg, CacheWindowBytes: window})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openWindowLog(t, fs, window)
 	defer l.Close()
-	if _, err := l.Recover(RecoverOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	appendBytes(t, l, 50<<20)
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
