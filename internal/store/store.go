@@ -153,7 +153,7 @@ func (s *Store) open() error {
 		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
 		PrefillBytes:     s.cfg.prefillBytes(),
-		CacheWindowBytes: max(s.cfg.CommitLogCacheBytes, 0),
+		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
