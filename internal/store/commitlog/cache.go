@@ -1,7 +1,7 @@
 package commitlog
 
 import (
-	"fmt"
+	"errors"
 
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -103,4 +103,4 @@ func (l *Log) dropCacheOnce() bool {
 	return true
 }
 
-var errNoCacheDrop = fmt.Errorf("commitlog: the filesystem cannot release cached pages")
+var errNoCacheDrop = errors.New("commitlog: the filesystem cannot release cached pages")
