@@ -68,15 +68,18 @@ func (c *Console) apiInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 type overview struct {
-	Brokers     []admin.BrokerRuntime `json:"brokers"`
-	Topics      int                   `json:"topics"`
-	Messages    int64                 `json:"messages"`
-	Groups      int                   `json:"groups"`
-	Lag         int64                 `json:"lag"`
-	DLQMessages int64                 `json:"dlqMessages"`
-	Throughput  []Rate                `json:"throughput"`
-	LagHistory  []LagPoint            `json:"lagHistory"` // total over groups
-	Local       *LocalStats           `json:"local,omitempty"`
+	Brokers []admin.BrokerRuntime `json:"brokers"`
+	// Topics counts user topics (kind normal); TopicKinds counts every
+	// kind, as the keel_topics gauge does (message.KindOfTopic).
+	Topics      int            `json:"topics"`
+	TopicKinds  map[string]int `json:"topicKinds"`
+	Messages    int64          `json:"messages"`
+	Groups      int            `json:"groups"`
+	Lag         int64          `json:"lag"`
+	DLQMessages int64          `json:"dlqMessages"`
+	Throughput  []Rate         `json:"throughput"`
+	LagHistory  []LagPoint     `json:"lagHistory"` // total over groups
+	Local       *LocalStats    `json:"local,omitempty"`
 }
 
 func (c *Console) apiOverview(w http.ResponseWriter, r *http.Request) {
@@ -87,12 +90,14 @@ func (c *Console) apiOverview(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	topics, err := c.cfg.Admin.Topics(ctx, false, true)
+	topics, err := c.cfg.Admin.Topics(ctx, true, true)
 	if err != nil {
 		fail(w, err)
 		return
 	}
+	o.TopicKinds = map[string]int{admin.KindNormal: 0, admin.KindRetry: 0, admin.KindDLQ: 0, admin.KindSystem: 0}
 	for _, t := range topics {
+		o.TopicKinds[t.Kind]++
 		if t.Kind == admin.KindNormal {
 			o.Topics++
 			o.Messages += t.Messages

@@ -112,8 +112,10 @@ func TestConsoleInChromium(t *testing.T) {
 		name, hash string
 		want       []string
 	}{
-		{"overview", "#/overview", []string{"Overview", "broker-a", "Messages stored", "Dead letters", "<svg class=\"chart\"", "write access"}},
-		{"topics", "#/topics", []string{"Topics", `href="#/topics/Orders"`, "%DLQ%billing", "Create topic"}},
+		{"overview", "#/overview", []string{"Overview", "broker-a", "Messages stored", "Dead letters", "<svg class=\"chart\"", "write access",
+			"User topics", "1 retry · 1 dead-letter · ", "v9.8.7-test", "V4_9_4", "Send p99", "Flush p99"}},
+		{"topics", "#/topics", []string{"Topics", `href="#/topics/Orders"`, "%DLQ%billing", "Create topic",
+			`id="topic-counts">1 user topic · 1 retry · 1 dead-letter · `, "(system topics hidden)"}},
 		{"topic", "#/topics/Orders", []string{"Orders", "Min offset", "Queues"}},
 		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING"}},
 		{"group", "#/groups/billing", []string{"Lag per queue", "10.0.0.7@billing-1", "Lag trend", "<svg class=\"chart\""}},

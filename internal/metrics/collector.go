@@ -36,7 +36,7 @@ var (
 	dProducers           = desc("keel_producers", "Registered producer clients (per group).")
 	dConsumers           = desc("keel_consumers", "Registered consumer clients (per group).")
 	dGroupsOnline        = desc("keel_consumer_groups_online", "Consumer groups with at least one member online.")
-	dTopics              = desc("keel_topics", "Topics configured on the broker.")
+	dTopics              = desc("keel_topics", "Topics configured on the broker, by kind (normal = user topics, retry, dlq, system).", "kind")
 	dRegistered          = desc("keel_broker_registered", "1 if a NameServer accepted the broker's registration recently.")
 	dTopicMessages       = desc("keel_topic_messages", "Messages retained in a topic (sum over queues of max minus min offset).", "topic")
 	dTopicMessagesTotal  = desc("keel_topic_messages_total", "Messages ever stored in a topic (sum over queues of the max offset).", "topic")
@@ -149,7 +149,9 @@ func (c *collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker)
 	gauge(ch, dProducers, float64(s.ProducerClients))
 	gauge(ch, dConsumers, float64(s.ConsumerClients))
 	gauge(ch, dGroupsOnline, float64(s.OnlineGroups))
-	gauge(ch, dTopics, float64(s.Topics))
+	for kind, n := range s.TopicsByKind {
+		gauge(ch, dTopics, float64(n), string(kind))
+	}
 	gauge(ch, dRegistered, boolGauge(b.Registered()))
 }
 

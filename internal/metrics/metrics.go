@@ -57,6 +57,7 @@ type Metrics struct {
 	flushBytes   prometheus.Histogram
 
 	scrapeMu sync.Mutex // one collection at a time (they read many offsets)
+	recent   recentState
 }
 
 // New builds the metrics and, when cfg.Broker is set, installs itself as the
@@ -65,7 +66,7 @@ func New(cfg Config) *Metrics {
 	if cfg.MaxLagSeries <= 0 {
 		cfg.MaxLagSeries = DefaultMaxLagSeries
 	}
-	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry()}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), recent: recentState{start: time.Now()}}
 	m.sendRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keel_send_requests_total", Help: "Send requests (single or batch) by topic and response code.",
 	}, []string{"topic", "result"})

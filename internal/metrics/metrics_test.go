@@ -309,3 +309,29 @@ func familyName(n string) string {
 	}
 	return n
 }
+
+// keel_topics counts topics by kind, as the console does: a user topic, the
+// group's retry and dead-letter topics and the broker's system topics are
+// separate numbers.
+func TestTopicsByKind(t *testing.T) {
+	e := startEnv(t)
+	before := e.scrape()
+	if r := e.send("T", "x"); r.Code != 0 { // auto-created from TBW102
+		t.Fatalf("send: %d %s", r.Code, r.Remark)
+	}
+	e.invoke(remoting.ReqHeartBeat, nil, []byte(heartbeat)) // creates %RETRY%g
+	e.waitMetric(`keel_topics{kind="retry"}`, before[`keel_topics{kind="retry"}`]+1)
+	e.wantMetric(`keel_topics{kind="normal"}`, before[`keel_topics{kind="normal"}`]+1)
+	e.wantMetric(`keel_topics{kind="dlq"}`, 0)
+	s := e.scrape()
+	if s[`keel_topics{kind="system"}`] < 1 { // TBW102 at least
+		t.Errorf("system topics %v", s[`keel_topics{kind="system"}`])
+	}
+	var sum float64
+	for _, k := range []string{"normal", "retry", "dlq", "system"} {
+		sum += s[`keel_topics{kind="`+k+`"}`]
+	}
+	if want := float64(len(e.b.Topics())); sum != want {
+		t.Errorf("keel_topics sums to %v, the broker has %v topics", sum, want)
+	}
+}

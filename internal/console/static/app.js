@@ -90,7 +90,7 @@ const pages = {
     const local = o.local ? diskPanel(o.local) : "";
     return `<h1>Overview</h1>
     <div class="cards">
-      ${card("Brokers", o.brokers.length)}${card("Topics", o.topics)}${card("Messages stored", o.messages)}
+      ${card("Brokers", o.brokers.length)}${card("User topics", o.topics, false, kindsNote(o.topicKinds))}${card("Messages stored", o.messages)}
       ${card("Consumer groups", o.groups)}${card("Total lag", o.lag, o.lag > 0)}${card("Dead letters", o.dlqMessages, o.dlqMessages > 0)}
     </div>
     <div class="grid2">
@@ -98,10 +98,12 @@ const pages = {
       <div class="panel"><h2>Total consumer lag</h2>${chart(o.lagHistory.map(p => ({ t: p.time, v: p.lag })), "lag")}</div>
     </div>
     ${local}
+    ${latencyPanel(o.brokers)}
     <div class="panel"><h2>Brokers</h2>${table([
       ["Broker", b => esc(b.brokerName)], ["Id", b => b.brokerId === 0 ? "master" : esc(b.brokerId)],
       ["Cluster", b => esc(b.cluster)], ["Address", b => `<span class="mono">${esc(b.addr)}</span>`],
-      ["Version", b => esc(b.info ? b.info.brokerVersionDesc : "")],
+      ["Keel version", b => esc(b.info && b.info.keelVersion ? b.info.keelVersion : "–")],
+      ["RocketMQ protocol", b => b.info ? `<span title="the RocketMQ version this broker reports to clients">${esc(b.info.brokerVersionDesc)}</span>` : "–"],
       ["CommitLog", b => b.info ? bytes(Number(b.info.commitLogMaxOffset)) : "–", "num"],
       ["Held pulls", b => b.info ? num(b.info.heldPullRequests) : "–", "num"],
       ["Status", b => b.error ? `<span class="pill dlq">${esc(b.error)}</span>` : `<span class="pill ok">up</span>`],
@@ -110,8 +112,11 @@ const pages = {
 
   async topics(_, q) {
     const all = q.get("all") === "1";
-    const ts = await api("topics" + (all ? "?all=1" : ""));
-    return `<h1>Topics <span class="sub">${ts.length} ${all ? "including system topics" : ""}</span></h1>
+    const every = await api("topics?all=1");
+    const kinds = { normal: 0, retry: 0, dlq: 0, system: 0 };
+    every.forEach(t => { kinds[t.kind] = (kinds[t.kind] || 0) + 1; });
+    const ts = all ? every : every.filter(t => t.kind !== "system");
+    return `<h1>Topics <span class="sub" id="topic-counts">${num(kinds.normal)} user topic${kinds.normal === 1 ? "" : "s"} · ${kindsNote(kinds)}${all ? "" : " (system topics hidden)"}</span></h1>
     ${info.write ? createTopicForm() : ""}
     <div class="panel">
       <div class="filter"><input id="filter" placeholder="Filter topics…" oninput="filterRows(this.value)">
@@ -225,8 +230,33 @@ const pages = {
   },
 };
 
-function card(label, value, bad) {
-  return `<div class="card"><div class="label">${esc(label)}</div><div class="value ${bad ? "bad" : ""}">${num(value)}</div></div>`;
+function card(label, value, bad, note) {
+  return `<div class="card"><div class="label">${esc(label)}</div><div class="value ${bad ? "bad" : ""}">${num(value)}</div>` +
+    (note ? `<div class="note-s">${esc(note)}</div>` : "") + `</div>`;
+}
+// kindsNote counts the topics that are not user topics, by kind (the
+// keel_topics{kind} rule).
+function kindsNote(k) {
+  k = k || {};
+  return `${num(k.retry || 0)} retry · ${num(k.dlq || 0)} dead-letter · ${num(k.system || 0)} system`;
+}
+// latencyPanel shows each broker's recent send and flush latency (p50/p99
+// over the last few minutes, from its metrics histograms).
+function latencyPanel(brokers) {
+  const rows = brokers.filter(b => b.info && b.info.keelSendCount !== undefined);
+  if (!rows.length) return "";
+  const ms = v => v === undefined ? "–" : Number(v).toFixed(Number(v) < 10 ? 2 : 1) + " ms";
+  const q = (n, p) => Number(n) > 0 ? ms(p) : "–";
+  const win = Math.max(...rows.map(b => Number(b.info.keelLatencyWindowSeconds) || 0));
+  return `<div class="panel" id="latency"><h2>Latency <span class="sub">last ${esc(ago(win * 1000))}, estimated from the metrics histograms</span></h2>${table([
+    ["Broker", b => esc(b.brokerName)],
+    ["Send p50", b => q(b.info.keelSendCount, b.info.keelSendLatencyP50Ms), "num"],
+    ["Send p99", b => q(b.info.keelSendCount, b.info.keelSendLatencyP99Ms), "num"],
+    ["Sends", b => num(Number(b.info.keelSendCount)), "num"],
+    ["Flush p50", b => q(b.info.keelFlushCount, b.info.keelFlushLatencyP50Ms), "num"],
+    ["Flush p99", b => q(b.info.keelFlushCount, b.info.keelFlushLatencyP99Ms), "num"],
+    ["Flushes", b => num(Number(b.info.keelFlushCount)), "num"],
+  ], rows)}</div>`;
 }
 function readQ(t) { return t.brokers.reduce((n, b) => n + b.readQueueNums, 0); }
 function writeQ(t) { return t.brokers.reduce((n, b) => n + b.writeQueueNums, 0); }
