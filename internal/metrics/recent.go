@@ -171,7 +171,9 @@ const (
 // (milliseconds with three decimals); it is the broker's RuntimeInfo hook.
 func (m *Metrics) RuntimeInfo() map[string]string {
 	l := m.Recent(time.Now())
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) }
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+	}
 	return map[string]string{
 		InfoLatencyWindowSeconds: strconv.FormatInt(int64(l.Window/time.Second), 10),
 		InfoSendCount:            strconv.FormatUint(l.Send.Count, 10),
