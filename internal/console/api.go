@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
@@ -27,14 +28,31 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // fail maps an admin error to a status: 404 not found, 409 exists, 502
 // for everything the cluster answered or failed to answer.
 func fail(w http.ResponseWriter, err error) {
+	msg := humanError(err)
 	switch {
 	case errors.Is(err, admin.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error())
+		writeError(w, http.StatusNotFound, msg)
 	case errors.Is(err, admin.ErrTopicExists):
-		writeError(w, http.StatusConflict, err.Error())
+		writeError(w, http.StatusConflict, msg)
 	default:
-		writeError(w, http.StatusBadGateway, err.Error())
+		writeError(w, http.StatusBadGateway, msg)
 	}
+}
+
+// humanError is err's text without the Go package prefixes ("admin: ")
+// that help in a log but not on a page.
+func humanError(err error) string {
+	return strings.ReplaceAll(err.Error(), "admin: ", "")
+}
+
+// failNotFound answers 404 with msg when err is a not-found error, and
+// as fail otherwise.
+func failNotFound(w http.ResponseWriter, err error, msg string) {
+	if errors.Is(err, admin.ErrNotFound) {
+		writeError(w, http.StatusNotFound, msg)
+		return
+	}
+	fail(w, err)
 }
 
 // writeAction guards an action: write access, the console's header and a
@@ -148,9 +166,10 @@ func (c *Console) apiTopics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) apiTopic(w http.ResponseWriter, r *http.Request) {
-	d, err := c.cfg.Admin.DescribeTopic(r.Context(), r.PathValue("topic"))
+	name := r.PathValue("topic")
+	d, err := c.cfg.Admin.DescribeTopic(r.Context(), name)
 	if err != nil {
-		fail(w, err)
+		failNotFound(w, err, fmt.Sprintf("There is no topic named %q on any broker of this cluster.", name))
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
@@ -216,7 +235,7 @@ func (c *Console) apiGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
 	d, err := c.cfg.Admin.DescribeGroup(r.Context(), name)
 	if err != nil {
-		fail(w, err)
+		failNotFound(w, err, fmt.Sprintf("No broker of this cluster knows a consumer group named %q.", name))
 		return
 	}
 	if d.Queues == nil {

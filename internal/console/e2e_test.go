@@ -139,6 +139,25 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("%s: screenshot %s missing or empty: %v", p.name, png, err)
 		}
 	}
+	// A missing topic or group gets a titled page and a sentence, not the
+	// route's name and an "admin:" error.
+	for _, m := range []struct{ hash, title, heading, text string }{
+		{"#/topics/NoSuchTopic", "Topic NoSuchTopic", `<h1>Topic NoSuchTopic <span class="sub">not found</span></h1>`,
+			`There is no topic named "NoSuchTopic" on any broker`},
+		{"#/groups/nobody", "Consumer group nobody", `<h1>Consumer group nobody <span class="sub">not found</span></h1>`,
+			`knows a consumer group named "nobody"`},
+	} {
+		dom := b.run(c.http.URL+"/"+m.hash, "--dump-dom")
+		for _, w := range []string{m.heading, m.text, "<title>" + m.title + " · Keel console</title>"} {
+			if !strings.Contains(dom, w) {
+				t.Errorf("%s: page lacks %q:\n%s", m.hash, w, excerpt(dom, "<main"))
+			}
+		}
+		if strings.Contains(dom, "admin:") {
+			t.Errorf("%s: page shows a Go package prefix:\n%s", m.hash, excerpt(dom, "<main"))
+		}
+	}
+
 	// The group page shows the group's lag as the API computes it.
 	d, err := c.admin.DescribeGroup(context.Background(), f.group)
 	if err != nil || d.Lag < 3 {

@@ -40,7 +40,11 @@ async function api(path, opts) {
   const res = await fetch("api/" + path, opts);
   let body = null;
   try { body = await res.json(); } catch (e) { /* not JSON */ }
-  if (!res.ok) throw new Error((body && body.error) || res.status + " " + res.statusText);
+  if (!res.ok) {
+    const e = new Error((body && body.error) || res.status + " " + res.statusText);
+    e.status = res.status;
+    throw e;
+  }
   return body;
 }
 function post(path, data) {
@@ -343,6 +347,28 @@ window.resend = function (group, msgId) {
 
 // ---- router -------------------------------------------------------------
 
+// pageTitle names a page for its heading and the browser tab.
+function pageTitle(page, arg) {
+  const titles = {
+    overview: () => "Overview", topics: () => "Topics", topic: a => "Topic " + a,
+    groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
+    dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions",
+  };
+  return (titles[page] || titles.overview)(arg);
+}
+
+// errorPage shows a failed page under its own title; a missing topic or
+// group says so in words and links to the list.
+function errorPage(page, arg, e) {
+  const lists = { topic: ["topics", "All topics"], group: ["groups", "All consumer groups"], dlq: ["dlq", "Dead letters"] };
+  if (e.status === 404 && lists[page]) {
+    const [href, text] = lists[page];
+    return `<h1>${esc(pageTitle(page, arg))} <span class="sub">not found</span></h1>` + errorBox(e) +
+      `<p><a href="#/${href}">${esc(text)} →</a></p>`;
+  }
+  return `<h1>${esc(pageTitle(page, arg))}</h1>` + errorBox(e);
+}
+
 async function route() {
   clearTimeout(refreshTimer);
   const [path, query] = (location.hash.slice(1) || "/overview").split("?");
@@ -362,8 +388,10 @@ async function route() {
     app.dataset.page = page;
     stamp();
   } catch (e) {
-    app.innerHTML = `<h1>${esc(page)}</h1>` + errorBox(e);
+    app.innerHTML = errorPage(page, arg, e);
+    app.dataset.page = page;
   }
+  document.title = pageTitle(page, arg) + " · Keel console";
   if (["overview", "groups", "group", "topic", "transactions"].includes(page)) {
     refreshTimer = setTimeout(route, 10000);
   }
