@@ -229,6 +229,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		closed:  make(chan struct{}),
 	}
 	b.offsets.rates = newConsumeRates(cfg.Now)
+	b.offsets.now = cfg.Now
 	b.consumers = newConsumerManager(b)
 	b.producers = newProducerManager(cfg.Now)
 	b.pulls = newPullHold(b)

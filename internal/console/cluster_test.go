@@ -50,7 +50,7 @@ func serve(t *testing.T, h remoting.Handler, onClose func(*remoting.Conn)) strin
 	return ln.Addr().String()
 }
 
-func startCluster(t *testing.T, write bool) *cluster {
+func startCluster(t *testing.T, write bool, opts ...func(*broker.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	ns := namesrv.New(namesrv.Config{})
@@ -79,6 +79,9 @@ func startCluster(t *testing.T, write bool) *cluster {
 	bcfg.DataDir, bcfg.AdvertisedAddr, bcfg.NamesrvAddrs = dir, ln.Addr().String(), []string{c.namesrv}
 	bcfg.Version = "v9.8.7-test"
 	bcfg.RuntimeInfo = func() map[string]string { return m.Load().RuntimeInfo() }
+	for _, o := range opts {
+		o(&bcfg)
+	}
 	if c.b, err = broker.New(bcfg, st, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/broker"
 )
 
 // scrapeMetrics reads the cluster broker's /metrics into series -> value.
@@ -94,4 +96,35 @@ func TestRuntimeVersionAndLatency(t *testing.T) {
 		p99, _ := strconv.ParseFloat(rt[0].Info["keelFlushLatencyP99Ms"], 64)
 		return n >= 1 && p99 > 0
 	})
+}
+
+// "Last consumed" on the group page showed the store time of the last
+// consumed message: a minute old when the message waited a minute, though
+// the group had just consumed it. The API now gives when the group's offset
+// moved (the broker's clock, here a minute ahead of the store's) and how old
+// the first unconsumed message is.
+func TestLastConsumedIsWhenTheGroupConsumed(t *testing.T) {
+	ahead := time.Now().Add(time.Minute)
+	c := startCluster(t, false, func(bc *broker.Config) { bc.Now = func() time.Time { return ahead } })
+	f := c.seed() // commits offset 1 of 4 on Orders/0
+	var g groupView
+	c.getJSON("/api/groups/"+f.group, 200, &g)
+	var q0 *admin.QueueLag
+	for i := range g.Queues {
+		if g.Queues[i].Topic == f.topic && g.Queues[i].QueueID == 0 {
+			q0 = &g.Queues[i]
+		}
+	}
+	if q0 == nil {
+		t.Fatalf("no queue 0 in %+v", g.Queues)
+	}
+	if q0.ConsumedAt != ahead.UnixMilli() {
+		t.Errorf("consumedAt %d, want the commit's time %d (store time of the message: %d)", q0.ConsumedAt, ahead.UnixMilli(), q0.LastTimestamp)
+	}
+	if q0.LastTimestamp == 0 || q0.LastTimestamp > ahead.UnixMilli()-30_000 {
+		t.Errorf("lastTimestamp %d should be the (earlier) store time", q0.LastTimestamp)
+	}
+	if q0.Lag != 3 || q0.OldestUnconsumed == 0 || q0.OldestUnconsumed > time.Now().UnixMilli() {
+		t.Errorf("oldest unconsumed %d with lag %d", q0.OldestUnconsumed, q0.Lag)
+	}
 }

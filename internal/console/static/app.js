@@ -176,7 +176,11 @@ const pages = {
     <div class="panel"><h2>Lag per queue</h2>${table([
       ["Topic", q => link("topics", q.topic)], ["Broker", q => esc(q.broker)], ["Queue", q => num(q.queueId), "num"],
       ["Broker offset", q => num(q.brokerOffset), "num"], ["Consumer offset", q => num(q.consumerOffset), "num"],
-      ["Lag", q => lagCell(q.lag, maxLag), "num"], ["Last consumed", q => when(q.lastTimestamp)]], d.queues, "The group consumes nothing yet.")}</div>
+      ["Lag", q => lagCell(q.lag, maxLag), "num"],
+      ["Last consumed", q => `<span title="${q.lastTimestamp ? "the last consumed message was stored " + esc(when(q.lastTimestamp)) : ""}">${q.consumedAt ? esc(when(q.consumedAt)) : "–"}</span>`],
+      ["Oldest unconsumed", q => q.lag > 0 && q.oldestUnconsumed ? `<span class="behind">${esc(ago(Math.max(0, Date.now() - q.oldestUnconsumed)))} behind</span>` : q.lag > 0 ? "–" : "caught up", "num"],
+    ], d.queues, "The group consumes nothing yet.")}
+      <p class="muted">Last consumed: when the group's committed offset last moved (the broker's clock; unknown after a broker restart until it moves again). Oldest unconsumed: how long the first message the group has not consumed has been stored.</p></div>
     ${d.dlqMessages > 0 ? `<p><a href="#/dlq/${enc(d.group)}">${num(d.dlqMessages)} dead letters →</a></p>` : ""}`;
   },
 
