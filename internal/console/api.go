@@ -175,6 +175,34 @@ func (c *Console) apiTopic(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
+// apiBrowse lists a topic's messages stored from a time on (?from=Unix ms,
+// &limit=N up to admin.MaxBrowse, default 50), oldest first.
+func (c *Console) apiBrowse(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	q := r.URL.Query()
+	from, err := parseMs(q.Get("from"))
+	if err != nil || q.Get("from") == "" {
+		writeError(w, http.StatusBadRequest, "give from= as Unix milliseconds (the time to list messages from)")
+		return
+	}
+	limit := DefaultBrowseLimit
+	if s := q.Get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > admin.MaxBrowse {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want 1..%d", s, admin.MaxBrowse))
+			return
+		}
+	}
+	ms, err := c.cfg.Admin.Browse(r.Context(), name, from, limit)
+	if err != nil {
+		failNotFound(w, err, fmt.Sprintf("There is no topic named %q on any broker of this cluster.", name))
+		return
+	}
+	if ms == nil {
+		ms = []admin.Message{}
+	}
+	writeJSON(w, http.StatusOK, ms)
+}
+
 type createTopic struct {
 	Topic  string `json:"topic"`
 	Queues int32  `json:"queues"`

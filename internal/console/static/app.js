@@ -133,8 +133,23 @@ const pages = {
       ], ts, "No topics yet.")}</div>`;
   },
 
-  async topic(name) {
+  async topic(name, q) {
     const d = await api("topics/" + enc(name));
+    const from = q.get("from");
+    let browsed = "";
+    if (from) {
+      try {
+        const ms = await api(`topics/${enc(name)}/messages?from=${enc(from)}`);
+        browsed = `<div class="panel" id="browse"><h2>Messages stored from ${esc(when(Number(from)))} <span class="sub">${num(ms.length)} shown, oldest first</span></h2>${table([
+          ["Stored", m => esc(when(m.storeTime))], ["Broker", m => `<span class="mono">${esc(m.storeHost)}</span>`],
+          ["Queue", m => num(m.queueId), "num"], ["Offset", m => num(m.queueOffset), "num"],
+          ["Message ID", m => `<a class="mono" href="#/messages?id=${enc(m.msgId)}">${esc(m.msgId)}</a>`],
+          ["Tags", m => esc(m.tags || "–")], ["Keys", m => esc(m.keys || "–")],
+          ["Body", m => `<span class="clip">${esc((m.body || "(binary)").slice(0, 200))}</span>`],
+        ], ms, "No message was stored at or after that time.")}</div>`;
+      } catch (e) { browsed = errorBox(e); }
+    }
+    const fromValue = localInput(from ? Number(from) : Date.now() - 3600e3);
     return `<h1>${esc(d.topic)} <span class="sub">${kindPill(d.kind)}</span></h1>
     <div class="cards">${card("Messages stored", d.messages)}${card("Messages written", d.written)}${card("Queues", d.queues.length)}</div>
     <div class="panel"><h2>Configuration</h2>${table([
@@ -143,6 +158,10 @@ const pages = {
     <div class="panel"><h2>Queues</h2>${table([
       ["Broker", q => esc(q.broker)], ["Queue", q => num(q.queueId), "num"], ["Min offset", q => num(q.minOffset), "num"],
       ["Max offset", q => num(q.maxOffset), "num"], ["Messages", q => num(q.messages), "num"]], d.queues)}</div>
+    <form class="inline panel" onsubmit="return browseTopic(this, '${esc(enc(d.topic))}')">
+      <label class="f">Browse messages stored from<input name="from" type="datetime-local" step="1" value="${esc(fromValue)}" required></label>
+      <button type="submit">Browse</button>
+    </form>${browsed}
     <p><a href="#/messages?topic=${enc(d.topic)}">Search messages in this topic →</a></p>`;
   },
 
@@ -327,6 +346,16 @@ window.filterRows = function (text) {
   text = text.toLowerCase();
   document.querySelectorAll("main tbody tr").forEach(tr => { tr.style.display = tr.textContent.toLowerCase().includes(text) ? "" : "none"; });
 };
+// localInput formats Unix ms for a datetime-local input (local time).
+function localInput(ms) {
+  const d = new Date(ms), p = n => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+window.browseTopic = function (f, topic) {
+  const ms = new Date(f.from.value).getTime();
+  if (!isNaN(ms)) location.hash = `#/topics/${topic}?from=${ms}`;
+  return false;
+};
 window.searchMessages = function (f) {
   const p = new URLSearchParams();
   for (const k of ["id", "topic", "key"]) if (f[k].value.trim()) p.set(k, f[k].value.trim());
@@ -397,8 +426,18 @@ async function route() {
   }
   document.title = pageTitle(page, arg) + " · Keel console";
   if (["overview", "groups", "group", "topic", "transactions"].includes(page)) {
-    refreshTimer = setTimeout(route, 10000);
+    refreshTimer = setTimeout(refresh, 10000);
   }
+}
+
+// refresh re-renders the page, but not under a person filling in a form.
+function refresh() {
+  const a = document.activeElement;
+  if (a && a.closest && a.closest("form") && a.id !== "filter") {
+    refreshTimer = setTimeout(refresh, 10000);
+    return;
+  }
+  route();
 }
 
 async function start() {
