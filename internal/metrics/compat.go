@@ -33,6 +33,7 @@ var (
 	cRetryOffset     = desc("rocketmq_topic_retry_offset", "Sum of a retry topic's queue max offsets (rocketmq-exporter TopicRetryOffset).", "cluster", "broker", "topic")
 	cDLQOffset       = desc("rocketmq_topic_dlq_offset", "Sum of a group's dead-letter topic queue max offsets (rocketmq-exporter).", "cluster", "broker", "group")
 	cConsumerOffset  = desc("rocketmq_consumer_offset", "Sum of a group's committed offsets on a topic (rocketmq-exporter GroupBrokerTotalOffset).", "cluster", "broker", "topic", "group")
+	cConsumerSize    = desc("rocketmq_consumer_message_size", "Bytes consumed per second by a group from a topic over the last minute, estimated as rocketmq_consumer_tps times the topic's mean body size (rocketmq-exporter GroupGetMessageSize).", "cluster", "broker", "topic", "group")
 	cConsumerTPS     = desc("rocketmq_consumer_tps", "Messages consumed per second by a group from a topic over the last minute (Keel: committed-offset rate; rocketmq-exporter GroupGetNums).", "cluster", "broker", "topic", "group")
 	cGroupConsumeTPS = desc("rocketmq_group_consume_tps", "Consume TPS of GET_CONSUME_STATS: committed-offset rate over the last minute (rocketmq-exporter GroupConsumeTPS).", "cluster", "broker", "topic", "group")
 	cLatencyByStore  = desc("rocketmq_group_get_latency_by_storetime", "Milliseconds since the oldest unconsumed message of a group on a topic was stored; 0 when caught up (rocketmq-exporter GroupGetLatencyByStoreTime).", "cluster", "broker", "topic", "group")
@@ -43,7 +44,7 @@ var (
 
 var compatDescs = []*prometheus.Desc{
 	cBrokerTPS, cBrokerQPS, cProducerTPS, cProducerSize, cProducerOffset, cRetryOffset, cDLQOffset,
-	cConsumerOffset, cConsumerTPS, cGroupConsumeTPS, cLatencyByStore, cGroupDiff, cGroupRetryDiff, cGroupDLQDiff,
+	cConsumerOffset, cConsumerTPS, cConsumerSize, cGroupConsumeTPS, cLatencyByStore, cGroupDiff, cGroupRetryDiff, cGroupDLQDiff,
 }
 
 // msgModelOrdinal is Java's MessageModel ordinal, as the exporter writes it.
@@ -64,7 +65,8 @@ func (c *collector) collectCompat(ch chan<- prometheus.Metric, b *broker.Broker,
 	gauge(ch, cBrokerTPS, m.rates.rate("put", float64(s.PutMessages)), cluster, addr, name)
 	gauge(ch, cBrokerQPS, m.rates.rate("get", float64(s.GetMessages)), cluster, addr, name)
 
-	sentBytes := counterValues(m.sendBytes)
+	sentBytes := counterValues(m.sendBytes, nil)
+	sentMsgs := counterValues(m.sendMessages, func(result string) bool { return result == "SUCCESS" })
 	for _, tc := range b.Topics() {
 		t := tc.TopicName
 		total, _, _ := queueTotals(b, t)
@@ -99,21 +101,38 @@ func (c *collector) collectCompat(ch chan<- prometheus.Metric, b *broker.Broker,
 		tps := m.rates.rate("consumed/"+g.group+"\x00"+g.topic, float64(g.offset))
 		gauge(ch, cConsumerTPS, tps, cluster, name, g.topic, g.group)
 		gauge(ch, cGroupConsumeTPS, tps, cluster, name, g.topic, g.group)
+		var meanBody float64
+		if n := sentMsgs[g.topic]; n > 0 {
+			meanBody = sentBytes[g.topic] / n
+		}
+		gauge(ch, cConsumerSize, tps*meanBody, cluster, name, g.topic, g.group)
 		gauge(ch, cLatencyByStore, g.ageSeconds(now)*1000, cluster, name, g.topic, g.group)
 	}
 }
 
-// counterValues reads a counter vector labelled by topic alone.
-func counterValues(v *prometheus.CounterVec) map[string]float64 {
+// counterValues reads a counter vector labelled by topic (and, if
+// result is not nil, by a result it must accept) into topic -> value.
+func counterValues(v *prometheus.CounterVec, result func(string) bool) map[string]float64 {
 	out := map[string]float64{}
 	ch := make(chan prometheus.Metric, 64)
 	go func() { v.Collect(ch); close(ch) }()
 	for m := range ch {
 		var pb dto.Metric
-		if m.Write(&pb) != nil || pb.Counter == nil || len(pb.Label) != 1 {
+		if m.Write(&pb) != nil || pb.Counter == nil {
 			continue
 		}
-		out[pb.Label[0].GetValue()] = pb.Counter.GetValue()
+		topic, ok := "", result == nil
+		for _, l := range pb.Label {
+			switch l.GetName() {
+			case "topic":
+				topic = l.GetValue()
+			case "result":
+				ok = result != nil && result(l.GetValue())
+			}
+		}
+		if ok {
+			out[topic] += pb.Counter.GetValue()
+		}
 	}
 	return out
 }

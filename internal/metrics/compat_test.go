@@ -169,6 +169,7 @@ func TestRocketMQExporterNames(t *testing.T) {
 		`rocketmq_producer_message_size{` + lbl + `,topic="Orders"}`:                                  6.0 * 4 / 30,
 		`rocketmq_broker_tps{broker="broker-a",brokerIP="` + adv + `",cluster="DefaultCluster"}`:      6.0 / 30,
 		`rocketmq_consumer_tps{` + lbl + `,group="billing",topic="Orders"}`:                           6.0 / 30,
+		`rocketmq_consumer_message_size{` + lbl + `,group="billing",topic="Orders"}`:                  6.0 / 30 * 4, // 4-byte bodies
 		`rocketmq_group_consume_tps{` + lbl + `,group="billing",topic="Orders"}`:                      6.0 / 30,
 		`rocketmq_consumer_offset{` + lbl + `,group="billing",topic="Orders"}`:                        8,
 		`rocketmq_group_diff{countOfOnlineConsumers="1",group="billing",msgModel="1",topic="Orders"}`: 4,
