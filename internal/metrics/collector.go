@@ -199,6 +199,9 @@ type groupTopic struct {
 	// oldestMs is the store time of the oldest unconsumed message over
 	// the queues (0: caught up, or not read: see the age budget).
 	oldestMs int64
+	// ageUnknown: a lagging queue was left unread (age budget spent), so
+	// the age is not reported.
+	ageUnknown bool
 }
 
 // collectGroups emits the consumer metrics and returns the per-topic sums.
@@ -223,11 +226,14 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 			}
 			s.lag += p.Lag()
 			s.offset += p.ConsumerOffset
-			if p.Lag() > 0 && ageBudget > 0 {
+			switch {
+			case p.Lag() > 0 && ageBudget > 0:
 				ageBudget--
 				if ms := b.OldestUnconsumedTime(p); ms > 0 && (s.oldestMs == 0 || ms < s.oldestMs) {
 					s.oldestMs = ms
 				}
+			case p.Lag() > 0:
+				s.ageUnknown = true
 			}
 			if budget > 0 {
 				gauge(ch, dLag, float64(p.Lag()), g, p.Topic, itoa(p.QueueID))
@@ -239,7 +245,9 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 		for t, s := range perTopic {
 			gauge(ch, dGroupLag, float64(s.lag), g, t)
 			gauge(ch, dGroupOffset, float64(s.offset), g, t)
-			gauge(ch, dOldestAge, s.ageSeconds(now), g, t)
+			if !s.ageUnknown {
+				gauge(ch, dOldestAge, s.ageSeconds(now), g, t)
+			}
 		}
 		if total, _, ok := queueTotals(b, broker.RetryTopic(g)); ok {
 			counter(ch, dRetryTotal, float64(total), g)

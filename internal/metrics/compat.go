@@ -106,7 +106,9 @@ func (c *collector) collectCompat(ch chan<- prometheus.Metric, b *broker.Broker,
 			meanBody = sentBytes[g.topic] / n
 		}
 		gauge(ch, cConsumerSize, tps*meanBody, cluster, name, g.topic, g.group)
-		gauge(ch, cLatencyByStore, g.ageSeconds(now)*1000, cluster, name, g.topic, g.group)
+		if !g.ageUnknown {
+			gauge(ch, cLatencyByStore, g.ageSeconds(now)*1000, cluster, name, g.topic, g.group)
+		}
 	}
 }
 

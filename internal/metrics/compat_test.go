@@ -222,3 +222,30 @@ func TestRocketMQNamesOffByDefault(t *testing.T) {
 		t.Errorf("oldest unconsumed age %v, want about 10 s", age)
 	}
 }
+
+// The age reads one message per lagging queue, at most MaxLagSeries a
+// scrape; a topic whose lagging queues were not all read gets no age
+// rather than a wrong one.
+func TestOldestUnconsumedAgeBudget(t *testing.T) {
+	e := startCompat(t, false)
+	e.m.cfg.MaxLagSeries = 1
+	e.invoke(remoting.ReqHeartBeat, nil, []byte(billingHeartbeat))
+	e.send(1, "x") // Orders/0
+	e.waitStored(1)
+	s := e.scrape()
+	if _, ok := s[`keel_group_oldest_unconsumed_age_seconds{group="billing",topic="Orders"}`]; !ok {
+		t.Fatalf("one lagging queue within the budget: no age in %v", s)
+	}
+	e.invoke(remoting.ReqSendMessage, map[string]string{
+		"producerGroup": "pg", "topic": "Orders", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+		"queueId": "1", "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0",
+		"properties": "", "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+	}, []byte("y"))
+	deadline := time.Now().Add(10 * time.Second)
+	for e.tc.Store().MaxOffset("Orders", 1) < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // wait for the condition: dispatch
+	}
+	if v, ok := e.scrape()[`keel_group_oldest_unconsumed_age_seconds{group="billing",topic="Orders"}`]; ok {
+		t.Errorf("two lagging queues, budget 1: age %v reported", v)
+	}
+}
