@@ -240,9 +240,12 @@ func TestAdminGroupAndDLQCommands(t *testing.T) {
 		`Total:\s+broker offset 3, consumer offset 1, lag 2 \(retry 0\), dead letters 0`, `Members:\s+1`, `(?m)^worker-1\s+127\.0\.0\.1:\d+`)
 	var d admin.GroupDetail
 	c.okJSON(&d, "group", "describe", "workers")
-	if d.Lag != 2 || d.Members != 1 || len(d.Queues) != 1 || d.Queues[0].ConsumerOffset != 1 || d.Queues[0].LastTimestamp == 0 {
+	if d.Lag != 2 || d.Members != 1 || len(d.Queues) != 1 || d.Queues[0].ConsumerOffset != 1 || d.Queues[0].LastTimestamp == 0 ||
+		d.Queues[0].ConsumedAt == 0 || d.Queues[0].OldestUnconsumed == 0 {
 		t.Errorf("describe -o json: %+v", d)
 	}
+	wantMatch(t, "describe columns", out, `(?m)^TOPIC\s+BROKER\s+QUEUE\s+BROKER_OFFSET\s+CONSUMER_OFFSET\s+LAG\s+LAST_CONSUMED\s+BEHIND$`,
+		`(?m)^Jobs\s+broker-a\s+0\s+3\s+1\s+2\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\s+\d+(ms|s|m\d+s)$`)
 	wantMatch(t, "list", c.ok("group", "list"), `(?m)^workers\s+1\s+CLUSTERING\s+3\s+1\s+2\s+0\s+0$`)
 	code, _, errOut := c.keel("group", "describe", "nobody")
 	if code != exitError || !strings.Contains(errOut, "not found") {

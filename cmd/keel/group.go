@@ -87,13 +87,21 @@ func printGroup(w *tabwriter.Writer, d admin.GroupDetail) {
 	}
 	fmt.Fprintf(w, "Total:\tbroker offset %d, consumer offset %d, lag %d (retry %d), dead letters %d\n\n",
 		d.BrokerOffset, d.ConsumerOffset, d.Lag, d.RetryMessages, d.DLQMessages)
-	row(w, "TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "LAST_CONSUMED")
+	// LAST_CONSUMED is when the group's offset last moved (not the store
+	// time of the last consumed message, which is old whenever that
+	// message waited); BEHIND is the age of the oldest unconsumed message.
+	row(w, "TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "LAST_CONSUMED", "BEHIND")
 	for _, q := range d.Queues {
-		last := "-"
-		if q.LastTimestamp > 0 {
-			last = fmtTime(time.UnixMilli(q.LastTimestamp))
+		last, behind := "-", "-"
+		if q.ConsumedAt > 0 {
+			last = fmtTime(time.UnixMilli(q.ConsumedAt))
 		}
-		row(w, q.Topic, q.Broker, q.QueueID, q.BrokerOffset, q.ConsumerOffset, q.Lag, last)
+		if q.Lag == 0 {
+			behind = "0s"
+		} else if q.OldestUnconsumed > 0 {
+			behind = max(time.Since(time.UnixMilli(q.OldestUnconsumed)), 0).Round(time.Second).String()
+		}
+		row(w, q.Topic, q.Broker, q.QueueID, q.BrokerOffset, q.ConsumerOffset, q.Lag, last, behind)
 	}
 	fmt.Fprintf(w, "\nMembers:\t%d\n", d.Members)
 	if len(d.Clients) > 0 {

@@ -68,6 +68,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			}
 			bc := brokerConfig(p.cfg, adv, p.namesrvAddrs)
 			bc.NamesrvTLS = p.namesrvClientTLS
+			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
 			b, err = broker.New(bc, p.store, p.log.With("component", "broker"))
 			if err != nil {
 				return service{}, err
@@ -97,3 +98,12 @@ func (l lateHandler) Handle(ctx context.Context, c *remoting.Conn, req *remoting
 func (l lateHandler) BorrowsBody(code int16) bool { return remoting.BorrowsBody(*l.h, code) }
 
 func (l lateHandler) RunsInline(req *remoting.Command) bool { return remoting.RunsInline(*l.h, req) }
+
+// runtimeInfo adds the recent send and flush latency to the broker's
+// GET_BROKER_RUNTIME_INFO once the metrics exist (the console shows them).
+func (p *parts) runtimeInfo() map[string]string {
+	if m := p.metrics.Load(); m != nil {
+		return m.RuntimeInfo()
+	}
+	return nil
+}

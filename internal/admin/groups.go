@@ -34,6 +34,13 @@ type QueueLag struct {
 	ConsumerOffset int64  `json:"consumerOffset"`
 	Lag            int64  `json:"lag"`
 	LastTimestamp  int64  `json:"lastTimestamp,omitempty"` // store time of the last consumed message
+	// ConsumedAt is when the group's offset on the queue last moved forward
+	// (Unix ms, the broker's clock; 0 if not since the broker started, or
+	// from a broker that does not report it).
+	ConsumedAt int64 `json:"consumedAt,omitempty"`
+	// OldestUnconsumed is the store time of the first message the group has
+	// not consumed (Unix ms; 0 when caught up).
+	OldestUnconsumed int64 `json:"oldestUnconsumed,omitempty"`
 }
 
 // Member is one online consumer client.
@@ -209,6 +216,9 @@ type wireOffsetWrapper struct {
 	BrokerOffset   int64 `json:"brokerOffset"`
 	ConsumerOffset int64 `json:"consumerOffset"`
 	LastTimestamp  int64 `json:"lastTimestamp"`
+	// Keel's additions (absent from RocketMQ brokers).
+	ConsumedTimestamp         int64 `json:"consumedTimestamp"`
+	OldestUnconsumedTimestamp int64 `json:"oldestUnconsumedTimestamp"`
 }
 
 // consumeStats asks one broker for a group's progress; a broker that does
@@ -229,7 +239,8 @@ func (c *Client) consumeStats(ctx context.Context, b Broker, group string) ([]Qu
 	for mq, o := range table {
 		out = append(out, QueueLag{Topic: mq.Topic, Broker: mq.BrokerName, QueueID: mq.QueueID,
 			BrokerOffset: o.BrokerOffset, ConsumerOffset: o.ConsumerOffset,
-			Lag: max(o.BrokerOffset-o.ConsumerOffset, 0), LastTimestamp: o.LastTimestamp})
+			Lag: max(o.BrokerOffset-o.ConsumerOffset, 0), LastTimestamp: o.LastTimestamp,
+			ConsumedAt: o.ConsumedTimestamp, OldestUnconsumed: o.OldestUnconsumedTimestamp})
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -28,38 +29,22 @@ const (
 // ErrTopicExists is returned by CreateTopic for a topic that exists.
 var ErrTopicExists = errors.New("admin: topic already exists")
 
-// Topic kinds.
+// Topic kinds (message.TopicKind, as strings).
 const (
-	KindNormal = "normal"
-	KindRetry  = "retry"
-	KindDLQ    = "dlq"
-	KindSystem = "system"
+	KindNormal = string(message.TopicNormal)
+	KindRetry  = string(message.TopicRetry)
+	KindDLQ    = string(message.TopicDLQ)
+	KindSystem = string(message.TopicSystem)
 )
 
 // Retry and dead-letter topic prefixes.
 const (
-	RetryPrefix = "%RETRY%"
-	DLQPrefix   = "%DLQ%"
+	RetryPrefix = message.RetryTopicPrefix
+	DLQPrefix   = message.DLQTopicPrefix
 )
 
-var systemTopics = map[string]bool{
-	"TBW102": true, "SCHEDULE_TOPIC_XXXX": true, "SELF_TEST_TOPIC": true, "OFFSET_MOVED_EVENT": true,
-	"TRANS_CHECK_MAX_TIME_TOPIC": true, "BenchmarkTest": true,
-}
-
-// TopicKind classifies a topic name.
-func TopicKind(name string) string {
-	switch {
-	case strings.HasPrefix(name, RetryPrefix):
-		return KindRetry
-	case strings.HasPrefix(name, DLQPrefix):
-		return KindDLQ
-	case systemTopics[name], strings.HasPrefix(name, "RMQ_SYS_"), strings.HasPrefix(name, "rmq_sys_"),
-		strings.HasPrefix(name, "KEEL_SYS_"):
-		return KindSystem
-	}
-	return KindNormal
-}
+// TopicKind classifies a topic name (message.KindOfTopic).
+func TopicKind(name string) string { return string(message.KindOfTopic(name)) }
 
 // PermString renders permission bits as "RW", "R-", "-W" or "--".
 func PermString(p int32) string {

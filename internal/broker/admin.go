@@ -91,16 +91,32 @@ func (b *Broker) handleGetAllGroups(ctx context.Context, c *remoting.Conn, req *
 	return resp, nil
 }
 
+// The RocketMQ release whose protocol Keel speaks, as GET_BROKER_RUNTIME_INFO
+// reports it to clients and tools (brokerVersionDesc, brokerVersion).
+const (
+	rocketMQVersionDesc = "V4_9_4"
+	rocketMQVersion     = "401"
+)
+
 func (b *Broker) handleRuntimeInfo(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	table := map[string]string{
-		"brokerVersionDesc":     "V4_9_4",
-		"brokerVersion":         "401",
+	table := map[string]string{}
+	if b.cfg.RuntimeInfo != nil {
+		for k, v := range b.cfg.RuntimeInfo() {
+			table[k] = v
+		}
+	}
+	for k, v := range map[string]string{
+		"keelVersion":           b.cfg.Version,
+		"brokerVersionDesc":     rocketMQVersionDesc,
+		"brokerVersion":         rocketMQVersion,
 		"commitLogMaxOffset":    itoa(b.st.ConfirmedOffset()),
 		"brokerName":            b.cfg.BrokerName,
 		"clusterName":           b.cfg.ClusterName,
 		"heldPullRequests":      itoa(b.pulls.held()),
 		"topicCount":            itoa(len(b.Topics())),
 		"autoCreateTopicEnable": strings.ToLower(boolString(b.cfg.AutoCreateTopicEnable)),
+	} {
+		table[k] = v // the broker's own entries win over RuntimeInfo's
 	}
 	body, err := json.Marshal(map[string]any{"table": table})
 	if err != nil {

@@ -14,7 +14,10 @@ package broker
 // %RETRY%<group>) and those its online members subscribe to, or only the
 // requested one; topics that no longer exist are skipped. A queue without a
 // committed offset reports consumerOffset 0. lastTimestamp is the store time
-// of the last consumed message (0 if none). An unknown group gets an empty
+// of the last consumed message (0 if none); Keel adds consumedTimestamp, when
+// the group's offset last moved forward (0 if not since the broker started),
+// and oldestUnconsumedTimestamp, the store time of the first message not
+// consumed yet (0 if none), which clients ignore. An unknown group gets an empty
 // table, as in Java. consumeTps is how fast the group's committed offsets
 // advanced over the last minute, in messages per second (consume_tps.go),
 // on the requested topic or on all the group's topics.
@@ -44,6 +47,9 @@ type QueueProgress struct {
 	QueueID        int32
 	BrokerOffset   int64 // next offset the queue will assign
 	ConsumerOffset int64 // next offset the group will consume (0 if none committed)
+	// ConsumedAt is when the group's committed offset last moved forward
+	// (Unix ms; 0: not since the broker started).
+	ConsumedAt int64
 }
 
 // Lag is the number of messages stored but not yet consumed.
@@ -68,6 +74,7 @@ func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
 			p := QueueProgress{Topic: t, QueueID: q, BrokerOffset: b.st.MaxOffset(t, q)}
 			if off, ok := b.offsets.get(group, t, q); ok && off > 0 {
 				p.ConsumerOffset = off
+				p.ConsumedAt = b.offsets.consumedAt(group, t, q)
 			}
 			out = append(out, p)
 		}
@@ -86,6 +93,16 @@ func (b *Broker) storeTimeAt(topic string, queueID int32, offset int64) int64 {
 		return 0
 	}
 	return message.View(res.Records[0]).StoreTimestamp()
+}
+
+// OldestUnconsumedTime returns the store time (Unix ms) of the first
+// message p's group has not consumed (at its offset, or the queue's oldest
+// retained message if retention passed it), or 0 when there is none.
+func (b *Broker) OldestUnconsumedTime(p QueueProgress) int64 {
+	if p.Lag() == 0 {
+		return 0
+	}
+	return b.storeTimeAt(p.Topic, p.QueueID, max(p.ConsumerOffset, b.st.MinOffset(p.Topic, p.QueueID)))
 }
 
 // groupTopics lists, sorted, the topics a group has offsets for or
@@ -199,8 +216,8 @@ func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, re
 		if p.ConsumerOffset > 0 {
 			last = b.storeTimeAt(p.Topic, p.QueueID, p.ConsumerOffset-1)
 		}
-		fmt.Fprintf(&buf, `:{"brokerOffset":%d,"consumerOffset":%d,"lastTimestamp":%d}`,
-			p.BrokerOffset, p.ConsumerOffset, last)
+		fmt.Fprintf(&buf, `:{"brokerOffset":%d,"consumerOffset":%d,"lastTimestamp":%d,"consumedTimestamp":%d,"oldestUnconsumedTimestamp":%d}`,
+			p.BrokerOffset, p.ConsumerOffset, last, p.ConsumedAt, b.OldestUnconsumedTime(p))
 	}
 	buf.WriteString(`}}`)
 	resp := req.NewResponse(remoting.ResSuccess, "")

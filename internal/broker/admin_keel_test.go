@@ -19,7 +19,8 @@ func consumeStatsEntry(topic string, q int32, brokerOff, consumerOff int64, with
 		ts = `[1-9][0-9]*`
 	}
 	return regexp.MustCompile(regexp.QuoteMeta(`{"brokerName":"broker-a","queueId":`+itoa(q)+`,"topic":"`+topic+`"}:`+
-		`{"brokerOffset":`+itoa(brokerOff)+`,"consumerOffset":`+itoa(consumerOff)+`,"lastTimestamp":`) + ts + `}`)
+		`{"brokerOffset":`+itoa(brokerOff)+`,"consumerOffset":`+itoa(consumerOff)+`,"lastTimestamp":`) + ts +
+		`(,"(consumedTimestamp|oldestUnconsumedTimestamp)":[0-9]+)*}`) // Keel's additions follow Java's fields
 }
 
 func TestGetConsumeStats(t *testing.T) {

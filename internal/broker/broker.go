@@ -53,6 +53,14 @@ type Config struct {
 	// NameServer at addr with for registration; nil (or a nil result) dials
 	// plain TCP.
 	NamesrvTLS func(addr string) *tls.Config
+	// Version is Keel's version, reported as keelVersion by
+	// GET_BROKER_RUNTIME_INFO (brokerVersionDesc is the RocketMQ protocol
+	// version Keel speaks to clients).
+	Version string
+	// RuntimeInfo, if set, adds entries to GET_BROKER_RUNTIME_INFO's table
+	// (the process's recent send and flush latency); it must be cheap and
+	// must not call into the broker.
+	RuntimeInfo func() map[string]string
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool
@@ -221,6 +229,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		closed:  make(chan struct{}),
 	}
 	b.offsets.rates = newConsumeRates(cfg.Now)
+	b.offsets.now = cfg.Now
 	b.consumers = newConsumerManager(b)
 	b.producers = newProducerManager(cfg.Now)
 	b.pulls = newPullHold(b)

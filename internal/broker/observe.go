@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -87,11 +88,14 @@ func (b *Broker) observePull(req, resp *remoting.Command, err error) {
 
 // Stats is a snapshot of the broker's gauges.
 type Stats struct {
-	HeldPulls          int // pull requests held for long polling
-	ProducerClients    int // producer registrations (group, client)
-	ConsumerClients    int // consumer members (group, client)
-	OnlineGroups       int // consumer groups with a member online
-	Topics             int
+	HeldPulls       int // pull requests held for long polling
+	ProducerClients int // producer registrations (group, client)
+	ConsumerClients int // consumer members (group, client)
+	OnlineGroups    int // consumer groups with a member online
+	Topics          int
+	// TopicsByKind splits Topics by message.KindOfTopic: user topics,
+	// retry, dead-letter and system topics (every kind present, maybe 0).
+	TopicsByKind       map[message.TopicKind]int
 	SubscriptionGroups int
 	// LastRegistered is when a NameServer last accepted the broker's
 	// registration (zero: never).
@@ -114,7 +118,14 @@ func (b *Broker) Registered() bool {
 func (b *Broker) Stats() Stats {
 	topics, _ := b.topics.all()
 	groups, _ := b.groups.all()
-	s := Stats{HeldPulls: b.pulls.held(), Topics: len(topics), SubscriptionGroups: len(groups)}
+	s := Stats{HeldPulls: b.pulls.held(), Topics: len(topics), SubscriptionGroups: len(groups),
+		TopicsByKind: make(map[message.TopicKind]int, len(message.TopicKinds))}
+	for _, k := range message.TopicKinds {
+		s.TopicsByKind[k] = 0 // every kind is reported, also when none exists
+	}
+	for name := range topics {
+		s.TopicsByKind[message.KindOfTopic(name)]++
+	}
 	s.OnlineGroups, s.ConsumerClients = b.consumers.counts()
 	s.ProducerClients = b.producers.count()
 	if ms := b.reg.lastOK.Load(); ms > 0 {

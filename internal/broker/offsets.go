@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
@@ -46,10 +47,18 @@ type offsetTable struct {
 	saved   uint64 // version on disk
 
 	rates *consumeRates // nil: not measured
+
+	// advancedMs is when each offset last moved forward (Unix ms, broker
+	// clock; in memory only, so empty after a restart). It is what
+	// "last consumed" means: the store time of the last consumed message
+	// (RocketMQ's lastTimestamp) is old on a quiet topic or a lagging group
+	// although the group consumes. Guarded by mu; now nil: not recorded.
+	advancedMs map[offsetKey]int64
+	now        func() time.Time
 }
 
 func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
-	return &offsetTable{fs: fsys, path: path, m: make(map[offsetKey]int64)}
+	return &offsetTable{fs: fsys, path: path, m: make(map[offsetKey]int64), advancedMs: make(map[offsetKey]int64)}
 }
 
 // File layout (RocketMQ's): {"offsetTable":{"topic@group":{"0":12,"1":7}}}.
@@ -93,6 +102,14 @@ func (t *offsetTable) get(group, topic string, queueID int32) (int64, bool) {
 	return off, ok
 }
 
+// consumedAt returns when the offset last moved forward (Unix ms), or 0
+// when it did not since the broker started.
+func (t *offsetTable) consumedAt(group, topic string, queueID int32) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.advancedMs[offsetKey{group, topic, queueID}]
+}
+
 func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -104,6 +121,9 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	if ok && t.rates != nil {
 		t.rates.add(group, topic, offset-old)
 	}
+	if t.now != nil && (!ok || offset > old) {
+		t.advancedMs[k] = t.now().UnixMilli()
+	}
 	t.m[k] = offset
 	t.version++
 }
@@ -114,6 +134,7 @@ func (t *offsetTable) deleteTopic(topic string) {
 	for k := range t.m {
 		if k.topic == topic {
 			delete(t.m, k)
+			delete(t.advancedMs, k)
 			t.version++
 		}
 	}
@@ -128,6 +149,7 @@ func (t *offsetTable) deleteGroup(group string) {
 	for k := range t.m {
 		if k.group == group {
 			delete(t.m, k)
+			delete(t.advancedMs, k)
 			t.version++
 		}
 	}

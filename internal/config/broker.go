@@ -119,6 +119,9 @@ type Broker struct {
 	TransactionCheckMax      int           // transactionCheckMax
 	TransactionCheckInterval time.Duration // transactionCheckInterval (ms)
 
+	// Metrics.
+	MetricsRocketMQNames bool // metricsRocketMQNames (Keel): add rocketmq-exporter's names to /metrics
+
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
 	origin map[string]string

@@ -73,6 +73,8 @@ var fields = []field{
 	dur("transactionTimeOut", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionTimeout }),
 	intf("transactionCheckMax", func(b *Broker) *int { return &b.TransactionCheckMax }),
 	dur("transactionCheckInterval", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionCheckInterval }),
+
+	boolf("metricsRocketMQNames", func(b *Broker) *bool { return &b.MetricsRocketMQNames }),
 }
 
 // byKey maps every key and alias to its field.

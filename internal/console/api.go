@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
@@ -27,14 +28,31 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // fail maps an admin error to a status: 404 not found, 409 exists, 502
 // for everything the cluster answered or failed to answer.
 func fail(w http.ResponseWriter, err error) {
+	msg := humanError(err)
 	switch {
 	case errors.Is(err, admin.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error())
+		writeError(w, http.StatusNotFound, msg)
 	case errors.Is(err, admin.ErrTopicExists):
-		writeError(w, http.StatusConflict, err.Error())
+		writeError(w, http.StatusConflict, msg)
 	default:
-		writeError(w, http.StatusBadGateway, err.Error())
+		writeError(w, http.StatusBadGateway, msg)
 	}
+}
+
+// humanError is err's text without the Go package prefixes ("admin: ")
+// that help in a log but not on a page.
+func humanError(err error) string {
+	return strings.ReplaceAll(err.Error(), "admin: ", "")
+}
+
+// failNotFound answers 404 with msg when err is a not-found error, and
+// as fail otherwise.
+func failNotFound(w http.ResponseWriter, err error, msg string) {
+	if errors.Is(err, admin.ErrNotFound) {
+		writeError(w, http.StatusNotFound, msg)
+		return
+	}
+	fail(w, err)
 }
 
 // writeAction guards an action: write access, the console's header and a
@@ -68,15 +86,18 @@ func (c *Console) apiInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 type overview struct {
-	Brokers     []admin.BrokerRuntime `json:"brokers"`
-	Topics      int                   `json:"topics"`
-	Messages    int64                 `json:"messages"`
-	Groups      int                   `json:"groups"`
-	Lag         int64                 `json:"lag"`
-	DLQMessages int64                 `json:"dlqMessages"`
-	Throughput  []Rate                `json:"throughput"`
-	LagHistory  []LagPoint            `json:"lagHistory"` // total over groups
-	Local       *LocalStats           `json:"local,omitempty"`
+	Brokers []admin.BrokerRuntime `json:"brokers"`
+	// Topics counts user topics (kind normal); TopicKinds counts every
+	// kind, as the keel_topics gauge does (message.KindOfTopic).
+	Topics      int            `json:"topics"`
+	TopicKinds  map[string]int `json:"topicKinds"`
+	Messages    int64          `json:"messages"`
+	Groups      int            `json:"groups"`
+	Lag         int64          `json:"lag"`
+	DLQMessages int64          `json:"dlqMessages"`
+	Throughput  []Rate         `json:"throughput"`
+	LagHistory  []LagPoint     `json:"lagHistory"` // total over groups
+	Local       *LocalStats    `json:"local,omitempty"`
 }
 
 func (c *Console) apiOverview(w http.ResponseWriter, r *http.Request) {
@@ -87,12 +108,14 @@ func (c *Console) apiOverview(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	topics, err := c.cfg.Admin.Topics(ctx, false, true)
+	topics, err := c.cfg.Admin.Topics(ctx, true, true)
 	if err != nil {
 		fail(w, err)
 		return
 	}
+	o.TopicKinds = map[string]int{admin.KindNormal: 0, admin.KindRetry: 0, admin.KindDLQ: 0, admin.KindSystem: 0}
 	for _, t := range topics {
+		o.TopicKinds[t.Kind]++
 		if t.Kind == admin.KindNormal {
 			o.Topics++
 			o.Messages += t.Messages
@@ -143,12 +166,41 @@ func (c *Console) apiTopics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) apiTopic(w http.ResponseWriter, r *http.Request) {
-	d, err := c.cfg.Admin.DescribeTopic(r.Context(), r.PathValue("topic"))
+	name := r.PathValue("topic")
+	d, err := c.cfg.Admin.DescribeTopic(r.Context(), name)
 	if err != nil {
-		fail(w, err)
+		failNotFound(w, err, fmt.Sprintf("There is no topic named %q on any broker of this cluster.", name))
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// apiBrowse lists a topic's messages stored from a time on (?from=Unix ms,
+// &limit=N up to admin.MaxBrowse, default 50), oldest first.
+func (c *Console) apiBrowse(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	q := r.URL.Query()
+	from, err := parseMs(q.Get("from"))
+	if err != nil || q.Get("from") == "" {
+		writeError(w, http.StatusBadRequest, "give from= as Unix milliseconds (the time to list messages from)")
+		return
+	}
+	limit := DefaultBrowseLimit
+	if s := q.Get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > admin.MaxBrowse {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want 1..%d", s, admin.MaxBrowse))
+			return
+		}
+	}
+	ms, err := c.cfg.Admin.Browse(r.Context(), name, from, limit)
+	if err != nil {
+		failNotFound(w, err, fmt.Sprintf("There is no topic named %q on any broker of this cluster.", name))
+		return
+	}
+	if ms == nil {
+		ms = []admin.Message{}
+	}
+	writeJSON(w, http.StatusOK, ms)
 }
 
 type createTopic struct {
@@ -211,7 +263,7 @@ func (c *Console) apiGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
 	d, err := c.cfg.Admin.DescribeGroup(r.Context(), name)
 	if err != nil {
-		fail(w, err)
+		failNotFound(w, err, fmt.Sprintf("No broker of this cluster knows a consumer group named %q.", name))
 		return
 	}
 	if d.Queues == nil {

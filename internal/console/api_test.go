@@ -63,7 +63,11 @@ func TestAPIReadOnly(t *testing.T) {
 	if td.Messages != 1 {
 		t.Errorf("DLQ topic %+v", td)
 	}
-	c.getJSON("/api/topics/Nope", 404, nil)
+	var nf map[string]string
+	c.getJSON("/api/topics/Nope", 404, &nf)
+	if want := `There is no topic named "Nope" on any broker of this cluster.`; nf["error"] != want {
+		t.Errorf("missing topic: %q, want %q", nf["error"], want)
+	}
 
 	var groups []admin.Group
 	c.getJSON("/api/groups", 200, &groups)
@@ -75,7 +79,10 @@ func TestAPIReadOnly(t *testing.T) {
 	if g.Lag != 3 || len(g.Clients) != 1 || g.Subscriptions[f.topic] != "created" || len(g.LagTrend) != 2 {
 		t.Errorf("group %+v", g)
 	}
-	c.getJSON("/api/groups/nobody", 404, nil)
+	c.getJSON("/api/groups/nobody", 404, &nf)
+	if strings.Contains(nf["error"], "admin:") || !strings.Contains(nf["error"], `consumer group named "nobody"`) {
+		t.Errorf("missing group: %q", nf["error"])
+	}
 
 	var ms []admin.Message
 	c.getJSON("/api/messages?id="+f.sent[1].MsgID, 200, &ms)

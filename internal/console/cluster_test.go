@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/namesrv"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -29,6 +31,7 @@ type cluster struct {
 	console *Console
 	http    *httptest.Server
 	member  *remoting.Client
+	metrics *metrics.Metrics // fed by the broker and the store, as in keel serve
 }
 
 func serve(t *testing.T, h remoting.Handler, onClose func(*remoting.Conn)) string {
@@ -47,7 +50,7 @@ func serve(t *testing.T, h remoting.Handler, onClose func(*remoting.Conn)) strin
 	return ln.Addr().String()
 }
 
-func startCluster(t *testing.T, write bool) *cluster {
+func startCluster(t *testing.T, write bool, opts ...func(*broker.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	ns := namesrv.New(namesrv.Config{})
@@ -57,6 +60,12 @@ func startCluster(t *testing.T, write bool) *cluster {
 	scfg.CommitLogSegmentBytes = 16 << 20
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 1000, 4000
+	var m atomic.Pointer[metrics.Metrics]
+	scfg.OnFlush = func(d time.Duration, n int64) {
+		if mm := m.Load(); mm != nil {
+			mm.ObserveFlush(d, n)
+		}
+	}
 	st, err := store.Open(scfg)
 	if err != nil {
 		t.Fatal(err)
@@ -68,9 +77,16 @@ func startCluster(t *testing.T, write bool) *cluster {
 	}
 	bcfg := broker.DefaultConfig()
 	bcfg.DataDir, bcfg.AdvertisedAddr, bcfg.NamesrvAddrs = dir, ln.Addr().String(), []string{c.namesrv}
+	bcfg.Version = "v9.8.7-test"
+	bcfg.RuntimeInfo = func() map[string]string { return m.Load().RuntimeInfo() }
+	for _, o := range opts {
+		o(&bcfg)
+	}
 	if c.b, err = broker.New(bcfg, st, nil); err != nil {
 		t.Fatal(err)
 	}
+	c.metrics = metrics.New(metrics.Config{Sources: metrics.Sources{Broker: c.b, Store: st}})
+	m.Store(c.metrics)
 	srv := remoting.NewServer(remoting.ServerConfig{OnConnClose: c.b.OnConnClose}, c.b.Handler())
 	go srv.Serve(ln)
 	c.broker = ln.Addr().String()

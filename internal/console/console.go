@@ -20,6 +20,7 @@ const (
 	DefaultSampleInterval = 10 * time.Second
 	DefaultHistoryPoints  = 360 // an hour at the default interval
 	MaxRequestBodyBytes   = 64 << 10
+	DefaultBrowseLimit    = 50 // messages a browse by time lists
 )
 
 // LocalStats describes the store of the process serving the console.
@@ -86,6 +87,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /api/overview", c.apiOverview)
 	c.mux.HandleFunc("GET /api/topics", c.apiTopics)
 	c.mux.HandleFunc("GET /api/topics/{topic}", c.apiTopic)
+	c.mux.HandleFunc("GET /api/topics/{topic}/messages", c.apiBrowse)
 	c.mux.HandleFunc("POST /api/topics", c.writeAction(c.apiCreateTopic))
 	c.mux.HandleFunc("GET /api/groups", c.apiGroups)
 	c.mux.HandleFunc("GET /api/groups/{group}", c.apiGroup)

@@ -9,6 +9,7 @@
 //	GET  /api/overview                  brokers, totals, throughput and lag history, local disk
 //	GET  /api/topics[?all=1]            topics with queue counts and message counts
 //	GET  /api/topics/{topic}            one topic's queues (min/max offsets)
+//	GET  /api/topics/{topic}/messages?from=MS[&limit=N]  messages stored from a time on, oldest first
 //	POST /api/topics                    create a topic            (write access)
 //	GET  /api/groups                    consumer groups with lag, retry and DLQ counts
 //	GET  /api/groups/{group}            per-queue lag, members, subscriptions, lag trend

@@ -112,11 +112,16 @@ func TestConsoleInChromium(t *testing.T) {
 		name, hash string
 		want       []string
 	}{
-		{"overview", "#/overview", []string{"Overview", "broker-a", "Messages stored", "Dead letters", "<svg class=\"chart\"", "write access"}},
-		{"topics", "#/topics", []string{"Topics", `href="#/topics/Orders"`, "%DLQ%billing", "Create topic"}},
-		{"topic", "#/topics/Orders", []string{"Orders", "Min offset", "Queues"}},
+		{"overview", "#/overview", []string{"Overview", "broker-a", "Messages stored", "Dead letters", "<svg class=\"chart\"", "write access",
+			"User topics", "1 retry · 1 dead-letter · ", "v9.8.7-test", "V4_9_4", "Send p99", "Flush p99"}},
+		{"topics", "#/topics", []string{"Topics", `href="#/topics/Orders"`, "%DLQ%billing", "Create topic",
+			`id="topic-counts">1 user topic · 1 retry · 1 dead-letter · `, "(system topics hidden)"}},
+		{"topic", "#/topics/Orders", []string{"Orders", "Min offset", "Queues", "Browse messages stored from", `type="datetime-local"`}},
+		{"topic-browse", "#/topics/Orders?from=1", []string{`id="browse"`, "Messages stored from 1970-01-01", "oldest first",
+			f.sent[0].MsgID, "order-40", "order-43"}},
 		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING"}},
-		{"group", "#/groups/billing", []string{"Lag per queue", "10.0.0.7@billing-1", "Lag trend", "<svg class=\"chart\""}},
+		{"group", "#/groups/billing", []string{"Lag per queue", "10.0.0.7@billing-1", "Lag trend", "<svg class=\"chart\"",
+			"Last consumed", "Oldest unconsumed", `behind</span>`, `title="the last consumed message was stored `}},
 		{"messages", "#/messages?topic=Orders&key=" + url.QueryEscape(f.key), []string{f.sent[2].MsgID, "order-42", "19.90", "UNIQ_KEY"}},
 		{"message", "#/messages?id=" + f.sent[0].MsgID, []string{f.sent[0].OffsetMsgID, "order-40", "Hex"}},
 		{"dlq", "#/dlq/billing", []string{"Dead letters of billing", f.deadID, "Resend all pending"}},
@@ -137,6 +142,25 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("%s: screenshot %s missing or empty: %v", p.name, png, err)
 		}
 	}
+	// A missing topic or group gets a titled page and a sentence, not the
+	// route's name and an "admin:" error.
+	for _, m := range []struct{ hash, title, heading, text string }{
+		{"#/topics/NoSuchTopic", "Topic NoSuchTopic", `<h1>Topic NoSuchTopic <span class="sub">not found</span></h1>`,
+			`There is no topic named "NoSuchTopic" on any broker`},
+		{"#/groups/nobody", "Consumer group nobody", `<h1>Consumer group nobody <span class="sub">not found</span></h1>`,
+			`knows a consumer group named "nobody"`},
+	} {
+		dom := b.run(c.http.URL+"/"+m.hash, "--dump-dom")
+		for _, w := range []string{m.heading, m.text, "<title>" + m.title + " · Keel console</title>"} {
+			if !strings.Contains(dom, w) {
+				t.Errorf("%s: page lacks %q:\n%s", m.hash, w, excerpt(dom, "<main"))
+			}
+		}
+		if strings.Contains(dom, "admin:") {
+			t.Errorf("%s: page shows a Go package prefix:\n%s", m.hash, excerpt(dom, "<main"))
+		}
+	}
+
 	// The group page shows the group's lag as the API computes it.
 	d, err := c.admin.DescribeGroup(context.Background(), f.group)
 	if err != nil || d.Lag < 3 {

@@ -1,7 +1,9 @@
 // Package message is Keel's message model and its byte encodings: the stored
 // MessageExt record (which is also the wire format of pull, query and view
-// responses), the properties string, the client batch format, message IDs and
-// tag hash codes.
+// responses), the properties string, the client batch format, message IDs,
+// tag hash codes, and the topic kinds (KindOfTopic: user, retry, dead-letter
+// and system topics) by which the broker, the metrics, the admin client and
+// the console all count topics.
 //
 // Stored record (magic V1, IPv4 hosts; add 12 bytes per IPv6 host field):
 //

@@ -3,6 +3,8 @@ package metrics
 // Scrape-time gauges and counters read from snapshots.
 
 import (
+	"time"
+
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -36,7 +38,7 @@ var (
 	dProducers           = desc("keel_producers", "Registered producer clients (per group).")
 	dConsumers           = desc("keel_consumers", "Registered consumer clients (per group).")
 	dGroupsOnline        = desc("keel_consumer_groups_online", "Consumer groups with at least one member online.")
-	dTopics              = desc("keel_topics", "Topics configured on the broker.")
+	dTopics              = desc("keel_topics", "Topics configured on the broker, by kind (normal = user topics, retry, dlq, system).", "kind")
 	dRegistered          = desc("keel_broker_registered", "1 if a NameServer accepted the broker's registration recently.")
 	dTopicMessages       = desc("keel_topic_messages", "Messages retained in a topic (sum over queues of max minus min offset).", "topic")
 	dTopicMessagesTotal  = desc("keel_topic_messages_total", "Messages ever stored in a topic (sum over queues of the max offset).", "topic")
@@ -52,6 +54,7 @@ var (
 	dTxRolledBack        = desc("keel_transaction_rolled_back_total", "Transactions rolled back.")
 	dTxChecks            = desc("keel_transaction_checks_total", "Transaction state checks sent to producers.")
 	dLagSeriesTruncation = desc("keel_consumer_lag_series_dropped", "Per-queue lag series left out of this scrape (MaxLagSeries).")
+	dOldestAge           = desc("keel_group_oldest_unconsumed_age_seconds", "Age of the oldest message a group has not consumed on a topic (now minus its store time; 0 when caught up).", "group", "topic")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -60,6 +63,7 @@ var allDescs = []*prometheus.Desc{
 	dDiskUsedRatio, dDiskTotal, dDiskFree, dHeldPulls, dConnections, dProducers, dConsumers, dGroupsOnline,
 	dTopics, dRegistered, dTopicMessages, dTopicMessagesTotal, dLag, dGroupLag, dGroupOffset, dRetryTotal,
 	dDLQTotal, dDLQ, dTxPending, dTxPrepared, dTxCommitted, dTxRolledBack, dTxChecks, dLagSeriesTruncation,
+	dOldestAge,
 }
 
 type collector struct{ m *Metrics }
@@ -67,6 +71,11 @@ type collector struct{ m *Metrics }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
+	}
+	if c.m.cfg.RocketMQNames {
+		for _, d := range compatDescs {
+			ch <- d
+		}
 	}
 }
 
@@ -82,7 +91,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if src.Broker != nil {
 		c.collectBroker(ch, src.Broker)
 		c.collectTopics(ch, src.Broker)
-		c.collectGroups(ch, src.Broker)
+		groups := c.collectGroups(ch, src.Broker)
+		if c.m.cfg.RocketMQNames {
+			c.collectCompat(ch, src.Broker, groups)
+		}
 	}
 	if src.Transactions != nil {
 		t := src.Transactions()
@@ -149,7 +161,9 @@ func (c *collector) collectBroker(ch chan<- prometheus.Metric, b *broker.Broker)
 	gauge(ch, dProducers, float64(s.ProducerClients))
 	gauge(ch, dConsumers, float64(s.ConsumerClients))
 	gauge(ch, dGroupsOnline, float64(s.OnlineGroups))
-	gauge(ch, dTopics, float64(s.Topics))
+	for kind, n := range s.TopicsByKind {
+		gauge(ch, dTopics, float64(n), string(kind))
+	}
 	gauge(ch, dRegistered, boolGauge(b.Registered()))
 }
 
@@ -177,22 +191,50 @@ func queueTotals(b *broker.Broker, topic string) (total, retained int64, ok bool
 	return total, retained, true
 }
 
-func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker) {
+// groupTopic is a consumer group's progress on one topic, summed over its
+// queues.
+type groupTopic struct {
+	group, topic string
+	lag, offset  int64
+	// oldestMs is the store time of the oldest unconsumed message over
+	// the queues (0: caught up, or not read: see the age budget).
+	oldestMs int64
+	// ageUnknown: a lagging queue was left unread (age budget spent), so
+	// the age is not reported.
+	ageUnknown bool
+}
+
+// collectGroups emits the consumer metrics and returns the per-topic sums.
+// The oldest-unconsumed age reads one message per lagging queue, at most
+// MaxLagSeries a scrape (the rest are left out of the age).
+func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker) []*groupTopic {
 	budget, dropped := c.m.cfg.MaxLagSeries, 0
+	ageBudget := c.m.cfg.MaxLagSeries
+	now := c.m.now()
+	var all []*groupTopic
 	for _, g := range b.GroupNames() {
 		if toolGroups[g] {
 			continue
 		}
-		type sum struct{ lag, offset int64 }
-		perTopic := map[string]*sum{}
+		perTopic := map[string]*groupTopic{}
 		for _, p := range b.ConsumeProgress(g, "") {
 			s := perTopic[p.Topic]
 			if s == nil {
-				s = &sum{}
+				s = &groupTopic{group: g, topic: p.Topic}
 				perTopic[p.Topic] = s
+				all = append(all, s)
 			}
 			s.lag += p.Lag()
 			s.offset += p.ConsumerOffset
+			switch {
+			case p.Lag() > 0 && ageBudget > 0:
+				ageBudget--
+				if ms := b.OldestUnconsumedTime(p); ms > 0 && (s.oldestMs == 0 || ms < s.oldestMs) {
+					s.oldestMs = ms
+				}
+			case p.Lag() > 0:
+				s.ageUnknown = true
+			}
 			if budget > 0 {
 				gauge(ch, dLag, float64(p.Lag()), g, p.Topic, itoa(p.QueueID))
 				budget--
@@ -203,6 +245,9 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 		for t, s := range perTopic {
 			gauge(ch, dGroupLag, float64(s.lag), g, t)
 			gauge(ch, dGroupOffset, float64(s.offset), g, t)
+			if !s.ageUnknown {
+				gauge(ch, dOldestAge, s.ageSeconds(now), g, t)
+			}
 		}
 		if total, _, ok := queueTotals(b, broker.RetryTopic(g)); ok {
 			counter(ch, dRetryTotal, float64(total), g)
@@ -216,4 +261,13 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 		}
 	}
 	gauge(ch, dLagSeriesTruncation, float64(dropped))
+	return all
+}
+
+// ageSeconds is how long the oldest unconsumed message has been stored.
+func (s *groupTopic) ageSeconds(now time.Time) float64 {
+	if s.oldestMs == 0 {
+		return 0
+	}
+	return max(now.Sub(time.UnixMilli(s.oldestMs)).Seconds(), 0)
 }

@@ -11,7 +11,14 @@
 //     broker does no metrics work.
 //
 // Names follow Prometheus conventions (keel_..._total for counters,
-// _seconds and _bytes units) and are listed in docs/metrics.md.
+// _seconds and _bytes units) and are listed in docs/metrics.md. With
+// Config.RocketMQNames, rocketmq-exporter's names and labels are exported
+// beside them (compat.go), so existing RocketMQ dashboards and alert rules
+// work.
+//
+// Recent (recent.go) estimates p50 and p99 of the send and flush latency
+// over the last minutes from the histograms; RuntimeInfo renders it for
+// the broker's GET_BROKER_RUNTIME_INFO, where the console reads it.
 //
 // Cardinality: topic labels come from real topics (they exist on the
 // broker); group labels from real consumer groups; queue labels from queue

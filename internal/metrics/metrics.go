@@ -41,6 +41,11 @@ type Config struct {
 	MaxLagSeries int // per-queue lag series per scrape (DefaultMaxLagSeries)
 	// IncludeGoMetrics adds the Go runtime and process collectors.
 	IncludeGoMetrics bool
+	// RocketMQNames adds rocketmq-exporter's metric names and labels
+	// (compat.go) beside Keel's own, for existing dashboards and alerts.
+	RocketMQNames bool
+	// Now is the clock of ages and rates (time.Now).
+	Now func() time.Time
 }
 
 // Metrics owns a registry with Keel's metrics.
@@ -57,6 +62,8 @@ type Metrics struct {
 	flushBytes   prometheus.Histogram
 
 	scrapeMu sync.Mutex // one collection at a time (they read many offsets)
+	recent   recentState
+	rates    rateWindows // of the RocketMQ-compatible per-second gauges; guarded by scrapeMu
 }
 
 // New builds the metrics and, when cfg.Broker is set, installs itself as the
@@ -65,7 +72,10 @@ func New(cfg Config) *Metrics {
 	if cfg.MaxLagSeries <= 0 {
 		cfg.MaxLagSeries = DefaultMaxLagSeries
 	}
-	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry()}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), recent: recentState{start: time.Now()}}
 	m.sendRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keel_send_requests_total", Help: "Send requests (single or batch) by topic and response code.",
 	}, []string{"topic", "result"})
@@ -104,6 +114,8 @@ func New(cfg Config) *Metrics {
 	}
 	return m
 }
+
+func (m *Metrics) now() time.Time { return m.cfg.Now() }
 
 // Registry is the registry holding the metrics.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -40,7 +40,11 @@ async function api(path, opts) {
   const res = await fetch("api/" + path, opts);
   let body = null;
   try { body = await res.json(); } catch (e) { /* not JSON */ }
-  if (!res.ok) throw new Error((body && body.error) || res.status + " " + res.statusText);
+  if (!res.ok) {
+    const e = new Error((body && body.error) || res.status + " " + res.statusText);
+    e.status = res.status;
+    throw e;
+  }
   return body;
 }
 function post(path, data) {
@@ -90,7 +94,7 @@ const pages = {
     const local = o.local ? diskPanel(o.local) : "";
     return `<h1>Overview</h1>
     <div class="cards">
-      ${card("Brokers", o.brokers.length)}${card("Topics", o.topics)}${card("Messages stored", o.messages)}
+      ${card("Brokers", o.brokers.length)}${card("User topics", o.topics, false, kindsNote(o.topicKinds))}${card("Messages stored", o.messages)}
       ${card("Consumer groups", o.groups)}${card("Total lag", o.lag, o.lag > 0)}${card("Dead letters", o.dlqMessages, o.dlqMessages > 0)}
     </div>
     <div class="grid2">
@@ -98,10 +102,12 @@ const pages = {
       <div class="panel"><h2>Total consumer lag</h2>${chart(o.lagHistory.map(p => ({ t: p.time, v: p.lag })), "lag")}</div>
     </div>
     ${local}
+    ${latencyPanel(o.brokers)}
     <div class="panel"><h2>Brokers</h2>${table([
       ["Broker", b => esc(b.brokerName)], ["Id", b => b.brokerId === 0 ? "master" : esc(b.brokerId)],
       ["Cluster", b => esc(b.cluster)], ["Address", b => `<span class="mono">${esc(b.addr)}</span>`],
-      ["Version", b => esc(b.info ? b.info.brokerVersionDesc : "")],
+      ["Keel version", b => esc(b.info && b.info.keelVersion ? b.info.keelVersion : "–")],
+      ["RocketMQ protocol", b => b.info ? `<span title="the RocketMQ version this broker reports to clients">${esc(b.info.brokerVersionDesc)}</span>` : "–"],
       ["CommitLog", b => b.info ? bytes(Number(b.info.commitLogMaxOffset)) : "–", "num"],
       ["Held pulls", b => b.info ? num(b.info.heldPullRequests) : "–", "num"],
       ["Status", b => b.error ? `<span class="pill dlq">${esc(b.error)}</span>` : `<span class="pill ok">up</span>`],
@@ -110,8 +116,11 @@ const pages = {
 
   async topics(_, q) {
     const all = q.get("all") === "1";
-    const ts = await api("topics" + (all ? "?all=1" : ""));
-    return `<h1>Topics <span class="sub">${ts.length} ${all ? "including system topics" : ""}</span></h1>
+    const every = await api("topics?all=1");
+    const kinds = { normal: 0, retry: 0, dlq: 0, system: 0 };
+    every.forEach(t => { kinds[t.kind] = (kinds[t.kind] || 0) + 1; });
+    const ts = all ? every : every.filter(t => t.kind !== "system");
+    return `<h1>Topics <span class="sub" id="topic-counts">${num(kinds.normal)} user topic${kinds.normal === 1 ? "" : "s"} · ${kindsNote(kinds)}${all ? "" : " (system topics hidden)"}</span></h1>
     ${info.write ? createTopicForm() : ""}
     <div class="panel">
       <div class="filter"><input id="filter" placeholder="Filter topics…" oninput="filterRows(this.value)">
@@ -124,8 +133,23 @@ const pages = {
       ], ts, "No topics yet.")}</div>`;
   },
 
-  async topic(name) {
+  async topic(name, q) {
     const d = await api("topics/" + enc(name));
+    const from = q.get("from");
+    let browsed = "";
+    if (from) {
+      try {
+        const ms = await api(`topics/${enc(name)}/messages?from=${enc(from)}`);
+        browsed = `<div class="panel" id="browse"><h2>Messages stored from ${esc(when(Number(from)))} <span class="sub">${num(ms.length)} shown, oldest first</span></h2>${table([
+          ["Stored", m => esc(when(m.storeTime))], ["Broker", m => `<span class="mono">${esc(m.storeHost)}</span>`],
+          ["Queue", m => num(m.queueId), "num"], ["Offset", m => num(m.queueOffset), "num"],
+          ["Message ID", m => `<a class="mono" href="#/messages?id=${enc(m.msgId)}">${esc(m.msgId)}</a>`],
+          ["Tags", m => esc(m.tags || "–")], ["Keys", m => esc(m.keys || "–")],
+          ["Body", m => `<span class="clip">${esc((m.body || "(binary)").slice(0, 200))}</span>`],
+        ], ms, "No message was stored at or after that time.")}</div>`;
+      } catch (e) { browsed = errorBox(e); }
+    }
+    const fromValue = localInput(from ? Number(from) : Date.now() - 3600e3);
     return `<h1>${esc(d.topic)} <span class="sub">${kindPill(d.kind)}</span></h1>
     <div class="cards">${card("Messages stored", d.messages)}${card("Messages written", d.written)}${card("Queues", d.queues.length)}</div>
     <div class="panel"><h2>Configuration</h2>${table([
@@ -134,6 +158,10 @@ const pages = {
     <div class="panel"><h2>Queues</h2>${table([
       ["Broker", q => esc(q.broker)], ["Queue", q => num(q.queueId), "num"], ["Min offset", q => num(q.minOffset), "num"],
       ["Max offset", q => num(q.maxOffset), "num"], ["Messages", q => num(q.messages), "num"]], d.queues)}</div>
+    <form class="inline panel" onsubmit="return browseTopic(this, '${esc(enc(d.topic))}')">
+      <label class="f">Browse messages stored from<input name="from" type="datetime-local" step="1" value="${esc(fromValue)}" required></label>
+      <button type="submit">Browse</button>
+    </form>${browsed}
     <p><a href="#/messages?topic=${enc(d.topic)}">Search messages in this topic →</a></p>`;
   },
 
@@ -167,7 +195,11 @@ const pages = {
     <div class="panel"><h2>Lag per queue</h2>${table([
       ["Topic", q => link("topics", q.topic)], ["Broker", q => esc(q.broker)], ["Queue", q => num(q.queueId), "num"],
       ["Broker offset", q => num(q.brokerOffset), "num"], ["Consumer offset", q => num(q.consumerOffset), "num"],
-      ["Lag", q => lagCell(q.lag, maxLag), "num"], ["Last consumed", q => when(q.lastTimestamp)]], d.queues, "The group consumes nothing yet.")}</div>
+      ["Lag", q => lagCell(q.lag, maxLag), "num"],
+      ["Last consumed", q => `<span title="${q.lastTimestamp ? "the last consumed message was stored " + esc(when(q.lastTimestamp)) : ""}">${q.consumedAt ? esc(when(q.consumedAt)) : "–"}</span>`],
+      ["Oldest unconsumed", q => q.lag > 0 && q.oldestUnconsumed ? `<span class="behind">${esc(ago(Math.max(0, Date.now() - q.oldestUnconsumed)))} behind</span>` : q.lag > 0 ? "–" : "caught up", "num"],
+    ], d.queues, "The group consumes nothing yet.")}
+      <p class="muted">Last consumed: when the group's committed offset last moved (the broker's clock; unknown after a broker restart until it moves again). Oldest unconsumed: how long the first message the group has not consumed has been stored.</p></div>
     ${d.dlqMessages > 0 ? `<p><a href="#/dlq/${enc(d.group)}">${num(d.dlqMessages)} dead letters →</a></p>` : ""}`;
   },
 
@@ -225,8 +257,33 @@ const pages = {
   },
 };
 
-function card(label, value, bad) {
-  return `<div class="card"><div class="label">${esc(label)}</div><div class="value ${bad ? "bad" : ""}">${num(value)}</div></div>`;
+function card(label, value, bad, note) {
+  return `<div class="card"><div class="label">${esc(label)}</div><div class="value ${bad ? "bad" : ""}">${num(value)}</div>` +
+    (note ? `<div class="note-s">${esc(note)}</div>` : "") + `</div>`;
+}
+// kindsNote counts the topics that are not user topics, by kind (the
+// keel_topics{kind} rule).
+function kindsNote(k) {
+  k = k || {};
+  return `${num(k.retry || 0)} retry · ${num(k.dlq || 0)} dead-letter · ${num(k.system || 0)} system`;
+}
+// latencyPanel shows each broker's recent send and flush latency (p50/p99
+// over the last few minutes, from its metrics histograms).
+function latencyPanel(brokers) {
+  const rows = brokers.filter(b => b.info && b.info.keelSendCount !== undefined);
+  if (!rows.length) return "";
+  const ms = v => v === undefined ? "–" : Number(v).toFixed(Number(v) < 10 ? 2 : 1) + " ms";
+  const q = (n, p) => Number(n) > 0 ? ms(p) : "–";
+  const win = Math.max(...rows.map(b => Number(b.info.keelLatencyWindowSeconds) || 0));
+  return `<div class="panel" id="latency"><h2>Latency <span class="sub">last ${esc(ago(win * 1000))}, estimated from the metrics histograms</span></h2>${table([
+    ["Broker", b => esc(b.brokerName)],
+    ["Send p50", b => q(b.info.keelSendCount, b.info.keelSendLatencyP50Ms), "num"],
+    ["Send p99", b => q(b.info.keelSendCount, b.info.keelSendLatencyP99Ms), "num"],
+    ["Sends", b => num(Number(b.info.keelSendCount)), "num"],
+    ["Flush p50", b => q(b.info.keelFlushCount, b.info.keelFlushLatencyP50Ms), "num"],
+    ["Flush p99", b => q(b.info.keelFlushCount, b.info.keelFlushLatencyP99Ms), "num"],
+    ["Flushes", b => num(Number(b.info.keelFlushCount)), "num"],
+  ], rows)}</div>`;
 }
 function readQ(t) { return t.brokers.reduce((n, b) => n + b.readQueueNums, 0); }
 function writeQ(t) { return t.brokers.reduce((n, b) => n + b.writeQueueNums, 0); }
@@ -289,6 +346,16 @@ window.filterRows = function (text) {
   text = text.toLowerCase();
   document.querySelectorAll("main tbody tr").forEach(tr => { tr.style.display = tr.textContent.toLowerCase().includes(text) ? "" : "none"; });
 };
+// localInput formats Unix ms for a datetime-local input (local time).
+function localInput(ms) {
+  const d = new Date(ms), p = n => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+window.browseTopic = function (f, topic) {
+  const ms = new Date(f.from.value).getTime();
+  if (!isNaN(ms)) location.hash = `#/topics/${topic}?from=${ms}`;
+  return false;
+};
 window.searchMessages = function (f) {
   const p = new URLSearchParams();
   for (const k of ["id", "topic", "key"]) if (f[k].value.trim()) p.set(k, f[k].value.trim());
@@ -313,6 +380,28 @@ window.resend = function (group, msgId) {
 
 // ---- router -------------------------------------------------------------
 
+// pageTitle names a page for its heading and the browser tab.
+function pageTitle(page, arg) {
+  const titles = {
+    overview: () => "Overview", topics: () => "Topics", topic: a => "Topic " + a,
+    groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
+    dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions",
+  };
+  return (titles[page] || titles.overview)(arg);
+}
+
+// errorPage shows a failed page under its own title; a missing topic or
+// group says so in words and links to the list.
+function errorPage(page, arg, e) {
+  const lists = { topic: ["topics", "All topics"], group: ["groups", "All consumer groups"], dlq: ["dlq", "Dead letters"] };
+  if (e.status === 404 && lists[page]) {
+    const [href, text] = lists[page];
+    return `<h1>${esc(pageTitle(page, arg))} <span class="sub">not found</span></h1>` + errorBox(e) +
+      `<p><a href="#/${href}">${esc(text)} →</a></p>`;
+  }
+  return `<h1>${esc(pageTitle(page, arg))}</h1>` + errorBox(e);
+}
+
 async function route() {
   clearTimeout(refreshTimer);
   const [path, query] = (location.hash.slice(1) || "/overview").split("?");
@@ -332,11 +421,23 @@ async function route() {
     app.dataset.page = page;
     stamp();
   } catch (e) {
-    app.innerHTML = `<h1>${esc(page)}</h1>` + errorBox(e);
+    app.innerHTML = errorPage(page, arg, e);
+    app.dataset.page = page;
   }
+  document.title = pageTitle(page, arg) + " · Keel console";
   if (["overview", "groups", "group", "topic", "transactions"].includes(page)) {
-    refreshTimer = setTimeout(route, 10000);
+    refreshTimer = setTimeout(refresh, 10000);
   }
+}
+
+// refresh re-renders the page, but not under a person filling in a form.
+function refresh() {
+  const a = document.activeElement;
+  if (a && a.closest && a.closest("form") && a.id !== "filter") {
+    refreshTimer = setTimeout(refresh, 10000);
+    return;
+  }
+  route();
 }
 
 async function start() {
