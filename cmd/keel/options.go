@@ -92,7 +92,11 @@ func (o *options) reportUnknown(unknown []config.Unknown, log *slog.Logger) erro
 		return fmt.Errorf("config: unknown keys (--strict-config):\n  %s", strings.Join(msgs, "\n  "))
 	}
 	for _, u := range unknown {
-		log.Warn("broker.conf key not supported; ignored", "file", o.configFile, "line", u.Line, "key", u.Key, "hint", u.Hint)
+		attrs := []any{"file", o.configFile, "line", u.Line, "key", u.Key}
+		if u.Hint != "" {
+			attrs = append(attrs, "hint", u.Hint)
+		}
+		log.Warn("broker.conf key not supported; ignored", attrs...)
 	}
 	return nil
 }

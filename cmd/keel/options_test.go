@@ -91,6 +91,22 @@ func TestUnknownKeysWarnOrFail(t *testing.T) {
 	}
 }
 
+// TestUnknownKeyHints: a misspelt key names the key it is nearest to; a
+// key near none is logged without an empty hint.
+func TestUnknownKeyHints(t *testing.T) {
+	conf := writeConf(t, "flushDiskTyp=ASYNC_FLUSH\nfooBarBaz=1\n")
+	_, _, _, logs, err := loadWith(t, "-c", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, `key=flushDiskTyp hint="did you mean \"flushDiskType\"?"`) {
+		t.Errorf("no suggestion for flushDiskTyp:\n%s", logs)
+	}
+	if !strings.Contains(logs, "key=fooBarBaz") || strings.Contains(logs, `hint=""`) {
+		t.Errorf("want fooBarBaz reported without an empty hint:\n%s", logs)
+	}
+}
+
 func TestInvalidValuesNameTheirOrigin(t *testing.T) {
 	conf := writeConf(t, "brokerName=b\nfileReservedTime=0\n")
 	_, _, _, _, err := loadWith(t, "-c", conf)

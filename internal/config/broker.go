@@ -79,6 +79,10 @@ type Broker struct {
 	// Store.
 	StorePathRootDir           string        // storePathRootDir
 	StorePathCommitLog         string        // storePathCommitLog: must be <root>/commitlog if set
+	StorePathConsumeQueue      string        // storePathConsumeQueue: must be <root>/consumequeue if set
+	StorePathIndex             string        // storePathIndex: must be <root>/index if set
+	StoreCheckpoint            string        // storeCheckpoint: must be <root>/checkpoint if set
+	AbortFile                  string        // abortFile: must be <root>/abort if set
 	FlushDiskType              FlushDiskType // flushDiskType
 	SyncFlushTimeout           time.Duration // syncFlushTimeout (ms)
 	FlushIntervalCommitLog     time.Duration // flushIntervalCommitLog (ms)
