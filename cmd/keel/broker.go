@@ -24,7 +24,7 @@ func newBrokerCmd() *cobra.Command {
 			restrictUmask()
 			p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
 			if len(p.namesrvAddrs) == 0 {
-				return usageError{errors.New("keel broker needs a NameServer: -n host:port or namesrvAddr in broker.conf")}
+				return usageError{errors.New("keel broker needs a NameServer: -n host:port, namesrvAddr in broker.conf, or $NAMESRV_ADDR")}
 			}
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
@@ -37,6 +37,6 @@ func newBrokerCmd() *cobra.Command {
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
 	o.http.add(cmd)
-	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr)")
+	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
 }

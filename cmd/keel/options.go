@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -116,6 +117,11 @@ func (o *options) applyFlags(cmd *cobra.Command, b *config.Broker) error {
 	set("data-dir", "storePathRootDir", o.dataDir)
 	set("http-listen", "httpListen", o.httpListen)
 	set("namesrv-addr", "namesrvAddr", o.namesrvAddr)
+	if f := cmd.Flags().Lookup("namesrv-addr"); f != nil && !f.Changed && b.NamesrvAddr == "" {
+		if env := strings.TrimSpace(os.Getenv(envNamesrvAddr)); env != "" {
+			errs = append(errs, b.SetFrom("namesrvAddr", env, "$"+envNamesrvAddr))
+		}
+	}
 	if changed("broker-listen") {
 		_, port, err := net.SplitHostPort(o.brokerListen)
 		if err != nil {
