@@ -26,9 +26,17 @@ func newBrokerCmd() *cobra.Command {
 			if len(p.namesrvAddrs) == 0 {
 				return usageError{errors.New("keel broker needs a NameServer: -n host:port, namesrvAddr in broker.conf, or $NAMESRV_ADDR")}
 			}
+			brokerListen := o.brokerListenAddr(cmd, cfg)
+			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
+				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
+			if err != nil {
+				return err
+			}
+			defer ls.closeAll()
+			p.listeners = ls
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
-			starters := append([]starter{p.storeStarter()}, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
+			starters := append([]starter{p.storeStarter()}, p.brokerStarters(brokerListen)...)
 			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
 			return runServices(cmd.Context(), log, starters...)

@@ -83,10 +83,10 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("GET /readyz", p.readyz)
 		mux.Handle("/", httpauth.Require(p.cfg.HTTPToken, guarded, log))
-		ln, err := net.Listen("tcp", addr)
+		ln, err := p.listen(listenHTTP, addr)
 		if err != nil {
 			ac.Close()
-			return service{}, fmt.Errorf("http: %w", err)
+			return service{}, err
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
 		log.Info("HTTP listening", "addr", ln.Addr().String(), "console_write", ho.consoleWrite,

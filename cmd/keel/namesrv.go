@@ -15,7 +15,12 @@ func newNamesrvCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p := &parts{log: log}
+			ls, err := bindListeners(listenSpec{listenNamesrv, o.namesrvListen, namesrvListenFlag})
+			if err != nil {
+				return err
+			}
+			defer ls.closeAll()
+			p := &parts{log: log, listeners: ls}
 			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen)
 			return runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...)
 		},

@@ -57,7 +57,11 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
 			}
-			svc, bound, err := remotingService("broker server", listenAddr, cfg, handler, wrap)
+			ln, err := p.listen(listenBroker, listenAddr)
+			if err != nil {
+				return service{}, err
+			}
+			svc, bound, err := remotingService("broker server", ln, cfg, handler, wrap)
 			p.brokerBound, p.brokerConns = bound, svc.conns
 			return svc, err
 		},

@@ -33,7 +33,11 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 			if err != nil {
 				return service{}, err
 			}
-			svc, bound, err := remotingService("namesrv server", addr, cfg, ns.Handler(), wrap)
+			ln, err := p.listen(listenNamesrv, addr)
+			if err != nil {
+				return service{}, err
+			}
+			svc, bound, err := remotingService("namesrv server", ln, cfg, ns.Handler(), wrap)
 			if err != nil {
 				return service{}, err
 			}
