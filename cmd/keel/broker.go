@@ -32,6 +32,9 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkHTTPExposure(cfg, ls); err != nil {
+				return err
+			}
 			defer ls.closeAll()
 			p.listeners = ls
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,

@@ -89,3 +89,12 @@ const (
 	brokerListenFlag  = "--broker-listen or listenPort in broker.conf"
 	httpListenFlag    = "--http-listen or httpListen in broker.conf"
 )
+
+// brokerAuthDescription says what the broker's listener requires, for the
+// startup log.
+func brokerAuthDescription(acl bool) string {
+	if acl {
+		return "ACL (signed requests, plain_acl.yml)"
+	}
+	return "none (aclEnable=false)"
+}

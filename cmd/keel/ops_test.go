@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,127 @@ func TestBusyPortFailsBeforeStarting(t *testing.T) {
 				t.Errorf("took %v to fail", took)
 			}
 		})
+	}
+}
+
+const opsACL = `accounts:
+  - accessKey: admin001
+    secretKey: admin-secret
+    admin: true
+  - accessKey: reader01
+    secretKey: reader-secret
+    defaultTopicPerm: SUB
+`
+
+// TestServeHTTPWithACL: with aclEnable=true and no httpToken the console,
+// its API and /metrics refuse requests without credentials (they answered
+// anyone, message bodies included) and accept an ACL admin account as HTTP
+// Basic; the probes stay open.
+func TestServeHTTPWithACL(t *testing.T) {
+	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := os.WriteFile(aclFile, []byte(opsACL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startClusterWith(t, "aclEnable=true\naclFile="+aclFile+"\n")
+	base := c.httpBase()
+	get := func(path, ak, sk string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if ak != "" {
+			req.SetBasicAuth(ak, sk)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/api/topics", "/api/messages?id=7F0000017CD09E81C803948D33D938EF", "/api/overview", "/"} {
+		if code := get(path, "", ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without credentials: %d, want 401", path, code)
+		}
+		if code := get(path, "reader01", "reader-secret"); code != http.StatusUnauthorized {
+			t.Errorf("%s as a non-admin account: %d, want 401", path, code)
+		}
+		if code := get(path, "admin001", "wrong-secret"); code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong secret: %d, want 401", path, code)
+		}
+	}
+	if code := get("/metrics", "admin001", "admin-secret"); code != http.StatusOK {
+		t.Errorf("/metrics as the admin account: %d", code)
+	}
+	if code := get("/", "admin001", "admin-secret"); code != http.StatusOK {
+		t.Errorf("console as the admin account: %d", code)
+	}
+	if code := get("/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	if !strings.Contains(c.logs.String(), `auth="an ACL admin account (HTTP Basic accessKey:secretKey)"`) {
+		t.Errorf("the startup log does not say how HTTP is protected:\n%s", c.logs.String())
+	}
+}
+
+// TestListenersLogTheirProtection: the startup log says, per listener,
+// where it listens, what it serves and what protects it.
+func TestListenersLogTheirProtection(t *testing.T) {
+	c := startCluster(t)
+	c.httpBase()
+	logs := c.logs.String()
+	for _, re := range []string{
+		`msg="NameServer listening" addr=127\.0\.0\.1:\d+ tls=disabled .*auth="none \(a NameServer does no access control\)"`,
+		`msg="broker listening" .* auth="none \(aclEnable=false\)"`,
+		`msg="HTTP listening" .*serves="/metrics, console \(read-only\) and /api/, /healthz, /readyz \(open\)" auth=none reach="this host only \(loopback\)"`,
+	} {
+		if !regexp.MustCompile(re).MatchString(logs) {
+			t.Errorf("startup log lacks %s:\n%s", re, logs)
+		}
+	}
+}
+
+// fakeListener is a listener bound (as far as its Addr says) at addr.
+type fakeListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (f fakeListener) Addr() net.Addr { return f.addr }
+func (f fakeListener) Close() error   { return nil }
+
+// TestHTTPSafeByDefault: the HTTP listener defaults to loopback, and one
+// reachable beyond this host needs httpToken or aclEnable=true.
+func TestHTTPSafeByDefault(t *testing.T) {
+	b, _, _, _, err := loadWith(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.HTTPListen != "127.0.0.1:8080" {
+		t.Errorf("default httpListen %q, want loopback", b.HTTPListen)
+	}
+	public := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	cases := []struct {
+		name  string
+		addr  net.Addr
+		conf  string
+		allow bool
+	}{
+		{"loopback, nothing set", local, "", true},
+		{"every interface, nothing set", public, "", false},
+		{"every interface, token", public, "httpToken=t0ken-123\n", true},
+		{"every interface, ACL", public, "aclEnable=true\n", true},
+	}
+	for _, c := range cases {
+		cfg, _, _, _, err := loadWith(t, "-c", writeConf(t, "httpListen=:8080\n"+c.conf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkHTTPExposure(cfg, boundListeners{listenHTTP: fakeListener{addr: c.addr}})
+		if (err == nil) != c.allow {
+			t.Errorf("%s: err = %v, want allowed=%v", c.name, err, c.allow)
+		}
+		if err != nil && !strings.Contains(err.Error(), "set httpToken (or aclEnable=true) in broker.conf, or listen on loopback") {
+			t.Errorf("%s: error does not say what to do: %v", c.name, err)
+		}
 	}
 }

@@ -42,7 +42,7 @@ func (o *options) addConfigFlags(cmd *cobra.Command) {
 func (o *options) addBrokerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.brokerListen, "broker-listen", ":10911", "broker listen address (overrides listenPort)")
-	f.StringVar(&o.httpListen, "http-listen", ":8080", "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off)")
+	f.StringVar(&o.httpListen, "http-listen", config.DefaultHTTPListen, "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off; beyond loopback it needs httpToken or aclEnable)")
 	f.BoolVar(&o.repairCorruption, "repair-corruption", false,
 		"if the CommitLog is corrupt in the middle, move the bad part to <data-dir>/quarantine and start, instead of refusing to start")
 }

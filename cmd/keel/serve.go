@@ -41,6 +41,9 @@ func (o *options) serve(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := checkHTTPExposure(cfg, ls); err != nil {
+		return err
+	}
 	defer ls.closeAll()
 	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption, listeners: ls}
 	log.Info("keel serve", "version", version, "data_dir", cfg.StorePathRootDir,

@@ -79,7 +79,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			p.broker = b
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
-				"acl", p.acl != nil, "tls", p.cfg.TLSMode)
+				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))
 			return service{
 				name: "broker",
 				run:  b.Run,

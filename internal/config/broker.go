@@ -54,6 +54,8 @@ const ConsumeQueueEntryBytes = 20
 const (
 	DefaultMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 	DefaultStorePathRootDir  = "./keel-data"
+	// DefaultHTTPListen is loopback: the console shows message bodies.
+	DefaultHTTPListen = "127.0.0.1:8080"
 )
 
 // Broker is the broker configuration: one field per supported broker.conf
@@ -146,7 +148,7 @@ func Default() *Broker {
 
 		ListenPort:    10911,
 		MaxFrameBytes: 16 << 20,
-		HTTPListen:    ":8080",
+		HTTPListen:    DefaultHTTPListen,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,
