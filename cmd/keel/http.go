@@ -102,7 +102,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			name: "http",
 			run: func(ctx context.Context) error {
 				go con.Run(ctx)
-				if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.Serve(remotingGuard{ln}); !errors.Is(err, http.ErrServerClosed) {
 					return err
 				}
 				return nil

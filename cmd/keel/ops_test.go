@@ -236,3 +236,45 @@ func TestHTTPSafeByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesrvFlagWrongAddress: -n pointed at a broker, at Keel's HTTP port
+// or at another HTTP server says what answered there, at once.
+func TestNamesrvFlagWrongAddress(t *testing.T) {
+	c := startCluster(t)
+	httpAddr := strings.TrimPrefix(c.httpBase(), "http://")
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	go func() { // an HTTP server that answers anything with 400 at once
+		for {
+			conn, err := other.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				buf := make([]byte, 512)
+				if _, err := conn.Read(buf); err == nil {
+					conn.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	tests := []struct{ addr, want string }{
+		{c.broker, c.broker + " is not a NameServer (it looks like a broker)"},
+		{httpAddr, httpAddr + " is not a NameServer (it looks like an HTTP server)"},
+		{other.Addr().String(), other.Addr().String() + " is not a NameServer (it looks like an HTTP server)"},
+	}
+	for _, tt := range tests {
+		start := time.Now()
+		code, _, stderr := runCLI(t, context.Background(), "topic", "list", "-n", tt.addr, "--timeout", "30s")
+		if code != exitError || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("-n %s: exit %d, stderr %q; want one line with %q", tt.addr, code, stderr, tt.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("-n %s: took %v (waited for the timeout)", tt.addr, took)
+		}
+	}
+}
