@@ -269,8 +269,13 @@ func TestAdminGroupAndDLQCommands(t *testing.T) {
 	if dl.Total != 1 || dl.Pending != 0 || len(dl.Messages) != 1 || !dl.Messages[0].Resent {
 		t.Errorf("dlq list after resend: %+v", dl)
 	}
-	out = c.ok("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID)
-	wantMatch(t, "resend --msg-id", out, `Resent 1 message\(s\)`, `(?m)^0\s+`+sent[1].MsgID+`\s+Jobs\s+SEND_OK\s+0\s+4$`)
+	// Resent once: --msg-id refuses it without --force.
+	code, out, errOut = c.keel("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID)
+	if code != exitError || out != "" || !strings.Contains(errOut, "was resent before; --force resends it again") {
+		t.Errorf("resend --msg-id of a resent dead letter: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out = c.ok("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID, "--force")
+	wantMatch(t, "resend --msg-id --force", out, `Resent 1 message\(s\)`, `(?m)^0\s+`+sent[1].MsgID+`\s+Jobs\s+SEND_OK\s+0\s+4$`)
 
 	// The resent copies are new messages on Jobs (new unique keys, so the
 	// broker's de-duplication keeps them) with the keys kept, the original

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -9,10 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/spf13/cobra"
 )
 
@@ -277,4 +282,154 @@ func TestNamesrvFlagWrongAddress(t *testing.T) {
 			t.Errorf("-n %s: took %v (waited for the timeout)", tt.addr, took)
 		}
 	}
+}
+
+// serveOn runs keel serve on dir until the returned stop is called.
+func serveOn(t *testing.T, dir string) (*cluster, func()) {
+	t.Helper()
+	path := writeConf(t, "brokerName=broker-a\nflushDiskType=ASYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
+			"--broker-listen", "127.0.0.1:0", "--http-listen", ""}, &bytes.Buffer{}, logs)
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("serve exited %d:\n%s", code, logs.String())
+			}
+		case <-time.After(shutdownTimeout + 5*time.Second):
+			t.Errorf("serve did not stop:\n%s", logs.String())
+		}
+	}
+	t.Cleanup(stop)
+	c := &cluster{t: t, namesrv: namesrvAddrFromLogs(t, logs), logs: logs}
+	waitFor(t, "the broker to register", 30*time.Second, func() bool { return brokerRegistered(t, c.namesrv, "broker-a") })
+	ac := admin.New(admin.Config{NamesrvAddrs: []string{c.namesrv}})
+	defer ac.Close()
+	bs, err := ac.Brokers(context.Background())
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("brokers %v: %v", bs, err)
+	}
+	c.broker = bs[0].Addr
+	return c, stop
+}
+
+// deadLetters sends n messages to topic and returns each to the broker as
+// a dead letter of group (no retries left).
+func deadLetters(c *cluster, topic, group string, n int) []admin.SendResult {
+	c.t.Helper()
+	c.ok("topic", "create", topic, "--queues", "1")
+	sent := make([]admin.SendResult, n)
+	cl := c.dialBroker()
+	hb := `{"clientID":"worker-1","producerDataSet":[],"consumerDataSet":[{"groupName":"` + group + `","consumeType":"CONSUME_PASSIVELY",` +
+		`"messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"topic":"` + topic + `",` +
+		`"subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}],"unitMode":false}]}`
+	c.rpc(cl, remoting.ReqHeartBeat, nil, []byte(hb))
+	for i := range sent {
+		c.okJSON(&sent[i], "msg", "send", "--topic", topic, "--keys", "k"+strconv.Itoa(i), "--body", "body "+strconv.Itoa(i))
+		var m []admin.Message
+		c.okJSON(&m, "msg", "get", sent[i].OffsetMsgID)
+		c.rpc(cl, remoting.ReqConsumerSendMsgBack, map[string]string{"group": group, "offset": strconv.FormatInt(m[0].CommitLogOffset, 10),
+			"delayLevel": "0", "originMsgId": sent[i].MsgID, "originTopic": topic, "maxReconsumeTimes": "0"}, nil)
+	}
+	waitFor(c.t, "the dead letters", 10*time.Second, func() bool {
+		var d admin.DLQ
+		_, out, _ := c.keel("dlq", "list", "--group", group, "-o", "json")
+		return json.Unmarshal([]byte(out), &d) == nil && d.Total == int64(n)
+	})
+	return sent
+}
+
+// dlqResent returns the RESENT column of dlq list -o json by message id.
+func dlqResent(c *cluster, group string) (map[string]bool, int64) {
+	c.t.Helper()
+	var d admin.DLQ
+	c.okJSON(&d, "dlq", "list", "--group", group)
+	out := map[string]bool{}
+	for _, m := range d.Messages {
+		out[m.MsgID] = m.Resent
+	}
+	return out, d.Pending
+}
+
+// TestDLQResendOnce: a dead letter resent with --msg-id shows RESENT true,
+// also after a restart, and neither --all nor a second --msg-id resends it
+// again unless --force.
+func TestDLQResendOnce(t *testing.T) {
+	dir := t.TempDir()
+	c, stop := serveOn(t, dir)
+	sent := deadLetters(c, "Jobs", "workers", 2)
+
+	out := c.ok("dlq", "resend", "--group", "workers", "--msg-id", sent[0].MsgID)
+	wantMatch(t, "resend --msg-id", out, `Resent 1 message\(s\)`)
+	if resent, pending := dlqResent(c, "workers"); !resent[sent[0].MsgID] || resent[sent[1].MsgID] || pending != 1 {
+		t.Errorf("after resend --msg-id: resent %v, pending %d", resent, pending)
+	}
+	stop()
+
+	c, _ = serveOn(t, dir)
+	if resent, pending := dlqResent(c, "workers"); !resent[sent[0].MsgID] || pending != 1 {
+		t.Errorf("after a restart: resent %v, pending %d", resent, pending)
+	}
+	var rs []admin.Resent
+	c.okJSON(&rs, "dlq", "resend", "--group", "workers", "--all")
+	if len(rs) != 1 || rs[0].MsgID != sent[1].MsgID {
+		t.Fatalf("resend --all after --msg-id resent %+v, want only %s", rs, sent[1].MsgID)
+	}
+	wantMatch(t, "resend --all again", c.ok("dlq", "resend", "--group", "workers", "--all"), `Resent 0 message\(s\)`)
+	if resent, pending := dlqResent(c, "workers"); !resent[sent[0].MsgID] || !resent[sent[1].MsgID] || pending != 0 {
+		t.Errorf("after resend --all: resent %v, pending %d", resent, pending)
+	}
+	code, _, errOut := c.keel("dlq", "resend", "--group", "workers", "--msg-id", sent[0].MsgID)
+	if code != exitError || !strings.Contains(errOut, "resent before") {
+		t.Errorf("second resend --msg-id: exit %d %q", code, errOut)
+	}
+	c.okJSON(&rs, "dlq", "resend", "--group", "workers", "--all", "--force")
+	if len(rs) != 2 {
+		t.Errorf("resend --all --force resent %d, want both", len(rs))
+	}
+	// Every copy on Jobs: the two originals, one resend each, two forced.
+	waitFor(t, "the resent copies", 10*time.Second, func() bool {
+		var d admin.TopicDetail
+		c.okJSON(&d, "topic", "describe", "Jobs")
+		return d.Messages == 6
+	})
+}
+
+// TestDLQErrors: an unknown group is not found (as for group describe),
+// and an unknown message id is one clear error with nothing on stdout.
+func TestDLQErrors(t *testing.T) {
+	c := startCluster(t)
+	for _, args := range [][]string{
+		{"dlq", "list", "--group", "nosuch"},
+		{"dlq", "resend", "--group", "nosuch", "--all"},
+		{"group", "describe", "nosuch"},
+	} {
+		code, out, errOut := c.keel(args...)
+		if code != exitError || out != "" || !strings.Contains(errOut, `not found: consumer group "nosuch"`) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	deadLetters(c, "Jobs", "workers", 1)
+	code, out, errOut := c.keel("dlq", "resend", "--group", "workers", "--msg-id", "BOGUS")
+	if code != exitError || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "not found: message BOGUS") {
+		t.Errorf("resend --msg-id BOGUS: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// A group that exists but has no dead letters: an empty list.
+	c.ok("topic", "create", "Calm", "--queues", "1")
+	cl := c.dialBroker()
+	c.rpc(cl, remoting.ReqHeartBeat, nil, []byte(`{"clientID":"w2","producerDataSet":[],"consumerDataSet":[{"groupName":"calm",`+
+		`"consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET",`+
+		`"subscriptionDataSet":[{"topic":"Calm","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}],"unitMode":false}]}`))
+	wantMatch(t, "dlq list of a calm group", c.ok("dlq", "list", "--group", "calm"), `Dead letters of calm:\s+0 stored`)
 }
