@@ -208,11 +208,10 @@ func TestAdminMessageCommands(t *testing.T) {
 			t.Errorf("keel %v: exit %d (%s), want %d", args, code, errOut, exitUsage)
 		}
 	}
-	code, _, errOut := c.keel("msg", "send", "--topic", "Nope", "--body", "x")
-	if code != exitError || !strings.Contains(errOut, `topic "Nope"`) {
-		t.Errorf("send to a missing topic: exit %d, %q", code, errOut)
-	}
-	code, _, errOut = c.keel("msg", "get", "0123456789ABCDEF0123456789ABCDEF")
+	// A new topic is created by the send (autoCreateTopicEnable, the default).
+	wantMatch(t, "send to a new topic", c.ok("msg", "send", "--topic", "Fresh", "--body", "x"), `SEND_OK`)
+	c.eventually(`(?m)^Fresh\s+normal\s+4\s+4\s+RW\s+1\s+1$`, "topic", "list")
+	code, _, errOut := c.keel("msg", "get", "0123456789ABCDEF0123456789ABCDEF")
 	if code != exitError || !strings.Contains(errOut, "not found") {
 		t.Errorf("get an unknown id: exit %d, %q", code, errOut)
 	}

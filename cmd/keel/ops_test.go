@@ -433,3 +433,40 @@ func TestDLQErrors(t *testing.T) {
 		`"subscriptionDataSet":[{"topic":"Calm","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}],"unitMode":false}]}`))
 	wantMatch(t, "dlq list of a calm group", c.ok("dlq", "list", "--group", "calm"), `Dead letters of calm:\s+0 stored`)
 }
+
+// TestMsgSendNoAutoCreate: with autoCreateTopicEnable=false a send to a
+// missing topic fails and says why.
+func TestMsgSendNoAutoCreate(t *testing.T) {
+	c := startClusterWith(t, "autoCreateTopicEnable=false\n")
+	code, _, errOut := c.keel("msg", "send", "--topic", "Nope", "--body", "x")
+	if code != exitError || !strings.Contains(errOut, `topic "Nope" (no broker creates topics on first send: autoCreateTopicEnable=false; create it with keel topic create)`) {
+		t.Errorf("send to a missing topic: exit %d, %q", code, errOut)
+	}
+}
+
+// TestMsgTailFromBeginningInTimeOrder: the stored messages come in the
+// order they were stored across queues, not queue by queue.
+func TestMsgTailFromBeginningInTimeOrder(t *testing.T) {
+	c := startCluster(t)
+	c.ok("topic", "create", "Spread", "--queues", "4")
+	queues := []int{3, 0, 2, 1, 3, 1, 0, 2, 2, 0}
+	var want []string
+	for i, q := range queues {
+		var r admin.SendResult
+		c.okJSON(&r, "msg", "send", "--topic", "Spread", "--queue", strconv.Itoa(q), "--body", "m"+strconv.Itoa(i))
+		want = append(want, r.MsgID)
+	}
+	c.eventually(`(?m)^Spread\s+normal\s+4\s+4\s+RW\s+1\s+10$`, "topic", "list")
+	out := c.ok("msg", "tail", "--topic", "Spread", "--from-beginning", "--count", strconv.Itoa(len(queues)), "-o", "json")
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m admin.Message
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		got = append(got, m.MsgID)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("tail --from-beginning order\n got %v\nwant %v", got, want)
+	}
+}
