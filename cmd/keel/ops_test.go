@@ -470,3 +470,23 @@ func TestMsgTailFromBeginningInTimeOrder(t *testing.T) {
 		t.Errorf("tail --from-beginning order\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestBenchDiskCreatesDir: bench disk --dir on a directory that does not
+// exist yet measures there (creating and removing it); one whose parent is
+// missing is a clear error.
+func TestBenchDiskCreatesDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	code, out, stderr := runCLI(t, context.Background(), "bench", "disk", "--dir", dir, "--seq-bytes", "1MiB",
+		"--sync-mib-writes", "1", "--sync-4k-writes", "2")
+	if code != exitOK || !strings.Contains(out, "sequential write") {
+		t.Fatalf("bench disk --dir %s: exit %d\n%s\n%s", dir, code, out, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the directory bench disk created is left behind: %v", err)
+	}
+	deep := filepath.Join(t.TempDir(), "a", "b")
+	code, _, stderr = runCLI(t, context.Background(), "bench", "disk", "--dir", deep, "--seq-bytes", "1MiB")
+	if code != exitError || !strings.Contains(stderr, "does not exist and cannot be created") {
+		t.Errorf("bench disk --dir %s: exit %d %q", deep, code, stderr)
+	}
+}
