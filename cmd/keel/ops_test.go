@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -488,5 +489,47 @@ func TestBenchDiskCreatesDir(t *testing.T) {
 	code, _, stderr = runCLI(t, context.Background(), "bench", "disk", "--dir", deep, "--seq-bytes", "1MiB")
 	if code != exitError || !strings.Contains(stderr, "does not exist and cannot be created") {
 		t.Errorf("bench disk --dir %s: exit %d %q", deep, code, stderr)
+	}
+}
+
+// TestTransactionExample runs examples/transaction against keel serve (with
+// quick check-backs): it says in words what each local transaction did and
+// prints no client error for the rollback and the unknown answer it means.
+func TestTransactionExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs an example program")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the example")
+	}
+	bin := filepath.Join(t.TempDir(), "transaction")
+	build := exec.Command(goBin, "build", "-o", bin, "./examples/transaction")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := startServe(t, "brokerName=broker-a\nflushDiskType=ASYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n"+
+		"transactionTimeOut=300\ntransactionCheckInterval=200\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "-n", c.namesrv).CombinedOutput()
+	if err != nil {
+		t.Fatalf("transaction example: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"local transaction committed: the message is delivered now",
+		"local transaction rolled back: the message is discarded, never delivered",
+		"local transaction still running: the broker will ask the producer later",
+		"done:",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"says 2", "says 3", "state unexpected", "WARN", "warn"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("output has %q:\n%s", bad, out)
+		}
 	}
 }
