@@ -42,7 +42,7 @@ func newBrokerCmd() *cobra.Command {
 			starters := append([]starter{p.storeStarter()}, p.brokerStarters(brokerListen)...)
 			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
-			return runServices(cmd.Context(), log, starters...)
+			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
 	}
 	o.addConfigFlags(cmd)

@@ -9,6 +9,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 )
@@ -97,4 +98,22 @@ func brokerAuthDescription(acl bool) string {
 		return "ACL (signed requests, plain_acl.yml)"
 	}
 	return "none (aclEnable=false)"
+}
+
+// stoppedLine is the last line a broker's clean shutdown logs.
+const stoppedLine = "keel stopped: the store is flushed and checkpointed (clean shutdown recorded)"
+
+// logStopped ends a command's log: after a clean stop, one line saying so
+// (with a store: that it was flushed and checkpointed); after a failure,
+// nothing more (the error itself is the last line).
+func logStopped(log *slog.Logger, err error, withStore bool) error {
+	if err != nil {
+		return err
+	}
+	if withStore {
+		log.Info(stoppedLine)
+	} else {
+		log.Info("keel stopped")
+	}
+	return nil
 }

@@ -22,7 +22,7 @@ func newNamesrvCmd() *cobra.Command {
 			defer ls.closeAll()
 			p := &parts{log: log, listeners: ls}
 			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen)
-			return runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...)
+			return logStopped(log, runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...), false)
 		},
 	}
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

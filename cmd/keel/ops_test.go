@@ -533,3 +533,60 @@ func TestTransactionExample(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownLogsFinalLine: a clean shutdown ends the log with one line
+// saying the store was flushed and checkpointed, and it was (no abort
+// marker left).
+func TestShutdownLogsFinalLine(t *testing.T) {
+	dir := t.TempDir()
+	c, stop := serveOn(t, dir)
+	c.ok("topic", "create", "Last", "--queues", "1")
+	c.ok("msg", "send", "--topic", "Last", "--body", "x")
+	stop()
+	lines := strings.Split(strings.TrimSpace(c.logs.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, `msg="`+stoppedLine+`"`) {
+		t.Errorf("last log line %q, want %q", last, stoppedLine)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "abort")); !os.IsNotExist(err) {
+		t.Errorf("abort marker after a clean shutdown: %v", err)
+	}
+}
+
+// TestReadmeNewcomerPath: README's quick start has exactly two commands,
+// one that runs Keel on its defaults and the test command CI runs, and it
+// says where the console is; the CLI part says how to get the binary.
+func TestReadmeNewcomerPath(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join("..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	quick, cli, ok := strings.Cut(text, "## Using the CLI")
+	if !ok {
+		t.Fatal(`README has no "## Using the CLI" section`)
+	}
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(quick, -1) {
+		for _, l := range strings.Split(strings.TrimSpace(block[1]), "\n") {
+			cmds = append(cmds, strings.TrimSpace(l))
+		}
+	}
+	if len(cmds) != 2 || cmds[0] != "go run ./cmd/keel serve" || cmds[1] != "go test ./..." {
+		t.Errorf("README's newcomer commands %q, want [go run ./cmd/keel serve, go test ./...]", cmds)
+	}
+	if !regexp.MustCompile(`(?m)^go test \./\.\.\.$`).Match(ci) {
+		t.Errorf(".ci/run does not run README's test command")
+	}
+	if !strings.Contains(quick, "http://127.0.0.1:8080/") {
+		t.Errorf("README's quick start does not give the console's URL")
+	}
+	for _, want := range []string{"go build -o keel ./cmd/keel", "go install ./cmd/keel", "$NAMESRV_ADDR"} {
+		if !strings.Contains(cli, want) {
+			t.Errorf("README's CLI part lacks %q", want)
+		}
+	}
+}

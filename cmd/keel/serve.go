@@ -53,5 +53,5 @@ func (o *options) serve(cmd *cobra.Command) error {
 	starters = append(starters, p.brokerStarters(brokerListen)...)
 	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
-	return runServices(cmd.Context(), log, starters...)
+	return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 }
