@@ -493,7 +493,7 @@ func TestBenchDiskCreatesDir(t *testing.T) {
 }
 
 // TestTransactionExample runs examples/transaction against keel serve (with
-// quick check-backs): it says in words what each local transaction did and
+// quick check-backs, the NameServer given in $NAMESRV_ADDR): it says in words what each local transaction did and
 // prints no client error for the rollback and the unknown answer it means.
 func TestTransactionExample(t *testing.T) {
 	if testing.Short() {
@@ -513,7 +513,9 @@ func TestTransactionExample(t *testing.T) {
 		"transactionTimeOut=300\ntransactionCheckInterval=200\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "-n", c.namesrv).CombinedOutput()
+	run := exec.CommandContext(ctx, bin) // the NameServer from $NAMESRV_ADDR, as for RocketMQ's tools
+	run.Env = append(os.Environ(), envNamesrvAddr+"="+c.namesrv)
+	out, err := run.CombinedOutput()
 	if err != nil {
 		t.Fatalf("transaction example: %v\n%s", err, out)
 	}

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -115,7 +116,7 @@ func (clientLog) Level(string)            {}
 func (clientLog) OutputPath(string) error { return nil }
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "Orders", "topic")
 	flag.Parse()
 	rlog.SetLogger(clientLog{})
