@@ -42,3 +42,13 @@ func (c *remotingGuardConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// CloseWrite lets the HTTP server half-close as it does on a plain TCP
+// connection (it closes the write side and drains before closing after an
+// error answer, so the client reads the answer rather than a reset).
+func (c *remotingGuardConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
