@@ -53,7 +53,7 @@ func defaultNamesrv() string {
 
 func (f *adminFlags) add(cmd *cobra.Command) {
 	pf := cmd.PersistentFlags()
-	pf.StringVarP(&f.namesrv, "namesrv", "n", defaultNamesrv(), "NameServer addresses host:port[;host:port] (default $"+envNamesrvAddr+" if set)")
+	pf.StringVarP(&f.namesrv, "namesrv", "n", defaultNamesrv(), "NameServer addresses host:port[;host:port] (the default is $"+envNamesrvAddr+" when set)")
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&f.timeout, "timeout", admin.DefaultTimeout, "timeout of each request")
 	pf.StringVar(&f.accessKey, "access-key", os.Getenv(envAccessKey), "ACL access key (default $"+envAccessKey+")")
