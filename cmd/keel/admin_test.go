@@ -208,11 +208,10 @@ func TestAdminMessageCommands(t *testing.T) {
 			t.Errorf("keel %v: exit %d (%s), want %d", args, code, errOut, exitUsage)
 		}
 	}
-	code, _, errOut := c.keel("msg", "send", "--topic", "Nope", "--body", "x")
-	if code != exitError || !strings.Contains(errOut, `topic "Nope"`) {
-		t.Errorf("send to a missing topic: exit %d, %q", code, errOut)
-	}
-	code, _, errOut = c.keel("msg", "get", "0123456789ABCDEF0123456789ABCDEF")
+	// A new topic is created by the send (autoCreateTopicEnable, the default).
+	wantMatch(t, "send to a new topic", c.ok("msg", "send", "--topic", "Fresh", "--body", "x"), `SEND_OK`)
+	c.eventually(`(?m)^Fresh\s+normal\s+4\s+4\s+RW\s+1\s+1$`, "topic", "list")
+	code, _, errOut := c.keel("msg", "get", "0123456789ABCDEF0123456789ABCDEF")
 	if code != exitError || !strings.Contains(errOut, "not found") {
 		t.Errorf("get an unknown id: exit %d, %q", code, errOut)
 	}
@@ -272,8 +271,13 @@ func TestAdminGroupAndDLQCommands(t *testing.T) {
 	if dl.Total != 1 || dl.Pending != 0 || len(dl.Messages) != 1 || !dl.Messages[0].Resent {
 		t.Errorf("dlq list after resend: %+v", dl)
 	}
-	out = c.ok("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID)
-	wantMatch(t, "resend --msg-id", out, `Resent 1 message\(s\)`, `(?m)^0\s+`+sent[1].MsgID+`\s+Jobs\s+SEND_OK\s+0\s+4$`)
+	// Resent once: --msg-id refuses it without --force.
+	code, out, errOut = c.keel("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID)
+	if code != exitError || out != "" || !strings.Contains(errOut, "was resent before; --force resends it again") {
+		t.Errorf("resend --msg-id of a resent dead letter: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out = c.ok("dlq", "resend", "--group", "workers", "--msg-id", sent[1].MsgID, "--force")
+	wantMatch(t, "resend --msg-id --force", out, `Resent 1 message\(s\)`, `(?m)^0\s+`+sent[1].MsgID+`\s+Jobs\s+SEND_OK\s+0\s+4$`)
 
 	// The resent copies are new messages on Jobs (new unique keys, so the
 	// broker's de-duplication keeps them) with the keys kept, the original

@@ -39,9 +39,21 @@ const (
 	envSecretKey = "KEEL_SECRET_KEY"
 )
 
+// envNamesrvAddr names the NameServers when -n is not given, as for
+// RocketMQ's mqadmin and broker.
+const envNamesrvAddr = "NAMESRV_ADDR"
+
+// defaultNamesrv is $NAMESRV_ADDR, else admin.DefaultNamesrv.
+func defaultNamesrv() string {
+	if v := strings.TrimSpace(os.Getenv(envNamesrvAddr)); v != "" {
+		return v
+	}
+	return admin.DefaultNamesrv
+}
+
 func (f *adminFlags) add(cmd *cobra.Command) {
 	pf := cmd.PersistentFlags()
-	pf.StringVarP(&f.namesrv, "namesrv", "n", admin.DefaultNamesrv, "NameServer addresses host:port[;host:port]")
+	pf.StringVarP(&f.namesrv, "namesrv", "n", defaultNamesrv(), "NameServer addresses host:port[;host:port] (the default is $"+envNamesrvAddr+" when set)")
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&f.timeout, "timeout", admin.DefaultTimeout, "timeout of each request")
 	pf.StringVar(&f.accessKey, "access-key", os.Getenv(envAccessKey), "ACL access key (default $"+envAccessKey+")")

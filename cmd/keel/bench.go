@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
@@ -328,7 +329,14 @@ func newBenchDiskCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--seq-bytes: %w", err)}
 			}
 			cfg.Dir, cfg.SeqBytes = dir, n
+			created, err := makeProbeDir(dir)
+			if err != nil {
+				return err
+			}
 			r, err := diskprobe.Run(cfg)
+			if created {
+				os.Remove(dir) // empty again: the probe removes its file
+			}
 			if err != nil {
 				return err
 			}
@@ -345,12 +353,24 @@ func newBenchDiskCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", ".", "directory on the disk to measure (a temporary file is written and removed)")
+	f.StringVar(&dir, "dir", ".", "directory on the disk to measure (a temporary file is written and removed; a missing directory is created and removed)")
 	f.StringVar(&seq, "seq-bytes", "1GiB", "bytes written for the sequential figure")
 	f.IntVar(&cfg.SyncedMiBWrites, "sync-mib-writes", 256, "rounds of 1 MiB write+fdatasync")
 	f.IntVar(&cfg.Synced4KiBWrites, "sync-4k-writes", 2000, "rounds of 4 KiB write+fdatasync")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
+}
+
+// makeProbeDir creates the directory bench disk measures in if it does
+// not exist yet (its parent must), and reports whether it did.
+func makeProbeDir(dir string) (bool, error) {
+	if _, err := os.Stat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return false, fmt.Errorf("bench disk: --dir %s does not exist and cannot be created: %w", dir, err)
+	}
+	return true, nil
 }
 
 func newBenchReportCmd() *cobra.Command {

@@ -24,19 +24,30 @@ func newBrokerCmd() *cobra.Command {
 			restrictUmask()
 			p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
 			if len(p.namesrvAddrs) == 0 {
-				return usageError{errors.New("keel broker needs a NameServer: -n host:port or namesrvAddr in broker.conf")}
+				return usageError{errors.New("keel broker needs a NameServer: -n host:port, namesrvAddr in broker.conf, or $NAMESRV_ADDR")}
 			}
+			brokerListen := o.brokerListenAddr(cmd, cfg)
+			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
+				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
+			if err != nil {
+				return err
+			}
+			if err := checkHTTPExposure(cfg, ls); err != nil {
+				return err
+			}
+			defer ls.closeAll()
+			p.listeners = ls
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
-			starters := append([]starter{p.storeStarter()}, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
+			starters := append([]starter{p.storeStarter()}, p.brokerStarters(brokerListen)...)
 			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
-			return runServices(cmd.Context(), log, starters...)
+			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
 	}
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
 	o.http.add(cmd)
-	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr)")
+	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
 }

@@ -52,30 +52,37 @@ func newDLQListCmd(f *adminFlags) *cobra.Command {
 
 func newDLQResendCmd(f *adminFlags) *cobra.Command {
 	var group, id string
-	var all bool
+	var all, force bool
 	cmd := &cobra.Command{
-		Use:   "resend --group GROUP (--msg-id ID | --all)",
-		Short: "Send dead letters back to their original topic (keys kept, resend count added)",
+		Use:   "resend --group GROUP (--msg-id ID | --all) [--force]",
+		Short: "Send dead letters back to their original topic (keys kept, resend count added), once each",
 		Long: `Send dead letters back to the topic they were first sent to.
 
 The resent message keeps the body, tags, keys, unique key and user properties,
-starts again with reconsume times 0 and carries KEEL_DLQ_RESEND_TIMES. --all
-resends every dead letter not resent by an earlier --all (a cursor per DLQ
-queue is kept on the broker); --msg-id resends one message whatever the cursor.`,
+starts again with reconsume times 0 and carries KEEL_DLQ_RESEND_TIMES. Every
+resend is recorded on the broker, and a dead letter is resent once: --all
+resends every dead letter not resent yet (by --all or --msg-id), --msg-id
+refuses one resent before. --force resends anyway (with --all: every stored
+dead letter). dlq list shows RESENT true for what was resent.`,
 		Args: cobra.NoArgs,
 		RunE: adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
 			if group == "" || (id == "") == !all {
 				return usageError{errors.New("dlq resend needs --group and exactly one of --msg-id or --all")}
 			}
+			opts := admin.ResendOptions{Force: force}
 			var rs []admin.Resent
 			var err error
 			if all {
-				rs, err = c.ResendAll(cmd.Context(), group)
+				if rs, err = c.ResendAllWith(cmd.Context(), group, opts); err != nil && len(rs) == 0 {
+					return err // nothing was resent: the error alone
+				}
 			} else {
 				var r admin.Resent
-				if r, err = c.ResendDLQ(cmd.Context(), group, id); err == nil {
-					rs = []admin.Resent{r}
+				r, err = c.ResendDLQWith(cmd.Context(), group, id, opts)
+				if sent := r.Result.Status == "SEND_OK"; err != nil && !sent {
+					return err // nothing was resent: the error alone
 				}
+				rs = []admin.Resent{r}
 			}
 			if rs == nil {
 				rs = []admin.Resent{}
@@ -97,5 +104,6 @@ queue is kept on the broker); --msg-id resends one message whatever the cursor.`
 	cmd.Flags().StringVar(&group, "group", "", "consumer group (required)")
 	cmd.Flags().StringVar(&id, "msg-id", "", "resend the dead letter with this id")
 	cmd.Flags().BoolVar(&all, "all", false, "resend every dead letter not resent yet")
+	cmd.Flags().BoolVar(&force, "force", false, "resend dead letters that were resent before")
 	return cmd
 }

@@ -9,10 +9,13 @@ package main
 //	          NameServer accepted the broker's registration recently;
 //	          503 with the reasons otherwise (readiness)
 //
-// With httpToken set, /metrics and the console require it (httpauth:
-// Bearer or Basic password); the two probes stay open so orchestrators need
-// no secret, and they reveal nothing but readiness. A listener beyond
-// loopback without a token is logged as a warning.
+// The listener defaults to loopback (127.0.0.1:8080). /metrics and the
+// console require credentials when httpToken is set (the token, as Bearer
+// or Basic password) or aclEnable=true (an admin account of the ACL file as
+// HTTP Basic accessKey:secretKey, or the token if also set); see httpauth.
+// The two probes stay open so orchestrators need no secret, and they reveal
+// nothing but readiness. A listener beyond loopback with neither stops the
+// start (checkHTTPExposure): the console shows message bodies.
 //
 // The console reads the cluster through an admin client like the CLI's:
 // to the NameServers this process registers with, over TLS pinned to the
@@ -31,6 +34,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/console"
 	"github.com/keelmq/keel/internal/httpauth"
 	"github.com/keelmq/keel/internal/metrics"
@@ -82,19 +86,15 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("GET /readyz", p.readyz)
-		mux.Handle("/", httpauth.Require(p.cfg.HTTPToken, guarded, log))
-		ln, err := net.Listen("tcp", addr)
+		mux.Handle("/", httpauth.Guard(p.httpAuth(), guarded, log))
+		ln, err := p.listen(listenHTTP, addr)
 		if err != nil {
 			ac.Close()
-			return service{}, fmt.Errorf("http: %w", err)
+			return service{}, err
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
-		log.Info("HTTP listening", "addr", ln.Addr().String(), "console_write", ho.consoleWrite,
-			"token", p.cfg.HTTPToken != "")
-		if p.cfg.HTTPToken == "" && !loopback(ln.Addr()) {
-			log.Warn("the HTTP endpoint (metrics, console) is reachable beyond this host without a token: "+
-				"set httpToken, or listen on 127.0.0.1", "addr", ln.Addr().String(), "console_write", ho.consoleWrite)
-		}
+		log.Info("HTTP listening", "addr", ln.Addr().String(), "serves", httpServes(ho),
+			"auth", httpAuthDescription(p.cfg.HTTPToken != "", p.acl != nil), "reach", reach(ln.Addr()))
 		if p.cfg.ACLEnable && os.Getenv(envAccessKey) == "" {
 			log.Warn("aclEnable=true but KEEL_ACCESS_KEY/KEEL_SECRET_KEY are not set: the console's requests are unsigned and refused")
 		}
@@ -102,7 +102,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			name: "http",
 			run: func(ctx context.Context) error {
 				go con.Run(ctx)
-				if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.Serve(remotingGuard{ln}); !errors.Is(err, http.ErrServerClosed) {
 					return err
 				}
 				return nil
@@ -115,6 +115,59 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			},
 		}, nil
 	}
+}
+
+// httpAuth is what the HTTP endpoint accepts besides the open probes.
+func (p *parts) httpAuth() httpauth.Config {
+	c := httpauth.Config{Token: p.cfg.HTTPToken}
+	if p.acl != nil {
+		c.Account = p.acl.AdminCredentials
+	}
+	return c
+}
+
+// httpServes lists what the HTTP listener serves, for the startup log.
+func httpServes(ho httpOptions) string {
+	console := "console (read-only)"
+	if ho.consoleWrite {
+		console = "console (read-write)"
+	}
+	return "/metrics, " + console + " and /api/, /healthz, /readyz (open)"
+}
+
+// httpAuthDescription says what the HTTP endpoint requires.
+func httpAuthDescription(token, acl bool) string {
+	switch {
+	case token && acl:
+		return "httpToken or an ACL admin account"
+	case token:
+		return "httpToken"
+	case acl:
+		return "an ACL admin account (HTTP Basic accessKey:secretKey)"
+	}
+	return "none"
+}
+
+// reach says who can connect to a bound address, for the startup log.
+func reach(a net.Addr) string {
+	if loopback(a) {
+		return "this host only (loopback)"
+	}
+	return "the network"
+}
+
+// checkHTTPExposure refuses an HTTP listener reachable beyond this host
+// that lets anyone read the console and metrics: bound to a non-loopback
+// address with neither httpToken nor aclEnable. It runs right after the
+// listeners are bound, before any service starts.
+func checkHTTPExposure(cfg *config.Broker, ls boundListeners) error {
+	ln := ls[listenHTTP]
+	if ln == nil || loopback(ln.Addr()) || cfg.HTTPToken != "" || cfg.ACLEnable {
+		return nil
+	}
+	ls.closeAll()
+	return fmt.Errorf("HTTP listener on %s would show the console (message bodies) and /metrics to anyone who can reach it: "+
+		"set httpToken (or aclEnable=true) in broker.conf, or listen on loopback (--http-listen 127.0.0.1:8080)", cfg.HTTPListen)
 }
 
 // onFlush is the store's flush hook: it feeds the metrics once they exist.

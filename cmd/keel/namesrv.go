@@ -15,9 +15,14 @@ func newNamesrvCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p := &parts{log: log}
+			ls, err := bindListeners(listenSpec{listenNamesrv, o.namesrvListen, namesrvListenFlag})
+			if err != nil {
+				return err
+			}
+			defer ls.closeAll()
+			p := &parts{log: log, listeners: ls}
 			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen)
-			return runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...)
+			return logStopped(log, runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...), false)
 		},
 	}
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

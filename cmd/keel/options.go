@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -41,7 +42,7 @@ func (o *options) addConfigFlags(cmd *cobra.Command) {
 func (o *options) addBrokerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.brokerListen, "broker-listen", ":10911", "broker listen address (overrides listenPort)")
-	f.StringVar(&o.httpListen, "http-listen", ":8080", "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off)")
+	f.StringVar(&o.httpListen, "http-listen", config.DefaultHTTPListen, "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off; beyond loopback it needs httpToken or aclEnable)")
 	f.BoolVar(&o.repairCorruption, "repair-corruption", false,
 		"if the CommitLog is corrupt in the middle, move the bad part to <data-dir>/quarantine and start, instead of refusing to start")
 }
@@ -92,7 +93,11 @@ func (o *options) reportUnknown(unknown []config.Unknown, log *slog.Logger) erro
 		return fmt.Errorf("config: unknown keys (--strict-config):\n  %s", strings.Join(msgs, "\n  "))
 	}
 	for _, u := range unknown {
-		log.Warn("broker.conf key not supported; ignored", "file", o.configFile, "line", u.Line, "key", u.Key, "hint", u.Hint)
+		attrs := []any{"file", o.configFile, "line", u.Line, "key", u.Key}
+		if u.Hint != "" {
+			attrs = append(attrs, "hint", u.Hint)
+		}
+		log.Warn("broker.conf key not supported; ignored", attrs...)
 	}
 	return nil
 }
@@ -112,6 +117,11 @@ func (o *options) applyFlags(cmd *cobra.Command, b *config.Broker) error {
 	set("data-dir", "storePathRootDir", o.dataDir)
 	set("http-listen", "httpListen", o.httpListen)
 	set("namesrv-addr", "namesrvAddr", o.namesrvAddr)
+	if f := cmd.Flags().Lookup("namesrv-addr"); f != nil && !f.Changed && b.NamesrvAddr == "" {
+		if env := strings.TrimSpace(os.Getenv(envNamesrvAddr)); env != "" {
+			errs = append(errs, b.SetFrom("namesrvAddr", env, "$"+envNamesrvAddr))
+		}
+	}
 	if changed("broker-listen") {
 		_, port, err := net.SplitHostPort(o.brokerListen)
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -91,6 +92,22 @@ func TestUnknownKeysWarnOrFail(t *testing.T) {
 	}
 }
 
+// TestUnknownKeyHints: a misspelt key names the key it is nearest to; a
+// key near none is logged without an empty hint.
+func TestUnknownKeyHints(t *testing.T) {
+	conf := writeConf(t, "flushDiskTyp=ASYNC_FLUSH\nfooBarBaz=1\n")
+	_, _, _, logs, err := loadWith(t, "-c", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, `key=flushDiskTyp hint="did you mean \"flushDiskType\"?"`) {
+		t.Errorf("no suggestion for flushDiskTyp:\n%s", logs)
+	}
+	if !strings.Contains(logs, "key=fooBarBaz") || strings.Contains(logs, `hint=""`) {
+		t.Errorf("want fooBarBaz reported without an empty hint:\n%s", logs)
+	}
+}
+
 func TestInvalidValuesNameTheirOrigin(t *testing.T) {
 	conf := writeConf(t, "brokerName=b\nfileReservedTime=0\n")
 	_, _, _, _, err := loadWith(t, "-c", conf)
@@ -148,5 +165,52 @@ func TestCheckMissingStoreFails(t *testing.T) {
 	code, _, stderr := runCLI(t, ctx, "check", "--data-dir", filepath.Join(t.TempDir(), "none"))
 	if code == exitOK {
 		t.Fatalf("check of a missing store succeeded; stderr %q", stderr)
+	}
+}
+
+// TestUnknownSubcommand: a misspelt subcommand of any command group is a
+// bad command line (exit 2) that names the nearest command.
+func TestUnknownSubcommand(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topic", "lst"}, `unknown command "lst" for "keel topic"; did you mean "list"?`},
+		{[]string{"group", "lsit"}, `unknown command "lsit" for "keel group"; did you mean "list"?`},
+		{[]string{"msg", "snd", "--topic", "T"}, `did you mean "send"?`},
+		{[]string{"dlq", "resnd"}, `did you mean "resend"?`},
+		{[]string{"txn", "lis"}, `did you mean "list"?`},
+		{[]string{"serv"}, `unknown command "serv" for "keel"; did you mean "serve"?`},
+		{[]string{"topic", "zzzzzz"}, `unknown command "zzzzzz" for "keel topic" (see 'keel topic --help')`},
+		{[]string{"bench", "dsk"}, `unknown command "dsk" for "keel bench"; did you mean "disk"?`},
+		{[]string{"topic", "list", "extra"}, `unknown command "extra" for "keel topic list"`},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runCLI(t, context.Background(), tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d and %q", tt.args, code, stdout, stderr, exitUsage, tt.want)
+		}
+	}
+	// Every group of the tree, not only those above.
+	var groups []*cobra.Command
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() {
+			groups = append(groups, c)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd(io.Discard, io.Discard))
+	for _, g := range groups {
+		args := append(strings.Fields(g.CommandPath())[1:], "no-such-command")
+		if code, _, _ := runCLI(t, context.Background(), args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	// A group alone prints its help, as --help does.
+	if code, stdout, _ := runCLI(t, context.Background(), "topic"); code != exitOK || !strings.Contains(stdout, "keel topic [command]") {
+		t.Errorf("keel topic: exit %d, stdout %q", code, stdout)
 	}
 }

@@ -35,13 +35,23 @@ func (o *options) serve(cmd *cobra.Command) error {
 		return err
 	}
 	restrictUmask()
-	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption}
+	brokerListen := o.brokerListenAddr(cmd, cfg)
+	ls, err := bindListeners(listenSpec{listenNamesrv, o.namesrvListen, namesrvListenFlag},
+		listenSpec{listenBroker, brokerListen, brokerListenFlag}, listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
+	if err != nil {
+		return err
+	}
+	if err := checkHTTPExposure(cfg, ls); err != nil {
+		return err
+	}
+	defer ls.closeAll()
+	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption, listeners: ls}
 	log.Info("keel serve", "version", version, "data_dir", cfg.StorePathRootDir,
 		"flush", cfg.FlushDiskType, "cluster", cfg.BrokerClusterName, "broker", cfg.BrokerName)
 	starters := []starter{p.storeStarter()}
 	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)
-	starters = append(starters, p.brokerStarters(o.brokerListenAddr(cmd, cfg))...)
+	starters = append(starters, p.brokerStarters(brokerListen)...)
 	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
-	return runServices(cmd.Context(), log, starters...)
+	return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 }

@@ -35,6 +35,10 @@ type parts struct {
 	// adds the embedded one once it is listening.
 	namesrvAddrs []string
 
+	// listeners are bound before any service starts (listen.go); nil
+	// when the command binds as it starts (keel bench).
+	listeners boundListeners
+
 	acl *acl.Authorizer // nil: access control off
 	tls *tls.Config     // the listeners' TLS; nil: off
 
@@ -111,15 +115,12 @@ func dialAddr(listenAddr string, bound net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// remotingService listens on addr and serves h with a remoting server, on
-// the listener wrap makes of it (TLS) if wrap is not nil. Its stop stops
-// accepting, lets handlers in flight finish until ctx's deadline, and closes
-// every connection.
-func remotingService(name, addr string, cfg remoting.ServerConfig, h remoting.Handler, wrap listenerWrap) (service, net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return service{}, nil, fmt.Errorf("%s: %w", name, err)
-	}
+// remotingService serves h on ln with a remoting server, on the listener
+// wrap makes of it (TLS) if wrap is not nil. Its stop stops accepting, lets
+// handlers in flight finish until ctx's deadline, and closes every
+// connection.
+func remotingService(name string, ln net.Listener, cfg remoting.ServerConfig, h remoting.Handler, wrap listenerWrap) (service, net.Addr, error) {
+	var err error
 	served := ln
 	if wrap != nil {
 		if served, err = wrap(ln); err != nil {

@@ -57,7 +57,11 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
 			}
-			svc, bound, err := remotingService("broker server", listenAddr, cfg, handler, wrap)
+			ln, err := p.listen(listenBroker, listenAddr)
+			if err != nil {
+				return service{}, err
+			}
+			svc, bound, err := remotingService("broker server", ln, cfg, handler, wrap)
 			p.brokerBound, p.brokerConns = bound, svc.conns
 			return svc, err
 		},
@@ -76,7 +80,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			p.broker = b
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
-				"acl", p.acl != nil, "tls", p.cfg.TLSMode)
+				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))
 			return service{
 				name: "broker",
 				run:  b.Run,

@@ -33,7 +33,11 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 			if err != nil {
 				return service{}, err
 			}
-			svc, bound, err := remotingService("namesrv server", addr, cfg, ns.Handler(), wrap)
+			ln, err := p.listen(listenNamesrv, addr)
+			if err != nil {
+				return service{}, err
+			}
+			svc, bound, err := remotingService("namesrv server", ln, cfg, ns.Handler(), wrap)
 			if err != nil {
 				return service{}, err
 			}
@@ -42,7 +46,7 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 				p.namesrvAddrs = append(p.namesrvAddrs, p.embeddedNamesrv)
 			}
 			p.log.Info("NameServer listening", "addr", bound.String(), "tls", mode,
-				"broker_registers_over_tls", embedded && p.embeddedNamesrvTLS != nil)
+				"broker_registers_over_tls", embedded && p.embeddedNamesrvTLS != nil, "auth", "none (a NameServer does no access control)")
 			return svc, nil
 		},
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +35,11 @@ func TestRemotingServiceServesAndStops(t *testing.T) {
 	})
 	var addr net.Addr
 	start := func() (service, error) {
-		s, a, err := remotingService("test server", "127.0.0.1:0", remoting.ServerConfig{}, h, nil)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return service{}, err
+		}
+		s, a, err := remotingService("test server", ln, remoting.ServerConfig{}, h, nil)
 		addr = a
 		return s, err
 	}
@@ -69,14 +72,17 @@ func TestRemotingServiceServesAndStops(t *testing.T) {
 	}
 }
 
-func TestRemotingServiceListenError(t *testing.T) {
+func TestBindListenersBusyAddress(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, _, err = remotingService("namesrv", ln.Addr().String(), remoting.ServerConfig{}, nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "namesrv: listen tcp") {
-		t.Fatalf("err = %v", err)
+	busy := ln.Addr().String()
+	ls, err := bindListeners(listenSpec{listenNamesrv, "127.0.0.1:0", namesrvListenFlag},
+		listenSpec{listenHTTP, busy, httpListenFlag})
+	want := "HTTP listener cannot listen on " + busy + ": address already in use (choose another address with --http-listen or httpListen in broker.conf)"
+	if err == nil || err.Error() != want || ls != nil {
+		t.Fatalf("err = %v\nwant %s", err, want)
 	}
 }

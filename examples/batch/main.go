@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -27,7 +28,7 @@ import (
 )
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "ExampleBatchTopic", "topic")
 	size := flag.Int("size", 10, "messages per batch")
 	batches := flag.Int("batches", 3, "number of batches")

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -33,7 +34,7 @@ import (
 )
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "ExampleTopic", "topic")
 	group := flag.String("group", "example-consumer", "consumer group")
 	retries := flag.Int("retries", 2, "how many times the failing message is redelivered before it is accepted")

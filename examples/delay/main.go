@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -31,7 +32,7 @@ import (
 )
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "ExampleDelayTopic", "topic")
 	level := flag.Int("level", 2, "delay level of the first message (2 = 5s with the default messageDelayLevel)")
 	after := flag.Duration("after", 3*time.Second, "the second message is due this long after sending")

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -42,7 +43,7 @@ func (orderSelector) Select(m *primitive.Message, queues []*primitive.MessageQue
 }
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "ExampleOrderTopic", "topic")
 	orders := flag.Int("orders", 4, "number of orders")
 	timeout := flag.Duration("timeout", 60*time.Second, "give up after this long")

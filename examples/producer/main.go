@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -26,7 +27,7 @@ import (
 )
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "ExampleTopic", "topic")
 	tag := flag.String("tag", "TagA", "tag of every message")
 	count := flag.Int("count", 10, "number of messages to send")

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -33,7 +34,7 @@ import (
 )
 
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "ExamplePullTopic", "topic")
 	tag := flag.String("tag", "TagA", "tag to subscribe to")
 	count := flag.Int("count", 8, "number of messages to send and read back")

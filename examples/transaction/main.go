@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -81,11 +82,44 @@ func (l *listener) CheckLocalTransaction(m *primitive.MessageExt) primitive.Loca
 	return primitive.UnkonwnState
 }
 
+// outcome says in words what a local transaction's answer does.
+func outcome(s primitive.LocalTransactionState) string {
+	switch s {
+	case primitive.CommitMessageState:
+		return "local transaction committed: the message is delivered now"
+	case primitive.RollbackMessageState:
+		return "local transaction rolled back: the message is discarded, never delivered"
+	case primitive.UnkonwnState:
+		return "local transaction still running: the broker will ask the producer later"
+	}
+	return fmt.Sprintf("local transaction answered %d (not a known state)", int(s))
+}
+
+// clientLog prints the RocketMQ client's errors, as the other examples do
+// (rlog level "error"), except one: the client reports every local
+// transaction that does not commit at once as "executeLocalTransaction but
+// state unexpected", which here is the example's intent (outcome prints it).
+type clientLog struct{}
+
+func (clientLog) Debug(string, map[string]interface{})   {}
+func (clientLog) Info(string, map[string]interface{})    {}
+func (clientLog) Warning(string, map[string]interface{}) {}
+func (clientLog) Error(msg string, fields map[string]interface{}) {
+	if msg != "executeLocalTransaction but state unexpected" {
+		log.Printf("rocketmq client: %s %v", msg, fields)
+	}
+}
+func (clientLog) Fatal(msg string, fields map[string]interface{}) {
+	log.Fatalf("rocketmq client: %s %v", msg, fields)
+}
+func (clientLog) Level(string)            {}
+func (clientLog) OutputPath(string) error { return nil }
+
 func main() {
-	ns := flag.String("n", "127.0.0.1:9876", "NameServer address")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
 	topic := flag.String("topic", "Orders", "topic")
 	flag.Parse()
-	rlog.SetLogLevel("warn")
+	rlog.SetLogger(clientLog{})
 	if err := run(*ns, *topic); err != nil {
 		log.Print(err)
 		os.Exit(1)
@@ -113,7 +147,7 @@ func run(ns, topic string) error {
 		if err != nil {
 			return fmt.Errorf("send %s: %w", id, err)
 		}
-		log.Printf("sent %s: half message stored, local transaction says %v", id, res.State)
+		log.Printf("sent %s: half message stored; %s", id, outcome(res.State))
 	}
 	// the first send created the topic; consume it from the beginning
 	got := make(chan string, 16)

@@ -444,3 +444,27 @@ func TestRunPicksUpChanges(t *testing.T) {
 		}
 	}
 }
+
+func TestAdminCredentials(t *testing.T) {
+	r, err := Parse("t.yml", []byte("accounts:\n  - accessKey: adminKey1\n    secretKey: adminSecret1\n    admin: true\n"+
+		"  - accessKey: plainKey1\n    secretKey: plainSecret1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewWithRules(r, nil)
+	cases := []struct {
+		ak, sk string
+		want   bool
+	}{
+		{"adminKey1", "adminSecret1", true},
+		{"adminKey1", "adminSecret2", false},
+		{"plainKey1", "plainSecret1", false}, // not an admin
+		{"nobody12", "adminSecret1", false},
+		{"", "", false},
+	}
+	for _, c := range cases {
+		if got := a.AdminCredentials(c.ak, c.sk); got != c.want {
+			t.Errorf("AdminCredentials(%q, %q) = %v, want %v", c.ak, c.sk, got, c.want)
+		}
+	}
+}

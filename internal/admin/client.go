@@ -178,6 +178,9 @@ func (c *Client) invokeNamesrv(ctx context.Context, code int16, ext map[string]s
 		if err == nil {
 			return resp, nil
 		}
+		if nerr := c.notNamesrv(ctx, addr, err); nerr != nil {
+			return nil, nerr // a wrong address: say so rather than try the next
+		}
 		var re *Error
 		if errors.As(err, &re) {
 			return nil, err // the NameServer answered: no point asking another

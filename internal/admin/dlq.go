@@ -14,8 +14,10 @@ package admin
 //
 // ResendAll works through each DLQ queue from a cursor kept as the consumer
 // offset of ResendGroup on that queue, committed after every message, so
-// running it again resends only what arrived since. A crash between a resend
-// and its commit can resend that one message again (at-least-once).
+// running it again resends only what arrived since; it skips what a resend
+// of one message (ResendDLQ) recorded in the resend log (dlq_resent.go). A
+// dead letter is resent once unless forced. A crash between a resend and
+// its commit or record can resend that one message again (at-least-once).
 
 import (
 	"context"
@@ -40,7 +42,8 @@ type DLQMessage struct {
 	Message
 	Broker      string `json:"broker"`
 	OriginTopic string `json:"originTopic"`
-	// Resent reports that ResendAll's cursor has passed it.
+	// Resent reports that it was resent: ResendAll's cursor has passed it,
+	// or the resend log records it.
 	Resent bool `json:"resent"`
 }
 
@@ -49,7 +52,7 @@ type DLQ struct {
 	Group    string       `json:"group"`
 	Topic    string       `json:"topic"`
 	Total    int64        `json:"total"`   // messages stored
-	Pending  int64        `json:"pending"` // not yet passed by the resend cursor
+	Pending  int64        `json:"pending"` // not resent yet
 	Messages []DLQMessage `json:"messages"`
 }
 
@@ -69,10 +72,15 @@ type dlqQueue struct {
 }
 
 // dlqQueues returns the queues of a group's DLQ with their resend cursors.
+// A group without a DLQ has no queues; a group no broker knows is
+// ErrNotFound, as for DescribeGroup.
 func (c *Client) dlqQueues(ctx context.Context, group string) (string, []dlqQueue, error) {
 	topic := DLQPrefix + group
 	t, err := c.DescribeTopic(ctx, topic)
 	if errors.Is(err, ErrNotFound) {
+		if _, gerr := c.DescribeGroup(ctx, group); gerr != nil {
+			return topic, nil, gerr
+		}
 		return topic, nil, nil // nothing ever died
 	}
 	if err != nil {
@@ -123,6 +131,10 @@ func (c *Client) ListDLQ(ctx context.Context, group string, limit int) (DLQ, err
 	if err != nil {
 		return d, err
 	}
+	logs, err := c.resentOnQueues(ctx, group, qs)
+	if err != nil {
+		return d, err
+	}
 	for _, q := range qs {
 		ms, err := c.readQueue(ctx, q.addr, topic, q.qid, q.min, limit)
 		if err != nil {
@@ -133,26 +145,40 @@ func (c *Client) ListDLQ(ctx context.Context, group string, limit int) (DLQ, err
 		}
 		d.Total += q.max - q.min
 		d.Pending += q.max - q.cur
+		for off := range logs[q.addr][q.qid] {
+			if off >= q.cur && off < q.max {
+				d.Pending--
+			}
+		}
 		for _, m := range ms {
 			d.Messages = append(d.Messages, DLQMessage{Message: m, Broker: q.broker,
-				OriginTopic: m.Properties[message.PropRetryTopic], Resent: m.QueueOffset < q.cur})
+				OriginTopic: m.Properties[message.PropRetryTopic],
+				Resent:      m.QueueOffset < q.cur || logs[q.addr].has(q.qid, m.QueueOffset)})
 		}
 	}
 	return d, nil
 }
 
-// ResendDLQ resends the dead letter whose id (unique key, offset message id
-// or ORIGIN_MESSAGE_ID) is id; if several copies match, the newest.
+// ResendDLQ is ResendDLQWith without options.
 func (c *Client) ResendDLQ(ctx context.Context, group, id string) (Resent, error) {
+	return c.ResendDLQWith(ctx, group, id, ResendOptions{})
+}
+
+// ResendDLQWith resends the dead letter whose id (unique key, offset
+// message id or ORIGIN_MESSAGE_ID) is id; if several copies match, the
+// newest. A dead letter resent before is refused with ErrAlreadyResent
+// unless o.Force. The resend is recorded in the resend log.
+func (c *Client) ResendDLQWith(ctx context.Context, group, id string, o ResendOptions) (Resent, error) {
 	topic, qs, err := c.dlqQueues(ctx, group)
 	if err != nil {
 		return Resent{}, err
 	}
 	var found *Message
+	var foundQ dlqQueue
 	for _, q := range qs {
 		err := c.scanQueue(ctx, q.addr, topic, q.qid, q.min, func(m Message) bool {
 			if matchesID(m, id) {
-				found = &m
+				found, foundQ = &m, q
 			}
 			return true
 		})
@@ -163,24 +189,53 @@ func (c *Client) ResendDLQ(ctx context.Context, group, id string) (Resent, error
 	if found == nil {
 		return Resent{}, fmt.Errorf("%w: message %s in the dead-letter queue of %s", ErrNotFound, id, group)
 	}
-	return c.resend(ctx, *found)
+	if !o.Force {
+		log, err := c.resentOn(ctx, foundQ.addr, group)
+		if err != nil {
+			return Resent{}, err
+		}
+		if found.QueueOffset < foundQ.cur || log.has(foundQ.qid, found.QueueOffset) {
+			return Resent{}, fmt.Errorf("%w: dead letter %s of %s (DLQ queue %d offset %d) was resent before; --force resends it again",
+				ErrAlreadyResent, id, group, foundQ.qid, found.QueueOffset)
+		}
+	}
+	r, err := c.resend(ctx, *found)
+	if err != nil {
+		return r, err
+	}
+	return r, c.recordResent(ctx, group, foundQ, *found, r, o.Force)
 }
 
 func matchesID(m Message, id string) bool {
 	return m.MsgID == id || strings.EqualFold(m.OffsetMsgID, id) || m.Properties[message.PropOriginMessageID] == id
 }
 
-// ResendAll resends every dead letter of group past the resend cursor and
-// advances the cursor after each one. It stops at the first failure,
-// returning what was resent so far.
+// ResendAll is ResendAllWith without options.
 func (c *Client) ResendAll(ctx context.Context, group string) ([]Resent, error) {
+	return c.ResendAllWith(ctx, group, ResendOptions{})
+}
+
+// ResendAllWith resends every dead letter of group past the resend cursor
+// that the resend log does not record as resent, and advances the cursor
+// after each one (skipped ones included). With o.Force it resends every
+// stored dead letter, from the oldest. It stops at the first failure,
+// returning what was resent so far.
+func (c *Client) ResendAllWith(ctx context.Context, group string, o ResendOptions) ([]Resent, error) {
 	topic, qs, err := c.dlqQueues(ctx, group)
 	out := []Resent{}
 	if err != nil {
 		return out, err
 	}
+	logs, err := c.resentOnQueues(ctx, group, qs)
+	if err != nil {
+		return out, err
+	}
 	for _, q := range qs {
-		for off := q.cur; off < q.max; {
+		from := q.cur
+		if o.Force {
+			from = q.min
+		}
+		for off := from; off < q.max; {
 			ms, err := c.readQueue(ctx, q.addr, topic, q.qid, off, int(min(q.max-off, pullBatch)))
 			if err != nil {
 				return out, err
@@ -189,19 +244,37 @@ func (c *Client) ResendAll(ctx context.Context, group string) ([]Resent, error) 
 				break
 			}
 			for _, m := range ms {
+				off = m.QueueOffset + 1
+				if !o.Force && logs[q.addr].has(q.qid, m.QueueOffset) {
+					continue // resent on its own (--msg-id); the cursor passes it below
+				}
 				r, err := c.resend(ctx, m)
 				if err != nil {
 					return out, err
 				}
 				out = append(out, r)
-				if err := c.commitCursor(ctx, q.addr, topic, q.qid, m.QueueOffset+1); err != nil {
+				if err := c.advanceCursor(ctx, topic, &q, off); err != nil {
 					return out, err
 				}
-				off = m.QueueOffset + 1
+			}
+			if err := c.advanceCursor(ctx, topic, &q, off); err != nil {
+				return out, err
 			}
 		}
 	}
 	return out, nil
+}
+
+// advanceCursor commits q's resend cursor at off if that moves it forward.
+func (c *Client) advanceCursor(ctx context.Context, topic string, q *dlqQueue, off int64) error {
+	if off <= q.cur {
+		return nil
+	}
+	if err := c.commitCursor(ctx, q.addr, topic, q.qid, off); err != nil {
+		return err
+	}
+	q.cur = off
+	return nil
 }
 
 // resend sends a dead letter back to its original topic.

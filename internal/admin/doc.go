@@ -12,8 +12,9 @@
 // Reading a queue (msg tail, dlq list) pulls with the tools group
 // ToolsGroup and an explicit "*" subscription, without committing offsets,
 // as RocketMQ's mqadmin does. Resending dead letters keeps a cursor per DLQ
-// queue as the consumer offset of ResendGroup, so `--all` never resends a
-// message twice.
+// queue as the consumer offset of ResendGroup and a record of each single
+// resend in the system topic ResentLogTopic on the DLQ's broker
+// (dlq_resent.go), so a dead letter is resent once unless forced.
 //
 // A Client is safe for concurrent use. It keeps one connection per address
 // and dials again when a connection has closed.

@@ -100,12 +100,21 @@ func (c *Client) scanQueue(ctx context.Context, addr, topic string, qid int32, o
 }
 
 // Tail calls fn with every message stored in topic from now on (or, with
-// fromBeginning, from the oldest stored), queue by queue in order, until ctx
-// ends (it returns ctx's error) or fn returns an error (ErrStop: nil).
+// fromBeginning, first those already stored, from the oldest, in store time
+// order across queues), until ctx ends (it returns ctx's error) or fn
+// returns an error (ErrStop: nil). New messages come as they arrive.
 func (c *Client) Tail(ctx context.Context, topic string, fromBeginning bool, fn func(Message) error) error {
 	t, err := c.DescribeTopic(ctx, topic)
 	if err != nil {
 		return err
+	}
+	if fromBeginning {
+		if err := c.tailBacklog(ctx, t, fn); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -113,10 +122,7 @@ func (c *Client) Tail(ctx context.Context, topic string, fromBeginning bool, fn 
 	errc := make(chan error, len(t.Queues))
 	var wg sync.WaitGroup
 	for _, q := range t.Queues {
-		start := q.MaxOffset
-		if fromBeginning {
-			start = q.MinOffset
-		}
+		start := q.MaxOffset // the backlog, if asked for, is done
 		addr := t.brokerAddr(q.Broker)
 		wg.Add(1)
 		go func() {

@@ -49,11 +49,12 @@ type rawSend struct {
 }
 
 // Send sends one message (SEND_MESSAGE, as a producer of
-// ToolsProducerGroup) and waits for the broker's answer. The topic must
-// exist. A FLUSH_DISK_TIMEOUT answer returns the result and an error: the
+// ToolsProducerGroup) and waits for the broker's answer. A topic that does
+// not exist is created by the brokers that create topics on first send
+// (autoCreateTopicEnable), as for any client. A FLUSH_DISK_TIMEOUT answer returns the result and an error: the
 // message is stored but its durability was not confirmed.
 func (c *Client) Send(ctx context.Context, s SendSpec) (SendResult, error) {
-	t, err := c.Topic(ctx, s.Topic)
+	t, err := c.sendTopic(ctx, s.Topic)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -82,6 +83,37 @@ func (c *Client) Send(ctx context.Context, s SendSpec) (SendResult, error) {
 	res, err := c.sendRaw(ctx, b, r)
 	res.MsgID = uniq
 	return res, err
+}
+
+// defaultTopic is the template a broker creates topics from on first send
+// (RocketMQ's TBW102); a broker has it, with the inherit permission, only
+// with autoCreateTopicEnable=true.
+const defaultTopic = "TBW102"
+
+// sendTopic is the topic a send goes to: the topic itself, or for one that
+// does not exist yet, the brokers that would create it on first send (those
+// holding defaultTopic with the inherit permission), as clients do.
+func (c *Client) sendTopic(ctx context.Context, name string) (Topic, error) {
+	t, err := c.Topic(ctx, name)
+	if !errors.Is(err, ErrNotFound) {
+		return t, err
+	}
+	tpl, terr := c.Topic(ctx, defaultTopic)
+	if terr != nil && !errors.Is(terr, ErrNotFound) {
+		return Topic{}, terr
+	}
+	t = Topic{Name: name, Kind: TopicKind(name), Messages: -1, Written: -1}
+	for _, b := range tpl.Brokers {
+		if b.Perm&PermInherit != 0 {
+			b.Topic = name
+			b.Perm &^= PermInherit
+			t.Brokers = append(t.Brokers, b)
+		}
+	}
+	if len(t.Brokers) == 0 {
+		return Topic{}, fmt.Errorf("%w (no broker creates topics on first send: autoCreateTopicEnable=false; create it with keel topic create)", err)
+	}
+	return t, nil
 }
 
 func pickWriteQueue(t Topic, broker string, queueID int32) (TopicOnBroker, int32, error) {

@@ -54,6 +54,8 @@ const ConsumeQueueEntryBytes = 20
 const (
 	DefaultMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 	DefaultStorePathRootDir  = "./keel-data"
+	// DefaultHTTPListen is loopback: the console shows message bodies.
+	DefaultHTTPListen = "127.0.0.1:8080"
 )
 
 // Broker is the broker configuration: one field per supported broker.conf
@@ -79,6 +81,10 @@ type Broker struct {
 	// Store.
 	StorePathRootDir           string        // storePathRootDir
 	StorePathCommitLog         string        // storePathCommitLog: must be <root>/commitlog if set
+	StorePathConsumeQueue      string        // storePathConsumeQueue: must be <root>/consumequeue if set
+	StorePathIndex             string        // storePathIndex: must be <root>/index if set
+	StoreCheckpoint            string        // storeCheckpoint: must be <root>/checkpoint if set
+	AbortFile                  string        // abortFile: must be <root>/abort if set
 	FlushDiskType              FlushDiskType // flushDiskType
 	SyncFlushTimeout           time.Duration // syncFlushTimeout (ms)
 	FlushIntervalCommitLog     time.Duration // flushIntervalCommitLog (ms)
@@ -145,7 +151,7 @@ func Default() *Broker {
 
 		ListenPort:    10911,
 		MaxFrameBytes: 16 << 20,
-		HTTPListen:    ":8080",
+		HTTPListen:    DefaultHTTPListen,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

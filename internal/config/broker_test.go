@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -174,6 +175,49 @@ func TestUnknownKeys(t *testing.T) {
 	}
 	if s := unknown[0].String(); s != `line 1: unknown key "brokername": did you mean "brokerName"?` {
 		t.Errorf("String() = %s", s)
+	}
+}
+
+// TestUnknownKeyTypos: a misspelt key gets the supported key it is nearest
+// to (edit distance, ignoring case); a key near none gets no hint.
+func TestUnknownKeyTypos(t *testing.T) {
+	tests := []struct{ key, want string }{
+		{"flushDiskTyp", "flushDiskType"},
+		{"flushdisktyp", "flushDiskType"},
+		{"brokerClustrName", "brokerClusterName"},
+		{"autoCreateTopicEnabel", "autoCreateTopicEnable"},
+		{"mapedFileSizeComitLog", "mapedFileSizeCommitLog"},
+		{"listenPrt", "listenPort"},
+		{"fooBar", ""},
+		{"x", ""},
+	}
+	for _, tt := range tests {
+		_, unknown, err := Parse([]byte(tt.key+"=1\n"), "t.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if tt.want != "" {
+			want = fmt.Sprintf("did you mean %q?", tt.want)
+		}
+		if len(unknown) != 1 || unknown[0].Hint != want {
+			t.Errorf("%s: unknown = %+v, want hint %q", tt.key, unknown, want)
+		}
+	}
+}
+
+// TestRocketMQStorePathKeys: the path keys of a RocketMQ broker.conf are
+// accepted when they name where Keel keeps that part anyway.
+func TestRocketMQStorePathKeys(t *testing.T) {
+	conf := "storePathRootDir=/data/store\nstorePathCommitLog=/data/store/commitlog\n" +
+		"storePathConsumeQueue=/data/store/consumequeue\nstorePathIndex=/data/store/index\n" +
+		"storeCheckpoint=/data/store/checkpoint\nabortFile=/data/store/abort\n"
+	b, unknown, err := Parse([]byte(conf), "t.conf")
+	if err != nil || len(unknown) != 0 {
+		t.Fatalf("Parse: %v, unknown %+v", err, unknown)
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
 	}
 }
 

@@ -36,6 +36,10 @@ var fields = []field{
 
 	str("storePathRootDir", func(b *Broker) *string { return &b.StorePathRootDir }),
 	str("storePathCommitLog", func(b *Broker) *string { return &b.StorePathCommitLog }),
+	str("storePathConsumeQueue", func(b *Broker) *string { return &b.StorePathConsumeQueue }),
+	str("storePathIndex", func(b *Broker) *string { return &b.StorePathIndex }),
+	str("storeCheckpoint", func(b *Broker) *string { return &b.StoreCheckpoint }),
+	str("abortFile", func(b *Broker) *string { return &b.AbortFile }),
 	enum("flushDiskType", func(b *Broker) *FlushDiskType { return &b.FlushDiskType }, SyncFlush, AsyncFlush),
 	dur("syncFlushTimeout", time.Millisecond, func(b *Broker) *time.Duration { return &b.SyncFlushTimeout }),
 	dur("flushIntervalCommitLog", time.Millisecond, func(b *Broker) *time.Duration { return &b.FlushIntervalCommitLog }),

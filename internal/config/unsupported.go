@@ -50,15 +50,55 @@ func checkUnsupported(p Property, name string) error {
 }
 
 // hint explains an unknown key: what Keel does instead, or the supported key
-// that differs only in case (keys are case-sensitive, as in RocketMQ).
+// it was probably meant to be (keys are case-sensitive, as in RocketMQ):
+// the nearest by edit distance, ignoring case, if it is near enough.
 func hint(key string) string {
 	if u, ok := unsupported[key]; ok {
 		return u.hint
 	}
-	for k := range byKey {
-		if strings.EqualFold(k, key) {
-			return fmt.Sprintf("did you mean %q?", k)
-		}
+	if k := nearestKey(key); k != "" {
+		return fmt.Sprintf("did you mean %q?", k)
 	}
 	return ""
+}
+
+// nearestKey returns the supported key (or alias) nearest to key, or "" if
+// none is within maxTypoDistance(key). Ties go to the alphabetically first.
+func nearestKey(key string) string {
+	lower := strings.ToLower(key)
+	best, bestDist := "", maxTypoDistance(key)+1
+	for k := range byKey {
+		d := editDistance(lower, strings.ToLower(k))
+		if d < bestDist || (d == bestDist && k < best) {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// maxTypoDistance is how many edits a misspelling may be from the key it
+// means: one for short keys, one more for every 8 characters, at most 3.
+func maxTypoDistance(key string) int {
+	return min(1+len(key)/8, 3)
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

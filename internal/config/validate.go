@@ -132,8 +132,11 @@ func (b *Broker) validateStore(bad func(string, string, ...any)) {
 	if b.StorePathRootDir == "" {
 		bad("storePathRootDir", "must not be empty")
 	}
-	if v := b.StorePathCommitLog; v != "" && !samePath(v, b.CommitLogDir()) {
-		bad("storePathCommitLog", "%w: the CommitLog must be %s", ErrUnsupported, b.CommitLogDir())
+	for _, p := range b.storePaths() {
+		if p.value != "" && !samePath(p.value, p.keel) {
+			bad(p.key, "%w: Keel keeps the %s at %s, under storePathRootDir (remove the key or set it to that path)",
+				ErrUnsupported, p.what, p.keel)
+		}
 	}
 	if b.FlushDiskType != SyncFlush && b.FlushDiskType != AsyncFlush {
 		bad("flushDiskType", "must be SYNC_FLUSH or ASYNC_FLUSH")
@@ -225,6 +228,23 @@ func (b *Broker) DelayLevels() ([]time.Duration, error) {
 // CommitLogDir is where the CommitLog segments live.
 func (b *Broker) CommitLogDir() string {
 	return filepath.Join(b.StorePathRootDir, "commitlog")
+}
+
+// storePath is a RocketMQ key that places one part of the store; Keel
+// keeps every part at a fixed place under storePathRootDir.
+type storePath struct {
+	key, value, what, keel string
+}
+
+func (b *Broker) storePaths() []storePath {
+	root := b.StorePathRootDir
+	return []storePath{
+		{"storePathCommitLog", b.StorePathCommitLog, "CommitLog", b.CommitLogDir()},
+		{"storePathConsumeQueue", b.StorePathConsumeQueue, "ConsumeQueues", filepath.Join(root, "consumequeue")},
+		{"storePathIndex", b.StorePathIndex, "IndexFiles", filepath.Join(root, "index")},
+		{"storeCheckpoint", b.StoreCheckpoint, "checkpoint", filepath.Join(root, "checkpoint")},
+		{"abortFile", b.AbortFile, "abort marker", filepath.Join(root, "abort")},
+	}
 }
 
 func samePath(a, b string) bool {

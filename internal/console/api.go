@@ -25,14 +25,15 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
-// fail maps an admin error to a status: 404 not found, 409 exists, 502
+// fail maps an admin error to a status: 404 not found, 409 exists or
+// already resent, 502
 // for everything the cluster answered or failed to answer.
 func fail(w http.ResponseWriter, err error) {
 	msg := humanError(err)
 	switch {
 	case errors.Is(err, admin.ErrNotFound):
 		writeError(w, http.StatusNotFound, msg)
-	case errors.Is(err, admin.ErrTopicExists):
+	case errors.Is(err, admin.ErrTopicExists), errors.Is(err, admin.ErrAlreadyResent):
 		writeError(w, http.StatusConflict, msg)
 	default:
 		writeError(w, http.StatusBadGateway, msg)

@@ -1,12 +1,18 @@
-// Package httpauth guards Keel's HTTP endpoint (metrics, console) with a
-// shared token. A request is let through when it carries the token as
+// Package httpauth guards Keel's HTTP endpoint (metrics, console). A
+// request is let through when it carries the shared token (httpToken) as
 //
 //	Authorization: Bearer <token>        (curl, Prometheus bearer_token)
 //	Authorization: Basic <any user>:<token>  (browsers prompt for it)
 //
+// or, when an account check is configured (aclEnable=true), the access and
+// secret key of an ACL admin account as
+//
+//	Authorization: Basic <accessKey>:<secretKey>
+//
 // Anything else gets 401 with a Basic challenge, so a browser opening the
-// console asks for the token once and then sends it with every request.
-// Comparison is constant-time. An empty token disables the check.
+// console asks once and then sends the credentials with every request.
+// Token comparison is constant-time. With neither a token nor an account
+// check the guard lets everything through.
 //
 // Concurrency: the returned handler is safe for concurrent use.
 package httpauth
@@ -22,27 +28,56 @@ import (
 // Realm is the Basic-auth realm browsers show.
 const Realm = "keel"
 
+// Config says which credentials the endpoint accepts.
+type Config struct {
+	Token string // httpToken; "" = no token accepted
+	// Account, if not nil, accepts HTTP Basic credentials: the user name
+	// as access key, the password as secret key (acl's AdminCredentials).
+	Account func(accessKey, secretKey string) bool
+}
+
+// Open reports whether cfg lets every request through.
+func (c Config) Open() bool { return c.Token == "" && c.Account == nil }
+
 // Require returns next guarded by token; with token == "" it returns next.
-// Refusals are logged at Warn (with the peer and path, never a token) when
-// log is not nil.
 func Require(token string, next http.Handler, log *slog.Logger) http.Handler {
-	if token == "" {
+	return Guard(Config{Token: token}, next, log)
+}
+
+// Guard returns next guarded by cfg; with cfg.Open() it returns next.
+// Refusals are logged at Warn (with the peer and path, never a credential)
+// when log is not nil.
+func Guard(cfg Config, next http.Handler, log *slog.Logger) http.Handler {
+	if cfg.Open() {
 		return next
 	}
-	want := sha256.Sum256([]byte(token))
+	want := sha256.Sum256([]byte(cfg.Token))
+	tokenOK := func(got string) bool {
+		sum := sha256.Sum256([]byte(got))
+		return cfg.Token != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+	}
+	refusal := "401 unauthorized: this endpoint needs the httpToken (Authorization: Bearer <token>)"
+	if cfg.Account != nil {
+		refusal = "401 unauthorized: this endpoint needs the credentials of an admin account of the ACL file " +
+			"(HTTP Basic: accessKey as user name, secretKey as password)"
+		if cfg.Token != "" {
+			refusal += " or the httpToken (Authorization: Bearer <token>)"
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got, ok := presented(r); ok {
-			sum := sha256.Sum256([]byte(got))
-			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
-				next.ServeHTTP(w, r)
-				return
-			}
+		if got, ok := presented(r); ok && tokenOK(got) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if user, pass, ok := r.BasicAuth(); ok && cfg.Account != nil && cfg.Account(user, pass) {
+			next.ServeHTTP(w, r)
+			return
 		}
 		if log != nil {
-			log.Warn("http: request without a valid token", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			log.Warn("http: request without valid credentials", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`", charset="UTF-8"`)
-		http.Error(w, "401 unauthorized: this endpoint needs the httpToken (Authorization: Bearer <token>)", http.StatusUnauthorized)
+		http.Error(w, refusal, http.StatusUnauthorized)
 	})
 }
 

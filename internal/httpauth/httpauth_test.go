@@ -50,3 +50,44 @@ func TestRequire(t *testing.T) {
 		t.Fatalf("no token configured: %d", w.Code)
 	}
 }
+
+// TestGuardAccounts: with an account check (aclEnable=true) Basic
+// credentials of an accepted account pass, and so does the token if set;
+// nothing else does.
+func TestGuardAccounts(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	account := func(ak, sk string) bool { return ak == "adminKey1" && sk == "adminSecret1" }
+	set := func(ak, sk string) func(*http.Request) { return func(r *http.Request) { r.SetBasicAuth(ak, sk) } }
+	bearer := func(tok string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+	}
+	cases := []struct {
+		name  string
+		token string
+		set   func(*http.Request)
+		want  int
+	}{
+		{"account", "", set("adminKey1", "adminSecret1"), 200},
+		{"wrong secret", "", set("adminKey1", "adminSecret2"), 401},
+		{"unknown key", "", set("someone", "adminSecret1"), 401},
+		{"nothing", "", func(*http.Request) {}, 401},
+		{"empty bearer without a token", "", bearer(""), 401},
+		{"empty basic without a token", "", set("x", ""), 401},
+		{"token as bearer", "tok-12345", bearer("tok-12345"), 200},
+		{"token as basic password", "tok-12345", set("x", "tok-12345"), 200},
+		{"account beside a token", "tok-12345", set("adminKey1", "adminSecret1"), 200},
+	}
+	for _, c := range cases {
+		h := Guard(Config{Token: c.token, Account: account}, ok, nil)
+		r := httptest.NewRequest("GET", "/api/messages?id=X", nil)
+		c.set(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, w.Code, c.want)
+		}
+		if w.Code == 401 && !strings.Contains(w.Body.String(), "admin account") {
+			t.Errorf("%s: refusal does not say what is needed: %q", c.name, w.Body.String())
+		}
+	}
+}

@@ -107,7 +107,7 @@ func New(cfg Config) *Metrics {
 	m.reg.MustRegister(m.sendRequests, m.sendMessages, m.sendBytes, m.sendLatency, m.pullRequests,
 		m.flushLatency, m.flushBytes, &collector{m: m})
 	if cfg.IncludeGoMetrics {
-		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.reg.MustRegister(collectors.NewGoCollector(), processCollector())
 	}
 	if cfg.Broker != nil {
 		cfg.Broker.SetObserver(observer{m})

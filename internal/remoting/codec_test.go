@@ -278,6 +278,16 @@ func TestReadPayloadLimits(t *testing.T) {
 	}
 }
 
+// TestReadFrameHTTPAnswer: an HTTP server's answer where a frame belongs
+// is named as such, not as a frame of 1.2 GB.
+func TestReadFrameHTTPAnswer(t *testing.T) {
+	answer := []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+	_, err := readPayload(bytes.NewReader(answer), DefaultMaxFrameBytes)
+	if !errors.Is(err, ErrHTTPPeer) {
+		t.Fatalf("HTTP answer: %v, want ErrHTTPPeer", err)
+	}
+}
+
 // TestEncodeExtFieldsSorted: both header encodings write ext fields in
 // sorted key order, below and above the insertion-sort size, so the bytes
 // of a frame do not depend on map iteration order.

@@ -27,6 +27,9 @@ var (
 	ErrBadFrame = errors.New("remoting: malformed frame")
 	// ErrBadHeader: a header could not be decoded.
 	ErrBadHeader = errors.New("remoting: malformed header")
+	// ErrHTTPPeer: the peer answered in HTTP ("HTTP/1.1 400 ..." where a
+	// frame length belongs): it is an HTTP server, not a remoting one.
+	ErrHTTPPeer = errors.New("remoting: the peer answered in HTTP: it is an HTTP server, not a RocketMQ remoting server")
 )
 
 // EncodeFrame appends the whole frame of c (length field included) to dst,
@@ -139,6 +142,9 @@ func readFrame(r io.Reader, maxBytes int, poolable, trustLength bool) ([]byte, e
 	}
 	n := int64(binary.BigEndian.Uint32(lenBuf[:]))
 	if n > int64(maxBytes) || n > math.MaxInt32 {
+		if string(lenBuf[:]) == "HTTP" {
+			return nil, ErrHTTPPeer
+		}
 		return nil, fmt.Errorf("%w: length %d exceeds the limit of %d bytes", ErrFrameTooLarge, int32(n), maxBytes)
 	}
 	if n < 4 {
