@@ -301,8 +301,8 @@ func openFourSegments(t *testing.T) (*Store, *vfs.MemFS) {
 	cfg.Now = newFakeClock().Now
 	cfg.DiskPressureDelete = PressureDeleteConsumed
 	s := mustOpen(t, cfg)
-	s.SetConsumerOffsets(func(topic string, queueID int32) []ConsumerOffset {
-		return []ConsumerOffset{{Group: "G", Offset: s.MaxOffset(topic, queueID)}}
+	s.SetConsumerOffsets(func() ConsumerOffsets {
+		return ConsumerOffsets{"T": {"G": {0: s.MaxOffset("T", 0)}}}
 	})
 	body := strings.Repeat("x", 4000)
 	for range 60 {

@@ -46,10 +46,29 @@ type ConsumerOffset struct {
 	Offset int64
 }
 
-// ConsumerOffsetsFunc returns the offsets of every consumer group that
-// consumes (topic, queueID); none if no group does. It must be cheap and
-// safe to call from the retention goroutine.
-type ConsumerOffsetsFunc func(topic string, queueID int32) []ConsumerOffset
+// ConsumerOffsets is, per topic, every consumer group that consumes it,
+// with its committed offset per queue: topic -> group -> queue id -> next
+// offset to consume. A group listed for a topic without an offset for one
+// of its queues has consumed nothing of that queue.
+type ConsumerOffsets map[string]map[string]map[int32]int64
+
+// of returns the offsets of the groups consuming (topic, queueID), nil if
+// no group does.
+func (o ConsumerOffsets) of(topic string, queueID int32) []ConsumerOffset {
+	groups := o[topic]
+	if len(groups) == 0 {
+		return nil
+	}
+	out := make([]ConsumerOffset, 0, len(groups))
+	for g, byQueue := range groups {
+		out = append(out, ConsumerOffset{Group: g, Offset: byQueue[queueID]})
+	}
+	return out
+}
+
+// ConsumerOffsetsFunc returns a snapshot of the consumer offsets. Retention
+// calls it once per segment it considers deleting, from its own goroutine.
+type ConsumerOffsetsFunc func() ConsumerOffsets
 
 // SetConsumerOffsets installs the function retention asks which messages
 // consumer groups still need (nil removes it: every queue then counts as
@@ -125,19 +144,16 @@ func (s *Store) relievePressure(now time.Time) error {
 // would cost messages some group (or, with no group, anybody) has not
 // consumed.
 func (s *Store) queueFloors(cut int64) (floors []queueFloor, unconsumed int, err error) {
-	var fn ConsumerOffsetsFunc
+	var offsets ConsumerOffsets
 	if p := s.consumerOffsets.Load(); p != nil {
-		fn = *p
+		offsets = (*p)()
 	}
 	for _, ref := range s.allQueues() {
 		lo, hi := ref.q.MinOffset(), ref.q.MaxOffset()
 		if lo >= hi {
 			continue
 		}
-		f := queueFloor{ref: ref, min: lo}
-		if fn != nil {
-			f.groups = fn(ref.topic, ref.id)
-		}
+		f := queueFloor{ref: ref, min: lo, groups: offsets.of(ref.topic, ref.id)}
 		floors = append(floors, f)
 		lose, err := s.wouldLose(f, hi, cut)
 		if err != nil {

@@ -34,14 +34,12 @@ func (b *logBuffer) String() string {
 
 func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
-// groupAt is a consumer-offsets hook: group G has consumed T/0 up to
-// *offset; every other queue has no group.
+// groupAt is a consumer-offsets hook: group G consumes T and has consumed
+// T/0 up to *offset (nothing of the other queues of T); no group consumes
+// any other topic.
 func groupAt(offset *int64) ConsumerOffsetsFunc {
-	return func(topic string, queueID int32) []ConsumerOffset {
-		if topic == "T" && queueID == 0 {
-			return []ConsumerOffset{{Group: "G", Offset: *offset}}
-		}
-		return nil
+	return func() ConsumerOffsets {
+		return ConsumerOffsets{"T": {"G": {0: *offset}}}
 	}
 }
 
