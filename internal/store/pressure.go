@@ -134,6 +134,7 @@ func (s *Store) relievePressure(now time.Time) error {
 		if err := s.deleteBefore(cut); err != nil {
 			return err
 		}
+		s.pressureBlocked.Store(false)
 		s.reportLost(segs[0], usage, lostRanges(floors))
 	}
 	return nil

@@ -43,6 +43,10 @@ const (
 	// index entries (its UNIQ_KEY and a key), rounded up. Records with
 	// more keys draw on the reserve.
 	derivedBytesPerRecord = 64
+	// fullMarginBytes: the store counts as full (Stats.DiskFull, puts
+	// refused before they are encoded) once a write of this size would no
+	// longer be admitted; larger writes may be refused before that.
+	fullMarginBytes = 1 << 10
 	// diskFullRecheck is how often a refused put re-checks disk use while
 	// the store is above the hard limit, so that writing resumes soon after
 	// space returns, not at the next retention round (refused puts write
@@ -56,6 +60,7 @@ type spaceState struct {
 	freeBytes  int64     // measured free bytes minus the bytes admitted since; guarded by mu
 	totalBytes int64     // size of the filesystem (0: unknown); guarded by mu
 	measuredAt time.Time // guarded by mu
+	failing    bool      // the last measurement failed (logged once); guarded by mu
 }
 
 // minReserveBytes is the least space kept free under the hard limit: the
@@ -92,10 +97,8 @@ func (s *Store) admitWrite(reqs []*putReq) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	stale := time.Since(sp.measuredAt) >= spaceRecheckInterval
-	if stale || sp.totalBytes == 0 || sp.freeBytes-need < s.reserveBytes(sp.totalBytes)+spaceSlackBytes {
-		if err := s.measureSpaceLocked(); err != nil {
-			s.logger.Warn("store: disk usage unavailable", "err", err)
-		}
+	if stale || (sp.totalBytes > 0 && sp.freeBytes-need < s.reserveBytes(sp.totalBytes)+spaceSlackBytes) {
+		s.measureForWriteLocked()
 	}
 	if sp.totalBytes == 0 {
 		return nil // nothing known: let the filesystem decide
@@ -106,6 +109,23 @@ func (s *Store) admitWrite(reqs []*putReq) error {
 	}
 	sp.freeBytes -= need
 	return nil
+}
+
+// measureForWriteLocked is measureSpaceLocked for admitWrite: a failure is
+// logged once per series and leaves the estimate as it was until the next
+// spaceRecheckInterval. s.space.mu is held.
+func (s *Store) measureForWriteLocked() {
+	sp := &s.space
+	err := s.measureSpaceLocked()
+	if err == nil {
+		sp.failing = false
+		return
+	}
+	sp.measuredAt = time.Now()
+	if !sp.failing {
+		sp.failing = true
+		s.logger.Warn("store: disk usage unavailable; admitting writes on the last estimate", "err", err)
+	}
 }
 
 // measureSpaceLocked measures the disk, resets the estimate and sets or
@@ -122,7 +142,8 @@ func (s *Store) measureSpaceLocked() error {
 		return nil
 	}
 	usage := float64(total-min(free, total)) * 100 / float64(total)
-	if reserve := s.reserveBytes(sp.totalBytes); sp.freeBytes < reserve {
+	reserve := s.reserveBytes(sp.totalBytes)
+	if s.cfg.DiskHardLimitRatio < 100 && sp.freeBytes-fullMarginBytes < reserve {
 		err := fmt.Errorf("%w: %.1f%% used (limit %d%%), %d bytes free on the disk of %s, %d kept for dispatch and metadata",
 			ErrDiskFull, usage, s.cfg.DiskHardLimitRatio, free, s.cfg.Dir, reserve)
 		if s.diskFull.Swap(&err) == nil {
