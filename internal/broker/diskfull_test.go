@@ -81,4 +81,15 @@ func TestConsumerOffsetsForRetention(t *testing.T) {
 	if s, ok := got["U"]["S"]; !ok || len(s) != 0 {
 		t.Fatalf("subscribed group S of U: %v", got["U"])
 	}
+	e.b.SetScheduler(&progressScheduler{fakeScheduler{st: e.st}})
+	if p := e.b.consumerOffsets()["SCHEDULE_TOPIC_XXXX"][scheduleProgressGroup]; p[2] != 9 {
+		t.Fatalf("schedule progress: %v", p)
+	}
+}
+
+// progressScheduler reports delivery progress like schedule.Service.
+type progressScheduler struct{ fakeScheduler }
+
+func (*progressScheduler) Progress() map[string]map[int32]int64 {
+	return map[string]map[int32]int64{"SCHEDULE_TOPIC_XXXX": {2: 9}}
 }
