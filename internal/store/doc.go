@@ -161,5 +161,7 @@
 // CommitLog flusher, acknowledger, prefiller and cache trimmer (the last
 // two idle unless configured), the dispatcher, the progress persister and
 // the retention loop, all joined by Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
-// CommitLog's internal locks last).
+// CommitLog's internal locks last); the free-space estimate's lock
+// (space.mu) is taken under appendMu or alone, and nothing is locked under
+// it.
 package store
