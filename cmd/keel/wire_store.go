@@ -23,6 +23,7 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.DeleteWhen = b.DeleteWhen
 	c.DiskMaxUsedSpaceRatio = b.DiskMaxUsedSpaceRatio
 	c.DiskHardLimitRatio = b.DiskHardLimitRatio
+	c.DiskPressureDelete = storePressureDelete(b.DiskPressureDelete)
 	c.MaxMessageBytes = b.MaxMessageBytes
 	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
 	c.RepairCorruption = p.repairCorruption
@@ -30,6 +31,17 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.TagsCode = scheduleTagsCode(b)
 	c.Logger = p.log.With("component", "store")
 	return c
+}
+
+// storePressureDelete converts diskPressureDelete (validated by config).
+func storePressureDelete(p config.DiskPressureDelete) store.PressureDelete {
+	switch p {
+	case config.PressureDeleteConsumed:
+		return store.PressureDeleteConsumed
+	case config.PressureDeleteUnconsumed:
+		return store.PressureDeleteUnconsumed
+	}
+	return store.PressureDeleteExpired
 }
 
 // storeStarter opens the message store under cfg.StorePathRootDir: lock,

@@ -183,6 +183,7 @@ type Broker struct {
 
 	topics    *configTable[TopicConfig]
 	groups    *configTable[GroupConfig]
+	unsaved   unsavedGroups // groups not yet written for lack of space (diskfull.go)
 	offsets   *offsetTable
 	consumers *consumerManager
 	producers *producerManager
@@ -245,6 +246,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	}
 	b.handlers = b.dispatchTable()
 	st.SetDispatchListener(b.onDispatch)
+	st.SetConsumerOffsets(b.consumerOffsets) // consumed.go
 	return b, nil
 }
 
@@ -395,6 +397,7 @@ func (b *Broker) flushOffsets() {
 	if err := b.offsets.flush(); err != nil {
 		b.log.Error("consumer offset flush failed", "err", err)
 	}
+	b.saveUnsavedGroups()
 }
 
 // Close stops the background work, answers held pulls, flushes consumer

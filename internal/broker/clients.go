@@ -129,8 +129,8 @@ func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cl clientIn
 		if err := validateTopic(retry); err != nil {
 			return protoErrorf(remoting.ResInvalidParameter, "consumer group %q is too long for its retry topic", cd.GroupName)
 		}
-		if _, err := b.EnsureTopic(retry, g.RetryQueueNums, permRW); err != nil {
-			return err
+		if _, err := b.EnsureTopic(retry, g.RetryQueueNums, permRW); err != nil && !isNoSpace(err) {
+			return err // for lack of space a later heartbeat retries (diskfull.go)
 		}
 	}
 	subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))

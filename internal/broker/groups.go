@@ -31,11 +31,16 @@ func (b *Broker) newGroupConfig(name string) GroupConfig {
 }
 
 // Group returns a consumer group's configuration.
-func (b *Broker) Group(name string) (GroupConfig, bool) { return b.groups.get(name) }
+func (b *Broker) Group(name string) (GroupConfig, bool) {
+	if g, ok := b.groups.get(name); ok {
+		return g, true
+	}
+	return b.unsaved.get(name) // diskfull.go
+}
 
 // ensureGroup returns the group's configuration, creating it if allowed.
 func (b *Broker) ensureGroup(name string) (GroupConfig, error) {
-	if g, ok := b.groups.get(name); ok {
+	if g, ok := b.Group(name); ok {
 		return g, nil
 	}
 	if !b.cfg.AutoCreateSubscriptionGroup {
@@ -44,7 +49,7 @@ func (b *Broker) ensureGroup(name string) (GroupConfig, error) {
 	}
 	g, created, err := b.groups.createIfAbsent(name, b.newGroupConfig(name))
 	if err != nil {
-		return GroupConfig{}, err
+		return b.keepUnsavedGroup(name, b.newGroupConfig(name), err) // a full disk fails no read
 	}
 	if created {
 		b.log.Info("subscription group created", "group", name)

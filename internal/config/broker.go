@@ -26,6 +26,23 @@ const (
 	Slave       BrokerRole = "SLAVE"
 )
 
+// DiskPressureDelete is the diskPressureDelete setting: what retention may
+// delete while disk use is above diskMaxUsedSpaceRatio.
+type DiskPressureDelete string
+
+// Disk pressure deletion policies.
+const (
+	// PressureDeleteExpired: only segments past fileReservedTime that every
+	// consumer group has consumed.
+	PressureDeleteExpired DiskPressureDelete = "expired"
+	// PressureDeleteConsumed: segments every consumer group has consumed,
+	// whatever their age.
+	PressureDeleteConsumed DiskPressureDelete = "consumed"
+	// PressureDeleteUnconsumed: the oldest segments even if some group has
+	// not consumed them (RocketMQ's forced deletion), each logged at ERROR.
+	PressureDeleteUnconsumed DiskPressureDelete = "unconsumed"
+)
+
 // TLSMode is the tlsMode setting (RocketMQ's tls.server.mode).
 type TLSMode string
 
@@ -79,24 +96,25 @@ type Broker struct {
 	HTTPToken     string // httpToken (Keel): required by the HTTP endpoint if set
 
 	// Store.
-	StorePathRootDir           string        // storePathRootDir
-	StorePathCommitLog         string        // storePathCommitLog: must be <root>/commitlog if set
-	StorePathConsumeQueue      string        // storePathConsumeQueue: must be <root>/consumequeue if set
-	StorePathIndex             string        // storePathIndex: must be <root>/index if set
-	StoreCheckpoint            string        // storeCheckpoint: must be <root>/checkpoint if set
-	AbortFile                  string        // abortFile: must be <root>/abort if set
-	FlushDiskType              FlushDiskType // flushDiskType
-	SyncFlushTimeout           time.Duration // syncFlushTimeout (ms)
-	FlushIntervalCommitLog     time.Duration // flushIntervalCommitLog (ms)
-	FlushIntervalConsumeQueue  time.Duration // flushIntervalConsumeQueue (ms)
-	CommitLogSegmentBytes      int64         // mapedFileSizeCommitLog (bytes)
-	ConsumeQueueSegmentEntries int           // mapedFileSizeConsumeQueue (bytes in the file, entries here)
-	FileReservedTime           time.Duration // fileReservedTime (hours)
-	DeleteWhen                 string        // deleteWhen: hours "04" or "04;16"
-	DiskMaxUsedSpaceRatio      int           // diskMaxUsedSpaceRatio (%): delete old files at once
-	DiskHardLimitRatio         int           // diskSpaceWarningLevelRatio (%): refuse writes
-	MaxMessageBytes            int           // maxMessageSize (bytes, body)
-	CommitLogPageCacheBytes    int64         // commitLogPageCacheBytes (Keel, bytes); 0 = the kernel decides
+	StorePathRootDir           string             // storePathRootDir
+	StorePathCommitLog         string             // storePathCommitLog: must be <root>/commitlog if set
+	StorePathConsumeQueue      string             // storePathConsumeQueue: must be <root>/consumequeue if set
+	StorePathIndex             string             // storePathIndex: must be <root>/index if set
+	StoreCheckpoint            string             // storeCheckpoint: must be <root>/checkpoint if set
+	AbortFile                  string             // abortFile: must be <root>/abort if set
+	FlushDiskType              FlushDiskType      // flushDiskType
+	SyncFlushTimeout           time.Duration      // syncFlushTimeout (ms)
+	FlushIntervalCommitLog     time.Duration      // flushIntervalCommitLog (ms)
+	FlushIntervalConsumeQueue  time.Duration      // flushIntervalConsumeQueue (ms)
+	CommitLogSegmentBytes      int64              // mapedFileSizeCommitLog (bytes)
+	ConsumeQueueSegmentEntries int                // mapedFileSizeConsumeQueue (bytes in the file, entries here)
+	FileReservedTime           time.Duration      // fileReservedTime (hours)
+	DeleteWhen                 string             // deleteWhen: hours "04" or "04;16"
+	DiskMaxUsedSpaceRatio      int                // diskMaxUsedSpaceRatio (%): delete old files at once
+	DiskHardLimitRatio         int                // diskSpaceWarningLevelRatio (%): refuse writes
+	DiskPressureDelete         DiskPressureDelete // diskPressureDelete (Keel): what disk pressure may delete
+	MaxMessageBytes            int                // maxMessageSize (bytes, body)
+	CommitLogPageCacheBytes    int64              // commitLogPageCacheBytes (Keel, bytes); 0 = the kernel decides
 
 	// Topics, groups, delivery.
 	AutoCreateTopicEnable          bool          // autoCreateTopicEnable
@@ -164,6 +182,7 @@ func Default() *Broker {
 		DeleteWhen:                 "04",
 		DiskMaxUsedSpaceRatio:      75,
 		DiskHardLimitRatio:         90,
+		DiskPressureDelete:         PressureDeleteExpired,
 		MaxMessageBytes:            4 << 20,
 
 		AutoCreateTopicEnable:          true,

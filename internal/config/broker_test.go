@@ -102,6 +102,7 @@ func TestSetValues(t *testing.T) {
 		{"mappedFileSizeCommitLog", "1048576", func(b *Broker) bool { return b.CommitLogSegmentBytes == 1<<20 }},
 		{"diskHardLimitRatio", "80", func(b *Broker) bool { return b.DiskHardLimitRatio == 80 }},
 		{"diskSpaceWarningLevelRatio", "85", func(b *Broker) bool { return b.DiskHardLimitRatio == 85 }},
+		{"diskPressureDelete", "unconsumed", func(b *Broker) bool { return b.DiskPressureDelete == PressureDeleteUnconsumed }},
 		{"flushDiskType", "ASYNC_FLUSH", func(b *Broker) bool { return b.FlushDiskType == AsyncFlush }},
 		{"brokerName", "  spaced  ", func(b *Broker) bool { return b.BrokerName == "spaced" }},
 	}

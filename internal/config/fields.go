@@ -50,6 +50,8 @@ var fields = []field{
 	str("deleteWhen", func(b *Broker) *string { return &b.DeleteWhen }),
 	intf("diskMaxUsedSpaceRatio", func(b *Broker) *int { return &b.DiskMaxUsedSpaceRatio }),
 	alias(intf("diskSpaceWarningLevelRatio", func(b *Broker) *int { return &b.DiskHardLimitRatio }), "diskHardLimitRatio"),
+	enum("diskPressureDelete", func(b *Broker) *DiskPressureDelete { return &b.DiskPressureDelete },
+		PressureDeleteExpired, PressureDeleteConsumed, PressureDeleteUnconsumed),
 	intf("maxMessageSize", func(b *Broker) *int { return &b.MaxMessageBytes }),
 	int64f("commitLogPageCacheBytes", func(b *Broker) *int64 { return &b.CommitLogPageCacheBytes }),
 

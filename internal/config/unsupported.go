@@ -27,6 +27,7 @@ var unsupported = map[string]struct {
 	"osPageCacheBusyTimeOutMills":       {"Keel has no page-cache busy check", false},
 	"waitTimeMillsInSendQueue":          {"Keel has no send thread-pool queue", false},
 	"diskSpaceCleanForciblyRatio":       {"use diskMaxUsedSpaceRatio", false},
+	"cleanFileForciblyEnable":           {"use diskPressureDelete (unconsumed is RocketMQ's forced cleaning; the default keeps what groups have not consumed)", false},
 	"enablePropertyFilter":              {"SQL92 filtering is not implemented; tag filtering is", false},
 	"fastFailIfNoBufferInStoreQueue":    {"Keel has no store queue to fail fast from", false},
 	"traceTopicEnable":                  {"message tracing is not implemented", false},

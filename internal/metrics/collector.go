@@ -29,6 +29,7 @@ var (
 	dStoreGets           = desc("keel_store_gets_total", "Store reads (pulls).")
 	dStoreGetMessages    = desc("keel_store_get_messages_total", "Messages read from the store.")
 	dStoreCorrupt        = desc("keel_store_corrupt_reads_total", "Reads that found a corrupt record (never delivered).")
+	dStoreUnconsumedDel  = desc("keel_store_unconsumed_deleted_messages_total", "Messages a consumer group had not consumed that disk-pressure retention deleted (diskPressureDelete=unconsumed); should stay 0.")
 	dStoreWritable       = desc("keel_store_writable", "1 if the store accepts writes, 0 if it failed (read-only) or the disk is full.")
 	dDiskUsedRatio       = desc("keel_disk_used_ratio", "Used fraction (0..1) of the filesystem holding the store.")
 	dDiskTotal           = desc("keel_disk_total_bytes", "Size of the filesystem holding the store.")
@@ -59,7 +60,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	dCommitLogBytes, dCommitLogWritten, dCommitLogFlushed, dCommitLogConfirmed, dCommitLogUnflushed,
-	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreCorrupt, dStoreWritable,
+	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreCorrupt, dStoreUnconsumedDel, dStoreWritable,
 	dDiskUsedRatio, dDiskTotal, dDiskFree, dHeldPulls, dConnections, dProducers, dConsumers, dGroupsOnline,
 	dTopics, dRegistered, dTopicMessages, dTopicMessagesTotal, dLag, dGroupLag, dGroupOffset, dRetryTotal,
 	dDLQTotal, dDLQ, dTxPending, dTxPrepared, dTxCommitted, dTxRolledBack, dTxChecks, dLagSeriesTruncation,
@@ -138,6 +139,7 @@ func (c *collector) collectStore(ch chan<- prometheus.Metric) {
 	counter(ch, dStoreGets, float64(s.Gets))
 	counter(ch, dStoreGetMessages, float64(s.GetMessages))
 	counter(ch, dStoreCorrupt, float64(s.CorruptReads))
+	counter(ch, dStoreUnconsumedDel, float64(s.UnconsumedDeleted))
 	gauge(ch, dStoreWritable, boolGauge(s.ReadOnly == nil && !s.DiskFull))
 }
 

@@ -52,7 +52,41 @@ const (
 	DefaultMaxScanEntries            = 16_000
 	DefaultGroupCommitDelay          = 200 * time.Microsecond
 	DefaultPrefillBytes              = 16 << 20
+	DefaultDiskReserveBytes          = 16 << 20
 )
+
+// PressureDelete says what retention may delete while disk use is above
+// DiskMaxUsedSpaceRatio (before DeleteWhen, or before FileReservedTime).
+// See retention.go.
+type PressureDelete int
+
+// Pressure deletion policies.
+const (
+	// PressureDeleteExpired deletes only segments older than
+	// FileReservedTime whose messages every consumer group has consumed:
+	// nothing a group still needs, and nothing younger than the retention
+	// promise, is deleted early; the store refuses writes at the hard limit
+	// instead.
+	PressureDeleteExpired PressureDelete = iota
+	// PressureDeleteConsumed deletes segments whose messages every group
+	// has consumed, whatever their age.
+	PressureDeleteConsumed
+	// PressureDeleteUnconsumed deletes the oldest segments even when they
+	// hold messages a group has not consumed (RocketMQ's forced deletion);
+	// every such deletion is logged at ERROR with what it cost and counted
+	// (Stats.UnconsumedDeleted).
+	PressureDeleteUnconsumed
+)
+
+func (p PressureDelete) String() string {
+	switch p {
+	case PressureDeleteConsumed:
+		return "consumed"
+	case PressureDeleteUnconsumed:
+		return "unconsumed"
+	}
+	return "expired"
+}
 
 // Config configures a Store. DefaultConfig fills every field.
 type Config struct {
@@ -69,10 +103,17 @@ type Config struct {
 	// are flushed and the checkpoint written.
 	FlushConsumeQueueInterval time.Duration
 
-	FileReservedTime       time.Duration // delete CommitLog segments older than this
-	DeleteWhen             string        // hours of day (local time of Now) to delete, "04" or "04;05"
-	DiskMaxUsedSpaceRatio  int           // percent: above it delete old segments at once
-	DiskHardLimitRatio     int           // percent: above it refuse writes (PutDiskFull)
+	FileReservedTime      time.Duration // delete CommitLog segments older than this
+	DeleteWhen            string        // hours of day (local time of Now) to delete, "04" or "04;05"
+	DiskMaxUsedSpaceRatio int           // percent: above it delete old segments at once
+	DiskHardLimitRatio    int           // percent: above it refuse writes (PutDiskFull); 100: until ENOSPC
+	// DiskReserveBytes is the least space writes leave free for dispatch,
+	// the checkpoint and the broker's metadata, on top of the prefill
+	// window and an index slot table (see space.go); the space above
+	// DiskHardLimitRatio counts when it is larger.
+	DiskReserveBytes int64
+	// DiskPressureDelete is what may be deleted above DiskMaxUsedSpaceRatio.
+	DiskPressureDelete     PressureDelete
 	RetentionCheckInterval time.Duration // how often disk use and retention are checked
 
 	MaxMessageBytes int // body limit (maxMessageSize)
@@ -133,6 +174,7 @@ func DefaultConfig(dir string) Config {
 		DeleteWhen:                 DefaultDeleteWhen,
 		DiskMaxUsedSpaceRatio:      DefaultDiskMaxUsedSpaceRatio,
 		DiskHardLimitRatio:         DefaultDiskHardLimitRatio,
+		DiskReserveBytes:           DefaultDiskReserveBytes,
 		RetentionCheckInterval:     DefaultRetentionCheckInterval,
 		MaxMessageBytes:            DefaultMaxMessageBytes,
 		MaxScanEntries:             DefaultMaxScanEntries,
@@ -160,6 +202,8 @@ func (c *Config) Validate() error {
 	check(c.FileReservedTime > 0, "FileReservedTime must be > 0")
 	check(c.DiskMaxUsedSpaceRatio > 0 && c.DiskMaxUsedSpaceRatio <= 100, "DiskMaxUsedSpaceRatio %d not in (0, 100]", c.DiskMaxUsedSpaceRatio)
 	check(c.DiskHardLimitRatio > 0 && c.DiskHardLimitRatio <= 100, "DiskHardLimitRatio %d not in (0, 100]", c.DiskHardLimitRatio)
+	check(c.DiskReserveBytes >= 0, "DiskReserveBytes must be >= 0")
+	check(c.DiskPressureDelete >= PressureDeleteExpired && c.DiskPressureDelete <= PressureDeleteUnconsumed, "unknown DiskPressureDelete %d", c.DiskPressureDelete)
 	check(c.MaxMessageBytes > 0, "MaxMessageBytes must be > 0")
 	check(c.MaxScanEntries > 0, "MaxScanEntries must be > 0")
 	check(c.IndexHashSlots > 0 && c.IndexMaxEntries > 0, "IndexHashSlots and IndexMaxEntries must be > 0")

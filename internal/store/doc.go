@@ -60,9 +60,12 @@
 // than the lack of space below, makes the store read-only until restart: it
 // is logged at Error, every waiter of the failed sync gets an error (never
 // PUT_OK) and every later put gets SERVICE_NOT_AVAILABLE with the cause.
-// Reads keep working. Disk use at or above DiskHardLimitRatio refuses puts
-// with DISK_FULL until it drops again (checked every RetentionCheckInterval
-// and after every 64 MiB written).
+// Reads keep working. A write that would leave less free than the reserve
+// (the space above DiskHardLimitRatio, and at least DiskReserveBytes plus
+// the prefill window and an index slot table) is refused with DISK_FULL
+// wrapping ErrDiskFull, so that dispatch, the checkpoint and the broker's
+// metadata still have room; free space is measured when the store's
+// estimate is 100 ms old or near the reserve (see space.go).
 //
 // A write that finds the disk full (ENOSPC or EDQUOT; a failed write, unlike
 // a failed fsync, leaves the page cache consistent) does not make the store
@@ -131,10 +134,13 @@
 // # Retention
 //
 // At the hours of DeleteWhen, CommitLog segments closed more than
-// FileReservedTime ago are deleted, oldest first; when disk use reaches
-// DiskMaxUsedSpaceRatio, up to 10 of the oldest segments per round are
-// deleted regardless of age. The last segment and anything not yet flushed
-// and dispatched are never deleted. ConsumeQueues and the index then drop
+// FileReservedTime ago are deleted, oldest first. While disk use is at or
+// above DiskMaxUsedSpaceRatio, the oldest segment is deleted if
+// DiskPressureDelete allows it (by default: expired and consumed by every
+// consumer group, as SetConsumerOffsets reports), one at a time with the
+// disk measured again before each, at most 10 a round (see pressure.go).
+// The last segment and anything not yet flushed and dispatched are never
+// deleted. ConsumeQueues and the index then drop
 // what pointed into the deleted segments, and min offsets advance.
 //
 // # Offline check
@@ -155,5 +161,7 @@
 // CommitLog flusher, acknowledger, prefiller and cache trimmer (the last
 // two idle unless configured), the dispatcher, the progress persister and
 // the retention loop, all joined by Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
-// CommitLog's internal locks last).
+// CommitLog's internal locks last); the free-space estimate's lock
+// (space.mu) is taken under appendMu or alone, and nothing is locked under
+// it.
 package store

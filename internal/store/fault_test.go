@@ -291,13 +291,19 @@ func TestFaultsInQueueAndCheckpointWrites(t *testing.T) {
 }
 
 // openFourSegments opens a store on MemFS and fills about four CommitLog
-// segments with 60 messages of 4,000 bytes to T/0, flushed.
+// segments with 60 messages of 4,000 bytes to T/0, flushed. One consumer
+// group has consumed them all and DiskPressureDelete is
+// PressureDeleteConsumed, so that disk pressure may delete them young.
 func openFourSegments(t *testing.T) (*Store, *vfs.MemFS) {
 	t.Helper()
 	mem := vfs.NewMem()
 	cfg := testConfig(mem)
 	cfg.Now = newFakeClock().Now
+	cfg.DiskPressureDelete = PressureDeleteConsumed
 	s := mustOpen(t, cfg)
+	s.SetConsumerOffsets(func() ConsumerOffsets {
+		return ConsumerOffsets{"T": {"G": {0: s.MaxOffset("T", 0)}}}
+	})
 	body := strings.Repeat("x", 4000)
 	for range 60 {
 		put(t, s, newMsg("T", 0, body, nil))
@@ -312,19 +318,31 @@ func TestDiskWatermarks(t *testing.T) {
 	used := func() uint64 { total, free, _ := mem.DiskUsage("/data"); return total - free }
 
 	// Above the hard limit: refused with a clear error, before the disk is full.
-	mem.SetCapacity(used() * 100 / 95)
-	s.runRetentionOnce()
+	total := used() * 100 / 95
+	mem.SetCapacity(total)
+	if _, err := s.checkDisk(); err != nil {
+		t.Fatal(err)
+	}
 	r := s.PutMessage(context.Background(), newMsg("T", 0, "x", nil))
 	if r.Status != PutDiskFull || !errors.Is(r.Err, ErrDiskFull) || !strings.Contains(r.Err.Error(), "%") {
 		t.Fatalf("above the hard limit: %v %v", r.Status, r.Err)
 	}
-	if s.log.MinOffset() == 0 {
+	// Pressure deletion (not the hour, not expired; consumed) removes the
+	// oldest segments one at a time, re-measuring, until use is below
+	// DiskMaxUsedSpaceRatio, and no more; then writes are accepted again.
+	segsBefore := len(s.log.Segments())
+	s.runRetentionOnce()
+	deleted := segsBefore - len(s.log.Segments())
+	if deleted == 0 {
 		t.Fatal("no segment deleted above DiskMaxUsedSpaceRatio")
 	}
-	// Forced deletion (not the hour, not expired) brought use down; the
-	// next check accepts writes again.
-	mem.SetCapacity(used() * 100 / 50)
-	s.runRetentionOnce()
+	after := used()
+	if after*100 >= total*uint64(s.cfg.DiskMaxUsedSpaceRatio) {
+		t.Fatalf("use %d of %d still at or above %d%% after deleting %d segments", after, total, s.cfg.DiskMaxUsedSpaceRatio, deleted)
+	}
+	if (after+uint64(s.cfg.CommitLogSegmentBytes))*100 < total*uint64(s.cfg.DiskMaxUsedSpaceRatio) {
+		t.Fatalf("deleted %d segments: one fewer would have been enough (use %d of %d)", deleted, after, total)
+	}
 	put(t, s, newMsg("T", 0, "x", nil))
 	lo := s.MinOffset("T", 0)
 	if lo == 0 {
@@ -333,6 +351,9 @@ func TestDiskWatermarks(t *testing.T) {
 	r2, _ := s.GetMessage("T", 0, lo, 1, 1<<20, nil)
 	if r2.Status != Found {
 		t.Fatalf("at new min: %v", r2.Status)
+	}
+	if st := s.Stats(); st.UnconsumedDeleted != 0 {
+		t.Fatalf("consumed segments counted as unconsumed: %d", st.UnconsumedDeleted)
 	}
 }
 

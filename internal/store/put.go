@@ -182,6 +182,8 @@ func (s *Store) putFailure(err error) PutResult {
 		return PutResult{Status: PutServiceNotAvailable, Err: err}
 	case errors.Is(err, commitlog.ErrNoSpace):
 		return PutResult{Status: PutDiskFull, Err: fmt.Errorf("%w: %w", ErrNoSpace, err)}
+	case errors.Is(err, ErrDiskFull):
+		return PutResult{Status: PutDiskFull, Err: err}
 	case errors.Is(err, commitlog.ErrFailed) || errors.Is(err, ErrReadOnly):
 		return PutResult{Status: PutServiceNotAvailable, Err: fmt.Errorf("%w: %w", ErrReadOnly, err)}
 	default:
@@ -282,6 +284,9 @@ const maxCombinedBytes = 4 << 20
 func (s *Store) writeBatch(reqs []*putReq) {
 	err := s.writable()
 	if err == nil {
+		err = s.admitWrite(reqs) // space.go
+	}
+	if err == nil {
 		err = s.appendRecords(reqs)
 	}
 	for _, r := range reqs {
@@ -336,7 +341,6 @@ func (s *Store) appendRecords(reqs []*putReq) error {
 		n += int64(len(r))
 	}
 	s.stats.putBytes.Add(n)
-	s.noteWritten(n)
 	return nil
 }
 

@@ -4,21 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
-)
 
-// Retention limits.
-const (
-	// maxForcedDeletesPerRound bounds how many segments one round removes
-	// because the disk is above DiskMaxUsedSpaceRatio, whatever their age.
-	maxForcedDeletesPerRound = 10
-	// diskCheckEveryBytes makes the put path re-check disk use after this
-	// many bytes, so the hard limit holds between retention rounds.
-	diskCheckEveryBytes = 64 << 20
-	// diskFullRecheck is how often a refused put re-checks disk use while
-	// the store is above the hard limit, so that writing resumes soon after
-	// space returns, not at the next retention round (refused puts write
-	// nothing, so the byte count above never triggers a check).
-	diskFullRecheck = 100 * time.Millisecond
+	"github.com/keelmq/keel/internal/store/commitlog"
 )
 
 // runRetention checks disk use and deletes expired segments every
@@ -51,94 +38,53 @@ func (s *Store) runRetentionOnce() {
 	}
 }
 
-// checkDisk measures disk use in percent and sets or clears the disk-full
-// state.
-func (s *Store) checkDisk() (float64, error) {
-	s.diskCheckedAt.Store(time.Now().UnixNano())
-	total, free, err := s.cfg.FS.DiskUsage(s.cfg.Dir)
-	if err != nil {
-		return 0, err
-	}
-	if total == 0 {
-		return 0, nil
-	}
-	usage := float64(total-min(free, total)) * 100 / float64(total)
-	if usage >= float64(s.cfg.DiskHardLimitRatio) {
-		err := fmt.Errorf("%w: %.1f%% used (limit %d%%), %d bytes free on the disk of %s", ErrDiskFull, usage, s.cfg.DiskHardLimitRatio, free, s.cfg.Dir)
-		if s.diskFull.Swap(&err) == nil {
-			s.logger.Error("store: refusing writes: disk nearly full", "err", err)
-		}
-	} else if s.diskFull.Swap(nil) != nil {
-		s.logger.Info("store: disk use below the hard limit again; accepting writes", "usage_percent", usage)
-	}
-	return usage, nil
-}
-
-// diskFullNow returns the disk-full error while the store is above the hard
-// limit, re-checking the disk first when the last check is older than
-// diskFullRecheck.
-func (s *Store) diskFullNow() *error {
-	p := s.diskFull.Load()
-	if p == nil || time.Now().UnixNano()-s.diskCheckedAt.Load() < int64(diskFullRecheck) {
-		return p
-	}
-	if _, err := s.checkDisk(); err != nil {
-		s.logger.Warn("store: disk usage unavailable", "err", err)
-		return p
-	}
-	return s.diskFull.Load()
-}
-
-// noteWritten re-checks the disk after every diskCheckEveryBytes written.
-func (s *Store) noteWritten(n int64) {
-	if s.sinceDiskCheck.Add(n) >= diskCheckEveryBytes {
-		s.sinceDiskCheck.Store(0)
-		if _, err := s.checkDisk(); err != nil {
-			s.logger.Warn("store: disk usage unavailable", "err", err)
-		}
-	}
-}
-
+// deleteExpired deletes, at the hours of DeleteWhen, the segments older
+// than FileReservedTime, and, while disk use is at or above
+// DiskMaxUsedSpaceRatio, what DiskPressureDelete allows (pressure.go).
 func (s *Store) deleteExpired(usage float64) error {
 	hours, _ := parseDeleteWhen(s.cfg.DeleteWhen) // validated by Config.Validate
 	now := s.cfg.Now()
-	force := usage >= float64(s.cfg.DiskMaxUsedSpaceRatio)
-	if !force && !slices.Contains(hours, now.Hour()) {
+	if slices.Contains(hours, now.Hour()) {
+		if cut := s.expiredCut(now); cut >= 0 {
+			if err := s.deleteBefore(cut); err != nil {
+				return err
+			}
+		}
+	}
+	if usage < float64(s.cfg.DiskMaxUsedSpaceRatio) {
+		s.pressureBlocked.Store(false)
 		return nil
 	}
-	cut := s.retentionCut(now, force)
-	if cut < 0 {
-		return nil
-	}
-	return s.deleteBefore(cut)
+	return s.relievePressure(now)
 }
 
-// retentionCut returns the CommitLog offset before which whole segments may
-// be deleted, or -1. A segment's age is the store time of the first record
+// expiredCut returns the CommitLog offset before which every whole segment
+// is expired, or -1. A segment's age is the store time of the first record
 // of the segment after it (when it was closed); the last segment and
 // segments not yet dispatched and flushed are kept.
-func (s *Store) retentionCut(now time.Time, force bool) int64 {
-	limit := min(s.dispatched.Load(), s.log.FlushedOffset())
-	segs := s.log.Segments()
-	cut, forced := int64(-1), 0
-	for i := 0; i+1 < len(segs); i++ {
-		next := segs[i+1]
-		if next.Base > limit {
+func (s *Store) expiredCut(now time.Time) int64 {
+	segs, limit := s.log.Segments(), s.deletableLimit()
+	cut := int64(-1)
+	for i := 0; i+1 < len(segs) && segs[i+1].Base <= limit; i++ {
+		if !s.segmentExpired(now, segs[i], segs[i+1].Base) {
 			break
 		}
-		expired := false
-		if closed, ok := s.segmentClosedAt(next.Base, segs[i].Path); ok {
-			expired = now.Sub(closed) >= s.cfg.FileReservedTime
-		}
-		if !expired {
-			if !force || forced >= maxForcedDeletesPerRound {
-				break
-			}
-			forced++
-		}
-		cut = next.Base
+		cut = segs[i+1].Base
 	}
 	return cut
+}
+
+// deletableLimit is the CommitLog offset below which segments may be
+// deleted at all: dispatched and flushed.
+func (s *Store) deletableLimit() int64 {
+	return min(s.dispatched.Load(), s.log.FlushedOffset())
+}
+
+// segmentExpired reports whether seg, which ends at nextBase, was closed at
+// least FileReservedTime before now.
+func (s *Store) segmentExpired(now time.Time, seg commitlog.Segment, nextBase int64) bool {
+	closed, ok := s.segmentClosedAt(nextBase, seg.Path)
+	return ok && now.Sub(closed) >= s.cfg.FileReservedTime
 }
 
 // segmentClosedAt estimates when the segment ending at nextBase was closed:

@@ -80,8 +80,11 @@ type Store struct {
 
 	// progressMu serializes persistProgress, retention and DeleteTopic
 	// (lock order: appendMu, progressMu, dispatchMu, qmu).
-	progressMu     sync.Mutex
-	sinceDiskCheck atomic.Int64
+	progressMu sync.Mutex
+	space      spaceState // space.go
+	// Retention under disk pressure (pressure.go).
+	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
+	pressureBlocked atomic.Bool // the oldest segment was kept; logged once
 
 	failure  atomic.Pointer[error] // sticky read-only cause
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
@@ -106,7 +109,10 @@ type storeStats struct {
 	puts, putMsgs, putBytes atomic.Int64
 	gets, getMsgs           atomic.Int64
 	corruptReads            atomic.Int64
-	readsLent               atomic.Int64 // GetResults holding buffers, not yet released
+	// Unconsumed messages (and the segments holding them) deleted for
+	// disk pressure.
+	unconsumedDeleted, unconsumedSegments atomic.Int64
+	readsLent                             atomic.Int64 // GetResults holding buffers, not yet released
 }
 
 // Open validates cfg, takes the directory lock, recovers the store and
@@ -318,6 +324,10 @@ type Stats struct {
 	ReadsLent int64
 	ReadOnly  error
 	DiskFull  bool
+	// UnconsumedDeleted counts the messages consumer groups had not
+	// consumed that retention deleted for disk pressure (each logged at
+	// ERROR), in UnconsumedDeletedSegments segments; see pressure.go.
+	UnconsumedDeleted, UnconsumedDeletedSegments int64
 	// WriteStalled: dispatching to the ConsumeQueues and index, or
 	// persisting their progress, found the disk full and is retried every
 	// FlushConsumeQueueInterval (readers see what was dispatched).
@@ -331,8 +341,9 @@ func (s *Store) Stats() Stats {
 		ConfirmedOffset: s.dispatched.Load(), MinOffset: s.log.MinOffset(),
 		Puts: s.stats.puts.Load(), PutMessages: s.stats.putMsgs.Load(), PutBytes: s.stats.putBytes.Load(),
 		Gets: s.stats.gets.Load(), GetMessages: s.stats.getMsgs.Load(), CorruptReads: s.stats.corruptReads.Load(),
-		ReadsLent: s.stats.readsLent.Load(),
-		ReadOnly:  s.Err(), DiskFull: s.diskFull.Load() != nil,
+		ReadsLent:         s.stats.readsLent.Load(),
+		UnconsumedDeleted: s.stats.unconsumedDeleted.Load(), UnconsumedDeletedSegments: s.stats.unconsumedSegments.Load(),
+		ReadOnly: s.Err(), DiskFull: s.diskFull.Load() != nil,
 		WriteStalled: s.dispatchStalled.Load() || s.progressStalled.Load(),
 	}
 }

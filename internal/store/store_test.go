@@ -41,6 +41,7 @@ func testConfig(fs vfs.FS) Config {
 	cfg.FlushInterval = 10 * time.Millisecond
 	cfg.FlushConsumeQueueInterval = 50 * time.Millisecond
 	cfg.RetentionCheckInterval = time.Hour
+	cfg.DiskReserveBytes = 0 // the tests' disks are tiny: the ratios alone decide
 	return cfg
 }
 

@@ -334,6 +334,7 @@ func (s *Service) persist() error {
 	}
 	for _, q := range s.queues {
 		q.saved = q.cursor
+		q.durable.Store(q.saved)
 	}
 	return nil
 }

@@ -147,6 +147,9 @@ type queue struct {
 	cursor int64 // next queue offset to process
 	saved  int64 // cursor value in the file
 	known  atomic.Int64
+	// durable mirrors saved (the cursor at start) for other goroutines:
+	// every entry below it was delivered durably (progress.go).
+	durable atomic.Int64
 }
 
 // New loads the cursors and checks them against the store. Schedule works
@@ -170,6 +173,7 @@ func New(cfg Config, st Store) (*Service, error) {
 	for _, k := range s.queueKeys(saved) {
 		q := &queue{key: k}
 		q.cursor, q.saved = s.startCursor(k, saved)
+		q.durable.Store(q.cursor)
 		s.queues = append(s.queues, q)
 		s.byKey[k] = q
 	}

@@ -1,0 +1,95 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// A new consumer group can register and pull on a full disk: its
+// auto-created configuration (and retry topic) could not be written, so it
+// is kept in memory and written once space returns (a pull failed with
+// "write .../config/subscriptionGroup.json.tmp: no space left on device").
+func TestNewGroupPullsOnFullDisk(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	e := &env{t: t, dir: "/data", fs: efs, flush: store.AsyncFlush}
+	e.cfg = DefaultConfig()
+	e.cfg.DataDir = e.dir
+	e.cfg.OffsetFlushInterval = 10 * time.Millisecond
+	e.start()
+	t.Cleanup(e.shutdown)
+	t.Cleanup(func() { efs.SetFreeBytes(-1) }) // before shutdown (cleanups run last first)
+	cl := e.dial()
+	for i := range 3 {
+		wantCode(t, cl.sendV1("T", 0, "", []byte{byte(i)}), remoting.ResSuccess)
+	}
+	e.waitMax("T", 0, 3)
+
+	efs.SetFreeBytes(0)
+	if r := cl.sendV1("T", 0, "", []byte("refused")); r.Code == remoting.ResSuccess {
+		t.Fatal("a send was stored on a full disk")
+	}
+	wantCode(t, cl.heartbeat("c1", "NEWG", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("NEWG", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	if ms := splitRecords(t, resp.Body); len(ms) != 3 {
+		t.Fatalf("pulled %d messages on a full disk, want 3", len(ms))
+	}
+	if _, ok := e.b.Group("NEWG"); !ok {
+		t.Fatal("the group is not known")
+	}
+	if _, ok := e.b.topics.get(RetryTopic("NEWG")); ok {
+		t.Fatal("the retry topic was created on a full disk")
+	}
+
+	efs.SetFreeBytes(-1)
+	waitFor(t, "the group to be saved", func() bool {
+		_, ok := e.b.groups.get("NEWG")
+		return ok
+	})
+	wantCode(t, cl.heartbeat("c1", "NEWG", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	if _, ok := e.b.topics.get(RetryTopic("NEWG")); !ok {
+		t.Fatal("the next heartbeat did not create the retry topic")
+	}
+	e.restart()
+	if _, ok := e.b.groups.get("NEWG"); !ok {
+		t.Fatal("the group is not on disk after a restart")
+	}
+	data, _, err := readFile(efs, "/data/config/subscriptionGroup.json")
+	if err != nil || !strings.Contains(string(data), `"NEWG"`) {
+		t.Fatalf("subscriptionGroup.json: %v %s", err, data)
+	}
+}
+
+// The store's retention hook reports committed offsets per topic and group,
+// and groups whose consumers subscribe to a topic without offsets.
+func TestConsumerOffsetsForRetention(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	e.b.offsets.commit("G", "T", 0, 5)
+	e.b.offsets.commit("G", "T", 2, 7)
+	e.b.offsets.commit("H", "T", 0, 1)
+	wantCode(t, cl.heartbeat("c1", "S", "U", "*", "CLUSTERING"), remoting.ResSuccess)
+	got := e.b.consumerOffsets()
+	if g := got["T"]; len(g) != 2 || g["G"][0] != 5 || g["G"][2] != 7 || g["H"][0] != 1 || len(g["H"]) != 1 {
+		t.Fatalf("offsets of T: %v", g)
+	}
+	if s, ok := got["U"]["S"]; !ok || len(s) != 0 {
+		t.Fatalf("subscribed group S of U: %v", got["U"])
+	}
+	e.b.SetScheduler(&progressScheduler{fakeScheduler{st: e.st}})
+	if p := e.b.consumerOffsets()["SCHEDULE_TOPIC_XXXX"][scheduleProgressGroup]; p[2] != 9 {
+		t.Fatalf("schedule progress: %v", p)
+	}
+}
+
+// progressScheduler reports delivery progress like schedule.Service.
+type progressScheduler struct{ fakeScheduler }
+
+func (*progressScheduler) Progress() map[string]map[int32]int64 {
+	return map[string]map[int32]int64{"SCHEDULE_TOPIC_XXXX": {2: 9}}
+}
