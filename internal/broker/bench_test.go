@@ -45,7 +45,7 @@ func BenchmarkHandlePull(b *testing.B) {
 		}
 	}
 	e.waitMax("BENCH", 0, n)
-	pull := pullExt("g", "BENCH", 0, 0, pullFlagSubscription, 0)
+	pull := pullExt("g", "BENCH", 0, 0, remoting.PullFlagSubscription, 0)
 	pull["subscription"] = "*"
 	pull["maxMsgNums"] = "32"
 	req := remoting.NewRequest(remoting.ReqPullMessage, pull, nil)

@@ -262,7 +262,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqViewMessageByID:               b.handleViewMessage,
 		remoting.ReqConsumerSendMsgBack:           b.handleSendBack,
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
-		ReqListTransactions:                       b.handleListTransactions,
+		remoting.ReqListTransactions:              b.handleListTransactions,
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

@@ -26,13 +26,6 @@ const (
 	sysTopicPrefix   = "rmq_sys_"
 )
 
-// Pull request sysFlag bits.
-const (
-	pullFlagCommitOffset int32 = 0x1
-	pullFlagSuspend      int32 = 0x2
-	pullFlagSubscription int32 = 0x4
-)
-
 // systemTopics are never created by clients, never auto-created from
 // TBW102 and never shown as ordinary topics.
 var systemTopics = map[string]bool{

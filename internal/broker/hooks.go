@@ -164,13 +164,9 @@ func (b *Broker) handleEndTransaction(ctx context.Context, c *remoting.Conn, req
 	return t.End(ctx, c, req), nil
 }
 
-// ReqListTransactions is a Keel-private request code (Keel's own codes are
-// >= 10000 and < 32768, above every RocketMQ code) listing the undecided
-// transactional half messages. The installed Transactions engine serves it
-// when it has a HandleList method (internal/broker/transaction does; its
-// ReqListPending is the same number).
-const ReqListTransactions int16 = 10401
-
+// remoting.ReqListTransactions lists the undecided transactional half
+// messages: the installed Transactions engine serves it when it has a
+// HandleList method (internal/broker/transaction does).
 type transactionLister interface {
 	HandleList(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
 }

@@ -26,9 +26,9 @@ func (listingTxns) HandleList(_ context.Context, _ *remoting.Conn, req *remoting
 func TestListTransactionsRoutedToEngine(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	wantCode(t, cl.invoke(ReqListTransactions, map[string]string{"topic": "T"}, nil), remoting.ResSystemError)
+	wantCode(t, cl.invoke(remoting.ReqListTransactions, map[string]string{"topic": "T"}, nil), remoting.ResSystemError)
 	e.b.SetTransactions(listingTxns{})
-	resp := cl.invoke(ReqListTransactions, map[string]string{"topic": "T"}, nil)
+	resp := cl.invoke(remoting.ReqListTransactions, map[string]string{"topic": "T"}, nil)
 	wantCode(t, resp, remoting.ResSuccess)
 	if string(resp.Body) != `{"topic":"T"}` {
 		t.Fatalf("body %q", resp.Body)

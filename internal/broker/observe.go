@@ -52,17 +52,14 @@ func (b *Broker) observeSend(req, resp *remoting.Command, bodyLen int, start tim
 	if o == nil || resp == nil {
 		return
 	}
-	k := &sendKeysV2
-	if req.Code == remoting.ReqSendMessage {
-		k = &sendKeysV1
-	}
+	k := remoting.SendKeys(req.Code)
 	msgs := 0
 	if resp.Code == remoting.ResSuccess || resp.Code == remoting.ResFlushDiskTimeout {
 		if ids := resp.ExtFields["msgId"]; ids != "" {
 			msgs = strings.Count(ids, ",") + 1
 		}
 	}
-	o.OnSend(req.ExtFields[k[1]], msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
+	o.OnSend(req.ExtFields[k[remoting.SendTopic]], msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
 }
 
 // observePull reports a pull request to the Observer (no response and no

@@ -102,10 +102,10 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 	if code == remoting.ResSuccess && len(res.Records) == 0 {
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages
 	}
-	if first && p.sysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
+	if first && p.sysFlag&remoting.PullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
 		b.offsets.commit(p.group, p.topic, p.queueID, p.commitOffset)
 	}
-	if code == remoting.ResPullNotFound && first && p.sysFlag&pullFlagSuspend != 0 {
+	if code == remoting.ResPullNotFound && first && p.sysFlag&remoting.PullFlagSuspend != 0 {
 		if b.pulls.hold(c, req, p, sub) {
 			return nil, nil
 		}
@@ -149,7 +149,7 @@ func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]",
 			p.queueID, p.topic, tc.ReadQueueNums)
 	}
-	if p.sysFlag&pullFlagSubscription != 0 {
+	if p.sysFlag&remoting.PullFlagSubscription != 0 {
 		return parseSubscription(p.topic, p.subscription, p.expressionType, p.subVersion)
 	}
 	gv, ok := b.consumers.lookup(p.group, p.topic)

@@ -115,35 +115,23 @@ type sendHeader struct {
 	bornTimestamp     int64
 }
 
-// sendKeys lists the header keys in the order producerGroup, topic,
-// defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag,
-// properties, reconsumeTimes, maxReconsumeTimes.
-var (
-	sendKeysV1 = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-		"sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "maxReconsumeTimes"}
-	sendKeysV2 = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l"}
-)
-
 func parseSendHeader(req *remoting.Command) (sendHeader, error) {
-	k := &sendKeysV2
-	if req.Code == remoting.ReqSendMessage {
-		k = &sendKeysV1
-	}
+	k := remoting.SendKeys(req.Code)
 	e := ext{req: req}
 	h := sendHeader{
-		producerGroup:    e.str(k[0]),
-		topic:            e.required(k[1]),
-		defaultTopic:     e.str(k[2]),
-		defaultQueueNums: e.int32(k[3], 0, false),
-		queueID:          e.int32(k[4], -1, false),
-		sysFlag:          e.int32(k[5], 0, false),
-		bornTimestamp:    e.int64(k[6], 0, false),
-		flag:             e.int32(k[7], 0, false),
-		properties:       e.str(k[8]),
-		reconsumeTimes:   e.int32(k[9], 0, false),
+		producerGroup:    e.str(k[remoting.SendProducerGroup]),
+		topic:            e.required(k[remoting.SendTopic]),
+		defaultTopic:     e.str(k[remoting.SendDefaultTopic]),
+		defaultQueueNums: e.int32(k[remoting.SendDefaultTopicQueueNums], 0, false),
+		queueID:          e.int32(k[remoting.SendQueueID], -1, false),
+		sysFlag:          e.int32(k[remoting.SendSysFlag], 0, false),
+		bornTimestamp:    e.int64(k[remoting.SendBornTimestamp], 0, false),
+		flag:             e.int32(k[remoting.SendFlag], 0, false),
+		properties:       e.str(k[remoting.SendProperties]),
+		reconsumeTimes:   e.int32(k[remoting.SendReconsumeTimes], 0, false),
 	}
-	if v := e.str(k[10]); v != "" {
-		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[10], 0, false), true
+	if v := e.str(k[remoting.SendMaxReconsumeTimes]); v != "" {
+		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[remoting.SendMaxReconsumeTimes], 0, false), true
 	}
 	return h, e.err
 }

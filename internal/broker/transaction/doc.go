@@ -101,7 +101,7 @@
 //
 // # Operator view
 //
-// List (and the Keel-private request code ReqListPending, used by `keel txn
+// List (and the Keel-private request code remoting.ReqListTransactions, used by `keel txn
 // list`) returns the undecided half messages with topic, producer group,
 // age and check count. Discarded halves stay readable in
 // TRANS_CHECK_MAX_TIME_TOPIC.

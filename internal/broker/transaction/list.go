@@ -9,12 +9,6 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-// ReqListPending is Keel's private request code listing undecided half
-// messages (Keel-private codes are >= 10000 and < 32768; RocketMQ's end
-// well below). Request ext: "topic" and "producerGroup" (optional filters),
-// "limit" (optional, default 1000). Response body: JSON, see PendingList.
-const ReqListPending int16 = 10401
-
 // Pending describes one undecided half message.
 type Pending struct {
 	TransactionID   string `json:"transactionId"`
@@ -28,7 +22,7 @@ type Pending struct {
 	Checks          int32  `json:"checks"`
 }
 
-// PendingList is the response body of ReqListPending.
+// PendingList is the response body of remoting.ReqListTransactions.
 type PendingList struct {
 	Total   int       `json:"total"` // matching entries before the limit
 	Pending []Pending `json:"pending"`
@@ -58,7 +52,9 @@ func (e *Engine) List(topic, group string, limit int) PendingList {
 	return PendingList{Total: total, Pending: out}
 }
 
-// HandleList serves ReqListPending.
+// HandleList serves remoting.ReqListTransactions. Request ext: "topic"
+// and "producerGroup" (optional filters), "limit" (optional, default
+// 1000). Response body: JSON, see PendingList.
 func (e *Engine) HandleList(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	limit := 1000
 	if req.Ext("limit") != "" {
