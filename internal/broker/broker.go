@@ -23,12 +23,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -94,7 +94,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ClusterName: "DefaultCluster", BrokerName: "broker-a", AdvertisedAddr: "127.0.0.1:10911",
-		BrokerPermission: permRW, AutoCreateTopicEnable: true, AutoCreateSubscriptionGroup: true,
+		BrokerPermission: core.PermRW, AutoCreateTopicEnable: true, AutoCreateSubscriptionGroup: true,
 		DefaultTopicQueueNums: 4, RegionID: "DefaultRegion", TraceOn: true, LongPollingEnable: true,
 	}
 }
@@ -103,7 +103,7 @@ func (c *Config) applyDefaults() {
 	setDef(&c.ClusterName, "DefaultCluster")
 	setDef(&c.BrokerName, "broker-a")
 	setDef(&c.RegionID, "DefaultRegion")
-	setDef(&c.BrokerPermission, permRW)
+	setDef(&c.BrokerPermission, core.PermRW)
 	setDef(&c.DefaultTopicQueueNums, 4)
 	setDef(&c.MaxQueueNums, 1024)
 	setDef(&c.MaxTopics, 100000)
@@ -150,7 +150,7 @@ func (c *Config) Validate() error {
 	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > c.MaxQueueNums {
 		return fmt.Errorf("broker: DefaultTopicQueueNums %d out of [1,%d]", c.DefaultTopicQueueNums, c.MaxQueueNums)
 	}
-	if c.BrokerPermission&^(permRW|permInherit) != 0 {
+	if c.BrokerPermission&^(core.PermRW|core.PermInherit) != 0 {
 		return fmt.Errorf("broker: BrokerPermission %d invalid", c.BrokerPermission)
 	}
 	if c.MaxMessageSize < 1 {
@@ -173,9 +173,7 @@ type Broker struct {
 	uniq      *message.UniqIDGenerator
 	handlers  map[int16]handlerFunc
 
-	topics    *configTable[TopicConfig]
-	groups    *configTable[GroupConfig]
-	offsets   *offsetTable
+	core      *core.Broker // topics, groups, offsets
 	consumers *consumerManager
 	producers *producerManager
 	locks     *lockTable
@@ -209,31 +207,21 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	}
 	host := netip.MustParseAddrPort(cfg.AdvertisedAddr)
 	host = netip.AddrPortFrom(host.Addr().Unmap(), host.Port())
-	now := func() int64 { return cfg.Now().UnixMilli() }
-	confDir := filepath.Join(cfg.DataDir, "config")
 	b := &Broker{
 		cfg: cfg, st: st, log: logger, storeHost: host,
-		uniq:    message.NewUniqIDGenerator(host.Addr()),
-		topics:  newConfigTable[TopicConfig](cfg.FS, filepath.Join(confDir, "topics.json"), "topicConfigTable", now).withLimit("topic", cfg.MaxTopics),
-		groups:  newConfigTable[GroupConfig](cfg.FS, filepath.Join(confDir, "subscriptionGroup.json"), "subscriptionGroupTable", now).withLimit("subscription group", cfg.MaxGroups),
-		offsets: newOffsetTable(cfg.FS, filepath.Join(confDir, "consumerOffset.json")),
-		locks:   newLockTable(cfg.LockExpiry, cfg.Now),
-		closed:  make(chan struct{}),
+		uniq:   message.NewUniqIDGenerator(host.Addr()),
+		locks:  newLockTable(cfg.LockExpiry, cfg.Now),
+		closed: make(chan struct{}),
 	}
-	b.offsets.rates = newConsumeRates(cfg.Now)
 	b.consumers = newConsumerManager(b)
 	b.producers = newProducerManager(cfg.Now)
 	b.pulls = newPullHold(b)
 	b.reg = newRegistrar(b)
-	if err := b.initTopics(); err != nil {
+	c, err := core.New(b.coreConfig(), st, logger)
+	if err != nil {
 		return nil, err
 	}
-	if err := b.groups.load(); err != nil {
-		return nil, err
-	}
-	if err := b.offsets.load(); err != nil {
-		return nil, err
-	}
+	b.core = c
 	b.handlers = b.dispatchTable()
 	st.SetDispatchListener(b.onDispatch)
 	return b, nil
@@ -324,6 +312,9 @@ func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Comma
 	if errors.As(err, &pe) {
 		return req.NewResponse(pe.code, pe.msg)
 	}
+	if code, remark, ok := coreErrorCode(err); ok {
+		return req.NewResponse(code, remark)
+	}
 	b.log.Error("request failed", "code", req.Code, "err", err)
 	return req.NewResponse(remoting.ResSystemError, err.Error())
 }
@@ -383,7 +374,7 @@ func (b *Broker) scanClients() {
 }
 
 func (b *Broker) flushOffsets() {
-	if err := b.offsets.flush(); err != nil {
+	if err := b.core.FlushOffsets(); err != nil {
 		b.log.Error("consumer offset flush failed", "err", err)
 	}
 }
@@ -400,7 +391,7 @@ func (b *Broker) Close() error {
 		b.runMu.Unlock()
 		b.wg.Wait()
 		b.pulls.closeAll()
-		err = b.offsets.flush()
+		err = b.core.FlushOffsets()
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RegisterTimeout)
 		b.reg.unregisterAll(ctx)
 		cancel()

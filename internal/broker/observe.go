@@ -109,8 +109,8 @@ func (b *Broker) Registered() bool {
 
 // Stats returns the broker's current gauges.
 func (b *Broker) Stats() Stats {
-	topics, _ := b.topics.all()
-	groups, _ := b.groups.all()
+	topics, _ := b.core.TopicTable()
+	groups, _ := b.core.GroupTable()
 	s := Stats{HeldPulls: b.pulls.held(), Topics: len(topics), SubscriptionGroups: len(groups)}
 	s.OnlineGroups, s.ConsumerClients = b.consumers.counts()
 	s.ProducerClients = b.producers.count()

@@ -34,6 +34,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
@@ -103,7 +104,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages
 	}
 	if first && p.sysFlag&remoting.PullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
-		b.offsets.commit(p.group, p.topic, p.queueID, p.commitOffset)
+		b.core.RecordOffset(p.group, p.topic, p.queueID, p.commitOffset)
 	}
 	if code == remoting.ResPullNotFound && first && p.sysFlag&remoting.PullFlagSuspend != 0 {
 		if b.pulls.hold(c, req, p, sub) {
@@ -128,21 +129,21 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 
 // checkPull validates the request and resolves its subscription.
 func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
-	if b.cfg.BrokerPermission&permRead == 0 {
+	if b.cfg.BrokerPermission&core.PermRead == 0 {
 		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] pulling message is forbidden", b.cfg.BrokerName)
 	}
-	g, err := b.ensureGroup(p.group)
+	g, err := b.core.EnsureGroup(p.group)
 	if err != nil {
 		return nil, err
 	}
 	if !g.ConsumeEnable {
 		return nil, protoErrorf(remoting.ResNoPermission, "subscription group no permission, %s", p.group)
 	}
-	tc, ok := b.topics.get(p.topic)
+	tc, ok := b.core.Topic(p.topic)
 	if !ok {
 		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist, apply first please!", p.topic)
 	}
-	if !tc.readable() {
+	if !tc.Readable() {
 		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] pulling message is forbidden", p.topic)
 	}
 	if p.queueID < 0 || p.queueID >= tc.ReadQueueNums {

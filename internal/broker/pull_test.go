@@ -125,7 +125,7 @@ func TestPullCommitOffset(t *testing.T) {
 	ext := pullExt("g", "T", 0, 0, remoting.PullFlagCommitOffset, 0)
 	ext["commitOffset"] = "1"
 	wantCode(t, cl.invoke(remoting.ReqPullMessage, ext, nil), remoting.ResSuccess)
-	if off, ok := e.b.offsets.get("g", "T", 0); !ok || off != 1 {
+	if off, ok := e.b.core.ConsumerOffset("g", "T", 0, false); !ok || off != 1 {
 		t.Fatalf("committed offset %d %v", off, ok)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -203,20 +204,20 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 	if err != nil {
 		return nil, err
 	}
-	if b.cfg.BrokerPermission&permWrite == 0 {
+	if b.cfg.BrokerPermission&core.PermWrite == 0 {
 		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
 	}
-	if err := validateTopic(h.topic); err != nil {
+	if err := core.ValidateTopic(h.topic); err != nil {
 		return nil, err
 	}
-	if notSendableTopics[h.topic] {
+	if !core.IsSendable(h.topic) {
 		return nil, protoErrorf(remoting.ResNoPermission, "sending message to topic[%s] is forbidden", h.topic)
 	}
-	tc, err := b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultQueueNums)
+	tc, err := b.core.AutoCreateTopic(h.topic, h.defaultTopic, h.defaultQueueNums)
 	if err != nil {
 		return nil, err
 	}
-	if !tc.writable() {
+	if !tc.Writable() {
 		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] sending is forbidden", h.topic)
 	}
 	if h.queueID < 0 {
@@ -224,7 +225,7 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 			return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] has no writable queue", h.topic)
 		}
 		h.queueID = rand.Int32N(tc.WriteQueueNums)
-	} else if h.queueID >= tc.queueNums() {
+	} else if h.queueID >= tc.QueueNums() {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]",
 			h.queueID, h.topic, tc.WriteQueueNums)
 	}
@@ -245,7 +246,7 @@ func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remo
 		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(sc.c), StoreHost: b.storeHost,
 		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
 	}
-	if isRetryTopic(m.Topic) {
+	if core.IsRetryTopic(m.Topic) {
 		if err := b.retryToDLQ(h, m); err != nil {
 			return nil, err
 		}
@@ -342,7 +343,7 @@ func (b *Broker) route(ctx context.Context, m *message.Message) (res store.PutRe
 	}
 	s := b.getScheduler()
 	if s == nil {
-		if isRetryTopic(m.Topic) {
+		if core.IsRetryTopic(m.Topic) {
 			m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
 			return store.PutResult{}, false, nil
 		}
@@ -421,8 +422,8 @@ func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
 // retryToDLQ sends a retry-topic message that exhausted its reconsume times
 // to the group's dead-letter topic (the Go client's retry-as-normal path).
 func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
-	group := strings.TrimPrefix(m.Topic, retryPrefix)
-	g, err := b.ensureGroup(group)
+	group := core.RetryGroup(m.Topic)
+	g, err := b.core.EnsureGroup(group)
 	if err != nil {
 		return err
 	}
@@ -434,10 +435,10 @@ func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
 		return nil
 	}
 	dlq := DLQTopic(group)
-	if err := validateTopic(dlq); err != nil {
+	if err := core.ValidateTopic(dlq); err != nil {
 		return err
 	}
-	if _, err := b.EnsureTopic(dlq, 1, permRW); err != nil {
+	if _, err := b.EnsureTopic(dlq, 1, core.PermRW); err != nil {
 		return err
 	}
 	m.Topic, m.QueueID = dlq, 0
@@ -457,7 +458,7 @@ func (b *Broker) sendBatch(ctx context.Context, sc *sendCall, h sendHeader) (*re
 // sendBatchWith decodes and stores a batch. Once it stores, the function
 // that makes the response releases bm; on an error it has not.
 func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, bm *batchMsgs) (*remoting.Command, error) {
-	if isRetryTopic(h.topic) {
+	if core.IsRetryTopic(h.topic) {
 		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
 	}
 	born := peerAddr(sc.c)
@@ -477,6 +478,9 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 	})
 	if err != nil {
 		if _, ok := err.(*protoError); ok {
+			return nil, err
+		}
+		if _, _, ok := coreErrorCode(err); ok {
 			return nil, err
 		}
 		return nil, protoErrorf(remoting.ResMessageIllegal, "bad batch body: %v", err)
@@ -599,18 +603,3 @@ func joinOffsetMsgIDs(host netip.AddrPort, ms []*message.Message) string {
 }
 
 const upperHexDigits = "0123456789ABCDEF"
-
-func putStatusCode(s store.PutStatus) int16 {
-	switch s {
-	case store.PutOK:
-		return remoting.ResSuccess
-	case store.PutFlushDiskTimeout:
-		return remoting.ResFlushDiskTimeout
-	case store.PutMessageIllegal, store.PutPropertiesTooLong:
-		return remoting.ResMessageIllegal
-	case store.PutServiceNotAvailable, store.PutDiskFull:
-		return remoting.ResServiceNotAvailable
-	default:
-		return remoting.ResSystemError
-	}
-}

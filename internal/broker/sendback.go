@@ -19,6 +19,7 @@ import (
 	"context"
 	"math/rand/v2"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -37,11 +38,11 @@ func (b *Broker) handleSendBack(ctx context.Context, c *remoting.Conn, req *remo
 	if e.err != nil {
 		return nil, e.err
 	}
-	g, err := b.ensureGroup(group)
+	g, err := b.core.EnsureGroup(group)
 	if err != nil {
 		return nil, err
 	}
-	if b.cfg.BrokerPermission&permWrite == 0 {
+	if b.cfg.BrokerPermission&core.PermWrite == 0 {
 		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
 	}
 	if g.RetryQueueNums <= 0 {
@@ -102,14 +103,14 @@ func (b *Broker) retryMessage(old *message.Message, group string, g GroupConfig,
 		}
 		props = message.SetProperty(props, message.PropDelayLevel, itoa(delayLevel))
 	}
-	if err := validateTopic(topic); err != nil {
+	if err := core.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
 	queues := g.RetryQueueNums
 	if topic != RetryTopic(group) {
 		queues = 1
 	}
-	if _, err := b.EnsureTopic(topic, queues, permRW); err != nil {
+	if _, err := b.EnsureTopic(topic, queues, core.PermRW); err != nil {
 		return nil, err
 	}
 	if len(props) > message.MaxPropertiesBytes {

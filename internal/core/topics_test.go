@@ -1,13 +1,11 @@
-package broker
+package core
 
 import (
 	"errors"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -42,11 +40,11 @@ func TestConfigTableRollsBackOnWriteError(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.OS{})
 	dir := t.TempDir()
 	tbl := newConfigTable[TopicConfig](efs, filepath.Join(dir, "config", "topics.json"), "topicConfigTable", func() int64 { return 1 })
-	if _, _, err := tbl.createIfAbsent("A", newTopicConfig("A", 4, permRW)); err != nil {
+	if _, _, err := tbl.createIfAbsent("A", NewTopicConfig("A", 4, PermRW)); err != nil {
 		t.Fatal(err)
 	}
 	efs.InjectSyncError("topics.json")
-	if _, _, err := tbl.createIfAbsent("B", newTopicConfig("B", 4, permRW)); !errors.Is(err, vfs.ErrInjected) {
+	if _, _, err := tbl.createIfAbsent("B", NewTopicConfig("B", 4, PermRW)); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("create B: %v, want injected error", err)
 	}
 	if _, ok := tbl.get("B"); ok {
@@ -76,39 +74,12 @@ func TestCorruptConfigFileFailsStartup(t *testing.T) {
 	}
 }
 
-func TestTopicsSurviveRestart(t *testing.T) {
-	e := startEnv(t, nil)
-	cl := e.dial()
-	wantCode(t, cl.sendV1("Auto", 0, "", []byte("x")), remoting.ResSuccess)
-	e.restart()
-	tc, ok := e.b.Topic("Auto")
-	if !ok || tc.WriteQueueNums != 4 {
-		t.Fatalf("topic after restart %+v %v", tc, ok)
-	}
-	if tpl, ok := e.b.Topic(DefaultTopic); !ok || tpl.Perm != permInherit|permRW {
-		t.Fatalf("TBW102 %+v", tpl)
-	}
-}
-
 func TestValidateTopic(t *testing.T) {
 	for name, ok := range map[string]bool{"A-b_c%1|x": true, "": false, "a.b": false, "a b": false, "ü": false} {
-		if got := validateTopic(name) == nil; got != ok {
+		if got := ValidateTopic(name) == nil; got != ok {
 			t.Errorf("%q valid=%v, want %v", name, got, ok)
 		}
 	}
-}
-
-func TestTopicAndGroupLimits(t *testing.T) {
-	e := startEnv(t, func(c *Config) { c.MaxTopics = 3; c.MaxGroups = 1 }) // TBW102 + SELF_TEST_TOPIC + 1
-	cl := e.dial()
-	wantCode(t, cl.sendV1("One", 0, "", []byte("x")), remoting.ResSuccess)
-	resp := cl.sendV1("Two", 0, "", []byte("x"))
-	wantCode(t, resp, remoting.ResSystemError)
-	if !strings.Contains(resp.Remark, "topic limit of 3") {
-		t.Fatalf("remark %q", resp.Remark)
-	}
-	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g1", "topic": "One", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResSuccess)
-	wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g2", "topic": "One", "queueId": "0", "commitOffset": "1"}, nil), remoting.ResSystemError)
 }
 
 func TestValidTopicCharsMatchesTheDocumentedPattern(t *testing.T) {
