@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
-	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
@@ -170,7 +169,6 @@ type Broker struct {
 	st        *store.Store
 	log       *slog.Logger
 	storeHost netip.AddrPort
-	uniq      *message.UniqIDGenerator
 	handlers  map[int16]handlerFunc
 
 	core      *core.Broker // topics, groups, offsets
@@ -180,10 +178,7 @@ type Broker struct {
 	pulls     *pullHold
 	reg       *registrar
 
-	scheduler    atomic.Pointer[schedulerBox]
-	transactions atomic.Pointer[transactionsBox]
-	observer     atomic.Pointer[observerBox] // observe.go
-	dedup        atomic.Pointer[dedupBox]
+	observer atomic.Pointer[observerBox] // observe.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -209,7 +204,6 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	host = netip.AddrPortFrom(host.Addr().Unmap(), host.Port())
 	b := &Broker{
 		cfg: cfg, st: st, log: logger, storeHost: host,
-		uniq:   message.NewUniqIDGenerator(host.Addr()),
 		locks:  newLockTable(cfg.LockExpiry, cfg.Now),
 		closed: make(chan struct{}),
 	}

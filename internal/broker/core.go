@@ -4,7 +4,12 @@ package broker
 // requests read and change is the core's, and so are the names of topics.
 // The exported functions here keep the broker's API for its callers.
 
-import "github.com/keelmq/keel/internal/core"
+import (
+	"net/netip"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/store"
+)
 
 // DefaultTopic is the template topic producers name when sending to a topic
 // that does not exist yet (auto-creation).
@@ -26,6 +31,8 @@ func DLQTopic(group string) string { return core.DLQTopic(group) }
 func (b *Broker) coreConfig() core.Config {
 	c := b.cfg
 	return core.Config{
+		ClusterName: c.ClusterName, BrokerName: c.BrokerName, StoreHost: b.storeHost,
+		BrokerPermission: c.BrokerPermission, MaxMessageSize: c.MaxMessageSize,
 		DataDir: c.DataDir, FS: c.FS,
 		AutoCreateTopicEnable: c.AutoCreateTopicEnable, AutoCreateSubscriptionGroup: c.AutoCreateSubscriptionGroup,
 		DefaultTopicQueueNums: c.DefaultTopicQueueNums, MaxQueueNums: c.MaxQueueNums,
@@ -54,3 +61,44 @@ func (b *Broker) EnsureTopic(name string, queues, perm int32) (TopicConfig, erro
 
 // Group returns a consumer group's configuration.
 func (b *Broker) Group(name string) (GroupConfig, bool) { return b.core.Group(name) }
+
+// Store returns the broker's message store.
+func (b *Broker) Store() *store.Store { return b.st }
+
+// StoreHost is the advertised address stamped on stored messages.
+func (b *Broker) StoreHost() netip.AddrPort { return b.storeHost }
+
+// Scheduler holds messages until they are due (core.Scheduler).
+type Scheduler = core.Scheduler
+
+// Deduplicator suppresses re-sends of a stored message (core.Deduplicator).
+type Deduplicator = core.Deduplicator
+
+// Transactions is a transaction engine the RocketMQ broker can serve: the
+// core's hook (Prepare) and END_TRANSACTION (transactions.go).
+type Transactions interface {
+	core.Transactions
+	transactionEnder
+}
+
+// SetScheduler installs the scheduled-delivery engine (nil removes it).
+func (b *Broker) SetScheduler(s Scheduler) { b.core.SetScheduler(s) }
+
+// SetTransactions installs the transaction engine (nil removes it).
+func (b *Broker) SetTransactions(t Transactions) {
+	if t == nil {
+		b.core.SetTransactions(nil)
+		return
+	}
+	b.core.SetTransactions(t)
+}
+
+// SetDeduplicator installs the de-duplication hook (nil removes it).
+func (b *Broker) SetDeduplicator(d Deduplicator) { b.core.SetDeduplicator(d) }
+
+// onDispatch is the store's dispatch listener: it wakes held pulls and
+// passes the event on to the core (the Scheduler). It must not block.
+func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
+	b.pulls.onDispatch(topic, queueID, queueOffset, tagsCode)
+	b.core.OnDispatch(topic, queueID, queueOffset, tagsCode)
+}

@@ -20,7 +20,6 @@ package broker
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/netip"
 	"runtime/debug"
 	"strconv"
@@ -97,9 +96,6 @@ func (brokerHandler) RunsInline(req *remoting.Command) bool {
 	}
 	return false
 }
-
-// maxTimerDelay bounds TIMER_* delivery times (RocketMQ timerMaxDelaySec).
-const maxTimerDelay = 3 * 24 * time.Hour
 
 type sendHeader struct {
 	producerGroup     string
@@ -204,34 +200,8 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 	if err != nil {
 		return nil, err
 	}
-	if b.cfg.BrokerPermission&core.PermWrite == 0 {
-		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
-	}
-	if err := core.ValidateTopic(h.topic); err != nil {
+	if h.queueID, err = b.core.CheckSend(h.topic, h.defaultTopic, h.defaultQueueNums, h.queueID, len(req.Body)); err != nil {
 		return nil, err
-	}
-	if !core.IsSendable(h.topic) {
-		return nil, protoErrorf(remoting.ResNoPermission, "sending message to topic[%s] is forbidden", h.topic)
-	}
-	tc, err := b.core.AutoCreateTopic(h.topic, h.defaultTopic, h.defaultQueueNums)
-	if err != nil {
-		return nil, err
-	}
-	if !tc.Writable() {
-		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] sending is forbidden", h.topic)
-	}
-	if h.queueID < 0 {
-		if tc.WriteQueueNums < 1 {
-			return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] has no writable queue", h.topic)
-		}
-		h.queueID = rand.Int32N(tc.WriteQueueNums)
-	} else if h.queueID >= tc.QueueNums() {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]",
-			h.queueID, h.topic, tc.WriteQueueNums)
-	}
-	if len(req.Body) > b.cfg.MaxMessageSize {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "message body size %d exceeds the limit of %d bytes (maxMessageSize)",
-			len(req.Body), b.cfg.MaxMessageSize)
 	}
 	if req.Code == remoting.ReqSendBatchMessage {
 		return b.sendBatch(ctx, sc, h)
@@ -246,28 +216,15 @@ func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remo
 		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(sc.c), StoreHost: b.storeHost,
 		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
 	}
-	if core.IsRetryTopic(m.Topic) {
-		if err := b.retryToDLQ(h, m); err != nil {
-			return nil, err
-		}
-	}
-	uniq, ok := message.Property(m.Properties, message.PropUniqKey)
-	clientKey := ok && uniq != ""
-	if clientKey {
-		m.Properties = message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName)
-	} else {
-		uniq = b.uniq.Next()
-		m.Properties = message.SetProperties(m.Properties, message.PropUniqKey, uniq, message.PropCluster, b.cfg.ClusterName)
-	}
-	if len(m.Properties) > message.MaxPropertiesBytes {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "message properties length %d exceeds the limit of %d bytes",
-			len(m.Properties), message.MaxPropertiesBytes)
+	uniq, clientKey, err := b.core.PrepareMessage(m, h.maxReconsumeTimes, h.hasMaxReconsume)
+	if err != nil {
+		return nil, err
 	}
 	queueID := m.QueueID
-	if d := b.getDeduplicator(); d != nil && clientKey {
+	if d := b.core.Deduplicator(); d != nil && clientKey {
 		orig, release, err := d.Check(ctx, m.Topic, uniq)
 		if err != nil {
-			return nil, protoErrorf(remoting.ResSystemError, "duplicate check failed: %v", err)
+			return nil, core.Errorf(core.ErrInternal, "duplicate check failed: %v", err)
 		}
 		if orig != nil {
 			return b.duplicateResponse(req, orig, uniq), nil
@@ -305,7 +262,7 @@ func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, q
 		}
 		return resp
 	}
-	res, routed, err := b.route(ctx, m)
+	res, routed, err := b.core.Route(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -323,129 +280,6 @@ func (b *Broker) duplicateResponse(req *remoting.Command, orig *message.Message,
 	return resp
 }
 
-// route stores m as a half message or as a scheduled message (routed);
-// a message for its topic directly is left to the caller to put.
-func (b *Broker) route(ctx context.Context, m *message.Message) (res store.PutResult, routed bool, err error) {
-	if v, _ := message.Property(m.Properties, message.PropTransactionPrepared); v == "true" {
-		t := b.getTransactions()
-		if t == nil {
-			return store.PutResult{}, false, protoErrorf(remoting.ResNoPermission,
-				"the broker[%s] sending transaction message is forbidden: transactions are not enabled", b.cfg.BrokerName)
-		}
-		return t.Prepare(ctx, m), true, nil
-	}
-	level, at, err := b.delayOf(m)
-	if err != nil {
-		return store.PutResult{}, false, err
-	}
-	if level == 0 && at == 0 {
-		return store.PutResult{}, false, nil
-	}
-	s := b.getScheduler()
-	if s == nil {
-		if core.IsRetryTopic(m.Topic) {
-			m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
-			return store.PutResult{}, false, nil
-		}
-		return store.PutResult{}, false, protoErrorf(remoting.ResMessageIllegal, "scheduled delivery is not enabled on this broker")
-	}
-	if level > s.MaxDelayLevel() {
-		level = s.MaxDelayLevel()
-		m.Properties = message.SetProperty(m.Properties, message.PropDelayLevel, itoa(level))
-	}
-	return s.Schedule(ctx, m, level, at), true, nil
-}
-
-// putRouted routes m and stores it, waiting for the result.
-func (b *Broker) putRouted(ctx context.Context, m *message.Message) (store.PutResult, error) {
-	res, routed, err := b.route(ctx, m)
-	if err != nil || routed {
-		return res, err
-	}
-	return b.st.PutMessage(ctx, m), nil
-}
-
-// delayOf reads DELAY (a level) or the TIMER_* properties (a timestamp) of a
-// message. DELAY wins; the timer properties are then removed. A timer in the
-// past means "now" (0, 0).
-func (b *Broker) delayOf(m *message.Message) (level int32, deliverAtMs int64, err error) {
-	if v, ok := message.Property(m.Properties, message.PropDelayLevel); ok && v != "" {
-		n, perr := strconv.ParseInt(v, 10, 32)
-		if perr != nil {
-			return 0, 0, protoErrorf(remoting.ResMessageIllegal, "illegal DELAY property %q", v)
-		}
-		if n > 0 {
-			for _, k := range []string{message.PropTimerDeliverMs, message.PropTimerDelaySec, message.PropTimerDelayMs} {
-				m.Properties = message.DeleteProperty(m.Properties, k)
-			}
-			return int32(n), 0, nil
-		}
-	}
-	now := b.cfg.Now().UnixMilli()
-	at, ok, err := timerDeliverMs(m.Properties, now)
-	if err != nil || !ok || at <= now {
-		return 0, 0, err
-	}
-	if at-now > maxTimerDelay.Milliseconds() {
-		return 0, 0, protoErrorf(remoting.ResMessageIllegal, "timer message delivery time is more than %s ahead", maxTimerDelay)
-	}
-	return 0, at, nil
-}
-
-func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
-	keys := []struct {
-		key   string
-		scale int64
-		rel   bool
-	}{{message.PropTimerDeliverMs, 1, false}, {message.PropTimerDelaySec, 1000, true}, {message.PropTimerDelayMs, 1, true}}
-	for _, k := range keys {
-		v, ok := message.Property(props, k.key)
-		if !ok || v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return 0, false, protoErrorf(remoting.ResMessageIllegal, "illegal %s property %q", k.key, v)
-		}
-		if !k.rel {
-			return n, true, nil // absolute; the caller bounds it
-		}
-		if n > maxTimerDelay.Milliseconds()/k.scale {
-			return 0, false, protoErrorf(remoting.ResMessageIllegal,
-				"timer message delivery time is more than %s ahead", maxTimerDelay)
-		}
-		return nowMs + n*k.scale, true, nil
-	}
-	return 0, false, nil
-}
-
-// retryToDLQ sends a retry-topic message that exhausted its reconsume times
-// to the group's dead-letter topic (the Go client's retry-as-normal path).
-func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
-	group := core.RetryGroup(m.Topic)
-	g, err := b.core.EnsureGroup(group)
-	if err != nil {
-		return err
-	}
-	maxTimes := g.RetryMaxTimes
-	if h.hasMaxReconsume {
-		maxTimes = h.maxReconsumeTimes
-	}
-	if h.reconsumeTimes <= maxTimes {
-		return nil
-	}
-	dlq := DLQTopic(group)
-	if err := core.ValidateTopic(dlq); err != nil {
-		return err
-	}
-	if _, err := b.EnsureTopic(dlq, 1, core.PermRW); err != nil {
-		return err
-	}
-	m.Topic, m.QueueID = dlq, 0
-	m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
-	return nil
-}
-
 func (b *Broker) sendBatch(ctx context.Context, sc *sendCall, h sendHeader) (*remoting.Command, error) {
 	bm := batchMsgsPool.Get().(*batchMsgs)
 	resp, err := b.sendBatchWith(ctx, sc, h, bm)
@@ -458,16 +292,13 @@ func (b *Broker) sendBatch(ctx context.Context, sc *sendCall, h sendHeader) (*re
 // sendBatchWith decodes and stores a batch. Once it stores, the function
 // that makes the response releases bm; on an error it has not.
 func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, bm *batchMsgs) (*remoting.Command, error) {
-	if core.IsRetryTopic(h.topic) {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
+	if err := core.CheckBatch(h.topic); err != nil {
+		return nil, err
 	}
 	born := peerAddr(sc.c)
 	err := message.DecodeBatch(sc.req.Body, func(it message.BatchItem) error {
-		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
-			message.PropTimerDelayMs, message.PropTransactionPrepared} {
-			if v, ok := message.Property(it.Properties, k); ok && v != "" && v != "0" && v != "false" {
-				return protoErrorf(remoting.ResMessageIllegal, "batch message does not support the %s property", k)
-			}
+		if err := core.CheckBatchItem(it.Properties); err != nil {
+			return err
 		}
 		bm.slab = append(bm.slab, message.Message{
 			Topic: h.topic, QueueID: h.queueID, Flag: it.Flag, SysFlag: h.sysFlag &^ message.FlagTxMask,
@@ -489,7 +320,7 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 		return nil, protoErrorf(remoting.ResMessageIllegal, "empty batch")
 	}
 	ms := bm.pointers()
-	if d := b.getDeduplicator(); d != nil {
+	if d := b.core.Deduplicator(); d != nil {
 		bd, err := b.checkBatch(ctx, d, h.topic, ms)
 		if err != nil {
 			return nil, err

@@ -15,8 +15,8 @@ import (
 	"context"
 	"sort"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -51,7 +51,7 @@ func (b *Broker) checkBatch(ctx context.Context, d Deduplicator, topic string, m
 		orig, release, err := d.Check(ctx, topic, k)
 		if err != nil {
 			bd.finish(store.PutResult{Status: store.PutUnknownError, Err: err}, 0)
-			return nil, protoErrorf(remoting.ResSystemError, "duplicate check failed: %v", err)
+			return nil, core.Errorf(core.ErrInternal, "duplicate check failed: %v", err)
 		}
 		i := first[k]
 		if orig != nil {

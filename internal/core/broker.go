@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -20,6 +23,14 @@ import (
 // Config holds the core's settings. Zero numeric limits are replaced by
 // defaults; booleans are taken as they are.
 type Config struct {
+	ClusterName string // the CLUSTER property of stored messages
+	BrokerName  string // in error messages
+	// StoreHost is the store host of every message (part of every offset
+	// message ID) and the address in broker-made unique IDs.
+	StoreHost        netip.AddrPort
+	BrokerPermission int32 // PermRead|PermWrite (PermRW)
+	MaxMessageSize   int   // body bytes (4 MiB); a batch counts as a whole
+
 	// DataDir holds config/topics.json, config/subscriptionGroup.json and
 	// config/consumerOffset.json.
 	DataDir string
@@ -46,6 +57,8 @@ type Config struct {
 }
 
 func (c *Config) applyDefaults() {
+	setDef(&c.BrokerPermission, PermRW)
+	setDef(&c.MaxMessageSize, 4<<20)
 	setDef(&c.DefaultTopicQueueNums, 4)
 	setDef(&c.MaxQueueNums, 1024)
 	setDef(&c.MaxTopics, 100000)
@@ -73,13 +86,18 @@ func setDef[T comparable](p *T, v T) {
 // Broker is the protocol-free broker on one store: its methods are safe
 // for concurrent use.
 type Broker struct {
-	cfg Config
-	st  *store.Store
-	log *slog.Logger
+	cfg  Config
+	st   *store.Store
+	log  *slog.Logger
+	uniq *message.UniqIDGenerator
 
 	topics  *configTable[TopicConfig]
 	groups  *configTable[GroupConfig]
 	offsets *offsetTable
+
+	scheduler    atomic.Pointer[schedulerBox] // hooks.go
+	transactions atomic.Pointer[transactionsBox]
+	dedup        atomic.Pointer[dedupBox]
 }
 
 // New creates the core on st and loads the persisted metadata; logger nil
@@ -101,7 +119,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	now := func() int64 { return cfg.Now().UnixMilli() }
 	confDir := filepath.Join(cfg.DataDir, "config")
 	b := &Broker{
-		cfg: cfg, st: st, log: logger,
+		cfg: cfg, st: st, log: logger, uniq: message.NewUniqIDGenerator(cfg.StoreHost.Addr()),
 		topics:  newConfigTable[TopicConfig](cfg.FS, filepath.Join(confDir, "topics.json"), "topicConfigTable", now).withLimit("topic", cfg.MaxTopics),
 		groups:  newConfigTable[GroupConfig](cfg.FS, filepath.Join(confDir, "subscriptionGroup.json"), "subscriptionGroupTable", now).withLimit("subscription group", cfg.MaxGroups),
 		offsets: newOffsetTable(cfg.FS, filepath.Join(confDir, "consumerOffset.json")),
