@@ -217,7 +217,6 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	}
 	b.core = c
 	b.handlers = b.dispatchTable()
-	st.SetDispatchListener(b.onDispatch)
 	return b, nil
 }
 
@@ -384,7 +383,7 @@ func (b *Broker) Close() error {
 		close(b.closed)
 		b.runMu.Unlock()
 		b.wg.Wait()
-		b.pulls.closeAll()
+		b.core.Close() // answers held pulls
 		err = b.core.FlushOffsets()
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RegisterTimeout)
 		b.reg.unregisterAll(ctx)

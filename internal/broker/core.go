@@ -37,7 +37,7 @@ func (b *Broker) coreConfig() core.Config {
 		AutoCreateTopicEnable: c.AutoCreateTopicEnable, AutoCreateSubscriptionGroup: c.AutoCreateSubscriptionGroup,
 		DefaultTopicQueueNums: c.DefaultTopicQueueNums, MaxQueueNums: c.MaxQueueNums,
 		MaxTopics: c.MaxTopics, MaxGroups: c.MaxGroups, RetryMaxTimes: c.RetryMaxTimes,
-		YoungQueueBytes: c.YoungQueueBytes,
+		YoungQueueBytes: c.YoungQueueBytes, MaxWaits: c.MaxHeldPulls,
 		OnTopicsChanged: b.reg.kick,
 		Now:             c.Now,
 	}
@@ -95,10 +95,3 @@ func (b *Broker) SetTransactions(t Transactions) {
 
 // SetDeduplicator installs the de-duplication hook (nil removes it).
 func (b *Broker) SetDeduplicator(d Deduplicator) { b.core.SetDeduplicator(d) }
-
-// onDispatch is the store's dispatch listener: it wakes held pulls and
-// passes the event on to the core (the Scheduler). It must not block.
-func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
-	b.pulls.onDispatch(topic, queueID, queueOffset, tagsCode)
-	b.core.OnDispatch(topic, queueID, queueOffset, tagsCode)
-}

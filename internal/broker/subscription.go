@@ -67,6 +67,9 @@ func (s *subscription) filter() store.Filter {
 }
 
 // matchCode reports whether a ConsumeQueue tags code may match.
+// MatchCode implements core.TagsMatcher.
+func (s *subscription) MatchCode(code int64) bool { return s.matchCode(code) }
+
 func (s *subscription) matchCode(code int64) bool {
 	if s == nil || s.all {
 		return true

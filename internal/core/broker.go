@@ -1,8 +1,9 @@
 package core
 
 // Broker lifecycle and configuration. New loads the persisted topic, group
-// and offset tables and starts nothing; the front door that owns the
-// broker calls FlushOffsets every OffsetFlushInterval and Close at the end.
+// and offset tables, installs the store's dispatch listener and starts
+// nothing; the front door that owns the broker calls FlushOffsets every
+// OffsetFlushInterval, and Close then FlushOffsets at the end.
 
 import (
 	"errors"
@@ -48,6 +49,10 @@ type Config struct {
 	// "young" and the group starts at 0. Default 1 GiB.
 	YoungQueueBytes int64
 
+	// MaxWaits bounds the waits held at once (Hold, WaitForData; the
+	// RocketMQ adapter's held pulls): 100000.
+	MaxWaits int
+
 	// OnTopicsChanged, if set, is called after a topic was created,
 	// changed or deleted (the RocketMQ adapter re-registers with the
 	// NameServers). It must not block.
@@ -65,6 +70,7 @@ func (c *Config) applyDefaults() {
 	setDef(&c.MaxGroups, 100000)
 	setDef(&c.RetryMaxTimes, 16)
 	setDef(&c.YoungQueueBytes, 1<<30)
+	setDef(&c.MaxWaits, 100000)
 	if c.FS == nil {
 		c.FS = vfs.OS{}
 	}
@@ -94,6 +100,7 @@ type Broker struct {
 	topics  *configTable[TopicConfig]
 	groups  *configTable[GroupConfig]
 	offsets *offsetTable
+	waits   *waits // longpoll.go
 
 	scheduler    atomic.Pointer[schedulerBox] // hooks.go
 	transactions atomic.Pointer[transactionsBox]
@@ -125,6 +132,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		offsets: newOffsetTable(cfg.FS, filepath.Join(confDir, "consumerOffset.json")),
 	}
 	b.offsets.rates = newConsumeRates(cfg.Now)
+	b.waits = newWaits(b)
 	if err := b.initTopics(); err != nil {
 		return nil, err
 	}
@@ -134,8 +142,25 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	if err := b.offsets.load(); err != nil {
 		return nil, err
 	}
+	st.SetDispatchListener(b.onDispatch)
 	return b, nil
 }
+
+// onDispatch is the store's dispatch listener: it wakes the waits the new
+// entry satisfies and passes the event on to the Scheduler when it
+// observes dispatch. It runs on the dispatcher goroutine and must not
+// block.
+func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
+	b.waits.onDispatch(topic, queueID, queueOffset, tagsCode)
+	if box := b.scheduler.Load(); box != nil && box.obs != nil {
+		box.obs.OnDispatch(topic, queueID, queueOffset, tagsCode)
+	}
+}
+
+// Close wakes every held wait and refuses new ones; it is idempotent.
+// Committed offsets are flushed by FlushOffsets, which the owner calls
+// after Close. The caller owns the store and closes it after the core.
+func (b *Broker) Close() { b.waits.closeAll() }
 
 // Store returns the broker's message store.
 func (b *Broker) Store() *store.Store { return b.st }

@@ -136,11 +136,3 @@ func (b *Broker) Transactions() Transactions {
 	}
 	return nil
 }
-
-// OnDispatch passes a store dispatch event on to the Scheduler when it
-// observes dispatch. It must not block.
-func (b *Broker) OnDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
-	if box := b.scheduler.Load(); box != nil && box.obs != nil {
-		box.obs.OnDispatch(topic, queueID, queueOffset, tagsCode)
-	}
-}

@@ -1,28 +1,29 @@
-package broker
+package core
 
-// Long polling: pulls that found nothing new (code 19) with SUSPEND set are
-// held per (topic, queueId) until
-//   - the store's dispatcher makes an entry at or beyond the pull's offset
-//     visible whose tags code matches the pull's subscription (onDispatch),
-//   - or the suspend timeout passes (a per-request timer; no scanning loop).
-// The pull is then re-run with commit and suspend disabled and its answer
-// (19 with nextBeginOffset = offset if still nothing) written to the
-// connection; a closed connection is skipped. The suspend timeout is the
-// request's suspendTimeoutMillis capped at MaxSuspendTimeout (answers arrive
-// well within the client's 30 s RPC timeout), or ShortPollingTimeout when
-// long polling is disabled. At most MaxHeldPulls are held; beyond that a pull
-// gets SYSTEM_BUSY (the client backs off 3 s) instead of growing memory.
+// Waiting for new data (long polling), for every front door: a request
+// that found nothing new on a queue is parked (Hold) until
+//   - the store's dispatcher makes an entry at or beyond the wait's offset
+//     visible whose tags code the wait matches (the dispatch listener,
+//     which the core owns),
+//   - or its timeout passes (a per-wait timer; no scanning loop),
+//   - or the core closes (Close).
+// The wait's Waker is then called exactly once: on a goroutine of its own
+// after a dispatch, on the timer's goroutine after the timeout, on the
+// caller's goroutine after Close or the re-check that Hold makes. What the
+// front door does then is its own (the RocketMQ adapter re-runs the pull
+// and writes the answer: broker/longpoll.go). At most MaxWaits are held;
+// Hold refuses more instead of growing memory. WaitForData is the same
+// wait as a blocking call.
 //
 // onDispatch runs on the store's dispatcher goroutine: it only takes the
 // hold mutex (skipped entirely while nothing is held) and starts the
-// re-runs on their own goroutines.
+// wake-ups on their own goroutines.
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/keelmq/keel/internal/remoting"
 )
 
 type queueKey struct {
@@ -30,72 +31,81 @@ type queueKey struct {
 	queueID int32
 }
 
-type heldPull struct {
-	c     *remoting.Conn
-	req   *remoting.Command
-	p     pullRequest
-	sub   *subscription
-	timer *time.Timer
-	done  bool // guarded by pullHold.mu: answered or being answered
+// Waker is told, once, that a wait ended.
+type Waker interface{ Wake() }
+
+// TagsMatcher decides whether an entry with the given tags code wakes a
+// wait.
+type TagsMatcher interface{ MatchCode(tagsCode int64) bool }
+
+// Wait is one parked request: set the exported fields, then Hold it. A
+// front door usually embeds it in its own request (no allocation of its
+// own).
+type Wait struct {
+	Topic   string
+	QueueID int32
+	Offset  int64       // an entry at or beyond this queue offset wakes it
+	Match   TagsMatcher // nil: any entry
+	Waker   Waker
+
+	timer *time.Timer // nil: no timeout
+	done  bool        // guarded by waits.mu: woken or being woken
 }
 
-type pullHold struct {
+func (w *Wait) matches(queueOffset, tagsCode int64) bool {
+	return queueOffset >= w.Offset && (w.Match == nil || w.Match.MatchCode(tagsCode))
+}
+
+type waits struct {
 	b     *Broker
-	count atomic.Int64 // held pulls (read without the lock on the hot path)
+	count atomic.Int64 // held waits (read without the lock on the hot path)
 
 	mu      sync.Mutex
-	byQueue map[queueKey][]*heldPull
+	byQueue map[queueKey][]*Wait
 	closed  bool
 }
 
-func newPullHold(b *Broker) *pullHold {
-	return &pullHold{b: b, byQueue: make(map[queueKey][]*heldPull)}
+func newWaits(b *Broker) *waits {
+	return &waits{b: b, byQueue: make(map[queueKey][]*Wait)}
 }
 
-func (h *pullHold) timeout(p pullRequest) time.Duration {
-	if !h.b.cfg.LongPollingEnable {
-		return h.b.cfg.ShortPollingTimeout
-	}
-	d := p.suspend
-	if d <= 0 {
-		d = h.b.cfg.ShortPollingTimeout
-	}
-	return min(d, h.b.cfg.MaxSuspendTimeout)
-}
+// Hold parks w until it is woken (see the file comment); timeout <= 0
+// means none. It returns false, and w is not held, when MaxWaits are held
+// or the core is closing.
+func (b *Broker) Hold(w *Wait, timeout time.Duration) bool { return b.waits.hold(w, timeout) }
 
-// hold parks a pull; it returns false if the limit is reached or the broker
-// is closing.
-func (h *pullHold) hold(c *remoting.Conn, req *remoting.Command, p pullRequest, sub *subscription) bool {
-	hp := &heldPull{c: c, req: req, p: p, sub: sub}
-	k := queueKey{p.topic, p.queueID}
+func (h *waits) hold(w *Wait, timeout time.Duration) bool {
+	k := queueKey{w.Topic, w.QueueID}
 	h.mu.Lock()
-	if h.closed || h.count.Load() >= int64(h.b.cfg.MaxHeldPulls) {
+	if h.closed || h.count.Load() >= int64(h.b.cfg.MaxWaits) {
 		h.mu.Unlock()
 		return false
 	}
-	h.byQueue[k] = append(h.byQueue[k], hp)
+	h.byQueue[k] = append(h.byQueue[k], w)
 	h.count.Add(1)
-	hp.timer = time.AfterFunc(h.timeout(p), func() { h.fire(hp) })
+	if timeout > 0 {
+		w.timer = time.AfterFunc(timeout, func() { h.fire(w) })
+	}
 	h.mu.Unlock()
-	// A message dispatched between the pull's read and the registration
+	// A message dispatched between the caller's read and the registration
 	// above woke nobody: check once more.
-	if h.b.st.MaxOffset(p.topic, p.queueID) > p.offset {
-		h.fire(hp)
+	if h.b.st.MaxOffset(w.Topic, w.QueueID) > w.Offset {
+		h.fire(w)
 	}
 	return true
 }
 
-// take marks hp answered and unlinks it; false if it already was. The
+// take marks w woken and unlinks it; false if it already was. The
 // caller holds h.mu.
-func (h *pullHold) takeLocked(hp *heldPull) bool {
-	if hp.done {
+func (h *waits) takeLocked(w *Wait) bool {
+	if w.done {
 		return false
 	}
-	hp.done = true
-	k := queueKey{hp.p.topic, hp.p.queueID}
+	w.done = true
+	k := queueKey{w.Topic, w.QueueID}
 	list := h.byQueue[k]
 	for i, x := range list {
-		if x == hp {
+		if x == w {
 			list[i] = list[len(list)-1]
 			list[len(list)-1] = nil
 			list = list[:len(list)-1]
@@ -111,75 +121,101 @@ func (h *pullHold) takeLocked(hp *heldPull) bool {
 	return true
 }
 
-// fire answers hp now (timeout, or the post-registration re-check).
-func (h *pullHold) fire(hp *heldPull) {
-	h.mu.Lock()
-	ok := h.takeLocked(hp)
-	h.mu.Unlock()
-	if ok {
-		hp.timer.Stop()
-		h.answer(hp)
+func (w *Wait) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
 	}
 }
 
-// onDispatch is the store's dispatch listener.
-func (h *pullHold) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
+// fire wakes w now (timeout, or the post-registration re-check).
+func (h *waits) fire(w *Wait) {
+	h.mu.Lock()
+	ok := h.takeLocked(w)
+	h.mu.Unlock()
+	if ok {
+		w.stopTimer()
+		w.Waker.Wake()
+	}
+}
+
+// onDispatch wakes the waits a dispatched entry satisfies.
+func (h *waits) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
 	if h.count.Load() == 0 {
 		return
 	}
-	var wake []*heldPull
+	var wake []*Wait
 	h.mu.Lock()
-	for _, hp := range h.byQueue[queueKey{topic, queueID}] {
-		if queueOffset >= hp.p.offset && hp.sub.matchCode(tagsCode) {
-			wake = append(wake, hp)
+	for _, w := range h.byQueue[queueKey{topic, queueID}] {
+		if w.matches(queueOffset, tagsCode) {
+			wake = append(wake, w)
 		}
 	}
-	for _, hp := range wake {
-		h.takeLocked(hp)
+	for _, w := range wake {
+		h.takeLocked(w)
 	}
 	h.mu.Unlock()
-	for _, hp := range wake {
-		hp.timer.Stop()
-		go h.answer(hp)
+	for _, w := range wake {
+		w.stopTimer()
+		go w.Waker.Wake()
 	}
 }
 
-// answer re-runs a held pull and writes its response.
-func (h *pullHold) answer(hp *heldPull) {
-	select {
-	case <-hp.c.Done():
-		return
-	default:
-	}
-	resp, err := h.b.pull(hp.c, hp.req, hp.p, false)
-	if err != nil {
-		resp = h.b.errorResponse(hp.req, err)
-	}
-	if resp == nil {
-		return
-	}
-	if err := hp.c.WriteResponse(resp); err != nil {
-		h.b.log.Debug("write held pull response failed", "topic", hp.p.topic, "queue_id", hp.p.queueID, "err", err)
-	}
-}
-
-// closeAll answers every held pull and refuses new holds.
-func (h *pullHold) closeAll() {
+// closeAll wakes every held wait and refuses new ones.
+func (h *waits) closeAll() {
 	h.mu.Lock()
 	h.closed = true
-	var all []*heldPull
+	var all []*Wait
 	for _, list := range h.byQueue {
 		all = append(all, list...)
 	}
-	for _, hp := range all {
-		h.takeLocked(hp)
+	for _, w := range all {
+		h.takeLocked(w)
 	}
 	h.mu.Unlock()
-	for _, hp := range all {
-		hp.timer.Stop()
-		h.answer(hp)
+	for _, w := range all {
+		w.stopTimer()
+		w.Waker.Wake()
 	}
 }
 
-// held returns the number of held pulls.
-func (h *pullHold) held() int { return int(h.count.Load()) }
+// HeldWaits returns the number of held waits.
+func (b *Broker) HeldWaits() int { return int(b.waits.count.Load()) }
+
+// chanWaker closes its channel when woken.
+type chanWaker chan struct{}
+
+func (c chanWaker) Wake() { close(c) }
+
+// WaitForData blocks until queue (topic, queueID) may have an entry at or
+// beyond offset (one was dispatched, or the core is closing: the caller
+// reads again to know), or ctx is done (ctx.Err()). It returns ErrBusy at
+// once when MaxWaits are held.
+func (b *Broker) WaitForData(ctx context.Context, topic string, queueID int32, offset int64) error {
+	woken := make(chanWaker)
+	w := &Wait{Topic: topic, QueueID: queueID, Offset: offset, Waker: woken}
+	if !b.Hold(w, 0) {
+		if b.waits.isClosed() {
+			return nil
+		}
+		return Errorf(ErrBusy, "too many waits (%d)", b.cfg.MaxWaits)
+	}
+	select {
+	case <-woken:
+		return nil
+	case <-ctx.Done():
+		b.waits.mu.Lock()
+		taken := b.waits.takeLocked(w)
+		b.waits.mu.Unlock()
+		if !taken {
+			<-woken // being woken right now
+			return nil
+		}
+		return ctx.Err()
+	}
+}
+
+func (h *waits) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
