@@ -301,11 +301,7 @@ func (b *Broker) reply(req, resp *remoting.Command) *remoting.Command {
 }
 
 func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Command {
-	var pe *protoError
-	if errors.As(err, &pe) {
-		return req.NewResponse(pe.code, pe.msg)
-	}
-	if code, remark, ok := coreErrorCode(err); ok {
+	if code, remark, ok := errorCode(err); ok {
 		return req.NewResponse(code, remark)
 	}
 	b.log.Error("request failed", "code", req.Code, "err", err)

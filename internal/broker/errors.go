@@ -42,6 +42,17 @@ func coreErrorCode(err error) (code int16, remark string, ok bool) {
 	return code, ce.Msg, true
 }
 
+// errorCode returns the response code and remark a failed request gets:
+// a protoError's or a core error's; ok is false for any other error (an
+// operating error: SYSTEM_ERROR, and it is logged).
+func errorCode(err error) (code int16, remark string, ok bool) {
+	var pe *protoError
+	if errors.As(err, &pe) {
+		return pe.code, pe.msg, true
+	}
+	return coreErrorCode(err)
+}
+
 // putStatusCode maps a put status to the send response code.
 func putStatusCode(s store.PutStatus) int16 {
 	switch s {

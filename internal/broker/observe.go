@@ -7,7 +7,6 @@ package broker
 // goroutine and must be cheap and never block.
 
 import (
-	"errors"
 	"strings"
 	"time"
 
@@ -70,10 +69,10 @@ func (b *Broker) observePull(req, resp *remoting.Command, err error) {
 		return
 	}
 	result := "HELD"
-	var pe *protoError
+	code, _, known := errorCode(err)
 	switch {
-	case errors.As(err, &pe):
-		result = remoting.ResponseCode(pe.code).String()
+	case known:
+		result = remoting.ResponseCode(code).String()
 	case err != nil:
 		result = remoting.ResponseCode(remoting.ResSystemError).String()
 	case resp != nil:

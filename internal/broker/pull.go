@@ -34,7 +34,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
@@ -129,26 +128,9 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 
 // checkPull validates the request and resolves its subscription.
 func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
-	if b.cfg.BrokerPermission&core.PermRead == 0 {
-		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] pulling message is forbidden", b.cfg.BrokerName)
-	}
-	g, err := b.core.EnsureGroup(p.group)
+	g, err := b.core.CheckRead(p.group, p.topic, p.queueID)
 	if err != nil {
 		return nil, err
-	}
-	if !g.ConsumeEnable {
-		return nil, protoErrorf(remoting.ResNoPermission, "subscription group no permission, %s", p.group)
-	}
-	tc, ok := b.core.Topic(p.topic)
-	if !ok {
-		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist, apply first please!", p.topic)
-	}
-	if !tc.Readable() {
-		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] pulling message is forbidden", p.topic)
-	}
-	if p.queueID < 0 || p.queueID >= tc.ReadQueueNums {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]",
-			p.queueID, p.topic, tc.ReadQueueNums)
 	}
 	if p.sysFlag&remoting.PullFlagSubscription != 0 {
 		return parseSubscription(p.topic, p.subscription, p.expressionType, p.subVersion)

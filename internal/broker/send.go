@@ -308,10 +308,7 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 		return nil
 	})
 	if err != nil {
-		if _, ok := err.(*protoError); ok {
-			return nil, err
-		}
-		if _, _, ok := coreErrorCode(err); ok {
+		if _, _, ok := errorCode(err); ok {
 			return nil, err
 		}
 		return nil, protoErrorf(remoting.ResMessageIllegal, "bad batch body: %v", err)
