@@ -169,7 +169,7 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 		if src.offset < e.st.MinOffset(HalfTopic, 0) { // retention removed it (fileReservedTime)
 			e.log.Warn("transaction half message removed by retention before a decision; discarded",
 				"transactionId", id, "topic", src.topic, "producerGroup", src.group, "halfOffset", src.offset)
-			if res := e.writeOp(ctx, id, OpDiscard, live); putCode(res.Status) == remoting.ResSuccess {
+			if res := e.writeOp(ctx, id, OpDiscard, live); res.Status == store.PutOK {
 				e.discarded.Add(1)
 				return outDiscarded
 			}
@@ -203,7 +203,7 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 	if !ok {
 		return outFailed
 	}
-	if res := e.writeOp(ctx, id, OpRecheck, live); putCode(res.Status) != remoting.ResSuccess {
+	if res := e.writeOp(ctx, id, OpRecheck, live); res.Status != store.PutOK {
 		e.log.Warn("transaction recheck record not written; the old half stays undecided", "transactionId", id,
 			"status", res.Status.String(), "err", res.Err)
 	}
@@ -275,7 +275,7 @@ func (e *Engine) discard(ctx context.Context, t *txn, live []*half, m *message.M
 			"status", res.Status.String(), "err", res.Err)
 		return outFailed
 	}
-	if res := e.writeOp(ctx, t.id, OpDiscard, live); putCode(res.Status) != remoting.ResSuccess {
+	if res := e.writeOp(ctx, t.id, OpDiscard, live); res.Status != store.PutOK {
 		e.log.Error("transaction discard record failed; retried next round", "transactionId", t.id,
 			"status", res.Status.String(), "err", res.Err)
 		return outFailed

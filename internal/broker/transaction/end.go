@@ -229,7 +229,10 @@ func finalMessage(h *message.Message) (*message.Message, error) {
 	}, nil
 }
 
-// putCode maps a put status to a response code (as the broker does).
+// putCode maps a put status to END_TRANSACTION's response code. It is a
+// second copy of the broker's putStatusCode (internal/broker/errors.go),
+// kept until END_TRANSACTION's wire part moves into the broker and the
+// engine answers with statuses only (ARCHITECTURE.md, "Not yet split").
 func putCode(s store.PutStatus) int16 {
 	switch s {
 	case store.PutOK:
