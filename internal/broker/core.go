@@ -74,24 +74,14 @@ type Scheduler = core.Scheduler
 // Deduplicator suppresses re-sends of a stored message (core.Deduplicator).
 type Deduplicator = core.Deduplicator
 
-// Transactions is a transaction engine the RocketMQ broker can serve: the
-// core's hook (Prepare) and END_TRANSACTION (transactions.go).
-type Transactions interface {
-	core.Transactions
-	transactionEnder
-}
+// Transactions stores half messages and decides them (core.Transactions).
+type Transactions = core.Transactions
 
 // SetScheduler installs the scheduled-delivery engine (nil removes it).
 func (b *Broker) SetScheduler(s Scheduler) { b.core.SetScheduler(s) }
 
 // SetTransactions installs the transaction engine (nil removes it).
-func (b *Broker) SetTransactions(t Transactions) {
-	if t == nil {
-		b.core.SetTransactions(nil)
-		return
-	}
-	b.core.SetTransactions(t)
-}
+func (b *Broker) SetTransactions(t Transactions) { b.core.SetTransactions(t) }
 
 // SetDeduplicator installs the de-duplication hook (nil removes it).
 func (b *Broker) SetDeduplicator(d Deduplicator) { b.core.SetDeduplicator(d) }

@@ -50,6 +50,21 @@ type Transactions interface {
 	// msgId(PhysOffset) and queueOffset(QueueOffset). As for Schedule,
 	// neither m nor m.Body may be kept past the return.
 	Prepare(ctx context.Context, m *message.Message) store.PutResult
+	// End records a producer's decision (see EndTransaction). It returns
+	// the put status of the write that recorded it (PutOK when the
+	// transaction was decided before) with a remark for the producer when
+	// that write failed, or an ErrInternal error when d names no half
+	// message of its producer group or the half cannot be read.
+	End(ctx context.Context, d EndTransaction) (status store.PutStatus, remark string, err error)
+}
+
+// EndTransaction is a producer's decision of a transaction, naming its
+// half message.
+type EndTransaction struct {
+	ProducerGroup   string
+	CommitLogOffset int64 // the half message's PhysOffset
+	QueueOffset     int64 // the half message's offset in the half topic
+	Commit          bool  // false: roll back
 }
 
 // dispatchObserver is implemented by engines that want the store's dispatch

@@ -1,6 +1,8 @@
 // Package transaction implements RocketMQ's transactional ("half")
-// messages on the Keel store: the prepared send, END_TRANSACTION
-// (commit / rollback), the check-back service and an operator view.
+// messages on the Keel store: the prepared send, the producer's decision
+// (End: commit / rollback, as the broker parsed it from END_TRANSACTION;
+// the engine answers with a put status, never a response code), the
+// check-back service and an operator view.
 //
 // # Records
 //

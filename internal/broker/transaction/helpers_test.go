@@ -2,15 +2,16 @@ package transaction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -243,12 +244,18 @@ func (e *env) prepare(topic, group, body string, extra ...string) *message.Messa
 	return m
 }
 
-func endReq(group string, qoff, phys int64, decision int, fromCheck bool) *remoting.Command {
-	return remoting.NewRequest(remoting.ReqEndTransaction, map[string]string{
-		"producerGroup": group, "tranStateTableOffset": strconv.FormatInt(qoff, 10),
-		"commitLogOffset": strconv.FormatInt(phys, 10), "commitOrRollback": strconv.Itoa(decision),
-		"fromTransactionCheck": strconv.FormatBool(fromCheck), "msgId": "x", "transactionId": "x",
-	}, nil)
+// END_TRANSACTION commitOrRollback values, as the tests' producers send
+// them (internal/broker parses them; its tests cover the parsing).
+const (
+	decisionNone     = 0
+	decisionCommit   = 8
+	decisionRollback = 12
+)
+
+// endTxn is END_TRANSACTION's decision for the half at (qoff, phys), as
+// the broker hands it to the engine.
+func endTxn(group string, qoff, phys int64, decision int) core.EndTransaction {
+	return core.EndTransaction{ProducerGroup: group, QueueOffset: qoff, CommitLogOffset: phys, Commit: decision == decisionCommit}
 }
 
 // end sends END_TRANSACTION for the half m and returns the response code
@@ -258,16 +265,45 @@ func (e *env) end(m *message.Message, group string, decision int) int16 {
 	return e.endAt(group, m.QueueOffset, m.PhysOffset, decision)
 }
 
+// endAt decides as END_TRANSACTION with commitOrRollback = decision
+// would and returns the response code the producer gets: -1 (no response)
+// for UNKNOWN, which the broker does not pass on; SYSTEM_ERROR when the
+// engine refuses; otherwise the code of the engine's put status.
 func (e *env) endAt(group string, qoff, phys int64, decision int) int16 {
 	e.t.Helper()
-	resp := e.eng.End(context.Background(), nil, endReq(group, qoff, phys, decision, false))
-	if resp == nil {
+	switch decision {
+	case decisionNone:
 		return -1
+	case decisionCommit, decisionRollback:
+	default:
+		e.t.Fatalf("commitOrRollback %d never reaches the engine", decision)
 	}
-	if resp.Code != 0 {
-		e.t.Logf("END response %d %s", resp.Code, resp.Remark)
+	status, remark, err := e.eng.End(context.Background(), endTxn(group, qoff, phys, decision))
+	if err != nil {
+		if !errors.Is(err, core.ErrInternal) {
+			e.t.Fatalf("END refused with %v, not a core.ErrInternal", err)
+		}
+		e.t.Logf("END refused: %v", err)
+		return remoting.ResSystemError
 	}
-	return resp.Code
+	code := putStatusCode(status)
+	if code != 0 {
+		e.t.Logf("END response %d %s", code, remark)
+	}
+	return code
+}
+
+// putStatusCode is the broker's mapping of put statuses to response codes
+// (internal/broker/errors.go), for the codes these tests expect.
+func putStatusCode(s store.PutStatus) int16 {
+	switch s {
+	case store.PutOK:
+		return remoting.ResSuccess
+	case store.PutFlushDiskTimeout:
+		return remoting.ResFlushDiskTimeout
+	default:
+		return -2 // a failed write
+	}
 }
 
 // records returns the decoded records of topic/queue, waiting until the
