@@ -20,9 +20,8 @@ var protocolDirs = []string{
 
 // protocolFree are the packages every front door shares: the core, and
 // the engines it drives through its hooks (they still live under
-// internal/broker). internal/broker/transaction is not among them yet: its
-// check-back and list requests still speak remoting.
-var protocolFree = []string{"internal/core", "internal/broker/schedule", "internal/broker/dedup"}
+// internal/broker).
+var protocolFree = []string{"internal/core", "internal/broker/schedule", "internal/broker/transaction", "internal/broker/dedup"}
 
 // adapter is a front door: the packages under dir speak one protocol over
 // the core. engines are directories under dir that are not part of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/keelmq/keel/internal/core"
@@ -20,10 +21,8 @@ func (listingTxns) Prepare(context.Context, *message.Message) store.PutResult {
 func (listingTxns) End(context.Context, core.EndTransaction) (store.PutStatus, string, error) {
 	return store.PutUnknownError, "", nil
 }
-func (listingTxns) HandleList(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
-	resp := req.NewResponse(remoting.ResSuccess, "")
-	resp.Body = []byte(`{"topic":"` + req.Ext("topic") + `"}`)
-	return resp
+func (listingTxns) List(topic, group string, limit int) core.PendingTransactions {
+	return core.PendingTransactions{Total: limit, Pending: []core.PendingTransaction{{Topic: topic, ProducerGroup: group}}}
 }
 
 func TestListTransactionsRoutedToEngine(t *testing.T) {
@@ -33,8 +32,62 @@ func TestListTransactionsRoutedToEngine(t *testing.T) {
 	e.b.SetTransactions(listingTxns{})
 	resp := cl.invoke(remoting.ReqListTransactions, map[string]string{"topic": "T"}, nil)
 	wantCode(t, resp, remoting.ResSuccess)
-	if string(resp.Body) != `{"topic":"T"}` {
-		t.Fatalf("body %q", resp.Body)
+	want := `{"total":1000,"pending":[{"transactionId":"","topic":"T","queueId":0,"producerGroup":"",` +
+		`"halfOffset":0,"commitLogOffset":0,"storeTimeMs":0,"ageMs":0,"checks":0}]}`
+	if string(resp.Body) != want {
+		t.Fatalf("body %s, want %s", resp.Body, want)
+	}
+	resp = cl.invoke(remoting.ReqListTransactions, map[string]string{"producerGroup": "pg", "limit": "7"}, nil)
+	if !strings.Contains(string(resp.Body), `"total":7,`) || !strings.Contains(string(resp.Body), `"producerGroup":"pg"`) {
+		t.Fatalf("filtered list %s", resp.Body)
+	}
+	wantCode(t, cl.invoke(remoting.ReqListTransactions, map[string]string{"limit": "-1"}, nil), remoting.ResSystemError)
+}
+
+// TestCheckTransactionRequest: the engine's check-back reaches the
+// producer group's connection as a oneway CHECK_TRANSACTION_STATE whose
+// header names the half's offsets and ids and whose body is the half as
+// stored; without a live producer it is not sent.
+func TestCheckTransactionRequest(t *testing.T) {
+	e := startEnv(t, nil)
+	if e.b.HasProducer("pg") {
+		t.Fatal("a producer before any heartbeat")
+	}
+	half := &message.Message{Topic: "Orders", QueueID: 2, QueueOffset: 11, PhysOffset: 8192, StoreTimestamp: 1700000000123,
+		BornHost: e.b.StoreHost(), StoreHost: e.b.StoreHost(), Body: []byte("pay-1"),
+		Properties: message.SetProperties("", message.PropUniqKey, "U1", message.PropTransactionCheckTimes, "1")}
+	if err := e.b.CheckTransaction("pg", core.TransactionCheck{Half: half, ID: "T1"}); err == nil {
+		t.Fatal("check sent without a producer")
+	}
+	cl := e.dial()
+	wantCode(t, cl.invoke(remoting.ReqHeartBeat, nil, []byte(`{"clientID":"c1","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[]}`)), remoting.ResSuccess)
+	if !e.b.HasProducer("pg") {
+		t.Fatal("no producer after the heartbeat")
+	}
+	if err := e.b.CheckTransaction("pg", core.TransactionCheck{Half: half, ID: "T1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the check-back", func() bool { return cl.countReceived(remoting.ReqCheckTransactionState) == 1 })
+	cl.mu.Lock()
+	req := cl.in[len(cl.in)-1]
+	cl.mu.Unlock()
+	want := map[string]string{"tranStateTableOffset": "11", "commitLogOffset": "8192", "msgId": "U1", "transactionId": "T1",
+		"offsetMsgId": message.OffsetMsgID(e.b.StoreHost(), 8192), "topic": "Orders", "bname": e.cfg.BrokerName}
+	for k, v := range want {
+		if req.Ext(k) != v {
+			t.Errorf("%s = %q, want %q", k, req.Ext(k), v)
+		}
+	}
+	if !req.IsOneway() {
+		t.Error("check-back not oneway")
+	}
+	m, err := message.Decode(req.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Topic != "Orders" || m.QueueID != 2 || m.QueueOffset != 11 || m.PhysOffset != 8192 || string(m.Body) != "pay-1" ||
+		m.Properties != half.Properties {
+		t.Fatalf("check-back body %+v", m)
 	}
 }
 

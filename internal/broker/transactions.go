@@ -2,8 +2,9 @@ package broker
 
 // END_TRANSACTION (37) and Keel's ReqListTransactions (10401), served by
 // the installed transaction engine (core.Transactions; see
-// internal/core/hooks.go). ProducerConn gives the engine a producer's
-// connection for CHECK_TRANSACTION_STATE.
+// internal/core/hooks.go), and the engine's check-backs
+// (CheckTransaction: CHECK_TRANSACTION_STATE, 39, oneway, to the producer
+// of the group seen last).
 //
 // END_TRANSACTION: commitOrRollback 0 (UNKNOWN) gets no response, as in
 // RocketMQ; 8 commits and 12 rolls back the half message named by
@@ -15,7 +16,9 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
@@ -24,7 +27,51 @@ import (
 
 // ProducerConn returns a live connection of a producer group (for
 // transaction check-back), or nil.
-func (b *Broker) ProducerConn(group string) *remoting.Conn { return b.producers.anyConn(group) }
+func (b *Broker) ProducerConn(group string) *remoting.Conn {
+	c := b.producers.anyConn(group)
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c.Done(): // closed; the connection's close has not unregistered it yet
+		return nil
+	default:
+		return c
+	}
+}
+
+// HasProducer reports whether a producer group has a live connection
+// (transaction.Producers).
+func (b *Broker) HasProducer(group string) bool { return b.ProducerConn(group) != nil }
+
+// CheckTransaction sends CHECK_TRANSACTION_STATE (oneway) to a live
+// producer of group (transaction.Producers): the body is the half message
+// as stored, the header names its offsets, ids and the broker.
+func (b *Broker) CheckTransaction(group string, chk core.TransactionCheck) error {
+	conn := b.ProducerConn(group)
+	if conn == nil {
+		return fmt.Errorf("broker: no live producer of group %s", group)
+	}
+	h := chk.Half
+	body, err := h.AppendStored(nil)
+	if err != nil {
+		return err
+	}
+	uniq, _ := message.Property(h.Properties, message.PropUniqKey)
+	if uniq == "" {
+		uniq = chk.ID
+	}
+	req := remoting.NewRequest(remoting.ReqCheckTransactionState, map[string]string{
+		"tranStateTableOffset": itoa(h.QueueOffset),
+		"commitLogOffset":      itoa(h.PhysOffset),
+		"msgId":                uniq,
+		"transactionId":        chk.ID,
+		"offsetMsgId":          message.OffsetMsgID(b.storeHost, h.PhysOffset),
+		"topic":                h.Topic,
+		"bname":                b.cfg.BrokerName,
+	}, body)
+	return conn.InvokeOneway(req)
+}
 
 // END_TRANSACTION commitOrRollback values (the message sysFlag bits).
 const (
@@ -61,16 +108,28 @@ func (b *Broker) handleEndTransaction(ctx context.Context, c *remoting.Conn, req
 	return req.NewResponse(putStatusCode(status), remark), nil
 }
 
-// remoting.ReqListTransactions lists the undecided transactional half
-// messages: the installed Transactions engine serves it when it has a
-// HandleList method (internal/broker/transaction does).
-type transactionLister interface {
-	HandleList(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
-}
-
+// handleListTransactions serves remoting.ReqListTransactions when the
+// installed engine is a core.TransactionLister. Request ext: "topic" and
+// "producerGroup" (optional filters), "limit" (optional, default 1000).
+// Response body: JSON, core.PendingTransactions.
 func (b *Broker) handleListTransactions(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	if l, ok := b.core.Transactions().(transactionLister); ok {
-		return l.HandleList(ctx, c, req), nil
+	l, ok := b.core.Transactions().(core.TransactionLister)
+	if !ok {
+		return nil, protoErrorf(remoting.ResSystemError, "transactional messages are not enabled on this broker")
 	}
-	return nil, protoErrorf(remoting.ResSystemError, "transactional messages are not enabled on this broker")
+	limit := 1000
+	if req.Ext("limit") != "" {
+		n, err := req.ExtInt32("limit")
+		if err != nil || n < 0 {
+			return req.NewResponse(remoting.ResSystemError, "bad limit"), nil
+		}
+		limit = int(n)
+	}
+	body, err := json.Marshal(l.List(req.Ext("topic"), req.Ext("producerGroup"), limit))
+	if err != nil {
+		return req.NewResponse(remoting.ResSystemError, err.Error()), nil
+	}
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	resp.Body = body
+	return resp, nil
 }

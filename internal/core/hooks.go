@@ -21,6 +21,7 @@ package core
 
 import (
 	"context"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store"
@@ -150,4 +151,44 @@ func (b *Broker) Transactions() Transactions {
 		return box.t
 	}
 	return nil
+}
+
+// TransactionCheck asks a producer about an undecided transaction
+// (RocketMQ's CHECK_TRANSACTION_STATE): Half is the transaction's newest
+// half message as the producer sees it (its real topic and queue, the
+// half record's QueueOffset, PhysOffset and StoreTimestamp,
+// TRANSACTION_CHECK_TIMES set); ID is the transaction id. The producer
+// answers with a decision (Transactions.End) naming Half's offsets.
+type TransactionCheck struct {
+	Half *message.Message
+	ID   string
+}
+
+// PendingTransaction describes one undecided half message.
+type PendingTransaction struct {
+	TransactionID   string `json:"transactionId"`
+	Topic           string `json:"topic"`
+	QueueID         int32  `json:"queueId"`
+	ProducerGroup   string `json:"producerGroup"`
+	HalfOffset      int64  `json:"halfOffset"`
+	CommitLogOffset int64  `json:"commitLogOffset"`
+	StoreTimeMs     int64  `json:"storeTimeMs"`
+	AgeMs           int64  `json:"ageMs"`
+	Checks          int32  `json:"checks"`
+}
+
+// Age is p's age as a duration.
+func (p PendingTransaction) Age() time.Duration { return time.Duration(p.AgeMs) * time.Millisecond }
+
+// PendingTransactions lists undecided half messages.
+type PendingTransactions struct {
+	Total   int                  `json:"total"` // matching entries before the limit
+	Pending []PendingTransaction `json:"pending"`
+}
+
+// TransactionLister is implemented by a Transactions engine that lists its
+// undecided half messages: of topic and producer group (empty = any),
+// oldest first, at most limit (<= 0: all).
+type TransactionLister interface {
+	List(topic, group string, limit int) PendingTransactions
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,21 +32,28 @@ func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // producers is a remoting server whose connections register as producers
-// of the group named in their first request's ext "group".
+// of the group named in their first request's ext "group". It is the
+// engine's Producers as the broker is: a check-back goes to the group's
+// last registered live connection, and the checker that made that
+// connection records it. (The broker's encoding of the check-back request
+// is tested in internal/broker, TestCheckTransactionRequest.)
 type producers struct {
 	srv   *remoting.Server
 	addr  string
 	mu    sync.Mutex
 	conns map[string][]*remoting.Conn
+	owner map[*remoting.Conn]*checker // the checker at the other end
+	byID  map[string]*checker         // until its connection registers
 }
 
 func newProducers(t *testing.T) *producers {
-	p := &producers{conns: map[string][]*remoting.Conn{}}
+	p := &producers{conns: map[string][]*remoting.Conn{}, owner: map[*remoting.Conn]*checker{}, byID: map[string]*checker{}}
 	p.srv = remoting.NewServer(remoting.ServerConfig{OnConnClose: p.drop},
 		remoting.HandlerFunc(func(_ context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 			p.mu.Lock()
 			g := req.Ext("group")
 			p.conns[g] = append(p.conns[g], c)
+			p.owner[c] = p.byID[req.Ext("id")]
 			p.mu.Unlock()
 			return req.NewResponse(0, "")
 		}))
@@ -66,6 +74,7 @@ func newProducers(t *testing.T) *producers {
 func (p *producers) drop(c *remoting.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.owner, c)
 	for g, cs := range p.conns {
 		for i, x := range cs {
 			if x == c {
@@ -87,44 +96,76 @@ func (p *producers) ProducerConn(group string) *remoting.Conn {
 	return cs[len(cs)-1]
 }
 
-// checker is a producer client that records CHECK_TRANSACTION_STATE.
+// liveConn returns the last registered connection of group if it is not
+// closed, as the broker's ProducerConn does.
+func (p *producers) liveConn(group string) *remoting.Conn {
+	c := p.ProducerConn(group)
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c.Done():
+		return nil
+	default:
+		return c
+	}
+}
+
+// HasProducer implements Producers.
+func (p *producers) HasProducer(group string) bool { return p.liveConn(group) != nil }
+
+// CheckTransaction implements Producers: the checker at the other end of
+// the group's live connection records chk.
+func (p *producers) CheckTransaction(group string, chk core.TransactionCheck) error {
+	c := p.liveConn(group)
+	p.mu.Lock()
+	ck := p.owner[c]
+	p.mu.Unlock()
+	if c == nil || ck == nil {
+		return fmt.Errorf("no live producer of %s", group)
+	}
+	ck.checks <- chk
+	return nil
+}
+
+// checker is a producer client; it records the check-backs sent to it.
 type checker struct {
 	cl     *remoting.Client
-	checks chan *remoting.Command
+	checks chan core.TransactionCheck
 }
+
+var checkerIDs atomic.Int64
 
 func (p *producers) connect(t *testing.T, group string) *checker {
 	t.Helper()
-	ck := &checker{checks: make(chan *remoting.Command, 1024)}
+	ck := &checker{checks: make(chan core.TransactionCheck, 1024)}
+	id := strconv.FormatInt(checkerIDs.Add(1), 10)
+	p.mu.Lock()
+	p.byID[id] = ck
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, p.addr, remoting.ClientConfig{Handler: remoting.HandlerFunc(
-		func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
-			if req.Code == remoting.ReqCheckTransactionState {
-				ck.checks <- req
-			}
-			return nil
-		})})
+	cl, err := remoting.Dial(ctx, p.addr, remoting.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck.cl = cl
-	if _, err := cl.Invoke(ctx, remoting.NewRequest(34, map[string]string{"group": group}, nil)); err != nil {
+	if _, err := cl.Invoke(ctx, remoting.NewRequest(34, map[string]string{"group": group, "id": id}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
 	return ck
 }
 
-// next waits for the next check request.
-func (ck *checker) next(t *testing.T) *remoting.Command {
+// next waits for the next check-back.
+func (ck *checker) next(t *testing.T) core.TransactionCheck {
 	t.Helper()
 	select {
 	case c := <-ck.checks:
 		return c
 	case <-time.After(10 * time.Second):
-		t.Fatal("no CHECK_TRANSACTION_STATE received")
-		return nil
+		t.Fatal("no check-back received")
+		return core.TransactionCheck{}
 	}
 }
 
@@ -182,7 +223,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg := Config{Store: st, Producers: e.prods, StoreHost: storeHost, BrokerName: "broker-a",
+	cfg := Config{Store: st, Producers: e.prods, StoreHost: storeHost,
 		Dir: e.dir, FS: e.fs, CheckInterval: time.Hour, Timeout: 6 * time.Second, CheckMax: 3, Now: e.clk.Now}
 	if e.mut != nil {
 		e.mut(&cfg)
