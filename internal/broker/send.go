@@ -317,14 +317,12 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 		return nil, protoErrorf(remoting.ResMessageIllegal, "empty batch")
 	}
 	ms := bm.pointers()
-	if d := b.core.Deduplicator(); d != nil {
-		bd, err := b.checkBatch(ctx, d, h.topic, ms)
-		if err != nil {
-			return nil, err
-		}
-		if bd != nil {
-			return b.putDedupBatch(ctx, sc, h, bd, bm), nil
-		}
+	bd, err := b.core.CheckBatchDuplicates(ctx, h.topic, ms)
+	if err != nil {
+		return nil, err
+	}
+	if bd != nil {
+		return b.putDedupBatch(ctx, sc, h, bd, bm), nil
 	}
 	return sc.put(ctx, ms, func(res store.PutResult) *remoting.Command {
 		resp := b.putResponse(sc.req, res, ms)
@@ -371,22 +369,22 @@ func (bm *batchMsgs) release() {
 }
 
 // putDedupBatch stores the items of a checked batch that are not
-// duplicates and answers for all of them (send_dedup.go); the response's
-// maker releases bm.
-func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *batchDedup, bm *batchMsgs) *remoting.Command {
+// duplicates and answers for all of them (core/batch_dedup.go); the
+// response's maker releases bm.
+func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *core.BatchDedup, bm *batchMsgs) *remoting.Command {
 	respond := func(res store.PutResult) *remoting.Command {
-		bd.finish(res, h.queueID)
-		resp := b.putResponse(sc.req, res, bd.result)
+		bd.Finish(res, h.queueID)
+		resp := b.putResponse(sc.req, res, bd.Result)
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
-			setExt(resp, "queueId", itoa(bd.result[0].QueueID))
+			setExt(resp, "queueId", itoa(bd.Result[0].QueueID))
 		}
 		bm.release()
 		return resp
 	}
-	if len(bd.store) == 0 {
+	if len(bd.Store) == 0 {
 		return respond(store.PutResult{Status: store.PutOK})
 	}
-	return sc.put(ctx, bd.store, respond)
+	return sc.put(ctx, bd.Store, respond)
 }
 
 // putResponse maps a put result to the send response.

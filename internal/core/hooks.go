@@ -86,9 +86,9 @@ type dispatchObserver interface {
 //     result, or with (nil, result) if the send failed before the put.
 //
 // err != nil fails the send. A batch is checked key by key (sorted, each
-// distinct key once) when every item carries a UNIQ_KEY (the RocketMQ
-// adapter's send_dedup.go); Go client batches carry none and are not
-// checked.
+// distinct key once) when every item carries a UNIQ_KEY
+// (CheckBatchDuplicates, batch_dedup.go); Go client batches carry none and
+// are not checked.
 type Deduplicator interface {
 	Check(ctx context.Context, topic, uniqKey string) (orig *message.Message, release func(stored *message.Message, res store.PutResult), err error)
 }

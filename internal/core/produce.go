@@ -13,7 +13,8 @@ package core
 //	                client gave none; the CLUSTER property; properties of at
 //	                most 32767 bytes
 //	Deduplicator    (client UNIQ_KEY, hook installed) the original's result
-//	                for a re-send, checked by the front door (hooks.go)
+//	                for a re-send, checked by the front door (hooks.go);
+//	                a batch item by item with CheckBatchDuplicates
 //	Route           a prepared transaction message to the Transactions
 //	                engine, DELAY / TIMER_* to the Scheduler (hooks.go);
 //	                otherwise the caller stores the message itself, as the
