@@ -12,7 +12,7 @@ package broker
 // clusterName, haServerAddr, brokerId, heartbeatTimeoutMillis,
 // enableActingMaster, compressed=false, bodyCrc32 (CRC32-IEEE of the body &
 // 0x7FFFFFFF); body {"topicConfigSerializeWrapper":{"topicConfigTable":{...},
-// "core.DataVersion":{...}},"filterServerList":[]}. Each NameServer is called
+// "dataVersion":{...}},"filterServerList":[]}. Each NameServer is called
 // concurrently with RegisterTimeout; a failed connection is re-dialled on the
 // next round. Failures are logged, never fatal: the next round retries.
 // A NameServer for which Config.NamesrvTLS gives a TLS configuration is
