@@ -32,7 +32,7 @@ func (p *parts) transactionStarter() starter {
 			return service{name: "transactions"}, nil
 		}
 		eng, err := transaction.New(transaction.Config{
-			Store: p.store, Producers: p.broker, StoreHost: p.broker.StoreHost(), BrokerName: p.cfg.BrokerName,
+			Store: p.store, Producers: p.broker, StoreHost: p.broker.StoreHost(),
 			Dir: p.cfg.StorePathRootDir, CheckInterval: p.cfg.TransactionCheckInterval,
 			Timeout: p.cfg.TransactionTimeout, CheckMax: p.cfg.TransactionCheckMax,
 			Logger: p.log.With("component", "transactions"),

@@ -16,10 +16,8 @@ import (
 
 // Pull limits.
 const (
-	pullBatch       = 32
-	tailSuspend     = 10 * time.Second // long-poll hold per tail pull
-	pullFlagSuspend = 0x2
-	pullFlagSub     = 0x4
+	pullBatch   = 32
+	tailSuspend = 10 * time.Second // long-poll hold per tail pull
 )
 
 // ErrStop, returned by a Tail callback, ends the tail without error.
@@ -34,9 +32,9 @@ type pullResult struct {
 
 // pull sends one PULL_MESSAGE; suspend > 0 lets the broker hold it.
 func (c *Client) pull(ctx context.Context, addr, topic string, qid int32, offset int64, n int, suspend time.Duration) (pullResult, error) {
-	flag := pullFlagSub
+	flag := remoting.PullFlagSubscription
 	if suspend > 0 {
-		flag |= pullFlagSuspend
+		flag |= remoting.PullFlagSuspend
 	}
 	ext := map[string]string{
 		"consumerGroup": ToolsGroup, "topic": topic, "queueId": strconv.Itoa(int(qid)),

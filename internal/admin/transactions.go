@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-)
 
-// ReqListTransactions is Keel's private request listing a broker's
-// undecided transactional half messages (internal/broker's
-// ReqListTransactions; ext topic, producerGroup, limit).
-const ReqListTransactions int16 = 10401
+	"github.com/keelmq/keel/internal/remoting"
+)
 
 // PendingTransaction is one undecided half message.
 type PendingTransaction struct {
@@ -46,7 +43,7 @@ func (c *Client) PendingTransactions(ctx context.Context, topic, group string, l
 	out := make([]BrokerTransactions, 0, len(masters))
 	for _, b := range masters {
 		bt := BrokerTransactions{Broker: b.Name, Addr: b.Addr, Pending: []PendingTransaction{}}
-		resp, err := c.invoke(ctx, b.Addr, ReqListTransactions, map[string]string{
+		resp, err := c.invoke(ctx, b.Addr, remoting.ReqListTransactions, map[string]string{
 			"topic": topic, "producerGroup": group, "limit": strconv.Itoa(limit)}, nil)
 		if err == nil {
 			err = json.Unmarshal(resp.Body, &bt)

@@ -118,7 +118,7 @@ func BenchmarkPullPath(b *testing.B) {
 		b.Run("msgs="+strconv.Itoa(n), func(b *testing.B) {
 			ext := map[string]string{
 				"consumerGroup": "bench-pull", "topic": qs[0].Topic, "queueId": "0", "maxMsgNums": strconv.Itoa(n),
-				"sysFlag": strconv.Itoa(pullFlagSubscription), "commitOffset": "0", "suspendTimeoutMillis": "0",
+				"sysFlag": strconv.Itoa(remoting.PullFlagSubscription), "commitOffset": "0", "suspendTimeoutMillis": "0",
 				"subscription": "*", "subVersion": "0", "expressionType": "TAG",
 			}
 			b.SetBytes(int64(n * benchMessageSize))

@@ -12,12 +12,6 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-// Pull sysFlag bits (PullSysFlag).
-const (
-	pullFlagSuspend      = 1 << 1
-	pullFlagSubscription = 1 << 2
-)
-
 const (
 	// pullSuspend is how long the broker may hold a pull with nothing new.
 	pullSuspend = 2 * time.Second
@@ -63,7 +57,7 @@ func (c *consumer) run(ctx context.Context, cursors []*queueCursor) {
 func (c *consumer) pullLoop(ctx context.Context, cur *queueCursor) {
 	ext := map[string]string{
 		"consumerGroup": c.group, "topic": cur.q.Topic, "queueId": strconv.Itoa(int(cur.q.QueueID)),
-		"maxMsgNums": strconv.Itoa(c.w.PullBatchSize), "sysFlag": strconv.Itoa(pullFlagSuspend | pullFlagSubscription),
+		"maxMsgNums": strconv.Itoa(c.w.PullBatchSize), "sysFlag": strconv.Itoa(remoting.PullFlagSuspend | remoting.PullFlagSubscription),
 		"commitOffset": "0", "suspendTimeoutMillis": strconv.FormatInt(pullSuspend.Milliseconds(), 10),
 		"subscription": "*", "subVersion": "0", "expressionType": "TAG",
 	}

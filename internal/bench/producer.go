@@ -299,16 +299,6 @@ func (s *sendBuffers) sendContext(now time.Time) context.Context {
 	return s.ctx
 }
 
-// Header keys of SEND_MESSAGE (V1) and of SEND_BATCH_MESSAGE (V2 short
-// names), in the order producerGroup, topic, defaultTopic,
-// defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag,
-// properties, reconsumeTimes, unitMode, maxReconsumeTimes, batch.
-var (
-	sendKeysV1 = [13]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-		"sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
-	sendKeysV2 = [13]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
-)
-
 // StampBody writes the send stamp (time now, magic) into the first 16
 // bytes of body and a fixed pattern into the rest.
 func StampBody(body []byte, now time.Time) {
@@ -320,10 +310,10 @@ func StampBody(body []byte, now time.Time) {
 }
 
 func newSendBuffers(w *Workload, group string) *sendBuffers {
-	s := &sendBuffers{w: w, ext: make(map[string]string, 13), k: &sendKeysV1, cancel: func() {}}
+	s := &sendBuffers{w: w, ext: make(map[string]string, 13), k: &remoting.SendKeysV1, cancel: func() {}}
 	code := int16(remoting.ReqSendMessage)
 	if w.BatchSize > 1 {
-		code, s.k = remoting.ReqSendBatchMessage, &sendKeysV2
+		code, s.k = remoting.ReqSendBatchMessage, &remoting.SendKeysV2
 	}
 	s.req = *remoting.NewRequest(code, s.ext, nil)
 	k := s.k
@@ -340,9 +330,9 @@ func newSendBuffers(w *Workload, group string) *sendBuffers {
 
 // request fills the reusable request for queue q, stamped with now.
 func (s *sendBuffers) request(q MessageQueue, now time.Time) *remoting.Command {
-	s.ext[s.k[1]] = q.Topic
-	s.ext[s.k[4]] = strconv.Itoa(int(q.QueueID))
-	s.ext[s.k[6]] = strconv.FormatInt(now.UnixMilli(), 10)
+	s.ext[s.k[remoting.SendTopic]] = q.Topic
+	s.ext[s.k[remoting.SendQueueID]] = strconv.Itoa(int(q.QueueID))
+	s.ext[s.k[remoting.SendBornTimestamp]] = strconv.FormatInt(now.UnixMilli(), 10)
 	binary.BigEndian.PutUint64(s.payload, uint64(now.UnixNano()))
 	if s.w.BatchSize == 1 {
 		s.body = s.payload

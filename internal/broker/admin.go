@@ -10,10 +10,12 @@ package broker
 // {"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"minOffset":0,
 // "maxOffset":5,"lastUpdateTimestamp":0}}}. That body is not strict JSON.
 //
-// Creating or updating a topic validates the name (system topics are
-// refused) and queue counts (1..MaxQueueNums), persists the table and
-// re-registers with the NameServers at once. Deleting a topic drops its
-// configuration, its stored queues and its consumer offsets. Codes not in the
+// The changes themselves are the core's (core.Broker.UpdateTopic,
+// DeleteTopic, UpdateGroup, DeleteGroup): creating or updating a topic
+// validates the name (system topics are refused) and queue counts
+// (1..MaxQueueNums), persists the table and re-registers with the
+// NameServers at once. Deleting a topic drops its configuration, its stored
+// queues and its consumer offsets. Codes not in the
 // dispatch table get REQUEST_CODE_NOT_SUPPORTED "request type N not
 // supported".
 
@@ -23,16 +25,17 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
 func (b *Broker) handleCreateTopic(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	e := ext{req: req}
 	topic := e.required("topic")
-	tc := newTopicConfig(topic, 0, 0)
+	tc := core.NewTopicConfig(topic, 0, 0)
 	tc.ReadQueueNums = e.int32("readQueueNums", 0, true)
 	tc.WriteQueueNums = e.int32("writeQueueNums", 0, true)
-	tc.Perm = e.int32("perm", permRW, false)
+	tc.Perm = e.int32("perm", core.PermRW, false)
 	tc.TopicSysFlag = e.int32("topicSysFlag", 0, false)
 	tc.Order = e.bool("order")
 	if f := e.str("topicFilterType"); f != "" {
@@ -41,25 +44,9 @@ func (b *Broker) handleCreateTopic(ctx context.Context, c *remoting.Conn, req *r
 	if e.err != nil {
 		return nil, e.err
 	}
-	if err := validateTopic(topic); err != nil {
+	if err := b.core.UpdateTopic(tc); err != nil {
 		return nil, err
 	}
-	if isSystemTopic(topic) {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "the topic[%s] is conflict with system topic", topic)
-	}
-	for _, n := range []int32{tc.ReadQueueNums, tc.WriteQueueNums} {
-		if n < 1 || n > b.cfg.MaxQueueNums {
-			return nil, protoErrorf(remoting.ResInvalidParameter, "queue nums %d out of [1,%d]", n, b.cfg.MaxQueueNums)
-		}
-	}
-	if tc.Perm&^(permRW|permInherit) != 0 {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "perm %d invalid", tc.Perm)
-	}
-	if err := b.topics.put(topic, tc); err != nil {
-		return nil, err
-	}
-	b.log.Info("topic updated", "topic", topic, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
-	b.reg.kick()
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
@@ -69,18 +56,14 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, c *remoting.Conn, req *r
 	if e.err != nil {
 		return nil, e.err
 	}
-	if isSystemTopic(topic) {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "the topic[%s] is a system topic and cannot be deleted", topic)
-	}
-	if err := b.deleteTopic(topic); err != nil {
+	if err := b.core.DeleteTopic(topic); err != nil {
 		return nil, err
 	}
-	b.log.Info("topic deleted", "topic", topic)
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
 func (b *Broker) handleGetAllGroups(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	groups, ver := b.groups.all()
+	groups, ver := b.core.GroupTable()
 	ver.Counter &= 0x7FFFFFFF // the Go admin client decodes it as int32
 	body, err := json.Marshal(map[string]any{"subscriptionGroupTable": groups, "dataVersion": ver})
 	if err != nil {
@@ -135,7 +118,7 @@ func boolString(v bool) string {
 }
 
 func (b *Broker) handleGetAllTopicConfig(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	topics, ver := b.topics.all()
+	topics, ver := b.core.TopicTable()
 	body, err := json.Marshal(map[string]any{"topicConfigTable": topics, "dataVersion": ver})
 	if err != nil {
 		return nil, err
@@ -151,7 +134,7 @@ func (b *Broker) handleTopicStats(ctx context.Context, c *remoting.Conn, req *re
 	if e.err != nil {
 		return nil, e.err
 	}
-	tc, ok := b.topics.get(topic)
+	tc, ok := b.core.Topic(topic)
 	if !ok {
 		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist", topic)
 	}
@@ -173,20 +156,13 @@ func (b *Broker) handleTopicStats(ctx context.Context, c *remoting.Conn, req *re
 }
 
 func (b *Broker) handleUpdateGroup(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	g := b.newGroupConfig("")
+	g := b.core.NewGroupConfig("")
 	if err := json.Unmarshal(req.Body, &g); err != nil {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "bad subscription group body: %v", err)
 	}
-	if g.GroupName == "" || len(RetryTopic(g.GroupName)) > 127 {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "bad subscription group name %q", g.GroupName)
-	}
-	if g.RetryQueueNums < 0 || g.RetryQueueNums > b.cfg.MaxQueueNums || g.RetryMaxTimes < 0 {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "bad retry settings %d/%d", g.RetryQueueNums, g.RetryMaxTimes)
-	}
-	if err := b.groups.put(g.GroupName, g); err != nil {
+	if err := b.core.UpdateGroup(g); err != nil {
 		return nil, err
 	}
-	b.log.Info("subscription group updated", "group", g.GroupName)
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
@@ -196,10 +172,8 @@ func (b *Broker) handleDeleteGroup(ctx context.Context, c *remoting.Conn, req *r
 	if e.err != nil {
 		return nil, e.err
 	}
-	if _, err := b.groups.remove(group); err != nil {
+	if err := b.core.DeleteGroup(group); err != nil {
 		return nil, err
 	}
-	b.offsets.deleteGroup(group)
-	b.log.Info("subscription group deleted", "group", group)
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }

@@ -66,15 +66,15 @@ func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
 	}
 	var out []QueueProgress
 	for _, t := range topics {
-		tc, ok := b.topics.get(t)
+		tc, ok := b.core.Topic(t)
 		if !ok {
 			continue
 		}
 		for q := int32(0); q < tc.ReadQueueNums; q++ {
 			p := QueueProgress{Topic: t, QueueID: q, BrokerOffset: b.st.MaxOffset(t, q)}
-			if off, ok := b.offsets.get(group, t, q); ok && off > 0 {
+			if off, ok := b.core.ConsumerOffset(group, t, q, false); ok && off > 0 {
 				p.ConsumerOffset = off
-				p.ConsumedAt = b.offsets.consumedAt(group, t, q)
+				p.ConsumedAt = b.core.ConsumedAt(group, t, q)
 			}
 			out = append(out, p)
 		}
@@ -108,7 +108,7 @@ func (b *Broker) OldestUnconsumedTime(p QueueProgress) int64 {
 // groupTopics lists, sorted, the topics a group has offsets for or
 // subscribes to.
 func (b *Broker) groupTopics(group string) []string {
-	set := b.offsets.topicsOf(group)
+	set := b.core.OffsetTopics(group)
 	for _, t := range b.consumers.subscribedTopics(group) {
 		set[t] = true
 	}
@@ -125,14 +125,14 @@ func (b *Broker) groupTopics(group string) []string {
 // committed offsets.
 func (b *Broker) GroupNames() []string {
 	set := make(map[string]bool)
-	groups, _ := b.groups.all()
+	groups, _ := b.core.GroupTable()
 	for g := range groups {
 		set[g] = true
 	}
 	for _, g := range b.consumers.groupNames() {
 		set[g] = true
 	}
-	for _, g := range b.offsets.groupNames() {
+	for _, g := range b.core.OffsetGroups() {
 		set[g] = true
 	}
 	out := make([]string, 0, len(set))
@@ -140,32 +140,6 @@ func (b *Broker) GroupNames() []string {
 		out = append(out, g)
 	}
 	sort.Strings(out)
-	return out
-}
-
-func (t *offsetTable) topicsOf(group string) map[string]bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string]bool)
-	for k := range t.m {
-		if k.group == group {
-			out[k.topic] = true
-		}
-	}
-	return out
-}
-
-func (t *offsetTable) groupNames() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	set := make(map[string]bool)
-	for k := range t.m {
-		set[k.group] = true
-	}
-	out := make([]string, 0, len(set))
-	for g := range set {
-		out = append(out, g)
-	}
 	return out
 }
 
@@ -201,7 +175,7 @@ func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, re
 	}
 	var buf strings.Builder
 	buf.WriteString(`{"consumeTps":`)
-	buf.WriteString(formatTps(b.offsets.rates.rate(group, e.str("topic"))))
+	buf.WriteString(formatTps(b.core.ConsumeRate(group, e.str("topic"))))
 	buf.WriteString(`,"offsetTable":{`)
 	for i, p := range b.ConsumeProgress(group, e.str("topic")) {
 		if i > 0 {

@@ -153,7 +153,7 @@ func TestObserverSeesSendsAndPulls(t *testing.T) {
 	// A suspended pull at the end of the queue is held, then answered by a send.
 	held := make(chan *remoting.Command, 1)
 	go func() {
-		held <- cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 10000), nil)
+		held <- cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 10000), nil)
 	}()
 	waitFor(t, "the pull to be held", func() bool { return e.b.Stats().HeldPulls == 1 })
 	wantCode(t, cl.sendV1("T", 0, "", []byte("wake")), remoting.ResSuccess)

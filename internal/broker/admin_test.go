@@ -29,7 +29,7 @@ func TestCreateAndDeleteTopic(t *testing.T) {
 	if _, ok := e.b.Topic("Admin"); ok {
 		t.Fatal("topic still configured")
 	}
-	if _, ok := e.b.offsets.get("g", "Admin", 7); ok {
+	if _, ok := e.b.core.ConsumerOffset("g", "Admin", 7, false); ok {
 		t.Fatal("offsets of the deleted topic kept")
 	}
 	if e.st.MaxOffset("Admin", 7) != 0 {

@@ -23,13 +23,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
@@ -102,7 +101,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ClusterName: "DefaultCluster", BrokerName: "broker-a", AdvertisedAddr: "127.0.0.1:10911",
-		BrokerPermission: permRW, AutoCreateTopicEnable: true, AutoCreateSubscriptionGroup: true,
+		BrokerPermission: core.PermRW, AutoCreateTopicEnable: true, AutoCreateSubscriptionGroup: true,
 		DefaultTopicQueueNums: 4, RegionID: "DefaultRegion", TraceOn: true, LongPollingEnable: true,
 	}
 }
@@ -111,7 +110,7 @@ func (c *Config) applyDefaults() {
 	setDef(&c.ClusterName, "DefaultCluster")
 	setDef(&c.BrokerName, "broker-a")
 	setDef(&c.RegionID, "DefaultRegion")
-	setDef(&c.BrokerPermission, permRW)
+	setDef(&c.BrokerPermission, core.PermRW)
 	setDef(&c.DefaultTopicQueueNums, 4)
 	setDef(&c.MaxQueueNums, 1024)
 	setDef(&c.MaxTopics, 100000)
@@ -158,7 +157,7 @@ func (c *Config) Validate() error {
 	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > c.MaxQueueNums {
 		return fmt.Errorf("broker: DefaultTopicQueueNums %d out of [1,%d]", c.DefaultTopicQueueNums, c.MaxQueueNums)
 	}
-	if c.BrokerPermission&^(permRW|permInherit) != 0 {
+	if c.BrokerPermission&^(core.PermRW|core.PermInherit) != 0 {
 		return fmt.Errorf("broker: BrokerPermission %d invalid", c.BrokerPermission)
 	}
 	if c.MaxMessageSize < 1 {
@@ -178,23 +177,16 @@ type Broker struct {
 	st        *store.Store
 	log       *slog.Logger
 	storeHost netip.AddrPort
-	uniq      *message.UniqIDGenerator
 	handlers  map[int16]handlerFunc
 
-	topics    *configTable[TopicConfig]
-	groups    *configTable[GroupConfig]
-	unsaved   unsavedGroups // groups not yet written for lack of space (diskfull.go)
-	offsets   *offsetTable
+	core      *core.Broker // topics, groups, offsets
 	consumers *consumerManager
 	producers *producerManager
 	locks     *lockTable
 	pulls     *pullHold
 	reg       *registrar
 
-	scheduler    atomic.Pointer[schedulerBox]
-	transactions atomic.Pointer[transactionsBox]
-	observer     atomic.Pointer[observerBox] // observe.go
-	dedup        atomic.Pointer[dedupBox]
+	observer atomic.Pointer[observerBox] // observe.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -218,34 +210,21 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	}
 	host := netip.MustParseAddrPort(cfg.AdvertisedAddr)
 	host = netip.AddrPortFrom(host.Addr().Unmap(), host.Port())
-	now := func() int64 { return cfg.Now().UnixMilli() }
-	confDir := filepath.Join(cfg.DataDir, "config")
 	b := &Broker{
 		cfg: cfg, st: st, log: logger, storeHost: host,
-		uniq:    message.NewUniqIDGenerator(host.Addr()),
-		topics:  newConfigTable[TopicConfig](cfg.FS, filepath.Join(confDir, "topics.json"), "topicConfigTable", now).withLimit("topic", cfg.MaxTopics),
-		groups:  newConfigTable[GroupConfig](cfg.FS, filepath.Join(confDir, "subscriptionGroup.json"), "subscriptionGroupTable", now).withLimit("subscription group", cfg.MaxGroups),
-		offsets: newOffsetTable(cfg.FS, filepath.Join(confDir, "consumerOffset.json")),
-		locks:   newLockTable(cfg.LockExpiry, cfg.Now),
-		closed:  make(chan struct{}),
+		locks:  newLockTable(cfg.LockExpiry, cfg.Now),
+		closed: make(chan struct{}),
 	}
-	b.offsets.rates = newConsumeRates(cfg.Now)
-	b.offsets.now = cfg.Now
 	b.consumers = newConsumerManager(b)
 	b.producers = newProducerManager(cfg.Now)
 	b.pulls = newPullHold(b)
 	b.reg = newRegistrar(b)
-	if err := b.initTopics(); err != nil {
+	c, err := core.New(b.coreConfig(), st, logger)
+	if err != nil {
 		return nil, err
 	}
-	if err := b.groups.load(); err != nil {
-		return nil, err
-	}
-	if err := b.offsets.load(); err != nil {
-		return nil, err
-	}
+	b.core = c
 	b.handlers = b.dispatchTable()
-	st.SetDispatchListener(b.onDispatch)
 	st.SetConsumerOffsets(b.consumerOffsets) // consumed.go
 	return b, nil
 }
@@ -273,7 +252,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqViewMessageByID:               b.handleViewMessage,
 		remoting.ReqConsumerSendMsgBack:           b.handleSendBack,
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
-		ReqListTransactions:                       b.handleListTransactions,
+		remoting.ReqListTransactions:              b.handleListTransactions,
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,
@@ -331,9 +310,8 @@ func (b *Broker) reply(req, resp *remoting.Command) *remoting.Command {
 }
 
 func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Command {
-	var pe *protoError
-	if errors.As(err, &pe) {
-		return req.NewResponse(pe.code, pe.msg)
+	if code, remark, ok := errorCode(err); ok {
+		return req.NewResponse(code, remark)
 	}
 	b.log.Error("request failed", "code", req.Code, "err", err)
 	return req.NewResponse(remoting.ResSystemError, err.Error())
@@ -394,10 +372,10 @@ func (b *Broker) scanClients() {
 }
 
 func (b *Broker) flushOffsets() {
-	if err := b.offsets.flush(); err != nil {
+	if err := b.core.FlushOffsets(); err != nil {
 		b.log.Error("consumer offset flush failed", "err", err)
 	}
-	b.saveUnsavedGroups()
+	b.core.SaveUnsavedGroups()
 }
 
 // Close stops the background work, answers held pulls, flushes consumer
@@ -411,8 +389,8 @@ func (b *Broker) Close() error {
 		close(b.closed)
 		b.runMu.Unlock()
 		b.wg.Wait()
-		b.pulls.closeAll()
-		err = b.offsets.flush()
+		b.core.Close() // answers held pulls
+		err = b.core.FlushOffsets()
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RegisterTimeout)
 		b.reg.unregisterAll(ctx)
 		cancel()

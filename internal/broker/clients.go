@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -120,17 +121,17 @@ func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cl clientIn
 	if cd.GroupName == "" {
 		return protoErrorf(remoting.ResInvalidParameter, "heartbeat consumer data without groupName")
 	}
-	g, err := b.ensureGroup(cd.GroupName)
+	g, err := b.core.EnsureGroup(cd.GroupName)
 	if err != nil {
 		return err
 	}
 	if g.RetryQueueNums > 0 {
 		retry := RetryTopic(cd.GroupName)
-		if err := validateTopic(retry); err != nil {
+		if err := core.ValidateTopic(retry); err != nil {
 			return protoErrorf(remoting.ResInvalidParameter, "consumer group %q is too long for its retry topic", cd.GroupName)
 		}
-		if _, err := b.EnsureTopic(retry, g.RetryQueueNums, permRW); err != nil && !isNoSpace(err) {
-			return err // for lack of space a later heartbeat retries (diskfull.go)
+		if _, err := b.EnsureTopic(retry, g.RetryQueueNums, core.PermRW); err != nil && !core.IsNoSpace(err) {
+			return err // for lack of space a later heartbeat retries (core/diskfull.go)
 		}
 	}
 	subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))

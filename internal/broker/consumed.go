@@ -27,9 +27,9 @@ type progressReporter interface {
 
 // consumerOffsets is the store's ConsumerOffsetsFunc.
 func (b *Broker) consumerOffsets() store.ConsumerOffsets {
-	out := b.offsets.byTopic()
+	out := b.core.OffsetsByTopic()
 	b.consumers.addSubscribed(out)
-	if p, ok := b.getScheduler().(progressReporter); ok {
+	if p, ok := b.core.Scheduler().(progressReporter); ok {
 		for topic, byID := range p.Progress() {
 			groups := out[topic]
 			if groups == nil {
@@ -38,28 +38,6 @@ func (b *Broker) consumerOffsets() store.ConsumerOffsets {
 			}
 			groups[scheduleProgressGroup] = byID
 		}
-	}
-	return out
-}
-
-// byTopic returns the committed offsets as topic -> group -> queue ->
-// offset.
-func (t *offsetTable) byTopic() store.ConsumerOffsets {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := store.ConsumerOffsets{}
-	for k, off := range t.m {
-		groups := out[k.topic]
-		if groups == nil {
-			groups = map[string]map[int32]int64{}
-			out[k.topic] = groups
-		}
-		queues := groups[k.group]
-		if queues == nil {
-			queues = map[int32]int64{}
-			groups[k.group] = queues
-		}
-		queues[k.queueID] = off
 	}
 	return out
 }

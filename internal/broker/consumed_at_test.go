@@ -12,9 +12,8 @@ import (
 // consumes it keeps its store time, and the progress says when the group
 // consumed it. The first unconsumed message's store time is reported too.
 func TestConsumedAtIsWhenTheOffsetMoved(t *testing.T) {
-	e := startEnv(t, nil)
 	clock := time.Now().Add(time.Minute) // the broker's clock runs a minute ahead of the store's
-	e.b.offsets.now = func() time.Time { return clock }
+	e := startEnv(t, func(c *Config) { c.Now = func() time.Time { return clock } })
 	cl := e.dial()
 	for i := 0; i < 3; i++ {
 		wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)

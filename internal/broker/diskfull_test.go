@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,25 +44,25 @@ func TestNewGroupPullsOnFullDisk(t *testing.T) {
 	if _, ok := e.b.Group("NEWG"); !ok {
 		t.Fatal("the group is not known")
 	}
-	if _, ok := e.b.topics.get(RetryTopic("NEWG")); ok {
+	if _, ok := e.b.core.Topic(RetryTopic("NEWG")); ok {
 		t.Fatal("the retry topic was created on a full disk")
 	}
 
 	efs.SetFreeBytes(-1)
 	waitFor(t, "the group to be saved", func() bool {
-		_, ok := e.b.groups.get("NEWG")
-		return ok
+		data, err := groupFile(efs)
+		return err == nil && strings.Contains(data, `"NEWG"`)
 	})
 	wantCode(t, cl.heartbeat("c1", "NEWG", "T", "*", "CLUSTERING"), remoting.ResSuccess)
-	if _, ok := e.b.topics.get(RetryTopic("NEWG")); !ok {
+	if _, ok := e.b.core.Topic(RetryTopic("NEWG")); !ok {
 		t.Fatal("the next heartbeat did not create the retry topic")
 	}
 	e.restart()
-	if _, ok := e.b.groups.get("NEWG"); !ok {
+	if _, ok := e.b.Group("NEWG"); !ok {
 		t.Fatal("the group is not on disk after a restart")
 	}
-	data, _, err := readFile(efs, "/data/config/subscriptionGroup.json")
-	if err != nil || !strings.Contains(string(data), `"NEWG"`) {
+	data, err := groupFile(efs)
+	if err != nil || !strings.Contains(data, `"NEWG"`) {
 		t.Fatalf("subscriptionGroup.json: %v %s", err, data)
 	}
 }
@@ -70,9 +72,9 @@ func TestNewGroupPullsOnFullDisk(t *testing.T) {
 func TestConsumerOffsetsForRetention(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
-	e.b.offsets.commit("G", "T", 0, 5)
-	e.b.offsets.commit("G", "T", 2, 7)
-	e.b.offsets.commit("H", "T", 0, 1)
+	e.b.core.RecordOffset("G", "T", 0, 5)
+	e.b.core.RecordOffset("G", "T", 2, 7)
+	e.b.core.RecordOffset("H", "T", 0, 1)
 	wantCode(t, cl.heartbeat("c1", "S", "U", "*", "CLUSTERING"), remoting.ResSuccess)
 	got := e.b.consumerOffsets()
 	if g := got["T"]; len(g) != 2 || g["G"][0] != 5 || g["G"][2] != 7 || g["H"][0] != 1 || len(g["H"]) != 1 {
@@ -92,4 +94,15 @@ type progressScheduler struct{ fakeScheduler }
 
 func (*progressScheduler) Progress() map[string]map[int32]int64 {
 	return map[string]map[int32]int64{"SCHEDULE_TOPIC_XXXX": {2: 9}}
+}
+
+// groupFile returns the contents of the broker's subscriptionGroup.json.
+func groupFile(fsys vfs.FS) (string, error) {
+	f, err := fsys.OpenFile("/data/config/subscriptionGroup.json", os.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	return string(data), err
 }

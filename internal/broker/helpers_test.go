@@ -28,7 +28,7 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 // env is a broker on a real store behind a real remoting server on
 // 127.0.0.1:0.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	fs   vfs.FS
 	cfg  Config
@@ -48,7 +48,7 @@ type env struct {
 }
 
 // startEnv starts a broker; mutate adjusts the config before New.
-func startEnv(t *testing.T, mutate func(*Config)) *env {
+func startEnv(t testing.TB, mutate func(*Config)) *env {
 	t.Helper()
 	return startEnvFlush(t, store.AsyncFlush, mutate)
 }
@@ -57,7 +57,7 @@ func startEnv(t *testing.T, mutate func(*Config)) *env {
 // Under SYNC_FLUSH send responses are deferred until the group commit
 // (sendCall.put); under ASYNC_FLUSH they are made on the handler's
 // goroutine.
-func startEnvFlush(t *testing.T, flush store.FlushDiskType, mutate func(*Config)) *env {
+func startEnvFlush(t testing.TB, flush store.FlushDiskType, mutate func(*Config)) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), fs: vfs.OS{}, flush: flush}
 	e.cfg = DefaultConfig()
@@ -136,7 +136,7 @@ func (e *env) restart() {
 
 // client is a remoting client to the broker that records server requests.
 type client struct {
-	t  *testing.T
+	t  testing.TB
 	c  *remoting.Client
 	mu sync.Mutex
 	in []*remoting.Command // requests the broker sent us
@@ -204,7 +204,7 @@ func flushTypes(t *testing.T, fn func(t *testing.T, flush store.FlushDiskType)) 
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

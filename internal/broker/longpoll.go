@@ -1,10 +1,12 @@
 package broker
 
 // Long polling: pulls that found nothing new (code 19) with SUSPEND set are
-// held per (topic, queueId) until
+// held per (topic, queueId), through the core's waits (core/longpoll.go),
+// until
 //   - the store's dispatcher makes an entry at or beyond the pull's offset
-//     visible whose tags code matches the pull's subscription (onDispatch),
-//   - or the suspend timeout passes (a per-request timer; no scanning loop).
+//     visible whose tags code matches the pull's subscription,
+//   - or the suspend timeout passes (a per-request timer; no scanning loop),
+//   - or the broker closes.
 // The pull is then re-run with commit and suspend disabled and its answer
 // (19 with nextBeginOffset = offset if still nothing) written to the
 // connection; a closed connection is skipped. The suspend timeout is the
@@ -12,44 +14,33 @@ package broker
 // well within the client's 30 s RPC timeout), or ShortPollingTimeout when
 // long polling is disabled. At most MaxHeldPulls are held; beyond that a pull
 // gets SYSTEM_BUSY (the client backs off 3 s) instead of growing memory.
-//
-// onDispatch runs on the store's dispatcher goroutine: it only takes the
-// hold mutex (skipped entirely while nothing is held) and starts the
-// re-runs on their own goroutines.
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-type queueKey struct {
-	topic   string
-	queueID int32
+// heldPull is a held pull: its core wait and what it takes to re-run it.
+type heldPull struct {
+	core.Wait
+	h   *pullHold
+	c   *remoting.Conn
+	req *remoting.Command
+	p   pullRequest
+	sub *subscription
 }
 
-type heldPull struct {
-	c     *remoting.Conn
-	req   *remoting.Command
-	p     pullRequest
-	sub   *subscription
-	timer *time.Timer
-	done  bool // guarded by pullHold.mu: answered or being answered
-}
+// Wake implements core.Waker: the core woke the pull.
+func (hp *heldPull) Wake() { hp.h.answer(hp) }
 
 type pullHold struct {
-	b     *Broker
-	count atomic.Int64 // held pulls (read without the lock on the hot path)
-
-	mu      sync.Mutex
-	byQueue map[queueKey][]*heldPull
-	closed  bool
+	b *Broker
 }
 
 func newPullHold(b *Broker) *pullHold {
-	return &pullHold{b: b, byQueue: make(map[queueKey][]*heldPull)}
+	return &pullHold{b: b}
 }
 
 func (h *pullHold) timeout(p pullRequest) time.Duration {
@@ -66,82 +57,9 @@ func (h *pullHold) timeout(p pullRequest) time.Duration {
 // hold parks a pull; it returns false if the limit is reached or the broker
 // is closing.
 func (h *pullHold) hold(c *remoting.Conn, req *remoting.Command, p pullRequest, sub *subscription) bool {
-	hp := &heldPull{c: c, req: req, p: p, sub: sub}
-	k := queueKey{p.topic, p.queueID}
-	h.mu.Lock()
-	if h.closed || h.count.Load() >= int64(h.b.cfg.MaxHeldPulls) {
-		h.mu.Unlock()
-		return false
-	}
-	h.byQueue[k] = append(h.byQueue[k], hp)
-	h.count.Add(1)
-	hp.timer = time.AfterFunc(h.timeout(p), func() { h.fire(hp) })
-	h.mu.Unlock()
-	// A message dispatched between the pull's read and the registration
-	// above woke nobody: check once more.
-	if h.b.st.MaxOffset(p.topic, p.queueID) > p.offset {
-		h.fire(hp)
-	}
-	return true
-}
-
-// take marks hp answered and unlinks it; false if it already was. The
-// caller holds h.mu.
-func (h *pullHold) takeLocked(hp *heldPull) bool {
-	if hp.done {
-		return false
-	}
-	hp.done = true
-	k := queueKey{hp.p.topic, hp.p.queueID}
-	list := h.byQueue[k]
-	for i, x := range list {
-		if x == hp {
-			list[i] = list[len(list)-1]
-			list[len(list)-1] = nil
-			list = list[:len(list)-1]
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(h.byQueue, k)
-	} else {
-		h.byQueue[k] = list
-	}
-	h.count.Add(-1)
-	return true
-}
-
-// fire answers hp now (timeout, or the post-registration re-check).
-func (h *pullHold) fire(hp *heldPull) {
-	h.mu.Lock()
-	ok := h.takeLocked(hp)
-	h.mu.Unlock()
-	if ok {
-		hp.timer.Stop()
-		h.answer(hp)
-	}
-}
-
-// onDispatch is the store's dispatch listener.
-func (h *pullHold) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
-	if h.count.Load() == 0 {
-		return
-	}
-	var wake []*heldPull
-	h.mu.Lock()
-	for _, hp := range h.byQueue[queueKey{topic, queueID}] {
-		if queueOffset >= hp.p.offset && hp.sub.matchCode(tagsCode) {
-			wake = append(wake, hp)
-		}
-	}
-	for _, hp := range wake {
-		h.takeLocked(hp)
-	}
-	h.mu.Unlock()
-	for _, hp := range wake {
-		hp.timer.Stop()
-		go h.answer(hp)
-	}
+	hp := &heldPull{h: h, c: c, req: req, p: p, sub: sub}
+	hp.Wait = core.Wait{Topic: p.topic, QueueID: p.queueID, Offset: p.offset, Match: sub, Waker: hp}
+	return h.b.core.Hold(&hp.Wait, h.timeout(p))
 }
 
 // answer re-runs a held pull and writes its response.
@@ -163,23 +81,5 @@ func (h *pullHold) answer(hp *heldPull) {
 	}
 }
 
-// closeAll answers every held pull and refuses new holds.
-func (h *pullHold) closeAll() {
-	h.mu.Lock()
-	h.closed = true
-	var all []*heldPull
-	for _, list := range h.byQueue {
-		all = append(all, list...)
-	}
-	for _, hp := range all {
-		h.takeLocked(hp)
-	}
-	h.mu.Unlock()
-	for _, hp := range all {
-		hp.timer.Stop()
-		h.answer(hp)
-	}
-}
-
 // held returns the number of held pulls.
-func (h *pullHold) held() int { return int(h.count.Load()) }
+func (h *pullHold) held() int { return h.b.core.HeldWaits() }

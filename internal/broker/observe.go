@@ -7,7 +7,6 @@ package broker
 // goroutine and must be cheap and never block.
 
 import (
-	"errors"
 	"strings"
 	"time"
 
@@ -53,17 +52,14 @@ func (b *Broker) observeSend(req, resp *remoting.Command, bodyLen int, start tim
 	if o == nil || resp == nil {
 		return
 	}
-	k := &sendKeysV2
-	if req.Code == remoting.ReqSendMessage {
-		k = &sendKeysV1
-	}
+	k := remoting.SendKeys(req.Code)
 	msgs := 0
 	if resp.Code == remoting.ResSuccess || resp.Code == remoting.ResFlushDiskTimeout {
 		if ids := resp.ExtFields["msgId"]; ids != "" {
 			msgs = strings.Count(ids, ",") + 1
 		}
 	}
-	o.OnSend(req.ExtFields[k[1]], msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
+	o.OnSend(req.ExtFields[k[remoting.SendTopic]], msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
 }
 
 // observePull reports a pull request to the Observer (no response and no
@@ -74,10 +70,10 @@ func (b *Broker) observePull(req, resp *remoting.Command, err error) {
 		return
 	}
 	result := "HELD"
-	var pe *protoError
+	code, _, known := errorCode(err)
 	switch {
-	case errors.As(err, &pe):
-		result = remoting.ResponseCode(pe.code).String()
+	case known:
+		result = remoting.ResponseCode(code).String()
 	case err != nil:
 		result = remoting.ResponseCode(remoting.ResSystemError).String()
 	case resp != nil:
@@ -116,8 +112,8 @@ func (b *Broker) Registered() bool {
 
 // Stats returns the broker's current gauges.
 func (b *Broker) Stats() Stats {
-	topics, _ := b.topics.all()
-	groups, _ := b.groups.all()
+	topics, _ := b.core.TopicTable()
+	groups, _ := b.core.GroupTable()
 	s := Stats{HeldPulls: b.pulls.held(), Topics: len(topics), SubscriptionGroups: len(groups),
 		TopicsByKind: make(map[message.TopicKind]int, len(message.TopicKinds))}
 	for _, k := range message.TopicKinds {

@@ -102,10 +102,10 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 	if code == remoting.ResSuccess && len(res.Records) == 0 {
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages
 	}
-	if first && p.sysFlag&pullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
-		b.offsets.commit(p.group, p.topic, p.queueID, p.commitOffset)
+	if first && p.sysFlag&remoting.PullFlagCommitOffset != 0 && b.cfg.BrokerID == 0 {
+		b.core.RecordOffset(p.group, p.topic, p.queueID, p.commitOffset)
 	}
-	if code == remoting.ResPullNotFound && first && p.sysFlag&pullFlagSuspend != 0 {
+	if code == remoting.ResPullNotFound && first && p.sysFlag&remoting.PullFlagSuspend != 0 {
 		if b.pulls.hold(c, req, p, sub) {
 			return nil, nil
 		}
@@ -128,28 +128,11 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 
 // checkPull validates the request and resolves its subscription.
 func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
-	if b.cfg.BrokerPermission&permRead == 0 {
-		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] pulling message is forbidden", b.cfg.BrokerName)
-	}
-	g, err := b.ensureGroup(p.group)
+	g, err := b.core.CheckRead(p.group, p.topic, p.queueID)
 	if err != nil {
 		return nil, err
 	}
-	if !g.ConsumeEnable {
-		return nil, protoErrorf(remoting.ResNoPermission, "subscription group no permission, %s", p.group)
-	}
-	tc, ok := b.topics.get(p.topic)
-	if !ok {
-		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist, apply first please!", p.topic)
-	}
-	if !tc.readable() {
-		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] pulling message is forbidden", p.topic)
-	}
-	if p.queueID < 0 || p.queueID >= tc.ReadQueueNums {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]",
-			p.queueID, p.topic, tc.ReadQueueNums)
-	}
-	if p.sysFlag&pullFlagSubscription != 0 {
+	if p.sysFlag&remoting.PullFlagSubscription != 0 {
 		return parseSubscription(p.topic, p.subscription, p.expressionType, p.subVersion)
 	}
 	gv, ok := b.consumers.lookup(p.group, p.topic)

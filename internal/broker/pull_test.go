@@ -68,7 +68,7 @@ func TestPullChecks(t *testing.T) {
 	// No heartbeat and no subscription in the request.
 	wantCode(t, cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil), remoting.ResSubscriptionNotExist)
 	// Subscription in the request (bit2).
-	ext := pullExt("g", "T", 0, 0, pullFlagSubscription, 0)
+	ext := pullExt("g", "T", 0, 0, remoting.PullFlagSubscription, 0)
 	ext["subscription"] = "*"
 	wantCode(t, cl.invoke(remoting.ReqPullMessage, ext, nil), remoting.ResSuccess)
 	ext["expressionType"] = "SQL92"
@@ -122,10 +122,10 @@ func TestPullCommitOffset(t *testing.T) {
 	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
 	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
-	ext := pullExt("g", "T", 0, 0, pullFlagCommitOffset, 0)
+	ext := pullExt("g", "T", 0, 0, remoting.PullFlagCommitOffset, 0)
 	ext["commitOffset"] = "1"
 	wantCode(t, cl.invoke(remoting.ReqPullMessage, ext, nil), remoting.ResSuccess)
-	if off, ok := e.b.offsets.get("g", "T", 0); !ok || off != 1 {
+	if off, ok := e.b.core.ConsumerOffset("g", "T", 0, false); !ok || off != 1 {
 		t.Fatalf("committed offset %d %v", off, ok)
 	}
 }
@@ -152,7 +152,7 @@ func TestLongPollWakesOnMessage(t *testing.T) {
 	wantCode(t, cl.sendV1("T", 0, "", []byte("first")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
 	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
-	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
 	wantCode(t, cl.sendV1("T", 0, "", []byte("second")), remoting.ResSuccess)
 	select {
@@ -174,7 +174,7 @@ func TestLongPollTimeoutAnswersNotFound(t *testing.T) {
 	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
 	start := time.Now()
-	resp := <-cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 200))
+	resp := <-cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 200))
 	if resp == nil {
 		t.Fatal("no response")
 	}
@@ -195,7 +195,7 @@ func TestLongPollTagMismatchKeepsHolding(t *testing.T) {
 	cl := e.dial()
 	wantCode(t, cl.heartbeat("c1", "g", "T", "A", "CLUSTERING"), remoting.ResSuccess)
 	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateTopic, map[string]string{"topic": "T", "readQueueNums": "1", "writeQueueNums": "1"}, nil), remoting.ResSuccess)
-	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, pullFlagSuspend, 15000))
+	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, remoting.PullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
 	wantCode(t, cl.sendV1("T", 0, tagProps("B"), []byte("b")), remoting.ResSuccess)
 	wantCode(t, cl.sendV1("T", 0, tagProps("A"), []byte("a")), remoting.ResSuccess)
@@ -216,9 +216,9 @@ func TestLongPollLimitAnswersBusy(t *testing.T) {
 	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
 	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	_ = cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	_ = cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
-	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000), nil)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 15000), nil)
 	wantCode(t, resp, remoting.ResSystemBusy)
 }
 
@@ -228,7 +228,7 @@ func TestLongPollDroppedOnClose(t *testing.T) {
 	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
 	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	_ = cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	_ = cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
 	cl.c.Close()
 	// The wake finds the connection closed and drops the answer quietly.
@@ -260,7 +260,7 @@ func TestCloseAnswersHeldPulls(t *testing.T) {
 	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
 	wantCode(t, cl.sendV1("T", 0, "", []byte("x")), remoting.ResSuccess)
 	e.waitMax("T", 0, 1)
-	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, pullFlagSuspend, 15000))
+	ch := cl.invokeAsync(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, remoting.PullFlagSuspend, 15000))
 	waitFor(t, "pull held", func() bool { return e.b.pulls.held() == 1 })
 	if err := e.b.Close(); err != nil {
 		t.Fatal(err)

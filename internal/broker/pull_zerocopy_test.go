@@ -120,7 +120,7 @@ func TestPullZeroCopyOnewayReleased(t *testing.T) {
 
 func TestPullZeroCopyHeldPullReleased(t *testing.T) {
 	e, cl := zcEnv(t)
-	const suspend = pullFlagSuspend
+	const suspend = remoting.PullFlagSuspend
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got := make(chan *remoting.Command, 1)

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -126,19 +127,19 @@ func (r *registrar) run(ctx context.Context) {
 type registerBody struct {
 	TopicConfigSerializeWrapper struct {
 		TopicConfigTable map[string]TopicConfig `json:"topicConfigTable"`
-		DataVersion      dataVersion            `json:"dataVersion"`
+		DataVersion      core.DataVersion       `json:"dataVersion"`
 	} `json:"topicConfigSerializeWrapper"`
 	FilterServerList []string `json:"filterServerList"`
 }
 
 func (r *registrar) body() ([]byte, error) {
 	var body registerBody
-	topics, ver := r.b.topics.all()
-	if bp := r.b.cfg.BrokerPermission; bp&permRW != permRW {
+	topics, ver := r.b.core.TopicTable()
+	if bp := r.b.cfg.BrokerPermission; bp&core.PermRW != core.PermRW {
 		// A broker that is not readable or not writable announces so in
 		// every topic's route, so clients stay away (RocketMQ does the same).
 		for name, tc := range topics {
-			tc.Perm &= bp | permInherit
+			tc.Perm &= bp | core.PermInherit
 			topics[name] = tc
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -91,11 +92,11 @@ func TestRegistersAtStartAndOnTopicCreation(t *testing.T) {
 
 func TestReadOnlyBrokerRegistersReadOnlyTopics(t *testing.T) {
 	ns := startFakeNamesrv(t)
-	startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr}; c.BrokerPermission = permRead })
+	startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr}; c.BrokerPermission = core.PermRead })
 	waitFor(t, "registration", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
 	req, _ := ns.last(remoting.ReqRegisterBroker)
 	for name, tc := range registeredTopics(t, req) {
-		if tc.Perm&permWrite != 0 {
+		if tc.Perm&core.PermWrite != 0 {
 			t.Errorf("%s registered writable (perm %d) by a read-only broker", name, tc.Perm)
 		}
 	}
@@ -112,7 +113,7 @@ func TestRegistrationCoalescesABurstOfCreations(t *testing.T) {
 	start := time.Now()
 	const topics = 200
 	for i := range topics {
-		if _, err := e.b.EnsureTopic(fmt.Sprintf("Burst%d", i), 1, permRW); err != nil {
+		if _, err := e.b.EnsureTopic(fmt.Sprintf("Burst%d", i), 1, core.PermRW); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,7 +20,6 @@ package broker
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/netip"
 	"runtime/debug"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -97,9 +97,6 @@ func (brokerHandler) RunsInline(req *remoting.Command) bool {
 	return false
 }
 
-// maxTimerDelay bounds TIMER_* delivery times (RocketMQ timerMaxDelaySec).
-const maxTimerDelay = 3 * 24 * time.Hour
-
 type sendHeader struct {
 	producerGroup     string
 	topic             string
@@ -115,35 +112,23 @@ type sendHeader struct {
 	bornTimestamp     int64
 }
 
-// sendKeys lists the header keys in the order producerGroup, topic,
-// defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag,
-// properties, reconsumeTimes, maxReconsumeTimes.
-var (
-	sendKeysV1 = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-		"sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "maxReconsumeTimes"}
-	sendKeysV2 = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l"}
-)
-
 func parseSendHeader(req *remoting.Command) (sendHeader, error) {
-	k := &sendKeysV2
-	if req.Code == remoting.ReqSendMessage {
-		k = &sendKeysV1
-	}
+	k := remoting.SendKeys(req.Code)
 	e := ext{req: req}
 	h := sendHeader{
-		producerGroup:    e.str(k[0]),
-		topic:            e.required(k[1]),
-		defaultTopic:     e.str(k[2]),
-		defaultQueueNums: e.int32(k[3], 0, false),
-		queueID:          e.int32(k[4], -1, false),
-		sysFlag:          e.int32(k[5], 0, false),
-		bornTimestamp:    e.int64(k[6], 0, false),
-		flag:             e.int32(k[7], 0, false),
-		properties:       e.str(k[8]),
-		reconsumeTimes:   e.int32(k[9], 0, false),
+		producerGroup:    e.str(k[remoting.SendProducerGroup]),
+		topic:            e.required(k[remoting.SendTopic]),
+		defaultTopic:     e.str(k[remoting.SendDefaultTopic]),
+		defaultQueueNums: e.int32(k[remoting.SendDefaultTopicQueueNums], 0, false),
+		queueID:          e.int32(k[remoting.SendQueueID], -1, false),
+		sysFlag:          e.int32(k[remoting.SendSysFlag], 0, false),
+		bornTimestamp:    e.int64(k[remoting.SendBornTimestamp], 0, false),
+		flag:             e.int32(k[remoting.SendFlag], 0, false),
+		properties:       e.str(k[remoting.SendProperties]),
+		reconsumeTimes:   e.int32(k[remoting.SendReconsumeTimes], 0, false),
 	}
-	if v := e.str(k[10]); v != "" {
-		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[10], 0, false), true
+	if v := e.str(k[remoting.SendMaxReconsumeTimes]); v != "" {
+		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[remoting.SendMaxReconsumeTimes], 0, false), true
 	}
 	return h, e.err
 }
@@ -215,34 +200,8 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 	if err != nil {
 		return nil, err
 	}
-	if b.cfg.BrokerPermission&permWrite == 0 {
-		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
-	}
-	if err := validateTopic(h.topic); err != nil {
+	if h.queueID, err = b.core.CheckSend(h.topic, h.defaultTopic, h.defaultQueueNums, h.queueID, len(req.Body)); err != nil {
 		return nil, err
-	}
-	if notSendableTopics[h.topic] {
-		return nil, protoErrorf(remoting.ResNoPermission, "sending message to topic[%s] is forbidden", h.topic)
-	}
-	tc, err := b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultQueueNums)
-	if err != nil {
-		return nil, err
-	}
-	if !tc.writable() {
-		return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] sending is forbidden", h.topic)
-	}
-	if h.queueID < 0 {
-		if tc.WriteQueueNums < 1 {
-			return nil, protoErrorf(remoting.ResNoPermission, "the topic[%s] has no writable queue", h.topic)
-		}
-		h.queueID = rand.Int32N(tc.WriteQueueNums)
-	} else if h.queueID >= tc.queueNums() {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]",
-			h.queueID, h.topic, tc.WriteQueueNums)
-	}
-	if len(req.Body) > b.cfg.MaxMessageSize {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "message body size %d exceeds the limit of %d bytes (maxMessageSize)",
-			len(req.Body), b.cfg.MaxMessageSize)
 	}
 	if req.Code == remoting.ReqSendBatchMessage {
 		return b.sendBatch(ctx, sc, h)
@@ -257,28 +216,15 @@ func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remo
 		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(sc.c), StoreHost: b.storeHost,
 		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
 	}
-	if isRetryTopic(m.Topic) {
-		if err := b.retryToDLQ(h, m); err != nil {
-			return nil, err
-		}
-	}
-	uniq, ok := message.Property(m.Properties, message.PropUniqKey)
-	clientKey := ok && uniq != ""
-	if clientKey {
-		m.Properties = message.SetProperty(m.Properties, message.PropCluster, b.cfg.ClusterName)
-	} else {
-		uniq = b.uniq.Next()
-		m.Properties = message.SetProperties(m.Properties, message.PropUniqKey, uniq, message.PropCluster, b.cfg.ClusterName)
-	}
-	if len(m.Properties) > message.MaxPropertiesBytes {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "message properties length %d exceeds the limit of %d bytes",
-			len(m.Properties), message.MaxPropertiesBytes)
+	uniq, clientKey, err := b.core.PrepareMessage(m, h.maxReconsumeTimes, h.hasMaxReconsume)
+	if err != nil {
+		return nil, err
 	}
 	queueID := m.QueueID
-	if d := b.getDeduplicator(); d != nil && clientKey {
+	if d := b.core.Deduplicator(); d != nil && clientKey {
 		orig, release, err := d.Check(ctx, m.Topic, uniq)
 		if err != nil {
-			return nil, protoErrorf(remoting.ResSystemError, "duplicate check failed: %v", err)
+			return nil, core.Errorf(core.ErrInternal, "duplicate check failed: %v", err)
 		}
 		if orig != nil {
 			return b.duplicateResponse(req, orig, uniq), nil
@@ -316,7 +262,7 @@ func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, q
 		}
 		return resp
 	}
-	res, routed, err := b.route(ctx, m)
+	res, routed, err := b.core.Route(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -334,129 +280,6 @@ func (b *Broker) duplicateResponse(req *remoting.Command, orig *message.Message,
 	return resp
 }
 
-// route stores m as a half message or as a scheduled message (routed);
-// a message for its topic directly is left to the caller to put.
-func (b *Broker) route(ctx context.Context, m *message.Message) (res store.PutResult, routed bool, err error) {
-	if v, _ := message.Property(m.Properties, message.PropTransactionPrepared); v == "true" {
-		t := b.getTransactions()
-		if t == nil {
-			return store.PutResult{}, false, protoErrorf(remoting.ResNoPermission,
-				"the broker[%s] sending transaction message is forbidden: transactions are not enabled", b.cfg.BrokerName)
-		}
-		return t.Prepare(ctx, m), true, nil
-	}
-	level, at, err := b.delayOf(m)
-	if err != nil {
-		return store.PutResult{}, false, err
-	}
-	if level == 0 && at == 0 {
-		return store.PutResult{}, false, nil
-	}
-	s := b.getScheduler()
-	if s == nil {
-		if isRetryTopic(m.Topic) {
-			m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
-			return store.PutResult{}, false, nil
-		}
-		return store.PutResult{}, false, protoErrorf(remoting.ResMessageIllegal, "scheduled delivery is not enabled on this broker")
-	}
-	if level > s.MaxDelayLevel() {
-		level = s.MaxDelayLevel()
-		m.Properties = message.SetProperty(m.Properties, message.PropDelayLevel, itoa(level))
-	}
-	return s.Schedule(ctx, m, level, at), true, nil
-}
-
-// putRouted routes m and stores it, waiting for the result.
-func (b *Broker) putRouted(ctx context.Context, m *message.Message) (store.PutResult, error) {
-	res, routed, err := b.route(ctx, m)
-	if err != nil || routed {
-		return res, err
-	}
-	return b.st.PutMessage(ctx, m), nil
-}
-
-// delayOf reads DELAY (a level) or the TIMER_* properties (a timestamp) of a
-// message. DELAY wins; the timer properties are then removed. A timer in the
-// past means "now" (0, 0).
-func (b *Broker) delayOf(m *message.Message) (level int32, deliverAtMs int64, err error) {
-	if v, ok := message.Property(m.Properties, message.PropDelayLevel); ok && v != "" {
-		n, perr := strconv.ParseInt(v, 10, 32)
-		if perr != nil {
-			return 0, 0, protoErrorf(remoting.ResMessageIllegal, "illegal DELAY property %q", v)
-		}
-		if n > 0 {
-			for _, k := range []string{message.PropTimerDeliverMs, message.PropTimerDelaySec, message.PropTimerDelayMs} {
-				m.Properties = message.DeleteProperty(m.Properties, k)
-			}
-			return int32(n), 0, nil
-		}
-	}
-	now := b.cfg.Now().UnixMilli()
-	at, ok, err := timerDeliverMs(m.Properties, now)
-	if err != nil || !ok || at <= now {
-		return 0, 0, err
-	}
-	if at-now > maxTimerDelay.Milliseconds() {
-		return 0, 0, protoErrorf(remoting.ResMessageIllegal, "timer message delivery time is more than %s ahead", maxTimerDelay)
-	}
-	return 0, at, nil
-}
-
-func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
-	keys := []struct {
-		key   string
-		scale int64
-		rel   bool
-	}{{message.PropTimerDeliverMs, 1, false}, {message.PropTimerDelaySec, 1000, true}, {message.PropTimerDelayMs, 1, true}}
-	for _, k := range keys {
-		v, ok := message.Property(props, k.key)
-		if !ok || v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return 0, false, protoErrorf(remoting.ResMessageIllegal, "illegal %s property %q", k.key, v)
-		}
-		if !k.rel {
-			return n, true, nil // absolute; the caller bounds it
-		}
-		if n > maxTimerDelay.Milliseconds()/k.scale {
-			return 0, false, protoErrorf(remoting.ResMessageIllegal,
-				"timer message delivery time is more than %s ahead", maxTimerDelay)
-		}
-		return nowMs + n*k.scale, true, nil
-	}
-	return 0, false, nil
-}
-
-// retryToDLQ sends a retry-topic message that exhausted its reconsume times
-// to the group's dead-letter topic (the Go client's retry-as-normal path).
-func (b *Broker) retryToDLQ(h sendHeader, m *message.Message) error {
-	group := strings.TrimPrefix(m.Topic, retryPrefix)
-	g, err := b.ensureGroup(group)
-	if err != nil {
-		return err
-	}
-	maxTimes := g.RetryMaxTimes
-	if h.hasMaxReconsume {
-		maxTimes = h.maxReconsumeTimes
-	}
-	if h.reconsumeTimes <= maxTimes {
-		return nil
-	}
-	dlq := DLQTopic(group)
-	if err := validateTopic(dlq); err != nil {
-		return err
-	}
-	if _, err := b.EnsureTopic(dlq, 1, permRW); err != nil {
-		return err
-	}
-	m.Topic, m.QueueID = dlq, 0
-	m.Properties = message.DeleteProperty(m.Properties, message.PropDelayLevel)
-	return nil
-}
-
 func (b *Broker) sendBatch(ctx context.Context, sc *sendCall, h sendHeader) (*remoting.Command, error) {
 	bm := batchMsgsPool.Get().(*batchMsgs)
 	resp, err := b.sendBatchWith(ctx, sc, h, bm)
@@ -469,16 +292,13 @@ func (b *Broker) sendBatch(ctx context.Context, sc *sendCall, h sendHeader) (*re
 // sendBatchWith decodes and stores a batch. Once it stores, the function
 // that makes the response releases bm; on an error it has not.
 func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, bm *batchMsgs) (*remoting.Command, error) {
-	if isRetryTopic(h.topic) {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "batch request does not support retry group %s", h.topic)
+	if err := core.CheckBatch(h.topic); err != nil {
+		return nil, err
 	}
 	born := peerAddr(sc.c)
 	err := message.DecodeBatch(sc.req.Body, func(it message.BatchItem) error {
-		for _, k := range []string{message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
-			message.PropTimerDelayMs, message.PropTransactionPrepared} {
-			if v, ok := message.Property(it.Properties, k); ok && v != "" && v != "0" && v != "false" {
-				return protoErrorf(remoting.ResMessageIllegal, "batch message does not support the %s property", k)
-			}
+		if err := core.CheckBatchItem(it.Properties); err != nil {
+			return err
 		}
 		bm.slab = append(bm.slab, message.Message{
 			Topic: h.topic, QueueID: h.queueID, Flag: it.Flag, SysFlag: h.sysFlag &^ message.FlagTxMask,
@@ -488,7 +308,7 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 		return nil
 	})
 	if err != nil {
-		if _, ok := err.(*protoError); ok {
+		if _, _, ok := errorCode(err); ok {
 			return nil, err
 		}
 		return nil, protoErrorf(remoting.ResMessageIllegal, "bad batch body: %v", err)
@@ -497,14 +317,12 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 		return nil, protoErrorf(remoting.ResMessageIllegal, "empty batch")
 	}
 	ms := bm.pointers()
-	if d := b.getDeduplicator(); d != nil {
-		bd, err := b.checkBatch(ctx, d, h.topic, ms)
-		if err != nil {
-			return nil, err
-		}
-		if bd != nil {
-			return b.putDedupBatch(ctx, sc, h, bd, bm), nil
-		}
+	bd, err := b.core.CheckBatchDuplicates(ctx, h.topic, ms)
+	if err != nil {
+		return nil, err
+	}
+	if bd != nil {
+		return b.putDedupBatch(ctx, sc, h, bd, bm), nil
 	}
 	return sc.put(ctx, ms, func(res store.PutResult) *remoting.Command {
 		resp := b.putResponse(sc.req, res, ms)
@@ -551,22 +369,22 @@ func (bm *batchMsgs) release() {
 }
 
 // putDedupBatch stores the items of a checked batch that are not
-// duplicates and answers for all of them (send_dedup.go); the response's
-// maker releases bm.
-func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *batchDedup, bm *batchMsgs) *remoting.Command {
+// duplicates and answers for all of them (core/batch_dedup.go); the
+// response's maker releases bm.
+func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *core.BatchDedup, bm *batchMsgs) *remoting.Command {
 	respond := func(res store.PutResult) *remoting.Command {
-		bd.finish(res, h.queueID)
-		resp := b.putResponse(sc.req, res, bd.result)
+		bd.Finish(res, h.queueID)
+		resp := b.putResponse(sc.req, res, bd.Result)
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
-			setExt(resp, "queueId", itoa(bd.result[0].QueueID))
+			setExt(resp, "queueId", itoa(bd.Result[0].QueueID))
 		}
 		bm.release()
 		return resp
 	}
-	if len(bd.store) == 0 {
+	if len(bd.Store) == 0 {
 		return respond(store.PutResult{Status: store.PutOK})
 	}
-	return sc.put(ctx, bd.store, respond)
+	return sc.put(ctx, bd.Store, respond)
 }
 
 // putResponse maps a put result to the send response.
@@ -611,18 +429,3 @@ func joinOffsetMsgIDs(host netip.AddrPort, ms []*message.Message) string {
 }
 
 const upperHexDigits = "0123456789ABCDEF"
-
-func putStatusCode(s store.PutStatus) int16 {
-	switch s {
-	case store.PutOK:
-		return remoting.ResSuccess
-	case store.PutFlushDiskTimeout:
-		return remoting.ResFlushDiskTimeout
-	case store.PutMessageIllegal, store.PutPropertiesTooLong:
-		return remoting.ResMessageIllegal
-	case store.PutServiceNotAvailable, store.PutDiskFull:
-		return remoting.ResServiceNotAvailable
-	default:
-		return remoting.ResSystemError
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -69,7 +70,7 @@ func TestSendV1StoresMessageAndAnswersExt(t *testing.T) {
 			t.Errorf("hosts born=%v store=%v", m.BornHost, m.StoreHost)
 		}
 		tc, ok := e.b.Topic("T1")
-		if !ok || tc.WriteQueueNums != 4 || tc.Perm != permRW {
+		if !ok || tc.WriteQueueNums != 4 || tc.Perm != core.PermRW {
 			t.Fatalf("auto-created topic %+v %v", tc, ok)
 		}
 	})

@@ -14,14 +14,12 @@ package broker
 // request's value, else the group's retryMaxTimes) or delayLevel < 0. The
 // delay goes through the Scheduler; without one the retry is put at once
 // (hooks.go). Put OK -> 0, otherwise SYSTEM_ERROR with the put status.
+// The retry itself is the core's (internal/core/retry.go).
 
 import (
 	"context"
-	"math/rand/v2"
 
-	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
-	"github.com/keelmq/keel/internal/store"
 )
 
 func (b *Broker) handleSendBack(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -37,87 +35,8 @@ func (b *Broker) handleSendBack(ctx context.Context, c *remoting.Conn, req *remo
 	if e.err != nil {
 		return nil, e.err
 	}
-	g, err := b.ensureGroup(group)
-	if err != nil {
+	if err := b.core.SendBack(ctx, group, off, originID, delayLevel, maxTimes, hasMax); err != nil {
 		return nil, err
-	}
-	if b.cfg.BrokerPermission&permWrite == 0 {
-		return nil, protoErrorf(remoting.ResNoPermission, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
-	}
-	if g.RetryQueueNums <= 0 {
-		return req.NewResponse(remoting.ResSuccess, ""), nil
-	}
-	if !hasMax {
-		maxTimes = g.RetryMaxTimes
-	}
-	rec, err := b.st.LookMessageByOffset(off)
-	if err != nil {
-		return nil, protoErrorf(remoting.ResSystemError, "look message by offset failed, %d", off)
-	}
-	old, err := message.Decode(rec)
-	if err != nil {
-		return nil, protoErrorf(remoting.ResSystemError, "look message by offset failed, %d: %v", off, err)
-	}
-	m, err := b.retryMessage(old, group, g, originID, maxTimes, delayLevel)
-	if err != nil {
-		return nil, err
-	}
-	res, err := b.putRouted(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	if res.Status != store.PutOK {
-		return nil, protoErrorf(remoting.ResSystemError, "%s", res.Status.String())
 	}
 	return req.NewResponse(remoting.ResSuccess, ""), nil
-}
-
-// retryMessage builds the message put back for a failed delivery of old.
-func (b *Broker) retryMessage(old *message.Message, group string, g GroupConfig, originID string, maxTimes, delayLevel int32) (*message.Message, error) {
-	props := old.Properties
-	if v, ok := message.Property(props, message.PropRetryTopic); !ok || v == "" {
-		props = message.SetProperty(props, message.PropRetryTopic, old.Topic)
-	}
-	if v, ok := message.Property(props, message.PropOriginMessageID); !ok || v == "" {
-		if originID == "" {
-			originID = message.OffsetMsgID(old.StoreHost, old.PhysOffset)
-		}
-		props = message.SetProperty(props, message.PropOriginMessageID, originID)
-	}
-	// Unlike RocketMQ (which sets WAIT=false here) the copy keeps no WAIT
-	// property: the consumer moves its offset past the message once the
-	// send-back is answered, so under SYNC_FLUSH the answer must wait for
-	// the fdatasync like any acknowledged send.
-	for _, k := range []string{message.PropWaitStoreMsgOK, message.PropDelayLevel, message.PropTimerDeliverMs, message.PropTimerDelaySec,
-		message.PropTimerDelayMs, message.PropTransactionPrepared} {
-		props = message.DeleteProperty(props, k)
-	}
-	topic := RetryTopic(group)
-	qid := rand.Int32N(g.RetryQueueNums)
-	if old.ReconsumeTimes >= maxTimes || delayLevel < 0 {
-		topic, qid = DLQTopic(group), 0
-	} else {
-		if delayLevel == 0 {
-			delayLevel = 3 + old.ReconsumeTimes
-		}
-		props = message.SetProperty(props, message.PropDelayLevel, itoa(delayLevel))
-	}
-	if err := validateTopic(topic); err != nil {
-		return nil, err
-	}
-	queues := g.RetryQueueNums
-	if topic != RetryTopic(group) {
-		queues = 1
-	}
-	if _, err := b.EnsureTopic(topic, queues, permRW); err != nil {
-		return nil, err
-	}
-	if len(props) > message.MaxPropertiesBytes {
-		return nil, protoErrorf(remoting.ResMessageIllegal, "message properties length %d exceeds the limit", len(props))
-	}
-	return &message.Message{
-		Topic: topic, QueueID: qid, Flag: old.Flag, SysFlag: old.SysFlag &^ message.FlagTxMask,
-		BornTimestamp: old.BornTimestamp, BornHost: old.BornHost, StoreHost: b.storeHost,
-		ReconsumeTimes: old.ReconsumeTimes + 1, Body: old.Body, Properties: props,
-	}, nil
 }

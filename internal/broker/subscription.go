@@ -66,6 +66,9 @@ func (s *subscription) filter() store.Filter {
 	return tagFilter{s}
 }
 
+// MatchCode implements core.TagsMatcher (a held pull's wake-up filter).
+func (s *subscription) MatchCode(code int64) bool { return s.matchCode(code) }
+
 // matchCode reports whether a ConsumeQueue tags code may match.
 func (s *subscription) matchCode(code int64) bool {
 	if s == nil || s.all {

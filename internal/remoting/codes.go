@@ -58,6 +58,12 @@ const (
 	ReqSendReplyMessage              = 324
 	ReqSendReplyMessageV2            = 325
 	ReqPushReplyMessageToClient      = 326
+
+	// ReqListTransactions is Keel's private request listing a broker's
+	// undecided transactional half messages (ext: topic, producerGroup,
+	// limit, all optional). Keel's own codes are >= 10000 and < 32768,
+	// above every RocketMQ code.
+	ReqListTransactions = 10401
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).

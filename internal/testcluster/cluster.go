@@ -177,8 +177,7 @@ func (c *Cluster) addEngines(n *node) error {
 		n.br.SetDeduplicator(n.dd)
 	}
 	if c.o.txn {
-		cfg := transaction.Config{Store: n.st, Producers: n.br, StoreHost: n.br.StoreHost(),
-			BrokerName: n.cfg.BrokerName, Dir: c.dir, FS: c.fs}
+		cfg := transaction.Config{Store: n.st, Producers: n.br, StoreHost: n.br.StoreHost(), Dir: c.dir, FS: c.fs}
 		if c.o.txnMut != nil {
 			c.o.txnMut(&cfg)
 		}

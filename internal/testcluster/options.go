@@ -70,7 +70,7 @@ func WithScheduler(levels []time.Duration) Option {
 
 // WithTransactions runs the transaction engine; mut (may be nil) sets its
 // check interval, timeout, check limit and so on after the harness filled
-// in Store, Producers, StoreHost, BrokerName, Dir and FS.
+// in Store, Producers, StoreHost, Dir and FS.
 func WithTransactions(mut func(*transaction.Config)) Option {
 	return func(o *options) { o.txn, o.txnMut = true, mut }
 }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -169,7 +169,7 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 		if src.offset < e.st.MinOffset(HalfTopic, 0) { // retention removed it (fileReservedTime)
 			e.log.Warn("transaction half message removed by retention before a decision; discarded",
 				"transactionId", id, "topic", src.topic, "producerGroup", src.group, "halfOffset", src.offset)
-			if res := e.writeOp(ctx, id, OpDiscard, live); putCode(res.Status) == remoting.ResSuccess {
+			if res := e.writeOp(ctx, id, OpDiscard, live); res.Status == store.PutOK {
 				e.discarded.Add(1)
 				return outDiscarded
 			}
@@ -187,15 +187,7 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 	if int(checks) >= e.cfg.CheckMax {
 		return e.discard(ctx, t, live, m, checks)
 	}
-	conn := e.cfg.Producers.ProducerConn(src.group)
-	if conn != nil {
-		select {
-		case <-conn.Done(): // closed; the broker has not noticed yet
-			conn = nil
-		default:
-		}
-	}
-	if conn == nil {
+	if !e.cfg.Producers.HasProducer(src.group) {
 		e.noProducer.Add(1)
 		return outNoProducer
 	}
@@ -203,11 +195,11 @@ func (e *Engine) checkTxn(ctx context.Context, id string) checkOutcome {
 	if !ok {
 		return outFailed
 	}
-	if res := e.writeOp(ctx, id, OpRecheck, live); putCode(res.Status) != remoting.ResSuccess {
+	if res := e.writeOp(ctx, id, OpRecheck, live); res.Status != store.PutOK {
 		e.log.Warn("transaction recheck record not written; the old half stays undecided", "transactionId", id,
 			"status", res.Status.String(), "err", res.Err)
 	}
-	if err := e.sendCheck(conn, m, nh, id); err != nil {
+	if err := e.sendCheck(src.group, m, nh, id); err != nil {
 		e.log.Info("CHECK_TRANSACTION_STATE not sent; retried next round", "transactionId", id, "err", err)
 		return outFailed
 	}
@@ -236,31 +228,15 @@ func (e *Engine) reput(ctx context.Context, t *txn, m *message.Message, checks i
 	return nh, true
 }
 
-// sendCheck sends CHECK_TRANSACTION_STATE (oneway) for the re-put half nh:
-// the body is the half message with topic REAL_TOPIC and queue REAL_QID.
-func (e *Engine) sendCheck(conn *remoting.Conn, m *message.Message, nh *half, id string) error {
+// sendCheck asks a producer of group about transaction id: the question
+// carries the re-put half nh as the half message m with topic REAL_TOPIC,
+// queue REAL_QID and nh's offsets.
+func (e *Engine) sendCheck(group string, m *message.Message, nh *half, id string) error {
 	b := *m
 	b.Topic, b.QueueID = nh.topic, nh.queueID
 	b.QueueOffset, b.PhysOffset, b.StoreTimestamp = nh.offset, nh.phys, nh.storeTs
 	b.Properties = message.SetProperty(m.Properties, message.PropTransactionCheckTimes, strconv.Itoa(int(nh.checks)))
-	body, err := b.AppendStored(nil)
-	if err != nil {
-		return err
-	}
-	uniq, _ := message.Property(m.Properties, message.PropUniqKey)
-	if uniq == "" {
-		uniq = id
-	}
-	req := remoting.NewRequest(remoting.ReqCheckTransactionState, map[string]string{
-		"tranStateTableOffset": strconv.FormatInt(nh.offset, 10),
-		"commitLogOffset":      strconv.FormatInt(nh.phys, 10),
-		"msgId":                uniq,
-		"transactionId":        id,
-		"offsetMsgId":          message.OffsetMsgID(e.cfg.StoreHost, nh.phys),
-		"topic":                nh.topic,
-		"bname":                e.cfg.BrokerName,
-	}, body)
-	return conn.InvokeOneway(req)
+	return e.cfg.Producers.CheckTransaction(group, core.TransactionCheck{Half: &b, ID: id})
 }
 
 // discard gives up on a transaction that reached the check limit: a copy
@@ -275,7 +251,7 @@ func (e *Engine) discard(ctx context.Context, t *txn, live []*half, m *message.M
 			"status", res.Status.String(), "err", res.Err)
 		return outFailed
 	}
-	if res := e.writeOp(ctx, t.id, OpDiscard, live); putCode(res.Status) != remoting.ResSuccess {
+	if res := e.writeOp(ctx, t.id, OpDiscard, live); res.Status != store.PutOK {
 		e.log.Error("transaction discard record failed; retried next round", "transactionId", t.id,
 			"status", res.Status.String(), "err", res.Err)
 		return outFailed

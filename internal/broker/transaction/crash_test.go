@@ -87,7 +87,7 @@ func TestPowerLossDuringCommits(t *testing.T) {
 						if x.commit {
 							d = decisionCommit
 						}
-						eng.End(context.Background(), nil, endReq("pg", m.QueueOffset, m.PhysOffset, d, false))
+						eng.End(context.Background(), endTxn("pg", m.QueueOffset, m.PhysOffset, d))
 					}
 				}()
 			}

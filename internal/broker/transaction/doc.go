@@ -1,6 +1,9 @@
 // Package transaction implements RocketMQ's transactional ("half")
-// messages on the Keel store: the prepared send, END_TRANSACTION
-// (commit / rollback), the check-back service and an operator view.
+// messages on the Keel store: the prepared send, the producer's decision
+// (End: commit / rollback, as the broker parsed it from END_TRANSACTION;
+// the engine answers with a put status, never a response code), the
+// check-back service (through Producers: the front door that registered
+// the producers asks them) and an operator view. It knows no protocol.
 //
 // # Records
 //
@@ -101,14 +104,14 @@
 //
 // # Operator view
 //
-// List (and the Keel-private request code ReqListPending, used by `keel txn
+// List (served by the broker as Keel's request ReqListTransactions, used by `keel txn
 // list`) returns the undecided half messages with topic, producer group,
 // age and check count. Discarded halves stay readable in
 // TRANS_CHECK_MAX_TIME_TOPIC.
 //
 // # Concurrency
 //
-// Prepare, End, List, HandleList, Stats and Trigger are safe for concurrent
+// Prepare, End, List, Stats and Trigger are safe for concurrent
 // use. Run owns the check rounds (CheckOnce may be called directly when Run
 // is not running; rounds are serialised). Close stops Run and writes the
 // cursors; the store must be closed after it.

@@ -2,82 +2,56 @@ package transaction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
 
-// END_TRANSACTION commitOrRollback values.
-const (
-	decisionNone     = 0
-	decisionCommit   = 8
-	decisionRollback = 12
-)
-
-// End serves END_TRANSACTION (37). A nil response sends nothing (the
-// "unknown" answer, commitOrRollback = 0, as RocketMQ does).
-func (e *Engine) End(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-	code, remark := e.end(ctx, req)
-	if code < 0 {
-		return nil
-	}
-	return req.NewResponse(code, remark)
-}
-
-func (e *Engine) end(ctx context.Context, req *remoting.Command) (int16, string) {
-	decision, err := req.ExtInt32("commitOrRollback")
-	if err != nil {
-		return remoting.ResSystemError, "bad commitOrRollback: " + err.Error()
-	}
-	if decision == decisionNone {
-		return -1, ""
-	}
-	if decision != decisionCommit && decision != decisionRollback {
-		return remoting.ResSystemError, fmt.Sprintf("illegal commitOrRollback %d", decision)
-	}
-	phys, err1 := req.ExtInt64("commitLogOffset")
-	qoff, err2 := req.ExtInt64("tranStateTableOffset")
-	if err := errors.Join(err1, err2); err != nil {
-		return remoting.ResSystemError, "bad END_TRANSACTION header: " + err.Error()
-	}
+// End records a producer's decision of the transaction whose half message
+// is at d.CommitLogOffset (END_TRANSACTION: the RocketMQ adapter parses
+// the request and answers with status's response code and remark). It
+// returns the put status of the write that recorded the decision (PutOK
+// when the transaction was decided before), or a core.ErrInternal error
+// when d does not name a half message of its producer group or the half
+// cannot be read.
+func (e *Engine) End(ctx context.Context, d core.EndTransaction) (status store.PutStatus, remark string, err error) {
+	phys, qoff, group := d.CommitLogOffset, d.QueueOffset, d.ProducerGroup
 	rec, err := e.lookHalf(ctx, phys)
 	if err != nil {
-		return remoting.ResSystemError, "Find prepared transaction message failed: " + err.Error()
+		return 0, "", core.Errorf(core.ErrInternal, "Find prepared transaction message failed: %v", err)
 	}
 	v := message.View(rec)
-	group := req.Ext("producerGroup")
 	if string(v.Topic()) != HalfTopic {
-		return remoting.ResSystemError, fmt.Sprintf("the message at commitLogOffset %d is not a prepared transaction message", phys)
+		return 0, "", core.Errorf(core.ErrInternal, "the message at commitLogOffset %d is not a prepared transaction message", phys)
 	}
 	if pg, _ := v.Property(message.PropProducerGroup); string(pg) != group {
-		return remoting.ResSystemError, fmt.Sprintf("the producer group %q differs from the prepared message's %q", group, pg)
+		return 0, "", core.Errorf(core.ErrInternal, "the producer group %q differs from the prepared message's %q", group, pg)
 	}
 	if v.QueueOffset() != qoff {
-		return remoting.ResSystemError, fmt.Sprintf("tranStateTableOffset %d differs from the prepared message's %d", qoff, v.QueueOffset())
+		return 0, "", core.Errorf(core.ErrInternal, "tranStateTableOffset %d differs from the prepared message's %d", qoff, v.QueueOffset())
 	}
 	hf, id, err := halfFromRecord(v)
 	if err != nil {
-		return remoting.ResSystemError, err.Error()
+		return 0, "", core.Errorf(core.ErrInternal, "%s", err.Error())
 	}
 	e.mu.Lock()
 	e.addHalfLocked(hf, id, true) // no-op unless this half was never registered
 	e.mu.Unlock()
 	t, err := e.lockTxn(ctx, id)
 	if err != nil {
-		return remoting.ResSystemError, err.Error()
+		return 0, "", core.Errorf(core.ErrInternal, "%s", err.Error())
 	}
 	if t == nil {
 		e.dupEnds.Add(1)
-		return remoting.ResSuccess, ""
+		return store.PutOK, "", nil
 	}
 	defer e.unlockTxn(t)
-	if decision == decisionRollback {
+	if !d.Commit {
 		return e.rollback(ctx, t)
 	}
 	return e.commit(ctx, t)
@@ -109,71 +83,72 @@ func (e *Engine) lookHalf(ctx context.Context, phys int64) ([]byte, error) {
 	}
 }
 
-func (e *Engine) rollback(ctx context.Context, t *txn) (int16, string) {
+func (e *Engine) rollback(ctx context.Context, t *txn) (store.PutStatus, string, error) {
 	live := e.liveHalves(t)
 	if len(live) == 0 {
 		e.dupEnds.Add(1)
-		return remoting.ResSuccess, ""
+		return store.PutOK, "", nil
 	}
 	res := e.writeOp(ctx, t.id, OpRollback, live)
-	if code := putCode(res.Status); code != remoting.ResSuccess {
-		return code, "write the rollback record: " + res.Status.String() + errText(res.Err)
+	if res.Status != store.PutOK {
+		return res.Status, "write the rollback record: " + res.Status.String() + errText(res.Err), nil
 	}
 	e.rolledBack.Add(1)
-	return remoting.ResSuccess, ""
+	return store.PutOK, "", nil
 }
 
 // commit puts the final message, then the op record (see the package doc
 // for why this order and the unverified check make it exactly-once).
-func (e *Engine) commit(ctx context.Context, t *txn) (int16, string) {
+func (e *Engine) commit(ctx context.Context, t *txn) (store.PutStatus, string, error) {
 	live := e.liveHalves(t)
 	if len(live) == 0 { // decided meanwhile by an op record read back from the queue
 		e.dupEnds.Add(1)
-		return remoting.ResSuccess, ""
+		return store.PutOK, "", nil
 	}
 	src := live[len(live)-1]
 	rec, err := e.lookHalf(ctx, src.phys)
 	if err != nil {
-		return remoting.ResSystemError, "read the prepared message: " + err.Error()
+		return 0, "", core.Errorf(core.ErrInternal, "read the prepared message: %v", err)
 	}
 	m, err := message.Decode(rec)
 	if err != nil {
-		return remoting.ResSystemError, "decode the prepared message: " + err.Error()
+		return 0, "", core.Errorf(core.ErrInternal, "decode the prepared message: %v", err)
 	}
 	final, err := finalMessage(m)
 	if err != nil {
-		return remoting.ResSystemError, err.Error()
+		return 0, "", core.Errorf(core.ErrInternal, "%s", err.Error())
 	}
 	if t.unverified {
 		done, err := e.committedBefore(final.Topic, t.id)
 		if err != nil {
-			return remoting.ResSystemError, "look for an earlier commit: " + err.Error()
+			return 0, "", core.Errorf(core.ErrInternal, "look for an earlier commit: %v", err)
 		}
 		if done {
 			e.alreadyDone.Add(1)
-			return e.finishCommit(ctx, t, live, remoting.ResSuccess)
+			return e.finishCommit(ctx, t, live, store.PutOK)
 		}
 	}
 	res := e.st.PutMessage(ctx, final)
-	code := putCode(res.Status)
-	if code != remoting.ResSuccess && code != remoting.ResFlushDiskTimeout {
+	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
 		e.markUnverified(t) // the record may have been written anyway
-		return code, "put the committed message: " + res.Status.String() + errText(res.Err)
+		return res.Status, "put the committed message: " + res.Status.String() + errText(res.Err), nil
 	}
 	e.committed.Add(1)
-	return e.finishCommit(ctx, t, live, code)
+	return e.finishCommit(ctx, t, live, res.Status)
 }
 
-func (e *Engine) finishCommit(ctx context.Context, t *txn, live []*half, code int16) (int16, string) {
+// finishCommit writes the commit record; status is the final message's
+// put status (PutOK or PutFlushDiskTimeout).
+func (e *Engine) finishCommit(ctx context.Context, t *txn, live []*half, status store.PutStatus) (store.PutStatus, string, error) {
 	res := e.writeOp(ctx, t.id, OpCommit, live)
-	if oc := putCode(res.Status); oc != remoting.ResSuccess {
+	if res.Status != store.PutOK {
 		e.markUnverified(t)
-		if oc == remoting.ResFlushDiskTimeout {
-			return oc, ""
+		if res.Status == store.PutFlushDiskTimeout {
+			return res.Status, "", nil
 		}
-		return oc, "committed, but writing the commit record failed: " + res.Status.String() + errText(res.Err)
+		return res.Status, "committed, but writing the commit record failed: " + res.Status.String() + errText(res.Err), nil
 	}
-	return code, ""
+	return status, "", nil
 }
 
 func (e *Engine) markUnverified(t *txn) {
@@ -227,22 +202,6 @@ func finalMessage(h *message.Message) (*message.Message, error) {
 		ReconsumeTimes: h.ReconsumeTimes, PreparedTxOffset: h.PhysOffset,
 		Body: h.Body, Properties: props,
 	}, nil
-}
-
-// putCode maps a put status to a response code (as the broker does).
-func putCode(s store.PutStatus) int16 {
-	switch s {
-	case store.PutOK:
-		return remoting.ResSuccess
-	case store.PutFlushDiskTimeout:
-		return remoting.ResFlushDiskTimeout
-	case store.PutMessageIllegal, store.PutPropertiesTooLong:
-		return remoting.ResMessageIllegal
-	case store.PutServiceNotAvailable, store.PutDiskFull:
-		return remoting.ResServiceNotAvailable
-	default:
-		return remoting.ResSystemError
-	}
 }
 
 func errText(err error) string {

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -51,10 +51,15 @@ const (
 // ErrBadStateFile reports an unreadable or malformed cursor file.
 var ErrBadStateFile = errors.New("transaction: bad state file")
 
-// Producers finds a live connection of a producer group for check-back;
-// *broker.Broker implements it.
+// Producers reaches the live producers of a group for check-back, over
+// whatever protocol registered them; *broker.Broker implements it.
 type Producers interface {
-	ProducerConn(group string) *remoting.Conn
+	// HasProducer reports whether group has a live producer to ask.
+	HasProducer(group string) bool
+	// CheckTransaction asks one live producer of group about a
+	// transaction, without waiting for the answer (which comes back as
+	// End); an error means the question was not sent.
+	CheckTransaction(group string, c core.TransactionCheck) error
 }
 
 // Config configures an Engine.
@@ -62,9 +67,8 @@ type Config struct {
 	Store     *store.Store // required, open
 	Producers Producers    // required
 	// StoreHost is the broker's advertised address (the store host of the
-	// records it writes and part of offset message IDs).
-	StoreHost  netip.AddrPort
-	BrokerName string
+	// records it writes).
+	StoreHost netip.AddrPort
 	// Dir is the store root; the cursor file is <Dir>/config/transaction.json.
 	Dir string
 	FS  vfs.FS // nil = vfs.OS{}

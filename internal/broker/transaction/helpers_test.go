@@ -2,6 +2,7 @@ package transaction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -30,21 +32,28 @@ func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // producers is a remoting server whose connections register as producers
-// of the group named in their first request's ext "group".
+// of the group named in their first request's ext "group". It is the
+// engine's Producers as the broker is: a check-back goes to the group's
+// last registered live connection, and the checker that made that
+// connection records it. (The broker's encoding of the check-back request
+// is tested in internal/broker, TestCheckTransactionRequest.)
 type producers struct {
 	srv   *remoting.Server
 	addr  string
 	mu    sync.Mutex
 	conns map[string][]*remoting.Conn
+	owner map[*remoting.Conn]*checker // the checker at the other end
+	byID  map[string]*checker         // until its connection registers
 }
 
 func newProducers(t *testing.T) *producers {
-	p := &producers{conns: map[string][]*remoting.Conn{}}
+	p := &producers{conns: map[string][]*remoting.Conn{}, owner: map[*remoting.Conn]*checker{}, byID: map[string]*checker{}}
 	p.srv = remoting.NewServer(remoting.ServerConfig{OnConnClose: p.drop},
 		remoting.HandlerFunc(func(_ context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 			p.mu.Lock()
 			g := req.Ext("group")
 			p.conns[g] = append(p.conns[g], c)
+			p.owner[c] = p.byID[req.Ext("id")]
 			p.mu.Unlock()
 			return req.NewResponse(0, "")
 		}))
@@ -65,6 +74,7 @@ func newProducers(t *testing.T) *producers {
 func (p *producers) drop(c *remoting.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.owner, c)
 	for g, cs := range p.conns {
 		for i, x := range cs {
 			if x == c {
@@ -86,44 +96,76 @@ func (p *producers) ProducerConn(group string) *remoting.Conn {
 	return cs[len(cs)-1]
 }
 
-// checker is a producer client that records CHECK_TRANSACTION_STATE.
+// liveConn returns the last registered connection of group if it is not
+// closed, as the broker's ProducerConn does.
+func (p *producers) liveConn(group string) *remoting.Conn {
+	c := p.ProducerConn(group)
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c.Done():
+		return nil
+	default:
+		return c
+	}
+}
+
+// HasProducer implements Producers.
+func (p *producers) HasProducer(group string) bool { return p.liveConn(group) != nil }
+
+// CheckTransaction implements Producers: the checker at the other end of
+// the group's live connection records chk.
+func (p *producers) CheckTransaction(group string, chk core.TransactionCheck) error {
+	c := p.liveConn(group)
+	p.mu.Lock()
+	ck := p.owner[c]
+	p.mu.Unlock()
+	if c == nil || ck == nil {
+		return fmt.Errorf("no live producer of %s", group)
+	}
+	ck.checks <- chk
+	return nil
+}
+
+// checker is a producer client; it records the check-backs sent to it.
 type checker struct {
 	cl     *remoting.Client
-	checks chan *remoting.Command
+	checks chan core.TransactionCheck
 }
+
+var checkerIDs atomic.Int64
 
 func (p *producers) connect(t *testing.T, group string) *checker {
 	t.Helper()
-	ck := &checker{checks: make(chan *remoting.Command, 1024)}
+	ck := &checker{checks: make(chan core.TransactionCheck, 1024)}
+	id := strconv.FormatInt(checkerIDs.Add(1), 10)
+	p.mu.Lock()
+	p.byID[id] = ck
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := remoting.Dial(ctx, p.addr, remoting.ClientConfig{Handler: remoting.HandlerFunc(
-		func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
-			if req.Code == remoting.ReqCheckTransactionState {
-				ck.checks <- req
-			}
-			return nil
-		})})
+	cl, err := remoting.Dial(ctx, p.addr, remoting.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck.cl = cl
-	if _, err := cl.Invoke(ctx, remoting.NewRequest(34, map[string]string{"group": group}, nil)); err != nil {
+	if _, err := cl.Invoke(ctx, remoting.NewRequest(34, map[string]string{"group": group, "id": id}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
 	return ck
 }
 
-// next waits for the next check request.
-func (ck *checker) next(t *testing.T) *remoting.Command {
+// next waits for the next check-back.
+func (ck *checker) next(t *testing.T) core.TransactionCheck {
 	t.Helper()
 	select {
 	case c := <-ck.checks:
 		return c
 	case <-time.After(10 * time.Second):
-		t.Fatal("no CHECK_TRANSACTION_STATE received")
-		return nil
+		t.Fatal("no check-back received")
+		return core.TransactionCheck{}
 	}
 }
 
@@ -181,7 +223,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg := Config{Store: st, Producers: e.prods, StoreHost: storeHost, BrokerName: "broker-a",
+	cfg := Config{Store: st, Producers: e.prods, StoreHost: storeHost,
 		Dir: e.dir, FS: e.fs, CheckInterval: time.Hour, Timeout: 6 * time.Second, CheckMax: 3, Now: e.clk.Now}
 	if e.mut != nil {
 		e.mut(&cfg)
@@ -243,12 +285,18 @@ func (e *env) prepare(topic, group, body string, extra ...string) *message.Messa
 	return m
 }
 
-func endReq(group string, qoff, phys int64, decision int, fromCheck bool) *remoting.Command {
-	return remoting.NewRequest(remoting.ReqEndTransaction, map[string]string{
-		"producerGroup": group, "tranStateTableOffset": strconv.FormatInt(qoff, 10),
-		"commitLogOffset": strconv.FormatInt(phys, 10), "commitOrRollback": strconv.Itoa(decision),
-		"fromTransactionCheck": strconv.FormatBool(fromCheck), "msgId": "x", "transactionId": "x",
-	}, nil)
+// END_TRANSACTION commitOrRollback values, as the tests' producers send
+// them (internal/broker parses them; its tests cover the parsing).
+const (
+	decisionNone     = 0
+	decisionCommit   = 8
+	decisionRollback = 12
+)
+
+// endTxn is END_TRANSACTION's decision for the half at (qoff, phys), as
+// the broker hands it to the engine.
+func endTxn(group string, qoff, phys int64, decision int) core.EndTransaction {
+	return core.EndTransaction{ProducerGroup: group, QueueOffset: qoff, CommitLogOffset: phys, Commit: decision == decisionCommit}
 }
 
 // end sends END_TRANSACTION for the half m and returns the response code
@@ -258,16 +306,45 @@ func (e *env) end(m *message.Message, group string, decision int) int16 {
 	return e.endAt(group, m.QueueOffset, m.PhysOffset, decision)
 }
 
+// endAt decides as END_TRANSACTION with commitOrRollback = decision
+// would and returns the response code the producer gets: -1 (no response)
+// for UNKNOWN, which the broker does not pass on; SYSTEM_ERROR when the
+// engine refuses; otherwise the code of the engine's put status.
 func (e *env) endAt(group string, qoff, phys int64, decision int) int16 {
 	e.t.Helper()
-	resp := e.eng.End(context.Background(), nil, endReq(group, qoff, phys, decision, false))
-	if resp == nil {
+	switch decision {
+	case decisionNone:
 		return -1
+	case decisionCommit, decisionRollback:
+	default:
+		e.t.Fatalf("commitOrRollback %d never reaches the engine", decision)
 	}
-	if resp.Code != 0 {
-		e.t.Logf("END response %d %s", resp.Code, resp.Remark)
+	status, remark, err := e.eng.End(context.Background(), endTxn(group, qoff, phys, decision))
+	if err != nil {
+		if !errors.Is(err, core.ErrInternal) {
+			e.t.Fatalf("END refused with %v, not a core.ErrInternal", err)
+		}
+		e.t.Logf("END refused: %v", err)
+		return remoting.ResSystemError
 	}
-	return resp.Code
+	code := putStatusCode(status)
+	if code != 0 {
+		e.t.Logf("END response %d %s", code, remark)
+	}
+	return code
+}
+
+// putStatusCode is the broker's mapping of put statuses to response codes
+// (internal/broker/errors.go), for the codes these tests expect.
+func putStatusCode(s store.PutStatus) int16 {
+	switch s {
+	case store.PutOK:
+		return remoting.ResSuccess
+	case store.PutFlushDiskTimeout:
+		return remoting.ResFlushDiskTimeout
+	default:
+		return -2 // a failed write
+	}
 }
 
 // records returns the decoded records of topic/queue, waiting until the

@@ -1,38 +1,17 @@
 package transaction
 
 import (
-	"context"
-	"encoding/json"
 	"sort"
-	"time"
 
-	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/core"
 )
 
-// ReqListPending is Keel's private request code listing undecided half
-// messages (Keel-private codes are >= 10000 and < 32768; RocketMQ's end
-// well below). Request ext: "topic" and "producerGroup" (optional filters),
-// "limit" (optional, default 1000). Response body: JSON, see PendingList.
-const ReqListPending int16 = 10401
-
 // Pending describes one undecided half message.
-type Pending struct {
-	TransactionID   string `json:"transactionId"`
-	Topic           string `json:"topic"`
-	QueueID         int32  `json:"queueId"`
-	ProducerGroup   string `json:"producerGroup"`
-	HalfOffset      int64  `json:"halfOffset"`
-	CommitLogOffset int64  `json:"commitLogOffset"`
-	StoreTimeMs     int64  `json:"storeTimeMs"`
-	AgeMs           int64  `json:"ageMs"`
-	Checks          int32  `json:"checks"`
-}
+type Pending = core.PendingTransaction
 
-// PendingList is the response body of ReqListPending.
-type PendingList struct {
-	Total   int       `json:"total"` // matching entries before the limit
-	Pending []Pending `json:"pending"`
-}
+// PendingList lists undecided half messages (the response body of
+// remoting.ReqListTransactions).
+type PendingList = core.PendingTransactions
 
 // List returns the undecided half messages of topic and producer group
 // (empty = any), oldest first, at most limit (<= 0: all). Age counts from
@@ -57,25 +36,3 @@ func (e *Engine) List(topic, group string, limit int) PendingList {
 	}
 	return PendingList{Total: total, Pending: out}
 }
-
-// HandleList serves ReqListPending.
-func (e *Engine) HandleList(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
-	limit := 1000
-	if req.Ext("limit") != "" {
-		n, err := req.ExtInt32("limit")
-		if err != nil || n < 0 {
-			return req.NewResponse(remoting.ResSystemError, "bad limit")
-		}
-		limit = int(n)
-	}
-	body, err := json.Marshal(e.List(req.Ext("topic"), req.Ext("producerGroup"), limit))
-	if err != nil {
-		return req.NewResponse(remoting.ResSystemError, err.Error())
-	}
-	resp := req.NewResponse(remoting.ResSuccess, "")
-	resp.Body = body
-	return resp
-}
-
-// Age is p's age as a duration.
-func (p Pending) Age() time.Duration { return time.Duration(p.AgeMs) * time.Millisecond }

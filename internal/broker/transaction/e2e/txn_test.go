@@ -13,7 +13,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/remoting"
 
 	"github.com/keelmq/keel/internal/broker/transaction"
@@ -408,9 +407,6 @@ func TestProducerDisconnectsBeforeAnswering(t *testing.T) {
 // messages of topic (what `keel txn list` does) and expects body's.
 func listPending(t *testing.T, c *cluster, topic, group, body string) {
 	t.Helper()
-	if broker.ReqListTransactions != transaction.ReqListPending {
-		t.Fatalf("request codes differ: broker %d, engine %d", broker.ReqListTransactions, transaction.ReqListPending)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cl, err := remoting.Dial(ctx, c.BrokerAddr(), remoting.ClientConfig{})
@@ -418,7 +414,7 @@ func listPending(t *testing.T, c *cluster, topic, group, body string) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	resp, err := cl.Invoke(ctx, remoting.NewRequest(broker.ReqListTransactions, map[string]string{"topic": topic}, nil))
+	resp, err := cl.Invoke(ctx, remoting.NewRequest(remoting.ReqListTransactions, map[string]string{"topic": topic}, nil))
 	if err != nil || resp.Code != 0 {
 		t.Fatalf("list: %v %v", resp, err)
 	}

@@ -1,7 +1,7 @@
-package broker
+package core
 
-// De-duplication of batches, message by message (SEND_BATCH_MESSAGE whose
-// items all carry a client UNIQ_KEY, as the Java client's do; the Go
+// De-duplication of batches, message by message (a batch whose items all
+// carry a client UNIQ_KEY, as the Java client's RocketMQ batches do; the Go
 // client's batch items carry none, so its batches are never checked).
 //
 // Each distinct key is checked once, in sorted order (two batches sharing
@@ -9,26 +9,34 @@ package broker
 // batch is stored once. Items already stored within the window are not
 // stored again; the others are stored with one append; the response lists
 // every item's offset message ID in order, the original ones for
-// duplicates, and the queueId / queueOffset of the first item.
+// duplicates, and the queueId / queueOffset of the first item (the front
+// door's send response).
 
 import (
 	"context"
 	"sort"
 
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
 
-type batchDedup struct {
-	result   []*message.Message // per item: what the response reports (nil until known)
-	store    []*message.Message // items to store
+// BatchDedup is a batch checked key by key.
+type BatchDedup struct {
+	Result   []*message.Message // per item: what the response reports (nil until known)
+	Store    []*message.Message // items to store
 	releases []func(*message.Message, store.PutResult)
 	relItem  []int // item whose stored message each release records
 }
 
-// checkBatch returns nil when the batch is not de-duplicated.
-func (b *Broker) checkBatch(ctx context.Context, d Deduplicator, topic string, ms []*message.Message) (*batchDedup, error) {
+// CheckBatchDuplicates checks the items ms of a batch to topic with the
+// installed Deduplicator; it returns nil when the batch is not
+// de-duplicated (no Deduplicator, or an item without a UNIQ_KEY). The
+// caller stores bd.Store and then calls bd.Finish exactly once.
+func (b *Broker) CheckBatchDuplicates(ctx context.Context, topic string, ms []*message.Message) (*BatchDedup, error) {
+	d := b.Deduplicator()
+	if d == nil {
+		return nil, nil
+	}
 	first := map[string]int{}
 	keys := make([]string, len(ms))
 	for i, m := range ms {
@@ -46,37 +54,38 @@ func (b *Broker) checkBatch(ctx context.Context, d Deduplicator, topic string, m
 		uniq = append(uniq, k)
 	}
 	sort.Strings(uniq)
-	bd := &batchDedup{result: make([]*message.Message, len(ms))}
+	bd := &BatchDedup{Result: make([]*message.Message, len(ms))}
 	for _, k := range uniq {
 		orig, release, err := d.Check(ctx, topic, k)
 		if err != nil {
-			bd.finish(store.PutResult{Status: store.PutUnknownError, Err: err}, 0)
-			return nil, protoErrorf(remoting.ResSystemError, "duplicate check failed: %v", err)
+			bd.Finish(store.PutResult{Status: store.PutUnknownError, Err: err}, 0)
+			return nil, Errorf(ErrInternal, "duplicate check failed: %v", err)
 		}
 		i := first[k]
 		if orig != nil {
-			bd.result[i] = orig
+			bd.Result[i] = orig
 			continue
 		}
 		bd.releases = append(bd.releases, release)
 		bd.relItem = append(bd.relItem, i)
-		bd.result[i] = ms[i]
+		bd.Result[i] = ms[i]
 	}
 	for i, m := range ms { // in batch order
-		if f := first[keys[i]]; f == i && bd.result[i] == m {
-			bd.store = append(bd.store, m)
+		if f := first[keys[i]]; f == i && bd.Result[i] == m {
+			bd.Store = append(bd.Store, m)
 		}
-		bd.result[i] = bd.result[first[keys[i]]]
+		bd.Result[i] = bd.Result[first[keys[i]]]
 	}
 	return bd, nil
 }
 
-// finish releases every key checked, recording the stored items on success.
-func (bd *batchDedup) finish(res store.PutResult, queueID int32) {
+// Finish releases every key checked, recording the stored items on
+// success (queueID: the queue they went to).
+func (bd *BatchDedup) Finish(res store.PutResult, queueID int32) {
 	for j, release := range bd.releases {
 		var stored *message.Message
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
-			reported := *bd.result[bd.relItem[j]]
+			reported := *bd.Result[bd.relItem[j]]
 			reported.QueueID, reported.Body = queueID, nil // the body is the request's
 			stored = &reported
 		}

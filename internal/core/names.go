@@ -1,13 +1,14 @@
-package broker
+package core
 
-// Request and response codes are remoting.Req* and remoting.Res*.
+import "strings"
 
-// Permission bits of a topic (PermName).
+// Permission bits of a topic and of the broker (RocketMQ's PermName; they
+// are stored in topics.json).
 const (
-	permInherit int32 = 0x1
-	permWrite   int32 = 0x2
-	permRead    int32 = 0x4
-	permRW            = permRead | permWrite
+	PermInherit int32 = 0x1 // a template topic: topics created from it inherit its permission
+	PermWrite   int32 = 0x2
+	PermRead    int32 = 0x4
+	PermRW            = PermRead | PermWrite
 )
 
 // Topic and group naming.
@@ -15,6 +16,7 @@ const (
 	// DefaultTopic is the template topic producers name when sending to a topic
 	// that does not exist yet (auto-creation).
 	DefaultTopic     = "TBW102"
+	SelfTestTopic    = "SELF_TEST_TOPIC"
 	scheduleTopic    = "SCHEDULE_TOPIC_XXXX"
 	transHalfTopic   = "RMQ_SYS_TRANS_HALF_TOPIC"
 	transOpHalfTopic = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
@@ -24,13 +26,6 @@ const (
 	retryPrefix      = "%RETRY%"
 	dlqPrefix        = "%DLQ%"
 	sysTopicPrefix   = "rmq_sys_"
-)
-
-// Pull request sysFlag bits.
-const (
-	pullFlagCommitOffset int32 = 0x1
-	pullFlagSuspend      int32 = 0x2
-	pullFlagSubscription int32 = 0x4
 )
 
 // systemTopics are never created by clients, never auto-created from
@@ -44,10 +39,10 @@ var systemTopics = map[string]bool{
 	transCheckTopic:       true,
 	"RMQ_SYS_TRACE_TOPIC": true,
 	"OFFSET_MOVED_EVENT":  true,
-	"SELF_TEST_TOPIC":     true,
+	SelfTestTopic:         true,
 }
 
-// notSendableTopics reject client sends with NO_PERMISSION: they are written
+// notSendableTopics refuse client sends (ErrForbidden): they are written
 // only by the broker itself.
 var notSendableTopics = map[string]bool{
 	scheduleTopic:    true,
@@ -57,6 +52,9 @@ var notSendableTopics = map[string]bool{
 	timerTopic:       true,
 	keelTimerTopic:   true,
 }
+
+// IsSendable reports whether clients may send to topic t.
+func IsSendable(t string) bool { return !notSendableTopics[t] }
 
 func isSystemTopic(t string) bool {
 	return systemTopics[t] || len(t) >= len(sysTopicPrefix) && t[:len(sysTopicPrefix)] == sysTopicPrefix
@@ -68,6 +66,10 @@ func RetryTopic(group string) string { return retryPrefix + group }
 // DLQTopic is the dead-letter topic of a consumer group.
 func DLQTopic(group string) string { return dlqPrefix + group }
 
-func isRetryTopic(t string) bool {
+// IsRetryTopic reports whether t is a group's retry topic.
+func IsRetryTopic(t string) bool {
 	return len(t) > len(retryPrefix) && t[:len(retryPrefix)] == retryPrefix
 }
+
+// RetryGroup is the consumer group of a retry topic.
+func RetryGroup(retryTopic string) string { return strings.TrimPrefix(retryTopic, retryPrefix) }

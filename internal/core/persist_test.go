@@ -1,4 +1,4 @@
-package broker
+package core
 
 import (
 	"errors"
@@ -76,7 +76,7 @@ func createConcurrently(tbl *configTable[TopicConfig], from, n int) []error {
 	for i := range n {
 		wg.Go(func() {
 			name := fmt.Sprintf("T%d", from+i)
-			_, created, err := tbl.createIfAbsent(name, newTopicConfig(name, 4, permRW))
+			_, created, err := tbl.createIfAbsent(name, NewTopicConfig(name, 4, PermRW))
 			if err == nil && !created {
 				err = fmt.Errorf("%s not created", name)
 			}
@@ -181,7 +181,7 @@ func TestConfigTableCreateIfAbsentWaitsForPendingCreation(t *testing.T) {
 	tbl := memTable(g)
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := tbl.createIfAbsent("X", newTopicConfig("X", 8, permRW))
+		_, _, err := tbl.createIfAbsent("X", NewTopicConfig("X", 8, PermRW))
 		first <- err
 	}()
 	<-g.held
@@ -193,7 +193,7 @@ func TestConfigTableCreateIfAbsentWaitsForPendingCreation(t *testing.T) {
 	}
 	second := make(chan result, 1)
 	go func() {
-		tc, created, err := tbl.createIfAbsent("X", newTopicConfig("X", 2, permRW))
+		tc, created, err := tbl.createIfAbsent("X", NewTopicConfig("X", 2, PermRW))
 		_, onDisk := tbl.get("X")
 		second <- result{tc, created, err, onDisk}
 	}()
@@ -240,7 +240,7 @@ func TestConfigTableFileLayout(t *testing.T) {
 	mem := vfs.NewMem()
 	tbl := memTable(mem)
 	for _, name := range []string{"B", "A"} {
-		if err := tbl.put(name, newTopicConfig(name, 1, permRW)); err != nil {
+		if err := tbl.put(name, NewTopicConfig(name, 1, PermRW)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,29 +1,29 @@
-package broker
+package core
 
-// Extension points for the engines built beside the broker: scheduled
-// delivery (delay levels and TIMER_* timestamps) and transactional half
-// messages. The broker validates and builds the message; the engine stores
-// it durably and later puts the final message with store.PutMessage (which
-// wakes long-polling consumers through the dispatch listener like any put).
+// Extension points for the engines built beside the core: scheduled
+// delivery (delay levels and TIMER_* timestamps), transactional half
+// messages and producer de-duplication. The core validates and routes the
+// message; the engine stores it durably and later puts the final message
+// with store.PutMessage (which wakes waiting consumers through the
+// dispatch listener like any put).
 //
 // A Scheduler that also has OnDispatch(topic, queueID, queueOffset,
 // tagsCode) receives every store dispatch event (the store has one listener,
-// owned by the broker); it must not block.
+// owned by the core); it must not block.
 //
 // Without a Scheduler: a send with DELAY > 0 or a TIMER_* property to an
 // ordinary topic is rejected with MESSAGE_ILLEGAL ("scheduled delivery is not
 // enabled"); retries (CONSUMER_SEND_MSG_BACK and sends to %RETRY% topics) are
 // put into the retry topic at once, without back-off, so failing messages
 // still reach the DLQ after maxReconsumeTimes. Without Transactions: a
-// prepared (TRAN_MSG) send gets NO_PERMISSION and END_TRANSACTION gets
-// SYSTEM_ERROR.
+// prepared (TRAN_MSG) send is ErrForbidden (the RocketMQ adapter answers
+// END_TRANSACTION with SYSTEM_ERROR).
 
 import (
 	"context"
-	"net/netip"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -51,12 +51,25 @@ type Transactions interface {
 	// msgId(PhysOffset) and queueOffset(QueueOffset). As for Schedule,
 	// neither m nor m.Body may be kept past the return.
 	Prepare(ctx context.Context, m *message.Message) store.PutResult
-	// End serves END_TRANSACTION (37); a nil response sends nothing.
-	End(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
+	// End records a producer's decision (see EndTransaction). It returns
+	// the put status of the write that recorded it (PutOK when the
+	// transaction was decided before) with a remark for the producer when
+	// that write failed, or an ErrInternal error when d names no half
+	// message of its producer group or the half cannot be read.
+	End(ctx context.Context, d EndTransaction) (status store.PutStatus, remark string, err error)
+}
+
+// EndTransaction is a producer's decision of a transaction, naming its
+// half message.
+type EndTransaction struct {
+	ProducerGroup   string
+	CommitLogOffset int64 // the half message's PhysOffset
+	QueueOffset     int64 // the half message's offset in the half topic
+	Commit          bool  // false: roll back
 }
 
 // dispatchObserver is implemented by engines that want the store's dispatch
-// events (the store has a single listener, owned by the broker).
+// events (the store has a single listener, owned by the core).
 type dispatchObserver interface {
 	OnDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64)
 }
@@ -72,9 +85,10 @@ type dispatchObserver interface {
 //     queueId; QueueOffset, PhysOffset, StoreTimestamp as put) and the put
 //     result, or with (nil, result) if the send failed before the put.
 //
-// err != nil answers SYSTEM_ERROR. A batch is checked key by key (sorted,
-// each distinct key once) when every item carries a UNIQ_KEY
-// (send_dedup.go); Go client batches carry none and are not checked.
+// err != nil fails the send. A batch is checked key by key (sorted, each
+// distinct key once) when every item carries a UNIQ_KEY
+// (CheckBatchDuplicates, batch_dedup.go); Go client batches carry none and
+// are not checked.
 type Deduplicator interface {
 	Check(ctx context.Context, topic, uniqKey string) (orig *message.Message, release func(stored *message.Message, res store.PutResult), err error)
 }
@@ -90,7 +104,8 @@ func (b *Broker) SetDeduplicator(d Deduplicator) {
 	b.dedup.Store(&dedupBox{d})
 }
 
-func (b *Broker) getDeduplicator() Deduplicator {
+// Deduplicator returns the installed de-duplication hook, or nil.
+func (b *Broker) Deduplicator() Deduplicator {
 	if box := b.dedup.Load(); box != nil {
 		return box.d
 	}
@@ -122,62 +137,58 @@ func (b *Broker) SetTransactions(t Transactions) {
 	b.transactions.Store(&transactionsBox{t})
 }
 
-func (b *Broker) getScheduler() Scheduler {
+// Scheduler returns the installed scheduled-delivery engine, or nil.
+func (b *Broker) Scheduler() Scheduler {
 	if box := b.scheduler.Load(); box != nil {
 		return box.s
 	}
 	return nil
 }
 
-func (b *Broker) getTransactions() Transactions {
+// Transactions returns the installed transaction engine, or nil.
+func (b *Broker) Transactions() Transactions {
 	if box := b.transactions.Load(); box != nil {
 		return box.t
 	}
 	return nil
 }
 
-// onDispatch is the store's dispatch listener: it wakes held pulls and
-// passes the event on to the Scheduler when it observes dispatch. It must
-// not block.
-func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tagsCode int64) {
-	b.pulls.onDispatch(topic, queueID, queueOffset, tagsCode)
-	if box := b.scheduler.Load(); box != nil && box.obs != nil {
-		box.obs.OnDispatch(topic, queueID, queueOffset, tagsCode)
-	}
+// TransactionCheck asks a producer about an undecided transaction
+// (RocketMQ's CHECK_TRANSACTION_STATE): Half is the transaction's newest
+// half message as the producer sees it (its real topic and queue, the
+// half record's QueueOffset, PhysOffset and StoreTimestamp,
+// TRANSACTION_CHECK_TIMES set); ID is the transaction id. The producer
+// answers with a decision (Transactions.End) naming Half's offsets.
+type TransactionCheck struct {
+	Half *message.Message
+	ID   string
 }
 
-// ProducerConn returns a live connection of a producer group (for
-// transaction check-back), or nil.
-func (b *Broker) ProducerConn(group string) *remoting.Conn { return b.producers.anyConn(group) }
-
-// Store returns the broker's message store.
-func (b *Broker) Store() *store.Store { return b.st }
-
-// StoreHost is the advertised address stamped on stored messages.
-func (b *Broker) StoreHost() netip.AddrPort { return b.storeHost }
-
-func (b *Broker) handleEndTransaction(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	t := b.getTransactions()
-	if t == nil {
-		return nil, protoErrorf(remoting.ResSystemError, "transactional messages are not enabled on this broker")
-	}
-	return t.End(ctx, c, req), nil
+// PendingTransaction describes one undecided half message.
+type PendingTransaction struct {
+	TransactionID   string `json:"transactionId"`
+	Topic           string `json:"topic"`
+	QueueID         int32  `json:"queueId"`
+	ProducerGroup   string `json:"producerGroup"`
+	HalfOffset      int64  `json:"halfOffset"`
+	CommitLogOffset int64  `json:"commitLogOffset"`
+	StoreTimeMs     int64  `json:"storeTimeMs"`
+	AgeMs           int64  `json:"ageMs"`
+	Checks          int32  `json:"checks"`
 }
 
-// ReqListTransactions is a Keel-private request code (Keel's own codes are
-// >= 10000 and < 32768, above every RocketMQ code) listing the undecided
-// transactional half messages. The installed Transactions engine serves it
-// when it has a HandleList method (internal/broker/transaction does; its
-// ReqListPending is the same number).
-const ReqListTransactions int16 = 10401
+// Age is p's age as a duration.
+func (p PendingTransaction) Age() time.Duration { return time.Duration(p.AgeMs) * time.Millisecond }
 
-type transactionLister interface {
-	HandleList(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command
+// PendingTransactions lists undecided half messages.
+type PendingTransactions struct {
+	Total   int                  `json:"total"` // matching entries before the limit
+	Pending []PendingTransaction `json:"pending"`
 }
 
-func (b *Broker) handleListTransactions(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	if l, ok := b.getTransactions().(transactionLister); ok {
-		return l.HandleList(ctx, c, req), nil
-	}
-	return nil, protoErrorf(remoting.ResSystemError, "transactional messages are not enabled on this broker")
+// TransactionLister is implemented by a Transactions engine that lists its
+// undecided half messages: of topic and producer group (empty = any),
+// oldest first, at most limit (<= 0: all).
+type TransactionLister interface {
+	List(topic, group string, limit int) PendingTransactions
 }

@@ -1,4 +1,4 @@
-package broker
+package core
 
 // Topic configuration: which topics this broker hosts, their read/write queue
 // counts, permission bits, sysflag and order flag.
@@ -6,23 +6,21 @@ package broker
 // The table is persisted crash-safely as <DataDir>/config/topics.json
 // ({"topicConfigTable":{...},"dataVersion":{...}}, RocketMQ's layout) and
 // every change is on disk before it is used. Topics are created
-//   - explicitly by UPDATE_AND_CREATE_TOPIC (admin.go),
+//   - explicitly (UpdateTopic; RocketMQ's UPDATE_AND_CREATE_TOPIC),
 //   - on send, from the template topic named by the producer (TBW102), when
 //     the template exists and has the INHERIT permission (autoCreateTopicEnable),
 //   - for consumer groups: %RETRY%<group> on heartbeat and send-back, and
 //     %DLQ%<group> when a message exhausts its retries (1 queue each, RW).
 //
-// Every creation is announced to the NameServers soon (register.go: a few in
-// a row at once, one round per registerGap during a burst), not at the next
-// periodic registration, so clients find the route. Concurrent
+// Every change is announced (Config.OnTopicsChanged: the RocketMQ adapter
+// registers with the NameServers soon, not at the next periodic
+// registration, so clients find the route). Concurrent
 // creations share one write of topics.json (persist.go); each is
 // acknowledged only after that write completed.
 
 import (
 	"fmt"
 	"sort"
-
-	"github.com/keelmq/keel/internal/remoting"
 )
 
 // TopicConfig is one topic's configuration (RocketMQ TopicConfig JSON).
@@ -37,13 +35,18 @@ type TopicConfig struct {
 	Attributes      map[string]string `json:"attributes"`
 }
 
-func (tc TopicConfig) readable() bool { return tc.Perm&permRead != 0 }
-func (tc TopicConfig) writable() bool { return tc.Perm&permWrite != 0 }
+// Readable reports whether the topic may be consumed.
+func (tc TopicConfig) Readable() bool { return tc.Perm&PermRead != 0 }
 
-// queueNums is the number of valid queue ids (max of read and write counts).
-func (tc TopicConfig) queueNums() int32 { return max(tc.ReadQueueNums, tc.WriteQueueNums) }
+// Writable reports whether the topic accepts messages.
+func (tc TopicConfig) Writable() bool { return tc.Perm&PermWrite != 0 }
 
-func newTopicConfig(name string, queues, perm int32) TopicConfig {
+// QueueNums is the number of valid queue ids (max of read and write counts).
+func (tc TopicConfig) QueueNums() int32 { return max(tc.ReadQueueNums, tc.WriteQueueNums) }
+
+// NewTopicConfig returns the configuration of a topic with the given queue
+// count (read and write) and permission bits.
+func NewTopicConfig(name string, queues, perm int32) TopicConfig {
 	return TopicConfig{
 		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: perm,
 		TopicFilterType: "SINGLE_TAG", Attributes: map[string]string{},
@@ -74,17 +77,17 @@ func validTopicChars(topic string) bool {
 	return true
 }
 
-// validateTopic checks a client-supplied topic name. Every stored topic must
+// ValidateTopic checks a client-supplied topic name. Every stored topic must
 // fit the 1-byte TOPICLEN of the V1 record, so 127 bytes is the limit for all
 // topics, retry and DLQ topics included.
-func validateTopic(topic string) error {
+func ValidateTopic(topic string) error {
 	switch {
 	case topic == "":
-		return protoErrorf(remoting.ResInvalidParameter, "the specified topic is blank")
+		return Errorf(ErrInvalidArgument, "the specified topic is blank")
 	case len(topic) > 127:
-		return protoErrorf(remoting.ResInvalidParameter, "the specified topic is longer than 127 bytes")
+		return Errorf(ErrInvalidArgument, "the specified topic is longer than 127 bytes")
 	case !validTopicChars(topic):
-		return protoErrorf(remoting.ResInvalidParameter, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
+		return Errorf(ErrInvalidArgument, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
 	}
 	return nil
 }
@@ -108,35 +111,35 @@ func (b *Broker) Topics() []TopicConfig {
 // returns the configuration in effect. Schedule and transaction engines use
 // it for their system topics.
 func (b *Broker) EnsureTopic(name string, queues, perm int32) (TopicConfig, error) {
-	tc, created, err := b.topics.createIfAbsent(name, newTopicConfig(name, queues, perm))
+	tc, created, err := b.topics.createIfAbsent(name, NewTopicConfig(name, queues, perm))
 	if err != nil {
 		return TopicConfig{}, err
 	}
 	if created {
 		b.log.Info("topic created", "topic", name, "queues", queues, "perm", perm)
-		b.reg.kick()
+		b.announce()
 	}
 	return tc, nil
 }
 
-// autoCreateTopic resolves the topic of a send. An unknown topic is created
+// AutoCreateTopic resolves the topic of a send. An unknown topic is created
 // from the template (defaultTopic) when the template exists and carries the
 // INHERIT permission; a retry topic is created with 1 queue.
-func (b *Broker) autoCreateTopic(topic, template string, queues int32) (TopicConfig, error) {
+func (b *Broker) AutoCreateTopic(topic, template string, queues int32) (TopicConfig, error) {
 	if tc, ok := b.topics.get(topic); ok {
 		return tc, nil
 	}
-	if isRetryTopic(topic) {
-		return b.EnsureTopic(topic, 1, permRW)
+	if IsRetryTopic(topic) {
+		return b.EnsureTopic(topic, 1, PermRW)
 	}
 	tpl, ok := b.topics.get(template)
-	if !ok || tpl.Perm&permInherit == 0 || (template == DefaultTopic && !b.cfg.AutoCreateTopicEnable) {
-		return TopicConfig{}, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist, apply first please!", topic)
+	if !ok || tpl.Perm&PermInherit == 0 || (template == DefaultTopic && !b.cfg.AutoCreateTopicEnable) {
+		return TopicConfig{}, Errorf(ErrTopicNotFound, "topic[%s] not exist, apply first please!", topic)
 	}
 	if queues <= 0 || queues > tpl.WriteQueueNums {
 		queues = tpl.WriteQueueNums
 	}
-	return b.EnsureTopic(topic, queues, tpl.Perm&^permInherit)
+	return b.EnsureTopic(topic, queues, tpl.Perm&^PermInherit)
 }
 
 // initTopics loads the table and installs the built-in topics.
@@ -146,28 +149,63 @@ func (b *Broker) initTopics() error {
 	}
 	if b.cfg.AutoCreateTopicEnable {
 		if _, _, err := b.topics.createIfAbsent(DefaultTopic,
-			newTopicConfig(DefaultTopic, b.cfg.DefaultTopicQueueNums, permInherit|permRW)); err != nil {
+			NewTopicConfig(DefaultTopic, b.cfg.DefaultTopicQueueNums, PermInherit|PermRW)); err != nil {
 			return err
 		}
 	} else if _, err := b.topics.remove(DefaultTopic); err != nil {
 		return err
 	}
-	if _, _, err := b.topics.createIfAbsent("SELF_TEST_TOPIC", newTopicConfig("SELF_TEST_TOPIC", 1, permRW)); err != nil {
+	if _, _, err := b.topics.createIfAbsent(SelfTestTopic, NewTopicConfig(SelfTestTopic, 1, PermRW)); err != nil {
 		return err
 	}
 	return nil
 }
 
-// deleteTopic drops a topic's configuration, stored messages and consumer
-// offsets.
-func (b *Broker) deleteTopic(topic string) error {
+// DeleteTopic drops a topic's configuration, stored messages and consumer
+// offsets. System topics cannot be deleted.
+func (b *Broker) DeleteTopic(topic string) error {
+	if isSystemTopic(topic) {
+		return Errorf(ErrInvalidArgument, "the topic[%s] is a system topic and cannot be deleted", topic)
+	}
 	if _, err := b.topics.remove(topic); err != nil {
 		return err
 	}
 	b.offsets.deleteTopic(topic)
 	if err := b.st.DeleteTopic(topic); err != nil {
-		return fmt.Errorf("broker: delete topic %s: %w", topic, err)
+		return fmt.Errorf("core: delete topic %s: %w", topic, err)
 	}
-	b.reg.kick()
+	b.announce()
+	b.log.Info("topic deleted", "topic", topic)
 	return nil
 }
+
+// UpdateTopic creates or replaces a topic's configuration (an operator's
+// request): the name is validated (system topics are refused), the queue
+// counts must be in [1, MaxQueueNums] and the permission only read, write
+// and inherit bits.
+func (b *Broker) UpdateTopic(tc TopicConfig) error {
+	topic := tc.TopicName
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	if isSystemTopic(topic) {
+		return Errorf(ErrInvalidArgument, "the topic[%s] is conflict with system topic", topic)
+	}
+	for _, n := range []int32{tc.ReadQueueNums, tc.WriteQueueNums} {
+		if n < 1 || n > b.cfg.MaxQueueNums {
+			return Errorf(ErrInvalidArgument, "queue nums %d out of [1,%d]", n, b.cfg.MaxQueueNums)
+		}
+	}
+	if tc.Perm&^(PermRW|PermInherit) != 0 {
+		return Errorf(ErrInvalidArgument, "perm %d invalid", tc.Perm)
+	}
+	if err := b.topics.put(topic, tc); err != nil {
+		return err
+	}
+	b.log.Info("topic updated", "topic", topic, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
+	b.announce()
+	return nil
+}
+
+// TopicTable returns every topic configuration and the table's version.
+func (b *Broker) TopicTable() (map[string]TopicConfig, DataVersion) { return b.topics.all() }

@@ -1,13 +1,11 @@
-package broker
+package core
 
 // Subscription group configuration (RocketMQ SubscriptionGroupConfig):
 // whether a group may consume, its retry queue count and maximum reconsume
 // times. Persisted crash-safely as <DataDir>/config/subscriptionGroup.json.
 // Groups are created on heartbeat, pull and send-back when
-// AutoCreateSubscriptionGroup is set; otherwise an unknown group gets
-// SUBSCRIPTION_GROUP_NOT_EXIST (26).
-
-import "github.com/keelmq/keel/internal/remoting"
+// AutoCreateSubscriptionGroup is set; otherwise an unknown group is
+// ErrGroupNotFound.
 
 // GroupConfig is one consumer group's configuration.
 type GroupConfig struct {
@@ -22,7 +20,9 @@ type GroupConfig struct {
 	NotifyConsumerIDsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable"`
 }
 
-func (b *Broker) newGroupConfig(name string) GroupConfig {
+// NewGroupConfig returns the configuration a group gets when it is
+// created without one: RocketMQ's defaults.
+func (b *Broker) NewGroupConfig(name string) GroupConfig {
 	return GroupConfig{
 		GroupName: name, ConsumeEnable: true, ConsumeFromMinEnable: true, ConsumeBroadcastEnable: true,
 		RetryQueueNums: 1, RetryMaxTimes: b.cfg.RetryMaxTimes, WhichBrokerWhenConsumeSlowly: 1,
@@ -38,18 +38,17 @@ func (b *Broker) Group(name string) (GroupConfig, bool) {
 	return b.unsaved.get(name) // diskfull.go
 }
 
-// ensureGroup returns the group's configuration, creating it if allowed.
-func (b *Broker) ensureGroup(name string) (GroupConfig, error) {
+// EnsureGroup returns the group's configuration, creating it if allowed.
+func (b *Broker) EnsureGroup(name string) (GroupConfig, error) {
 	if g, ok := b.Group(name); ok {
 		return g, nil
 	}
 	if !b.cfg.AutoCreateSubscriptionGroup {
-		return GroupConfig{}, protoErrorf(remoting.ResSubscriptionGroupNotExist,
-			"subscription group [%s] does not exist", name)
+		return GroupConfig{}, Errorf(ErrGroupNotFound, "subscription group [%s] does not exist", name)
 	}
-	g, created, err := b.groups.createIfAbsent(name, b.newGroupConfig(name))
+	g, created, err := b.groups.createIfAbsent(name, b.NewGroupConfig(name))
 	if err != nil {
-		return b.keepUnsavedGroup(name, b.newGroupConfig(name), err) // a full disk fails no read
+		return b.keepUnsavedGroup(name, b.NewGroupConfig(name), err) // a full disk fails no read
 	}
 	if created {
 		b.log.Info("subscription group created", "group", name)

@@ -1,32 +1,29 @@
-package broker
+package core
 
-// Consumer offsets and offset lookups: QUERY_CONSUMER_OFFSET (14),
-// UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
-// SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32).
+// Committed consumer offsets.
 //
-// An offset is (group, topic, queueId) -> next offset to consume. Updates
-// (UPDATE_CONSUMER_OFFSET and the pull COMMIT_OFFSET flag) go to memory and
-// are written crash-safely to <DataDir>/config/consumerOffset.json every
-// OffsetFlushInterval and on Close. A crash can lose at most one interval of
-// commits, which means re-delivery (at-least-once), never loss.
+// An offset is (group, topic, queueId) -> next offset to consume. Commits
+// (CommitOffset, RecordOffset) go to memory and are written crash-safely to
+// <DataDir>/config/consumerOffset.json by FlushOffsets (every
+// OffsetFlushInterval, and on Close, by the front door that owns the core).
+// A crash can lose at most one interval of commits, which means
+// re-delivery (at-least-once), never loss.
 //
-// QUERY_CONSUMER_OFFSET keeps RocketMQ's zero-if-young rule: a group with no
+// ConsumerOffset keeps RocketMQ's zero-if-young rule: a group with no
 // offset for a queue whose first message is still stored (min offset 0) and
-// recent (YoungQueueBytes) gets offset 0, so a new group with
-// CONSUME_FROM_LAST_OFFSET reads a young queue from the start. The lookups
-// always answer 0 with an `offset` (the Go client does not check the code).
+// recent (YoungQueueBytes) gets offset 0, so a new group that starts from
+// the last offset reads a young queue from the start.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/keelmq/keel/internal/store"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -192,28 +189,43 @@ func (t *offsetTable) flush() error {
 	return nil
 }
 
-// ---- handlers ----
-
-func offsetResponse(req *remoting.Command, key string, v int64) *remoting.Command {
-	resp := req.NewResponse(remoting.ResSuccess, "")
-	setExt(resp, key, itoa(v))
-	return resp
+func (t *offsetTable) topicsOf(group string) map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]bool)
+	for k := range t.m {
+		if k.group == group {
+			out[k.topic] = true
+		}
+	}
+	return out
 }
 
-func (b *Broker) handleQueryConsumerOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	e := ext{req: req}
-	group, topic := e.required("consumerGroup"), e.required("topic")
-	qid := e.int32("queueId", 0, true)
-	if e.err != nil {
-		return nil, e.err
+func (t *offsetTable) groupNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	set := make(map[string]bool)
+	for k := range t.m {
+		set[k.group] = true
 	}
+	out := make([]string, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	return out
+}
+
+// ConsumerOffset returns the committed offset of a group on a queue. A
+// group without one gets 0 when zeroIfYoung is set and the queue is young
+// (see the file comment); otherwise ok is false.
+func (b *Broker) ConsumerOffset(group, topic string, qid int32, zeroIfYoung bool) (offset int64, ok bool) {
 	if off, ok := b.offsets.get(group, topic, qid); ok {
-		return offsetResponse(req, "offset", off), nil
+		return off, true
 	}
-	if e.str("setZeroIfNotFound") != "false" && b.queueIsYoung(topic, qid) {
-		return offsetResponse(req, "offset", 0), nil
+	if zeroIfYoung && b.queueIsYoung(topic, qid) {
+		return 0, true
 	}
-	return req.NewResponse(remoting.ResQueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"), nil
+	return 0, false
 }
 
 // queueIsYoung reports whether a queue still holds its first message and
@@ -238,69 +250,71 @@ func (b *Broker) queueIsYoung(topic string, qid int32) bool {
 	return b.st.ConfirmedOffset()-phys <= b.cfg.YoungQueueBytes
 }
 
-func (b *Broker) handleUpdateConsumerOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	e := ext{req: req}
-	group, topic := e.required("consumerGroup"), e.required("topic")
-	qid := e.int32("queueId", 0, true)
-	off := e.int64("commitOffset", 0, true)
-	if e.err != nil {
-		return nil, e.err
-	}
+// CommitOffset stores a group's offset on a queue of an existing topic
+// (creating the group if allowed).
+func (b *Broker) CommitOffset(group, topic string, qid int32, off int64) error {
 	if _, ok := b.topics.get(topic); !ok {
-		return nil, protoErrorf(remoting.ResTopicNotExist, "topic[%s] not exist", topic)
+		return Errorf(ErrTopicNotFound, "topic[%s] not exist", topic)
 	}
-	if _, err := b.ensureGroup(group); err != nil {
-		return nil, err
+	if _, err := b.EnsureGroup(group); err != nil {
+		return err
 	}
 	if off < 0 {
-		return nil, protoErrorf(remoting.ResInvalidParameter, "commitOffset %d is negative", off)
+		return Errorf(ErrInvalidArgument, "commitOffset %d is negative", off)
 	}
 	b.offsets.commit(group, topic, qid, off)
-	return req.NewResponse(remoting.ResSuccess, ""), nil
+	return nil
 }
 
-func (b *Broker) topicQueue(req *remoting.Command) (string, int32, *ext) {
-	e := &ext{req: req}
-	topic := e.required("topic")
-	qid := e.int32("queueId", 0, true)
-	return topic, qid, e
+// RecordOffset stores a group's offset on a queue without checks (an
+// offset a consumer reports along with a pull).
+func (b *Broker) RecordOffset(group, topic string, qid int32, off int64) {
+	b.offsets.commit(group, topic, qid, off)
 }
 
-func (b *Broker) handleGetMaxOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	topic, qid, e := b.topicQueue(req)
-	if e.err != nil {
-		return nil, e.err
-	}
-	return offsetResponse(req, "offset", b.st.MaxOffset(topic, qid)), nil
+// OffsetTopics returns the topics a group has committed offsets for.
+func (b *Broker) OffsetTopics(group string) map[string]bool { return b.offsets.topicsOf(group) }
+
+// OffsetGroups returns the groups with committed offsets.
+func (b *Broker) OffsetGroups() []string { return b.offsets.groupNames() }
+
+// ConsumeRate is how many messages per second a group consumed from a
+// topic over the last minute, measured on its committed offsets.
+func (b *Broker) ConsumeRate(group, topic string) float64 { return b.offsets.rates.rate(group, topic) }
+
+// FlushOffsets writes the committed offsets if they changed since the last
+// flush.
+func (b *Broker) FlushOffsets() error { return b.offsets.flush() }
+
+// OffsetsByTopic returns the committed offsets as topic -> group -> queue
+// -> offset (a copy), for the store's disk-pressure retention.
+func (b *Broker) OffsetsByTopic() store.ConsumerOffsets { return b.offsets.byTopic() }
+
+// ConsumedAt returns when the group's committed offset of the queue last
+// moved forward (Unix ms, broker clock), or 0 when it did not since the
+// broker started.
+func (b *Broker) ConsumedAt(group, topic string, queueID int32) int64 {
+	return b.offsets.consumedAt(group, topic, queueID)
 }
 
-func (b *Broker) handleGetMinOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	topic, qid, e := b.topicQueue(req)
-	if e.err != nil {
-		return nil, e.err
+// byTopic returns the committed offsets as topic -> group -> queue ->
+// offset.
+func (t *offsetTable) byTopic() store.ConsumerOffsets {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := store.ConsumerOffsets{}
+	for k, off := range t.m {
+		groups := out[k.topic]
+		if groups == nil {
+			groups = map[string]map[int32]int64{}
+			out[k.topic] = groups
+		}
+		queues := groups[k.group]
+		if queues == nil {
+			queues = map[int32]int64{}
+			groups[k.group] = queues
+		}
+		queues[k.queueID] = off
 	}
-	return offsetResponse(req, "offset", b.st.MinOffset(topic, qid)), nil
-}
-
-func (b *Broker) handleSearchOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	topic, qid, e := b.topicQueue(req)
-	ts := e.int64("timestamp", 0, true)
-	if e.err != nil {
-		return nil, e.err
-	}
-	return offsetResponse(req, "offset", b.st.OffsetByTime(topic, qid, ts)), nil
-}
-
-func (b *Broker) handleEarliestStoreTime(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	topic, qid, e := b.topicQueue(req)
-	if e.err != nil {
-		return nil, e.err
-	}
-	ts, err := b.st.EarliestStoreTime(topic, qid)
-	if err != nil {
-		// RocketMQ answers -1 when the queue has no readable message.
-		b.log.Debug("earliest store time unavailable", "topic", topic, "queue_id", qid, "err", err)
-		ts = -1
-	}
-	return offsetResponse(req, "timestamp", ts), nil
+	return out
 }

@@ -1,6 +1,6 @@
-package broker
+package core
 
-// Crash-safe persistence of the broker's small metadata files (topics,
+// Crash-safe persistence of the core's small metadata files (topics,
 // subscription groups, consumer offsets) under <DataDir>/config.
 //
 // A file is replaced atomically: the new content is written to <name>.tmp,
@@ -22,7 +22,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -73,8 +72,8 @@ func readFile(fsys vfs.FS, path string) (data []byte, ok bool, err error) {
 	return data, true, nil
 }
 
-// dataVersion is RocketMQ's DataVersion: bumped on every change of a table.
-type dataVersion struct {
+// DataVersion is RocketMQ's DataVersion: bumped on every change of a table.
+type DataVersion struct {
 	Timestamp int64 `json:"timestamp"`
 	Counter   int64 `json:"counter"`
 }
@@ -100,7 +99,7 @@ type configTable[T any] struct {
 	mu  sync.RWMutex
 	m   map[string]T // on disk
 	enc map[string]json.RawMessage
-	ver dataVersion
+	ver DataVersion
 	// Mutations not on disk yet: open gathers those the next write takes,
 	// flight those of the write in progress (nil if none). A later entry
 	// for a name wins; view order: open, flight, m.
@@ -110,7 +109,7 @@ type configTable[T any] struct {
 // pendingBatch is a set of mutations written together.
 type pendingBatch[T any] struct {
 	ops  map[string]pendingOp[T]
-	ver  dataVersion // of the table with these mutations
+	ver  DataVersion // of the table with these mutations
 	done chan struct{}
 	err  error // set before done is closed
 }
@@ -158,7 +157,7 @@ func (t *configTable[T]) load() error {
 		}
 		m[name] = v
 	}
-	var ver dataVersion
+	var ver DataVersion
 	if raw, ok := file["dataVersion"]; ok {
 		if err := json.Unmarshal(raw, &ver); err != nil {
 			return fmt.Errorf("broker: parse %s: dataVersion: %w", t.path, err)
@@ -178,7 +177,7 @@ func (t *configTable[T]) get(name string) (T, bool) {
 }
 
 // all returns a copy of the table and its version.
-func (t *configTable[T]) all() (map[string]T, dataVersion) {
+func (t *configTable[T]) all() (map[string]T, DataVersion) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	out := make(map[string]T, len(t.m))
@@ -323,7 +322,7 @@ func (t *configTable[T]) remove(name string) (bool, error) {
 // creation beyond the limit fails. The caller holds mu.
 func (t *configTable[T]) addLocked(name string, op pendingOp[T], creates bool) (*pendingBatch[T], error) {
 	if creates && t.countLocked() >= t.limit {
-		return nil, protoErrorf(remoting.ResSystemError, "%s limit of %d reached; cannot create %s", t.what, t.limit, name)
+		return nil, Errorf(ErrLimitReached, "%s limit of %d reached; cannot create %s", t.what, t.limit, name)
 	}
 	if t.open == nil {
 		ver := t.ver
@@ -333,7 +332,7 @@ func (t *configTable[T]) addLocked(name string, op pendingOp[T], creates bool) (
 		t.open = &pendingBatch[T]{ops: make(map[string]pendingOp[T]), ver: ver, done: make(chan struct{})}
 	}
 	t.open.ops[name] = op
-	t.open.ver = dataVersion{Timestamp: t.now(), Counter: t.open.ver.Counter + 1}
+	t.open.ver = DataVersion{Timestamp: t.now(), Counter: t.open.ver.Counter + 1}
 	return t.open, nil
 }
 

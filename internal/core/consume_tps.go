@@ -1,6 +1,6 @@
-package broker
+package core
 
-// consumeTps of GET_CONSUME_STATS: how fast a consumer group's committed
+// Consume rates (RocketMQ's consumeTps): how fast a consumer group's committed
 // offsets advance, per topic, over the last minute. Every commit that moves
 // a queue's offset forward adds the distance to a ring of one-second
 // buckets of its (group, topic); the rate is the sum of the buckets of the

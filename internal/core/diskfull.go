@@ -1,4 +1,4 @@
-package broker
+package core
 
 // Reads on a full disk. The first pull or heartbeat of a new consumer group
 // auto-creates the group, which writes config/subscriptionGroup.json; a
@@ -6,7 +6,8 @@ package broker
 // read must not fail because such a write found the disk full. So:
 //   - a group whose creation could not be written for lack of space is
 //     served from memory with the default configuration, and written by a
-//     retry every OffsetFlushInterval until it is on disk (an auto-created
+//     retry at every offset flush (SaveUnsavedGroups, which the front door
+//     calls every OffsetFlushInterval) until it is on disk (an auto-created
 //     group holds only defaults: if the broker stops first, the next pull
 //     creates the same group again);
 //   - a retry topic that could not be created for lack of space is left to
@@ -28,8 +29,8 @@ type unsavedGroups struct {
 	m  map[string]GroupConfig // guarded by mu
 }
 
-// isNoSpace reports whether err says the disk (or the quota) is full.
-func isNoSpace(err error) bool {
+// IsNoSpace reports whether err says the disk (or the quota) is full.
+func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
@@ -44,7 +45,7 @@ func (u *unsavedGroups) get(name string) (GroupConfig, bool) {
 // space (and below MaxGroups) it keeps g in memory and returns it; any
 // other error is returned.
 func (b *Broker) keepUnsavedGroup(name string, g GroupConfig, err error) (GroupConfig, error) {
-	if !isNoSpace(err) {
+	if !IsNoSpace(err) {
 		return GroupConfig{}, err
 	}
 	u := &b.unsaved
@@ -61,13 +62,13 @@ func (b *Broker) keepUnsavedGroup(name string, g GroupConfig, err error) (GroupC
 	}
 	u.m[name] = g
 	b.log.Warn("subscription group created in memory only: disk full; saving it is retried",
-		"group", name, "err", err, "retry_interval", b.cfg.OffsetFlushInterval)
+		"group", name, "err", err)
 	return g, nil
 }
 
-// saveUnsavedGroups writes the groups kept in memory; those still failing
+// SaveUnsavedGroups writes the groups kept in memory; those still failing
 // stay for the next round.
-func (b *Broker) saveUnsavedGroups() {
+func (b *Broker) SaveUnsavedGroups() {
 	u := &b.unsaved
 	u.mu.Lock()
 	pending := make(map[string]GroupConfig, len(u.m))
@@ -77,7 +78,7 @@ func (b *Broker) saveUnsavedGroups() {
 	u.mu.Unlock()
 	for name, g := range pending {
 		if _, _, err := b.groups.createIfAbsent(name, g); err != nil {
-			if !isNoSpace(err) {
+			if !IsNoSpace(err) {
 				b.log.Error("saving subscription group failed", "group", name, "err", err)
 			}
 			continue

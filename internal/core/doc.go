@@ -1,0 +1,21 @@
+// Package core is Keel's protocol-free broker: what every front door
+// (the RocketMQ remoting adapter in internal/broker today; Kafka and AMQP
+// adapters later) shares on top of the message store.
+//
+// It owns the metadata: topics and their queues (topics.go), consumer
+// groups (groups.go) and their committed offsets (offsets.go, with the
+// consume rates of consume_tps.go), persisted crash-safely as JSON files
+// under <DataDir>/config (persist.go), and the names of system, retry and
+// dead-letter topics (names.go).
+//
+// The core knows no protocol: it returns typed domain errors (errors.go:
+// ErrTopicNotFound, ErrForbidden, ... wrapped in *Error with a message for
+// the client, tested with errors.Is), and each front door maps them to its
+// protocol's codes in one table of its own. It never imports
+// internal/remoting or any adapter (internal/archtest enforces this).
+//
+// Concurrency: every Broker method is safe for concurrent use. Each table
+// has its own mutex; a persisted table's saveMu is taken before its mu,
+// the offsets' flushMu before their mu, and no code holds two tables'
+// locks at once.
+package core
