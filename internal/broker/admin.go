@@ -95,7 +95,7 @@ func (b *Broker) handleRuntimeInfo(ctx context.Context, c *remoting.Conn, req *r
 	table := map[string]string{
 		"brokerVersionDesc":     "V4_9_4",
 		"brokerVersion":         "401",
-		"commitLogMaxOffset":    itoa(b.st.ConfirmedOffset()),
+		"commitLogMaxOffset":    itoa(b.st.VisibleOffset()),
 		"brokerName":            b.cfg.BrokerName,
 		"clusterName":           b.cfg.ClusterName,
 		"heldPullRequests":      itoa(b.pulls.held()),

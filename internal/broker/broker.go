@@ -235,7 +235,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.handlers = b.dispatchTable()
-	st.SetDispatchListener(b.onDispatch)
+	st.OnVisible(b.onDispatch)
 	return b, nil
 }
 

@@ -213,7 +213,7 @@ func (b *Broker) queueIsYoung(topic string, qid int32) bool {
 		return false
 	}
 	phys := message.View(res.Records[0]).PhysOffset()
-	return b.st.ConfirmedOffset()-phys <= b.cfg.YoungQueueBytes
+	return b.st.VisibleOffset()-phys <= b.cfg.YoungQueueBytes
 }
 
 func (b *Broker) handleUpdateConsumerOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {

@@ -17,14 +17,9 @@ import (
 	"github.com/keelmq/keel/internal/store/consumequeue"
 )
 
-// confirmedLimit is how far the dispatcher may go: the flushed offset under
-// SYNC_FLUSH, the written offset under ASYNC_FLUSH.
-func (s *Store) confirmedLimit() int64 {
-	if s.cfg.FlushDiskType == SyncFlush {
-		return s.log.FlushedOffset()
-	}
-	return s.log.WrittenOffset()
-}
+// confirmedLimit is how far the dispatcher may go: the Confirmed
+// watermark (Replicated under SYNC_FLUSH, Written under ASYNC_FLUSH).
+func (s *Store) confirmedLimit() int64 { return s.marks.confirmed.Load() }
 
 // runDispatcher dispatches new records when the CommitLog notifies, and
 // retries a round the disk refused every FlushConsumeQueueInterval.
@@ -70,6 +65,7 @@ func (s *Store) runPersister() {
 // dispatchRound dispatches what is available; a write that found the disk
 // full is retried later, any other failure makes the store read-only.
 func (s *Store) dispatchRound() {
+	s.updateReplicated()
 	s.noteWriteFault(&s.dispatchStalled, "dispatch", s.dispatchAvailable())
 }
 
@@ -80,7 +76,7 @@ func (s *Store) noteWriteFault(stalled *atomic.Bool, what string, err error) {
 	switch {
 	case err == nil:
 		if stalled.Swap(false) {
-			s.logger.Info("store: "+what+" works again after the disk was full", "dispatched", s.dispatched.Load())
+			s.logger.Info("store: "+what+" works again after the disk was full", "visible", s.VisibleOffset())
 		}
 	case retryableNoSpace(err):
 		if !stalled.Swap(true) {
@@ -128,7 +124,7 @@ func retryableNoSpace(err error) bool {
 	return false
 }
 
-// dispatchAvailable dispatches every record below the confirmed limit.
+// dispatchAvailable dispatches every record below Confirmed.
 func (s *Store) dispatchAvailable() error {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
@@ -156,9 +152,11 @@ func (s *Store) dispatchTo(limit int64) error {
 			}
 			return err
 		}
-		s.dispatched.Store(s.reader.Offset())
+		s.marks.visible.Advance(s.reader.Offset())
 	}
-	s.dispatched.Store(max(s.dispatched.Load(), s.reader.Offset()))
+	if s.marks.visible.Advance(s.reader.Offset()) {
+		s.marks.visible.Release()
+	}
 	return nil
 }
 
@@ -187,9 +185,7 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 		}
 	}
 	s.lastTs = v.StoreTimestamp()
-	if fn := s.listener.Load(); fn != nil {
-		(*fn)(q.Topic(), qid, qo, code) // the queue's string: no copy per record
-	}
+	s.tellVisible(q.Topic(), qid, qo, code) // the queue's string: no copy per record
 	return nil
 }
 
@@ -288,7 +284,7 @@ func (s *Store) persistProgress() error {
 // persistProgressLocked is persistProgress with progressMu held.
 func (s *Store) persistProgressLocked() error {
 	s.dispatchMu.Lock()
-	d, ts := s.dispatched.Load(), s.lastTs
+	d, ts := s.VisibleOffset(), s.lastTs
 	s.dispatchMu.Unlock()
 	physFlushed := s.log.FlushedOffset()
 	if err := s.flushQueuesAndIndex(); err != nil {

@@ -351,10 +351,10 @@ func (s *Store) loadRun(st *queueRead, ents []consumequeue.Entry, r *GetResult) 
 }
 
 // LookMessageByOffset returns a copy of the verified record at a CommitLog
-// offset below the confirmed limit (flushed under SYNC_FLUSH, written under
-// ASYNC_FLUSH). It does not wait for dispatch: a consumer woken by the
-// dispatch listener may look a record up before the dispatcher has moved
-// ConfirmedOffset past it.
+// offset below the Confirmed watermark (Replicated under SYNC_FLUSH,
+// Written under ASYNC_FLUSH). It does not wait for dispatch: a consumer
+// woken by an OnVisible subscriber may look a record up before the
+// dispatcher has moved Visible past it.
 func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
 	if limit := s.confirmedLimit(); physOffset < 0 || physOffset >= limit {
 		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, limit, commitlog.ErrBeyondEnd)

@@ -69,7 +69,7 @@ func (s *Store) PutMessagesDeferred(ctx context.Context, ms []*message.Message, 
 	if end < 0 {
 		return r, false
 	}
-	s.log.AfterFlush(end, s.cfg.SyncFlushTimeout, func(err error) { done(flushResult(err)) })
+	s.marks.confirmed.Notify(end, s.cfg.SyncFlushTimeout, func(err error) { done(flushResult(err)) })
 	return PutResult{}, true
 }
 
@@ -158,8 +158,9 @@ func waitStoreMsgOK(ms []*message.Message) bool {
 	return true
 }
 
+// waitFlushed waits for the Confirmed watermark to pass end.
 func (s *Store) waitFlushed(ctx context.Context, end int64) PutResult {
-	return flushResult(s.log.WaitFlushed(ctx, end, s.cfg.SyncFlushTimeout))
+	return flushResult(s.marks.confirmed.Wait(ctx, end, s.cfg.SyncFlushTimeout))
 }
 
 // flushResult maps the outcome of waiting for a flush to a put result.

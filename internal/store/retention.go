@@ -118,7 +118,7 @@ func (s *Store) deleteExpired(usage float64) error {
 // of the segment after it (when it was closed); the last segment and
 // segments not yet dispatched and flushed are kept.
 func (s *Store) retentionCut(now time.Time, force bool) int64 {
-	limit := min(s.dispatched.Load(), s.log.FlushedOffset())
+	limit := min(s.VisibleOffset(), s.log.FlushedOffset())
 	segs := s.log.Segments()
 	cut, forced := int64(-1), 0
 	for i := 0; i+1 < len(segs); i++ {

@@ -142,7 +142,9 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 		}
 		return l.fail(err)
 	}
-	l.written.Store(end)
+	if l.written.Advance(end) {
+		l.written.Release()
+	}
 	l.notify()
 	if l.noSpace {
 		l.noSpace = false

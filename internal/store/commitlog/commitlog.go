@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/watermark"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -118,14 +119,14 @@ type Log struct {
 	recovered bool
 	noSpace   bool // the last append failed with ErrNoSpace (log once per series)
 
-	written atomic.Int64 // end of written bytes (exclusive)
-	flushed atomic.Int64 // end of durable bytes (exclusive)
+	// The written and flushed watermarks (end of written, of durable
+	// bytes; exclusive). Waiters of written are answered by the writer,
+	// those of flushed by the acknowledger (ack.go).
+	written *watermark.Mark
+	flushed *watermark.Mark
 	failure atomic.Pointer[error]
 
 	flushMu sync.Mutex // serializes Flush with segment removal
-
-	roundMu sync.Mutex
-	round   *flushRound // guarded by roundMu
 	kick    chan struct{}
 
 	prefillMu    sync.Mutex
@@ -138,7 +139,7 @@ type Log struct {
 	cacheOff     atomic.Bool  // a release failed: leave the page cache to the kernel
 	cacheKick    chan struct{}
 
-	acks acks // AfterFlush waiters (ack.go)
+	ackKick chan struct{} // one pending wake-up for the acknowledger (ack.go)
 }
 
 // Open opens (creating if needed) the log directory and its segment files.
@@ -147,9 +148,11 @@ func Open(cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
-	l.acks.kick = make(chan struct{}, 1)
+	l.ackKick = make(chan struct{}, 1)
+	l.written = watermark.New("written", nil)
+	l.flushed = watermark.New("flushed", l.RequestFlush)
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
@@ -244,6 +247,17 @@ func (l *Log) WrittenOffset() int64 { return l.written.Load() }
 // FlushedOffset returns the end of the bytes known durable.
 func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 
+// Written is the written watermark: the end of the bytes written to the
+// segment files (page cache). Its waiters are called back by the writer,
+// right after the write. Callers must not move it.
+func (l *Log) Written() *watermark.Mark { return l.written }
+
+// Flushed is the flushed watermark: the end of the bytes a successful
+// fdatasync covered. Waiting on it asks for a flush; its waiters are
+// called back by the acknowledger (RunAcknowledger). Callers must not move
+// it.
+func (l *Log) Flushed() *watermark.Mark { return l.flushed }
+
 // MinOffset returns the first offset still held (start of the first
 // segment), or the written offset if there is no segment.
 func (l *Log) MinOffset() int64 {
@@ -270,8 +284,8 @@ func (l *Log) fail(err error) error {
 		l.logger.Error("commitlog: write or fsync failed; the store is read-only until restart", "err", err)
 	}
 	l.notify()
-	l.wakeWaiters()
-	l.flushEnded()
+	l.written.Fail(l.Err())
+	l.flushed.Fail(l.Err())
 	return l.Err()
 }
 
