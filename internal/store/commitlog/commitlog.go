@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/store/watermark"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -49,6 +50,11 @@ var (
 	ErrTooLarge = errors.New("commitlog: record too large for a segment")
 	// ErrNotRecovered is returned by Append before Recover ran.
 	ErrNotRecovered = errors.New("commitlog: not recovered")
+	// ErrUnknownType is wrapped by errors for a record whose checksum
+	// is valid but whose magic names no record type this version knows
+	// (package record). It is not ErrCorrupt: such a record is never cut
+	// as a torn tail nor skipped.
+	ErrUnknownType = record.ErrUnknownType
 	// ErrNoSpace is wrapped by Append errors for a batch that was not
 	// written because the disk is full; the log stays usable (see the
 	// package documentation).
@@ -383,13 +389,15 @@ func verifyEntry(entry []byte, off int64, size int32, check func([]byte) error) 
 	if magic == message.MagicBlank {
 		return fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
 	}
-	if total != size || magic != message.MagicV1 {
-		return fmt.Errorf("commitlog: entry at %d: size %d magic %#x, want size %d magic %#x: %w",
-			off, total, u32(magic), size, u32(message.MagicV1), ErrCorrupt)
+	if total != size {
+		return fmt.Errorf("commitlog: entry at %d: size %d, want %d: %w", off, total, size, ErrCorrupt)
 	}
 	rec := entry[:size]
 	if got, want := Checksum(rec), be32(entry[size:]); got != want {
 		return fmt.Errorf("commitlog: entry at %d: crc %#08x, stored %#08x: %w", off, got, want, ErrCorrupt)
+	}
+	if record.TypeOfMagic(magic) == record.Unknown {
+		return fmt.Errorf("commitlog: record at %d: %w", off, record.UnknownMagicError(magic))
 	}
 	if check != nil {
 		if err := check(rec); err != nil {
