@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
 )
@@ -158,64 +156,6 @@ func (s *Store) dispatchTo(limit int64) error {
 		s.marks.visible.Release()
 	}
 	return nil
-}
-
-// dispatchRecord adds the ConsumeQueue entry and the index entries of one
-// record, then tells the listener.
-func (s *Store) dispatchRecord(rec []byte, phys int64) error {
-	v := message.View(rec)
-	topic, qid, qo := v.Topic(), v.QueueID(), v.QueueOffset()
-	if phys < s.rebuildCQFrom {
-		// Recovery: the queues already hold it. It is indexed without
-		// checking rebuildIndexFrom because redispatch starts at the lower
-		// of the two, so here phys >= rebuildIndexFrom.
-		return s.indexRecord(v, topic, phys)
-	}
-	q, err := s.queueForDispatch(topic, qid)
-	if err != nil {
-		return err
-	}
-	code := s.cfg.tagsCode(v)
-	if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
-		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
-	}
-	if phys >= s.rebuildIndexFrom {
-		if err := s.indexRecord(v, topic, phys); err != nil {
-			return err
-		}
-	}
-	s.lastTs = v.StoreTimestamp()
-	s.tellVisible(q.Topic(), qid, qo, code) // the queue's string: no copy per record
-	return nil
-}
-
-func (c *Config) tagsCode(v message.View) int64 {
-	if c.TagsCode != nil {
-		return c.TagsCode(v)
-	}
-	return message.TagsCodeBytes(v.Tags())
-}
-
-// indexRecord indexes the KEYS tokens and the UNIQ_KEY of a record under
-// "topic#key".
-func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
-	ts := v.StoreTimestamp()
-	put := func(key []byte) error {
-		if len(key) == 0 {
-			return nil
-		}
-		// One allocation: string(b) operands of a concatenation are not copied.
-		if err := s.index.Put(string(topic)+"#"+string(key), phys, ts); err != nil {
-			return fmt.Errorf("store: index record at %d: %w", phys, err)
-		}
-		return nil
-	}
-	for _, key := range bytes.Fields(v.Keys()) {
-		if err := put(key); err != nil {
-			return err
-		}
-	}
-	return put(v.UniqKey())
 }
 
 // queueForDispatch returns the ConsumeQueue of (topic, queueID), opening or

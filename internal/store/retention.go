@@ -145,7 +145,7 @@ func (s *Store) retentionCut(now time.Time, force bool) int64 {
 // the store time of the record at nextBase, else the file's mtime.
 func (s *Store) segmentClosedAt(nextBase int64, path string) (time.Time, bool) {
 	if rec, err := s.log.ReadRecord(nextBase, nil); err == nil {
-		return time.UnixMilli(viewStoreTs(rec)), true
+		return time.UnixMilli(storeTimestamp(rec)), true
 	}
 	fi, err := s.cfg.FS.Stat(path)
 	if err != nil {

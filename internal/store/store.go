@@ -153,7 +153,7 @@ func (s *Store) open() error {
 	}
 	s.log, err = commitlog.Open(commitlog.Config{
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
-		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
+		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
 		PrefillBytes:     s.cfg.prefillBytes(),
 		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
