@@ -80,6 +80,25 @@
 //     its ConsumeQueue idempotently (the index may hold its keys twice;
 //     queries deduplicate).
 //
+// # Record types
+//
+// Every CommitLog record says what it is in its magic (package record):
+// today RocketMQ messages (PutMessage(s); RocketMQ's V1 stored layout, so
+// data directories written before types existed are read as they are),
+// and records of the enveloped types — a Kafka record batch as received,
+// an AMQP message, a system record — put with PutRecord. The generic paths
+// (the CommitLog's record check, dispatch, reads, the index, retention,
+// Check) ask the record's type (types.go) and never read a type's fields
+// themselves; what the RocketMQ type means (WAIT=false acknowledges at
+// write, KEYS tokens and UNIQ_KEY go to the index, TAGS to the tag code)
+// is rocketmq.go's. An enveloped record gets one ConsumeQueue entry per
+// destination, at queue offsets the store assigns at append (dense per
+// queue, shared with RocketMQ messages of the queue); it has no index keys
+// yet. So one record may be in several queues, and one entry may hold
+// several logical messages (see package consumequeue). A record of a type
+// this version does not know stops Open, Check, dispatch and reads with an
+// error wrapping record.ErrUnknownType that names its magic and offset.
+//
 // # Watermarks
 //
 // Four named CommitLog offsets say how far records have come; each is the
@@ -113,8 +132,9 @@
 //
 // One dispatcher goroutine, woken by the CommitLog whenever the written or
 // flushed offset moves, reads records up to Confirmed, appends their
-// ConsumeQueue entries and index entries (each KEYS token and the UNIQ_KEY,
-// as "topic#key"), tells the OnVisible subscribers, and moves Visible
+// ConsumeQueue entries and index entries (by type: for a RocketMQ message
+// each KEYS token and the UNIQ_KEY, as "topic#key"), tells the OnVisible
+// subscribers, and moves Visible
 // (releasing its waiters once per round). Readers only see dispatched
 // entries.
 //

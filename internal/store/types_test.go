@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
@@ -205,4 +206,37 @@ func readAll(t *testing.T, fs vfs.FS, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRetentionOfFanOutRecords: retention dates a segment by the store time
+// of the record after it, whatever its type, and retires the entries of
+// every queue a removed record was in.
+func TestRetentionOfFanOutRecords(t *testing.T) {
+	clock := newFakeClock()
+	clock.Set(time.Date(2026, 1, 2, 4, 10, 0, 0, time.Local))
+	cfg := testConfig(vfs.NewMem())
+	cfg.Now = clock.Now
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	dests := []record.Dest{{Topic: "A", QueueID: 0}, {Topic: "B", QueueID: 1}}
+	body := string(make([]byte, 4000))
+	for range 40 {
+		putRecord(t, s, record.AMQP, 1, dests, body)
+	}
+	waitVisible(t, s, "B", 1, 40)
+	flushAll(t, s)
+	clock.Set(time.Date(2026, 1, 2, 4, 30, 0, 0, time.Local)) // DeleteWhen, well inside FileReservedTime
+	s.runRetentionOnce()
+	if s.log.MinOffset() != 0 || s.MinOffset("A", 0) != 0 {
+		t.Fatalf("retention removed segments that are not expired: log min %d", s.log.MinOffset())
+	}
+	clock.Set(time.Date(2026, 1, 6, 4, 30, 0, 0, time.Local))
+	putRecord(t, s, record.AMQP, 1, dests, body)
+	waitVisible(t, s, "B", 1, 41)
+	flushAll(t, s)
+	s.runRetentionOnce()
+	a, b := s.MinOffset("A", 0), s.MinOffset("B", 1)
+	if s.log.MinOffset() == 0 || a == 0 || a != b {
+		t.Fatalf("after expiry: log min %d, queue mins %d and %d", s.log.MinOffset(), a, b)
+	}
 }
