@@ -36,7 +36,7 @@
 //   - One record may be located by entries of several queues (an AMQP
 //     message routed to several queues is stored once): entries of
 //     different queues may hold the same physOffset; within one queue
-//     physOffsets still only grow.
+//     physOffsets never decrease.
 //
 // # Recovery
 //

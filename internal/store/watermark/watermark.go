@@ -13,9 +13,9 @@
 // Concurrency: all methods are safe for concurrent use. Callbacks run on
 // the goroutine that calls Release (or Fail, Close), on the registering
 // goroutine when the outcome is already known, or, for a timeout, on the
-// goroutine of a timer; they must not block and must not register on the
-// same Mark from inside (they may on another). Callbacks of one Release
-// run in registration order.
+// goroutine of a timer; they must not block and must not call Release or
+// Fail of the same Mark (they may register on it, or use another). Releases
+// are serialized, and the callbacks of one run in registration order.
 package watermark
 
 import (
@@ -40,6 +40,11 @@ type Mark struct {
 	v atomic.Int64
 	n atomic.Int32 // len(waiting), read without mu
 
+	// relMu serializes Release (the owner's goroutine and the timer's),
+	// so callbacks run in order and the due list is reused.
+	relMu sync.Mutex
+	due   []waiter // guarded by relMu
+
 	mu      sync.Mutex
 	waiting []waiter // in registration order; guarded by mu
 	failure error    // sticky; guarded by mu
@@ -54,6 +59,7 @@ type waiter struct {
 	timeout  time.Duration
 	fn       func(error)
 	id       uint64 // for Wait's removal; 0 for Notify
+	err      error  // the outcome, once due
 }
 
 var waitIDs atomic.Uint64
@@ -187,21 +193,21 @@ func (m *Mark) Release() {
 	if m.n.Load() == 0 {
 		return
 	}
-	var due []waiter
-	var errs []error
+	m.relMu.Lock()
+	defer m.relMu.Unlock()
+	due := m.due[:0]
 	now := time.Now()
 	m.mu.Lock()
 	v := m.v.Load()
 	kept := m.waiting[:0]
 	var next time.Time
 	for _, w := range m.waiting {
-		var err error
 		switch {
 		case w.off <= v:
 		case m.failure != nil:
-			err = m.failure
+			w.err = m.failure
 		case !w.deadline.IsZero() && !now.Before(w.deadline):
-			err = fmt.Errorf("watermark: %s offset %d not reached after %v: %w", m.name, w.off, w.timeout, ErrTimeout)
+			w.err = fmt.Errorf("watermark: %s offset %d not reached after %v: %w", m.name, w.off, w.timeout, ErrTimeout)
 		default:
 			if !w.deadline.IsZero() && (next.IsZero() || w.deadline.Before(next)) {
 				next = w.deadline
@@ -210,7 +216,6 @@ func (m *Mark) Release() {
 			continue
 		}
 		due = append(due, w)
-		errs = append(errs, err)
 	}
 	clear(m.waiting[len(kept):])
 	m.waiting = kept
@@ -224,10 +229,19 @@ func (m *Mark) Release() {
 		m.armLocked(next)
 	}
 	m.mu.Unlock()
-	for i, w := range due {
-		w.fn(errs[i])
+	for _, w := range due {
+		w.fn(w.err)
+	}
+	clear(due)
+	if cap(due) <= maxKeptDue {
+		m.due = due[:0]
+	} else {
+		m.due = nil
 	}
 }
+
+// maxKeptDue bounds the due list a Mark keeps between Releases.
+const maxKeptDue = 4096
 
 // Fail makes err the outcome of every waiter that the offset has not
 // reached, now and later, and calls back those waiting. The first failure
