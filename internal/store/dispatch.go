@@ -123,13 +123,17 @@ func retryableNoSpace(err error) bool {
 }
 
 // dispatchAvailable dispatches every record below Confirmed.
+// The waiters of Visible are called back after dispatchMu is released.
 func (s *Store) dispatchAvailable() error {
 	s.dispatchMu.Lock()
-	defer s.dispatchMu.Unlock()
-	return s.dispatchTo(s.confirmedLimit())
+	err := s.dispatchTo(s.confirmedLimit())
+	s.dispatchMu.Unlock()
+	s.marks.visible.Release()
+	return err
 }
 
-// dispatchTo dispatches records up to limit. dispatchMu is held.
+// dispatchTo dispatches records up to limit, moving Visible (its waiters
+// are the caller's to release, without dispatchMu). dispatchMu is held.
 func (s *Store) dispatchTo(limit int64) error {
 	if p := s.failure.Load(); p != nil {
 		return nil // already failed: leave the queues as they are
@@ -152,9 +156,7 @@ func (s *Store) dispatchTo(limit int64) error {
 		}
 		s.marks.visible.Advance(s.reader.Offset())
 	}
-	if s.marks.visible.Advance(s.reader.Offset()) {
-		s.marks.visible.Release()
-	}
+	s.marks.visible.Advance(s.reader.Offset())
 	return nil
 }
 
@@ -309,6 +311,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		delete(s.counters, topic)
 	}
 	s.dispatchMu.Unlock()
+	s.marks.visible.Release()
 	if err != nil {
 		if !retryableNoSpace(err) {
 			s.fail(err)

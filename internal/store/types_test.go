@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/consumequeue"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -238,5 +239,40 @@ func TestRetentionOfFanOutRecords(t *testing.T) {
 	a, b := s.MinOffset("A", 0), s.MinOffset("B", 1)
 	if s.log.MinOffset() == 0 || a == 0 || a != b {
 		t.Fatalf("after expiry: log min %d, queue mins %d and %d", s.log.MinOffset(), a, b)
+	}
+}
+
+// TestCheckTellsWrongEntriesOfEnvelopedRecords: Check verifies entries
+// against the destinations of an enveloped record: an entry in a queue
+// the record is not routed to is a problem, and so is a destination left
+// without its entry.
+func TestCheckTellsWrongEntriesOfEnvelopedRecords(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	s := mustOpen(t, cfg)
+	phys := putRecord(t, s, record.AMQP, 1, []record.Dest{{Topic: "Q1", QueueID: 0}}, "x")
+	waitVisible(t, s, "Q1", 0, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	size := int32(len(readAll(t, fs, "/data/commitlog/"+commitlog.SegmentName(0))[phys:]) - commitlog.TrailerBytes)
+	q, err := consumequeue.Open(consumequeue.Config{FS: fs, Dir: "/data/consumequeue/Q9/0", Topic: "Q9", QueueID: 0, EntriesPerSegment: cfg.ConsumeQueueSegmentEntries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Append(0, consumequeue.Entry{PhysOffset: phys, Size: size}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	removeTree(t, fs, "/data/consumequeue/Q1")
+	rep, err := Check(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := fmt.Sprint(rep.Problems)
+	if !strings.Contains(probs, "no destination Q9/0 offset 0") || !strings.Contains(probs, "record Q1/0 offset 0 has no consume queue entry") {
+		t.Fatalf("problems: %v", rep.Problems)
 	}
 }

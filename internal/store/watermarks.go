@@ -117,10 +117,11 @@ func (s *Store) WaitFor(ctx context.Context, w Watermark, off int64, timeout tim
 // Notify is WaitFor's callback form, costing no goroutine: fn is called
 // exactly once with what WaitFor would return. It runs at once on the
 // caller's goroutine when the outcome is known, otherwise on the goroutine
-// that moves w (Written: the writer; Flushed and, without
-// ExternalReplication, Replicated: the CommitLog's acknowledger;
-// Visible and an external Replicated: the dispatcher) or on a timer's.
-// fn must not block.
+// that moves w (Written: the writer, holding the store's append lock;
+// Flushed and, without ExternalReplication, Replicated: the CommitLog's
+// acknowledger; Visible and an external Replicated: the dispatcher, with
+// no store lock held) or on a timer's. fn must not block, and a callback
+// on Written must not put.
 func (s *Store) Notify(w Watermark, off int64, timeout time.Duration, fn func(error)) {
 	s.mark(w).Notify(off, timeout, fn)
 }
