@@ -55,7 +55,7 @@ func (p *parts) storeStarter() starter {
 		}
 		p.store = st
 		p.log.Info("store open", "dir", p.cfg.StorePathRootDir, "flush", p.cfg.FlushDiskType,
-			"confirmed_offset", st.ConfirmedOffset())
+			"visible_offset", st.VisibleOffset())
 		return service{name: "store", stop: func(context.Context) error { return st.Close() }}, nil
 	}
 }

@@ -92,7 +92,7 @@ func (b *Broker) handleRuntimeInfo(ctx context.Context, c *remoting.Conn, req *r
 		"keelVersion":           b.cfg.Version,
 		"brokerVersionDesc":     rocketMQVersionDesc,
 		"brokerVersion":         rocketMQVersion,
-		"commitLogMaxOffset":    itoa(b.st.ConfirmedOffset()),
+		"commitLogMaxOffset":    itoa(b.st.VisibleOffset()),
 		"brokerName":            b.cfg.BrokerName,
 		"clusterName":           b.cfg.ClusterName,
 		"heldPullRequests":      itoa(b.pulls.held()),

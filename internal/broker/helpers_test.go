@@ -275,5 +275,5 @@ func (e *env) storedAt(phys int64) *message.Message {
 // confirmed offset (LookMessageByOffset serves only those).
 func (e *env) waitConfirmed(phys int64) {
 	e.t.Helper()
-	waitFor(e.t, "confirmed offset", func() bool { return e.st.ConfirmedOffset() > phys })
+	waitFor(e.t, "confirmed offset", func() bool { return e.st.VisibleOffset() > phys })
 }

@@ -50,7 +50,7 @@ func (b *Broker) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 	}
 	resp := req.NewResponse(remoting.ResSuccess, "")
 	setExt(resp, "indexLastUpdateTimestamp", itoa(b.cfg.Now().UnixMilli()),
-		"indexLastUpdatePhyoffset", itoa(b.st.ConfirmedOffset()))
+		"indexLastUpdatePhyoffset", itoa(b.st.VisibleOffset()))
 	resp.Body = body
 	return resp, nil
 }

@@ -183,7 +183,7 @@ func (c *cluster) seed() fixture {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	waitFor(c.t, "confirmed offset", func() bool { return c.st.ConfirmedOffset() > phys })
+	waitFor(c.t, "confirmed offset", func() bool { return c.st.VisibleOffset() > phys })
 	c.rpc(remoting.ReqConsumerSendMsgBack, map[string]string{"group": f.group, "offset": strconv.FormatInt(phys, 10),
 		"delayLevel": "0", "maxReconsumeTimes": "0"}, nil)
 	f.deadID = f.sent[2].MsgID

@@ -1,7 +1,7 @@
 package core
 
 // Broker lifecycle and configuration. New loads the persisted topic, group
-// and offset tables, installs the store's dispatch listener and starts
+// and offset tables, subscribes to the store's OnVisible events and starts
 // nothing; the front door that owns the broker calls FlushOffsets every
 // OffsetFlushInterval, and Close then FlushOffsets at the end.
 
@@ -144,11 +144,11 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	if err := b.offsets.load(); err != nil {
 		return nil, err
 	}
-	st.SetDispatchListener(b.onDispatch)
+	st.OnVisible(b.onDispatch)
 	return b, nil
 }
 
-// onDispatch is the store's dispatch listener: it wakes the waits the new
+// onDispatch is the core's OnVisible subscriber: it wakes the waits the new
 // entry satisfies and passes the event on to the Scheduler when it
 // observes dispatch. It runs on the dispatcher goroutine and must not
 // block.

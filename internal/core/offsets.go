@@ -247,7 +247,7 @@ func (b *Broker) queueIsYoung(topic string, qid int32) bool {
 		return false
 	}
 	phys := message.View(res.Records[0]).PhysOffset()
-	return b.st.ConfirmedOffset()-phys <= b.cfg.YoungQueueBytes
+	return b.st.VisibleOffset()-phys <= b.cfg.YoungQueueBytes
 }
 
 // CommitOffset stores a group's offset on a queue of an existing topic

@@ -21,7 +21,8 @@ var (
 	dCommitLogBytes      = desc("keel_commitlog_bytes", "Bytes of CommitLog retained (written offset minus the oldest retained offset).")
 	dCommitLogWritten    = desc("keel_commitlog_written_offset_bytes", "CommitLog offset written (page cache).")
 	dCommitLogFlushed    = desc("keel_commitlog_flushed_offset_bytes", "CommitLog offset made durable by fdatasync.")
-	dCommitLogConfirmed  = desc("keel_commitlog_confirmed_offset_bytes", "CommitLog offset visible to consumers (dispatched).")
+	dCommitLogConfirmed  = desc("keel_commitlog_confirmed_offset_bytes", "CommitLog offset durable enough to acknowledge and show (flushed under SYNC_FLUSH, written under ASYNC_FLUSH).")
+	dCommitLogVisible    = desc("keel_commitlog_visible_offset_bytes", "CommitLog offset visible to consumers (dispatched).")
 	dCommitLogUnflushed  = desc("keel_commitlog_unflushed_bytes", "Bytes written but not yet fdatasync'ed (the ASYNC_FLUSH loss window).")
 	dStorePuts           = desc("keel_store_puts_total", "Store appends (a batch is one).")
 	dStorePutMessages    = desc("keel_store_put_messages_total", "Messages appended to the CommitLog.")
@@ -59,7 +60,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{
-	dCommitLogBytes, dCommitLogWritten, dCommitLogFlushed, dCommitLogConfirmed, dCommitLogUnflushed,
+	dCommitLogBytes, dCommitLogWritten, dCommitLogFlushed, dCommitLogConfirmed, dCommitLogVisible, dCommitLogUnflushed,
 	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreCorrupt, dStoreUnconsumedDel, dStoreWritable,
 	dDiskUsedRatio, dDiskTotal, dDiskFree, dHeldPulls, dConnections, dProducers, dConsumers, dGroupsOnline,
 	dTopics, dRegistered, dTopicMessages, dTopicMessagesTotal, dLag, dGroupLag, dGroupOffset, dRetryTotal,
@@ -132,6 +133,7 @@ func (c *collector) collectStore(ch chan<- prometheus.Metric) {
 	gauge(ch, dCommitLogWritten, float64(s.WrittenOffset))
 	gauge(ch, dCommitLogFlushed, float64(s.FlushedOffset))
 	gauge(ch, dCommitLogConfirmed, float64(s.ConfirmedOffset))
+	gauge(ch, dCommitLogVisible, float64(s.VisibleOffset))
 	gauge(ch, dCommitLogUnflushed, float64(max(s.WrittenOffset-s.FlushedOffset, 0)))
 	counter(ch, dStorePuts, float64(s.Puts))
 	counter(ch, dStorePutMessages, float64(s.PutMessages))

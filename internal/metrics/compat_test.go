@@ -185,7 +185,7 @@ func TestRocketMQExporterNames(t *testing.T) {
 	phys := message.View(res.Records[0]).PhysOffset()
 	res.Release()
 	deadline := time.Now().Add(10 * time.Second)
-	for e.tc.Store().ConfirmedOffset() <= phys && time.Now().Before(deadline) {
+	for e.tc.Store().VisibleOffset() <= phys && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // wait for the condition; send-back reads confirmed records only
 	}
 	e.invoke(remoting.ReqConsumerSendMsgBack, map[string]string{"group": "billing", "offset": strconv.FormatInt(phys, 10),

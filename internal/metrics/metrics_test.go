@@ -198,7 +198,7 @@ func TestLagGrowsAndDrainsAndDLQCounts(t *testing.T) {
 	phys := message.View(res.Records[0]).PhysOffset()
 	res.Release()
 	deadline := time.Now().Add(10 * time.Second)
-	for e.st.ConfirmedOffset() <= phys && time.Now().Before(deadline) {
+	for e.st.VisibleOffset() <= phys && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // wait for the condition; send-back reads confirmed records only
 	}
 	r := e.invoke(remoting.ReqConsumerSendMsgBack, map[string]string{"group": "g", "offset": strconv.FormatInt(phys, 10),

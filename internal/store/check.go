@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
 	"github.com/keelmq/keel/internal/store/index"
+	"github.com/keelmq/keel/internal/store/record"
 )
 
 // Problem is one thing Check found wrong.
@@ -118,7 +118,7 @@ func (c *checker) run() error {
 	if err != nil && !errors.Is(err, errNoCheckpoint) {
 		c.rep.problem(filepath.Join(c.cfg.Dir, checkpointName), 0, "%v", err)
 	}
-	c.log, err = commitlog.Open(commitlog.Config{FS: c.fs, Dir: filepath.Join(c.cfg.Dir, commitLogDir), SegmentBytes: c.cfg.CommitLogSegmentBytes, CheckRecord: message.Check})
+	c.log, err = commitlog.Open(commitlog.Config{FS: c.fs, Dir: filepath.Join(c.cfg.Dir, commitLogDir), SegmentBytes: c.cfg.CommitLogSegmentBytes, CheckRecord: checkRecord})
 	if err != nil {
 		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), 0, "%v", err)
 		return nil
@@ -179,7 +179,7 @@ func (c *checker) checkCommitLog() {
 	end, probs, err := c.log.Verify(func(phys int64, rec []byte) {
 		c.rep.Records++
 		c.rep.RecordBytes += int64(len(rec))
-		c.checkRecord(phys, message.View(rec))
+		c.checkRecord(phys, rec)
 	})
 	c.rep.EndOffset = end
 	if err != nil {
@@ -201,14 +201,35 @@ func (c *checker) segFile(phys int64) string {
 	return filepath.Join(c.cfg.Dir, commitLogDir, commitlog.SegmentName(c.log.SegmentStart(phys)))
 }
 
-func (c *checker) checkRecord(phys int64, v message.View) {
+func (c *checker) checkRecord(phys int64, rec []byte) {
 	if len(c.rep.Problems) >= maxCheckProblems {
 		return
 	}
-	if v.PhysOffset() != phys {
-		c.rep.problem(c.segFile(phys), phys, "record says it is at offset %d", v.PhysOffset())
+	if own := ownOffset(rec); own != phys {
+		c.rep.problem(c.segFile(phys), phys, "record says it is at offset %d", own)
 	}
-	topic, qid, qo := string(v.Topic()), v.QueueID(), v.QueueOffset()
+	if recordType(rec) != record.RocketMQ {
+		c.checkEnvelopeRecord(phys, rec)
+		return
+	}
+	v := message.View(rec)
+	topic := string(v.Topic())
+	c.checkPlacement(phys, len(rec), topic, v.QueueID(), v.QueueOffset())
+	c.checkKeys(phys, v, topic)
+}
+
+// checkEnvelopeRecord checks that an enveloped record has the ConsumeQueue
+// entry of each of its destinations.
+func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
+	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
+		c.checkPlacement(phys, len(rec), string(topic), qid, qo)
+		return nil
+	})
+}
+
+// checkPlacement checks that the record of size bytes at phys is the entry
+// at queue offset qo of (topic, qid), or that it may be missing.
+func (c *checker) checkPlacement(phys int64, size int, topic string, qid int32, qo int64) {
 	dispatched := c.haveCP && phys < c.cp.CQFlushed
 	q := c.queues[topic][qid]
 	var e [1]consumequeue.Entry
@@ -217,7 +238,7 @@ func (c *checker) checkRecord(phys int64, v message.View) {
 		n, _ = q.Get(qo, e[:])
 	}
 	switch {
-	case n == 1 && (e[0].PhysOffset != phys || e[0].Size != int32(len(v))):
+	case n == 1 && (e[0].PhysOffset != phys || e[0].Size != int32(size)):
 		c.rep.problem(c.segFile(phys), phys, "consume queue %s/%d offset %d points at %d (size %d), not at this record", topic, qid, qo, e[0].PhysOffset, e[0].Size)
 	case n == 0 && q != nil && qo < q.MinOffset():
 		// retired by retention
@@ -226,7 +247,6 @@ func (c *checker) checkRecord(phys int64, v message.View) {
 	case n == 0:
 		c.rep.warn(c.segFile(phys), phys, "record %s/%d offset %d is not dispatched yet (opening the store adds it)", topic, qid, qo)
 	}
-	c.checkKeys(phys, v, topic)
 }
 
 func (c *checker) checkKeys(phys int64, v message.View, topic string) {
@@ -234,7 +254,7 @@ func (c *checker) checkKeys(phys int64, v message.View, topic string) {
 		return
 	}
 	indexed := c.haveCP && phys < c.cp.IndexFlushed
-	keys := splitKeys(v)
+	keys := rocketMQKeys(v)
 	for _, key := range keys {
 		c.rep.IndexedKeys++
 		ts := v.StoreTimestamp() // the index keeps whole seconds
@@ -254,17 +274,6 @@ func (c *checker) checkKeys(phys int64, v message.View, topic string) {
 			c.rep.warn(filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not indexed yet (opening the store adds it)", key, phys)
 		}
 	}
-}
-
-func splitKeys(v message.View) []string {
-	var keys []string
-	for _, k := range bytes.Fields(v.Keys()) {
-		keys = append(keys, string(k))
-	}
-	if u := v.UniqKey(); len(u) > 0 {
-		keys = append(keys, string(u))
-	}
-	return keys
 }
 
 // checkQueues verifies every ConsumeQueue entry against its record.
@@ -309,11 +318,17 @@ func (c *checker) checkEntry(file, topic string, qid int32, qo int64, e consumeq
 		c.rep.problem(file, qo, "entry points at %d (size %d): %v", e.PhysOffset, e.Size, err)
 		return
 	}
-	v := message.View(rec)
-	if string(v.Topic()) != topic || v.QueueID() != qid || v.QueueOffset() != qo {
-		c.rep.problem(file, qo, "entry points at the record of %s/%d offset %d", v.Topic(), v.QueueID(), v.QueueOffset())
+	if err := recordBelongs(rec, e.PhysOffset, topic, qid, qo); err != nil {
+		c.rep.problem(file, qo, "entry points at another record: %v", err)
+		return
 	}
-	if want := c.cfg.tagsCode(v); c.cfg.TagsCode == nil && e.TagsCode != want {
+	if recordType(rec) != record.RocketMQ {
+		if want, _ := envelopeDest(rec, topic, qid, qo); e.TagsCode != want {
+			c.rep.problem(file, qo, "tag code %d, the record's destination says %d", e.TagsCode, want)
+		}
+		return
+	}
+	if want := c.cfg.tagsCode(message.View(rec)); c.cfg.TagsCode == nil && e.TagsCode != want {
 		c.rep.problem(file, qo, "tag code %d, the record's tags hash to %d", e.TagsCode, want)
 	}
 }

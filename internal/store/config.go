@@ -154,6 +154,13 @@ type Config struct {
 	// group-commit batch size is bytes). It must be cheap and never block.
 	OnFlush func(d time.Duration, bytes int64)
 
+	// ExternalReplication makes the Replicated watermark a stage of its
+	// own, moved by a replication service through AdvanceReplicated
+	// (never past Flushed); under SYNC_FLUSH puts are then acknowledged,
+	// and records shown, only once it passes them. Unset, Replicated is
+	// Flushed (no replicas are required).
+	ExternalReplication bool
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }

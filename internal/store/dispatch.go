@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,19 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
 )
 
-// confirmedLimit is how far the dispatcher may go: the flushed offset under
-// SYNC_FLUSH, the written offset under ASYNC_FLUSH.
-func (s *Store) confirmedLimit() int64 {
-	if s.cfg.FlushDiskType == SyncFlush {
-		return s.log.FlushedOffset()
-	}
-	return s.log.WrittenOffset()
-}
+// confirmedLimit is how far the dispatcher may go: the Confirmed
+// watermark (Replicated under SYNC_FLUSH, Written under ASYNC_FLUSH).
+func (s *Store) confirmedLimit() int64 { return s.marks.confirmed.Load() }
 
 // runDispatcher dispatches new records when the CommitLog notifies, and
 // retries a round the disk refused every FlushConsumeQueueInterval.
@@ -70,6 +63,7 @@ func (s *Store) runPersister() {
 // dispatchRound dispatches what is available; a write that found the disk
 // full is retried later, any other failure makes the store read-only.
 func (s *Store) dispatchRound() {
+	s.updateReplicated()
 	s.noteWriteFault(&s.dispatchStalled, "dispatch", s.dispatchAvailable())
 }
 
@@ -80,7 +74,7 @@ func (s *Store) noteWriteFault(stalled *atomic.Bool, what string, err error) {
 	switch {
 	case err == nil:
 		if stalled.Swap(false) {
-			s.logger.Info("store: "+what+" works again after the disk was full", "dispatched", s.dispatched.Load())
+			s.logger.Info("store: "+what+" works again after the disk was full", "visible", s.VisibleOffset())
 		}
 	case retryableNoSpace(err):
 		if !stalled.Swap(true) {
@@ -128,14 +122,18 @@ func retryableNoSpace(err error) bool {
 	return false
 }
 
-// dispatchAvailable dispatches every record below the confirmed limit.
+// dispatchAvailable dispatches every record below Confirmed.
+// The waiters of Visible are called back after dispatchMu is released.
 func (s *Store) dispatchAvailable() error {
 	s.dispatchMu.Lock()
-	defer s.dispatchMu.Unlock()
-	return s.dispatchTo(s.confirmedLimit())
+	err := s.dispatchTo(s.confirmedLimit())
+	s.dispatchMu.Unlock()
+	s.marks.visible.Release()
+	return err
 }
 
-// dispatchTo dispatches records up to limit. dispatchMu is held.
+// dispatchTo dispatches records up to limit, moving Visible (its waiters
+// are the caller's to release, without dispatchMu). dispatchMu is held.
 func (s *Store) dispatchTo(limit int64) error {
 	if p := s.failure.Load(); p != nil {
 		return nil // already failed: leave the queues as they are
@@ -156,70 +154,10 @@ func (s *Store) dispatchTo(limit int64) error {
 			}
 			return err
 		}
-		s.dispatched.Store(s.reader.Offset())
+		s.marks.visible.Advance(s.reader.Offset())
 	}
-	s.dispatched.Store(max(s.dispatched.Load(), s.reader.Offset()))
+	s.marks.visible.Advance(s.reader.Offset())
 	return nil
-}
-
-// dispatchRecord adds the ConsumeQueue entry and the index entries of one
-// record, then tells the listener.
-func (s *Store) dispatchRecord(rec []byte, phys int64) error {
-	v := message.View(rec)
-	topic, qid, qo := v.Topic(), v.QueueID(), v.QueueOffset()
-	if phys < s.rebuildCQFrom {
-		// Recovery: the queues already hold it. It is indexed without
-		// checking rebuildIndexFrom because redispatch starts at the lower
-		// of the two, so here phys >= rebuildIndexFrom.
-		return s.indexRecord(v, topic, phys)
-	}
-	q, err := s.queueForDispatch(topic, qid)
-	if err != nil {
-		return err
-	}
-	code := s.cfg.tagsCode(v)
-	if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
-		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
-	}
-	if phys >= s.rebuildIndexFrom {
-		if err := s.indexRecord(v, topic, phys); err != nil {
-			return err
-		}
-	}
-	s.lastTs = v.StoreTimestamp()
-	if fn := s.listener.Load(); fn != nil {
-		(*fn)(q.Topic(), qid, qo, code) // the queue's string: no copy per record
-	}
-	return nil
-}
-
-func (c *Config) tagsCode(v message.View) int64 {
-	if c.TagsCode != nil {
-		return c.TagsCode(v)
-	}
-	return message.TagsCodeBytes(v.Tags())
-}
-
-// indexRecord indexes the KEYS tokens and the UNIQ_KEY of a record under
-// "topic#key".
-func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
-	ts := v.StoreTimestamp()
-	put := func(key []byte) error {
-		if len(key) == 0 {
-			return nil
-		}
-		// One allocation: string(b) operands of a concatenation are not copied.
-		if err := s.index.Put(string(topic)+"#"+string(key), phys, ts); err != nil {
-			return fmt.Errorf("store: index record at %d: %w", phys, err)
-		}
-		return nil
-	}
-	for _, key := range bytes.Fields(v.Keys()) {
-		if err := put(key); err != nil {
-			return err
-		}
-	}
-	return put(v.UniqKey())
 }
 
 // queueForDispatch returns the ConsumeQueue of (topic, queueID), opening or
@@ -288,7 +226,7 @@ func (s *Store) persistProgress() error {
 // persistProgressLocked is persistProgress with progressMu held.
 func (s *Store) persistProgressLocked() error {
 	s.dispatchMu.Lock()
-	d, ts := s.dispatched.Load(), s.lastTs
+	d, ts := s.VisibleOffset(), s.lastTs
 	s.dispatchMu.Unlock()
 	physFlushed := s.log.FlushedOffset()
 	if err := s.flushQueuesAndIndex(); err != nil {
@@ -373,6 +311,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		delete(s.counters, topic)
 	}
 	s.dispatchMu.Unlock()
+	s.marks.visible.Release()
 	if err != nil {
 		if !retryableNoSpace(err) {
 			s.fail(err)

@@ -83,15 +83,63 @@
 //     its ConsumeQueue idempotently (the index may hold its keys twice;
 //     queries deduplicate).
 //
-// # Confirmed offset and dispatch
+// # Record types
+//
+// Every CommitLog record says what it is in its magic (package record):
+// today RocketMQ messages (PutMessage(s); RocketMQ's V1 stored layout, so
+// data directories written before types existed are read as they are),
+// and records of the enveloped types — a Kafka record batch as received,
+// an AMQP message, a system record — put with PutRecord. The generic paths
+// (the CommitLog's record check, dispatch, reads, the index, retention,
+// Check) ask the record's type (types.go) and never read a type's fields
+// themselves; what the RocketMQ type means (WAIT=false acknowledges at
+// write, KEYS tokens and UNIQ_KEY go to the index, TAGS to the tag code)
+// is rocketmq.go's. An enveloped record gets one ConsumeQueue entry per
+// destination, at queue offsets the store assigns at append (dense per
+// queue, shared with RocketMQ messages of the queue); it has no index keys
+// yet. So one record may be in several queues, and one entry may hold
+// several logical messages (see package consumequeue). A record of a type
+// this version does not know stops Open, Check, dispatch and reads with an
+// error wrapping record.ErrUnknownType that names its magic and offset.
+//
+// # Watermarks
+//
+// Four named CommitLog offsets say how far records have come; each is the
+// exclusive end of the bytes that reached its stage, only moves forward,
+// and is defined once (watermarks.go):
+//
+//	Written     appended to the CommitLog (page cache)       moved by the writer
+//	Flushed     durable on the local disk (fdatasync)          the flusher; waiters: the acknowledger
+//	Replicated  durable on the replicas the mode requires      = Flushed (no replicas yet), or moved by
+//	                                                           a replication service (ExternalReplication)
+//	Visible     dispatched: in the ConsumeQueues and index     the dispatcher
+//
+// Confirmed is not a fifth stage but the one of them the flush mode
+// demands: Replicated under SYNC_FLUSH, Written under ASYNC_FLUSH. A put is
+// acknowledged when Confirmed passes its records (or at once with
+// WAIT=false), and dispatch never passes Confirmed, so under SYNC_FLUSH
+// nothing is visible before it is durable (and, with replication, before
+// it is replicated): a later truncation never takes back what someone read.
+//
+// One primitive waits on any of them (package watermark): WaitFor blocks
+// with a context and a timeout; Notify calls back instead, costing no
+// goroutine, from the goroutine that moves the watermark (the broker's
+// deferred send replies, PutMessagesDeferred, use it on Confirmed; the
+// transaction engine waits on Confirmed for a half message it was asked to
+// end). Waiting on Flushed, Replicated or Confirmed asks for a flush. The
+// Visible watermark also has per-queue subscribers (OnVisible, any
+// number): the dispatcher tells each about every ConsumeQueue entry it
+// adds, which is what wakes long polls.
+//
+// # Dispatch
 //
 // One dispatcher goroutine, woken by the CommitLog whenever the written or
-// flushed offset moves, reads records up to the confirmed limit (the
-// flushed offset under SYNC_FLUSH, the written offset under ASYNC_FLUSH),
-// appends their ConsumeQueue entries and index entries (each KEYS token and
-// the UNIQ_KEY, as "topic#key") and calls the dispatch listener. Readers
-// only see dispatched entries, so under SYNC_FLUSH nothing is visible before
-// it is durable. ConfirmedOffset is the dispatched CommitLog offset.
+// flushed offset moves, reads records up to Confirmed, appends their
+// ConsumeQueue entries and index entries (by type: for a RocketMQ message
+// each KEYS token and the UNIQ_KEY, as "topic#key"), tells the OnVisible
+// subscribers, and moves Visible
+// (releasing its waiters once per round). Readers only see dispatched
+// entries.
 //
 // # Reads
 //
@@ -160,8 +208,9 @@
 // All exported methods are safe for concurrent use. Goroutines: the
 // CommitLog flusher, acknowledger, prefiller and cache trimmer (the last
 // two idle unless configured), the dispatcher, the progress persister and
-// the retention loop, all joined by Close. Lock order: appendMu, progressMu, dispatchMu, qmu (and the
-// CommitLog's internal locks last); the free-space estimate's lock
-// (space.mu) is taken under appendMu or alone, and nothing is locked under
-// it.
+// the retention loop, all joined by Close. Watermark waiters left at
+// Close are answered with an error (or nil if reached). Lock order:
+// appendMu, progressMu, dispatchMu, qmu (and the CommitLog's internal locks
+// last); the free-space estimate's lock (space.mu) is taken under appendMu
+// or alone, and nothing is locked under it.
 package store

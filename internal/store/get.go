@@ -11,10 +11,12 @@ import (
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
 	"github.com/keelmq/keel/internal/store/consumequeue"
+	"github.com/keelmq/keel/internal/store/record"
 )
 
 // Filter selects messages: first by the tag code in the ConsumeQueue entry,
-// then by the record. A nil Filter matches everything.
+// then by the record (RocketMQ records only: a record of another type is
+// selected by its tag code). A nil Filter matches everything.
 type Filter interface {
 	MatchTagsCode(code int64) bool
 	MatchRecord(v message.View) bool
@@ -267,7 +269,7 @@ func (s *Store) readEntries(st *queueRead, ents []consumequeue.Entry, pos *int64
 			return true, err
 		}
 		*pos++
-		if st.f != nil && !st.f.MatchRecord(message.View(rec)) {
+		if st.f != nil && recordType(rec) == record.RocketMQ && !st.f.MatchRecord(message.View(rec)) {
 			continue
 		}
 		r.Records = append(r.Records, rec)
@@ -294,10 +296,7 @@ func (s *Store) readQueueRecord(st *queueRead, ents []consumequeue.Entry, qo int
 		return nil, s.corruptRead(err, st, qo)
 	}
 	rec := entry[:e.Size]
-	v := message.View(rec)
-	if string(v.Topic()) != st.topic || v.QueueID() != st.queueID || v.QueueOffset() != qo {
-		err := fmt.Errorf("store: record at %d belongs to %s/%d offset %d, not %s/%d offset %d: %w",
-			e.PhysOffset, v.Topic(), v.QueueID(), v.QueueOffset(), st.topic, st.queueID, qo, ErrCorrupt)
+	if err := recordBelongs(rec, e.PhysOffset, st.topic, st.queueID, qo); err != nil {
 		return nil, s.corruptRead(err, st, qo)
 	}
 	return rec, nil
@@ -351,10 +350,10 @@ func (s *Store) loadRun(st *queueRead, ents []consumequeue.Entry, r *GetResult) 
 }
 
 // LookMessageByOffset returns a copy of the verified record at a CommitLog
-// offset below the confirmed limit (flushed under SYNC_FLUSH, written under
-// ASYNC_FLUSH). It does not wait for dispatch: a consumer woken by the
-// dispatch listener may look a record up before the dispatcher has moved
-// ConfirmedOffset past it.
+// offset below the Confirmed watermark (Replicated under SYNC_FLUSH,
+// Written under ASYNC_FLUSH). It does not wait for dispatch: a consumer
+// woken by an OnVisible subscriber may look a record up before the
+// dispatcher has moved Visible past it.
 func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
 	if limit := s.confirmedLimit(); physOffset < 0 || physOffset >= limit {
 		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, limit, commitlog.ErrBeyondEnd)
@@ -388,15 +387,13 @@ func (s *Store) MaxOffset(topic string, queueID int32) int64 {
 	return 0
 }
 
-func viewStoreTs(rec []byte) int64 { return message.View(rec).StoreTimestamp() }
-
 // entryStoreTime reads the store timestamp of the record of a ConsumeQueue entry.
 func (s *Store) entryStoreTime(e consumequeue.Entry) (int64, error) {
 	rec, err := s.log.ReadEntry(e.PhysOffset, e.Size, nil)
 	if err != nil {
 		return 0, err
 	}
-	return viewStoreTs(rec), nil
+	return storeTimestamp(rec), nil
 }
 
 // OffsetByTime returns the first logical offset whose store time is >= tsMs;
@@ -443,7 +440,7 @@ func (s *Store) QueryByKey(topic, key string, max int, beginMs, endMs int64) ([]
 	out := offs[:0]
 	for _, off := range offs {
 		rec, err := s.LookMessageByOffset(off)
-		if err != nil {
+		if err != nil || recordType(rec) != record.RocketMQ {
 			continue
 		}
 		v := message.View(rec)

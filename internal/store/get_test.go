@@ -308,7 +308,7 @@ func TestDispatchListenerAndDeleteTopic(t *testing.T) {
 	cfg := testConfig(fs)
 	s := mustOpen(t, cfg)
 	got := make(chan string, 10)
-	s.SetDispatchListener(func(topic string, qid int32, qo, code int64) {
+	s.OnVisible(func(topic string, qid int32, qo, code int64) {
 		got <- fmt.Sprintf("%s/%d@%d:%d", topic, qid, qo, code)
 	})
 	put(t, s, newMsg("D", 2, "x", map[string]string{"TAGS": "A"}))

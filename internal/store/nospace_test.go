@@ -220,7 +220,7 @@ func TestNoSpaceConcurrentWritersKeepQueuesDense(t *testing.T) {
 	if err := s.log.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "everything dispatched", func() bool { return s.ConfirmedOffset() == s.log.WrittenOffset() })
+	waitUntil(t, "everything dispatched", func() bool { return s.VisibleOffset() == s.log.WrittenOffset() })
 	checkDense(t, s, acked, "after the disk-full period")
 	t.Logf("acked %d, refused %d, ENOSPC errors %d", len(acked), refused, efs.NoSpaceErrors())
 

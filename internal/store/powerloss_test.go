@@ -230,7 +230,7 @@ func powerLossRound(t *testing.T, seed uint64, round int, torn bool, mode FlushD
 	checkAcked(t, s2, before, what+" (earlier life)")
 	checkAcked(t, s2, acked, what)
 	if round < 5 {
-		t.Logf("%s: %d acked, recovered written %d confirmed %d", what, len(acked), s2.log.WrittenOffset(), s2.ConfirmedOffset())
+		t.Logf("%s: %d acked, recovered written %d confirmed %d", what, len(acked), s2.log.WrittenOffset(), s2.VisibleOffset())
 	}
 	checkConsistent(t, s2, what)
 	// The store keeps working after recovery.

@@ -21,6 +21,11 @@ type putReq struct {
 	recs   [][]byte            // encoded records, aliasing buf
 	starts []int
 	buf    []byte
+	// logical is the number of logical messages of recs. For a record
+	// of an enveloped type (PutRecord) msgs is [nil] and recPhys is set
+	// to its CommitLog offset at append.
+	logical int64
+	recPhys int64
 
 	// Set by the combining writer under appendMu.
 	done bool
@@ -69,7 +74,7 @@ func (s *Store) PutMessagesDeferred(ctx context.Context, ms []*message.Message, 
 	if end < 0 {
 		return r, false
 	}
-	s.log.AfterFlush(end, s.cfg.SyncFlushTimeout, func(err error) { done(flushResult(err)) })
+	s.marks.confirmed.Notify(end, s.cfg.SyncFlushTimeout, func(err error) { done(flushResult(err)) })
 	return PutResult{}, true
 }
 
@@ -90,13 +95,13 @@ func (s *Store) appendPut(ctx context.Context, req *putReq, ms []*message.Messag
 	s.appending.Add(1)
 	end, r := s.putAppend(ctx, req, ms)
 	s.appendDone()
-	n, wait := len(ms), s.cfg.FlushDiskType == SyncFlush && r.Status == PutOK && waitStoreMsgOK(ms)
+	n, wait := req.logical, s.cfg.FlushDiskType == SyncFlush && r.Status == PutOK && !ackAtWrite(ms)
 	releaseReq(req)
 	if r.Status != PutOK {
 		return -1, r
 	}
 	s.stats.puts.Add(1)
-	s.stats.putMsgs.Add(int64(n))
+	s.stats.putMsgs.Add(n)
 	if !wait {
 		return -1, PutResult{Status: PutOK}
 	}
@@ -115,7 +120,9 @@ func (s *Store) putAppend(ctx context.Context, req *putReq, ms []*message.Messag
 	if err := ctx.Err(); err != nil {
 		return 0, PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
 	}
-	if r := s.encode(req, ms); r.Status != PutOK {
+	if ms[0] == nil {
+		// PutRecord: recs is set.
+	} else if r := s.encode(req, ms); r.Status != PutOK {
 		return 0, r
 	}
 	end, err := s.appendCombined(req)
@@ -149,17 +156,9 @@ func (s *Store) refusePut() (PutResult, bool) {
 	return PutResult{}, true
 }
 
-func waitStoreMsgOK(ms []*message.Message) bool {
-	for _, m := range ms {
-		if v, ok := message.Property(m.Properties, message.PropWaitStoreMsgOK); ok && v == "false" {
-			return false
-		}
-	}
-	return true
-}
-
+// waitFlushed waits for the Confirmed watermark to pass end.
 func (s *Store) waitFlushed(ctx context.Context, end int64) PutResult {
-	return flushResult(s.log.WaitFlushed(ctx, end, s.cfg.SyncFlushTimeout))
+	return flushResult(s.marks.confirmed.Wait(ctx, end, s.cfg.SyncFlushTimeout))
 }
 
 // flushResult maps the outcome of waiting for a flush to a put result.
@@ -202,7 +201,7 @@ func (s *Store) encode(req *putReq, ms []*message.Message) PutResult {
 	}
 	// One allocation of the exact size (pooled buffers are dropped at
 	// every GC, so growing record by record reallocated most batches).
-	req.msgs, req.buf = ms, slices.Grow(req.buf[:0], total)
+	req.msgs, req.buf, req.logical = ms, slices.Grow(req.buf[:0], total), int64(len(ms))
 	starts := req.starts[:0]
 	for i, m := range ms {
 		starts = append(starts, len(req.buf))
@@ -323,6 +322,11 @@ func (s *Store) appendRecords(reqs []*putReq) error {
 	patched := 0
 	_, err := s.log.Append(recs, func(i int, rec []byte, phys int64) {
 		m := msgs[i]
+		if m == nil {
+			s.patchEnvelope(reqs, i, rec, phys, now)
+			patched = i + 1
+			return
+		}
 		qo := s.nextQueueOffset(m.Topic, m.QueueID)
 		message.PatchStored(rec, qo, phys, now)
 		m.QueueOffset, m.PhysOffset, m.StoreTimestamp = qo, phys, now
@@ -332,7 +336,7 @@ func (s *Store) appendRecords(reqs []*putReq) error {
 		if errors.Is(err, commitlog.ErrNoSpace) {
 			// Nothing was written: give the queue offsets back, so the
 			// next put takes them and the queues stay dense.
-			s.returnQueueOffsets(msgs[:patched])
+			s.returnQueueOffsets(msgs[:patched], recs[:patched])
 		}
 		return err
 	}
@@ -347,8 +351,11 @@ func (s *Store) appendRecords(reqs []*putReq) error {
 // assignEnds sets each request's end offset: the end of its last record.
 func (s *Store) assignEnds(reqs []*putReq) {
 	for _, r := range reqs {
-		last := r.msgs[len(r.msgs)-1]
-		r.end = last.PhysOffset + int64(len(r.recs[len(r.recs)-1])) + commitlog.TrailerBytes
+		last, phys := r.msgs[len(r.msgs)-1], r.recPhys
+		if last != nil {
+			phys = last.PhysOffset
+		}
+		r.end = phys + int64(len(r.recs[len(r.recs)-1])) + commitlog.TrailerBytes
 	}
 }
 
@@ -372,10 +379,15 @@ func (s *Store) counterMap(topic string) map[int32]int64 {
 	return byID
 }
 
-// returnQueueOffsets undoes nextQueueOffset for ms, the messages of a batch
-// that was not written. appendMu is held.
-func (s *Store) returnQueueOffsets(ms []*message.Message) {
-	for _, m := range ms {
+// returnQueueOffsets undoes nextQueueOffset for the records of a batch
+// that was not written: ms, or for an enveloped record (nil in ms) the
+// destinations of recs[i]. appendMu is held.
+func (s *Store) returnQueueOffsets(ms []*message.Message, recs [][]byte) {
+	for i, m := range ms {
+		if m == nil {
+			returnEnvelopeOffsets(s, recs[i])
+			continue
+		}
 		s.counters[m.Topic][m.QueueID]--
 		m.QueueOffset, m.PhysOffset, m.StoreTimestamp = 0, 0, 0
 	}

@@ -280,7 +280,7 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
 	s.reader = s.log.NewReader(from)
-	s.dispatched.Store(from)
+	s.marks.visible.Store(from)
 	s.rebuildCQFrom, s.rebuildIndexFrom = cqFrom, indexFrom
 	err := s.dispatchTo(res.End)
 	s.rebuildCQFrom, s.rebuildIndexFrom = 0, 0

@@ -77,7 +77,7 @@ func (s *Store) expiredCut(now time.Time) int64 {
 // deletableLimit is the CommitLog offset below which segments may be
 // deleted at all: dispatched and flushed.
 func (s *Store) deletableLimit() int64 {
-	return min(s.dispatched.Load(), s.log.FlushedOffset())
+	return min(s.VisibleOffset(), s.log.FlushedOffset())
 }
 
 // segmentExpired reports whether seg, which ends at nextBase, was closed at
@@ -91,7 +91,7 @@ func (s *Store) segmentExpired(now time.Time, seg commitlog.Segment, nextBase in
 // the store time of the record at nextBase, else the file's mtime.
 func (s *Store) segmentClosedAt(nextBase int64, path string) (time.Time, bool) {
 	if rec, err := s.log.ReadRecord(nextBase, nil); err == nil {
-		return time.UnixMilli(viewStoreTs(rec)), true
+		return time.UnixMilli(storeTimestamp(rec)), true
 	}
 	fi, err := s.cfg.FS.Stat(path)
 	if err != nil {

@@ -72,11 +72,14 @@ type Store struct {
 	lastTs     int64             // store timestamp of the last dispatched record; guarded by dispatchMu
 	// During recovery's re-dispatch, records below these offsets already
 	// have their ConsumeQueue (index) entries. Zero afterwards.
-	rebuildCQFrom, rebuildIndexFrom int64        // guarded by dispatchMu
-	dispatched                      atomic.Int64 // CommitLog offset dispatched so far (visible to readers)
+	rebuildCQFrom, rebuildIndexFrom int64 // guarded by dispatchMu
 	qmu                             sync.RWMutex
 	queues                          map[string]map[int32]*consumequeue.Queue // guarded by qmu
-	listener                        atomic.Pointer[func(topic string, queueID int32, queueOffset int64, tagsCode int64)]
+
+	// The replicated, confirmed and visible watermarks, and the
+	// subscribers of visible (watermarks.go). Visible is moved by the
+	// dispatcher only (the CommitLog offset dispatched so far).
+	marks marks
 
 	// progressMu serializes persistProgress, retention and DeleteTopic
 	// (lock order: appendMu, progressMu, dispatchMu, qmu).
@@ -156,7 +159,7 @@ func (s *Store) open() error {
 	}
 	s.log, err = commitlog.Open(commitlog.Config{
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
-		CheckRecord: message.Check, Notify: s.notifyDispatcher, Logger: s.logger,
+		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
 		PrefillBytes:     s.cfg.prefillBytes(),
 		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
@@ -164,6 +167,7 @@ func (s *Store) open() error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	s.initMarks()
 	return s.recover(crashed)
 }
 
@@ -250,6 +254,9 @@ func (s *Store) removeAbortMarker() error {
 
 func (s *Store) closeResources() error {
 	var errs []error
+	if s.log != nil && s.marks.visible != nil {
+		s.closeMarks()
+	}
 	s.qmu.Lock()
 	for _, byID := range s.queues {
 		for _, q := range byID {
@@ -296,29 +303,16 @@ func (s *Store) notifyDispatcher() {
 	}
 }
 
-// SetDispatchListener sets the function the dispatcher calls after a
-// ConsumeQueue entry became visible. It must not block.
-func (s *Store) SetDispatchListener(fn func(topic string, queueID int32, queueOffset int64, tagsCode int64)) {
-	if fn == nil {
-		s.listener.Store(nil)
-		return
-	}
-	s.listener.Store(&fn)
-}
-
-// ConfirmedOffset returns the highest CommitLog offset visible to readers:
-// everything below it is dispatched (and, under SYNC_FLUSH, durable).
-func (s *Store) ConfirmedOffset() int64 { return s.dispatched.Load() }
-
 // SyncFlush reports whether puts are acknowledged only after an fdatasync
 // (SYNC_FLUSH): whether PutMessagesDeferred can leave a put pending.
 func (s *Store) SyncFlush() bool { return s.cfg.FlushDiskType == SyncFlush }
 
 // Stats is a snapshot of the store's counters and offsets.
 type Stats struct {
-	WrittenOffset, FlushedOffset, ConfirmedOffset, MinOffset int64
-	Puts, PutMessages, PutBytes                              int64
-	Gets, GetMessages, CorruptReads                          int64
+	// The watermarks (see Watermark) and the first offset held.
+	WrittenOffset, FlushedOffset, ReplicatedOffset, ConfirmedOffset, VisibleOffset, MinOffset int64
+	Puts, PutMessages, PutBytes                                                               int64
+	Gets, GetMessages, CorruptReads                                                           int64
 	// ReadsLent is the number of GetResults holding read buffers that have
 	// not been released yet (a steady rise means a leak).
 	ReadsLent int64
@@ -338,8 +332,9 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	return Stats{
 		WrittenOffset: s.log.WrittenOffset(), FlushedOffset: s.log.FlushedOffset(),
-		ConfirmedOffset: s.dispatched.Load(), MinOffset: s.log.MinOffset(),
-		Puts: s.stats.puts.Load(), PutMessages: s.stats.putMsgs.Load(), PutBytes: s.stats.putBytes.Load(),
+		ReplicatedOffset: s.Offset(Replicated), ConfirmedOffset: s.Offset(Confirmed), VisibleOffset: s.VisibleOffset(),
+		MinOffset: s.log.MinOffset(),
+		Puts:      s.stats.puts.Load(), PutMessages: s.stats.putMsgs.Load(), PutBytes: s.stats.putBytes.Load(),
 		Gets: s.stats.gets.Load(), GetMessages: s.stats.getMsgs.Load(), CorruptReads: s.stats.corruptReads.Load(),
 		ReadsLent:         s.stats.readsLent.Load(),
 		UnconsumedDeleted: s.stats.unconsumedDeleted.Load(), UnconsumedDeletedSegments: s.stats.unconsumedSegments.Load(),

@@ -151,7 +151,7 @@ func (e *env) stored(topic, body string) int {
 	e.t.Helper()
 	w := e.st.Stats().WrittenOffset
 	deadline := time.Now().Add(10 * time.Second)
-	for e.st.ConfirmedOffset() < w {
+	for e.st.VisibleOffset() < w {
 		if time.Now().After(deadline) {
 			e.t.Fatal("store did not confirm")
 		}

@@ -75,7 +75,7 @@ func (e *env) start() {
 		st.Close()
 		e.t.Fatal(err)
 	}
-	st.SetDispatchListener(svc.OnDispatch)
+	st.OnVisible(svc.OnDispatch)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.st, e.svc, e.cancel, e.runErr = st, svc, cancel, make(chan error, 1)
 	go func() { e.runErr <- svc.Run(ctx) }()

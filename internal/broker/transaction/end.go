@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
@@ -58,29 +57,21 @@ func (e *Engine) End(ctx context.Context, d core.EndTransaction) (status store.P
 }
 
 // lookHalf reads the record at phys, waiting up to VisibleWait while it is
-// written but not yet readable (the store dispatches right after the
-// write or flush that acknowledged the prepared send; the producer's END
-// can overtake the dispatcher).
+// written but not yet confirmed (readable by offset): the producer's END
+// can overtake the flush that acknowledged the prepared send (WAIT=false,
+// or a put that timed out waiting for it).
 func (e *Engine) lookHalf(ctx context.Context, phys int64) ([]byte, error) {
-	deadline := time.Now().Add(e.cfg.VisibleWait)
-	wait := 100 * time.Microsecond
-	for {
-		rec, err := e.st.LookMessageByOffset(phys)
-		if err == nil {
-			return rec, nil
-		}
-		if phys < e.st.ConfirmedOffset() || phys >= e.st.Stats().WrittenOffset || time.Now().After(deadline) {
-			return nil, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+	rec, err := e.st.LookMessageByOffset(phys)
+	if err == nil || phys < e.st.Offset(store.Confirmed) || phys >= e.st.Offset(store.Written) {
+		return rec, err
+	}
+	if werr := e.st.WaitFor(ctx, store.Confirmed, phys+1, e.cfg.VisibleWait); werr != nil {
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		wait = min(2*wait, 5*time.Millisecond)
+		return nil, err
 	}
+	return e.st.LookMessageByOffset(phys)
 }
 
 func (e *Engine) rollback(ctx context.Context, t *txn) (store.PutStatus, string, error) {

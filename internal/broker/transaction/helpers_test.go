@@ -376,7 +376,7 @@ func (e *env) waitConfirmed() {
 	e.t.Helper()
 	w := e.st.Stats().WrittenOffset
 	deadline := time.Now().Add(10 * time.Second)
-	for e.st.ConfirmedOffset() < w {
+	for e.st.VisibleOffset() < w {
 		if time.Now().After(deadline) {
 			e.t.Fatalf("store did not confirm offset %d", w)
 		}

@@ -198,10 +198,11 @@ func TestAfterFlushClose(t *testing.T) {
 	}
 }
 
-// TestAfterFlushRegisteredAsTheLogFails: a waiter that passed AfterFlush's
-// failure check just before the log failed, and was added after the
-// failure's wake-up, is answered by the flush it asks for, with the
-// failure (not left to its timeout).
+// TestAfterFlushRegisteredAsTheLogFails: a waiter registered after the log
+// failed is answered with the failure (not left to its timeout). The race
+// of a registration with the failure itself is the watermark package's
+// (TestFailRacesRegistrations there): the flushed watermark checks and
+// records the failure under one lock.
 func TestAfterFlushRegisteredAsTheLogFails(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	l, _ := openLog(t, efs, RecoverOptions{})
@@ -215,14 +216,8 @@ func TestAfterFlushRegisteredAsTheLogFails(t *testing.T) {
 	if err := l.Flush(); !errors.Is(err, ErrFailed) {
 		t.Fatalf("flush: %v", err)
 	}
-	// The registration the race leaves: in the list after the failure
-	// woke the acknowledger, with no deadline to end it.
 	o := newOutcome()
-	l.acks.mu.Lock()
-	l.acks.waiting = append(l.acks.waiting, flushCallback{end: end, fn: o.fn(l)})
-	l.acks.n.Store(int32(len(l.acks.waiting)))
-	l.acks.mu.Unlock()
-	_ = l.Flush() // what its RequestFlush leads to
+	l.AfterFlush(end, 0, o.fn(l))
 	if err := o.wait(t); !errors.Is(err, ErrFailed) {
 		t.Fatalf("answered with %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/record"
 )
 
 // maxKeptWriteBuffer bounds the write buffer kept between appends.
@@ -111,8 +112,9 @@ func (l *Log) checkAppendable(rec []byte) error {
 	if n+TrailerBytes+BlankBytes > l.cfg.SegmentBytes {
 		return fmt.Errorf("record of %d bytes, segment size %d: %w", n, l.cfg.SegmentBytes, ErrTooLarge)
 	}
-	if int64(be32(rec[0:4])) != n || int32(be32(rec[4:8])) != message.MagicV1 {
-		return fmt.Errorf("commitlog: record header (size %d, magic %#x) does not describe a %d-byte V1 record",
+	magic := int32(be32(rec[4:8]))
+	if int64(be32(rec[0:4])) != n || record.TypeOfMagic(magic) == record.Unknown {
+		return fmt.Errorf("commitlog: record header (size %d, magic %#x) does not describe a %d-byte record of a known type",
 			int32(be32(rec[0:4])), be32(rec[4:8]), n)
 	}
 	return nil
@@ -142,7 +144,9 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 		}
 		return l.fail(err)
 	}
-	l.written.Store(end)
+	if l.written.Advance(end) {
+		l.written.Release()
+	}
 	l.notify()
 	if l.noSpace {
 		l.noSpace = false

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/store/watermark"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -48,6 +50,11 @@ var (
 	ErrTooLarge = errors.New("commitlog: record too large for a segment")
 	// ErrNotRecovered is returned by Append before Recover ran.
 	ErrNotRecovered = errors.New("commitlog: not recovered")
+	// ErrUnknownType is wrapped by errors for a record whose checksum
+	// is valid but whose magic names no record type this version knows
+	// (package record). It is not ErrCorrupt: such a record is never cut
+	// as a torn tail nor skipped.
+	ErrUnknownType = record.ErrUnknownType
 	// ErrNoSpace is wrapped by Append errors for a batch that was not
 	// written because the disk is full; the log stays usable (see the
 	// package documentation).
@@ -118,14 +125,14 @@ type Log struct {
 	recovered bool
 	noSpace   bool // the last append failed with ErrNoSpace (log once per series)
 
-	written atomic.Int64 // end of written bytes (exclusive)
-	flushed atomic.Int64 // end of durable bytes (exclusive)
+	// The written and flushed watermarks (end of written, of durable
+	// bytes; exclusive). Waiters of written are answered by the writer,
+	// those of flushed by the acknowledger (ack.go).
+	written *watermark.Mark
+	flushed *watermark.Mark
 	failure atomic.Pointer[error]
 
 	flushMu sync.Mutex // serializes Flush with segment removal
-
-	roundMu sync.Mutex
-	round   *flushRound // guarded by roundMu
 	kick    chan struct{}
 
 	prefillMu    sync.Mutex
@@ -138,7 +145,7 @@ type Log struct {
 	cacheOff     atomic.Bool  // a release failed: leave the page cache to the kernel
 	cacheKick    chan struct{}
 
-	acks acks // AfterFlush waiters (ack.go)
+	ackKick chan struct{} // one pending wake-up for the acknowledger (ack.go)
 }
 
 // Open opens (creating if needed) the log directory and its segment files.
@@ -147,9 +154,11 @@ func Open(cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{cfg: cfg, logger: cfg.Logger, round: newRound(), kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
-	l.acks.kick = make(chan struct{}, 1)
+	l.ackKick = make(chan struct{}, 1)
+	l.written = watermark.New("written", nil)
+	l.flushed = watermark.New("flushed", l.RequestFlush)
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
 	}
@@ -244,6 +253,17 @@ func (l *Log) WrittenOffset() int64 { return l.written.Load() }
 // FlushedOffset returns the end of the bytes known durable.
 func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 
+// Written is the written watermark: the end of the bytes written to the
+// segment files (page cache). Its waiters are called back by the writer,
+// right after the write. Callers must not move it.
+func (l *Log) Written() *watermark.Mark { return l.written }
+
+// Flushed is the flushed watermark: the end of the bytes a successful
+// fdatasync covered. Waiting on it asks for a flush; its waiters are
+// called back by the acknowledger (RunAcknowledger). Callers must not move
+// it.
+func (l *Log) Flushed() *watermark.Mark { return l.flushed }
+
 // MinOffset returns the first offset still held (start of the first
 // segment), or the written offset if there is no segment.
 func (l *Log) MinOffset() int64 {
@@ -270,8 +290,8 @@ func (l *Log) fail(err error) error {
 		l.logger.Error("commitlog: write or fsync failed; the store is read-only until restart", "err", err)
 	}
 	l.notify()
-	l.wakeWaiters()
-	l.flushEnded()
+	l.written.Fail(l.Err())
+	l.flushed.Fail(l.Err())
 	return l.Err()
 }
 
@@ -369,13 +389,15 @@ func verifyEntry(entry []byte, off int64, size int32, check func([]byte) error) 
 	if magic == message.MagicBlank {
 		return fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
 	}
-	if total != size || magic != message.MagicV1 {
-		return fmt.Errorf("commitlog: entry at %d: size %d magic %#x, want size %d magic %#x: %w",
-			off, total, u32(magic), size, u32(message.MagicV1), ErrCorrupt)
+	if total != size {
+		return fmt.Errorf("commitlog: entry at %d: size %d, want %d: %w", off, total, size, ErrCorrupt)
 	}
 	rec := entry[:size]
 	if got, want := Checksum(rec), be32(entry[size:]); got != want {
 		return fmt.Errorf("commitlog: entry at %d: crc %#08x, stored %#08x: %w", off, got, want, ErrCorrupt)
+	}
+	if record.TypeOfMagic(magic) == record.Unknown {
+		return fmt.Errorf("commitlog: record at %d: %w", off, record.UnknownMagicError(magic))
 	}
 	if check != nil {
 		if err := check(rec); err != nil {

@@ -19,9 +19,19 @@
 //	entry:
 //	  off   size  field
 //	    0      4  TOTALSIZE   int32, length of the record (the record includes this field)
-//	    4      4  MAGICCODE   message.MagicV1
-//	    8   N-8   ...         rest of the stored record (see package message)
+//	    4      4  MAGICCODE   the record's type (package record): message.MagicV1 for a
+//	                          RocketMQ message, or a Kafka batch, AMQP or system magic
+//	    8   N-8   ...         rest of the record, laid out as its type says
 //	    N      4  CRC         CRC32-C (Castagnoli) of the N record bytes, big-endian
+//
+// The log frames, checksums and verifies records of every type alike; the
+// CheckRecord hook (the store's) checks a type's own structure. A record
+// whose magic is no type this version knows but whose CRC matches is not
+// garbage: reads (ReadEntry, Reader) return an error wrapping
+// ErrUnknownType naming its magic and offset, and the recovery scan and
+// Verify stop with that error instead of treating it as an invalid entry
+// (which could be cut as a torn tail). It is never skipped. Append accepts
+// known types only.
 //
 //	blank marker (end of segment):
 //	    0      4  SIZE        int32, bytes from here to the end of the segment (>= 8)
@@ -67,7 +77,7 @@
 // or from RecoverOptions.Resume, the start of a record in that segment named
 // by the caller, as long as the first entry there names that offset as its
 // own and every entry from there on is valid, but for a tail of zeros in the
-// last segment), verifying every entry (size, magic, CRC and the optional CheckRecord hook)
+// last segment), verifying every entry (size, a known type's magic, CRC and the optional CheckRecord hook)
 // and every blank marker (its size must reach exactly the segment end). At
 // the first invalid entry at position P it looks at the rest of the log:
 //
@@ -105,8 +115,18 @@
 //
 // Reads return errors wrapping ErrNoRecord for offsets that hold no record
 // (before the first segment, in the blank tail of a closed segment),
-// ErrBeyondEnd past the written offset and ErrCorrupt for bytes that fail
-// verification; only the first means "removed".
+// ErrBeyondEnd past the written offset, ErrCorrupt for bytes that fail
+// verification and ErrUnknownType for a record of an unknown type; only
+// the first means "removed".
+//
+// # Watermarks
+//
+// The written and flushed offsets are watermarks (package watermark):
+// Written() and Flushed() let any number of callers wait for them, blocking
+// (WaitFlushed) or by callback (AfterFlush). The writer answers the waiters
+// of written right after its write; the acknowledger (RunAcknowledger)
+// answers those of flushed after each flush, so the flusher goes on to the
+// next fdatasync; a failure of the log answers every waiter of both.
 //
 // # Concurrency
 //

@@ -2,36 +2,16 @@ package commitlog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/keelmq/keel/internal/store/watermark"
 )
 
-// ErrFlushTimeout is returned by WaitFlushed when the flush did not cover
-// the offset in time. The data may still become durable later.
-var ErrFlushTimeout = errors.New("commitlog: flush did not complete in time")
-
-// flushRound is one generation of waiters: done is closed after the flush
-// that ends the round, and waiters re-check the flushed offset.
-type flushRound struct{ done chan struct{} }
-
-func newRound() *flushRound { return &flushRound{done: make(chan struct{})} }
-
-func (l *Log) currentRound() *flushRound {
-	l.roundMu.Lock()
-	defer l.roundMu.Unlock()
-	return l.round
-}
-
-// wakeWaiters ends the current round. Callers must publish the new flushed
-// offset or failure before calling it.
-func (l *Log) wakeWaiters() {
-	l.roundMu.Lock()
-	old := l.round
-	l.round = newRound()
-	l.roundMu.Unlock()
-	close(old.done)
-}
+// ErrFlushTimeout is wrapped by the error of WaitFlushed and AfterFlush
+// when the flush did not cover the offset in time. The data may still
+// become durable later. It is the watermark package's timeout.
+var ErrFlushTimeout = watermark.ErrTimeout
 
 // Flush makes every byte written so far durable (fdatasync of each segment
 // holding unflushed bytes) and wakes the waiters it covered. A failure fails
@@ -62,19 +42,11 @@ func (l *Log) Flush() error {
 			l.cfg.OnFlush(time.Since(start), w-f)
 		}
 	}
-	l.wakeWaiters()
 	l.flushEnded()
 	return nil
 }
 
-func (l *Log) advanceFlushed(w int64) {
-	for {
-		f := l.flushed.Load()
-		if w <= f || l.flushed.CompareAndSwap(f, w) {
-			return
-		}
-	}
-}
+func (l *Log) advanceFlushed(w int64) { l.flushed.Advance(w) }
 
 func (l *Log) segmentsOverlapping(from, to int64) []*segment {
 	l.segMu.RLock()
@@ -124,35 +96,7 @@ func (l *Log) RunFlusher(stop <-chan struct{}, interval time.Duration) {
 // single fdatasync covers every waiter). It returns nil only if a successful
 // fdatasync covered end; an error wrapping ErrFailed if the log failed
 // first, ErrFlushTimeout after timeout (if > 0), or the context's error.
-// A flusher must be running (RunFlusher).
+// A flusher and the acknowledger must be running.
 func (l *Log) WaitFlushed(ctx context.Context, end int64, timeout time.Duration) error {
-	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		if l.flushed.Load() >= end {
-			return nil
-		}
-		if err := l.Err(); err != nil {
-			return err
-		}
-		r := l.currentRound()
-		if l.flushed.Load() >= end {
-			return nil
-		}
-		if err := l.Err(); err != nil {
-			return err
-		}
-		l.RequestFlush()
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return fmt.Errorf("commitlog: waiting for flush of offset %d: %w", end, ctx.Err())
-		case <-deadline:
-			return fmt.Errorf("commitlog: offset %d not flushed after %v: %w", end, timeout, ErrFlushTimeout)
-		}
-	}
+	return l.flushed.Wait(ctx, end, timeout)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/record"
 )
 
 // Scanning limits.
@@ -91,6 +92,9 @@ func scanSegmentFrom(r io.ReaderAt, from, size, segBytes int64, check func([]byt
 			return res, nil
 		}
 		if reason := checkEntryBounds(magic, total, pos, size, segBytes); reason != "" {
+			if err := unknownTypeAt(r, magic, total, pos, size, segBytes); err != nil {
+				return res, err
+			}
 			res.invalid = reason
 			return res, nil
 		}
@@ -112,8 +116,30 @@ func scanSegmentFrom(r io.ReaderAt, from, size, segBytes int64, check func([]byt
 
 func checkEntryBounds(magic int32, total, pos, size, segBytes int64) string {
 	switch {
-	case magic != message.MagicV1:
+	case record.TypeOfMagic(magic) == record.Unknown:
 		return fmt.Sprintf("bad magic %#08x", u32(magic))
+	default:
+		return checkSizeBounds(total, pos, size, segBytes)
+	}
+}
+
+// unknownTypeAt returns an error wrapping ErrUnknownType if the entry at
+// pos has a magic of no known type but is otherwise a valid entry (its
+// checksum matches): a record of a type this version does not know, which
+// must stop the scan, never be taken for garbage and cut.
+func unknownTypeAt(r io.ReaderAt, magic int32, total, pos, size, segBytes int64) error {
+	if record.TypeOfMagic(magic) != record.Unknown || checkSizeBounds(total, pos, size, segBytes) != "" {
+		return nil
+	}
+	ok, err := streamCRCMatches(r, pos, total)
+	if err != nil || !ok {
+		return err
+	}
+	return fmt.Errorf("commitlog: record at segment position %d: %w", pos, record.UnknownMagicError(magic))
+}
+
+func checkSizeBounds(total, pos, size, segBytes int64) string {
+	switch {
 	case total < headerBytes || pos+total+TrailerBytes+BlankBytes > segBytes:
 		return fmt.Sprintf("record size %d out of range", total)
 	case pos+total+TrailerBytes > size:
@@ -201,7 +227,10 @@ func validAt(r io.ReaderAt, q, size, segBytes int64) (bool, error) {
 	if magic == message.MagicBlank {
 		return total == segBytes-q, nil
 	}
-	if checkEntryBounds(magic, total, q, size, segBytes) != "" {
+	// A record of an unknown type counts as valid here: what comes before
+	// it is then corruption in the middle, never a torn tail to cut with
+	// it (the scan stops at it with ErrUnknownType).
+	if checkSizeBounds(total, q, size, segBytes) != "" {
 		return false, nil
 	}
 	return streamCRCMatches(r, q, total)

@@ -22,11 +22,21 @@
 //
 // physOffset is the CommitLog offset of the record's first byte, size its
 // TOTALSIZE (without the CRC trailer), tagsCode the hash of its tags used to
-// filter without reading the record. A valid entry has size > 0 and
+// filter without reading the record (for a record of an enveloped type, the
+// tag code its destination names). A valid entry has size > 0 and
 // physOffset >= 0. The entry {0, MaxInt32, 0} is a filler: a queue started
 // at an offset inside a segment (rebuilt from a CommitLog whose head was
 // deleted) fills the slots before its first entry with it; fillers are
 // never returned.
+//
+// Two invariants tie entries to records of any type (package record):
+//   - One entry locates one record, and that record may hold several
+//     logical messages (a Kafka record batch stored as received): the queue
+//     offset counts records of the queue, not the messages inside them.
+//   - One record may be located by entries of several queues (an AMQP
+//     message routed to several queues is stored once): entries of
+//     different queues may hold the same physOffset; within one queue
+//     physOffsets never decrease.
 //
 // # Recovery
 //

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/keelmq/keel/internal/store/record"
+)
+
+// PutRecord appends one record of an enveloped type (a Kafka batch, an AMQP
+// message, a system record; see package record), built with
+// record.AppendEnvelope. The store sets its STORETIMESTAMP and
+// PHYSICALOFFSET and the queue offset of each destination (dense per
+// queue, shared with RocketMQ messages of the same queue), so one record
+// gets one ConsumeQueue entry per destination. It returns what PutMessages
+// would (waiting for Confirmed under SYNC_FLUSH) and the record's CommitLog
+// offset (-1 if not written). rec is not kept.
+func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
+	if err := checkRecord(rec); err != nil {
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}, -1
+	}
+	if t := recordType(rec); !t.Enveloped() {
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}, -1
+	}
+	if n := int64(len(rec)); n > s.maxBatchBytes() || n > s.cfg.maxRecordBytes() {
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}, -1
+	}
+	req := putReqPool.Get().(*putReq)
+	req.buf = append(req.buf[:0], rec...)
+	req.recs = append(req.recs[:0], req.buf)
+	req.one[0] = nil
+	req.msgs = req.one[:]
+	req.logical = int64(record.Envelope(rec).Messages())
+	s.appending.Add(1)
+	end, r := s.putAppend(ctx, req, req.msgs)
+	s.appendDone()
+	phys, n := req.recPhys, req.logical
+	releaseReq(req)
+	if r.Status != PutOK {
+		return r, -1
+	}
+	s.stats.puts.Add(1)
+	s.stats.putMsgs.Add(n)
+	if s.cfg.FlushDiskType == SyncFlush {
+		r = s.waitFlushed(ctx, end)
+	}
+	return r, phys
+}
+
+// patchEnvelope is Append's patch of the enveloped record i of the
+// combined batch of reqs: its offset, store time and the queue offsets of
+// its destinations. appendMu is held.
+func (s *Store) patchEnvelope(reqs []*putReq, i int, rec []byte, phys, now int64) {
+	e := record.Envelope(rec)
+	e.Patch(phys, now)
+	e.EachDest(func(_ int, topic []byte, qid int32, _, _ int64, at int) error {
+		e.PatchQueueOffset(at, s.nextQueueOffset(string(topic), qid))
+		return nil
+	})
+	for _, r := range reqs {
+		if i < len(r.recs) {
+			r.recPhys = phys
+			return
+		}
+		i -= len(r.recs)
+	}
+}
+
+// returnEnvelopeOffsets gives back the queue offsets an enveloped record
+// that was not written took. appendMu is held.
+func returnEnvelopeOffsets(s *Store, rec []byte) {
+	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, _, _ int64, _ int) error {
+		s.counters[string(topic)][qid]--
+		return nil
+	})
+}

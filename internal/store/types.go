@@ -1,0 +1,125 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/consumequeue"
+	"github.com/keelmq/keel/internal/store/record"
+)
+
+// Typed records. Every CommitLog record says what it is (package record);
+// the store's generic paths — the CommitLog's record check, dispatch,
+// reads, Check — ask the record's type, here, and never read a type's
+// fields themselves. RocketMQ messages are rocketmq.go's; every other type
+// uses the envelope, whose destinations say which ConsumeQueue entries the
+// record gets (one record may be in several queues; one entry may hold
+// several logical messages).
+
+// recordType returns the type of a record that passed the CommitLog's
+// verification (so its magic is known).
+func recordType(rec []byte) record.Type {
+	return record.TypeOfMagic(int32(binary.BigEndian.Uint32(rec[4:8])))
+}
+
+// checkRecord is the CommitLog's CheckRecord hook: the structural check of
+// a record of any type, an error wrapping record.ErrUnknownType for an
+// unknown one.
+func checkRecord(rec []byte) error {
+	t, err := record.TypeOf(rec)
+	switch {
+	case err != nil:
+		return err
+	case t == record.RocketMQ:
+		return message.Check(rec)
+	default:
+		return record.CheckEnvelope(rec)
+	}
+}
+
+// dispatchRecord dispatches one record by its type.
+func (s *Store) dispatchRecord(rec []byte, phys int64) error {
+	if t := recordType(rec); t != record.RocketMQ {
+		return s.dispatchEnvelope(rec, phys, t)
+	}
+	return s.dispatchRocketMQ(rec, phys)
+}
+
+// dispatchEnvelope adds one ConsumeQueue entry per destination of an
+// enveloped record (no index keys: those types have none yet), telling
+// the subscribers of each.
+func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
+	if !t.Enveloped() {
+		panic(fmt.Sprintf("store: dispatch of a %v record at %d", t, phys)) // the reader verified it
+	}
+	e := record.Envelope(rec)
+	if phys >= s.rebuildCQFrom {
+		err := e.EachDest(func(_ int, topic []byte, qid int32, qo, code int64, _ int) error {
+			q, err := s.queueForDispatch(topic, qid)
+			if err != nil {
+				return err
+			}
+			if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
+				return fmt.Errorf("store: dispatch %v at %d to %s/%d offset %d: %w", t, phys, topic, qid, qo, err)
+			}
+			s.tellVisible(q.Topic(), qid, qo, code)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.lastTs = e.StoreTimestamp()
+	return nil
+}
+
+// recordBelongs checks that rec, read for the ConsumeQueue entry at queue
+// offset qo of (topic, queueID), is a record of that queue and offset.
+func recordBelongs(rec []byte, phys int64, topic string, queueID int32, qo int64) error {
+	if recordType(rec) == record.RocketMQ {
+		v := message.View(rec)
+		if string(v.Topic()) != topic || v.QueueID() != queueID || v.QueueOffset() != qo {
+			return fmt.Errorf("store: record at %d belongs to %s/%d offset %d, not %s/%d offset %d: %w",
+				phys, v.Topic(), v.QueueID(), v.QueueOffset(), topic, queueID, qo, ErrCorrupt)
+		}
+		return nil
+	}
+	if _, ok := envelopeDest(rec, topic, queueID, qo); !ok {
+		return fmt.Errorf("store: %v at %d has no destination %s/%d offset %d: %w", recordType(rec), phys, topic, queueID, qo, ErrCorrupt)
+	}
+	return nil
+}
+
+// envelopeDest returns the tag code of the destination (topic, queueID, qo)
+// of an enveloped record, and whether it has one.
+func envelopeDest(rec []byte, topic string, queueID int32, qo int64) (int64, bool) {
+	code, found := int64(0), false
+	record.Envelope(rec).EachDest(func(_ int, t []byte, qid int32, o, c int64, _ int) error {
+		if !found && qid == queueID && o == qo && string(t) == topic {
+			code, found = c, true
+		}
+		return nil
+	})
+	return code, found
+}
+
+// storeTimestamp returns the store time of a record of any type.
+func storeTimestamp(rec []byte) int64 {
+	if recordType(rec) == record.RocketMQ {
+		return message.View(rec).StoreTimestamp()
+	}
+	return record.Envelope(rec).StoreTimestamp()
+}
+
+// ownOffset returns the CommitLog offset a record says it is at (the
+// PHYSICALOFFSET field: at the same position in every type).
+func ownOffset(rec []byte) int64 { return int64(binary.BigEndian.Uint64(rec[28:36])) }
+
+// logicalMessages returns how many logical messages a record holds.
+func logicalMessages(rec []byte) int64 {
+	if recordType(rec) == record.RocketMQ {
+		return 1
+	}
+	return int64(record.Envelope(rec).Messages())
+}

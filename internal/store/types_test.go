@@ -1,0 +1,278 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/consumequeue"
+	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+func putRecord(t *testing.T, s *Store, typ record.Type, messages int32, dests []record.Dest, body string) int64 {
+	t.Helper()
+	rec, err := record.AppendEnvelope(nil, typ, messages, dests, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, phys := s.PutRecord(context.Background(), rec)
+	if r.Status != PutOK {
+		t.Fatalf("put record: %v %v", r.Status, r.Err)
+	}
+	return phys
+}
+
+// getOne reads the record at (topic, qid, off) and returns a copy.
+func getOne(t *testing.T, s *Store, topic string, qid int32, off int64) []byte {
+	t.Helper()
+	r, err := s.GetMessage(topic, qid, off, 1, 1<<20, nil)
+	if err != nil || r.Status != Found || len(r.Records) != 1 {
+		t.Fatalf("get %s/%d@%d: %v %+v", topic, qid, off, err, r)
+	}
+	defer r.Release()
+	return append([]byte(nil), r.Records[0]...)
+}
+
+// TestOneRecordInTwoQueues: the invariant that one record may be
+// referenced from several ConsumeQueues (AMQP fan-out). An AMQP record
+// with two destinations is stored once and gets an entry in each queue,
+// at offsets dense with the RocketMQ messages of the same queue; readers of
+// both queues get the same bytes, subscribers hear of both entries, and
+// the entries survive a restart, a rebuild from the CommitLog and Check.
+func TestOneRecordInTwoQueues(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	s := mustOpen(t, cfg)
+	events := make(chan string, 4)
+	s.OnVisible(func(topic string, qid int32, qo, code int64) {
+		events <- fmt.Sprintf("%s/%d@%d:%d", topic, qid, qo, code)
+	})
+	put(t, s, newMsg("Q1", 0, "rocketmq before", nil))
+	<-events
+	dests := []record.Dest{{Topic: "Q1", QueueID: 0, TagsCode: 11}, {Topic: "Q2", QueueID: 3, TagsCode: 22}}
+	phys := putRecord(t, s, record.AMQP, 1, dests, "fanned out")
+	if a, b := <-events, <-events; a != "Q1/0@1:11" || b != "Q2/3@0:22" {
+		t.Fatalf("events %s, %s", a, b)
+	}
+	put(t, s, newMsg("Q1", 0, "rocketmq after", nil))
+	waitVisible(t, s, "Q1", 0, 3)
+	check := func(s *Store) {
+		t.Helper()
+		a, b := getOne(t, s, "Q1", 0, 1), getOne(t, s, "Q2", 3, 0)
+		if string(a) != string(b) || record.Envelope(a).PhysOffset() != phys || string(record.Envelope(a).Body()) != "fanned out" {
+			t.Fatalf("the two queues do not reference the one record at %d", phys)
+		}
+		if s.MaxOffset("Q1", 0) != 3 || s.MaxOffset("Q2", 3) != 1 {
+			t.Fatalf("max offsets %d %d", s.MaxOffset("Q1", 0), s.MaxOffset("Q2", 3))
+		}
+		// A tag filter sees the destination's tag code.
+		r, err := s.GetMessage("Q2", 3, 0, 1, 1<<20, codeFilter(99))
+		if err != nil || r.Status != NoMatchedMessage {
+			t.Fatalf("filtered get: %v %v", err, r.Status)
+		}
+	}
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(cfg)
+	if err != nil || !rep.OK() || rep.Records != 3 || rep.QueueEntries != 4 {
+		t.Fatalf("check: %v %v records %d entries %d", err, rep.Problems, rep.Records, rep.QueueEntries)
+	}
+	s = mustOpen(t, cfg)
+	check(s)
+	s.Close()
+	// Rebuilt from the CommitLog alone.
+	for _, p := range []string{"/data/consumequeue", "/data/checkpoint", "/data/index"} {
+		removeTree(t, fs, p)
+	}
+	s = mustOpen(t, cfg)
+	defer s.Close()
+	check(s)
+}
+
+type codeFilter int64
+
+func (f codeFilter) MatchTagsCode(code int64) bool   { return code == int64(f) }
+func (f codeFilter) MatchRecord(v message.View) bool { return true }
+
+// TestOneEntryForSeveralMessages: the invariant that one ConsumeQueue entry
+// may stand for a record holding several logical messages (a Kafka record
+// batch stored as received).
+func TestOneEntryForSeveralMessages(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	s := mustOpen(t, cfg)
+	batch := strings.Repeat("kafka-record;", 5)
+	putRecord(t, s, record.KafkaBatch, 5, []record.Dest{{Topic: "K", QueueID: 0}}, batch)
+	waitVisible(t, s, "K", 0, 1)
+	got := record.Envelope(getOne(t, s, "K", 0, 0))
+	if got.Messages() != 5 || string(got.Body()) != batch || got.Type() != record.KafkaBatch {
+		t.Fatalf("read back %v with %d messages", got.Type(), got.Messages())
+	}
+	if st := s.Stats(); st.PutMessages != 5 || s.MaxOffset("K", 0) != 1 {
+		t.Fatalf("put messages %d, max offset %d", st.PutMessages, s.MaxOffset("K", 0))
+	}
+	s.Close()
+	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.QueueEntries != 1 {
+		t.Fatalf("check: %v %v", err, rep.Problems)
+	}
+}
+
+// TestPutRecordRefusesRocketMQAndGarbage: PutRecord takes enveloped types
+// only, and checks them.
+func TestPutRecordRefusesRocketMQAndGarbage(t *testing.T) {
+	s := mustOpen(t, testConfig(vfs.NewMem()))
+	defer s.Close()
+	m := newMsg("T", 0, "x", nil)
+	rocket, _ := m.AppendStored(nil)
+	bad, _ := record.AppendEnvelope(nil, record.System, 0, nil, []byte("x"))
+	bad[17]++ // BODYLEN
+	for name, rec := range map[string][]byte{"rocketmq": rocket, "bad envelope": bad, "short": {1, 2}} {
+		if r, phys := s.PutRecord(context.Background(), rec); r.Status != PutMessageIllegal || phys != -1 {
+			t.Errorf("%s: %v %d", name, r.Status, phys)
+		}
+	}
+}
+
+// TestUnknownRecordTypeRefusesOpenAndCheck: a record of a type this
+// version does not know (a newer release wrote it) makes Open fail and
+// Check report it, naming the type's magic and where it is; nothing is
+// cut or skipped.
+func TestUnknownRecordTypeRefusesOpenAndCheck(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	s := mustOpen(t, cfg)
+	put(t, s, newMsg("T", 0, "before", nil))
+	phys := putRecord(t, s, record.System, 0, nil, "a system record")
+	s.Close()
+	f, err := fs.OpenFile("/data/commitlog/"+commitlog.SegmentName(0), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr [4]byte
+	f.ReadAt(hdr[:], phys)
+	n := int64(binary.BigEndian.Uint32(hdr[:]))
+	rec := make([]byte, n)
+	f.ReadAt(rec, phys)
+	binary.BigEndian.PutUint32(rec[4:], 0xDAA3FFFF)
+	f.WriteAt(binary.BigEndian.AppendUint32(rec, commitlog.Checksum(rec)), phys)
+	f.Sync()
+	f.Close()
+	before := readAll(t, fs, "/data/commitlog/"+commitlog.SegmentName(0))
+
+	if _, err := Open(cfg); !errors.Is(err, record.ErrUnknownType) || !strings.Contains(err.Error(), "0xdaa3ffff") {
+		t.Fatalf("open: %v", err)
+	} else {
+		t.Logf("open: %v", err)
+	}
+	rep, err := Check(cfg)
+	if err != nil || rep.OK() || !strings.Contains(fmt.Sprint(rep.Problems), "unknown record type") {
+		t.Fatalf("check: %v %v", err, rep.Problems)
+	}
+	if after := readAll(t, fs, "/data/commitlog/"+commitlog.SegmentName(0)); string(after) != string(before) {
+		t.Fatal("the CommitLog was changed")
+	}
+}
+
+func removeTree(t *testing.T, fs vfs.FS, path string) {
+	t.Helper()
+	if names, err := fs.List(path); err == nil {
+		for _, n := range names {
+			removeTree(t, fs, path+"/"+n)
+		}
+	}
+	if err := fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+}
+
+func readAll(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size, _ := f.Size()
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRetentionOfFanOutRecords: retention dates a segment by the store time
+// of the record after it, whatever its type, and retires the entries of
+// every queue a removed record was in.
+func TestRetentionOfFanOutRecords(t *testing.T) {
+	clock := newFakeClock()
+	clock.Set(time.Date(2026, 1, 2, 4, 10, 0, 0, time.Local))
+	cfg := testConfig(vfs.NewMem())
+	cfg.Now = clock.Now
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	dests := []record.Dest{{Topic: "A", QueueID: 0}, {Topic: "B", QueueID: 1}}
+	body := string(make([]byte, 4000))
+	for range 40 {
+		putRecord(t, s, record.AMQP, 1, dests, body)
+	}
+	waitVisible(t, s, "B", 1, 40)
+	flushAll(t, s)
+	clock.Set(time.Date(2026, 1, 2, 4, 30, 0, 0, time.Local)) // DeleteWhen, well inside FileReservedTime
+	s.runRetentionOnce()
+	if s.log.MinOffset() != 0 || s.MinOffset("A", 0) != 0 {
+		t.Fatalf("retention removed segments that are not expired: log min %d", s.log.MinOffset())
+	}
+	clock.Set(time.Date(2026, 1, 6, 4, 30, 0, 0, time.Local))
+	putRecord(t, s, record.AMQP, 1, dests, body)
+	waitVisible(t, s, "B", 1, 41)
+	flushAll(t, s)
+	s.runRetentionOnce()
+	a, b := s.MinOffset("A", 0), s.MinOffset("B", 1)
+	if s.log.MinOffset() == 0 || a == 0 || a != b {
+		t.Fatalf("after expiry: log min %d, queue mins %d and %d", s.log.MinOffset(), a, b)
+	}
+}
+
+// TestCheckTellsWrongEntriesOfEnvelopedRecords: Check verifies entries
+// against the destinations of an enveloped record: an entry in a queue
+// the record is not routed to is a problem, and so is a destination left
+// without its entry.
+func TestCheckTellsWrongEntriesOfEnvelopedRecords(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	s := mustOpen(t, cfg)
+	phys := putRecord(t, s, record.AMQP, 1, []record.Dest{{Topic: "Q1", QueueID: 0}}, "x")
+	waitVisible(t, s, "Q1", 0, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	size := int32(len(readAll(t, fs, "/data/commitlog/"+commitlog.SegmentName(0))[phys:]) - commitlog.TrailerBytes)
+	q, err := consumequeue.Open(consumequeue.Config{FS: fs, Dir: "/data/consumequeue/Q9/0", Topic: "Q9", QueueID: 0, EntriesPerSegment: cfg.ConsumeQueueSegmentEntries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Append(0, consumequeue.Entry{PhysOffset: phys, Size: size}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	removeTree(t, fs, "/data/consumequeue/Q1")
+	rep, err := Check(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := fmt.Sprint(rep.Problems)
+	if !strings.Contains(probs, "no destination Q9/0 offset 0") || !strings.Contains(probs, "record Q1/0 offset 0 has no consume queue entry") {
+		t.Fatalf("problems: %v", rep.Problems)
+	}
+}
