@@ -1,0 +1,166 @@
+package commitlog
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// Scrubbing: re-verifying durable records at rest, a bounded number of
+// bytes at a time, without disturbing the page cache. Each read first asks
+// the file which pages of the range are cached (vfs.CacheProber), reads,
+// then releases (vfs.CacheDropper) only the pages that were not cached
+// before: data consumers read stays cached, cold data the scrubber brought
+// in does not stay. A page a consumer starts reading between the probe and
+// the release loses its cache once (it is read again from the disk); the
+// contents never change. On a file that cannot probe, nothing is released
+// (the kernel decides, as for any read).
+
+// scrubHintBytes is how much of an invalid entry a ScrubFinding keeps.
+const scrubHintBytes = 64
+
+// ScrubFinding is an entry the scrubber found invalid.
+type ScrubFinding struct {
+	Offset int64  // CommitLog offset of the entry
+	Size   int32  // its TOTALSIZE if plausible (fits the segment), else 0
+	Next   int64  // where scrubbing resumes: the next valid entry, or the segment end
+	Reason string // why the entry is invalid
+	Head   []byte // the entry's first bytes as read (a copy), for hints
+}
+
+// Scrubber walks the log from an offset, verifying every entry. It is used
+// by one goroutine.
+type Scrubber struct {
+	l   *Log
+	pos int64
+	buf []byte
+}
+
+// NewScrubber returns a Scrubber positioned at from, which must be the
+// offset of an entry, a blank marker or a segment start.
+func (l *Log) NewScrubber(from int64) *Scrubber { return &Scrubber{l: l, pos: from} }
+
+// Offset returns where the next Step starts.
+func (sc *Scrubber) Offset() int64 { return sc.pos }
+
+// Step verifies entries from the current position below limit, reading at
+// most maxBytes (but always at least one whole entry, so a large record
+// may exceed it). visit gets each valid record (aliasing an internal
+// buffer until the next Step), bad each invalid entry, after which the
+// position moves to ScrubFinding.Next. It returns the bytes read; 0 with a
+// nil error means the position reached limit. A position below the oldest
+// segment (retention) moves to its start.
+func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byte), bad func(ScrubFinding)) (int64, error) {
+	l := sc.l
+	sc.pos = max(sc.pos, l.MinOffset())
+	if sc.pos >= limit {
+		return 0, nil
+	}
+	segEnd := l.SegmentStart(sc.pos) + l.cfg.SegmentBytes
+	end := min(limit, segEnd)
+	want := min(end-sc.pos, max(maxBytes, headerBytes))
+	if int64(cap(sc.buf)) < want {
+		sc.buf = make([]byte, want)
+	}
+	n, err := l.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
+	if IsNoRecord(err) {
+		sc.pos = segEnd // past a closed segment's file, or removed meanwhile
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	read := int64(n)
+	buf := sc.buf[:n]
+	for off := int64(0); off+headerBytes <= int64(len(buf)); {
+		pos := sc.pos
+		total, magic := int64(int32(be32(buf[off:]))), int32(be32(buf[off+4:]))
+		if magic == message.MagicBlank && total == segEnd-pos {
+			sc.pos = segEnd
+			return read, nil
+		}
+		rel := pos - (segEnd - l.cfg.SegmentBytes)
+		if reason := checkEntryBounds(magic, total, rel, l.cfg.SegmentBytes, l.cfg.SegmentBytes); reason != "" || pos+total+TrailerBytes > end {
+			if reason == "" {
+				reason = fmt.Sprintf("record of %d bytes extends past %d", total, end)
+			}
+			return read, sc.invalid(pos, 0, buf[off:], reason, bad)
+		}
+		entry := buf[off:min(off+total+TrailerBytes, int64(len(buf)))]
+		if int64(len(entry)) < total+TrailerBytes {
+			if off > 0 {
+				return read, nil // the next Step reads it from its start
+			}
+			big := make([]byte, total+TrailerBytes)
+			if _, err := l.readCold(big, pos, len(big)); err != nil {
+				return read, err
+			}
+			read += int64(len(big))
+			entry = big
+		}
+		if err := l.VerifyEntry(entry, pos, int32(total)); err != nil {
+			return read, sc.invalid(pos, int32(total), entry, err.Error(), bad)
+		}
+		visit(pos, entry[:total])
+		sc.pos += total + TrailerBytes
+		off += total + TrailerBytes
+	}
+	return read, nil
+}
+
+// invalid reports the entry at pos and moves past it: to the end of the
+// entry if its size is plausible and a valid entry (or the end of the
+// data) follows, else to the next valid entry of the segment, else to the
+// segment's end.
+func (sc *Scrubber) invalid(pos int64, size int32, head []byte, reason string, bad func(ScrubFinding)) error {
+	next, err := sc.resume(pos, size)
+	if err != nil {
+		return err
+	}
+	f := ScrubFinding{Offset: pos, Size: size, Next: next, Reason: reason, Head: append([]byte(nil), head[:min(len(head), scrubHintBytes)]...)}
+	sc.pos = next
+	bad(f)
+	return nil
+}
+
+func (sc *Scrubber) resume(pos int64, size int32) (int64, error) {
+	l := sc.l
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	s := l.segmentLocked(pos)
+	segEnd := l.SegmentStart(pos) + l.cfg.SegmentBytes
+	if s == nil {
+		return segEnd, nil
+	}
+	fsize, err := s.f.Size()
+	if err != nil {
+		return 0, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+	}
+	if size > 0 {
+		q := pos - s.base + int64(size) + TrailerBytes
+		if q >= fsize || s.base+q >= l.written.Load() {
+			return s.base + q, nil
+		}
+		if ok, err := validAt(s.f, q, fsize, l.cfg.SegmentBytes); err != nil && err != io.EOF {
+			return 0, fmt.Errorf("commitlog: scrub %s: %w", s.path, err)
+		} else if ok {
+			return s.base + q, nil
+		}
+	}
+	q, err := findValid(s.f, pos-s.base+1, fsize, l.cfg.SegmentBytes)
+	if err != nil {
+		return 0, fmt.Errorf("commitlog: scrub %s: %w", s.path, err)
+	}
+	if q < 0 {
+		return segEnd, nil
+	}
+	return s.base + q, nil
+}
+
+// readCold reads like readUpTo (at least need, at most len(p) bytes at off,
+// within one segment and below the written offset) through vfs.ReadCold.
+func (l *Log) readCold(p []byte, off int64, need int) (int, error) {
+	return l.readWith(p, off, need, vfs.ReadCold)
+}

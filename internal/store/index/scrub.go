@@ -1,0 +1,93 @@
+package index
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// ScrubPos is where an index scrub resumes: a file's sequence number and a
+// byte position in it. The zero value starts at the first file.
+type ScrubPos struct {
+	Seq      int64
+	At       int64 // byte position in the file (0: its start)
+	lastPhys int64 // physOffset of the entry before At
+}
+
+// Scrub verifies, a bounded number of bytes at a time, the structure of
+// the files no longer taking Puts (their content is final): every slot
+// names an entry the file holds, and every entry is plausible (key hash,
+// a link to an earlier entry, a time at or after the file's begin), lies
+// in the file's physOffset range and does not go below the entry before
+// it. It reads from pos at most maxBytes (at least one slot or entry)
+// through vfs.ReadCold, calls problem for each finding (the file's path,
+// the entry number or slot, a message) and returns where to resume, the
+// bytes read, and done when every such file was scrubbed. The index is
+// not changed.
+func (ix *Index) Scrub(pos ScrubPos, maxBytes int64, problem func(path string, at int64, msg string)) (ScrubPos, int64, bool, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return pos, 0, true, ErrClosed
+	}
+	var f *file
+	for _, c := range ix.files[:max(len(ix.files)-1, 0)] {
+		if c.seq >= pos.Seq {
+			f = c
+			break
+		}
+	}
+	if f == nil {
+		return pos, 0, true, nil
+	}
+	if f.seq != pos.Seq {
+		pos = ScrubPos{Seq: f.seq}
+	}
+	h := f.hdr
+	slotsEnd := f.slotPos(int64(h.slotCount))
+	end := f.entryPos(h.entryCount + 1)
+	if pos.At < HeaderSize {
+		pos.At, pos.lastPhys = HeaderSize, h.beginPhys
+	}
+	if pos.At >= end {
+		return ScrubPos{Seq: f.seq + 1}, 0, false, nil
+	}
+	unit := int64(EntrySize)
+	if pos.At < slotsEnd {
+		unit = SlotSize
+	}
+	limit := slotsEnd
+	if pos.At >= slotsEnd {
+		limit = end
+	}
+	n := min(limit-pos.At, max(maxBytes/unit, 1)*unit, 1<<20)
+	buf := make([]byte, n)
+	if _, err := vfs.ReadCold(f.f, buf, pos.At); err != nil {
+		return pos, 0, false, fmt.Errorf("index: scrub %s: %w", f.name, err)
+	}
+	path := ix.path(f.name)
+	if unit == SlotSize {
+		for i := int64(0); i < n; i += SlotSize {
+			if v := int32(binary.BigEndian.Uint32(buf[i:])); v < 0 || v > h.entryCount {
+				problem(path, (pos.At+i-HeaderSize)/SlotSize, fmt.Sprintf("slot names entry %d; the file holds %d", v, h.entryCount))
+			}
+		}
+	} else {
+		for i := int64(0); i < n; i += EntrySize {
+			num := int32((pos.At+i-slotsEnd)/EntrySize) + 1
+			e := decodeEntry(buf[i:])
+			switch {
+			case !e.plausible(num, h.beginPhys) || e.physOffset > h.endPhys:
+				problem(path, int64(num), fmt.Sprintf("entry %d is implausible (hash %d, physOffset %d, time %d s, previous %d; file range [%d, %d])",
+					num, e.keyHash, e.physOffset, e.timeDiffS, e.prevIndex, h.beginPhys, h.endPhys))
+			case e.physOffset < pos.lastPhys:
+				problem(path, int64(num), fmt.Sprintf("entry %d has physOffset %d, below the entry before it (%d)", num, e.physOffset, pos.lastPhys))
+			default:
+				pos.lastPhys = e.physOffset
+			}
+		}
+	}
+	pos.At += n
+	return pos, n, false, nil
+}

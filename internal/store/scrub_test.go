@@ -1,0 +1,199 @@
+package store
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/store/commitlog"
+)
+
+// scrubDriver runs a store's scrubber by hand: each tick advances the
+// injected clock by step, then hands the scrubber a tick.
+type scrubDriver struct {
+	clock *fakeClock
+	ticks chan time.Time
+	step  time.Duration
+}
+
+func newScrubDriver(cfg *Config, rate int64, step time.Duration) *scrubDriver {
+	d := &scrubDriver{clock: newFakeClock(), ticks: make(chan time.Time), step: step}
+	cfg.Now = d.clock.Now
+	cfg.ScrubBytesPerSecond = rate
+	cfg.ScrubPassInterval = -1 // passes follow each other
+	cfg.ScrubTicker = func() (<-chan time.Time, func()) { return d.ticks, func() {} }
+	return d
+}
+
+// tick advances the clock and delivers a tick. The unbuffered send returns
+// once the scrubber took it, so the previous tick's work is done.
+func (d *scrubDriver) tick() {
+	d.clock.Add(d.step)
+	d.ticks <- d.clock.Now()
+}
+
+// barrier delivers a tick without advancing the clock (no new budget):
+// when it returns, the work of every earlier tick is done.
+func (d *scrubDriver) barrier() { d.ticks <- d.clock.Now() }
+
+// tickUntil ticks until cond holds (at most max ticks).
+func (d *scrubDriver) tickUntil(t *testing.T, max int, cond func() bool) {
+	t.Helper()
+	for i := 0; i < max; i++ {
+		if cond() {
+			return
+		}
+		d.tick()
+		d.barrier()
+	}
+	if !cond() {
+		t.Fatalf("condition not reached after %d ticks", max)
+	}
+}
+
+// A bit flipped at rest in a cold segment (where Open does not verify) is
+// found by the scrubber without any consumer reading it: reported as a
+// Problem, isolated with its queue entry, and skipped by consumers.
+func TestScrubberFindsBitFlipAtRest(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	victim := fx.msgs[2] // first segment: cold
+	fx.patch(t, victim.phys+200, 1, func(b []byte) { b[0] ^= 0x20 })
+	before := fx.segmentBytes(t, victim.phys)
+	d := newScrubDriver(&fx.cfg, 64<<10, time.Second)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+
+	d.tickUntil(t, 100, func() bool { return len(s.Isolated()) > 0 })
+	want := IsolatedRecord{Topic: "T", QueueID: 0, QueueOffset: 2, PhysOffset: victim.phys, Size: int32(fx.sizes[2]), FoundBy: FoundByScrub}
+	checkIsolated(t, s.Isolated(), want)
+	st := s.ScrubStatus()
+	if st.Problems != 1 || len(st.Recent) != 1 {
+		t.Fatalf("scrub status %+v, want one problem", st)
+	}
+	p := st.Recent[0]
+	if p.Offset != victim.phys || !strings.HasSuffix(p.File, commitlog.SegmentName(0)) || !strings.Contains(p.Msg, "corrupt entry") {
+		t.Fatalf("problem %v", p)
+	}
+	if s.Stats().Gets != 0 {
+		t.Fatal("a read found it, not the scrubber")
+	}
+	// Consumers skip it; their read does not register it a second time.
+	if served := readAll(t, s, fx.msgs); len(served) != len(fx.msgs)-1 {
+		t.Fatalf("served %d of %d intact records", len(served), len(fx.msgs)-1)
+	}
+	checkIsolated(t, s.Isolated(), want)
+	// The scrubber goes on past it to the end of the store and starts again
+	// without finding more.
+	d.tickUntil(t, 100, func() bool { return s.ScrubStatus().Passes >= 2 })
+	st = s.ScrubStatus()
+	if st.Problems < 2 || st.Problems > st.Passes+1 {
+		t.Fatalf("%d problems in %d passes, want the record once per pass", st.Problems, st.Passes)
+	}
+	for _, p := range st.Recent {
+		if p.Offset != victim.phys {
+			t.Fatalf("problem elsewhere: %v", p)
+		}
+	}
+	checkIsolated(t, s.Isolated(), want)
+	if !bytes.Equal(fx.segmentBytes(t, victim.phys), before) {
+		t.Fatal("the scrubber changed the segment")
+	}
+}
+
+// A ConsumeQueue entry pointing at the wrong record (damaged at rest) is
+// found and reported in keel check's terms.
+func TestScrubberFindsBadQueueEntry(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	names, err := fx.fs.List("/data/consumequeue/T/0")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("consume queue files: %v %v", names, err)
+	}
+	// Point entry 4 at record 3 (a valid record of another offset).
+	f, err := fx.fs.OpenFile("/data/consumequeue/T/0/"+names[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e [20]byte
+	f.ReadAt(e[:], 3*20)
+	f.WriteAt(e[:], 4*20)
+	f.Sync()
+	f.Close()
+	d := newScrubDriver(&fx.cfg, 64<<10, time.Second)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	d.tickUntil(t, 100, func() bool { return s.ScrubStatus().Passes >= 1 })
+	st := s.ScrubStatus()
+	// Both checks see it: record 4's entry does not point at it, and the
+	// entry does not come after the one before it.
+	pointsElsewhere, outOfOrder := false, false
+	for _, p := range st.Recent {
+		if p.Offset != 4 || !strings.HasSuffix(p.File, "consumequeue/T/0") {
+			t.Fatalf("problem elsewhere: %v", p)
+		}
+		pointsElsewhere = pointsElsewhere || strings.Contains(p.Msg, "not at its record at")
+		outOfOrder = outOfOrder || strings.Contains(p.Msg, "not after the entry before it")
+	}
+	if !pointsElsewhere || !outOfOrder {
+		t.Fatalf("bad entry reported as %v", st.Recent)
+	}
+}
+
+// The scrubber reads at most its rate: over any run of ticks, at most
+// rate × elapsed plus one record, and each tick at most one second's
+// budget plus one record. It also keeps up with the rate.
+func TestScrubberRateBound(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	const rate = 8 << 10 // bytes/s, about 1.5 records
+	step := 250 * time.Millisecond
+	d := newScrubDriver(&fx.cfg, rate, step)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	maxEntry := int64(0)
+	for _, n := range fx.sizes {
+		maxEntry = max(maxEntry, int64(n)+commitlog.TrailerBytes)
+	}
+	total := int64(0)
+	for _, n := range fx.sizes {
+		total += int64(n) + commitlog.TrailerBytes
+	}
+	var prev int64
+	for i := 1; s.ScrubStatus().Passes == 0; i++ {
+		if i > 1000 {
+			t.Fatal("no pass completed")
+		}
+		d.tick()
+		d.barrier()
+		got := s.ScrubStatus().Bytes
+		elapsed := float64(i) * step.Seconds()
+		if float64(got) > rate*elapsed+float64(maxEntry) {
+			t.Fatalf("tick %d: %d bytes read in %.2f s at %d B/s (bound %d)", i, got, elapsed, rate, int64(rate*elapsed)+maxEntry)
+		}
+		if got-prev > rate+maxEntry {
+			t.Fatalf("tick %d read %d bytes, more than a second's budget plus a record", i, got-prev)
+		}
+		if s.ScrubStatus().Passes == 0 && float64(got) < rate*elapsed-float64(2*maxEntry) {
+			t.Fatalf("tick %d: only %d bytes read in %.2f s at %d B/s", i, got, elapsed, rate)
+		}
+		prev = got
+	}
+	if prev < total {
+		t.Fatalf("a pass read %d bytes, the CommitLog holds %d", prev, total)
+	}
+}
+
+// Off by default: no scrubbing.
+func TestScrubberOff(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	d := newScrubDriver(&fx.cfg, 0, time.Second)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	for range 5 {
+		d.tick()
+	}
+	d.barrier()
+	if st := s.ScrubStatus(); st.Bytes != 0 || st.Passes != 0 {
+		t.Fatalf("scrubbed while off: %+v", st)
+	}
+}
