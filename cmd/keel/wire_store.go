@@ -25,6 +25,7 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.DiskHardLimitRatio = b.DiskHardLimitRatio
 	c.MaxMessageBytes = b.MaxMessageBytes
 	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
+	c.ScrubBytesPerSecond = b.ScrubBytesPerSecond
 	c.RepairCorruption = p.repairCorruption
 	c.OnFlush = p.onFlush
 	c.TagsCode = scheduleTagsCode(b)

@@ -16,6 +16,7 @@ mapedFileSizeCommitLog=134217728
 fileReservedTime=12
 maxMessageSize=1048576
 commitLogPageCacheBytes=268435456
+scrubBytesPerSecond=1048576
 `), "broker.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +32,14 @@ commitLogPageCacheBytes=268435456
 	if c.CommitLogCacheBytes != 256<<20 {
 		t.Fatalf("CommitLogCacheBytes %d, want commitLogPageCacheBytes 268435456", c.CommitLogCacheBytes)
 	}
-	if d := storeConfig(config.Default(), &parts{cfg: config.Default(), log: slog.New(slog.DiscardHandler)}); d.CommitLogCacheBytes != 0 {
+	if c.ScrubBytesPerSecond != 1<<20 {
+		t.Fatalf("ScrubBytesPerSecond %d, want scrubBytesPerSecond 1048576", c.ScrubBytesPerSecond)
+	}
+	d := storeConfig(config.Default(), &parts{cfg: config.Default(), log: slog.New(slog.DiscardHandler)})
+	if d.CommitLogCacheBytes != 0 {
 		t.Fatalf("default CommitLogCacheBytes %d, want 0 (the kernel manages the page cache)", d.CommitLogCacheBytes)
+	}
+	if d.ScrubBytesPerSecond != config.DefaultScrubBytesPerSecond {
+		t.Fatalf("default ScrubBytesPerSecond %d, want %d", d.ScrubBytesPerSecond, config.DefaultScrubBytesPerSecond)
 	}
 }
