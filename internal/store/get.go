@@ -356,6 +356,9 @@ func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
 		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, limit, commitlog.ErrBeyondEnd)
 	}
 	rec, err := s.log.ReadRecord(physOffset, nil)
+	if corruptErr(err) {
+		rec, err = s.rereadRecord(physOffset, err) // isolate.go
+	}
 	if err != nil {
 		if !commitlog.IsNoRecord(err) {
 			s.stats.corruptReads.Add(1)

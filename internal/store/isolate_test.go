@@ -231,3 +231,21 @@ func TestDispatchReadFault(t *testing.T) {
 	checkAcked(t, s, []ackedMsg{{"T", 0, 0, m.PhysOffset, m.Body}}, "after the read fault")
 	put(t, s, newMsg("T", 0, "still writable", nil))
 }
+
+// A lookup by offset (view by message id, query by key) re-reads after a
+// read fault too.
+func TestLookupReadFaultIsServed(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	efs := vfs.NewErrorFS(fx.fs)
+	fx.cfg.FS = efs
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	efs.Inject(vfs.Rule{Ops: vfs.OpRead, Path: "/data/commitlog/", Garble: true, Times: 1})
+	rec, err := s.LookMessageByOffset(fx.msgs[2].phys)
+	if err != nil || !bytes.Equal(message.View(rec).Body(), fx.msgs[2].body) {
+		t.Fatalf("lookup after a read fault: %v", err)
+	}
+	if efs.Injected(vfs.OpRead) != 1 || s.IntegrityStats().ReadFaults != 1 || s.Stats().CorruptReads != 0 {
+		t.Fatalf("garbled %d, read faults %d, corrupt reads %d", efs.Injected(vfs.OpRead), s.IntegrityStats().ReadFaults, s.Stats().CorruptReads)
+	}
+}

@@ -218,11 +218,9 @@ func (s *Store) scrubBadEntry(f commitlog.ScrubFinding) {
 	r := IsolatedRecord{QueueID: -1, QueueOffset: -1, PhysOffset: f.Offset, Size: f.Size, FoundBy: FoundByScrub, Reason: f.Reason}
 	if ref, qo, ok := s.entryPointingAt(f); ok {
 		r.Topic, r.QueueID, r.QueueOffset = ref.topic, ref.id, qo
-		if r.Size == 0 {
-			var e [1]consumequeue.Entry
-			if n, _ := ref.q.Get(qo, e[:]); n == 1 {
-				r.Size = e[0].Size
-			}
+		var e [1]consumequeue.Entry
+		if n, _ := ref.q.Get(qo, e[:]); n == 1 {
+			r.Size = e[0].Size // the entry's size: the record's own may be the damage
 		}
 	}
 	s.isolate(r)

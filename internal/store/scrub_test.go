@@ -245,3 +245,30 @@ func TestScrubberAlongsideWrites(t *testing.T) {
 		t.Fatalf("the scrubber reported a sound store: %+v, isolated %v", st, s.Isolated())
 	}
 }
+
+// A record whose size field is damaged: the scrubber cannot step over it by
+// its size, finds the next valid entry, goes on from there (every later
+// record is still verified) and isolates it with its queue entry's size.
+func TestScrubberResumesAfterDamagedSize(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	victim := fx.msgs[3]
+	fx.patch(t, victim.phys, 4, func(b []byte) { b[1] ^= 0x7f })
+	d := newScrubDriver(&fx.cfg, 64<<10, time.Second)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	d.tickUntil(t, 100, func() bool { return s.ScrubStatus().Passes >= 1 })
+	st := s.ScrubStatus()
+	for _, p := range st.Recent {
+		if p.Offset != victim.phys {
+			t.Fatalf("problem elsewhere: %v", p)
+		}
+		if !strings.Contains(p.Msg, fmt.Sprintf("resumes at %d", fx.msgs[4].phys)) {
+			t.Fatalf("scrubbing did not resume at the next record (%d): %v", fx.msgs[4].phys, p)
+		}
+	}
+	checkIsolated(t, s.Isolated(), IsolatedRecord{Topic: "T", QueueID: 0, QueueOffset: 3, PhysOffset: victim.phys,
+		Size: int32(fx.sizes[3]), FoundBy: FoundByScrub})
+	if served := readAll(t, s, fx.msgs); len(served) != len(fx.msgs)-1 {
+		t.Fatalf("served %d of %d intact records", len(served), len(fx.msgs)-1)
+	}
+}

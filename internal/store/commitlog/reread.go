@@ -26,6 +26,18 @@ func (l *Log) RereadEntry(off int64, size int32) ([]byte, error) {
 	return l.ReadEntry(off, size, nil)
 }
 
+// RereadRecord is RereadEntry for a record whose size is read from its
+// header (ReadRecord): the cached pages of up to MaxRecordBytes (or a
+// reader chunk) from off are released first.
+func (l *Log) RereadRecord(off int64) ([]byte, error) {
+	n := int64(readerChunkBytes)
+	if l.cfg.MaxRecordBytes > 0 {
+		n = l.cfg.MaxRecordBytes + TrailerBytes
+	}
+	l.dropEntryCache(off, min(n, l.SegmentStart(off)+l.cfg.SegmentBytes-off))
+	return l.ReadRecord(off, nil)
+}
+
 // dropEntryCache releases the cached pages of [off, off+n) of the segment
 // holding off, if its file can. Errors are ignored: the re-read then comes
 // from the cache, which is no worse than not trying.
