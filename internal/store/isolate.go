@@ -249,6 +249,7 @@ func (s *Store) recheck(st *queueRead, e consumequeue.Entry, qo int64, r *GetRes
 			"topic", st.topic, "queue_id", st.queueID, "offset", qo, "commitlog_offset", e.PhysOffset, "first_read_err", err)
 		out := r.alloc(len(rec))
 		copy(out, rec)
+		st.run = nil // the rest of the run came from the same bad read: read it again
 		return out, nil
 	}
 	if !corruptErr(rerr) {

@@ -54,23 +54,29 @@ func (sc *Scrubber) Offset() int64 { return sc.pos }
 // segment (retention) moves to its start.
 func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byte), bad func(ScrubFinding)) (int64, error) {
 	l := sc.l
-	sc.pos = max(sc.pos, l.MinOffset())
-	if sc.pos >= limit {
-		return 0, nil
-	}
-	segEnd := l.SegmentStart(sc.pos) + l.cfg.SegmentBytes
-	end := min(limit, segEnd)
-	want := min(end-sc.pos, max(maxBytes, headerBytes))
-	if int64(cap(sc.buf)) < want {
-		sc.buf = make([]byte, want)
-	}
-	n, err := l.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
-	if IsNoRecord(err) {
-		sc.pos = segEnd // past a closed segment's file, or removed meanwhile
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
+	var n int
+	var segEnd, end int64
+	for {
+		sc.pos = max(sc.pos, l.MinOffset())
+		if sc.pos >= limit {
+			return 0, nil
+		}
+		segEnd = l.SegmentStart(sc.pos) + l.cfg.SegmentBytes
+		end = min(limit, segEnd)
+		want := min(end-sc.pos, max(maxBytes, headerBytes))
+		if int64(cap(sc.buf)) < want {
+			sc.buf = make([]byte, want)
+		}
+		var err error
+		n, err = l.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
+		if IsNoRecord(err) {
+			sc.pos = segEnd // past a closed segment's file, or removed meanwhile
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		break
 	}
 	read := int64(n)
 	buf := sc.buf[:n]
