@@ -109,6 +109,11 @@ func (s *Store) ScrubStatus() ScrubStatus {
 func (s *Store) runScrubber() {
 	ticks, stop := s.scrubTicker()
 	defer stop()
+	defer func() {
+		if s.scrub.cursor != nil {
+			s.scrub.cursor.Close()
+		}
+	}()
 	s.scrub.lastTick = s.cfg.Now()
 	for {
 		select {
@@ -168,6 +173,9 @@ func (s *Store) scrubTickOnce() {
 func (s *Store) startScrubPass(now time.Time) {
 	sc := &s.scrub
 	sc.passStart, sc.phase = now, scrubCommitLog
+	if sc.cursor != nil {
+		sc.cursor.Close()
+	}
 	sc.cursor = s.log.NewScrubber(s.log.MinOffset())
 	sc.queues, sc.queueAt, sc.entryAt, sc.lastPhys = s.allQueues(), 0, -1, -1
 	sc.indexAt = index.ScrubPos{}

@@ -46,7 +46,7 @@ func TestReadColdLeavesThePageCacheAsItWas(t *testing.T) {
 	}
 	// No read-ahead: it would bring pages in asynchronously, after they
 	// were counted.
-	if err := unix.Fadvise(int(f.(osFile).Fd()), 0, 0, unix.FADV_RANDOM); err != nil {
+	if err := f.(ReadaheadDisabler).DisableReadahead(); err != nil {
 		t.Fatal(err)
 	}
 	// A consumer reads the first MiB: hot.

@@ -124,6 +124,14 @@ func (f *errorFile) DropCache(off, n int64) error {
 	return nil
 }
 
+// DisableReadahead forwards to the wrapped file if it can.
+func (f *errorFile) DisableReadahead() error {
+	if d, ok := f.inner.(ReadaheadDisabler); ok {
+		return d.DisableReadahead()
+	}
+	return nil
+}
+
 // UncachedRanges forwards to the wrapped file if it can probe its cache
 // (else it reports nothing cached, so a cold reader releases what it read).
 func (f *errorFile) UncachedRanges(off, n int64) ([]Range, error) {

@@ -12,6 +12,23 @@ import (
 // range is probed in pieces).
 const maxProbeBytes = 64 << 20
 
+// DisableReadahead implements ReadaheadDisabler (POSIX_FADV_RANDOM on
+// this descriptor only).
+func (f osFile) DisableReadahead() error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var adv error
+	if err := rc.Control(func(fd uintptr) { adv = unix.Fadvise(int(fd), 0, 0, unix.FADV_RANDOM) }); err != nil {
+		return err
+	}
+	if adv != nil {
+		return &os.PathError{Op: "fadvise", Path: f.File.Name(), Err: adv}
+	}
+	return nil
+}
+
 // UncachedRanges implements CacheProber with mincore(2) of a read-only
 // shared mapping of the range. The mapping is never read or written, so it
 // brings no page in and changes nothing (it only tells the kernel's view of

@@ -9,11 +9,13 @@ import (
 )
 
 // Scrubbing: re-verifying durable records at rest, a bounded number of
-// bytes at a time, without disturbing the page cache. Each read first asks
-// the file which pages of the range are cached (vfs.CacheProber), reads,
-// then releases (vfs.CacheDropper) only the pages that were not cached
-// before: data consumers read stays cached, cold data the scrubber brought
-// in does not stay. A page a consumer starts reading between the probe and
+// bytes at a time, without disturbing the page cache. The scrubber reads a
+// segment through a descriptor of its own with read-ahead disabled
+// (vfs.OpenCold: pages read ahead would lie outside what it probes and
+// releases). Each read first asks the file which pages of the range are
+// cached (vfs.CacheProber), reads, then releases (vfs.CacheDropper) only
+// the pages that were not cached before: data consumers read stays cached,
+// cold data the scrubber brought in does not stay. A page a consumer starts reading between the probe and
 // the release loses its cache once (it is read again from the disk); the
 // contents never change. On a file that cannot probe, nothing is released
 // (the kernel decides, as for any read).
@@ -33,9 +35,11 @@ type ScrubFinding struct {
 // Scrubber walks the log from an offset, verifying every entry. It is used
 // by one goroutine.
 type Scrubber struct {
-	l   *Log
-	pos int64
-	buf []byte
+	l        *Log
+	pos      int64
+	buf      []byte
+	cold     vfs.File // own descriptor of the segment at coldPath (read-ahead off)
+	coldPath string
 }
 
 // NewScrubber returns a Scrubber positioned at from, which must be the
@@ -68,7 +72,7 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 			sc.buf = make([]byte, want)
 		}
 		var err error
-		n, err = l.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
+		n, err = sc.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
 		if IsNoRecord(err) {
 			sc.pos = segEnd // past a closed segment's file, or removed meanwhile
 			continue
@@ -100,7 +104,7 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 				return read, nil // the next Step reads it from its start
 			}
 			big := make([]byte, total+TrailerBytes)
-			if _, err := l.readCold(big, pos, len(big)); err != nil {
+			if _, err := sc.readCold(big, pos, len(big)); err != nil {
 				return read, err
 			}
 			read += int64(len(big))
@@ -144,18 +148,23 @@ func (sc *Scrubber) resume(pos int64, size int32) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
 	}
+	f, err := sc.file(s.path)
+	if err != nil {
+		return 0, err
+	}
+	r := coldReaderAt{f}
 	if size > 0 {
 		q := pos - s.base + int64(size) + TrailerBytes
 		if q >= fsize || s.base+q >= l.written.Load() {
 			return s.base + q, nil
 		}
-		if ok, err := validAt(s.f, q, fsize, l.cfg.SegmentBytes); err != nil && err != io.EOF {
+		if ok, err := validAt(r, q, fsize, l.cfg.SegmentBytes); err != nil && err != io.EOF {
 			return 0, fmt.Errorf("commitlog: scrub %s: %w", s.path, err)
 		} else if ok {
 			return s.base + q, nil
 		}
 	}
-	q, err := findValid(s.f, pos-s.base+1, fsize, l.cfg.SegmentBytes)
+	q, err := findValid(r, pos-s.base+1, fsize, l.cfg.SegmentBytes)
 	if err != nil {
 		return 0, fmt.Errorf("commitlog: scrub %s: %w", s.path, err)
 	}
@@ -166,7 +175,46 @@ func (sc *Scrubber) resume(pos int64, size int32) (int64, error) {
 }
 
 // readCold reads like readUpTo (at least need, at most len(p) bytes at off,
-// within one segment and below the written offset) through vfs.ReadCold.
-func (l *Log) readCold(p []byte, off int64, need int) (int, error) {
-	return l.readWith(p, off, need, vfs.ReadCold)
+// within one segment and below the written offset) through the scrubber's
+// own descriptor of the segment (vfs.OpenCold, vfs.ReadCold).
+func (sc *Scrubber) readCold(p []byte, off int64, need int) (int, error) {
+	return sc.l.readWith(p, off, need, func(s *segment, p []byte, rel int64) (int, error) {
+		f, err := sc.file(s.path)
+		if err != nil {
+			return 0, err
+		}
+		return vfs.ReadCold(f, p, rel)
+	})
 }
+
+// file returns the scrubber's descriptor of path, opening it (and closing
+// the previous segment's) when the scrubber moved to another segment.
+func (sc *Scrubber) file(path string) (vfs.File, error) {
+	if sc.cold != nil && sc.coldPath == path {
+		return sc.cold, nil
+	}
+	sc.Close()
+	f, err := vfs.OpenCold(sc.l.cfg.FS, path)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: scrub: open %s: %w", path, err)
+	}
+	sc.cold, sc.coldPath = f, path
+	return f, nil
+}
+
+// Close releases the scrubber's descriptor. The Scrubber may be used
+// again (it reopens what it needs).
+func (sc *Scrubber) Close() error {
+	if sc.cold == nil {
+		return nil
+	}
+	err := sc.cold.Close()
+	sc.cold, sc.coldPath = nil, ""
+	return err
+}
+
+// coldReaderAt reads a segment for findValid and validAt through the
+// scrubber's descriptor.
+type coldReaderAt struct{ f vfs.File }
+
+func (r coldReaderAt) ReadAt(p []byte, off int64) (int, error) { return vfs.ReadCold(r.f, p, off) }

@@ -20,8 +20,9 @@ type ScrubPos struct {
 // names an entry the file holds, and every entry is plausible (key hash,
 // a link to an earlier entry, a time at or after the file's begin), lies
 // in the file's physOffset range and does not go below the entry before
-// it. It reads from pos at most maxBytes (at least one slot or entry)
-// through vfs.ReadCold, calls problem for each finding (the file's path,
+// it. It reads from pos at most maxBytes (at least one slot or entry) on
+// a descriptor of its own through vfs.ReadCold (the page cache keeps
+// nothing it brought in), calls problem for each finding (the file's path,
 // the entry number or slot, a message) and returns where to resume, the
 // bytes read, and done when every such file was scrubbed. The index is
 // not changed.
@@ -63,7 +64,13 @@ func (ix *Index) Scrub(pos ScrubPos, maxBytes int64, problem func(path string, a
 	}
 	n := min(limit-pos.At, max(maxBytes/unit, 1)*unit, 1<<20)
 	buf := make([]byte, n)
-	if _, err := vfs.ReadCold(f.f, buf, pos.At); err != nil {
+	cold, err := vfs.OpenCold(ix.cfg.FS, ix.path(f.name))
+	if err != nil {
+		return pos, 0, false, fmt.Errorf("index: scrub: %w", err)
+	}
+	_, err = vfs.ReadCold(cold, buf, pos.At)
+	cold.Close()
+	if err != nil {
 		return pos, 0, false, fmt.Errorf("index: scrub %s: %w", f.name, err)
 	}
 	path := ix.path(f.name)
