@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -117,6 +118,26 @@ func (s *Store) loadIsolated() error {
 	}
 	s.iso.recs = f.Records
 	return nil
+}
+
+// ReadIsolated reads the registry of isolated records of the store in
+// cfg.Dir without opening the store (keel check). A missing registry is
+// empty.
+func ReadIsolated(cfg Config) ([]IsolatedRecord, error) {
+	cfg.setDefaults()
+	path := filepath.Join(cfg.Dir, isolatedName)
+	b, err := readSmallFile(cfg.FS, path, maxIsolatedFileBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	var f isolatedFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("store: %s is not a registry of isolated records: %w", path, err)
+	}
+	return f.Records, nil
 }
 
 // Isolated returns the isolated records, oldest first.
