@@ -9,7 +9,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/commitlog"
@@ -249,5 +251,39 @@ func TestLookupReadFaultIsServed(t *testing.T) {
 	}
 	if efs.Injected(vfs.OpRead) != 1 || s.IntegrityStats().ReadFaults != 1 || s.Stats().CorruptReads != 0 {
 		t.Fatalf("garbled %d, read faults %d, corrupt reads %d", efs.Injected(vfs.OpRead), s.IntegrityStats().ReadFaults, s.Stats().CorruptReads)
+	}
+}
+
+// A registry that cannot be written (disk full) does not block the queue:
+// the record is skipped and listed anyway, and the registry is written once
+// the disk takes it again.
+func TestIsolationWithoutRegistryWrite(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	victim := fx.msgs[4]
+	fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x02 })
+	efs := vfs.NewErrorFS(fx.fs)
+	fx.cfg.FS = efs
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	rule := efs.Inject(vfs.Rule{Ops: vfs.OpOpen | vfs.OpWrite, Path: isolatedName, Err: syscall.ENOSPC})
+	if served := readAll(t, s, fx.msgs); len(served) != len(fx.msgs)-1 {
+		t.Fatalf("served %d of %d intact records with the registry unwritable", len(served), len(fx.msgs)-1)
+	}
+	if len(s.Isolated()) != 1 {
+		t.Fatalf("isolated %v", s.Isolated())
+	}
+	if _, err := fx.fs.Stat("/data/" + isolatedName); err == nil {
+		t.Fatal("the registry was written despite the fault")
+	}
+	efs.RemoveRule(rule)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if recs, err := ReadIsolated(fx.cfg); err == nil && len(recs) == 1 && recs[0].PhysOffset == victim.phys {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the registry was not written after the disk recovered")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
