@@ -152,7 +152,7 @@ func (s *Store) scrubTickOnce() {
 		}
 		n, err := s.scrubStep(int64(sc.budget))
 		if err != nil {
-			s.logger.Warn("store: scrub read failed; retrying next tick", "err", err)
+			s.scrubReadFailed(err)
 			return
 		}
 		sc.budget -= float64(n)
@@ -195,6 +195,25 @@ func (s *Store) scrubStep(maxBytes int64) (int64, error) {
 		return s.scrubIndexStep(maxBytes)
 	}
 	return 0, nil
+}
+
+// scrubReadFailed reports a read error of the scrubber as a problem and
+// moves past what it could not read (the rest of the CommitLog segment, or
+// the index file), so that a bad sector neither stops scrubbing nor floods
+// the log; the next pass tries again.
+func (s *Store) scrubReadFailed(err error) {
+	sc := &s.scrub
+	switch sc.phase {
+	case scrubCommitLog:
+		pos := sc.cursor.Offset()
+		s.scrubProblem(Problem{File: s.segPath(pos), Offset: pos,
+			Msg: fmt.Sprintf("read failed; the rest of the segment is not scrubbed in this pass: %v", err)})
+		sc.cursor.SkipSegment()
+	case scrubIndex:
+		s.scrubProblem(Problem{File: s.path(indexDir), Offset: sc.indexAt.At,
+			Msg: fmt.Sprintf("read of index file %d failed; not scrubbed in this pass: %v", sc.indexAt.Seq, err)})
+		sc.indexAt = index.ScrubPos{Seq: sc.indexAt.Seq + 1}
+	}
 }
 
 // scrubProblem records a finding.

@@ -272,3 +272,28 @@ func TestScrubberResumesAfterDamagedSize(t *testing.T) {
 		t.Fatalf("served %d of %d intact records", len(served), len(fx.msgs)-1)
 	}
 }
+
+// A segment that cannot be read (EIO) is reported once per pass and
+// skipped: the scrubber goes on with the rest of the store.
+func TestScrubberReadErrorSkipsTheSegment(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	efs := vfs.NewErrorFS(fx.fs)
+	fx.cfg.FS = efs
+	d := newScrubDriver(&fx.cfg, 64<<10, time.Second)
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	efs.Inject(vfs.Rule{Ops: vfs.OpRead, Path: "/data/commitlog/" + commitlog.SegmentName(0)})
+	d.tickUntil(t, 100, func() bool { return s.ScrubStatus().Passes >= 1 })
+	st := s.ScrubStatus()
+	if len(st.Recent) == 0 {
+		t.Fatal("read error not reported")
+	}
+	for _, p := range st.Recent {
+		if p.Offset != 0 || !strings.Contains(p.Msg, "read failed") {
+			t.Fatalf("problem %v, want the read error of segment 0", p)
+		}
+	}
+	if st.Problems > st.Passes+1 || len(s.Isolated()) != 0 {
+		t.Fatalf("%d problems in %d passes, isolated %v", st.Problems, st.Passes, s.Isolated())
+	}
+}

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -49,6 +50,10 @@ func (l *Log) NewScrubber(from int64) *Scrubber { return &Scrubber{l: l, pos: fr
 // Offset returns where the next Step starts.
 func (sc *Scrubber) Offset() int64 { return sc.pos }
 
+// SkipSegment moves the position to the start of the next segment (after a
+// read error the rest of the segment cannot be scrubbed).
+func (sc *Scrubber) SkipSegment() { sc.pos = sc.l.SegmentStart(sc.pos) + sc.l.cfg.SegmentBytes }
+
 // Step verifies entries from the current position below limit, reading at
 // most maxBytes (but always at least one whole entry, so a large record
 // may exceed it). visit gets each valid record (aliasing an internal
@@ -58,32 +63,11 @@ func (sc *Scrubber) Offset() int64 { return sc.pos }
 // segment (retention) moves to its start.
 func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byte), bad func(ScrubFinding)) (int64, error) {
 	l := sc.l
-	var n int
-	var segEnd, end int64
-	for {
-		sc.pos = max(sc.pos, l.MinOffset())
-		if sc.pos >= limit {
-			return 0, nil
-		}
-		segEnd = l.SegmentStart(sc.pos) + l.cfg.SegmentBytes
-		end = min(limit, segEnd)
-		want := min(end-sc.pos, max(maxBytes, headerBytes))
-		if int64(cap(sc.buf)) < want {
-			sc.buf = make([]byte, want)
-		}
-		var err error
-		n, err = sc.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
-		if IsNoRecord(err) {
-			sc.pos = segEnd // past a closed segment's file, or removed meanwhile
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		break
+	buf, short, segEnd, end, err := sc.fill(limit, maxBytes)
+	if err != nil || buf == nil {
+		return 0, err
 	}
-	read := int64(n)
-	buf := sc.buf[:n]
+	read := int64(len(buf))
 	for off := int64(0); off+headerBytes <= int64(len(buf)); {
 		pos := sc.pos
 		total, magic := int64(int32(be32(buf[off:]))), int32(be32(buf[off+4:]))
@@ -100,11 +84,17 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 		}
 		entry := buf[off:min(off+total+TrailerBytes, int64(len(buf)))]
 		if int64(len(entry)) < total+TrailerBytes {
+			if short { // the file ends before the entry does
+				return read, sc.invalid(pos, 0, entry, fmt.Sprintf("record of %d bytes extends past the end of the segment file", total), bad)
+			}
 			if off > 0 {
 				return read, nil // the next Step reads it from its start
 			}
 			big := make([]byte, total+TrailerBytes)
 			if _, err := sc.readCold(big, pos, len(big)); err != nil {
+				if IsNoRecord(err) || errors.Is(err, ErrCorrupt) {
+					return read, sc.invalid(pos, 0, entry, fmt.Sprintf("record of %d bytes cannot be read: %v", total, err), bad)
+				}
 				return read, err
 			}
 			read += int64(len(big))
@@ -118,6 +108,35 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 		off += total + TrailerBytes
 	}
 	return read, nil
+}
+
+// fill reads up to maxBytes (at least a header) from the position, within
+// its segment and below limit, and returns them, whether the segment's file
+// ended first (short), the segment's end and the end of what may be read;
+// nil bytes at limit.
+func (sc *Scrubber) fill(limit, maxBytes int64) (buf []byte, short bool, segEnd, end int64, err error) {
+	l := sc.l
+	for {
+		sc.pos = max(sc.pos, l.MinOffset())
+		if sc.pos >= limit {
+			return nil, false, 0, 0, nil
+		}
+		segEnd = l.SegmentStart(sc.pos) + l.cfg.SegmentBytes
+		end = min(limit, segEnd)
+		want := min(end-sc.pos, max(maxBytes, headerBytes))
+		if int64(cap(sc.buf)) < want {
+			sc.buf = make([]byte, want)
+		}
+		n, err := sc.readCold(sc.buf[:want], sc.pos, int(min(want, headerBytes)))
+		if IsNoRecord(err) {
+			sc.pos = segEnd // past a closed segment's file, or removed meanwhile
+			continue
+		}
+		if err != nil {
+			return nil, false, 0, 0, err
+		}
+		return sc.buf[:n], int64(n) < want, segEnd, end, nil
+	}
 }
 
 // invalid reports the entry at pos and moves past it: to the end of the
