@@ -287,3 +287,23 @@ func TestIsolationWithoutRegistryWrite(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// An unreadable registry does not stop the store: it is kept aside for
+// inspection and a new one is started.
+func TestUnreadableRegistryIsKeptAside(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	f, err := fx.fs.OpenFile("/data/"+isolatedName, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte(`{"version":1,"records":[{"topic":`), 0)
+	f.Close()
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	if len(s.Isolated()) != 0 {
+		t.Fatalf("isolated %v from a torn registry", s.Isolated())
+	}
+	if _, err := fx.fs.Stat("/data/" + isolatedName + ".unreadable"); err != nil {
+		t.Fatalf("the unreadable registry was not kept: %v", err)
+	}
+}
