@@ -17,10 +17,17 @@ package store
 //   - the index files' structure (index.Index.Scrub).
 //
 // What it finds is a Problem, as `keel check` reports it, logged at ERROR
-// once, counted (Stats.ScrubProblems) and kept (ScrubStatus, the last
+// (in every pass that finds it), counted and kept (ScrubStatus: the last
 // maxScrubProblems). A corrupt CommitLog record is also handed to the
 // isolation (isolate.go) with the queue entry pointing at it when one can
-// be found. The scrubber changes no byte of the store.
+// be found. A read error is a problem too, and the rest of the segment (or
+// index file) is skipped for the pass. The scrubber changes no byte of the
+// store and stops while the store is read-only.
+//
+// CommitLog and index files are read on descriptors of the scrubber's own
+// that leave no page they brought in cached (vfs.OpenCold, vfs.ReadCold).
+// ConsumeQueue entries are read through the queue (20 bytes a record, a
+// fiftieth of the log for 1 KiB messages), with its page cache.
 //
 // Rate: Config.ScrubBytesPerSecond (0: off). Every tick the scrubber adds
 // rate × (time since the last tick, from Config.Now) to its budget, capped

@@ -320,12 +320,6 @@ func (l *Log) ReadAt(p []byte, off int64) error {
 // readUpTo reads at least need and at most len(p) bytes at off and returns
 // how many it read: a closed segment's file ends after its blank marker.
 func (l *Log) readUpTo(p []byte, off int64, need int) (int, error) {
-	return l.readWith(p, off, need, func(s *segment, p []byte, rel int64) (int, error) { return s.f.ReadAt(p, rel) })
-}
-
-// readWith is readUpTo reading the segment with read (called with segMu
-// read-locked).
-func (l *Log) readWith(p []byte, off int64, need int, read func(s *segment, p []byte, rel int64) (int, error)) (int, error) {
 	if off < 0 || off+int64(need) > l.written.Load() {
 		return 0, fmt.Errorf("commitlog: read [%d, %d) beyond written offset %d: %w", off, off+int64(need), l.written.Load(), ErrBeyondEnd)
 	}
@@ -339,7 +333,7 @@ func (l *Log) readWith(p []byte, off int64, need int, read func(s *segment, p []
 	if rel+int64(len(p)) > l.cfg.SegmentBytes {
 		return 0, fmt.Errorf("commitlog: read [%d, %d) crosses the end of segment %s: %w", off, off+int64(len(p)), s.path, ErrCorrupt)
 	}
-	n, err := read(s, p, rel)
+	n, err := s.f.ReadAt(p, rel)
 	if n >= need {
 		return n, nil
 	}

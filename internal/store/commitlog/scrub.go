@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/vfs"
@@ -156,54 +157,90 @@ func (sc *Scrubber) invalid(pos int64, size int32, head []byte, reason string, b
 
 func (sc *Scrubber) resume(pos int64, size int32) (int64, error) {
 	l := sc.l
-	l.segMu.RLock()
-	defer l.segMu.RUnlock()
-	s := l.segmentLocked(pos)
 	segEnd := l.SegmentStart(pos) + l.cfg.SegmentBytes
-	if s == nil {
+	path, base, ok := sc.segment(pos)
+	if !ok {
 		return segEnd, nil
 	}
-	fsize, err := s.f.Size()
-	if err != nil {
-		return 0, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
-	}
-	f, err := sc.file(s.path)
+	f, err := sc.file(path)
 	if err != nil {
 		return 0, err
 	}
+	fsize, err := f.Size()
+	if err != nil {
+		return 0, fmt.Errorf("commitlog: size of %s: %w", path, err)
+	}
 	r := coldReaderAt{f}
 	if size > 0 {
-		q := pos - s.base + int64(size) + TrailerBytes
-		if q >= fsize || s.base+q >= l.written.Load() {
-			return s.base + q, nil
+		q := pos - base + int64(size) + TrailerBytes
+		if q >= fsize || base+q >= l.written.Load() {
+			return base + q, nil
 		}
 		if ok, err := validAt(r, q, fsize, l.cfg.SegmentBytes); err != nil && err != io.EOF {
-			return 0, fmt.Errorf("commitlog: scrub %s: %w", s.path, err)
+			return 0, fmt.Errorf("commitlog: scrub %s: %w", path, err)
 		} else if ok {
-			return s.base + q, nil
+			return base + q, nil
 		}
 	}
-	q, err := findValid(r, pos-s.base+1, fsize, l.cfg.SegmentBytes)
+	q, err := findValid(r, pos-base+1, fsize, l.cfg.SegmentBytes)
 	if err != nil {
-		return 0, fmt.Errorf("commitlog: scrub %s: %w", s.path, err)
+		return 0, fmt.Errorf("commitlog: scrub %s: %w", path, err)
 	}
 	if q < 0 {
 		return segEnd, nil
 	}
-	return s.base + q, nil
+	return base + q, nil
 }
 
-// readCold reads like readUpTo (at least need, at most len(p) bytes at off,
-// within one segment and below the written offset) through the scrubber's
-// own descriptor of the segment (vfs.OpenCold, vfs.ReadCold).
+// segment returns the path and base of the segment holding off. The
+// scrubber reads it on its own descriptor without holding segMu, so that a
+// slow cold read never delays a roll-over or retention; a segment removed
+// meanwhile is still readable through a descriptor already open (and
+// scrubbing it is harmless), and one removed before opening is skipped.
+func (sc *Scrubber) segment(off int64) (string, int64, bool) {
+	sc.l.segMu.RLock()
+	defer sc.l.segMu.RUnlock()
+	s := sc.l.segmentLocked(off)
+	if s == nil {
+		return "", 0, false
+	}
+	return s.path, s.base, true
+}
+
+// readCold reads like Log.readUpTo (at least need, at most len(p) bytes at
+// off, within one segment and below the written offset) through the
+// scrubber's own descriptor of the segment (vfs.OpenCold, vfs.ReadCold).
 func (sc *Scrubber) readCold(p []byte, off int64, need int) (int, error) {
-	return sc.l.readWith(p, off, need, func(s *segment, p []byte, rel int64) (int, error) {
-		f, err := sc.file(s.path)
-		if err != nil {
-			return 0, err
+	l := sc.l
+	if off < 0 || off+int64(need) > l.written.Load() {
+		return 0, fmt.Errorf("commitlog: scrub read [%d, %d) beyond written offset %d: %w", off, off+int64(need), l.written.Load(), ErrBeyondEnd)
+	}
+	path, base, ok := sc.segment(off)
+	if !ok {
+		return 0, fmt.Errorf("commitlog: scrub: offset %d is not held (min %d): %w", off, l.MinOffset(), ErrNoRecord)
+	}
+	rel := off - base
+	if rel+int64(len(p)) > l.cfg.SegmentBytes {
+		return 0, fmt.Errorf("commitlog: scrub read [%d, %d) crosses the end of segment %s: %w", off, off+int64(len(p)), path, ErrCorrupt)
+	}
+	f, err := sc.file(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("commitlog: scrub: %s was removed: %w", path, ErrNoRecord)
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := vfs.ReadCold(f, p, rel)
+	if n >= need {
+		return n, nil
+	}
+	if err == io.EOF || err == nil {
+		if l.written.Load() >= base+l.cfg.SegmentBytes {
+			return 0, fmt.Errorf("commitlog: scrub read [%d, %d) past the end of %s: %w", off, off+int64(need), path, ErrNoRecord)
 		}
-		return vfs.ReadCold(f, p, rel)
-	})
+		return 0, fmt.Errorf("commitlog: scrub read [%d, %d): %s is shorter than the written offset: %w", off, off+int64(need), path, ErrCorrupt)
+	}
+	return 0, fmt.Errorf("commitlog: scrub read %s at %d: %w", path, rel, err)
 }
 
 // file returns the scrubber's descriptor of path, opening it (and closing

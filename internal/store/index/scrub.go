@@ -2,7 +2,9 @@ package index
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -27,25 +29,14 @@ type ScrubPos struct {
 // bytes read, and done when every such file was scrubbed. The index is
 // not changed.
 func (ix *Index) Scrub(pos ScrubPos, maxBytes int64, problem func(path string, at int64, msg string)) (ScrubPos, int64, bool, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.closed {
-		return pos, 0, true, ErrClosed
+	seq, name, h, ok, err := ix.sealedFile(pos.Seq)
+	if err != nil || !ok {
+		return pos, 0, true, err
 	}
-	var f *file
-	for _, c := range ix.files[:max(len(ix.files)-1, 0)] {
-		if c.seq >= pos.Seq {
-			f = c
-			break
-		}
+	if seq != pos.Seq {
+		pos = ScrubPos{Seq: seq}
 	}
-	if f == nil {
-		return pos, 0, true, nil
-	}
-	if f.seq != pos.Seq {
-		pos = ScrubPos{Seq: f.seq}
-	}
-	h := f.hdr
+	f := &file{seq: seq, name: name, hdr: h} // for the layout helpers only
 	slotsEnd := f.slotPos(int64(h.slotCount))
 	end := f.entryPos(h.entryCount + 1)
 	if pos.At < HeaderSize {
@@ -65,6 +56,9 @@ func (ix *Index) Scrub(pos ScrubPos, maxBytes int64, problem func(path string, a
 	n := min(limit-pos.At, max(maxBytes/unit, 1)*unit, 1<<20)
 	buf := make([]byte, n)
 	cold, err := vfs.OpenCold(ix.cfg.FS, ix.path(f.name))
+	if errors.Is(err, os.ErrNotExist) {
+		return ScrubPos{Seq: f.seq + 1}, 0, false, nil // removed by retention meanwhile
+	}
 	if err != nil {
 		return pos, 0, false, fmt.Errorf("index: scrub: %w", err)
 	}
@@ -97,4 +91,22 @@ func (ix *Index) Scrub(pos ScrubPos, maxBytes int64, problem func(path string, a
 	}
 	pos.At += n
 	return pos, n, false, nil
+}
+
+// sealedFile returns the first file from seq on that no longer takes Puts:
+// its sequence number, name and header (final for such a file). Scrub reads
+// it on its own descriptor without ix.mu, so that a slow cold read never
+// holds back Put (the dispatcher) or Query.
+func (ix *Index) sealedFile(seq int64) (int64, string, header, bool, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return 0, "", header{}, false, ErrClosed
+	}
+	for _, c := range ix.files[:max(len(ix.files)-1, 0)] {
+		if c.seq >= seq {
+			return c.seq, c.name, c.hdr, true, nil
+		}
+	}
+	return 0, "", header{}, false, nil
 }
