@@ -172,7 +172,9 @@ func (s *Store) isolate(r IsolatedRecord) bool {
 		if s.iso.logged == nil {
 			s.iso.logged = map[int64]bool{}
 		}
-		s.iso.logged[r.PhysOffset] = true
+		if len(s.iso.logged) < maxIsolatedRecords { // bounded too: past it, logged every time
+			s.iso.logged[r.PhysOffset] = true
+		}
 		s.logger.Error("store: the registry of isolated records is full; this one is not listed",
 			"limit", maxIsolatedRecords, "commitlog_offset", r.PhysOffset)
 		return true

@@ -307,3 +307,21 @@ func TestUnreadableRegistryIsKeptAside(t *testing.T) {
 		t.Fatalf("the unreadable registry was not kept: %v", err)
 	}
 }
+
+// A full registry makes room by dropping records of segments retention
+// removed, and only those.
+func TestRegistryMakesRoomFromRemovedSegments(t *testing.T) {
+	var iso isolation
+	for i := range maxIsolatedRecords {
+		iso.recs = append(iso.recs, IsolatedRecord{PhysOffset: int64(i) * 100})
+	}
+	if !iso.makeRoom(250) || len(iso.recs) != maxIsolatedRecords-3 || iso.recs[0].PhysOffset != 300 || !iso.dirty {
+		t.Fatalf("after making room below 250: %d records from %d", len(iso.recs), iso.recs[0].PhysOffset)
+	}
+	for len(iso.recs) < maxIsolatedRecords {
+		iso.recs = append(iso.recs, IsolatedRecord{PhysOffset: 1 << 40})
+	}
+	if iso.makeRoom(250) || len(iso.recs) != maxIsolatedRecords {
+		t.Fatal("made room by dropping records still in the log")
+	}
+}
