@@ -336,7 +336,7 @@ func (s *Store) nextToDispatch(limit int64) ([]byte, int64, error) {
 	s.reader.Reread()
 	rec, phys, rerr := s.reader.Next(limit)
 	if rerr != nil {
-		s.logger.Error("store: a record to dispatch fails verification when read again: the data is damaged, not only the read",
+		s.logger.Error("store: a record to dispatch fails verification when read again, bypassing the page cache: the data on disk (or every read of it) is damaged; the store goes read-only; keel check on the stopped store tells whether the bytes on disk verify",
 			"commitlog_offset", at, "err", rerr)
 		return nil, 0, rerr
 	}
