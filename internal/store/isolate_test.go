@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -323,5 +324,33 @@ func TestRegistryMakesRoomFromRemovedSegments(t *testing.T) {
 	}
 	if iso.makeRoom(250) || len(iso.recs) != maxIsolatedRecords {
 		t.Fatal("made room by dropping records still in the log")
+	}
+}
+
+// Damage the dispatcher still sees on the re-read makes the store
+// read-only, as before: past a record just written that does not verify,
+// nothing can be dispatched safely.
+func TestDispatchDamageConfirmedGoesReadOnly(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	cfg := testConfig(efs)
+	cfg.FlushDiskType = SyncFlush
+	logs := &logCounter{}
+	cfg.Logger = slog.New(logs)
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	efs.Inject(vfs.Rule{Ops: vfs.OpRead, Path: "/data/commitlog/", Garble: true, Times: 2})
+	put(t, s, newMsg("T", 0, "garbled twice", nil))
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not go read-only")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(s.Err(), ErrReadOnly) || s.MaxOffset("T", 0) != 0 || s.IntegrityStats().ReadFaults != 0 {
+		t.Fatalf("err %v, max offset %d, read faults %d", s.Err(), s.MaxOffset("T", 0), s.IntegrityStats().ReadFaults)
+	}
+	if logs.count("ERROR store: a record to dispatch fails verification when read again") != 1 {
+		t.Fatalf("no log line for the confirmed damage: %v", logs.msgs)
 	}
 }
