@@ -15,6 +15,7 @@ type cluster struct {
 	namesrv string
 	broker  string // the broker's address
 	logs    *syncBuffer
+	dataDir string // storePathRootDir of the broker
 }
 
 // startCluster runs `keel serve` on a temporary data directory with a small
@@ -40,8 +41,9 @@ func startServe(t *testing.T, conf string) *cluster {
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan int, 1)
+	dataDir := t.TempDir()
 	go func() {
-		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", t.TempDir(),
+		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", dataDir,
 			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
 	}()
 	t.Cleanup(func() {
@@ -52,7 +54,7 @@ func startServe(t *testing.T, conf string) *cluster {
 			t.Errorf("serve did not stop:\n%s", logs.String())
 		}
 	})
-	c := &cluster{t: t, namesrv: namesrvAddrFromLogs(t, logs), logs: logs}
+	c := &cluster{t: t, namesrv: namesrvAddrFromLogs(t, logs), logs: logs, dataDir: dataDir}
 	waitFor(t, "the broker to register", 30*time.Second, func() bool { return brokerRegistered(t, c.namesrv, "broker-a") })
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{c.namesrv}})
 	defer ac.Close()

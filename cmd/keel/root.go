@@ -68,6 +68,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newMsgCmd(),
 		newDLQCmd(),
 		newTxnCmd(),
+		newCorruptCmd(),
 	)
 	requireSubcommands(root)
 	return root

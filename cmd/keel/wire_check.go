@@ -28,6 +28,7 @@ func (p *parts) checkStore(w io.Writer) (sound bool, err error) {
 	for _, pr := range rep.Problems {
 		fmt.Fprintf(w, "problem: %s\n", pr)
 	}
+	p.listIsolated(w) // wire_check_isolated.go
 	if rep.OK() {
 		fmt.Fprintf(w, "OK: no problems (%d warnings)\n", len(rep.Warnings))
 	} else {

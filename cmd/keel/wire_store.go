@@ -26,6 +26,7 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.DiskPressureDelete = storePressureDelete(b.DiskPressureDelete)
 	c.MaxMessageBytes = b.MaxMessageBytes
 	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
+	c.ScrubBytesPerSecond = b.ScrubBytesPerSecond
 	c.RepairCorruption = p.repairCorruption
 	c.OnFlush = p.onFlush
 	c.TagsCode = scheduleTagsCode(b)

@@ -17,6 +17,7 @@ fileReservedTime=12
 maxMessageSize=1048576
 commitLogPageCacheBytes=268435456
 diskPressureDelete=consumed
+scrubBytesPerSecond=1048576
 `), "broker.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -35,11 +36,17 @@ diskPressureDelete=consumed
 	if c.DiskPressureDelete != store.PressureDeleteConsumed {
 		t.Fatalf("DiskPressureDelete %v, want consumed", c.DiskPressureDelete)
 	}
+	if c.ScrubBytesPerSecond != 1<<20 {
+		t.Fatalf("ScrubBytesPerSecond %d, want scrubBytesPerSecond 1048576", c.ScrubBytesPerSecond)
+	}
 	d := storeConfig(config.Default(), &parts{cfg: config.Default(), log: slog.New(slog.DiscardHandler)})
 	if d.CommitLogCacheBytes != 0 {
 		t.Fatalf("default CommitLogCacheBytes %d, want 0 (the kernel manages the page cache)", d.CommitLogCacheBytes)
 	}
 	if d.DiskPressureDelete != store.PressureDeleteExpired {
 		t.Fatalf("default DiskPressureDelete %v, want expired", d.DiskPressureDelete)
+	}
+	if d.ScrubBytesPerSecond != config.DefaultScrubBytesPerSecond {
+		t.Fatalf("default ScrubBytesPerSecond %d, want %d", d.ScrubBytesPerSecond, config.DefaultScrubBytesPerSecond)
 	}
 }

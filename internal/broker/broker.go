@@ -253,6 +253,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqConsumerSendMsgBack:           b.handleSendBack,
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
 		remoting.ReqListTransactions:              b.handleListTransactions,
+		remoting.ReqListIsolatedRecords:           b.handleListIsolated, // admin_isolated.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

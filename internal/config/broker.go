@@ -115,6 +115,7 @@ type Broker struct {
 	DiskPressureDelete         DiskPressureDelete // diskPressureDelete (Keel): what disk pressure may delete
 	MaxMessageBytes            int                // maxMessageSize (bytes, body)
 	CommitLogPageCacheBytes    int64              // commitLogPageCacheBytes (Keel, bytes); 0 = the kernel decides
+	ScrubBytesPerSecond        int64              // scrubBytesPerSecond (Keel, bytes/s); 0 = no background scrubbing
 
 	// Topics, groups, delivery.
 	AutoCreateTopicEnable          bool          // autoCreateTopicEnable
@@ -159,6 +160,11 @@ type Broker struct {
 // RocketMQ defaults to ASYNC_FLUSH, which can lose up to one flush interval
 // of acknowledged messages on power loss; set it explicitly to trade that for
 // latency.
+// DefaultScrubBytesPerSecond is the scrubber's default rate: a 100 GiB
+// CommitLog is re-verified about every seven hours, a small share of what
+// a disk reads sequentially.
+const DefaultScrubBytesPerSecond = 4 << 20
+
 func Default() *Broker {
 	return &Broker{
 		BrokerClusterName: "DefaultCluster",
@@ -184,6 +190,7 @@ func Default() *Broker {
 		DiskHardLimitRatio:         90,
 		DiskPressureDelete:         PressureDeleteExpired,
 		MaxMessageBytes:            4 << 20,
+		ScrubBytesPerSecond:        DefaultScrubBytesPerSecond,
 
 		AutoCreateTopicEnable:          true,
 		AutoCreateSubscriptionGroup:    true,

@@ -164,6 +164,9 @@ func (b *Broker) validateStore(bad func(string, string, ...any)) {
 	if b.CommitLogPageCacheBytes != 0 && b.CommitLogPageCacheBytes < MinPageCacheBytes {
 		bad("commitLogPageCacheBytes", "must be 0 (the kernel manages the page cache) or at least %d", MinPageCacheBytes)
 	}
+	if b.ScrubBytesPerSecond < 0 {
+		bad("scrubBytesPerSecond", "must be 0 (no background scrubbing) or a rate in bytes per second")
+	}
 	if b.MaxMessageBytes < 1 || b.MaxMessageBytes > b.MaxFrameBytes-RecordOverheadBytes {
 		bad("maxMessageSize", "must be between 1 and maxFrameBytes-%d (%d)", RecordOverheadBytes, b.MaxFrameBytes-RecordOverheadBytes)
 	}

@@ -27,6 +27,7 @@ func TestValidate(t *testing.T) {
 		{"segment vs message", "mapedFileSizeCommitLog=1048576\nmaxMessageSize=1048576", []string{"mapedFileSizeCommitLog"}},
 		{"page cache window", "commitLogPageCacheBytes=1048576", []string{"commitLogPageCacheBytes"}},
 		{"page cache window sign", "commitLogPageCacheBytes=-1", []string{"commitLogPageCacheBytes"}},
+		{"scrub rate sign", "scrubBytesPerSecond=-1", []string{"scrubBytesPerSecond"}},
 		{"cq size", "mapedFileSizeConsumeQueue=0", []string{"mapedFileSizeConsumeQueue"}},
 		{"commitlog path", "storePathRootDir=/d\nstorePathCommitLog=/elsewhere/commitlog", []string{"Keel keeps the CommitLog at /d/commitlog"}},
 		{"consumequeue path", "storePathRootDir=/d\nstorePathConsumeQueue=/elsewhere/cq", []string{"storePathConsumeQueue", "Keel keeps the ConsumeQueues at /d/consumequeue"}},

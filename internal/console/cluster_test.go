@@ -26,6 +26,7 @@ type cluster struct {
 	namesrv string
 	broker  string
 	st      *store.Store
+	dir     string // the store's directory
 	b       *broker.Broker
 	admin   *admin.Client
 	console *Console
@@ -70,7 +71,7 @@ func startCluster(t *testing.T, write bool, opts ...func(*broker.Config)) *clust
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.st = st
+	c.st, c.dir = st, dir
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -126,6 +126,7 @@ func TestConsoleInChromium(t *testing.T) {
 		{"message", "#/messages?id=" + f.sent[0].MsgID, []string{f.sent[0].OffsetMsgID, "order-40", "Hex"}},
 		{"dlq", "#/dlq/billing", []string{"Dead letters of billing", f.deadID, "Resend all pending"}},
 		{"transactions", "#/transactions", []string{"Pending transactions"}},
+		{"corrupt", "#/corrupt", []string{"Corrupt records", "No corrupt record has been isolated.", "Scrubber", "broker-a"}},
 	}
 	for _, p := range pages {
 		png := filepath.Join(shots, p.name+".png")
@@ -161,12 +162,22 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 	}
 
+	// A record corrupted at rest and isolated by a read shows on the
+	// corrupt-records page.
+	c.corruptAndIsolate(f, 1)
+	dom := b.run(c.http.URL+"/#/corrupt", "--dump-dom", "--screenshot="+filepath.Join(shots, "corrupt.png"))
+	for _, w := range []string{`href="#/topics/Orders"`, "1 isolated", ">read<", "crc"} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("corrupt page lacks %q:\n%s", w, excerpt(dom, `<main`))
+		}
+	}
+
 	// The group page shows the group's lag as the API computes it.
 	d, err := c.admin.DescribeGroup(context.Background(), f.group)
 	if err != nil || d.Lag < 3 {
 		t.Fatalf("group %+v: %v", d, err)
 	}
-	dom := b.run(c.http.URL+"/#/groups/billing", "--dump-dom")
+	dom = b.run(c.http.URL+"/#/groups/billing", "--dump-dom")
 	want := fmt.Sprintf(`<div class="label">Lag</div><div class="value bad">%s</div>`, thousands(d.Lag))
 	if !strings.Contains(dom, want) || !strings.Contains(dom, `<span class="lag">3<span`) {
 		t.Errorf("group page does not show lag %d (and 3 on queue 0):\n%s", d.Lag, excerpt(dom, "cards"))

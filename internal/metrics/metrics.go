@@ -105,7 +105,7 @@ func New(cfg Config) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(256, 4, 10),
 	})
 	m.reg.MustRegister(m.sendRequests, m.sendMessages, m.sendBytes, m.sendLatency, m.pullRequests,
-		m.flushLatency, m.flushBytes, &collector{m: m})
+		m.flushLatency, m.flushBytes, &collector{m: m}, &integrityCollector{m: m})
 	if cfg.IncludeGoMetrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), processCollector())
 	}

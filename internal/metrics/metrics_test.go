@@ -29,6 +29,7 @@ type env struct {
 	m      *Metrics
 	http   *httptest.Server
 	client *remoting.Client
+	dir    string // the store's directory
 }
 
 func startEnv(t *testing.T, opts ...func(*Config)) *env {
@@ -54,7 +55,7 @@ func startEnv(t *testing.T, opts ...func(*Config)) *env {
 	}
 	srv := remoting.NewServer(remoting.ServerConfig{OnConnClose: b.OnConnClose}, b.Handler())
 	go srv.Serve(ln)
-	e := &env{t: t, st: st, b: b, srv: srv}
+	e := &env{t: t, st: st, b: b, srv: srv, dir: dir}
 	mcfg := Config{Sources: Sources{
 		Broker: b, Store: st,
 		Connections:  func() int { return len(srv.Conns()) },

@@ -64,6 +64,9 @@ const (
 	// limit, all optional). Keel's own codes are >= 10000 and < 32768,
 	// above every RocketMQ code.
 	ReqListTransactions = 10401
+	// ReqListIsolatedRecords is Keel's private request listing the records
+	// a broker's store isolated as corrupt (no ext fields).
+	ReqListIsolatedRecords = 10402
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).

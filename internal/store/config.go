@@ -149,6 +149,17 @@ type Config struct {
 	// (0: the kernel decides, as for any file). See commitlog/cache.go.
 	CommitLogCacheBytes int64
 
+	// ScrubBytesPerSecond bounds how fast the background scrubber re-reads
+	// the store at rest to verify it (scrub.go): CommitLog records,
+	// ConsumeQueue entries, index files. 0 (the zero value) turns it off.
+	ScrubBytesPerSecond int64
+	// ScrubPassInterval is how long after a scrub pass started the next
+	// may start (0: DefaultScrubPassInterval; negative: at once).
+	ScrubPassInterval time.Duration
+	// ScrubTicker, if set, replaces the scrubber's 100 ms ticker (tests
+	// drive it with Now): it returns the tick channel and a stop function.
+	ScrubTicker func() (<-chan time.Time, func())
+
 	// OnFlush, if set, is called after each successful CommitLog fdatasync
 	// round that made bytes > 0 durable, with the round's duration (the
 	// group-commit batch size is bytes). It must be cheap and never block.
@@ -213,6 +224,7 @@ func (c *Config) Validate() error {
 	check(c.DiskPressureDelete >= PressureDeleteExpired && c.DiskPressureDelete <= PressureDeleteUnconsumed, "unknown DiskPressureDelete %d", c.DiskPressureDelete)
 	check(c.MaxMessageBytes > 0, "MaxMessageBytes must be > 0")
 	check(c.MaxScanEntries > 0, "MaxScanEntries must be > 0")
+	check(c.ScrubBytesPerSecond >= 0, "ScrubBytesPerSecond %d < 0", c.ScrubBytesPerSecond)
 	check(c.IndexHashSlots > 0 && c.IndexMaxEntries > 0, "IndexHashSlots and IndexMaxEntries must be > 0")
 	if _, err := parseDeleteWhen(c.DeleteWhen); err != nil {
 		errs = append(errs, err)
@@ -244,6 +256,14 @@ func (c *Config) setDefaults() {
 	if c.PrefillBytes == 0 && c.FlushDiskType == SyncFlush {
 		c.PrefillBytes = DefaultPrefillBytes
 	}
+}
+
+// scrubPassInterval is ScrubPassInterval with its default.
+func (c *Config) scrubPassInterval() time.Duration {
+	if c.ScrubPassInterval == 0 {
+		return DefaultScrubPassInterval
+	}
+	return c.ScrubPassInterval
 }
 
 // prefillBytes is the commitlog's PrefillBytes: at most a segment, 0 for off.

@@ -139,7 +139,7 @@ func (s *Store) dispatchTo(limit int64) error {
 		return nil // already failed: leave the queues as they are
 	}
 	for {
-		rec, phys, err := s.reader.Next(limit)
+		rec, phys, err := s.nextToDispatch(limit) // isolate.go
 		if err == io.EOF {
 			break
 		}

@@ -13,6 +13,7 @@
 //	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
 //	<Dir>/index/...                    key index files
 //	<Dir>/quarantine/                  bytes moved aside by RepairCorruption
+//	<Dir>/isolated.json                records withheld from consumers (isolate.go), replaced atomically
 //
 // Checkpoint (52 bytes, big-endian):
 //
@@ -147,7 +148,16 @@
 // records (contiguous records with one pread into pooled buffers) and
 // verifies every one (CRC32-C, structure, and that its topic, queue and
 // queue offset are those of the entry) before returning it. A record that
-// fails verification is logged at Error and never returned.
+// fails verification is never returned: it is read again around the page
+// cache and served if that copy verifies (a read fault); otherwise it is
+// isolated (isolate.go: registered, logged at Error once) and skipped, and
+// the read goes on with the records after it.
+//
+// # Scrubbing
+//
+// With ScrubBytesPerSecond > 0 a goroutine re-verifies the store at rest
+// at that rate (scrub.go), reporting Problems and isolating corrupt
+// CommitLog records.
 //
 // # Recovery (Open)
 //

@@ -152,9 +152,12 @@ func (s *Store) lookupQueue(topic string, queueID int32) *consumequeue.Queue {
 //	entries point at deleted CommitLog and none found: MESSAGE_WAS_REMOVING, next advanced
 //
 // Every record is verified (CRC, structure, topic, queue and offset) before
-// it is returned; a record failing verification is never returned: it ends
-// the batch before it, or, if it is the first, GetMessage returns an error
-// wrapping ErrCorrupt.
+// it is returned; a record failing verification is never returned. It is
+// read once more around the page cache: if that copy verifies it is served
+// (the fault was the read's); if not, the record is isolated (isolate.go)
+// and skipped, so the batch goes on with the records after it and
+// NextOffset passes it. An I/O error ends the batch before it, or, if it
+// is the first, is returned.
 func (s *Store) GetMessage(topic string, queueID int32, offset int64, maxCount, maxBytes int, f Filter) (*GetResult, error) {
 	s.stats.gets.Add(1)
 	r := &GetResult{lent: &s.stats.readsLent}
@@ -257,6 +260,14 @@ func (s *Store) readEntries(st *queueRead, ents []consumequeue.Entry, pos *int64
 			return true, nil
 		}
 		rec, err := s.readQueueRecord(st, ents[i:], *pos, r)
+		if corruptErr(err) {
+			// Read it again; if it is corrupt on disk it is isolated and
+			// skipped (isolate.go).
+			if rec, err = s.recheck(st, e, *pos, r, err); err == nil && rec == nil {
+				*pos++
+				continue
+			}
+		}
 		if err != nil {
 			if commitlog.IsNoRecord(err) {
 				st.removing = true
@@ -293,25 +304,13 @@ func (s *Store) readQueueRecord(st *queueRead, ents []consumequeue.Entry, qo int
 	}
 	entry := st.run[e.PhysOffset-st.runStart:][:n]
 	if err := s.log.VerifyEntry(entry, e.PhysOffset, e.Size); err != nil {
-		return nil, s.corruptRead(err, st, qo)
+		return nil, err
 	}
 	rec := entry[:e.Size]
 	if err := recordBelongs(rec, e.PhysOffset, st.topic, st.queueID, qo); err != nil {
-		return nil, s.corruptRead(err, st, qo)
+		return nil, err
 	}
 	return rec, nil
-}
-
-func (s *Store) corruptRead(err error, st *queueRead, qo int64) error {
-	if commitlog.IsNoRecord(err) {
-		return err
-	}
-	s.stats.corruptReads.Add(1)
-	s.logger.Error("store: refusing to serve a record that fails verification", "topic", st.topic, "queue_id", st.queueID, "offset", qo, "err", err)
-	if errors.Is(err, ErrCorrupt) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
 
 // loadRun reads ents[0] and the entries after it that are contiguous in
@@ -359,6 +358,9 @@ func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
 		return nil, fmt.Errorf("store: offset %d is not below the confirmed offset %d: %w", physOffset, limit, commitlog.ErrBeyondEnd)
 	}
 	rec, err := s.log.ReadRecord(physOffset, nil)
+	if corruptErr(err) {
+		rec, err = s.rereadRecord(physOffset, err) // isolate.go
+	}
 	if err != nil {
 		if !commitlog.IsNoRecord(err) {
 			s.stats.corruptReads.Add(1)

@@ -106,6 +106,8 @@ type Store struct {
 	closeErr  error
 
 	stats storeStats
+	iso   isolation // isolated corrupt records (isolate.go)
+	scrub scrubber  // the background scrubber's state (scrub.go)
 }
 
 type storeStats struct {
@@ -115,6 +117,7 @@ type storeStats struct {
 	// Unconsumed messages (and the segments holding them) deleted for
 	// disk pressure.
 	unconsumedDeleted, unconsumedSegments atomic.Int64
+	readFaults, isolated                  atomic.Int64 // isolate.go
 	readsLent                             atomic.Int64 // GetResults holding buffers, not yet released
 }
 
@@ -168,6 +171,9 @@ func (s *Store) open() error {
 		return fmt.Errorf("store: %w", err)
 	}
 	s.initMarks()
+	if err := s.loadIsolated(); err != nil { // isolate.go
+		return err
+	}
 	return s.recover(crashed)
 }
 
@@ -195,7 +201,7 @@ func (s *Store) markRunning() (bool, error) {
 
 func (s *Store) start() {
 	interval := s.cfg.FlushInterval
-	s.wg.Add(7)
+	s.wg.Add(8)
 	go func() { defer s.wg.Done(); s.log.RunFlusher(s.stop, interval) }()
 	go func() { defer s.wg.Done(); s.log.RunAcknowledger(s.stop) }()
 	go func() { defer s.wg.Done(); s.log.RunPrefiller(s.stop) }()
@@ -203,6 +209,7 @@ func (s *Store) start() {
 	go func() { defer s.wg.Done(); s.runDispatcher() }()
 	go func() { defer s.wg.Done(); s.runPersister() }()
 	go func() { defer s.wg.Done(); s.runRetention() }()
+	go func() { defer s.wg.Done(); s.runScrubber() }() // scrub.go
 }
 
 // Close stops the goroutines, flushes everything, writes the checkpoint,

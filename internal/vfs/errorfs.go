@@ -15,6 +15,9 @@ import (
 // rule's error (syscall.EIO by default).
 var ErrInjected = errors.New("vfs: injected fault")
 
+// errGarble tells a read that a Garble rule matched (never returned).
+var errGarble = errors.New("vfs: garble the read")
+
 // Op is a set of filesystem operations an ErrorFS rule applies to.
 type Op uint16
 
@@ -69,6 +72,10 @@ type Rule struct {
 	// then go ahead without an error (a stuck disk); Err and ShortWrite are
 	// ignored. Injected counts the calls it held.
 	Stall <-chan struct{}
+	// Garble is for OpRead: a matching read succeeds but returns its bytes
+	// inverted (a read fault: the file is unchanged, a later read may be
+	// right). Err is ignored; the rule never matches other operations.
+	Garble bool
 }
 
 // RuleID names an injected rule for RemoveRule.
@@ -186,7 +193,7 @@ func (e *ErrorFS) match(op Op, paths []string) (short int, stall <-chan struct{}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range e.rules {
-		if r.Ops&op == 0 || !matchesAny(r.Path, paths) {
+		if r.Ops&op == 0 || !matchesAny(r.Path, paths) || (r.Garble && op != OpRead) {
 			continue
 		}
 		r.matched++
@@ -201,6 +208,9 @@ func (e *ErrorFS) match(op Op, paths []string) (short int, stall <-chan struct{}
 		}
 		if r.Stall != nil {
 			return 0, r.Stall, nil
+		}
+		if r.Garble {
+			return 0, nil, errGarble
 		}
 		cause := r.Err
 		if cause == nil {

@@ -69,7 +69,15 @@ type errorFile struct {
 }
 
 func (f *errorFile) ReadAt(p []byte, off int64) (int, error) {
-	if _, err := f.fs.check(OpRead, f.inner.Name()); err != nil {
+	_, err := f.fs.check(OpRead, f.inner.Name())
+	if err == errGarble {
+		n, err := f.inner.ReadAt(p, off)
+		for i := range p[:n] {
+			p[i] = ^p[i]
+		}
+		return n, err
+	}
+	if err != nil {
 		return 0, &os.PathError{Op: "read", Path: f.inner.Name(), Err: err}
 	}
 	return f.inner.ReadAt(p, off)
@@ -114,6 +122,23 @@ func (f *errorFile) DropCache(off, n int64) error {
 		return d.DropCache(off, n)
 	}
 	return nil
+}
+
+// DisableReadahead forwards to the wrapped file if it can.
+func (f *errorFile) DisableReadahead() error {
+	if d, ok := f.inner.(ReadaheadDisabler); ok {
+		return d.DisableReadahead()
+	}
+	return nil
+}
+
+// UncachedRanges forwards to the wrapped file if it can probe its cache
+// (else it reports nothing cached, so a cold reader releases what it read).
+func (f *errorFile) UncachedRanges(off, n int64) ([]Range, error) {
+	if p, ok := f.inner.(CacheProber); ok {
+		return p.UncachedRanges(off, n)
+	}
+	return []Range{{off, n}}, nil
 }
 
 func (f *errorFile) Close() error         { return f.inner.Close() }

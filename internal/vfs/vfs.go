@@ -41,6 +41,22 @@ type CacheDropper interface {
 	DropCache(off, n int64) error
 }
 
+// CacheProber is implemented by files that can tell which of their pages
+// are in the page cache without bringing any in (OS: mincore(2) of a
+// read-only mapping that is never touched; Keel reads nothing through it).
+// A reader that must not push hot data out of the cache probes a range,
+// reads it, then releases (CacheDropper) only the pages that were not
+// cached before.
+type CacheProber interface {
+	// UncachedRanges returns the page-aligned ranges of [off, off+n),
+	// clipped to the file's size, whose pages are not in the page cache,
+	// in order and coalesced.
+	UncachedRanges(off, n int64) ([]Range, error)
+}
+
+// Range is a byte range of a file.
+type Range struct{ Off, Len int64 }
+
 // FS is a filesystem.
 type FS interface {
 	// OpenFile opens name with os.O_* flags (O_RDONLY, O_RDWR, O_CREATE,

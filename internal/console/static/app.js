@@ -255,6 +255,30 @@ const pages = {
       ["Half offset", p => num(p.halfOffset), "num"], ["Age", p => ago(p.ageMs), "num"], ["Checks", p => num(p.checks), "num"],
     ], rows, "No transaction is waiting for a decision.")}</div>`;
   },
+
+  // Records isolated because they failed verification (never delivered;
+  // consumers continue after them) and each broker's scrubber.
+  async corrupt() {
+    const bs = await api("corrupt");
+    const rows = bs.flatMap(b => b.records.map(r => Object.assign({ broker: b.broker }, r)));
+    const errs = bs.filter(b => b.error).map(b => `<div class="note">${esc(b.broker)}: ${esc(b.error)}</div>`).join("");
+    const known = r => r.queueId >= 0;
+    return `<h1>Corrupt records <span class="sub">${num(rows.length)} isolated: never delivered, consumers continue after them</span></h1>${errs}
+    <div class="panel">${table([
+      ["Broker", r => esc(r.broker)], ["Topic", r => known(r) ? link("topics", r.topic) : "(unknown)"],
+      ["Queue", r => known(r) ? num(r.queueId) : "–", "num"], ["Queue offset", r => known(r) ? num(r.queueOffset) : "–", "num"],
+      ["CommitLog offset", r => num(r.commitLogOffset), "num"], ["Size", r => bytes(r.size), "num"],
+      ["Found", r => when(r.foundAt)], ["By", r => esc(r.foundBy)], ["Reason", r => `<span class="clip mono" title="${esc(r.reason)}">${esc(r.reason)}</span>`],
+    ], rows, "No corrupt record has been isolated.")}</div>
+    <div class="panel"><h2>Scrubber</h2>${table([
+      ["Broker", b => esc(b.broker)],
+      ["Rate", b => b.scrub.bytesPerSecond ? bytes(b.scrub.bytesPerSecond) + "/s" : "off", "num"],
+      ["Read", b => bytes(b.scrub.bytes), "num"], ["Passes", b => num(b.scrub.passes), "num"],
+      ["Problems", b => num(b.scrub.problems), "num"], ["Read faults", b => num(b.readFaults), "num"],
+    ], bs.filter(b => !b.error), "No broker answered.")}
+    ${table([["Latest problems", p => `<span class="mono">${esc(p.file)}: offset ${num(p.offset)}: ${esc(p.msg)}</span>`]],
+      bs.flatMap(b => b.scrub.recent), "The scrubber found no problem.")}</div>`;
+  },
 };
 
 function card(label, value, bad, note) {
@@ -385,7 +409,7 @@ function pageTitle(page, arg) {
   const titles = {
     overview: () => "Overview", topics: () => "Topics", topic: a => "Topic " + a,
     groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
-    dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions",
+    dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions", corrupt: () => "Corrupt records",
   };
   return (titles[page] || titles.overview)(arg);
 }
@@ -425,7 +449,7 @@ async function route() {
     app.dataset.page = page;
   }
   document.title = pageTitle(page, arg) + " · Keel console";
-  if (["overview", "groups", "group", "topic", "transactions"].includes(page)) {
+  if (["overview", "groups", "group", "topic", "transactions", "corrupt"].includes(page)) {
     refreshTimer = setTimeout(refresh, 10000);
   }
 }
