@@ -50,6 +50,9 @@ func TestPullConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An acknowledged send is visible once dispatched, which may be just
+	// after the acknowledgement: the max offset checked below is 10 only then.
+	testcluster.WaitFor(t, 10*time.Second, "dispatch", func() bool { return c.Store().MaxOffset(topic, 0) == 10 })
 	pc, err := consumer.NewPullConsumer(consumer.WithNameServer(c.nsAddrs()), consumer.WithGroupName(testcluster.Uniq("pull")),
 		consumer.WithInstance(testcluster.Uniq("pc")))
 	if err != nil {
