@@ -104,9 +104,10 @@
 //  2. Read the checkpoint (missing or invalid: verify the whole CommitLog).
 //  3. Verify the CommitLog to the end from a record at least 32 MiB before
 //     the checkpointed flushed offset, located by the ConsumeQueues (opened
-//     first, trimmed in step 4); from the start of the segment holding that
-//     offset if they locate none, or if any entry from there on is invalid
-//     (every decision below is then taken as from the segment start). The
+//     first, trimmed in step 4) in whichever segment it lies; from the
+//     start of the segment holding that target if they locate none closer,
+//     or if any entry from there on is invalid (every decision below is
+//     then taken as from that segment's start). The
 //     durable records before the verified tail are verified when read (and
 //     by Check), like those of older segments. A torn tail is cut. After a
 //     crash, an invalid entry in the last segment at or past the

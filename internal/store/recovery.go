@@ -79,30 +79,32 @@ func (s *Store) recover(crashed bool) error {
 }
 
 // verifyTailBytes is how much of the log before the checkpointed flushed
-// offset Open verifies at least. Open starts verifying at a record that far
-// back when the ConsumeQueues locate one in the same segment, and at the
-// start of that segment otherwise. A variable so that tests can lower it.
+// offset Open verifies at least. Open starts verifying at the record the
+// ConsumeQueues locate closest below that target, in whichever segment it
+// lies, and at the start of the segment holding the target otherwise. A
+// variable so that tests can lower it.
 var verifyTailBytes int64 = 32 << 20
 
 // resumeSearchQueues is how many queues (those holding the newest records)
 // resumePoint searches for an entry before its target.
 const resumeSearchQueues = 4
 
-// resumePoint returns the CommitLog offset of a record in the segment
-// holding from, at least verifyTailBytes before from, as close to that as
-// the ConsumeQueues tell; 0 if they locate none. Every ConsumeQueue entry was
-// made from a record the dispatcher had read and verified, so its
-// PhysOffset is where a record starts; Recover checks that anyway and
-// verifies the whole segment if it is not.
+// resumePoint returns the CommitLog offset where Open starts verifying: a
+// record at least verifyTailBytes before from, as close to that target as
+// the ConsumeQueues tell, or the start of the segment holding the target
+// (always the start of an entry) if they locate none closer; 0 when the
+// target lies before the log. Every ConsumeQueue entry was made from a
+// record the dispatcher had read and verified, so its PhysOffset is where a
+// record starts; Recover checks that anyway and verifies the whole segment
+// if it is not.
 func (s *Store) resumePoint(from int64) int64 {
-	segStart := from - from%s.cfg.CommitLogSegmentBytes
 	target := from - verifyTailBytes
-	if target <= segStart {
+	if target <= 0 {
 		return 0
 	}
+	best := target - target%s.cfg.CommitLogSegmentBytes
 	refs := s.allQueues()
 	last := make([]int64, len(refs))
-	best := int64(0)
 	for i, r := range refs {
 		last[i] = -1
 		if e, ok := r.q.LastEntry(); ok {
@@ -123,9 +125,6 @@ func (s *Store) resumePoint(from int64) int64 {
 		if last[i] > target {
 			best = max(best, lastEntryAtOrBefore(refs[i].q, target))
 		}
-	}
-	if best <= segStart {
-		return 0
 	}
 	return best
 }

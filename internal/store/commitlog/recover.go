@@ -33,16 +33,18 @@ type RecoverOptions struct {
 	// checkpointed flushed offset; math.MaxInt64 when unknown, which turns
 	// the exception off).
 	DurableFrom int64
-	// Resume, if it lies inside the segment holding From and not after
-	// From, is the start of an entry known from elsewhere (a ConsumeQueue
-	// entry): the scan starts there instead of at the start of the
-	// segment, and the entries before it are left to be verified when
-	// read. This fast path is taken only if the entry at Resume names
-	// Resume as its offset and every entry from there to the end of the
-	// log is valid, but for a tail of zeros in the last segment (cut, as
-	// the full scan would); otherwise Recover discards what it saw and
-	// scans again from the start of the segment, deciding everything as
-	// without Resume. A wrong Resume therefore costs time, never data.
+	// Resume, if > 0 and not after From, is where verification starts
+	// instead of the start of From's segment: a segment start, or the
+	// start of an entry known from elsewhere (a ConsumeQueue entry), in
+	// any segment up to From's. The entries before it are left to be
+	// verified when read. Inside a segment the fast path is taken only if
+	// the entry at Resume names Resume as its offset and every entry from
+	// there to the end of the log is valid, but for a tail of zeros in the
+	// last segment (cut, as the full scan would); otherwise Recover
+	// discards what it saw and scans again from the start of Resume's
+	// segment, deciding everything as without Resume. A wrong Resume
+	// therefore costs time, never data. A Resume before the first segment
+	// verifies the whole log.
 	Resume int64
 }
 
@@ -94,6 +96,9 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 		return RecoverResult{}, nil
 	}
 	i := l.startIndex(segs, opts.From)
+	if r := opts.Resume; r > 0 && r <= opts.From {
+		i = l.startIndex(segs, r)
+	}
 	base := segs[i].base
 	if r := opts.Resume; r > base && r <= opts.From && r < base+l.cfg.SegmentBytes {
 		// The first record must also name r as its own offset, so a Resume
