@@ -137,7 +137,7 @@ func TestDamagedMiddleRecordRefusesToOpen(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Offset != victim.phys || !strings.Contains(err.Error(), commitlog.SegmentName(victim.phys-victim.phys%fx.cfg.CommitLogSegmentBytes)) {
 				t.Fatalf("want refusal naming offset %d: %v", victim.phys, err)
 			}
-			if !strings.Contains(err.Error(), "RepairCorruption") {
+			if !strings.Contains(err.Error(), "--repair-corruption") || !strings.Contains(err.Error(), "docs/operations.md") {
 				t.Fatalf("error does not say how to repair: %v", err)
 			}
 			// Repair: everything else stays readable, the bad record is skipped.

@@ -109,7 +109,8 @@
 //     or if any entry from there on is invalid (every decision below is
 //     then taken as from that segment's start). The
 //     durable records before the verified tail are verified when read (and
-//     by Check), like those of older segments. A torn tail is cut. After a
+//     by Check), like those of older segments. A torn tail is cut, after
+//     a durable copy of its bytes in <Dir>/quarantine. After a
 //     crash, an invalid entry in the last segment at or past the
 //     checkpointed flushed offset is also a torn tail even when valid
 //     entries follow (unsynced pages written back out of order by a power
@@ -121,8 +122,10 @@
 //     <Dir>/quarantine, the segment is closed with an end marker at the
 //     corrupt entry, a message is logged at Error, and the store opens (the
 //     quarantined messages are skipped by readers as removed). If the
-//     recovered end lies before the checkpointed flushed offset, durable
-//     data is missing: Open fails unless RepairCorruption is set.
+//     recovered end would lie before the checkpointed flushed offset,
+//     durable data is missing: Open fails unless RepairCorruption is set.
+//     A refusing Open changes nothing: it decides before it cuts, and it
+//     removes the abort marker it created.
 //  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
 //     the index the same way.
 //  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets to the

@@ -44,12 +44,11 @@ func (s *Store) recover(crashed bool) error {
 	}
 	res, err := s.log.Recover(commitlog.RecoverOptions{
 		From: from, Repair: s.cfg.RepairCorruption, QuarantineDir: s.path(quarantineDir),
-		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume,
+		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume, MustReach: from,
 	})
 	if err != nil {
-		var ce *commitlog.CorruptionError
-		if errors.As(err, &ce) {
-			return fmt.Errorf("store: refusing to open: %w: %w (the CommitLog was not changed; set RepairCorruption to move the rest of the segment to %s and continue)", ErrCorrupt, err, s.path(quarantineDir))
+		if errors.Is(err, commitlog.ErrCorrupt) {
+			return s.refuse(crashed, err)
 		}
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
@@ -58,9 +57,9 @@ func (s *Store) recover(crashed bool) error {
 	if haveCP && res.End < cp.PhysFlushed {
 		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing: %w", res.End, cp.PhysFlushed, ErrCorrupt)
 		if !s.cfg.RepairCorruption {
-			return err
+			return s.refuse(crashed, err)
 		}
-		s.logger.Error("store: continuing because RepairCorruption is set", "err", err)
+		s.logger.Error("store: continuing because repair is on", "err", err)
 	}
 	t2 := time.Now()
 	if err := s.trimQueues(res.End); err != nil {
@@ -76,6 +75,30 @@ func (s *Store) recover(crashed bool) error {
 	s.logger.Info("store: opened", "queues", len(s.allQueues()), "open_queues", t1.Sub(t0), "commitlog", t2.Sub(t1),
 		"trim_queues_and_index", t3.Sub(t2), "redispatch", time.Since(t3), "total", time.Since(t0))
 	return nil
+}
+
+// RepairHint is what a refusal to open says an operator can do. It names
+// the keel flag that sets Config.RepairCorruption.
+const RepairHint = "nothing in the data directory was changed; to copy the damaged bytes to %s, keep every record that verifies and start, " +
+	"run keel with --repair-corruption; see docs/operations.md, \"Corruption: detect, decide, repair, verify\""
+
+// refuse returns the error of an Open that found durable data damaged or
+// missing. Recovery changed nothing before deciding to refuse; the abort
+// marker Open created is removed again, so the next start sees the store
+// as this one found it (a clean shutdown stays one).
+func (s *Store) refuse(crashed bool, cause error) error {
+	if !crashed {
+		if err := s.cfg.FS.Remove(s.path(abortName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.logger.Error("store: remove the abort marker after refusing to open", "err", err)
+		} else if err := s.cfg.FS.SyncDir(s.cfg.Dir); err != nil {
+			s.logger.Error("store: sync the data directory after refusing to open", "err", err)
+		}
+	}
+	hint := fmt.Sprintf(RepairHint, s.path(quarantineDir))
+	if errors.Is(cause, ErrCorrupt) {
+		return fmt.Errorf("store: refusing to open: %w (%s)", cause, hint)
+	}
+	return fmt.Errorf("store: refusing to open: %w: %w (%s)", ErrCorrupt, cause, hint)
 }
 
 // verifyTailBytes is how much of the log before the checkpointed flushed

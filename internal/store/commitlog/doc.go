@@ -72,8 +72,13 @@
 // the first invalid entry at position P it looks at the rest of the log:
 //
 //   - if no valid entry or blank marker exists anywhere after P (in this
-//     segment or a later one), P is a torn tail: the segment is truncated at
-//     P, later segment files are removed, and the log ends at P;
+//     segment or a later one), P is a torn tail: the bytes from P on (and
+//     the later segment files) are copied to RecoverOptions.QuarantineDir
+//     and synced, unless they are all zeros; then the segment is truncated
+//     at P, later segment files are removed, and the log ends at P. If P
+//     lies before RecoverOptions.MustReach (the checkpointed flushed
+//     offset), the cut would remove durable data: Recover changes nothing
+//     and returns a *MissingError, unless Repair is set;
 //   - otherwise P is corruption in the middle of the log. Recover returns a
 //     *CorruptionError naming the segment file and offset and changes
 //     nothing, unless RecoverOptions.Repair is set: then the bytes

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // RecoverOptions tells Recover where to start and what to do with
@@ -20,8 +21,16 @@ type RecoverOptions struct {
 	// Repair isolates corruption in the middle of the log (see the package
 	// documentation) instead of failing.
 	Repair bool
-	// QuarantineDir receives the bytes Repair moves aside.
+	// QuarantineDir receives, durably and before any change, every byte
+	// Recover removes from the log: a torn tail (unless it is all zeros),
+	// an unsynced tail, the damaged bytes Repair replaces. Empty: a torn
+	// tail is cut without a copy (tests of this package only).
 	QuarantineDir string
+	// MustReach is the lowest end the log may have after recovery: the
+	// checkpointed flushed offset, 0 when unknown. A cut below it would
+	// remove durable data: Recover then changes nothing and returns a
+	// *MissingError, unless Repair is set.
+	MustReach int64
 	// Crashed says the previous run did not shut down cleanly. Then an
 	// invalid entry in the last segment at or after DurableFrom is a torn
 	// tail even if valid-looking entries follow it: those bytes were never
@@ -80,6 +89,25 @@ func (e *CorruptionError) Error() string {
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
+// MissingError reports an invalid entry with nothing valid after it (what
+// a torn tail looks like) before RecoverOptions.MustReach: cutting there
+// would remove durable data. Recover changed nothing.
+type MissingError struct {
+	Segment   string // segment file path
+	Offset    int64  // CommitLog offset of the invalid entry, where a cut would end the log
+	Position  int64  // its position in the segment file
+	MustReach int64
+	Reason    string
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("commitlog: invalid entry at offset %d (segment %s, position %d): %s; nothing valid follows, but the log must reach %d (the checkpointed flushed offset): durable data is missing",
+		e.Offset, e.Segment, e.Position, e.Reason, e.MustReach)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *MissingError) Is(target error) bool { return target == ErrCorrupt }
+
 // physOffsetEnd is the end of a stored record's PHYSICALOFFSET field.
 const physOffsetEnd = 36
 
@@ -115,9 +143,9 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if zt != nil && atResume {
+		if zt != nil && atResume && segs[zt.seg].base+zt.pos >= opts.MustReach {
 			end = segs[zt.seg].base + zt.pos
-			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, l.cfg.PrefillBytes > 0, &res); err != nil {
+			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, l.cfg.PrefillBytes > 0, "", &res); err != nil {
 				return res, err
 			}
 		}
@@ -241,7 +269,10 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 			return 0, fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
 		}
 		if zeros { // the zero-filled room ahead of the writer: no entry follows
-			return s.base + rel, l.cutTail(segs, i, size, rel, reason, true, res)
+			if err := l.checkReach(s, rel, reason, opts); err != nil {
+				return 0, err
+			}
+			return s.base + rel, l.cutTail(segs, i, size, rel, reason, true, "", res)
 		}
 	}
 	next, err := l.nextValid(segs, i, rel)
@@ -249,7 +280,10 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 		return 0, err
 	}
 	if next < 0 {
-		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, res)
+		if err := l.checkReach(s, rel, reason, opts); err != nil {
+			return 0, err
+		}
+		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, opts.QuarantineDir, res)
 	}
 	if opts.Crashed && i == len(segs)-1 && s.base+rel >= opts.DurableFrom {
 		return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
@@ -268,6 +302,21 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 		return s.base + l.cfg.SegmentBytes, nil
 	}
 	return -1, nil
+}
+
+// checkReach refuses a cut at position rel of s below opts.MustReach
+// (unless Repair is set, which logs it).
+func (l *Log) checkReach(s *segment, rel int64, reason string, opts RecoverOptions) error {
+	if s.base+rel >= opts.MustReach {
+		return nil
+	}
+	me := &MissingError{Segment: s.path, Offset: s.base + rel, Position: rel, MustReach: opts.MustReach, Reason: reason}
+	if !opts.Repair {
+		return me
+	}
+	l.logger.Error("commitlog: cutting the log before the checkpointed flushed offset because repair is on; the cut bytes go to quarantine",
+		"err", me, "quarantine", opts.QuarantineDir)
+	return nil
 }
 
 // nextValid looks for a valid entry after position rel of segs[i], in that
@@ -301,20 +350,26 @@ func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, 
 	if opts.QuarantineDir == "" {
 		return errors.New("commitlog: cutting an unsynced tail needs a quarantine directory")
 	}
-	if err := l.copyOut(s, rel, size, opts.QuarantineDir); err != nil {
+	if err := l.copyOut(s, rel, size, opts.QuarantineDir, "unsynced"); err != nil {
 		return err
 	}
 	l.logger.Warn("commitlog: entries after the last durable offset were written back out of order; moved them to quarantine",
 		"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "quarantine", opts.QuarantineDir)
 	res.Quarantined += size - rel
-	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", false, res)
+	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", false, "", res)
 }
 
 // cutTail truncates segs[i] at rel and removes the later segment files.
 // zeros says the cut bytes are the zero-filled room of a log that prefills
-// (counted as such, not as a torn tail).
-func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, zeros bool, res *RecoverResult) error {
+// (counted as such, not as a torn tail). Unless dir is empty, the bytes
+// removed are first copied there (keepAside).
+func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, zeros bool, dir string, res *RecoverResult) error {
 	s := segs[i]
+	if dir != "" {
+		if err := l.keepAside(segs, i, size, rel, dir, res); err != nil {
+			return err
+		}
+	}
 	if zeros {
 		// The zero-filled room ahead of the writer (prefill.go), not a
 		// torn write: nothing was there.
@@ -347,6 +402,34 @@ func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, ze
 	return nil
 }
 
+// keepAside copies what cutTail is about to remove, [rel, size) of segs[i]
+// and every later segment file, to dir, durably; parts that are all zeros
+// (never written) are not copied.
+func (l *Log) keepAside(segs []*segment, i int, size, rel int64, dir string, res *RecoverResult) error {
+	for j, s := range segs[i:] {
+		from, to := rel, size
+		if j > 0 {
+			sz, err := s.f.Size()
+			if err != nil {
+				return fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+			}
+			from, to = 0, sz
+		}
+		zeros, err := allZero(s.f, from, to)
+		if err != nil {
+			return fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+		}
+		if zeros {
+			continue
+		}
+		if err := l.copyOut(s, from, to, dir, "torn"); err != nil {
+			return err
+		}
+		res.Quarantined += to - from
+	}
+	return nil
+}
+
 func (l *Log) removeSegment(s *segment) error {
 	l.segMu.Lock()
 	for k, x := range l.segs {
@@ -370,7 +453,7 @@ func (l *Log) quarantine(s *segment, size, rel int64, dir string) error {
 		return errors.New("commitlog: repair needs a quarantine directory")
 	}
 	if size > rel {
-		if err := l.copyOut(s, rel, size, dir); err != nil {
+		if err := l.copyOut(s, rel, size, dir, "corrupt"); err != nil {
 			return err
 		}
 	}
@@ -387,11 +470,12 @@ func (l *Log) quarantine(s *segment, size, rel int64, dir string) error {
 	return nil
 }
 
-func (l *Log) copyOut(s *segment, from, to int64, dir string) error {
-	if err := l.cfg.FS.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("commitlog: create %s: %w", dir, err)
+// copyOut copies [from, to) of s durably to <dir>/<segment>.<from>.<kind>.
+func (l *Log) copyOut(s *segment, from, to int64, dir, kind string) error {
+	if err := vfs.MkdirAllDurable(l.cfg.FS, dir, 0o700); err != nil {
+		return fmt.Errorf("commitlog: %w", err)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s.%d.corrupt", filepath.Base(s.path), from))
+	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%s", filepath.Base(s.path), from, kind))
 	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("commitlog: create %s: %w", path, err)
