@@ -206,6 +206,7 @@ func TestZeroedPageInTheMiddle(t *testing.T) {
 // A record damaged where recovery does not look (an old segment after a
 // clean shutdown) is caught on read and never served.
 func TestDamageFoundOnRead(t *testing.T) {
+	withVerifyTail(t, fixtureTail)
 	fx := newCorruptFixture(t, true)
 	victim := fx.msgs[1]
 	fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x08 })

@@ -178,7 +178,7 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 		return err
 	}
 	code := s.cfg.tagsCode(v)
-	if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
+	if err := s.appendEntry(q, qid, qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
 		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
 	}
 	if phys >= s.rebuildIndexFrom {

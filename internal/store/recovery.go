@@ -38,13 +38,16 @@ func (s *Store) recover(crashed bool) error {
 		return err
 	}
 	t1 := time.Now()
-	from, resume := int64(0), int64(0)
+	from, resume, mustReach := int64(0), int64(0), int64(0)
 	if haveCP {
-		from, resume = cp.PhysFlushed, s.resumePoint(cp.PhysFlushed)
+		mustReach, resume = cp.PhysFlushed, s.resumePoint(cp.PhysFlushed)
+		if resume > 0 {
+			from = cp.PhysFlushed
+		} // else the tail reaches back to the start of the log: verify it all
 	}
 	res, err := s.log.Recover(commitlog.RecoverOptions{
 		From: from, Repair: s.cfg.RepairCorruption, QuarantineDir: s.path(quarantineDir),
-		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume, MustReach: from,
+		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume, MustReach: mustReach,
 	})
 	if err != nil {
 		if errors.Is(err, commitlog.ErrCorrupt) {

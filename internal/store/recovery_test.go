@@ -142,9 +142,16 @@ func TestVerifiedTailCrossesSegments(t *testing.T) {
 	if victim.phys >= lastSeg {
 		t.Fatalf("fixture: message 22 at %d is not before the last segment %d", victim.phys, lastSeg)
 	}
+	// A log shorter than the tail is verified whole.
+	s := mustOpen(t, fx.cfg)
+	if s.recovered.ScannedFrom != 0 || s.recovered.Records != len(fx.msgs) {
+		t.Fatalf("default tail: verified %d records from %d; want all %d from 0", s.recovered.Records, s.recovered.ScannedFrom, len(fx.msgs))
+	}
+	s.Close()
+
 	// The tail starts 2 KiB before the victim: inside the previous segment.
 	withVerifyTail(t, end-victim.phys+2<<10)
-	s := mustOpen(t, fx.cfg)
+	s = mustOpen(t, fx.cfg)
 	if got := s.recovered.ScannedFrom; got >= victim.phys || got < lastSeg-fx.cfg.CommitLogSegmentBytes {
 		t.Fatalf("verified from %d; want a record of the previous segment [%d, %d)", got, lastSeg-fx.cfg.CommitLogSegmentBytes, victim.phys)
 	}

@@ -116,7 +116,8 @@ type Log struct {
 	// Owned by the single writer.
 	wbuf      []byte
 	recovered bool
-	noSpace   bool // the last append failed with ErrNoSpace (log once per series)
+	noSpace   bool   // the last append failed with ErrNoSpace (log once per series)
+	holes     []Hole // found by the last Verify (offline checks)
 
 	written atomic.Int64 // end of written bytes (exclusive)
 	flushed atomic.Int64 // end of durable bytes (exclusive)
@@ -369,6 +370,9 @@ func verifyEntry(entry []byte, off int64, size int32, check func([]byte) error) 
 	if magic == message.MagicBlank {
 		return fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
 	}
+	if magic == MagicHole {
+		return fmt.Errorf("commitlog: offset %d: %w", off, ErrHole)
+	}
 	if total != size || magic != message.MagicV1 {
 		return fmt.Errorf("commitlog: entry at %d: size %d magic %#x, want size %d magic %#x: %w",
 			off, total, u32(magic), size, u32(message.MagicV1), ErrCorrupt)
@@ -416,6 +420,9 @@ func (l *Log) ReadRecord(off int64, buf []byte) ([]byte, error) {
 	size := int32(be32(hdr[0:4]))
 	if int32(be32(hdr[4:8])) == message.MagicBlank {
 		return nil, fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
+	}
+	if int32(be32(hdr[4:8])) == MagicHole {
+		return nil, fmt.Errorf("commitlog: offset %d: %w", off, ErrHole)
 	}
 	if l.cfg.MaxRecordBytes > 0 && int64(size) > l.cfg.MaxRecordBytes {
 		return nil, fmt.Errorf("commitlog: offset %d: record size %d above the limit %d: %w", off, size, l.cfg.MaxRecordBytes, ErrCorrupt)

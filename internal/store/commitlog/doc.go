@@ -27,6 +27,12 @@
 //	    0      4  SIZE        int32, bytes from here to the end of the segment (>= 8)
 //	    4      4  MAGICCODE   message.MagicBlank
 //
+//	hole record (left by a repair, see below):
+//	    0      4  TOTALSIZE   int32, N >= 8
+//	    4      4  MAGICCODE   MagicHole = 0xCBCBCBCB
+//	    8   N-8   fill        0xCB bytes
+//	    N      4  CRC         CRC32-C of the N bytes, big-endian
+//
 // An entry is never split across segments. An entry is placed at position p
 // of a segment only if p + N + 4 + 8 <= SegmentBytes, so there is always room
 // for the blank marker that closes the segment; an entry that does not fit
@@ -80,12 +86,34 @@
 //     offset), the cut would remove durable data: Recover changes nothing
 //     and returns a *MissingError, unless Repair is set;
 //   - otherwise P is corruption in the middle of the log. Recover returns a
-//     *CorruptionError naming the segment file and offset and changes
-//     nothing, unless RecoverOptions.Repair is set: then the bytes
-//     [P, end of file) of that segment are copied to a file in
-//     RecoverOptions.QuarantineDir, a blank marker is written at P (so the
-//     offsets of the quarantined records are never reused), and the scan
-//     continues with the next segment.
+//     *CorruptionError naming the segment file, the offset and the next
+//     valid entry Q, and changes nothing, unless RecoverOptions.Repair is
+//     set: then it repairs (below) and the scan goes on at P.
+//
+// # Repair
+//
+// A repair keeps every entry that verifies. The bytes [P, Q) between the
+// invalid entry and the next valid entry (record, hole record or blank
+// marker) hold nothing that can be proved intact; they are copied to a new
+// file <segment>.<P>.corrupt in RecoverOptions.QuarantineDir and synced,
+// then replaced in place, durably, by one hole record of exactly Q-P bytes
+// (a Q less than MinHoleBytes after P is not believed: the search goes on
+// from P+MinHoleBytes). If Q lies in a later segment, the rest of this one
+// is copied aside and the segment is closed at P with a blank marker
+// instead. No offset moves, so ConsumeQueue entries, index entries and
+// message IDs of the other records stay true, and the offsets of the lost
+// records are never reused.
+//
+// A hole record is an entry like a record (size, magic, CRC), verified by
+// every scan, skipped by Reader and never returned as a record. Its magic
+// is its fill byte repeated, so a read at any offset inside it — where a
+// ConsumeQueue or index entry says a lost record started — finds the magic
+// and fails with ErrHole, which wraps ErrNoRecord: readers skip the offset
+// as removed, and offline checks count such entries as lost rather than as
+// corruption. A crash during a repair leaves either the old bytes or a
+// partial hole record, both invalid: the next repair finds the same range
+// again (its quarantine copy gets a new name; evidence is never
+// overwritten).
 //
 // One exception to the second rule: after a crash (RecoverOptions.Crashed),
 // an invalid entry in the last segment at or after RecoverOptions.DurableFrom
@@ -106,7 +134,8 @@
 // the file).
 //
 // Verify runs the same scan over the whole log without changing anything
-// (for offline checks).
+// (for offline checks), going on after a corrupt entry at the next valid
+// one, and lists the hole records it passed (Holes).
 //
 // Reads return errors wrapping ErrNoRecord for offsets that hold no record
 // (before the first segment, in the blank tail of a closed segment),

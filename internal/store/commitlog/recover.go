@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -180,7 +181,7 @@ type zeroTail struct {
 // entries are resolved (see resolveInvalid).
 func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visit func(pos int64, rec []byte), res *RecoverResult) (int64, *zeroTail, error) {
 	end := int64(-1)
-	for ; i < len(segs) && end < 0; i, pos, visit = i+1, 0, nil {
+	for i < len(segs) && end < 0 {
 		s, last := segs[i], i == len(segs)-1
 		size, err := s.f.Size()
 		if err != nil {
@@ -192,40 +193,51 @@ func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visi
 		}
 		res.Records += sc.records
 		switch {
-		case sc.sealed && !last:
-			continue
-		case sc.sealed:
+		case sc.sealed && last:
 			end = s.base + l.cfg.SegmentBytes
-			continue
 		case sc.invalid == "" && last:
 			end = s.base + sc.end
-			continue
-		}
-		if opts == nil {
-			if !last {
-				return -1, nil, nil
+		case sc.sealed:
+		case opts == nil:
+			return -1, l.zeroTailAt(segs, i, size, sc), nil
+		default:
+			reason := sc.invalid
+			if reason == "" {
+				reason = "segment ends without an end marker but a later segment exists"
 			}
-			zeros, err := allZero(s.f, sc.end, size)
+			e, err := l.resolveInvalid(segs, i, size, sc.end, reason, *opts, res)
 			if err != nil {
-				return -1, nil, fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+				return -1, nil, err
 			}
-			if zeros {
-				return -1, &zeroTail{seg: i, size: size, pos: sc.end, reason: sc.invalid}, nil
+			if e == rescan {
+				// Repaired: the segment now holds a hole record or a blank
+				// marker at sc.end; verify it and go on from there.
+				pos, visit = sc.end, nil
+				continue
 			}
-			return -1, nil, nil
+			end = e
 		}
-		reason := sc.invalid
-		if reason == "" {
-			reason = "segment ends without an end marker but a later segment exists"
-		}
-		e, err := l.resolveInvalid(segs, i, size, sc.end, reason, *opts, res)
-		if err != nil {
-			return -1, nil, err
-		}
-		end = e
+		i, pos, visit = i+1, 0, nil
 	}
 	return end, nil, nil
 }
+
+// zeroTailAt returns the zero tail a look-only scan stopped at in segs[i],
+// or nil if it stopped at anything else (an I/O error counts as anything
+// else: the full scan will report it).
+func (l *Log) zeroTailAt(segs []*segment, i int, size int64, sc segScan) *zeroTail {
+	if i != len(segs)-1 {
+		return nil
+	}
+	if zeros, err := allZero(segs[i].f, sc.end, size); err != nil || !zeros {
+		return nil
+	}
+	return &zeroTail{seg: i, size: size, pos: sc.end, reason: sc.invalid}
+}
+
+// rescan is what resolveInvalid returns after a repair: scan the segment
+// again from the repaired position.
+const rescan = -2
 
 // finishRecover makes the segments from base on durable and sets the
 // written and flushed offsets to end.
@@ -292,16 +304,41 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 	if !opts.Repair {
 		return 0, ce
 	}
-	if err := l.quarantine(s, size, rel, opts.QuarantineDir); err != nil {
-		return 0, err
+	return rescan, l.repair(s, size, rel, ce, opts.QuarantineDir, res)
+}
+
+// repair replaces the damaged bytes at position rel of s, up to the next
+// valid entry ce.NextValid, by a hole record (the rest of the segment by a
+// blank marker if that entry lies in a later segment), keeping the
+// originals in quarantine.
+func (l *Log) repair(s *segment, size, rel int64, ce *CorruptionError, dir string, res *RecoverResult) error {
+	next := ce.NextValid - s.base
+	if next >= l.cfg.SegmentBytes {
+		next = -1
+	} else if next-rel < MinHoleBytes {
+		// An entry that starts inside the damaged one's header cannot be
+		// real (records are far larger): look for the next valid entry
+		// beyond a hole's minimum size.
+		q, err := findValid(s.f, rel+MinHoleBytes, size, l.cfg.SegmentBytes)
+		if err != nil {
+			return fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		next = q
 	}
-	l.logger.Error("commitlog: corrupt entry isolated; the rest of its segment was moved to quarantine",
-		"segment", s.path, "offset", ce.Offset, "reason", reason, "next_valid", next, "quarantine", opts.QuarantineDir)
+	path, err := l.repairHole(s, size, rel, next, dir)
+	if err != nil {
+		return err
+	}
+	kept := "a hole record; the records after it are kept"
+	lost := next - rel
+	if next < 0 {
+		kept, lost = "a blank marker closing the segment (no valid entry follows in it)", size-rel
+	}
+	l.logger.Error("commitlog: corrupt bytes replaced by "+kept+"; the originals are in quarantine",
+		"segment", s.path, "offset", ce.Offset, "bytes", lost, "reason", ce.Reason, "next_valid", ce.NextValid, "quarantine", path)
 	res.Repaired = append(res.Repaired, ce)
-	if i == len(segs)-1 {
-		return s.base + l.cfg.SegmentBytes, nil
-	}
-	return -1, nil
+	res.Quarantined += lost
+	return nil
 }
 
 // checkReach refuses a cut at position rel of s below opts.MustReach
@@ -350,7 +387,7 @@ func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, 
 	if opts.QuarantineDir == "" {
 		return errors.New("commitlog: cutting an unsynced tail needs a quarantine directory")
 	}
-	if err := l.copyOut(s, rel, size, opts.QuarantineDir, "unsynced"); err != nil {
+	if _, err := l.copyOut(s, rel, size, opts.QuarantineDir, "unsynced"); err != nil {
 		return err
 	}
 	l.logger.Warn("commitlog: entries after the last durable offset were written back out of order; moved them to quarantine",
@@ -422,7 +459,7 @@ func (l *Log) keepAside(segs []*segment, i int, size, rel int64, dir string, res
 		if zeros {
 			continue
 		}
-		if err := l.copyOut(s, from, to, dir, "torn"); err != nil {
+		if _, err := l.copyOut(s, from, to, dir, "torn"); err != nil {
 			return err
 		}
 		res.Quarantined += to - from
@@ -446,60 +483,46 @@ func (l *Log) removeSegment(s *segment) error {
 	return nil
 }
 
-// quarantine copies [rel, size) of s to dir, then closes the segment at rel
-// with a blank marker.
-func (l *Log) quarantine(s *segment, size, rel int64, dir string) error {
-	if dir == "" {
-		return errors.New("commitlog: repair needs a quarantine directory")
-	}
-	if size > rel {
-		if err := l.copyOut(s, rel, size, dir, "corrupt"); err != nil {
-			return err
-		}
-	}
-	blank := appendBlank(nil, l.cfg.SegmentBytes-rel)
-	if _, err := s.f.WriteAt(blank, rel); err != nil {
-		return fmt.Errorf("commitlog: write end marker to %s: %w", s.path, err)
-	}
-	if err := s.f.Truncate(rel + BlankBytes); err != nil {
-		return fmt.Errorf("commitlog: truncate %s: %w", s.path, err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err)
-	}
-	return nil
-}
-
-// copyOut copies [from, to) of s durably to <dir>/<segment>.<from>.<kind>.
-func (l *Log) copyOut(s *segment, from, to int64, dir, kind string) error {
+// copyOut copies [from, to) of s durably to a new file
+// <dir>/<segment>.<from>.<kind> (with a ".N" suffix if that exists: earlier
+// evidence is never overwritten) and returns its path.
+func (l *Log) copyOut(s *segment, from, to int64, dir, kind string) (string, error) {
 	if err := vfs.MkdirAllDurable(l.cfg.FS, dir, 0o700); err != nil {
-		return fmt.Errorf("commitlog: %w", err)
+		return "", fmt.Errorf("commitlog: %w", err)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%s", filepath.Base(s.path), from, kind))
-	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	name := fmt.Sprintf("%s.%d.%s", filepath.Base(s.path), from, kind)
+	path := filepath.Join(dir, name)
+	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	for n := 1; errors.Is(err, os.ErrExist) && n < maxQuarantineCopies; n++ {
+		path = filepath.Join(dir, fmt.Sprintf("%s.%d", name, n))
+		out, err = l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
-		return fmt.Errorf("commitlog: create %s: %w", path, err)
+		return "", fmt.Errorf("commitlog: create %s: %w", path, err)
 	}
 	defer out.Close()
-	buf := make([]byte, scanChunkBytes)
+	buf := make([]byte, min(scanChunkBytes, max(to-from, 1)))
 	for off := from; off < to; {
 		k := min(int64(len(buf)), to-off)
-		if _, err := s.f.ReadAt(buf[:k], off); err != nil {
-			return fmt.Errorf("commitlog: read %s: %w", s.path, err)
+		if n, err := s.f.ReadAt(buf[:k], off); int64(n) < k {
+			return "", fmt.Errorf("commitlog: read %s at %d: %d of %d bytes: %w", s.path, off, n, k, cmp.Or(err, io.ErrUnexpectedEOF))
 		}
 		if _, err := out.WriteAt(buf[:k], off-from); err != nil {
-			return fmt.Errorf("commitlog: write %s: %w", path, err)
+			return "", fmt.Errorf("commitlog: write %s: %w", path, err)
 		}
 		off += k
 	}
 	if err := out.Sync(); err != nil {
-		return fmt.Errorf("commitlog: fdatasync %s: %w", path, err)
+		return "", fmt.Errorf("commitlog: fdatasync %s: %w", path, err)
 	}
 	if err := l.cfg.FS.SyncDir(dir); err != nil {
-		return fmt.Errorf("commitlog: sync dir %s: %w", dir, err)
+		return "", fmt.Errorf("commitlog: sync dir %s: %w", dir, err)
 	}
-	return nil
+	return path, nil
 }
+
+// maxQuarantineCopies bounds the copies of one range kept in quarantine.
+const maxQuarantineCopies = 1000
 
 // syncFrom makes the segments from base on durable: after a process crash
 // their bytes may sit only in the page cache.
