@@ -67,6 +67,10 @@ type Report struct {
 	LostEntries     int64
 	QuarantineFiles int
 	QuarantineBytes int64
+
+	// DeletedTopicRecords counts records of deleted topics (their queues
+	// are gone; retention removes the records with their segments).
+	DeletedTopicRecords int64
 }
 
 // OK reports whether no problem was found.
@@ -143,6 +147,9 @@ type checker struct {
 	haveCP bool
 	queues map[string]map[int32]*consumequeue.Queue
 	index  *index.Index
+	// deleted maps a deleted topic to the offset below which its records
+	// have no queue entries (tombstone.go).
+	deleted map[string]int64
 }
 
 func (c *checker) close() {
@@ -176,6 +183,9 @@ func (c *checker) run() error {
 		return nil
 	}
 	c.countQuarantine()
+	if c.deleted, err = readTombstones(c.fs, c.cfg.Dir); err != nil {
+		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, tombstoneName), 0, "%v", err)
+	}
 	c.openQueues()
 	c.openIndex()
 	c.checkCommitLog()
@@ -263,6 +273,10 @@ func (c *checker) checkRecord(phys int64, v message.View) {
 		c.rep.problem(KindMisplaced, c.segFile(phys), phys, "record says it is at offset %d", v.PhysOffset())
 	}
 	topic, qid, qo := string(v.Topic()), v.QueueID(), v.QueueOffset()
+	if phys < c.deleted[topic] {
+		c.rep.DeletedTopicRecords++ // its topic was deleted after it: no entries expected
+		return
+	}
 	dispatched := c.haveCP && phys < c.cp.CQFlushed
 	q := c.queues[topic][qid]
 	var e [1]consumequeue.Entry

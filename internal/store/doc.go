@@ -13,6 +13,7 @@
 //	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
 //	<Dir>/index/...                    key index files
 //	<Dir>/quarantine/                  bytes recovery removed or a repair replaced, kept for inspection
+//	<Dir>/deleted-topics               tombstones of deleted topics (JSON, see tombstone.go), replaced atomically
 //
 // Checkpoint (52 bytes, big-endian):
 //

@@ -72,6 +72,9 @@ func (s *Store) recover(crashed bool) error {
 		return err
 	}
 	t3 := time.Now()
+	if s.tombstones, err = readTombstones(s.cfg.FS, s.cfg.Dir); err != nil {
+		return err
+	}
 	if err := s.redispatch(cp, haveCP, res); err != nil {
 		return err
 	}
