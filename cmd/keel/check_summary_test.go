@@ -57,6 +57,7 @@ func TestCheckSummaryIsShort(t *testing.T) {
 	if code != exitProblems {
 		t.Fatalf("exit %d, want %d\n%s", code, exitProblems, out)
 	}
+	t.Logf("one flipped word:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, want := range []string{"problems by kind:", store.KindCorruptEntry, store.KindBadEntry, seg, "FAILED: 2 problems", "docs/operations.md"} {
 		if !strings.Contains(out, want) {
@@ -108,8 +109,9 @@ func TestCheckPassesAfterRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := runCheck(t, "-c", conf, "--data-dir", dir)
-	if code != exitOK || !strings.Contains(out, "299 records") || !strings.Contains(out, "repaired: 1 hole records") ||
-		!strings.Contains(out, "1 queue entries of messages lost") || !strings.Contains(out, "quarantine: 1 files") || !strings.Contains(out, "OK: no problems") {
+	t.Logf("keel check after the repair:\n%s", out)
+	if code != exitOK || !strings.Contains(out, "299 records") || !strings.Contains(out, "repaired: 1 hole record (296 bytes)") ||
+		!strings.Contains(out, "1 queue entry of messages lost") || !strings.Contains(out, "quarantine: 1 file, 296 bytes") || !strings.Contains(out, "OK: no problems") {
 		t.Fatalf("check after the repair: exit %d\n%s", code, out)
 	}
 }

@@ -55,13 +55,25 @@ func printRepairs(w io.Writer, dir string, rep store.Report) {
 		for _, h := range rep.Holes {
 			holeBytes += h.Bytes
 		}
-		fmt.Fprintf(w, "  repaired: %d hole records (%d bytes) in the CommitLog; %d queue entries of messages lost to corruption (consumers skip them)\n",
-			len(rep.Holes), holeBytes, rep.LostEntries)
+		fmt.Fprintf(w, "  repaired: %s (%d bytes) in the CommitLog; %s of messages lost to corruption (consumers skip them)\n",
+			count(len(rep.Holes), "hole record"), holeBytes, count(int(rep.LostEntries), "queue entry", "queue entries"))
 	}
 	if rep.QuarantineFiles > 0 {
-		fmt.Fprintf(w, "  quarantine: %d files, %d bytes in %s (bytes removed from the CommitLog, kept for inspection)\n",
-			rep.QuarantineFiles, rep.QuarantineBytes, filepath.Join(dir, "quarantine"))
+		fmt.Fprintf(w, "  quarantine: %s, %d bytes in %s (bytes removed from the CommitLog, kept for inspection)\n",
+			count(rep.QuarantineFiles, "file"), rep.QuarantineBytes, filepath.Join(dir, "quarantine"))
 	}
+}
+
+// count returns "1 thing" or "n things" (plural[0], if given, instead of
+// thing+"s").
+func count(n int, thing string, plural ...string) string {
+	switch {
+	case n == 1:
+		return "1 " + thing
+	case len(plural) > 0:
+		return fmt.Sprintf("%d %s", n, plural[0])
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // printKinds prints the counts of ps by kind and the first limit of them.

@@ -58,7 +58,7 @@ func (s *Store) recover(crashed bool) error {
 	s.logRecovery(crashed, cp, res, time.Since(t1))
 	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
-		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing: %w", res.End, cp.PhysFlushed, ErrCorrupt)
+		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing", res.End, cp.PhysFlushed)
 		if !s.cfg.RepairCorruption {
 			return s.refuse(crashed, err)
 		}
@@ -100,12 +100,21 @@ func (s *Store) refuse(crashed bool, cause error) error {
 			s.logger.Error("store: sync the data directory after refusing to open", "err", err)
 		}
 	}
-	hint := fmt.Sprintf(RepairHint, s.path(quarantineDir))
-	if errors.Is(cause, ErrCorrupt) {
-		return fmt.Errorf("store: refusing to open: %w (%s)", cause, hint)
-	}
-	return fmt.Errorf("store: refusing to open: %w: %w (%s)", ErrCorrupt, cause, hint)
+	return &refusal{cause: cause, hint: fmt.Sprintf(RepairHint, s.path(quarantineDir))}
 }
+
+// refusal is the error of an Open that refused: it wraps ErrCorrupt and
+// its cause.
+type refusal struct {
+	cause error
+	hint  string
+}
+
+func (e *refusal) Error() string {
+	return "store: refusing to open: " + e.cause.Error() + " (" + e.hint + ")"
+}
+
+func (e *refusal) Unwrap() []error { return []error{ErrCorrupt, e.cause} }
 
 // verifyTailBytes is how much of the log before the checkpointed flushed
 // offset Open verifies at least. Open starts verifying at the record the

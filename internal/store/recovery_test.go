@@ -162,4 +162,6 @@ func TestVerifiedTailCrossesSegments(t *testing.T) {
 	if _, err := Open(fx.cfg); !errors.As(err, &ce) || ce.Offset != victim.phys {
 		t.Fatalf("damage %d bytes before the flushed offset, in the previous segment: %v", end-victim.phys, err)
 	}
+	t.Logf("SUMMARY damage %d bytes before the flushed offset, %d bytes before the last segment: refused (tail %d bytes)",
+		end-victim.phys, lastSeg-victim.phys, verifyTailBytes)
 }

@@ -115,6 +115,8 @@ func TestRepairKeepsEveryIntactRecord(t *testing.T) {
 			rep.Problems, rep.Warnings, rep.Holes, rep.LostEntries, rep.QuarantineFiles, rep.Records)
 	}
 
+	t.Logf("SUMMARY 16 flipped bytes in 1 of %d records: %d kept, 1 lost, %d bytes in quarantine; check: %d problems, %d hole, %d lost entry",
+		len(fx.msgs), len(kept), len(orig), len(rep.Problems), len(rep.Holes), rep.LostEntries)
 	fx.cfg.RepairCorruption = false
 	s = mustOpen(t, fx.cfg)
 	defer s.Close()
