@@ -66,6 +66,9 @@ func appendAll(t testing.TB, l *Log, recs ...[]byte) []appended {
 	var out []appended
 	_, err := l.Append(recs, func(i int, r []byte, phys int64) {
 		binary.BigEndian.PutUint64(r[8:], uint64(phys)) // stamp like PatchStored would
+		if len(r) >= physOffsetEnd {
+			binary.BigEndian.PutUint64(r[physOffsetEnd-8:], uint64(phys)) // PHYSICALOFFSET, which repair trusts
+		}
 		out = append(out, appended{phys: phys, rec: append([]byte(nil), r...)})
 	})
 	if err != nil {
@@ -535,4 +538,40 @@ func readFileBytes(t *testing.T, fs vfs.FS, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A damaged record whose body holds a well-formed entry (a producer can
+// send any bytes): repair must not resume at that entry, which does not
+// name its own offset, but at the next real record.
+func TestRepairDoesNotTrustAnEntryInsideTheDamage(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	inner := rec(100, 9)
+	inner = be32append(inner, Checksum(inner))
+	outer := rec(600, 1)
+	copy(outer[200:], inner)
+	all := appendAll(t, l, rec(400, 0), outer, rec(300, 2))
+	l.Flush()
+	l.Close()
+	seg := "/data/commitlog/" + SegmentName(0)
+	patchFile(t, fs, seg, all[1].phys, func(b []byte) { b[5] ^= 0xff }) // the magic
+	orig := readFileBytes(t, fs, seg)[all[1].phys:all[2].phys]
+
+	l2, res := openLog(t, fs, RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"})
+	defer l2.Close()
+	if len(res.Repaired) != 1 || res.Repaired[0].NextValid != all[1].phys+200 || res.Quarantined != int64(len(orig)) {
+		t.Fatalf("repair result %+v (the inner entry is at %d)", res, all[1].phys+200)
+	}
+	r := l2.NewReader(0)
+	var got []int64
+	for {
+		_, phys, err := r.Next(l2.WrittenOffset())
+		if err != nil {
+			break
+		}
+		got = append(got, phys)
+	}
+	if want := []int64{all[0].phys, all[2].phys}; !slices.Equal(got, want) {
+		t.Fatalf("records after the repair at %v, want %v", got, want)
+	}
 }

@@ -312,18 +312,9 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 // blank marker if that entry lies in a later segment), keeping the
 // originals in quarantine.
 func (l *Log) repair(s *segment, size, rel int64, ce *CorruptionError, dir string, res *RecoverResult) error {
-	next := ce.NextValid - s.base
-	if next >= l.cfg.SegmentBytes {
-		next = -1
-	} else if next-rel < MinHoleBytes {
-		// An entry that starts inside the damaged one's header cannot be
-		// real (records are far larger): look for the next valid entry
-		// beyond a hole's minimum size.
-		q, err := findValid(s.f, rel+MinHoleBytes, size, l.cfg.SegmentBytes)
-		if err != nil {
-			return fmt.Errorf("commitlog: scan %s: %w", s.path, err)
-		}
-		next = q
+	next, err := l.trustedNext(s, size, rel, ce.NextValid-s.base)
+	if err != nil {
+		return err
 	}
 	path, err := l.repairHole(s, size, rel, next, dir)
 	if err != nil {
@@ -339,6 +330,46 @@ func (l *Log) repair(s *segment, size, rel int64, ce *CorruptionError, dir strin
 	res.Repaired = append(res.Repaired, ce)
 	res.Quarantined += lost
 	return nil
+}
+
+// trustedNext returns the position in s of the entry a repair of the
+// damage at rel may resume at, starting from the next valid entry q (-1 if
+// it lies in a later segment): one that is at least MinHoleBytes after rel
+// (an entry inside the damaged one's header cannot be real) and is a blank
+// marker, a hole record or a record naming its own offset, so that bytes
+// inside a damaged record (a message body that holds a well-formed entry,
+// say) are never taken for a record. It returns -1 if there is none in s.
+func (l *Log) trustedNext(s *segment, size, rel, q int64) (int64, error) {
+	for q >= 0 && q < l.cfg.SegmentBytes {
+		if q-rel >= MinHoleBytes {
+			ok, err := namesItself(s, q)
+			if err != nil || ok {
+				return q, err
+			}
+		}
+		next, err := findValid(s.f, max(q+1, rel+MinHoleBytes), size, l.cfg.SegmentBytes)
+		if err != nil {
+			return -1, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		q = next
+	}
+	return -1, nil
+}
+
+// namesItself reports whether the valid entry at position q of s is a
+// blank marker, a hole record, or a record whose PHYSICALOFFSET field is
+// its CommitLog offset.
+func namesItself(s *segment, q int64) (bool, error) {
+	var h [physOffsetEnd]byte
+	n, err := s.f.ReadAt(h[:], q)
+	if n < headerBytes {
+		return false, fmt.Errorf("commitlog: read %s at %d: %w", s.path, q, cmp.Or(err, io.ErrUnexpectedEOF))
+	}
+	switch int32(be32(h[4:8])) {
+	case message.MagicBlank, MagicHole:
+		return true, nil
+	}
+	return n == physOffsetEnd && message.View(h[:]).PhysOffset() == s.base+q, nil
 }
 
 // checkReach refuses a cut at position rel of s below opts.MustReach
