@@ -96,9 +96,11 @@
 // invalid entry and the next valid entry (record, hole record or blank
 // marker) hold nothing that can be proved intact; they are copied to a new
 // file <segment>.<P>.corrupt in RecoverOptions.QuarantineDir and synced,
-// then replaced in place, durably, by one hole record of exactly Q-P bytes
-// (a Q less than MinHoleBytes after P is not believed: the search goes on
-// from P+MinHoleBytes). If Q lies in a later segment, the rest of this one
+// then replaced in place, durably, by one hole record of exactly Q-P bytes.
+// Q must be at least MinHoleBytes after P and, if it is a record, name Q
+// as its own offset (PHYSICALOFFSET): a damaged record's body may hold a
+// well-formed entry (producers send any bytes), which must not become a
+// record; otherwise the search goes on after Q. If Q lies in a later segment, the rest of this one
 // is copied aside and the segment is closed at P with a blank marker
 // instead. No offset moves, so ConsumeQueue entries, index entries and
 // message IDs of the other records stay true, and the offsets of the lost
