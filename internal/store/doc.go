@@ -126,8 +126,10 @@
 //     removed. If the
 //     recovered end would lie before the checkpointed flushed offset,
 //     durable data is missing: Open fails unless RepairCorruption is set.
-//     A refusing Open changes nothing: it decides before it cuts, and it
-//     removes the abort marker it created.
+//     A refusing Open changes nothing in the CommitLog: it decides before
+//     it cuts, and it removes the abort marker it created. (Opening the
+//     ConsumeQueues in step 3 has already cut torn queue entries after a
+//     crash: derived data.)
 //  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
 //     the index the same way.
 //  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (from
