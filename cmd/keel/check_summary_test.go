@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store"
@@ -113,5 +114,43 @@ func TestCheckPassesAfterRepair(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "299 records") || !strings.Contains(out, "repaired: 1 hole record (296 bytes)") ||
 		!strings.Contains(out, "1 queue entry of messages lost") || !strings.Contains(out, "quarantine: 1 file, 296 bytes") || !strings.Contains(out, "OK: no problems") {
 		t.Fatalf("check after the repair: exit %d\n%s", code, out)
+	}
+}
+
+// The procedure of docs/operations.md with the real commands: keel check
+// finds the damage, keel serve refuses naming the flag and the docs, keel
+// serve --repair-corruption starts, and keel check passes afterwards.
+func TestCorruptionProcedure(t *testing.T) {
+	dir := t.TempDir()
+	fillStore(t, dir, 300)
+	conf := writeConf(t, "brokerName=broker-test\nmapedFileSizeCommitLog=16777216\n")
+	flipWords(t, dir, 150)
+	if code, out := runCheck(t, "-c", conf, "--data-dir", dir); code != exitProblems {
+		t.Fatalf("detect: exit %d\n%s", code, out)
+	}
+	args := []string{"serve", "-c", conf, "--data-dir", dir,
+		"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}
+	var refused bytes.Buffer
+	if code := run(context.Background(), args, &bytes.Buffer{}, &refused); code != exitError ||
+		!strings.Contains(refused.String(), "--repair-corruption") || !strings.Contains(refused.String(), "docs/operations.md") {
+		t.Fatalf("serve on a corrupt store: exit %d\n%s", code, refused.String())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append(args, "--repair-corruption"), &bytes.Buffer{}, &logs) }()
+	addr := namesrvAddrFromLogs(t, &logs)
+	waitFor(t, "the repaired broker to register", 30*time.Second, func() bool { return brokerRegistered(t, addr, "broker-test") })
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("serve --repair-corruption exited %d:\n%s", code, logs.String())
+	}
+	if !strings.Contains(logs.String(), "corrupt bytes replaced by a hole record") {
+		t.Errorf("the repair is not logged:\n%s", logs.String())
+	}
+	if code, out := runCheck(t, "-c", conf, "--data-dir", dir); code != exitOK || !strings.Contains(out, "repaired: 1 hole record") {
+		t.Fatalf("verify: exit %d\n%s", code, out)
 	}
 }
