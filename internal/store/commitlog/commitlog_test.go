@@ -575,3 +575,29 @@ func TestRepairDoesNotTrustAnEntryInsideTheDamage(t *testing.T) {
 		t.Fatalf("records after the repair at %v, want %v", got, want)
 	}
 }
+
+// The copy into quarantine comes first: if it fails, a repair changes
+// nothing in the segment.
+func TestRepairChangesNothingWhenQuarantineFails(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	all := appendAll(t, l, rec(400, 0), rec(500, 1), rec(300, 2))
+	l.Flush()
+	l.Close()
+	seg := "/data/commitlog/" + SegmentName(0)
+	patchFile(t, fs, seg, all[1].phys+100, func(b []byte) { b[0] ^= 1 })
+	before := readFileBytes(t, fs, seg)
+	efs := vfs.NewErrorFS(fs)
+	efs.InjectSyncError("/data/quarantine/")
+	l2, err := Open(Config{FS: efs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.Recover(RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"}); err == nil {
+		t.Fatal("repaired although the quarantine copy failed")
+	}
+	l2.Close()
+	if !bytes.Equal(readFileBytes(t, fs, seg), before) {
+		t.Fatal("a failed repair changed the segment")
+	}
+}

@@ -99,9 +99,12 @@ func (l *Log) repairHole(s *segment, size, rel, next int64, dir string) (string,
 	} else {
 		entry = appendBlank(nil, l.cfg.SegmentBytes-rel)
 	}
-	path, err := l.copyOut(s, rel, to, dir, "corrupt")
-	if err != nil {
-		return "", err
+	path := ""
+	if to > rel { // nothing to copy when the file ends at rel (a segment without its end marker)
+		var err error
+		if path, err = l.copyOut(s, rel, to, dir, "corrupt"); err != nil {
+			return "", err
+		}
 	}
 	if _, err := s.f.WriteAt(entry, rel); err != nil {
 		return "", fmt.Errorf("commitlog: write repair entry to %s: %w", s.path, err)
