@@ -70,12 +70,14 @@
 // # Recovery
 //
 // Recover scans forward from a given offset (rounded down to its segment,
-// or from RecoverOptions.Resume, the start of a record in that segment named
-// by the caller, as long as the first entry there names that offset as its
-// own and every entry from there on is valid, but for a tail of zeros in the
-// last segment), verifying every entry (size, magic, CRC and the optional CheckRecord hook)
-// and every blank marker (its size must reach exactly the segment end). At
-// the first invalid entry at position P it looks at the rest of the log:
+// or from RecoverOptions.Resume, a segment start or the start of a record
+// named by the caller in that or an earlier segment, as long as the first
+// entry there names that offset as its own and every entry from there on
+// is valid, but for a tail of zeros in the last segment; otherwise from the
+// start of Resume's segment), verifying every entry (size, magic, CRC and
+// the optional CheckRecord hook), every hole record and every blank marker
+// (its size must reach exactly the segment end). At the first invalid entry
+// at position P it looks at the rest of the log:
 //
 //   - if no valid entry or blank marker exists anywhere after P (in this
 //     segment or a later one), P is a torn tail: the bytes from P on (and
