@@ -115,6 +115,9 @@ func TestCheckPassesAfterRepair(t *testing.T) {
 		!strings.Contains(out, "1 queue entry of messages lost") || !strings.Contains(out, "quarantine: 1 file, 296 bytes") || !strings.Contains(out, "OK: no problems") {
 		t.Fatalf("check after the repair: exit %d\n%s", code, out)
 	}
+	if _, out := runCheck(t, "-c", conf, "--data-dir", dir, "-v"); !strings.Contains(out, "  hole: ") || !strings.Contains(out, ": 296 bytes") {
+		t.Fatalf("-v does not list the hole record:\n%s", out)
+	}
 }
 
 // The procedure of docs/operations.md with the real commands: keel check

@@ -29,7 +29,7 @@ func (p *parts) checkStore(w io.Writer, verbose bool) (sound bool, err error) {
 		rep.Segments, rep.Records, rep.RecordBytes, rep.MinOffset, rep.EndOffset)
 	fmt.Fprintf(w, "  consumequeues: %d queues, %d entries; index: %d keys; clean shutdown: %v\n",
 		rep.Queues, rep.QueueEntries, rep.IndexedKeys, rep.CleanShutdown)
-	printRepairs(w, dir, rep)
+	printRepairs(w, dir, rep, verbose)
 	if rep.DeletedTopicRecords > 0 {
 		fmt.Fprintf(w, "  deleted topics: %d records kept until retention removes their segments\n", rep.DeletedTopicRecords)
 	}
@@ -48,8 +48,9 @@ func (p *parts) checkStore(w io.Writer, verbose bool) (sound bool, err error) {
 	return rep.OK(), nil
 }
 
-// printRepairs prints what earlier repairs and recoveries left, if any.
-func printRepairs(w io.Writer, dir string, rep store.Report) {
+// printRepairs prints what earlier repairs and recoveries left, if any,
+// with every hole record if verbose.
+func printRepairs(w io.Writer, dir string, rep store.Report, verbose bool) {
 	if len(rep.Holes) > 0 || rep.LostEntries > 0 {
 		holeBytes := int64(0)
 		for _, h := range rep.Holes {
@@ -57,6 +58,11 @@ func printRepairs(w io.Writer, dir string, rep store.Report) {
 		}
 		fmt.Fprintf(w, "  repaired: %s (%d bytes) in the CommitLog; %s of messages lost to corruption (consumers skip them)\n",
 			count(len(rep.Holes), "hole record"), holeBytes, count(int(rep.LostEntries), "queue entry", "queue entries"))
+	}
+	if verbose {
+		for _, h := range rep.Holes {
+			fmt.Fprintf(w, "  hole: %s: offset %d: %d bytes\n", h.File, h.Offset, h.Bytes)
+		}
 	}
 	if rep.QuarantineFiles > 0 {
 		fmt.Fprintf(w, "  quarantine: %s, %d bytes in %s (bytes removed from the CommitLog, kept for inspection)\n",
