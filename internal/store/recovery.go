@@ -83,9 +83,9 @@ func (s *Store) recover(crashed bool) error {
 	return nil
 }
 
-// RepairHint is what a refusal to open says an operator can do. It names
+// repairHint is what a refusal to open says an operator can do. It names
 // the keel flag that sets Config.RepairCorruption.
-const RepairHint = "nothing in the data directory was changed; to copy the damaged bytes to %s, keep every record that verifies and start, " +
+const repairHint = "the CommitLog was not changed; to copy the damaged bytes to %s, keep every record that verifies and start, " +
 	"run keel with --repair-corruption; see docs/operations.md, \"Corruption: detect, decide, repair, verify\""
 
 // refuse returns the error of an Open that found durable data damaged or
@@ -100,7 +100,7 @@ func (s *Store) refuse(crashed bool, cause error) error {
 			s.logger.Error("store: sync the data directory after refusing to open", "err", err)
 		}
 	}
-	return &refusal{cause: cause, hint: fmt.Sprintf(RepairHint, s.path(quarantineDir))}
+	return &refusal{cause: cause, hint: fmt.Sprintf(repairHint, s.path(quarantineDir))}
 }
 
 // refusal is the error of an Open that refused: it wraps ErrCorrupt and
