@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/keelmq/keel/internal/message"
@@ -15,10 +17,29 @@ import (
 
 // Problem is one thing Check found wrong.
 type Problem struct {
+	Kind   string // one of the Kind constants, for counting
 	File   string
 	Offset int64 // CommitLog offset, or logical offset for a ConsumeQueue
 	Msg    string
 }
+
+// Kinds of problems and warnings, as `keel check` counts them.
+const (
+	KindCorruptEntry   = "corrupt CommitLog entry"
+	KindTornTail       = "torn CommitLog tail"
+	KindMissingData    = "durable CommitLog data missing"
+	KindMisplaced      = "record at the wrong offset"
+	KindNoQueueEntry   = "record without its queue entry"
+	KindNotDispatched  = "record not dispatched yet"
+	KindWrongEntry     = "queue entry pointing elsewhere"
+	KindBadEntry       = "queue entry pointing at a bad record"
+	KindEntryPastEnd   = "queue entry past the CommitLog end"
+	KindTagsCode       = "queue entry with a wrong tag code"
+	KindKeyNotIndexed  = "key missing from the index"
+	KindKeyNotYet      = "key not indexed yet"
+	KindUnreadableFile = "unreadable file or directory"
+	KindNotClosed      = "store not closed cleanly"
+)
 
 func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.File, p.Offset, p.Msg) }
 
@@ -37,17 +58,52 @@ type Report struct {
 	CleanShutdown bool
 	Problems      []Problem
 	Warnings      []Problem
+
+	// Left by corruption repairs (see package commitlog, "Repair"): not
+	// problems. Holes are the hole records in the CommitLog, LostEntries
+	// the ConsumeQueue entries whose record a hole replaced (consumers skip
+	// them), Quarantine the files holding the original bytes.
+	Holes           []commitlog.Hole
+	LostEntries     int64
+	QuarantineFiles int
+	QuarantineBytes int64
+
+	// DeletedTopicRecords counts records of deleted topics (their queues
+	// are gone; retention removes the records with their segments).
+	DeletedTopicRecords int64
 }
 
 // OK reports whether no problem was found.
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
-func (r *Report) problem(file string, off int64, format string, args ...any) {
-	r.Problems = append(r.Problems, Problem{file, off, fmt.Sprintf(format, args...)})
+func (r *Report) problem(kind, file string, off int64, format string, args ...any) {
+	r.Problems = append(r.Problems, Problem{kind, file, off, fmt.Sprintf(format, args...)})
 }
 
-func (r *Report) warn(file string, off int64, format string, args ...any) {
-	r.Warnings = append(r.Warnings, Problem{file, off, fmt.Sprintf(format, args...)})
+func (r *Report) warn(kind, file string, off int64, format string, args ...any) {
+	r.Warnings = append(r.Warnings, Problem{kind, file, off, fmt.Sprintf(format, args...)})
+}
+
+// KindCount is how many problems (or warnings) of one kind a Check found.
+type KindCount struct {
+	Kind  string
+	Count int
+}
+
+// CountKinds counts ps by kind, most frequent first (ties by kind).
+func CountKinds(ps []Problem) []KindCount {
+	byKind := map[string]int{}
+	for _, p := range ps {
+		byKind[p.Kind]++
+	}
+	out := make([]KindCount, 0, len(byKind))
+	for k, n := range byKind {
+		out = append(out, KindCount{k, n})
+	}
+	slices.SortFunc(out, func(a, b KindCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out
 }
 
 // maxCheckProblems bounds the problems one Check lists per kind.
@@ -91,6 +147,9 @@ type checker struct {
 	haveCP bool
 	queues map[string]map[int32]*consumequeue.Queue
 	index  *index.Index
+	// deleted maps a deleted topic to the offset below which its records
+	// have no queue entries (tombstone.go).
+	deleted map[string]int64
 }
 
 func (c *checker) close() {
@@ -111,17 +170,21 @@ func (c *checker) run() error {
 	_, err := c.fs.Stat(filepath.Join(c.cfg.Dir, abortName))
 	c.rep.CleanShutdown = err != nil
 	if !c.rep.CleanShutdown {
-		c.rep.warn(filepath.Join(c.cfg.Dir, abortName), 0, "the store was not closed cleanly (or is running)")
+		c.rep.warn(KindNotClosed, filepath.Join(c.cfg.Dir, abortName), 0, "the store was not closed cleanly (or is running)")
 	}
 	c.cp, err = readCheckpoint(c.fs, c.cfg.Dir)
 	c.haveCP = err == nil
 	if err != nil && !errors.Is(err, errNoCheckpoint) {
-		c.rep.problem(filepath.Join(c.cfg.Dir, checkpointName), 0, "%v", err)
+		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, checkpointName), 0, "%v", err)
 	}
 	c.log, err = commitlog.Open(commitlog.Config{FS: c.fs, Dir: filepath.Join(c.cfg.Dir, commitLogDir), SegmentBytes: c.cfg.CommitLogSegmentBytes, CheckRecord: checkRecord})
 	if err != nil {
-		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), 0, "%v", err)
+		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, commitLogDir), 0, "%v", err)
 		return nil
+	}
+	c.countQuarantine()
+	if c.deleted, err = readTombstones(c.fs, c.cfg.Dir); err != nil {
+		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, tombstoneName), 0, "%v", err)
 	}
 	c.openQueues()
 	c.openIndex()
@@ -133,12 +196,12 @@ func (c *checker) run() error {
 func (c *checker) openIndex() {
 	dir := filepath.Join(c.cfg.Dir, indexDir)
 	if _, err := c.fs.Stat(dir); err != nil && !(c.haveCP && c.cp.IndexFlushed > 0) {
-		c.rep.warn(dir, 0, "no index directory yet (opening the store creates it)")
+		c.rep.warn(KindKeyNotYet, dir, 0, "no index directory yet (opening the store creates it)")
 		return
 	}
 	ix, err := index.Open(index.Config{FS: c.fs, Dir: filepath.Join(c.cfg.Dir, indexDir), HashSlots: c.cfg.IndexHashSlots, MaxEntries: c.cfg.IndexMaxEntries})
 	if err != nil {
-		c.rep.problem(filepath.Join(c.cfg.Dir, indexDir), 0, "%v", err)
+		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, indexDir), 0, "%v", err)
 		return
 	}
 	c.index = ix
@@ -154,12 +217,12 @@ func (c *checker) openQueues() {
 			dir := filepath.Join(root, topic, name)
 			id, err := strconv.ParseInt(name, 10, 32)
 			if err != nil || id < 0 {
-				c.rep.problem(dir, 0, "unexpected directory in the consume queues")
+				c.rep.problem(KindUnreadableFile, dir, 0, "unexpected directory in the consume queues")
 				continue
 			}
 			q, err := consumequeue.Open(consumequeue.Config{FS: c.fs, Dir: dir, Topic: topic, QueueID: int32(id), EntriesPerSegment: c.cfg.ConsumeQueueSegmentEntries})
 			if err != nil {
-				c.rep.problem(dir, 0, "%v", err)
+				c.rep.problem(KindUnreadableFile, dir, 0, "%v", err)
 				continue
 			}
 			if c.queues[topic] == nil {
@@ -182,18 +245,19 @@ func (c *checker) checkCommitLog() {
 		c.checkRecord(phys, rec)
 	})
 	c.rep.EndOffset = end
+	c.rep.Holes = c.log.Holes()
 	if err != nil {
-		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), end, "%v", err)
+		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, commitLogDir), end, "%v", err)
 	}
 	for _, p := range probs {
 		if p.TornTail {
-			c.rep.warn(p.File, p.Offset, "%s", p.Msg)
+			c.rep.warn(KindTornTail, p.File, p.Offset, "%s", p.Msg)
 		} else {
-			c.rep.problem(p.File, p.Offset, "%s", p.Msg)
+			c.rep.problem(KindCorruptEntry, p.File, p.Offset, "%s", p.Msg)
 		}
 	}
 	if c.haveCP && end < c.cp.PhysFlushed {
-		c.rep.problem(filepath.Join(c.cfg.Dir, commitLogDir), end, "CommitLog ends before the checkpointed flushed offset %d: durable data is missing", c.cp.PhysFlushed)
+		c.rep.problem(KindMissingData, filepath.Join(c.cfg.Dir, commitLogDir), end, "CommitLog ends before the checkpointed flushed offset %d: durable data is missing", c.cp.PhysFlushed)
 	}
 }
 
@@ -206,7 +270,7 @@ func (c *checker) checkRecord(phys int64, rec []byte) {
 		return
 	}
 	if own := ownOffset(rec); own != phys {
-		c.rep.problem(c.segFile(phys), phys, "record says it is at offset %d", own)
+		c.rep.problem(KindMisplaced, c.segFile(phys), phys, "record says it is at offset %d", own)
 	}
 	if recordType(rec) != record.RocketMQ {
 		c.checkEnvelopeRecord(phys, rec)
@@ -230,6 +294,10 @@ func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 // checkPlacement checks that the record of size bytes at phys is the entry
 // at queue offset qo of (topic, qid), or that it may be missing.
 func (c *checker) checkPlacement(phys int64, size int, topic string, qid int32, qo int64) {
+	if phys < c.deleted[topic] {
+		c.rep.DeletedTopicRecords++ // its topic was deleted after it: no entries expected
+		return
+	}
 	dispatched := c.haveCP && phys < c.cp.CQFlushed
 	q := c.queues[topic][qid]
 	var e [1]consumequeue.Entry
@@ -239,13 +307,13 @@ func (c *checker) checkPlacement(phys int64, size int, topic string, qid int32, 
 	}
 	switch {
 	case n == 1 && (e[0].PhysOffset != phys || e[0].Size != int32(size)):
-		c.rep.problem(c.segFile(phys), phys, "consume queue %s/%d offset %d points at %d (size %d), not at this record", topic, qid, qo, e[0].PhysOffset, e[0].Size)
+		c.rep.problem(KindWrongEntry, c.segFile(phys), phys, "consume queue %s/%d offset %d points at %d (size %d), not at this record", topic, qid, qo, e[0].PhysOffset, e[0].Size)
 	case n == 0 && q != nil && qo < q.MinOffset():
 		// retired by retention
 	case n == 0 && dispatched:
-		c.rep.problem(c.segFile(phys), phys, "record %s/%d offset %d has no consume queue entry", topic, qid, qo)
+		c.rep.problem(KindNoQueueEntry, c.segFile(phys), phys, "record %s/%d offset %d has no consume queue entry", topic, qid, qo)
 	case n == 0:
-		c.rep.warn(c.segFile(phys), phys, "record %s/%d offset %d is not dispatched yet (opening the store adds it)", topic, qid, qo)
+		c.rep.warn(KindNotDispatched, c.segFile(phys), phys, "record %s/%d offset %d is not dispatched yet (opening the store adds it)", topic, qid, qo)
 	}
 }
 
@@ -260,7 +328,7 @@ func (c *checker) checkKeys(phys int64, v message.View, topic string) {
 		ts := v.StoreTimestamp() // the index keeps whole seconds
 		offs, err := c.index.Query(topic+"#"+key, 1<<16, ts-2000, ts+1000)
 		if err != nil {
-			c.rep.problem(filepath.Join(c.cfg.Dir, indexDir), phys, "query key %q: %v", key, err)
+			c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, indexDir), phys, "query key %q: %v", key, err)
 			return
 		}
 		found := false
@@ -269,9 +337,9 @@ func (c *checker) checkKeys(phys int64, v message.View, topic string) {
 		}
 		switch {
 		case !found && indexed:
-			c.rep.problem(filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not in the index", key, phys)
+			c.rep.problem(KindKeyNotIndexed, filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not in the index", key, phys)
 		case !found:
-			c.rep.warn(filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not indexed yet (opening the store adds it)", key, phys)
+			c.rep.warn(KindKeyNotYet, filepath.Join(c.cfg.Dir, indexDir), phys, "key %q of the record at %d is not indexed yet (opening the store adds it)", key, phys)
 		}
 	}
 }
@@ -286,7 +354,7 @@ func (c *checker) checkQueues() {
 			for off := q.MinOffset(); off < q.MaxOffset() && len(c.rep.Problems) < maxCheckProblems; {
 				n, err := q.Get(off, ents[:min(int64(len(ents)), q.MaxOffset()-off)])
 				if err != nil || n == 0 {
-					c.rep.problem(file, off, "read entries: %v", err)
+					c.rep.problem(KindUnreadableFile, file, off, "read entries: %v", err)
 					break
 				}
 				for i, e := range ents[:n] {
@@ -307,28 +375,45 @@ func (c *checker) checkEntry(file, topic string, qid int32, qo int64, e consumeq
 		if !c.rep.CleanShutdown && (!c.haveCP || c.cp.PhysFlushed <= c.rep.EndOffset) {
 			// After a crash under ASYNC_FLUSH an entry may point at a record
 			// that was never flushed; Open drops it.
-			c.rep.warn(file, qo, "entry points at %d, past the end of the CommitLog %d (opening the store drops it)", e.PhysOffset, c.rep.EndOffset)
+			c.rep.warn(KindEntryPastEnd, file, qo, "entry points at %d, past the end of the CommitLog %d (opening the store drops it)", e.PhysOffset, c.rep.EndOffset)
 			return
 		}
-		c.rep.problem(file, qo, "entry points at %d (size %d), past the end of the CommitLog %d", e.PhysOffset, e.Size, c.rep.EndOffset)
+		c.rep.problem(KindEntryPastEnd, file, qo, "entry points at %d (size %d), past the end of the CommitLog %d", e.PhysOffset, e.Size, c.rep.EndOffset)
 		return
 	}
 	rec, err := c.log.ReadEntry(e.PhysOffset, e.Size, nil)
+	if commitlog.IsHole(err) {
+		c.rep.LostEntries++ // its record was lost to corruption; a repair left a hole
+		return
+	}
 	if err != nil {
-		c.rep.problem(file, qo, "entry points at %d (size %d): %v", e.PhysOffset, e.Size, err)
+		c.rep.problem(KindBadEntry, file, qo, "entry points at %d (size %d): %v", e.PhysOffset, e.Size, err)
 		return
 	}
 	if err := recordBelongs(rec, e.PhysOffset, topic, qid, qo); err != nil {
-		c.rep.problem(file, qo, "entry points at another record: %v", err)
+		c.rep.problem(KindWrongEntry, file, qo, "entry points at another record: %v", err)
 		return
 	}
 	if recordType(rec) != record.RocketMQ {
 		if want, _ := envelopeDest(rec, topic, qid, qo); e.TagsCode != want {
-			c.rep.problem(file, qo, "tag code %d, the record's destination says %d", e.TagsCode, want)
+			c.rep.problem(KindTagsCode, file, qo, "tag code %d, the record's destination says %d", e.TagsCode, want)
 		}
 		return
 	}
 	if want := c.cfg.tagsCode(message.View(rec)); c.cfg.TagsCode == nil && e.TagsCode != want {
-		c.rep.problem(file, qo, "tag code %d, the record's tags hash to %d", e.TagsCode, want)
+		c.rep.problem(KindTagsCode, file, qo, "tag code %d, the record's tags hash to %d", e.TagsCode, want)
+	}
+}
+
+// countQuarantine counts the files of <Dir>/quarantine: bytes recovery or a
+// repair removed from the CommitLog, kept for inspection.
+func (c *checker) countQuarantine() {
+	dir := filepath.Join(c.cfg.Dir, quarantineDir)
+	names, _ := c.fs.List(dir)
+	for _, name := range names {
+		if fi, err := c.fs.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
+			c.rep.QuarantineFiles++
+			c.rep.QuarantineBytes += fi.Size()
+		}
 	}
 }

@@ -125,9 +125,11 @@ type Config struct {
 	// uses it for SCHEDULE_TOPIC_XXXX). Nil: the hash of the TAGS property.
 	TagsCode func(v message.View) int64
 
-	// RepairCorruption lets Open isolate a corrupt CommitLog record found in
-	// the middle of the log (moving the rest of its segment to
-	// <Dir>/quarantine) instead of refusing to open.
+	// RepairCorruption lets Open repair corruption found in the middle of
+	// the CommitLog instead of refusing to open: the damaged bytes, up to
+	// the next valid entry, are copied to <Dir>/quarantine and replaced by
+	// a hole record; every record that verifies is kept. It also lets Open
+	// cut a tail before the checkpointed flushed offset (after a copy).
 	RepairCorruption bool
 
 	// GroupCommitDelay bounds how long a SYNC_FLUSH fdatasync waits for

@@ -137,7 +137,7 @@ func TestDamagedMiddleRecordRefusesToOpen(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Offset != victim.phys || !strings.Contains(err.Error(), commitlog.SegmentName(victim.phys-victim.phys%fx.cfg.CommitLogSegmentBytes)) {
 				t.Fatalf("want refusal naming offset %d: %v", victim.phys, err)
 			}
-			if !strings.Contains(err.Error(), "RepairCorruption") {
+			if !strings.Contains(err.Error(), "--repair-corruption") || !strings.Contains(err.Error(), "docs/operations.md") {
 				t.Fatalf("error does not say how to repair: %v", err)
 			}
 			// Repair: everything else stays readable, the bad record is skipped.
@@ -207,6 +207,7 @@ func TestZeroedPageInTheMiddle(t *testing.T) {
 // clean shutdown) is caught on read and never served; the batch goes on
 // after it (isolation, isolate_test.go).
 func TestDamageFoundOnRead(t *testing.T) {
+	withVerifyTail(t, fixtureTail)
 	fx := newCorruptFixture(t, true)
 	victim := fx.msgs[1]
 	fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x08 })

@@ -284,9 +284,10 @@ func (s *Store) flushQueuesAndIndex() error {
 	return joinFaults(errs)
 }
 
-// DeleteTopic removes the ConsumeQueues of topic and its queue offset
-// counters. Its records stay in the CommitLog until retention removes them
-// (so QueryByKey may still find them); they are never dispatched again.
+// DeleteTopic removes the ConsumeQueues of topic (and their directory) and
+// its queue offset counters, leaving a tombstone (tombstone.go). Its
+// records stay in the CommitLog until retention removes them (so
+// QueryByKey may still find them); they are never dispatched again.
 func (s *Store) DeleteTopic(topic string) error {
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
@@ -302,6 +303,11 @@ func (s *Store) DeleteTopic(topic string) error {
 	defer s.progressMu.Unlock()
 	s.dispatchMu.Lock()
 	err := s.dispatchTo(s.confirmedLimit())
+	if err == nil {
+		// Durable before the queues go: no restart re-dispatches the
+		// topic's records, and Check expects no entries for them.
+		err = s.addTombstone(topic, s.VisibleOffset())
+	}
 	var qs map[int32]*consumequeue.Queue
 	if err == nil {
 		s.qmu.Lock()
@@ -322,6 +328,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	for _, q := range qs {
 		errs = append(errs, q.Destroy())
 	}
+	s.removeTopicDir(topic)
 	// The checkpoint moves past the topic's records so recovery does not
 	// re-dispatch them.
 	errs = append(errs, s.persistProgressLocked())

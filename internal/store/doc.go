@@ -12,8 +12,9 @@
 //	<Dir>/commitlog/<20-digit offset>  CommitLog segments (format in package commitlog)
 //	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
 //	<Dir>/index/...                    key index files
-//	<Dir>/quarantine/                  bytes moved aside by RepairCorruption
+//	<Dir>/quarantine/                  bytes recovery removed or a repair replaced, kept for inspection
 //	<Dir>/isolated.json                records withheld from consumers (isolate.go), replaced atomically
+//	<Dir>/deleted-topics               tombstones of deleted topics (JSON, see tombstone.go), replaced atomically
 //
 // Checkpoint (52 bytes, big-endian):
 //
@@ -165,11 +166,13 @@
 //  2. Read the checkpoint (missing or invalid: verify the whole CommitLog).
 //  3. Verify the CommitLog to the end from a record at least 32 MiB before
 //     the checkpointed flushed offset, located by the ConsumeQueues (opened
-//     first, trimmed in step 4); from the start of the segment holding that
-//     offset if they locate none, or if any entry from there on is invalid
-//     (every decision below is then taken as from the segment start). The
+//     first, trimmed in step 4) in whichever segment it lies; from the
+//     start of the segment holding that target if they locate none closer,
+//     or if any entry from there on is invalid (every decision below is
+//     then taken as from that segment's start). The
 //     durable records before the verified tail are verified when read (and
-//     by Check), like those of older segments. A torn tail is cut. After a
+//     by Check), like those of older segments. A torn tail is cut, after
+//     a durable copy of its bytes in <Dir>/quarantine. After a
 //     crash, an invalid entry in the last segment at or past the
 //     checkpointed flushed offset is also a torn tail even when valid
 //     entries follow (unsynced pages written back out of order by a power
@@ -177,17 +180,27 @@
 //     <Dir>/quarantine and cut. Any other corruption in the middle (valid
 //     entries follow the invalid one) makes Open fail with an error naming
 //     the segment file and offset, leaving the CommitLog unchanged; with
-//     RepairCorruption the rest of that segment is copied to
-//     <Dir>/quarantine, the segment is closed with an end marker at the
-//     corrupt entry, a message is logged at Error, and the store opens (the
-//     quarantined messages are skipped by readers as removed). If the
-//     recovered end lies before the checkpointed flushed offset, durable
-//     data is missing: Open fails unless RepairCorruption is set.
+//     RepairCorruption the damaged bytes alone, up to the next valid entry,
+//     are copied to <Dir>/quarantine and replaced by a hole record (package
+//     commitlog, "Repair"), a message is logged at Error, and the store
+//     opens; every record that verifies is kept, the lost ones read as
+//     removed. If the
+//     recovered end would lie before the checkpointed flushed offset,
+//     durable data is missing: Open fails unless RepairCorruption is set.
+//     A refusing Open changes nothing in the CommitLog: it decides before
+//     it cuts, and it removes the abort marker it created. (Opening the
+//     ConsumeQueues in step 3 has already cut torn queue entries after a
+//     crash: derived data.)
 //  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
 //     the index the same way.
-//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets to the
-//     end, rebuilding missing entries (re-appending an existing entry is a
-//     no-op), then set the queue offset counters from the queues.
+//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (from
+//     where verification started, after a repair) to the end, rebuilding
+//     missing entries (re-appending an existing entry is a no-op), then set
+//     the queue offset counters from the queues. Queue offsets of records
+//     a repair replaced stay: entries already dispatched keep pointing into
+//     the hole record; a gap in a queue after the dispatcher skipped a hole
+//     is filled with entries pointing at the hole (holes.go). Readers skip
+//     both as removed; Check counts them as lost.
 //
 // # Retention
 //
@@ -210,8 +223,9 @@
 // every entry against its record (topic, queue, offset, size, tag code),
 // and every KEYS token and UNIQ_KEY against the index. Missing entries for
 // records after the checkpointed offsets and a torn tail are warnings (the
-// next Open repairs them); everything else is a problem, listed with file
-// and offset.
+// next Open repairs them); everything else is a problem, listed with its
+// kind, file and offset. What repairs left (hole records, queue entries of
+// lost records, files in quarantine) is counted, not a problem.
 //
 // # Concurrency
 //

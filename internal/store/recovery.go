@@ -38,29 +38,31 @@ func (s *Store) recover(crashed bool) error {
 		return err
 	}
 	t1 := time.Now()
-	from, resume := int64(0), int64(0)
+	from, resume, mustReach := int64(0), int64(0), int64(0)
 	if haveCP {
-		from, resume = cp.PhysFlushed, s.resumePoint(cp.PhysFlushed)
+		mustReach, resume = cp.PhysFlushed, s.resumePoint(cp.PhysFlushed)
+		if resume > 0 {
+			from = cp.PhysFlushed
+		} // else the tail reaches back to the start of the log: verify it all
 	}
 	res, err := s.log.Recover(commitlog.RecoverOptions{
 		From: from, Repair: s.cfg.RepairCorruption, QuarantineDir: s.path(quarantineDir),
-		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume,
+		Crashed: crashed, DurableFrom: durableFrom(cp, haveCP), Resume: resume, MustReach: mustReach,
 	})
 	if err != nil {
-		var ce *commitlog.CorruptionError
-		if errors.As(err, &ce) {
-			return fmt.Errorf("store: refusing to open: %w: %w (the CommitLog was not changed; set RepairCorruption to move the rest of the segment to %s and continue)", ErrCorrupt, err, s.path(quarantineDir))
+		if errors.Is(err, commitlog.ErrCorrupt) {
+			return s.refuse(crashed, err)
 		}
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
 	s.logRecovery(crashed, cp, res, time.Since(t1))
 	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
-		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing: %w", res.End, cp.PhysFlushed, ErrCorrupt)
+		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing", res.End, cp.PhysFlushed)
 		if !s.cfg.RepairCorruption {
-			return err
+			return s.refuse(crashed, err)
 		}
-		s.logger.Error("store: continuing because RepairCorruption is set", "err", err)
+		s.logger.Error("store: continuing because repair is on", "err", err)
 	}
 	t2 := time.Now()
 	if err := s.trimQueues(res.End); err != nil {
@@ -70,6 +72,9 @@ func (s *Store) recover(crashed bool) error {
 		return err
 	}
 	t3 := time.Now()
+	if s.tombstones, err = readTombstones(s.cfg.FS, s.cfg.Dir); err != nil {
+		return err
+	}
 	if err := s.redispatch(cp, haveCP, res); err != nil {
 		return err
 	}
@@ -78,31 +83,66 @@ func (s *Store) recover(crashed bool) error {
 	return nil
 }
 
+// repairHint is what a refusal to open says an operator can do. It names
+// the keel flag that sets Config.RepairCorruption.
+const repairHint = "the CommitLog was not changed; to copy the damaged bytes to %s, keep every record that verifies and start, " +
+	"run keel with --repair-corruption; see docs/operations.md, \"Corruption: detect, decide, repair, verify\""
+
+// refuse returns the error of an Open that found durable data damaged or
+// missing. Recovery changed nothing before deciding to refuse; the abort
+// marker Open created is removed again, so the next start sees the store
+// as this one found it (a clean shutdown stays one).
+func (s *Store) refuse(crashed bool, cause error) error {
+	if !crashed {
+		if err := s.cfg.FS.Remove(s.path(abortName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.logger.Error("store: remove the abort marker after refusing to open", "err", err)
+		} else if err := s.cfg.FS.SyncDir(s.cfg.Dir); err != nil {
+			s.logger.Error("store: sync the data directory after refusing to open", "err", err)
+		}
+	}
+	return &refusal{cause: cause, hint: fmt.Sprintf(repairHint, s.path(quarantineDir))}
+}
+
+// refusal is the error of an Open that refused: it wraps ErrCorrupt and
+// its cause.
+type refusal struct {
+	cause error
+	hint  string
+}
+
+func (e *refusal) Error() string {
+	return "store: refusing to open: " + e.cause.Error() + " (" + e.hint + ")"
+}
+
+func (e *refusal) Unwrap() []error { return []error{ErrCorrupt, e.cause} }
+
 // verifyTailBytes is how much of the log before the checkpointed flushed
-// offset Open verifies at least. Open starts verifying at a record that far
-// back when the ConsumeQueues locate one in the same segment, and at the
-// start of that segment otherwise. A variable so that tests can lower it.
+// offset Open verifies at least. Open starts verifying at the record the
+// ConsumeQueues locate closest below that target, in whichever segment it
+// lies, and at the start of the segment holding the target otherwise. A
+// variable so that tests can lower it.
 var verifyTailBytes int64 = 32 << 20
 
 // resumeSearchQueues is how many queues (those holding the newest records)
 // resumePoint searches for an entry before its target.
 const resumeSearchQueues = 4
 
-// resumePoint returns the CommitLog offset of a record in the segment
-// holding from, at least verifyTailBytes before from, as close to that as
-// the ConsumeQueues tell; 0 if they locate none. Every ConsumeQueue entry was
-// made from a record the dispatcher had read and verified, so its
-// PhysOffset is where a record starts; Recover checks that anyway and
-// verifies the whole segment if it is not.
+// resumePoint returns the CommitLog offset where Open starts verifying: a
+// record at least verifyTailBytes before from, as close to that target as
+// the ConsumeQueues tell, or the start of the segment holding the target
+// (always the start of an entry) if they locate none closer; 0 when the
+// target lies before the log. Every ConsumeQueue entry was made from a
+// record the dispatcher had read and verified, so its PhysOffset is where a
+// record starts; Recover checks that anyway and verifies the whole segment
+// if it is not.
 func (s *Store) resumePoint(from int64) int64 {
-	segStart := from - from%s.cfg.CommitLogSegmentBytes
 	target := from - verifyTailBytes
-	if target <= segStart {
+	if target <= 0 {
 		return 0
 	}
+	best := target - target%s.cfg.CommitLogSegmentBytes
 	refs := s.allQueues()
 	last := make([]int64, len(refs))
-	best := int64(0)
 	for i, r := range refs {
 		last[i] = -1
 		if e, ok := r.q.LastEntry(); ok {
@@ -123,9 +163,6 @@ func (s *Store) resumePoint(from int64) int64 {
 		if last[i] > target {
 			best = max(best, lastEntryAtOrBefore(refs[i].q, target))
 		}
-	}
-	if best <= segStart {
-		return 0
 	}
 	return best
 }

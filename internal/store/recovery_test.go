@@ -130,3 +130,39 @@ func TestVerifiedTailFallsBackOnAnUnsyncedTail(t *testing.T) {
 		t.Fatalf("the cut bytes must be kept in quarantine: %v", names)
 	}
 }
+
+// The verified tail reaches into the previous segment when the segment
+// holding the checkpointed flushed offset is shorter than verifyTailBytes:
+// a record damaged there, after the target, makes Open refuse (issue: only
+// the current segment used to be scanned).
+func TestVerifiedTailCrossesSegments(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	end := fx.msgs[29].phys + int64(fx.sizes[29]) + commitlog.TrailerBytes
+	lastSeg := fx.msgs[29].phys - fx.msgs[29].phys%fx.cfg.CommitLogSegmentBytes
+	victim := fx.msgs[22]
+	if victim.phys >= lastSeg {
+		t.Fatalf("fixture: message 22 at %d is not before the last segment %d", victim.phys, lastSeg)
+	}
+	// A log shorter than the tail is verified whole.
+	s := mustOpen(t, fx.cfg)
+	if s.recovered.ScannedFrom != 0 || s.recovered.Records != len(fx.msgs) {
+		t.Fatalf("default tail: verified %d records from %d; want all %d from 0", s.recovered.Records, s.recovered.ScannedFrom, len(fx.msgs))
+	}
+	s.Close()
+
+	// The tail starts 2 KiB before the victim: inside the previous segment.
+	withVerifyTail(t, end-victim.phys+2<<10)
+	s = mustOpen(t, fx.cfg)
+	if got := s.recovered.ScannedFrom; got >= victim.phys || got < lastSeg-fx.cfg.CommitLogSegmentBytes {
+		t.Fatalf("verified from %d; want a record of the previous segment [%d, %d)", got, lastSeg-fx.cfg.CommitLogSegmentBytes, victim.phys)
+	}
+	s.Close()
+
+	fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x08 })
+	var ce *commitlog.CorruptionError
+	if _, err := Open(fx.cfg); !errors.As(err, &ce) || ce.Offset != victim.phys {
+		t.Fatalf("damage %d bytes before the flushed offset, in the previous segment: %v", end-victim.phys, err)
+	}
+	t.Logf("SUMMARY damage %d bytes before the flushed offset, %d bytes before the last segment: refused (tail %d bytes)",
+		end-victim.phys, lastSeg-victim.phys, verifyTailBytes)
+}

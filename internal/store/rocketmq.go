@@ -35,6 +35,9 @@ func ackAtWrite(ms []*message.Message) bool {
 func (s *Store) dispatchRocketMQ(rec []byte, phys int64) error {
 	v := message.View(rec)
 	topic, qid, qo := v.Topic(), v.QueueID(), v.QueueOffset()
+	if s.deletedRecord(topic, phys) {
+		return nil // its topic was deleted after it (tombstone.go)
+	}
 	if phys < s.rebuildCQFrom {
 		// Recovery: the queues already hold it. It is indexed without
 		// checking rebuildIndexFrom because redispatch starts at the lower
@@ -46,7 +49,7 @@ func (s *Store) dispatchRocketMQ(rec []byte, phys int64) error {
 		return err
 	}
 	code := s.cfg.tagsCode(v)
-	if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
+	if err := s.appendEntry(q, qid, qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
 		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
 	}
 	if phys >= s.rebuildIndexFrom {

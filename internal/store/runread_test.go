@@ -199,6 +199,7 @@ func TestGetMessageLimitsCutARun(t *testing.T) {
 // runFixture is a closed store whose queue T/0 holds one run of 10 records
 // in its first segment, followed by enough of T/1 to close that segment.
 func runFixture(t *testing.T) (*vfs.MemFS, Config, []*message.Message) {
+	withVerifyTail(t, 16<<10) // Open does not verify the run's segment: reads must catch its damage
 	fs := vfs.NewMem()
 	cfg := testConfig(fs)
 	s := mustOpen(t, cfg)

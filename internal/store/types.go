@@ -56,11 +56,14 @@ func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 	e := record.Envelope(rec)
 	if phys >= s.rebuildCQFrom {
 		err := e.EachDest(func(_ int, topic []byte, qid int32, qo, code int64, _ int) error {
+			if s.deletedRecord(topic, phys) {
+				return nil // its topic was deleted after it (tombstone.go)
+			}
 			q, err := s.queueForDispatch(topic, qid)
 			if err != nil {
 				return err
 			}
-			if err := q.Append(qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
+			if err := s.appendEntry(q, qid, qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
 				return fmt.Errorf("store: dispatch %v at %d to %s/%d offset %d: %w", t, phys, topic, qid, qo, err)
 			}
 			s.tellVisible(q.Topic(), qid, qo, code)

@@ -123,7 +123,8 @@ type Log struct {
 	// Owned by the single writer.
 	wbuf      []byte
 	recovered bool
-	noSpace   bool // the last append failed with ErrNoSpace (log once per series)
+	noSpace   bool   // the last append failed with ErrNoSpace (log once per series)
+	holes     []Hole // found by the last Verify (offline checks)
 
 	// The written and flushed watermarks (end of written, of durable
 	// bytes; exclusive). Waiters of written are answered by the writer,
@@ -389,6 +390,9 @@ func verifyEntry(entry []byte, off int64, size int32, check func([]byte) error) 
 	if magic == message.MagicBlank {
 		return fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
 	}
+	if magic == MagicHole {
+		return fmt.Errorf("commitlog: offset %d: %w", off, ErrHole)
+	}
 	if total != size {
 		return fmt.Errorf("commitlog: entry at %d: size %d, want %d: %w", off, total, size, ErrCorrupt)
 	}
@@ -438,6 +442,9 @@ func (l *Log) ReadRecord(off int64, buf []byte) ([]byte, error) {
 	size := int32(be32(hdr[0:4]))
 	if int32(be32(hdr[4:8])) == message.MagicBlank {
 		return nil, fmt.Errorf("commitlog: offset %d is a blank marker: %w", off, ErrNoRecord)
+	}
+	if int32(be32(hdr[4:8])) == MagicHole {
+		return nil, fmt.Errorf("commitlog: offset %d: %w", off, ErrHole)
 	}
 	if l.cfg.MaxRecordBytes > 0 && int64(size) > l.cfg.MaxRecordBytes {
 		return nil, fmt.Errorf("commitlog: offset %d: record size %d above the limit %d: %w", off, size, l.cfg.MaxRecordBytes, ErrCorrupt)

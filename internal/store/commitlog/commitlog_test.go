@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,6 +66,9 @@ func appendAll(t testing.TB, l *Log, recs ...[]byte) []appended {
 	var out []appended
 	_, err := l.Append(recs, func(i int, r []byte, phys int64) {
 		binary.BigEndian.PutUint64(r[8:], uint64(phys)) // stamp like PatchStored would
+		if len(r) >= physOffsetEnd {
+			binary.BigEndian.PutUint64(r[physOffsetEnd-8:], uint64(phys)) // PHYSICALOFFSET, which repair trusts
+		}
 		out = append(out, appended{phys: phys, rec: append([]byte(nil), r...)})
 	})
 	if err != nil {
@@ -285,25 +290,49 @@ func TestRecoverCorruptionInTheMiddle(t *testing.T) {
 			}
 			l2.Close()
 
-			// Repair isolates it: the rest of the segment goes to quarantine.
+			// Repair replaces the damaged entry alone by a hole record; its
+			// bytes go to quarantine, every other record stays.
+			orig := readFileBytes(t, fs, seg)[all[1].phys:all[2].phys]
 			l3, res := openLog(t, fs, RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"})
 			defer l3.Close()
-			if len(res.Repaired) != 1 || res.End != testSeg {
+			end := all[3].phys + int64(len(all[3].rec)) + TrailerBytes
+			if len(res.Repaired) != 1 || res.End != end || res.Quarantined != int64(len(orig)) || res.Records != 3 {
 				t.Fatalf("repair result %+v", res)
 			}
-			checkReadable(t, l3, all[:1])
-			for _, a := range all[1:] {
-				if _, err := l3.ReadEntry(a.phys, int32(len(a.rec)), nil); !IsNoRecord(err) {
-					t.Fatalf("quarantined record at %d: %v", a.phys, err)
-				}
+			checkReadable(t, l3, []appended{all[0], all[2], all[3]})
+			if _, err := l3.ReadEntry(all[1].phys, int32(len(all[1].rec)), nil); !IsHole(err) || !IsNoRecord(err) {
+				t.Fatalf("repaired record at %d: %v", all[1].phys, err)
+			}
+			if _, err := l3.ReadRecord(all[1].phys, nil); !IsHole(err) {
+				t.Fatalf("repaired record at %d, read without its size: %v", all[1].phys, err)
 			}
 			names, _ := fs.List("/data/quarantine")
-			if len(names) != 1 {
-				t.Fatalf("quarantine holds %v", names)
+			if len(names) != 1 || !bytes.Equal(readFileBytes(t, fs, "/data/quarantine/"+names[0]), orig) {
+				t.Fatalf("quarantine holds %v, want the %d damaged bytes", names, len(orig))
 			}
 			more := appendAll(t, l3, rec(300, 5))
-			if more[0].phys != testSeg {
-				t.Fatalf("append after repair at %d", more[0].phys)
+			if more[0].phys != end {
+				t.Fatalf("append after repair at %d, want %d", more[0].phys, end)
+			}
+			// The repaired log verifies: the hole is reported as such, not
+			// as a problem, and a reader skips it.
+			if _, probs, err := l3.Verify(nil); err != nil || len(probs) != 0 {
+				t.Fatalf("verify after repair: %v %v", probs, err)
+			}
+			if holes := l3.Holes(); len(holes) != 1 || holes[0].Offset != all[1].phys || holes[0].Bytes != int64(len(orig)) {
+				t.Fatalf("holes after repair: %+v", holes)
+			}
+			r := l3.NewReader(0)
+			var got []int64
+			for {
+				_, phys, err := r.Next(l3.WrittenOffset())
+				if err != nil {
+					break
+				}
+				got = append(got, phys)
+			}
+			if want := []int64{all[0].phys, all[2].phys, all[3].phys, more[0].phys}; !slices.Equal(got, want) {
+				t.Fatalf("reader after repair read %v, want %v", got, want)
 			}
 		})
 	}
@@ -332,6 +361,29 @@ func TestRecoverCorruptionInEarlierSegment(t *testing.T) {
 	var ce *CorruptionError
 	if !errors.As(err, &ce) || ce.Offset != victim.phys || ce.NextValid != testSeg {
 		t.Fatalf("got %v", err)
+	}
+	l2.Close()
+
+	// Nothing valid follows in segment 0: repair closes it at the victim
+	// with a blank marker; every record of segment 1 on stays.
+	l3, res := openLog(t, fs, RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"})
+	defer l3.Close()
+	last := all[len(all)-1]
+	if len(res.Repaired) != 1 || res.End != last.phys+int64(len(last.rec))+TrailerBytes {
+		t.Fatalf("repair result %+v", res)
+	}
+	var kept []appended
+	for _, a := range all {
+		if a.phys != victim.phys {
+			kept = append(kept, a)
+		}
+	}
+	checkReadable(t, l3, kept)
+	if _, err := l3.ReadEntry(victim.phys, int32(len(victim.rec)), nil); !IsNoRecord(err) {
+		t.Fatalf("repaired record: %v", err)
+	}
+	if _, probs, err := l3.Verify(nil); err != nil || len(probs) != 0 {
+		t.Fatalf("verify after repair: %v %v", probs, err)
 	}
 }
 
@@ -471,5 +523,124 @@ func TestPowerLossKeepsFlushedRecords(t *testing.T) {
 		}
 		checkReadable(t, l2, durable)
 		l2.Close()
+	}
+}
+
+func readFileBytes(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A damaged record whose body holds a well-formed entry (a producer can
+// send any bytes): repair must not resume at that entry, which does not
+// name its own offset, but at the next real record.
+func TestRepairDoesNotTrustAnEntryInsideTheDamage(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	inner := rec(100, 9)
+	inner = be32append(inner, Checksum(inner))
+	outer := rec(600, 1)
+	copy(outer[200:], inner)
+	all := appendAll(t, l, rec(400, 0), outer, rec(300, 2))
+	l.Flush()
+	l.Close()
+	seg := "/data/commitlog/" + SegmentName(0)
+	patchFile(t, fs, seg, all[1].phys, func(b []byte) { b[5] ^= 0xff }) // the magic
+	orig := readFileBytes(t, fs, seg)[all[1].phys:all[2].phys]
+
+	l2, res := openLog(t, fs, RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"})
+	defer l2.Close()
+	if len(res.Repaired) != 1 || res.Repaired[0].NextValid != all[1].phys+200 || res.Quarantined != int64(len(orig)) {
+		t.Fatalf("repair result %+v (the inner entry is at %d)", res, all[1].phys+200)
+	}
+	r := l2.NewReader(0)
+	var got []int64
+	for {
+		_, phys, err := r.Next(l2.WrittenOffset())
+		if err != nil {
+			break
+		}
+		got = append(got, phys)
+	}
+	if want := []int64{all[0].phys, all[2].phys}; !slices.Equal(got, want) {
+		t.Fatalf("records after the repair at %v, want %v", got, want)
+	}
+}
+
+// The copy into quarantine comes first: if it fails, a repair changes
+// nothing in the segment.
+func TestRepairChangesNothingWhenQuarantineFails(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := openLog(t, fs, RecoverOptions{})
+	all := appendAll(t, l, rec(400, 0), rec(500, 1), rec(300, 2))
+	l.Flush()
+	l.Close()
+	seg := "/data/commitlog/" + SegmentName(0)
+	patchFile(t, fs, seg, all[1].phys+100, func(b []byte) { b[0] ^= 1 })
+	before := readFileBytes(t, fs, seg)
+	efs := vfs.NewErrorFS(fs)
+	efs.InjectSyncError("/data/quarantine/")
+	l2, err := Open(Config{FS: efs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.Recover(RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"}); err == nil {
+		t.Fatal("repaired although the quarantine copy failed")
+	}
+	l2.Close()
+	if !bytes.Equal(readFileBytes(t, fs, seg), before) {
+		t.Fatal("a failed repair changed the segment")
+	}
+}
+
+// A power loss in the middle of a repair (the hole record written but not
+// yet synced) loses nothing: the next repair finds the same damage, and
+// its quarantine copy goes to a new file beside the first, both holding
+// the original bytes.
+func TestRepairInterruptedByPowerLoss(t *testing.T) {
+	mem := vfs.NewMem()
+	l, _ := openLog(t, mem, RecoverOptions{})
+	all := appendAll(t, l, rec(400, 0), rec(500, 1), rec(300, 2))
+	l.Flush()
+	l.Close()
+	seg := "/data/commitlog/" + SegmentName(0)
+	patchFile(t, mem, seg, all[1].phys+100, func(b []byte) { b[0] ^= 1 })
+	orig := readFileBytes(t, mem, seg)[all[1].phys:all[2].phys]
+
+	efs := vfs.NewErrorFS(mem)
+	efs.InjectSyncError(seg)
+	l2, err := Open(Config{FS: efs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.Recover(RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"}); err == nil {
+		t.Fatal("repair reported success although the segment's fdatasync failed")
+	}
+	l2.Close()
+	crashed := mem.CrashClone()
+
+	l3, res := openLog(t, crashed, RecoverOptions{Repair: true, QuarantineDir: "/data/quarantine"})
+	defer l3.Close()
+	if len(res.Repaired) != 1 {
+		t.Fatalf("second repair: %+v", res)
+	}
+	checkReadable(t, l3, []appended{all[0], all[2]})
+	names, _ := crashed.List("/data/quarantine")
+	if len(names) != 2 {
+		t.Fatalf("quarantine after two repairs of the same range: %v", names)
+	}
+	for _, name := range names {
+		if !bytes.Equal(readFileBytes(t, crashed, "/data/quarantine/"+name), orig) {
+			t.Fatalf("%s does not hold the original damaged bytes", name)
+		}
 	}
 }

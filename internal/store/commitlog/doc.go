@@ -37,6 +37,12 @@
 //	    0      4  SIZE        int32, bytes from here to the end of the segment (>= 8)
 //	    4      4  MAGICCODE   message.MagicBlank
 //
+//	hole record (left by a repair, see below):
+//	    0      4  TOTALSIZE   int32, N >= 8
+//	    4      4  MAGICCODE   MagicHole = 0xCBCBCBCB
+//	    8   N-8   fill        0xCB bytes
+//	    N      4  CRC         CRC32-C of the N bytes, big-endian
+//
 // An entry is never split across segments. An entry is placed at position p
 // of a segment only if p + N + 4 + 8 <= SegmentBytes, so there is always room
 // for the blank marker that closes the segment; an entry that does not fit
@@ -74,23 +80,54 @@
 // # Recovery
 //
 // Recover scans forward from a given offset (rounded down to its segment,
-// or from RecoverOptions.Resume, the start of a record in that segment named
-// by the caller, as long as the first entry there names that offset as its
-// own and every entry from there on is valid, but for a tail of zeros in the
-// last segment), verifying every entry (size, a known type's magic, CRC and the optional CheckRecord hook)
-// and every blank marker (its size must reach exactly the segment end). At
-// the first invalid entry at position P it looks at the rest of the log:
+// or from RecoverOptions.Resume, a segment start or the start of a record
+// named by the caller in that or an earlier segment, as long as the first
+// entry there names that offset as its own and every entry from there on
+// is valid, but for a tail of zeros in the last segment; otherwise from the
+// start of Resume's segment), verifying every entry (size, a known type's
+// magic, CRC and the optional CheckRecord hook), every hole record and
+// every blank marker (its size must reach exactly the segment end). At the
+// first invalid entry at position P it looks at the rest of the log:
 //
 //   - if no valid entry or blank marker exists anywhere after P (in this
-//     segment or a later one), P is a torn tail: the segment is truncated at
-//     P, later segment files are removed, and the log ends at P;
+//     segment or a later one), P is a torn tail: the bytes from P on (and
+//     the later segment files) are copied to RecoverOptions.QuarantineDir
+//     and synced, unless they are all zeros; then the segment is truncated
+//     at P, later segment files are removed, and the log ends at P. If P
+//     lies before RecoverOptions.MustReach (the checkpointed flushed
+//     offset), the cut would remove durable data: Recover changes nothing
+//     and returns a *MissingError, unless Repair is set;
 //   - otherwise P is corruption in the middle of the log. Recover returns a
-//     *CorruptionError naming the segment file and offset and changes
-//     nothing, unless RecoverOptions.Repair is set: then the bytes
-//     [P, end of file) of that segment are copied to a file in
-//     RecoverOptions.QuarantineDir, a blank marker is written at P (so the
-//     offsets of the quarantined records are never reused), and the scan
-//     continues with the next segment.
+//     *CorruptionError naming the segment file, the offset and the next
+//     valid entry Q, and changes nothing, unless RecoverOptions.Repair is
+//     set: then it repairs (below) and the scan goes on at P.
+//
+// # Repair
+//
+// A repair keeps every entry that verifies. The bytes [P, Q) between the
+// invalid entry and the next valid entry (record, hole record or blank
+// marker) hold nothing that can be proved intact; they are copied to a new
+// file <segment>.<P>.corrupt in RecoverOptions.QuarantineDir and synced,
+// then replaced in place, durably, by one hole record of exactly Q-P bytes.
+// Q must be at least MinHoleBytes after P and, if it is a record, name Q
+// as its own offset (PHYSICALOFFSET): a damaged record's body may hold a
+// well-formed entry (producers send any bytes), which must not become a
+// record; otherwise the search goes on after Q. If Q lies in a later segment, the rest of this one
+// is copied aside and the segment is closed at P with a blank marker
+// instead. No offset moves, so ConsumeQueue entries, index entries and
+// message IDs of the other records stay true, and the offsets of the lost
+// records are never reused.
+//
+// A hole record is an entry like a record (size, magic, CRC), verified by
+// every scan, skipped by Reader and never returned as a record. Its magic
+// is its fill byte repeated, so a read at any offset inside it — where a
+// ConsumeQueue or index entry says a lost record started — finds the magic
+// and fails with ErrHole, which wraps ErrNoRecord: readers skip the offset
+// as removed, and offline checks count such entries as lost rather than as
+// corruption. A crash during a repair leaves either the old bytes or a
+// partial hole record, both invalid: the next repair finds the same range
+// again (its quarantine copy gets a new name; evidence is never
+// overwritten).
 //
 // One exception to the second rule: after a crash (RecoverOptions.Crashed),
 // an invalid entry in the last segment at or after RecoverOptions.DurableFrom
@@ -111,7 +148,8 @@
 // the file).
 //
 // Verify runs the same scan over the whole log without changing anything
-// (for offline checks).
+// (for offline checks), going on after a corrupt entry at the next valid
+// one, and lists the hole records it passed (Holes).
 //
 // Reads return errors wrapping ErrNoRecord for offsets that hold no record
 // (before the first segment, in the blank tail of a closed segment),

@@ -13,7 +13,9 @@ import (
 
 // FuzzRecoveryScan treats the input as the only segment file of a log: the
 // scan must not panic, must keep only records with a valid CRC, and a
-// recovered log must read back exactly the records the scan accepted.
+// recovered log must read back exactly the records the scan accepted. If
+// recovery reports corruption in the middle, a repair must succeed and
+// leave a log that verifies, still holding those records.
 func FuzzRecoveryScan(f *testing.F) {
 	f.Add([]byte{})
 	var good []byte
@@ -34,13 +36,17 @@ func FuzzRecoveryScan(f *testing.F) {
 		kinds = be32append(append(kinds, r...), Checksum(r))
 	}
 	f.Add(kinds)
+	holed := appendHole(append([]byte(nil), good[:104]...), 40)
+	f.Add(append(holed, good[104:]...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > testSeg {
 			data = data[:testSeg]
 		}
 		var kept [][]byte
+		var at []int64
 		res, err := scanSegment(bytes.NewReader(data), int64(len(data)), testSeg, nil, func(pos int64, r []byte) {
 			kept = append(kept, append([]byte(nil), r...))
+			at = append(at, pos)
 		})
 		if errors.Is(err, ErrUnknownType) {
 			return // a record of an unknown type with a valid crc stops the scan
@@ -49,11 +55,19 @@ func FuzzRecoveryScan(f *testing.F) {
 			t.Fatalf("scan of in-memory data failed: %v", err)
 		}
 		pos := int64(0)
-		for _, r := range kept {
-			if Checksum(r) != be32(data[pos+int64(len(r)):]) || !bytes.Equal(r, data[pos:pos+int64(len(r))]) {
-				t.Fatalf("kept a record at %d with a bad crc", pos)
+		for i, r := range kept {
+			for _, h := range res.holes {
+				if h.pos == pos {
+					pos += h.bytes
+				}
+			}
+			if at[i] != pos || Checksum(r) != be32(data[pos+int64(len(r)):]) || !bytes.Equal(r, data[pos:pos+int64(len(r))]) {
+				t.Fatalf("kept a record at %d with a bad crc or out of place", at[i])
 			}
 			pos += int64(len(r)) + TrailerBytes
+		}
+		if n := len(res.holes); n > 0 && res.holes[n-1].pos == pos {
+			pos += res.holes[n-1].bytes
 		}
 		if pos != res.end || res.end > int64(len(data)) {
 			t.Fatalf("end %d, records end at %d", res.end, pos)
@@ -77,14 +91,52 @@ func recoverFuzzed(t *testing.T, data []byte, kept [][]byte) {
 	}
 	defer l.Close()
 	if _, err := l.Recover(RecoverOptions{}); err != nil {
-		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownType) {
-			return // corruption in the middle, or an unknown type, is reported; nothing changed
+		if errors.Is(err, ErrUnknownType) {
+			return // an unknown type is reported; nothing changed
 		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatal(err)
+		}
+		// Corruption in the middle is reported, nothing changed; a
+		// repair keeps what the scan kept and leaves a log that verifies.
+		l.Close()
+		repaired := repairFuzzed(t, fs)
+		if repaired == nil {
+			return // the repair stopped at a record of an unknown type
+		}
+		defer repaired.Close()
+		readsBack(t, repaired, kept, false)
+		return
+	}
+	readsBack(t, l, kept, true)
+}
+
+func repairFuzzed(t *testing.T, fs vfs.FS) *Log {
+	l, err := Open(Config{FS: fs, Dir: "/c", SegmentBytes: testSeg})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := l.Recover(RecoverOptions{Repair: true, QuarantineDir: "/q"}); err != nil {
+		l.Close()
+		if errors.Is(err, ErrUnknownType) {
+			return nil // reported, never skipped: the repair does not pass it
+		}
+		t.Fatalf("repair failed: %v", err)
+	}
+	if _, probs, err := l.Verify(nil); err != nil || len(probs) > 0 {
+		t.Fatalf("repaired log does not verify: %v %v", probs, err)
+	}
+	return l
+}
+
+// readsBack checks that l reads back kept first (exactly kept if all).
+func readsBack(t *testing.T, l *Log, kept [][]byte, all bool) {
 	r := l.NewReader(0)
 	for i := 0; ; i++ {
 		got, _, err := r.Next(l.WrittenOffset())
+		if !all && i == len(kept) {
+			return
+		}
 		if err == io.EOF {
 			if i != len(kept) {
 				t.Fatalf("recovered log has %d records, scan kept %d", i, len(kept))

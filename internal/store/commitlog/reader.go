@@ -12,21 +12,27 @@ import (
 // readerChunkBytes is how much a Reader reads ahead in one pread.
 const readerChunkBytes = 1 << 20
 
-// Reader reads records sequentially, skipping blank markers, verifying
-// every entry. It is used by one goroutine (the dispatcher, a checker).
+// Reader reads records sequentially, skipping blank markers and hole
+// records, verifying every entry. It is used by one goroutine (the dispatcher, a checker).
 type Reader struct {
 	l     *Log
 	pos   int64
 	buf   []byte
 	start int64 // CommitLog offset of buf[0]
 	n     int
+	// lastHole is the offset of the last hole record skipped, -1 if none.
+	lastHole int64
 }
 
 // NewReader returns a Reader positioned at from, which must be the offset
 // of an entry, a blank marker or a segment start.
 func (l *Log) NewReader(from int64) *Reader {
-	return &Reader{l: l, pos: from}
+	return &Reader{l: l, pos: from, lastHole: -1}
 }
+
+// LastHole returns the offset of the last hole record (see hole.go) the
+// Reader skipped, or -1.
+func (r *Reader) LastHole() int64 { return r.lastHole }
 
 // Offset returns the offset of the next entry to read.
 func (r *Reader) Offset() int64 { return r.pos }
@@ -49,6 +55,10 @@ func (r *Reader) Next(limit int64) ([]byte, int64, error) {
 		total, magic := int64(int32(be32(h[0:4]))), int32(be32(h[4:8]))
 		if magic == message.MagicBlank && total == segEnd-r.pos {
 			r.pos = segEnd
+			continue
+		}
+		if magic == MagicHole && total >= headerBytes && r.pos+total+TrailerBytes <= min(limit, segEnd) {
+			r.lastHole, r.pos = r.pos, r.pos+total+TrailerBytes // verified by recovery and Check
 			continue
 		}
 		if total < headerBytes || r.pos+total+TrailerBytes > min(limit, segEnd) {

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // RecoverOptions tells Recover where to start and what to do with
@@ -20,8 +22,16 @@ type RecoverOptions struct {
 	// Repair isolates corruption in the middle of the log (see the package
 	// documentation) instead of failing.
 	Repair bool
-	// QuarantineDir receives the bytes Repair moves aside.
+	// QuarantineDir receives, durably and before any change, every byte
+	// Recover removes from the log: a torn tail (unless it is all zeros),
+	// an unsynced tail, the damaged bytes Repair replaces. Empty: a torn
+	// tail is cut without a copy (tests of this package only).
 	QuarantineDir string
+	// MustReach is the lowest end the log may have after recovery: the
+	// checkpointed flushed offset, 0 when unknown. A cut below it would
+	// remove durable data: Recover then changes nothing and returns a
+	// *MissingError, unless Repair is set.
+	MustReach int64
 	// Crashed says the previous run did not shut down cleanly. Then an
 	// invalid entry in the last segment at or after DurableFrom is a torn
 	// tail even if valid-looking entries follow it: those bytes were never
@@ -33,16 +43,18 @@ type RecoverOptions struct {
 	// checkpointed flushed offset; math.MaxInt64 when unknown, which turns
 	// the exception off).
 	DurableFrom int64
-	// Resume, if it lies inside the segment holding From and not after
-	// From, is the start of an entry known from elsewhere (a ConsumeQueue
-	// entry): the scan starts there instead of at the start of the
-	// segment, and the entries before it are left to be verified when
-	// read. This fast path is taken only if the entry at Resume names
-	// Resume as its offset and every entry from there to the end of the
-	// log is valid, but for a tail of zeros in the last segment (cut, as
-	// the full scan would); otherwise Recover discards what it saw and
-	// scans again from the start of the segment, deciding everything as
-	// without Resume. A wrong Resume therefore costs time, never data.
+	// Resume, if > 0 and not after From, is where verification starts
+	// instead of the start of From's segment: a segment start, or the
+	// start of an entry known from elsewhere (a ConsumeQueue entry), in
+	// any segment up to From's. The entries before it are left to be
+	// verified when read. Inside a segment the fast path is taken only if
+	// the entry at Resume names Resume as its offset and every entry from
+	// there to the end of the log is valid, but for a tail of zeros in the
+	// last segment (cut, as the full scan would); otherwise Recover
+	// discards what it saw and scans again from the start of Resume's
+	// segment, deciding everything as without Resume. A wrong Resume
+	// therefore costs time, never data. A Resume before the first segment
+	// verifies the whole log.
 	Resume int64
 }
 
@@ -78,6 +90,25 @@ func (e *CorruptionError) Error() string {
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
+// MissingError reports an invalid entry with nothing valid after it (what
+// a torn tail looks like) before RecoverOptions.MustReach: cutting there
+// would remove durable data. Recover changed nothing.
+type MissingError struct {
+	Segment   string // segment file path
+	Offset    int64  // CommitLog offset of the invalid entry, where a cut would end the log
+	Position  int64  // its position in the segment file
+	MustReach int64
+	Reason    string
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("commitlog: invalid entry at offset %d (segment %s, position %d): %s; nothing valid follows, but the log must reach %d (the checkpointed flushed offset): durable data is missing",
+		e.Offset, e.Segment, e.Position, e.Reason, e.MustReach)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *MissingError) Is(target error) bool { return target == ErrCorrupt }
+
 // physOffsetEnd is the end of a stored record's PHYSICALOFFSET field.
 const physOffsetEnd = 36
 
@@ -94,6 +125,9 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 		return RecoverResult{}, nil
 	}
 	i := l.startIndex(segs, opts.From)
+	if r := opts.Resume; r > 0 && r <= opts.From {
+		i = l.startIndex(segs, r)
+	}
 	base := segs[i].base
 	if r := opts.Resume; r > base && r <= opts.From && r < base+l.cfg.SegmentBytes {
 		// The first record must also name r as its own offset, so a Resume
@@ -110,9 +144,9 @@ func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if zt != nil && atResume {
+		if zt != nil && atResume && segs[zt.seg].base+zt.pos >= opts.MustReach {
 			end = segs[zt.seg].base + zt.pos
-			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, l.cfg.PrefillBytes > 0, &res); err != nil {
+			if err := l.cutTail(segs, zt.seg, zt.size, zt.pos, zt.reason, l.cfg.PrefillBytes > 0, "", &res); err != nil {
 				return res, err
 			}
 		}
@@ -147,7 +181,7 @@ type zeroTail struct {
 // entries are resolved (see resolveInvalid).
 func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visit func(pos int64, rec []byte), res *RecoverResult) (int64, *zeroTail, error) {
 	end := int64(-1)
-	for ; i < len(segs) && end < 0; i, pos, visit = i+1, 0, nil {
+	for i < len(segs) && end < 0 {
 		s, last := segs[i], i == len(segs)-1
 		size, err := s.f.Size()
 		if err != nil {
@@ -159,40 +193,51 @@ func (l *Log) scan(segs []*segment, i int, pos int64, opts *RecoverOptions, visi
 		}
 		res.Records += sc.records
 		switch {
-		case sc.sealed && !last:
-			continue
-		case sc.sealed:
+		case sc.sealed && last:
 			end = s.base + l.cfg.SegmentBytes
-			continue
 		case sc.invalid == "" && last:
 			end = s.base + sc.end
-			continue
-		}
-		if opts == nil {
-			if !last {
-				return -1, nil, nil
+		case sc.sealed:
+		case opts == nil:
+			return -1, l.zeroTailAt(segs, i, size, sc), nil
+		default:
+			reason := sc.invalid
+			if reason == "" {
+				reason = "segment ends without an end marker but a later segment exists"
 			}
-			zeros, err := allZero(s.f, sc.end, size)
+			e, err := l.resolveInvalid(segs, i, size, sc.end, reason, *opts, res)
 			if err != nil {
-				return -1, nil, fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+				return -1, nil, err
 			}
-			if zeros {
-				return -1, &zeroTail{seg: i, size: size, pos: sc.end, reason: sc.invalid}, nil
+			if e == rescan {
+				// Repaired: the segment now holds a hole record or a blank
+				// marker at sc.end; verify it and go on from there.
+				pos, visit = sc.end, nil
+				continue
 			}
-			return -1, nil, nil
+			end = e
 		}
-		reason := sc.invalid
-		if reason == "" {
-			reason = "segment ends without an end marker but a later segment exists"
-		}
-		e, err := l.resolveInvalid(segs, i, size, sc.end, reason, *opts, res)
-		if err != nil {
-			return -1, nil, err
-		}
-		end = e
+		i, pos, visit = i+1, 0, nil
 	}
 	return end, nil, nil
 }
+
+// zeroTailAt returns the zero tail a look-only scan stopped at in segs[i],
+// or nil if it stopped at anything else (an I/O error counts as anything
+// else: the full scan will report it).
+func (l *Log) zeroTailAt(segs []*segment, i int, size int64, sc segScan) *zeroTail {
+	if i != len(segs)-1 {
+		return nil
+	}
+	if zeros, err := allZero(segs[i].f, sc.end, size); err != nil || !zeros {
+		return nil
+	}
+	return &zeroTail{seg: i, size: size, pos: sc.end, reason: sc.invalid}
+}
+
+// rescan is what resolveInvalid returns after a repair: scan the segment
+// again from the repaired position.
+const rescan = -2
 
 // finishRecover makes the segments from base on durable and sets the
 // written and flushed offsets to end.
@@ -236,7 +281,10 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 			return 0, fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
 		}
 		if zeros { // the zero-filled room ahead of the writer: no entry follows
-			return s.base + rel, l.cutTail(segs, i, size, rel, reason, true, res)
+			if err := l.checkReach(s, rel, reason, opts); err != nil {
+				return 0, err
+			}
+			return s.base + rel, l.cutTail(segs, i, size, rel, reason, true, "", res)
 		}
 	}
 	next, err := l.nextValid(segs, i, rel)
@@ -244,7 +292,10 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 		return 0, err
 	}
 	if next < 0 {
-		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, res)
+		if err := l.checkReach(s, rel, reason, opts); err != nil {
+			return 0, err
+		}
+		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, opts.QuarantineDir, res)
 	}
 	if opts.Crashed && i == len(segs)-1 && s.base+rel >= opts.DurableFrom {
 		return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
@@ -253,16 +304,87 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 	if !opts.Repair {
 		return 0, ce
 	}
-	if err := l.quarantine(s, size, rel, opts.QuarantineDir); err != nil {
-		return 0, err
+	return rescan, l.repair(s, size, rel, ce, opts.QuarantineDir, res)
+}
+
+// repair replaces the damaged bytes at position rel of s, up to the next
+// valid entry ce.NextValid, by a hole record (the rest of the segment by a
+// blank marker if that entry lies in a later segment), keeping the
+// originals in quarantine.
+func (l *Log) repair(s *segment, size, rel int64, ce *CorruptionError, dir string, res *RecoverResult) error {
+	next, err := l.trustedNext(s, size, rel, ce.NextValid-s.base)
+	if err != nil {
+		return err
 	}
-	l.logger.Error("commitlog: corrupt entry isolated; the rest of its segment was moved to quarantine",
-		"segment", s.path, "offset", ce.Offset, "reason", reason, "next_valid", next, "quarantine", opts.QuarantineDir)
+	path, err := l.repairHole(s, size, rel, next, dir)
+	if err != nil {
+		return err
+	}
+	kept := "a hole record; the records after it are kept"
+	lost := next - rel
+	if next < 0 {
+		kept, lost = "a blank marker closing the segment (no valid entry follows in it)", size-rel
+	}
+	l.logger.Error("commitlog: corrupt bytes replaced by "+kept+"; the originals are in quarantine",
+		"segment", s.path, "offset", ce.Offset, "bytes", lost, "reason", ce.Reason, "next_valid", ce.NextValid, "quarantine", path)
 	res.Repaired = append(res.Repaired, ce)
-	if i == len(segs)-1 {
-		return s.base + l.cfg.SegmentBytes, nil
+	res.Quarantined += lost
+	return nil
+}
+
+// trustedNext returns the position in s of the entry a repair of the
+// damage at rel may resume at, starting from the next valid entry q (-1 if
+// it lies in a later segment): one that is at least MinHoleBytes after rel
+// (an entry inside the damaged one's header cannot be real) and is a blank
+// marker, a hole record or a record naming its own offset, so that bytes
+// inside a damaged record (a message body that holds a well-formed entry,
+// say) are never taken for a record. It returns -1 if there is none in s.
+func (l *Log) trustedNext(s *segment, size, rel, q int64) (int64, error) {
+	for q >= 0 && q < l.cfg.SegmentBytes {
+		if q-rel >= MinHoleBytes {
+			ok, err := namesItself(s, q)
+			if err != nil || ok {
+				return q, err
+			}
+		}
+		next, err := findValid(s.f, max(q+1, rel+MinHoleBytes), size, l.cfg.SegmentBytes)
+		if err != nil {
+			return -1, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		q = next
 	}
 	return -1, nil
+}
+
+// namesItself reports whether the valid entry at position q of s is a
+// blank marker, a hole record, or a record whose PHYSICALOFFSET field is
+// its CommitLog offset.
+func namesItself(s *segment, q int64) (bool, error) {
+	var h [physOffsetEnd]byte
+	n, err := s.f.ReadAt(h[:], q)
+	if n < headerBytes {
+		return false, fmt.Errorf("commitlog: read %s at %d: %w", s.path, q, cmp.Or(err, io.ErrUnexpectedEOF))
+	}
+	switch int32(be32(h[4:8])) {
+	case message.MagicBlank, MagicHole:
+		return true, nil
+	}
+	return n == physOffsetEnd && message.View(h[:]).PhysOffset() == s.base+q, nil
+}
+
+// checkReach refuses a cut at position rel of s below opts.MustReach
+// (unless Repair is set, which logs it).
+func (l *Log) checkReach(s *segment, rel int64, reason string, opts RecoverOptions) error {
+	if s.base+rel >= opts.MustReach {
+		return nil
+	}
+	me := &MissingError{Segment: s.path, Offset: s.base + rel, Position: rel, MustReach: opts.MustReach, Reason: reason}
+	if !opts.Repair {
+		return me
+	}
+	l.logger.Error("commitlog: cutting the log before the checkpointed flushed offset because repair is on; the cut bytes go to quarantine",
+		"err", me, "quarantine", opts.QuarantineDir)
+	return nil
 }
 
 // nextValid looks for a valid entry after position rel of segs[i], in that
@@ -296,20 +418,26 @@ func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, 
 	if opts.QuarantineDir == "" {
 		return errors.New("commitlog: cutting an unsynced tail needs a quarantine directory")
 	}
-	if err := l.copyOut(s, rel, size, opts.QuarantineDir); err != nil {
+	if _, err := l.copyOut(s, rel, size, opts.QuarantineDir, "unsynced"); err != nil {
 		return err
 	}
 	l.logger.Warn("commitlog: entries after the last durable offset were written back out of order; moved them to quarantine",
 		"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "quarantine", opts.QuarantineDir)
 	res.Quarantined += size - rel
-	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", false, res)
+	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", false, "", res)
 }
 
 // cutTail truncates segs[i] at rel and removes the later segment files.
 // zeros says the cut bytes are the zero-filled room of a log that prefills
-// (counted as such, not as a torn tail).
-func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, zeros bool, res *RecoverResult) error {
+// (counted as such, not as a torn tail). Unless dir is empty, the bytes
+// removed are first copied there (keepAside).
+func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, zeros bool, dir string, res *RecoverResult) error {
 	s := segs[i]
+	if dir != "" {
+		if err := l.keepAside(segs, i, size, rel, dir, res); err != nil {
+			return err
+		}
+	}
 	if zeros {
 		// The zero-filled room ahead of the writer (prefill.go), not a
 		// torn write: nothing was there.
@@ -342,6 +470,34 @@ func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, ze
 	return nil
 }
 
+// keepAside copies what cutTail is about to remove, [rel, size) of segs[i]
+// and every later segment file, to dir, durably; parts that are all zeros
+// (never written) are not copied.
+func (l *Log) keepAside(segs []*segment, i int, size, rel int64, dir string, res *RecoverResult) error {
+	for j, s := range segs[i:] {
+		from, to := rel, size
+		if j > 0 {
+			sz, err := s.f.Size()
+			if err != nil {
+				return fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+			}
+			from, to = 0, sz
+		}
+		zeros, err := allZero(s.f, from, to)
+		if err != nil {
+			return fmt.Errorf("commitlog: read tail of %s: %w", s.path, err)
+		}
+		if zeros {
+			continue
+		}
+		if _, err := l.copyOut(s, from, to, dir, "torn"); err != nil {
+			return err
+		}
+		res.Quarantined += to - from
+	}
+	return nil
+}
+
 func (l *Log) removeSegment(s *segment) error {
 	l.segMu.Lock()
 	for k, x := range l.segs {
@@ -358,59 +514,46 @@ func (l *Log) removeSegment(s *segment) error {
 	return nil
 }
 
-// quarantine copies [rel, size) of s to dir, then closes the segment at rel
-// with a blank marker.
-func (l *Log) quarantine(s *segment, size, rel int64, dir string) error {
-	if dir == "" {
-		return errors.New("commitlog: repair needs a quarantine directory")
+// copyOut copies [from, to) of s durably to a new file
+// <dir>/<segment>.<from>.<kind> (with a ".N" suffix if that exists: earlier
+// evidence is never overwritten) and returns its path.
+func (l *Log) copyOut(s *segment, from, to int64, dir, kind string) (string, error) {
+	if err := vfs.MkdirAllDurable(l.cfg.FS, dir, 0o700); err != nil {
+		return "", fmt.Errorf("commitlog: %w", err)
 	}
-	if size > rel {
-		if err := l.copyOut(s, rel, size, dir); err != nil {
-			return err
-		}
+	name := fmt.Sprintf("%s.%d.%s", filepath.Base(s.path), from, kind)
+	path := filepath.Join(dir, name)
+	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	for n := 1; errors.Is(err, os.ErrExist) && n < maxQuarantineCopies; n++ {
+		path = filepath.Join(dir, fmt.Sprintf("%s.%d", name, n))
+		out, err = l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	}
-	blank := appendBlank(nil, l.cfg.SegmentBytes-rel)
-	if _, err := s.f.WriteAt(blank, rel); err != nil {
-		return fmt.Errorf("commitlog: write end marker to %s: %w", s.path, err)
-	}
-	if err := s.f.Truncate(rel + BlankBytes); err != nil {
-		return fmt.Errorf("commitlog: truncate %s: %w", s.path, err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err)
-	}
-	return nil
-}
-
-func (l *Log) copyOut(s *segment, from, to int64, dir string) error {
-	if err := l.cfg.FS.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("commitlog: create %s: %w", dir, err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s.%d.corrupt", filepath.Base(s.path), from))
-	out, err := l.cfg.FS.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("commitlog: create %s: %w", path, err)
+		return "", fmt.Errorf("commitlog: create %s: %w", path, err)
 	}
 	defer out.Close()
-	buf := make([]byte, scanChunkBytes)
+	buf := make([]byte, min(scanChunkBytes, max(to-from, 1)))
 	for off := from; off < to; {
 		k := min(int64(len(buf)), to-off)
-		if _, err := s.f.ReadAt(buf[:k], off); err != nil {
-			return fmt.Errorf("commitlog: read %s: %w", s.path, err)
+		if n, err := s.f.ReadAt(buf[:k], off); int64(n) < k {
+			return "", fmt.Errorf("commitlog: read %s at %d: %d of %d bytes: %w", s.path, off, n, k, cmp.Or(err, io.ErrUnexpectedEOF))
 		}
 		if _, err := out.WriteAt(buf[:k], off-from); err != nil {
-			return fmt.Errorf("commitlog: write %s: %w", path, err)
+			return "", fmt.Errorf("commitlog: write %s: %w", path, err)
 		}
 		off += k
 	}
 	if err := out.Sync(); err != nil {
-		return fmt.Errorf("commitlog: fdatasync %s: %w", path, err)
+		return "", fmt.Errorf("commitlog: fdatasync %s: %w", path, err)
 	}
 	if err := l.cfg.FS.SyncDir(dir); err != nil {
-		return fmt.Errorf("commitlog: sync dir %s: %w", dir, err)
+		return "", fmt.Errorf("commitlog: sync dir %s: %w", dir, err)
 	}
-	return nil
+	return path, nil
 }
+
+// maxQuarantineCopies bounds the copies of one range kept in quarantine.
+const maxQuarantineCopies = 1000
 
 // syncFrom makes the segments from base on durable: after a process crash
 // their bytes may sit only in the page cache.

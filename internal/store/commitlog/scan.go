@@ -53,6 +53,7 @@ type segScan struct {
 	sealed  bool   // a valid blank marker is at end
 	invalid string // why the bytes at end are not a valid entry; "" if the file ends at end
 	records int
+	holes   []holeSpan // valid hole records passed (see hole.go)
 }
 
 // scanSegment verifies the entries of one segment file of size bytes
@@ -90,6 +91,19 @@ func scanSegmentFrom(r io.ReaderAt, from, size, segBytes int64, check func([]byt
 				res.sealed = true
 			}
 			return res, nil
+		}
+		if magic == MagicHole {
+			reason, err := checkHole(r, total, pos, size, segBytes)
+			if err != nil {
+				return res, err
+			}
+			if reason != "" {
+				res.invalid = reason
+				return res, nil
+			}
+			res.holes = append(res.holes, holeSpan{pos: pos, bytes: total + TrailerBytes})
+			pos += total + TrailerBytes
+			continue
 		}
 		if reason := checkEntryBounds(magic, total, pos, size, segBytes); reason != "" {
 			if err := unknownTypeAt(r, magic, total, pos, size, segBytes); err != nil {
@@ -205,6 +219,9 @@ func findValid(r io.ReaderAt, from, size, segBytes int64) (int64, error) {
 			if b := buf[i+4]; b != 0xDA && b != 0xCB {
 				continue
 			}
+			if int32(be32(buf[i:])) < headerBytes {
+				continue // no entry, blank marker or hole is that short (the fill of a hole, say)
+			}
 			ok, err := validAt(r, start+i, size, segBytes)
 			if err != nil {
 				return -1, err
@@ -226,6 +243,10 @@ func validAt(r io.ReaderAt, q, size, segBytes int64) (bool, error) {
 	total, magic := int64(int32(be32(h[0:4]))), int32(be32(h[4:8]))
 	if magic == message.MagicBlank {
 		return total == segBytes-q, nil
+	}
+	if magic == MagicHole {
+		reason, err := checkHole(r, total, q, size, segBytes)
+		return reason == "", err
 	}
 	// A record of an unknown type counts as valid here: what comes before
 	// it is then corruption in the middle, never a torn tail to cut with

@@ -77,7 +77,11 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 			return read, nil
 		}
 		rel := pos - (segEnd - l.cfg.SegmentBytes)
-		if reason := checkEntryBounds(magic, total, rel, l.cfg.SegmentBytes, l.cfg.SegmentBytes); reason != "" || pos+total+TrailerBytes > end {
+		bounds := checkEntryBounds
+		if magic == MagicHole {
+			bounds = func(_ int32, total, pos, size, segBytes int64) string { return checkSizeBounds(total, pos, size, segBytes) }
+		}
+		if reason := bounds(magic, total, rel, l.cfg.SegmentBytes, l.cfg.SegmentBytes); reason != "" || pos+total+TrailerBytes > end {
 			if reason == "" {
 				reason = fmt.Sprintf("record of %d bytes extends past %d", total, end)
 			}
@@ -100,6 +104,16 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 			}
 			read += int64(len(big))
 			entry = big
+		}
+		if magic == MagicHole {
+			// A repair's hole record: intact if its checksum matches; it
+			// holds no record to visit.
+			if Checksum(entry[:total]) != be32(entry[total:]) {
+				return read, sc.invalid(pos, int32(total), entry, "hole record crc mismatch", bad)
+			}
+			sc.pos += total + TrailerBytes
+			off += total + TrailerBytes
+			continue
 		}
 		if err := l.VerifyEntry(entry, pos, int32(total)); err != nil {
 			return read, sc.invalid(pos, int32(total), entry, err.Error(), bad)

@@ -20,7 +20,8 @@ func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.Fil
 // (corruption, or a torn tail), segments that are not closed by an end
 // marker although a later segment exists. It returns the end of the valid
 // data. On a Log that was not recovered (opened only to be checked), reads
-// are allowed up to that end afterwards.
+// are allowed up to that end afterwards. The valid hole records it passes
+// (left by repairs: not problems) are listed by Holes afterwards.
 func (l *Log) Verify(visit func(phys int64, rec []byte)) (int64, []Problem, error) {
 	end, probs, err := l.verify(visit)
 	if !l.recovered {
@@ -35,26 +36,45 @@ func (l *Log) verify(visit func(phys int64, rec []byte)) (int64, []Problem, erro
 	l.segMu.RUnlock()
 	var probs []Problem
 	end := int64(0)
-	for i, s := range segs {
-		size, err := s.f.Size()
-		if err != nil {
-			return end, probs, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+	l.holes = nil
+	for i := range segs {
+		e, p, torn, err := l.verifySegment(segs, i, visit)
+		end, probs = e, append(probs, p...)
+		if err != nil || torn {
+			return end, probs, err
 		}
-		sc, err := scanSegment(s.f, size, l.cfg.SegmentBytes, l.cfg.CheckRecord, func(pos int64, rec []byte) {
+	}
+	return end, probs, nil
+}
+
+// verifySegment scans segs[i], going on after each corrupt entry at the
+// next valid one if that lies in the same segment, so that every record
+// that verifies is visited. It returns the end of the valid data and
+// whether it ended at a torn tail (nothing valid follows).
+func (l *Log) verifySegment(segs []*segment, i int, visit func(phys int64, rec []byte)) (end int64, probs []Problem, torn bool, err error) {
+	s, last := segs[i], i == len(segs)-1
+	size, err := s.f.Size()
+	if err != nil {
+		return s.base, nil, false, fmt.Errorf("commitlog: size of %s: %w", s.path, err)
+	}
+	for pos := int64(0); ; {
+		sc, err := scanSegmentFrom(s.f, pos, size, l.cfg.SegmentBytes, l.cfg.CheckRecord, func(pos int64, rec []byte) {
 			if visit != nil {
 				visit(s.base+pos, rec)
 			}
 		})
 		if err != nil {
-			return end, probs, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+			return s.base + pos, probs, false, fmt.Errorf("commitlog: scan %s: %w", s.path, err)
+		}
+		for _, h := range sc.holes {
+			l.holes = append(l.holes, Hole{File: s.path, Offset: s.base + h.pos, Bytes: h.bytes})
 		}
 		end = s.base + sc.end
-		last := i == len(segs)-1
-		if sc.sealed || (sc.invalid == "" && last) {
-			if sc.sealed {
-				end = s.base + l.cfg.SegmentBytes
-			}
-			continue
+		switch {
+		case sc.sealed:
+			return s.base + l.cfg.SegmentBytes, probs, false, nil
+		case sc.invalid == "" && last:
+			return end, probs, false, nil
 		}
 		reason := sc.invalid
 		if reason == "" {
@@ -62,13 +82,20 @@ func (l *Log) verify(visit func(phys int64, rec []byte)) (int64, []Problem, erro
 		}
 		next, err := l.nextValid(segs, i, sc.end)
 		if err != nil {
-			return end, probs, err
+			return end, probs, false, err
 		}
 		if next < 0 {
-			probs = append(probs, Problem{File: s.path, Offset: s.base + sc.end, Msg: "torn tail (opening the store cuts it): " + reason, TornTail: true})
-			return end, probs, nil
+			probs = append(probs, Problem{File: s.path, Offset: end, Msg: "torn tail (opening the store cuts it): " + reason, TornTail: true})
+			return end, probs, true, nil
 		}
-		probs = append(probs, Problem{File: s.path, Offset: s.base + sc.end, Msg: fmt.Sprintf("corrupt entry in the middle of the log (next valid entry at %d): %s", next, reason)})
+		probs = append(probs, Problem{File: s.path, Offset: end, Msg: fmt.Sprintf("corrupt entry in the middle of the log (next valid entry at %d): %s", next, reason)})
+		if next >= s.base+l.cfg.SegmentBytes {
+			return end, probs, false, nil
+		}
+		pos = next - s.base
 	}
-	return end, probs, nil
 }
+
+// Holes returns the hole records the last Verify found. It must not run
+// concurrently with Verify.
+func (l *Log) Holes() []Hole { return l.holes }
