@@ -91,6 +91,7 @@ func readQueueAll(t *testing.T, s *Store, acked []ackedMsg) []int64 {
 // A record corrupt at rest is isolated: never served, registered durably,
 // counted and logged once; consumers get the records after it.
 func TestCorruptRecordIsIsolatedAndSkipped(t *testing.T) {
+	withVerifyTail(t, fixtureTail) // the damage is where Open does not verify
 	fx := newCorruptFixture(t, true)
 	victim := fx.msgs[5]
 	fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x08 })
@@ -259,6 +260,7 @@ func TestLookupReadFaultIsServed(t *testing.T) {
 // the record is skipped and listed anyway, and the registry is written once
 // the disk takes it again.
 func TestIsolationWithoutRegistryWrite(t *testing.T) {
+	withVerifyTail(t, fixtureTail) // the damage is where Open does not verify
 	fx := newCorruptFixture(t, true)
 	victim := fx.msgs[4]
 	fx.patch(t, victim.phys+100, 1, func(b []byte) { b[0] ^= 0x02 })

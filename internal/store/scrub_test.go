@@ -60,6 +60,7 @@ func (d *scrubDriver) tickUntil(t *testing.T, max int, cond func() bool) {
 // found by the scrubber without any consumer reading it: reported as a
 // Problem, isolated with its queue entry, and skipped by consumers.
 func TestScrubberFindsBitFlipAtRest(t *testing.T) {
+	withVerifyTail(t, fixtureTail) // the damage is where Open does not verify
 	fx := newCorruptFixture(t, true)
 	victim := fx.msgs[2] // first segment: cold
 	fx.patch(t, victim.phys+200, 1, func(b []byte) { b[0] ^= 0x20 })
@@ -250,6 +251,7 @@ func TestScrubberAlongsideWrites(t *testing.T) {
 // its size, finds the next valid entry, goes on from there (every later
 // record is still verified) and isolates it with its queue entry's size.
 func TestScrubberResumesAfterDamagedSize(t *testing.T) {
+	withVerifyTail(t, fixtureTail) // the damage is where Open does not verify
 	fx := newCorruptFixture(t, true)
 	victim := fx.msgs[3]
 	fx.patch(t, victim.phys, 4, func(b []byte) { b[1] ^= 0x7f })

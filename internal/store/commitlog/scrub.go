@@ -79,7 +79,9 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 		rel := pos - (segEnd - l.cfg.SegmentBytes)
 		bounds := checkEntryBounds
 		if magic == MagicHole {
-			bounds = func(_ int32, total, pos, size, segBytes int64) string { return checkSizeBounds(total, pos, size, segBytes) }
+			bounds = func(_ int32, total, pos, size, segBytes int64) string {
+				return checkSizeBounds(total, pos, size, segBytes)
+			}
 		}
 		if reason := bounds(magic, total, rel, l.cfg.SegmentBytes, l.cfg.SegmentBytes); reason != "" || pos+total+TrailerBytes > end {
 			if reason == "" {
