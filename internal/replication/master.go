@@ -73,6 +73,7 @@ type follower struct {
 	sent      atomic.Int64 // end of the bytes sent on this connection
 	acked     atomic.Int64 // what its acks say it holds (flushed or written)
 	inSync    bool         // guarded by Master.mu
+	gone      bool         // replaced by a newer connection of the same replica; guarded by Master.mu
 	progress  time.Time    // last ack that moved, or caught up; guarded by Master.mu
 }
 
@@ -291,6 +292,7 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 	f.sent.Store(h.LogEnd)
 	f.acked.Store(h.LogEnd)
 	m.mu.Lock()
+	m.evictLocked(f.id)
 	m.replicas[f] = struct{}{}
 	m.joinLocked(f)
 	m.mu.Unlock()
@@ -316,12 +318,31 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 	m.log.Warn("replication: replica disconnected", "replica", h.BrokerID, "acked", f.acked.Load(), "err", err)
 }
 
+// evictLocked drops the older connections of replica id (a replica that
+// reconnected before the master noticed its old connection died): one
+// replica is one copy, however many connections it has.
+func (m *Master) evictLocked(id int64) {
+	for f := range m.replicas {
+		if f.id != id {
+			continue
+		}
+		if f.inSync {
+			f.inSync = false
+			m.inSync.Add(-1)
+		}
+		f.gone = true
+		delete(m.replicas, f)
+		f.conn.Close()
+		m.log.Warn("replication: replica reconnected; its older connection is closed", "replica", id)
+	}
+}
+
 func minOffset(st *store.Store) int64 { return st.Stats().MinOffset }
 
 // joinLocked adds f to the in-sync set once it holds everything already
 // confirmed (so a member never lacks an acknowledged record).
 func (m *Master) joinLocked(f *follower) {
-	if f.inSync || f.acked.Load() < m.cfg.Store.Offset(store.Confirmed) {
+	if f.inSync || f.gone || f.acked.Load() < m.cfg.Store.Offset(store.Confirmed) {
 		return
 	}
 	f.inSync = true
