@@ -25,7 +25,8 @@
 // <dataDir>/replication/epochs, written durably (temporary file, fsync,
 // rename, directory fsync); an I/O error there is fatal. A slave whose log
 // holds bytes the master does not have at the same place (its last epoch
-// unknown to the master, or longer there) has diverged: truncating is not
+// unknown to the master, or longer there, or the CRC trailer of its last
+// record, sent in HELLO, unlike the master's bytes there) has diverged: truncating is not
 // built yet, so it stops with ErrDiverged instead of taking new data.
 //
 // Acknowledgement (master.go): a SYNC_MASTER's store runs with

@@ -10,7 +10,7 @@ import (
 
 func TestFrameRoundTrip(t *testing.T) {
 	h := hello{Version: protocolVersion, BrokerName: "broker-a", BrokerID: 1, SegmentBytes: 1 << 30, LogEnd: 4096, SyncFlush: true,
-		Epochs: History{{1, 0}, {3, 100}}}
+		Epochs: History{{1, 0}, {3, 100}}, Tail: []byte{1, 2, 3, 4}}
 	var b []byte
 	b = appendFrame(b, typeHello, h.encode())
 	b = appendFrame(b, typeAck, ack{Written: 10, Flushed: 5}.encode())
@@ -21,7 +21,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatal(typ, err)
 	}
 	got, err := decodeHello(p)
-	if err != nil || got.BrokerName != h.BrokerName || got.LogEnd != h.LogEnd || !got.SyncFlush || len(got.Epochs) != 2 || got.Epochs[1] != (Epoch{3, 100}) {
+	if err != nil || got.BrokerName != h.BrokerName || got.LogEnd != h.LogEnd || !got.SyncFlush || len(got.Epochs) != 2 || got.Epochs[1] != (Epoch{3, 100}) || !bytes.Equal(got.Tail, h.Tail) {
 		t.Fatalf("hello %+v %v", got, err)
 	}
 	typ, p, _, err = readFrame(r, 1<<20, nil)

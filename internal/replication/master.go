@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -275,7 +276,11 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 		m.reject(c, rejectConfig, fmt.Sprintf("mapedFileSizeCommitLog %d; the master's is %d (they must be equal)", h.SegmentBytes, st.SegmentBytes()))
 		return
 	}
-	if err := CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd); err != nil {
+	err = CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd)
+	if err == nil {
+		err = checkTail(st, h)
+	}
+	if err != nil {
 		m.log.Error("replication: replica diverged", "replica", h.BrokerID, "err", err)
 		m.reject(c, rejectDiverged, err.Error())
 		return
@@ -335,6 +340,26 @@ func (m *Master) evictLocked(id int64) {
 		f.conn.Close()
 		m.log.Warn("replication: replica reconnected; its older connection is closed", "replica", id)
 	}
+}
+
+// checkTail compares the CRC trailer of the replica's last record with
+// the master's bytes at the same place: equal epochs of two unrelated
+// logs (another group's master, a data directory swapped) do not pass.
+func checkTail(st *store.Store, h hello) error {
+	if len(h.Tail) == 0 {
+		if h.LogEnd%st.SegmentBytes() != 0 {
+			return fmt.Errorf("%w: the replica sent no tail for its log end %d", ErrDiverged, h.LogEnd)
+		}
+		return nil
+	}
+	own := make([]byte, tailBytes)
+	if err := st.ReadCommitLog(own, h.LogEnd-tailBytes); err != nil {
+		return fmt.Errorf("%w: reading the master's bytes before offset %d: %w", ErrDiverged, h.LogEnd, err)
+	}
+	if !bytes.Equal(own, h.Tail) {
+		return fmt.Errorf("%w: the replica's last record before offset %d has CRC %x, the master's %x", ErrDiverged, h.LogEnd, h.Tail, own)
+	}
+	return nil
 }
 
 func minOffset(st *store.Store) int64 { return st.Stats().MinOffset }

@@ -20,6 +20,9 @@ type hello struct {
 	LogEnd       int64 // written offset
 	SyncFlush    bool  // acks count flushed (else written) bytes
 	Epochs       History
+	// Tail is the CRC trailer of the replica's last record (the 4 bytes
+	// before LogEnd), or empty when LogEnd is 0 or a segment start.
+	Tail []byte
 }
 
 // helloOK is the master's acceptance: its epoch history and log end.
@@ -155,6 +158,8 @@ func (m hello) encode() []byte {
 	}
 	e.u8(flags)
 	e.epochs(m.Epochs)
+	e.u8(byte(len(m.Tail)))
+	e.b = append(e.b, m.Tail...)
 	return e.b
 }
 
@@ -167,8 +172,16 @@ func decodeHello(p []byte) (hello, error) {
 		d.err = fmt.Errorf("%w: unknown hello flags %#x", ErrMalformed, flags)
 	}
 	m.Epochs = d.epochs()
+	if n := d.u8(); d.err == nil && n != 0 && n != tailBytes {
+		d.err = fmt.Errorf("%w: hello tail of %d bytes", ErrMalformed, n)
+	} else if n == tailBytes {
+		m.Tail = d.need(tailBytes)
+	}
 	return m, d.end()
 }
+
+// tailBytes is the size of a hello's tail: a record's CRC trailer.
+const tailBytes = 4
 
 func (m helloOK) encode() []byte {
 	var e enc

@@ -259,3 +259,46 @@ func TestSlaveStopsOnDivergence(t *testing.T) {
 	}
 	p.slave.Close()
 }
+
+// TestSlaveStopsOnUnrelatedMaster: a slave pointed at another master
+// whose log is longer and whose epochs happen to be the same (another
+// group's, or a master started on another data directory) is refused by
+// the CRC of its last record and stops, taking nothing.
+func TestSlaveStopsOnUnrelatedMaster(t *testing.T) {
+	p := startMaster(t, vfs.NewMem(), 1)
+	p.startSlave(t, vfs.NewMem())
+	for i := range 10 {
+		if r := p.master.PutMessage(context.Background(), msg("T", fmt.Sprint("a", i))); !r.OK() {
+			t.Fatal(r.Status, r.Err)
+		}
+	}
+	end := p.master.Offset(store.Written)
+	waitUntil(t, "slave caught up", func() bool { return p.slave.Offset(store.Flushed) == end })
+	p.stopSlave()
+	p.stopMaster()
+
+	other := startMaster(t, vfs.NewMem(), 1)
+	defer other.stopMaster()
+	for i := range 30 {
+		if r := other.master.PutMessage(context.Background(), msg("T", fmt.Sprint("b", i))); !r.OK() {
+			t.Fatal(r.Status, r.Err)
+		}
+	}
+	if other.m.History()[0] != p.m.History()[0] || other.master.Offset(store.Written) <= end {
+		t.Fatalf("setup: histories %v %v, ends %d %d", other.m.History(), p.m.History(), other.master.Offset(store.Written), end)
+	}
+	s, err := NewSlave(SlaveConfig{Store: p.slave, FS: p.slaveFS, DataDir: "/data", BrokerName: "broker-a", BrokerID: 1,
+		MasterAddr: other.addr, SyncFlush: true, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Run(ctx); !errors.Is(err, ErrDiverged) {
+		t.Fatalf("Run against an unrelated master: %v", err)
+	}
+	if w := p.slave.Offset(store.Written); w != end {
+		t.Fatalf("slave wrote from an unrelated master: %d, was %d", w, end)
+	}
+	p.slave.Close()
+}

@@ -128,6 +128,12 @@ func (s *Slave) session(ctx context.Context) error {
 	hist := s.History()
 	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
 		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: hist}
+	if end%st.SegmentBytes() != 0 {
+		h.Tail = make([]byte, tailBytes)
+		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
+			return fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
+		}
+	}
 	c.SetWriteDeadline(time.Now().Add(idle))
 	if _, err := c.Write(appendFrame(nil, typeHello, h.encode())); err != nil {
 		return err

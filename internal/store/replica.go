@@ -110,6 +110,11 @@ func (s *Store) ReadReplication(off, limit int64, max int, buf []byte) ([]byte, 
 	return s.log.ReadRaw(off, limit, max, buf)
 }
 
+// ReadCommitLog reads len(p) raw bytes of the CommitLog at off (inside one
+// segment, below the written offset), unverified: a replica's and its
+// master's bytes at the same place are compared this way.
+func (s *Store) ReadCommitLog(p []byte, off int64) error { return s.log.ReadAt(p, off) }
+
 // SegmentBytes returns the CommitLog segment size (a master and its
 // replicas must agree on it: segments end at the same offsets).
 func (s *Store) SegmentBytes() int64 { return s.cfg.CommitLogSegmentBytes }
