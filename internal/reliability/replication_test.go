@@ -80,6 +80,22 @@ type group struct {
 	ns, master, slave              *proc
 	nsAddr, masterAddr, slaveAddr  string
 	slaveDir, slaveConf, masterDir string
+	masterConf, haAddr             string
+}
+
+// restartMaster starts the master again on its data directory and
+// addresses.
+func (g *group) restartMaster(t *testing.T) {
+	g.master = startProc(t, "master-2", "broker", "-n", g.nsAddr, "-c", g.masterConf, "--data-dir", g.masterDir,
+		"--broker-listen", g.masterAddr, "--ha-listen", g.haAddr, "--http-listen", "")
+	g.master.await(haListenRE)
+}
+
+// restartSlave starts the slave again on its data directory.
+func (g *group) restartSlave(t *testing.T) {
+	g.slave = startProc(t, "slave-2", "broker", "-n", g.nsAddr, "-c", g.slaveConf, "--data-dir", g.slaveDir,
+		"--broker-listen", g.slaveAddr, "--http-listen", "")
+	g.slave.await(brListenRE)
 }
 
 // startGroup starts a NameServer, a SYNC_MASTER and (if slave) its SLAVE
@@ -98,6 +114,7 @@ func startGroup(t *testing.T, withSlave bool) *group {
 		"--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--http-listen", "")
 	ha := g.master.await(haListenRE)
 	g.masterAddr = g.master.await(brListenRE)
+	g.masterConf, g.haAddr = mconf, ha
 	if withSlave {
 		g.slaveConf = filepath.Join(dir, "slave.conf")
 		os.WriteFile(g.slaveConf, []byte(common+"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress="+ha+"\n"), 0o600)
@@ -117,7 +134,8 @@ func sendOne(addr, topic string, queue int32, body string) (*remoting.Command, e
 // and a SLAVE as three processes; the slave registers under brokerId 1 and
 // refuses sends; every send the master answers SEND_OK is on the slave
 // after the master is killed with SIGKILL, intact, read from the slave's
-// data directory.
+// data directory. Then both restart: the master begins a new epoch and the
+// slave follows it.
 func TestSyncMasterKillKeepsAcknowledgedOnSlave(t *testing.T) {
 	g := startGroup(t, true)
 	// The group in the route: both ids of broker-a.
@@ -202,6 +220,21 @@ func TestSyncMasterKillKeepsAcknowledgedOnSlave(t *testing.T) {
 		r.Release()
 	}
 	t.Logf("%d acknowledged sends, all on the slave", len(acked))
+	st.Close()
+	if out, err := exec.Command(keelBinary(t), "check", "-c", g.slaveConf, "--data-dir", g.slaveDir).CombinedOutput(); err != nil {
+		t.Fatalf("keel check of the slave: %v\n%s", err, out)
+	}
+
+	g.restartMaster(t)
+	g.restartSlave(t)
+	waitFor(t, 30*time.Second, "SEND_OK after the restarts", func() bool {
+		resp, err := sendOne(g.masterAddr, "R", 0, "after restart")
+		return err == nil && resp.Code == remoting.ResSuccess
+	})
+	epochs, err := os.ReadFile(filepath.Join(g.slaveDir, "replication", "epochs"))
+	if err != nil || !regexp.MustCompile(`(?m)^1 0\n2 \d+\n$`).Match(epochs) {
+		t.Fatalf("slave epochs after the master's restart: %q %v", epochs, err)
+	}
 }
 
 // TestSyncMasterWithoutSlaveNeverSendOK: a SYNC_MASTER answers no send
