@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,4 +302,51 @@ func TestSlaveStopsOnUnrelatedMaster(t *testing.T) {
 		t.Fatalf("slave wrote from an unrelated master: %d, was %d", w, end)
 	}
 	p.slave.Close()
+}
+
+// TestSlaveDiskFullResumes: a slave whose CommitLog write finds the disk
+// full keeps nothing of that range, stays up, and catches up once writes
+// succeed again.
+func TestSlaveDiskFullResumes(t *testing.T) {
+	p := startMaster(t, vfs.NewMem(), 1)
+	defer p.stopMaster()
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "/data/commitlog/", Times: 3, Err: syscall.ENOSPC})
+	cfg := storeConfig(efs)
+	cfg.Replica = true
+	slave := openStore(t, cfg)
+	defer slave.Close()
+	s, err := NewSlave(SlaveConfig{Store: slave, FS: efs, DataDir: "/data", BrokerName: "broker-a", BrokerID: 1,
+		MasterAddr: p.addr, SyncFlush: true, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(ctx) }()
+	for i := range 20 {
+		if r := p.master.PutMessage(context.Background(), msg("T", fmt.Sprint("m", i))); !r.OK() {
+			t.Fatal(r.Status, r.Err)
+		}
+	}
+	end := p.master.Offset(store.Written)
+	waitUntil(t, "slave caught up after the disk-full writes", func() bool {
+		select {
+		case err := <-stopped:
+			t.Fatalf("slave stopped: %v", err)
+		default:
+		}
+		return slave.Offset(store.Flushed) == end
+	})
+	if n := efs.Injected(vfs.OpWrite); n != 3 {
+		t.Fatalf("%d disk-full writes injected, want 3", n)
+	}
+	if err := slave.Err(); err != nil {
+		t.Fatalf("slave store failed: %v", err)
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
 }

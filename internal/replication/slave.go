@@ -204,6 +204,12 @@ func (s *Slave) session(ctx context.Context) error {
 			if errors.Is(err, store.ErrCorrupt) {
 				return err // a bad range: reconnect and ask again
 			}
+			if errors.Is(err, store.ErrNoSpace) {
+				// Nothing of the range was kept: try again once there is
+				// room (the master drops this replica from the in-sync
+				// set meanwhile).
+				return err
+			}
 			return fmt.Errorf("%w: append at %d: %w", errFatal, m.Offset, err)
 		}
 		end = next

@@ -33,8 +33,8 @@ var ErrReplicaNotAtEnd = commitlog.ErrNotAtEnd
 // returns the new written offset; the dispatcher then makes the records
 // visible as the flush mode allows. The queue-offset counters follow the
 // records, so the store knows each queue's next offset. A full disk is
-// retryable (commitlog.ErrNoSpace); any other write failure makes the
-// store read-only. Only on a store opened with Config.Replica.
+// retryable (ErrNoSpace: nothing of raw was kept); any other write failure
+// makes the store read-only. Only on a store opened with Config.Replica.
 func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 	if !s.cfg.Replica {
 		return 0, errors.New("store: AppendReplicated on a store that is not a replica")
@@ -60,8 +60,11 @@ func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 	}
 	end, err := s.log.AppendRaw(off, raw)
 	if err != nil {
-		if errors.Is(err, commitlog.ErrCorrupt) {
+		switch {
+		case errors.Is(err, commitlog.ErrCorrupt):
 			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		case errors.Is(err, commitlog.ErrNoSpace):
+			return 0, fmt.Errorf("%w: %w", ErrNoSpace, err)
 		}
 		return 0, err
 	}
