@@ -58,8 +58,9 @@ type parts struct {
 
 	// Replication (wire_replication.go): the bound HA listener (nil: none)
 	// and the broker's send gate (nil: every send goes on).
-	haBound  net.Addr
-	sendGate func() store.PutResult
+	haBound         net.Addr
+	sendGate        func() store.PutResult
+	replicationInfo func() map[string]string // added to the runtime info
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
@@ -107,8 +108,15 @@ func (l lateHandler) RunsInline(req *remoting.Command) bool { return remoting.Ru
 // runtimeInfo adds the recent send and flush latency to the broker's
 // GET_BROKER_RUNTIME_INFO once the metrics exist (the console shows them).
 func (p *parts) runtimeInfo() map[string]string {
+	var info map[string]string
 	if m := p.metrics.Load(); m != nil {
-		return m.RuntimeInfo()
+		info = m.RuntimeInfo()
 	}
-	return nil
+	if p.replicationInfo != nil {
+		if info == nil {
+			info = map[string]string{}
+		}
+		maps.Copy(info, p.replicationInfo())
+	}
+	return info
 }

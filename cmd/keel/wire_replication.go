@@ -85,7 +85,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			return service{}, err
 		}
 		p.haBound = ln.Addr()
-		p.sendGate = m.CheckSend
+		p.sendGate, p.replicationInfo = m.CheckSend, m.RuntimeInfo
 		log.Info("replication listening", "addr", ln.Addr().String(), "role", b.BrokerRole)
 		return service{name: "replication", run: func(ctx context.Context) error { return m.Serve(ctx, ln) }}, nil
 	}

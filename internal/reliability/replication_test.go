@@ -145,6 +145,11 @@ func TestSyncMasterKillKeepsAcknowledgedOnSlave(t *testing.T) {
 			regexp.MustCompile(`"0":"`+regexp.QuoteMeta(g.masterAddr)+`"`).Match(resp.Body) &&
 			regexp.MustCompile(`"1":"`+regexp.QuoteMeta(g.slaveAddr)+`"`).Match(resp.Body)
 	})
+	waitFor(t, 30*time.Second, "the runtime info to show the slave in sync", func() bool {
+		resp, err := invoke(g.masterAddr, remoting.ReqGetBrokerRuntimeInfo, nil, nil)
+		return err == nil && resp.Code == remoting.ResSuccess &&
+			regexp.MustCompile(`"keelReplicationInSyncReplicas":"2"`).Match(resp.Body)
+	})
 	resp, err := sendOne(g.slaveAddr, "R", 0, "to the slave")
 	if err != nil || resp.Code != remoting.ResServiceNotAvailable {
 		t.Fatalf("send to the slave: %v %v", resp, err)
