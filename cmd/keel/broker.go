@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 
+	"github.com/keelmq/keel/internal/config"
+
 	"github.com/spf13/cobra"
 )
 
 func newBrokerCmd() *cobra.Command {
 	var o options
+	var haListen string
 	cmd := &cobra.Command{
 		Use:   "broker -n NAMESRV_ADDR",
 		Short: "Run a broker alone, registering with separate NameServers",
@@ -27,7 +30,12 @@ func newBrokerCmd() *cobra.Command {
 				return usageError{errors.New("keel broker needs a NameServer: -n host:port, namesrvAddr in broker.conf, or $NAMESRV_ADDR")}
 			}
 			brokerListen := o.brokerListenAddr(cmd, cfg)
+			haAddr, err := haListenAddr(cfg, haListen, brokerListen)
+			if err != nil {
+				return usageError{err}
+			}
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
+				listenSpec{listenHA, haAddr, haListenFlag},
 				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
 			if err != nil {
 				return err
@@ -39,8 +47,11 @@ func newBrokerCmd() *cobra.Command {
 			p.listeners = ls
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
-			starters := append([]starter{p.storeStarter()}, p.brokerStarters(brokerListen)...)
-			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+			starters := append([]starter{p.storeStarter(), p.replicationStarter(haAddr)}, p.brokerStarters(brokerListen)...)
+			if cfg.BrokerRole != config.Slave {
+				// A slave's log is its master's: its engines would write.
+				starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+			}
 			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
@@ -48,6 +59,7 @@ func newBrokerCmd() *cobra.Command {
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
 	o.http.add(cmd)
+	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1)")
 	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/keelmq/keel/internal/config"
 	"github.com/spf13/cobra"
 )
 
@@ -33,6 +36,9 @@ func (o *options) serve(cmd *cobra.Command) error {
 	cfg, err := o.loadBroker(cmd, log)
 	if err != nil {
 		return err
+	}
+	if cfg.BrokerRole != config.AsyncMaster {
+		return usageError{fmt.Errorf("keel serve is a single-node broker; brokerRole=%s needs keel broker (docs/replication.md)", cfg.BrokerRole)}
 	}
 	restrictUmask()
 	brokerListen := o.brokerListenAddr(cmd, cfg)

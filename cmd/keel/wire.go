@@ -55,6 +55,12 @@ type parts struct {
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]
+
+	// Replication (wire_replication.go): the bound HA listener (nil: none)
+	// and the broker's send gate (nil: every send goes on).
+	haBound         net.Addr
+	sendGate        func() store.PutResult
+	replicationInfo func() map[string]string // added to the runtime info
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
@@ -73,6 +74,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			bc := brokerConfig(p.cfg, adv, p.namesrvAddrs)
 			bc.NamesrvTLS = p.namesrvClientTLS
 			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
+			bc.SendGate, bc.HAAddr = p.sendGate, p.haAdvertised(adv)
 			b, err = broker.New(bc, p.store, p.log.With("component", "broker"))
 			if err != nil {
 				return service{}, err
@@ -106,8 +108,15 @@ func (l lateHandler) RunsInline(req *remoting.Command) bool { return remoting.Ru
 // runtimeInfo adds the recent send and flush latency to the broker's
 // GET_BROKER_RUNTIME_INFO once the metrics exist (the console shows them).
 func (p *parts) runtimeInfo() map[string]string {
+	var info map[string]string
 	if m := p.metrics.Load(); m != nil {
-		return m.RuntimeInfo()
+		info = m.RuntimeInfo()
 	}
-	return nil
+	if p.replicationInfo != nil {
+		if info == nil {
+			info = map[string]string{}
+		}
+		maps.Copy(info, p.replicationInfo())
+	}
+	return info
 }

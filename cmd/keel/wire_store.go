@@ -30,6 +30,9 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.RepairCorruption = p.repairCorruption
 	c.OnFlush = p.onFlush
 	c.TagsCode = scheduleTagsCode(b)
+	c.ExternalReplication = b.BrokerRole == config.SyncMaster
+	c.ReplicationTimeout = b.ReplicaAckTimeout
+	c.Replica = b.BrokerRole == config.Slave
 	c.Logger = p.log.With("component", "store")
 	return c
 }

@@ -41,6 +41,8 @@ var layerRules = []layerRule{
 		why: "the console shows what the admin client reads; it never reaches into the broker or the store"},
 	{dir: "internal/metrics", internal: []string{"internal/broker", "internal/store"}, external: []string{"github.com/prometheus/"},
 		why: "metrics read the broker's and the store's snapshots and hooks; only this package imports Prometheus"},
+	{dir: "internal/replication", internal: []string{"internal/store", "internal/vfs"},
+		why: "replication copies the store's CommitLog over its own protocol; it knows no broker, protocol front door or config"},
 	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
 		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
 }

@@ -60,6 +60,14 @@ type Config struct {
 	// (the process's recent send and flush latency); it must be cheap and
 	// must not call into the broker.
 	RuntimeInfo func() map[string]string
+	// SendGate, if set, is asked before a send stores anything: a result
+	// other than PutOK answers the send with that status (a slave refuses
+	// sends; a SYNC_MASTER with too few in-sync replicas refuses them).
+	// It must be cheap and must not block.
+	SendGate func() store.PutResult
+	// HAAddr is the replication address registered as haServerAddr
+	// (empty: AdvertisedAddr).
+	HAAddr string
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool

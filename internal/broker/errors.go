@@ -60,6 +60,12 @@ func putStatusCode(s store.PutStatus) int16 {
 		return remoting.ResSuccess
 	case store.PutFlushDiskTimeout:
 		return remoting.ResFlushDiskTimeout
+	case store.PutFlushSlaveTimeout:
+		return remoting.ResFlushSlaveTimeout
+	case store.PutInSyncReplicasNotEnough:
+		// RocketMQ 5's answer: not stored, and the official clients retry
+		// a SYSTEM_ERROR on another broker group.
+		return remoting.ResSystemError
 	case store.PutMessageIllegal, store.PutPropertiesTooLong:
 		return remoting.ResMessageIllegal
 	case store.PutServiceNotAvailable, store.PutDiskFull:

@@ -42,6 +42,8 @@ type env struct {
 	flush store.FlushDiskType
 	// syncFlushTimeout, if > 0, is the store's SyncFlushTimeout.
 	syncFlushTimeout time.Duration
+	// storeMutate, if set, changes the store configuration before Open.
+	storeMutate func(*store.Config)
 	// storeFailed: the test failed the store on purpose, so its Close
 	// reports an error.
 	storeFailed bool
@@ -82,6 +84,9 @@ func (e *env) start() {
 	scfg.CommitLogSegmentBytes = 16 << 20
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 1000, 4000
+	if e.storeMutate != nil {
+		e.storeMutate(&scfg)
+	}
 	st, err := store.Open(scfg)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)

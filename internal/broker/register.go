@@ -161,7 +161,7 @@ func (r *registrar) registerAll(ctx context.Context) {
 	cfg := r.b.cfg
 	ext := map[string]string{
 		"brokerName": cfg.BrokerName, "brokerAddr": cfg.AdvertisedAddr, "clusterName": cfg.ClusterName,
-		"haServerAddr": cfg.AdvertisedAddr, "brokerId": itoa(cfg.BrokerID),
+		"haServerAddr": cfg.haAddr(), "brokerId": itoa(cfg.BrokerID),
 		"heartbeatTimeoutMillis": itoa(cfg.ChannelExpiredTimeout.Milliseconds()),
 		"enableActingMaster":     "false", "compressed": "false",
 		"bodyCrc32": strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)&0x7FFFFFFF), 10),

@@ -200,6 +200,9 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 	if err != nil {
 		return nil, err
 	}
+	if resp := b.refuseSend(req); resp != nil {
+		return resp, nil
+	}
 	if h.queueID, err = b.core.CheckSend(h.topic, h.defaultTopic, h.defaultQueueNums, h.queueID, len(req.Body)); err != nil {
 		return nil, err
 	}
@@ -390,12 +393,12 @@ func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, 
 // putResponse maps a put result to the send response.
 func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
 	code := putStatusCode(res.Status)
-	if code != remoting.ResSuccess && code != remoting.ResFlushDiskTimeout {
+	if code != remoting.ResSuccess && code != remoting.ResFlushDiskTimeout && code != remoting.ResFlushSlaveTimeout {
 		remark := res.Status.String()
 		if res.Err != nil {
 			remark += ": " + res.Err.Error()
 		}
-		if code == remoting.ResSystemError {
+		if code == remoting.ResSystemError && res.Status != store.PutInSyncReplicasNotEnough {
 			b.log.Error("put failed", "topic", ms[0].Topic, "status", res.Status.String(), "err", res.Err)
 		}
 		return req.NewResponse(code, remark)

@@ -19,7 +19,7 @@ const (
 // BrokerRole is the brokerRole setting.
 type BrokerRole string
 
-// Broker roles. Only AsyncMaster is supported until replication exists.
+// Broker roles (docs/replication.md).
 const (
 	AsyncMaster BrokerRole = "ASYNC_MASTER"
 	SyncMaster  BrokerRole = "SYNC_MASTER"
@@ -147,6 +147,12 @@ type Broker struct {
 	// Metrics.
 	MetricsRocketMQNames bool // metricsRocketMQNames (Keel): add rocketmq-exporter's names to /metrics
 
+	// Replication (docs/replication.md).
+	HAListenPort      int           // haListenPort: the replication port; 0 = listenPort+1 (the --ha-listen flag overrides)
+	HAMasterAddress   string        // haMasterAddress: a slave's master HA address "host:port"
+	MinInSyncReplicas int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
+	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
+
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
 	origin map[string]string
@@ -210,5 +216,22 @@ func Default() *Broker {
 		TransactionTimeout:       6 * time.Second,
 		TransactionCheckMax:      15,
 		TransactionCheckInterval: 60 * time.Second,
+
+		MinInSyncReplicas: 2,
+		ReplicaAckTimeout: 2 * time.Second,
 	}
 }
+
+// HAPort is the replication port: haListenPort, else listenPort+1 (as in
+// RocketMQ).
+func (b *Broker) HAPort() int {
+	if b.HAListenPort != 0 {
+		return b.HAListenPort
+	}
+	return b.ListenPort + 1
+}
+
+// Replicated reports whether the broker is part of a replicated group
+// (a SYNC_MASTER or a SLAVE; an ASYNC_MASTER serves slaves that connect but
+// waits for none).
+func (b *Broker) Replicated() bool { return b.BrokerRole != AsyncMaster }

@@ -168,7 +168,7 @@ func TestUnknownKeys(t *testing.T) {
 	}
 	want := []Unknown{
 		{Key: "brokername", Value: "x", Line: 1, Hint: `did you mean "brokerName"?`},
-		{Key: "brokerIP2", Value: "10.0.0.1", Line: 2, Hint: "replication is not implemented yet"},
+		{Key: "brokerIP2", Value: "10.0.0.1", Line: 2, Hint: "the replication address is the listen host; set --ha-listen or haListenPort"},
 		{Key: "fooBar", Value: "1", Line: 3},
 	}
 	if !reflect.DeepEqual(unknown, want) {

@@ -82,6 +82,11 @@ var fields = []field{
 	dur("transactionCheckInterval", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionCheckInterval }),
 
 	boolf("metricsRocketMQNames", func(b *Broker) *bool { return &b.MetricsRocketMQNames }),
+
+	intf("haListenPort", func(b *Broker) *int { return &b.HAListenPort }),
+	str("haMasterAddress", func(b *Broker) *string { return &b.HAMasterAddress }),
+	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
+	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
 }
 
 // byKey maps every key and alias to its field.

@@ -54,18 +54,40 @@ func (b *Broker) validateIdentity(bad func(string, string, ...any)) {
 	checkName(bad, "brokerClusterName", b.BrokerClusterName)
 	checkName(bad, "brokerName", b.BrokerName)
 	switch b.BrokerRole {
-	case AsyncMaster:
+	case AsyncMaster, SyncMaster:
 		if b.BrokerID != 0 {
 			bad("brokerId", "must be 0 for a master (brokerRole=%s)", b.BrokerRole)
 		}
-	case SyncMaster, Slave:
-		bad("brokerRole", "%w: replication is not implemented; use ASYNC_MASTER", ErrUnsupported)
+	case Slave:
+		if b.BrokerID <= 0 {
+			bad("brokerId", "must be above 0 for a slave (0 is the master)")
+		}
 	default:
 		bad("brokerRole", "must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE")
 	}
+	b.validateReplication(bad)
 	if b.BrokerPermission < 0 || b.BrokerPermission > 7 {
 		bad("brokerPermission", "must be a combination of 4 (read), 2 (write) and 1 (inherit)")
 	}
+}
+
+// MaxReplicas bounds minInSyncReplicas: a group of a master and at most
+// this many minus one slaves.
+const MaxReplicas = 16
+
+func (b *Broker) validateReplication(bad func(string, string, ...any)) {
+	if b.HAListenPort < 0 || b.HAListenPort > 65535 {
+		bad("haListenPort", "must be between 0 (listenPort+1) and 65535")
+	}
+	if a := b.HAMasterAddress; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("haMasterAddress", "not host:port")
+		}
+	}
+	if b.MinInSyncReplicas < 1 || b.MinInSyncReplicas > MaxReplicas {
+		bad("minInSyncReplicas", "must be between 1 (the master alone) and %d", MaxReplicas)
+	}
+	checkDuration(bad, "replicaAckTimeoutMillis", b.ReplicaAckTimeout, time.Millisecond, 10*time.Minute)
 }
 
 func checkName(bad func(string, string, ...any), key, v string) {

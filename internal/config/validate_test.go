@@ -12,8 +12,12 @@ func TestValidate(t *testing.T) {
 		conf string // applied over Default with Parse
 		want []string
 	}{
-		{"slave unsupported", "brokerRole=SLAVE\nbrokerId=1", []string{`brokerRole="SLAVE" (c:1): not supported yet`}},
-		{"sync master unsupported", "brokerRole=SYNC_MASTER", []string{"replication is not implemented"}},
+		{"slave id", "brokerRole=SLAVE", []string{`brokerId="0": must be above 0 for a slave`}},
+		{"sync master id", "brokerRole=SYNC_MASTER\nbrokerId=1", []string{"must be 0 for a master (brokerRole=SYNC_MASTER)"}},
+		{"ha port", "haListenPort=70000", []string{"haListenPort"}},
+		{"ha master address", "haMasterAddress=nohost", []string{`haMasterAddress="nohost" (c:1): not host:port`}},
+		{"min in-sync", "minInSyncReplicas=0", []string{"minInSyncReplicas"}},
+		{"replica ack timeout", "replicaAckTimeoutMillis=0", []string{"replicaAckTimeoutMillis"}},
 		{"master id", "brokerId=2", []string{`brokerId="2" (c:1): must be 0 for a master`}},
 		{"empty name", "brokerName=", []string{"brokerName=\"\" (c:1): must not be empty"}},
 		{"name with space", "brokerClusterName=a\\ b", []string{"must not contain spaces"}},

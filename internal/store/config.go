@@ -174,6 +174,17 @@ type Config struct {
 	// Flushed (no replicas are required).
 	ExternalReplication bool
 
+	// ReplicationTimeout, with ExternalReplication, bounds a put's wait
+	// for Confirmed instead of SyncFlushTimeout (0: SyncFlushTimeout); a
+	// put whose local part is done when it passes gets
+	// PutFlushSlaveTimeout.
+	ReplicationTimeout time.Duration
+
+	// Replica makes the store a replica's: every put is refused
+	// (PutServiceNotAvailable, ErrReplica) and the CommitLog grows only
+	// through AppendReplicated (replica.go).
+	Replica bool
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }

@@ -74,7 +74,7 @@ func (s *Store) PutMessagesDeferred(ctx context.Context, ms []*message.Message, 
 	if end < 0 {
 		return r, false
 	}
-	s.marks.confirmed.Notify(end, s.cfg.SyncFlushTimeout, func(err error) { done(flushResult(err)) })
+	s.marks.confirmed.Notify(end, s.confirmTimeout(), func(err error) { done(s.confirmResult(end, err)) })
 	return PutResult{}, true
 }
 
@@ -95,7 +95,7 @@ func (s *Store) appendPut(ctx context.Context, req *putReq, ms []*message.Messag
 	s.appending.Add(1)
 	end, r := s.putAppend(ctx, req, ms)
 	s.appendDone()
-	n, wait := req.logical, s.cfg.FlushDiskType == SyncFlush && r.Status == PutOK && !ackAtWrite(ms)
+	n, wait := req.logical, s.waitsForConfirmed() && r.Status == PutOK && !ackAtWrite(ms)
 	releaseReq(req)
 	if r.Status != PutOK {
 		return -1, r
@@ -150,6 +150,9 @@ func (s *Store) refusePut() (PutResult, bool) {
 	if err := s.Err(); err != nil {
 		return PutResult{Status: PutServiceNotAvailable, Err: err}, false
 	}
+	if s.cfg.Replica {
+		return PutResult{Status: PutServiceNotAvailable, Err: ErrReplica}, false
+	}
 	if p := s.diskFullNow(); p != nil {
 		return PutResult{Status: PutDiskFull, Err: *p}, false
 	}
@@ -158,7 +161,7 @@ func (s *Store) refusePut() (PutResult, bool) {
 
 // waitFlushed waits for the Confirmed watermark to pass end.
 func (s *Store) waitFlushed(ctx context.Context, end int64) PutResult {
-	return flushResult(s.marks.confirmed.Wait(ctx, end, s.cfg.SyncFlushTimeout))
+	return s.confirmResult(end, s.marks.confirmed.Wait(ctx, end, s.confirmTimeout()))
 }
 
 // flushResult maps the outcome of waiting for a flush to a put result.

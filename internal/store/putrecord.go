@@ -41,7 +41,7 @@ func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
 	}
 	s.stats.puts.Add(1)
 	s.stats.putMsgs.Add(n)
-	if s.cfg.FlushDiskType == SyncFlush {
+	if s.waitsForConfirmed() {
 		r = s.waitFlushed(ctx, end)
 	}
 	return r, phys

@@ -24,9 +24,18 @@ const (
 	// PutUnknownError: anything else, such as a cancelled context while
 	// waiting for the flush (the message is written but not acknowledged).
 	PutUnknownError
+	// PutFlushSlaveTimeout: with Config.ExternalReplication, the replicas
+	// did not confirm the message within ReplicationTimeout although it is
+	// durable locally as the flush mode demands. It is written and may
+	// still be replicated; it is not acknowledged.
+	PutFlushSlaveTimeout
+	// PutInSyncReplicasNotEnough: refused before anything was stored,
+	// because fewer replicas are in sync than the replication mode needs
+	// (returned by the replication service's send check, not by a put).
+	PutInSyncReplicasNotEnough
 )
 
-var putStatusNames = [...]string{"PUT_OK", "FLUSH_DISK_TIMEOUT", "SERVICE_NOT_AVAILABLE", "DISK_FULL", "MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "UNKNOWN_ERROR"}
+var putStatusNames = [...]string{"PUT_OK", "FLUSH_DISK_TIMEOUT", "SERVICE_NOT_AVAILABLE", "DISK_FULL", "MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "UNKNOWN_ERROR", "FLUSH_SLAVE_TIMEOUT", "IN_SYNC_REPLICAS_NOT_ENOUGH"}
 
 func (s PutStatus) String() string {
 	if s >= 0 && int(s) < len(putStatusNames) {

@@ -16,7 +16,10 @@ import (
 // forward, and Written >= Flushed >= Replicated always, Replicated =
 // Confirmed >= Visible under SYNC_FLUSH, Written = Confirmed >= Visible
 // under ASYNC_FLUSH (where Flushed may lag Visible: visibility does not
-// wait for the disk).
+// wait for the disk). With ExternalReplication, Confirmed is Replicated in
+// both modes, and under ASYNC_FLUSH Replicated is bounded by Written, not
+// Flushed (a synchronous master over ASYNC_FLUSH waits for the replicas,
+// not for its disk).
 type Watermark int
 
 // The watermarks. See the package documentation ("Watermarks").
@@ -76,7 +79,7 @@ func (s *Store) initMarks() {
 		s.marks.replicated = watermark.New("replicated", s.log.RequestFlush)
 	}
 	s.marks.confirmed = s.log.Written()
-	if s.cfg.FlushDiskType == SyncFlush {
+	if s.cfg.FlushDiskType == SyncFlush || s.cfg.ExternalReplication {
 		s.marks.confirmed = s.marks.replicated
 	}
 	s.marks.visible = watermark.New("visible", nil)
@@ -155,7 +158,7 @@ func (s *Store) updateReplicated() {
 		m.Fail(err)
 		return
 	}
-	if m.Advance(min(s.marks.reported.Load(), s.log.FlushedOffset())) {
+	if m.Advance(min(s.marks.reported.Load(), s.localConfirmed())) {
 		m.Release()
 	}
 }

@@ -1,0 +1,43 @@
+// Package replication copies a master broker's CommitLog to its slaves
+// (RocketMQ's master–slave broker groups, docs/replication.md).
+//
+// A slave dials its master's HA port and sends HELLO: its broker name and
+// id, its CommitLog segment size, its log end and its epoch history. The
+// master checks that the slave's log is a prefix of its own
+// (CheckDivergence), answers HELLO_OK with its epoch history, and streams
+// DATA frames: raw CommitLog ranges (whole entries with their CRC
+// trailers, the blank marker closing a segment) from the slave's log end
+// on, never across a segment or an epoch boundary, with heartbeats when
+// idle. The slave verifies every record (store.AppendReplicated: size,
+// CRC, type, structure, own offset) before a byte is written, appends at
+// exactly its log end, and sends ACK frames (written and flushed ends)
+// from a goroutine of its own so that its fdatasync overlaps the next
+// range. The store's dispatcher rebuilds the slave's ConsumeQueues and
+// index from the replicated log.
+//
+// Frames (frame.go): len u32 | type u8 | payload | crc32c u32. A frame
+// that is too long, of an unknown type, with a bad CRC or a payload that
+// does not decode closes the connection.
+//
+// Epochs (epochs.go): every start of a master appends (epoch, log end) to
+// its epoch history; a slave appends an epoch when the first range of it
+// arrives, before writing it. Both keep the history in
+// <dataDir>/replication/epochs, written durably (temporary file, fsync,
+// rename, directory fsync); an I/O error there is fatal. A slave whose log
+// holds bytes the master does not have at the same place (its last epoch
+// unknown to the master, or longer there, or the CRC trailer of its last
+// record, sent in HELLO, unlike the master's bytes there) has diverged: truncating is not
+// built yet, so it stops with ErrDiverged instead of taking new data.
+//
+// Acknowledgement (master.go): a SYNC_MASTER's store runs with
+// ExternalReplication; the master moves its Replicated watermark to the
+// smallest ack of the in-sync replicas (flushed bytes for a SYNC_FLUSH
+// slave, written for an ASYNC_FLUSH one), and only while at least
+// MinInSyncReplicas copies, its own included, are in sync. A replica joins
+// the in-sync set once it holds everything already confirmed, and leaves
+// it when its connection ends or it acknowledges nothing for AckTimeout
+// while it has bytes to acknowledge. CheckSend refuses sends before
+// anything is stored while too few copies are in sync; a send that waits
+// longer than the store's ReplicationTimeout gets PutFlushSlaveTimeout.
+// An ASYNC_MASTER streams the same way and waits for nobody.
+package replication

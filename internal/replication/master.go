@@ -1,0 +1,513 @@
+package replication
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/watermark"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// Defaults of the streaming.
+const (
+	DefaultChunkBytes        = 256 << 10
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	// idleTimeout: a connection that delivers no frame this long is dead.
+	idleTimeoutHeartbeats = 6
+)
+
+// EpochFile is where a replica keeps its epoch history, under the data
+// directory.
+func EpochFile(dataDir string) string { return filepath.Join(dataDir, "replication", "epochs") }
+
+// MasterConfig configures a Master.
+type MasterConfig struct {
+	Store      *store.Store
+	FS         vfs.FS // nil = vfs.OS{}
+	DataDir    string // the epoch file lives under it (EpochFile)
+	BrokerName string
+	// Sync: a SYNC_MASTER, whose store has ExternalReplication: the master
+	// moves the store's Replicated watermark from the in-sync replicas'
+	// acks, and refuses sends while fewer than MinInSyncReplicas copies
+	// (its own included) are in sync. Unset (ASYNC_MASTER), replicas follow
+	// and nothing waits for them.
+	Sync              bool
+	MinInSyncReplicas int
+	// AckTimeout: an in-sync replica that has bytes to acknowledge and
+	// acknowledges nothing for this long leaves the in-sync set.
+	AckTimeout        time.Duration
+	ChunkBytes        int           // 0 = DefaultChunkBytes
+	HeartbeatInterval time.Duration // 0 = DefaultHeartbeatInterval
+	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
+	Logger            *slog.Logger
+}
+
+// Master streams its store's CommitLog to the replicas that connect, and,
+// as a SYNC_MASTER, confirms records once the in-sync replicas have them.
+type Master struct {
+	cfg  MasterConfig
+	log  *slog.Logger
+	hist History
+
+	mu       sync.Mutex
+	replicas map[*follower]struct{}
+	inSync   atomic.Int32 // followers in the in-sync set
+
+	wg sync.WaitGroup
+}
+
+// follower is one connected replica.
+type follower struct {
+	conn      net.Conn
+	id        int64
+	syncFlush bool
+	sent      atomic.Int64 // end of the bytes sent on this connection
+	acked     atomic.Int64 // what its acks say it holds (flushed or written)
+	inSync    bool         // guarded by Master.mu
+	gone      bool         // replaced by a newer connection of the same replica; guarded by Master.mu
+	progress  time.Time    // last ack that moved, or caught up; guarded by Master.mu
+}
+
+// NewMaster loads (or starts) the epoch history and appends a new epoch
+// starting at the store's log end, durably, before anything else is
+// written: every start of a master is a new epoch, so bytes a previous
+// run wrote and lost in a crash can never be mistaken for what this run
+// writes at the same offsets.
+func NewMaster(cfg MasterConfig) (*Master, error) {
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ChunkBytes <= 0 {
+		cfg.ChunkBytes = DefaultChunkBytes
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if cfg.MinInSyncReplicas < 1 {
+		cfg.MinInSyncReplicas = 1
+	}
+	path := EpochFile(cfg.DataDir)
+	if err := vfs.MkdirAllDurable(cfg.FS, filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("replication: %w", err)
+	}
+	h, err := LoadHistory(cfg.FS, path)
+	if err != nil {
+		return nil, err
+	}
+	end := cfg.Store.Offset(store.Written)
+	if end > 0 && len(h) == 0 {
+		// A log written before replication was configured: its bytes
+		// become epoch 1's.
+		h = History{{Epoch: 1, Start: 0}}
+	}
+	h = append(h, Epoch{Epoch: h.Last().Epoch + 1, Start: end})
+	if err := SaveHistory(cfg.FS, path, h); err != nil {
+		return nil, err
+	}
+	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}}
+	m.log.Info("replication: master", "epoch", h.Last().Epoch, "epoch_start", end, "sync", cfg.Sync,
+		"min_in_sync_replicas", cfg.MinInSyncReplicas)
+	return m, nil
+}
+
+// History returns the master's epoch history.
+func (m *Master) History() History { return m.hist }
+
+// InSync returns how many copies are in sync, the master's included.
+func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
+
+// CheckSend is the send path's check before anything is stored: a
+// SYNC_MASTER with fewer than MinInSyncReplicas copies in sync refuses
+// (PutInSyncReplicasNotEnough); otherwise PutOK.
+func (m *Master) CheckSend() store.PutResult {
+	if m.cfg.Sync {
+		if n := m.InSync(); n < m.cfg.MinInSyncReplicas {
+			return store.PutResult{Status: store.PutInSyncReplicasNotEnough,
+				Err: fmt.Errorf("replication: %d of the %d copies minInSyncReplicas requires are in sync; the message was not stored", n, m.cfg.MinInSyncReplicas)}
+		}
+	}
+	return store.PutResult{Status: store.PutOK}
+}
+
+// Serve accepts replicas on ln until ctx ends, then closes ln and every
+// replica connection and returns once they are gone.
+func (m *Master) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { <-ctx.Done(); ln.Close() }()
+	m.wg.Add(1)
+	go m.watch(ctx)
+	var err error
+	for {
+		c, aerr := ln.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("replication: accept: %w", aerr)
+			}
+			break
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.serveConn(ctx, c)
+		}()
+	}
+	cancel()
+	m.wg.Wait()
+	return err
+}
+
+// watch recomputes the replicated point as the log grows (a SYNC_MASTER
+// with MinInSyncReplicas of 1 and no replica confirms alone) and drops
+// in-sync replicas that stopped acknowledging.
+func (m *Master) watch(ctx context.Context) {
+	defer m.wg.Done()
+	if !m.cfg.Sync {
+		return
+	}
+	tick := time.NewTicker(min(m.cfg.HeartbeatInterval, 50*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		m.expireLocked(time.Now())
+		m.recomputeLocked()
+		m.mu.Unlock()
+	}
+}
+
+// expireLocked removes from the in-sync set a replica that has bytes to
+// acknowledge and acknowledged none for AckTimeout.
+func (m *Master) expireLocked(now time.Time) {
+	if m.cfg.AckTimeout <= 0 {
+		return
+	}
+	written := m.cfg.Store.Offset(store.Written)
+	for f := range m.replicas {
+		if !f.inSync {
+			continue
+		}
+		if f.acked.Load() >= written {
+			f.progress = now
+			continue
+		}
+		if now.Sub(f.progress) > m.cfg.AckTimeout {
+			f.inSync = false
+			m.inSync.Add(-1)
+			m.log.Warn("replication: replica left the in-sync set: no acknowledgement", "replica", f.id,
+				"acked", f.acked.Load(), "written", written, "for", now.Sub(f.progress).Round(time.Millisecond))
+		}
+	}
+}
+
+// recomputeLocked moves the store's Replicated watermark to what every
+// in-sync replica holds, if enough copies are in sync.
+func (m *Master) recomputeLocked() {
+	if !m.cfg.Sync {
+		return
+	}
+	if 1+int(m.inSync.Load()) < m.cfg.MinInSyncReplicas {
+		return
+	}
+	point := m.cfg.Store.Offset(store.Written)
+	for f := range m.replicas {
+		if f.inSync {
+			point = min(point, f.acked.Load())
+		}
+	}
+	m.cfg.Store.AdvanceReplicated(point)
+}
+
+func (m *Master) reject(c net.Conn, code byte, reason string) {
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	c.Write(appendFrame(nil, typeReject, encodeReject(code, reason)))
+}
+
+// serveConn runs one replica connection: the handshake, then a sender
+// (this goroutine) and an ack reader.
+func (m *Master) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	idle := time.Duration(idleTimeoutHeartbeats) * m.cfg.HeartbeatInterval
+	r := bufio.NewReaderSize(c, 64<<10)
+	c.SetReadDeadline(time.Now().Add(idle))
+	typ, p, _, err := readFrame(r, 1<<20, nil)
+	if err != nil || typ != typeHello {
+		m.log.Warn("replication: replica connection without a valid hello", "remote", c.RemoteAddr(), "type", typ, "err", err)
+		return
+	}
+	h, err := decodeHello(p)
+	if err != nil {
+		m.log.Warn("replication: bad hello", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	st := m.cfg.Store
+	masterEnd := st.Offset(store.Written)
+	switch {
+	case h.Version != protocolVersion:
+		m.reject(c, rejectConfig, fmt.Sprintf("protocol version %d; this master speaks %d", h.Version, protocolVersion))
+		return
+	case h.BrokerName != m.cfg.BrokerName:
+		m.reject(c, rejectConfig, fmt.Sprintf("brokerName %q; this master is %q", h.BrokerName, m.cfg.BrokerName))
+		return
+	case h.BrokerID <= 0:
+		m.reject(c, rejectConfig, fmt.Sprintf("brokerId %d; a slave's is above 0", h.BrokerID))
+		return
+	case h.SegmentBytes != st.SegmentBytes():
+		m.reject(c, rejectConfig, fmt.Sprintf("mapedFileSizeCommitLog %d; the master's is %d (they must be equal)", h.SegmentBytes, st.SegmentBytes()))
+		return
+	}
+	err = CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd)
+	if err == nil {
+		err = checkTail(st, h)
+	}
+	if err != nil {
+		m.log.Error("replication: replica diverged", "replica", h.BrokerID, "err", err)
+		m.reject(c, rejectDiverged, err.Error())
+		return
+	}
+	if h.LogEnd < st.Offset(store.Written) && h.LogEnd < minOffset(st) {
+		m.reject(c, rejectRetry, fmt.Sprintf("the replica's log ends at %d, before the master's oldest segment (%d): start it from an empty data directory", h.LogEnd, minOffset(st)))
+		return
+	}
+	c.SetWriteDeadline(time.Now().Add(idle))
+	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist}.encode())); err != nil {
+		return
+	}
+	f := &follower{conn: c, id: h.BrokerID, syncFlush: h.SyncFlush, progress: time.Now()}
+	f.sent.Store(h.LogEnd)
+	f.acked.Store(h.LogEnd)
+	m.mu.Lock()
+	m.evictLocked(f.id)
+	m.replicas[f] = struct{}{}
+	m.joinLocked(f)
+	m.mu.Unlock()
+	m.log.Info("replication: replica connected", "replica", h.BrokerID, "remote", c.RemoteAddr(), "from", h.LogEnd, "master_end", masterEnd)
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		m.readAcks(cctx, r, f, idle)
+	}()
+	err = m.stream(cctx, f, h.LogEnd)
+	cancel()
+	c.Close()
+	<-done
+	m.mu.Lock()
+	if f.inSync {
+		m.inSync.Add(-1)
+	}
+	delete(m.replicas, f)
+	m.mu.Unlock()
+	m.log.Warn("replication: replica disconnected", "replica", h.BrokerID, "acked", f.acked.Load(), "err", err)
+}
+
+// evictLocked drops the older connections of replica id (a replica that
+// reconnected before the master noticed its old connection died): one
+// replica is one copy, however many connections it has.
+func (m *Master) evictLocked(id int64) {
+	for f := range m.replicas {
+		if f.id != id {
+			continue
+		}
+		if f.inSync {
+			f.inSync = false
+			m.inSync.Add(-1)
+		}
+		f.gone = true
+		delete(m.replicas, f)
+		f.conn.Close()
+		m.log.Warn("replication: replica reconnected; its older connection is closed", "replica", id)
+	}
+}
+
+// checkTail compares the CRC trailer of the replica's last record with
+// the master's bytes at the same place: equal epochs of two unrelated
+// logs (another group's master, a data directory swapped) do not pass.
+func checkTail(st *store.Store, h hello) error {
+	if len(h.Tail) == 0 {
+		if h.LogEnd%st.SegmentBytes() != 0 {
+			return fmt.Errorf("%w: the replica sent no tail for its log end %d", ErrDiverged, h.LogEnd)
+		}
+		return nil
+	}
+	own := make([]byte, tailBytes)
+	if err := st.ReadCommitLog(own, h.LogEnd-tailBytes); err != nil {
+		return fmt.Errorf("%w: reading the master's bytes before offset %d: %w", ErrDiverged, h.LogEnd, err)
+	}
+	if !bytes.Equal(own, h.Tail) {
+		return fmt.Errorf("%w: the replica's last record before offset %d has CRC %x, the master's %x", ErrDiverged, h.LogEnd, h.Tail, own)
+	}
+	return nil
+}
+
+func minOffset(st *store.Store) int64 { return st.Stats().MinOffset }
+
+// joinLocked adds f to the in-sync set once it holds everything already
+// confirmed (so a member never lacks an acknowledged record).
+func (m *Master) joinLocked(f *follower) {
+	if f.inSync || f.gone || f.acked.Load() < m.cfg.Store.Offset(store.Confirmed) {
+		return
+	}
+	f.inSync = true
+	f.progress = time.Now()
+	m.inSync.Add(1)
+	m.log.Info("replication: replica in sync", "replica", f.id, "acked", f.acked.Load())
+}
+
+// readAcks reads the replica's acks until the connection ends.
+func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idle time.Duration) {
+	var buf []byte
+	for ctx.Err() == nil {
+		f.conn.SetReadDeadline(time.Now().Add(idle))
+		typ, p, b, err := readFrame(r, 1<<10, buf)
+		buf = b
+		if err != nil {
+			return
+		}
+		if typ != typeAck {
+			m.log.Warn("replication: unexpected frame from replica", "replica", f.id, "type", typ)
+			return
+		}
+		a, err := decodeAck(p)
+		if err != nil {
+			m.log.Warn("replication: bad ack", "replica", f.id, "err", err)
+			return
+		}
+		got := a.Written
+		if f.syncFlush {
+			got = a.Flushed
+		}
+		if got > f.sent.Load() {
+			m.log.Error("replication: replica acknowledged bytes it was never sent", "replica", f.id, "ack", got, "sent", f.sent.Load())
+			return
+		}
+		if got <= f.acked.Load() {
+			continue
+		}
+		f.acked.Store(got)
+		m.mu.Lock()
+		f.progress = time.Now()
+		m.joinLocked(f)
+		m.recomputeLocked()
+		m.mu.Unlock()
+	}
+}
+
+// stream sends the log from pos on, as it grows, in ranges that never
+// cross a segment or an epoch boundary; an idle link gets heartbeats.
+func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
+	st := m.cfg.Store
+	var raw, payload, frame []byte
+	idle := time.Duration(idleTimeoutHeartbeats) * m.cfg.HeartbeatInterval
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if pos >= st.Offset(store.Written) {
+			err := st.WaitFor(ctx, store.Written, pos+1, m.cfg.HeartbeatInterval)
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil && !isTimeout(err) {
+				return err
+			}
+		}
+		ep, epEnd, ok := m.hist.EpochAt(pos)
+		if !ok {
+			return fmt.Errorf("replication: no epoch holds offset %d", pos)
+		}
+		limit := int64(0)
+		if epEnd >= 0 {
+			limit = epEnd
+		}
+		var next int64
+		if pos < st.Offset(store.Written) {
+			var err error
+			raw, next, err = st.ReadReplication(pos, limit, m.cfg.ChunkBytes, raw)
+			if err != nil {
+				return err
+			}
+		} else {
+			raw, next = raw[:0], pos
+		}
+		d := data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: st.Offset(store.Confirmed), Raw: raw}
+		payload = d.appendTo(payload[:0])
+		frame = appendFrame(frame[:0], typeData, payload)
+		f.conn.SetWriteDeadline(time.Now().Add(idle))
+		if _, err := f.conn.Write(frame); err != nil {
+			return err
+		}
+		f.sent.Store(next)
+		pos = next
+	}
+}
+
+func isTimeout(err error) bool { return errors.Is(err, watermark.ErrTimeout) }
+
+// ReplicaStatus is one connected replica as the master sees it.
+type ReplicaStatus struct {
+	BrokerID int64
+	Acked    int64 // what its acks say it holds
+	LagBytes int64 // the master's written offset minus Acked
+	InSync   bool
+}
+
+// Status returns the master's epoch, its written offset and its
+// connected replicas (sorted by broker id); LagBytes of the group is the
+// largest lag of an in-sync replica, or of any replica if none is.
+func (m *Master) Status() (epoch uint32, written int64, replicas []ReplicaStatus) {
+	written = m.cfg.Store.Offset(store.Written)
+	m.mu.Lock()
+	for f := range m.replicas {
+		a := f.acked.Load()
+		replicas = append(replicas, ReplicaStatus{BrokerID: f.id, Acked: a, LagBytes: max(0, written-a), InSync: f.inSync})
+	}
+	m.mu.Unlock()
+	slices.SortFunc(replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.BrokerID, b.BrokerID) })
+	return m.hist.Last().Epoch, written, replicas
+}
+
+// RuntimeInfo is the master's part of the broker's runtime info: the
+// epoch, the copies in sync and each replica's acknowledged offset and
+// lag in bytes.
+func (m *Master) RuntimeInfo() map[string]string {
+	epoch, written, rs := m.Status()
+	info := map[string]string{
+		"keelReplicationEpoch":             strconv.FormatUint(uint64(epoch), 10),
+		"keelReplicationInSyncReplicas":    strconv.Itoa(m.InSync()),
+		"keelReplicationMinInSyncReplicas": strconv.Itoa(m.cfg.MinInSyncReplicas),
+		"keelReplicationWrittenOffset":     strconv.FormatInt(written, 10),
+	}
+	for _, r := range rs {
+		id := strconv.FormatInt(r.BrokerID, 10)
+		info["keelReplicationReplica"+id+"AckedOffset"] = strconv.FormatInt(r.Acked, 10)
+		info["keelReplicationReplica"+id+"LagBytes"] = strconv.FormatInt(r.LagBytes, 10)
+		info["keelReplicationReplica"+id+"InSync"] = strconv.FormatBool(r.InSync)
+	}
+	return info
+}

@@ -1,0 +1,333 @@
+package replication
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// SlaveConfig configures a Slave.
+type SlaveConfig struct {
+	Store      *store.Store // opened with store.Config.Replica
+	FS         vfs.FS       // nil = vfs.OS{}
+	DataDir    string       // the epoch file lives under it (EpochFile)
+	BrokerName string
+	BrokerID   int64
+	MasterAddr string // the master's HA address, host:port
+	// SyncFlush: acknowledge flushed bytes (after this replica's
+	// fdatasync), else written ones.
+	SyncFlush         bool
+	HeartbeatInterval time.Duration // the master's; 0 = DefaultHeartbeatInterval
+	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
+	RetryInterval     time.Duration // between connection attempts; 0 = 200 ms
+	Logger            *slog.Logger
+}
+
+// Slave copies its master's CommitLog into its store: it connects, says
+// what it has (log end, epoch history), checks every range it receives
+// and appends it at its log end, and acknowledges what it wrote and
+// flushed. It reconnects after any connection failure; a log that
+// diverged from the master's stops it (Run returns ErrDiverged).
+type Slave struct {
+	cfg  SlaveConfig
+	log  *slog.Logger
+	path string
+
+	mu   sync.Mutex
+	hist History
+}
+
+// NewSlave loads the replica's epoch history.
+func NewSlave(cfg SlaveConfig) (*Slave, error) {
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = 200 * time.Millisecond
+	}
+	path := EpochFile(cfg.DataDir)
+	if err := vfs.MkdirAllDurable(cfg.FS, filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("replication: %w", err)
+	}
+	h, err := LoadHistory(cfg.FS, path)
+	if err != nil {
+		return nil, err
+	}
+	return &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}, nil
+}
+
+// History returns the replica's epoch history.
+func (s *Slave) History() History {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(History(nil), s.hist...)
+}
+
+// errRejected is a master's refusal.
+var errRejected = errors.New("replication: the master refused this replica")
+
+// Run replicates until ctx ends (nil) or the replica cannot go on: its log
+// diverged from the master's (ErrDiverged), its store failed, or the
+// epoch history could not be saved.
+func (s *Slave) Run(ctx context.Context) error {
+	for {
+		err := s.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrDiverged) || errors.Is(err, errFatal) {
+			s.log.Error("replication: stopped", "err", err)
+			return err
+		}
+		s.log.Warn("replication: link to master lost; reconnecting", "master", s.cfg.MasterAddr, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.cfg.RetryInterval):
+		}
+	}
+}
+
+// errFatal marks errors after which replication must not continue.
+var errFatal = errors.New("replication: replica cannot continue")
+
+func (s *Slave) session(ctx context.Context) error {
+	st := s.cfg.Store
+	if err := st.Err(); err != nil {
+		return fmt.Errorf("%w: store: %w", errFatal, err)
+	}
+	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
+	d := net.Dialer{Timeout: idle}
+	c, err := d.DialContext(ctx, "tcp", s.cfg.MasterAddr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+
+	end := st.Offset(store.Written)
+	hist := s.History()
+	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
+		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: hist}
+	if end%st.SegmentBytes() != 0 {
+		h.Tail = make([]byte, tailBytes)
+		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
+			return fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
+		}
+	}
+	c.SetWriteDeadline(time.Now().Add(idle))
+	if _, err := c.Write(appendFrame(nil, typeHello, h.encode())); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(c, 256<<10)
+	c.SetReadDeadline(time.Now().Add(idle))
+	typ, p, buf, err := readFrame(r, s.cfg.MaxFrameBytes, nil)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case typeReject:
+		code, reason, err := decodeReject(p)
+		switch {
+		case err != nil:
+			return err
+		case code == rejectDiverged:
+			return fmt.Errorf("%w (the master says: %s)", ErrDiverged, reason)
+		case code == rejectConfig:
+			return fmt.Errorf("%w: %w: %s", errFatal, errRejected, reason)
+		}
+		return fmt.Errorf("%w: %s", errRejected, reason)
+	case typeHelloOK:
+	default:
+		return fmt.Errorf("%w: frame type %d before the master's answer", ErrMalformed, typ)
+	}
+	ok, err := decodeHelloOK(p)
+	if err != nil {
+		return err
+	}
+	// The master checked; check again on this side, where a wrong answer
+	// costs data.
+	if err := CheckDivergence(hist, end, ok.Epochs, ok.MasterEnd); err != nil {
+		return err
+	}
+	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
+		"master_epoch", ok.Epochs.Last().Epoch)
+
+	acks := newAcker(s, c, idle)
+	defer acks.stop()
+	for {
+		c.SetReadDeadline(time.Now().Add(idle))
+		typ, p, buf, err = readFrame(r, s.cfg.MaxFrameBytes, buf)
+		if err != nil {
+			return err
+		}
+		if typ != typeData {
+			return fmt.Errorf("%w: frame type %d while streaming", ErrMalformed, typ)
+		}
+		m, err := decodeData(p)
+		if err != nil {
+			return err
+		}
+		if err := acks.failed(); err != nil {
+			return err
+		}
+		if len(m.Raw) == 0 {
+			continue
+		}
+		if m.Offset != end {
+			return fmt.Errorf("%w: data at %d, the replica's log ends at %d", ErrMalformed, m.Offset, end)
+		}
+		if err := s.enterEpoch(m); err != nil {
+			return err
+		}
+		next, err := st.AppendReplicated(m.Offset, m.Raw)
+		if err != nil {
+			if errors.Is(err, store.ErrCorrupt) {
+				return err // a bad range: reconnect and ask again
+			}
+			if errors.Is(err, store.ErrNoSpace) {
+				// Nothing of the range was kept: try again once there is
+				// room (the master drops this replica from the in-sync
+				// set meanwhile).
+				return err
+			}
+			return fmt.Errorf("%w: append at %d: %w", errFatal, m.Offset, err)
+		}
+		end = next
+		acks.wrote(end)
+	}
+}
+
+// enterEpoch records the epoch of a range before its bytes are written, if
+// it is new to this replica: the history must say whose bytes the log
+// holds before it holds them. A failed save is fatal.
+func (s *Slave) enterEpoch(m data) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.hist.Last()
+	if len(s.hist) > 0 && last.Epoch == m.Epoch {
+		if last.Start != m.EpochStart {
+			return fmt.Errorf("%w: epoch %d starts at %d here, at %d on the master", ErrDiverged, m.Epoch, last.Start, m.EpochStart)
+		}
+		return nil
+	}
+	if len(s.hist) > 0 && (m.Epoch < last.Epoch || m.EpochStart < last.Start) {
+		return fmt.Errorf("%w: data of epoch %d (from %d) after epoch %d (from %d)", ErrDiverged, m.Epoch, m.EpochStart, last.Epoch, last.Start)
+	}
+	h := append(append(History(nil), s.hist...), Epoch{Epoch: m.Epoch, Start: m.EpochStart})
+	if err := SaveHistory(s.cfg.FS, s.path, h); err != nil {
+		return fmt.Errorf("%w: %w", errFatal, err)
+	}
+	s.hist = h
+	return nil
+}
+
+// acker sends the replica's acks from a goroutine of its own, so that
+// receiving the next range overlaps this replica's fdatasync.
+type acker struct {
+	s    *Slave
+	c    net.Conn
+	idle time.Duration
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu  sync.Mutex
+	end int64
+	err error
+}
+
+func newAcker(s *Slave, c net.Conn, idle time.Duration) *acker {
+	a := &acker{s: s, c: c, idle: idle, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	a.wg.Add(1)
+	go a.run()
+	return a
+}
+
+func (a *acker) wrote(end int64) {
+	a.mu.Lock()
+	a.end = end
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *acker) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+func (a *acker) stop() {
+	close(a.done)
+	a.wg.Wait()
+}
+
+func (a *acker) run() {
+	defer a.wg.Done()
+	st := a.s.cfg.Store
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-a.done; cancel() }()
+	sent := ack{Written: -1, Flushed: -1}
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-a.kick:
+		}
+		a.mu.Lock()
+		end := a.end
+		a.mu.Unlock()
+		if a.s.cfg.SyncFlush {
+			if err := st.WaitFor(ctx, store.Flushed, end, 0); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				a.setErr(fmt.Errorf("%w: flush: %w", errFatal, err))
+				return
+			}
+		}
+		cur := ack{Written: st.Offset(store.Written), Flushed: st.Offset(store.Flushed)}
+		cur.Flushed = min(cur.Flushed, cur.Written)
+		if cur == sent {
+			continue
+		}
+		a.c.SetWriteDeadline(time.Now().Add(a.idle))
+		if _, err := a.c.Write(appendFrame(nil, typeAck, cur.encode())); err != nil {
+			a.setErr(err)
+			a.c.Close()
+			return
+		}
+		sent = cur
+	}
+}
+
+func (a *acker) setErr(err error) {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.mu.Unlock()
+}

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/record"
+)
+
+// The replica side of replication: a store opened with Config.Replica
+// takes its CommitLog from a master through AppendReplicated and refuses
+// every put, so the log stays a byte-for-byte prefix of the master's. The
+// dispatcher builds the ConsumeQueues and the index from the replicated
+// records as from written ones (never past Confirmed).
+
+// ErrReplica: a put on a replica's store. Its log is the master's.
+var ErrReplica = errors.New("store: this store is a replica: its CommitLog is written by replication only")
+
+// ErrReplicaNotAtEnd: AppendReplicated was given bytes for another offset
+// than the end of the log.
+var ErrReplicaNotAtEnd = commitlog.ErrNotAtEnd
+
+// AppendReplicated appends raw, whole CommitLog entries as the master's
+// log holds them (records with their CRC trailers, possibly ending with
+// the blank marker that closes a segment; see commitlog.ReadRaw), at
+// exactly off, which must be the written offset (ErrReplicaNotAtEnd
+// otherwise). Every record is verified (size, CRC, type, structure, that
+// it names off's position as its own) before a byte is written; a range
+// that fails is refused whole with an error wrapping ErrCorrupt. It
+// returns the new written offset; the dispatcher then makes the records
+// visible as the flush mode allows. The queue-offset counters follow the
+// records, so the store knows each queue's next offset. A full disk is
+// retryable (ErrNoSpace: nothing of raw was kept); any other write failure
+// makes the store read-only. Only on a store opened with Config.Replica.
+func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
+	if !s.cfg.Replica {
+		return 0, errors.New("store: AppendReplicated on a store that is not a replica")
+	}
+	if _, err := commitlog.WalkRaw(raw, off, s.cfg.CommitLogSegmentBytes, func(pos int64, e []byte, blank bool) error {
+		if blank {
+			return nil
+		}
+		if own := ownOffset(e); own != pos {
+			return fmt.Errorf("store: replicated record at %d names offset %d: %w", pos, own, ErrCorrupt)
+		}
+		return nil
+	}); err != nil {
+		if errors.Is(err, commitlog.ErrCorrupt) && !errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return 0, err
+	}
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if err := s.writable(); err != nil {
+		return 0, err
+	}
+	end, err := s.log.AppendRaw(off, raw)
+	if err != nil {
+		switch {
+		case errors.Is(err, commitlog.ErrCorrupt):
+			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		case errors.Is(err, commitlog.ErrNoSpace):
+			return 0, fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
+		return 0, err
+	}
+	_, _ = commitlog.WalkRaw(raw, off, s.cfg.CommitLogSegmentBytes, func(_ int64, e []byte, blank bool) error {
+		if !blank {
+			s.followQueueOffsets(e[:len(e)-commitlog.TrailerBytes])
+		}
+		return nil
+	})
+	s.stats.putBytes.Add(int64(len(raw)))
+	s.notifyDispatcher()
+	return end, nil
+}
+
+// followQueueOffsets moves the counters of the queues rec is in past its
+// queue offsets. appendMu is held.
+func (s *Store) followQueueOffsets(rec []byte) {
+	bump := func(topic string, qid int32, qo int64) {
+		byID := s.counterMap(topic)
+		if byID[qid] <= qo {
+			byID[qid] = qo + 1
+		}
+	}
+	if recordType(rec) == record.RocketMQ {
+		v := message.View(rec)
+		bump(string(v.Topic()), v.QueueID(), v.QueueOffset())
+		return
+	}
+	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
+		bump(string(topic), qid, qo)
+		return nil
+	})
+}
+
+// ReadReplication returns whole CommitLog entries from off (an entry's
+// offset or a segment start, such as a replica's log end) below the
+// Written watermark, at most max bytes unless one entry is larger, and the
+// offset after them: what a replica passes to AppendReplicated. It stops at
+// the end of a segment and at limit (if > 0). buf is reused if large
+// enough.
+func (s *Store) ReadReplication(off, limit int64, max int, buf []byte) ([]byte, int64, error) {
+	w := s.log.WrittenOffset()
+	if limit <= 0 || limit > w {
+		limit = w
+	}
+	return s.log.ReadRaw(off, limit, max, buf)
+}
+
+// ReadCommitLog reads len(p) raw bytes of the CommitLog at off (inside one
+// segment, below the written offset), unverified: a replica's and its
+// master's bytes at the same place are compared this way.
+func (s *Store) ReadCommitLog(p []byte, off int64) error { return s.log.ReadAt(p, off) }
+
+// SegmentBytes returns the CommitLog segment size (a master and its
+// replicas must agree on it: segments end at the same offsets).
+func (s *Store) SegmentBytes() int64 { return s.cfg.CommitLogSegmentBytes }
+
+// waitsForConfirmed reports whether a put waits for Confirmed before it is
+// acknowledged: under SYNC_FLUSH, and under ASYNC_FLUSH with
+// ExternalReplication (a synchronous master acknowledges once the replicas
+// have the message, whatever the local flush mode).
+func (s *Store) waitsForConfirmed() bool {
+	return s.cfg.FlushDiskType == SyncFlush || s.cfg.ExternalReplication
+}
+
+// localConfirmed is how far the local log goes toward Confirmed: Flushed
+// under SYNC_FLUSH, Written under ASYNC_FLUSH.
+func (s *Store) localConfirmed() int64 {
+	if s.cfg.FlushDiskType == SyncFlush {
+		return s.log.FlushedOffset()
+	}
+	return s.log.WrittenOffset()
+}
+
+// confirmTimeout bounds a put's wait for Confirmed.
+func (s *Store) confirmTimeout() time.Duration {
+	if s.cfg.ExternalReplication && s.cfg.ReplicationTimeout > 0 {
+		return s.cfg.ReplicationTimeout
+	}
+	return s.cfg.SyncFlushTimeout
+}
+
+// confirmResult is flushResult for a put ending at end: a timeout with the
+// local part done is the replicas' (PutFlushSlaveTimeout).
+func (s *Store) confirmResult(end int64, err error) PutResult {
+	r := flushResult(err)
+	if r.Status == PutFlushDiskTimeout && s.cfg.ExternalReplication && s.localConfirmed() >= end {
+		return PutResult{Status: PutFlushSlaveTimeout, Err: fmt.Errorf("store: replicas did not confirm offset %d in %v: %w", end, s.confirmTimeout(), err)}
+	}
+	return r
+}
