@@ -73,6 +73,9 @@ const (
 	DefaultStorePathRootDir  = "./keel-data"
 	// DefaultHTTPListen is loopback: the console shows message bodies.
 	DefaultHTTPListen = "127.0.0.1:8080"
+	// DefaultAMQPListen is loopback: out of the box the only AMQP account
+	// is guest, which RabbitMQ's rule limits to loopback clients.
+	DefaultAMQPListen = "127.0.0.1:5672"
 )
 
 // Broker is the broker configuration: one field per supported broker.conf
@@ -146,6 +149,9 @@ type Broker struct {
 	// Metrics.
 	MetricsRocketMQNames bool // metricsRocketMQNames (Keel): add rocketmq-exporter's names to /metrics
 
+	// AMQP 0-9-1.
+	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
+
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
 	origin map[string]string
@@ -170,6 +176,7 @@ func Default() *Broker {
 		ListenPort:    10911,
 		MaxFrameBytes: 16 << 20,
 		HTTPListen:    DefaultHTTPListen,
+		AMQPListen:    DefaultAMQPListen,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

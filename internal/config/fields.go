@@ -81,6 +81,8 @@ var fields = []field{
 	dur("transactionCheckInterval", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionCheckInterval }),
 
 	boolf("metricsRocketMQNames", func(b *Broker) *bool { return &b.MetricsRocketMQNames }),
+
+	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 }
 
 // byKey maps every key and alias to its field.
