@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
@@ -92,10 +91,27 @@ func (ch *channel) dispatch(m wire.Method) error {
 			return nil
 		}
 		return ch.c.send(ch.id, &wire.QueuePurgeOk{MessageCount: n})
+	case *wire.ExchangeDelete:
+		if err := ch.c.srv.vhost.deleteExchange(m); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.ExchangeDeleteOk{})
 	case *wire.QueueBind:
-		return ch.bind(m, m.Exchange, m.Queue)
+		if m.Queue == "" {
+			m.Queue = ch.lastQueue
+		}
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, false); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.QueueBindOk{})
 	case *wire.QueueUnbind:
-		return ch.bind(m, m.Exchange, m.Queue)
+		if m.Queue == "" {
+			m.Queue = ch.lastQueue
+		}
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, true); err != nil {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.QueueUnbindOk{})
 	case *wire.BasicQos:
 		return ch.qos(m)
 	case *wire.BasicConsume:
@@ -180,20 +196,10 @@ func (ch *channel) consumerGone(c *consumer) {
 }
 
 func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
-	if m.Exchange == "" || m.Exchange == "amq.default" {
-		return soft(wire.AccessRefused, m, "operation not permitted on the default exchange")
+	if err := ch.c.srv.vhost.declareExchange(m); err != nil || m.NoWait {
+		return err
 	}
-	if m.Passive {
-		return soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", m.Exchange)
-	}
-	return hard(wire.NotImplemented, m, "exchanges other than the default are not implemented yet (exchange '%s', type %s)", m.Exchange, m.Type)
-}
-
-func (ch *channel) bind(m wire.Method, exchange, queue string) error {
-	if exchange == "" {
-		return soft(wire.AccessRefused, m, "operation not permitted on the default exchange")
-	}
-	return soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", exchange)
+	return ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
 }
 
 func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
@@ -446,5 +452,3 @@ func (ch *channel) pumpAll() {
 		q.pump()
 	}
 }
-
-var _ = fmt.Sprint

@@ -9,14 +9,17 @@
 //
 // One vhost, "/"; PLAIN and AMQPLAIN against Config.Users (guest/guest
 // from loopback only unless a guest account is configured); tune
-// (channel-max, frame-max, heartbeats); channels; the default exchange;
+// (channel-max, frame-max, heartbeats); channels; the default exchange
+// and direct, fanout and topic exchanges with bindings (amq.direct,
+// amq.fanout, amq.topic predeclared; durable ones with their bindings to
+// durable queues in DataDir/amqp/exchanges.json);
 // queues (durable, exclusive, auto-delete, server-named, passive declare,
 // 406 on a conflicting redeclare, purge, delete); basic.publish with
 // mandatory (basic.return before the confirm); confirm.select;
 // basic.consume/cancel/get; basic.ack/nack/reject with multiple and
 // requeue; basic.qos prefetch (per consumer; global=true per channel);
-// basic.recover. Not yet: other exchanges and bindings (exchange.declare
-// answers 540 NOT_IMPLEMENTED), TTL, dead-lettering, length limits, tx,
+// basic.recover. Not yet: headers exchanges (540 NOT_IMPLEMENTED),
+// exchange-to-exchange bindings, TTL, dead-lettering, length limits, tx,
 // connection.blocked. docs/amqp.md is the user's list.
 //
 // # Storage
@@ -27,7 +30,9 @@
 // vfs.WriteFileDurable before declare-ok). A published message is one
 // AMQP record (package record's envelope; body laid out in message.go:
 // exchange, routing key, the publisher's raw content-header properties,
-// body) routed to its queue's topic; it is confirmed when Store.PutRecord
+// body) with one destination per queue it is routed to: a message an
+// exchange routes to several queues is stored once and located from
+// each queue's ConsumeQueue. It is confirmed when Store.PutRecord
 // returns, which under SYNC_FLUSH waits for the Confirmed watermark
 // (after fdatasync), and delivered once the Visible watermark passes it.
 //

@@ -21,8 +21,8 @@ func (ch *channel) startPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
 		return hard(wire.NotImplemented, m, "immediate=true")
 	}
-	if m.Exchange != "" && m.Exchange != "amq.default" {
-		return soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", m.Exchange)
+	if _, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey); err != nil {
+		return err
 	}
 	if ch.confirm {
 		ch.publishSeq++
@@ -80,9 +80,11 @@ func (ch *channel) content(f wire.Frame) error {
 // message is confirmed when the store acknowledges it, which under
 // SYNC_FLUSH is after fdatasync (the Confirmed watermark).
 func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
-	v := ch.c.srv.vhost
-	q := v.queue(m.RoutingKey)
-	if q == nil {
+	qs, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey)
+	if err != nil {
+		return err // the exchange went away since the publish began
+	}
+	if len(qs) == 0 {
 		if m.Mandatory {
 			err := ch.c.sendContent(ch.id, &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE",
 				Exchange: m.Exchange, RoutingKey: m.RoutingKey}, h.Raw, body)
@@ -92,7 +94,13 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		}
 		return ch.confirmed(true)
 	}
-	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, []record.Dest{{Topic: q.topic, QueueID: queueID}},
+	dests := make([]record.Dest, len(qs))
+	for i, q := range qs {
+		dests[i] = record.Dest{Topic: q.topic, QueueID: queueID}
+	}
+	// One record, one ConsumeQueue entry per queue (fan-out stores the
+	// message once).
+	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
 		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
 	if err != nil {
 		return ch.confirmed(false)
@@ -101,7 +109,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	defer cancel()
 	r, phys := ch.c.srv.store.PutRecord(ctx, rec)
 	if r.Status != store.PutOK {
-		ch.c.srv.log.Error("amqp: publish not stored", "queue", q.name, "status", r.Status, "err", r.Err)
+		ch.c.srv.log.Error("amqp: publish not stored", "exchange", m.Exchange, "routing_key", m.RoutingKey, "status", r.Status, "err", r.Err)
 		return ch.confirmed(false)
 	}
 	if err := ch.confirmed(true); err != nil {
@@ -109,7 +117,9 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	}
 	// Deliver once the dispatcher has put it in the queue.
 	if waitVisible(ctx, ch.c.srv.store, phys+1) == nil {
-		q.pump()
+		for _, q := range qs {
+			q.pump()
+		}
 	}
 	return nil
 }

@@ -27,8 +27,9 @@ const (
 type vhost struct {
 	srv *Server
 
-	mu     sync.Mutex // guards queues; taken before any queue's mu
-	queues map[string]*queue
+	mu        sync.Mutex // guards queues and exchanges; taken before any queue's mu
+	queues    map[string]*queue
+	exchanges map[string]*exchange
 
 	saveMu sync.Mutex // serialises writes of the state files
 }
@@ -66,6 +67,9 @@ func openVhost(s *Server) (*vhost, error) {
 		q := newQueue(v, d.Name, d.Topic, true, false, false, args, nil)
 		q.restore(acks[d.Topic])
 		v.queues[d.Name] = q
+	}
+	if err := v.openExchanges(); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -228,6 +232,11 @@ func (v *vhost) remove(q *queue) error {
 	}
 	delete(v.queues, q.name)
 	q.deleted()
+	if v.unbindQueueLocked(q.name) && q.persistent() {
+		if err := v.saveExchangesLocked(); err != nil {
+			return err
+		}
+	}
 	if q.persistent() {
 		if err := v.saveDefsLocked(); err != nil {
 			return err
