@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
 // pythonWithPika is Debian's python3 with python3-pika (.ci/run installs it).
@@ -82,4 +85,87 @@ func TestAMQPPikaDurableQueueSurvivesKill9(t *testing.T) {
 	if out := runPika(t, addr, "consume_ack.py"); strings.TrimSpace(out) != "" {
 		t.Fatalf("the acked message came back: %q", out)
 	}
+}
+
+// TestAMQPConfirmedMessagesSurviveKill9: amqp091-go publishes persistent
+// messages with confirms to keel serve while it is killed with SIGKILL;
+// after a restart every confirmed message is in the queue.
+func TestAMQPConfirmedMessagesSurviveKill9(t *testing.T) {
+	dir := t.TempDir()
+	cmd, addr, _ := startServeProc(t, dir)
+	conn, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("confirmed", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const window = 32
+	confirmed := map[string]bool{}
+	var pending []*amqp091.DeferredConfirmation
+	var bodies []string
+	killAt := 300
+	for i := 0; ; i++ {
+		if i == killAt {
+			cmd.Process.Signal(syscall.SIGKILL)
+		}
+		body := fmt.Sprintf("m-%05d", i)
+		dc, err := ch.PublishWithDeferredConfirm("", "confirmed", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte(body)})
+		if err != nil {
+			break // the broker is gone
+		}
+		pending, bodies = append(pending, dc), append(bodies, body)
+		if len(pending) == window {
+			if !pending[0].Wait() {
+				break
+			}
+			confirmed[bodies[0]] = true
+			pending, bodies = pending[1:], bodies[1:]
+		}
+	}
+	for i, dc := range pending {
+		select {
+		case <-dc.Done():
+			if dc.Acked() {
+				confirmed[bodies[i]] = true
+			}
+		default:
+		}
+	}
+	cmd.Wait()
+	conn.Close()
+	if len(confirmed) < killAt-window {
+		t.Fatalf("only %d confirmed before the kill", len(confirmed))
+	}
+	_, addr, _ = startServeProc(t, dir)
+	conn, err = amqp091.Dial("amqp://guest:guest@" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, _ = conn.Channel()
+	found := 0
+	for {
+		d, ok, err := ch.Get("confirmed", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if confirmed[string(d.Body)] {
+			found++
+		}
+	}
+	if found != len(confirmed) {
+		t.Fatalf("%d of %d confirmed messages survived kill -9", found, len(confirmed))
+	}
+	t.Logf("%d confirmed before kill -9, all present after restart", len(confirmed))
 }
