@@ -225,3 +225,28 @@ func TestAutoDeleteAndExclusiveQueuesGo(t *testing.T) {
 		ch2 = b.channel()
 	}
 }
+
+func TestDeletedQueueDropsItsStoreTopic(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	ch.QueueDeclare("gone", true, false, false, false, nil)
+	publishConfirmed(t, ch, "gone", "x")
+	topic := mustTopic(t, b, "gone")
+	// The same connection's next method is read once the publish is visible.
+	ch.QueueDeclarePassive("gone", true, false, false, false, nil)
+	if len(b.st.Queues(topic)) != 1 {
+		t.Fatalf("topic %s has queues %v before the delete", topic, b.st.Queues(topic))
+	}
+	if n, err := ch.QueueDelete("gone", false, false, false); err != nil || n != 1 {
+		t.Fatalf("delete: %d %v", n, err)
+	}
+	if qs := b.st.Queues(topic); len(qs) != 0 {
+		t.Fatalf("topic %s still has queues %v", topic, qs)
+	}
+	b.restart()
+	ch = b.channel()
+	q, err := ch.QueueDeclare("gone", true, false, false, false, nil)
+	if err != nil || q.Messages != 0 {
+		t.Fatalf("redeclared after delete and restart: %+v %v", q, err)
+	}
+}

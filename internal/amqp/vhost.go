@@ -223,8 +223,20 @@ func (v *vhost) queue(name string) *queue {
 	return v.queues[name]
 }
 
-// remove deletes queue q (queue.delete, auto-delete, exclusive owner gone).
+// remove deletes queue q (queue.delete, auto-delete, exclusive owner
+// gone) and then its store topic (its ConsumeQueue; the records stay in
+// the CommitLog until retention).
 func (v *vhost) remove(q *queue) error {
+	if err := v.removeDefs(q); err != nil {
+		return err
+	}
+	if err := v.srv.store.DeleteTopic(q.topic); err != nil {
+		v.srv.log.Error("amqp: delete the store topic of a deleted queue", "queue", q.name, "topic", q.topic, "err", err)
+	}
+	return nil
+}
+
+func (v *vhost) removeDefs(q *queue) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.queues[q.name] != q {
