@@ -16,7 +16,7 @@ import (
 // broker is a store and an AMQP server on a loopback port, restartable on
 // the same data directory.
 type broker struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	st   *store.Store
 	srv  *Server
@@ -24,7 +24,9 @@ type broker struct {
 	done chan error
 }
 
-func startBroker(t *testing.T) *broker {
+func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
+
+func startBrokerTB(t testing.TB) *broker {
 	b := &broker{t: t, dir: t.TempDir()}
 	b.start()
 	t.Cleanup(b.stop)
