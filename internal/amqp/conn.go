@@ -34,16 +34,68 @@ type conn struct {
 
 	done    chan struct{}
 	cleaned bool // reader goroutine only
+
+	// publishSlots bounds the publishes stored and not yet confirmed.
+	publishSlots chan struct{}
+	// The confirmer: work (confirms, deliveries of new messages) queued by
+	// the store's acknowledger, which must not block, run in order on a
+	// goroutine of the connection's own.
+	laterMu   sync.Mutex
+	laterQ    []func()
+	laterKick chan struct{}
+	laterDone chan struct{}
+}
+
+// maxPendingPublishes bounds a connection's publishes awaiting their
+// confirm; the reader waits for a slot (backpressure on the client).
+const maxPendingPublishes = 1024
+
+// later queues fn for the confirmer; it never blocks.
+func (c *conn) later(fn func()) {
+	c.laterMu.Lock()
+	c.laterQ = append(c.laterQ, fn)
+	c.laterMu.Unlock()
+	select {
+	case c.laterKick <- struct{}{}:
+	default:
+	}
+}
+
+// runConfirmer runs the queued work until the connection ends.
+func (c *conn) runConfirmer() {
+	defer close(c.laterDone)
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.laterKick:
+		}
+		for {
+			c.laterMu.Lock()
+			q := c.laterQ
+			c.laterQ = nil
+			c.laterMu.Unlock()
+			if len(q) == 0 {
+				break
+			}
+			for _, fn := range q {
+				fn()
+			}
+		}
+	}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, nc: nc, fr: wire.NewFrameReader(nc), frameMax: wire.FrameMinSize,
-		channels: map[uint16]*channel{}, done: make(chan struct{})}
+		channels: map[uint16]*channel{}, done: make(chan struct{}),
+		publishSlots: make(chan struct{}, maxPendingPublishes), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
 }
 
 // serve runs the connection to its end.
 func (c *conn) serve() {
 	defer c.nc.Close()
+	go c.runConfirmer()
+	defer func() { <-c.laterDone }() // after cleanup closed done
 	defer c.cleanup()
 	c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := c.handshake(); err != nil {

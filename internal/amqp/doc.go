@@ -32,9 +32,14 @@
 // exchange, routing key, the publisher's raw content-header properties,
 // body) with one destination per queue it is routed to: a message an
 // exchange routes to several queues is stored once and located from
-// each queue's ConsumeQueue. It is confirmed when Store.PutRecord
-// returns, which under SYNC_FLUSH waits for the Confirmed watermark
-// (after fdatasync), and delivered once the Visible watermark passes it.
+// each queue's ConsumeQueue. It is appended with Store.PutRecordDeferred
+// on the connection's reader (so one channel's messages are stored in
+// publish order) and confirmed when the store answers, which under
+// SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
+// after the Visible watermark passed it too (so a method sent after the
+// confirm sees the message); then it is delivered. Up to
+// maxPendingPublishes (1024) publishes per connection await their
+// confirm; the reader then waits.
 //
 // # Acknowledgement state
 //
@@ -60,10 +65,12 @@
 //
 // # Concurrency
 //
-// One reader goroutine per connection runs every method of it (a
-// publish waits for its store put on it, so a channel's confirms are in
-// order). Queue pumps deliver from whichever goroutine made progress
-// possible (publish, ack, consume, qos, a closing channel). Lock order:
+// One reader goroutine per connection runs every method of it; a
+// confirmer goroutine per connection runs, in order, what the store's
+// acknowledger queues for it (conn.later: confirms and the deliveries of
+// new messages; the acknowledger must not block). Queue pumps deliver
+// from whichever goroutine made progress possible (a stored publish, ack,
+// consume, qos, a closing channel). Lock order:
 // vhost.mu, then queue.mu, then channel.mu, then conn.wmu (the socket
 // write); a channel's mu is never held while taking a queue's.
 package amqp

@@ -105,23 +105,42 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	if err != nil {
 		return ch.confirmed(false)
 	}
-	ctx, cancel := ch.c.srv.ctx()
-	defer cancel()
-	r, phys := ch.c.srv.store.PutRecord(ctx, rec)
-	if r.Status != store.PutOK {
-		ch.c.srv.log.Error("amqp: publish not stored", "exchange", m.Exchange, "routing_key", m.RoutingKey, "status", r.Status, "err", r.Err)
-		return ch.confirmed(false)
+	c := ch.c
+	select {
+	case c.publishSlots <- struct{}{}:
+	case <-c.done:
+		return errConnClosed
 	}
-	if err := ch.confirmed(true); err != nil {
-		return err
+	seq := ch.publishSeq
+	finish := func(r store.PutResult, phys int64) {
+		<-c.publishSlots
+		c.later(func() { ch.stored(qs, seq, r, phys) })
 	}
-	// Deliver once the dispatcher has put it in the queue.
-	if waitVisible(ctx, ch.c.srv.store, phys+1) == nil {
-		for _, q := range qs {
-			q.pump()
-		}
+	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
+	if !pending {
+		finish(res, phys)
 	}
 	return nil
+}
+
+// stored runs on the connection's confirmer once the store answered a
+// publish: it waits until the message is in its queues, confirms it
+// (so that a method the client sends after the confirm sees the message)
+// and delivers it.
+func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64) {
+	srv := ch.c.srv
+	if r.Status != store.PutOK {
+		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
+		ch.confirmSeq(seq, false)
+		return
+	}
+	if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
+		return // the store closed
+	}
+	ch.confirmSeq(seq, true)
+	for _, q := range qs {
+		q.pump()
+	}
 }
 
 // visiblePoll bounds one wait for the Visible watermark: a waiter that
@@ -140,13 +159,26 @@ func waitVisible(ctx context.Context, st *store.Store, off int64) error {
 	return nil
 }
 
-// confirmed sends the publisher confirm for the current publish.
+// confirmed confirms the current publish, after those still pending on
+// the connection's confirmer.
 func (ch *channel) confirmed(ok bool) error {
-	if !ch.confirm {
-		return nil
+	seq := ch.publishSeq
+	ch.c.later(func() { ch.confirmSeq(seq, ok) })
+	return nil
+}
+
+// confirmSeq sends the publisher confirm for publish seq (0: the channel
+// is not in confirm mode), unless the channel is closing.
+func (ch *channel) confirmSeq(seq uint64, ok bool) {
+	ch.mu.Lock()
+	closing := ch.closing
+	ch.mu.Unlock()
+	if seq == 0 || closing {
+		return
 	}
 	if ok {
-		return ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: ch.publishSeq})
+		ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: seq})
+	} else {
+		ch.c.send(ch.id, &wire.BasicNack{DeliveryTag: seq})
 	}
-	return ch.c.send(ch.id, &wire.BasicNack{DeliveryTag: ch.publishSeq})
 }

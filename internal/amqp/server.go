@@ -90,6 +90,9 @@ type Server struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// baseCtx ends at Close: the context of store puts and waits.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
 }
 
 // New opens the definitions and acknowledgement state under
@@ -100,6 +103,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, store: st, log: log, dir: filepath.Join(cfg.DataDir, "amqp"),
 		conns: map[*conn]struct{}{}, stop: make(chan struct{})}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
 	}
@@ -176,6 +180,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	close(s.stop)
+	s.cancelBase()
 	s.wg.Wait()
 	return s.vhost.saveAcks()
 }
@@ -209,18 +214,4 @@ func (s *Server) authenticate(user, pass string, remote net.Addr) bool {
 	}
 	ta, ok := remote.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
-}
-
-var errClosed = errors.New("amqp: server closed")
-
-func (s *Server) ctx() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
