@@ -169,3 +169,55 @@ func TestAMQPConfirmedMessagesSurviveKill9(t *testing.T) {
 	}
 	t.Logf("%d confirmed before kill -9, all present after restart", len(confirmed))
 }
+
+// pikaScenario is a pika program checking what pika's BlockingChannel
+// depends on: confirm_delivery (the capabilities), mandatory publishes
+// raising UnroutableError (basic.return before basic.ack), basic_get,
+// basic_nack multiple+requeue with redelivered set, and a consumer with
+// manual acks and prefetch.
+const pikaScenario = `
+import os, sys, pika
+conn = pika.BlockingConnection(pika.ConnectionParameters(host=os.environ['AMQP_HOST'], port=int(os.environ['AMQP_PORT'])))
+ch = conn.channel()
+ch.confirm_delivery()
+ch.queue_declare(queue='scenario', durable=True)
+try:
+    ch.basic_publish(exchange='', routing_key='no-such-queue', body='x', mandatory=True)
+    sys.exit('unroutable mandatory publish did not raise')
+except pika.exceptions.UnroutableError:
+    pass
+for i in range(3):
+    ch.basic_publish(exchange='', routing_key='scenario', body='m%d' % i, properties=pika.BasicProperties(delivery_mode=2))
+got = [ch.basic_get('scenario') for _ in range(3)]
+assert [b for (_, _, b) in got] == [b'm0', b'm1', b'm2'], got
+assert not any(m.redelivered for (m, _, _) in got)
+ch.basic_nack(got[1][0].delivery_tag, multiple=True, requeue=True)
+m, _, b = ch.basic_get('scenario', auto_ack=True)
+assert (b, m.redelivered) == (b'm0', True), (b, m.redelivered)
+ch.basic_qos(prefetch_count=1)
+seen = []
+def on_message(c, method, props, body):
+    seen.append((body, method.redelivered))
+    c.basic_ack(method.delivery_tag)
+    c.stop_consuming()
+ch.basic_consume('scenario', on_message)
+ch.start_consuming()
+assert seen == [(b'm1', True)], seen
+ch.basic_ack(got[2][0].delivery_tag)
+q = ch.queue_declare(queue='scenario', passive=True)
+assert q.method.message_count == 0, q.method.message_count
+conn.close()
+print('ok')
+`
+
+func TestAMQPPikaScenario(t *testing.T) {
+	needPika(t)
+	_, addr, logs := startServeProc(t, t.TempDir())
+	host, port, _ := net.SplitHostPort(addr)
+	c := exec.Command(pythonWithPika, "-c", pikaScenario)
+	c.Env = append(os.Environ(), "AMQP_HOST="+host, "AMQP_PORT="+port)
+	out, err := c.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("pika scenario: %v\n%s\n%s", err, out, logs.String())
+	}
+}
