@@ -164,3 +164,54 @@ func TestAMQPLAINCredentials(t *testing.T) {
 		t.Fatalf("%q %q %v", u, p, err)
 	}
 }
+
+// TestHeartbeats: with a 1 s heartbeat the server sends heartbeats, and
+// closes a connection that has been silent for three intervals.
+func TestHeartbeats(t *testing.T) {
+	b := startBroker(t)
+	c := dialRaw(t, b)
+	c.send(wire.ProtocolHeader)
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096, Heartbeat: 1}))
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "/"}))
+	c.method() // open-ok
+	start := time.Now()
+	beats := 0
+	for {
+		f, err := c.fr.ReadFrame(1 << 20)
+		if err != nil {
+			break // closed by the server
+		}
+		if f.Type == wire.FrameHeartbeat {
+			beats++
+		}
+	}
+	took := time.Since(start)
+	if beats < 2 || took < 2500*time.Millisecond || took > 6*time.Second {
+		t.Fatalf("%d heartbeats, closed after %v; want heartbeats and a close after about 3 s of silence", beats, took)
+	}
+}
+
+func TestDeletedQueueCancelsItsConsumers(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	ch.QueueDeclare("doomed", false, false, false, false, nil)
+	cancels := ch.NotifyCancel(make(chan string, 1))
+	if _, err := ch.Consume("doomed", "watcher", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := b.channel()
+	if _, err := other.QueueDelete("doomed", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tag := <-cancels:
+		if tag != "watcher" {
+			t.Fatalf("cancelled %q", tag)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no basic.cancel after the queue was deleted")
+	}
+}
