@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"errors"
+	"net"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -248,5 +249,33 @@ func TestDeletedQueueDropsItsStoreTopic(t *testing.T) {
 	q, err := ch.QueueDeclare("gone", true, false, false, false, nil)
 	if err != nil || q.Messages != 0 {
 		t.Fatalf("redeclared after delete and restart: %+v %v", q, err)
+	}
+}
+
+// TestUnackedRedeliveredAfterConsumerCrash: the consumer's socket dies
+// without connection.close (a crashed process); its unacked message is
+// delivered to the next consumer with redelivered set.
+func TestUnackedRedeliveredAfterConsumerCrash(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	ch.QueueDeclare("crash", true, false, false, false, nil)
+	publishConfirmed(t, ch, "crash", "held")
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp091.Open(nc, amqp091.Config{SASL: []amqp091.Authentication{&amqp091.PlainAuth{Username: "guest", Password: "guest"}}, Vhost: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cch, _ := conn.Channel()
+	ds, _ := cch.Consume("crash", "", false, false, false, false, nil)
+	if d := recv(t, ds); string(d.Body) != "held" {
+		t.Fatalf("got %q", d.Body)
+	}
+	nc.Close() // no connection.close: the process died
+	ds2, _ := b.channel().Consume("crash", "", false, false, false, false, nil)
+	if d := recv(t, ds2); string(d.Body) != "held" || !d.Redelivered {
+		t.Fatalf("after the crash: %q redelivered=%v", d.Body, d.Redelivered)
 	}
 }
