@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -277,5 +278,28 @@ func TestUnackedRedeliveredAfterConsumerCrash(t *testing.T) {
 	ds2, _ := b.channel().Consume("crash", "", false, false, false, false, nil)
 	if d := recv(t, ds2); string(d.Body) != "held" || !d.Redelivered {
 		t.Fatalf("after the crash: %q redelivered=%v", d.Body, d.Redelivered)
+	}
+}
+
+// TestRedeliveredFlagSurvivesCrash: a message handed out just before a
+// crash (long before the acknowledgement state would be written) comes
+// back with redelivered=true: the delivery lease was durable before the
+// delivery.
+func TestRedeliveredFlagSurvivesCrash(t *testing.T) {
+	b := &broker{t: t, dir: t.TempDir(), ackInterval: time.Hour}
+	b.start()
+	t.Cleanup(b.stop)
+	ch := b.channel()
+	ch.QueueDeclare("lease", true, false, false, false, nil)
+	publishConfirmed(t, ch, "lease", "first", "second")
+	if d, ok, err := ch.Get("lease", false); !ok || err != nil || string(d.Body) != "first" {
+		t.Fatalf("get: %q %v %v", d.Body, ok, err)
+	}
+	b.crash()
+	b.start()
+	ch = b.channel()
+	d, ok, err := ch.Get("lease", true)
+	if !ok || err != nil || string(d.Body) != "first" || !d.Redelivered {
+		t.Fatalf("after the crash: %q ok=%v redelivered=%v err=%v", d.Body, ok, d.Redelivered, err)
 	}
 }

@@ -53,11 +53,16 @@
 //
 // floor, settled and delivered are written to DataDir/amqp/acks.json
 // (whole file, vfs.WriteFileDurable) at most every
-// Config.AckStateInterval when they changed, and at Close. A restart
-// serves every unsettled offset from floor again; one below the restored
-// delivered mark carries redelivered=true. A settlement not yet written
-// when the broker dies is therefore a redelivery, never a loss; a
-// delivery not yet written may come back without the redelivered flag.
+// Config.AckStateInterval when they changed, and at Close. Before a
+// message is handed out beyond a durable queue's lease, the lease
+// (DataDir/amqp/lease-<topic>: a bound on delivered) is raised by
+// leaseStep (256) with a durable write; a clean Close trims it back to
+// delivered. A restart serves every unsettled offset from floor again;
+// one below max(delivered, lease) carries redelivered=true. A settlement
+// not yet written when the broker dies is therefore a redelivery, never
+// a loss, and the redelivered flag is never missing after a crash (it
+// may be set on up to leaseStep messages that were never delivered,
+// which "may have been delivered" allows).
 // Unsettled messages are never deleted by this package, but the store's
 // age-based retention (fileReservedTime) does not yet know AMQP queues:
 // a queue nobody consumes for longer than that loses its oldest messages

@@ -22,6 +22,8 @@ type broker struct {
 	srv  *Server
 	addr string
 	done chan error
+	// ackInterval is the server's AckStateInterval (default 20 ms).
+	ackInterval time.Duration
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -45,7 +47,10 @@ func (b *broker) start() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: 20 * time.Millisecond}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if b.ackInterval == 0 {
+		b.ackInterval = 20 * time.Millisecond
+	}
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -66,6 +71,27 @@ func (b *broker) stop() {
 		return
 	}
 	b.srv.Close()
+	<-b.done
+	b.st.Close()
+	b.srv, b.st = nil, nil
+}
+
+// crash stops the server as kill -9 would, as far as its own files go:
+// connections cut, nothing more written (no final acknowledgement state).
+func (b *broker) crash() {
+	s := b.srv
+	s.mu.Lock()
+	s.closed = true
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	close(s.stop)
+	s.cancelBase()
+	s.wg.Wait()
 	<-b.done
 	b.st.Close()
 	b.srv, b.st = nil, nil

@@ -1,11 +1,14 @@
 package amqp
 
 import (
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // queueID is the one ConsumeQueue of an AMQP queue's topic.
@@ -33,6 +36,7 @@ type queue struct {
 	inflight    map[int64]bool // handed out, not settled
 	delivered   int64          // one past the highest offset ever handed out
 	restoredD   int64          // delivered as restored: below it, a message may have been delivered before a restart
+	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
 	dirty       bool           // the state changed since snapshot
 	gone        bool
 }
@@ -66,8 +70,9 @@ func newQueue(v *vhost, name, topic string, durable, autoDelete, _ bool, args wi
 // not exclusive (exclusive queues end with their connection).
 func (q *queue) persistent() bool { return q.durable && q.owner == nil }
 
-func (q *queue) restore(d ackDef) {
-	q.floor, q.cursor, q.delivered, q.restoredD = d.Floor, d.Floor, d.Delivered, d.Delivered
+func (q *queue) restore(d ackDef, lease int64) {
+	d.Delivered = max(d.Delivered, lease)
+	q.floor, q.cursor, q.delivered, q.restoredD, q.leased = d.Floor, d.Floor, d.Delivered, d.Delivered, lease
 	for _, o := range d.Settled {
 		q.settled[o] = true
 	}
@@ -162,6 +167,9 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		if !ok {
 			q.settleLocked(o)
 			continue
+		}
+		if o+1 > q.leased && q.persistent() {
+			q.raiseLeaseLocked(o + 1 + leaseStep)
 		}
 		q.inflight[o] = true
 		if o+1 > q.delivered {
@@ -296,4 +304,44 @@ func (q *queue) removeConsumer(c *consumer) bool {
 		q.consumers = slices.Delete(q.consumers, i, i+1)
 	}
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone
+}
+
+// leaseStep is how far ahead of the deliveries the lease is written: one
+// small durable write per leaseStep first deliveries of a durable queue.
+const leaseStep = 256
+
+func (q *queue) leasePath() string { return filepath.Join(q.v.srv.dir, "lease-"+q.topic) }
+
+// raiseLeaseLocked (which also lowers it, at a clean shutdown) durably records that offsets below to may have been
+// delivered, before any of them is: after a crash, every unsettled offset
+// below the lease is served with redelivered=true, so the flag is never
+// missing (it may be set on a message the crash kept from being
+// delivered, which the specification's "may have been delivered"
+// allows). A failed write is logged and the delivery goes on.
+func (q *queue) raiseLeaseLocked(to int64) {
+	err := vfs.WriteFileDurable(q.v.srv.cfg.FS, q.leasePath(), []byte(strconv.FormatInt(to, 10)), 0o644)
+	if err != nil {
+		q.v.srv.log.Error("amqp: write the delivery lease", "queue", q.name, "err", err)
+		return
+	}
+	q.leased = to
+}
+
+// readLease returns a queue's lease (0 if it has none).
+func readLease(fsys vfs.FS, path string) (int64, error) {
+	var v int64
+	if err := readJSON(fsys, path, &v); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// trimLease lowers the lease to what was really delivered (a clean
+// shutdown), so a restart flags exactly the messages handed out before.
+func (q *queue) trimLease() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.persistent() && q.leased > q.delivered {
+		q.raiseLeaseLocked(q.delivered)
+	}
 }

@@ -182,6 +182,7 @@ func (s *Server) Close() error {
 	close(s.stop)
 	s.cancelBase()
 	s.wg.Wait()
+	s.vhost.trimLeases()
 	return s.vhost.saveAcks()
 }
 

@@ -65,7 +65,11 @@ func openVhost(s *Server) (*vhost, error) {
 			return nil, fmt.Errorf("amqp: %s: queue %q: arguments: %w", queuesFile, d.Name, r.Err())
 		}
 		q := newQueue(v, d.Name, d.Topic, true, false, false, args, nil)
-		q.restore(acks[d.Topic])
+		lease, err := readLease(s.cfg.FS, q.leasePath())
+		if err != nil {
+			return nil, err
+		}
+		q.restore(acks[d.Topic], lease)
 		v.queues[d.Name] = q
 	}
 	if err := v.openExchanges(); err != nil {
@@ -230,6 +234,11 @@ func (v *vhost) remove(q *queue) error {
 	if err := v.removeDefs(q); err != nil {
 		return err
 	}
+	if q.persistent() {
+		if err := v.srv.cfg.FS.Remove(q.leasePath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			v.srv.log.Error("amqp: remove the delivery lease of a deleted queue", "queue", q.name, "err", err)
+		}
+	}
 	if err := v.srv.store.DeleteTopic(q.topic); err != nil {
 		v.srv.log.Error("amqp: delete the store topic of a deleted queue", "queue", q.name, "topic", q.topic, "err", err)
 	}
@@ -271,5 +280,18 @@ func (v *vhost) connClosed(c *conn) {
 		if err := v.remove(q); err != nil {
 			v.srv.log.Error("amqp: delete exclusive queue", "queue", q.name, "err", err)
 		}
+	}
+}
+
+// trimLeases trims every queue's delivery lease (a clean shutdown).
+func (v *vhost) trimLeases() {
+	v.mu.Lock()
+	qs := make([]*queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		qs = append(qs, q)
+	}
+	v.mu.Unlock()
+	for _, q := range qs {
+		q.trimLease()
 	}
 }
