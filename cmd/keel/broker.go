@@ -34,9 +34,13 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			amqpAddr := cfg.AMQPListen
+			if cfg.BrokerRole == config.Slave {
+				amqpAddr = "" // a slave takes no writes: its front doors stay closed
+			}
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
 				listenSpec{listenHA, haAddr, haListenFlag},
-				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
+				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenAMQP, amqpAddr, amqpListenFlag})
 			if err != nil {
 				return err
 			}
@@ -49,8 +53,10 @@ func newBrokerCmd() *cobra.Command {
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
 			starters := append([]starter{p.storeStarter(), p.replicationStarter(haAddr)}, p.brokerStarters(brokerListen)...)
 			if cfg.BrokerRole != config.Slave {
-				// A slave's log is its master's: its engines would write.
+				// A slave's log is its master's: its engines and front
+				// doors would write.
 				starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+				starters = append(starters, p.amqpStarter(amqpAddr))
 			}
 			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)

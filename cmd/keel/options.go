@@ -25,6 +25,7 @@ type options struct {
 	brokerListen  string
 	namesrvListen string
 	httpListen    string
+	amqpListen    string
 	namesrvAddr   string
 
 	repairCorruption bool
@@ -43,6 +44,7 @@ func (o *options) addBrokerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.brokerListen, "broker-listen", ":10911", "broker listen address (overrides listenPort)")
 	f.StringVar(&o.httpListen, "http-listen", config.DefaultHTTPListen, "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off; beyond loopback it needs httpToken or aclEnable)")
+	f.StringVar(&o.amqpListen, "amqp-listen", config.DefaultAMQPListen, "AMQP 0-9-1 listen address (overrides amqpListen; empty: off)")
 	f.BoolVar(&o.repairCorruption, "repair-corruption", false,
 		"if the CommitLog is corrupt in the middle, move the bad part to <data-dir>/quarantine and start, instead of refusing to start")
 }
@@ -116,6 +118,7 @@ func (o *options) applyFlags(cmd *cobra.Command, b *config.Broker) error {
 	}
 	set("data-dir", "storePathRootDir", o.dataDir)
 	set("http-listen", "httpListen", o.httpListen)
+	set("amqp-listen", "amqpListen", o.amqpListen)
 	set("namesrv-addr", "namesrvAddr", o.namesrvAddr)
 	if f := cmd.Flags().Lookup("namesrv-addr"); f != nil && !f.Changed && b.NamesrvAddr == "" {
 		if env := strings.TrimSpace(os.Getenv(envNamesrvAddr)); env != "" {

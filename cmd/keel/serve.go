@@ -43,7 +43,8 @@ func (o *options) serve(cmd *cobra.Command) error {
 	restrictUmask()
 	brokerListen := o.brokerListenAddr(cmd, cfg)
 	ls, err := bindListeners(listenSpec{listenNamesrv, o.namesrvListen, namesrvListenFlag},
-		listenSpec{listenBroker, brokerListen, brokerListenFlag}, listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
+		listenSpec{listenBroker, brokerListen, brokerListenFlag}, listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag},
+		listenSpec{listenAMQP, cfg.AMQPListen, amqpListenFlag})
 	if err != nil {
 		return err
 	}
@@ -58,6 +59,7 @@ func (o *options) serve(cmd *cobra.Command) error {
 	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)
 	starters = append(starters, p.brokerStarters(brokerListen)...)
 	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+	starters = append(starters, p.amqpStarter(cfg.AMQPListen))
 	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
 	return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 }

@@ -73,6 +73,9 @@ const (
 	DefaultStorePathRootDir  = "./keel-data"
 	// DefaultHTTPListen is loopback: the console shows message bodies.
 	DefaultHTTPListen = "127.0.0.1:8080"
+	// DefaultAMQPListen is loopback: out of the box the only AMQP account
+	// is guest, which RabbitMQ's rule limits to loopback clients.
+	DefaultAMQPListen = "127.0.0.1:5672"
 )
 
 // Broker is the broker configuration: one field per supported broker.conf
@@ -152,6 +155,8 @@ type Broker struct {
 	HAMasterAddress   string        // haMasterAddress: a slave's master HA address "host:port"
 	MinInSyncReplicas int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
 	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
+	// AMQP 0-9-1.
+	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -182,6 +187,7 @@ func Default() *Broker {
 		ListenPort:    10911,
 		MaxFrameBytes: 16 << 20,
 		HTTPListen:    DefaultHTTPListen,
+		AMQPListen:    DefaultAMQPListen,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

@@ -89,6 +89,7 @@ func TestSetValues(t *testing.T) {
 	}{
 		{"brokerId", "0", func(b *Broker) bool { return b.BrokerID == 0 }},
 		{"listenPort", "+10912", func(b *Broker) bool { return b.ListenPort == 10912 }},
+		{"amqpListen", "", func(b *Broker) bool { return b.AMQPListen == "" }},
 		{"autoCreateTopicEnable", "FALSE", func(b *Broker) bool { return !b.AutoCreateTopicEnable }},
 		{"longPollingEnable", "True", func(b *Broker) bool { return b.LongPollingEnable }},
 		{"fileReservedTime", "1", func(b *Broker) bool { return b.FileReservedTime == time.Hour }},

@@ -87,6 +87,7 @@ var fields = []field{
 	str("haMasterAddress", func(b *Broker) *string { return &b.HAMasterAddress }),
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
+	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 }
 
 // byKey maps every key and alias to its field.

@@ -121,6 +121,11 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("httpListen", "not host:port")
 		}
 	}
+	if b.AMQPListen != "" {
+		if _, _, err := net.SplitHostPort(b.AMQPListen); err != nil {
+			bad("amqpListen", "not host:port")
+		}
+	}
 }
 
 func (b *Broker) validateSecurity(bad func(string, string, ...any)) {

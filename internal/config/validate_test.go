@@ -27,6 +27,7 @@ func TestValidate(t *testing.T) {
 		{"brokerIP1", "brokerIP1=10.0.0.1/8", []string{"brokerIP1"}},
 		{"brokerIP1 host name", "brokerIP1=broker.local", []string{"not an IP address"}},
 		{"frame", "maxFrameBytes=1024", []string{"maxFrameBytes"}},
+		{"amqp listen", "amqpListen=5672", []string{`amqpListen="5672" (c:1): not host:port`}},
 		{"message vs frame", "maxMessageSize=16777216", []string{"maxMessageSize"}},
 		{"segment vs message", "mapedFileSizeCommitLog=1048576\nmaxMessageSize=1048576", []string{"mapedFileSizeCommitLog"}},
 		{"page cache window", "commitLogPageCacheBytes=1048576", []string{"commitLogPageCacheBytes"}},

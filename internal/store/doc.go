@@ -126,7 +126,8 @@
 // One primitive waits on any of them (package watermark): WaitFor blocks
 // with a context and a timeout; Notify calls back instead, costing no
 // goroutine, from the goroutine that moves the watermark (the broker's
-// deferred send replies, PutMessagesDeferred, use it on Confirmed; the
+// deferred send replies, PutMessagesDeferred, and the AMQP front door's
+// confirms, PutRecordDeferred, use it on Confirmed; the
 // transaction engine waits on Confirmed for a half message it was asked to
 // end). Waiting on Flushed, Replicated or Confirmed asks for a flush. The
 // Visible watermark also has per-queue subscribers (OnVisible, any

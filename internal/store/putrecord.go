@@ -13,17 +13,51 @@ import (
 // PHYSICALOFFSET and the queue offset of each destination (dense per
 // queue, shared with RocketMQ messages of the same queue), so one record
 // gets one ConsumeQueue entry per destination. It returns what PutMessages
-// would (waiting for Confirmed under SYNC_FLUSH) and the record's CommitLog
+// would (waiting for Confirmed under SYNC_FLUSH or replication) and the record's CommitLog
 // offset (-1 if not written). rec is not kept.
 func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
+	end, phys, r := s.appendRecord(ctx, rec)
+	if r.Status != PutOK {
+		return r, -1
+	}
+	if s.waitsForConfirmed() {
+		r = s.waitFlushed(ctx, end)
+	}
+	return r, phys
+}
+
+// PutRecordDeferred is PutRecord without a goroutine parked per record:
+// the record is appended before it returns (records put from one
+// goroutine are appended in call order) and, when the result is known at
+// once (an error, ASYNC_FLUSH without replication), it is returned with pending false and
+// done is never called. Otherwise it returns pending true and done is
+// called exactly once with what PutRecord would return, from the store's
+// acknowledger goroutine (done must not block), possibly before
+// PutRecordDeferred returns. phys, returned and passed to done, is the
+// record's CommitLog offset (-1 if not written).
+func (s *Store) PutRecordDeferred(ctx context.Context, rec []byte, done func(r PutResult, phys int64)) (res PutResult, phys int64, pending bool) {
+	end, phys, r := s.appendRecord(ctx, rec)
+	if r.Status != PutOK {
+		return r, -1, false
+	}
+	if !s.waitsForConfirmed() {
+		return r, phys, false
+	}
+	s.marks.confirmed.Notify(end, s.confirmTimeout(), func(err error) { done(s.confirmResult(end, err), phys) })
+	return PutResult{}, phys, true
+}
+
+// appendRecord checks and appends rec; it returns the offset after it
+// and its own offset.
+func (s *Store) appendRecord(ctx context.Context, rec []byte) (end, phys int64, r PutResult) {
 	if err := checkRecord(rec); err != nil {
-		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}, -1
+		return -1, -1, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}
 	}
 	if t := recordType(rec); !t.Enveloped() {
-		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}, -1
+		return -1, -1, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}
 	}
 	if n := int64(len(rec)); n > s.maxBatchBytes() || n > s.cfg.maxRecordBytes() {
-		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}, -1
+		return -1, -1, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}
 	}
 	req := putReqPool.Get().(*putReq)
 	req.buf = append(req.buf[:0], rec...)
@@ -32,19 +66,16 @@ func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
 	req.msgs = req.one[:]
 	req.logical = int64(record.Envelope(rec).Messages())
 	s.appending.Add(1)
-	end, r := s.putAppend(ctx, req, req.msgs)
+	end, r = s.putAppend(ctx, req, req.msgs)
 	s.appendDone()
 	phys, n := req.recPhys, req.logical
 	releaseReq(req)
 	if r.Status != PutOK {
-		return r, -1
+		return -1, -1, r
 	}
 	s.stats.puts.Add(1)
 	s.stats.putMsgs.Add(n)
-	if s.waitsForConfirmed() {
-		r = s.waitFlushed(ctx, end)
-	}
-	return r, phys
+	return end, phys, r
 }
 
 // patchEnvelope is Append's patch of the enveloped record i of the

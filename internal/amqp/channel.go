@@ -1,0 +1,454 @@
+package amqp
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+)
+
+// channel is one AMQP channel of a connection. Methods run on the
+// connection's reader; deliveries come from queue pumps.
+type channel struct {
+	c  *conn
+	id uint16
+
+	mu             sync.Mutex // guards what follows; taken after a queue's mu
+	closing        bool       // channel.close sent, waiting for close-ok
+	nextTag        uint64
+	unacked        map[uint64]*delivery
+	consumers      map[string]*consumer
+	prefetch       int // basic.qos global=false: for consumers started after it
+	globalPrefetch int // basic.qos global=true: for the whole channel
+	globalUnacked  int
+
+	// Reader goroutine only.
+	confirm    bool
+	publishSeq uint64
+	lastQueue  string // the last queue declared, for "" in later methods
+	pub        *wire.BasicPublish
+	hdr        *wire.Header
+	body       []byte
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	return &channel{c: c, id: id, unacked: map[uint64]*delivery{}, consumers: map[string]*consumer{}}
+}
+
+// method runs one method. A channel exception closes the channel and is
+// not returned; a connection exception is.
+func (ch *channel) method(m wire.Method) error {
+	ch.mu.Lock()
+	closing := ch.closing
+	ch.mu.Unlock()
+	if closing {
+		switch m.(type) {
+		case *wire.ChannelCloseOk:
+			ch.c.dropChannel(ch.id)
+		case *wire.ChannelClose:
+			ch.c.send(ch.id, &wire.ChannelCloseOk{})
+		}
+		return nil // everything else is dropped until close-ok
+	}
+	if ch.pub != nil {
+		return hard(wire.UnexpectedFrame, m, "%s while the content of basic.publish was expected", m.Name())
+	}
+	err := ch.dispatch(m)
+	var ae *amqpError
+	if errors.As(err, &ae) && !ae.hard {
+		ch.close(ae)
+		return nil
+	}
+	return err
+}
+
+func (ch *channel) dispatch(m wire.Method) error {
+	switch m := m.(type) {
+	case *wire.ChannelClose:
+		ch.shutdown()
+		ch.c.dropChannel(ch.id)
+		return ch.c.send(ch.id, &wire.ChannelCloseOk{})
+	case *wire.ChannelFlow:
+		if !m.Active {
+			return hard(wire.NotImplemented, m, "active=false is not supported")
+		}
+		return ch.c.send(ch.id, &wire.ChannelFlowOk{Active: true})
+	case *wire.ChannelFlowOk:
+		return nil
+	case *wire.ExchangeDeclare:
+		return ch.exchangeDeclare(m)
+	case *wire.QueueDeclare:
+		return ch.queueDeclare(m)
+	case *wire.QueueDelete:
+		return ch.queueDelete(m)
+	case *wire.QueuePurge:
+		q, err := ch.findQueue(m, m.Queue)
+		if err != nil {
+			return err
+		}
+		n := q.purge()
+		if m.NoWait {
+			return nil
+		}
+		return ch.c.send(ch.id, &wire.QueuePurgeOk{MessageCount: n})
+	case *wire.ExchangeDelete:
+		if err := ch.c.srv.vhost.deleteExchange(m); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.ExchangeDeleteOk{})
+	case *wire.QueueBind:
+		if m.Queue == "" {
+			m.Queue = ch.lastQueue
+		}
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, false); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.QueueBindOk{})
+	case *wire.QueueUnbind:
+		if m.Queue == "" {
+			m.Queue = ch.lastQueue
+		}
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, true); err != nil {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.QueueUnbindOk{})
+	case *wire.BasicQos:
+		return ch.qos(m)
+	case *wire.BasicConsume:
+		return ch.consume(m)
+	case *wire.BasicCancel:
+		return ch.cancel(m)
+	case *wire.BasicPublish:
+		return ch.startPublish(m)
+	case *wire.BasicGet:
+		return ch.get(m)
+	case *wire.BasicAck:
+		return ch.settle(m, m.DeliveryTag, m.Multiple, false, false)
+	case *wire.BasicNack:
+		return ch.settle(m, m.DeliveryTag, m.Multiple, true, m.Requeue)
+	case *wire.BasicReject:
+		return ch.settle(m, m.DeliveryTag, false, true, m.Requeue)
+	case *wire.BasicRecover:
+		ch.requeueAll()
+		return ch.c.send(ch.id, &wire.BasicRecoverOk{})
+	case *wire.ConfirmSelect:
+		ch.confirm = true
+		if m.Nowait {
+			return nil
+		}
+		return ch.c.send(ch.id, &wire.ConfirmSelectOk{})
+	case *wire.TxSelect, *wire.TxCommit, *wire.TxRollback:
+		return hard(wire.NotImplemented, m, "transactions (tx) are not implemented; use publisher confirms")
+	}
+	return hard(wire.CommandInvalid, m, "%s is not a client method on a channel", m.Name())
+}
+
+// close sends channel.close for a channel exception and releases what the
+// channel holds; frames are then dropped until close-ok.
+func (ch *channel) close(e *amqpError) {
+	ch.shutdown()
+	ch.pub, ch.hdr, ch.body = nil, nil, nil
+	ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+}
+
+// shutdown marks the channel closing, cancels its consumers and requeues
+// its unacknowledged deliveries (with redelivered set when served again).
+func (ch *channel) shutdown() {
+	ch.mu.Lock()
+	ch.closing = true
+	cs := ch.consumers
+	ch.consumers = map[string]*consumer{}
+	ds := ch.unacked
+	ch.unacked = map[uint64]*delivery{}
+	ch.mu.Unlock()
+	for _, c := range cs {
+		ch.dropConsumer(c)
+	}
+	pump := map[*queue]bool{}
+	for _, d := range ds {
+		d.q.requeue(d.offset)
+		pump[d.q] = true
+	}
+	for q := range pump {
+		q.pump()
+	}
+}
+
+func (ch *channel) dropConsumer(c *consumer) {
+	if c.q.removeConsumer(c) {
+		if err := ch.c.srv.vhost.remove(c.q); err != nil {
+			ch.c.srv.log.Error("amqp: auto-delete queue", "queue", c.q.name, "err", err)
+		}
+	}
+}
+
+// consumerGone is called when a consumer's queue was deleted: the client
+// is told with basic.cancel (consumer_cancel_notify).
+func (ch *channel) consumerGone(c *consumer) {
+	ch.mu.Lock()
+	_, ok := ch.consumers[c.tag]
+	delete(ch.consumers, c.tag)
+	closing := ch.closing
+	ch.mu.Unlock()
+	if ok && !closing {
+		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: c.tag, NoWait: true})
+	}
+}
+
+func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
+	if err := ch.c.srv.vhost.declareExchange(m); err != nil || m.NoWait {
+		return err
+	}
+	return ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
+}
+
+func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
+	if m.Queue == "" && ch.lastQueue != "" && m.Passive {
+		m.Queue = ch.lastQueue
+	}
+	q, err := ch.c.srv.vhost.declare(ch.c, m)
+	if err != nil {
+		return err
+	}
+	ch.lastQueue = q.name
+	if m.NoWait {
+		return nil
+	}
+	msgs, cons := q.counts()
+	return ch.c.send(ch.id, &wire.QueueDeclareOk{Queue: q.name, MessageCount: msgs, ConsumerCount: cons})
+}
+
+func (ch *channel) findQueue(m wire.Method, name string) (*queue, error) {
+	if name == "" {
+		name = ch.lastQueue
+	}
+	q := ch.c.srv.vhost.queue(name)
+	if q == nil {
+		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '/'", name)
+	}
+	if q.owner != nil && q.owner != ch.c {
+		return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '/'", name)
+	}
+	return q, nil
+}
+
+func (ch *channel) queueDelete(m *wire.QueueDelete) error {
+	q, err := ch.findQueue(m, m.Queue)
+	if err != nil {
+		if ae := (*amqpError)(nil); errors.As(err, &ae) && ae.code == wire.NotFound {
+			// RabbitMQ answers delete-ok for a queue that does not exist.
+			if m.NoWait {
+				return nil
+			}
+			return ch.c.send(ch.id, &wire.QueueDeleteOk{})
+		}
+		return err
+	}
+	msgs, cons := q.counts()
+	if m.IfUnused && cons > 0 {
+		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '/' in use", q.name)
+	}
+	if m.IfEmpty && msgs > 0 {
+		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '/' is not empty", q.name)
+	}
+	if err := ch.c.srv.vhost.remove(q); err != nil {
+		return hard(wire.InternalError, m, "cannot write the queue definitions: %v", err)
+	}
+	if m.NoWait {
+		return nil
+	}
+	return ch.c.send(ch.id, &wire.QueueDeleteOk{MessageCount: msgs})
+}
+
+func (ch *channel) qos(m *wire.BasicQos) error {
+	if m.PrefetchSize != 0 {
+		return hard(wire.NotImplemented, m, "prefetch_size!=0 (%d)", m.PrefetchSize)
+	}
+	ch.mu.Lock()
+	if m.Global {
+		ch.globalPrefetch = int(m.PrefetchCount)
+	} else {
+		ch.prefetch = int(m.PrefetchCount)
+	}
+	ch.mu.Unlock()
+	ch.pumpAll()
+	return ch.c.send(ch.id, &wire.BasicQosOk{})
+}
+
+func (ch *channel) consume(m *wire.BasicConsume) error {
+	q, err := ch.findQueue(m, m.Queue)
+	if err != nil {
+		return err
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = "amq.ctag-" + newTopic()[6:]
+	}
+	ch.mu.Lock()
+	if _, dup := ch.consumers[tag]; dup {
+		ch.mu.Unlock()
+		return hard(wire.NotAllowed, m, "attempt to reuse consumer tag '%s'", tag)
+	}
+	c := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, prefetch: ch.prefetch}
+	ch.consumers[tag] = c
+	ch.mu.Unlock()
+	if !m.NoWait {
+		if err := ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag}); err != nil {
+			return err
+		}
+	}
+	if !q.addConsumer(c) {
+		return soft(wire.NotFound, m, "no queue '%s' in vhost '/'", q.name)
+	}
+	q.pump()
+	return nil
+}
+
+func (ch *channel) cancel(m *wire.BasicCancel) error {
+	ch.mu.Lock()
+	c := ch.consumers[m.ConsumerTag]
+	delete(ch.consumers, m.ConsumerTag)
+	ch.mu.Unlock()
+	if c != nil {
+		ch.dropConsumer(c)
+	}
+	if m.NoWait {
+		return nil
+	}
+	return ch.c.send(ch.id, &wire.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+}
+
+// hasCredit reports whether c may be given one more delivery.
+func (ch *channel) hasCredit(c *consumer) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closing || ch.consumers[c.tag] != c {
+		return false
+	}
+	if c.noAck {
+		return true
+	}
+	return (c.prefetch == 0 || c.unacked < c.prefetch) && (ch.globalPrefetch == 0 || ch.globalUnacked < ch.globalPrefetch)
+}
+
+// deliver sends basic.deliver for the message at offset o to c; false if
+// the channel is closing (the caller requeues).
+func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered bool) bool {
+	ch.mu.Lock()
+	if ch.closing || ch.consumers[c.tag] != c {
+		ch.mu.Unlock()
+		return false
+	}
+	ch.nextTag++
+	tag := ch.nextTag
+	if !c.noAck {
+		ch.unacked[tag] = &delivery{q: c.q, offset: o, cons: c}
+		c.unacked++
+		ch.globalUnacked++
+	}
+	ch.mu.Unlock()
+	ch.c.sendContent(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
+		Exchange: m.exchange, RoutingKey: m.routingKey}, m.props, m.body)
+	return true
+}
+
+func (ch *channel) get(m *wire.BasicGet) error {
+	q, err := ch.findQueue(m, m.Queue)
+	if err != nil {
+		return err
+	}
+	o, msg, release, redelivered, left, ok := q.get()
+	if !ok {
+		return ch.c.send(ch.id, &wire.BasicGetEmpty{})
+	}
+	defer release()
+	ch.mu.Lock()
+	ch.nextTag++
+	tag := ch.nextTag
+	if !m.NoAck {
+		ch.unacked[tag] = &delivery{q: q, offset: o}
+	}
+	ch.mu.Unlock()
+	if m.NoAck {
+		q.settle(o)
+	}
+	return ch.c.sendContent(ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: redelivered, Exchange: msg.exchange,
+		RoutingKey: msg.routingKey, MessageCount: left}, msg.props, msg.body)
+}
+
+// settle implements basic.ack (reject false), basic.nack and basic.reject.
+// A message rejected without requeue is discarded (dead-lettering is not
+// implemented yet).
+func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue bool) error {
+	ch.mu.Lock()
+	var ds []*delivery
+	if multiple {
+		for t, d := range ch.unacked {
+			if tag == 0 || t <= tag {
+				ds = append(ds, d)
+				ch.forgetLocked(t, d)
+			}
+		}
+	} else if d, ok := ch.unacked[tag]; ok {
+		ds = append(ds, d)
+		ch.forgetLocked(tag, d)
+	}
+	ch.mu.Unlock()
+	if len(ds) == 0 && (!multiple || tag != 0) {
+		return soft(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
+	}
+	pump := map[*queue]bool{}
+	for _, d := range ds {
+		if reject && requeue {
+			d.q.requeue(d.offset)
+		} else {
+			d.q.settle(d.offset)
+		}
+		pump[d.q] = true
+	}
+	for q := range pump {
+		q.pump()
+	}
+	return nil
+}
+
+func (ch *channel) forgetLocked(tag uint64, d *delivery) {
+	delete(ch.unacked, tag)
+	if d.cons != nil {
+		d.cons.unacked--
+		ch.globalUnacked--
+	}
+}
+
+func (ch *channel) requeueAll() {
+	ch.mu.Lock()
+	ds := ch.unacked
+	ch.unacked = map[uint64]*delivery{}
+	for _, d := range ds {
+		if d.cons != nil {
+			d.cons.unacked--
+			ch.globalUnacked--
+		}
+	}
+	ch.mu.Unlock()
+	pump := map[*queue]bool{}
+	for _, d := range ds {
+		d.q.requeue(d.offset)
+		pump[d.q] = true
+	}
+	for q := range pump {
+		q.pump()
+	}
+}
+
+func (ch *channel) pumpAll() {
+	ch.mu.Lock()
+	qs := map[*queue]bool{}
+	for _, c := range ch.consumers {
+		qs[c.q] = true
+	}
+	ch.mu.Unlock()
+	for q := range qs {
+		q.pump()
+	}
+}

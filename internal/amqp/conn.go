@@ -1,0 +1,450 @@
+package amqp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+)
+
+// conn is one client connection. Its reader goroutine (serve) decodes
+// frames and runs every method; writes come from it, from queue pumps
+// delivering to its consumers and from the heartbeat ticker, each one
+// whole frame sequence under wmu.
+type conn struct {
+	srv *Server
+	nc  net.Conn
+	fr  *wire.FrameReader
+
+	frameMax  uint32 // negotiated (both directions)
+	heartbeat time.Duration
+	user      string
+
+	wmu  sync.Mutex
+	wbuf []byte
+	werr error
+
+	chMu     sync.Mutex
+	channels map[uint16]*channel
+
+	done    chan struct{}
+	cleaned bool // reader goroutine only
+
+	// publishSlots bounds the publishes stored and not yet confirmed.
+	publishSlots chan struct{}
+	// The confirmer: work (confirms, deliveries of new messages) queued by
+	// the store's acknowledger, which must not block, run in order on a
+	// goroutine of the connection's own.
+	laterMu   sync.Mutex
+	laterQ    []func()
+	laterKick chan struct{}
+	laterDone chan struct{}
+}
+
+// maxPendingPublishes bounds a connection's publishes awaiting their
+// confirm; the reader waits for a slot (backpressure on the client).
+const maxPendingPublishes = 1024
+
+// later queues fn for the confirmer; it never blocks.
+func (c *conn) later(fn func()) {
+	c.laterMu.Lock()
+	c.laterQ = append(c.laterQ, fn)
+	c.laterMu.Unlock()
+	select {
+	case c.laterKick <- struct{}{}:
+	default:
+	}
+}
+
+// runConfirmer runs the queued work until the connection ends.
+func (c *conn) runConfirmer() {
+	defer close(c.laterDone)
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.laterKick:
+		}
+		for {
+			c.laterMu.Lock()
+			q := c.laterQ
+			c.laterQ = nil
+			c.laterMu.Unlock()
+			if len(q) == 0 {
+				break
+			}
+			for _, fn := range q {
+				fn()
+			}
+		}
+	}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{srv: s, nc: nc, fr: wire.NewFrameReader(nc), frameMax: wire.FrameMinSize,
+		channels: map[uint16]*channel{}, done: make(chan struct{}),
+		publishSlots: make(chan struct{}, maxPendingPublishes), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
+}
+
+// serve runs the connection to its end.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	go c.runConfirmer()
+	defer func() { <-c.laterDone }() // after cleanup closed done
+	defer c.cleanup()
+	c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := c.handshake(); err != nil {
+		c.fail(err)
+		return
+	}
+	c.nc.SetDeadline(time.Time{})
+	if c.heartbeat > 0 {
+		go c.beat()
+	}
+	for {
+		if c.heartbeat > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
+		}
+		f, err := c.fr.ReadFrame(c.frameMax)
+		if err != nil {
+			c.fail(frameError(err))
+			return
+		}
+		if err := c.frame(f); err != nil {
+			if errors.Is(err, errConnClosed) {
+				return
+			}
+			c.fail(err)
+			return
+		}
+	}
+}
+
+var errConnClosed = errors.New("amqp: connection closed by the client")
+
+// frameError turns a read error into what to answer: a protocol error for
+// bad bytes, the error itself (close silently) for I/O.
+func frameError(err error) error {
+	switch {
+	case errors.Is(err, wire.ErrFrameTooLarge), errors.Is(err, wire.ErrMalformed):
+		return hard(wire.FrameError, nil, "%v", err)
+	}
+	return err
+}
+
+// fail ends the connection: a protocol error is answered with
+// connection.close and the socket is closed after close-ok or a short wait.
+func (c *conn) fail(err error) {
+	var ae *amqpError
+	if !errors.As(err, &ae) {
+		return
+	}
+	c.send(0, &wire.ConnectionClose{ReplyCode: ae.code, ReplyText: ae.replyText(), ClassId: ae.classID, MethodId: ae.methodID})
+	c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		f, err := c.fr.ReadFrame(c.frameMax)
+		if err != nil {
+			return
+		}
+		if f.Type == wire.FrameMethod && f.Channel == 0 {
+			if m, err := wire.ReadMethod(f.Payload); err == nil {
+				if _, ok := m.(*wire.ConnectionCloseOk); ok {
+					return
+				}
+			}
+		}
+	}
+}
+
+// cleanup requeues every channel's unacknowledged deliveries, cancels the
+// consumers and deletes the connection's exclusive queues.
+func (c *conn) cleanup() {
+	if c.cleaned {
+		return
+	}
+	c.cleaned = true
+	close(c.done)
+	c.chMu.Lock()
+	chs := c.channels
+	c.channels = map[uint16]*channel{}
+	c.chMu.Unlock()
+	for _, ch := range chs {
+		ch.shutdown()
+	}
+	c.srv.vhost.connClosed(c)
+}
+
+func (c *conn) beat() {
+	t := time.NewTicker(c.heartbeat / 2)
+	defer t.Stop()
+	hb := wire.AppendFrame(nil, wire.FrameHeartbeat, 0, nil)
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			if c.write(hb) != nil {
+				return
+			}
+		}
+	}
+}
+
+// write writes whole frames.
+func (c *conn) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(b)
+}
+
+func (c *conn) writeLocked(b []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		c.werr = err
+		c.nc.Close()
+		return err
+	}
+	return nil
+}
+
+// send writes one method frame.
+func (c *conn) send(ch uint16, m wire.Method) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = wire.AppendMethodFrame(c.wbuf[:0], ch, m)
+	return c.writeLocked(c.wbuf)
+}
+
+// sendContent writes a method with content: method, header, body frames
+// of at most frame-max, in one write so no other frame interleaves.
+func (c *conn) sendContent(ch uint16, m wire.Method, props, body []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b := wire.AppendMethodFrame(c.wbuf[:0], ch, m)
+	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	max := int(c.frameMax) - wire.FrameOverheadBytes
+	for len(body) > 0 {
+		n := min(len(body), max)
+		b = wire.AppendFrame(b, wire.FrameBody, ch, body[:n])
+		body = body[n:]
+	}
+	c.wbuf = b
+	if cap(c.wbuf) > 1<<20 {
+		c.wbuf = nil
+	}
+	return c.writeLocked(b)
+}
+
+// readMethod reads the next frame, which must be a method on channel 0 (the
+// handshake), skipping heartbeats.
+func (c *conn) readMethod() (wire.Method, error) {
+	for {
+		f, err := c.fr.ReadFrame(c.frameMax)
+		if err != nil {
+			return nil, frameError(err)
+		}
+		if f.Type == wire.FrameHeartbeat {
+			continue
+		}
+		if f.Type != wire.FrameMethod || f.Channel != 0 {
+			return nil, hard(wire.UnexpectedFrame, nil, "frame type %d on channel %d during the handshake", f.Type, f.Channel)
+		}
+		m, err := wire.ReadMethod(f.Payload)
+		if err != nil {
+			return nil, hard(wire.SyntaxError, nil, "%v", err)
+		}
+		return m, nil
+	}
+}
+
+// handshake negotiates up to connection.open-ok.
+func (c *conn) handshake() error {
+	var hdr [8]byte
+	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
+		return err
+	}
+	if !bytes.Equal(hdr[:], wire.ProtocolHeader) {
+		c.write(wire.ProtocolHeader)
+		return fmt.Errorf("amqp: protocol header % x", hdr)
+	}
+	c.send(0, &wire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: serverProperties(),
+		Mechanisms: []byte("PLAIN AMQPLAIN"), Locales: []byte("en_US")})
+	m, err := c.readMethod()
+	if err != nil {
+		return err
+	}
+	so, ok := m.(*wire.ConnectionStartOk)
+	if !ok {
+		return hard(wire.CommandInvalid, m, "expected connection.start-ok, got %s", m.Name())
+	}
+	user, pass, err := credentials(so.Mechanism, so.Response)
+	if err != nil {
+		return hard(wire.AccessRefused, m, "%v", err)
+	}
+	if !c.srv.authenticate(user, pass, c.nc.RemoteAddr()) {
+		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
+	}
+	c.user = user
+	cfg := &c.srv.cfg
+	c.send(0, &wire.ConnectionTune{ChannelMax: cfg.MaxChannels, FrameMax: cfg.MaxFrameBytes, Heartbeat: uint16(cfg.Heartbeat / time.Second)})
+	if m, err = c.readMethod(); err != nil {
+		return err
+	}
+	to, ok := m.(*wire.ConnectionTuneOk)
+	if !ok {
+		return hard(wire.CommandInvalid, m, "expected connection.tune-ok, got %s", m.Name())
+	}
+	if to.FrameMax != 0 && (to.FrameMax < wire.FrameMinSize || to.FrameMax > cfg.MaxFrameBytes) {
+		return hard(wire.SyntaxError, m, "frame-max %d outside %d..%d", to.FrameMax, wire.FrameMinSize, cfg.MaxFrameBytes)
+	}
+	c.frameMax = cfg.MaxFrameBytes
+	if to.FrameMax != 0 {
+		c.frameMax = to.FrameMax
+	}
+	c.heartbeat = time.Duration(to.Heartbeat) * time.Second
+	if m, err = c.readMethod(); err != nil {
+		return err
+	}
+	op, ok := m.(*wire.ConnectionOpen)
+	if !ok {
+		return hard(wire.CommandInvalid, m, "expected connection.open, got %s", m.Name())
+	}
+	if op.VirtualHost != "/" {
+		return hard(wire.NotAllowed, m, "vhost %q not found (Keel has one vhost, \"/\")", op.VirtualHost)
+	}
+	return c.send(0, &wire.ConnectionOpenOk{})
+}
+
+func serverProperties() wire.Table {
+	return wire.Table{
+		"product":  []byte("Keel"),
+		"platform": []byte("Go"),
+		"capabilities": wire.Table{
+			"publisher_confirms": true, "basic.nack": true, "consumer_cancel_notify": true,
+			"authentication_failure_close": true, "per_consumer_qos": true,
+		},
+	}
+}
+
+// credentials decodes a PLAIN ("\0user\0pass", an authorisation id first
+// allowed) or AMQPLAIN (a table without its length: LOGIN, PASSWORD)
+// response.
+func credentials(mech string, resp []byte) (user, pass string, err error) {
+	switch mech {
+	case "PLAIN":
+		parts := bytes.Split(resp, []byte{0})
+		if len(parts) != 3 {
+			return "", "", errors.New("malformed PLAIN response")
+		}
+		return string(parts[1]), string(parts[2]), nil
+	case "AMQPLAIN":
+		var w wire.Writer
+		w.LongStr(resp)
+		r := wire.NewReader(w.Buf)
+		t := r.Table()
+		if r.Err() != nil {
+			return "", "", errors.New("malformed AMQPLAIN response")
+		}
+		return tableString(t["LOGIN"]), tableString(t["PASSWORD"]), nil
+	}
+	return "", "", fmt.Errorf("unknown authentication mechanism %q", mech)
+}
+
+func tableString(v any) string {
+	switch v := v.(type) {
+	case []byte:
+		return string(v)
+	case string:
+		return v
+	}
+	return ""
+}
+
+// frame handles one frame after the handshake.
+func (c *conn) frame(f wire.Frame) error {
+	if f.Type == wire.FrameHeartbeat {
+		if f.Channel != 0 {
+			return hard(wire.FrameError, nil, "heartbeat on channel %d", f.Channel)
+		}
+		return nil
+	}
+	if f.Channel == 0 {
+		return c.connectionMethod(f)
+	}
+	if f.Type != wire.FrameMethod {
+		ch := c.channel(f.Channel)
+		if ch == nil {
+			return hard(wire.ChannelError, nil, "content frame on channel %d, which is not open", f.Channel)
+		}
+		return ch.content(f)
+	}
+	m, err := wire.ReadMethod(f.Payload)
+	if err != nil {
+		return hard(wire.SyntaxError, nil, "%v", err)
+	}
+	if op, ok := m.(*wire.ChannelOpen); ok {
+		return c.openChannel(f.Channel, op)
+	}
+	ch := c.channel(f.Channel)
+	if ch == nil {
+		return hard(wire.ChannelError, m, "channel %d is not open", f.Channel)
+	}
+	return ch.method(m)
+}
+
+func (c *conn) connectionMethod(f wire.Frame) error {
+	if f.Type != wire.FrameMethod {
+		return hard(wire.CommandInvalid, nil, "frame type %d on channel 0", f.Type)
+	}
+	m, err := wire.ReadMethod(f.Payload)
+	if err != nil {
+		return hard(wire.SyntaxError, nil, "%v", err)
+	}
+	switch m.(type) {
+	case *wire.ConnectionClose:
+		// Release before answering: a client that saw close-ok finds its
+		// exclusive queues gone and its unacked messages requeued.
+		c.cleanup()
+		c.send(0, &wire.ConnectionCloseOk{})
+		return errConnClosed
+	case *wire.ConnectionCloseOk:
+		return errConnClosed
+	}
+	return hard(wire.CommandInvalid, m, "%s on channel 0", m.Name())
+}
+
+func (c *conn) channel(id uint16) *channel {
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
+	return c.channels[id]
+}
+
+func (c *conn) openChannel(id uint16, m *wire.ChannelOpen) error {
+	if id > c.srv.cfg.MaxChannels {
+		return hard(wire.ChannelError, m, "channel %d above channel-max %d", id, c.srv.cfg.MaxChannels)
+	}
+	c.chMu.Lock()
+	if _, ok := c.channels[id]; ok {
+		c.chMu.Unlock()
+		return hard(wire.ChannelError, m, "channel %d is already open", id)
+	}
+	ch := newChannel(c, id)
+	c.channels[id] = ch
+	c.chMu.Unlock()
+	return c.send(id, &wire.ChannelOpenOk{})
+}
+
+// dropChannel forgets a closed channel.
+func (c *conn) dropChannel(id uint16) {
+	c.chMu.Lock()
+	delete(c.channels, id)
+	c.chMu.Unlock()
+}

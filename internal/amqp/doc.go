@@ -1,0 +1,81 @@
+// Package amqp is Keel's AMQP 0-9-1 front door: RabbitMQ clients (pika,
+// amqp091-go, ...) declare durable queues, publish persistent messages
+// with publisher confirms and consume them with acknowledgements, on
+// Keel's store. It is a sibling of internal/broker (the RocketMQ front
+// door) and imports no other front door; the byte layer is package wire,
+// generated from the protocol's XML definition.
+//
+// # What is served
+//
+// One vhost, "/"; PLAIN and AMQPLAIN against Config.Users (guest/guest
+// from loopback only unless a guest account is configured); tune
+// (channel-max, frame-max, heartbeats); channels; the default exchange
+// and direct, fanout and topic exchanges with bindings (amq.direct,
+// amq.fanout, amq.topic predeclared; durable ones with their bindings to
+// durable queues in DataDir/amqp/exchanges.json);
+// queues (durable, exclusive, auto-delete, server-named, passive declare,
+// 406 on a conflicting redeclare, purge, delete); basic.publish with
+// mandatory (basic.return before the confirm); confirm.select;
+// basic.consume/cancel/get; basic.ack/nack/reject with multiple and
+// requeue; basic.qos prefetch (per consumer; global=true per channel);
+// basic.recover. Not yet: headers exchanges (540 NOT_IMPLEMENTED),
+// exchange-to-exchange bindings, TTL, dead-lettering, length limits, tx,
+// connection.blocked. docs/amqp.md is the user's list.
+//
+// # Storage
+//
+// A queue is a store topic with one ConsumeQueue (queue id 0) whose name
+// is random (%AMQP%<24 hex>) and kept, for durable queues, in
+// DataDir/amqp/queues.json with the declare's arguments (written with
+// vfs.WriteFileDurable before declare-ok). A published message is one
+// AMQP record (package record's envelope; body laid out in message.go:
+// exchange, routing key, the publisher's raw content-header properties,
+// body) with one destination per queue it is routed to: a message an
+// exchange routes to several queues is stored once and located from
+// each queue's ConsumeQueue. It is appended with Store.PutRecordDeferred
+// on the connection's reader (so one channel's messages are stored in
+// publish order) and confirmed when the store answers, which under
+// SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
+// after the Visible watermark passed it too (so a method sent after the
+// confirm sees the message); then it is delivered. Up to
+// maxPendingPublishes (1024) publishes per connection await their
+// confirm; the reader then waits.
+//
+// # Acknowledgement state
+//
+// Per queue, over its ConsumeQueue offsets:
+//
+//	floor      every offset below is settled (acked, rejected, purged)
+//	settled    offsets >= floor settled out of order
+//	delivered  one past the highest offset ever handed out
+//	in flight  (memory) offsets handed out and not settled
+//	returned   (memory) requeued offsets, served first, lowest first
+//
+// floor, settled and delivered are written to DataDir/amqp/acks.json
+// (whole file, vfs.WriteFileDurable) at most every
+// Config.AckStateInterval when they changed, and at Close. Before a
+// message is handed out beyond a durable queue's lease, the lease
+// (DataDir/amqp/lease-<topic>: a bound on delivered) is raised by
+// leaseStep (256) with a durable write; a clean Close trims it back to
+// delivered. A restart serves every unsettled offset from floor again;
+// one below max(delivered, lease) carries redelivered=true. A settlement
+// not yet written when the broker dies is therefore a redelivery, never
+// a loss, and the redelivered flag is never missing after a crash (it
+// may be set on up to leaseStep messages that were never delivered,
+// which "may have been delivered" allows).
+// Unsettled messages are never deleted by this package, but the store's
+// age-based retention (fileReservedTime) does not yet know AMQP queues:
+// a queue nobody consumes for longer than that loses its oldest messages
+// (logged at Error when a delivery finds its message gone).
+//
+// # Concurrency
+//
+// One reader goroutine per connection runs every method of it; a
+// confirmer goroutine per connection runs, in order, what the store's
+// acknowledger queues for it (conn.later: confirms and the deliveries of
+// new messages; the acknowledger must not block). Queue pumps deliver
+// from whichever goroutine made progress possible (a stored publish, ack,
+// consume, qos, a closing channel). Lock order:
+// vhost.mu, then queue.mu, then channel.mu, then conn.wmu (the socket
+// write); a channel's mu is never held while taking a queue's.
+package amqp

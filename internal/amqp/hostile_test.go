@@ -1,0 +1,217 @@
+package amqp
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+)
+
+// rawConn is a hand-driven client: it negotiates as guest and then sends
+// whatever bytes a test wants.
+type rawConn struct {
+	t  *testing.T
+	nc net.Conn
+	fr *wire.FrameReader
+}
+
+func dialRaw(t *testing.T, b *broker) *rawConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawConn{t: t, nc: nc, fr: wire.NewFrameReader(nc)}
+}
+
+func (c *rawConn) send(b []byte) {
+	c.t.Helper()
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *rawConn) method() wire.Method {
+	c.t.Helper()
+	for {
+		f, err := c.fr.ReadFrame(1 << 20)
+		if err != nil {
+			c.t.Fatalf("read: %v", err)
+		}
+		if f.Type == wire.FrameHeartbeat {
+			continue
+		}
+		m, err := wire.ReadMethod(f.Payload)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return m
+	}
+}
+
+func (c *rawConn) open() {
+	c.t.Helper()
+	c.send(wire.ProtocolHeader)
+	c.method() // start
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	c.method() // tune
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096}))
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "/"}))
+	if _, ok := c.method().(*wire.ConnectionOpenOk); !ok {
+		c.t.Fatal("no open-ok")
+	}
+}
+
+// expectClose reads until connection.close and checks its code; the
+// server must then close the socket after close-ok.
+func (c *rawConn) expectClose(code uint16) {
+	c.t.Helper()
+	m := c.method()
+	cl, ok := m.(*wire.ConnectionClose)
+	if !ok || cl.ReplyCode != code {
+		c.t.Fatalf("got %s %+v, want connection.close %d", m.Name(), m, code)
+	}
+	c.nc.Write(wire.AppendMethodFrame(nil, 0, &wire.ConnectionCloseOk{}))
+	// The server closes the socket (a reset when it left a bad frame's
+	// bytes unread); only a timeout would mean it did not.
+	var ne net.Error
+	if _, err := io.ReadAll(c.nc); errors.As(err, &ne) && ne.Timeout() {
+		c.t.Fatalf("after close-ok the socket stayed open: %v", err)
+	}
+}
+
+func TestHostileFramesCloseTheConnectionWithTheirCode(t *testing.T) {
+	b := startBroker(t)
+	publish := wire.AppendMethodFrame(nil, 1, &wire.BasicPublish{RoutingKey: "q"})
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		code  uint16
+	}{
+		{"bad end byte", append(wire.AppendFrame(nil, wire.FrameMethod, 0, []byte{0, 10, 0, 50})[:11], 0), wire.FrameError},
+		{"unknown frame type", wire.AppendFrame(nil, 7, 0, nil), wire.FrameError},
+		{"frame above frame-max", wire.AppendFrame(nil, wire.FrameBody, 1, make([]byte, 5000)), wire.FrameError},
+		{"unknown method", wire.AppendFrame(nil, wire.FrameMethod, 1, []byte{0, 99, 0, 1}), wire.SyntaxError},
+		{"truncated method", wire.AppendFrame(nil, wire.FrameMethod, 1, []byte{0, 50, 0, 10, 0, 0, 200}), wire.SyntaxError},
+		{"method on a closed channel", wire.AppendMethodFrame(nil, 3, &wire.BasicQos{}), wire.ChannelError},
+		{"body without publish", wire.AppendFrame(nil, wire.FrameBody, 1, []byte("x")), wire.UnexpectedFrame},
+		{"method inside a publish", append(append([]byte{}, publish...), wire.AppendMethodFrame(nil, 1, &wire.BasicQos{})...), wire.UnexpectedFrame},
+		{"body longer than announced", append(append(append([]byte{}, publish...),
+			wire.AppendFrame(nil, wire.FrameHeader, 1, wire.AppendHeader(nil, 1, []byte{0, 0}))...),
+			wire.AppendFrame(nil, wire.FrameBody, 1, []byte("xy"))...), wire.FrameError},
+		{"heartbeat on a channel", wire.AppendFrame(nil, wire.FrameHeartbeat, 1, nil), wire.FrameError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, b)
+			c.open()
+			c.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+			c.method() // open-ok
+			c.send(tc.bytes)
+			c.expectClose(tc.code)
+		})
+	}
+	// The broker still serves.
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("still", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHandshakeRefusals(t *testing.T) {
+	b := startBroker(t)
+	c := dialRaw(t, b)
+	c.send([]byte{'A', 'M', 'Q', 'P', 0, 1, 0, 0})
+	got, _ := io.ReadAll(c.nc)
+	if !bytes.Equal(got, wire.ProtocolHeader) {
+		t.Fatalf("wrong version answered % x", got)
+	}
+	c = dialRaw(t, b)
+	c.send(wire.ProtocolHeader)
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00wrong"), Locale: "en_US"}))
+	c.expectClose(wire.AccessRefused)
+	c = dialRaw(t, b)
+	c.send(wire.ProtocolHeader)
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096}))
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "other"}))
+	c.expectClose(wire.NotAllowed)
+}
+
+func TestGuestOnlyFromLoopback(t *testing.T) {
+	s := &Server{cfg: Config{Users: map[string]string{"app": "secret"}}}
+	remote := &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}
+	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}
+	if s.authenticate("guest", "guest", remote) || !s.authenticate("guest", "guest", local) ||
+		!s.authenticate("app", "secret", remote) || s.authenticate("app", "nope", local) {
+		t.Fatal("guest must work from loopback only; configured accounts from anywhere")
+	}
+}
+
+func TestAMQPLAINCredentials(t *testing.T) {
+	var w wire.Writer
+	w.Table(wire.Table{"LOGIN": []byte("u"), "PASSWORD": []byte("p")})
+	u, p, err := credentials("AMQPLAIN", w.Buf[4:]) // the response is the table without its length
+	if err != nil || u != "u" || p != "p" {
+		t.Fatalf("%q %q %v", u, p, err)
+	}
+}
+
+// TestHeartbeats: with a 1 s heartbeat the server sends heartbeats, and
+// closes a connection that has been silent for three intervals.
+func TestHeartbeats(t *testing.T) {
+	b := startBroker(t)
+	c := dialRaw(t, b)
+	c.send(wire.ProtocolHeader)
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096, Heartbeat: 1}))
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "/"}))
+	c.method() // open-ok
+	start := time.Now()
+	beats := 0
+	for {
+		f, err := c.fr.ReadFrame(1 << 20)
+		if err != nil {
+			break // closed by the server
+		}
+		if f.Type == wire.FrameHeartbeat {
+			beats++
+		}
+	}
+	took := time.Since(start)
+	if beats < 2 || took < 2500*time.Millisecond || took > 6*time.Second {
+		t.Fatalf("%d heartbeats, closed after %v; want heartbeats and a close after about 3 s of silence", beats, took)
+	}
+}
+
+func TestDeletedQueueCancelsItsConsumers(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	ch.QueueDeclare("doomed", false, false, false, false, nil)
+	cancels := ch.NotifyCancel(make(chan string, 1))
+	if _, err := ch.Consume("doomed", "watcher", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := b.channel()
+	if _, err := other.QueueDelete("doomed", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tag := <-cancels:
+		if tag != "watcher" {
+			t.Fatalf("cancelled %q", tag)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no basic.cancel after the queue was deleted")
+	}
+}

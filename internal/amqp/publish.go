@@ -1,0 +1,171 @@
+package amqp
+
+import (
+	"context"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
+)
+
+// MaxMessageBytes bounds a published message's body (RocketMQ's default
+// maxMessageSize); a larger one closes the channel with 406, as RabbitMQ
+// does above its max_message_size.
+const MaxMessageBytes = 4 << 20
+
+// startPublish begins basic.publish: the content header and body follow.
+func (ch *channel) startPublish(m *wire.BasicPublish) error {
+	if m.Immediate {
+		return hard(wire.NotImplemented, m, "immediate=true")
+	}
+	if _, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey); err != nil {
+		return err
+	}
+	if ch.confirm {
+		ch.publishSeq++
+	}
+	ch.pub = m
+	return nil
+}
+
+// content takes a content header or body frame of the publish in progress.
+func (ch *channel) content(f wire.Frame) error {
+	ch.mu.Lock()
+	closing := ch.closing
+	ch.mu.Unlock()
+	if closing {
+		return nil
+	}
+	if ch.pub == nil {
+		return hard(wire.UnexpectedFrame, nil, "content frame on channel %d without basic.publish", ch.id)
+	}
+	if f.Type == wire.FrameHeader {
+		if ch.hdr != nil {
+			return hard(wire.UnexpectedFrame, ch.pub, "a second content header")
+		}
+		h, err := wire.ReadHeader(f.Payload)
+		if err != nil {
+			return hard(wire.FrameError, ch.pub, "content header: %v", err)
+		}
+		if h.BodySize > MaxMessageBytes {
+			m := ch.pub
+			ch.pub = nil
+			ch.close(soft(wire.PreconditionFailed, m, "message size %d is larger than the configured max size %d", h.BodySize, MaxMessageBytes))
+			return nil
+		}
+		ch.hdr = &h
+		ch.body = make([]byte, 0, h.BodySize)
+	} else {
+		if ch.hdr == nil {
+			return hard(wire.UnexpectedFrame, ch.pub, "body frame before the content header")
+		}
+		if uint64(len(ch.body)+len(f.Payload)) > ch.hdr.BodySize {
+			return hard(wire.FrameError, ch.pub, "body of more than the %d bytes the header announced", ch.hdr.BodySize)
+		}
+		ch.body = append(ch.body, f.Payload...)
+	}
+	if uint64(len(ch.body)) < ch.hdr.BodySize {
+		return nil
+	}
+	pub, hdr, body := ch.pub, ch.hdr, ch.body
+	ch.pub, ch.hdr, ch.body = nil, nil, nil
+	return ch.publish(pub, hdr, body)
+}
+
+// publish routes and stores a complete message, then answers: basic.return
+// first for an unroutable mandatory message, then the confirm. A routed
+// message is confirmed when the store acknowledges it, which under
+// SYNC_FLUSH is after fdatasync (the Confirmed watermark).
+func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
+	qs, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey)
+	if err != nil {
+		return err // the exchange went away since the publish began
+	}
+	if len(qs) == 0 {
+		if m.Mandatory {
+			err := ch.c.sendContent(ch.id, &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE",
+				Exchange: m.Exchange, RoutingKey: m.RoutingKey}, h.Raw, body)
+			if err != nil {
+				return err
+			}
+		}
+		return ch.confirmed(true)
+	}
+	dests := make([]record.Dest, len(qs))
+	for i, q := range qs {
+		dests[i] = record.Dest{Topic: q.topic, QueueID: queueID}
+	}
+	// One record, one ConsumeQueue entry per queue (fan-out stores the
+	// message once).
+	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
+		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
+	if err != nil {
+		return ch.confirmed(false)
+	}
+	c := ch.c
+	select {
+	case c.publishSlots <- struct{}{}:
+	case <-c.done:
+		return errConnClosed
+	}
+	seq := ch.publishSeq
+	finish := func(r store.PutResult, phys int64) {
+		<-c.publishSlots
+		c.later(func() { ch.stored(qs, seq, r, phys) })
+	}
+	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
+	if !pending {
+		finish(res, phys)
+	}
+	return nil
+}
+
+// stored runs on the connection's confirmer once the store answered a
+// publish: it waits until the message is in its queues, confirms it
+// (so that a method the client sends after the confirm sees the message)
+// and delivers it.
+func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64) {
+	srv := ch.c.srv
+	if r.Status != store.PutOK {
+		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
+		ch.confirmSeq(seq, false)
+		return
+	}
+	if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
+		return // the store closed
+	}
+	ch.confirmSeq(seq, true)
+	for _, q := range qs {
+		q.pump()
+	}
+}
+
+// waitVisible waits until the store's Visible watermark reaches off (the
+// message is in its queues) or the store closes.
+func waitVisible(ctx context.Context, st *store.Store, off int64) error {
+	return st.WaitFor(ctx, store.Visible, off, 0)
+}
+
+// confirmed confirms the current publish, after those still pending on
+// the connection's confirmer.
+func (ch *channel) confirmed(ok bool) error {
+	seq := ch.publishSeq
+	ch.c.later(func() { ch.confirmSeq(seq, ok) })
+	return nil
+}
+
+// confirmSeq sends the publisher confirm for publish seq (0: the channel
+// is not in confirm mode), unless the channel is closing.
+func (ch *channel) confirmSeq(seq uint64, ok bool) {
+	ch.mu.Lock()
+	closing := ch.closing
+	ch.mu.Unlock()
+	if seq == 0 || closing {
+		return
+	}
+	if ok {
+		ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: seq})
+	} else {
+		ch.c.send(ch.id, &wire.BasicNack{DeliveryTag: seq})
+	}
+}

@@ -1,0 +1,347 @@
+package amqp
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// queueID is the one ConsumeQueue of an AMQP queue's topic.
+const queueID = 0
+
+// queue is one AMQP queue: a store topic with one ConsumeQueue, and the
+// acknowledgement state over its offsets (see the package documentation).
+type queue struct {
+	v          *vhost
+	name       string
+	topic      string
+	durable    bool
+	autoDelete bool
+	args       wire.Table
+	owner      *conn // exclusive to this connection; nil: shared
+
+	mu          sync.Mutex // guards what follows; taken before a channel's mu
+	consumers   []*consumer
+	rr          int            // round-robin position in consumers
+	hadConsumer bool           // auto-delete applies only after a first consumer
+	floor       int64          // every offset below is settled
+	settled     map[int64]bool // settled offsets >= floor
+	cursor      int64          // next offset never handed out in this run
+	returned    []int64        // requeued offsets, ascending: served before cursor
+	inflight    map[int64]bool // handed out, not settled
+	delivered   int64          // one past the highest offset ever handed out
+	restoredD   int64          // delivered as restored: below it, a message may have been delivered before a restart
+	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
+	dirty       bool           // the state changed since snapshot
+	gone        bool
+}
+
+// consumer is one basic.consume.
+type consumer struct {
+	ch       *channel
+	q        *queue
+	tag      string
+	noAck    bool
+	prefetch int // 0: unlimited
+	unacked  int // guarded by ch.mu
+}
+
+// delivery is a message handed out and not yet settled.
+type delivery struct {
+	q      *queue
+	offset int64
+	cons   *consumer // nil for basic.get
+}
+
+func newQueue(v *vhost, name, topic string, durable, autoDelete, _ bool, args wire.Table, owner *conn) *queue {
+	if args == nil {
+		args = wire.Table{}
+	}
+	return &queue{v: v, name: name, topic: topic, durable: durable, autoDelete: autoDelete, args: args, owner: owner,
+		settled: map[int64]bool{}, inflight: map[int64]bool{}}
+}
+
+// persistent reports whether the queue survives a restart: durable and
+// not exclusive (exclusive queues end with their connection).
+func (q *queue) persistent() bool { return q.durable && q.owner == nil }
+
+func (q *queue) restore(d ackDef, lease int64) {
+	d.Delivered = max(d.Delivered, lease)
+	q.floor, q.cursor, q.delivered, q.restoredD, q.leased = d.Floor, d.Floor, d.Delivered, d.Delivered, lease
+	for _, o := range d.Settled {
+		q.settled[o] = true
+	}
+}
+
+func (q *queue) snapshot() (ackDef, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := ackDef{Floor: q.floor, Delivered: q.delivered}
+	for o := range q.settled {
+		d.Settled = append(d.Settled, o)
+	}
+	slices.Sort(d.Settled)
+	changed := q.dirty
+	q.dirty = false
+	return d, changed
+}
+
+func (q *queue) deleted() {
+	q.mu.Lock()
+	q.gone = true
+	cs := q.consumers
+	q.consumers = nil
+	q.mu.Unlock()
+	for _, c := range cs {
+		c.ch.consumerGone(c)
+	}
+}
+
+// counts returns the ready messages and the consumers.
+func (q *queue) counts() (uint32, uint32) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return uint32(max(0, q.readyLocked())), uint32(len(q.consumers))
+}
+
+func (q *queue) readyLocked() int64 {
+	hi := q.v.srv.store.MaxOffset(q.topic, queueID)
+	return hi - q.floor - int64(len(q.settled)) - int64(len(q.inflight))
+}
+
+// nextLocked picks the next offset to hand out: requeued ones first (the
+// lowest: a message goes back to its place), then new ones.
+func (q *queue) nextLocked() (int64, bool, bool) {
+	if len(q.returned) > 0 {
+		o := q.returned[0]
+		q.returned = q.returned[1:]
+		return o, true, true
+	}
+	hi := q.v.srv.store.MaxOffset(q.topic, queueID)
+	q.cursor = max(q.cursor, q.floor)
+	for q.cursor < hi {
+		o := q.cursor
+		q.cursor++
+		if q.settled[o] || q.inflight[o] {
+			continue
+		}
+		return o, o < q.restoredD, true
+	}
+	return 0, false, false
+}
+
+// read returns the stored message at offset o; ok false if the store no
+// longer has it (then it is settled: there is nothing to deliver).
+func (q *queue) read(o int64) (storedMessage, func(), bool) {
+	st := q.v.srv.store
+	r, err := st.GetMessage(q.topic, queueID, o, 1, 0, nil)
+	if err != nil || r.Status != store.Found || len(r.Records) == 0 {
+		if r != nil {
+			r.Release()
+		}
+		q.v.srv.log.Error("amqp: message missing from the store", "queue", q.name, "topic", q.topic, "offset", o, "err", err)
+		return storedMessage{}, func() {}, false
+	}
+	m, err := parseMessage(r.Records[0])
+	if err != nil {
+		r.Release()
+		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
+		return storedMessage{}, func() {}, false
+	}
+	return m, r.Release, true
+}
+
+// take hands out the next message for a delivery or a get.
+func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
+	for {
+		o, redelivered, ok := q.nextLocked()
+		if !ok {
+			return 0, storedMessage{}, nil, false, false
+		}
+		m, release, ok := q.read(o)
+		if !ok {
+			q.settleLocked(o)
+			continue
+		}
+		if o+1 > q.leased && q.persistent() {
+			q.raiseLeaseLocked(o + 1 + leaseStep)
+		}
+		q.inflight[o] = true
+		if o+1 > q.delivered {
+			q.delivered = o + 1
+			q.dirty = true
+		}
+		return o, m, release, redelivered, true
+	}
+}
+
+// pump delivers to consumers with credit while there are messages.
+func (q *queue) pump() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for !q.gone && len(q.consumers) > 0 {
+		c := q.pickLocked()
+		if c == nil {
+			return
+		}
+		o, m, release, redelivered, ok := q.takeLocked()
+		if !ok {
+			return
+		}
+		sent := c.ch.deliver(c, o, &m, redelivered)
+		release()
+		if !sent {
+			q.requeueLocked(o)
+			continue
+		}
+		if c.noAck {
+			q.settleLocked(o)
+		}
+	}
+}
+
+// pickLocked returns the next consumer in turn with credit, or nil.
+func (q *queue) pickLocked() *consumer {
+	n := len(q.consumers)
+	for i := range n {
+		c := q.consumers[(q.rr+i)%n]
+		if c.ch.hasCredit(c) {
+			q.rr = (q.rr + i + 1) % n
+			return c
+		}
+	}
+	return nil
+}
+
+// get implements basic.get's take.
+func (q *queue) get() (int64, storedMessage, func(), bool, uint32, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	o, m, release, redelivered, ok := q.takeLocked()
+	return o, m, release, redelivered, uint32(max(0, q.readyLocked())), ok
+}
+
+func (q *queue) settle(o int64) {
+	q.mu.Lock()
+	q.settleLocked(o)
+	q.mu.Unlock()
+}
+
+func (q *queue) settleLocked(o int64) {
+	delete(q.inflight, o)
+	q.dirty = true
+	if o != q.floor {
+		if o > q.floor {
+			q.settled[o] = true
+		}
+		return
+	}
+	q.floor++
+	for q.settled[q.floor] {
+		delete(q.settled, q.floor)
+		q.floor++
+	}
+}
+
+func (q *queue) requeue(o int64) {
+	q.mu.Lock()
+	q.requeueLocked(o)
+	q.mu.Unlock()
+}
+
+func (q *queue) requeueLocked(o int64) {
+	if !q.inflight[o] {
+		return
+	}
+	delete(q.inflight, o)
+	i, _ := slices.BinarySearch(q.returned, o)
+	q.returned = slices.Insert(q.returned, i, o)
+}
+
+// purge settles every ready message and returns how many.
+func (q *queue) purge() uint32 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := uint32(0)
+	for _, o := range q.returned {
+		q.settleLocked(o)
+		n++
+	}
+	q.returned = nil
+	hi := q.v.srv.store.MaxOffset(q.topic, queueID)
+	for o := max(q.cursor, q.floor); o < hi; o++ {
+		if !q.settled[o] && !q.inflight[o] {
+			q.settleLocked(o)
+			n++
+		}
+	}
+	q.cursor = hi
+	return n
+}
+
+func (q *queue) addConsumer(c *consumer) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.gone {
+		return false
+	}
+	q.consumers = append(q.consumers, c)
+	q.hadConsumer = true
+	return true
+}
+
+// removeConsumer drops c; it reports whether the queue should now be
+// auto-deleted.
+func (q *queue) removeConsumer(c *consumer) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.consumers, c); i >= 0 {
+		q.consumers = slices.Delete(q.consumers, i, i+1)
+	}
+	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone
+}
+
+// leaseStep is how far ahead of the deliveries the lease is written: one
+// small durable write per leaseStep first deliveries of a durable queue.
+const leaseStep = 256
+
+func (q *queue) leasePath() string { return filepath.Join(q.v.srv.dir, "lease-"+q.topic) }
+
+// raiseLeaseLocked (which also lowers it, at a clean shutdown) durably records that offsets below to may have been
+// delivered, before any of them is: after a crash, every unsettled offset
+// below the lease is served with redelivered=true, so the flag is never
+// missing (it may be set on a message the crash kept from being
+// delivered, which the specification's "may have been delivered"
+// allows). A failed write is logged and the delivery goes on.
+func (q *queue) raiseLeaseLocked(to int64) {
+	err := vfs.WriteFileDurable(q.v.srv.cfg.FS, q.leasePath(), []byte(strconv.FormatInt(to, 10)), 0o644)
+	if err != nil {
+		q.v.srv.log.Error("amqp: write the delivery lease", "queue", q.name, "err", err)
+		return
+	}
+	q.leased = to
+}
+
+// readLease returns a queue's lease (0 if it has none).
+func readLease(fsys vfs.FS, path string) (int64, error) {
+	var v int64
+	if err := readJSON(fsys, path, &v); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// trimLease lowers the lease to what was really delivered (a clean
+// shutdown), so a restart flags exactly the messages handed out before.
+func (q *queue) trimLease() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.persistent() && q.leased > q.delivered {
+		q.raiseLeaseLocked(q.delivered)
+	}
+}
