@@ -16,14 +16,27 @@ import (
 // would (waiting for Confirmed under SYNC_FLUSH) and the record's CommitLog
 // offset (-1 if not written). rec is not kept.
 func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
+	r, phys, end := s.AppendRecord(ctx, rec)
+	if r.Status == PutOK && s.cfg.FlushDiskType == SyncFlush {
+		r = s.waitFlushed(ctx, end)
+	}
+	return r, phys
+}
+
+// AppendRecord is PutRecord without the wait: it returns once the record
+// is written (in the CommitLog's page cache), with its CommitLog offset
+// and the offset its bytes end at (-1, -1 if not written). A caller that
+// acknowledges durably waits for Confirmed to reach end itself (WaitFor,
+// Notify), so that it need not hold its own locks across a group commit.
+func (s *Store) AppendRecord(ctx context.Context, rec []byte) (r PutResult, phys, end int64) {
 	if err := checkRecord(rec); err != nil {
-		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}, -1
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}, -1, -1
 	}
 	if t := recordType(rec); !t.Enveloped() {
-		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}, -1
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}, -1, -1
 	}
 	if n := int64(len(rec)); n > s.maxBatchBytes() || n > s.cfg.maxRecordBytes() {
-		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}, -1
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}, -1, -1
 	}
 	req := putReqPool.Get().(*putReq)
 	req.buf = append(req.buf[:0], rec...)
@@ -32,19 +45,16 @@ func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
 	req.msgs = req.one[:]
 	req.logical = int64(record.Envelope(rec).Messages())
 	s.appending.Add(1)
-	end, r := s.putAppend(ctx, req, req.msgs)
+	end, r = s.putAppend(ctx, req, req.msgs)
 	s.appendDone()
 	phys, n := req.recPhys, req.logical
 	releaseReq(req)
 	if r.Status != PutOK {
-		return r, -1
+		return r, -1, -1
 	}
 	s.stats.puts.Add(1)
 	s.stats.putMsgs.Add(n)
-	if s.cfg.FlushDiskType == SyncFlush {
-		r = s.waitFlushed(ctx, end)
-	}
-	return r, phys
+	return r, phys, end
 }
 
 // patchEnvelope is Append's patch of the enveloped record i of the
