@@ -1,0 +1,170 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func produceAll(t *testing.T, cl *kgo.Client, topic string, partition int32, n int, prefix string) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: topic, Partition: partition, Key: []byte(fmt.Sprint(i)), Value: fmt.Appendf(nil, "%s-%d", prefix, i)})
+	}
+	res := cl.ProduceSync(ctx, rs...)
+	if err := res.FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	offs := make([]int64, len(res))
+	for i, r := range res {
+		offs[i] = r.Record.Offset
+	}
+	return offs
+}
+
+func consumeN(t *testing.T, addr, topic string, partition int32, from int64, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(got), n, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		got = append(got, fs.Records()...)
+	}
+	return got
+}
+
+// TestKgoProduceConsumeCompressed: franz-go produces with acks=all in
+// every codec and consumes everything back, in order, with dense offsets.
+func TestKgoProduceConsumeCompressed(t *testing.T) {
+	n := startNode(t, nil)
+	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(),
+		kgo.Lz4Compression(), kgo.ZstdCompression()}
+	const per = 200
+	var want []string
+	for i, codec := range codecs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.AllowAutoTopicCreation())
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs := produceAll(t, cl, "kgo-orders", 1, per, fmt.Sprint("c", i))
+		cl.Close()
+		for j, o := range offs {
+			if o != int64(i*per+j) {
+				t.Fatalf("codec %d record %d: offset %d, want %d", i, j, o, i*per+j)
+			}
+			want = append(want, fmt.Sprintf("c%d-%d", i, j))
+		}
+	}
+	if got := storedCodecs(t, n, "kgo-orders", 1); len(got) != len(codecs) {
+		t.Fatalf("codecs of the stored batches %v, want %d (compressed batches kept compressed)", got, len(codecs))
+	}
+	got := consumeN(t, n.addr, "kgo-orders", 1, 0, len(want))
+	for i, r := range got[:len(want)] {
+		if r.Offset != int64(i) || string(r.Value) != want[i] {
+			t.Fatalf("record %d: offset %d value %q, want %d %q", i, r.Offset, r.Value, i, want[i])
+		}
+	}
+	// From the middle of a batch: the consumer skips what it did not ask for.
+	mid := consumeN(t, n.addr, "kgo-orders", 1, 517, 10)
+	if mid[0].Offset != 517 || string(mid[0].Value) != want[517] {
+		t.Fatalf("from 517: first %d %q", mid[0].Offset, mid[0].Value)
+	}
+}
+
+// TestKgoOffsetsSurviveRestart: after a restart the next batch continues
+// the partition's offsets, and everything before is still served.
+func TestKgoOffsetsSurviveRestart(t *testing.T) {
+	n := startNode(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceAll(t, cl, "restart", 0, 30, "a")
+	cl.Close()
+	n.stop()
+	n2 := startNode(t, n.fs)
+	cl, err = kgo.NewClient(kgo.SeedBrokers(n2.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs := produceAll(t, cl, "restart", 0, 5, "b")
+	if offs[0] != 30 || offs[4] != 34 {
+		t.Fatalf("offsets after restart %v, want 30..34", offs)
+	}
+	got := consumeN(t, n2.addr, "restart", 0, 0, 35)
+	if got[29].Offset != 29 || string(got[29].Value) != "a-29" || got[34].Offset != 34 || string(got[34].Value) != "b-4" {
+		t.Fatalf("after restart: %d %q, %d %q", got[29].Offset, got[29].Value, got[34].Offset, got[34].Value)
+	}
+}
+
+// TestKgoLongPollWakesOnProduce: a consumer waiting at the high watermark
+// gets a record produced later without waiting out its max wait.
+func TestKgoLongPollWakesOnProduce(t *testing.T) {
+	n := startNode(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produceAll(t, cl, "poll", 0, 1, "first")
+	cons, err := kgo.NewClient(kgo.SeedBrokers(n.addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"poll": {0: kgo.NewOffset().At(1)}}),
+		kgo.FetchMaxWait(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := make(chan *kgo.Record, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		for {
+			fs := cons.PollFetches(ctx)
+			if rs := fs.Records(); len(rs) > 0 || ctx.Err() != nil {
+				if len(rs) > 0 {
+					got <- rs[0]
+				}
+				close(got)
+				return
+			}
+		}
+	}()
+	// Wait until the fetch is parked in the core before producing.
+	deadline := time.Now().Add(10 * time.Second)
+	for n.core.HeldWaits() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no fetch was parked")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	produceAll(t, cl, "poll", 0, 1, "second")
+	r, ok := <-got
+	if !ok || string(r.Value) != "second-0" || r.Offset != 1 {
+		t.Fatalf("long poll got %v", r)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("woken after %v", d)
+	}
+}
