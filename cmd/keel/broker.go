@@ -28,7 +28,7 @@ func newBrokerCmd() *cobra.Command {
 			}
 			brokerListen := o.brokerListenAddr(cmd, cfg)
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
-				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag})
+				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag})
 			if err != nil {
 				return err
 			}
@@ -41,7 +41,7 @@ func newBrokerCmd() *cobra.Command {
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
 			starters := append([]starter{p.storeStarter()}, p.brokerStarters(brokerListen)...)
 			starters = append(starters, p.scheduleStarter(), p.transactionStarter())
-			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
+			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(cfg.KafkaListen))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
 	}

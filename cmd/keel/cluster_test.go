@@ -42,7 +42,7 @@ func startServe(t *testing.T, conf string) *cluster {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", t.TempDir(),
-			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
+			"--namesrv-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -146,6 +146,10 @@ type Broker struct {
 	// Metrics.
 	MetricsRocketMQNames bool // metricsRocketMQNames (Keel): add rocketmq-exporter's names to /metrics
 
+	// Kafka front door (kafka.go).
+	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
+	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
+
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
 	origin map[string]string
@@ -170,6 +174,7 @@ func Default() *Broker {
 		ListenPort:    10911,
 		MaxFrameBytes: 16 << 20,
 		HTTPListen:    DefaultHTTPListen,
+		KafkaListen:   DefaultKafkaListen,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

@@ -81,6 +81,9 @@ var fields = []field{
 	dur("transactionCheckInterval", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionCheckInterval }),
 
 	boolf("metricsRocketMQNames", func(b *Broker) *bool { return &b.MetricsRocketMQNames }),
+
+	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
+	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 }
 
 // byKey maps every key and alias to its field.

@@ -24,9 +24,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// fetchGroup is the group name the core's read check sees for Kafka
-// fetches (consumer groups are not served yet).
-const fetchGroup = "KAFKA_FETCH"
+// checkRead checks that partition p of topic may be read: the topic
+// exists and is readable and p is one of its read queues. (The core's
+// CheckRead also wants a consumer group, which a Kafka fetch does not
+// name: consumer groups are not served yet.)
+func (s *Server) checkRead(topic string, p int32) int16 {
+	tc, ok := s.core.Topic(topic)
+	switch {
+	case !ok || p < 0 || p >= tc.ReadQueueNums:
+		return errUnknownTopicOrPartition
+	case !tc.Readable():
+		return errTopicAuthorization
+	}
+	return errNone
+}
 
 func (s *Server) fetch(req *kmsg.FetchRequest) kmsg.Response {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
@@ -84,11 +95,7 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	// Empty, not null: librdkafka refuses a null record set (size -1).
 	rp.RecordBatches = []byte{}
 	rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
-	if _, err := s.core.CheckRead(fetchGroup, topic, p.Partition); err != nil {
-		rp.ErrorCode = coreCode(err)
-		if rp.ErrorCode == errInvalidTopic {
-			rp.ErrorCode = errUnknownTopicOrPartition
-		}
+	if rp.ErrorCode = s.checkRead(topic, p.Partition); rp.ErrorCode != errNone {
 		return -1
 	}
 	part := s.parts.get(topic, p.Partition)

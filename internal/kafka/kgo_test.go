@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func produceAll(t *testing.T, cl *kgo.Client, topic string, partition int32, n int, prefix string) []int64 {
@@ -166,5 +167,51 @@ func TestKgoLongPollWakesOnProduce(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("woken after %v", d)
+	}
+}
+
+// TestListOffsets: earliest, latest and by timestamp (store time of the
+// batch), through franz-go's request path.
+func TestListOffsets(t *testing.T) {
+	n := startNode(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produceAll(t, cl, "lo", 0, 10, "a")
+	// A later batch, stored at least 2 ms after the first one.
+	first := time.Now()
+	for time.Since(first) < 5*time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	mark := time.Now().UnixMilli()
+	produceAll(t, cl, "lo", 0, 5, "b")
+	list := func(ts int64) (int64, int16) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lo"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = 0, ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
+	}
+	if off, code := list(-2); off != 0 || code != 0 {
+		t.Errorf("earliest %d (code %d), want 0", off, code)
+	}
+	if off, code := list(-1); off != 15 || code != 0 {
+		t.Errorf("latest %d (code %d), want 15", off, code)
+	}
+	if off, code := list(mark); off != 10 || code != 0 {
+		t.Errorf("by time %d: %d (code %d), want 10", mark, off, code)
+	}
+	if off, code := list(time.Now().Add(time.Hour).UnixMilli()); off != 15 || code != 0 {
+		t.Errorf("after every batch: %d (code %d), want the high watermark 15", off, code)
 	}
 }

@@ -30,11 +30,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 
 func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicPartition, rp *kmsg.ListOffsetsResponseTopicPartition) {
 	rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, 0
-	if _, err := s.core.CheckRead(fetchGroup, topic, p.Partition); err != nil {
-		rp.ErrorCode = coreCode(err)
-		if rp.ErrorCode == errInvalidTopic {
-			rp.ErrorCode = errUnknownTopicOrPartition
-		}
+	if rp.ErrorCode = s.checkRead(topic, p.Partition); rp.ErrorCode != errNone {
 		return
 	}
 	part := s.parts.get(topic, p.Partition)
