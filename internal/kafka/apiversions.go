@@ -19,13 +19,19 @@ var apis = map[int16]apiRange{
 	1:  {4, 12}, // Fetch
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata
+	8:  {2, 8},  // OffsetCommit (v9+: KIP-848 member epochs)
+	9:  {1, 7},  // OffsetFetch (v8+: several groups per request)
 	10: {0, 4},  // FindCoordinator
+	11: {0, 9},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 5},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
 	18: {0, 3},  // ApiVersions
 }
 
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for _, k := range []int16{0, 1, 2, 3, 10, 18} {
+	for _, k := range []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 18} {
 		r := apis[k]
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: r.min, MaxVersion: r.max})
 	}

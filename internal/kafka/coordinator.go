@@ -3,10 +3,8 @@ package kafka
 // FindCoordinator: this broker (node 0) is the coordinator of every group.
 // Transaction coordinators (key type 1) are refused with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal
-// rather than retrying: transactions are not supported. The group
-// requests themselves (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-// OffsetCommit, OffsetFetch) are not served yet; FindCoordinator v0 is
-// advertised because librdkafka enables LZ4 only when it is in range.
+// rather than retrying: transactions are not supported. FindCoordinator
+// v0 stays in range: librdkafka enables LZ4 and groups only with it.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 

@@ -6,7 +6,8 @@
 // One file per request family: frame.go (framing and limits), server.go
 // (listener, connections, the dispatch), apiversions.go (the served keys
 // and advertised ranges: one table), metadata.go, produce.go, fetch.go,
-// listoffsets.go; batch.go validates record batches, partition.go maps
+// listoffsets.go, coordinator.go, groups.go (the classic group protocol),
+// offsets.go (OffsetCommit, OffsetFetch); batch.go validates record batches, partition.go maps
 // Kafka offsets onto ConsumeQueue entries, errors.go is the one table
 // from the core's error kinds to Kafka codes.
 //
@@ -61,7 +62,9 @@
 //
 // # Concurrency
 //
-// One goroutine per connection. A partition's appendMu is held across
+// One goroutine per connection, and one that expires group sessions. The
+// groups' state is under Server.gmu; a JoinGroup or SyncGroup waiting for
+// its rebalance waits on a channel with gmu released. A partition's appendMu is held across
 // the next-offset read and the store's append (AppendRecord), never
 // across a flush: acks=-1 waits for Confirmed after it is released. The
 // partition's caches have their own mu, taken without appendMu.

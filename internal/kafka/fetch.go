@@ -27,7 +27,7 @@ import (
 // checkRead checks that partition p of topic may be read: the topic
 // exists and is readable and p is one of its read queues. (The core's
 // CheckRead also wants a consumer group, which a Kafka fetch does not
-// name: consumer groups are not served yet.)
+// name.)
 func (s *Server) checkRead(topic string, p int32) int16 {
 	tc, ok := s.core.Topic(topic)
 	switch {

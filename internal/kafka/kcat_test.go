@@ -75,6 +75,13 @@ func TestKcat(t *testing.T) {
 	if got := strings.Fields(out); len(got) != 6 || got[0] != "120" || got[1] != want[120] {
 		t.Fatalf("from 120: %q", out)
 	}
+	// A consumer group (librdkafka's balanced consumer: groups need
+	// FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup v0 in
+	// range) reads the topic's two partitions to the end.
+	out, _ = kcat(t, "", "-b", n.addr, "-G", "kcat-g", "-X", "auto.offset.reset=earliest", "-e", "-f", "%s\n", "kcat-t")
+	if got := strings.Fields(out); len(got) != len(want) {
+		t.Fatalf("kcat -G consumed %d records, want %d", len(got), len(want))
+	}
 	meta, _ := kcat(t, "", "-L", "-b", n.addr, "-t", "kcat-t")
 	if !strings.Contains(meta, `topic "kcat-t" with 2 partitions`) || !strings.Contains(meta, "leader 0") {
 		t.Fatalf("kcat -L:\n%s", meta)

@@ -73,6 +73,9 @@ type Server struct {
 	log   *slog.Logger
 	parts *partitions
 
+	gmu    sync.Mutex        // guards groups and every group's state
+	groups map[string]*group // consumer groups by name (groups.go)
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
@@ -86,7 +89,8 @@ type Server struct {
 func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel}
+	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
+		groups: map[string]*group{}}
 	s.parts = newPartitions(s.st)
 	return s
 }
@@ -100,6 +104,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.ln = ln
+	s.wg.Add(1)
+	go s.expireSessions()
 	if s.cfg.AdvertisedPort == 0 {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			s.cfg.AdvertisedPort = int32(a.Port)
@@ -232,6 +238,18 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.listOffsets(b)
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(b)
+	case *kmsg.JoinGroupRequest:
+		return s.joinGroup(b, req.clientID)
+	case *kmsg.SyncGroupRequest:
+		return s.syncGroup(b)
+	case *kmsg.HeartbeatRequest:
+		return s.heartbeat(b)
+	case *kmsg.LeaveGroupRequest:
+		return s.leaveGroup(b)
+	case *kmsg.OffsetCommitRequest:
+		return s.offsetCommit(b)
+	case *kmsg.OffsetFetchRequest:
+		return s.offsetFetch(b)
 	}
 	return nil
 }

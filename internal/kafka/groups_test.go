@@ -1,0 +1,133 @@
+package kafka
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func groupClient(t *testing.T, addr, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.DisableAutoCommit()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func pollValues(t *testing.T, cl *kgo.Client, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("polled %d of %d", len(got), n)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		for _, r := range fs.Records() {
+			got = append(got, string(r.Value))
+		}
+	}
+	return got
+}
+
+// TestKgoGroupCommitAndResume: a group member consumes both partitions,
+// commits and leaves; the next member of the group resumes at the
+// committed offsets, also after a broker restart.
+func TestKgoGroupCommitAndResume(t *testing.T) {
+	n := startNode(t, nil)
+	p, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	produceAll(t, p, "grp", 0, 10, "p0")
+	produceAll(t, p, "grp", 1, 10, "p1")
+	c1 := groupClient(t, n.addr, "g1", "grp")
+	if got := pollValues(t, c1, 20); len(got) != 20 {
+		t.Fatalf("first member got %d", len(got))
+	}
+	if err := c1.CommitUncommittedOffsets(context.Background()); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	c1.Close() // leaves the group
+	produceAll(t, p, "grp", 0, 3, "new0")
+	p.Close()
+	n.stop()
+	n2 := startNode(t, n.fs)
+	c2 := groupClient(t, n2.addr, "g1", "grp")
+	defer c2.Close()
+	got := pollValues(t, c2, 3)
+	sort.Strings(got)
+	if len(got) != 3 || got[0] != "new0-0" || got[2] != "new0-2" {
+		t.Fatalf("after commit and restart the group resumed with %q, want only new0-0..2", got)
+	}
+}
+
+// TestKgoGroupRebalance: two members share the two partitions; when one
+// leaves, the other gets both.
+func TestKgoGroupRebalance(t *testing.T) {
+	n := startNode(t, nil)
+	p, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceAll(t, p, "reb", -1, 1, "x") // creates the topic
+	p.Close()
+	var mu sync.Mutex
+	owned := map[string]map[int32]bool{}
+	track := func(name string) kgo.Opt {
+		return kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			if owned[name] == nil {
+				owned[name] = map[int32]bool{}
+			}
+			for _, p := range m["reb"] {
+				owned[name][p] = true
+			}
+		})
+	}
+	revoke := func(name string) kgo.Opt {
+		return kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range m["reb"] {
+				delete(owned[name], p)
+			}
+		})
+	}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(owned[name])
+	}
+	waitUntil := func(what string, cond func() bool, polls ...*kgo.Client) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (a %d, b %d)", what, count("a"), count("b"))
+			}
+			for _, c := range polls {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				c.PollFetches(ctx)
+				cancel()
+			}
+		}
+	}
+	a := groupClient(t, n.addr, "g2", "reb", track("a"), revoke("a"))
+	defer a.Close()
+	waitUntil("a to own both partitions", func() bool { return count("a") == 2 }, a)
+	b := groupClient(t, n.addr, "g2", "reb", track("b"), revoke("b"))
+	waitUntil("the partitions to be shared", func() bool { return count("a") == 1 && count("b") == 1 }, a, b)
+	b.Close()
+	waitUntil("a to own both again", func() bool { return count("a") == 2 }, a)
+}
