@@ -60,6 +60,11 @@ func TestProduceAcks(t *testing.T) {
 	if got.ErrorCode != 0 || got.BaseOffset != 5 {
 		t.Fatalf("acks=-1: %+v", got)
 	}
+	// acks=-1 is answered once the batch is visible: a consumer told its
+	// offset finds it below the high watermark at once.
+	if entries := n.st.MaxOffset("acks", 0); entries != 3 {
+		t.Fatalf("after the acks=-1 answer %d batches visible, want 3", entries)
+	}
 	bad := testBatch(2, 0)
 	bad[len(bad)-1] ^= 0xff
 	got = send(produceReq(-1, "acks", bad), 9, 4).Topics[0].Partitions[0]
