@@ -36,6 +36,9 @@ type batchHeader struct {
 	attributes      int16
 	lastOffsetDelta int32
 	records         int32
+	producerID      int64
+	epoch           int16
+	baseSequence    int32
 }
 
 // parseBatchHeader reads the fields the store's readers need (kmsg's
@@ -54,7 +57,8 @@ func parseBatchHeader(b []byte) (batchHeader, error) {
 	if err := rb.ReadFrom(b); err != nil {
 		return batchHeader{}, fmt.Errorf("record batch: %v", err)
 	}
-	return batchHeader{baseOffset: rb.FirstOffset, attributes: rb.Attributes, lastOffsetDelta: rb.LastOffsetDelta, records: rb.NumRecords}, nil
+	return batchHeader{baseOffset: rb.FirstOffset, attributes: rb.Attributes, lastOffsetDelta: rb.LastOffsetDelta,
+		records: rb.NumRecords, producerID: rb.ProducerID, epoch: rb.ProducerEpoch, baseSequence: rb.FirstSequence}, nil
 }
 
 // batchError is a refused batch: its Kafka code and why.

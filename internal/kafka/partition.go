@@ -36,9 +36,10 @@ type partition struct {
 
 	// appendMu serializes appends: the base offset is assigned and the
 	// record appended under it, so base offsets grow with entry order.
-	appendMu sync.Mutex
-	loaded   bool  // next is known (guarded by appendMu)
-	next     int64 // next Kafka offset to assign (guarded by appendMu)
+	appendMu  sync.Mutex
+	loaded    bool                     // next and producers are known (guarded by appendMu)
+	next      int64                    // next Kafka offset to assign (guarded by appendMu)
+	producers map[int64]*producerState // idempotent producers' windows (guarded by appendMu)
 
 	mu       sync.Mutex      // guards the caches below
 	hwmEntry int64           // entry count the cached high watermark is for (-1: none)
@@ -58,7 +59,7 @@ func (ps *partitions) get(topic string, qid int32) *partition {
 	defer ps.mu.Unlock()
 	p := ps.m[k]
 	if p == nil {
-		p = &partition{key: k, hwmEntry: -1, lsEntry: -1, hints: map[int64]int64{}}
+		p = &partition{key: k, hwmEntry: -1, lsEntry: -1, hints: map[int64]int64{}, producers: map[int64]*producerState{}}
 		ps.m[k] = p
 	}
 	return p
@@ -70,6 +71,9 @@ type batchAt struct {
 	base, end int64 // Kafka offsets [base, end)
 	storeMs   int64
 	bodyLen   int // bytes of the batch at the record's end
+	pid       int64
+	epoch     int16
+	seq       int32
 	ok        bool
 }
 
@@ -100,7 +104,8 @@ func kafkaView(rec []byte) (batchAt, error) {
 	if err != nil {
 		return batchAt{}, fmt.Errorf("kafka: stored batch: %w", err)
 	}
-	return batchAt{base: h.baseOffset, end: h.baseOffset + int64(h.lastOffsetDelta) + 1, storeMs: e.StoreTimestamp(), bodyLen: len(e.Body()), ok: true}, nil
+	return batchAt{base: h.baseOffset, end: h.baseOffset + int64(h.lastOffsetDelta) + 1, storeMs: e.StoreTimestamp(), bodyLen: len(e.Body()),
+		pid: h.producerID, epoch: h.epoch, seq: h.baseSequence, ok: true}, nil
 }
 
 // lastEnd is the Kafka offset after the last batch among the entries
@@ -124,6 +129,9 @@ func (ps *partitions) lastEnd(k queueKey, entries int64) (int64, error) {
 func (ps *partitions) nextOffset(p *partition) (int64, error) {
 	if !p.loaded {
 		n, err := ps.lastEnd(p.key, ps.st.MaxOffset(p.key.topic, p.key.queueID))
+		if err == nil {
+			err = ps.loadSequences(p)
+		}
 		if err != nil {
 			return 0, err
 		}

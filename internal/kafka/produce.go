@@ -18,12 +18,14 @@ package kafka
 //	acks=0         no response at all
 //
 // A timeout waiting for Confirmed answers REQUEST_TIMED_OUT (the batch is
-// written and may still become durable and visible: the producer retries,
-// and without idempotence, not served yet, the retry is stored again).
+// written and may still become durable and visible: the producer retries;
+// an idempotent producer's retry is recognized, idempotence.go, another's
+// is stored again).
 
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
@@ -107,6 +109,18 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		s.log.Error("kafka: produce: next offset", "topic", topic, "queue_id", qid, "err", err)
 		return fail(errKafkaStorage, err.Error())
 	}
+	if h.producerID >= 0 {
+		dup, code := part.checkSequence(h)
+		if code != errNone {
+			part.appendMu.Unlock()
+			return fail(code, "sequence or epoch refused for producer "+itoa(h.producerID))
+		}
+		if dup != nil {
+			part.appendMu.Unlock()
+			rp.BaseOffset, rp.LogStartOffset = dup.base, 0
+			return dup.end // a retry: answered with the original, once it is confirmed
+		}
+	}
 	assignBase(batch, base)
 	rec, err := record.AppendEnvelope(nil, record.KafkaBatch, h.records,
 		[]record.Dest{{Topic: topic, QueueID: qid}}, batch)
@@ -117,6 +131,9 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	r, _, end := s.st.AppendRecord(s.ctx, rec)
 	if r.Status == store.PutOK {
 		part.next = base + int64(h.records)
+		if h.producerID >= 0 {
+			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end})
+		}
 	}
 	part.appendMu.Unlock()
 	if r.Status != store.PutOK {
@@ -178,3 +195,5 @@ func (s *Server) produceAll(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 	}
 	return resp
 }
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

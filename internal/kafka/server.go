@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
@@ -73,6 +74,8 @@ type Server struct {
 	log   *slog.Logger
 	parts *partitions
 
+	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
+
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
 
@@ -92,6 +95,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}}
 	s.parts = newPartitions(s.st)
+	s.nextPID.Store(pidBase(time.Now()))
 	return s
 }
 
@@ -250,6 +254,8 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.offsetCommit(b)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(b)
+	case *kmsg.InitProducerIDRequest:
+		return s.initProducerID(b)
 	}
 	return nil
 }
