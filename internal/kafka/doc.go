@@ -7,6 +7,7 @@
 // (listener, connections, the dispatch), apiversions.go (the served keys
 // and advertised ranges: one table), metadata.go, produce.go, fetch.go,
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
+// groups_describe.go (DescribeGroups, ListGroups),
 // offsets.go (OffsetCommit, OffsetFetch), idempotence.go (InitProducerId,
 // producer sequence windows); batch.go validates record batches, partition.go maps
 // Kafka offsets onto ConsumeQueue entries, errors.go is the one table

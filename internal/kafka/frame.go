@@ -26,6 +26,7 @@ type request struct {
 	version     int16
 	correlation int32
 	clientID    string
+	host        string // the client's address (set by the connection)
 	// body is nil when the key is not served or the version is outside the
 	// advertised range (unsupported says which).
 	body        kmsg.Request

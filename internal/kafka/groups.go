@@ -66,6 +66,7 @@ type syncResult struct {
 
 type member struct {
 	id             string
+	clientID, host string
 	protocols      []kmsg.JoinGroupRequestProtocol // metadata copied
 	session, rebal time.Duration
 	lastSeen       time.Time
@@ -101,7 +102,7 @@ func (s *Server) group(name string) *group {
 	return g
 }
 
-func (s *Server) joinGroup(req *kmsg.JoinGroupRequest, clientID string) kmsg.Response {
+func (s *Server) joinGroup(req *kmsg.JoinGroupRequest, clientID, host string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation = -1
 	fail := func(code int16) kmsg.Response { resp.ErrorCode = code; return resp }
@@ -147,6 +148,7 @@ func (s *Server) joinGroup(req *kmsg.JoinGroupRequest, clientID string) kmsg.Res
 		m.protocols = append(m.protocols, kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: append([]byte(nil), p.Metadata...)})
 	}
 	m.session, m.rebal, m.lastSeen = session, rebal, time.Now()
+	m.clientID, m.host = clientID, host
 	g.protocolType = req.ProtocolType
 	wait := make(chan joinResult, 1)
 	if m.joining != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func groupClient(t *testing.T, addr, group, topic string, opts ...kgo.Opt) *kgo.Client {
@@ -128,6 +129,17 @@ func TestKgoGroupRebalance(t *testing.T) {
 	waitUntil("a to own both partitions", func() bool { return count("a") == 2 }, a)
 	b := groupClient(t, n.addr, "g2", "reb", track("b"), revoke("b"))
 	waitUntil("the partitions to be shared", func() bool { return count("a") == 1 && count("b") == 1 }, a, b)
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"g2", "nobody"}
+	dr, err := dg.RequestWith(context.Background(), a)
+	if err != nil || len(dr.Groups) != 2 || dr.Groups[0].State != "Stable" || len(dr.Groups[0].Members) != 2 ||
+		dr.Groups[0].ProtocolType != "consumer" || dr.Groups[1].State != "Dead" {
+		t.Fatalf("DescribeGroups: %v %+v", err, dr)
+	}
+	lr, err := kmsg.NewPtrListGroupsRequest().RequestWith(context.Background(), a)
+	if err != nil || len(lr.Groups) != 1 || lr.Groups[0].Group != "g2" || lr.Groups[0].GroupState != "Stable" {
+		t.Fatalf("ListGroups: %v %+v", err, lr)
+	}
 	b.Close()
 	waitUntil("a to own both again", func() bool { return count("a") == 2 }, a)
 }

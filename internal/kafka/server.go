@@ -179,6 +179,7 @@ func (s *Server) serveConn(c net.Conn) {
 		s.wg.Done()
 	}()
 	log := s.log.With("remote", c.RemoteAddr().String())
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
 	var size [4]byte
 	var out []byte
@@ -201,6 +202,7 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Warn("kafka: malformed request, closing", "err", err)
 			return
 		}
+		req.host = host
 		resp := s.handle(req)
 		if resp == nil {
 			if req.unsupported {
@@ -243,7 +245,7 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(b)
 	case *kmsg.JoinGroupRequest:
-		return s.joinGroup(b, req.clientID)
+		return s.joinGroup(b, req.clientID, req.host)
 	case *kmsg.SyncGroupRequest:
 		return s.syncGroup(b)
 	case *kmsg.HeartbeatRequest:
@@ -256,6 +258,10 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.offsetFetch(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
+	case *kmsg.DescribeGroupsRequest:
+		return s.describeGroups(b)
+	case *kmsg.ListGroupsRequest:
+		return s.listGroups(b)
 	}
 	return nil
 }
