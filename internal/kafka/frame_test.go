@@ -195,3 +195,30 @@ func quoteGo(b []byte) string {
 	}
 	return string(append(out, '"'))
 }
+
+// FuzzHandle: every request the decoder accepts is answered (or, for
+// acks=0, not) without a panic, and the answer encodes. JoinGroup and
+// SyncGroup are left out (they wait for other members by design), and
+// fetches do not wait.
+func FuzzHandle(f *testing.F) {
+	for key, rng := range apis {
+		if key != 11 && key != 14 {
+			f.Add(frameOf(kmsg.RequestForKey(key), rng.max, 1)[4:])
+		}
+	}
+	p := produceReq(-1, "fuzz", testBatch(2, 0))
+	f.Add(frameOf(p, 9, 2)[4:])
+	n := startNode(f, nil)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := decodeRequest(b)
+		if err != nil || req.key == 11 || req.key == 14 {
+			return
+		}
+		if fr, ok := req.body.(*kmsg.FetchRequest); ok {
+			fr.MaxWaitMillis = 0
+		}
+		if resp := n.srv.handle(req); resp != nil {
+			appendResponse(nil, req.correlation, resp)
+		}
+	})
+}

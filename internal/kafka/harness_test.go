@@ -21,7 +21,7 @@ type testNode struct {
 	done chan error
 }
 
-func startNode(t *testing.T, fs *vfs.MemFS) *testNode {
+func startNode(t testing.TB, fs *vfs.MemFS) *testNode {
 	t.Helper()
 	if fs == nil {
 		fs = vfs.NewMem()
