@@ -153,6 +153,17 @@ func (m *Mark) add(w waiter) {
 	}
 	m.waiting = append(m.waiting, w)
 	m.n.Store(int32(len(m.waiting)))
+	// Advance does not take mu, and Release skips its scan while n is 0:
+	// if the offset moved past w after the check above and Release looked
+	// before n counted w, nobody would call w back. Look once more now
+	// that w is counted (a Release after this sees it).
+	if m.v.Load() >= w.off {
+		m.waiting = m.waiting[:len(m.waiting)-1]
+		m.n.Store(int32(len(m.waiting)))
+		m.mu.Unlock()
+		w.fn(nil)
+		return
+	}
 	m.mu.Unlock()
 	if m.demand != nil {
 		m.demand()
