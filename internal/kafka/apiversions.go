@@ -29,12 +29,14 @@ var apis = map[int16]apiRange{
 	15: {0, 5},  // DescribeGroups
 	16: {0, 4},  // ListGroups
 	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
 	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
 }
 
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for _, k := range []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 22} {
+	for _, k := range []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22} {
 		r := apis[k]
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: r.min, MaxVersion: r.max})
 	}

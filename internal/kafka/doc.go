@@ -7,7 +7,8 @@
 // (listener, connections, the dispatch), apiversions.go (the served keys
 // and advertised ranges: one table), metadata.go, produce.go, fetch.go,
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
-// groups_describe.go (DescribeGroups, ListGroups),
+// groups_describe.go (DescribeGroups, ListGroups), topics.go
+// (CreateTopics, DeleteTopics),
 // offsets.go (OffsetCommit, OffsetFetch), idempotence.go (InitProducerId,
 // producer sequence windows); batch.go validates record batches, partition.go maps
 // Kafka offsets onto ConsumeQueue entries, errors.go is the one table

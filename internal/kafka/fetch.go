@@ -157,6 +157,13 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 			if !b.ok || b.end <= off {
 				continue
 			}
+			if len(rp.RecordBatches) == 0 && b.base > off && !part.searched(off) {
+				// The first batch starts past off: a stale hint (the topic
+				// was deleted and recreated behind this door). Search.
+				r.Release()
+				part.dropHints()
+				return s.readBatches(part, off, limit, rp)
+			}
 			body := rec[len(rec)-int(b.bodyLen):]
 			if len(rp.RecordBatches) > 0 && len(rp.RecordBatches)+len(body) > limit {
 				full = true

@@ -215,3 +215,66 @@ func TestListOffsets(t *testing.T) {
 		t.Errorf("after every batch: %d (code %d), want the high watermark 15", off, code)
 	}
 }
+
+// TestCreateDeleteTopics: CreateTopics makes a topic with the asked
+// partition count, refuses a second creation, a replication factor above 1
+// and topic configs; DeleteTopics removes it, and a topic created again
+// under the same name starts at offset 0.
+func TestCreateDeleteTopics(t *testing.T) {
+	n := startNode(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	create := func(name string, parts int32, rf int16, configs ...string) int16 {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, parts, rf
+		for _, c := range configs {
+			rt.Configs = append(rt.Configs, kmsg.CreateTopicsRequestTopicConfig{Name: c, Value: kmsg.StringPtr("1")})
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	if c := create("made", 3, 1); c != 0 {
+		t.Fatalf("create: %d", c)
+	}
+	if tc, ok := n.core.Topic("made"); !ok || tc.ReadQueueNums != 3 {
+		t.Fatalf("created topic %+v %v", tc, ok)
+	}
+	for _, c := range []struct {
+		name    string
+		rf      int16
+		configs []string
+		want    int16
+	}{{"made", 1, nil, errTopicAlreadyExists}, {"rf3", 3, nil, errInvalidReplicationFactor},
+		{"cfg", 1, []string{"retention.ms"}, errInvalidConfig}, {"bad.name", 1, nil, errInvalidTopic}} {
+		if got := create(c.name, 1, c.rf, c.configs...); got != c.want {
+			t.Errorf("create %s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	produceAll(t, cl, "made", 2, 7, "old")
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{"made"}
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("made")}}
+	del.SetVersion(5)
+	dr, err := del.RequestWith(context.Background(), cl)
+	if err != nil || dr.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v %+v", err, dr)
+	}
+	if _, ok := n.core.Topic("made"); ok {
+		t.Fatal("topic still there after DeleteTopics")
+	}
+	if c := create("made", 3, -1); c != 0 {
+		t.Fatalf("create again: %d", c)
+	}
+	cl.ForceMetadataRefresh()
+	if offs := produceAll(t, cl, "made", 2, 1, "new"); offs[0] != 0 {
+		t.Fatalf("first offset of the recreated topic %d, want 0", offs[0])
+	}
+}

@@ -225,6 +225,33 @@ func (ps *partitions) entryOf(p *partition, off int64) (int64, error) {
 	return lo + int64(n), nil
 }
 
+// searched reports whether off has no hint (its entry came from the
+// binary search, which is never stale).
+func (p *partition) searched(off int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.hints[off]
+	return !ok
+}
+
+// dropHints forgets every hint.
+func (p *partition) dropHints() {
+	p.mu.Lock()
+	clear(p.hints)
+	p.mu.Unlock()
+}
+
+// forget drops the state of every partition of topic (a deleted topic).
+func (ps *partitions) forget(topic string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for k := range ps.m {
+		if k.topic == topic {
+			delete(ps.m, k)
+		}
+	}
+}
+
 // hint records that Kafka offset off is at entry idx.
 func (p *partition) hint(off, idx int64) {
 	p.mu.Lock()

@@ -258,6 +258,10 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.offsetFetch(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(b)
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(b)
 	case *kmsg.DescribeGroupsRequest:
 		return s.describeGroups(b)
 	case *kmsg.ListGroupsRequest:
