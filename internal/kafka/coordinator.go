@@ -22,7 +22,7 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key, c.ErrorCode, c.ErrorMessage = k, code, msg
 			if code == errNone {
-				c.NodeID, c.Host, c.Port = 0, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+				c.NodeID, c.Host, c.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
 			} else {
 				c.NodeID, c.Port = -1, -1
 			}
@@ -32,7 +32,7 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	}
 	resp.ErrorCode, resp.ErrorMessage = code, msg
 	if code == errNone {
-		resp.NodeID, resp.Host, resp.Port = 0, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+		resp.NodeID, resp.Host, resp.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
 	} else {
 		resp.NodeID, resp.Port = -1, -1
 	}

@@ -26,7 +26,7 @@ func topicID(name string) (id [16]byte) {
 
 func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: s.cfg.AdvertisedHost, Port: s.cfg.AdvertisedPort}}
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}}
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
 	resp.ControllerID = 0
 	if req.Topics == nil { // all topics (v0: an empty list means all too)

@@ -75,6 +75,7 @@ type Server struct {
 	parts *partitions
 
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
+	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
@@ -96,6 +97,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 		groups: map[string]*group{}}
 	s.parts = newPartitions(s.st)
 	s.nextPID.Store(pidBase(time.Now()))
+	s.advPort.Store(cfg.AdvertisedPort)
 	return s
 }
 
@@ -110,10 +112,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.wg.Add(1)
 	go s.expireSessions()
-	if s.cfg.AdvertisedPort == 0 {
-		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			s.cfg.AdvertisedPort = int32(a.Port)
-		}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && s.advPort.Load() == 0 {
+		s.advPort.Store(int32(a.Port))
 	}
 	s.mu.Unlock()
 	for {
