@@ -143,3 +143,89 @@ func TestKgoGroupRebalance(t *testing.T) {
 	b.Close()
 	waitUntil("a to own both again", func() bool { return count("a") == 2 }, a)
 }
+
+// TestCommitWhileRebalancing: a member of the current generation may
+// commit while the next rebalance is being prepared (franz-go's
+// cooperative members do; Kafka allows it), not while it completes.
+func TestCommitWhileRebalancing(t *testing.T) {
+	n := startNode(t, nil)
+	if _, err := n.core.EnsureTopic("cwr", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	a := dialRaw(t, n.addr)
+	join := func(rc *rawConn, member string) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Group, req.MemberID, req.ProtocolType = "cwr-g", member, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 30000, 30000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0}}}
+		return rc.do(req, 3).(*kmsg.JoinGroupResponse)
+	}
+	ja := join(a, "")
+	if ja.ErrorCode != 0 || ja.LeaderID != ja.MemberID {
+		t.Fatalf("join: %+v", ja)
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.Generation, sync.MemberID = "cwr-g", ja.Generation, ja.MemberID
+	if sr := a.do(sync, 3).(*kmsg.SyncGroupResponse); sr.ErrorCode != 0 {
+		t.Fatalf("sync: %+v", sr)
+	}
+	b := dialRaw(t, n.addr)
+	joined := make(chan *kmsg.JoinGroupResponse, 1)
+	go func() { joined <- join(b, "") }() // waits: a must rejoin
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.srv.gmu.Lock()
+		st := n.srv.groups["cwr-g"].state
+		n.srv.gmu.Unlock()
+		if st == groupPreparing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no rebalance started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation, commit.MemberID = "cwr-g", ja.Generation, ja.MemberID
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "cwr", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 0}}}}
+	if cr := a.do(commit, 3).(*kmsg.OffsetCommitResponse); cr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit while preparing a rebalance: %+v", cr.Topics[0].Partitions[0])
+	}
+	if jb := join(a, ja.MemberID); jb.ErrorCode != 0 {
+		t.Fatalf("rejoin: %+v", jb)
+	}
+	if jb := <-joined; jb.ErrorCode != 0 || jb.Generation != ja.Generation+1 {
+		t.Fatalf("second member's join: %+v", jb)
+	}
+}
+
+// TestCommitInsideBatch: an offset committed inside a batch is fetched
+// back exactly while the broker runs; after a restart it comes back as
+// the batch's base offset (records again, never skipped).
+func TestCommitInsideBatch(t *testing.T) {
+	n := startNode(t, nil)
+	rc := dialRaw(t, n.addr)
+	if got := rc.produce(testBatch(10, 0)); got.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", got)
+	}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "inside", -1
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "idem", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 4}}}}
+	if cr := rc.do(commit, 3).(*kmsg.OffsetCommitResponse); cr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %+v", cr)
+	}
+	fetch := func(rc *rawConn) int64 {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = "inside"
+		req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "idem", Partitions: []int32{0}}}
+		return rc.do(req, 3).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0].Offset
+	}
+	if off := fetch(rc); off != 4 {
+		t.Fatalf("fetched %d, want the committed 4", off)
+	}
+	n.stop()
+	n2 := startNode(t, n.fs)
+	if off := fetch(dialRaw(t, n2.addr)); off != 0 {
+		t.Fatalf("after a restart fetched %d, want the batch's base 0", off)
+	}
+}

@@ -6,9 +6,13 @@ package kafka
 // count when K is the high watermark), and read back as that batch's base
 // offset: exact when a consumer commits at a batch boundary (the offset
 // after the last record of what it fetched, the usual case); otherwise it
-// restarts at the start of the batch (records delivered again, never
-// skipped). A commit is acknowledged only after the offsets file is
-// written durably (core.FlushOffsets). Commit metadata is not kept.
+// would restart at the start of the batch, so the exact offset is also
+// kept in memory (Server.exact) beside the entry it was committed as, and
+// OffsetFetch answers it while the core still holds that entry; after a
+// restart a commit inside a batch restarts at the batch's start (records
+// delivered again, never skipped). A commit is acknowledged only after
+// the offsets file is written durably (core.FlushOffsets). Commit
+// metadata is not kept.
 // Offsets are keyed by group name, shared with a RocketMQ group of the
 // same name.
 
@@ -23,7 +27,10 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 		s.gmu.Lock()
 		if g := s.groups[req.Group]; g != nil && len(g.members) > 0 {
 			_, _, code = s.checkMember(req.Group, req.MemberID, req.Generation)
-			if code == errNone && g.state == groupPreparing {
+			// As Kafka: the current generation may commit while the next
+			// rebalance is prepared (cooperative members do), not while
+			// its assignment is being decided.
+			if code == errNone && g.state == groupCompleting {
 				code = errRebalanceInProgress
 			}
 		}
@@ -80,8 +87,20 @@ func (s *Server) commitPartition(group, topic string, p int32, off int64) int16 
 	if err := s.core.CommitOffset(group, topic, p, entry); err != nil {
 		return coreCode(err)
 	}
+	s.exactMu.Lock()
+	s.exact[groupPartition{group, topic, p}] = exactOffset{entry: entry, offset: off}
+	s.exactMu.Unlock()
 	return errNone
 }
+
+// groupPartition names a group's committed offset.
+type groupPartition struct {
+	group, topic string
+	partition    int32
+}
+
+// exactOffset is a committed Kafka offset and the entry it was stored as.
+type exactOffset struct{ entry, offset int64 }
 
 func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
@@ -105,6 +124,14 @@ func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 			rp.Metadata = kmsg.StringPtr("")
 			if entry, ok := s.core.ConsumerOffset(req.Group, t.Topic, p, false); ok {
+				s.exactMu.Lock()
+				e, known := s.exact[groupPartition{req.Group, t.Topic, p}]
+				s.exactMu.Unlock()
+				if known && e.entry == entry {
+					rp.Offset = e.offset
+					rt.Partitions = append(rt.Partitions, rp)
+					continue
+				}
 				off, err := s.kafkaOffsetOf(t.Topic, p, entry)
 				if err != nil {
 					rp.ErrorCode = errKafkaStorage

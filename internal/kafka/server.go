@@ -77,6 +77,9 @@ type Server struct {
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
+	exactMu sync.Mutex                     // guards exact
+	exact   map[groupPartition]exactOffset // committed Kafka offsets (offsets.go)
+
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
 
@@ -94,7 +97,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
-		groups: map[string]*group{}}
+		groups: map[string]*group{}, exact: map[groupPartition]exactOffset{}}
 	s.parts = newPartitions(s.st)
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
