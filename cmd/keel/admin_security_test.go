@@ -27,7 +27,7 @@ func TestAdminWithACLAndTLS(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", conf, "--data-dir", filepath.Join(tmp, "data"), "--namesrv-listen", "127.0.0.1:0",
-			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", ""}, &bytes.Buffer{}, logs)
+			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", ""}, &bytes.Buffer{}, logs)
 	}()
 	defer func() {
 		cancel()

@@ -34,13 +34,14 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			amqpAddr := cfg.AMQPListen
+			amqpAddr, kafkaAddr := cfg.AMQPListen, cfg.KafkaListen
 			if cfg.BrokerRole == config.Slave {
-				amqpAddr = "" // a slave takes no writes: its front doors stay closed
+				amqpAddr, kafkaAddr = "", "" // a slave takes no writes: its front doors stay closed
 			}
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
 				listenSpec{listenHA, haAddr, haListenFlag},
-				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenAMQP, amqpAddr, amqpListenFlag})
+				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenAMQP, amqpAddr, amqpListenFlag},
+				listenSpec{listenKafka, kafkaAddr, kafkaListenFlag})
 			if err != nil {
 				return err
 			}
@@ -58,7 +59,7 @@ func newBrokerCmd() *cobra.Command {
 				starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 				starters = append(starters, p.amqpStarter(amqpAddr))
 			}
-			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
+			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(kafkaAddr))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
 	}

@@ -44,7 +44,7 @@ func startServe(t *testing.T, conf string) *cluster {
 	dataDir := t.TempDir()
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", dataDir,
-			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
+			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -117,7 +117,7 @@ func TestServeHTTPListenInUse(t *testing.T) {
 	addr := strings.TrimPrefix(c.httpBase(), "http://")
 	var logs bytes.Buffer
 	code := run(context.Background(), []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
-		"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", addr}, &bytes.Buffer{}, &logs)
+		"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", addr}, &bytes.Buffer{}, &logs)
 	if code != exitError || !strings.Contains(logs.String(), "HTTP listener cannot listen on "+addr) {
 		t.Errorf("serve with a busy HTTP address: exit %d\n%s", code, logs.String())
 	}

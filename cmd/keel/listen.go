@@ -19,6 +19,7 @@ const (
 	listenNamesrv = "NameServer"
 	listenBroker  = "broker"
 	listenHTTP    = "HTTP"
+	listenKafka   = "Kafka"
 )
 
 // listenSpec is one listener a command opens: what it serves, where, and
@@ -89,6 +90,7 @@ const (
 	namesrvListenFlag = "--namesrv-listen"
 	brokerListenFlag  = "--broker-listen or listenPort in broker.conf"
 	httpListenFlag    = "--http-listen or httpListen in broker.conf"
+	kafkaListenFlag   = "--kafka-listen or kafkaListen in broker.conf"
 )
 
 // brokerAuthDescription says what the broker's listener requires, for the

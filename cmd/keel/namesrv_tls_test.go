@@ -54,7 +54,7 @@ func serveConf(t *testing.T, conf string) (*syncBuffer, string) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", writeConf(t, conf), "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
-			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", ""}, &bytes.Buffer{}, logs)
+			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", ""}, &bytes.Buffer{}, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()

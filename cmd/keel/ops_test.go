@@ -85,13 +85,13 @@ func TestBusyPortFailsBeforeStarting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"serve http", []string{"serve", "--namesrv-listen", free, "--amqp-listen", "", "--broker-listen", free, "--http-listen", busy},
+		{"serve http", []string{"serve", "--namesrv-listen", free, "--amqp-listen", "", "--broker-listen", free, "--kafka-listen", "", "--http-listen", busy},
 			"HTTP listener cannot listen on " + busy + ": address already in use (choose another address with --http-listen or httpListen in broker.conf)"},
-		{"serve broker", []string{"serve", "--namesrv-listen", free, "--amqp-listen", "", "--broker-listen", busy, "--http-listen", free},
+		{"serve broker", []string{"serve", "--namesrv-listen", free, "--amqp-listen", "", "--broker-listen", busy, "--kafka-listen", "", "--http-listen", free},
 			"broker listener cannot listen on " + busy + ": address already in use (choose another address with --broker-listen or listenPort in broker.conf)"},
-		{"serve namesrv", []string{"serve", "--namesrv-listen", busy, "--amqp-listen", "", "--broker-listen", free, "--http-listen", free},
+		{"serve namesrv", []string{"serve", "--namesrv-listen", busy, "--amqp-listen", "", "--broker-listen", free, "--kafka-listen", "", "--http-listen", free},
 			"NameServer listener cannot listen on " + busy + ": address already in use (choose another address with --namesrv-listen)"},
-		{"broker http", []string{"broker", "-n", "127.0.0.1:1", "--amqp-listen", "", "--broker-listen", free, "--http-listen", busy},
+		{"broker http", []string{"broker", "-n", "127.0.0.1:1", "--amqp-listen", "", "--broker-listen", free, "--kafka-listen", "", "--http-listen", busy},
 			"HTTP listener cannot listen on " + busy},
 		{"namesrv", []string{"namesrv", "--namesrv-listen", busy}, "NameServer listener cannot listen on " + busy},
 		{"serve amqp", []string{"serve", "--namesrv-listen", free, "--amqp-listen", busy, "--broker-listen", free, "--http-listen", free},
@@ -298,7 +298,7 @@ func serveOn(t *testing.T, dir string) (*cluster, func()) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", path, "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
-			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", ""}, &bytes.Buffer{}, logs)
+			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", ""}, &bytes.Buffer{}, logs)
 	}()
 	stopped := false
 	stop := func() {

@@ -27,6 +27,7 @@ type options struct {
 	httpListen    string
 	amqpListen    string
 	namesrvAddr   string
+	kafkaListen   string
 
 	repairCorruption bool
 	http             httpOptions // --console-write (http.go)
@@ -45,6 +46,7 @@ func (o *options) addBrokerFlags(cmd *cobra.Command) {
 	f.StringVar(&o.brokerListen, "broker-listen", ":10911", "broker listen address (overrides listenPort)")
 	f.StringVar(&o.httpListen, "http-listen", config.DefaultHTTPListen, "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off; beyond loopback it needs httpToken or aclEnable)")
 	f.StringVar(&o.amqpListen, "amqp-listen", config.DefaultAMQPListen, "AMQP 0-9-1 listen address (overrides amqpListen; empty: off)")
+	f.StringVar(&o.kafkaListen, "kafka-listen", config.DefaultKafkaListen, "Kafka listen address (overrides kafkaListen; empty: off; no authentication yet, so loopback by default)")
 	f.BoolVar(&o.repairCorruption, "repair-corruption", false,
 		"if the CommitLog is corrupt in the middle, move the bad part to <data-dir>/quarantine and start, instead of refusing to start")
 }
@@ -120,6 +122,7 @@ func (o *options) applyFlags(cmd *cobra.Command, b *config.Broker) error {
 	set("http-listen", "httpListen", o.httpListen)
 	set("amqp-listen", "amqpListen", o.amqpListen)
 	set("namesrv-addr", "namesrvAddr", o.namesrvAddr)
+	set("kafka-listen", "kafkaListen", o.kafkaListen)
 	if f := cmd.Flags().Lookup("namesrv-addr"); f != nil && !f.Changed && b.NamesrvAddr == "" {
 		if env := strings.TrimSpace(os.Getenv(envNamesrvAddr)); env != "" {
 			errs = append(errs, b.SetFrom("namesrvAddr", env, "$"+envNamesrvAddr))

@@ -54,7 +54,7 @@ func TestFlagsOverrideOnlyWhenGiven(t *testing.T) {
 		t.Errorf("broker listen = %q, want :30911 from listenPort", got)
 	}
 
-	b, o, cmd, _, err = loadWith(t, "-c", conf, "--data-dir", "/from/flag", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "")
+	b, o, cmd, _, err = loadWith(t, "-c", conf, "--data-dir", "/from/flag", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestBadConfigFails(t *testing.T) {
 	conf := writeConf(t, "flushDiskType=SYNC\n")
-	code, _, stderr := runCLI(t, context.Background(), "serve", "-c", conf, "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0")
+	code, _, stderr := runCLI(t, context.Background(), "serve", "-c", conf, "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0")
 	if code != exitError || !strings.Contains(stderr, `flushDiskType="SYNC"`) {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}

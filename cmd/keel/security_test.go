@@ -100,7 +100,7 @@ func TestServeSecurity(t *testing.T) {
 		"\ntlsMode=enforcing\ntlsServerCertPath="+cert+"\ntlsServerKeyPath="+key+"\n")
 	var logs syncBuffer
 	cmd := exec.Command(os.Args[0], "serve", "-c", conf, "--data-dir", data,
-		"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+		"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN=1")
 	cmd.Stderr = &logs
 	// Start the child with the usual umask 022 (in-process serve tests may
@@ -205,7 +205,7 @@ func TestServeSecurityConfigErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var logs syncBuffer
 			code := run(context.Background(), []string{"serve", "-c", writeConf(t, c.conf), "--data-dir", t.TempDir(),
-				"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, &logs)
+				"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}, &bytes.Buffer{}, &logs)
 			if code != exitError || !strings.Contains(logs.String(), c.want) {
 				t.Fatalf("exit %d, want %d and %q in:\n%s", code, exitError, c.want, logs.String())
 			}

@@ -44,7 +44,8 @@ func (o *options) serve(cmd *cobra.Command) error {
 	brokerListen := o.brokerListenAddr(cmd, cfg)
 	ls, err := bindListeners(listenSpec{listenNamesrv, o.namesrvListen, namesrvListenFlag},
 		listenSpec{listenBroker, brokerListen, brokerListenFlag}, listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag},
-		listenSpec{listenAMQP, cfg.AMQPListen, amqpListenFlag})
+		listenSpec{listenAMQP, cfg.AMQPListen, amqpListenFlag},
+		listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag})
 	if err != nil {
 		return err
 	}
@@ -60,6 +61,6 @@ func (o *options) serve(cmd *cobra.Command) error {
 	starters = append(starters, p.brokerStarters(brokerListen)...)
 	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
 	starters = append(starters, p.amqpStarter(cfg.AMQPListen))
-	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http))
+	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(cfg.KafkaListen))
 	return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 }

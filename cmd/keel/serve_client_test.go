@@ -25,7 +25,7 @@ func TestServeWithOfficialClient(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(),
-			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &stdout, &logs)
+			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}, &stdout, &logs)
 	}()
 	defer func() {
 		cancel()

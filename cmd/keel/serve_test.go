@@ -95,7 +95,7 @@ func TestServeRegistersAndShutsDown(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "-c", conf, "--data-dir", dir,
-			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &stdout, &logs)
+			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}, &stdout, &logs)
 	}()
 	addr := namesrvAddrFromLogs(t, &logs)
 	waitFor(t, "the broker to register", 30*time.Second, func() bool { return brokerRegistered(t, addr, "broker-test") })
@@ -119,7 +119,7 @@ func TestServeStoreLockedFails(t *testing.T) {
 	defer cancel()
 	var logs syncBuffer
 	done := make(chan int, 1)
-	args := []string{"serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}
+	args := []string{"serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}
 	go func() { done <- run(ctx, args, &bytes.Buffer{}, &logs) }()
 	namesrvAddrFromLogs(t, &logs)
 
@@ -140,7 +140,7 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	dir := t.TempDir()
 	var logs syncBuffer
 	cmd := exec.Command(os.Args[0], "serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
-		"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "-c", writeConf(t, "mapedFileSizeCommitLog=16777216\n"))
+		"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0", "-c", writeConf(t, "mapedFileSizeCommitLog=16777216\n"))
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN=1")
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

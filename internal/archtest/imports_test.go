@@ -45,6 +45,9 @@ var layerRules = []layerRule{
 		why: "replication copies the store's CommitLog over its own protocol; it knows no broker, protocol front door or config"},
 	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
 		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
+	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message"},
+		external: []string{"github.com/twmb/franz-go/pkg/kmsg"},
+		why:      "the Kafka front door joins the core and the Kafka protocol (kmsg's codecs)"},
 }
 
 func TestLayering(t *testing.T) {
@@ -133,6 +136,8 @@ var externalRules = []externalRule{
 		why: "the official client is the judge of compatibility, used in tests and examples only"},
 	{prefix: "github.com/spf13/", allowed: []string{"cmd"},
 		why: "flag parsing belongs to the command"},
+	{prefix: "github.com/twmb/franz-go/pkg/kgo", testsOnly: true,
+		why: "franz-go's client judges the Kafka front door's compatibility, in tests only"},
 }
 
 func TestThirdPartyPlacement(t *testing.T) {

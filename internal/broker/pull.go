@@ -98,6 +98,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 			res.Release()
 		}
 	}()
+	res.Records = onlyRocketMQ(res.Records)
 	code := pullStatusCode(res.Status, p.offset)
 	if code == remoting.ResSuccess && len(res.Records) == 0 {
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages

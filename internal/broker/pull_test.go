@@ -8,6 +8,7 @@ import (
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
 )
 
 func tagProps(tag string) string {
@@ -273,5 +274,44 @@ func TestCloseAnswersHeldPulls(t *testing.T) {
 		wantCode(t, resp, remoting.ResPullNotFound)
 	case <-time.After(5 * time.Second):
 		t.Fatal("held pull not answered on Close")
+	}
+}
+
+// TestPullSkipsOtherRecordTypes: a Kafka batch stored in a queue is not
+// handed to a RocketMQ consumer as raw bytes: the pull returns the
+// RocketMQ messages around it, and a pull finding only the batch answers
+// retry-immediately with the next offset past it.
+func TestPullSkipsOtherRecordTypes(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("before")), remoting.ResSuccess)
+	rec, err := record.AppendEnvelope(nil, record.KafkaBatch, 1, []record.Dest{{Topic: "T", QueueID: 0}}, []byte("kafka batch bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.st.PutRecord(context.Background(), rec); !r.OK() {
+		t.Fatalf("put record: %v %v", r.Status, r.Err)
+	}
+	wantCode(t, cl.sendV1("T", 0, "", []byte("after")), remoting.ResSuccess)
+	e.waitMax("T", 0, 3)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	var got []string
+	for _, m := range splitRecords(t, resp.Body) {
+		got = append(got, string(m.Body))
+	}
+	if len(got) != 2 || got[0] != "before" || got[1] != "after" || resp.ExtFields["nextBeginOffset"] != "3" {
+		t.Fatalf("pulled %q next %s, want [before after] next 3", got, resp.ExtFields["nextBeginOffset"])
+	}
+	resp = cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 1, 0, 0), nil)
+	if resp.Code == remoting.ResSuccess {
+		for _, m := range splitRecords(t, resp.Body) {
+			if string(m.Body) != "after" {
+				t.Fatalf("pull at the batch delivered %q", m.Body)
+			}
+		}
+	} else if resp.Code != remoting.ResPullRetryImmediately || resp.ExtFields["nextBeginOffset"] != "2" {
+		t.Fatalf("pull at the batch: code %d next %s", resp.Code, resp.ExtFields["nextBeginOffset"])
 	}
 }

@@ -157,6 +157,9 @@ type Broker struct {
 	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
+	// Kafka front door (kafka.go).
+	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
+	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -188,6 +191,7 @@ func Default() *Broker {
 		MaxFrameBytes: 16 << 20,
 		HTTPListen:    DefaultHTTPListen,
 		AMQPListen:    DefaultAMQPListen,
+		KafkaListen:   DefaultKafkaListen,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

@@ -428,7 +428,7 @@ func TestCorruptionAtRestReported(t *testing.T) {
 		t.Fatalf("keel check with a damaged CommitLog record: exit %d\n%s", code, tail(out, 2000))
 	}
 	serve := exec.Command(bin, "serve", "-c", conf, "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
-		"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "")
+		"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "")
 	sout, err := serve.CombinedOutput()
 	if err == nil || !strings.Contains(string(sout), "corrupt") || !strings.Contains(string(sout), "00000000000000000000") {
 		t.Fatalf("keel serve on a corrupt CommitLog: %v\n%s", err, tail(string(sout), 2000))

@@ -83,7 +83,7 @@ func (p *keelProc) startOnce(ns, br string) error {
 	}
 	defer f.Close()
 	cmd := exec.Command(p.bin, "serve", "-c", p.conf, "--data-dir", p.dir,
-		"--namesrv-listen", ns, "--amqp-listen", "", "--broker-listen", br, "--http-listen", "")
+		"--namesrv-listen", ns, "--amqp-listen", "", "--broker-listen", br, "--kafka-listen", "", "--http-listen", "")
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		return err

@@ -16,11 +16,8 @@ import (
 // would (waiting for Confirmed under SYNC_FLUSH or replication) and the record's CommitLog
 // offset (-1 if not written). rec is not kept.
 func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
-	end, phys, r := s.appendRecord(ctx, rec)
-	if r.Status != PutOK {
-		return r, -1
-	}
-	if s.waitsForConfirmed() {
+	r, phys, end := s.AppendRecord(ctx, rec)
+	if r.Status == PutOK && s.waitsForConfirmed() {
 		r = s.waitFlushed(ctx, end)
 	}
 	return r, phys
@@ -29,35 +26,35 @@ func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
 // PutRecordDeferred is PutRecord without a goroutine parked per record:
 // the record is appended before it returns (records put from one
 // goroutine are appended in call order) and, when the result is known at
-// once (an error, ASYNC_FLUSH without replication), it is returned with pending false and
-// done is never called. Otherwise it returns pending true and done is
-// called exactly once with what PutRecord would return, from the store's
-// acknowledger goroutine (done must not block), possibly before
-// PutRecordDeferred returns. phys, returned and passed to done, is the
-// record's CommitLog offset (-1 if not written).
+// once (an error, ASYNC_FLUSH without replication), it is returned with
+// pending false and done is never called. Otherwise it returns pending
+// true and done is called exactly once with what PutRecord would return,
+// from the store's acknowledger goroutine (done must not block), possibly
+// before PutRecordDeferred returns. phys, returned and passed to done, is
+// the record's CommitLog offset (-1 if not written).
 func (s *Store) PutRecordDeferred(ctx context.Context, rec []byte, done func(r PutResult, phys int64)) (res PutResult, phys int64, pending bool) {
-	end, phys, r := s.appendRecord(ctx, rec)
-	if r.Status != PutOK {
-		return r, -1, false
-	}
-	if !s.waitsForConfirmed() {
+	r, phys, end := s.AppendRecord(ctx, rec)
+	if r.Status != PutOK || !s.waitsForConfirmed() {
 		return r, phys, false
 	}
 	s.marks.confirmed.Notify(end, s.confirmTimeout(), func(err error) { done(s.confirmResult(end, err), phys) })
 	return PutResult{}, phys, true
 }
 
-// appendRecord checks and appends rec; it returns the offset after it
-// and its own offset.
-func (s *Store) appendRecord(ctx context.Context, rec []byte) (end, phys int64, r PutResult) {
+// AppendRecord is PutRecord without the wait: it returns once the record
+// is written (in the CommitLog's page cache), with its CommitLog offset
+// and the offset its bytes end at (-1, -1 if not written). A caller that
+// acknowledges durably waits for Confirmed to reach end itself (WaitFor,
+// Notify), so that it need not hold its own locks across a group commit.
+func (s *Store) AppendRecord(ctx context.Context, rec []byte) (r PutResult, phys, end int64) {
 	if err := checkRecord(rec); err != nil {
-		return -1, -1, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}, -1, -1
 	}
 	if t := recordType(rec); !t.Enveloped() {
-		return -1, -1, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: a %v goes through PutMessages", t)}, -1, -1
 	}
 	if n := int64(len(rec)); n > s.maxBatchBytes() || n > s.cfg.maxRecordBytes() {
-		return -1, -1, PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))}, -1, -1
 	}
 	req := putReqPool.Get().(*putReq)
 	req.buf = append(req.buf[:0], rec...)
@@ -71,11 +68,11 @@ func (s *Store) appendRecord(ctx context.Context, rec []byte) (end, phys int64, 
 	phys, n := req.recPhys, req.logical
 	releaseReq(req)
 	if r.Status != PutOK {
-		return -1, -1, r
+		return r, -1, -1
 	}
 	s.stats.puts.Add(1)
 	s.stats.putMsgs.Add(n)
-	return end, phys, r
+	return r, phys, end
 }
 
 // patchEnvelope is Append's patch of the enveloped record i of the

@@ -58,7 +58,7 @@ type waiter struct {
 	deadline time.Time // zero: none
 	timeout  time.Duration
 	fn       func(error)
-	id       uint64 // identifies the waiter for removal (set by add)
+	id       uint64 // for Wait's removal; 0 for Notify
 	err      error  // the outcome, once due
 }
 
@@ -151,43 +151,36 @@ func (m *Mark) add(w waiter) {
 			m.armLocked(w.deadline)
 		}
 	}
-	if w.id == 0 {
-		w.id = waitIDs.Add(1)
-	}
 	m.waiting = append(m.waiting, w)
 	m.n.Store(int32(len(m.waiting)))
-	m.mu.Unlock()
-	// An owner's Advance may have moved the offset past w.off after the
-	// check above but read the waiter count before the Store just made:
-	// it then calls no Release for w. Look again now that w is published
-	// (atomics are sequentially consistent: either that Advance saw the
-	// count, or this Load sees its offset), and answer w here if it is
-	// still registered. Calling Release instead could deadlock a callback
-	// that registers from inside a Release.
+	// Advance does not take mu, and Release skips its scan while n is 0:
+	// if the offset moved past w after the check above and Release looked
+	// before n counted w, nobody would call w back. Look once more now
+	// that w is counted (a Release after this sees it).
 	if m.v.Load() >= w.off {
-		if m.remove(w.id) {
-			w.fn(nil)
-		}
+		m.waiting = m.waiting[:len(m.waiting)-1]
+		m.n.Store(int32(len(m.waiting)))
+		m.mu.Unlock()
+		w.fn(nil)
 		return
 	}
+	m.mu.Unlock()
 	if m.demand != nil {
 		m.demand()
 	}
 }
 
-// remove drops the waiter id and reports whether it was still registered
-// (a Release that took it calls it back).
-func (m *Mark) remove(id uint64) bool {
+// remove drops the Wait waiter id, if it is still registered.
+func (m *Mark) remove(id uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, w := range m.waiting {
 		if w.id == id {
 			m.waiting = slices.Delete(m.waiting, i, i+1)
 			m.n.Store(int32(len(m.waiting)))
-			return true
+			return
 		}
 	}
-	return false
 }
 
 // armLocked sets the timer to fire at deadline. mu is held.

@@ -164,3 +164,40 @@ func TestClose(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// TestNoLostWakeup: a waiter that registers while the offset moves past
+// it and Release runs is still called back at once. Release skips its
+// scan when it sees no waiter; a waiter that checked the offset before the
+// move and counted itself in after Release's look was left until the next
+// Release or its timeout (acks=all answers delayed by a whole timeout).
+var spin atomic.Int64
+
+func TestNoLostWakeup(t *testing.T) {
+	rounds := 20000
+	if testing.Short() {
+		rounds = 2000
+	}
+	for i := range rounds {
+		m := New("t", nil)
+		done := make(chan error, 1)
+		started := make(chan struct{})
+		go func() {
+			close(started)
+			done <- m.Wait(context.Background(), 1, 2*time.Second)
+		}()
+		<-started
+		for j := 0; j < i%512; j++ { // move the Advance across the waiter's registration
+			spin.Add(1)
+		}
+		m.Advance(1)
+		m.Release() // the dispatcher's way: Release after every round
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("round %d: the waiter was not woken although the offset passed it", i)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/keelmq/keel/internal/kafka"
+)
+
+// kafkaStarter serves the Kafka front door on addr (nothing if empty); it
+// must come after the broker's starters, whose core it shares.
+func (p *parts) kafkaStarter(addr string) starter {
+	return func() (service, error) {
+		if addr == "" {
+			return service{name: "kafka"}, nil
+		}
+		if p.broker == nil {
+			return service{}, errors.New("kafka: the broker must start first")
+		}
+		host, port, err := kafkaAdvertised(p.cfg.KafkaAdvertisedListen, p.cfg.BrokerIP1, addr)
+		if err != nil {
+			return service{}, err
+		}
+		ln, err := p.listen(listenKafka, addr)
+		if err != nil {
+			return service{}, err
+		}
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && port == 0 {
+			port = int32(a.Port)
+		}
+		log := p.log.With("component", "kafka")
+		srv := kafka.New(kafka.Config{
+			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
+			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
+		}, p.broker.Core(), log)
+		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
+			"auth", "none (no SASL yet)", "reach", reach(ln.Addr()))
+		return service{
+			name: "kafka",
+			run:  func(context.Context) error { return srv.Serve(ln) },
+			stop: func(context.Context) error { return srv.Close() },
+		}, nil
+	}
+}
+
+// kafkaAdvertised is the host and port Metadata gives Kafka clients:
+// kafkaAdvertisedListen, else brokerIP1 or the listen host (127.0.0.1 for
+// all interfaces), with the listener's port (0: the one bound).
+func kafkaAdvertised(advertised, brokerIP1, listen string) (string, int32, error) {
+	hostPort, what := listen, "kafkaListen"
+	if advertised != "" {
+		hostPort, what = advertised, "kafkaAdvertisedListen"
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s %q: %w", what, hostPort, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s %q: port: %w", what, hostPort, err)
+	}
+	if advertised == "" {
+		switch {
+		case brokerIP1 != "":
+			host = brokerIP1
+		case host == "" || host == "0.0.0.0" || host == "::":
+			host = "127.0.0.1"
+		}
+	}
+	return host, int32(n), nil
+}

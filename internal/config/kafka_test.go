@@ -1,0 +1,47 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestKafkaListen: loopback by default, empty turns it off, and with
+// aclEnable=true an address beyond loopback is refused (Kafka clients
+// would bypass the ACL: no SASL yet).
+func TestKafkaListen(t *testing.T) {
+	if d := Default(); d.KafkaListen != "127.0.0.1:9092" || d.Validate() != nil {
+		t.Fatalf("default kafkaListen %q: %v", d.KafkaListen, d.Validate())
+	}
+	for _, c := range []struct {
+		listen string
+		acl    bool
+		bad    string
+	}{
+		{"", true, ""},
+		{":9092", false, ""},
+		{"127.0.0.1:9092", true, ""},
+		{"[::1]:9092", true, ""},
+		{":9092", true, "no authentication"},
+		{"10.0.0.1:9092", true, "no authentication"},
+		{"9092", false, "not host:port"},
+	} {
+		b := Default()
+		b.KafkaListen, b.ACLEnable = c.listen, c.acl
+		b.ACLFile = "plain_acl.yml"
+		err := b.validateKafkaOnly()
+		if c.bad == "" && err != nil || c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)) {
+			t.Errorf("kafkaListen=%q aclEnable=%v: %v, want %q", c.listen, c.acl, err, c.bad)
+		}
+	}
+}
+
+func (b *Broker) validateKafkaOnly() error {
+	var first error
+	b.validateKafka(func(key, format string, args ...any) {
+		if first == nil {
+			first = b.valueError(key, fmt.Errorf(format, args...))
+		}
+	})
+	return first
+}

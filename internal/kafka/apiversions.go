@@ -1,0 +1,59 @@
+package kafka
+
+// ApiVersions: the keys served and the version ranges advertised
+// (frontdoors.md 1.3). Produce advertises 0-11 because librdkafka up to
+// 2.11.0 turns compression off unless the range contains 0; versions 0-2
+// (message sets of magic 0/1) are advertised and refused per partition
+// with UNSUPPORTED_VERSION, as Kafka 4 does ("advertise but reject"). Fetch stops at 12 and Produce at 11: later versions address
+// topics by id. An ApiVersions request above the range is answered in v0
+// with UNSUPPORTED_VERSION and the list filled (KIP-511), so the client
+// retries lower.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+type apiRange struct{ min, max int16 }
+
+// apis is the one table of served keys.
+var apis = map[int16]apiRange{
+	0:  {0, 11}, // Produce (0-2 refused per partition)
+	1:  {4, 12}, // Fetch
+	2:  {1, 7},  // ListOffsets
+	3:  {0, 12}, // Metadata
+	8:  {2, 8},  // OffsetCommit (v9+: KIP-848 member epochs)
+	9:  {1, 7},  // OffsetFetch (v8+: several groups per request)
+	10: {0, 4},  // FindCoordinator
+	11: {0, 9},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 5},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
+	15: {0, 5},  // DescribeGroups
+	16: {0, 4},  // ListGroups
+	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
+	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+}
+
+func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for _, k := range []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22} {
+		r := apis[k]
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: r.min, MaxVersion: r.max})
+	}
+	return keys
+}
+
+func (s *Server) apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = apiKeys()
+	return resp
+}
+
+// apiVersionsUnsupported answers an ApiVersions of a version above 3.
+func apiVersionsUnsupported(req *request) kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	resp.ErrorCode = errUnsupportedVersion
+	resp.ApiKeys = apiKeys()
+	return resp
+}

@@ -1,0 +1,40 @@
+package kafka
+
+// FindCoordinator: this broker (node 0) is the coordinator of every group.
+// Transaction coordinators (key type 1) are refused with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal
+// rather than retrying: transactions are not supported. FindCoordinator
+// v0 stays in range: librdkafka enables LZ4 and groups only with it.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+const errTransactionalIDAuthorization int16 = 53
+
+func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	code := errNone
+	var msg *string
+	if req.CoordinatorType != 0 {
+		code, msg = errTransactionalIDAuthorization, kmsg.StringPtr("transactions are not supported by this broker")
+	}
+	if req.Version >= 4 {
+		for _, k := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.ErrorCode, c.ErrorMessage = k, code, msg
+			if code == errNone {
+				c.NodeID, c.Host, c.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
+			} else {
+				c.NodeID, c.Port = -1, -1
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp
+	}
+	resp.ErrorCode, resp.ErrorMessage = code, msg
+	if code == errNone {
+		resp.NodeID, resp.Host, resp.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
+	} else {
+		resp.NodeID, resp.Port = -1, -1
+	}
+	return resp
+}

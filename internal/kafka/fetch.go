@@ -1,0 +1,215 @@
+package kafka
+
+// Fetch: for each partition, the batch holding the fetch offset and the
+// ones after it, as stored (the envelope's body: no re-encoding; the first
+// batch may start before the fetch offset, and clients skip what they did
+// not ask for), up to the partition's max bytes and the response's
+// MaxBytes, always at least one batch in the response so that a batch
+// larger than the limits still moves the consumer. Never past the high
+// watermark: the store shows only visible entries, and visible never
+// passes Confirmed. LastStableOffset = high watermark (no transactions);
+// fetch sessions are not kept (SessionID 0: clients send full fetches).
+// When nothing is new and MaxWaitMillis > 0, the request waits through
+// the core's Hold, one wait per partition sharing one wake-up, for the
+// dispatcher to add an entry or the wait to pass (at most Config.MaxWait).
+// Entries that are not Kafka batches (RocketMQ messages in the same
+// queue) are skipped: not served to Kafka clients yet.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// checkRead checks that partition p of topic may be read: the topic
+// exists and is readable and p is one of its read queues. (The core's
+// CheckRead also wants a consumer group, which a Kafka fetch does not
+// name.)
+func (s *Server) checkRead(topic string, p int32) int16 {
+	tc, ok := s.core.Topic(topic)
+	switch {
+	case !ok || p < 0 || p >= tc.ReadQueueNums:
+		return errUnknownTopicOrPartition
+	case !tc.Readable():
+		return errTopicAuthorization
+	}
+	return errNone
+}
+
+func (s *Server) fetch(req *kmsg.FetchRequest) kmsg.Response {
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if wait > s.cfg.MaxWait {
+		wait = s.cfg.MaxWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		resp, bytes, waits := s.fetchOnce(req)
+		if bytes > 0 && bytes >= int(req.MinBytes) || len(waits) == 0 || time.Until(deadline) <= 0 {
+			return resp
+		}
+		if !s.waitAny(waits, time.Until(deadline)) {
+			return resp
+		}
+	}
+}
+
+// fetchOnce reads every partition once; waits are the queues to wait on
+// (with the entry count they had) when nothing was found.
+func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []core.Wait) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	budget := int(req.MaxBytes)
+	if budget <= 0 {
+		budget = 50 << 20
+	}
+	total := 0
+	var waits []core.Wait
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			limit := min(int(p.PartitionMaxBytes), budget-total)
+			if total == 0 && limit <= 0 {
+				limit = 1 // at least one batch in the response
+			}
+			entries := s.fetchPartition(t.Topic, p, limit, &rp)
+			total += len(rp.RecordBatches)
+			if len(rp.RecordBatches) == 0 && rp.ErrorCode == errNone && entries >= 0 {
+				waits = append(waits, core.Wait{Topic: t.Topic, QueueID: p.Partition, Offset: entries})
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, total, waits
+}
+
+// fetchPartition fills rp; it returns the queue's entry count (-1 on an
+// error).
+func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition, limit int, rp *kmsg.FetchResponseTopicPartition) int64 {
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	// Empty, not null: librdkafka refuses a null record set (size -1).
+	rp.RecordBatches = []byte{}
+	rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	if rp.ErrorCode = s.checkRead(topic, p.Partition); rp.ErrorCode != errNone {
+		return -1
+	}
+	part := s.parts.get(topic, p.Partition)
+	entries := s.st.MaxOffset(topic, p.Partition)
+	hwm, err := s.parts.highWatermark(part)
+	if err == nil {
+		rp.LogStartOffset, err = s.parts.logStart(part, hwm)
+	}
+	if err != nil {
+		s.log.Error("kafka: fetch: offsets", "topic", topic, "queue_id", p.Partition, "err", err)
+		rp.ErrorCode = errKafkaStorage
+		return -1
+	}
+	rp.HighWatermark, rp.LastStableOffset = hwm, hwm
+	switch {
+	case p.FetchOffset < rp.LogStartOffset || p.FetchOffset > hwm:
+		rp.ErrorCode = errOffsetOutOfRange
+		return -1
+	case p.FetchOffset == hwm:
+		return entries
+	}
+	if err := s.readBatches(part, p.FetchOffset, limit, rp); err != nil {
+		s.log.Error("kafka: fetch: read", "topic", topic, "queue_id", p.Partition, "offset", p.FetchOffset, "err", err)
+		rp.ErrorCode = errKafkaStorage
+		return -1
+	}
+	return entries
+}
+
+// readBatches appends the stored batches from the one holding off.
+func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.FetchResponseTopicPartition) error {
+	idx, err := s.parts.entryOf(part, off)
+	if err != nil {
+		return err
+	}
+	k := part.key
+	for len(rp.RecordBatches) == 0 || len(rp.RecordBatches) < limit {
+		r, err := s.st.GetMessage(k.topic, k.queueID, idx, 64, max(limit-len(rp.RecordBatches), 1), nil)
+		if err != nil {
+			return err
+		}
+		if r.Status == store.OffsetTooSmall && r.NextOffset > idx { // a stale hint below retention
+			idx = r.NextOffset
+			r.Release()
+			continue
+		}
+		if r.Status != store.Found {
+			r.Release()
+			return nil
+		}
+		full := false
+		for _, rec := range r.Records {
+			b, err := kafkaView(rec)
+			if err != nil {
+				r.Release()
+				return err
+			}
+			idx++
+			if !b.ok || b.end <= off {
+				continue
+			}
+			if len(rp.RecordBatches) == 0 && b.base > off && !part.searched(off) {
+				// The first batch starts past off: a stale hint (the topic
+				// was deleted and recreated behind this door). Search.
+				r.Release()
+				part.dropHints()
+				return s.readBatches(part, off, limit, rp)
+			}
+			body := rec[len(rec)-int(b.bodyLen):]
+			if len(rp.RecordBatches) > 0 && len(rp.RecordBatches)+len(body) > limit {
+				full = true
+				idx--
+				break
+			}
+			rp.RecordBatches = append(rp.RecordBatches, body...)
+			part.hint(b.end, idx)
+		}
+		r.Release()
+		if full || r.NextOffset <= idx && len(r.Records) == 0 {
+			return nil
+		}
+		idx = max(idx, r.NextOffset)
+	}
+	return nil
+}
+
+// waitAny parks one wait per queue until any is woken or timeout passes;
+// it returns false when the core refuses to hold (closing, or too many
+// waits).
+func (s *Server) waitAny(waits []core.Wait, timeout time.Duration) bool {
+	woken := make(chan struct{})
+	var once sync.Once
+	w := onceWaker{once: &once, ch: woken}
+	held := 0
+	for i := range waits {
+		waits[i].Waker = w
+		if s.core.Hold(&waits[i], timeout) {
+			held++
+		}
+	}
+	if held == 0 {
+		return false
+	}
+	select {
+	case <-woken:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+type onceWaker struct {
+	once *sync.Once
+	ch   chan struct{}
+}
+
+func (w onceWaker) Wake() { w.once.Do(func() { close(w.ch) }) }

@@ -1,0 +1,136 @@
+package kafka
+
+// The idempotent producer: InitProducerId hands out producer ids, and
+// Produce keeps, per (producer id, partition), the sequence ranges of the
+// last 5 batches (Kafka's window). Under the partition's append lock:
+//
+//	unknown producer          stored, whatever its first sequence (Kafka
+//	                          does the same: its state may have expired)
+//	epoch below the known one INVALID_PRODUCER_EPOCH (47)
+//	epoch above               stored; the window starts again (KIP-360)
+//	a batch of the window     not stored again: answered with its
+//	                          original base offset (after the original is
+//	                          confirmed, for acks=-1)
+//	any other sequence than   OUT_OF_ORDER_SEQUENCE_NUMBER (45)
+//	  last+1
+//
+// The state lives in memory and is rebuilt after a restart from the
+// producer id, epoch and base sequence in the stored batches' headers (the
+// last maxSequenceScan entries of the partition, read when the partition
+// is first produced to), so a producer retrying across a restart stores
+// no duplicate. Producer ids are the start time in ms shifted left by 12
+// bits plus a counter: unique across restarts without a file, as long as
+// the clock does not go back and fewer than 4096 ids are asked for per ms
+// on average. Transactional ids are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	errOutOfOrderSequence   int16 = 45
+	errInvalidProducerEpoch int16 = 47
+
+	// sequenceWindow is how many batches per producer and partition are
+	// remembered (Kafka's NUM_BATCHES_TO_RETAIN).
+	sequenceWindow = 5
+	// maxSequenceScan bounds the entries read to rebuild the window after
+	// a restart.
+	maxSequenceScan = 4096
+)
+
+type seqBatch struct {
+	first, last int32
+	base        int64
+	end         int64 // CommitLog end of the record, 0 when read back from the log
+}
+
+type producerState struct {
+	epoch   int16
+	batches []seqBatch // oldest first, at most sequenceWindow
+}
+
+func pidBase(now time.Time) int64 { return now.UnixMilli() << 12 }
+
+func (s *Server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = errTransactionalIDAuthorization
+		return resp
+	}
+	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < 32767 {
+		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1 // KIP-360 bump
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = s.nextPID.Add(1), 0
+	return resp
+}
+
+// checkSequence judges a batch of an idempotent producer; a duplicate is
+// returned with its original offsets. appendMu is held.
+func (p *partition) checkSequence(h batchHeader) (*seqBatch, int16) {
+	st := p.producers[h.producerID]
+	if st == nil || h.epoch > st.epoch || len(st.batches) == 0 {
+		if st != nil && h.epoch < st.epoch {
+			return nil, errInvalidProducerEpoch
+		}
+		return nil, errNone
+	}
+	if h.epoch < st.epoch {
+		return nil, errInvalidProducerEpoch
+	}
+	last := h.baseSequence + h.lastOffsetDelta
+	for i := range st.batches {
+		if b := st.batches[i]; b.first == h.baseSequence && b.last == last {
+			return &b, errNone
+		}
+	}
+	if prev := st.batches[len(st.batches)-1].last; h.baseSequence != nextSeq(prev) {
+		return nil, errOutOfOrderSequence
+	}
+	return nil, errNone
+}
+
+func nextSeq(s int32) int32 {
+	if s == 1<<31-1 {
+		return 0
+	}
+	return s + 1
+}
+
+// recordSequence remembers a stored batch. appendMu is held.
+func (p *partition) recordSequence(pid int64, epoch int16, b seqBatch) {
+	st := p.producers[pid]
+	if st == nil {
+		st = &producerState{epoch: epoch}
+		p.producers[pid] = st
+	}
+	if epoch > st.epoch {
+		st.epoch, st.batches = epoch, st.batches[:0]
+	}
+	st.batches = append(st.batches, b)
+	if len(st.batches) > sequenceWindow {
+		st.batches = append(st.batches[:0], st.batches[len(st.batches)-sequenceWindow:]...)
+	}
+}
+
+// loadSequences rebuilds the producers' windows from the last entries of
+// the queue. appendMu is held.
+func (ps *partitions) loadSequences(p *partition) error {
+	k := p.key
+	hi := ps.st.MaxOffset(k.topic, k.queueID)
+	from := max(ps.st.MinOffset(k.topic, k.queueID), hi-maxSequenceScan)
+	for i := from; i < hi; i++ {
+		b, err := ps.readEntry(k, i)
+		if err != nil {
+			return err
+		}
+		if b.ok && b.pid >= 0 {
+			p.recordSequence(b.pid, b.epoch, seqBatch{first: b.seq, last: b.seq + int32(b.end-b.base-1), base: b.base})
+		}
+	}
+	return nil
+}

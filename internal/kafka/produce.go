@@ -1,0 +1,199 @@
+package kafka
+
+// Produce: every partition's batch is validated (batch.go), gets the next
+// base offset of its partition and is appended as one Kafka-batch record
+// (record.KafkaBatch, one ConsumeQueue entry) exactly as received but for
+// the base offset and leader epoch, which the CRC does not cover:
+// compressed batches stay compressed. The partition's append lock covers
+// only the assignment and the append, never a flush.
+//
+//	acks=-1 (all)  answered when the store's Confirmed watermark passes
+//	               every appended batch: under SYNC_FLUSH after the
+//	               fdatasync (group commit), and the replicated watermark
+//	               once replication exists; ASYNC_FLUSH after the append;
+//	               and then Visible (dispatched: the high watermark covers
+//	               it, as Kafka answers acks=all once its high watermark
+//	               passes the batch)
+//	acks=1         answered after the append
+//	acks=0         no response at all
+//
+// A timeout waiting for Confirmed answers REQUEST_TIMED_OUT (the batch is
+// written and may still become durable and visible: the producer retries;
+// an idempotent producer's retry is recognized, idempotence.go, another's
+// is stored again).
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/store/watermark"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) produce(req *kmsg.ProduceRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		return s.produceAll(req, resp, errInvalidRequiredAcks, "acks must be -1, 0 or 1")
+	}
+	if req.TransactionID != nil {
+		return s.produceAll(req, resp, errInvalidRecord, "transactions are not supported")
+	}
+	if req.Version < 3 {
+		return s.produceAll(req, resp, errUnsupportedVersion, "Produce v0-2 (message format 0/1) is not supported; use v3 or later")
+	}
+	var until int64 = -1 // the Confirmed offset every appended batch needs
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			end := s.producePartition(t.Topic, p, req.Version, &rp)
+			if end > until {
+				until = end
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	if req.Acks == -1 && until >= 0 {
+		if code := s.waitConfirmed(until, req.TimeoutMillis); code != errNone {
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					if rp := &resp.Topics[i].Partitions[j]; rp.ErrorCode == errNone {
+						rp.ErrorCode, rp.BaseOffset = code, -1
+					}
+				}
+			}
+		}
+	}
+	return resp
+}
+
+// producePartition stores one partition's batch and fills rp; it returns
+// the CommitLog offset the batch ends at (-1 if not stored).
+func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartition, version int16, rp *kmsg.ProduceResponseTopicPartition) int64 {
+	rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+	fail := func(code int16, msg string) int64 {
+		rp.ErrorCode, rp.ErrorMessage = code, kmsg.StringPtr(msg)
+		return -1
+	}
+	qid, err := s.core.CheckSend(topic, core.DefaultTopic, 0, p.Partition, len(p.Records))
+	if err != nil {
+		if errors.Is(err, core.ErrInvalidArgument) && p.Partition >= 0 {
+			if _, ok := s.core.Topic(topic); ok {
+				return fail(errUnknownTopicOrPartition, err.Error())
+			}
+		}
+		return fail(coreCode(err), err.Error())
+	}
+	h, berr := checkBatch(p.Records, s.cfg.MaxBatchBytes, version)
+	if berr != nil {
+		return fail(berr.code, berr.msg)
+	}
+	batch := make([]byte, len(p.Records)) // the request's buffer is not ours to patch
+	copy(batch, p.Records)
+	part := s.parts.get(topic, qid)
+	part.appendMu.Lock()
+	base, err := s.parts.nextOffset(part)
+	if err != nil {
+		part.appendMu.Unlock()
+		s.log.Error("kafka: produce: next offset", "topic", topic, "queue_id", qid, "err", err)
+		return fail(errKafkaStorage, err.Error())
+	}
+	if h.producerID >= 0 {
+		dup, code := part.checkSequence(h)
+		if code != errNone {
+			part.appendMu.Unlock()
+			return fail(code, "sequence or epoch refused for producer "+itoa(h.producerID))
+		}
+		if dup != nil {
+			part.appendMu.Unlock()
+			rp.BaseOffset, rp.LogStartOffset = dup.base, 0
+			return dup.end // a retry: answered with the original, once it is confirmed
+		}
+	}
+	assignBase(batch, base)
+	rec, err := record.AppendEnvelope(nil, record.KafkaBatch, h.records,
+		[]record.Dest{{Topic: topic, QueueID: qid}}, batch)
+	if err != nil {
+		part.appendMu.Unlock()
+		return fail(errInvalidRecord, err.Error())
+	}
+	r, _, end := s.st.AppendRecord(s.ctx, rec)
+	if r.Status == store.PutOK {
+		part.next = base + int64(h.records)
+		if h.producerID >= 0 {
+			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end})
+		}
+	}
+	part.appendMu.Unlock()
+	if r.Status != store.PutOK {
+		s.log.Warn("kafka: produce refused by the store", "topic", topic, "queue_id", qid, "status", r.Status, "err", r.Err)
+		code := errKafkaStorage
+		if r.Status == store.PutMessageIllegal {
+			code = errMessageTooLarge
+		}
+		msg := r.Status.String()
+		if r.Err != nil {
+			msg = r.Err.Error()
+		}
+		return fail(code, msg)
+	}
+	rp.BaseOffset = base
+	rp.LogStartOffset = 0
+	return end
+}
+
+// waitConfirmed waits until the Confirmed watermark reaches end, at most
+// the request's timeout.
+func (s *Server) waitConfirmed(end int64, timeoutMs int32) int16 {
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	if timeout <= 0 || timeout > s.cfg.MaxWait {
+		timeout = s.cfg.MaxWait
+	}
+	start := time.Now()
+	err := s.st.WaitFor(s.ctx, store.Confirmed, end, timeout)
+	if err == nil {
+		// As in Kafka, where acks=all answers once the high watermark
+		// passes the batch: a consumer told the offset can fetch it.
+		err = s.st.WaitFor(s.ctx, store.Visible, end, max(timeout-time.Since(start), time.Millisecond))
+	}
+	switch {
+	case err == nil:
+		return errNone
+	case errors.Is(err, watermark.ErrTimeout), errors.Is(err, context.Canceled):
+		return errRequestTimedOut
+	}
+	s.log.Error("kafka: produce not confirmed", "err", err)
+	return errKafkaStorage
+}
+
+// produceAll answers every partition of req with code (nil for acks=0).
+func (s *Server) produceAll(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16, msg string) kmsg.Response {
+	if req.Acks == 0 {
+		return nil
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, code, kmsg.StringPtr(msg)
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func produceReq(acks int16, topic string, batch []byte) *kmsg.ProduceRequest {
+	p := kmsg.NewPtrProduceRequest()
+	p.Acks, p.TimeoutMillis = acks, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = batch
+	pt.Partitions = append(pt.Partitions, pp)
+	p.Topics = append(p.Topics, pt)
+	return p
+}
+
+// TestProduceAcks: acks=0 gets no response (the next request's answer
+// comes first), acks=1 and acks=-1 answer base offsets that follow each
+// other, a batch with a bad CRC is refused with CORRUPT_MESSAGE and not
+// stored, and acks=2 is refused.
+func TestProduceAcks(t *testing.T) {
+	n := startNode(t, nil)
+	c, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	send := func(req kmsg.Request, v int16, corr int32) *kmsg.ProduceResponse {
+		c.Write(frameOf(req, v, corr))
+		if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
+			return nil
+		}
+		body := readResponse(t, r, corr)
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(v)
+		if resp.IsFlexible() {
+			body = body[1:] // the response header's tags
+		}
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	send(produceReq(0, "acks", testBatch(2, 0)), 9, 1)
+	got := send(produceReq(1, "acks", testBatch(3, 0)), 9, 2).Topics[0].Partitions[0]
+	if got.ErrorCode != 0 || got.BaseOffset != 2 {
+		t.Fatalf("acks=1 after acks=0: %+v", got)
+	}
+	got = send(produceReq(-1, "acks", testBatch(1, 0)), 9, 3).Topics[0].Partitions[0]
+	if got.ErrorCode != 0 || got.BaseOffset != 5 {
+		t.Fatalf("acks=-1: %+v", got)
+	}
+	// acks=-1 is answered once the batch is visible: a consumer told its
+	// offset finds it below the high watermark at once.
+	if entries := n.st.MaxOffset("acks", 0); entries != 3 {
+		t.Fatalf("after the acks=-1 answer %d batches visible, want 3", entries)
+	}
+	bad := testBatch(2, 0)
+	bad[len(bad)-1] ^= 0xff
+	got = send(produceReq(-1, "acks", bad), 9, 4).Topics[0].Partitions[0]
+	if got.ErrorCode != errCorruptMessage || got.BaseOffset != -1 {
+		t.Fatalf("bad CRC: %+v", got)
+	}
+	got = send(produceReq(2, "acks", testBatch(1, 0)), 9, 5).Topics[0].Partitions[0]
+	if got.ErrorCode != errInvalidRequiredAcks {
+		t.Fatalf("acks=2: %+v", got)
+	}
+	got = send(produceReq(-1, "acks", testBatch(1, 0)), 2, 6).Topics[0].Partitions[0]
+	if got.ErrorCode != errUnsupportedVersion {
+		t.Fatalf("Produce v2: %+v", got)
+	}
+	if entries := n.st.MaxOffset("acks", 0); entries != 3 {
+		t.Fatalf("%d batches stored, want 3", entries)
+	}
+}
+
+// TestCoreErrorsMapped: every kind of the core's errors has a Kafka code
+// other than success.
+func TestCoreErrorsMapped(t *testing.T) {
+	for _, k := range core.Kinds {
+		if coreCode(core.Errorf(k, "x")) == errNone {
+			t.Errorf("%v maps to success", k)
+		}
+	}
+}

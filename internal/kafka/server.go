@@ -1,0 +1,274 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config is the Kafka front door's configuration.
+type Config struct {
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients to
+	// dial (Kafka's advertised.listeners); an empty host becomes
+	// 127.0.0.1, a zero port the listener's.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// ClusterID is Metadata's cluster id.
+	ClusterID string
+	// MaxRequestBytes bounds one request frame (default 16 MiB).
+	MaxRequestBytes int
+	// MaxBatchBytes bounds one produced record batch (Kafka's
+	// max.message.bytes; default 4 MiB, the core's maxMessageSize).
+	MaxBatchBytes int
+	// MaxConns bounds open client connections (default 4096); more are
+	// closed at once.
+	MaxConns int
+	// MaxWait bounds a Fetch's max_wait_ms (default 30 s).
+	MaxWait time.Duration
+	// IdleTimeout closes a connection that sends nothing for this long
+	// (default 10 min, Kafka's connections.max.idle.ms).
+	IdleTimeout time.Duration
+}
+
+func (c *Config) applyDefaults() {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 16 << 20
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 4096
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 30 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.AdvertisedHost == "" {
+		c.AdvertisedHost = "127.0.0.1"
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = "keel"
+	}
+}
+
+// Server is the Kafka front door over a core and its store.
+type Server struct {
+	cfg   Config
+	core  *core.Broker
+	st    *store.Store
+	log   *slog.Logger
+	parts *partitions
+
+	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
+	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
+
+	exactMu sync.Mutex                     // guards exact
+	exact   map[groupPartition]exactOffset // committed Kafka offsets (offsets.go)
+
+	gmu    sync.Mutex        // guards groups and every group's state
+	groups map[string]*group // consumer groups by name (groups.go)
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a server; Serve starts it.
+func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
+	cfg.applyDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
+		groups: map[string]*group{}, exact: map[groupPartition]exactOffset{}}
+	s.parts = newPartitions(s.st)
+	s.nextPID.Store(pidBase(time.Now()))
+	s.advPort.Store(cfg.AdvertisedPort)
+	return s
+}
+
+// Serve accepts connections on ln until Close; it returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.expireSessions()
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && s.advPort.Load() == 0 {
+		s.advPort.Store(int32(a.Port))
+	}
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.log.Warn("kafka: connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.cfg.MaxConns)
+			c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// serveConn reads requests one at a time and answers each before reading
+// the next, so responses leave in request order (as Kafka, which mutes a
+// connection while it processes one of its requests).
+func (s *Server) serveConn(c net.Conn) {
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	log := s.log.With("remote", c.RemoteAddr().String())
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	r := bufio.NewReaderSize(c, 64<<10)
+	var size [4]byte
+	var out []byte
+	for {
+		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		n := int(int32(binary.BigEndian.Uint32(size[:])))
+		if n < 0 || n > s.cfg.MaxRequestBytes {
+			log.Warn("kafka: request frame refused, closing", "bytes", n, "max", s.cfg.MaxRequestBytes)
+			return
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		req, err := decodeRequest(frame)
+		if err != nil {
+			log.Warn("kafka: malformed request, closing", "err", err)
+			return
+		}
+		req.host = host
+		resp := s.handle(req)
+		if resp == nil {
+			if req.unsupported {
+				log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
+				return
+			}
+			continue // acks=0
+		}
+		out = appendResponse(out[:0], req.correlation, resp)
+		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		if cap(out) > 1<<20 {
+			out = nil
+		}
+	}
+}
+
+// handle answers one request; nil means no response (acks=0, or an
+// unsupported request the connection is closed for).
+func (s *Server) handle(req *request) kmsg.Response {
+	if req.unsupported {
+		if req.key == 18 {
+			return apiVersionsUnsupported(req)
+		}
+		return nil
+	}
+	switch b := req.body.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return s.apiVersions(b)
+	case *kmsg.MetadataRequest:
+		return s.metadata(b)
+	case *kmsg.ProduceRequest:
+		return s.produce(b)
+	case *kmsg.FetchRequest:
+		return s.fetch(b)
+	case *kmsg.ListOffsetsRequest:
+		return s.listOffsets(b)
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(b)
+	case *kmsg.JoinGroupRequest:
+		return s.joinGroup(b, req.clientID, req.host)
+	case *kmsg.SyncGroupRequest:
+		return s.syncGroup(b)
+	case *kmsg.HeartbeatRequest:
+		return s.heartbeat(b)
+	case *kmsg.LeaveGroupRequest:
+		return s.leaveGroup(b)
+	case *kmsg.OffsetCommitRequest:
+		return s.offsetCommit(b)
+	case *kmsg.OffsetFetchRequest:
+		return s.offsetFetch(b)
+	case *kmsg.InitProducerIDRequest:
+		return s.initProducerID(b)
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(b)
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(b)
+	case *kmsg.DescribeGroupsRequest:
+		return s.describeGroups(b)
+	case *kmsg.ListGroupsRequest:
+		return s.listGroups(b)
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package kafka
+
+// CreateTopics and DeleteTopics on the core's topics. A topic's partition
+// count becomes its queue count (read and write, at most the core's
+// MaxQueueNums; -1 = the core's default for auto-created topics). One
+// node: the replication factor must be -1 or 1 (INVALID_REPLICATION_FACTOR
+// otherwise). Topic configs are not supported: any is refused with
+// INVALID_CONFIG, since per-topic retention or compaction cannot be
+// honoured on the shared CommitLog. Deleting a topic deletes its messages
+// and offsets in the whole broker (RocketMQ consumers' too).
+
+import (
+	"errors"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	errTopicAlreadyExists        int16 = 36
+	errInvalidPartitions         int16 = 37
+	errInvalidReplicationFactor  int16 = 38
+	errInvalidConfig             int16 = 40
+	errUnknownTopicID            int16 = 100
+	defaultCreatePartitionsCount       = 4
+)
+
+func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
+		code, msg := s.createTopic(t, req.ValidateOnly)
+		rt.ErrorCode = code
+		if msg != "" {
+			rt.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		if code == errNone {
+			rt.TopicID = topicID(t.Topic)
+			if tc, ok := s.core.Topic(t.Topic); ok {
+				rt.NumPartitions = tc.ReadQueueNums
+			}
+		} else {
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (int16, string) {
+	parts := t.NumPartitions
+	if parts == -1 {
+		parts = defaultCreatePartitionsCount
+	}
+	switch {
+	case t.ReplicationFactor != -1 && t.ReplicationFactor != 1:
+		return errInvalidReplicationFactor, "a single-node broker: the replication factor must be 1"
+	case len(t.ReplicaAssignment) > 0:
+		return errInvalidRequest, "replica assignments are not supported"
+	case len(t.Configs) > 0:
+		return errInvalidConfig, "topic configs are not supported (config " + t.Configs[0].Name + "): retention is the broker's"
+	case parts < 1 || parts > 1024:
+		return errInvalidPartitions, "partitions must be between 1 and 1024"
+	}
+	if err := core.ValidateTopic(t.Topic); err != nil {
+		return errInvalidTopic, err.Error()
+	}
+	if _, ok := s.core.Topic(t.Topic); ok {
+		return errTopicAlreadyExists, "topic " + t.Topic + " already exists"
+	}
+	if validateOnly {
+		return errNone, ""
+	}
+	tc := core.NewTopicConfig(t.Topic, parts, core.PermRW)
+	if err := s.core.UpdateTopic(tc); err != nil {
+		if errors.Is(err, core.ErrInvalidArgument) {
+			return errInvalidTopic, err.Error()
+		}
+		return coreCode(err), err.Error()
+	}
+	s.parts.forget(t.Topic)
+	return errNone, ""
+}
+
+func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	names := req.TopicNames
+	for _, t := range req.Topics {
+		if t.Topic != nil {
+			names = append(names, *t.Topic)
+			continue
+		}
+		name := ""
+		for _, tc := range s.core.Topics() { // ids are derived from names
+			if topicID(tc.TopicName) == t.TopicID {
+				name = tc.TopicName
+			}
+		}
+		if name == "" {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.TopicID, rt.ErrorCode = t.TopicID, errUnknownTopicID
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		names = append(names, name)
+	}
+	for _, name := range names {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = kmsg.StringPtr(name), topicID(name)
+		if _, ok := s.core.Topic(name); !ok {
+			rt.ErrorCode = errUnknownTopicOrPartition
+		} else if err := s.core.DeleteTopic(name); err != nil {
+			rt.ErrorCode, rt.ErrorMessage = coreCode(err), kmsg.StringPtr(err.Error())
+		}
+		s.parts.forget(name)
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
