@@ -91,7 +91,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		cfg.FS = vfs.OS{}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler) // injected, never the global one
 	}
 	if cfg.ChunkBytes <= 0 {
 		cfg.ChunkBytes = DefaultChunkBytes

@@ -52,7 +52,7 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 		cfg.FS = vfs.OS{}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler) // injected, never the global one
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
