@@ -161,6 +161,9 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
+	if err := s.finishTruncation(); err != nil { // truncate.go
+		return err
+	}
 	s.log, err = commitlog.Open(commitlog.Config{
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
