@@ -279,13 +279,11 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 		m.reject(c, rejectConfig, fmt.Sprintf("mapedFileSizeCommitLog %d; the master's is %d (they must be equal)", h.SegmentBytes, st.SegmentBytes()))
 		return
 	}
-	err = CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd)
-	if err == nil {
-		err = checkTail(st, h)
-	}
-	if err != nil {
-		m.log.Error("replication: replica diverged", "replica", h.BrokerID, "err", err)
-		m.reject(c, rejectDiverged, err.Error())
+	if cut, ok, err := m.answerDivergence(c, h, masterEnd); cut || !ok {
+		if err != nil {
+			m.log.Error("replication: replica diverged", "replica", h.BrokerID, "err", err)
+			m.reject(c, rejectDiverged, err.Error())
+		}
 		return
 	}
 	if h.LogEnd < st.Offset(store.Written) && h.LogEnd < minOffset(st) {
@@ -293,7 +291,7 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	c.SetWriteDeadline(time.Now().Add(idle))
-	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist}.encode())); err != nil {
+	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist, TruncateTo: h.LogEnd}.encode())); err != nil {
 		return
 	}
 	f := &follower{conn: c, id: h.BrokerID, syncFlush: h.SyncFlush, progress: time.Now()}

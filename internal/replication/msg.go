@@ -6,7 +6,7 @@ import (
 )
 
 // protocolVersion is the HELLO's version; a master refuses another.
-const protocolVersion = 1
+const protocolVersion = 2
 
 // maxEpochs bounds an epoch history on the wire and on disk.
 const maxEpochs = 1 << 16
@@ -25,10 +25,16 @@ type hello struct {
 	Tail []byte
 }
 
-// helloOK is the master's acceptance: its epoch history and log end.
+// helloOK is the master's acceptance: its epoch history and log end,
+// and where the replica's log last agrees with it. TruncateTo below the
+// replica's log end tells it to truncate there (Tail: the master's CRC
+// trailer of the record ending at TruncateTo, empty at 0 or a segment
+// start) and reconnect; the master streams nothing on that connection.
 type helloOK struct {
-	MasterEnd int64
-	Epochs    History
+	MasterEnd  int64
+	Epochs     History
+	TruncateTo int64
+	Tail       []byte
 }
 
 // data is a raw CommitLog range at Offset (whole entries) of the master's
@@ -187,12 +193,23 @@ func (m helloOK) encode() []byte {
 	var e enc
 	e.i64(m.MasterEnd)
 	e.epochs(m.Epochs)
+	e.i64(m.TruncateTo)
+	e.u8(byte(len(m.Tail)))
+	e.b = append(e.b, m.Tail...)
 	return e.b
 }
 
 func decodeHelloOK(p []byte) (helloOK, error) {
 	d := dec{b: p}
-	m := helloOK{MasterEnd: d.off(), Epochs: d.epochs()}
+	m := helloOK{MasterEnd: d.off(), Epochs: d.epochs(), TruncateTo: d.off()}
+	if n := d.u8(); d.err == nil && n != 0 && n != tailBytes {
+		d.err = fmt.Errorf("%w: hello_ok tail of %d bytes", ErrMalformed, n)
+	} else if n == tailBytes {
+		m.Tail = d.need(tailBytes)
+	}
+	if d.err == nil && m.TruncateTo > m.MasterEnd {
+		d.err = fmt.Errorf("%w: truncation point %d past the master's end %d", ErrMalformed, m.TruncateTo, m.MasterEnd)
+	}
 	return m, d.end()
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/store"
@@ -44,6 +45,8 @@ type Slave struct {
 
 	mu   sync.Mutex
 	hist History
+
+	truncations atomic.Int64 // truncations of the log to the master's (truncate.go)
 }
 
 // NewSlave loads the replica's epoch history.
@@ -71,6 +74,14 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Epochs past the log end hold no bytes (a truncation cut them before
+	// the history was saved, or a crash lost bytes recorded ahead).
+	if t := trimHistory(h, cfg.Store.Offset(store.Written)); len(t) != len(h) {
+		if err := SaveHistory(cfg.FS, path, t); err != nil {
+			return nil, err
+		}
+		h = t
+	}
 	return &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}, nil
 }
 
@@ -96,6 +107,9 @@ func (s *Slave) Run(ctx context.Context) error {
 		if errors.Is(err, ErrDiverged) || errors.Is(err, errFatal) {
 			s.log.Error("replication: stopped", "err", err)
 			return err
+		}
+		if errors.Is(err, errTruncated) {
+			continue // reconnect at once from the new log end
 		}
 		s.log.Warn("replication: link to master lost; reconnecting", "master", s.cfg.MasterAddr, "err", err)
 		select {
@@ -164,6 +178,12 @@ func (s *Slave) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if ok.TruncateTo < end {
+		if err := s.truncateTo(ok.TruncateTo, ok.Tail); err != nil {
+			return err
+		}
+		return errTruncated
+	}
 	// The master checked; check again on this side, where a wrong answer
 	// costs data.
 	if err := CheckDivergence(hist, end, ok.Epochs, ok.MasterEnd); err != nil {
@@ -190,6 +210,8 @@ func (s *Slave) session(ctx context.Context) error {
 		if err := acks.failed(); err != nil {
 			return err
 		}
+		// What the master confirmed is what this replica may show.
+		st.AdvanceReplicated(m.Confirmed)
 		if len(m.Raw) == 0 {
 			continue
 		}
