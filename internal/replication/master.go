@@ -435,25 +435,11 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 				return err
 			}
 		}
-		ep, epEnd, ok := m.hist.EpochAt(pos)
-		if !ok {
-			return fmt.Errorf("replication: no epoch holds offset %d", pos)
+		d, next, err := m.nextData(pos, raw)
+		if err != nil {
+			return err
 		}
-		limit := int64(0)
-		if epEnd >= 0 {
-			limit = epEnd
-		}
-		var next int64
-		if pos < st.Offset(store.Written) {
-			var err error
-			raw, next, err = st.ReadReplication(pos, limit, m.cfg.ChunkBytes, raw)
-			if err != nil {
-				return err
-			}
-		} else {
-			raw, next = raw[:0], pos
-		}
-		d := data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: st.Offset(store.Confirmed), Raw: raw}
+		raw = d.Raw
 		payload = d.appendTo(payload[:0])
 		frame = appendFrame(frame[:0], typeData, payload)
 		f.conn.SetWriteDeadline(time.Now().Add(idle))
@@ -463,6 +449,32 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 		f.sent.Store(next)
 		pos = next
 	}
+}
+
+// nextData returns the DATA frame for the log from pos (empty at the
+// log end: a heartbeat), reading into raw, and the offset after it.
+func (m *Master) nextData(pos int64, raw []byte) (data, int64, error) {
+	st := m.cfg.Store
+	ep, epEnd, ok := m.hist.EpochAt(pos)
+	if !ok {
+		return data{}, pos, fmt.Errorf("replication: no epoch holds offset %d", pos)
+	}
+	limit := int64(0)
+	if epEnd >= 0 {
+		limit = epEnd
+	}
+	next := pos
+	confirmed := st.Offset(store.Confirmed)
+	if pos < st.Offset(store.Written) {
+		var err error
+		raw, next, err = st.ReadReplication(pos, limit, m.cfg.ChunkBytes, raw)
+		if err != nil {
+			return data{}, pos, err
+		}
+	} else {
+		raw = raw[:0]
+	}
+	return data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: confirmed, Raw: raw}, next, nil
 }
 
 func isTimeout(err error) bool { return errors.Is(err, watermark.ErrTimeout) }

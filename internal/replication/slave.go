@@ -138,16 +138,11 @@ func (s *Slave) session(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 
-	end := st.Offset(store.Written)
-	hist := s.History()
-	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
-		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: hist}
-	if end%st.SegmentBytes() != 0 {
-		h.Tail = make([]byte, tailBytes)
-		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
-			return fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
-		}
+	h, err := s.makeHello()
+	if err != nil {
+		return err
 	}
+	end := h.LogEnd
 	c.SetWriteDeadline(time.Now().Add(idle))
 	if _, err := c.Write(appendFrame(nil, typeHello, h.encode())); err != nil {
 		return err
@@ -178,15 +173,7 @@ func (s *Slave) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok.TruncateTo < end {
-		if err := s.truncateTo(ok.TruncateTo, ok.Tail); err != nil {
-			return err
-		}
-		return errTruncated
-	}
-	// The master checked; check again on this side, where a wrong answer
-	// costs data.
-	if err := CheckDivergence(hist, end, ok.Epochs, ok.MasterEnd); err != nil {
+	if err := s.accept(h, ok); err != nil {
 		return err
 	}
 	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
@@ -210,33 +197,77 @@ func (s *Slave) session(ctx context.Context) error {
 		if err := acks.failed(); err != nil {
 			return err
 		}
-		// What the master confirmed is what this replica may show.
-		st.AdvanceReplicated(m.Confirmed)
-		if len(m.Raw) == 0 {
-			continue
-		}
-		if m.Offset != end {
-			return fmt.Errorf("%w: data at %d, the replica's log ends at %d", ErrMalformed, m.Offset, end)
-		}
-		if err := s.enterEpoch(m); err != nil {
+		next, err := s.apply(m, end)
+		if err != nil {
 			return err
 		}
-		next, err := st.AppendReplicated(m.Offset, m.Raw)
-		if err != nil {
-			if errors.Is(err, store.ErrCorrupt) {
-				return err // a bad range: reconnect and ask again
-			}
-			if errors.Is(err, store.ErrNoSpace) {
-				// Nothing of the range was kept: try again once there is
-				// room (the master drops this replica from the in-sync
-				// set meanwhile).
-				return err
-			}
-			return fmt.Errorf("%w: append at %d: %w", errFatal, m.Offset, err)
+		if next != end {
+			end = next
+			acks.wrote(end)
 		}
-		end = next
-		acks.wrote(end)
 	}
+}
+
+// makeHello states what the replica's log holds.
+func (s *Slave) makeHello() (hello, error) {
+	st := s.cfg.Store
+	end := st.Offset(store.Written)
+	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
+		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: s.History()}
+	if end%st.SegmentBytes() != 0 {
+		h.Tail = make([]byte, tailBytes)
+		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
+			return h, fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
+		}
+	}
+	return h, nil
+}
+
+// accept handles the master's answer to h: a truncation point below the
+// log end is applied (errTruncated: reconnect); otherwise the replica's
+// log must be a prefix of the master's.
+func (s *Slave) accept(h hello, ok helloOK) error {
+	if ok.TruncateTo < h.LogEnd {
+		if err := s.truncateTo(ok.TruncateTo, ok.Tail); err != nil {
+			return err
+		}
+		return errTruncated
+	}
+	// The master checked; check again on this side, where a wrong answer
+	// costs data.
+	return CheckDivergence(h.Epochs, h.LogEnd, ok.Epochs, ok.MasterEnd)
+}
+
+// apply takes one DATA frame for a log ending at end and returns the new
+// end: the master's confirmed offset moves what this replica may show,
+// and a range is appended at exactly end after its epoch is recorded.
+func (s *Slave) apply(m data, end int64) (int64, error) {
+	st := s.cfg.Store
+	// What the master confirmed is what this replica may show.
+	st.AdvanceReplicated(m.Confirmed)
+	if len(m.Raw) == 0 {
+		return end, nil
+	}
+	if m.Offset != end {
+		return end, fmt.Errorf("%w: data at %d, the replica's log ends at %d", ErrMalformed, m.Offset, end)
+	}
+	if err := s.enterEpoch(m); err != nil {
+		return end, err
+	}
+	next, err := st.AppendReplicated(m.Offset, m.Raw)
+	if err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return end, err // a bad range: reconnect and ask again
+		}
+		if errors.Is(err, store.ErrNoSpace) {
+			// Nothing of the range was kept: try again once there is
+			// room (the master drops this replica from the in-sync set
+			// meanwhile).
+			return end, err
+		}
+		return end, fmt.Errorf("%w: append at %d: %w", errFatal, m.Offset, err)
+	}
+	return next, nil
 }
 
 // enterEpoch records the epoch of a range before its bytes are written, if

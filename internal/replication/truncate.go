@@ -130,35 +130,45 @@ func masterTail(st *store.Store, off int64) ([]byte, error) {
 	return b, nil
 }
 
-// answerDivergence decides on a replica's HELLO: a log that is a prefix
-// of the master's passes (ok, nothing cut); one that holds bytes the
-// master does not have is told where to truncate (cut: the HELLO_OK is
-// sent, the connection ends); one that shares no epoch with the master,
-// or whose last record differs from the master's at the same place, is
-// refused (err).
+// answerDivergence answers a replica's HELLO as planHello decides: a
+// truncation point is sent (cut: the connection then ends); ok means
+// streaming may start; err is a refusal to send.
 func (m *Master) answerDivergence(c net.Conn, h hello, masterEnd int64) (cut, ok bool, err error) {
-	st := m.cfg.Store
-	if CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd) == nil {
-		if err := checkTail(st, h); err != nil {
-			return false, false, err
-		}
-		return false, true, nil
-	}
-	at, found := TruncationPoint(h.Epochs, h.LogEnd, m.hist, masterEnd)
-	if !found {
-		return false, false, CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd)
-	}
-	tail, err := masterTail(st, at)
-	if err != nil {
-		return false, false, fmt.Errorf("%w: reading the master's bytes before the truncation point %d: %w", ErrDiverged, at, err)
+	ans, cut, err := m.planHello(h, masterEnd)
+	if err != nil || !cut {
+		return false, err == nil, err
 	}
 	m.log.Warn("replication: replica diverged; telling it to truncate", "replica", h.BrokerID,
-		"log_end", h.LogEnd, "truncate_to", at, "master_end", masterEnd)
+		"log_end", h.LogEnd, "truncate_to", ans.TruncateTo, "master_end", masterEnd)
 	c.SetWriteDeadline(time.Now().Add(time.Duration(idleTimeoutHeartbeats) * m.cfg.HeartbeatInterval))
-	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist, TruncateTo: at, Tail: tail}.encode())); err != nil {
+	if _, err := c.Write(appendFrame(nil, typeHelloOK, ans.encode())); err != nil {
 		m.log.Warn("replication: could not tell the replica where to truncate", "replica", h.BrokerID, "err", err)
 	}
 	return true, false, nil
+}
+
+// planHello decides on a replica's HELLO: a log that is a prefix of the
+// master's passes (the answer's TruncateTo is its end, cut false); one
+// that holds bytes the master does not have is told where to truncate
+// (cut); one that shares no epoch with the master, or whose last record
+// differs from the master's at the same place, is refused (err wrapping
+// ErrDiverged).
+func (m *Master) planHello(h hello, masterEnd int64) (helloOK, bool, error) {
+	st := m.cfg.Store
+	ans := helloOK{MasterEnd: masterEnd, Epochs: m.hist, TruncateTo: h.LogEnd}
+	if err := CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd); err == nil {
+		return ans, false, checkTail(st, h)
+	}
+	at, found := TruncationPoint(h.Epochs, h.LogEnd, m.hist, masterEnd)
+	if !found {
+		return ans, false, CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd)
+	}
+	tail, err := masterTail(st, at)
+	if err != nil {
+		return ans, false, fmt.Errorf("%w: reading the master's bytes before the truncation point %d: %w", ErrDiverged, at, err)
+	}
+	ans.TruncateTo, ans.Tail = at, tail
+	return ans, true, nil
 }
 
 // errTruncated ends a session after the replica truncated its log: it
