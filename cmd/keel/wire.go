@@ -60,7 +60,8 @@ type parts struct {
 	// and the broker's send gate (nil: every send goes on).
 	haBound         net.Addr
 	sendGate        func() store.PutResult
-	replicationInfo func() map[string]string // added to the runtime info
+	replicationInfo func() map[string]string        // added to the runtime info
+	onMasterAddress func(masterAddr, haAddr string) // a slave without haMasterAddress
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 
 // Replication wiring (docs/replication.md): a master (ASYNC_MASTER,
 // SYNC_MASTER) listens on its HA address and streams its CommitLog to
-// the slaves that connect; a SLAVE dials haMasterAddress and copies it.
+// the slaves that connect; a SLAVE dials haMasterAddress (or, without
+// it, the master's haServerAddr the NameServer answers its registration
+// with) and copies it.
 
 const (
 	listenHA     = "replication"
@@ -58,8 +61,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		b := p.cfg
 		log := p.log.With("component", "replication")
 		if b.BrokerRole == config.Slave {
-			if b.HAMasterAddress == "" {
-				return service{}, errors.New("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort) in broker.conf")
+			if b.HAMasterAddress == "" && len(p.namesrvAddrs) == 0 {
+				return service{}, errors.New("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort) in broker.conf, or a NameServer (-n) to learn it from")
 			}
 			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: b.HAMasterAddress,
@@ -71,7 +74,12 @@ func (p *parts) replicationStarter(haAddr string) starter {
 				return store.PutResult{Status: store.PutServiceNotAvailable,
 					Err: fmt.Errorf("broker %s id %d is a slave (brokerRole=SLAVE): send to its master, brokerId 0", b.BrokerName, b.BrokerID)}
 			}
-			log.Info("replication: slave", "master", b.HAMasterAddress, "epochs", s.History())
+			if b.HAMasterAddress == "" {
+				// RocketMQ's way: the NameServer's answer to the slave's
+				// registration names the master's haServerAddr.
+				p.onMasterAddress = func(_, ha string) { s.SetMasterAddr(ha) }
+			}
+			log.Info("replication: slave", "master", cmp.Or(b.HAMasterAddress, "(from the NameServer)"), "epochs", s.History())
 			return service{name: "replication", run: s.Run}, nil
 		}
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,

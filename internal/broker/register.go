@@ -15,6 +15,8 @@ package broker
 // "dataVersion":{...}},"filterServerList":[]}. Each NameServer is called
 // concurrently with RegisterTimeout; a failed connection is re-dialled on the
 // next round. Failures are logged, never fatal: the next round retries.
+// An answer naming the master's HA address (haServerAddr, to a slave) is
+// passed to Config.OnMasterAddress.
 // A NameServer for which Config.NamesrvTLS gives a TLS configuration is
 // dialled over TLS.
 
@@ -210,6 +212,11 @@ func (r *registrar) call(ctx context.Context, addr string, code int16, ext map[s
 	}
 	if resp.Code != remoting.ResSuccess {
 		return protoErrorf(resp.Code, "namesrv %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	if f := r.b.cfg.OnMasterAddress; f != nil && code == remoting.ReqRegisterBroker {
+		if ha := resp.Ext("haServerAddr"); ha != "" {
+			f(resp.Ext("masterAddr"), ha)
+		}
 	}
 	return nil
 }

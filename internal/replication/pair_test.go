@@ -76,10 +76,7 @@ type pair struct {
 // startMaster opens a SYNC_MASTER store and its replication service on a
 // loopback port.
 func startMaster(t *testing.T, fs vfs.FS, minISR int) *pair {
-	cfg := storeConfig(fs)
-	cfg.ExternalReplication = true
-	cfg.ReplicationTimeout = 300 * time.Millisecond
-	st := openStore(t, cfg)
+	st := openStore(t, (*pair)(nil).masterStoreConfig(fs))
 	m, err := NewMaster(MasterConfig{Store: st, FS: fs, DataDir: "/data", BrokerName: "broker-a", Sync: true,
 		MinInSyncReplicas: minISR, AckTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -95,6 +92,14 @@ func startMaster(t *testing.T, fs vfs.FS, minISR int) *pair {
 	p := &pair{master: st, m: m, addr: ln.Addr().String()}
 	p.stopMaster = func() { cancel(); <-done; st.Close() }
 	return p
+}
+
+// masterStoreConfig is the store configuration of startMaster's master.
+func (*pair) masterStoreConfig(fs vfs.FS) store.Config {
+	cfg := storeConfig(fs)
+	cfg.ExternalReplication = true
+	cfg.ReplicationTimeout = 300 * time.Millisecond
+	return cfg
 }
 
 func (p *pair) startSlave(t *testing.T, fs *vfs.MemFS) {

@@ -23,7 +23,10 @@ type SlaveConfig struct {
 	DataDir    string       // the epoch file lives under it (EpochFile)
 	BrokerName string
 	BrokerID   int64
-	MasterAddr string // the master's HA address, host:port
+	// MasterAddr is the master's HA address, host:port; empty: the slave
+	// waits for SetMasterAddr (the NameServer's answer to its
+	// registration).
+	MasterAddr string
 	// SyncFlush: acknowledge flushed bytes (after this replica's
 	// fdatasync), else written ones.
 	SyncFlush         bool
@@ -47,6 +50,7 @@ type Slave struct {
 	hist History
 
 	truncations atomic.Int64 // truncations of the log to the master's (truncate.go)
+	master      masterAddr   // masteraddr.go
 }
 
 // NewSlave loads the replica's epoch history.
@@ -82,7 +86,9 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 		}
 		h = t
 	}
-	return &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}, nil
+	s := &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}
+	s.master.addr = cfg.MasterAddr
+	return s, nil
 }
 
 // History returns the replica's epoch history.
@@ -111,7 +117,10 @@ func (s *Slave) Run(ctx context.Context) error {
 		if errors.Is(err, errTruncated) {
 			continue // reconnect at once from the new log end
 		}
-		s.log.Warn("replication: link to master lost; reconnecting", "master", s.cfg.MasterAddr, "err", err)
+		if errors.Is(err, errMasterChanged) {
+			continue
+		}
+		s.log.Warn("replication: link to master lost; reconnecting", "master", s.MasterAddr(), "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -128,15 +137,27 @@ func (s *Slave) session(ctx context.Context) error {
 	if err := st.Err(); err != nil {
 		return fmt.Errorf("%w: store: %w", errFatal, err)
 	}
-	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
-	d := net.Dialer{Timeout: idle}
-	c, err := d.DialContext(ctx, "tcp", s.cfg.MasterAddr)
+	addr, sctx, cancel, err := s.sessionAddr(ctx) // masteraddr.go
 	if err != nil {
 		return err
 	}
+	defer cancel()
+	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
+	d := net.Dialer{Timeout: idle}
+	c, err := d.DialContext(sctx, "tcp", addr)
+	if err != nil {
+		return s.sessionErr(ctx, sctx, err)
+	}
 	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(sctx, func() { c.Close() })
 	defer stop()
+	err = s.follow(c, addr)
+	return s.sessionErr(ctx, sctx, err)
+}
+
+// follow runs one connection to the master at addr.
+func (s *Slave) follow(c net.Conn, addr string) error {
+	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
 
 	h, err := s.makeHello()
 	if err != nil {
@@ -176,7 +197,7 @@ func (s *Slave) session(ctx context.Context) error {
 	if err := s.accept(h, ok); err != nil {
 		return err
 	}
-	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
+	s.log.Info("replication: following master", "master", addr, "from", end, "master_end", ok.MasterEnd,
 		"master_epoch", ok.Epochs.Last().Epoch)
 
 	acks := newAcker(s, c, idle)
@@ -201,10 +222,14 @@ func (s *Slave) session(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if next != end {
-			end = next
-			acks.wrote(end)
+		if next == end {
+			// A heartbeat is answered, so that the master does not take
+			// an idle link for a dead one.
+			acks.heartbeat()
+			continue
 		}
+		end = next
+		acks.wrote(end)
 	}
 }
 
@@ -304,9 +329,10 @@ type acker struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	mu  sync.Mutex
-	end int64
-	err error
+	mu    sync.Mutex
+	end   int64
+	err   error
+	force atomic.Bool // send an ack even if unchanged (a heartbeat's answer)
 }
 
 func newAcker(s *Slave, c net.Conn, idle time.Duration) *acker {
@@ -320,6 +346,15 @@ func (a *acker) wrote(end int64) {
 	a.mu.Lock()
 	a.end = end
 	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat asks for an ack even if nothing changed.
+func (a *acker) heartbeat() {
+	a.force.Store(true)
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -364,7 +399,7 @@ func (a *acker) run() {
 		}
 		cur := ack{Written: st.Offset(store.Written), Flushed: st.Offset(store.Flushed)}
 		cur.Flushed = min(cur.Flushed, cur.Written)
-		if cur == sent {
+		if cur == sent && !a.force.Swap(false) {
 			continue
 		}
 		a.c.SetWriteDeadline(time.Now().Add(a.idle))
