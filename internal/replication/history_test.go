@@ -226,7 +226,7 @@ func (h *histSim) replicate(frames int) {
 	var raw []byte
 	end := h.slave.Offset(store.Written)
 	for range frames {
-		d, next, err := h.m.nextData(end, raw)
+		d, next, err := h.m.nextData(end, raw, false)
 		if err != nil {
 			h.fatalf("next data at %d: %v", end, err)
 		}

@@ -50,6 +50,11 @@ type MasterConfig struct {
 	// acknowledges nothing for this long leaves the in-sync set.
 	AckTimeout        time.Duration
 	ChunkBytes        int           // 0 = DefaultChunkBytes
+	// MaxInFlightBytes bounds what is sent to a replica and not yet
+	// acknowledged as received (0 = DefaultMaxInFlightBytes, at least
+	// two chunks): a far-behind replica catches up at the pace it
+	// writes, with bounded buffers on both sides (pacing.go).
+	MaxInFlightBytes int
 	HeartbeatInterval time.Duration // 0 = DefaultHeartbeatInterval
 	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
 	Logger            *slog.Logger
@@ -76,6 +81,7 @@ type follower struct {
 	syncFlush bool
 	sent      atomic.Int64 // end of the bytes sent on this connection
 	acked     atomic.Int64 // what its acks say it holds (flushed or written)
+	pace      pace         // pacing.go
 	inSync    bool         // guarded by Master.mu
 	gone      bool         // replaced by a newer connection of the same replica; guarded by Master.mu
 	progress  time.Time    // last ack that moved, or caught up; guarded by Master.mu
@@ -102,6 +108,10 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes
 	}
+	if cfg.MaxInFlightBytes <= 0 {
+		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, 2*cfg.ChunkBytes)
 	if cfg.MinInSyncReplicas < 1 {
 		cfg.MinInSyncReplicas = 1
 	}
@@ -184,13 +194,20 @@ func (m *Master) watch(ctx context.Context) {
 	if !m.cfg.Sync {
 		return
 	}
-	tick := time.NewTicker(min(m.cfg.HeartbeatInterval, 50*time.Millisecond))
-	defer tick.Stop()
+	every := min(m.cfg.HeartbeatInterval, 50*time.Millisecond)
 	for {
-		select {
-		case <-ctx.Done():
+		// Woken by every write (so that a master confirming alone, or
+		// with replicas already past it, does not hold a put until the
+		// next tick), and at least every tick to expire replicas.
+		w := m.cfg.Store.Offset(store.Written)
+		if err := m.cfg.Store.WaitFor(ctx, store.Written, w+1, every); ctx.Err() != nil {
 			return
-		case <-tick.C:
+		} else if err != nil && !isTimeout(err) {
+			select { // the store failed or closed: keep expiring on the tick
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+			}
 		}
 		m.mu.Lock()
 		m.expireLocked(time.Now())
@@ -287,7 +304,7 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	if h.LogEnd < st.Offset(store.Written) && h.LogEnd < minOffset(st) {
-		m.reject(c, rejectRetry, fmt.Sprintf("the replica's log ends at %d, before the master's oldest segment (%d): start it from an empty data directory", h.LogEnd, minOffset(st)))
+		m.reject(c, rejectRetry, fmt.Sprintf("the replica's log ends at %d, before the master's oldest segment (%d): move its data directory away (an empty replica starts at the master's oldest segment)", h.LogEnd, minOffset(st)))
 		return
 	}
 	c.SetWriteDeadline(time.Now().Add(idle))
@@ -297,6 +314,7 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 	f := &follower{conn: c, id: h.BrokerID, syncFlush: h.SyncFlush, progress: time.Now()}
 	f.sent.Store(h.LogEnd)
 	f.acked.Store(h.LogEnd)
+	f.pace.init(h.LogEnd)
 	m.mu.Lock()
 	m.evictLocked(f.id)
 	m.replicas[f] = struct{}{}
@@ -396,6 +414,7 @@ func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idl
 			m.log.Warn("replication: bad ack", "replica", f.id, "err", err)
 			return
 		}
+		f.pace.received(a.Written)
 		got := a.Written
 		if f.syncFlush {
 			got = a.Flushed
@@ -435,25 +454,37 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 				return err
 			}
 		}
-		d, next, err := m.nextData(pos, raw)
+		credit, err := m.waitCredit(ctx, f)
+		if err != nil {
+			return err
+		}
+		if !credit {
+			raw = raw[:0] // no room: a heartbeat keeps the link alive
+		}
+		d, next, err := m.nextData(pos, raw, !credit)
 		if err != nil {
 			return err
 		}
 		raw = d.Raw
 		payload = d.appendTo(payload[:0])
 		frame = appendFrame(frame[:0], typeData, payload)
+		// Counted as sent before the write: the replica may acknowledge
+		// the bytes before Write returns (an ack above sent ends the
+		// connection); a failed write ends it anyway.
+		f.sent.Store(next)
+		f.pace.sent(next)
 		f.conn.SetWriteDeadline(time.Now().Add(idle))
 		if _, err := f.conn.Write(frame); err != nil {
 			return err
 		}
-		f.sent.Store(next)
 		pos = next
 	}
 }
 
 // nextData returns the DATA frame for the log from pos (empty at the
-// log end: a heartbeat), reading into raw, and the offset after it.
-func (m *Master) nextData(pos int64, raw []byte) (data, int64, error) {
+// log end or if heartbeat: a heartbeat), reading into raw, and the offset
+// after it.
+func (m *Master) nextData(pos int64, raw []byte, heartbeat bool) (data, int64, error) {
 	st := m.cfg.Store
 	ep, epEnd, ok := m.hist.EpochAt(pos)
 	if !ok {
@@ -465,7 +496,7 @@ func (m *Master) nextData(pos int64, raw []byte) (data, int64, error) {
 	}
 	next := pos
 	confirmed := st.Offset(store.Confirmed)
-	if pos < st.Offset(store.Written) {
+	if pos < st.Offset(store.Written) && !heartbeat {
 		var err error
 		raw, next, err = st.ReadReplication(pos, limit, m.cfg.ChunkBytes, raw)
 		if err != nil {

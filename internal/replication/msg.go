@@ -19,6 +19,10 @@ type hello struct {
 	SegmentBytes int64
 	LogEnd       int64 // written offset
 	SyncFlush    bool  // acks count flushed (else written) bytes
+	// Empty: the log holds no record (LogEnd is where it starts, 0 for a
+	// new replica, a segment start for one that started at its master's
+	// first segment).
+	Empty bool
 	Epochs       History
 	// Tail is the CRC trailer of the replica's last record (the 4 bytes
 	// before LogEnd), or empty when LogEnd is 0 or a segment start.
@@ -35,6 +39,10 @@ type helloOK struct {
 	Epochs     History
 	TruncateTo int64
 	Tail       []byte
+	// LogStart, to an empty replica whose log ends before the master's
+	// first segment (retention deleted the ones before): start the log
+	// there and reconnect.
+	LogStart int64
 }
 
 // data is a raw CommitLog range at Offset (whole entries) of the master's
@@ -160,7 +168,10 @@ func (m hello) encode() []byte {
 	e.i64(m.LogEnd)
 	flags := byte(0)
 	if m.SyncFlush {
-		flags = 1
+		flags |= 1
+	}
+	if m.Empty {
+		flags |= 2
 	}
 	e.u8(flags)
 	e.epochs(m.Epochs)
@@ -173,8 +184,8 @@ func decodeHello(p []byte) (hello, error) {
 	d := dec{b: p}
 	m := hello{Version: d.u16(), BrokerName: d.str(), BrokerID: d.off(), SegmentBytes: d.off(), LogEnd: d.off()}
 	flags := d.u8()
-	m.SyncFlush = flags&1 != 0
-	if d.err == nil && flags&^1 != 0 {
+	m.SyncFlush, m.Empty = flags&1 != 0, flags&2 != 0
+	if d.err == nil && flags&^3 != 0 {
 		d.err = fmt.Errorf("%w: unknown hello flags %#x", ErrMalformed, flags)
 	}
 	m.Epochs = d.epochs()
@@ -196,6 +207,7 @@ func (m helloOK) encode() []byte {
 	e.i64(m.TruncateTo)
 	e.u8(byte(len(m.Tail)))
 	e.b = append(e.b, m.Tail...)
+	e.i64(m.LogStart)
 	return e.b
 }
 
@@ -207,6 +219,7 @@ func decodeHelloOK(p []byte) (helloOK, error) {
 	} else if n == tailBytes {
 		m.Tail = d.need(tailBytes)
 	}
+	m.LogStart = d.off()
 	if d.err == nil && m.TruncateTo > m.MasterEnd {
 		d.err = fmt.Errorf("%w: truncation point %d past the master's end %d", ErrMalformed, m.TruncateTo, m.MasterEnd)
 	}

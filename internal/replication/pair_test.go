@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"log/slog"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,7 @@ func (p *pair) startSlave(t *testing.T, fs *vfs.MemFS) {
 	p.slaveCfg.Replica = true
 	p.slave = openStore(t, p.slaveCfg)
 	s, err := NewSlave(SlaveConfig{Store: p.slave, FS: fs, DataDir: "/data", BrokerName: "broker-a", BrokerID: 1,
-		MasterAddr: p.addr, SyncFlush: true, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+		MasterAddr: p.addr, SyncFlush: true, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond, Logger: testLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,3 +368,7 @@ func TestSlaveDiskFullResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// testLogger is the replication services' logger in tests (swap in a
+// text handler on os.Stderr to see them).
+var testLogger = slog.New(slog.DiscardHandler)

@@ -238,8 +238,8 @@ func (s *Slave) makeHello() (hello, error) {
 	st := s.cfg.Store
 	end := st.Offset(store.Written)
 	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
-		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: s.History()}
-	if end%st.SegmentBytes() != 0 {
+		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: s.History(), Empty: st.Empty()}
+	if end%st.SegmentBytes() != 0 && !h.Empty {
 		h.Tail = make([]byte, tailBytes)
 		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
 			return h, fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
@@ -252,6 +252,9 @@ func (s *Slave) makeHello() (hello, error) {
 // log end is applied (errTruncated: reconnect); otherwise the replica's
 // log must be a prefix of the master's.
 func (s *Slave) accept(h hello, ok helloOK) error {
+	if h.Empty {
+		return s.acceptEmpty(h, ok) // logstart.go
+	}
 	if ok.TruncateTo < h.LogEnd {
 		if err := s.truncateTo(ok.TruncateTo, ok.Tail); err != nil {
 			return err

@@ -138,8 +138,13 @@ func (m *Master) answerDivergence(c net.Conn, h hello, masterEnd int64) (cut, ok
 	if err != nil || !cut {
 		return false, err == nil, err
 	}
-	m.log.Warn("replication: replica diverged; telling it to truncate", "replica", h.BrokerID,
-		"log_end", h.LogEnd, "truncate_to", ans.TruncateTo, "master_end", masterEnd)
+	if h.Empty {
+		m.log.Info("replication: empty replica; telling it to start at the master's first segment", "replica", h.BrokerID,
+			"log_end", h.LogEnd, "start", ans.LogStart)
+	} else {
+		m.log.Warn("replication: replica diverged; telling it to truncate", "replica", h.BrokerID,
+			"log_end", h.LogEnd, "truncate_to", ans.TruncateTo, "master_end", masterEnd)
+	}
 	c.SetWriteDeadline(time.Now().Add(time.Duration(idleTimeoutHeartbeats) * m.cfg.HeartbeatInterval))
 	if _, err := c.Write(appendFrame(nil, typeHelloOK, ans.encode())); err != nil {
 		m.log.Warn("replication: could not tell the replica where to truncate", "replica", h.BrokerID, "err", err)
@@ -156,6 +161,11 @@ func (m *Master) answerDivergence(c net.Conn, h hello, masterEnd int64) (cut, ok
 func (m *Master) planHello(h hello, masterEnd int64) (helloOK, bool, error) {
 	st := m.cfg.Store
 	ans := helloOK{MasterEnd: masterEnd, Epochs: m.hist, TruncateTo: h.LogEnd}
+	if h.Empty {
+		// Nothing to compare: it starts where its log starts, or at the
+		// master's first segment if that is later (logstart.go).
+		return m.planEmpty(h, ans)
+	}
 	if err := CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd); err == nil {
 		return ans, false, checkTail(st, h)
 	}

@@ -248,3 +248,42 @@ func (s *Store) replicaShownBefore(cp checkpoint, haveCP bool, from, end int64) 
 	s.marks.replicated.Store(shown)
 	return shown
 }
+
+// StartReplicaAt makes an empty replica's log start at off (a segment
+// start): where its master's log starts when retention deleted the
+// segments before. The store must hold no record (ErrNotEmpty otherwise);
+// afterwards its written, flushed, confirmed and visible offsets are off
+// and the next AppendReplicated is at off. The new start is durable (an
+// empty segment file at off, the checkpoint) before it returns.
+func (s *Store) StartReplicaAt(off int64) error {
+	if !s.cfg.Replica {
+		return errors.New("store: StartReplicaAt on a store that is not a replica")
+	}
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if err := s.writable(); err != nil {
+		return err
+	}
+	if w := s.log.WrittenOffset(); w != s.log.MinOffset() || w > off {
+		return fmt.Errorf("%w: written %d, first offset %d, asked to start at %d", ErrNotEmpty, w, s.log.MinOffset(), off)
+	}
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	if err := s.log.StartAt(off); err != nil {
+		return err
+	}
+	s.dispatchMu.Lock()
+	s.reader = s.log.NewReader(off)
+	s.marks.visible.Advance(off)
+	s.dispatchMu.Unlock()
+	s.marks.reported.Store(max(s.marks.reported.Load(), off))
+	s.marks.replicated.Advance(off)
+	return s.persistProgressLocked()
+}
+
+// ErrNotEmpty: StartReplicaAt on a store that holds records.
+var ErrNotEmpty = errors.New("store: the replica's log is not empty")
+
+// Empty reports whether the CommitLog holds no record (its written offset
+// is where it starts).
+func (s *Store) Empty() bool { return s.log.WrittenOffset() == s.log.MinOffset() }

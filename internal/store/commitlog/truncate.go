@@ -184,3 +184,47 @@ func TruncateFiles(fs vfs.FS, dir string, segBytes, off int64) error {
 	}
 	return nil
 }
+
+// StartAt makes an empty log (no records: its written offset is its first
+// segment's start, or it has no segment) start at off, a segment start:
+// the empty segment files are removed, one at off is created (directory
+// synced), and the written and flushed offsets move to off. A replica
+// whose master's oldest segments were deleted starts its copy there. The
+// caller guarantees that nothing is appended meanwhile.
+func (l *Log) StartAt(off int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if off%l.cfg.SegmentBytes != 0 || off < 0 {
+		return fmt.Errorf("commitlog: start at %d: not a segment start", off)
+	}
+	w := l.written.Load()
+	l.segMu.RLock()
+	segs := slices.Clone(l.segs)
+	l.segMu.RUnlock()
+	if len(segs) > 0 && (len(segs) > 1 || segs[0].base != w) {
+		return fmt.Errorf("commitlog: start at %d: the log holds records (first segment %d, written %d)", off, segs[0].base, w)
+	}
+	l.prefillMu.Lock()
+	for l.pf.zeroHi > 0 {
+		l.prefillCond.Wait()
+	}
+	defer l.prefillMu.Unlock()
+	for _, s := range segs {
+		if err := l.removeSegment(s); err != nil {
+			return l.fail(fmt.Errorf("commitlog: start at %d: %w", off, err))
+		}
+	}
+	if _, err := l.createSegment(off, false); err != nil {
+		return err
+	}
+	l.written.Store(off)
+	l.flushed.Store(off)
+	l.pf.writeEnd, l.pf.filled = off, off
+	l.prefillAhead.Store(off)
+	l.cacheDropped.Store(off)
+	l.logger.Info("commitlog: empty log starts at a later offset", "offset", off)
+	return nil
+}
