@@ -48,13 +48,13 @@ type MasterConfig struct {
 	MinInSyncReplicas int
 	// AckTimeout: an in-sync replica that has bytes to acknowledge and
 	// acknowledges nothing for this long leaves the in-sync set.
-	AckTimeout        time.Duration
-	ChunkBytes        int           // 0 = DefaultChunkBytes
+	AckTimeout time.Duration
+	ChunkBytes int // 0 = DefaultChunkBytes
 	// MaxInFlightBytes bounds what is sent to a replica and not yet
 	// acknowledged as received (0 = DefaultMaxInFlightBytes, at least
 	// two chunks): a far-behind replica catches up at the pace it
 	// writes, with bounded buffers on both sides (pacing.go).
-	MaxInFlightBytes int
+	MaxInFlightBytes  int
 	HeartbeatInterval time.Duration // 0 = DefaultHeartbeatInterval
 	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
 	Logger            *slog.Logger

@@ -22,8 +22,8 @@ type hello struct {
 	// Empty: the log holds no record (LogEnd is where it starts, 0 for a
 	// new replica, a segment start for one that started at its master's
 	// first segment).
-	Empty bool
-	Epochs       History
+	Empty  bool
+	Epochs History
 	// Tail is the CRC trailer of the replica's last record (the 4 bytes
 	// before LogEnd), or empty when LogEnd is 0 or a segment start.
 	Tail []byte
