@@ -134,6 +134,11 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		return nil, err
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}}
+	if cfg.Sync {
+		// Every put, the broker's own too, is refused at once while too
+		// few copies are in sync (store.SetPutGate).
+		cfg.Store.SetPutGate(m.CheckSend)
+	}
 	m.log.Info("replication: master", "epoch", h.Last().Epoch, "epoch_start", end, "sync", cfg.Sync,
 		"min_in_sync_replicas", cfg.MinInSyncReplicas)
 	return m, nil
@@ -147,7 +152,10 @@ func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
 
 // CheckSend is the send path's check before anything is stored: a
 // SYNC_MASTER with fewer than MinInSyncReplicas copies in sync refuses
-// (PutInSyncReplicasNotEnough); otherwise PutOK.
+// (PutInSyncReplicasNotEnough); otherwise PutOK. A SYNC_MASTER also
+// installs it as its store's put gate, so the broker's own writes
+// (scheduled deliveries, retries, transaction records) are refused the
+// same way instead of waiting out the replication timeout.
 func (m *Master) CheckSend() store.PutResult {
 	if m.cfg.Sync {
 		if n := m.InSync(); n < m.cfg.MinInSyncReplicas {

@@ -76,8 +76,8 @@ func TestIdleSlaveStaysInSync(t *testing.T) {
 	p.startSlave(t, vfs.NewMem())
 	defer p.stopSlave()
 	defer p.slave.Close()
-	putN(t, p.master, "x", 1)
 	waitUntil(t, "slave in sync", func() bool { return p.m.InSync() == 2 })
+	putN(t, p.master, "x", 1)
 	// 20 heartbeats, more than three idle timeouts (6 heartbeats).
 	for deadline := time.Now().Add(20 * 50 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if n := p.m.InSync(); n != 2 {

@@ -124,8 +124,8 @@ func (p *pair) startSlave(t *testing.T, fs *vfs.MemFS) {
 // SYNC_MASTER refuses sends until the slave is in sync; every put it then
 // acknowledges is durable on the slave (it survives the slave's power
 // loss), the slave serves it from its own ConsumeQueues, and once the
-// slave is gone sends are refused and a put in flight times out as the
-// slaves', never PutOK.
+// slave is gone sends are refused (also puts that bypass the broker's
+// send check), never PutOK.
 func TestSyncMasterAcksOnlyWhatTheSlaveFlushed(t *testing.T) {
 	p := startMaster(t, vfs.NewMem(), 2)
 	defer p.stopMaster()
@@ -188,8 +188,14 @@ func TestSyncMasterAcksOnlyWhatTheSlaveFlushed(t *testing.T) {
 	if r := p.m.CheckSend(); r.Status != store.PutInSyncReplicasNotEnough {
 		t.Fatalf("slave gone: CheckSend %v", r.Status)
 	}
-	if r := p.master.PutMessage(context.Background(), msg("T", "unreplicated")); r.Status != store.PutFlushSlaveTimeout {
+	// The store refuses every put too (the broker's own writes), at once
+	// and writing nothing.
+	w := p.master.Offset(store.Written)
+	if r := p.master.PutMessage(context.Background(), msg("T", "unreplicated")); r.Status != store.PutInSyncReplicasNotEnough {
 		t.Fatalf("put with the slave gone: %v %v", r.Status, r.Err)
+	}
+	if got := p.master.Offset(store.Written); got != w {
+		t.Fatalf("a refused put wrote: %d, was %d", got, w)
 	}
 	p.slaveFS.Crash()
 	p.slave.Close()
@@ -204,7 +210,7 @@ func TestSyncMasterAcksOnlyWhatTheSlaveFlushed(t *testing.T) {
 	}
 	p.slave.Close()
 
-	// It comes back, catches up (the unreplicated put included) and the
+	// It comes back, catches up and the
 	// master accepts and confirms sends again.
 	fs := p.slaveFS
 	cfg := p.slaveCfg

@@ -156,6 +156,11 @@ func (s *Store) refusePut() (PutResult, bool) {
 	if p := s.diskFullNow(); p != nil {
 		return PutResult{Status: PutDiskFull, Err: *p}, false
 	}
+	if g := s.putGate.Load(); g != nil { // gate.go
+		if r := (*g)(); !r.OK() {
+			return r, false
+		}
+	}
 	return PutResult{}, true
 }
 

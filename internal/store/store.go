@@ -90,6 +90,8 @@ type Store struct {
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
 	pressureBlocked atomic.Bool // the oldest segment was kept; logged once
 
+	putGate atomic.Pointer[func() PutResult] // asked before every put (gate.go)
+
 	failure  atomic.Pointer[error] // sticky read-only cause
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
 	// diskCheckedAt is when checkDisk last ran (Unix nanoseconds).
