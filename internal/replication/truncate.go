@@ -24,9 +24,9 @@ import (
 // Confirmed, the master's confirmed offset it was told): consumers may
 // have read those records. It shows only what the master confirmed, so
 // this holds whenever the master still has what it confirmed; a master
-// that lost confirmed bytes (an ASYNC_FLUSH master after a power loss)
-// gets a replica that stops with ErrDiverged instead of taking back
-// reads.
+// that lost confirmed bytes (one over ASYNC_FLUSH after a power loss)
+// gets a replica that stops with ErrDiverged, keeping them, instead of
+// taking back reads.
 
 // TruncationPoint returns the offset up to which a replica whose log ends
 // at replicaEnd, with epoch history replica, agrees with a master of
