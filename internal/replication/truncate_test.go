@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -179,4 +180,42 @@ func TestSlaveTruncatesTailTheMasterLost(t *testing.T) {
 		t.Fatalf("after power loss the slave ends at %d, was %d", w, end)
 	}
 	sameLogs(t, after, p2.master)
+}
+
+// TestSlaveKeepsWhatItShowed: a master that comes back without bytes it
+// had confirmed (here: restarted from a copy of its disk taken earlier, as
+// a master over ASYNC_FLUSH after a power loss) would have its slave
+// truncate records the slave already showed; the slave refuses, stops
+// with ErrDiverged and keeps every byte.
+func TestSlaveKeepsWhatItShowed(t *testing.T) {
+	mfs := vfs.NewMem()
+	p := startMaster(t, mfs, 1)
+	p.startSlave(t, vfs.NewMem())
+	putN(t, p.master, "a", 10)
+	earlier := mfs.CrashClone()
+	putN(t, p.master, "b", 10)
+	end := p.master.Offset(store.Written)
+	waitUntil(t, "slave shows all 20", func() bool { return p.slave.MaxOffset("T", 0) == 20 })
+	p.stopSlave()
+	p.stopMaster()
+
+	p2 := startMaster(t, earlier, 1)
+	defer p2.stopMaster()
+	s, err := NewSlave(SlaveConfig{Store: p.slave, FS: p.slaveFS, DataDir: "/data", BrokerName: "broker-a", BrokerID: 1,
+		MasterAddr: p2.addr, SyncFlush: true, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Run(ctx); !errors.Is(err, ErrDiverged) || !errors.Is(err, store.ErrTruncateVisible) {
+		t.Fatalf("Run against a master that lost what the slave showed: %v", err)
+	}
+	if w := p.slave.Offset(store.Written); w != end {
+		t.Fatalf("the slave cut its log to %d, was %d", w, end)
+	}
+	if n := p.slave.MaxOffset("T", 0); n != 20 {
+		t.Fatalf("the slave shows %d messages, showed 20", n)
+	}
+	p.slave.Close()
 }
