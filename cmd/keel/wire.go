@@ -62,6 +62,7 @@ type parts struct {
 	sendGate        func() store.PutResult
 	replicationInfo func() map[string]string        // added to the runtime info
 	onMasterAddress func(masterAddr, haAddr string) // a slave without haMasterAddress
+	registerSoon    atomic.Pointer[func()]          // the broker's, once it exists
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

@@ -64,9 +64,19 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			if b.HAMasterAddress == "" && len(p.namesrvAddrs) == 0 {
 				return service{}, errors.New("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort) in broker.conf, or a NameServer (-n) to learn it from")
 			}
-			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
+			sc := replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: b.HAMasterAddress,
-				SyncFlush: b.FlushDiskType == config.SyncFlush, Logger: log})
+				SyncFlush: b.FlushDiskType == config.SyncFlush, Logger: log}
+			if b.HAMasterAddress == "" {
+				// A lost link asks the NameServers again (the master may
+				// have moved); the broker is started after this.
+				sc.OnLinkLost = func() {
+					if f := p.registerSoon.Load(); f != nil {
+						(*f)()
+					}
+				}
+			}
+			s, err := replication.NewSlave(sc)
 			if err != nil {
 				return service{}, err
 			}

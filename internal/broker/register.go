@@ -49,6 +49,11 @@ func newRegistrar(b *Broker) *registrar {
 	return &registrar{b: b, kickCh: make(chan struct{}, 1), clients: make(map[string]*remoting.Client)}
 }
 
+// RegisterSoon asks for a registration with the NameServers soon (rate
+// limited as after a topic change); it never blocks. A slave that lost
+// its master calls it to learn a new master address from the answer.
+func (b *Broker) RegisterSoon() { b.reg.kick() }
+
 // kick asks for a registration soon; it never blocks.
 func (r *registrar) kick() {
 	select {

@@ -290,3 +290,34 @@ func killLoop(t *testing.T, slaves, rounds int) {
 		st.Close()
 	}
 }
+
+// TestSlaveFollowsMovedMaster: a slave without haMasterAddress follows
+// its master to a new HA port: the master restarts listening elsewhere,
+// the slave's lost link makes it register again, and the NameServer's
+// answer names the new address; the SYNC_MASTER (minInSyncReplicas 2)
+// then acknowledges sends with that slave in sync. (The other slave,
+// configured with the old address, stays out.)
+func TestSlaveFollowsMovedMaster(t *testing.T) {
+	g := startGroupN(t, 2, 2)
+	g.inSync(t)
+	old := g.haAddr
+	g.master.p.signal(syscall.SIGTERM)
+	g.haAddr = "127.0.0.1:0"
+	g.startMaster(t)
+	if g.haAddr == old {
+		t.Skip("the new HA listener got the old port")
+	}
+	inSync2 := regexp.MustCompile(`"keelReplicationReplica2InSync":"true"`)
+	waitFor(t, 20*time.Second, "the NameServer-only slave in sync with the moved master (sooner than the 30 s re-registration)", func() bool {
+		resp, err := invoke(g.master.addr, remoting.ReqGetBrokerRuntimeInfo, nil, nil)
+		return err == nil && resp.Code == remoting.ResSuccess && inSync2.Match(resp.Body)
+	})
+	waitFor(t, 30*time.Second, "SEND_OK after the move", func() bool {
+		resp, err := sendOne(g.master.addr, "K", 0, "moved")
+		return err == nil && resp.Code == remoting.ResSuccess
+	})
+	if !regexp.MustCompile(`the master's HA address changed" component=replication from=` + regexp.QuoteMeta(old) + ` to=` +
+		regexp.QuoteMeta(g.haAddr)).MatchString(g.slaves[1].p.logs()) {
+		t.Fatalf("slave2 did not follow %s -> %s:\n%s", old, g.haAddr, tail(g.slaves[1].p.logs(), 3000))
+	}
+}

@@ -33,7 +33,12 @@ type SlaveConfig struct {
 	HeartbeatInterval time.Duration // the master's; 0 = DefaultHeartbeatInterval
 	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
 	RetryInterval     time.Duration // between connection attempts; 0 = 200 ms
-	Logger            *slog.Logger
+	// OnLinkLost, if set, is called (without locks, it must not block)
+	// when a connection to the master fails or ends: a slave that learns
+	// its master's address from the NameServer asks for a registration
+	// then, so a master that moved is found at once.
+	OnLinkLost func()
+	Logger     *slog.Logger
 }
 
 // Slave copies its master's CommitLog into its store: it connects, says
@@ -121,6 +126,9 @@ func (s *Slave) Run(ctx context.Context) error {
 			continue
 		}
 		s.log.Warn("replication: link to master lost; reconnecting", "master", s.MasterAddr(), "err", err)
+		if s.cfg.OnLinkLost != nil {
+			s.cfg.OnLinkLost()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
