@@ -88,7 +88,7 @@ func TestLinkFaults(t *testing.T) {
 	})
 	t.Run("stall", func(t *testing.T) {
 		proxy.stall.Store(true)
-		got := p.sendFor(t, "stall", 1500*time.Millisecond)
+		got := p.sendFor(t, "stall", 2*time.Second)
 		proxy.heal()
 		if got[store.PutOK] > 1 || !broken(got) || got[store.PutInSyncReplicasNotEnough] == 0 {
 			// One send may complete as the stall begins.
@@ -107,7 +107,7 @@ func TestLinkFaults(t *testing.T) {
 	})
 	t.Run("cut acks", func(t *testing.T) {
 		proxy.cutAcks.Store(true)
-		got := p.sendFor(t, "cut", 1500*time.Millisecond)
+		got := p.sendFor(t, "cut", 2*time.Second)
 		proxy.heal()
 		if got[store.PutOK] > 1 || !broken(got) || got[store.PutInSyncReplicasNotEnough] == 0 {
 			t.Fatalf("acks cut: %v", got)
@@ -151,7 +151,7 @@ func TestSlaveDiskFullNeverAcked(t *testing.T) {
 	p.healed(t, "start")
 
 	rule := efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "/data/commitlog/", Err: syscall.ENOSPC})
-	got := p.sendFor(t, "full", 1500*time.Millisecond)
+	got := p.sendFor(t, "full", 2*time.Second)
 	if got[store.PutOK] > 0 || got[store.PutInSyncReplicasNotEnough] == 0 {
 		t.Fatalf("slave disk full: %v", got)
 	}
