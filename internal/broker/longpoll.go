@@ -58,7 +58,14 @@ func (h *pullHold) timeout(p pullRequest) time.Duration {
 // is closing.
 func (h *pullHold) hold(c *remoting.Conn, req *remoting.Command, p pullRequest, sub *subscription) bool {
 	hp := &heldPull{h: h, c: c, req: req, p: p, sub: sub}
-	hp.Wait = core.Wait{Topic: p.topic, QueueID: p.queueID, Offset: p.offset, Match: sub, Waker: hp}
+	if !h.b.ownCore {
+		select {
+		case <-h.b.closed: // the shared core goes on holding; this door does not
+			return false
+		default:
+		}
+	}
+	hp.Wait = core.Wait{Topic: p.topic, QueueID: p.queueID, Offset: p.offset, Match: sub, Waker: hp, Owner: h.b}
 	return h.b.core.Hold(&hp.Wait, h.timeout(p))
 }
 

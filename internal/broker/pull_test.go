@@ -76,7 +76,7 @@ func TestPullChecks(t *testing.T) {
 	ext["subscription"] = "a > 1"
 	resp := cl.invoke(remoting.ReqPullMessage, ext, nil)
 	wantCode(t, resp, remoting.ResSystemError)
-	if resp.Remark != errSQL92 {
+	if resp.Remark != "The broker does not support consumer to filter message by SQL92" {
 		t.Errorf("remark %q", resp.Remark)
 	}
 	// Heartbeat for another topic only.

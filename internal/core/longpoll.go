@@ -47,6 +47,10 @@ type Wait struct {
 	Offset  int64       // an entry at or beyond this queue offset wakes it
 	Match   TagsMatcher // nil: any entry
 	Waker   Waker
+	// Owner, if set, names the front door holding the wait, so that it can
+	// wake its own waits when it stops (WakeOwned) on a core that others
+	// go on using. Compared for identity.
+	Owner any
 
 	timer *time.Timer // nil: no timeout
 	done  bool        // guarded by waits.mu: woken or being woken
@@ -173,6 +177,30 @@ func (h *waits) closeAll() {
 	}
 	h.mu.Unlock()
 	for _, w := range all {
+		w.stopTimer()
+		w.Waker.Wake()
+	}
+}
+
+// WakeOwned wakes every held wait whose Owner is owner (a front door that
+// stops answers its held requests); other waits, and new ones, are held
+// as before.
+func (b *Broker) WakeOwned(owner any) {
+	h := b.waits
+	var own []*Wait
+	h.mu.Lock()
+	for _, list := range h.byQueue {
+		for _, w := range list {
+			if w.Owner == owner {
+				own = append(own, w)
+			}
+		}
+	}
+	for _, w := range own {
+		h.takeLocked(w)
+	}
+	h.mu.Unlock()
+	for _, w := range own {
 		w.stopTimer()
 		w.Waker.Wake()
 	}
