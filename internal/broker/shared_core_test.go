@@ -2,70 +2,39 @@ package broker
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
-// startShared starts the RocketMQ front door on a core the test owns, as
-// cmd/keel does (NewOnCore).
-func startShared(t *testing.T) (*env, *core.Broker) {
+// wantAnswered waits for the answer of a held pull.
+func wantAnswered(t *testing.T, ch <-chan *remoting.Command, code int16) {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir()}
-	scfg := store.DefaultConfig(e.dir)
-	scfg.CommitLogSegmentBytes = 16 << 20
-	scfg.ConsumeQueueSegmentEntries = 1000
-	scfg.IndexHashSlots, scfg.IndexMaxEntries = 1000, 4000
-	st, err := store.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case resp := <-ch:
+		if resp == nil {
+			t.Fatal("no response")
+		}
+		wantCode(t, resp, code)
+	case <-time.After(5 * time.Second):
+		t.Fatal("held pull not answered on Close")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.AdvertisedAddr = e.dir, ln.Addr().String()
-	cc, err := CoreConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := core.New(cc, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewOnCore(cfg, c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := remoting.NewServer(remoting.ServerConfig{OnConnClose: b.OnConnClose}, b.Handler())
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(ctx) }()
-	e.st, e.b, e.srv, e.addr, e.stop, e.done = st, b, srv, ln.Addr().String(), cancel, done
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		b.Close()
-		e.stop()
-		<-e.done
-		c.Close()
-		st.Close()
-	})
-	return e, c
 }
 
 // TestSharedCoreCloseAnswersOwnPulls: on a core shared with other front
-// doors, closing the RocketMQ door answers its own held pulls and refuses
-// new ones, but leaves the other doors' waits held and the core serving.
+// doors (NewOnCore, as cmd/keel builds it), closing the RocketMQ door
+// answers its own held pulls and refuses new ones, but leaves the other
+// doors' waits held and the core serving.
 func TestSharedCoreCloseAnswersOwnPulls(t *testing.T) {
-	e, c := startShared(t)
+	e := &env{t: t, dir: t.TempDir(), fs: vfs.OS{}, flush: store.AsyncFlush, sharedCore: true}
+	e.cfg = DefaultConfig()
+	e.cfg.DataDir = e.dir
+	e.start()
+	t.Cleanup(e.shutdown)
+	c := e.core
 	if e.b.Core() != c {
 		t.Fatal("the broker does not serve the core it was given")
 	}
@@ -81,15 +50,7 @@ func TestSharedCoreCloseAnswersOwnPulls(t *testing.T) {
 	if err := e.b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case resp := <-ch:
-		if resp == nil {
-			t.Fatal("no response")
-		}
-		wantCode(t, resp, remoting.ResPullNotFound)
-	case <-time.After(5 * time.Second):
-		t.Fatal("held pull not answered on Close")
-	}
+	wantAnswered(t, ch, remoting.ResPullNotFound)
 	if n := c.HeldWaits(); n != 1 {
 		t.Fatalf("%d waits held after the broker closed, want the other door's 1", n)
 	}

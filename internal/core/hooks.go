@@ -21,9 +21,9 @@ package core
 
 import (
 	"context"
-	"time"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/pendingtxn"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -164,27 +164,12 @@ type TransactionCheck struct {
 	ID   string
 }
 
-// PendingTransaction describes one undecided half message.
-type PendingTransaction struct {
-	TransactionID   string `json:"transactionId"`
-	Topic           string `json:"topic"`
-	QueueID         int32  `json:"queueId"`
-	ProducerGroup   string `json:"producerGroup"`
-	HalfOffset      int64  `json:"halfOffset"`
-	CommitLogOffset int64  `json:"commitLogOffset"`
-	StoreTimeMs     int64  `json:"storeTimeMs"`
-	AgeMs           int64  `json:"ageMs"`
-	Checks          int32  `json:"checks"`
-}
-
-// Age is p's age as a duration.
-func (p PendingTransaction) Age() time.Duration { return time.Duration(p.AgeMs) * time.Millisecond }
+// PendingTransaction describes one undecided half message (the one
+// definition, shared with the admin client that reads the list).
+type PendingTransaction = pendingtxn.Transaction
 
 // PendingTransactions lists undecided half messages.
-type PendingTransactions struct {
-	Total   int                  `json:"total"` // matching entries before the limit
-	Pending []PendingTransaction `json:"pending"`
-}
+type PendingTransactions = pendingtxn.List
 
 // TransactionLister is implemented by a Transactions engine that lists its
 // undecided half messages: of topic and producer group (empty = any),

@@ -167,40 +167,34 @@ func (h *waits) onDispatch(topic string, queueID int32, queueOffset int64, tagsC
 // closeAll wakes every held wait and refuses new ones.
 func (h *waits) closeAll() {
 	h.mu.Lock()
-	h.closed = true
-	var all []*Wait
-	for _, list := range h.byQueue {
-		all = append(all, list...)
-	}
-	for _, w := range all {
-		h.takeLocked(w)
-	}
+	h.closed = true // from now on hold refuses, so nothing is left behind
 	h.mu.Unlock()
-	for _, w := range all {
-		w.stopTimer()
-		w.Waker.Wake()
-	}
+	h.wakeWhere(func(*Wait) bool { return true })
 }
 
 // WakeOwned wakes every held wait whose Owner is owner (a front door that
 // stops answers its held requests); other waits, and new ones, are held
 // as before.
 func (b *Broker) WakeOwned(owner any) {
-	h := b.waits
-	var own []*Wait
+	b.waits.wakeWhere(func(w *Wait) bool { return w.Owner == owner })
+}
+
+// wakeWhere wakes every held wait for which pick returns true.
+func (h *waits) wakeWhere(pick func(*Wait) bool) {
+	var woken []*Wait
 	h.mu.Lock()
 	for _, list := range h.byQueue {
 		for _, w := range list {
-			if w.Owner == owner {
-				own = append(own, w)
+			if pick(w) {
+				woken = append(woken, w)
 			}
 		}
 	}
-	for _, w := range own {
+	for _, w := range woken {
 		h.takeLocked(w)
 	}
 	h.mu.Unlock()
-	for _, w := range own {
+	for _, w := range woken {
 		w.stopTimer()
 		w.Waker.Wake()
 	}
