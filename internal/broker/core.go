@@ -68,7 +68,7 @@ func (b *Broker) EnsureTopic(name string, queues, perm int32) (TopicConfig, erro
 func (b *Broker) Group(name string) (GroupConfig, bool) { return b.core.Group(name) }
 
 // Store returns the broker's message store.
-func (b *Broker) Store() *store.Store { return b.st }
+func (b *Broker) Store() *store.Store { return b.core.Store() }
 
 // StoreHost is the advertised address stamped on stored messages.
 func (b *Broker) StoreHost() netip.AddrPort { return b.storeHost }
