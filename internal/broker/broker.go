@@ -40,7 +40,10 @@ import (
 )
 
 // Config holds the broker's settings. Start from DefaultConfig: zero numeric
-// limits are replaced by defaults, booleans are taken as they are.
+// limits are replaced by defaults, booleans are taken as they are. The
+// core's part (topics, groups, limits, lock expiry, offset flush: see
+// CoreConfig) configures the core New makes; with NewOnCore the core was
+// made from it by the caller.
 type Config struct {
 	ClusterName string // brokerClusterName
 	BrokerName  string // brokerName

@@ -47,10 +47,16 @@ func TestSharedCoreCloseAnswersOwnPulls(t *testing.T) {
 	other := make(chan error, 1) // another front door's wait on the same core
 	go func() { other <- c.WaitForData(context.Background(), "T", 1, 0) }()
 	waitFor(t, "other wait held", func() bool { return c.HeldWaits() == 2 })
+	if n := e.b.pulls.held(); n != 1 {
+		t.Fatalf("the broker reports %d held pulls, want its own 1 (not the other door's wait)", n)
+	}
 	if err := e.b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	wantAnswered(t, ch, remoting.ResPullNotFound)
+	if n := e.b.pulls.held(); n != 0 {
+		t.Fatalf("%d held pulls after Close", n)
+	}
 	if n := c.HeldWaits(); n != 1 {
 		t.Fatalf("%d waits held after the broker closed, want the other door's 1", n)
 	}
