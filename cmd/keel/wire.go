@@ -18,6 +18,7 @@ import (
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -49,6 +50,9 @@ type parts struct {
 
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
+	// core is the protocol-free broker, built once on the store and
+	// handed to every front door (RocketMQ, Kafka).
+	core        *core.Broker
 	broker      *broker.Broker
 	brokerConns func() int          // open client connections of the broker's server (metrics)
 	txn         *transaction.Engine // nil: transactional messages rejected
