@@ -44,6 +44,8 @@ type Slave struct {
 
 	mu   sync.Mutex
 	hist History
+
+	link link // what State reports of the connection (status.go)
 }
 
 // NewSlave loads the replica's epoch history.
@@ -171,6 +173,8 @@ func (s *Slave) session(ctx context.Context) error {
 	}
 	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
 		"master_epoch", ok.Epochs.Last().Epoch)
+	s.link.up()
+	defer s.link.down()
 
 	acks := newAcker(s, c, idle)
 	defer acks.stop()
@@ -187,6 +191,7 @@ func (s *Slave) session(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.link.heard(m.Confirmed)
 		if err := acks.failed(); err != nil {
 			return err
 		}
