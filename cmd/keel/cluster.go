@@ -144,7 +144,9 @@ func memberRow(w io.Writer, m admin.GroupMember, ms *admin.ReplicationState, now
 	row(w, m.ID, role, m.Addr, epoch, end, confirmed, inSync, lagBytes, lag, lastAck, link)
 }
 
-func agoText(now, t time.Time) string { return max(0, now.Sub(t)).Round(time.Millisecond).String() + " ago" }
+func agoText(now, t time.Time) string {
+	return max(0, now.Sub(t)).Round(time.Millisecond).String() + " ago"
+}
 
 func yesNo(b bool) string {
 	if b {
