@@ -182,4 +182,3 @@ func openRepairable(t *testing.T, cfg Config) *Store {
 	}
 	return s
 }
-
