@@ -57,6 +57,7 @@ type replGroup struct {
 	master, slave            *keelRun
 	masterAddr, slaveAddr    string
 	masterDir, slaveDir, dir string
+	masterConf, slaveConf    string
 }
 
 // startReplGroup starts a NameServer, a SYNC_MASTER (minInSyncReplicas 2)
@@ -69,12 +70,14 @@ func startReplGroup(t *testing.T) *replGroup {
 	common := "brokerClusterName=c\nbrokerName=broker-a\nflushDiskType=SYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n" +
 		"minInSyncReplicas=2\nreplicaAckTimeoutMillis=1000\n"
 	mconf := writeConf(t, common+"brokerRole=SYNC_MASTER\nbrokerId=0\n")
+	g.masterConf = mconf
 	g.masterDir = filepath.Join(g.dir, "master")
 	g.master = startRun(t, "broker", "-n", g.namesrv, "-c", mconf, "--data-dir", g.masterDir, "--broker-listen", "127.0.0.1:0",
 		"--ha-listen", "127.0.0.1:0", "--http-listen", "", "--amqp-listen", "", "--kafka-listen", "")
 	ha := g.master.await(t, "the master's HA listener", haListenRE)
 	g.masterAddr = g.master.await(t, "the master's broker listener", brokerListenRE)
 	sconf := writeConf(t, common+"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress="+ha+"\n")
+	g.slaveConf = sconf
 	g.slaveDir = filepath.Join(g.dir, "slave")
 	g.slave = startRun(t, "broker", "-n", g.namesrv, "-c", sconf, "--data-dir", g.slaveDir, "--broker-listen", "127.0.0.1:0",
 		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "")
