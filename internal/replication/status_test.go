@@ -139,3 +139,31 @@ func TestStateInSyncShort(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestIdleReplicaStaysConnected: with nothing to replicate, the replica
+// answers the master's heartbeats, so the master's ack reader does not
+// time out: the same connection stays, in sync, with recent acks (before,
+// an idle replica was dropped and reconnected every six heartbeats, and a
+// SYNC_MASTER refused sends in between).
+func TestIdleReplicaStaysConnected(t *testing.T) {
+	p := startMaster(t, vfs.NewMem(), 2)
+	defer p.stopMaster()
+	p.startSlave(t, vfs.NewMem())
+	defer p.stopSlave()
+	waitUntil(t, "connected", func() bool { return len(p.m.State(time.Now()).Replicas) == 1 })
+	first := p.m.State(time.Now()).Replicas[0]
+	deadline := time.Now().Add(20 * 50 * time.Millisecond) // twenty heartbeats, over three idle timeouts
+	for time.Now().Before(deadline) {
+		st := p.m.State(time.Now())
+		if len(st.Replicas) != 1 || st.Replicas[0].Addr != first.Addr || !st.Replicas[0].InSync {
+			t.Fatalf("the idle replica's connection did not stay: first %+v, now %+v", first, st.Replicas)
+		}
+		if r := p.m.CheckSend(); !r.OK() {
+			t.Fatalf("send refused with an idle replica in sync: %v", r.Err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := p.m.State(time.Now()).Replicas[0]; time.Since(r.LastAck) > 500*time.Millisecond {
+		t.Fatalf("no recent ack from the idle replica: %+v", r)
+	}
+}
