@@ -67,19 +67,12 @@ func clusterTable(w io.Writer, gs []admin.BrokerGroup, now time.Time) {
 		ms := master.Replication
 		fmt.Fprintf(w, "%s (cluster %s): %s\n", g.Name, g.Cluster, groupSummary(g, ms))
 		row(w, "ID", "ROLE", "ADDRESS", "EPOCH", "LOG_END", "CONFIRMED", "IN_SYNC", "LAG_BYTES", "LAG", "LAST_ACK", "LINK")
-		seen := map[int64]bool{}
 		for _, m := range g.Members {
-			seen[m.ID] = true
-			memberRow(w, m, ms, now)
+			memberRow(w, m, ms != nil, now)
 		}
-		if ms == nil {
-			continue
-		}
-		for _, r := range ms.Replicas {
-			if !seen[r.BrokerID] {
-				m := admin.GroupMember{Broker: admin.Broker{Name: g.Name, ID: r.BrokerID, Addr: r.Address + " (replication; not registered)"}}
-				memberRow(w, m, ms, now)
-			}
+		for _, r := range g.Unregistered {
+			m := admin.GroupMember{Broker: admin.Broker{Name: g.Name, ID: r.BrokerID, Addr: r.Address + " (replication; not registered)"}, AsReplica: &r}
+			memberRow(w, m, true, now)
 		}
 	}
 }
@@ -103,8 +96,8 @@ func groupSummary(g admin.BrokerGroup, ms *admin.ReplicationState) string {
 }
 
 // memberRow writes a member: its own state, and for a slave its master's
-// view of it (ms, the master's state, may be nil).
-func memberRow(w io.Writer, m admin.GroupMember, ms *admin.ReplicationState, now time.Time) {
+// view of it (replicated: the master reports replication state).
+func memberRow(w io.Writer, m admin.GroupMember, replicated bool, now time.Time) {
 	if m.Err != "" {
 		row(w, m.ID, "?", m.Addr, "", "", "", "", "", "", "", "error: "+m.Err)
 		return
@@ -129,9 +122,9 @@ func memberRow(w io.Writer, m admin.GroupMember, ms *admin.ReplicationState, now
 		}
 	}
 	inSync, lagBytes, lag, lastAck := "-", "-", "-", "-"
-	if m.ID != 0 && ms != nil {
+	if m.ID != 0 && replicated {
 		inSync = "not connected"
-		if r, ok := ms.Replica(m.ID); ok {
+		if r := m.AsReplica; r != nil {
 			inSync, lagBytes = yesNo(r.InSync), strconv.FormatInt(r.LagBytes, 10)
 			if r.LagSeconds >= 0 {
 				lag = (time.Duration(r.LagSeconds*1000) * time.Millisecond).String()

@@ -95,6 +95,10 @@ type BrokerGroup struct {
 	Cluster string        `json:"cluster"`
 	Name    string        `json:"brokerName"`
 	Members []GroupMember `json:"members"` // by broker id
+	// Unregistered are replicas connected to the master that are not
+	// registered with the NameServers (their registration failed, or they
+	// register elsewhere).
+	Unregistered []ReplicaState `json:"unregistered,omitempty"`
 }
 
 // GroupMember is one broker of a group with its replication state (nil
@@ -102,7 +106,10 @@ type BrokerGroup struct {
 type GroupMember struct {
 	Broker
 	Replication *ReplicationState `json:"replication,omitempty"`
-	Err         string            `json:"error,omitempty"`
+	// AsReplica is the master's view of a slave (nil for the master, or a
+	// slave not connected to it).
+	AsReplica *ReplicaState `json:"asReplica,omitempty"`
+	Err       string        `json:"error,omitempty"`
 }
 
 // Master returns the group's master (id 0), if registered.
@@ -140,5 +147,30 @@ func GroupRuntime(rs []BrokerRuntime) []BrokerGroup {
 		g := &out[len(out)-1]
 		g.Members = append(g.Members, m)
 	}
+	for i := range out {
+		out[i].joinMasterView()
+	}
 	return out
+}
+
+// joinMasterView gives each slave the master's view of it and lists the
+// connected replicas that are not registered.
+func (g *BrokerGroup) joinMasterView() {
+	master, ok := g.Master()
+	if !ok || master.Replication == nil {
+		return
+	}
+	seen := map[int64]bool{}
+	for i := range g.Members {
+		m := &g.Members[i]
+		seen[m.ID] = true
+		if r, ok := master.Replication.Replica(m.ID); ok && m.ID != 0 {
+			m.AsReplica = &r
+		}
+	}
+	for _, r := range master.Replication.Replicas {
+		if !seen[r.BrokerID] {
+			g.Unregistered = append(g.Unregistered, r)
+		}
+	}
 }
