@@ -12,11 +12,11 @@ func TestGroupRuntime(t *testing.T) {
 	master := map[string]string{
 		"keelReplicationRole": "SYNC_MASTER", "keelReplicationEpoch": "3", "keelReplicationWrittenOffset": "5000",
 		"keelReplicationConfirmedOffset": "4000", "keelReplicationInSyncReplicas": "1", "keelReplicationMinInSyncReplicas": "2",
-		"keelReplicationReplicas": "1,2",
+		"keelReplicationReplicas":        "1,2",
 		"keelReplicationReplica1Address": "10.0.0.2:4711", "keelReplicationReplica1AckedOffset": "4000",
 		"keelReplicationReplica1LagBytes": "1000", "keelReplicationReplica1LagSeconds": "2.250", "keelReplicationReplica1InSync": "false",
 		"keelReplicationReplica1LastAckTimestamp": "1700000000000",
-		"keelReplicationReplica2Address": "10.0.0.3:4712", "keelReplicationReplica2AckedOffset": "5000",
+		"keelReplicationReplica2Address":          "10.0.0.3:4712", "keelReplicationReplica2AckedOffset": "5000",
 		"keelReplicationReplica2LagBytes": "0", "keelReplicationReplica2LagSeconds": "-1", "keelReplicationReplica2InSync": "true",
 		"keelReplicationReplica2LastAckTimestamp": "0",
 	}
