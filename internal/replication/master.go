@@ -460,11 +460,13 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 		d := data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: st.Offset(store.Confirmed), Raw: raw}
 		payload = d.appendTo(payload[:0])
 		frame = appendFrame(frame[:0], typeData, payload)
+		// Counted as sent before the write: the replica may acknowledge
+		// the range before Write returns here.
+		f.sent.Store(next)
 		f.conn.SetWriteDeadline(time.Now().Add(idle))
 		if _, err := f.conn.Write(frame); err != nil {
 			return err
 		}
-		f.sent.Store(next)
 		pos = next
 	}
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -165,5 +166,65 @@ func TestIdleReplicaStaysConnected(t *testing.T) {
 	}
 	if r := p.m.State(time.Now()).Replicas[0]; time.Since(r.LastAck) > 500*time.Millisecond {
 		t.Fatalf("no recent ack from the idle replica: %+v", r)
+	}
+}
+
+// slowWriteListener's connections return from Write a while after the
+// bytes went out, as a loaded machine may schedule the writer late.
+type slowWriteListener struct{ net.Listener }
+
+func (l slowWriteListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return slowWriteConn{c}, nil
+}
+
+type slowWriteConn struct{ net.Conn }
+
+func (c slowWriteConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	time.Sleep(20 * time.Millisecond)
+	return n, err
+}
+
+// TestAckBeforeWriteReturns: a replica may acknowledge a range before the
+// master's Write of it has returned; the master must count the range as
+// sent by then, not drop the replica for acknowledging "bytes it was never
+// sent" (under load, that closed the connection several times a second and
+// a SYNC_MASTER refused sends while the replica reconnected).
+func TestAckBeforeWriteReturns(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := storeConfig(fs)
+	cfg.ExternalReplication = true
+	cfg.ReplicationTimeout = 2 * time.Second
+	st := openStore(t, cfg)
+	defer st.Close()
+	m, err := NewMaster(MasterConfig{Store: st, FS: fs, DataDir: "/data", BrokerName: "broker-a", Sync: true,
+		MinInSyncReplicas: 2, AckTimeout: 2 * time.Second, HeartbeatInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { m.Serve(ctx, slowWriteListener{ln}); close(served) }()
+	defer func() { cancel(); <-served }()
+	p := &pair{master: st, m: m, addr: ln.Addr().String()}
+	p.startSlave(t, vfs.NewMem())
+	defer func() { p.stopSlave(); p.slave.Close() }()
+	waitUntil(t, "slave in sync", func() bool { return m.InSync() == 2 })
+	first := m.State(time.Now()).Replicas[0].Addr
+	for i := range 20 {
+		if r := st.PutMessage(context.Background(), msg("T", fmt.Sprint("m", i))); !r.OK() {
+			t.Fatalf("put %d: %v %v", i, r.Status, r.Err)
+		}
+	}
+	if st := m.State(time.Now()); len(st.Replicas) != 1 || st.Replicas[0].Addr != first {
+		t.Fatalf("the replica was dropped: first %s, now %+v", first, st.Replicas)
 	}
 }
