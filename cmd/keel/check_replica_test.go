@@ -14,6 +14,8 @@ import (
 
 	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/replication"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // keelCmdIn runs a keel command with in as its standard input and returns
@@ -170,4 +172,28 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRepairFromReplicaOfAnotherEpoch: a replica whose epoch history does
+// not hold the damaged range in the same epoch as the damaged store (here:
+// another group's history) is refused, even with --yes, and nothing is
+// changed.
+func TestRepairFromReplicaOfAnotherEpoch(t *testing.T) {
+	g, sent := replicatedDirs(t, 10)
+	_, phys, err := message.ParseOffsetMsgID(sent[5].OffsetMsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip(t, filepath.Join(g.masterDir, "commitlog", fmt.Sprintf("%020d", 0)), phys+70)
+	if err := replication.SaveHistory(vfs.OS{}, replication.EpochFile(g.slaveDir), replication.History{{Epoch: 7, Start: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := keelCmdIn("", "check", "-c", g.masterConf, "--data-dir", g.masterDir, "--repair-from-replica", g.slaveDir, "--yes")
+	if code != exitProblems || !strings.Contains(out, "the epoch histories disagree there (1@0 here, 7@0 on the replica)") ||
+		!strings.Contains(out, "nothing to repair from the replica") {
+		t.Fatalf("repair from a replica of another epoch: %d\n%s", code, out)
+	}
+	if code, out := keelCmdIn("", "check", "-c", g.masterConf, "--data-dir", g.masterDir); code != exitProblems {
+		t.Fatalf("the refused repair changed the store: %d\n%s", code, out)
+	}
 }
