@@ -21,6 +21,7 @@ import (
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/replication"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -65,6 +66,9 @@ type parts struct {
 	haBound         net.Addr
 	sendGate        func() store.PutResult
 	replicationInfo func() map[string]string // added to the runtime info
+	// replicationState is the group member's state (nil: not in a group);
+	// the metrics read it (wire_replication_status.go).
+	replicationState func() replication.State
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:
