@@ -35,6 +35,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 		srv := kafka.New(kafka.Config{
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
+			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 		}, p.broker.Core(), log)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 			"auth", "none (no SASL yet)", "reach", reach(ln.Addr()))

@@ -92,6 +92,29 @@ func ValidateTopic(topic string) error {
 	return nil
 }
 
+// ValidateKafkaTopic checks a topic name a Kafka client gives (CreateTopics,
+// and creation on Metadata or Produce): Kafka's characters [a-zA-Z0-9._-],
+// neither "." nor "..", at most 127 bytes (the record's TOPICLEN; Kafka
+// allows 249). RocketMQ clients keep ValidateTopic's rule, which refuses
+// '.'; '%' and '|', which RocketMQ's retry and DLQ names use, are not
+// Kafka's, so a Kafka-created name never looks like a RocketMQ system one.
+func ValidateKafkaTopic(topic string) error {
+	switch {
+	case topic == "":
+		return Errorf(ErrInvalidArgument, "the specified topic is blank")
+	case len(topic) > 127:
+		return Errorf(ErrInvalidArgument, "the specified topic is longer than 127 bytes")
+	case topic == "." || topic == "..":
+		return Errorf(ErrInvalidArgument, "the topic name %q is not allowed", topic)
+	}
+	for i := 0; i < len(topic); i++ {
+		if c := topic[i]; c == '%' || c == '|' || c != '.' && !topicNameChars[c] {
+			return Errorf(ErrInvalidArgument, "the specified topic[%s] contains illegal characters, allowing only ^[a-zA-Z0-9._-]+$", topic)
+		}
+	}
+	return nil
+}
+
 // Topic returns the configuration of a topic.
 func (b *Broker) Topic(name string) (TopicConfig, bool) { return b.topics.get(name) }
 
@@ -184,10 +207,23 @@ func (b *Broker) DeleteTopic(topic string) error {
 // counts must be in [1, MaxQueueNums] and the permission only read, write
 // and inherit bits.
 func (b *Broker) UpdateTopic(tc TopicConfig) error {
-	topic := tc.TopicName
-	if err := ValidateTopic(topic); err != nil {
+	if err := ValidateTopic(tc.TopicName); err != nil {
 		return err
 	}
+	return b.updateTopic(tc)
+}
+
+// UpdateKafkaTopic is UpdateTopic for a topic a Kafka client creates: its
+// name follows ValidateKafkaTopic.
+func (b *Broker) UpdateKafkaTopic(tc TopicConfig) error {
+	if err := ValidateKafkaTopic(tc.TopicName); err != nil {
+		return err
+	}
+	return b.updateTopic(tc)
+}
+
+func (b *Broker) updateTopic(tc TopicConfig) error {
+	topic := tc.TopicName
 	if isSystemTopic(topic) {
 		return Errorf(ErrInvalidArgument, "the topic[%s] is conflict with system topic", topic)
 	}

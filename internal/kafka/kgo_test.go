@@ -253,7 +253,10 @@ func TestCreateDeleteTopics(t *testing.T) {
 		configs []string
 		want    int16
 	}{{"made", 1, nil, errTopicAlreadyExists}, {"rf3", 3, nil, errInvalidReplicationFactor},
-		{"cfg", 1, []string{"retention.ms"}, errInvalidConfig}, {"bad.name", 1, nil, errInvalidTopic}} {
+		{"cfg", 1, []string{"retention.ms"}, errInvalidConfig}, {"bad/name", 1, nil, errInvalidTopic},
+		{"%RETRY%g", 1, nil, errInvalidTopic}, {"..", 1, nil, errInvalidTopic},
+		{"orders.eu", 1, nil, errNone}, {"orders_eu", 1, nil, errInvalidTopic}} { // '.' and '_' collide
+
 		if got := create(c.name, 1, c.rf, c.configs...); got != c.want {
 			t.Errorf("create %s: %d, want %d", c.name, got, c.want)
 		}

@@ -86,7 +86,12 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		rp.ErrorCode, rp.ErrorMessage = code, kmsg.StringPtr(msg)
 		return -1
 	}
-	qid, err := s.core.CheckSend(topic, core.DefaultTopic, 0, p.Partition, len(p.Records))
+	if _, ok := s.core.Topic(topic); !ok {
+		if _, _, err := s.autoCreate(topic); err != nil {
+			return fail(coreCode(err), err.Error())
+		}
+	}
+	qid, err := s.core.CheckSend(topic, core.DefaultTopic, 0, p.Partition, 0) // the size is checked below, against the topic's limit
 	if err != nil {
 		if errors.Is(err, core.ErrInvalidArgument) && p.Partition >= 0 {
 			if _, ok := s.core.Topic(topic); ok {
@@ -95,7 +100,11 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		return fail(coreCode(err), err.Error())
 	}
-	h, berr := checkBatch(p.Records, s.cfg.MaxBatchBytes, version)
+	maxBytes := s.cfg.MaxBatchBytes
+	if tc, ok := s.core.Topic(topic); ok {
+		maxBytes = s.maxBatchBytes(tc)
+	}
+	h, berr := checkBatch(p.Records, maxBytes, version)
 	if berr != nil {
 		return fail(berr.code, berr.msg)
 	}

@@ -40,6 +40,18 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long
 	// (default 10 min, Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// RetentionMs and SegmentBytes are what DescribeConfigs reports for
+	// retention.ms and segment.bytes (the broker's fileReservedTime and
+	// CommitLog segment size; defaults 72 h and 1 GiB).
+	RetentionMs  int64
+	SegmentBytes int64
+	// ProducerIDExpiration forgets an idempotent producer that has not
+	// produced to a partition for this long (Kafka's
+	// producer.id.expiration.ms; default 24 h).
+	ProducerIDExpiration time.Duration
+	// MaxProducers bounds the idempotent producers remembered per
+	// partition (default 10000); beyond it the longest idle is forgotten.
+	MaxProducers int
 }
 
 func (c *Config) applyDefaults() {
@@ -64,6 +76,18 @@ func (c *Config) applyDefaults() {
 	if c.ClusterID == "" {
 		c.ClusterID = "keel"
 	}
+	if c.RetentionMs <= 0 {
+		c.RetentionMs = 72 * 3600 * 1000
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = 1 << 30
+	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.MaxProducers <= 0 {
+		c.MaxProducers = 10000
+	}
 }
 
 // Server is the Kafka front door over a core and its store.
@@ -79,6 +103,8 @@ type Server struct {
 
 	exactMu sync.Mutex                     // guards exact
 	exact   map[groupPartition]exactOffset // committed Kafka offsets (offsets.go)
+
+	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
@@ -269,6 +295,20 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.describeGroups(b)
 	case *kmsg.ListGroupsRequest:
 		return s.listGroups(b)
+	case *kmsg.DeleteGroupsRequest:
+		return s.deleteGroups(b)
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(b)
+	case *kmsg.DeleteRecordsRequest:
+		return s.deleteRecords(b)
+	case *kmsg.DescribeConfigsRequest:
+		return s.describeConfigs(b)
+	case *kmsg.AlterConfigsRequest:
+		return s.alterConfigs(b)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(b)
+	case *kmsg.DescribeClusterRequest:
+		return s.describeCluster(b)
 	}
 	return nil
 }
