@@ -119,7 +119,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		return fail(errKafkaStorage, err.Error())
 	}
 	if h.producerID >= 0 {
-		dup, code := part.checkSequence(h)
+		dup, code := part.checkSequence(h, s.parts.now().UnixMilli(), s.parts.lim)
 		if code != errNone {
 			part.appendMu.Unlock()
 			return fail(code, "sequence or epoch refused for producer "+itoa(h.producerID))
@@ -141,7 +141,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	if r.Status == store.PutOK {
 		part.next = base + int64(h.records)
 		if h.producerID >= 0 {
-			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end})
+			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end}, s.parts.now().UnixMilli(), s.parts.lim)
 		}
 	}
 	part.appendMu.Unlock()

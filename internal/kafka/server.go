@@ -124,7 +124,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}, exact: map[groupPartition]exactOffset{}}
-	s.parts = newPartitions(s.st)
+	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
 	return s
