@@ -26,8 +26,8 @@ type partitions struct {
 	st  *store.Store
 	lim producerLimits   // idempotent producers per partition (idempotence.go)
 	now func() time.Time // the clock producer expiry reads
-	mu sync.Mutex
-	m  map[queueKey]*partition
+	mu  sync.Mutex
+	m   map[queueKey]*partition
 }
 
 // maxHints bounds a partition's offset-to-entry hints.
