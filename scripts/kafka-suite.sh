@@ -41,7 +41,10 @@ go build -o "$tmp/keel" ./cmd/keel
 skip='^(TestTxnEtl|TestConsumeRegex)$'
 
 mkdir -p "$tmp/data"
-"$tmp/keel" serve --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+# TestIssueFetchLargerThanBrokerMaxReadBytes creates a topic with
+# max.message.bytes=10485760, which Keel allows up to maxMessageSize.
+printf 'maxMessageSize=10485760\n' >"$tmp/broker.conf"
+"$tmp/keel" serve -c "$tmp/broker.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
 	--http-listen "" --amqp-listen "" --kafka-listen 127.0.0.1:0 >"$tmp/keel.out" 2>"$tmp/keel.log" &
 pid=$!
 addr=""

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -101,4 +104,65 @@ func TestKafkaAdvertised(t *testing.T) {
 			t.Errorf("kafkaAdvertised(%q, %q, %q) = %s %d %v, want %s %d", c.adv, c.ip1, c.listen, h, p, err, c.host, c.port)
 		}
 	}
+}
+
+// TestServeKafkaMetricsLag: /metrics counts a Kafka group's lag in records,
+// not in the batches (entries) the queue holds.
+func TestServeKafkaMetricsLag(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, logs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "",
+			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &stdout, &logs)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var addr, httpAddr string
+	waitFor(t, "the Kafka and HTTP listeners", 30*time.Second, func() bool {
+		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		if m := httpListenRE.FindStringSubmatch(logs.String()); m != nil {
+			httpAddr = m[1]
+		}
+		return addr != "" && httpAddr != ""
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer pcancel()
+	if _, err := adm.CreateTopic(pctx, 1, 1, nil, "lagged"); err != nil {
+		t.Fatal(err)
+	}
+	for b := range 3 { // three batches of ten records
+		var rs []*kgo.Record
+		for i := range 10 {
+			rs = append(rs, &kgo.Record{Topic: "lagged", Value: []byte{byte(b), byte(i)}})
+		}
+		if err := cl.ProduceSync(pctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var os kadm.Offsets
+	os.AddOffset("lagged", 0, 5, -1)
+	if _, err := adm.CommitOffsets(pctx, "lg", os); err != nil {
+		t.Fatal(err)
+	}
+	want := `keel_consumer_group_lag{group="lg",topic="lagged"} 25`
+	waitFor(t, want, 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), want)
+	})
 }

@@ -37,6 +37,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 		}, p.broker.Core(), log)
+		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 			"auth", "none (no SASL yet)", "reach", reach(ln.Addr()))
 		return service{
@@ -72,4 +73,13 @@ func kafkaAdvertised(advertised, brokerIP1, listen string) (string, int32, error
 		}
 	}
 	return host, int32(n), nil
+}
+
+// kafkaRecordLag counts a Kafka queue's lag in records for the metrics
+// (false: not a Kafka queue, or no Kafka door).
+func (p *parts) kafkaRecordLag(group, topic string, queueID int32, consumer, broker int64) (int64, bool) {
+	if srv := p.kafka.Load(); srv != nil {
+		return srv.RecordLag(group, topic, queueID, consumer, broker)
+	}
+	return 0, false
 }

@@ -5,7 +5,8 @@ package kafka
 // IncrementalAlterConfigs, and CreateTopics' configs, may set what Keel
 // can honour per topic:
 //
-//	max.message.bytes  per topic (1 B .. the request frame limit), kept in
+//	max.message.bytes  per topic (1 B .. the broker's maxMessageSize, which
+//	                   the store enforces for every record), kept in
 //	                   the topic's attributes (topics.json) and checked by
 //	                   Produce instead of the broker's maxMessageSize
 //	everything else    read-only: setting it to its current value is
@@ -101,8 +102,8 @@ func (s *Server) applyTopicConfig(tc core.TopicConfig, attrs map[string]string, 
 		return errNone, ""
 	}
 	n, err := strconv.Atoi(*value)
-	if err != nil || n < 1 || n > s.cfg.MaxRequestBytes {
-		return errInvalidConfig, "max.message.bytes must be between 1 and " + strconv.Itoa(s.cfg.MaxRequestBytes) + " (the request limit)"
+	if err != nil || n < 1 || n > s.cfg.MaxBatchBytes {
+		return errInvalidConfig, "max.message.bytes must be between 1 and " + strconv.Itoa(s.cfg.MaxBatchBytes) + " (the broker's maxMessageSize)"
 	}
 	attrs[attrMaxMessageBytes] = strconv.Itoa(n)
 	return errNone, ""
