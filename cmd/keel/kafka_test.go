@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -18,23 +19,31 @@ var kafkaListenRE = regexp.MustCompile(`msg="Kafka listening" .*?addr=(\S+)`)
 
 // TestServeKafka: `keel serve --kafka-listen` serves a Kafka producer
 // (acks=all, zstd) and a consumer through the same store as the RocketMQ
-// door, and the Kafka-created topic is one of the broker's topics.
+// door, and the Kafka-created topic is one of the broker's topics; `keel
+// check` finds the store with its Kafka batches sound.
 func TestServeKafka(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, logs syncBuffer
 	done := make(chan int, 1)
+	dir := t.TempDir()
 	go func() {
-		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+		done <- run(ctx, []string{"serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
 			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--http-listen", ""}, &stdout, &logs)
 	}()
-	defer func() {
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(shutdownTimeout + 5*time.Second):
 			t.Errorf("serve did not shut down:\n%s", logs.String())
 		}
-	}()
+	}
+	defer stop()
 	var addr string
 	waitFor(t, "the Kafka listener", 30*time.Second, func() bool {
 		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
@@ -67,6 +76,12 @@ func TestServeKafka(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `msg="topic created" component=broker topic=serve-kafka`) {
 		t.Errorf("the Kafka topic was not created in the core:\n%s", logs.String())
+	}
+	cl.Close()
+	stop()
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--data-dir", dir}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "OK") {
+		t.Fatalf("keel check after Kafka traffic: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
 
