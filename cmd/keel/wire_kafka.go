@@ -24,9 +24,18 @@ func (p *parts) kafkaStarter(addr string) starter {
 		if err != nil {
 			return service{}, err
 		}
+		wrap, err := p.tlsWrap("kafka", p.cfg.TLSMode)
+		if err != nil {
+			return service{}, err
+		}
 		ln, err := p.listen(listenKafka, addr)
 		if err != nil {
 			return service{}, err
+		}
+		if wrap != nil { // the listeners' TLS (tlsMode), as the RocketMQ door's
+			if ln, err = wrap(ln); err != nil {
+				return service{}, err
+			}
 		}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok && port == 0 {
 			port = int32(a.Port)
@@ -36,10 +45,11 @@ func (p *parts) kafkaStarter(addr string) starter {
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
+			ACL: p.acl,
 		}, p.broker.Core(), log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
-			"auth", "none (no SASL yet)", "reach", reach(ln.Addr()))
+			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
 		return service{
 			name: "kafka",
 			run:  func(context.Context) error { return srv.Serve(ln) },
@@ -82,4 +92,11 @@ func (p *parts) kafkaRecordLag(group, topic string, queueID int32, consumer, bro
 		return srv.RecordLag(group, topic, queueID, consumer, broker)
 	}
 	return 0, false
+}
+
+func kafkaAuthDescription(acl bool) string {
+	if acl {
+		return "SASL PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 as plain_acl.yml accounts, ACL checked"
+	}
+	return "none (aclEnable=false)"
 }

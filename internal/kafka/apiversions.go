@@ -32,11 +32,13 @@ var apis = map[int16]apiRange{
 	14: {0, 5},  // SyncGroup
 	15: {0, 5},  // DescribeGroups
 	16: {0, 4},  // ListGroups
+	17: {0, 1},  // SaslHandshake (advertised with access control on)
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+	36: {0, 2},  // SaslAuthenticate (advertised with access control on)
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
@@ -45,9 +47,12 @@ var apis = map[int16]apiRange{
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
 }
 
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+func (s *Server) apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 	for _, k := range sortedAPIKeys {
+		if (k == 17 || k == 36) && s.cfg.ACL == nil {
+			continue
+		}
 		r := apis[k]
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: r.min, MaxVersion: r.max})
 	}
@@ -65,15 +70,15 @@ var sortedAPIKeys = func() []int16 {
 
 func (s *Server) apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = s.apiKeys()
 	return resp
 }
 
 // apiVersionsUnsupported answers an ApiVersions of a version above 3.
-func apiVersionsUnsupported(req *request) kmsg.Response {
+func (s *Server) apiVersionsUnsupported() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(0)
 	resp.ErrorCode = errUnsupportedVersion
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = s.apiKeys()
 	return resp
 }
