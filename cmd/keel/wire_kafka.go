@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/kafka"
 )
 
@@ -41,11 +42,15 @@ func (p *parts) kafkaStarter(addr string) starter {
 			port = int32(a.Port)
 		}
 		log := p.log.With("component", "kafka")
+		var accounts kafka.Accounts
+		if p.acl != nil {
+			accounts = kafkaAccounts{p.acl}
+		}
 		srv := kafka.New(kafka.Config{
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
-			ACL: p.acl,
+			ACL: accounts,
 		}, p.broker.Core(), log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
@@ -99,4 +104,40 @@ func kafkaAuthDescription(acl bool) string {
 		return "SASL PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 as plain_acl.yml accounts, ACL checked"
 	}
 	return "none (aclEnable=false)"
+}
+
+// kafkaAccounts is the ACL as the Kafka door asks it (kafka.Accounts).
+type kafkaAccounts struct{ a *acl.Authorizer }
+
+func (k kafkaAccounts) Trusted(remote net.Addr) bool { return k.a.Trusted(remote) }
+func (k kafkaAccounts) Authenticate(user, password string) bool {
+	return k.a.Authenticate(user, password) != nil
+}
+func (k kafkaAccounts) Secret(user string) (string, bool) {
+	if acct := k.a.Account(user); acct != nil {
+		return acct.SecretKey(), true
+	}
+	return "", false
+}
+func (k kafkaAccounts) Admin(user string) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.Admin
+}
+func (k kafkaAccounts) MayTopic(user, topic string, need kafka.Perm) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.MayTopic(topic, aclPerm(need))
+}
+func (k kafkaAccounts) MayGroup(user, group string, need kafka.Perm) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.MayGroup(group, aclPerm(need))
+}
+
+func aclPerm(p kafka.Perm) acl.Perm {
+	switch p {
+	case kafka.PermPub:
+		return acl.Pub
+	case kafka.PermSub:
+		return acl.Sub
+	}
+	return acl.Any
 }

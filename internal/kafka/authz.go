@@ -29,18 +29,26 @@ package kafka
 // the handlers know nothing of it.
 
 import (
-	"github.com/keelmq/keel/internal/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// principal is an authenticated user under the access control.
+type principal struct {
+	acc  Accounts
+	user string
+}
+
+func (p principal) MayTopic(topic string, need Perm) bool { return p.acc.MayTopic(p.user, topic, need) }
+func (p principal) MayGroup(group string, need Perm) bool { return p.acc.MayGroup(p.user, group, need) }
+
 // authorized serves req for an authenticated connection under acct.
-func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
-	topicOK := func(t string, p acl.Perm) bool { return acct.MayTopic(t, p) }
-	groupOK := func(g string, p acl.Perm) bool { return acct.MayGroup(g, p) }
+func (s *Server) authorized(acct principal, req *request) kmsg.Response {
+	topicOK := func(t string, p Perm) bool { return acct.MayTopic(t, p) }
+	groupOK := func(g string, p Perm) bool { return acct.MayGroup(g, p) }
 	switch b := req.body.(type) {
 	case *kmsg.ProduceRequest:
 		var denied []kmsg.ProduceRequestTopic
-		b.Topics, denied = splitBy(b.Topics, func(t kmsg.ProduceRequestTopic) bool { return topicOK(t.Topic, acl.Pub) })
+		b.Topics, denied = splitBy(b.Topics, func(t kmsg.ProduceRequestTopic) bool { return topicOK(t.Topic, PermPub) })
 		resp := s.produce(b)
 		if r, ok := resp.(*kmsg.ProduceResponse); ok {
 			for _, t := range denied {
@@ -57,7 +65,7 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 		return resp
 	case *kmsg.FetchRequest:
 		var denied []kmsg.FetchRequestTopic
-		b.Topics, denied = splitBy(b.Topics, func(t kmsg.FetchRequestTopic) bool { return topicOK(t.Topic, acl.Sub) })
+		b.Topics, denied = splitBy(b.Topics, func(t kmsg.FetchRequestTopic) bool { return topicOK(t.Topic, PermSub) })
 		r := s.fetch(b).(*kmsg.FetchResponse)
 		for _, t := range denied {
 			rt := kmsg.NewFetchResponseTopic()
@@ -73,7 +81,7 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 		return r
 	case *kmsg.ListOffsetsRequest:
 		var denied []kmsg.ListOffsetsRequestTopic
-		b.Topics, denied = splitBy(b.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return topicOK(t.Topic, acl.Any) })
+		b.Topics, denied = splitBy(b.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return topicOK(t.Topic, PermAny) })
 		r := s.listOffsets(b).(*kmsg.ListOffsetsResponse)
 		for _, t := range denied {
 			rt := kmsg.NewListOffsetsResponseTopic()
@@ -91,7 +99,7 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 	case *kmsg.DescribeConfigsRequest:
 		var denied []kmsg.DescribeConfigsRequestResource
 		b.Resources, denied = splitBy(b.Resources, func(r kmsg.DescribeConfigsRequestResource) bool {
-			return r.ResourceType != resourceTopic || topicOK(r.ResourceName, acl.Any)
+			return r.ResourceType != resourceTopic || topicOK(r.ResourceName, PermAny)
 		})
 		r := s.describeConfigs(b).(*kmsg.DescribeConfigsResponse)
 		for _, d := range denied {
@@ -101,33 +109,33 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 		}
 		return r
 	case *kmsg.JoinGroupRequest:
-		if !groupOK(b.Group, acl.Sub) {
+		if !groupOK(b.Group, PermSub) {
 			r := b.ResponseKind().(*kmsg.JoinGroupResponse)
 			r.ErrorCode, r.Generation = errGroupAuthorization, -1
 			return r
 		}
 	case *kmsg.SyncGroupRequest:
-		if !groupOK(b.Group, acl.Sub) {
+		if !groupOK(b.Group, PermSub) {
 			r := b.ResponseKind().(*kmsg.SyncGroupResponse)
 			r.ErrorCode = errGroupAuthorization
 			return r
 		}
 	case *kmsg.HeartbeatRequest:
-		if !groupOK(b.Group, acl.Sub) {
+		if !groupOK(b.Group, PermSub) {
 			r := b.ResponseKind().(*kmsg.HeartbeatResponse)
 			r.ErrorCode = errGroupAuthorization
 			return r
 		}
 	case *kmsg.LeaveGroupRequest:
-		if !groupOK(b.Group, acl.Sub) {
+		if !groupOK(b.Group, PermSub) {
 			r := b.ResponseKind().(*kmsg.LeaveGroupResponse)
 			r.ErrorCode = errGroupAuthorization
 			return r
 		}
 	case *kmsg.OffsetCommitRequest:
-		groupDenied := !groupOK(b.Group, acl.Sub)
+		groupDenied := !groupOK(b.Group, PermSub)
 		var denied []kmsg.OffsetCommitRequestTopic
-		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return !groupDenied && topicOK(t.Topic, acl.Sub) })
+		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return !groupDenied && topicOK(t.Topic, PermSub) })
 		r := s.offsetCommit(b).(*kmsg.OffsetCommitResponse)
 		for _, t := range denied {
 			rt := kmsg.NewOffsetCommitResponseTopic()
@@ -144,18 +152,18 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 		}
 		return r
 	case *kmsg.OffsetFetchRequest:
-		if !groupOK(b.Group, acl.Sub) {
+		if !groupOK(b.Group, PermSub) {
 			r := b.ResponseKind().(*kmsg.OffsetFetchResponse)
 			r.ErrorCode = errGroupAuthorization
 			return r
 		}
 		var denied []kmsg.OffsetFetchRequestTopic
 		if b.Topics != nil {
-			b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return topicOK(t.Topic, acl.Sub) })
+			b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return topicOK(t.Topic, PermSub) })
 		}
 		r := s.offsetFetch(b).(*kmsg.OffsetFetchResponse)
 		if b.Topics == nil {
-			r.Topics, _ = splitBy(r.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return topicOK(t.Topic, acl.Sub) })
+			r.Topics, _ = splitBy(r.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return topicOK(t.Topic, PermSub) })
 		}
 		for _, t := range denied {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -175,14 +183,14 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 		}
 		if b.CoordinatorType == 0 {
 			for _, k := range keys {
-				if !groupOK(k, acl.Any) {
+				if !groupOK(k, PermAny) {
 					return s.coordinatorDenied(b, keys, groupOK)
 				}
 			}
 		}
 	case *kmsg.DescribeGroupsRequest:
 		var denied []string
-		b.Groups, denied = splitBy(b.Groups, func(g string) bool { return groupOK(g, acl.Any) })
+		b.Groups, denied = splitBy(b.Groups, func(g string) bool { return groupOK(g, PermAny) })
 		r := s.describeGroups(b).(*kmsg.DescribeGroupsResponse)
 		for _, g := range denied {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
@@ -192,11 +200,11 @@ func (s *Server) authorized(acct *acl.Account, req *request) kmsg.Response {
 		return r
 	case *kmsg.ListGroupsRequest:
 		r := s.listGroups(b).(*kmsg.ListGroupsResponse)
-		r.Groups, _ = splitBy(r.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return groupOK(g.Group, acl.Any) })
+		r.Groups, _ = splitBy(r.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return groupOK(g.Group, PermAny) })
 		return r
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.DeleteRecordsRequest,
 		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.DeleteGroupsRequest:
-		if !acct.Admin {
+		if !acct.acc.Admin(acct.user) {
 			return adminDenied(req.body)
 		}
 	}
@@ -216,7 +224,7 @@ func splitBy[T any](xs []T, ok func(T) bool) (kept, rest []T) {
 	return kept, rest
 }
 
-func (s *Server) authorizedMetadata(acct *acl.Account, b *kmsg.MetadataRequest) kmsg.Response {
+func (s *Server) authorizedMetadata(acct principal, b *kmsg.MetadataRequest) kmsg.Response {
 	var denied, unknown []string
 	all := b.Topics == nil || b.Version == 0 && len(b.Topics) == 0
 	if !all {
@@ -225,10 +233,10 @@ func (s *Server) authorizedMetadata(acct *acl.Account, b *kmsg.MetadataRequest) 
 				return true // by id: answered unknown
 			}
 			switch _, exists := s.core.Topic(*t.Topic); {
-			case !acct.MayTopic(*t.Topic, acl.Any):
+			case !acct.MayTopic(*t.Topic, PermAny):
 				denied = append(denied, *t.Topic)
 				return false
-			case !exists && !acct.MayTopic(*t.Topic, acl.Pub):
+			case !exists && !acct.MayTopic(*t.Topic, PermPub):
 				unknown = append(unknown, *t.Topic) // creating it needs PUB
 				return false
 			}
@@ -240,7 +248,7 @@ func (s *Server) authorizedMetadata(acct *acl.Account, b *kmsg.MetadataRequest) 
 	}
 	r := s.metadata(b).(*kmsg.MetadataResponse)
 	if all {
-		r.Topics, _ = splitBy(r.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && acct.MayTopic(*t.Topic, acl.Any) })
+		r.Topics, _ = splitBy(r.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && acct.MayTopic(*t.Topic, PermAny) })
 	} else if b.Version == 0 && len(b.Topics) == 0 {
 		r.Topics = r.Topics[:0]
 	}
@@ -260,14 +268,14 @@ func (s *Server) authorizedMetadata(acct *acl.Account, b *kmsg.MetadataRequest) 
 // coordinatorDenied answers a FindCoordinator naming a group the account
 // may not see: GROUP_AUTHORIZATION_FAILED for it, this broker for the
 // others.
-func (s *Server) coordinatorDenied(b *kmsg.FindCoordinatorRequest, keys []string, groupOK func(string, acl.Perm) bool) kmsg.Response {
+func (s *Server) coordinatorDenied(b *kmsg.FindCoordinatorRequest, keys []string, groupOK func(string, Perm) bool) kmsg.Response {
 	r := s.findCoordinator(b).(*kmsg.FindCoordinatorResponse)
 	if b.Version < 4 {
 		r.ErrorCode, r.NodeID, r.Host, r.Port = errGroupAuthorization, -1, "", -1
 		return r
 	}
 	for i := range r.Coordinators {
-		if c := &r.Coordinators[i]; !groupOK(c.Key, acl.Any) {
+		if c := &r.Coordinators[i]; !groupOK(c.Key, PermAny) {
 			c.ErrorCode, c.NodeID, c.Host, c.Port = errGroupAuthorization, -1, "", -1
 		}
 	}

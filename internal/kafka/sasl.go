@@ -33,12 +33,42 @@ import (
 	"encoding/base64"
 	"errors"
 	"hash"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/keelmq/keel/internal/acl"
 	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Accounts is Keel's access control as the Kafka door needs it
+// (cmd/keel adapts internal/acl's Authorizer, plain_acl.yml, to it). Its
+// methods are called per request, so a reload of the rules applies at
+// once; they must be safe for concurrent use.
+type Accounts interface {
+	// Trusted reports whether connections from remote need no
+	// credentials (globalWhiteRemoteAddresses).
+	Trusted(remote net.Addr) bool
+	// Authenticate reports whether password is user's (constant time).
+	Authenticate(user, password string) bool
+	// Secret returns user's password (SCRAM derives its keys from it);
+	// ok false for an unknown user.
+	Secret(user string) (secret string, ok bool)
+	// Admin reports whether user may use the admin APIs.
+	Admin(user string) bool
+	// MayTopic and MayGroup report whether user holds need on the topic
+	// or group.
+	MayTopic(user, topic string, need Perm) bool
+	MayGroup(user, group string, need Perm) bool
+}
+
+// Perm is what a request needs on a topic or group.
+type Perm uint8
+
+const (
+	PermPub Perm = 1 << iota // write (RocketMQ's PUB)
+	PermSub                  // read (SUB)
+	PermAny                  // see: PUB or SUB
 )
 
 const (
@@ -119,7 +149,7 @@ func (s *Server) saslStep(a *connAuth, token []byte) ([]byte, error) {
 		if len(parts) != 3 || parts[1] == "" || parts[0] != "" && parts[0] != parts[1] {
 			return nil, errors.New("malformed PLAIN token")
 		}
-		if s.cfg.ACL.Authenticate(parts[1], parts[2]) == nil {
+		if !s.cfg.ACL.Authenticate(parts[1], parts[2]) {
 			return nil, errAuthFailed
 		}
 		a.user = parts[1]
@@ -222,7 +252,7 @@ type scramExchange struct {
 	nonce           string
 }
 
-func (k *scramKeys) first(mech string, token []byte, a *acl.Authorizer) (*scramExchange, []byte, error) {
+func (k *scramKeys) first(mech string, token []byte, a Accounts) (*scramExchange, []byte, error) {
 	msg := string(token)
 	// gs2-header: ("n" | "y") "," [ "a=" authzid ] ","
 	if !strings.HasPrefix(msg, "n,") && !strings.HasPrefix(msg, "y,") {
@@ -255,8 +285,8 @@ func (k *scramKeys) first(mech string, token []byte, a *acl.Authorizer) (*scramE
 	rand.Read(b[:])
 	x.nonce = cnonce + base64.RawURLEncoding.EncodeToString(b[:])
 	salt := k.salt(mech, x.user)
-	if acct := a.Account(x.user); acct != nil {
-		c, err := k.cred(mech, x.user, acct.SecretKey())
+	if secret, ok := a.Secret(x.user); ok {
+		c, err := k.cred(mech, x.user, secret)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -47,7 +48,33 @@ func startACLNode(t *testing.T) *testNode {
 		t.Fatal(err)
 	}
 	a := acl.NewWithRules(rules, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	return startNodeWith(t, nil, Config{ACL: a})
+	return startNodeWith(t, nil, Config{ACL: testAccounts{a}})
+}
+
+// testAccounts is the ACL as Accounts (cmd/keel has the same adapter).
+type testAccounts struct{ a *acl.Authorizer }
+
+func (k testAccounts) Trusted(remote net.Addr) bool { return k.a.Trusted(remote) }
+func (k testAccounts) Authenticate(user, password string) bool {
+	return k.a.Authenticate(user, password) != nil
+}
+func (k testAccounts) Secret(user string) (string, bool) {
+	if acct := k.a.Account(user); acct != nil {
+		return acct.SecretKey(), true
+	}
+	return "", false
+}
+func (k testAccounts) Admin(user string) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.Admin
+}
+func (k testAccounts) MayTopic(user, topic string, need Perm) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.MayTopic(topic, map[Perm]acl.Perm{PermPub: acl.Pub, PermSub: acl.Sub, PermAny: acl.Any}[need])
+}
+func (k testAccounts) MayGroup(user, group string, need Perm) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.MayGroup(group, map[Perm]acl.Perm{PermPub: acl.Pub, PermSub: acl.Sub, PermAny: acl.Any}[need])
 }
 
 func saslClient(t *testing.T, addr string, m sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,7 +55,7 @@ type Config struct {
 	// ACL, when set (aclEnable=true), makes connections authenticate with
 	// SASL as one of its accounts and checks every request against the
 	// account's permissions (sasl.go, authz.go); nil: no authentication.
-	ACL *acl.Authorizer
+	ACL Accounts
 }
 
 func (c *Config) applyDefaults() {
@@ -312,12 +311,11 @@ func (s *Server) serveRequest(auth *connAuth, req *request, log *slog.Logger) (r
 		log.Warn("kafka: request before SASL authentication, closing", "api", kmsg.NameForKey(req.key))
 		return nil, false
 	}
-	acct := s.cfg.ACL.Account(auth.user)
-	if acct == nil {
+	if _, ok := s.cfg.ACL.Secret(auth.user); !ok {
 		log.Warn("kafka: the connection's account is gone from the ACL, closing", "user", auth.user)
 		return nil, false
 	}
-	return s.authorized(acct, req), true
+	return s.authorized(principal{s.cfg.ACL, auth.user}, req), true
 }
 
 // handle answers one request; nil means no response (acks=0, or an
