@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -253,5 +254,63 @@ func TestServeKafkaSASLOverTLS(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: the Kafka listener answered", name)
 		}
+	}
+}
+
+// TestKafkaExamples builds examples/kafka and runs them against `keel
+// serve`: the producer's acks=all callbacks report offsets, the consumer
+// group reads them and commits, and its next run resumes after the commit.
+func TestKafkaExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example programs")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the examples")
+	}
+	bin := t.TempDir()
+	build := exec.Command(goBin, "build", "-o", bin+string(filepath.Separator), "./examples/kafka/producer", "./examples/kafka/consumer")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build examples/kafka: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "",
+			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--http-listen", ""}, &bytes.Buffer{}, logs)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var addr string
+	waitFor(t, "the Kafka listener", 30*time.Second, func() bool {
+		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	example := func(name string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, filepath.Join(bin, name), append([]string{"-b", addr}, args...)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "done:") {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return string(out)
+	}
+	if out := example("producer", "-count", "6"); strings.Count(out, "offset=") != 6 {
+		t.Fatalf("producer: want 6 acknowledged offsets:\n%s", out)
+	}
+	if out := example("consumer", "-count", "6", "-timeout", "40s"); strings.Count(out, "received ") != 6 {
+		t.Fatalf("consumer: want 6 records:\n%s", out)
+	}
+	example("producer", "-count", "3")
+	out := example("consumer", "-count", "3", "-timeout", "40s")
+	if strings.Contains(out, "offset=0:") || strings.Count(out, "received ") != 3 {
+		t.Fatalf("the group's second run did not resume after its commit:\n%s", out)
 	}
 }
