@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -41,7 +42,7 @@ accounts:
     admin: true
 `
 
-func startACLNode(t *testing.T) *testNode {
+func startACLNode(t testing.TB) *testNode {
 	t.Helper()
 	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
 	if err != nil {
@@ -234,4 +235,54 @@ func TestSASLOtherClients(t *testing.T) {
 	if e := n.st.MaxOffset("audit", 0); e != 4 {
 		t.Fatalf("%d batches stored, want 4", e)
 	}
+}
+
+// FuzzAuthorized: every request the decoder accepts is answered under a
+// restricted account without a panic, and the answer encodes; so are the
+// SASL requests of a connection that has not authenticated.
+func FuzzAuthorized(f *testing.F) {
+	for key, rng := range apis {
+		if key != 11 && key != 14 {
+			f.Add(frameOf(kmsg.RequestForKey(key), rng.max, 1)[4:])
+		}
+	}
+	n := startACLNode(f)
+	acc := n.srv.cfg.ACL
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := decodeRequest(b)
+		if err != nil || req.key == 11 || req.key == 14 {
+			return
+		}
+		if fr, ok := req.body.(*kmsg.FetchRequest); ok {
+			fr.MaxWaitMillis = 0
+		}
+		if resp := n.srv.authorized(principal{acc, "consumer1"}, req); resp != nil {
+			appendResponse(nil, req.correlation, resp)
+		}
+		if resp, _ := n.srv.serveRequest(&connAuth{}, req, log); resp != nil {
+			appendResponse(nil, req.correlation, resp)
+		}
+	})
+}
+
+// FuzzSASLTokens: any client tokens, for every mechanism, get an answer
+// or an error, never a panic, and never authenticate without the secret.
+func FuzzSASLTokens(f *testing.F) {
+	f.Add("SCRAM-SHA-256", []byte("n,,n=producer1,r=abc"), []byte("c=biws,r=abc,p=AAAA"))
+	f.Add("SCRAM-SHA-512", []byte("n,a=producer1,n=producer1,r=x"), []byte("c=bixhPXByb2R1Y2VyMSw=,r=x,p="))
+	f.Add("PLAIN", []byte("\x00producer1\x00wrong"), []byte(nil))
+	n := startACLNode(f)
+	f.Fuzz(func(t *testing.T, mech string, first, final []byte) {
+		a := &connAuth{mech: mech}
+		if _, err := n.srv.saslStep(a, first); err != nil || a.user != "" {
+			if a.user != "" && mech == "PLAIN" && string(first) != "\x00producer1\x00producer-secret" {
+				t.Fatalf("PLAIN authenticated %q with %q", a.user, first)
+			}
+			return
+		}
+		if _, err := n.srv.saslStep(a, final); err == nil && a.user != "" {
+			t.Fatalf("%s authenticated %q from random tokens %q %q", mech, a.user, first, final)
+		}
+	})
 }
