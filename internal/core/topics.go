@@ -21,6 +21,7 @@ package core
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // TopicConfig is one topic's configuration (RocketMQ TopicConfig JSON).
@@ -206,18 +207,40 @@ func (b *Broker) DeleteTopic(topic string) error {
 // request): the name is validated (system topics are refused), the queue
 // counts must be in [1, MaxQueueNums] and the permission only read, write
 // and inherit bits.
+//
+// An existing topic's name was checked when it was created (a Kafka client
+// may have created it under Kafka's rule), and the attributes the Kafka
+// door keeps in it (KafkaAttributePrefix) survive an update that does not
+// carry them, as RocketMQ 5 keeps attributes an update does not name.
 func (b *Broker) UpdateTopic(tc TopicConfig) error {
-	if err := ValidateTopic(tc.TopicName); err != nil {
-		return err
+	old, exists := b.topics.get(tc.TopicName)
+	if !exists {
+		if err := ValidateTopic(tc.TopicName); err != nil {
+			return err
+		}
+	}
+	for k, v := range old.Attributes {
+		if _, set := tc.Attributes[k]; !set && strings.HasPrefix(k, KafkaAttributePrefix) {
+			if tc.Attributes == nil {
+				tc.Attributes = map[string]string{}
+			}
+			tc.Attributes[k] = v
+		}
 	}
 	return b.updateTopic(tc)
 }
 
-// UpdateKafkaTopic is UpdateTopic for a topic a Kafka client creates: its
-// name follows ValidateKafkaTopic.
+// KafkaAttributePrefix starts the names of the topic attributes the Kafka
+// door keeps (per-topic configs, log start offsets).
+const KafkaAttributePrefix = "kafka."
+
+// UpdateKafkaTopic is UpdateTopic for the Kafka door: a new topic's name
+// follows ValidateKafkaTopic, and tc's attributes replace the old ones.
 func (b *Broker) UpdateKafkaTopic(tc TopicConfig) error {
-	if err := ValidateKafkaTopic(tc.TopicName); err != nil {
-		return err
+	if _, exists := b.topics.get(tc.TopicName); !exists {
+		if err := ValidateKafkaTopic(tc.TopicName); err != nil {
+			return err
+		}
 	}
 	return b.updateTopic(tc)
 }

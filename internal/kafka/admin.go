@@ -23,7 +23,7 @@ const (
 	errNonEmptyGroup  int16 = 68
 	errGroupIDUnknown int16 = 69
 
-	attrLogStartPrefix = "kafka.logStart."
+	attrLogStartPrefix = core.KafkaAttributePrefix + "logStart."
 )
 
 func logStartAttr(p int32) string { return attrLogStartPrefix + strconv.Itoa(int(p)) }

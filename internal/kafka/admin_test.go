@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -132,7 +133,8 @@ func TestKadmConfigs(t *testing.T) {
 }
 
 // TestKadmDeleteRecords: DeleteRecords advances the log start; Fetch and
-// ListOffsets honour it, also after a restart.
+// ListOffsets honour it, also after a restart and after a RocketMQ-side
+// update of the topic (which carries no attributes).
 func TestKadmDeleteRecords(t *testing.T) {
 	n := startNode(t, nil)
 	cl, adm := adminClient(t, n.addr)
@@ -185,6 +187,10 @@ func TestKadmDeleteRecords(t *testing.T) {
 				break
 			}
 		}
+	}
+	// As RocketMQ's UPDATE_AND_CREATE_TOPIC does: a whole new config.
+	if err := n.core.UpdateTopic(core.NewTopicConfig("trim", 1, core.PermRW)); err != nil {
+		t.Fatal(err)
 	}
 	check(n.addr)
 	n.stop()

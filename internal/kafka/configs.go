@@ -33,7 +33,7 @@ const (
 
 	// attrMaxMessageBytes is the topic attribute max.message.bytes is
 	// kept in.
-	attrMaxMessageBytes = "kafka.max.message.bytes"
+	attrMaxMessageBytes = core.KafkaAttributePrefix + "max.message.bytes"
 )
 
 // topicConfig is one config of the table: its value for a topic, whether
@@ -312,11 +312,6 @@ func (s *Server) incrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsReques
 	return resp
 }
 
-// putTopic stores a changed configuration of an existing topic, whichever
-// side named it.
-func (s *Server) putTopic(tc core.TopicConfig) error {
-	if core.ValidateTopic(tc.TopicName) == nil {
-		return s.core.UpdateTopic(tc)
-	}
-	return s.core.UpdateKafkaTopic(tc)
-}
+// putTopic stores a changed configuration of an existing topic, its
+// attributes as given.
+func (s *Server) putTopic(tc core.TopicConfig) error { return s.core.UpdateKafkaTopic(tc) }
