@@ -33,11 +33,11 @@ cp -r "$src" "$tmp/franz-go"
 chmod -R u+w "$tmp/franz-go"
 go build -o "$tmp/keel" ./cmd/keel
 
-# Tests that need what Keel does not offer (docs/kafka.md lists why).
-# Transactions: TestTxn*, TestIssue1034 (a transactional producer) and the
-# EOS variants of TestGroupETL are not here: TestGroupETL's transactional
-# half is TestTxnEtl. Share groups and KIP-848 skip themselves (their APIs
-# are not advertised). SASL tests need KGO_TEST_SCRAM* and skip without it.
+# Tests that need what Keel does not offer (docs/kafka.md lists why):
+# TestTxnEtl needs transactions; TestConsumeRegex expects Kafka's internal
+# __consumer_offsets topic. KIP-848, share-group, SCRAM and OAUTHBEARER
+# tests skip themselves (their APIs are not advertised, or their
+# KGO_TEST_* variables are not set).
 skip='^(TestTxnEtl|TestConsumeRegex)$'
 
 mkdir -p "$tmp/data"
