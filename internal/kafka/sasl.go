@@ -314,7 +314,9 @@ func (x *scramExchange) final(token []byte) ([]byte, string, error) {
 			nonce = attr[2:]
 		}
 	}
-	if cb != base64.StdEncoding.EncodeToString([]byte(x.gs2)) || nonce != x.nonce {
+	// The nonce must end with the server's (client's + server's part), as
+	// Kafka checks: librdkafka sends its own nonce again in front of it.
+	if cb != base64.StdEncoding.EncodeToString([]byte(x.gs2)) || !strings.HasSuffix(nonce, x.nonce) {
 		return nil, "", errors.New("SCRAM: channel binding or nonce mismatch")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
