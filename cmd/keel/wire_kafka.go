@@ -50,7 +50,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
-			ACL: accounts,
+			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 		}, p.broker.Core(), log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),

@@ -1,6 +1,9 @@
 package config
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // DefaultKafkaListen is loopback: without aclEnable=true the Kafka
 // listener authenticates nobody, so it does not face the network unless
@@ -14,6 +17,9 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 		if _, _, err := net.SplitHostPort(b.KafkaListen); err != nil {
 			bad("kafkaListen", "not host:port")
 		}
+	}
+	if b.KafkaProducerIDExpiration < time.Second {
+		bad("kafkaProducerIdExpirationMs", "must be at least 1000 (one second)")
 	}
 	if b.KafkaAdvertisedListen != "" {
 		if _, _, err := net.SplitHostPort(b.KafkaAdvertisedListen); err != nil {

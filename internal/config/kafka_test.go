@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKafkaListen: loopback by default, empty turns it off; with
@@ -44,4 +45,16 @@ func (b *Broker) validateKafkaOnly() error {
 		}
 	})
 	return first
+}
+
+// TestKafkaProducerIDExpiration: 24 h by default, at least a second.
+func TestKafkaProducerIDExpiration(t *testing.T) {
+	b := Default()
+	if b.KafkaProducerIDExpiration != 24*time.Hour || b.validateKafkaOnly() != nil {
+		t.Fatalf("default %v: %v", b.KafkaProducerIDExpiration, b.validateKafkaOnly())
+	}
+	b.KafkaProducerIDExpiration = 500 * time.Millisecond
+	if err := b.validateKafkaOnly(); err == nil || !strings.Contains(err.Error(), "kafkaProducerIdExpirationMs") {
+		t.Fatalf("500 ms: %v, want refused", err)
+	}
 }
