@@ -1,6 +1,7 @@
 package kafka
 
-// CreatePartitions, DeleteRecords, DescribeCluster and DeleteGroups.
+// CreatePartitions, DeleteRecords, DescribeCluster, DeleteGroups and
+// OffsetDelete.
 //
 // CreatePartitions raises a topic's queue count (read and write); it never
 // lowers it (INVALID_PARTITIONS), as Kafka. DeleteRecords advances a
@@ -235,6 +236,77 @@ func (s *Server) deleteGroups(req *kmsg.DeleteGroupsRequest) kmsg.Response {
 					resp.Groups[i].ErrorCode = errKafkaStorage
 				}
 			}
+		}
+	}
+	return resp
+}
+
+const errGroupSubscribedToTopic int16 = 86
+
+// offsetDelete drops a group's committed offsets of some partitions; a
+// topic a member of the group subscribes to (its consumer protocol
+// metadata names it) is refused with GROUP_SUBSCRIBED_TO_TOPIC, as Kafka.
+func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	s.gmu.Lock()
+	subscribed := map[string]bool{}
+	g := s.groups[req.Group]
+	if g != nil {
+		for _, m := range g.members {
+			for _, p := range m.protocols {
+				if p.Name != g.protocol && g.protocol != "" {
+					continue
+				}
+				var md kmsg.ConsumerMemberMetadata
+				if md.ReadFrom(p.Metadata) == nil {
+					for _, t := range md.Topics {
+						subscribed[t] = true
+					}
+				}
+			}
+		}
+	}
+	s.gmu.Unlock()
+	known := g != nil
+	if !known {
+		_, known = s.core.Group(req.Group)
+	}
+	if !known {
+		known = len(s.core.OffsetTopics(req.Group)) > 0
+	}
+	if !known {
+		resp.ErrorCode = errGroupIDUnknown
+		return resp
+	}
+	deleted := false
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		_, exists := s.core.Topic(t.Topic)
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition = p.Partition
+			switch {
+			case !exists:
+				rp.ErrorCode = errUnknownTopicOrPartition
+			case subscribed[t.Topic]:
+				rp.ErrorCode = errGroupSubscribedToTopic
+			default:
+				if s.core.DeleteOffset(req.Group, t.Topic, p.Partition) {
+					deleted = true
+				}
+				s.exactMu.Lock()
+				delete(s.exact, groupPartition{req.Group, t.Topic, p.Partition})
+				s.exactMu.Unlock()
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if deleted {
+		if err := s.core.FlushOffsets(); err != nil {
+			s.log.Error("kafka: offset delete: offsets not written", "group", req.Group, "err", err)
+			resp.ErrorCode = errKafkaStorage
 		}
 	}
 	return resp

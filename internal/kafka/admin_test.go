@@ -199,7 +199,8 @@ func TestKadmDeleteRecords(t *testing.T) {
 
 // TestDescribeClusterAndDeleteGroups: DescribeCluster names this broker;
 // DeleteGroups drops an empty group's offsets, refuses a group with
-// members and an unknown one.
+// members and an unknown one; OffsetDelete drops one partition's offset,
+// not of a topic the group's members subscribe to.
 func TestDescribeClusterAndDeleteGroups(t *testing.T) {
 	n := startNode(t, nil)
 	cl, adm := adminClient(t, n.addr)
@@ -221,6 +222,29 @@ func TestDescribeClusterAndDeleteGroups(t *testing.T) {
 	member := groupClient(t, n.addr, "busy", "dg")
 	defer member.Close()
 	pollValues(t, member, 3)
+	if err := member.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// OffsetDelete: refused while "busy" subscribes to dg; done for "gone".
+	ds, err := adm.DeleteOffsets(ctx, "busy", kadm.TopicsSet{"dg": {0: {}}})
+	if e, _ := ds.Lookup("dg", 0); err != nil || !errors.Is(e, kerr.GroupSubscribedToTopic) {
+		t.Fatalf("offset delete of a subscribed topic: %v %v", err, e)
+	}
+	if _, ok := n.core.ConsumerOffset("busy", "dg", 0, false); !ok {
+		t.Fatal("a refused OffsetDelete dropped the offset")
+	}
+	var more kadm.Offsets
+	more.AddOffset("dg", 0, 1, -1)
+	if _, err := adm.CommitOffsets(ctx, "partial", more); err != nil {
+		t.Fatal(err)
+	}
+	ds, err = adm.DeleteOffsets(ctx, "partial", kadm.TopicsSet{"dg": {0: {}}})
+	if e, _ := ds.Lookup("dg", 0); err != nil || e != nil {
+		t.Fatalf("offset delete: %v %v", err, e)
+	}
+	if _, ok := n.core.ConsumerOffset("partial", "dg", 0, false); ok {
+		t.Fatal("OffsetDelete left the offset")
+	}
 	rs, err := adm.DeleteGroups(ctx, "gone", "busy", "never")
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ var apis = map[int16]apiRange{
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
 	44: {0, 1},  // IncrementalAlterConfigs
+	47: {0, 0},  // OffsetDelete
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
 }
 

@@ -12,7 +12,8 @@ package kafka
 //	                                         creating one on Metadata
 //	                                         needs PUB)
 //	JoinGroup, SyncGroup, Heartbeat,         SUB on the group
-//	LeaveGroup, OffsetCommit, OffsetFetch
+//	LeaveGroup, OffsetCommit, OffsetFetch,
+//	OffsetDelete (and SUB on its topics)
 //	FindCoordinator, DescribeGroups,         PUB or SUB on the group
 //	ListGroups (filtered)
 //	CreateTopics, DeleteTopics,              an admin account (RocketMQ's
@@ -188,6 +189,26 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 				}
 			}
 		}
+	case *kmsg.OffsetDeleteRequest:
+		if !groupOK(b.Group, PermSub) {
+			r := b.ResponseKind().(*kmsg.OffsetDeleteResponse)
+			r.ErrorCode = errGroupAuthorization
+			return r
+		}
+		var denied []kmsg.OffsetDeleteRequestTopic
+		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return topicOK(t.Topic, PermSub) })
+		r := s.offsetDelete(b).(*kmsg.OffsetDeleteResponse)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, errTopicAuthorization
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
 	case *kmsg.DescribeGroupsRequest:
 		var denied []string
 		b.Groups, denied = splitBy(b.Groups, func(g string) bool { return groupOK(g, PermAny) })

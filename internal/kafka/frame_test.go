@@ -49,7 +49,7 @@ func TestDecodeRequestRefusals(t *testing.T) {
 		}
 	}
 	for _, f := range [][]byte{
-		frameOf(kmsg.NewPtrOffsetDeleteRequest(), 0, 2)[4:], // not served
+		frameOf(kmsg.NewPtrDescribeACLsRequest(), 1, 2)[4:], // not served
 		frameOf(kmsg.NewPtrFetchRequest(), 13, 3)[4:],       // above the range
 		frameOf(kmsg.NewPtrApiVersionsRequest(), 4, 4)[4:],
 	} {

@@ -364,6 +364,8 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.listGroups(b)
 	case *kmsg.DeleteGroupsRequest:
 		return s.deleteGroups(b)
+	case *kmsg.OffsetDeleteRequest:
+		return s.offsetDelete(b)
 	case *kmsg.CreatePartitionsRequest:
 		return s.createPartitions(b)
 	case *kmsg.DeleteRecordsRequest:
