@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/replication"
@@ -89,6 +90,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 				// registration names the master's haServerAddr.
 				p.onMasterAddress = func(_, ha string) { s.SetMasterAddr(ha) }
 			}
+			p.setReplicationState(s.State)
 			log.Info("replication: slave", "master", cmp.Or(b.HAMasterAddress, "(from the NameServer)"), "epochs", s.History())
 			return service{name: "replication", run: s.Run}, nil
 		}
@@ -103,7 +105,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			return service{}, err
 		}
 		p.haBound = ln.Addr()
-		p.sendGate, p.replicationInfo = m.CheckSend, m.RuntimeInfo
+		p.sendGate = m.CheckSend
+		p.setReplicationState(func() replication.State { return m.State(time.Now()) })
 		log.Info("replication listening", "addr", ln.Addr().String(), "role", b.BrokerRole)
 		return service{name: "replication", run: func(ctx context.Context) error { return m.Serve(ctx, ln) }}, nil
 	}

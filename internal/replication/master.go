@@ -85,6 +85,7 @@ type follower struct {
 	inSync    bool         // guarded by Master.mu
 	gone      bool         // replaced by a newer connection of the same replica; guarded by Master.mu
 	progress  time.Time    // last ack that moved, or caught up; guarded by Master.mu
+	lastAck   atomic.Int64 // Unix nanoseconds of its last ack, moving or not (status.go)
 }
 
 // NewMaster loads (or starts) the epoch history and appends a new epoch
@@ -422,6 +423,7 @@ func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idl
 			m.log.Warn("replication: bad ack", "replica", f.id, "err", err)
 			return
 		}
+		f.lastAck.Store(time.Now().UnixNano())
 		f.pace.received(a.Written)
 		got := a.Written
 		if f.syncFlush {

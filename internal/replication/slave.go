@@ -56,6 +56,7 @@ type Slave struct {
 
 	truncations atomic.Int64 // truncations of the log to the master's (truncate.go)
 	master      masterAddr   // masteraddr.go
+	link        link         // what State reports of the connection (status.go)
 }
 
 // NewSlave loads the replica's epoch history.
@@ -207,6 +208,8 @@ func (s *Slave) follow(c net.Conn, addr string) error {
 	}
 	s.log.Info("replication: following master", "master", addr, "from", end, "master_end", ok.MasterEnd,
 		"master_epoch", ok.Epochs.Last().Epoch)
+	s.link.up()
+	defer s.link.down()
 
 	acks := newAcker(s, c, idle)
 	defer acks.stop()
@@ -223,6 +226,7 @@ func (s *Slave) follow(c net.Conn, addr string) error {
 		if err != nil {
 			return err
 		}
+		s.link.heard(m.Confirmed)
 		if err := acks.failed(); err != nil {
 			return err
 		}
@@ -343,7 +347,7 @@ type acker struct {
 	mu    sync.Mutex
 	end   int64
 	err   error
-	force atomic.Bool // send an ack even if unchanged (a heartbeat's answer)
+	force bool // send an ack even if it says nothing new (a heartbeat's answer)
 }
 
 func newAcker(s *Slave, c net.Conn, idle time.Duration) *acker {
@@ -363,9 +367,12 @@ func (a *acker) wrote(end int64) {
 	}
 }
 
-// heartbeat asks for an ack even if nothing changed.
+// heartbeat asks for an ack although nothing new was written: an idle
+// master hears from this replica within its idle timeout.
 func (a *acker) heartbeat() {
-	a.force.Store(true)
+	a.mu.Lock()
+	a.force = true
+	a.mu.Unlock()
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -397,7 +404,8 @@ func (a *acker) run() {
 		case <-a.kick:
 		}
 		a.mu.Lock()
-		end := a.end
+		end, force := a.end, a.force
+		a.force = false
 		a.mu.Unlock()
 		if a.s.cfg.SyncFlush {
 			if err := st.WaitFor(ctx, store.Flushed, end, 0); err != nil {
@@ -410,7 +418,7 @@ func (a *acker) run() {
 		}
 		cur := ack{Written: st.Offset(store.Written), Flushed: st.Offset(store.Flushed)}
 		cur.Flushed = min(cur.Flushed, cur.Written)
-		if cur == sent && !a.force.Swap(false) {
+		if cur == sent && !force {
 			continue
 		}
 		a.c.SetWriteDeadline(time.Now().Add(a.idle))
