@@ -192,3 +192,24 @@ func TestTruncateIntentUnreadable(t *testing.T) {
 		t.Fatal("Open with an unreadable truncation intent succeeded")
 	}
 }
+
+// TestCompareHonoursTruncationIntent: comparing a replica that stopped in
+// the middle of a truncation takes its log to end at the truncation point,
+// where its next Open cuts it.
+func TestCompareHonoursTruncationIntent(t *testing.T) {
+	f, replica := newTruncFixture(t, 60, 10)
+	T := f.ends[30]
+	replica.Close()
+	if err := writeTruncateIntent(f.fs, "/data", T); err != nil {
+		t.Fatal(err)
+	}
+	mcfg := f.master.cfg
+	f.master.Close()
+	c, err := Compare(mcfg, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.B.EndOffset != T || c.To != T || c.Differs {
+		t.Fatalf("comparison %+v; the replica's truncation goes to %d", c, T)
+	}
+}
