@@ -102,6 +102,9 @@ func (s *Slave) truncateTo(off int64, tail []byte) error {
 		if errors.Is(err, store.ErrTruncateVisible) {
 			return fmt.Errorf("%w: %w (an operator must decide: see docs/replication.md)", ErrDiverged, err)
 		}
+		if errors.Is(err, store.ErrNotBoundary) {
+			return fmt.Errorf("%w: the master's truncation point is not a record boundary here: %w", ErrDiverged, err)
+		}
 		return fmt.Errorf("%w: truncate at %d: %w", errFatal, off, err)
 	}
 	s.mu.Lock()

@@ -45,6 +45,10 @@ import (
 // knew confirmed. Nothing was changed.
 var ErrTruncateVisible = errors.New("store: truncation would take back records a consumer may have read")
 
+// ErrNotBoundary: a truncation offset inside a record of the replica's
+// log (its log and its master's are not the same there).
+var ErrNotBoundary = commitlog.ErrNotBoundary
+
 // truncateIntentName is the intent file of a truncation in progress.
 const truncateIntentName = "truncate"
 
@@ -61,7 +65,7 @@ const (
 // TruncateReplica removes the CommitLog from off on, durably (see above),
 // and moves the written and flushed offsets back to off. Only on a store
 // opened with Config.Replica. off must be an entry boundary of the log
-// (commitlog.ErrNotBoundary otherwise) and not below Visible, Confirmed
+// (ErrNotBoundary otherwise) and not below Visible, Confirmed
 // or the last AdvanceReplicated (ErrTruncateVisible). An off at or past
 // the written offset changes nothing. A failure after the intent is
 // written makes the store read-only; the next Open finishes the
