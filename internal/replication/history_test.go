@@ -271,13 +271,17 @@ func (h *histSim) step(b byte) {
 		if testing.Verbose() {
 			h.t.Logf("master crash: written %d flushed %d, slave %d", h.master.Offset(store.Written), h.master.Offset(store.Flushed), h.slave.Offset(store.Written))
 		}
-		h.mfs.CrashWith(h.torn(arg))
+		// The disk as the power loss leaves it; the old store's Close
+		// writes nothing that survives.
+		clone := h.mfs.CrashCloneWith(h.torn(arg))
 		h.master.Close()
+		h.mfs = clone
 		h.openMaster()
 		h.synced = false // it may have lost bytes the slave holds
 	case hSlaveCrash:
-		h.sfs.CrashWith(h.torn(arg))
+		clone := h.sfs.CrashCloneWith(h.torn(arg))
 		h.slave.Close()
+		h.sfs = clone
 		h.openSlave()
 		if h.synced {
 			h.checkPrefix("after the slave's power loss")
@@ -291,6 +295,13 @@ func (h *histSim) step(b byte) {
 	}
 	if v := h.slave.VisibleOffset(); v > h.confirmed {
 		h.fatalf("slave shows %d, the master confirmed %d", v, h.confirmed)
+	}
+	if testing.Verbose() {
+		h.t.Logf("after %d/%d: slave w=%d f=%d v=%d cq=%d,%d,%d | master w=%d f=%d cq=%d,%d,%d", op, arg,
+			h.slave.Offset(store.Written), h.slave.Offset(store.Flushed), h.slave.VisibleOffset(),
+			h.slave.MaxOffset("T", 0), h.slave.MaxOffset("T", 1), h.slave.MaxOffset("T", 2),
+			h.master.Offset(store.Written), h.master.Offset(store.Flushed),
+			h.master.MaxOffset("T", 0), h.master.MaxOffset("T", 1), h.master.MaxOffset("T", 2))
 	}
 }
 
@@ -307,8 +318,9 @@ func (h *histSim) heal() {
 		h.fatalf("healed: slave ends at %d, master at %d", sw, mw)
 	}
 	flush(h.t, h.slave)
-	h.sfs.Crash()
+	clone := h.sfs.CrashClone()
 	h.slave.Close()
+	h.sfs = clone
 	h.openSlave()
 	if sw, mw := h.slave.Offset(store.Written), h.master.Offset(store.Written); sw != mw {
 		h.fatalf("healed and power lost: slave ends at %d, master at %d", sw, mw)

@@ -78,6 +78,9 @@ func (s *Store) recover(crashed bool) error {
 	if err := s.redispatch(cp, haveCP, res); err != nil {
 		return err
 	}
+	if err := s.capCheckpoint(cp, haveCP, res.End); err != nil { // truncate.go
+		return err
+	}
 	s.logger.Info("store: opened", "queues", len(s.allQueues()), "open_queues", t1.Sub(t0), "commitlog", t2.Sub(t1),
 		"trim_queues_and_index", t3.Sub(t2), "redispatch", time.Since(t3), "total", time.Since(t0))
 	return nil

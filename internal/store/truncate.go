@@ -291,3 +291,19 @@ var ErrNotEmpty = errors.New("store: the replica's log is not empty")
 // Empty reports whether the CommitLog holds no record (its written offset
 // is where it starts).
 func (s *Store) Empty() bool { return s.log.WrittenOffset() == s.log.MinOffset() }
+
+// capCheckpoint rewrites, at Open, a checkpoint whose offsets pass the
+// recovered log end (a tail lost in a crash, or cut by a truncation): left
+// alone, it would still say "every record below CQFlushed has its entries
+// on disk" once the log has grown past that offset again with other
+// records, and the next recovery after a crash would skip dispatching them
+// (a gap in their queues). The ConsumeQueues and index were cut at end
+// durably, so min(offset, end) is true of them.
+func (s *Store) capCheckpoint(cp checkpoint, haveCP bool, end int64) error {
+	if !haveCP || (cp.PhysFlushed <= end && cp.CQFlushed <= end && cp.IndexFlushed <= end) {
+		return nil
+	}
+	cp.PhysFlushed, cp.CQFlushed, cp.IndexFlushed = min(cp.PhysFlushed, end), min(cp.CQFlushed, end), min(cp.IndexFlushed, end)
+	cp.WrittenAtMs = s.cfg.Now().UnixMilli()
+	return writeCheckpoint(s.cfg.FS, s.cfg.Dir, cp)
+}

@@ -213,3 +213,70 @@ func TestCompareHonoursTruncationIntent(t *testing.T) {
 		t.Fatalf("comparison %+v; the replica's truncation goes to %d", c, T)
 	}
 }
+
+// TestCheckpointCappedAfterLostTail: a checkpoint that says more was
+// dispatched than the log recovered (a replica showed records a power
+// loss then took from its unsynced log) is corrected at Open: otherwise,
+// once the log grew past that offset again and the store crashed before
+// its next checkpoint, recovery took the new records' queue entries for
+// durable and left a gap in their queues.
+func TestCheckpointCappedAfterLostTail(t *testing.T) {
+	master := mustOpen(t, testConfig(vfs.NewMem()))
+	defer master.Close()
+	for i := range 40 {
+		put(t, master, newMsg("R", int32(i%2), fmt.Sprintf("m%d-%0200d", i, i), nil))
+	}
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	cfg.Replica = true
+	cfg.FlushInterval, cfg.FlushConsumeQueueInterval = time.Hour, time.Hour // only when asked
+	copyTo := func(r *Store, to int64) {
+		t.Helper()
+		for pos := r.Offset(Written); pos < to; {
+			raw, next, err := master.ReadReplication(pos, to, 2<<10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.AppendReplicated(pos, raw); err != nil {
+				t.Fatal(err)
+			}
+			pos = next
+		}
+	}
+	r := mustOpen(t, cfg)
+	half := master.Offset(Written) / 2
+	raw, _, _ := master.ReadReplication(0, half, 1<<20, nil)
+	copyTo(r, int64(len(raw))) // the first half, flushed
+	if err := r.WaitFor(context.Background(), Flushed, r.Offset(Written), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	flushed := r.Offset(Written)
+	copyTo(r, master.Offset(Written)) // the rest, never flushed, but shown
+	r.AdvanceReplicated(master.Offset(Written))
+	waitVisible(t, r, "R", 0, 20)
+	if err := r.persistProgress(); err != nil { // checkpoint: all dispatched
+		t.Fatal(err)
+	}
+	cfg.FS = fs.CrashClone() // power loss (Close then writes nothing the clone sees)
+	r.Close()
+
+	r = mustOpen(t, cfg)
+	if w := r.Offset(Written); w != flushed {
+		t.Fatalf("after the power loss the log ends at %d, flushed was %d", w, flushed)
+	}
+	copyTo(r, master.Offset(Written)) // the same records again, flushed, no checkpoint
+	if err := r.WaitFor(context.Background(), Flushed, r.Offset(Written), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cfg.FS = cfg.FS.(*vfs.MemFS).CrashClone()
+	r.Close()
+
+	r = mustOpen(t, cfg)
+	defer r.Close()
+	r.AdvanceReplicated(master.Offset(Written))
+	waitVisible(t, r, "R", 0, 20)
+	waitVisible(t, r, "R", 1, 20)
+	if err := r.Err(); err != nil {
+		t.Fatalf("replica failed: %v", err)
+	}
+}
