@@ -96,7 +96,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		}
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
 			BrokerName: b.BrokerName, Sync: b.BrokerRole == config.SyncMaster,
-			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout, Logger: log})
+			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout,
+			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, Logger: log})
 		if err != nil {
 			return service{}, err
 		}

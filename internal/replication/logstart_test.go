@@ -160,3 +160,26 @@ func (p *pair) followerMaxAhead(id int64) int64 {
 	}
 	return 0
 }
+
+// TestCatchUpRateLimited: with CatchUpBytesPerSecond a slave far behind
+// is sent its backlog no faster than that rate (a lower bound on the time
+// it takes, which a slow machine only lengthens), and it still ends
+// byte-identical.
+func TestCatchUpRateLimited(t *testing.T) {
+	mfs := vfs.NewMem()
+	const chunk, window, rate = 8 << 10, 32 << 10, 2 << 20
+	p := startMasterWith(t, mfs, (*pair)(nil).masterStoreConfig(mfs),
+		MasterConfig{ChunkBytes: chunk, MaxInFlightBytes: window, CatchUpBytesPerSecond: rate})
+	defer p.stopMaster()
+	putN(t, p.master, "backlog", 4000) // ~1 MiB
+	backlog := p.master.Offset(store.Written)
+	start := time.Now()
+	p.startSlave(t, vfs.NewMem())
+	defer p.stopSlave()
+	waitUntil(t, "slave caught up", func() bool { return p.slave.Offset(store.Flushed) == backlog })
+	took := time.Since(start)
+	if least := time.Duration(float64(backlog-window-chunk) / rate * float64(time.Second)); took < least*9/10 {
+		t.Fatalf("caught up %d bytes in %v; at %d B/s it takes at least %v", backlog, took, rate, least)
+	}
+	sameLogs(t, p.slave, p.master)
+}

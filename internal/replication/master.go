@@ -54,10 +54,15 @@ type MasterConfig struct {
 	// acknowledged as received (0 = DefaultMaxInFlightBytes, at least
 	// two chunks): a far-behind replica catches up at the pace it
 	// writes, with bounded buffers on both sides (pacing.go).
-	MaxInFlightBytes  int
-	HeartbeatInterval time.Duration // 0 = DefaultHeartbeatInterval
-	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
-	Logger            *slog.Logger
+	MaxInFlightBytes int
+	// CatchUpBytesPerSecond, if > 0, bounds the rate at which a replica
+	// more than MaxInFlightBytes behind is sent old data (reads of
+	// segments no longer in the page cache); the live tail is not
+	// limited (pacing.go).
+	CatchUpBytesPerSecond int64
+	HeartbeatInterval     time.Duration // 0 = DefaultHeartbeatInterval
+	MaxFrameBytes         int           // 0 = DefaultMaxFrameBytes
+	Logger                *slog.Logger
 }
 
 // Master streams its store's CommitLog to the replicas that connect, and,
@@ -465,6 +470,9 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 			}
 		}
 		credit, err := m.waitCredit(ctx, f)
+		if err == nil && credit {
+			credit, err = m.waitRate(ctx, f, pos) // pacing.go
+		}
 		if err != nil {
 			return err
 		}
@@ -483,6 +491,7 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 		// connection); a failed write ends it anyway.
 		f.sent.Store(next)
 		f.pace.sent(next)
+		m.charge(f, pos, next)
 		f.conn.SetWriteDeadline(time.Now().Add(idle))
 		if _, err := f.conn.Write(frame); err != nil {
 			return err

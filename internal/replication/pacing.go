@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/keelmq/keel/internal/store"
 )
 
 // Pacing: the master sends a replica at most MaxInFlightBytes beyond what
@@ -24,6 +26,9 @@ type pace struct {
 	maxAhead atomic.Int64  // the most ever sent beyond recv (tests check the bound)
 	kick     chan struct{} // an ack arrived
 	last     atomic.Int64  // end of the bytes sent
+	// next is when the rate limit lets the next old range go (stream
+	// goroutine only).
+	next time.Time
 }
 
 func (p *pace) init(from int64) {
@@ -82,4 +87,44 @@ func (m *Master) waitCredit(ctx context.Context, f *follower) (bool, error) {
 			return false, nil
 		}
 	}
+}
+
+// behind reports whether a replica reading at pos is catching up: more
+// than MaxInFlightBytes behind the log end.
+func (m *Master) behind(pos int64) bool {
+	return m.cfg.Store.Offset(store.Written)-pos > int64(m.cfg.MaxInFlightBytes)
+}
+
+// waitRate waits until the catch-up rate limit lets a range at pos go. It
+// returns false after a heartbeat interval of waiting: the caller sends a
+// heartbeat, then asks again.
+func (m *Master) waitRate(ctx context.Context, f *follower, pos int64) (bool, error) {
+	if m.cfg.CatchUpBytesPerSecond <= 0 || !m.behind(pos) {
+		return true, nil
+	}
+	wait := time.Until(f.pace.next)
+	if wait <= 0 {
+		return true, nil
+	}
+	t := time.NewTimer(min(wait, m.cfg.HeartbeatInterval))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+	}
+	return wait <= m.cfg.HeartbeatInterval, nil
+}
+
+// charge counts a range [from, to) sent while catching up against the
+// rate limit.
+func (m *Master) charge(f *follower, from, to int64) {
+	if m.cfg.CatchUpBytesPerSecond <= 0 || to <= from || !m.behind(from) {
+		return
+	}
+	now := time.Now()
+	if f.pace.next.Before(now) {
+		f.pace.next = now
+	}
+	f.pace.next = f.pace.next.Add(time.Duration(float64(to-from) / float64(m.cfg.CatchUpBytesPerSecond) * float64(time.Second)))
 }
