@@ -24,12 +24,20 @@ type broker struct {
 	done chan error
 	// ackInterval is the server's AckStateInterval (default 20 ms).
 	ackInterval time.Duration
+	// storeCfg, if set, changes the store's configuration.
+	storeCfg func(*store.Config)
+	// logs, if set, receives the server's and the store's log lines.
+	logs io.Writer
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
 
-func startBrokerTB(t testing.TB) *broker {
-	b := &broker{t: t, dir: t.TempDir()}
+func startBrokerTB(t testing.TB) *broker { return startBrokerWith(t, nil) }
+
+// startBrokerWith starts a broker whose store configuration storeCfg
+// changes (nil: the defaults).
+func startBrokerWith(t testing.TB, storeCfg func(*store.Config)) *broker {
+	b := &broker{t: t, dir: t.TempDir(), storeCfg: storeCfg}
 	b.start()
 	t.Cleanup(b.stop)
 	return b
@@ -43,6 +51,14 @@ func (b *broker) start() {
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 100, 400
 	scfg.PrefillBytes = -1
+	logs := io.Discard
+	if b.logs != nil {
+		logs = b.logs
+	}
+	scfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	if b.storeCfg != nil {
+		b.storeCfg(&scfg)
+	}
 	st, err := store.Open(scfg)
 	if err != nil {
 		b.t.Fatal(err)
@@ -50,7 +66,7 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
@@ -39,6 +40,10 @@ type queue struct {
 	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
 	dirty       bool           // the state changed since snapshot
 	gone        bool
+
+	// savedFloor is the floor acks.json holds (durable queues): what
+	// retention may delete below (retention.go).
+	savedFloor atomic.Int64
 }
 
 // consumer is one basic.consume.
@@ -73,6 +78,7 @@ func (q *queue) persistent() bool { return q.durable && q.owner == nil }
 func (q *queue) restore(d ackDef, lease int64) {
 	d.Delivered = max(d.Delivered, lease)
 	q.floor, q.cursor, q.delivered, q.restoredD, q.leased = d.Floor, d.Floor, d.Delivered, d.Delivered, lease
+	q.savedFloor.Store(d.Floor)
 	for _, o := range d.Settled {
 		q.settled[o] = true
 	}

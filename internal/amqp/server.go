@@ -112,6 +112,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.vhost = v
+	st.SetQueueHolds(v.holds) // retention keeps every unsettled message (retention.go)
 	s.wg.Add(1)
 	go s.persistLoop()
 	return s, nil
@@ -182,6 +183,7 @@ func (s *Server) Close() error {
 	close(s.stop)
 	s.cancelBase()
 	s.wg.Wait()
+	s.store.SetQueueHolds(nil)
 	s.vhost.trimLeases()
 	return s.vhost.saveAcks()
 }

@@ -135,11 +135,12 @@ func (v *vhost) saveDefsLocked() error {
 func (v *vhost) saveAcks() error {
 	v.mu.Lock()
 	acks := map[string]ackDef{}
+	qs := map[string]*queue{}
 	dirty := false
 	for _, q := range v.queues {
 		if q.persistent() {
 			d, changed := q.snapshot()
-			acks[q.topic] = d
+			acks[q.topic], qs[q.topic] = d, q
 			dirty = dirty || changed
 		}
 	}
@@ -153,7 +154,13 @@ func (v *vhost) saveAcks() error {
 	}
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
-	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.srv.dir, acksFile), b, 0o644)
+	if err := vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.srv.dir, acksFile), b, 0o644); err != nil {
+		return err
+	}
+	for topic, d := range acks {
+		qs[topic].savedFloor.Store(d.Floor)
+	}
+	return nil
 }
 
 // declare implements queue.declare; it returns the queue.
