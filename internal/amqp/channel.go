@@ -63,6 +63,12 @@ func (ch *channel) method(m wire.Method) error {
 }
 
 func (ch *channel) dispatch(m wire.Method) error {
+	switch m.(type) {
+	case *wire.BasicGet, *wire.QueueDeclare, *wire.QueuePurge, *wire.QueueDelete:
+		if err := ch.c.waitPublishes(); err != nil {
+			return err
+		}
+	}
 	switch m := m.(type) {
 	case *wire.ChannelClose:
 		ch.shutdown()

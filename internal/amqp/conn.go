@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
@@ -37,6 +38,13 @@ type conn struct {
 
 	// publishSlots bounds the publishes stored and not yet confirmed.
 	publishSlots chan struct{}
+	// pubIssued (reader only) counts the publishes handed to the store,
+	// pubDone those whose confirmer step (stored) ran; pubSig is kicked at
+	// each. A method that must see the connection's earlier publishes
+	// waits for pubDone to catch up (waitPublishes).
+	pubIssued uint64
+	pubDone   atomic.Uint64
+	pubSig    chan struct{}
 	// The confirmer: work (confirms, deliveries of new messages) queued by
 	// the store's acknowledger, which must not block, run in order on a
 	// goroutine of the connection's own.
@@ -59,6 +67,30 @@ func (c *conn) later(fn func()) {
 	case c.laterKick <- struct{}{}:
 	default:
 	}
+}
+
+// publishDone counts one stored publish as through its confirmer step.
+func (c *conn) publishDone() {
+	c.pubDone.Add(1)
+	select {
+	case c.pubSig <- struct{}{}:
+	default:
+	}
+}
+
+// waitPublishes waits until every publish the connection sent before is
+// in its queues (or failed), so that basic.get, queue.declare's counts,
+// queue.purge and queue.delete see them, as AMQP's ordering on a channel
+// promises.
+func (c *conn) waitPublishes() error {
+	for c.pubDone.Load() < c.pubIssued {
+		select {
+		case <-c.pubSig:
+		case <-c.srv.stop:
+			return errConnClosed
+		}
+	}
+	return nil
 }
 
 // runConfirmer runs the queued work until the connection ends.
@@ -88,7 +120,7 @@ func (c *conn) runConfirmer() {
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, nc: nc, fr: wire.NewFrameReader(nc), frameMax: wire.FrameMinSize,
 		channels: map[uint16]*channel{}, done: make(chan struct{}),
-		publishSlots: make(chan struct{}, maxPendingPublishes), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
+		publishSlots: make(chan struct{}, maxPendingPublishes), pubSig: make(chan struct{}, 1), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
 }
 
 // serve runs the connection to its end.

@@ -113,6 +113,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		<-c.publishSlots
 		c.later(func() { ch.stored(qs, seq, r, phys) })
 	}
+	c.pubIssued++
 	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
 	if !pending {
 		finish(res, phys)
@@ -126,6 +127,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 // and delivers it.
 func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64) {
 	srv := ch.c.srv
+	defer ch.c.publishDone()
 	if r.Status != store.PutOK {
 		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
 		ch.confirmSeq(seq, false)
