@@ -106,15 +106,25 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if m.Queue == "" {
 			m.Queue = ch.lastQueue
 		}
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, false); err != nil || m.NoWait {
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, false); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.QueueBindOk{})
+	case *wire.ExchangeBind:
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, false); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.ExchangeBindOk{})
+	case *wire.ExchangeUnbind:
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, true); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.ExchangeUnbindOk{})
 	case *wire.QueueUnbind:
 		if m.Queue == "" {
 			m.Queue = ch.lastQueue
 		}
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, true); err != nil {
+		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, true); err != nil {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.QueueUnbindOk{})
@@ -353,6 +363,10 @@ func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered b
 		ch.globalUnacked++
 	}
 	ch.mu.Unlock()
+	c.q.stats.delivered.Add(1)
+	if redelivered {
+		c.q.stats.redelivered.Add(1)
+	}
 	ch.c.sendContent(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
 		Exchange: m.exchange, RoutingKey: m.routingKey}, m.props, m.body)
 	return true
@@ -375,16 +389,21 @@ func (ch *channel) get(m *wire.BasicGet) error {
 		ch.unacked[tag] = &delivery{q: q, offset: o}
 	}
 	ch.mu.Unlock()
+	q.stats.delivered.Add(1)
+	if redelivered {
+		q.stats.redelivered.Add(1)
+	}
 	if m.NoAck {
 		q.settle(o)
+		q.stats.acked.Add(1)
 	}
 	return ch.c.sendContent(ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: redelivered, Exchange: msg.exchange,
 		RoutingKey: msg.routingKey, MessageCount: left}, msg.props, msg.body)
 }
 
 // settle implements basic.ack (reject false), basic.nack and basic.reject.
-// A message rejected without requeue is discarded (dead-lettering is not
-// implemented yet).
+// A message rejected without requeue is dead-lettered (or dropped without
+// a dead-letter exchange).
 func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue bool) error {
 	ch.mu.Lock()
 	var ds []*delivery
@@ -405,10 +424,14 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 	}
 	pump := map[*queue]bool{}
 	for _, d := range ds {
-		if reject && requeue {
+		switch {
+		case reject && requeue:
 			d.q.requeue(d.offset)
-		} else {
+		case reject:
+			d.q.reject(d.offset, ch.c)
+		default:
 			d.q.settle(d.offset)
+			d.q.stats.acked.Add(1)
 		}
 		pump[d.q] = true
 	}

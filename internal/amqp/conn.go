@@ -22,6 +22,10 @@ type conn struct {
 	nc  net.Conn
 	fr  *wire.FrameReader
 
+	// wantsBlocked: the client takes connection.blocked (its
+	// capabilities say so); set once the connection is open.
+	wantsBlocked atomic.Bool
+
 	frameMax  uint32 // negotiated (both directions)
 	heartbeat time.Duration
 	user      string
@@ -45,6 +49,9 @@ type conn struct {
 	pubIssued uint64
 	pubDone   atomic.Uint64
 	pubSig    chan struct{}
+	// pendingDL counts the dead-letter copies of this connection's
+	// rejects not yet in their queues (waitPublishes waits for them too).
+	pendingDL atomic.Int64
 	// The confirmer: work (confirms, deliveries of new messages) queued by
 	// the store's acknowledger, which must not block, run in order on a
 	// goroutine of the connection's own.
@@ -78,12 +85,21 @@ func (c *conn) publishDone() {
 	}
 }
 
+// deadLetterDone counts one dead-letter copy of a reject as done.
+func (c *conn) deadLetterDone() {
+	c.pendingDL.Add(-1)
+	select {
+	case c.pubSig <- struct{}{}:
+	default:
+	}
+}
+
 // waitPublishes waits until every publish the connection sent before is
 // in its queues (or failed), so that basic.get, queue.declare's counts,
 // queue.purge and queue.delete see them, as AMQP's ordering on a channel
-// promises.
+// promises; and so are the dead-letter copies of its rejects.
 func (c *conn) waitPublishes() error {
-	for c.pubDone.Load() < c.pubIssued {
+	for c.pubDone.Load() < c.pubIssued || c.pendingDL.Load() > 0 {
 		select {
 		case <-c.pubSig:
 		case <-c.srv.stop:
@@ -325,6 +341,8 @@ func (c *conn) handshake() error {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
 	c.user = user
+	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
+	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg
 	c.send(0, &wire.ConnectionTune{ChannelMax: cfg.MaxChannels, FrameMax: cfg.MaxFrameBytes, Heartbeat: uint16(cfg.Heartbeat / time.Second)})
 	if m, err = c.readMethod(); err != nil {
@@ -352,7 +370,16 @@ func (c *conn) handshake() error {
 	if op.VirtualHost != "/" {
 		return hard(wire.NotAllowed, m, "vhost %q not found (Keel has one vhost, \"/\")", op.VirtualHost)
 	}
-	return c.send(0, &wire.ConnectionOpenOk{})
+	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
+		return err
+	}
+	if wantsBlocked {
+		c.wantsBlocked.Store(true)
+		if c.srv.blocked.Load() {
+			c.send(0, &wire.ConnectionBlocked{Reason: blockedReason})
+		}
+	}
+	return nil
 }
 
 func serverProperties() wire.Table {
@@ -361,7 +388,8 @@ func serverProperties() wire.Table {
 		"platform": []byte("Go"),
 		"capabilities": wire.Table{
 			"publisher_confirms": true, "basic.nack": true, "consumer_cancel_notify": true,
-			"authentication_failure_close": true, "per_consumer_qos": true,
+			"authentication_failure_close": true, "per_consumer_qos": true, "exchange_exchange_bindings": true,
+			"connection.blocked": true,
 		},
 	}
 }

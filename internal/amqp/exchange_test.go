@@ -5,6 +5,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store/record"
 )
 
@@ -116,5 +117,109 @@ func publishTo(t *testing.T, ch *amqp091.Channel, exchange, key, body string) {
 	dc, err := ch.PublishWithDeferredConfirm(exchange, key, false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte(body)})
 	if err != nil || !dc.Wait() {
 		t.Fatalf("publish to %s: %v", exchange, err)
+	}
+}
+
+func TestHeadersMatch(t *testing.T) {
+	h := wire.Table{"format": []byte("pdf"), "type": []byte("report"), "size": int32(5), "x-k": []byte("v")}
+	for _, tc := range []struct {
+		args wire.Table
+		want bool
+	}{
+		{wire.Table{"format": "pdf", "type": "report"}, true},
+		{wire.Table{"x-match": "all", "format": "pdf", "type": "log"}, false},
+		{wire.Table{"x-match": "any", "format": "pdf", "type": "log"}, true},
+		{wire.Table{"x-match": "any", "format": "zip", "type": "log"}, false},
+		{wire.Table{"size": int64(5)}, true}, // numbers by value
+		{wire.Table{"size": "5"}, false},     // not a string
+		{wire.Table{"format": nil}, true},    // void: present with any value
+		{wire.Table{"missing": nil}, false},
+		{wire.Table{"x-k": "other"}, true}, // x- arguments ignored...
+		{wire.Table{"x-match": "all-with-x", "x-k": "other"}, false}, // ... unless asked for
+		{wire.Table{}, true},
+		{wire.Table{"x-match": "any"}, false},
+	} {
+		if got := headersMatch(tc.args, h); got != tc.want {
+			t.Errorf("%v ~ %v = %v, want %v", tc.args, h, got, tc.want)
+		}
+	}
+}
+
+// A headers exchange routes by the message's headers; exchange-to-exchange
+// bindings chain exchanges (a cycle delivers once); an auto-delete
+// exchange goes with its last binding; bindings survive a restart.
+func TestHeadersAndExchangeToExchangeBindings(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	for _, e := range [][2]string{{"hdr", "headers"}, {"front", "fanout"}, {"back", "direct"}} {
+		if err := ch.ExchangeDeclare(e[0], e[1], true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{"pdfs", "anyq", "routed"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ch.QueueBind("pdfs", "", "hdr", false, amqp091.Table{"x-match": "all", "format": "pdf", "type": "report"}))
+	must(ch.QueueBind("anyq", "", "hdr", false, amqp091.Table{"x-match": "any", "format": "zip", "type": "report"}))
+	// front -> back -> routed, and back -> front (a cycle).
+	must(ch.ExchangeBind("back", "", "front", false, nil))
+	must(ch.ExchangeBind("front", "k", "back", false, nil))
+	must(ch.QueueBind("routed", "k", "back", false, nil))
+	must(ch.Confirm(false))
+	pub := func(exch, key string, headers amqp091.Table, body string) {
+		t.Helper()
+		dc, err := ch.PublishWithDeferredConfirm(exch, key, false, false, amqp091.Publishing{Headers: headers, Body: []byte(body), DeliveryMode: 2})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish %s: %v", body, err)
+		}
+	}
+	pub("hdr", "", amqp091.Table{"format": "pdf", "type": "report"}, "both")
+	pub("hdr", "", amqp091.Table{"format": "pdf", "type": "log"}, "neither")
+	pub("hdr", "", amqp091.Table{"format": "zip"}, "any only")
+	pub("front", "k", nil, "chained")
+	b.restart()
+	ch = b.channel()
+	expect := func(q string, bodies ...string) {
+		t.Helper()
+		for _, want := range bodies {
+			d, ok, err := ch.Get(q, true)
+			if err != nil || !ok || string(d.Body) != want {
+				t.Fatalf("%s: got %q %v %v, want %q", q, d.Body, ok, err, want)
+			}
+		}
+		if d, ok, _ := ch.Get(q, true); ok {
+			t.Fatalf("%s: unexpected %q", q, d.Body)
+		}
+	}
+	expect("pdfs", "both")
+	expect("anyq", "both", "any only")
+	expect("routed", "chained")
+	// The bindings came back: routed again after the restart.
+	must(ch.Confirm(false))
+	pub("front", "k", nil, "again")
+	expect("routed", "again")
+
+	// An auto-delete exchange goes when its last binding does.
+	must(ch.ExchangeDeclare("tmp", "fanout", false, true, false, false, nil))
+	must(ch.QueueBind("routed", "", "tmp", false, nil))
+	must(ch.QueueUnbind("routed", "", "tmp", nil))
+	if err := ch.ExchangeDeclarePassive("tmp", "fanout", false, true, false, false, nil); !isCode(err, 404) {
+		t.Fatalf("auto-delete exchange after its last unbind: %v", err)
+	}
+	ch = b.channel()
+	if err := ch.ExchangeBind("nope", "", "front", false, nil); !isCode(err, 404) {
+		t.Fatalf("bind to a missing exchange: %v", err)
+	}
+	ch = b.channel()
+	if err := ch.QueueBind("pdfs", "", "hdr", false, amqp091.Table{"x-match": "some"}); !isCode(err, 406) {
+		t.Fatalf("bad x-match: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ func (ch *channel) startPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
 		return hard(wire.NotImplemented, m, "immediate=true")
 	}
-	if _, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey); err != nil {
+	if _, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey, nil); err != nil {
 		return err
 	}
 	if ch.confirm {
@@ -53,6 +53,14 @@ func (ch *channel) content(f wire.Frame) error {
 			ch.close(soft(wire.PreconditionFailed, m, "message size %d is larger than the configured max size %d", h.BodySize, MaxMessageBytes))
 			return nil
 		}
+		if h.Props.Flags&wire.FlagExpiration != 0 {
+			if _, ok := parseExpiration(h.Props.Expiration); !ok {
+				m := ch.pub
+				ch.pub = nil
+				ch.close(soft(wire.PreconditionFailed, m, "invalid expiration '%s': not a non-negative integer of milliseconds", h.Props.Expiration))
+				return nil
+			}
+		}
 		ch.hdr = &h
 		ch.body = make([]byte, 0, h.BodySize)
 	} else {
@@ -77,9 +85,13 @@ func (ch *channel) content(f wire.Frame) error {
 // message is confirmed when the store acknowledges it, which under
 // SYNC_FLUSH is after fdatasync (the Confirmed watermark).
 func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
-	qs, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey)
+	qs, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
+	}
+	qs, refused := admit(qs)
+	if len(qs) == 0 && refused {
+		return ch.confirmed(false)
 	}
 	if len(qs) == 0 {
 		if m.Mandatory {
@@ -100,8 +112,10 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
 		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
 	if err != nil {
+		unadmit(qs)
 		return ch.confirmed(false)
 	}
+	expiring := h.Props.Flags&wire.FlagExpiration != 0
 	c := ch.c
 	select {
 	case c.publishSlots <- struct{}{}:
@@ -111,7 +125,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	seq := ch.publishSeq
 	finish := func(r store.PutResult, phys int64) {
 		<-c.publishSlots
-		c.later(func() { ch.stored(qs, seq, r, phys) })
+		c.later(func() { ch.stored(qs, seq, r, phys, refused, expiring) })
 	}
 	c.pubIssued++
 	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
@@ -125,10 +139,14 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 // publish: it waits until the message is in its queues, confirms it
 // (so that a method the client sends after the confirm sees the message)
 // and delivers it.
-func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64) {
+//
+// refused: a reject-publish queue refused it (the confirm is a nack);
+// expiring: it has an expiration property.
+func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64, refused, expiring bool) {
 	srv := ch.c.srv
 	defer ch.c.publishDone()
 	if r.Status != store.PutOK {
+		unadmit(qs)
 		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
 		ch.confirmSeq(seq, false)
 		return
@@ -136,9 +154,50 @@ func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64
 	if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
 		return // the store closed
 	}
-	ch.confirmSeq(seq, true)
+	for _, q := range qs {
+		q.mu.Lock()
+		if q.a.rejectPublish && q.a.maxLen >= 0 {
+			q.pendingPub--
+		}
+		q.expSeen = q.expSeen || expiring
+		q.dropOverflowLocked()
+		q.mu.Unlock()
+		q.stats.published.Add(1)
+	}
+	ch.confirmSeq(seq, !refused)
 	for _, q := range qs {
 		q.pump()
+	}
+}
+
+// admit drops from qs the reject-publish queues that are full (refused
+// reports whether there was one) and reserves room in the others.
+func admit(qs []*queue) (_ []*queue, refused bool) {
+	out := qs[:0:0]
+	for _, q := range qs {
+		if q.a.rejectPublish && q.a.maxLen >= 0 {
+			q.mu.Lock()
+			ok := q.admitLocked()
+			q.mu.Unlock()
+			if !ok {
+				q.stats.refused.Add(1)
+				refused = true
+				continue
+			}
+		}
+		out = append(out, q)
+	}
+	return out, refused
+}
+
+// unadmit returns the room admit reserved for a publish not stored.
+func unadmit(qs []*queue) {
+	for _, q := range qs {
+		if q.a.rejectPublish && q.a.maxLen >= 0 {
+			q.mu.Lock()
+			q.pendingPub--
+			q.mu.Unlock()
+		}
 	}
 }
 

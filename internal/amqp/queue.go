@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,7 +25,8 @@ type queue struct {
 	durable    bool
 	autoDelete bool
 	args       wire.Table
-	owner      *conn // exclusive to this connection; nil: shared
+	a          queueArgs // args as acted on (args.go)
+	owner      *conn     // exclusive to this connection; nil: shared
 
 	mu          sync.Mutex // guards what follows; taken before a channel's mu
 	consumers   []*consumer
@@ -40,10 +42,27 @@ type queue struct {
 	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
 	dirty       bool           // the state changed since snapshot
 	gone        bool
+	returns     map[int64]int32 // times an unsettled offset was requeued (x-delivery-limit)
+	dying       int             // offsets being dead-lettered (in inflight until their copy is stored)
+	pendingPub  int             // publishes admitted by x-overflow=reject-publish, not yet stored
+	expSeen     bool            // a message with an expiration may be in the queue
+	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
 
 	// savedFloor is the floor acks.json holds (durable queues): what
 	// retention may delete below (retention.go).
 	savedFloor atomic.Int64
+	stats      queueStats
+}
+
+// queueStats are a queue's counters since the broker started.
+type queueStats struct {
+	published    atomic.Uint64 // messages stored into the queue
+	delivered    atomic.Uint64 // basic.deliver and basic.get-ok sent
+	redelivered  atomic.Uint64 // ... of them with redelivered=true
+	acked        atomic.Uint64 // settled by basic.ack (or no-ack delivery)
+	deadLettered atomic.Uint64 // moved by their dead-letter copy
+	dropped      atomic.Uint64 // expired, over x-max-length, rejected or over x-delivery-limit without a dead-letter copy
+	refused      atomic.Uint64 // publishes refused by x-overflow=reject-publish
 }
 
 // consumer is one basic.consume.
@@ -63,12 +82,12 @@ type delivery struct {
 	cons   *consumer // nil for basic.get
 }
 
-func newQueue(v *vhost, name, topic string, durable, autoDelete, _ bool, args wire.Table, owner *conn) *queue {
+func newQueue(v *vhost, name, topic string, durable, autoDelete bool, args wire.Table, a queueArgs, owner *conn) *queue {
 	if args == nil {
 		args = wire.Table{}
 	}
-	return &queue{v: v, name: name, topic: topic, durable: durable, autoDelete: autoDelete, args: args, owner: owner,
-		settled: map[int64]bool{}, inflight: map[int64]bool{}}
+	return &queue{v: v, name: name, topic: topic, durable: durable, autoDelete: autoDelete, args: args, a: a, owner: owner,
+		settled: map[int64]bool{}, inflight: map[int64]bool{}, returns: map[int64]int32{}}
 }
 
 // persistent reports whether the queue survives a restart: durable and
@@ -82,6 +101,10 @@ func (q *queue) restore(d ackDef, lease int64) {
 	for _, o := range d.Settled {
 		q.settled[o] = true
 	}
+	for o, n := range d.Returns {
+		q.returns[o] = n
+	}
+	q.expSeen = true // the messages are not looked at before they are served
 }
 
 func (q *queue) snapshot() (ackDef, bool) {
@@ -92,6 +115,9 @@ func (q *queue) snapshot() (ackDef, bool) {
 		d.Settled = append(d.Settled, o)
 	}
 	slices.Sort(d.Settled)
+	if len(q.returns) > 0 {
+		d.Returns = maps.Clone(q.returns)
+	}
 	changed := q.dirty
 	q.dirty = false
 	return d, changed
@@ -174,6 +200,11 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 			q.settleLocked(o)
 			continue
 		}
+		if q.expiredLocked(&m, nowMs()) {
+			release()
+			q.deadLetterLocked(o, reasonExpired, nil)
+			continue
+		}
 		if o+1 > q.leased && q.persistent() {
 			q.raiseLeaseLocked(o + 1 + leaseStep)
 		}
@@ -190,6 +221,7 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 func (q *queue) pump() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.nextExpiry = 0 // the head may have changed
 	for !q.gone && len(q.consumers) > 0 {
 		c := q.pickLocked()
 		if c == nil {
@@ -202,11 +234,12 @@ func (q *queue) pump() {
 		sent := c.ch.deliver(c, o, &m, redelivered)
 		release()
 		if !sent {
-			q.requeueLocked(o)
+			q.requeueLocked(o, false)
 			continue
 		}
 		if c.noAck {
 			q.settleLocked(o)
+			q.stats.acked.Add(1)
 		}
 	}
 }
@@ -238,8 +271,22 @@ func (q *queue) settle(o int64) {
 	q.mu.Unlock()
 }
 
+// reject settles a delivered message rejected without requeue: it is
+// dead-lettered (deadletter.go); c's methods after the reject see the
+// copy (conn.waitPublishes).
+func (q *queue) reject(o int64, c *conn) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.inflight[o] {
+		return
+	}
+	c.pendingDL.Add(1)
+	q.deadLetterLocked(o, reasonRejected, c.deadLetterDone)
+}
+
 func (q *queue) settleLocked(o int64) {
 	delete(q.inflight, o)
+	delete(q.returns, o)
 	q.dirty = true
 	if o != q.floor {
 		if o > q.floor {
@@ -254,15 +301,28 @@ func (q *queue) settleLocked(o int64) {
 	}
 }
 
+// requeue puts a delivered message back (nack or reject with requeue, a
+// closed channel, basic.recover): it counts towards x-delivery-limit.
 func (q *queue) requeue(o int64) {
 	q.mu.Lock()
-	q.requeueLocked(o)
+	q.requeueLocked(o, true)
 	q.mu.Unlock()
 }
 
-func (q *queue) requeueLocked(o int64) {
+// requeueLocked puts o back at its place; counted: as a return of a
+// delivered message (beyond x-delivery-limit returns it is dead-lettered
+// instead).
+func (q *queue) requeueLocked(o int64, counted bool) {
 	if !q.inflight[o] {
 		return
+	}
+	if counted {
+		q.returns[o]++
+		q.dirty = true
+		if q.a.deliveryLimit >= 0 && int64(q.returns[o]) > q.a.deliveryLimit {
+			q.deadLetterLocked(o, reasonDeliveryLimit, nil)
+			return
+		}
 	}
 	delete(q.inflight, o)
 	i, _ := slices.BinarySearch(q.returned, o)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/store"
@@ -82,6 +83,10 @@ type Server struct {
 	log   *slog.Logger
 	dir   string
 	vhost *vhost
+	// work runs dead-letter copies in order (deadletter.go).
+	work *worker
+	// blocked: connection.blocked was sent (the store refuses writes).
+	blocked atomic.Bool
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -102,7 +107,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, store: st, log: log, dir: filepath.Join(cfg.DataDir, "amqp"),
-		conns: map[*conn]struct{}{}, stop: make(chan struct{})}
+		conns: map[*conn]struct{}{}, stop: make(chan struct{}), work: newWorker()}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
@@ -113,8 +118,13 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s.vhost = v
 	st.SetQueueHolds(v.holds) // retention keeps every unsettled message (retention.go)
-	s.wg.Add(1)
+	s.wg.Add(3)
 	go s.persistLoop()
+	go s.sweepExpired()
+	go func() {
+		defer s.wg.Done()
+		s.work.run(s.stop)
+	}()
 	return s, nil
 }
 

@@ -43,9 +43,10 @@ type queueDef struct {
 
 // ackDef is one queue's acknowledgement state as acks.json holds it.
 type ackDef struct {
-	Floor     int64   `json:"floor"`
-	Settled   []int64 `json:"settled,omitempty"`
-	Delivered int64   `json:"delivered"`
+	Floor     int64           `json:"floor"`
+	Settled   []int64         `json:"settled,omitempty"`
+	Delivered int64           `json:"delivered"`
+	Returns   map[int64]int32 `json:"returns,omitempty"` // requeues of unsettled offsets (x-delivery-limit)
 }
 
 func openVhost(s *Server) (*vhost, error) {
@@ -64,7 +65,12 @@ func openVhost(s *Server) (*vhost, error) {
 		if r.Err() != nil {
 			return nil, fmt.Errorf("amqp: %s: queue %q: arguments: %w", queuesFile, d.Name, r.Err())
 		}
-		q := newQueue(v, d.Name, d.Topic, true, false, false, args, nil)
+		a, err := parseQueueArgs(args)
+		if err != nil {
+			s.log.Error("amqp: a stored queue's arguments are not valid; they are not acted on", "queue", d.Name, "err", err)
+			a, _ = parseQueueArgs(nil)
+		}
+		q := newQueue(v, d.Name, d.Topic, true, false, args, a, nil)
 		lease, err := readLease(s.cfg.FS, q.leasePath())
 		if err != nil {
 			return nil, err
@@ -196,11 +202,18 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 	if len(name) > 255 {
 		return nil, soft(wire.PreconditionFailed, m, "queue name too long")
 	}
+	a, err := parseQueueArgs(m.Arguments)
+	if err != nil {
+		return nil, soft(wire.PreconditionFailed, m, "%v for queue '%s' in vhost '/'", err, name)
+	}
+	if a.queueType == "quorum" && (!m.Durable || m.Exclusive || m.AutoDelete) {
+		return nil, soft(wire.PreconditionFailed, m, "invalid property 'non-durable', 'exclusive' or 'auto-delete' for quorum queue '%s' in vhost '/'", name)
+	}
 	var owner *conn
 	if m.Exclusive {
 		owner = c
 	}
-	q := newQueue(v, name, newTopic(), m.Durable, m.AutoDelete, false, m.Arguments, owner)
+	q := newQueue(v, name, newTopic(), m.Durable, m.AutoDelete, m.Arguments, a, owner)
 	v.queues[name] = q
 	if q.persistent() {
 		if err := v.saveDefsLocked(); err != nil {
@@ -226,6 +239,17 @@ func sameArgs(a, b wire.Table) string {
 		}
 	}
 	return ""
+}
+
+// all returns every queue.
+func (v *vhost) all() []*queue {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	qs := make([]*queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		qs = append(qs, q)
+	}
+	return qs
 }
 
 func (v *vhost) queue(name string) *queue {
