@@ -413,8 +413,9 @@ func (q *queue) admitLocked() bool {
 	return true
 }
 
-// sweepExpired runs expireHead over every queue every expirySweepInterval.
-func (s *Server) sweepExpired() {
+// sweep runs expireHead over every queue, and checkBlocked, every
+// expirySweepInterval.
+func (s *Server) sweep() {
 	defer s.wg.Done()
 	t := time.NewTicker(expirySweepInterval)
 	defer t.Stop()

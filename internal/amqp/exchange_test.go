@@ -134,7 +134,7 @@ func TestHeadersMatch(t *testing.T) {
 		{wire.Table{"size": "5"}, false},     // not a string
 		{wire.Table{"format": nil}, true},    // void: present with any value
 		{wire.Table{"missing": nil}, false},
-		{wire.Table{"x-k": "other"}, true}, // x- arguments ignored...
+		{wire.Table{"x-k": "other"}, true},                           // x- arguments ignored...
 		{wire.Table{"x-match": "all-with-x", "x-k": "other"}, false}, // ... unless asked for
 		{wire.Table{}, true},
 		{wire.Table{"x-match": "any"}, false},

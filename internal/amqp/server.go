@@ -120,7 +120,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	st.SetQueueHolds(v.holds) // retention keeps every unsettled message (retention.go)
 	s.wg.Add(3)
 	go s.persistLoop()
-	go s.sweepExpired()
+	go s.sweep()
 	go func() {
 		defer s.wg.Done()
 		s.work.run(s.stop)
