@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
 
@@ -63,6 +64,9 @@ func (ch *channel) method(m wire.Method) error {
 }
 
 func (ch *channel) dispatch(m wire.Method) error {
+	if err := ch.permitted(m); err != nil {
+		return err
+	}
 	switch m.(type) {
 	case *wire.BasicGet, *wire.QueueDeclare, *wire.QueuePurge, *wire.QueueDelete:
 		if err := ch.c.waitPublishes(); err != nil {
@@ -157,6 +161,53 @@ func (ch *channel) dispatch(m wire.Method) error {
 		return hard(wire.NotImplemented, m, "transactions (tx) are not implemented; use publisher confirms")
 	}
 	return hard(wire.CommandInvalid, m, "%s is not a client method on a channel", m.Name())
+}
+
+// permitted checks m against the connection's account (auth.go).
+func (ch *channel) permitted(m wire.Method) error {
+	c := ch.c
+	if c.acct == nil {
+		return nil
+	}
+	q := func(name string) string {
+		if name == "" {
+			return ch.lastQueue
+		}
+		return name
+	}
+	switch m := m.(type) {
+	case *wire.ExchangeDeclare:
+		return c.allow(m, acl.Any, m.Exchange)
+	case *wire.ExchangeDelete:
+		return c.allow(m, acl.Any, m.Exchange)
+	case *wire.ExchangeBind:
+		return c.allow(m, acl.Any, m.Source, m.Destination)
+	case *wire.ExchangeUnbind:
+		return c.allow(m, acl.Any, m.Source, m.Destination)
+	case *wire.QueueDeclare:
+		if m.Queue == "" && !m.Passive {
+			return nil // server-named: a new queue of the connection's own
+		}
+		return c.allow(m, acl.Any, q(m.Queue))
+	case *wire.QueueDelete:
+		return c.allow(m, acl.Any, q(m.Queue))
+	case *wire.QueuePurge:
+		return c.allow(m, acl.Sub, q(m.Queue))
+	case *wire.QueueBind:
+		return c.allow(m, acl.Any, q(m.Queue), m.Exchange)
+	case *wire.QueueUnbind:
+		return c.allow(m, acl.Any, q(m.Queue), m.Exchange)
+	case *wire.BasicConsume:
+		return c.allow(m, acl.Sub, q(m.Queue))
+	case *wire.BasicGet:
+		return c.allow(m, acl.Sub, q(m.Queue))
+	case *wire.BasicPublish:
+		if m.Exchange == "" || m.Exchange == "amq.default" {
+			return c.allow(m, acl.Pub, m.RoutingKey)
+		}
+		return c.allow(m, acl.Pub, m.Exchange)
+	}
+	return nil
 }
 
 // close sends channel.close for a channel exception and releases what the

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
 
@@ -29,6 +30,7 @@ type conn struct {
 	frameMax  uint32 // negotiated (both directions)
 	heartbeat time.Duration
 	user      string
+	acct      *acl.Account // permissions (auth.go); nil: everything
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -337,10 +339,11 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return hard(wire.AccessRefused, m, "%v", err)
 	}
-	if !c.srv.authenticate(user, pass, c.nc.RemoteAddr()) {
+	acct, ok := c.srv.authenticate(user, pass, c.nc.RemoteAddr())
+	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
-	c.user = user
+	c.user, c.acct = user, acct
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg

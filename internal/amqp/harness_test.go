@@ -10,6 +10,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -28,6 +29,8 @@ type broker struct {
 	storeCfg func(*store.Config)
 	// logs, if set, receives the server's and the store's log lines.
 	logs io.Writer
+	// accounts is the server's Config.Accounts.
+	accounts func() *acl.Rules
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -66,7 +69,7 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval}, st, slog.New(slog.NewTextHandler(logs, nil)))
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

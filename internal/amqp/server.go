@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -20,10 +21,15 @@ type Config struct {
 	// DataDir is the broker's data directory; definitions and
 	// acknowledgement state live in DataDir/amqp.
 	DataDir string
-	// Users are the accounts PLAIN and AMQPLAIN authenticate against. Without
-	// an account named guest, guest/guest is accepted from loopback
-	// addresses only (RabbitMQ's rule).
+	// Users are the accounts PLAIN and AMQPLAIN authenticate against when
+	// Accounts is nil. Without an account named guest, guest/guest is
+	// accepted from loopback addresses only (RabbitMQ's rule).
 	Users map[string]string
+	// Accounts, if set, returns the ACL accounts in force (plain_acl.yml):
+	// users are access keys, passwords their secret keys, and methods are
+	// checked against their permissions (auth.go). Users and guest are
+	// then not accepted.
+	Accounts func() *acl.Rules
 	// MaxFrameBytes is the frame-max offered in connection.tune.
 	MaxFrameBytes uint32
 	// MaxChannels is the channel-max offered in connection.tune.
@@ -216,15 +222,3 @@ func (s *Server) persistLoop() {
 	}
 }
 
-// authenticate checks a user's password. The guest account without a
-// configured password works from loopback only.
-func (s *Server) authenticate(user, pass string, remote net.Addr) bool {
-	if want, ok := s.cfg.Users[user]; ok {
-		return want == pass
-	}
-	if user != "guest" || pass != "guest" {
-		return false
-	}
-	ta, ok := remote.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
-}

@@ -157,6 +157,9 @@ type Broker struct {
 	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
+	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
+	// address, with tlsServerCertPath / tlsServerKeyPath; empty = off.
+	AMQPSListen string
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients

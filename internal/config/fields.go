@@ -88,6 +88,7 @@ var fields = []field{
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
+	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 }

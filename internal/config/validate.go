@@ -127,6 +127,14 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("amqpListen", "not host:port")
 		}
 	}
+	if b.AMQPSListen != "" {
+		if _, _, err := net.SplitHostPort(b.AMQPSListen); err != nil {
+			bad("amqpsListen", "not host:port")
+		}
+		if b.TLSServerCertPath == "" || b.TLSServerKeyPath == "" {
+			bad("amqpsListen", "needs tlsServerCertPath and tlsServerKeyPath (the certificate amqps serves)")
+		}
+	}
 }
 
 func (b *Broker) validateSecurity(bad func(string, string, ...any)) {
