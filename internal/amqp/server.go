@@ -221,4 +221,3 @@ func (s *Server) persistLoop() {
 		}
 	}
 }
-
