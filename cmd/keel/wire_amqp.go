@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/tlsconf"
 )
 
@@ -38,6 +39,10 @@ func (p *parts) amqpStarter(addr string) starter {
 		srv, err := amqp.New(cfg, p.store, p.log.With("component", "amqp"))
 		if err != nil {
 			return service{}, err
+		}
+		p.amqp = srv
+		if p.broker != nil {
+			p.broker.SetAMQPInfo(func() (any, any) { return srv.Queues(), srv.Exchanges() })
 		}
 		var lns []net.Listener
 		fail := func(err error) (service, error) {
@@ -80,7 +85,12 @@ func (p *parts) amqpStarter(addr string) starter {
 					return err
 				}
 			},
-			stop: func(context.Context) error { return srv.Close() },
+			stop: func(context.Context) error {
+				if p.broker != nil {
+					p.broker.SetAMQPInfo(nil)
+				}
+				return srv.Close()
+			},
 		}, nil
 	}
 }
@@ -103,4 +113,23 @@ func (p *parts) amqpsListener(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("amqps: %w", err)
 	}
 	return tls.NewListener(ln, tc), nil
+}
+
+// amqpStats is metrics.Sources.AMQP: the AMQP queues, nil without an AMQP
+// listener.
+func (p *parts) amqpStats() func() []metrics.AMQPQueueStats {
+	srv := p.amqp
+	if srv == nil {
+		return nil
+	}
+	return func() []metrics.AMQPQueueStats {
+		qs := srv.Queues()
+		out := make([]metrics.AMQPQueueStats, len(qs))
+		for i, q := range qs {
+			out[i] = metrics.AMQPQueueStats{Queue: q.Name, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
+				OldestUnsettledAge: float64(q.OldestUnsettledAgeMs) / 1000, Published: q.Published, Delivered: q.Delivered,
+				Redelivered: q.Redelivered, Acked: q.Acked, DeadLettered: q.DeadLettered, Dropped: q.Dropped, Refused: q.Refused}
+		}
+		return out
+	}
 }

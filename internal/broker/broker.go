@@ -195,6 +195,7 @@ type Broker struct {
 	reg       *registrar
 
 	observer atomic.Pointer[observerBox] // observe.go
+	amqpInfo atomic.Pointer[AMQPInfoFunc] // admin_amqp.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -262,6 +263,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
 		remoting.ReqListTransactions:              b.handleListTransactions,
 		remoting.ReqListIsolatedRecords:           b.handleListIsolated, // admin_isolated.go
+		remoting.ReqListAMQP:                      b.handleListAMQP,     // admin_amqp.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

@@ -33,6 +33,8 @@ type Sources struct {
 	DiskUsage func() (total, free uint64, err error)
 	// Transactions returns the transaction engine's counters.
 	Transactions func() TransactionStats
+	// AMQP returns the AMQP front door's queues (amqp.go).
+	AMQP func() []AMQPQueueStats
 }
 
 // Config configures Metrics.
