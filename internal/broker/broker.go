@@ -194,7 +194,7 @@ type Broker struct {
 	pulls     *pullHold
 	reg       *registrar
 
-	observer atomic.Pointer[observerBox] // observe.go
+	observer atomic.Pointer[observerBox]  // observe.go
 	amqpInfo atomic.Pointer[AMQPInfoFunc] // admin_amqp.go
 
 	closeOnce sync.Once
