@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,28 @@ func TestAMQPQueuesInAdminAndMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestAMQPGoExample builds examples/amqpconfirms and runs it against keel
+// serve: every message confirmed, consumed and acknowledged.
+func TestAMQPGoExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs an example program")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the example")
+	}
+	bin := filepath.Join(t.TempDir(), "amqpconfirms")
+	build := exec.Command(goBin, "build", "-o", bin, "./examples/amqpconfirms")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	_, addr := startServeAMQP(t)
+	out, err := exec.Command(bin, "-url", "amqp://guest:guest@"+addr+"/", "-count", "20", "-timeout", "30s").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "done: 20 messages confirmed, consumed and acknowledged") {
+		t.Fatalf("amqpconfirms: %v\n%s", err, out)
 	}
 }
