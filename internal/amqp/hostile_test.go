@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
 
@@ -214,5 +216,50 @@ func TestDeletedQueueCancelsItsConsumers(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no basic.cancel after the queue was deleted")
+	}
+}
+
+// The connection-level codes a client sees for what Keel does not do or
+// does not know: 540 NOT_IMPLEMENTED (tx, prefetch-size, immediate,
+// channel.flow active=false), 503 COMMAND_INVALID (an unknown exchange
+// type). Each closes only its own connection.
+func TestNotImplementedAndInvalidCommands(t *testing.T) {
+	b := startBroker(t)
+	for _, tc := range []struct {
+		name string
+		code int
+		do   func(ch *amqp091.Channel) error
+	}{
+		{"tx.select", 540, func(ch *amqp091.Channel) error { return ch.Tx() }},
+		{"prefetch-size", 540, func(ch *amqp091.Channel) error { return ch.Qos(1, 4096, false) }},
+		{"channel.flow active=false", 540, func(ch *amqp091.Channel) error { return ch.Flow(false) }},
+		{"immediate", 540, func(ch *amqp091.Channel) error {
+			ch.Publish("", "q", false, true, amqp091.Publishing{})
+			_, err := ch.QueueDeclare("q", false, false, false, false, nil)
+			return err
+		}},
+		{"unknown exchange type", 503, func(ch *amqp091.Channel) error {
+			return ch.ExchangeDeclare("x", "x-bogus", false, false, false, false, nil)
+		}},
+	} {
+		conn := b.dial()
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+		err = tc.do(ch)
+		if err == nil {
+			select {
+			case err = <-closed:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		if !isCode(err, tc.code) {
+			t.Errorf("%s: %v, want %d", tc.name, err, tc.code)
+		}
+	}
+	if _, err := b.channel().QueueDeclare("still", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
 	}
 }
