@@ -358,7 +358,10 @@ func (q *queue) expireHead(now int64) {
 		at := q.expiresAt(&m)
 		release()
 		if now <= at {
-			q.nextExpiry = at + 1
+			q.nextExpiry = at
+			if at < math.MaxInt64 {
+				q.nextExpiry = at + 1 // expired once now > at
+			}
 			return
 		}
 		q.popHeadLocked(o, fromReturned)

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -238,5 +239,29 @@ func TestQueueArgumentsChecked(t *testing.T) {
 		if _, err := ch.QueueDeclare("q-"+qt, true, false, false, false, amqp091.Table{"x-queue-type": qt}); err != nil {
 			t.Fatalf("%s: %v", qt, err)
 		}
+	}
+}
+
+// The expiry sweep reads a queue's head once and then leaves it alone
+// while nothing changes and the head never expires (after a restart every
+// queue may hold expiring messages, so each is looked at once).
+func TestSweepSkipsHeadsThatNeverExpire(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("plain", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "plain", "forever")
+	b.restart()
+	q := b.srv.vhost.queue("plain")
+	waitUntil(t, "the sweep looked at the head", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.nextExpiry == math.MaxInt64
+	})
+	reads := b.st.Stats().Gets
+	time.Sleep(3 * expirySweepInterval)
+	if got := b.st.Stats().Gets; got != reads {
+		t.Fatalf("the sweep read the store %d more times", got-reads)
 	}
 }
