@@ -97,7 +97,7 @@ func TestACLAccountsAndPermissions(t *testing.T) {
 			return err
 		},
 	} {
-		if err := f(ch()); !isCode(err, 403) {
+		if err := exception(t, ch(), f); !isCode(err, 403) {
 			t.Errorf("%s: %v, want 403", name, err)
 		}
 	}

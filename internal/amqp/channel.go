@@ -253,11 +253,16 @@ func (ch *channel) dropConsumer(c *consumer) {
 // is told with basic.cancel (consumer_cancel_notify).
 func (ch *channel) consumerGone(c *consumer) {
 	ch.mu.Lock()
-	_, ok := ch.consumers[c.tag]
-	delete(ch.consumers, c.tag)
+	cur, ok := ch.consumers[c.tag]
+	ok = ok && cur == c
+	if ok {
+		delete(ch.consumers, c.tag)
+	}
+	ready := c.ready
+	c.gone = true
 	closing := ch.closing
 	ch.mu.Unlock()
-	if ok && !closing {
+	if ok && ready && !closing {
 		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: c.tag, NoWait: true})
 	}
 }
@@ -359,13 +364,28 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 	c := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, prefetch: ch.prefetch}
 	ch.consumers[tag] = c
 	ch.mu.Unlock()
+	// The queue knows the consumer before consume-ok, so that a delete in
+	// between cancels it; it gets deliveries only after consume-ok.
+	if !q.addConsumer(c) {
+		ch.mu.Lock()
+		delete(ch.consumers, tag)
+		ch.mu.Unlock()
+		return soft(wire.NotFound, m, "no queue '%s' in vhost '/'", q.name)
+	}
 	if !m.NoWait {
 		if err := ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag}); err != nil {
 			return err
 		}
 	}
-	if !q.addConsumer(c) {
-		return soft(wire.NotFound, m, "no queue '%s' in vhost '/'", q.name)
+	ch.mu.Lock()
+	c.ready = true
+	gone, closing := c.gone, ch.closing
+	ch.mu.Unlock()
+	if gone {
+		if !closing {
+			return ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: tag, NoWait: true})
+		}
+		return nil
 	}
 	q.pump()
 	return nil
@@ -389,7 +409,7 @@ func (ch *channel) cancel(m *wire.BasicCancel) error {
 func (ch *channel) hasCredit(c *consumer) bool {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closing || ch.consumers[c.tag] != c {
+	if ch.closing || ch.consumers[c.tag] != c || !c.ready {
 		return false
 	}
 	if c.noAck {
@@ -402,7 +422,7 @@ func (ch *channel) hasCredit(c *consumer) bool {
 // the channel is closing (the caller requeues).
 func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered bool) bool {
 	ch.mu.Lock()
-	if ch.closing || ch.consumers[c.tag] != c {
+	if ch.closing || ch.consumers[c.tag] != c || !c.ready {
 		ch.mu.Unlock()
 		return false
 	}

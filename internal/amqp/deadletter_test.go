@@ -136,8 +136,12 @@ func TestTTLExpiresAndDeadLetters(t *testing.T) {
 	}
 	// An expiration that is not a number of milliseconds is refused (406).
 	ch2 := b.channel()
-	ch2.Publish("", "plain", false, false, amqp091.Publishing{Body: []byte("x"), Expiration: "soon"})
-	if _, err := ch2.QueueDeclarePassive("plain", true, false, false, false, nil); !isCode(err, 406) {
+	err = exception(t, ch2, func(ch *amqp091.Channel) error {
+		ch.Publish("", "plain", false, false, amqp091.Publishing{Body: []byte("x"), Expiration: "soon"})
+		_, err := ch.QueueDeclarePassive("plain", true, false, false, false, nil)
+		return err
+	})
+	if !isCode(err, 406) {
 		t.Fatalf("invalid expiration: %v", err)
 	}
 }

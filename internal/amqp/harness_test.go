@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -186,5 +187,29 @@ func none(t *testing.T, ch *amqp091.Channel, c <-chan amqp091.Delivery, queue st
 	case d := <-c:
 		t.Fatalf("unexpected delivery %q (tag %d)", d.Body, d.DeliveryTag)
 	default:
+	}
+}
+
+// exception runs do on ch and returns the exception it caused: the error
+// do returned if it carries a reply code the client got from the server,
+// else the channel's close notification (a method sent after an
+// asynchronous exception, such as one a publish caused, may meet the
+// channel already closed and get a local "not open" instead).
+func exception(t *testing.T, ch *amqp091.Channel, do func(*amqp091.Channel) error) error {
+	t.Helper()
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	err := do(ch)
+	var e *amqp091.Error
+	if errors.As(err, &e) && e.Server {
+		return err
+	}
+	select {
+	case ce := <-closed:
+		if ce == nil {
+			return err
+		}
+		return ce
+	case <-time.After(10 * time.Second):
+		return err
 	}
 }

@@ -247,15 +247,7 @@ func TestNotImplementedAndInvalidCommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
-		err = tc.do(ch)
-		if err == nil {
-			select {
-			case err = <-closed:
-			case <-time.After(10 * time.Second):
-			}
-		}
-		if !isCode(err, tc.code) {
+		if err := exception(t, ch, tc.do); !isCode(err, tc.code) {
 			t.Errorf("%s: %v, want %d", tc.name, err, tc.code)
 		}
 	}

@@ -73,6 +73,10 @@ type consumer struct {
 	noAck    bool
 	prefetch int // 0: unlimited
 	unacked  int // guarded by ch.mu
+	// ready (guarded by ch.mu): basic.consume-ok was sent, deliveries may
+	// follow; gone: the queue went before that (basic.cancel follows the
+	// consume-ok).
+	ready, gone bool
 }
 
 // delivery is a message handed out and not yet settled.
