@@ -229,7 +229,13 @@ func (s *Server) copyStored(q *queue, o int64, qs []*queue, r store.PutResult, p
 	if r.Status != store.PutOK {
 		s.log.Error("amqp: dead-letter copy not stored; the message stays and is tried again", "queue", q.name, "offset", o,
 			"status", r.Status, "err", r.Err)
-		time.AfterFunc(deadLetterRetry, func() { q.retryDeadLetter(o) })
+		time.AfterFunc(deadLetterRetry, func() {
+			select {
+			case <-s.stop: // closed: the original stays unsettled for the next start
+			default:
+				q.retryDeadLetter(o)
+			}
+		})
 		return
 	}
 	if waitVisible(s.baseCtx, s.store, phys+1) != nil {

@@ -3,10 +3,15 @@ package amqp
 import (
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // declareDLX declares exchange "dlx" (fanout) and queue "dead" bound to it.
@@ -268,4 +273,66 @@ func TestSweepSkipsHeadsThatNeverExpire(t *testing.T) {
 	if got := b.st.Stats().Gets; got != reads {
 		t.Fatalf("the sweep read the store %d more times", got-reads)
 	}
+}
+
+// The dead-letter copy is stored before the original is settled: while
+// the store refuses writes (a full disk) a rejected message stays in its
+// queue, even once the acknowledgement state is written and the broker is
+// killed; after the restart, with space back, it is served again.
+func TestDeadLetterCopyBeforeSettle(t *testing.T) {
+	mem := vfs.NewMem()
+	var logs syncBuf
+	b := &broker{t: t, dir: t.TempDir(), logs: &logs, storeCfg: func(c *store.Config) {
+		c.FS = mem
+		c.RetentionCheckInterval = 10 * time.Millisecond
+		c.DiskReserveBytes = 0
+	}}
+	b.start()
+	t.Cleanup(b.stop)
+	ch := b.channel()
+	declareDLX(t, ch)
+	if _, err := ch.QueueDeclare("work", true, false, false, false, amqp091.Table{"x-dead-letter-exchange": "dlx"}); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "work", "precious")
+	d, ok, err := ch.Get("work", false)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	total, free, _ := mem.DiskUsage(b.dir)
+	mem.SetCapacity((total - free) * 100 / 95) // above the hard limit: writes refused
+	waitUntil(t, "the store to refuse writes", func() bool { return b.st.Stats().DiskFull })
+	if err := d.Reject(false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the copy to be refused", func() bool { return strings.Contains(logs.String(), "dead-letter copy not stored") })
+	if err := b.srv.vhost.saveAcks(); err != nil { // as the persist loop does
+		t.Fatal(err)
+	}
+	b.crash()
+	mem.SetCapacity(vfs.DefaultMemCapacity)
+	b.start()
+	ch = b.channel()
+	d, ok, err = ch.Get("work", true)
+	if err != nil || !ok || string(d.Body) != "precious" || !d.Redelivered {
+		t.Fatalf("after the crash the rejected message is gone from its queue: %v %v %q", ok, err, d.Body)
+	}
+}
+
+// syncBuf is a log sink safe for concurrent writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
