@@ -18,7 +18,8 @@ package amqp
 // (fdatasync under SYNC_FLUSH) and visible in its queues is the original
 // settled. A crash in between delivers the copy and, again, the original:
 // a duplicate, never a loss. A copy that cannot be stored leaves the
-// original in the queue; it is tried again after deadLetterRetry. The
+// original in the queue: after deadLetterRetry it goes back to its place
+// and is served again (delivered, or expired and dead-lettered again). The
 // copy carries RabbitMQ's x-death header (one entry per queue and reason,
 // with a count; x-first-death-* set once) and loses its expiration
 // (kept as the entry's original-expiration). A copy routed back to a
