@@ -23,6 +23,14 @@ type channel struct {
 	globalPrefetch int // basic.qos global=true: for the whole channel
 	globalUnacked  int
 
+	// Confirmer goroutine only (publish.go, confirmSeq): every publish
+	// below confirmLow is confirmed (sent, or held back in
+	// ackFrom..ackTo; 0: none held); confirmedAbove holds the publishes
+	// above it confirmed out of order.
+	confirmLow     uint64
+	confirmedAbove map[uint64]bool
+	ackFrom, ackTo uint64
+
 	// Reader goroutine only.
 	confirm    bool
 	publishSeq uint64
@@ -33,7 +41,8 @@ type channel struct {
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	return &channel{c: c, id: id, unacked: map[uint64]*delivery{}, consumers: map[string]*consumer{}}
+	return &channel{c: c, id: id, unacked: map[uint64]*delivery{}, consumers: map[string]*consumer{},
+		confirmLow: 1, confirmedAbove: map[uint64]bool{}}
 }
 
 // method runs one method. A channel exception closes the channel and is

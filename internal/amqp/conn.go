@@ -61,6 +61,10 @@ type conn struct {
 	laterQ    []func()
 	laterKick chan struct{}
 	laterDone chan struct{}
+	// acking (confirmer only): channels with publisher acks not yet sent;
+	// flushAcks sends one basic.ack (multiple) per channel after each run
+	// of queued work, and before anything on the confirmer blocks.
+	acking []*channel
 }
 
 // maxPendingPublishes bounds a connection's publishes awaiting their
@@ -131,6 +135,7 @@ func (c *conn) runConfirmer() {
 			for _, fn := range q {
 				fn()
 			}
+			c.flushAcks()
 		}
 	}
 }

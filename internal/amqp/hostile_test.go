@@ -3,6 +3,7 @@ package amqp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -253,5 +254,97 @@ func TestNotImplementedAndInvalidCommands(t *testing.T) {
 	}
 	if _, err := b.channel().QueueDeclare("still", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Publisher confirms of pipelined publishes cover every publish exactly
+// once; acks confirmed together go out as one basic.ack with
+// multiple=true.
+func TestConfirmsCoalesced(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("many", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, b)
+	c.open()
+	c.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	if _, ok := c.method().(*wire.ConfirmSelectOk); !ok {
+		t.Fatal("no confirm.select-ok")
+	}
+	const n = 300
+	var buf []byte
+	props := []byte{0x10, 0, 2} // delivery-mode 2
+	for range n {
+		buf = wire.AppendMethodFrame(buf, 1, &wire.BasicPublish{RoutingKey: "many"})
+		buf = wire.AppendFrame(buf, wire.FrameHeader, 1, wire.AppendHeader(nil, 3, props))
+		buf = wire.AppendFrame(buf, wire.FrameBody, 1, []byte("abc"))
+	}
+	c.send(buf)
+	// A single ack confirms its tag (once); a multiple one every tag up
+	// to it not yet confirmed, and it may not repeat its own tag.
+	confirmed, frames := map[uint64]bool{}, 0
+	for len(confirmed) < n {
+		m := c.method()
+		a, ok := m.(*wire.BasicAck)
+		if !ok || a.DeliveryTag == 0 || a.DeliveryTag > n || confirmed[a.DeliveryTag] {
+			t.Fatalf("got %s %+v with %d confirmed", m.Name(), m, len(confirmed))
+		}
+		frames++
+		confirmed[a.DeliveryTag] = true
+		for tag := a.DeliveryTag - 1; a.Multiple && tag > 0; tag-- {
+			confirmed[tag] = true
+		}
+	}
+	if frames == n {
+		t.Errorf("%d publishes sent at once were confirmed by %d separate acks", n, frames)
+	}
+	if q, err := ch.QueueDeclarePassive("many", true, false, false, false, nil); err != nil || q.Messages != n {
+		t.Fatalf("queue: %+v %v", q, err)
+	}
+}
+
+// confirmSeq with confirms out of publish order: a multiple ack covers
+// only publishes that are all confirmed; out-of-order acks and nacks go
+// out alone.
+func TestConfirmSeqOutOfOrder(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	c := newConn(&Server{}, server)
+	ch := newChannel(c, 1)
+	frames := make(chan wire.Method, 16)
+	go func() {
+		fr := wire.NewFrameReader(client)
+		for {
+			f, err := fr.ReadFrame(1 << 20)
+			if err != nil {
+				close(frames)
+				return
+			}
+			m, _ := wire.ReadMethod(f.Payload)
+			frames <- m
+		}
+	}()
+	for _, s := range []struct {
+		seq uint64
+		ok  bool
+	}{{2, true}, {1, true}, {3, true}, {5, false}, {4, true}} {
+		ch.confirmSeq(s.seq, s.ok)
+	}
+	c.flushAcks()
+	server.Close()
+	var got []string
+	for m := range frames {
+		switch m := m.(type) {
+		case *wire.BasicAck:
+			got = append(got, fmt.Sprintf("ack %d %v", m.DeliveryTag, m.Multiple))
+		case *wire.BasicNack:
+			got = append(got, fmt.Sprintf("nack %d %v", m.DeliveryTag, m.Multiple))
+		}
+	}
+	if want := "[ack 2 false ack 3 true nack 5 false ack 4 false]"; fmt.Sprint(got) != want {
+		t.Fatalf("confirms %v, want %s", got, want)
 	}
 }

@@ -151,8 +151,11 @@ func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64
 		ch.confirmSeq(seq, false)
 		return
 	}
-	if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
-		return // the store closed
+	if srv.store.VisibleOffset() < phys+1 {
+		ch.c.flushAcks() // before waiting: what is confirmed goes out
+		if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
+			return // the store closed
+		}
 	}
 	for _, q := range qs {
 		q.mu.Lock()
@@ -215,8 +218,15 @@ func (ch *channel) confirmed(ok bool) error {
 	return nil
 }
 
-// confirmSeq sends the publisher confirm for publish seq (0: the channel
-// is not in confirm mode), unless the channel is closing.
+// confirmSeq confirms publish seq (0: the channel is not in confirm mode),
+// unless the channel is closing. It runs on the confirmer. Confirms may
+// come out of publish order (a publish the store answers at once, or an
+// unroutable one, overtakes those it is still flushing). An ack of the
+// lowest unconfirmed publish is held back, with the ones that follow it
+// in order, to go out as one basic.ack with multiple=true
+// (conn.flushAcks): that covers only publishes all confirmed. An ack out
+// of order, and every nack, goes out alone (multiple=false), after the
+// acks held back.
 func (ch *channel) confirmSeq(seq uint64, ok bool) {
 	ch.mu.Lock()
 	closing := ch.closing
@@ -224,9 +234,56 @@ func (ch *channel) confirmSeq(seq uint64, ok bool) {
 	if seq == 0 || closing {
 		return
 	}
+	if ok && seq == ch.confirmLow {
+		if ch.ackTo == 0 {
+			ch.ackFrom = seq
+			ch.c.acking = append(ch.c.acking, ch)
+		}
+		ch.ackTo = seq
+		ch.confirmLow++
+		for ch.confirmedAbove[ch.confirmLow] {
+			delete(ch.confirmedAbove, ch.confirmLow)
+			ch.confirmLow++
+		}
+		return
+	}
+	ch.sendAcks()
+	if seq == ch.confirmLow {
+		ch.confirmLow++
+		for ch.confirmedAbove[ch.confirmLow] {
+			delete(ch.confirmedAbove, ch.confirmLow)
+			ch.confirmLow++
+		}
+	} else {
+		ch.confirmedAbove[seq] = true
+	}
 	if ok {
 		ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: seq})
 	} else {
 		ch.c.send(ch.id, &wire.BasicNack{DeliveryTag: seq})
 	}
+}
+
+// sendAcks sends the acks held back (confirmer only).
+func (ch *channel) sendAcks() {
+	if ch.ackTo == 0 {
+		return
+	}
+	from, to := ch.ackFrom, ch.ackTo
+	ch.ackFrom, ch.ackTo = 0, 0
+	ch.mu.Lock()
+	closing := ch.closing
+	ch.mu.Unlock()
+	if !closing {
+		ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: to, Multiple: to > from})
+	}
+}
+
+// flushAcks sends every channel's acks held back (confirmer only).
+func (c *conn) flushAcks() {
+	for _, ch := range c.acking {
+		ch.sendAcks()
+	}
+	clear(c.acking)
+	c.acking = c.acking[:0]
 }
