@@ -195,7 +195,7 @@ func TestMaxLength(t *testing.T) {
 }
 
 // x-delivery-limit: a message requeued more often is dead-lettered
-// (reason delivery_limit).
+// (reason delivery_limit), counting the returns before a restart.
 func TestDeliveryLimit(t *testing.T) {
 	b := startBroker(t)
 	ch := b.channel()
@@ -206,6 +206,10 @@ func TestDeliveryLimit(t *testing.T) {
 	}
 	publishConfirmed(t, ch, "poison", "p")
 	for i := range 3 {
+		if i == 2 { // the returns so far survive a restart
+			b.restart()
+			ch = b.channel()
+		}
 		d, ok, err := ch.Get("poison", false)
 		if err != nil || !ok || d.Redelivered != (i > 0) {
 			t.Fatalf("delivery %d: %v %v redelivered=%v", i, ok, err, d.Redelivered)
