@@ -35,6 +35,10 @@ type conn struct {
 	wmu  sync.Mutex
 	wbuf []byte
 	werr error
+	// held are deliveries a queue pump wrote but holds back to send with
+	// the next ones in one write (flushHeld at the pump's end); any other
+	// write sends them first, so the order of frames is kept.
+	held []byte
 
 	chMu     sync.Mutex
 	channels map[uint16]*channel
@@ -261,6 +265,16 @@ func (c *conn) writeLocked(b []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
+	if len(c.held) > 0 {
+		b = append(c.held, b...)
+		c.held = c.held[:0]
+		if cap(c.held) > 1<<20 {
+			c.held = nil
+		}
+	}
+	if len(b) == 0 {
+		return nil
+	}
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
 		c.werr = err
@@ -276,6 +290,45 @@ func (c *conn) send(ch uint16, m wire.Method) error {
 	defer c.wmu.Unlock()
 	c.wbuf = wire.AppendMethodFrame(c.wbuf[:0], ch, m)
 	return c.writeLocked(c.wbuf)
+}
+
+// maxHeldBytes bounds the deliveries a connection holds back.
+const maxHeldBytes = 64 << 10
+
+// sendContentHeld is sendContent for a queue pump: the frames are held
+// back (up to maxHeldBytes) until flushHeld or the next write.
+func (c *conn) sendContentHeld(ch uint16, m wire.Method, props, body []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return c.werr
+	}
+	c.held = appendContent(c.held, c.frameMax, ch, m, props, body)
+	if len(c.held) >= maxHeldBytes {
+		return c.writeLocked(nil)
+	}
+	return nil
+}
+
+// flushHeld writes the deliveries held back.
+func (c *conn) flushHeld() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(nil)
+}
+
+// appendContent appends a method with its content header and body frames
+// of at most frameMax.
+func appendContent(b []byte, frameMax uint32, ch uint16, m wire.Method, props, body []byte) []byte {
+	b = wire.AppendMethodFrame(b, ch, m)
+	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	max := int(frameMax) - wire.FrameOverheadBytes
+	for len(body) > 0 {
+		n := min(len(body), max)
+		b = wire.AppendFrame(b, wire.FrameBody, ch, body[:n])
+		body = body[n:]
+	}
+	return b
 }
 
 // sendContent writes a method with content: method, header, body frames

@@ -226,6 +226,12 @@ func (q *queue) pump() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.nextExpiry = 0 // the head may have changed
+	var conns []*conn // that hold deliveries back: flushed at the end
+	defer func() {
+		for _, c := range conns {
+			c.flushHeld()
+		}
+	}()
 	for !q.gone && len(q.consumers) > 0 {
 		c := q.pickLocked()
 		if c == nil {
@@ -237,6 +243,9 @@ func (q *queue) pump() {
 		}
 		sent := c.ch.deliver(c, o, &m, redelivered)
 		release()
+		if sent && !slices.Contains(conns, c.ch.c) {
+			conns = append(conns, c.ch.c)
+		}
 		if !sent {
 			q.requeueLocked(o, false)
 			continue
