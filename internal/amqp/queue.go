@@ -225,7 +225,7 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 func (q *queue) pump() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.nextExpiry = 0 // the head may have changed
+	q.nextExpiry = 0  // the head may have changed
 	var conns []*conn // that hold deliveries back: flushed at the end
 	defer func() {
 		for _, c := range conns {
