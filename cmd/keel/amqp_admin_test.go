@@ -92,7 +92,7 @@ func TestAMQPQueuesInAdminAndMetrics(t *testing.T) {
 		t.Fatalf("keel amqp queues: %+v", out)
 	}
 	q := out[0].Queues[0]
-	if q.Name != "orders" || q.Type != "quorum" || q.Ready != 2 || q.Unacked != 1 || q.Published != 3 || q.Delivered != 1 ||
+	if q.Vhost != "/" || q.Name != "orders" || q.Type != "quorum" || q.Ready != 2 || q.Unacked != 1 || q.Published != 3 || q.Delivered != 1 ||
 		q.MaxLength != 100 || q.OldestUnsettledAgeMs < 0 {
 		t.Fatalf("orders: %+v", q)
 	}
@@ -110,9 +110,9 @@ func TestAMQPQueuesInAdminAndMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`keel_amqp_queue_messages_ready{queue="orders"} 2`, `keel_amqp_queue_messages_unacked{queue="orders"} 1`,
-		`keel_amqp_queue_published_total{queue="orders"} 3`, `keel_amqp_queue_consumers{queue="orders"} 0`,
-		`keel_amqp_queue_oldest_unsettled_age_seconds{queue="orders"}`} {
+	for _, want := range []string{`keel_amqp_queue_messages_ready{queue="orders",vhost="/"} 2`, `keel_amqp_queue_messages_unacked{queue="orders",vhost="/"} 1`,
+		`keel_amqp_queue_published_total{queue="orders",vhost="/"} 3`, `keel_amqp_queue_consumers{queue="orders",vhost="/"} 0`,
+		`keel_amqp_queue_oldest_unsettled_age_seconds{queue="orders",vhost="/"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -70,10 +70,10 @@ func newAMQPExchangesCmd(f *adminFlags) *cobra.Command {
 }
 
 func amqpQueuesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
-	row(w, "BROKER", "QUEUE", "TYPE", "FLAGS", "READY", "UNACKED", "CONSUMERS", "OLDEST_UNSETTLED", "PUBLISHED", "DELIVERED", "ACKED", "DEAD_LETTERED", "DROPPED")
+	row(w, "BROKER", "VHOST", "QUEUE", "TYPE", "FLAGS", "READY", "UNACKED", "CONSUMERS", "OLDEST_UNSETTLED", "PUBLISHED", "DELIVERED", "ACKED", "DEAD_LETTERED", "DROPPED")
 	for _, b := range out {
 		if b.Err != "" {
-			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "", "", "", "", "", "", "", "")
+			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "", "", "", "", "", "", "", "", "")
 			continue
 		}
 		if !b.Enabled {
@@ -85,7 +85,7 @@ func amqpQueuesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
 			if q.OldestUnsettledAgeMs >= 0 {
 				age = (time.Duration(q.OldestUnsettledAgeMs) * time.Millisecond).Round(time.Second).String()
 			}
-			row(w, b.Broker, q.Name, q.Type, queueFlags(q), q.Ready, q.Unacked, q.Consumers, age,
+			row(w, b.Broker, q.Vhost, q.Name, q.Type, queueFlags(q), q.Ready, q.Unacked, q.Consumers, age,
 				q.Published, q.Delivered, q.Acked, q.DeadLettered, q.Dropped)
 		}
 	}
@@ -117,10 +117,10 @@ func queueFlags(q admin.AMQPQueue) string {
 }
 
 func amqpExchangesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
-	row(w, "BROKER", "EXCHANGE", "TYPE", "DURABLE", "AUTO_DELETE", "INTERNAL", "BINDINGS")
+	row(w, "BROKER", "VHOST", "EXCHANGE", "TYPE", "DURABLE", "AUTO_DELETE", "INTERNAL", "BINDINGS")
 	for _, b := range out {
 		if b.Err != "" {
-			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "", "")
+			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "", "", "")
 			continue
 		}
 		if !b.Enabled {
@@ -128,7 +128,7 @@ func amqpExchangesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
 			continue
 		}
 		for _, e := range b.Exchanges {
-			row(w, b.Broker, e.Name, e.Type, e.Durable, e.AutoDelete, e.Internal, e.Bindings)
+			row(w, b.Broker, e.Vhost, e.Name, e.Type, e.Durable, e.AutoDelete, e.Internal, e.Bindings)
 		}
 	}
 }

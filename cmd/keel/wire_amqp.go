@@ -30,7 +30,7 @@ func (p *parts) amqpStarter(addr string) starter {
 		if addr == "" && tlsAddr == "" {
 			return service{name: "amqp (off)"}, nil
 		}
-		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir}
+		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList()}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }
@@ -126,7 +126,7 @@ func (p *parts) amqpStats() func() []metrics.AMQPQueueStats {
 		qs := srv.Queues()
 		out := make([]metrics.AMQPQueueStats, len(qs))
 		for i, q := range qs {
-			out[i] = metrics.AMQPQueueStats{Queue: q.Name, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
+			out[i] = metrics.AMQPQueueStats{Vhost: q.Vhost, Queue: q.Name, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
 				OldestUnsettledAge: float64(q.OldestUnsettledAgeMs) / 1000, Published: q.Published, Delivered: q.Delivered,
 				Redelivered: q.Redelivered, Acked: q.Acked, DeadLettered: q.DeadLettered, Dropped: q.Dropped, Refused: q.Refused}
 		}

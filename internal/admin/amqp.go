@@ -11,6 +11,7 @@ import (
 // AMQPQueue is one AMQP queue as a broker reports it (Keel's LIST_AMQP;
 // counters since the broker started).
 type AMQPQueue struct {
+	Vhost                string `json:"vhost"`
 	Name                 string `json:"name"`
 	Topic                string `json:"topic"`
 	Type                 string `json:"type"`
@@ -36,6 +37,7 @@ type AMQPQueue struct {
 
 // AMQPExchange is one AMQP exchange.
 type AMQPExchange struct {
+	Vhost      string `json:"vhost"`
 	Name       string `json:"name"`
 	Type       string `json:"type"`
 	Durable    bool   `json:"durable"`

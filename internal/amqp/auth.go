@@ -61,12 +61,15 @@ func (c *conn) allow(m wire.Method, need acl.Perm, names ...string) error {
 		return nil
 	}
 	for _, n := range names {
+		if c.vh.name != defaultVhost {
+			n = c.vh.name + "/" + n // another vhost's names are prefixed with it
+		}
 		owned, listed := a.TopicPerms[n]
 		if !listed {
 			owned = a.DefaultTopicPerm
 		}
 		if !allows(owned, need) {
-			return soft(wire.AccessRefused, m, "access to '%s' in vhost '/' refused for user '%s' (%s needed, %s held)", n, c.user, need, owned)
+			return soft(wire.AccessRefused, m, "access to '%s' in vhost '%s' refused for user '%s' (%s needed, %s held)", n, c.vh.name, c.user, need, owned)
 		}
 	}
 	return nil

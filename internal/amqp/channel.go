@@ -111,7 +111,7 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return ch.c.send(ch.id, &wire.QueuePurgeOk{MessageCount: n})
 	case *wire.ExchangeDelete:
-		if err := ch.c.srv.vhost.deleteExchange(m); err != nil || m.NoWait {
+		if err := ch.c.vh.deleteExchange(m); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.ExchangeDeleteOk{})
@@ -119,17 +119,17 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if m.Queue == "" {
 			m.Queue = ch.lastQueue
 		}
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, false); err != nil || m.NoWait {
+		if err := ch.c.vh.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, false); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.QueueBindOk{})
 	case *wire.ExchangeBind:
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, false); err != nil || m.NoWait {
+		if err := ch.c.vh.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, false); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.ExchangeBindOk{})
 	case *wire.ExchangeUnbind:
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, true); err != nil || m.NoWait {
+		if err := ch.c.vh.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, true); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.ExchangeUnbindOk{})
@@ -137,7 +137,7 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if m.Queue == "" {
 			m.Queue = ch.lastQueue
 		}
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, true); err != nil {
+		if err := ch.c.vh.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, true); err != nil {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.QueueUnbindOk{})
@@ -252,7 +252,7 @@ func (ch *channel) shutdown() {
 
 func (ch *channel) dropConsumer(c *consumer) {
 	if c.q.removeConsumer(c) {
-		if err := ch.c.srv.vhost.remove(c.q); err != nil {
+		if err := ch.c.vh.remove(c.q); err != nil {
 			ch.c.srv.log.Error("amqp: auto-delete queue", "queue", c.q.name, "err", err)
 		}
 	}
@@ -277,7 +277,7 @@ func (ch *channel) consumerGone(c *consumer) {
 }
 
 func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
-	if err := ch.c.srv.vhost.declareExchange(m); err != nil || m.NoWait {
+	if err := ch.c.vh.declareExchange(m); err != nil || m.NoWait {
 		return err
 	}
 	return ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
@@ -287,7 +287,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	if m.Queue == "" && ch.lastQueue != "" && m.Passive {
 		m.Queue = ch.lastQueue
 	}
-	q, err := ch.c.srv.vhost.declare(ch.c, m)
+	q, err := ch.c.vh.declare(ch.c, m)
 	if err != nil {
 		return err
 	}
@@ -303,12 +303,12 @@ func (ch *channel) findQueue(m wire.Method, name string) (*queue, error) {
 	if name == "" {
 		name = ch.lastQueue
 	}
-	q := ch.c.srv.vhost.queue(name)
+	q := ch.c.vh.queue(name)
 	if q == nil {
-		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '/'", name)
+		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '%s'", name, ch.c.vh.name)
 	}
 	if q.owner != nil && q.owner != ch.c {
-		return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '/'", name)
+		return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", name, ch.c.vh.name)
 	}
 	return q, nil
 }
@@ -327,12 +327,12 @@ func (ch *channel) queueDelete(m *wire.QueueDelete) error {
 	}
 	msgs, cons := q.counts()
 	if m.IfUnused && cons > 0 {
-		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '/' in use", q.name)
+		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '%s' in use", q.name, ch.c.vh.name)
 	}
 	if m.IfEmpty && msgs > 0 {
-		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '/' is not empty", q.name)
+		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '%s' is not empty", q.name, ch.c.vh.name)
 	}
-	if err := ch.c.srv.vhost.remove(q); err != nil {
+	if err := ch.c.vh.remove(q); err != nil {
 		return hard(wire.InternalError, m, "cannot write the queue definitions: %v", err)
 	}
 	if m.NoWait {
@@ -379,7 +379,7 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 		ch.mu.Lock()
 		delete(ch.consumers, tag)
 		ch.mu.Unlock()
-		return soft(wire.NotFound, m, "no queue '%s' in vhost '/'", q.name)
+		return soft(wire.NotFound, m, "no queue '%s' in vhost '%s'", q.name, ch.c.vh.name)
 	}
 	if !m.NoWait {
 		if err := ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag}); err != nil {

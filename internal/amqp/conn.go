@@ -31,6 +31,7 @@ type conn struct {
 	heartbeat time.Duration
 	user      string
 	acct      *acl.Account // permissions (auth.go); nil: everything
+	vh        *vhost       // the vhost connection.open chose (set before any channel)
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -235,7 +236,9 @@ func (c *conn) cleanup() {
 	for _, ch := range chs {
 		ch.shutdown()
 	}
-	c.srv.vhost.connClosed(c)
+	if c.vh != nil {
+		c.vh.connClosed(c)
+	}
 }
 
 func (c *conn) beat() {
@@ -428,9 +431,11 @@ func (c *conn) handshake() error {
 	if !ok {
 		return hard(wire.CommandInvalid, m, "expected connection.open, got %s", m.Name())
 	}
-	if op.VirtualHost != "/" {
-		return hard(wire.NotAllowed, m, "vhost %q not found (Keel has one vhost, \"/\")", op.VirtualHost)
+	v := c.srv.vhosts[op.VirtualHost]
+	if v == nil {
+		return hard(wire.NotAllowed, m, "vhost %q not found (this broker serves %s; see amqpVhosts)", op.VirtualHost, c.srv.vhostList())
 	}
+	c.vh = v
 	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

@@ -189,7 +189,7 @@ func (s *Server) deadLetter(q *queue, o int64, reason string, done func()) {
 		done()
 		return
 	}
-	qs, err := s.vhost.route(nil, q.a.dlx, key, props)
+	qs, err := q.v.route(nil, q.a.dlx, key, props)
 	if err != nil { // the exchange does not exist: dropped, as RabbitMQ does
 		qs = nil
 	}
@@ -436,8 +436,10 @@ func (s *Server) sweep() {
 		case <-t.C:
 		}
 		now := nowMs()
-		for _, q := range s.vhost.all() {
-			q.expireHead(now)
+		for _, v := range s.vhosts {
+			for _, q := range v.all() {
+				q.expireHead(now)
+			}
 		}
 		s.checkBlocked()
 	}

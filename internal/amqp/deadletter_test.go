@@ -266,7 +266,7 @@ func TestSweepSkipsHeadsThatNeverExpire(t *testing.T) {
 	}
 	publishConfirmed(t, ch, "plain", "forever")
 	b.restart()
-	q := b.srv.vhost.queue("plain")
+	q := b.srv.vhosts["/"].queue("plain")
 	waitUntil(t, "the sweep looked at the head", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -310,7 +310,7 @@ func TestDeadLetterCopyBeforeSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the copy to be refused", func() bool { return strings.Contains(logs.String(), "dead-letter copy not stored") })
-	if err := b.srv.vhost.saveAcks(); err != nil { // as the persist loop does
+	if err := b.srv.vhosts["/"].saveAcks(); err != nil { // as the persist loop does
 		t.Fatal(err)
 	}
 	b.crash()

@@ -7,7 +7,8 @@
 //
 // # What is served
 //
-// One vhost, "/"; PLAIN and AMQPLAIN against Config.Users (guest/guest
+// The vhost "/" and Config.Vhosts, each its own namespace with its files
+// in its own directory (vhostDir); PLAIN and AMQPLAIN against Config.Users (guest/guest
 // from loopback only unless a guest account is configured); tune
 // (channel-max, frame-max, heartbeats); channels; the default exchange
 // and direct, fanout, topic and headers exchanges with bindings, also

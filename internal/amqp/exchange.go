@@ -87,7 +87,7 @@ func (v *vhost) openExchanges() error {
 		v.exchanges[name] = &exchange{name: name, kind: kind, durable: true, predefined: true}
 	}
 	var defs []exchangeDef
-	if err := readJSON(v.srv.cfg.FS, filepath.Join(v.srv.dir, exchangesFile), &defs); err != nil {
+	if err := readJSON(v.srv.cfg.FS, filepath.Join(v.dir, exchangesFile), &defs); err != nil {
 		return err
 	}
 	for _, d := range defs {
@@ -151,7 +151,7 @@ func (v *vhost) saveExchangesLocked() error {
 	}
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
-	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.srv.dir, exchangesFile), b, 0o644)
+	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, exchangesFile), b, 0o644)
 }
 
 func (v *vhost) declareExchange(m *wire.ExchangeDeclare) error {
@@ -165,12 +165,12 @@ func (v *vhost) declareExchange(m *wire.ExchangeDeclare) error {
 			return nil
 		}
 		if e.kind != m.Type || e.durable != m.Durable || e.autoDelete != m.AutoDelete || e.internal != m.Internal {
-			return soft(wire.PreconditionFailed, m, "inequivalent arg 'type', 'durable', 'auto_delete' or 'internal' for exchange '%s' in vhost '/'", m.Exchange)
+			return soft(wire.PreconditionFailed, m, "inequivalent arg 'type', 'durable', 'auto_delete' or 'internal' for exchange '%s' in vhost '%s'", m.Exchange, v.name)
 		}
 		return nil
 	}
 	if m.Passive {
-		return soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", m.Exchange)
+		return soft(wire.NotFound, m, "no exchange '%s' in vhost '%s'", m.Exchange, v.name)
 	}
 	if strings.HasPrefix(m.Exchange, "amq.") {
 		return soft(wire.AccessRefused, m, "exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
@@ -204,7 +204,7 @@ func (v *vhost) deleteExchange(m *wire.ExchangeDelete) error {
 		return nil // RabbitMQ answers delete-ok
 	}
 	if m.IfUnused && len(e.bindings) > 0 {
-		return soft(wire.PreconditionFailed, m, "exchange '%s' in vhost '/' in use", m.Exchange)
+		return soft(wire.PreconditionFailed, m, "exchange '%s' in vhost '%s' in use", m.Exchange, v.name)
 	}
 	delete(v.exchanges, m.Exchange)
 	v.unbindDestLocked(binding{Exchange: m.Exchange})
@@ -264,24 +264,24 @@ func (v *vhost) bind(m wire.Method, c *conn, exch, queue, key string, args wire.
 	defer v.mu.Unlock()
 	e := v.exchanges[exch]
 	if e == nil {
-		return soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", exch)
+		return soft(wire.NotFound, m, "no exchange '%s' in vhost '%s'", exch, v.name)
 	}
 	b := newBinding(queue, "", key, args)
 	durable := false
 	if toExchange {
 		d := v.exchanges[queue]
 		if d == nil {
-			return soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", queue)
+			return soft(wire.NotFound, m, "no exchange '%s' in vhost '%s'", queue, v.name)
 		}
 		b = newBinding("", queue, key, args)
 		durable = d.durable
 	} else {
 		q := v.queues[queue]
 		if q == nil {
-			return soft(wire.NotFound, m, "no queue '%s' in vhost '/'", queue)
+			return soft(wire.NotFound, m, "no queue '%s' in vhost '%s'", queue, v.name)
 		}
 		if q.owner != nil && q.owner != c {
-			return soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '/'", queue)
+			return soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", queue, v.name)
 		}
 		durable = q.persistent()
 	}
@@ -337,10 +337,10 @@ func (v *vhost) route(m wire.Method, exch, key string, props []byte) ([]*queue, 
 	}
 	e := v.exchanges[exch]
 	if e == nil {
-		return nil, soft(wire.NotFound, m, "no exchange '%s' in vhost '/'", exch)
+		return nil, soft(wire.NotFound, m, "no exchange '%s' in vhost '%s'", exch, v.name)
 	}
 	if e.internal && m != nil {
-		return nil, soft(wire.AccessRefused, m, "cannot publish to internal exchange '%s' in vhost '/'", exch)
+		return nil, soft(wire.AccessRefused, m, "cannot publish to internal exchange '%s' in vhost '%s'", exch, v.name)
 	}
 	if props == nil {
 		return nil, nil // the exchange's checks only

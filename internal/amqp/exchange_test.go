@@ -112,7 +112,7 @@ func TestExchangesRouteOneRecordToSeveralQueues(t *testing.T) {
 }
 
 func mustTopic(t *testing.T, b *broker, name string) string {
-	q := b.srv.vhost.queue(name)
+	q := b.srv.vhosts["/"].queue(name)
 	if q == nil {
 		t.Fatalf("no queue %s", name)
 	}

@@ -32,6 +32,8 @@ type broker struct {
 	logs io.Writer
 	// accounts is the server's Config.Accounts.
 	accounts func() *acl.Rules
+	// vhosts is the server's Config.Vhosts.
+	vhosts []string
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -70,7 +72,7 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts}, st, slog.New(slog.NewTextHandler(logs, nil)))
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 // QueueInfo is a snapshot of one queue. Counters count since the broker
 // started.
 type QueueInfo struct {
+	Vhost      string `json:"vhost"`
 	Name       string `json:"name"`
 	Topic      string `json:"topic"` // the store topic holding its messages
 	Type       string `json:"type"`  // classic or quorum
@@ -44,6 +45,7 @@ type QueueInfo struct {
 
 // ExchangeInfo is a snapshot of one exchange.
 type ExchangeInfo struct {
+	Vhost      string `json:"vhost"`
 	Name       string `json:"name"`
 	Type       string `json:"type"`
 	Durable    bool   `json:"durable"`
@@ -52,20 +54,23 @@ type ExchangeInfo struct {
 	Bindings   int    `json:"bindings"`
 }
 
-// Queues returns every queue, by name.
+// Queues returns every queue, by vhost and name.
 func (s *Server) Queues() []QueueInfo {
 	now := nowMs()
-	qs := s.vhost.all()
-	out := make([]QueueInfo, 0, len(qs))
-	for _, q := range qs {
-		out = append(out, q.info(now))
+	var out []QueueInfo
+	for _, v := range s.vhosts {
+		for _, q := range v.all() {
+			out = append(out, q.info(now))
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Vhost < out[j].Vhost || out[i].Vhost == out[j].Vhost && out[i].Name < out[j].Name
+	})
 	return out
 }
 
 func (q *queue) info(now int64) QueueInfo {
-	i := QueueInfo{Name: q.name, Topic: q.topic, Type: q.a.queueType, Durable: q.durable, Exclusive: q.owner != nil,
+	i := QueueInfo{Vhost: q.v.name, Name: q.name, Topic: q.topic, Type: q.a.queueType, Durable: q.durable, Exclusive: q.owner != nil,
 		AutoDelete: q.autoDelete, MessageTTLMs: q.a.ttl, MaxLength: q.a.maxLen, DeliveryLimit: q.a.deliveryLimit,
 		Published: q.stats.published.Load(), Delivered: q.stats.delivered.Load(), Redelivered: q.stats.redelivered.Load(),
 		Acked: q.stats.acked.Load(), DeadLettered: q.stats.deadLettered.Load(), Dropped: q.stats.dropped.Load(),
@@ -94,16 +99,19 @@ func (q *queue) info(now int64) QueueInfo {
 	return i
 }
 
-// Exchanges returns every exchange, by name.
+// Exchanges returns every exchange, by vhost and name.
 func (s *Server) Exchanges() []ExchangeInfo {
-	v := s.vhost
-	v.mu.Lock()
-	out := make([]ExchangeInfo, 0, len(v.exchanges))
-	for _, e := range v.exchanges {
-		out = append(out, ExchangeInfo{Name: e.name, Type: e.kind, Durable: e.durable, AutoDelete: e.autoDelete,
-			Internal: e.internal, Bindings: len(e.bindings)})
+	var out []ExchangeInfo
+	for _, v := range s.vhosts {
+		v.mu.Lock()
+		for _, e := range v.exchanges {
+			out = append(out, ExchangeInfo{Vhost: v.name, Name: e.name, Type: e.kind, Durable: e.durable,
+				AutoDelete: e.autoDelete, Internal: e.internal, Bindings: len(e.bindings)})
+		}
+		v.mu.Unlock()
 	}
-	v.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Vhost < out[j].Vhost || out[i].Vhost == out[j].Vhost && out[i].Name < out[j].Name
+	})
 	return out
 }

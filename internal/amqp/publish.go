@@ -18,7 +18,7 @@ func (ch *channel) startPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
 		return hard(wire.NotImplemented, m, "immediate=true")
 	}
-	if _, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey, nil); err != nil {
+	if _, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, nil); err != nil {
 		return err
 	}
 	if ch.confirm {
@@ -85,7 +85,7 @@ func (ch *channel) content(f wire.Frame) error {
 // message is confirmed when the store acknowledges it, which under
 // SYNC_FLUSH is after fdatasync (the Confirmed watermark).
 func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
-	qs, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey, h.Raw)
+	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
 	}

@@ -389,7 +389,7 @@ func (q *queue) removeConsumer(c *consumer) bool {
 // small durable write per leaseStep first deliveries of a durable queue.
 const leaseStep = 256
 
-func (q *queue) leasePath() string { return filepath.Join(q.v.srv.dir, "lease-"+q.topic) }
+func (q *queue) leasePath() string { return filepath.Join(q.v.dir, "lease-"+q.topic) }
 
 // raiseLeaseLocked (which also lowers it, at a clean shutdown) durably records that offsets below to may have been
 // delivered, before any of them is: after a crash, every unsettled offset

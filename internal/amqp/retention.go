@@ -25,12 +25,14 @@ import "github.com/keelmq/keel/internal/store"
 // holds is the store's QueueHoldsFunc: every queue's settled floor; for a
 // durable queue the floor acks.json holds (a restart may serve again what
 // was settled after it, so that must still be there).
-func (v *vhost) holds() store.QueueHolds {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := make(store.QueueHolds, len(v.queues))
-	for _, q := range v.queues {
-		out[q.topic] = map[int32]int64{queueID: q.holdFloor()}
+func (s *Server) holds() store.QueueHolds {
+	out := store.QueueHolds{}
+	for _, v := range s.vhosts {
+		v.mu.Lock()
+		for _, q := range v.queues {
+			out[q.topic] = map[int32]int64{queueID: q.holdFloor()}
+		}
+		v.mu.Unlock()
 	}
 	return out
 }

@@ -57,7 +57,7 @@ func TestRetentionKeepsUnsettledMessages(t *testing.T) {
 	publishConfirmed(t, ch, "held", held...)
 	publishConfirmed(t, ch, "pad", bodies("p", 32)...)
 
-	topic := func(name string) string { return b.srv.vhost.queue(name).topic }
+	topic := func(name string) string { return b.srv.vhosts["/"].queue(name).topic }
 	waitUntil(t, "retention deletes the drained queue's segments", func() bool {
 		return b.st.MinOffset(topic("drained"), queueID) > 0
 	})

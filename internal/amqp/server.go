@@ -2,8 +2,13 @@ package amqp
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -42,6 +47,9 @@ type Config struct {
 	AckStateInterval time.Duration
 	// FS is where the state files are written (default vfs.OS).
 	FS vfs.FS
+	// Vhosts are the virtual hosts served besides "/", each with its own
+	// queues, exchanges and files (DataDir/amqp/vhosts/<name in hex>).
+	Vhosts []string
 }
 
 // Defaults.
@@ -79,6 +87,16 @@ func (c *Config) Validate() error {
 	if c.FS == nil {
 		c.FS = vfs.OS{}
 	}
+	seen := map[string]bool{defaultVhost: true}
+	for _, v := range c.Vhosts {
+		if v == "" || len(v) > 255 || !utf8.ValidString(v) {
+			return fmt.Errorf("amqp: vhost %q: want 1 to 255 bytes of UTF-8", v)
+		}
+		if seen[v] {
+			return fmt.Errorf("amqp: vhost %q listed twice (\"/\" is always served)", v)
+		}
+		seen[v] = true
+	}
 	return nil
 }
 
@@ -88,7 +106,9 @@ type Server struct {
 	store *store.Store
 	log   *slog.Logger
 	dir   string
-	vhost *vhost
+	// vhosts are the virtual hosts served: "/" and Config.Vhosts; fixed
+	// at New.
+	vhosts map[string]*vhost
 	// work runs dead-letter copies in order (deadletter.go).
 	work *worker
 	// blocked: connection.blocked was sent (the store refuses writes).
@@ -118,12 +138,15 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
 	}
-	v, err := openVhost(s)
-	if err != nil {
-		return nil, err
+	s.vhosts = map[string]*vhost{}
+	for _, name := range append([]string{defaultVhost}, cfg.Vhosts...) {
+		v, err := openVhost(s, name, vhostDir(s.dir, name))
+		if err != nil {
+			return nil, err
+		}
+		s.vhosts[name] = v
 	}
-	s.vhost = v
-	st.SetQueueHolds(v.holds) // retention keeps every unsettled message (retention.go)
+	st.SetQueueHolds(s.holds) // retention keeps every unsettled message (retention.go)
 	s.wg.Add(3)
 	go s.persistLoop()
 	go s.sweep()
@@ -200,8 +223,36 @@ func (s *Server) Close() error {
 	s.cancelBase()
 	s.wg.Wait()
 	s.store.SetQueueHolds(nil)
-	s.vhost.trimLeases()
-	return s.vhost.saveAcks()
+	var errs []error
+	for _, v := range s.vhosts {
+		v.trimLeases()
+		errs = append(errs, v.saveAcks())
+	}
+	return errors.Join(errs...)
+}
+
+// defaultVhost is the vhost every broker serves; its files are in
+// DataDir/amqp itself.
+const defaultVhost = "/"
+
+// vhostDir is where a vhost's files are: DataDir/amqp for "/", else
+// DataDir/amqp/vhosts/<the name in hex> (any UTF-8 name is a safe
+// directory name that way).
+func vhostDir(dir, name string) string {
+	if name == defaultVhost {
+		return dir
+	}
+	return filepath.Join(dir, "vhosts", hex.EncodeToString([]byte(name)))
+}
+
+// vhostList names the vhosts served, for an error message.
+func (s *Server) vhostList() string {
+	names := make([]string, 0, len(s.vhosts))
+	for n := range s.vhosts {
+		names = append(names, strconv.Quote(n))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // persistLoop writes the acknowledgement state when it changed, every
@@ -215,8 +266,10 @@ func (s *Server) persistLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if err := s.vhost.saveAcks(); err != nil {
-				s.log.Error("amqp: write acknowledgement state", "err", err)
+			for _, v := range s.vhosts {
+				if err := v.saveAcks(); err != nil {
+					s.log.Error("amqp: write acknowledgement state", "vhost", v.name, "err", err)
+				}
 			}
 		}
 	}

@@ -160,6 +160,9 @@ type Broker struct {
 	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
 	// address, with tlsServerCertPath / tlsServerKeyPath; empty = off.
 	AMQPSListen string
+	// AMQPVhosts (amqpVhosts, Keel): the AMQP virtual hosts served besides
+	// "/", separated by ';'.
+	AMQPVhosts string
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients

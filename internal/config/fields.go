@@ -89,6 +89,7 @@ var fields = []field{
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),
+	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 }

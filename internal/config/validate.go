@@ -135,6 +135,13 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("amqpsListen", "needs tlsServerCertPath and tlsServerKeyPath (the certificate amqps serves)")
 		}
 	}
+	seen := map[string]bool{"/": true}
+	for _, v := range b.AMQPVhostList() {
+		if seen[v] {
+			bad("amqpVhosts", "%q listed twice (\"/\" is always served)", v)
+		}
+		seen[v] = true
+	}
 }
 
 func (b *Broker) validateSecurity(bad func(string, string, ...any)) {

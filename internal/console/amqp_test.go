@@ -18,7 +18,7 @@ func TestAPIAMQP(t *testing.T) {
 	if len(bs) != 1 || bs[0].Enabled || len(bs[0].Queues) != 0 || bs[0].Err != "" {
 		t.Fatalf("without AMQP: %+v", bs)
 	}
-	q := admin.AMQPQueue{Name: "orders", Type: "quorum", Durable: true, Ready: 7, Unacked: 2, Consumers: 1,
+	q := admin.AMQPQueue{Vhost: "/", Name: "orders", Type: "quorum", Durable: true, Ready: 7, Unacked: 2, Consumers: 1,
 		MessageTTLMs: -1, MaxLength: -1, DeliveryLimit: 5, DeadLetterExchange: "dlx", OldestUnsettledAgeMs: 1500, Published: 9}
 	e := admin.AMQPExchange{Name: "events", Type: "topic", Durable: true, Bindings: 2}
 	c.b.SetAMQPInfo(func() (any, any) { return []admin.AMQPQueue{q}, []admin.AMQPExchange{e} })

@@ -294,14 +294,14 @@ const pages = {
       .filter(Boolean).map(esc).join(", ") || "–";
     return `<h1>AMQP <span class="sub">${num(qs.length)} queues, ${num(qs.reduce((n, q) => n + q.ready, 0))} messages ready</span></h1>${errs}
     <div class="panel"><h2>Queues</h2>${table([
-      ["Broker", q => esc(q.broker)], ["Queue", q => esc(q.name)], ["Type", q => esc(q.type)], ["Flags", flags],
+      ["Broker", q => esc(q.broker)], ["Vhost", q => esc(q.vhost)], ["Queue", q => esc(q.name)], ["Type", q => esc(q.type)], ["Flags", flags],
       ["Ready", q => num(q.ready), "num"], ["Unacked", q => num(q.unacked), "num"], ["Consumers", q => num(q.consumers), "num"],
       ["Oldest unsettled", q => q.oldestUnsettledAgeMs >= 0 ? ago(q.oldestUnsettledAgeMs) : "–", "num"],
       ["Published", q => num(q.published), "num"], ["Delivered", q => num(q.delivered), "num"], ["Acked", q => num(q.acked), "num"],
       ["Dead-lettered", q => num(q.deadLettered), "num"], ["Dropped", q => num(q.dropped), "num"],
     ], qs, "No AMQP queue.")}</div>
     <div class="panel"><h2>Exchanges</h2>${table([
-      ["Broker", x => esc(x.broker)], ["Exchange", x => esc(x.name)], ["Type", x => esc(x.type)],
+      ["Broker", x => esc(x.broker)], ["Vhost", x => esc(x.vhost)], ["Exchange", x => esc(x.name)], ["Type", x => esc(x.type)],
       ["Durable", x => x.durable ? "yes" : "no"], ["Auto-delete", x => x.autoDelete ? "yes" : "no"],
       ["Internal", x => x.internal ? "yes" : "no"], ["Bindings", x => num(x.bindings), "num"],
     ], xs, "No AMQP exchange.")}</div>`;
