@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelmq/keel/internal/acl"
 )
 
 // Named vhosts are separate namespaces: the same queue name in two vhosts
@@ -63,5 +65,44 @@ func TestVhostsAreSeparate(t *testing.T) {
 	}
 	if len(infos) != 2 || infos[0] != "/|orders" || infos[1] != "/staging|orders" {
 		t.Fatalf("Queues: %v", infos)
+	}
+}
+
+// With ACL accounts, names in a vhost other than "/" are checked as
+// "<vhost>/<name>".
+func TestVhostNamesInACL(t *testing.T) {
+	rules, err := acl.Parse("plain_acl.yml", []byte(`accounts:
+  - accessKey: tenant01
+    secretKey: tenant-secret
+    defaultTopicPerm: DENY
+    topicPerms: [prod/jobs=PUB|SUB]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{t: t, dir: t.TempDir(), vhosts: []string{"prod"}, accounts: func() *acl.Rules { return rules }}
+	b.start()
+	t.Cleanup(b.stop)
+	declare := func(vhost, queue string) error {
+		c, err := amqp091.DialConfig("amqp://tenant01:tenant-secret@"+b.addr+"/", amqp091.Config{Vhost: vhost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ch.QueueDeclare(queue, true, false, false, false, nil)
+		return err
+	}
+	if err := declare("prod", "jobs"); err != nil {
+		t.Fatalf("prod/jobs: %v", err)
+	}
+	if err := declare("prod", "other"); !isCode(err, 403) {
+		t.Fatalf("prod/other: %v, want 403", err)
+	}
+	if err := declare("/", "jobs"); !isCode(err, 403) {
+		t.Fatalf("jobs in /: %v, want 403", err)
 	}
 }
