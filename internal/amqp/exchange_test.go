@@ -233,3 +233,42 @@ func TestHeadersAndExchangeToExchangeBindings(t *testing.T) {
 		t.Fatalf("bad x-match: %v", err)
 	}
 }
+
+// An internal exchange takes no publishes (403) but routes what another
+// exchange passes it; it and its flag survive a restart.
+func TestInternalExchange(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if err := ch.ExchangeDeclare("inner", "direct", true, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare("outer", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("sink", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("sink", "k", "inner", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeBind("inner", "", "outer", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.restart()
+	ch = b.channel()
+	publishTo(t, ch, "outer", "k", "through")
+	if d, ok, err := ch.Get("sink", true); err != nil || !ok || string(d.Body) != "through" {
+		t.Fatalf("through the internal exchange: %v %v %q", ok, err, d.Body)
+	}
+	err := exception(t, b.channel(), func(ch *amqp091.Channel) error {
+		ch.Publish("inner", "k", false, false, amqp091.Publishing{Body: []byte("direct")})
+		_, err := ch.QueueDeclarePassive("sink", true, false, false, false, nil)
+		return err
+	})
+	if !isCode(err, 403) {
+		t.Fatalf("publish to an internal exchange: %v, want 403", err)
+	}
+	if err := b.channel().ExchangeDeclare("inner", "direct", true, false, false, false, nil); !isCode(err, 406) {
+		t.Fatalf("redeclare without internal after a restart: %v, want 406", err)
+	}
+}
