@@ -19,8 +19,11 @@ import (
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/kafka"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/replication"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -50,6 +53,9 @@ type parts struct {
 
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
+	// core is the protocol-free broker, built once on the store and
+	// handed to every front door (RocketMQ, Kafka).
+	core        *core.Broker
 	broker      *broker.Broker
 	brokerConns func() int          // open client connections of the broker's server (metrics)
 	txn         *transaction.Engine // nil: transactional messages rejected
@@ -57,12 +63,18 @@ type parts struct {
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]
+	// kafka is the Kafka front door once started (wire_kafka.go; the
+	// metrics, started earlier, read Kafka groups' lag through it).
+	kafka atomic.Pointer[kafka.Server]
 
 	// Replication (wire_replication.go): the bound HA listener (nil: none)
 	// and the broker's send gate (nil: every send goes on).
 	haBound         net.Addr
 	sendGate        func() store.PutResult
 	replicationInfo func() map[string]string // added to the runtime info
+	// replicationState is the group member's state (nil: not in a group);
+	// the metrics read it (wire_replication_status.go).
+	replicationState func() replication.State
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

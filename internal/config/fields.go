@@ -92,6 +92,7 @@ var fields = []field{
 	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
+	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
 }
 
 // byKey maps every key and alias to its field.

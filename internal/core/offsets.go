@@ -125,6 +125,19 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	t.version++
 }
 
+func (t *offsetTable) deleteOne(group, topic string, queueID int32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := offsetKey{group, topic, queueID}
+	if _, ok := t.m[k]; !ok {
+		return false
+	}
+	delete(t.m, k)
+	delete(t.advancedMs, k)
+	t.version++
+	return true
+}
+
 func (t *offsetTable) deleteTopic(topic string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -248,6 +261,13 @@ func (b *Broker) queueIsYoung(topic string, qid int32) bool {
 	}
 	phys := message.View(res.Records[0]).PhysOffset()
 	return b.st.VisibleOffset()-phys <= b.cfg.YoungQueueBytes
+}
+
+// DeleteOffset drops group's committed offset of one queue (Kafka's
+// OffsetDelete); it reports whether there was one. FlushOffsets makes it
+// durable.
+func (b *Broker) DeleteOffset(group, topic string, qid int32) bool {
+	return b.offsets.deleteOne(group, topic, qid)
 }
 
 // CommitOffset stores a group's offset on a queue of an existing topic
