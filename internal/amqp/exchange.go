@@ -38,6 +38,7 @@ type exchange struct {
 	autoDelete bool
 	internal   bool
 	predefined bool
+	alternate  string // alternate-exchange: where a message it routes nowhere goes ("": none)
 	bindings   []binding
 	hadBinding bool // auto-delete applies only after a first binding
 }
@@ -74,6 +75,7 @@ type exchangeDef struct {
 	Kind       string    `json:"type"`
 	AutoDelete bool      `json:"autoDelete,omitempty"`
 	Internal   bool      `json:"internal,omitempty"`
+	Alternate  string    `json:"alternateExchange,omitempty"`
 	Bindings   []binding `json:"bindings,omitempty"`
 }
 
@@ -92,7 +94,8 @@ func (v *vhost) openExchanges() error {
 	}
 	for _, d := range defs {
 		if v.exchanges[d.Name] == nil {
-			v.exchanges[d.Name] = &exchange{name: d.Name, kind: d.Kind, durable: true, autoDelete: d.AutoDelete, internal: d.Internal}
+			v.exchanges[d.Name] = &exchange{name: d.Name, kind: d.Kind, durable: true, autoDelete: d.AutoDelete, internal: d.Internal,
+				alternate: d.Alternate}
 		}
 	}
 	for _, d := range defs {
@@ -133,7 +136,7 @@ func (v *vhost) saveExchangesLocked() error {
 		if !e.durable {
 			continue
 		}
-		d := exchangeDef{Name: e.name, Kind: e.kind, AutoDelete: e.autoDelete, Internal: e.internal}
+		d := exchangeDef{Name: e.name, Kind: e.kind, AutoDelete: e.autoDelete, Internal: e.internal, Alternate: e.alternate}
 		for _, b := range e.bindings {
 			if v.durableDest(b) {
 				d.Bindings = append(d.Bindings, b)
@@ -167,6 +170,9 @@ func (v *vhost) declareExchange(m *wire.ExchangeDeclare) error {
 		if e.kind != m.Type || e.durable != m.Durable || e.autoDelete != m.AutoDelete || e.internal != m.Internal {
 			return soft(wire.PreconditionFailed, m, "inequivalent arg 'type', 'durable', 'auto_delete' or 'internal' for exchange '%s' in vhost '%s'", m.Exchange, v.name)
 		}
+		if ae, _, _ := stringArg(m.Arguments, "alternate-exchange"); ae != e.alternate {
+			return soft(wire.PreconditionFailed, m, "inequivalent arg 'alternate-exchange' for exchange '%s' in vhost '%s': received '%s' but current is '%s'", m.Exchange, v.name, ae, e.alternate)
+		}
 		return nil
 	}
 	if m.Passive {
@@ -180,10 +186,12 @@ func (v *vhost) declareExchange(m *wire.ExchangeDeclare) error {
 	default:
 		return hard(wire.CommandInvalid, m, "unknown exchange type '%s'", m.Type)
 	}
-	if ae, ok := m.Arguments["alternate-exchange"]; ok {
-		return soft(wire.PreconditionFailed, m, "alternate-exchange (%v) is not supported", tableString(ae))
+	ae, _, err := stringArg(m.Arguments, "alternate-exchange")
+	if err != nil {
+		return soft(wire.PreconditionFailed, m, "%v for exchange '%s' in vhost '%s'", err, m.Exchange, v.name)
 	}
-	v.exchanges[m.Exchange] = &exchange{name: m.Exchange, kind: m.Type, durable: m.Durable, autoDelete: m.AutoDelete, internal: m.Internal}
+	v.exchanges[m.Exchange] = &exchange{name: m.Exchange, kind: m.Type, durable: m.Durable, autoDelete: m.AutoDelete,
+		internal: m.Internal, alternate: ae}
 	if m.Durable {
 		if err := v.saveExchangesLocked(); err != nil {
 			delete(v.exchanges, m.Exchange)
@@ -347,6 +355,17 @@ func (v *vhost) route(m wire.Method, exch, key string, props []byte) ([]*queue, 
 	}
 	r := router{v: v, key: key, props: props, seen: map[string]bool{}}
 	r.walk(e, 0)
+	// Routed nowhere: the exchange's alternate exchange (and its own, in
+	// turn) gets the message, as RabbitMQ does. An alternate that does
+	// not exist routes nowhere.
+	for hops := 0; len(r.qs) == 0 && e.alternate != "" && hops < maxRouteHops; hops++ {
+		ae := v.exchanges[e.alternate]
+		if ae == nil || r.seen[ae.name] {
+			break
+		}
+		r.walk(ae, 0)
+		e = ae
+	}
 	return r.qs, nil
 }
 

@@ -272,3 +272,52 @@ func TestInternalExchange(t *testing.T) {
 		t.Fatalf("redeclare without internal after a restart: %v, want 406", err)
 	}
 }
+
+// A message an exchange routes nowhere goes to its alternate exchange
+// (kept across a restart); a mandatory one is then not returned.
+func TestAlternateExchange(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if err := ch.ExchangeDeclare("unrouted", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare("orders", "direct", true, false, false, false, amqp091.Table{"alternate-exchange": "unrouted"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"eu", "rest"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ch.QueueBind("eu", "eu", "orders", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("rest", "", "unrouted", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.restart()
+	ch = b.channel()
+	returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"eu", "us"} {
+		dc, err := ch.PublishWithDeferredConfirm("orders", key, true, false, amqp091.Publishing{Body: []byte(key), DeliveryMode: 2})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish %s: %v", key, err)
+		}
+	}
+	for q, want := range map[string]string{"eu": "eu", "rest": "us"} {
+		if d, ok, err := ch.Get(q, true); err != nil || !ok || string(d.Body) != want {
+			t.Fatalf("%s: %v %v %q, want %q", q, ok, err, d.Body, want)
+		}
+	}
+	select {
+	case r := <-returns:
+		t.Fatalf("a message the alternate exchange took was returned: %+v", r)
+	default:
+	}
+	if err := ch.ExchangeDeclare("orders", "direct", true, false, false, false, amqp091.Table{"alternate-exchange": "other"}); !isCode(err, 406) {
+		t.Fatalf("redeclare with another alternate exchange: %v, want 406", err)
+	}
+}
