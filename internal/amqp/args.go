@@ -16,6 +16,7 @@ import (
 //	x-max-length               ready messages the queue holds (>= 0)
 //	x-overflow                 drop-head (default) or reject-publish
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
+//	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
 //	x-queue-type               classic or quorum: both are the same fsynced queue
 type queueArgs struct {
 	ttl           int64 // ms; -1: none
@@ -26,13 +27,14 @@ type queueArgs struct {
 	maxLen        int64 // -1: none
 	rejectPublish bool  // x-overflow=reject-publish
 	deliveryLimit int64 // -1: none
+	expires       int64 // ms a queue may stay unused before it is deleted (x-expires, > 0); -1: never
 	queueType     string
 }
 
 // parseQueueArgs validates a declare's arguments; the error text says
 // which argument is wrong (RabbitMQ answers 406 PRECONDITION_FAILED).
 func parseQueueArgs(t wire.Table) (queueArgs, error) {
-	a := queueArgs{ttl: -1, maxLen: -1, deliveryLimit: -1, queueType: "classic"}
+	a := queueArgs{ttl: -1, maxLen: -1, deliveryLimit: -1, expires: -1, queueType: "classic"}
 	var err error
 	if a.ttl, err = nonNegative(t, "x-message-ttl"); err != nil {
 		return a, err
@@ -42,6 +44,12 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 	}
 	if a.deliveryLimit, err = nonNegative(t, "x-delivery-limit"); err != nil {
 		return a, err
+	}
+	if a.expires, err = nonNegative(t, "x-expires"); err != nil {
+		return a, err
+	}
+	if a.expires == 0 {
+		return a, fmt.Errorf("invalid arg 'x-expires': 0 (it must be > 0 ms)")
 	}
 	if a.dlx, a.hasDLX, err = stringArg(t, "x-dead-letter-exchange"); err != nil {
 		return a, err
@@ -75,7 +83,7 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic and quorum queues)", qt)
 		}
 	}
-	for _, k := range []string{"x-expires", "x-max-length-bytes", "x-max-priority", "x-single-active-consumer", "x-queue-mode"} {
+	for _, k := range []string{"x-max-length-bytes", "x-max-priority", "x-single-active-consumer", "x-queue-mode"} {
 		if _, ok := t[k]; ok {
 			return a, fmt.Errorf("argument '%s' is not supported by Keel", k)
 		}

@@ -376,6 +376,19 @@ func (q *queue) expireHead(now int64) {
 	}
 }
 
+// unusedFor reports whether the queue has x-expires and has gone unused
+// (no consumer, no basic.get, no redeclare) that long: it is deleted
+// then, with its messages, as RabbitMQ does. The time restarts when the
+// broker does.
+func (q *queue) unusedFor(now int64) bool {
+	if q.a.expires < 0 {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.gone && len(q.consumers) == 0 && now-q.lastUsed >= q.a.expires
+}
+
 // headLocked returns the next offset to serve without taking it.
 func (q *queue) headLocked() (int64, bool, bool) {
 	if len(q.returned) > 0 {
@@ -439,6 +452,11 @@ func (s *Server) sweep() {
 		for _, v := range s.vhosts {
 			for _, q := range v.all() {
 				q.expireHead(now)
+				if q.unusedFor(now) {
+					if err := v.remove(q); err != nil {
+						s.log.Error("amqp: delete an expired queue (x-expires)", "vhost", v.name, "queue", q.name, "err", err)
+					}
+				}
 			}
 		}
 		s.checkBlocked()

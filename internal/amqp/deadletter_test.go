@@ -340,3 +340,43 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// x-expires: a queue unused for that long (no consumer, no basic.get, no
+// redeclare) is deleted; a consumer keeps it.
+func TestQueueExpires(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("temp", true, false, false, false, amqp091.Table{"x-expires": int32(150)}); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "temp", "m")
+	if _, err := ch.Consume("temp", "c", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // twice x-expires with a consumer
+	if _, err := ch.QueueDeclarePassive("temp", true, false, false, false, nil); err != nil {
+		t.Fatalf("a queue with a consumer expired: %v", err)
+	}
+	if err := ch.Cancel("c", false); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := time.Now()
+	q := b.srv.vhosts["/"].queue("temp")
+	waitUntil(t, "the unused queue to expire", func() bool { return b.srv.vhosts["/"].queue("temp") == nil })
+	if d := time.Since(cancelled); d < 150*time.Millisecond {
+		t.Fatalf("deleted %v after its consumer went, before x-expires", d)
+	}
+	q.mu.Lock()
+	gone := q.gone
+	q.mu.Unlock()
+	if !gone {
+		t.Fatal("the expired queue was not deleted")
+	}
+	if _, err := ch.QueueDeclarePassive("temp", true, false, false, false, nil); !isCode(err, 404) {
+		t.Fatalf("after x-expires: %v, want 404", err)
+	}
+	ch = b.channel()
+	if _, err := ch.QueueDeclare("bad", true, false, false, false, amqp091.Table{"x-expires": int32(0)}); !isCode(err, 406) {
+		t.Fatalf("x-expires 0: %v, want 406", err)
+	}
+}

@@ -22,7 +22,7 @@
 // requeue; basic.qos prefetch (per consumer; global=true per channel);
 // basic.recover; queue arguments (args.go): TTL, dead-lettering, length
 // and delivery limits, queue types; connection.blocked while the store's
-// disk is full (blocked.go); alternate exchanges. Not yet: tx, x-expires,
+// disk is full (blocked.go); alternate exchanges; x-expires. Not yet: tx,
 // priorities. docs/amqp.md is the user's list.
 //
 // # Storage

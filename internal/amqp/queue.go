@@ -47,6 +47,7 @@ type queue struct {
 	pendingPub  int             // publishes admitted by x-overflow=reject-publish, not yet stored
 	expSeen     bool            // a message with an expiration may be in the queue
 	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
+	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
 
 	// savedFloor is the floor acks.json holds (durable queues): what
 	// retention may delete below (retention.go).
@@ -91,7 +92,7 @@ func newQueue(v *vhost, name, topic string, durable, autoDelete bool, args wire.
 		args = wire.Table{}
 	}
 	return &queue{v: v, name: name, topic: topic, durable: durable, autoDelete: autoDelete, args: args, a: a, owner: owner,
-		settled: map[int64]bool{}, inflight: map[int64]bool{}, returns: map[int64]int32{}}
+		settled: map[int64]bool{}, inflight: map[int64]bool{}, returns: map[int64]int32{}, lastUsed: nowMs()}
 }
 
 // persistent reports whether the queue survives a restart: durable and
@@ -274,6 +275,7 @@ func (q *queue) pickLocked() *consumer {
 func (q *queue) get() (int64, storedMessage, func(), bool, uint32, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.lastUsed = nowMs()
 	o, m, release, redelivered, ok := q.takeLocked()
 	return o, m, release, redelivered, uint32(max(0, q.readyLocked())), ok
 }
@@ -382,6 +384,7 @@ func (q *queue) removeConsumer(c *consumer) bool {
 	if i := slices.Index(q.consumers, c); i >= 0 {
 		q.consumers = slices.Delete(q.consumers, i, i+1)
 	}
+	q.lastUsed = nowMs()
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone
 }
 

@@ -197,6 +197,9 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 			return nil, soft(wire.PreconditionFailed, m, "inequivalent arg 'durable', 'exclusive' or 'auto_delete' for queue '%s' in vhost '%s': received durable=%v exclusive=%v auto_delete=%v but current is durable=%v exclusive=%v auto_delete=%v",
 				name, v.name, m.Durable, m.Exclusive, m.AutoDelete, q.durable, q.owner != nil, q.autoDelete)
 		}
+		q.mu.Lock()
+		q.lastUsed = nowMs() // a redeclare uses the queue (x-expires)
+		q.mu.Unlock()
 		if err := sameArgs(q.args, m.Arguments); err != "" {
 			return nil, soft(wire.PreconditionFailed, m, "inequivalent arg '%s' for queue '%s' in vhost '%s'", err, name, v.name)
 		}
