@@ -30,7 +30,8 @@ func (p *parts) amqpStarter(addr string) starter {
 		if addr == "" && tlsAddr == "" {
 			return service{name: "amqp (off)"}, nil
 		}
-		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList()}
+		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
+			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever()}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }

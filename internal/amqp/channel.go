@@ -222,15 +222,28 @@ func (ch *channel) permitted(m wire.Method) error {
 // close sends channel.close for a channel exception and releases what the
 // channel holds; frames are then dropped until close-ok.
 func (ch *channel) close(e *amqpError) {
-	ch.shutdown()
+	first := ch.shutdown()
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
-	ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+	if first {
+		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+	}
+}
+
+// timeOut closes the channel from outside its connection's reader (the
+// consumer timeout): as close, but the reader's own fields stay its own.
+func (ch *channel) timeOut(e *amqpError) {
+	if ch.shutdown() {
+		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+	}
 }
 
 // shutdown marks the channel closing, cancels its consumers and requeues
 // its unacknowledged deliveries (with redelivered set when served again).
-func (ch *channel) shutdown() {
+// It reports whether the channel was open (only then does a server-side
+// close send channel.close).
+func (ch *channel) shutdown() bool {
 	ch.mu.Lock()
+	first := !ch.closing
 	ch.closing = true
 	cs := ch.consumers
 	ch.consumers = map[string]*consumer{}
@@ -248,6 +261,7 @@ func (ch *channel) shutdown() {
 	for q := range pump {
 		q.pump()
 	}
+	return first
 }
 
 func (ch *channel) dropConsumer(c *consumer) {
@@ -438,7 +452,7 @@ func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered b
 	ch.nextTag++
 	tag := ch.nextTag
 	if !c.noAck {
-		ch.unacked[tag] = &delivery{q: c.q, offset: o, cons: c}
+		ch.unacked[tag] = &delivery{q: c.q, offset: o, cons: c, at: nowMs()}
 		c.unacked++
 		ch.globalUnacked++
 	}
@@ -466,7 +480,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked[tag] = &delivery{q: q, offset: o}
+		ch.unacked[tag] = &delivery{q: q, offset: o, at: nowMs()}
 	}
 	ch.mu.Unlock()
 	q.stats.delivered.Add(1)

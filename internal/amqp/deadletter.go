@@ -442,6 +442,7 @@ func (s *Server) sweep() {
 	defer s.wg.Done()
 	t := time.NewTicker(expirySweepInterval)
 	defer t.Stop()
+	tick := 0
 	for {
 		select {
 		case <-s.stop:
@@ -460,5 +461,8 @@ func (s *Server) sweep() {
 			}
 		}
 		s.checkBlocked()
+		if tick++; tick%consumerTimeoutTicks == 0 {
+			s.checkConsumerTimeouts(now)
+		}
 	}
 }

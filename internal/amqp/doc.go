@@ -22,7 +22,8 @@
 // requeue; basic.qos prefetch (per consumer; global=true per channel);
 // basic.recover; queue arguments (args.go): TTL, dead-lettering, length
 // and delivery limits, queue types; connection.blocked while the store's
-// disk is full (blocked.go); alternate exchanges; x-expires. Not yet: tx,
+// disk is full (blocked.go); alternate exchanges; x-expires; the consumer
+// timeout (timeout.go). Not yet: tx,
 // priorities. docs/amqp.md is the user's list.
 //
 // # Storage

@@ -34,6 +34,8 @@ type broker struct {
 	accounts func() *acl.Rules
 	// vhosts is the server's Config.Vhosts.
 	vhosts []string
+	// consumerTimeout is the server's Config.ConsumerTimeout.
+	consumerTimeout time.Duration
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -72,7 +74,8 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts}, st, slog.New(slog.NewTextHandler(logs, nil)))
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
+		ConsumerTimeout: b.consumerTimeout}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -85,6 +85,7 @@ type delivery struct {
 	q      *queue
 	offset int64
 	cons   *consumer // nil for basic.get
+	at     int64     // ms: when it was handed out (Config.ConsumerTimeout)
 }
 
 func newQueue(v *vhost, name, topic string, durable, autoDelete bool, args wire.Table, a queueArgs, owner *conn) *queue {

@@ -47,6 +47,11 @@ type Config struct {
 	AckStateInterval time.Duration
 	// FS is where the state files are written (default vfs.OS).
 	FS vfs.FS
+	// ConsumerTimeout closes a channel with 406 once a delivery on it has
+	// waited that long for its acknowledgement (RabbitMQ's
+	// consumer_timeout; the delivery goes back to its queue). 0: the
+	// default, 30 minutes; negative: never.
+	ConsumerTimeout time.Duration
 	// Vhosts are the virtual hosts served besides "/", each with its own
 	// queues, exchanges and files (DataDir/amqp/vhosts/<name in hex>).
 	Vhosts []string
@@ -58,6 +63,7 @@ const (
 	DefaultMaxChannels      = 2047
 	DefaultHeartbeat        = 60 * time.Second
 	DefaultAckStateInterval = 200 * time.Millisecond
+	DefaultConsumerTimeout  = 30 * time.Minute
 	// handshakeTimeout bounds the negotiation up to connection.open-ok.
 	handshakeTimeout = 10 * time.Second
 	// writeTimeout bounds one write to a client.
@@ -83,6 +89,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AckStateInterval <= 0 {
 		c.AckStateInterval = DefaultAckStateInterval
+	}
+	if c.ConsumerTimeout == 0 {
+		c.ConsumerTimeout = DefaultConsumerTimeout
 	}
 	if c.FS == nil {
 		c.FS = vfs.OS{}

@@ -163,6 +163,10 @@ type Broker struct {
 	// AMQPVhosts (amqpVhosts, Keel): the AMQP virtual hosts served besides
 	// "/", separated by ';'.
 	AMQPVhosts string
+	// AMQPConsumerTimeout (amqpConsumerTimeoutMillis, Keel, ms): how long an
+	// AMQP delivery may wait for its ack before its channel is closed
+	// (RabbitMQ's consumer_timeout); 0 = never.
+	AMQPConsumerTimeout time.Duration
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
@@ -241,6 +245,8 @@ func Default() *Broker {
 
 		MinInSyncReplicas: 2,
 		ReplicaAckTimeout: 2 * time.Second,
+
+		AMQPConsumerTimeout: 30 * time.Minute,
 	}
 }
 

@@ -90,6 +90,7 @@ var fields = []field{
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),
 	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
+	dur("amqpConsumerTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.AMQPConsumerTimeout }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),

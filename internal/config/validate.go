@@ -135,6 +135,9 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("amqpsListen", "needs tlsServerCertPath and tlsServerKeyPath (the certificate amqps serves)")
 		}
 	}
+	if b.AMQPConsumerTimeout != 0 {
+		checkDuration(bad, "amqpConsumerTimeoutMillis", b.AMQPConsumerTimeout, time.Second, 30*24*time.Hour)
+	}
 	seen := map[string]bool{"/": true}
 	for _, v := range b.AMQPVhostList() {
 		if seen[v] {
