@@ -75,6 +75,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			bc.NamesrvTLS = p.namesrvClientTLS
 			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
 			bc.SendGate, bc.HAAddr = p.sendGate, p.haAdvertised(adv)
+			bc.SystemRecords = p.haBound != nil // a master serving slaves: metadata travels with the log
 			b, err = broker.New(bc, p.store, p.log.With("component", "broker"))
 			if err != nil {
 				return service{}, err

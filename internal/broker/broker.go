@@ -68,6 +68,9 @@ type Config struct {
 	// HAAddr is the replication address registered as haServerAddr
 	// (empty: AdvertisedAddr).
 	HAAddr string
+	// SystemRecords: a master serving slaves writes its metadata changes
+	// to the CommitLog (core.Config.SystemRecords).
+	SystemRecords bool
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool

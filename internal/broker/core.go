@@ -38,8 +38,8 @@ func (b *Broker) coreConfig() core.Config {
 		DefaultTopicQueueNums: c.DefaultTopicQueueNums, MaxQueueNums: c.MaxQueueNums,
 		MaxTopics: c.MaxTopics, MaxGroups: c.MaxGroups, RetryMaxTimes: c.RetryMaxTimes,
 		YoungQueueBytes: c.YoungQueueBytes, MaxWaits: c.MaxHeldPulls,
-		OnTopicsChanged: b.reg.kick,
-		Now:             c.Now,
+		OnTopicsChanged: b.reg.kick, SystemRecords: c.SystemRecords,
+		Now: c.Now,
 	}
 }
 

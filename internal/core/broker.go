@@ -58,6 +58,12 @@ type Config struct {
 	// NameServers). It must not block.
 	OnTopicsChanged func()
 
+	// SystemRecords makes a master write every change of its topics,
+	// groups and committed offsets to its CommitLog as system records, so
+	// that they reach its slaves (syslog.go). A replica's core applies the
+	// records it receives whatever this says.
+	SystemRecords bool
+
 	Now func() time.Time // nil = time.Now
 }
 
@@ -102,6 +108,7 @@ type Broker struct {
 	offsets *offsetTable
 	unsaved unsavedGroups // groups not yet written for lack of space (diskfull.go)
 	waits   *waits        // longpoll.go
+	sys     sysState      // apply.go
 
 	scheduler    atomic.Pointer[schedulerBox] // hooks.go
 	transactions atomic.Pointer[transactionsBox]
@@ -135,13 +142,10 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	b.offsets.rates = newConsumeRates(cfg.Now)
 	b.offsets.now = cfg.Now
 	b.waits = newWaits(b)
+	if err := b.loadMetadata(); err != nil { // apply.go: files, then the log since their snapshot points
+		return nil, err
+	}
 	if err := b.initTopics(); err != nil {
-		return nil, err
-	}
-	if err := b.groups.load(); err != nil {
-		return nil, err
-	}
-	if err := b.offsets.load(); err != nil {
 		return nil, err
 	}
 	st.OnVisible(b.onDispatch)

@@ -4,6 +4,8 @@ package core
 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and DELETE_SUBSCRIPTIONGROUP) and
 // the table as a whole.
 
+import "fmt"
+
 // UpdateGroup creates or replaces a group's configuration (an operator's
 // request): the name must make a valid retry topic, the retry queue count
 // be in [0, MaxQueueNums] and retryMaxTimes not negative.
@@ -26,7 +28,9 @@ func (b *Broker) DeleteGroup(group string) error {
 	if _, err := b.groups.remove(group); err != nil {
 		return err
 	}
-	b.offsets.deleteGroup(group)
+	if err := b.offsets.deleteGroup(group); err != nil {
+		return fmt.Errorf("core: delete the offsets of group %s: %w", group, err)
+	}
 	b.log.Info("subscription group deleted", "group", group)
 	return nil
 }

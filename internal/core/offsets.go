@@ -16,8 +16,10 @@ package core
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +54,14 @@ type offsetTable struct {
 	// although the group consumes. Guarded by mu; now nil: not recorded.
 	advancedMs map[offsetKey]int64
 	now        func() time.Time
+
+	// Metadata in the log (syslog.go, apply.go). sys, set on a master
+	// serving slaves, appends a record; dirty (guarded by mu, nil when
+	// sys is) holds the commits not in a record yet; logEnd (guarded by
+	// mu) is the snapshot point of m.
+	sys    func(*record.SystemRecord) (end int64, logged bool, err error)
+	dirty  map[offsetKey]int64
+	logEnd int64
 }
 
 func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
@@ -61,6 +71,8 @@ func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
 // File layout (RocketMQ's): {"offsetTable":{"topic@group":{"0":12,"1":7}}}.
 type offsetFile struct {
 	OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+	// KeelLogOffset is the snapshot point (apply.go).
+	KeelLogOffset int64 `json:"keelLogOffset,omitempty"`
 }
 
 func (t *offsetTable) load() error {
@@ -86,8 +98,11 @@ func (t *offsetTable) load() error {
 			m[offsetKey{group, topic, int32(qid)}] = off
 		}
 	}
+	if f.KeelLogOffset < 0 {
+		return fmt.Errorf("broker: parse %s: keelLogOffset %d", t.path, f.KeelLogOffset)
+	}
 	t.mu.Lock()
-	t.m = m
+	t.m, t.logEnd = m, f.KeelLogOffset
 	t.mu.Unlock()
 	return nil
 }
@@ -122,50 +137,56 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 		t.advancedMs[k] = t.now().UnixMilli()
 	}
 	t.m[k] = offset
+	if t.dirty != nil {
+		t.dirty[k] = offset
+	}
 	t.version++
 }
 
-func (t *offsetTable) deleteTopic(topic string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for k := range t.m {
-		if k.topic == topic {
-			delete(t.m, k)
-			delete(t.advancedMs, k)
-			t.version++
-		}
-	}
-	if t.rates != nil {
-		t.rates.forget("", topic)
-	}
+func (t *offsetTable) deleteTopic(topic string) error {
+	return t.deleteMatching("", topic)
 }
 
-func (t *offsetTable) deleteGroup(group string) {
+func (t *offsetTable) deleteGroup(group string) error {
+	return t.deleteMatching(group, "")
+}
+
+// deleteMatching drops the offsets of group ("" = any) on topic ("" =
+// any); on a master serving slaves it logs the deletion (apply.go).
+func (t *offsetTable) deleteMatching(group, topic string) error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	if err := t.logDirtyLocked(); err != nil {
+		return err
+	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for k := range t.m {
-		if k.group == group {
+		if (group == "" || k.group == group) && (topic == "" || k.topic == topic) {
 			delete(t.m, k)
 			delete(t.advancedMs, k)
+			delete(t.dirty, k)
 			t.version++
 		}
 	}
 	if t.rates != nil {
-		t.rates.forget(group, "")
+		t.rates.forget(group, topic)
 	}
+	t.mu.Unlock()
+	return t.logDeleteLocked(group, topic)
 }
 
 // flush writes the table if it changed since the last flush.
 func (t *offsetTable) flush() error {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
+	logErr := t.logDirtyLocked() // apply.go: the log first, on a master serving slaves
 	t.mu.Lock()
 	if t.version == t.saved {
 		t.mu.Unlock()
-		return nil
+		return logErr
 	}
 	ver := t.version
-	f := offsetFile{OffsetTable: make(map[string]map[string]int64)}
+	f := offsetFile{OffsetTable: make(map[string]map[string]int64), KeelLogOffset: t.logEnd}
 	for k, off := range t.m {
 		name := k.topic + "@" + k.group
 		q := f.OffsetTable[name]
@@ -186,7 +207,7 @@ func (t *offsetTable) flush() error {
 	t.mu.Lock()
 	t.saved = ver
 	t.mu.Unlock()
-	return nil
+	return logErr
 }
 
 func (t *offsetTable) topicsOf(group string) map[string]bool {
@@ -284,7 +305,9 @@ func (b *Broker) ConsumeRate(group, topic string) float64 { return b.offsets.rat
 
 // FlushOffsets writes the committed offsets if they changed since the last
 // flush.
-func (b *Broker) FlushOffsets() error { return b.offsets.flush() }
+func (b *Broker) FlushOffsets() error {
+	return errors.Join(b.offsets.flush(), b.topics.flushReplayed(), b.groups.flushReplayed())
+}
 
 // OffsetsByTopic returns the committed offsets as topic -> group -> queue
 // -> offset (a copy), for the store's disk-pressure retention.
