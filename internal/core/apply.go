@@ -125,6 +125,10 @@ type sysState struct {
 // after their snapshot points; then it subscribes to the records to
 // come (a replica applies them).
 func (b *Broker) loadMetadata() error {
+	b.sys.replica = b.st.Replica()
+	if b.sys.replica {
+		b.offsets.local = make(map[offsetKey]int64)
+	}
 	if err := b.topics.load(); err != nil {
 		return err
 	}
@@ -134,7 +138,6 @@ func (b *Broker) loadMetadata() error {
 	if err := b.offsets.load(); err != nil {
 		return err
 	}
-	b.sys.replica = b.st.Replica()
 	b.topics.mu.RLock()
 	from := b.topics.logEnd
 	b.topics.mu.RUnlock()
@@ -211,11 +214,17 @@ func (t *offsetTable) apply(r *record.SystemRecord, phys, end int64) {
 		for _, o := range r.Offsets {
 			t.m[offsetKey{o.Group, o.Topic, o.QueueID}] = o.Offset
 		}
+		t.confirmLocalLocked(r.Offsets)
 	case record.KindOffsetsDelete:
 		for k := range t.m {
 			if (r.Group == "" || k.group == r.Group) && (r.Topic == "" || k.topic == r.Topic) {
 				delete(t.m, k)
 				delete(t.advancedMs, k)
+			}
+		}
+		for k := range t.local {
+			if (r.Group == "" || k.group == r.Group) && (r.Topic == "" || k.topic == r.Topic) {
+				delete(t.local, k)
 			}
 		}
 	}

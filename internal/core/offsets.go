@@ -62,6 +62,10 @@ type offsetTable struct {
 	sys    func(*record.SystemRecord) (end int64, logged bool, err error)
 	dirty  map[offsetKey]int64
 	logEnd int64
+	// local (guarded by mu; nil but on a replica) holds the commits made
+	// on this replica that its master has not confirmed yet
+	// (replica_offsets.go).
+	local map[offsetKey]int64
 }
 
 func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
@@ -73,6 +77,8 @@ type offsetFile struct {
 	OffsetTable map[string]map[string]int64 `json:"offsetTable"`
 	// KeelLogOffset is the snapshot point (apply.go).
 	KeelLogOffset int64 `json:"keelLogOffset,omitempty"`
+	// KeelReplicaOffsets: a replica's own commits (replica_offsets.go).
+	KeelReplicaOffsets map[string]map[string]int64 `json:"keelReplicaOffsets,omitempty"`
 }
 
 func (t *offsetTable) load() error {
@@ -101,8 +107,15 @@ func (t *offsetTable) load() error {
 	if f.KeelLogOffset < 0 {
 		return fmt.Errorf("broker: parse %s: keelLogOffset %d", t.path, f.KeelLogOffset)
 	}
+	local, err := parseOffsetMap(f.KeelReplicaOffsets, t.path)
+	if err != nil {
+		return err
+	}
 	t.mu.Lock()
 	t.m, t.logEnd = m, f.KeelLogOffset
+	if t.local != nil {
+		t.local = local
+	}
 	t.mu.Unlock()
 	return nil
 }
@@ -110,6 +123,9 @@ func (t *offsetTable) load() error {
 func (t *offsetTable) get(group, topic string, queueID int32) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if off, ok := t.local[offsetKey{group, topic, queueID}]; ok {
+		return off, true
+	}
 	off, ok := t.m[offsetKey{group, topic, queueID}]
 	return off, ok
 }
@@ -126,6 +142,10 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := offsetKey{group, topic, queueID}
+	if t.local != nil {
+		t.commitLocalLocked(k, offset) // replica_offsets.go
+		return
+	}
 	old, ok := t.m[k]
 	if ok && old == offset {
 		return
@@ -186,7 +206,7 @@ func (t *offsetTable) flush() error {
 		return logErr
 	}
 	ver := t.version
-	f := offsetFile{OffsetTable: make(map[string]map[string]int64), KeelLogOffset: t.logEnd}
+	f := offsetFile{OffsetTable: make(map[string]map[string]int64), KeelLogOffset: t.logEnd, KeelReplicaOffsets: encodeOffsetMap(t.local)}
 	for k, off := range t.m {
 		name := k.topic + "@" + k.group
 		q := f.OffsetTable[name]
@@ -339,5 +359,6 @@ func (t *offsetTable) byTopic() store.ConsumerOffsets {
 		}
 		queues[k.queueID] = off
 	}
+	t.mergeLocalLocked(out) // replica_offsets.go
 	return out
 }

@@ -341,3 +341,74 @@ func TestMasterReplaysTheLogFromItsSnapshotPoints(t *testing.T) {
 		t.Errorf("offset %d, want 3: a record before the file's snapshot point was applied again", off)
 	}
 }
+
+// TestReplicaOffsetsReachTheMaster: an offset committed on the slave is
+// kept there durably (it survives a restart of the slave's core), served
+// in preference to the replicated one, taken by the master only if ahead
+// of its own, and dropped on the slave once the master's record confirms
+// it.
+func TestReplicaOffsetsReachTheMaster(t *testing.T) {
+	p := startCorePair(t)
+	defer p.close()
+	if _, err := p.master.EnsureTopic("orders", 2, PermRW); err != nil {
+		t.Fatal(err)
+	}
+	for q, off := range []int64{10, 20} {
+		if err := p.master.CommitOffset("g", "orders", int32(q), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.master.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	p.sameTables(t, "before")
+
+	// The master is unreachable for the client: it commits to the slave,
+	// one queue ahead and one behind the master's offset.
+	for q, off := range []int64{15, 18} {
+		if err := p.slave.CommitOffset("g", "orders", int32(q), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if off, _ := p.slave.ConsumerOffset("g", "orders", 0, false); off != 15 {
+		t.Fatalf("slave serves offset %d, want its own commit 15", off)
+	}
+	if err := p.slave.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := New(coreConfig(p.slaveFS, true), p.sst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.slave = reopened
+	reported := p.slave.ReplicaOffsets()
+	if len(reported) != 2 {
+		t.Fatalf("after a restart the slave reports %+v, want its two commits", reported)
+	}
+
+	if n := p.master.MergeReplicaOffsets(reported); n != 1 {
+		t.Fatalf("master took %d offsets, want 1 (the other is behind its own)", n)
+	}
+	if off, _ := p.master.ConsumerOffset("g", "orders", 0, false); off != 15 {
+		t.Errorf("master offset of queue 0 %d, want 15 from the slave", off)
+	}
+	if off, _ := p.master.ConsumerOffset("g", "orders", 1, false); off != 20 {
+		t.Errorf("master offset of queue 1 %d, want its own 20 (ahead of the slave's)", off)
+	}
+	if err := p.master.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the slave's commit confirmed", func() bool {
+		left := p.slave.ReplicaOffsets()
+		return len(left) == 1 && left[0].QueueID == 1
+	})
+	// Queue 1's local entry (18) stays until the master moves past it.
+	if err := p.master.CommitOffset("g", "orders", 1, 21); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.master.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every slave commit confirmed", func() bool { return len(p.slave.ReplicaOffsets()) == 0 })
+	p.sameTables(t, "after")
+}
