@@ -29,7 +29,11 @@ type SlaveConfig struct {
 	HeartbeatInterval time.Duration // the master's; 0 = DefaultHeartbeatInterval
 	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
 	RetryInterval     time.Duration // between connection attempts; 0 = 200 ms
-	Logger            *slog.Logger
+	// LocalOffsets, if set, returns the consumer offsets committed on this
+	// replica that the master has not confirmed; they are sent at the
+	// start of every session (offsets.go).
+	LocalOffsets func() []OffsetReport
+	Logger       *slog.Logger
 }
 
 // Slave copies its master's CommitLog into its store: it connects, says
@@ -171,6 +175,9 @@ func (s *Slave) session(ctx context.Context) error {
 	}
 	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
 		"master_epoch", ok.Epochs.Last().Epoch)
+	if err := s.sendOffsets(c, idle); err != nil { // offsets.go
+		return err
+	}
 
 	acks := newAcker(s, c, idle)
 	defer acks.stop()
