@@ -61,6 +61,9 @@ type parts struct {
 	haBound         net.Addr
 	sendGate        func() store.PutResult
 	replicationInfo func() map[string]string // added to the runtime info
+	// replBroker is p.broker for the replication service, which starts
+	// before the broker (wire_replication_offsets.go).
+	replBroker atomic.Pointer[broker.Broker]
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

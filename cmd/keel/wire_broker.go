@@ -81,6 +81,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				return service{}, err
 			}
 			p.broker = b
+			p.replBroker.Store(b)
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
 				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))

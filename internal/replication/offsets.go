@@ -11,6 +11,9 @@ package replication
 //	OFFSETS  S→M  u32 N, N × (group string, topic string, queue u32, offset u64)
 //
 // (at most maxOffsetsPerFrame entries a frame; several frames for more).
+// While the session streams, offsets committed on the replica since its
+// last report are sent within offsetsResendInterval (a report the broker
+// could not give yet, before it was built, too).
 // The master hands them to its broker (MasterConfig.OnReplicaOffsets),
 // which takes an offset only if it is ahead of its own and then logs it
 // like any commit; the record reaching the replica is what lets it forget
@@ -76,13 +79,41 @@ func decodeOffsets(p []byte) ([]OffsetReport, error) {
 	return out, nil
 }
 
+// offsetsResendInterval is how often a session looks for offsets
+// committed on the replica since it last reported (the acker sends them).
+const offsetsResendInterval = time.Second
+
 // sendOffsets sends the replica's pending offsets (SlaveConfig.
 // LocalOffsets) on a session's connection, before the acks start.
 func (s *Slave) sendOffsets(c net.Conn, idle time.Duration) error {
+	s.offsMu.Lock()
+	s.offsSent = nil
+	s.offsMu.Unlock()
+	return s.resendOffsets(c, idle)
+}
+
+// resendOffsets sends the pending offsets if they differ from what this
+// session reported last (from the acker goroutine, which owns the
+// connection's writes once the session streams).
+func (s *Slave) resendOffsets(c net.Conn, idle time.Duration) error {
 	if s.cfg.LocalOffsets == nil {
 		return nil
 	}
 	offs := s.cfg.LocalOffsets()
+	now := make(map[OffsetReport]bool, len(offs))
+	for _, o := range offs {
+		now[o] = true
+	}
+	s.offsMu.Lock()
+	same := len(now) == len(s.offsSent)
+	for o := range now {
+		same = same && s.offsSent[o]
+	}
+	s.offsSent = now
+	s.offsMu.Unlock()
+	if same {
+		return nil
+	}
 	for len(offs) > 0 {
 		n := min(len(offs), maxOffsetsPerFrame)
 		c.SetWriteDeadline(time.Now().Add(idle))

@@ -43,7 +43,8 @@ func FuzzDecodeOffsets(f *testing.F) {
 
 // TestSlaveReportsItsOffsetsEverySession: the offsets a replica's broker
 // holds reach the master at the start of each session (more than one
-// frame's worth too), so a report lost with a connection comes again.
+// frame's worth too), so a report lost with a connection comes again,
+// and new ones while it streams.
 func TestSlaveReportsItsOffsetsEverySession(t *testing.T) {
 	var mu sync.Mutex
 	var got []OffsetReport
@@ -86,9 +87,9 @@ func TestSlaveReportsItsOffsetsEverySession(t *testing.T) {
 		MasterAddr: p.addr, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond,
 		LocalOffsets: func() []OffsetReport {
 			mu.Lock()
+			defer mu.Unlock()
 			sessions++
-			mu.Unlock()
-			return local
+			return append([]OffsetReport(nil), local...)
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,13 @@ func TestSlaveReportsItsOffsetsEverySession(t *testing.T) {
 	if !reflect.DeepEqual(got, local) {
 		t.Fatalf("master got %d offsets, not the replica's %d", len(got), len(local))
 	}
+	got = nil
+	// A commit on the replica while it streams is reported within a
+	// second or so, without a new session.
+	local = append(local, OffsetReport{Group: "g2", Topic: "t", QueueID: 0, Offset: 7})
+	mu.Unlock()
+	waitUntil(t, "the report of a new commit", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == len(local) })
+	mu.Lock()
 	got = nil
 	mu.Unlock()
 	// The master restarts on the same address: the next session reports again.

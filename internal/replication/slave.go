@@ -48,6 +48,9 @@ type Slave struct {
 
 	mu   sync.Mutex
 	hist History
+
+	offsMu   sync.Mutex
+	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
 }
 
 // NewSlave loads the replica's epoch history.
@@ -298,10 +301,19 @@ func (a *acker) run() {
 	defer cancel()
 	go func() { <-a.done; cancel() }()
 	sent := ack{Written: -1, Flushed: -1}
+	offsTick := time.NewTicker(offsetsResendInterval) // offsets.go
+	defer offsTick.Stop()
 	for {
 		select {
 		case <-a.done:
 			return
+		case <-offsTick.C:
+			if err := a.s.resendOffsets(a.c, a.idle); err != nil {
+				a.setErr(err)
+				a.c.Close()
+				return
+			}
+			continue
 		case <-a.kick:
 		}
 		a.mu.Lock()
