@@ -32,6 +32,7 @@ func brokerConfig(b *config.Broker, advertised string, namesrvAddrs []string) br
 	c.LongPollingEnable = b.LongPollingEnable
 	c.ShortPollingTimeout = b.ShortPollingTime
 	c.ChannelExpiredTimeout = b.ChannelExpiredTimeout
+	c.SlaveReadEnable = b.SlaveReadEnable
 	return c
 }
 
