@@ -12,19 +12,25 @@ package core
 // at start the core replays the system records from each file's point
 // on (apply.go). Rules:
 //
-//   - Topics and groups: a change is appended (and waited for until
-//     Confirmed: flushed, and replicated on a SYNC_MASTER) before its file
-//     is written, by the one goroutine writing that table, so records of a
-//     table are in the order of its file writes and the file's point is
-//     the end of its last record. A change the log refuses is dropped like
-//     one whose file write failed. A change that is in the log but whose
-//     confirmation timed out stands (the log holds it and the slaves will
-//     get it) and its caller gets the error.
+//   - Topics and groups: a change is appended and flushed (locally: the
+//     durability its file gives) before its file is written, by the one
+//     goroutine writing that table, so records of a table are in the
+//     order of its file writes and the file's point is the end of its
+//     last record. It does not wait for the slaves: the broker changes
+//     its tables itself (built-in and auto-created topics and groups),
+//     and must not stop while no slave is in sync; and any send
+//     acknowledged after the change was replicated with everything
+//     before it in the log, the change included. A change the log
+//     refuses is dropped like one whose file write failed; one that is in
+//     the log but whose flush failed stands (the log holds it) and its
+//     caller gets the error.
 //   - Offsets: commits are coalesced in memory and appended as one record
 //     per FlushOffsets (every OffsetFlushInterval, and before a front door
-//     acknowledges a commit as durable: the Kafka door's OffsetCommit), so
-//     an acknowledged durable commit is in the log, confirmed, before the
-//     ack. Deleting a topic's or group's offsets is a record of its own,
+//     acknowledges a commit as durable: the Kafka door's OffsetCommit),
+//     which waits until the record is Confirmed (replicated on a
+//     SYNC_MASTER), so an acknowledged durable commit is on the slaves
+//     before the ack; without an in-sync slave the flush reports an error
+//     (the record stays in the log and reaches the slaves later). Deleting a topic's or group's offsets is a record of its own,
 //     after the commits captured before it.
 //   - On the master its own records are not applied again (its memory is
 //     ahead of them); they are applied at start, from the snapshot points.
@@ -62,10 +68,11 @@ type sysWriter struct {
 var errNotLogged = errors.New("core: metadata change not written to the CommitLog")
 
 // write appends the records for r (split if large) and waits until they
-// are Confirmed. end is the offset after the last record written; logged
-// reports whether every record was written (then the change is in the
-// log even if err reports a confirmation that failed or timed out).
-func (w *sysWriter) write(r *record.SystemRecord) (end int64, logged bool, err error) {
+// reach mark (Flushed or Confirmed). end is the offset after the last
+// record written; logged reports whether every record was written (then
+// the change is in the log even if err reports a wait that failed or
+// timed out).
+func (w *sysWriter) write(r *record.SystemRecord, mark store.Watermark) (end int64, logged bool, err error) {
 	for _, part := range splitSystem(r) {
 		rec, err := record.AppendSystemRecord(nil, part)
 		if err != nil {
@@ -77,8 +84,8 @@ func (w *sysWriter) write(r *record.SystemRecord) (end int64, logged bool, err e
 		}
 		end = e
 	}
-	if err := w.st.WaitFor(context.Background(), store.Confirmed, end, w.timeout); err != nil {
-		return end, true, fmt.Errorf("core: metadata change written to the CommitLog but not confirmed (flushed / replicated): %w", err)
+	if err := w.st.WaitFor(context.Background(), mark, end, w.timeout); err != nil {
+		return end, true, fmt.Errorf("core: metadata change written to the CommitLog but not %v: %w", mark, err)
 	}
 	return end, true, nil
 }
@@ -131,12 +138,12 @@ func (b *Broker) startSystemLog() {
 	}
 	w := &sysWriter{st: b.st, timeout: timeout}
 	b.topics.sys = func(ver DataVersion, ops map[string]pendingOp[TopicConfig]) (int64, bool, error) {
-		return w.write(configRecord(record.KindTopicConfig, ver, ops))
+		return w.write(configRecord(record.KindTopicConfig, ver, ops), store.Flushed)
 	}
 	b.groups.sys = func(ver DataVersion, ops map[string]pendingOp[GroupConfig]) (int64, bool, error) {
-		return w.write(configRecord(record.KindGroupConfig, ver, ops))
+		return w.write(configRecord(record.KindGroupConfig, ver, ops), store.Flushed)
 	}
-	b.offsets.sys = w.write
+	b.offsets.sys = func(r *record.SystemRecord) (int64, bool, error) { return w.write(r, store.Confirmed) }
 	b.offsets.mu.Lock()
 	b.offsets.dirty = make(map[offsetKey]int64)
 	b.offsets.mu.Unlock()
