@@ -119,6 +119,8 @@ type sysState struct {
 	// replica applies every record.
 	serving atomic.Bool
 	replica bool
+	writer  *sysWriter  // a master serving slaves (syslog.go); set before it serves
+	delay   *delayTable // a replica's copy of the schedule cursors (delay.go)
 }
 
 // loadMetadata loads the three tables and replays the system records
@@ -128,6 +130,10 @@ func (b *Broker) loadMetadata() error {
 	b.sys.replica = b.st.Replica()
 	if b.sys.replica {
 		b.offsets.local = make(map[offsetKey]int64)
+		b.sys.delay = newDelayTable(b.cfg.FS, b.cfg.DataDir)
+		if err := b.sys.delay.load(); err != nil {
+			return err
+		}
 	}
 	if err := b.topics.load(); err != nil {
 		return err
@@ -147,11 +153,17 @@ func (b *Broker) loadMetadata() error {
 	b.offsets.mu.Lock()
 	from = min(from, b.offsets.logEnd)
 	b.offsets.mu.Unlock()
+	if d := b.sys.delay; d != nil {
+		d.mu.Lock()
+		from = min(from, d.logEnd)
+		d.mu.Unlock()
+	}
 	end, err := b.st.SubscribeSystem(from, b.onSystem)
 	if err != nil {
 		return fmt.Errorf("core: replay metadata from the CommitLog: %w", err)
 	}
 	b.sys.serving.Store(true)
+	b.advanceSnapshotPoints(end)
 	b.log.Info("metadata replayed from the CommitLog", "from", from, "to", end, "replica", b.sys.replica)
 	if b.cfg.SystemRecords && !b.sys.replica {
 		b.startSystemLog()
@@ -187,8 +199,9 @@ func (b *Broker) onSystem(phys, end int64, body []byte) error {
 	case record.KindOffsets, record.KindOffsetsDelete:
 		b.offsets.apply(r, phys, end)
 	case record.KindDelayProgress:
-		// Written by no release yet (the schedule service keeps its
-		// cursors in delayOffset.json); a known kind, so not an error.
+		if b.sys.delay != nil { // a master's schedule service has its own file
+			b.sys.delay.apply(r, phys, end)
+		}
 	default:
 		return fmt.Errorf("core: system record of %v: %w", r.Kind, errors.ErrUnsupported)
 	}
@@ -282,4 +295,43 @@ func (t *offsetTable) logDirtyLocked() error {
 		}
 	}
 	return err
+}
+
+// rescanBytes bounds the replay at the next start: a table whose snapshot
+// point is further behind the replay's end is written again with the end
+// as its point at the next FlushOffsets (every record below it is
+// applied), so that a table that does not change does not make every
+// start scan the log from its old point (or from the log's start).
+const rescanBytes = 64 << 20
+
+func (b *Broker) advanceSnapshotPoints(end int64) {
+	advance := func(p *int64) bool {
+		if end-*p <= rescanBytes {
+			return false
+		}
+		*p = end
+		return true
+	}
+	b.topics.mu.Lock()
+	if advance(&b.topics.logEnd) {
+		b.topics.replayed = true
+	}
+	b.topics.mu.Unlock()
+	b.groups.mu.Lock()
+	if advance(&b.groups.logEnd) {
+		b.groups.replayed = true
+	}
+	b.groups.mu.Unlock()
+	b.offsets.mu.Lock()
+	if advance(&b.offsets.logEnd) {
+		b.offsets.version++
+	}
+	b.offsets.mu.Unlock()
+	if d := b.sys.delay; d != nil {
+		d.mu.Lock()
+		if advance(&d.logEnd) {
+			d.dirty = true
+		}
+		d.mu.Unlock()
+	}
 }

@@ -326,7 +326,11 @@ func (b *Broker) ConsumeRate(group, topic string) float64 { return b.offsets.rat
 // FlushOffsets writes the committed offsets if they changed since the last
 // flush.
 func (b *Broker) FlushOffsets() error {
-	return errors.Join(b.offsets.flush(), b.topics.flushReplayed(), b.groups.flushReplayed())
+	var delayErr error
+	if d := b.sys.delay; d != nil {
+		delayErr = d.flush() // delay.go
+	}
+	return errors.Join(b.offsets.flush(), b.topics.flushReplayed(), b.groups.flushReplayed(), delayErr)
 }
 
 // OffsetsByTopic returns the committed offsets as topic -> group -> queue

@@ -137,6 +137,7 @@ func (b *Broker) startSystemLog() {
 		timeout = t
 	}
 	w := &sysWriter{st: b.st, timeout: timeout}
+	b.sys.writer = w
 	b.topics.sys = func(ver DataVersion, ops map[string]pendingOp[TopicConfig]) (int64, bool, error) {
 		return w.write(configRecord(record.KindTopicConfig, ver, ops), store.Flushed)
 	}

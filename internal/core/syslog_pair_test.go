@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"reflect"
 	"strings"
@@ -411,4 +412,44 @@ func TestReplicaOffsetsReachTheMaster(t *testing.T) {
 	}
 	waitFor(t, "every slave commit confirmed", func() bool { return len(p.slave.ReplicaOffsets()) == 0 })
 	p.sameTables(t, "after")
+}
+
+// TestDelayProgressReachesTheSlave: the schedule service's cursors, logged
+// by the master, reach the slave's core and are written there in the
+// service's own cursor file (with the snapshot point), so a slave made
+// master would resume the deliveries where they were.
+func TestDelayProgressReachesTheSlave(t *testing.T) {
+	p := startCorePair(t)
+	defer p.close()
+	want := map[string]map[int32]int64{"SCHEDULE_TOPIC_XXXX": {2: 40, 5: 1}, "KEEL_SYS_TIMER": {0: 7}}
+	if err := p.master.LogDelayProgress(want); err != nil {
+		t.Fatal(err)
+	}
+	want["SCHEDULE_TOPIC_XXXX"][2] = 41
+	if err := p.master.LogDelayProgress(want); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cursors on the slave", func() bool { return reflect.DeepEqual(p.slave.DelayProgress(), want) })
+	if err := p.slave.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	data, ok, err := readFile(p.slaveFS, "/data/config/delayOffset.json")
+	if err != nil || !ok {
+		t.Fatalf("no cursor file on the slave: %v", err)
+	}
+	var f struct {
+		Version     int                         `json:"version"`
+		OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil || f.Version != 1 || f.OffsetTable["SCHEDULE_TOPIC_XXXX"]["2"] != 41 ||
+		f.OffsetTable["KEEL_SYS_TIMER"]["0"] != 7 || !containsLogOffset(data) {
+		t.Fatalf("slave's cursor file %s (%v)", data, err)
+	}
+	reopened, err := New(coreConfig(p.slaveFS, true), p.sst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reopened.DelayProgress(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a restart the slave has %v, want %v", got, want)
+	}
 }
