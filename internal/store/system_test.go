@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,5 +96,37 @@ func waitUntilTrue(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCheckReportsUnknownSystemKind: keel check's Check accepts the
+// system records it can read (no queue entry expected for them) and names
+// one it cannot.
+func TestCheckReportsUnknownSystemKind(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	cfg.FlushDiskType = SyncFlush
+	s := mustOpen(t, cfg)
+	putSystem(t, s, &record.SystemRecord{Kind: record.KindOffsetsDelete, Group: "g"})
+	waitUntilTrue(t, "dispatch", func() bool { return s.VisibleOffset() == s.Offset(Written) })
+	s.Close()
+	if rep, err := Check(cfg); err != nil || !rep.OK() {
+		t.Fatalf("a known system record: %+v %v", rep.Problems, err)
+	}
+	s = mustOpen(t, cfg)
+	rec, _ := record.AppendEnvelope(nil, record.System, 0, nil, []byte{record.SystemVersion, 200})
+	s.AppendRecord(context.Background(), rec)
+	s.WaitFor(context.Background(), Flushed, s.Offset(Written), time.Second)
+	s.Close()
+	rep, err := Check(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		found = found || strings.Contains(p.Msg, "unknown kind 200")
+	}
+	if !found {
+		t.Fatalf("Check did not name the unknown kind: %+v", rep.Problems)
 	}
 }
