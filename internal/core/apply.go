@@ -158,12 +158,28 @@ func (b *Broker) loadMetadata() error {
 		from = min(from, d.logEnd)
 		d.mu.Unlock()
 	}
+	noPoints := from == 0 && !b.sys.replica
+	if noPoints {
+		// No file has a snapshot point: this broker never wrote a system
+		// record with its files (a master writes its first topics file,
+		// with a point, at its first start), so there is nothing to
+		// replay; do not read a log of messages only.
+		from = b.st.VisibleOffset()
+	}
 	end, err := b.st.SubscribeSystem(from, b.onSystem)
 	if err != nil {
 		return fmt.Errorf("core: replay metadata from the CommitLog: %w", err)
 	}
 	b.sys.serving.Store(true)
-	b.advanceSnapshotPoints(end)
+	firstLogged := noPoints && b.cfg.SystemRecords
+	b.advanceSnapshotPoints(end, firstLogged)
+	if firstLogged {
+		// The first start that logs: give the files their points now, so
+		// that the first records are replayed after a crash.
+		if err := b.FlushOffsets(); err != nil {
+			return err
+		}
+	}
 	b.log.Info("metadata replayed from the CommitLog", "from", from, "to", end, "replica", b.sys.replica)
 	if b.cfg.SystemRecords && !b.sys.replica {
 		b.startSystemLog()
@@ -304,9 +320,9 @@ func (t *offsetTable) logDirtyLocked() error {
 // start scan the log from its old point (or from the log's start).
 const rescanBytes = 64 << 20
 
-func (b *Broker) advanceSnapshotPoints(end int64) {
+func (b *Broker) advanceSnapshotPoints(end int64, force bool) {
 	advance := func(p *int64) bool {
-		if end-*p <= rescanBytes {
+		if end-*p <= rescanBytes && !(force && *p < end) {
 			return false
 		}
 		*p = end
