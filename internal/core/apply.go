@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
 )
 
@@ -144,17 +145,42 @@ func (b *Broker) loadMetadata() error {
 	if err := b.offsets.load(); err != nil {
 		return err
 	}
-	b.topics.mu.RLock()
+	// A point beyond the log's end (the log lost an unsynced tail the
+	// file had seen) is pulled back to it, and the file rewritten with it
+	// before anything is logged: the records written there after this
+	// start must not be taken for ones the file holds.
+	logEnd := b.st.Offset(store.Written)
+	pulledBack := false
+	pull := func(p *int64) bool {
+		if *p > logEnd {
+			*p, pulledBack = logEnd, true
+			return true
+		}
+		return false
+	}
+	b.topics.mu.Lock()
+	if pull(&b.topics.logEnd) {
+		b.topics.replayed = true
+	}
 	from := b.topics.logEnd
-	b.topics.mu.RUnlock()
-	b.groups.mu.RLock()
+	b.topics.mu.Unlock()
+	b.groups.mu.Lock()
+	if pull(&b.groups.logEnd) {
+		b.groups.replayed = true
+	}
 	from = min(from, b.groups.logEnd)
-	b.groups.mu.RUnlock()
+	b.groups.mu.Unlock()
 	b.offsets.mu.Lock()
+	if pull(&b.offsets.logEnd) {
+		b.offsets.version++
+	}
 	from = min(from, b.offsets.logEnd)
 	b.offsets.mu.Unlock()
 	if d := b.sys.delay; d != nil {
 		d.mu.Lock()
+		if pull(&d.logEnd) {
+			d.dirty = true
+		}
 		from = min(from, d.logEnd)
 		d.mu.Unlock()
 	}
@@ -173,9 +199,10 @@ func (b *Broker) loadMetadata() error {
 	b.sys.serving.Store(true)
 	firstLogged := noPoints && b.cfg.SystemRecords
 	b.advanceSnapshotPoints(end, firstLogged)
-	if firstLogged {
-		// The first start that logs: give the files their points now, so
-		// that the first records are replayed after a crash.
+	if firstLogged || pulledBack {
+		// The first start that logs, or points pulled back: write the
+		// files' points now, so that the records logged from here on are
+		// replayed after a crash.
 		if err := b.FlushOffsets(); err != nil {
 			return err
 		}

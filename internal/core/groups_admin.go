@@ -4,8 +4,6 @@ package core
 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and DELETE_SUBSCRIPTIONGROUP) and
 // the table as a whole.
 
-import "fmt"
-
 // UpdateGroup creates or replaces a group's configuration (an operator's
 // request): the name must make a valid retry topic, the retry queue count
 // be in [0, MaxQueueNums] and retryMaxTimes not negative.
@@ -29,7 +27,7 @@ func (b *Broker) DeleteGroup(group string) error {
 		return err
 	}
 	if err := b.offsets.deleteGroup(group); err != nil {
-		return fmt.Errorf("core: delete the offsets of group %s: %w", group, err)
+		b.log.Warn("group's offsets deleted; the record of it is not confirmed", "group", group, "err", err)
 	}
 	b.log.Info("subscription group deleted", "group", group)
 	return nil

@@ -172,13 +172,13 @@ func (t *offsetTable) deleteGroup(group string) error {
 }
 
 // deleteMatching drops the offsets of group ("" = any) on topic ("" =
-// any); on a master serving slaves it logs the deletion (apply.go).
+// any); on a master serving slaves it logs the deletion (apply.go). The
+// deletion is made whatever the log says; an error reports a record that
+// was not written or not confirmed.
 func (t *offsetTable) deleteMatching(group, topic string) error {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
-	if err := t.logDirtyLocked(); err != nil {
-		return err
-	}
+	dirtyErr := t.logDirtyLocked()
 	t.mu.Lock()
 	for k := range t.m {
 		if (group == "" || k.group == group) && (topic == "" || k.topic == topic) {
@@ -192,7 +192,7 @@ func (t *offsetTable) deleteMatching(group, topic string) error {
 		t.rates.forget(group, topic)
 	}
 	t.mu.Unlock()
-	return t.logDeleteLocked(group, topic)
+	return errors.Join(dirtyErr, t.logDeleteLocked(group, topic))
 }
 
 // flush writes the table if it changed since the last flush.

