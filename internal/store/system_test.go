@@ -86,6 +86,14 @@ func TestUnknownSystemKindStopsDispatch(t *testing.T) {
 	if err := s.Err(); !errors.Is(err, record.ErrUnknownType) {
 		t.Fatalf("store error %v does not wrap ErrUnknownType", err)
 	}
+	s.Close()
+	// Recovery dispatches it again at the next open, and stops there too.
+	if s2, err := Open(cfg); err == nil {
+		s2.Close()
+		t.Fatal("a store holding a system record of an unknown kind opened")
+	} else if !errors.Is(err, record.ErrUnknownType) {
+		t.Fatalf("open: %v does not wrap ErrUnknownType", err)
+	}
 }
 
 func waitUntilTrue(t *testing.T, what string, cond func() bool) {
