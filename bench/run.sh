@@ -17,7 +17,9 @@
 #      backlog-drain and many-topics against a separate `keel serve` process, to read
 #      the broker's memory (VmHWM) and time its restart after a clean shutdown,
 #      after SIGKILL with the log those runs left, and after SIGKILL under a load
-#   6. keel bench report: the document, each figure next to the command that made it
+#   6. keel bench report: the document, each figure next to the command that made it;
+#      the part below "<!-- sections -->" (bench/sections.sh, side-by-side comparisons
+#      run in a sitting of their own) is kept as it was
 #
 # Every broker runs with diskMaxUsedSpaceRatio=90 and diskSpaceWarningLevelRatio=95
 # (bench.conf, shown in the document): the defaults, 75 and 90, count the filesystem's
@@ -284,6 +286,14 @@ if [ ${#results[@]} -eq 0 ]; then
 	log "no results"
 	exit 1
 fi
+# The side-by-side sections (bench/sections.sh) are their own sitting: keep them.
+rm -f "$work/sections-kept.md"
+if [ -f "$out" ] && grep -q '^<!-- sections -->$' "$out"; then
+	sed -n '/^<!-- sections -->$/,$p' "$out" >"$work/sections-kept.md"
+fi
 "$keel" bench report "${report_args[@]}" "${results[@]}"
+if [ -s "$work/sections-kept.md" ]; then
+	{ echo; cat "$work/sections-kept.md"; } >>"$out"
+fi
 log "wrote $out"
 [ ${#failed[@]} -eq 0 ]

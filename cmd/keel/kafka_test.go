@@ -62,7 +62,7 @@ func TestServeKafka(t *testing.T) {
 		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
 		seen += len(fs.Records())
 	}
-	if !strings.Contains(logs.String(), `msg="topic created" component=broker topic=serve-kafka`) {
+	if !strings.Contains(logs.String(), `msg="topic created" component=core topic=serve-kafka`) {
 		t.Errorf("the Kafka topic was not created in the core:\n%s", logs.String())
 	}
 }

@@ -69,6 +69,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDLQCmd(),
 		newTxnCmd(),
 		newCorruptCmd(),
+		newClusterCmd(),
 	)
 	requireSubcommands(root)
 	return root

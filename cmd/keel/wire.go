@@ -18,8 +18,10 @@ import (
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/replication"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -49,6 +51,9 @@ type parts struct {
 
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound
+	// core is the protocol-free broker, built once on the store and
+	// handed to every front door (RocketMQ, Kafka).
+	core        *core.Broker
 	broker      *broker.Broker
 	brokerConns func() int          // open client connections of the broker's server (metrics)
 	txn         *transaction.Engine // nil: transactional messages rejected
@@ -61,9 +66,12 @@ type parts struct {
 	haBound         net.Addr
 	sendGate        func() store.PutResult
 	replicationInfo func() map[string]string // added to the runtime info
-	// replBroker is p.broker for the replication service, which starts
-	// before the broker (wire_replication_offsets.go).
-	replBroker atomic.Pointer[broker.Broker]
+	// replicationState is the group member's state (nil: not in a group);
+	// the metrics read it (wire_replication_status.go).
+	replicationState func() replication.State
+	// replCore is p.core for the replication service, which starts
+	// before the core (wire_replication_offsets.go).
+	replCore atomic.Pointer[core.Broker]
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

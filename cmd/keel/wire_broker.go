@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"maps"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -37,15 +39,19 @@ func brokerConfig(b *config.Broker, advertised string, namesrvAddrs []string) br
 }
 
 // brokerStarters listen on listenAddr first (the advertised address needs
-// the bound port), then build the broker on the open store. Stop order
-// (reverse): broker.Close answers held pulls, flushes consumer offsets and
-// unregisters from the NameServers; then the server stops accepting, lets
-// handlers finish and closes the connections. The store closes after both.
+// the bound port), then build the core on the open store (once: the Kafka
+// front door gets the same one, p.core), then the RocketMQ front door on
+// the core. Stop order (reverse): broker.Close answers its held pulls and
+// unregisters from the NameServers; the core wakes every other wait and
+// flushes consumer offsets; then the server stops accepting, lets handlers
+// finish and closes the connections. The store closes after all of them.
 // With aclEnable=true every request passes the ACL check first; with TLS on
 // the listener serves tlsMode.
 func (p *parts) brokerStarters(listenAddr string) []starter {
-	var b *broker.Broker   // set by the third starter, before any request is served
+	var b *broker.Broker   // set by the fourth starter, before any request is served
 	var h remoting.Handler // b's handler behind the ACL check, set with b
+	var bc broker.Config   // set by the core's starter
+	var adv string         // the advertised address, set with bc
 	handler := lateHandler{&h}
 	return []starter{
 		p.aclStarter(),
@@ -68,21 +74,24 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			return svc, err
 		},
 		func() (service, error) {
-			adv, err := advertisedAddr(p.cfg, listenAddr, p.brokerBound)
-			if err != nil {
+			var err error
+			if adv, err = advertisedAddr(p.cfg, listenAddr, p.brokerBound); err != nil {
 				return service{}, err
 			}
-			bc := brokerConfig(p.cfg, adv, p.namesrvAddrs)
+			bc = brokerConfig(p.cfg, adv, p.namesrvAddrs)
 			bc.NamesrvTLS = p.namesrvClientTLS
 			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
 			bc.SendGate, bc.HAAddr = p.sendGate, p.haAdvertised(adv)
 			bc.SystemRecords = p.haBound != nil // a master serving slaves: metadata travels with the log
-			b, err = broker.New(bc, p.store, p.log.With("component", "broker"))
+			return p.coreService(bc)
+		},
+		func() (service, error) {
+			var err error
+			b, err = broker.NewOnCore(bc, p.core, p.log.With("component", "broker"))
 			if err != nil {
 				return service{}, err
 			}
 			p.broker = b
-			p.replBroker.Store(b)
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
 				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))
@@ -93,6 +102,34 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			}, nil
 		},
 	}
+}
+
+// coreService builds the core on the open store with the core's part of
+// the broker configuration. It runs the periodic offset flush; its stop,
+// after the front doors built on it stopped, wakes every wait still held
+// and flushes the committed offsets.
+func (p *parts) coreService(bc broker.Config) (service, error) {
+	if p.store == nil {
+		return service{}, errors.New("core: the store must open first")
+	}
+	cc, err := broker.CoreConfig(bc)
+	if err != nil {
+		return service{}, err
+	}
+	c, err := core.New(cc, p.store, p.log.With("component", "core"))
+	if err != nil {
+		return service{}, err
+	}
+	p.core = c
+	p.replCore.Store(c) // the replication service, started before, reads it
+	return service{
+		name: "core",
+		run:  c.Run,
+		stop: func(context.Context) error {
+			c.Close()
+			return c.FlushOffsets()
+		},
+	}, nil
 }
 
 // lateHandler serves with a handler set after the server was made; it

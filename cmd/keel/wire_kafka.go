@@ -10,15 +10,16 @@ import (
 	"github.com/keelmq/keel/internal/kafka"
 )
 
-// kafkaStarter serves the Kafka front door on addr (nothing if empty); it
-// must come after the broker's starters, whose core it shares.
+// kafkaStarter serves the Kafka front door on addr (nothing if empty) on
+// the core the broker's starters built (p.core), which it shares with the
+// RocketMQ front door; it must come after them.
 func (p *parts) kafkaStarter(addr string) starter {
 	return func() (service, error) {
 		if addr == "" {
 			return service{name: "kafka"}, nil
 		}
-		if p.broker == nil {
-			return service{}, errors.New("kafka: the broker must start first")
+		if p.core == nil {
+			return service{}, errors.New("kafka: the core must be built first")
 		}
 		host, port, err := kafkaAdvertised(p.cfg.KafkaAdvertisedListen, p.cfg.BrokerIP1, addr)
 		if err != nil {
@@ -35,7 +36,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 		srv := kafka.New(kafka.Config{
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
-		}, p.broker.Core(), log)
+		}, p.core, log)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 			"auth", "none (no SASL yet)", "reach", reach(ln.Addr()))
 		return service{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/replication"
@@ -71,6 +72,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 				return store.PutResult{Status: store.PutServiceNotAvailable,
 					Err: fmt.Errorf("broker %s id %d is a slave (brokerRole=SLAVE): send to its master, brokerId 0", b.BrokerName, b.BrokerID)}
 			}
+			p.setReplicationState(s.State)
 			log.Info("replication: slave", "master", b.HAMasterAddress, "epochs", s.History())
 			return service{name: "replication", run: s.Run}, nil
 		}
@@ -85,7 +87,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			return service{}, err
 		}
 		p.haBound = ln.Addr()
-		p.sendGate, p.replicationInfo = m.CheckSend, m.RuntimeInfo
+		p.sendGate = m.CheckSend
+		p.setReplicationState(func() replication.State { return m.State(time.Now()) })
 		log.Info("replication listening", "addr", ln.Addr().String(), "role", b.BrokerRole)
 		return service{name: "replication", run: func(ctx context.Context) error { return m.Serve(ctx, ln) }}, nil
 	}

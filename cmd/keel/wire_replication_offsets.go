@@ -11,14 +11,14 @@ import (
 // master's core takes those ahead of its own.
 
 // replicaOffsets is the slave's SlaveConfig.LocalOffsets (none before the
-// broker is built).
+// core is built).
 func (p *parts) replicaOffsets() []replication.OffsetReport {
-	b := p.replBroker.Load()
-	if b == nil {
+	c := p.replCore.Load()
+	if c == nil {
 		return nil
 	}
 	var out []replication.OffsetReport
-	for _, o := range b.Core().ReplicaOffsets() {
+	for _, o := range c.ReplicaOffsets() {
 		out = append(out, replication.OffsetReport{Group: o.Group, Topic: o.Topic, QueueID: o.QueueID, Offset: o.Offset})
 	}
 	return out
@@ -26,14 +26,14 @@ func (p *parts) replicaOffsets() []replication.OffsetReport {
 
 // mergeReplicaOffsets is the master's MasterConfig.OnReplicaOffsets.
 func (p *parts) mergeReplicaOffsets(replicaID int64, offs []replication.OffsetReport) {
-	b := p.replBroker.Load()
-	if b == nil {
+	c := p.replCore.Load()
+	if c == nil {
 		return
 	}
 	in := make([]core.OffsetCommit, len(offs))
 	for i, o := range offs {
 		in[i] = core.OffsetCommit{Group: o.Group, Topic: o.Topic, QueueID: o.QueueID, Offset: o.Offset}
 	}
-	n := b.Core().MergeReplicaOffsets(in)
+	n := c.MergeReplicaOffsets(in)
 	p.log.Info("replication: offsets committed on a slave", "replica", replicaID, "reported", len(offs), "taken", n)
 }

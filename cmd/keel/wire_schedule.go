@@ -21,7 +21,7 @@ func scheduleTagsCode(cfg *config.Broker) func(v message.View) int64 {
 }
 
 // scheduleStarter starts scheduled delivery (delay levels, TIMER_* and the
-// retry back-off) on the open store and installs it in the broker; it must
+// retry back-off) on the open store and installs it in the core; it must
 // come after the broker's starters. Its stop runs first on shutdown: the
 // cursors are saved, and messages scheduled by requests still in flight are
 // stored and delivered after the next start.
@@ -31,17 +31,17 @@ func (p *parts) scheduleStarter() starter {
 		if err != nil {
 			return service{}, err
 		}
-		if p.store == nil || p.broker == nil {
-			return service{}, fmt.Errorf("schedule: the store and the broker must start first")
+		if p.store == nil || p.core == nil {
+			return service{}, fmt.Errorf("schedule: the store and the core must start first")
 		}
 		svc, err := schedule.New(schedule.Config{
 			Dir: p.cfg.StorePathRootDir, DelayLevels: levels,
-			Logger: p.log.With("component", "schedule"), OnCursors: p.broker.Core().LogDelayProgress,
+			Logger: p.log.With("component", "schedule"), OnCursors: p.core.LogDelayProgress,
 		}, p.store)
 		if err != nil {
 			return service{}, err
 		}
-		p.broker.SetScheduler(svc)
+		p.core.SetScheduler(svc)
 		return service{
 			name: "schedule",
 			run:  svc.Run,

@@ -11,13 +11,13 @@ import (
 // transactionStarter installs the transaction engine (half messages,
 // END_TRANSACTION, check-back; unless rejectTransactionMessage) and the
 // producer de-duplicator (unless duplicationWindowSeconds = 0) in the
-// broker; it must come after the broker's starters. Its stop runs before
+// core; it must come after the broker's starters. Its stop runs before
 // the broker's: it ends the check rounds and saves the cursors; END
 // requests still arriving are served (and re-read after the next start).
 func (p *parts) transactionStarter() starter {
 	return func() (service, error) {
-		if p.store == nil || p.broker == nil {
-			return service{}, fmt.Errorf("transactions: the store and the broker must start first")
+		if p.store == nil || p.core == nil || p.broker == nil {
+			return service{}, fmt.Errorf("transactions: the store, the core and the broker must start first")
 		}
 		if p.cfg.DuplicationWindow > 0 {
 			dd, err := dedup.New(dedup.Config{Window: p.cfg.DuplicationWindow, Index: p.store,
@@ -25,7 +25,7 @@ func (p *parts) transactionStarter() starter {
 			if err != nil {
 				return service{}, err
 			}
-			p.broker.SetDeduplicator(dd)
+			p.core.SetDeduplicator(dd)
 		}
 		if p.cfg.RejectTransactionMessage {
 			p.log.Info("transactional messages rejected (rejectTransactionMessage=true)")
@@ -40,7 +40,7 @@ func (p *parts) transactionStarter() starter {
 		if err != nil {
 			return service{}, err
 		}
-		p.broker.SetTransactions(eng)
+		p.core.SetTransactions(eng)
 		p.txn = eng
 		return service{
 			name: "transactions",

@@ -1,5 +1,7 @@
 // Package admin is the operator's client of a Keel (or RocketMQ) cluster:
-// topics, consumer groups and their lag, messages, and dead letters. It
+// topics, consumer groups and their lag, messages, dead letters, and the
+// replication state of broker groups (replication.go, read from each
+// broker's runtime info). It
 // talks to the cluster only over the remoting protocol — routes and broker
 // addresses from the NameServers, then admin requests to the brokers — so
 // the keel CLI (cmd/keel) and the web console (internal/console) share one

@@ -6,21 +6,13 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/keelmq/keel/internal/pendingtxn"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-// PendingTransaction is one undecided half message.
-type PendingTransaction struct {
-	TransactionID   string `json:"transactionId"`
-	Topic           string `json:"topic"`
-	QueueID         int32  `json:"queueId"`
-	ProducerGroup   string `json:"producerGroup"`
-	HalfOffset      int64  `json:"halfOffset"`
-	CommitLogOffset int64  `json:"commitLogOffset"`
-	StoreTimeMs     int64  `json:"storeTimeMs"`
-	AgeMs           int64  `json:"ageMs"`
-	Checks          int32  `json:"checks"`
-}
+// PendingTransaction is one undecided half message, as the broker's
+// transaction engine describes it (one definition: internal/pendingtxn).
+type PendingTransaction = pendingtxn.Transaction
 
 // BrokerTransactions is one master's undecided half messages.
 type BrokerTransactions struct {

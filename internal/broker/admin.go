@@ -92,7 +92,7 @@ func (b *Broker) handleRuntimeInfo(ctx context.Context, c *remoting.Conn, req *r
 		"keelVersion":           b.cfg.Version,
 		"brokerVersionDesc":     rocketMQVersionDesc,
 		"brokerVersion":         rocketMQVersion,
-		"commitLogMaxOffset":    itoa(b.st.VisibleOffset()),
+		"commitLogMaxOffset":    itoa(b.core.VisibleOffset()),
 		"brokerName":            b.cfg.BrokerName,
 		"clusterName":           b.cfg.ClusterName,
 		"heldPullRequests":      itoa(b.pulls.held()),
@@ -147,7 +147,7 @@ func (b *Broker) handleTopicStats(ctx context.Context, c *remoting.Conn, req *re
 		mq, _ := json.Marshal(messageQueue{Topic: topic, BrokerName: b.cfg.BrokerName, QueueID: q})
 		buf.Write(mq)
 		fmt.Fprintf(&buf, `:{"minOffset":%d,"maxOffset":%d,"lastUpdateTimestamp":0}`,
-			b.st.MinOffset(topic, q), b.st.MaxOffset(topic, q))
+			b.core.MinOffset(topic, q), b.core.MaxOffset(topic, q))
 	}
 	buf.WriteString(`}}`)
 	resp := req.NewResponse(remoting.ResSuccess, "")

@@ -20,15 +20,15 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
-	"github.com/keelmq/keel/internal/store"
 )
 
 type isolatedReport struct {
-	Broker     string                 `json:"broker"`
-	Records    []store.IsolatedRecord `json:"records"`
-	ReadFaults int64                  `json:"readFaults"`
-	Scrub      scrubReport            `json:"scrub"`
+	Broker     string                `json:"broker"`
+	Records    []core.IsolatedRecord `json:"records"`
+	ReadFaults int64                 `json:"readFaults"`
+	Scrub      scrubReport           `json:"scrub"`
 }
 
 type scrubReport struct {
@@ -46,12 +46,12 @@ type problemReport struct {
 }
 
 func (b *Broker) handleListIsolated(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	st := b.st.IntegrityStats()
-	rep := isolatedReport{Broker: b.cfg.BrokerName, Records: b.st.Isolated(), ReadFaults: st.ReadFaults,
+	st := b.core.IntegrityStats()
+	rep := isolatedReport{Broker: b.cfg.BrokerName, Records: b.core.Isolated(), ReadFaults: st.ReadFaults,
 		Scrub: scrubReport{BytesPerSecond: st.Scrub.BytesPerSecond, Bytes: st.Scrub.Bytes, Passes: st.Scrub.Passes,
 			Problems: st.Scrub.Problems, Recent: []problemReport{}}}
 	if rep.Records == nil {
-		rep.Records = []store.IsolatedRecord{}
+		rep.Records = []core.IsolatedRecord{}
 	}
 	for _, p := range st.Scrub.Recent {
 		rep.Scrub.Recent = append(rep.Scrub.Recent, problemReport{File: p.File, Offset: p.Offset, Msg: p.Msg})

@@ -37,7 +37,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -71,7 +70,7 @@ func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
 			continue
 		}
 		for q := int32(0); q < tc.ReadQueueNums; q++ {
-			p := QueueProgress{Topic: t, QueueID: q, BrokerOffset: b.st.MaxOffset(t, q)}
+			p := QueueProgress{Topic: t, QueueID: q, BrokerOffset: b.core.MaxOffset(t, q)}
 			if off, ok := b.core.ConsumerOffset(group, t, q, false); ok && off > 0 {
 				p.ConsumerOffset = off
 				p.ConsumedAt = b.core.ConsumedAt(group, t, q)
@@ -82,19 +81,6 @@ func (b *Broker) ConsumeProgress(group, topic string) []QueueProgress {
 	return out
 }
 
-// storeTimeAt returns the store time of the message at a queue offset, or 0.
-func (b *Broker) storeTimeAt(topic string, queueID int32, offset int64) int64 {
-	res, err := b.st.GetMessage(topic, queueID, offset, 1, 1, nil)
-	if err != nil {
-		return 0
-	}
-	defer res.Release()
-	if len(res.Records) == 0 {
-		return 0
-	}
-	return message.View(res.Records[0]).StoreTimestamp()
-}
-
 // OldestUnconsumedTime returns the store time (Unix ms) of the first
 // message p's group has not consumed (at its offset, or the queue's oldest
 // retained message if retention passed it), or 0 when there is none.
@@ -102,14 +88,14 @@ func (b *Broker) OldestUnconsumedTime(p QueueProgress) int64 {
 	if p.Lag() == 0 {
 		return 0
 	}
-	return b.storeTimeAt(p.Topic, p.QueueID, max(p.ConsumerOffset, b.st.MinOffset(p.Topic, p.QueueID)))
+	return b.core.StoreTimeAt(p.Topic, p.QueueID, max(p.ConsumerOffset, b.core.MinOffset(p.Topic, p.QueueID)))
 }
 
 // groupTopics lists, sorted, the topics a group has offsets for or
 // subscribes to.
 func (b *Broker) groupTopics(group string) []string {
 	set := b.core.OffsetTopics(group)
-	for _, t := range b.consumers.subscribedTopics(group) {
+	for _, t := range b.core.Consumers().SubscribedTopics(group) {
 		set[t] = true
 	}
 	out := make([]string, 0, len(set))
@@ -129,7 +115,7 @@ func (b *Broker) GroupNames() []string {
 	for g := range groups {
 		set[g] = true
 	}
-	for _, g := range b.consumers.groupNames() {
+	for _, g := range b.core.Consumers().GroupNames() {
 		set[g] = true
 	}
 	for _, g := range b.core.OffsetGroups() {
@@ -140,30 +126,6 @@ func (b *Broker) GroupNames() []string {
 		out = append(out, g)
 	}
 	sort.Strings(out)
-	return out
-}
-
-func (m *consumerManager) subscribedTopics(group string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.groups[group]
-	if g == nil {
-		return nil
-	}
-	out := make([]string, 0, len(g.subs))
-	for t := range g.subs {
-		out = append(out, t)
-	}
-	return out
-}
-
-func (m *consumerManager) groupNames() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.groups))
-	for g := range m.groups {
-		out = append(out, g)
-	}
 	return out
 }
 
@@ -188,7 +150,7 @@ func (b *Broker) handleGetConsumeStats(ctx context.Context, c *remoting.Conn, re
 		buf.Write(mq)
 		var last int64
 		if p.ConsumerOffset > 0 {
-			last = b.storeTimeAt(p.Topic, p.QueueID, p.ConsumerOffset-1)
+			last = b.core.StoreTimeAt(p.Topic, p.QueueID, p.ConsumerOffset-1)
 		}
 		fmt.Fprintf(&buf, `:{"brokerOffset":%d,"consumerOffset":%d,"lastTimestamp":%d,"consumedTimestamp":%d,"oldestUnconsumedTimestamp":%d}`,
 			p.BrokerOffset, p.ConsumerOffset, last, p.ConsumedAt, b.OldestUnconsumedTime(p))
@@ -237,23 +199,21 @@ type subscriptionInfo struct {
 
 // connection returns the group's ConsumerConnection; ok is false when no
 // member is online.
-func (m *consumerManager) connection(group string) (consumerConnection, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.groups[group]
-	if g == nil || len(g.members) == 0 {
+func (b *Broker) connection(group string) (consumerConnection, bool) {
+	g, ok := b.core.Consumers().Group(group)
+	if !ok {
 		return consumerConnection{}, false
 	}
-	cc := consumerConnection{ConsumeFromWhere: g.consumeFromWhere, ConsumeType: g.consumeType,
-		MessageModel: g.messageModel, SubscriptionTable: make(map[string]subscriptionInfo, len(g.subs))}
-	for id, mb := range g.members {
-		cc.ConnectionSet = append(cc.ConnectionSet, connectionInfo{ClientAddr: peerAddr(mb.conn).String(),
-			ClientID: id, Language: mb.client.language, Version: mb.client.version})
+	cc := consumerConnection{ConsumeFromWhere: g.ConsumeFromWhere, ConsumeType: g.ConsumeType,
+		MessageModel: g.MessageModel, SubscriptionTable: make(map[string]subscriptionInfo, len(g.Subscriptions))}
+	for _, mb := range g.Members { // sorted by client ID
+		c, _ := mb.Conn.(*remoting.Conn)
+		cc.ConnectionSet = append(cc.ConnectionSet, connectionInfo{ClientAddr: peerAddr(c).String(),
+			ClientID: mb.ID, Language: mb.Language, Version: mb.Version})
 	}
-	sort.Slice(cc.ConnectionSet, func(i, j int) bool { return cc.ConnectionSet[i].ClientID < cc.ConnectionSet[j].ClientID })
-	for t, s := range g.subs {
-		cc.SubscriptionTable[t] = subscriptionInfo{Topic: t, SubString: s.subString, ExpressionType: s.expressionType,
-			SubVersion: s.subVersion, TagsSet: []string{}, CodeSet: []int64{}}
+	for t, s := range g.Subscriptions {
+		cc.SubscriptionTable[t] = subscriptionInfo{Topic: t, SubString: s.Expression, ExpressionType: s.Type,
+			SubVersion: s.Version, TagsSet: []string{}, CodeSet: []int64{}}
 	}
 	return cc, true
 }
@@ -264,7 +224,7 @@ func (b *Broker) handleGetConsumerConnections(ctx context.Context, c *remoting.C
 	if e.err != nil {
 		return nil, e.err
 	}
-	cc, ok := b.consumers.connection(group)
+	cc, ok := b.connection(group)
 	if !ok {
 		return nil, protoErrorf(remoting.ResConsumerNotOnline, "the consumer group[%s] not online", group)
 	}

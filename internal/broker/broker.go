@@ -2,17 +2,22 @@ package broker
 
 // Broker lifecycle, configuration and the request dispatch table.
 //
-// New builds a broker on an open store: it loads the persisted topic, group
+// NewOnCore builds the RocketMQ front door on a core its caller owns and
+// shares with the other front doors (cmd/keel builds the store and the core
+// once); New builds a broker with a core of its own on an open store (tests,
+// a process with this front door only): it loads the persisted topic, group
 // and offset tables and starts nothing. Handler() is what the caller's
 // remoting.Server serves; OnConnClose must be wired to the server's
 // ServerConfig.OnConnClose (a closed connection unregisters its producers and
 // consumers). Run(ctx) owns the background work: NameServer registration
 // (every RegisterInterval and at once after a topic is created), the client
-// expiry scan, and the periodic consumer offset flush. Long-poll timeouts use
-// per-request timers, not a scanning loop. Close is idempotent: it answers
-// held pulls, flushes offsets, unregisters from the NameServers and waits for
-// Run's goroutines. The caller owns the store and the remoting server and
-// closes them after the broker.
+// expiry scan, and, with a core of its own, the core's periodic consumer
+// offset flush (core.Run). Long-poll timeouts use per-request timers, not a
+// scanning loop. Close is idempotent: it answers held pulls, unregisters
+// from the NameServers and waits for Run's goroutines; with a core of its
+// own it also closes the core and flushes offsets (else the core's owner
+// does, after every front door stopped). The caller owns the store (and a
+// shared core) and the remoting server and closes them after the broker.
 
 import (
 	"context"
@@ -35,7 +40,10 @@ import (
 )
 
 // Config holds the broker's settings. Start from DefaultConfig: zero numeric
-// limits are replaced by defaults, booleans are taken as they are.
+// limits are replaced by defaults, booleans are taken as they are. The
+// core's part (topics, groups, limits, lock expiry, offset flush: see
+// CoreConfig) configures the core New makes; with NewOnCore the core was
+// made from it by the caller.
 type Config struct {
 	ClusterName string // brokerClusterName
 	BrokerName  string // brokerName
@@ -198,12 +206,10 @@ type Broker struct {
 	storeHost netip.AddrPort
 	handlers  map[int16]handlerFunc
 
-	core      *core.Broker // topics, groups, offsets
-	consumers *consumerManager
-	producers *producerManager
-	locks     *lockTable
-	pulls     *pullHold
-	reg       *registrar
+	core    *core.Broker // topics, groups, offsets, clients, locks: everything but the protocol
+	ownCore bool         // New made core: Run flushes its offsets, Close closes it
+	pulls   *pullHold
+	reg     *registrar
 
 	observer atomic.Pointer[observerBox] // observe.go
 
@@ -214,38 +220,63 @@ type Broker struct {
 	wg        sync.WaitGroup
 }
 
-// New creates a broker on st. It loads the persisted metadata and starts
-// nothing; logger nil discards logs.
+// New creates a broker with a core of its own on st (core.New with
+// CoreConfig(cfg)). It loads the persisted metadata and starts nothing;
+// logger nil discards logs.
 func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
-	cfg.applyDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if st == nil {
 		return nil, errors.New("broker: store is required")
+	}
+	cc, err := CoreConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	host := netip.MustParseAddrPort(cfg.AdvertisedAddr)
-	host = netip.AddrPortFrom(host.Addr().Unmap(), host.Port())
-	b := &Broker{
-		cfg: cfg, st: st, log: logger, storeHost: host,
-		locks:  newLockTable(cfg.LockExpiry, cfg.Now),
-		closed: make(chan struct{}),
-	}
-	b.consumers = newConsumerManager(b)
-	b.producers = newProducerManager(cfg.Now)
-	b.pulls = newPullHold(b)
-	b.reg = newRegistrar(b)
-	c, err := core.New(b.coreConfig(), st, logger)
+	c, err := core.New(cc, st, logger)
 	if err != nil {
 		return nil, err
 	}
-	b.core = c
-	b.handlers = b.dispatchTable()
-	st.SetConsumerOffsets(b.consumerOffsets) // consumed.go
+	b, err := NewOnCore(cfg, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	b.ownCore = true
 	return b, nil
+}
+
+// NewOnCore creates the RocketMQ front door on c, a core its caller owns
+// (runs, closes and flushes) and may share with other front doors; c is
+// expected to have been made with CoreConfig(cfg). It starts nothing;
+// logger nil discards logs.
+func NewOnCore(cfg Config, c *core.Broker, logger *slog.Logger) (*Broker, error) {
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, errors.New("broker: core is required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	b := &Broker{
+		cfg: cfg, st: c.Store(), log: logger, storeHost: storeHost(cfg.AdvertisedAddr), core: c,
+		closed: make(chan struct{}),
+	}
+	b.pulls = newPullHold(b)
+	b.reg = newRegistrar(b)
+	c.OnTopicsChanged(b.reg.kick)
+	b.handlers = b.dispatchTable()
+	return b, nil
+}
+
+// storeHost is the advertised address as stamped on messages (validated
+// ip:port, IPv4-mapped addresses unmapped).
+func storeHost(advertised string) netip.AddrPort {
+	host := netip.MustParseAddrPort(advertised)
+	return netip.AddrPortFrom(host.Addr().Unmap(), host.Port())
 }
 
 // dispatchTable maps every request code the broker serves to its handler.
@@ -340,10 +371,7 @@ func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Comma
 // OnConnClose unregisters every producer and consumer of a closed
 // connection (the Go client never sends UNREGISTER_CLIENT) and notifies the
 // consumer groups that lost a member.
-func (b *Broker) OnConnClose(c *remoting.Conn) {
-	b.producers.removeConn(c)
-	b.consumers.removeConn(c)
-}
+func (b *Broker) OnConnClose(c *remoting.Conn) { b.removeConn(c) }
 
 // Run performs the background work until ctx is done or Close is called.
 func (b *Broker) Run(ctx context.Context) error {
@@ -365,10 +393,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 	}()
 	var inner sync.WaitGroup
-	inner.Add(3)
+	inner.Add(2)
 	go func() { defer inner.Done(); b.reg.run(ctx) }()
 	go func() { defer inner.Done(); b.every(ctx, b.cfg.ClientScanInterval, b.scanClients) }()
-	go func() { defer inner.Done(); b.every(ctx, b.cfg.OffsetFlushInterval, b.flushOffsets) }()
+	if b.ownCore {
+		inner.Add(1)
+		go func() { defer inner.Done(); b.core.Run(ctx) }()
+	}
 	inner.Wait()
 	return nil
 }
@@ -386,21 +417,12 @@ func (b *Broker) every(ctx context.Context, d time.Duration, fn func()) {
 	}
 }
 
-func (b *Broker) scanClients() {
-	b.producers.expire(b.cfg.ChannelExpiredTimeout)
-	b.consumers.expire(b.cfg.ChannelExpiredTimeout)
-}
+func (b *Broker) scanClients() { b.expireClients() }
 
-func (b *Broker) flushOffsets() {
-	if err := b.core.FlushOffsets(); err != nil {
-		b.log.Error("consumer offset flush failed", "err", err)
-	}
-	b.core.SaveUnsavedGroups()
-}
-
-// Close stops the background work, answers held pulls, flushes consumer
-// offsets and unregisters from the NameServers. It is idempotent and returns
-// the offset flush error, if any.
+// Close stops the background work, answers held pulls and unregisters from
+// the NameServers; with a core of its own it closes the core and flushes
+// consumer offsets. It is idempotent and returns the offset flush error,
+// if any.
 func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
@@ -409,8 +431,12 @@ func (b *Broker) Close() error {
 		close(b.closed)
 		b.runMu.Unlock()
 		b.wg.Wait()
-		b.core.Close() // answers held pulls
-		err = b.core.FlushOffsets()
+		if b.ownCore {
+			b.core.Close() // answers held pulls
+			err = b.core.FlushOffsets()
+		} else {
+			b.core.WakeOwned(b) // answers this front door's held pulls
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.RegisterTimeout)
 		b.reg.unregisterAll(ctx)
 		cancel()

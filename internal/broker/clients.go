@@ -1,7 +1,9 @@
 package broker
 
-// HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-// CHECK_CLIENT_CONFIG (46), and the producer and consumer registries.
+// HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38)
+// and CHECK_CLIENT_CONFIG (46): the RocketMQ side of the core's registries
+// of online producers and consumers (core/consumers.go, producers.go; a
+// client is its clientID and its *remoting.Conn).
 //
 // A heartbeat registers the client's producer groups and consumer groups
 // under its connection. For each consumer group the broker creates the
@@ -16,16 +18,14 @@ package broker
 // connection. A member leaves on connection close (the Go client never sends
 // UNREGISTER_CLIENT), on UNREGISTER_CLIENT, or after ChannelExpiredTimeout
 // without a heartbeat. Whenever a group's member set changes, every remaining
-// member gets NOTIFY_CONSUMER_IDS_CHANGED (oneway) so it rebalances at once.
+// member gets NOTIFY_CONSUMER_IDS_CHANGED (oneway) so it rebalances at once:
+// the core says whom to tell, this file sends it.
 
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
@@ -84,25 +84,18 @@ func (b *Broker) handleHeartbeat(ctx context.Context, c *remoting.Conn, req *rem
 	if hb.ClientID == "" {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "heartbeat without clientID")
 	}
-	cl := clientInfo{language: clientLanguage(req.Language), version: int(req.Version)}
+	cl := core.Client{ID: hb.ClientID, Conn: c, Language: clientLanguage(req.Language), Version: int(req.Version)}
 	for _, cd := range hb.ConsumerDataSet {
-		if err := b.registerConsumer(c, hb.ClientID, cl, cd); err != nil {
+		if err := b.registerConsumer(cl, cd); err != nil {
 			return nil, err
 		}
 	}
 	for _, pd := range hb.ProducerDataSet {
 		if pd.GroupName != "" {
-			b.producers.register(pd.GroupName, hb.ClientID, c)
+			b.core.Producers().Register(pd.GroupName, cl)
 		}
 	}
 	return req.NewResponse(remoting.ResSuccess, ""), nil
-}
-
-// clientInfo is what a heartbeat's header says about the client: its
-// language and its MQVersion ordinal.
-type clientInfo struct {
-	language string
-	version  int
 }
 
 // languageCodes are the names of Java's LanguageCode enum; a client
@@ -117,7 +110,7 @@ func clientLanguage(s string) string {
 	return "OTHER"
 }
 
-func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cl clientInfo, cd consumerData) error {
+func (b *Broker) registerConsumer(cl core.Client, cd consumerData) error {
 	if cd.GroupName == "" {
 		return protoErrorf(remoting.ResInvalidParameter, "heartbeat consumer data without groupName")
 	}
@@ -134,20 +127,22 @@ func (b *Broker) registerConsumer(c *remoting.Conn, clientID string, cl clientIn
 			return err // for lack of space a later heartbeat retries (core/diskfull.go)
 		}
 	}
-	subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
+	subs := make(map[string]*core.Subscription, len(cd.SubscriptionDataSet))
 	for _, sd := range cd.SubscriptionDataSet {
 		expr := sd.SubString
 		if expr == "" && len(sd.TagsSet) > 0 {
 			expr = strings.Join(sd.TagsSet, "||")
 		}
-		s, err := parseSubscription(sd.Topic, expr, sd.ExpressionType, int64(sd.SubVersion))
+		s, err := core.ParseSubscription(sd.Topic, expr, sd.ExpressionType, int64(sd.SubVersion))
 		if err != nil {
 			// Kept as a failing subscription: pulls report the reason.
-			s = &subscription{topic: sd.Topic, subString: sd.SubString, expressionType: sd.ExpressionType, err: err}
+			s = core.FailedSubscription(sd.Topic, sd.SubString, sd.ExpressionType, err)
 		}
 		subs[sd.Topic] = s
 	}
-	b.consumers.register(cd, clientID, cl, c, subs, g.NotifyConsumerIDsChangedEnable)
+	mode := core.ConsumerGroupMode{ConsumeType: cd.ConsumeType, MessageModel: cd.MessageModel, ConsumeFromWhere: cd.ConsumeFromWhere}
+	targets := b.core.Consumers().Register(cd.GroupName, mode, cl, subs, g.NotifyConsumerIDsChangedEnable)
+	b.notifyIDsChanged(cd.GroupName, targets)
 	return nil
 }
 
@@ -158,10 +153,10 @@ func (b *Broker) handleUnregisterClient(ctx context.Context, c *remoting.Conn, r
 		return nil, e.err
 	}
 	if g := e.str("producerGroup"); g != "" {
-		b.producers.unregister(g, clientID)
+		b.core.Producers().Unregister(g, clientID)
 	}
 	if g := e.str("consumerGroup"); g != "" {
-		b.consumers.unregister(g, clientID)
+		b.notifyChanges(b.core.Consumers().Unregister(g, clientID))
 	}
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
@@ -172,7 +167,7 @@ func (b *Broker) handleGetConsumerList(ctx context.Context, c *remoting.Conn, re
 	if e.err != nil {
 		return nil, e.err
 	}
-	ids := b.consumers.clientIDs(group)
+	ids := b.core.Consumers().ClientIDs(group)
 	if len(ids) == 0 {
 		return nil, protoErrorf(remoting.ResSystemError, "no consumer for this group, %s", group)
 	}
@@ -192,235 +187,43 @@ func (b *Broker) handleCheckClientConfig(ctx context.Context, c *remoting.Conn, 
 	if err := json.Unmarshal(req.Body, &body); err != nil {
 		return nil, protoErrorf(remoting.ResInvalidParameter, "bad body: %v", err)
 	}
-	t := body.SubscriptionData.ExpressionType
-	if t != "" && !strings.EqualFold(t, "TAG") {
-		return nil, protoErrorf(remoting.ResSystemError, "%s", errSQL92)
+	if err := core.CheckFilterType(body.SubscriptionData.ExpressionType); err != nil {
+		return nil, err
 	}
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }
 
-// ---- consumer registry ----
-
-type member struct {
-	conn     *remoting.Conn
-	client   clientInfo // from the latest heartbeat
-	lastSeen time.Time
+// removeConn unregisters every producer and consumer of a closed
+// connection and tells the consumer groups that lost a member.
+func (b *Broker) removeConn(c *remoting.Conn) {
+	b.core.Producers().RemoveConn(c)
+	b.notifyChanges(b.core.Consumers().RemoveConn(c))
 }
 
-type consumerGroup struct {
-	consumeType      string
-	messageModel     string
-	consumeFromWhere string
-	subs             map[string]*subscription
-	members          map[string]*member // by clientID
-	notify           bool
+// expireClients drops the producers and consumers silent for
+// ChannelExpiredTimeout.
+func (b *Broker) expireClients() {
+	b.core.Producers().Expire(b.cfg.ChannelExpiredTimeout)
+	b.notifyChanges(b.core.Consumers().Expire(b.cfg.ChannelExpiredTimeout))
 }
 
-type consumerManager struct {
-	b *Broker
-
-	mu     sync.Mutex
-	groups map[string]*consumerGroup
-}
-
-func newConsumerManager(b *Broker) *consumerManager {
-	return &consumerManager{b: b, groups: make(map[string]*consumerGroup)}
-}
-
-func (m *consumerManager) register(cd consumerData, clientID string, cl clientInfo, c *remoting.Conn, subs map[string]*subscription, notify bool) {
-	m.mu.Lock()
-	g := m.groups[cd.GroupName]
-	if g == nil {
-		g = &consumerGroup{members: make(map[string]*member)}
-		m.groups[cd.GroupName] = g
-	}
-	g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
-	g.subs, g.notify = subs, notify
-	old := g.members[clientID]
-	changed := old == nil || old.conn.ID() != c.ID()
-	g.members[clientID] = &member{conn: c, client: cl, lastSeen: m.b.cfg.Now()}
-	var targets []*remoting.Conn
-	if changed && notify {
-		targets = g.conns()
-	}
-	m.mu.Unlock()
-	if changed {
-		m.b.log.Info("consumer joined", "group", cd.GroupName, "client", clientID)
-	}
-	m.b.notifyIDsChanged(cd.GroupName, targets)
-}
-
-func (g *consumerGroup) conns() []*remoting.Conn {
-	out := make([]*remoting.Conn, 0, len(g.members))
-	for _, mb := range g.members {
-		out = append(out, mb.conn)
-	}
-	return out
-}
-
-// removeWhere drops the members for which drop returns true and notifies
-// the groups that changed.
-func (m *consumerManager) removeWhere(drop func(group, clientID string, mb *member) bool) {
-	type change struct {
-		group   string
-		targets []*remoting.Conn
-	}
-	var changes []change
-	m.mu.Lock()
-	for name, g := range m.groups {
-		n := len(g.members)
-		for id, mb := range g.members {
-			if drop(name, id, mb) {
-				delete(g.members, id)
-				m.b.log.Info("consumer left", "group", name, "client", id)
-			}
-		}
-		if len(g.members) == n {
-			continue
-		}
-		if len(g.members) == 0 {
-			delete(m.groups, name)
-			continue
-		}
-		if g.notify {
-			changes = append(changes, change{name, g.conns()})
-		}
-	}
-	m.mu.Unlock()
+func (b *Broker) notifyChanges(changes []core.MembershipChange) {
 	for _, ch := range changes {
-		m.b.notifyIDsChanged(ch.group, ch.targets)
+		b.notifyIDsChanged(ch.Group, ch.Conns)
 	}
-}
-
-func (m *consumerManager) removeConn(c *remoting.Conn) {
-	id := c.ID()
-	m.removeWhere(func(_, _ string, mb *member) bool { return mb.conn.ID() == id })
-}
-
-func (m *consumerManager) unregister(group, clientID string) {
-	m.removeWhere(func(g, id string, _ *member) bool { return g == group && id == clientID })
-}
-
-func (m *consumerManager) expire(timeout time.Duration) {
-	deadline := m.b.cfg.Now().Add(-timeout)
-	m.removeWhere(func(_, _ string, mb *member) bool { return mb.lastSeen.Before(deadline) })
-}
-
-func (m *consumerManager) clientIDs(group string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.groups[group]
-	if g == nil {
-		return nil
-	}
-	ids := make([]string, 0, len(g.members))
-	for id := range g.members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// groupView is what a pull needs to know about a consumer group.
-type groupView struct {
-	messageModel string
-	sub          *subscription
-}
-
-// lookup returns the group's message model and its subscription to topic;
-// ok is false if no member of the group is registered.
-func (m *consumerManager) lookup(group, topic string) (groupView, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.groups[group]
-	if g == nil {
-		return groupView{}, false
-	}
-	return groupView{messageModel: g.messageModel, sub: g.subs[topic]}, true
 }
 
 // notifyIDsChanged sends NOTIFY_CONSUMER_IDS_CHANGED to each connection.
-func (b *Broker) notifyIDsChanged(group string, targets []*remoting.Conn) {
-	for _, c := range targets {
+func (b *Broker) notifyIDsChanged(group string, targets []any) {
+	for _, t := range targets {
+		c, ok := t.(*remoting.Conn)
+		if !ok {
+			continue // a member registered by another front door
+		}
 		req := remoting.NewRequest(remoting.ReqNotifyConsumerIDsChanged, map[string]string{"consumerGroup": group}, nil)
 		req.Flag |= remoting.FlagOneway
 		if err := c.InvokeOneway(req); err != nil {
 			b.log.Debug("notify consumer ids changed failed", "group", group, "err", err)
 		}
 	}
-}
-
-// ---- producer registry ----
-
-type producerEntry struct {
-	clientID string
-	conn     *remoting.Conn
-	lastSeen time.Time
-}
-
-type producerManager struct {
-	now func() time.Time
-
-	mu     sync.Mutex
-	groups map[string]map[uint64]*producerEntry // group -> conn id -> entry
-}
-
-func newProducerManager(now func() time.Time) *producerManager {
-	return &producerManager{now: now, groups: make(map[string]map[uint64]*producerEntry)}
-}
-
-func (m *producerManager) register(group, clientID string, c *remoting.Conn) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.groups[group]
-	if g == nil {
-		g = make(map[uint64]*producerEntry)
-		m.groups[group] = g
-	}
-	g[c.ID()] = &producerEntry{clientID: clientID, conn: c, lastSeen: m.now()}
-}
-
-func (m *producerManager) removeWhere(drop func(group string, e *producerEntry) bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for name, g := range m.groups {
-		for id, e := range g {
-			if drop(name, e) {
-				delete(g, id)
-			}
-		}
-		if len(g) == 0 {
-			delete(m.groups, name)
-		}
-	}
-}
-
-func (m *producerManager) removeConn(c *remoting.Conn) {
-	id := c.ID()
-	m.removeWhere(func(_ string, e *producerEntry) bool { return e.conn.ID() == id })
-}
-
-func (m *producerManager) unregister(group, clientID string) {
-	m.removeWhere(func(g string, e *producerEntry) bool { return g == group && e.clientID == clientID })
-}
-
-func (m *producerManager) expire(timeout time.Duration) {
-	deadline := m.now().Add(-timeout)
-	m.removeWhere(func(_ string, e *producerEntry) bool { return e.lastSeen.Before(deadline) })
-}
-
-// anyConn returns the most recently seen connection of a producer group.
-func (m *producerManager) anyConn(group string) *remoting.Conn {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var best *producerEntry
-	for _, e := range m.groups[group] {
-		if best == nil || e.lastSeen.After(best.lastSeen) {
-			best = e
-		}
-	}
-	if best == nil {
-		return nil
-	}
-	return best.conn
 }

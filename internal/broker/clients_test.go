@@ -34,9 +34,9 @@ func TestHeartbeatGoAndJavaDialects(t *testing.T) {
 	if len(ids) != 2 || ids[0] != "10.0.0.1@1234" || ids[1] != "10.0.0.2@99" {
 		t.Fatalf("consumer ids %v", ids)
 	}
-	gv, ok := e.b.consumers.lookup("cg", "T")
-	if !ok || gv.sub == nil || gv.sub.all || len(gv.sub.tags) != 2 {
-		t.Fatalf("subscription %+v", gv.sub)
+	_, sub, ok := e.b.core.Consumers().Lookup("cg", "T")
+	if !ok || sub == nil || sub.MatchesAll() || sub.Tags() != 2 {
+		t.Fatalf("subscription %+v", sub)
 	}
 	if _, ok := e.b.Topic("%RETRY%cg"); !ok {
 		t.Fatal("retry topic not created on heartbeat")

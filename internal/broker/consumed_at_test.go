@@ -40,7 +40,7 @@ func TestConsumedAtIsWhenTheOffsetMoved(t *testing.T) {
 	if p.ConsumedAt != clock.UnixMilli() {
 		t.Errorf("consumed at %d, want the commit's time %d", p.ConsumedAt, clock.UnixMilli())
 	}
-	if last := e.b.storeTimeAt("T", 0, 1); last >= p.ConsumedAt-30_000 {
+	if last := e.b.core.StoreTimeAt("T", 0, 1); last >= p.ConsumedAt-30_000 {
 		t.Errorf("store time %d of the last consumed message is not the minute-old one the test arranged (consumed at %d)", last, p.ConsumedAt)
 	}
 	// The same offset committed again (clients commit every 5 s) is no new

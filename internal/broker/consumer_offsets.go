@@ -62,7 +62,7 @@ func (b *Broker) handleGetMaxOffset(ctx context.Context, c *remoting.Conn, req *
 	if e.err != nil {
 		return nil, e.err
 	}
-	return offsetResponse(req, "offset", b.st.MaxOffset(topic, qid)), nil
+	return offsetResponse(req, "offset", b.core.MaxOffset(topic, qid)), nil
 }
 
 func (b *Broker) handleGetMinOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -70,7 +70,7 @@ func (b *Broker) handleGetMinOffset(ctx context.Context, c *remoting.Conn, req *
 	if e.err != nil {
 		return nil, e.err
 	}
-	return offsetResponse(req, "offset", b.st.MinOffset(topic, qid)), nil
+	return offsetResponse(req, "offset", b.core.MinOffset(topic, qid)), nil
 }
 
 func (b *Broker) handleSearchOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -79,7 +79,7 @@ func (b *Broker) handleSearchOffset(ctx context.Context, c *remoting.Conn, req *
 	if e.err != nil {
 		return nil, e.err
 	}
-	return offsetResponse(req, "offset", b.st.OffsetByTime(topic, qid, ts)), nil
+	return offsetResponse(req, "offset", b.core.OffsetByTime(topic, qid, ts)), nil
 }
 
 func (b *Broker) handleEarliestStoreTime(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
@@ -87,7 +87,7 @@ func (b *Broker) handleEarliestStoreTime(ctx context.Context, c *remoting.Conn, 
 	if e.err != nil {
 		return nil, e.err
 	}
-	ts, err := b.st.EarliestStoreTime(topic, qid)
+	ts, err := b.core.EarliestStoreTime(topic, qid)
 	if err != nil {
 		// RocketMQ answers -1 when the queue has no readable message.
 		b.log.Debug("earliest store time unavailable", "topic", topic, "queue_id", qid, "err", err)

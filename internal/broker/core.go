@@ -27,24 +27,30 @@ func RetryTopic(group string) string { return core.RetryTopic(group) }
 // DLQTopic is the dead-letter topic of a consumer group.
 func DLQTopic(group string) string { return core.DLQTopic(group) }
 
-// coreConfig is the core's part of the broker's configuration.
-func (b *Broker) coreConfig() core.Config {
-	c := b.cfg
+// CoreConfig is the core's part of a broker configuration (defaults
+// applied, validated): the configuration of the core a broker built with
+// New makes, and of the one cmd/keel makes and shares between the front
+// doors.
+func CoreConfig(c Config) (core.Config, error) {
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return core.Config{}, err
+	}
 	return core.Config{
-		ClusterName: c.ClusterName, BrokerName: c.BrokerName, StoreHost: b.storeHost,
+		ClusterName: c.ClusterName, BrokerName: c.BrokerName, StoreHost: storeHost(c.AdvertisedAddr),
 		BrokerPermission: c.BrokerPermission, MaxMessageSize: c.MaxMessageSize,
 		DataDir: c.DataDir, FS: c.FS,
 		AutoCreateTopicEnable: c.AutoCreateTopicEnable, AutoCreateSubscriptionGroup: c.AutoCreateSubscriptionGroup,
 		DefaultTopicQueueNums: c.DefaultTopicQueueNums, MaxQueueNums: c.MaxQueueNums,
 		MaxTopics: c.MaxTopics, MaxGroups: c.MaxGroups, RetryMaxTimes: c.RetryMaxTimes,
 		YoungQueueBytes: c.YoungQueueBytes, MaxWaits: c.MaxHeldPulls,
-		OnTopicsChanged: b.reg.kick, SystemRecords: c.SystemRecords,
-		Now: c.Now,
-	}
+		LockExpiry: c.LockExpiry, OffsetFlushInterval: c.OffsetFlushInterval,
+		SystemRecords: c.SystemRecords,
+		Now:           c.Now,
+	}, nil
 }
 
-// Core returns the protocol-free core the broker serves (for other front
-// doors on the same store).
+// Core returns the protocol-free core the broker serves.
 func (b *Broker) Core() *core.Broker { return b.core }
 
 // Topic returns the configuration of a topic.
@@ -63,7 +69,7 @@ func (b *Broker) EnsureTopic(name string, queues, perm int32) (TopicConfig, erro
 func (b *Broker) Group(name string) (GroupConfig, bool) { return b.core.Group(name) }
 
 // Store returns the broker's message store.
-func (b *Broker) Store() *store.Store { return b.st }
+func (b *Broker) Store() *store.Store { return b.core.Store() }
 
 // StoreHost is the advertised address stamped on stored messages.
 func (b *Broker) StoreHost() netip.AddrPort { return b.storeHost }

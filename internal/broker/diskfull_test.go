@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
@@ -76,7 +77,7 @@ func TestConsumerOffsetsForRetention(t *testing.T) {
 	e.b.core.RecordOffset("G", "T", 2, 7)
 	e.b.core.RecordOffset("H", "T", 0, 1)
 	wantCode(t, cl.heartbeat("c1", "S", "U", "*", "CLUSTERING"), remoting.ResSuccess)
-	got := e.b.consumerOffsets()
+	got := e.b.core.ConsumerOffsets()
 	if g := got["T"]; len(g) != 2 || g["G"][0] != 5 || g["G"][2] != 7 || g["H"][0] != 1 || len(g["H"]) != 1 {
 		t.Fatalf("offsets of T: %v", g)
 	}
@@ -84,7 +85,7 @@ func TestConsumerOffsetsForRetention(t *testing.T) {
 		t.Fatalf("subscribed group S of U: %v", got["U"])
 	}
 	e.b.SetScheduler(&progressScheduler{fakeScheduler{st: e.st}})
-	if p := e.b.consumerOffsets()["SCHEDULE_TOPIC_XXXX"][scheduleProgressGroup]; p[2] != 9 {
+	if p := e.b.core.ConsumerOffsets()["SCHEDULE_TOPIC_XXXX"][core.ScheduleProgressGroup]; p[2] != 9 {
 		t.Fatalf("schedule progress: %v", p)
 	}
 }

@@ -26,6 +26,8 @@ var coreErrorCodes = map[error]int16{
 	core.ErrLimitReached:    remoting.ResSystemError,
 	core.ErrInternal:        remoting.ResSystemError,
 	core.ErrBusy:            remoting.ResSystemBusy,
+	core.ErrUnsupported:     remoting.ResSystemError,
+	core.ErrInvalidFilter:   remoting.ResSubscriptionParseFailed,
 }
 
 // coreErrorCode returns the response code and remark of a core error; ok

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -47,6 +48,10 @@ type env struct {
 	// storeFailed: the test failed the store on purpose, so its Close
 	// reports an error.
 	storeFailed bool
+	// sharedCore: the broker is built with NewOnCore on core, which the
+	// env owns (as cmd/keel does), instead of with a core of its own.
+	sharedCore bool
+	core       *core.Broker
 }
 
 // startEnv starts a broker; mutate adjusts the config before New.
@@ -100,7 +105,7 @@ func (e *env) start() {
 	if cfg.AdvertisedAddr == DefaultConfig().AdvertisedAddr {
 		cfg.AdvertisedAddr = ln.Addr().String()
 	}
-	b, err := New(cfg, st, nil)
+	b, err := e.newBroker(cfg, st)
 	if err != nil {
 		st.Close()
 		ln.Close()
@@ -127,10 +132,33 @@ func (e *env) shutdown() {
 	}
 	e.stop()
 	<-e.done
+	if e.core != nil {
+		e.core.Close()
+		if err := e.core.FlushOffsets(); err != nil {
+			e.t.Errorf("core.FlushOffsets: %v", err)
+		}
+		e.core = nil
+	}
 	if err := e.st.Close(); err != nil && !e.storeFailed {
 		e.t.Errorf("store.Close: %v", err)
 	}
 	e.b = nil
+}
+
+// newBroker builds the broker on st: with a core of its own, or on a core
+// the env owns (sharedCore).
+func (e *env) newBroker(cfg Config, st *store.Store) (*Broker, error) {
+	if !e.sharedCore {
+		return New(cfg, st, nil)
+	}
+	cc, err := CoreConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if e.core, err = core.New(cc, st, nil); err != nil {
+		return nil, err
+	}
+	return NewOnCore(cfg, e.core, nil)
 }
 
 // restart closes everything and starts again on the same data directory.

@@ -1,7 +1,7 @@
 package broker
 
 // LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue locks for orderly
-// consumers.
+// consumers, over the core's lock table (core/locks.go).
 //
 // A queue (group, topic, brokerName, queueId) is granted to a clientId if it
 // is unlocked, already held by that clientId (which renews it), or its lock
@@ -14,9 +14,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"sync"
-	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
@@ -34,82 +33,13 @@ type lockBody struct {
 	MQSet         []messageQueue `json:"mqSet"`
 }
 
-type lockKey struct {
-	group string
-	mq    messageQueue
-}
-
-type lockEntry struct {
-	clientID string
-	renewed  time.Time
-}
-
-type lockTable struct {
-	expiry time.Duration
-	now    func() time.Time
-
-	mu    sync.Mutex
-	locks map[lockKey]lockEntry
-}
-
-func newLockTable(expiry time.Duration, now func() time.Time) *lockTable {
-	return &lockTable{expiry: expiry, now: now, locks: make(map[lockKey]lockEntry)}
-}
-
-// lock grants what it can and returns the queues held by clientID.
-func (t *lockTable) lock(group, clientID string, mqs []messageQueue) []messageQueue {
-	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	held := make([]messageQueue, 0, len(mqs))
-	for _, mq := range mqs {
-		k := lockKey{group, mq}
-		e, ok := t.locks[k]
-		if ok && e.clientID != clientID && now.Sub(e.renewed) < t.expiry {
-			continue
-		}
-		t.locks[k] = lockEntry{clientID: clientID, renewed: now}
-		held = append(held, mq)
+// toLockedQueues converts a lock body's queues into the core's names.
+func toLockedQueues(mqs []messageQueue) []core.LockedQueue {
+	out := make([]core.LockedQueue, len(mqs))
+	for i, mq := range mqs {
+		out[i] = core.LockedQueue{Broker: mq.BrokerName, Topic: mq.Topic, QueueID: mq.QueueID}
 	}
-	t.sweepLocked(now)
-	return held
-}
-
-// sweepLocked drops a bounded number of expired locks so the table does not
-// grow with queues nobody locks any more.
-func (t *lockTable) sweepLocked(now time.Time) {
-	const maxSweep = 64
-	n := 0
-	for k, e := range t.locks {
-		if n++; n > maxSweep {
-			return
-		}
-		if now.Sub(e.renewed) >= t.expiry {
-			delete(t.locks, k)
-		}
-	}
-}
-
-func (t *lockTable) unlock(group, clientID string, mqs []messageQueue) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, mq := range mqs {
-		k := lockKey{group, mq}
-		if e, ok := t.locks[k]; ok && e.clientID == clientID {
-			delete(t.locks, k)
-		}
-	}
-}
-
-// holder returns the client holding a queue lock, if unexpired.
-func (t *lockTable) holder(group string, mq messageQueue) (string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.locks[lockKey{group, mq}]
-	if !ok || t.now().Sub(e.renewed) >= t.expiry {
-		return "", false
-	}
-	return e.clientID, true
+	return out
 }
 
 func parseLockBody(req *remoting.Command) (lockBody, error) {
@@ -128,8 +58,12 @@ func (b *Broker) handleLockBatch(ctx context.Context, c *remoting.Conn, req *rem
 	if err != nil {
 		return nil, err
 	}
-	held := b.locks.lock(body.ConsumerGroup, body.ClientID, body.MQSet)
-	data, err := json.Marshal(map[string][]messageQueue{"lockOKMQSet": held})
+	held := b.core.QueueLocks().Lock(body.ConsumerGroup, body.ClientID, toLockedQueues(body.MQSet))
+	mqs := make([]messageQueue, len(held))
+	for i, q := range held {
+		mqs[i] = messageQueue{BrokerName: q.Broker, QueueID: q.QueueID, Topic: q.Topic}
+	}
+	data, err := json.Marshal(map[string][]messageQueue{"lockOKMQSet": mqs})
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +77,6 @@ func (b *Broker) handleUnlockBatch(ctx context.Context, c *remoting.Conn, req *r
 	if err != nil {
 		return nil, err
 	}
-	b.locks.unlock(body.ConsumerGroup, body.ClientID, body.MQSet)
+	b.core.QueueLocks().Unlock(body.ConsumerGroup, body.ClientID, toLockedQueues(body.MQSet))
 	return req.NewResponse(remoting.ResSuccess, ""), nil
 }

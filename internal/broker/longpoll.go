@@ -16,6 +16,7 @@ package broker
 // gets SYSTEM_BUSY (the client backs off 3 s) instead of growing memory.
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
@@ -37,6 +38,7 @@ func (hp *heldPull) Wake() { hp.h.answer(hp) }
 
 type pullHold struct {
 	b *Broker
+	n atomic.Int64 // pulls this front door holds (the core's waits may be shared)
 }
 
 func newPullHold(b *Broker) *pullHold {
@@ -58,12 +60,25 @@ func (h *pullHold) timeout(p pullRequest) time.Duration {
 // is closing.
 func (h *pullHold) hold(c *remoting.Conn, req *remoting.Command, p pullRequest, sub *subscription) bool {
 	hp := &heldPull{h: h, c: c, req: req, p: p, sub: sub}
-	hp.Wait = core.Wait{Topic: p.topic, QueueID: p.queueID, Offset: p.offset, Match: sub, Waker: hp}
-	return h.b.core.Hold(&hp.Wait, h.timeout(p))
+	if !h.b.ownCore {
+		select {
+		case <-h.b.closed: // the shared core goes on holding; this door does not
+			return false
+		default:
+		}
+	}
+	hp.Wait = core.Wait{Topic: p.topic, QueueID: p.queueID, Offset: p.offset, Match: sub, Waker: hp, Owner: h.b}
+	h.n.Add(1) // before Hold: it may wake the pull before it returns
+	if !h.b.core.Hold(&hp.Wait, h.timeout(p)) {
+		h.n.Add(-1)
+		return false
+	}
+	return true
 }
 
 // answer re-runs a held pull and writes its response.
 func (h *pullHold) answer(hp *heldPull) {
+	h.n.Add(-1)
 	select {
 	case <-hp.c.Done():
 		return
@@ -81,5 +96,5 @@ func (h *pullHold) answer(hp *heldPull) {
 	}
 }
 
-// held returns the number of held pulls.
-func (h *pullHold) held() int { return h.b.core.HeldWaits() }
+// held returns the number of held pulls (of this front door only).
+func (h *pullHold) held() int { return int(h.n.Load()) }

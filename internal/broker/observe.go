@@ -122,29 +122,10 @@ func (b *Broker) Stats() Stats {
 	for name := range topics {
 		s.TopicsByKind[message.KindOfTopic(name)]++
 	}
-	s.OnlineGroups, s.ConsumerClients = b.consumers.counts()
-	s.ProducerClients = b.producers.count()
+	s.OnlineGroups, s.ConsumerClients = b.core.Consumers().Counts()
+	s.ProducerClients = b.core.Producers().Count()
 	if ms := b.reg.lastOK.Load(); ms > 0 {
 		s.LastRegistered = time.UnixMilli(ms)
 	}
 	return s
-}
-
-func (m *consumerManager) counts() (groups, members int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, g := range m.groups {
-		members += len(g.members)
-	}
-	return len(m.groups), members
-}
-
-func (m *producerManager) count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, g := range m.groups {
-		n += len(g)
-	}
-	return n
 }

@@ -14,14 +14,5 @@ func (b *Broker) Identity() (cluster, name, addr string) {
 // the group's message model (CLUSTERING or BROADCASTING; "" with none
 // online).
 func (b *Broker) GroupMembers(group string) (online int, messageModel string) {
-	b.consumers.mu.Lock()
-	defer b.consumers.mu.Unlock()
-	g := b.consumers.groups[group]
-	if g == nil {
-		return 0, ""
-	}
-	if len(g.members) == 0 {
-		return 0, ""
-	}
-	return len(g.members), g.messageModel
+	return b.core.Consumers().Members(group)
 }

@@ -107,7 +107,9 @@ func TestOffsetsAfterPowerLoss(t *testing.T) {
 		wantCode(t, cl.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "commitOffset": off}, nil), remoting.ResSuccess)
 	}
 	upd("1")
-	e.b.flushOffsets()
+	if err := e.b.core.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
 	upd("5") // not flushed
 	// Power loss now: the clone holds only what was durable. The old
 	// instances shut down on the original filesystem.

@@ -88,7 +88,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.st.GetMessage(p.topic, p.queueID, p.offset, p.maxMsgs, b.cfg.MaxPullBytes, sub.filter())
+	res, err := b.st.GetMessage(p.topic, p.queueID, p.offset, p.maxMsgs, b.cfg.MaxPullBytes, sub.Filter())
 	if err != nil {
 		return nil, protoErrorf(remoting.ResSystemError, "pull %s:%d at %d failed: %v", p.topic, p.queueID, p.offset, err)
 	}
@@ -136,20 +136,20 @@ func (b *Broker) checkPull(p pullRequest) (*subscription, error) {
 	if p.sysFlag&remoting.PullFlagSubscription != 0 {
 		return parseSubscription(p.topic, p.subscription, p.expressionType, p.subVersion)
 	}
-	gv, ok := b.consumers.lookup(p.group, p.topic)
+	model, sub, ok := b.core.Consumers().Lookup(p.group, p.topic)
 	switch {
 	case !ok:
 		return nil, protoErrorf(remoting.ResSubscriptionNotExist, "the consumer's group info not exist")
-	case gv.messageModel == "BROADCASTING" && !g.ConsumeBroadcastEnable:
+	case model == "BROADCASTING" && !g.ConsumeBroadcastEnable:
 		return nil, protoErrorf(remoting.ResNoPermission, "the consumer group[%s] can not consume by broadcast way", p.group)
-	case gv.sub == nil:
+	case sub == nil:
 		return nil, protoErrorf(remoting.ResSubscriptionNotExist, "the consumer's subscription not exist")
-	case gv.sub.err != nil:
-		return nil, gv.sub.err
-	case gv.sub.subVersion < p.subVersion:
+	case sub.Err != nil:
+		return nil, sub.Err
+	case sub.Version < p.subVersion:
 		return nil, protoErrorf(remoting.ResSubscriptionNotLatest, "the consumer's subscription not latest")
 	}
-	return gv.sub, nil
+	return sub, nil
 }
 
 func pullStatusCode(st store.GetStatus, offset int64) int16 {

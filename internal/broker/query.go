@@ -1,6 +1,7 @@
 package broker
 
-// QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33).
+// QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33), over the core's
+// look-ups (core/query.go).
 //
 // QUERY_MESSAGE looks a key (a KEYS token or a UNIQ_KEY) up in the store's
 // index within [beginTimestamp, endTimestamp] and returns the stored records
@@ -32,17 +33,12 @@ func (b *Broker) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 	if end <= 0 {
 		end = 1<<63 - 1
 	}
-	offs, err := b.st.QueryByKey(topic, key, maxNum, begin, end)
+	recs, err := b.core.QueryByKey(topic, key, maxNum, begin, end)
 	if err != nil {
-		return nil, protoErrorf(remoting.ResSystemError, "query %s#%s failed: %v", topic, key, err)
+		return nil, err
 	}
 	var body []byte
-	for _, off := range offs {
-		rec, err := b.st.LookMessageByOffset(off)
-		if err != nil {
-			b.log.Warn("indexed message unreadable", "topic", topic, "offset", off, "err", err)
-			continue
-		}
+	for _, rec := range recs {
 		body = append(body, rec...)
 	}
 	if len(body) == 0 {
@@ -50,7 +46,7 @@ func (b *Broker) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 	}
 	resp := req.NewResponse(remoting.ResSuccess, "")
 	setExt(resp, "indexLastUpdateTimestamp", itoa(b.cfg.Now().UnixMilli()),
-		"indexLastUpdatePhyoffset", itoa(b.st.VisibleOffset()))
+		"indexLastUpdatePhyoffset", itoa(b.core.VisibleOffset()))
 	resp.Body = body
 	return resp, nil
 }
@@ -61,7 +57,7 @@ func (b *Broker) handleViewMessage(ctx context.Context, c *remoting.Conn, req *r
 	if e.err != nil {
 		return nil, e.err
 	}
-	rec, err := b.st.LookMessageByOffset(off)
+	rec, err := b.core.LookMessage(off)
 	if err != nil {
 		return nil, protoErrorf(remoting.ResSystemError, "can not find message by the offset, %d", off)
 	}

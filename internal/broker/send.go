@@ -224,40 +224,36 @@ func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remo
 		return nil, err
 	}
 	queueID := m.QueueID
-	if d := b.core.Deduplicator(); d != nil && clientKey {
-		orig, release, err := d.Check(ctx, m.Topic, uniq)
-		if err != nil {
-			return nil, core.Errorf(core.ErrInternal, "duplicate check failed: %v", err)
-		}
-		if orig != nil {
-			return b.duplicateResponse(req, orig, uniq), nil
-		}
-		handedOver := false
-		defer func() {
-			if !handedOver { // a routing error or a panic: the key is not stored
-				release(nil, store.PutResult{Status: store.PutUnknownError})
-			}
-		}()
-		resp, err := b.putOne(ctx, sc, m, queueID, uniq, func(res store.PutResult) {
-			reported := *m
-			reported.QueueID, reported.Body = queueID, nil // the body is the request's
-			release(&reported, res)
-		})
-		handedOver = err == nil
-		return resp, err
+	dd, err := b.core.CheckDuplicate(ctx, m, uniq, clientKey) // core/dedup.go
+	if err != nil {
+		return nil, err
 	}
-	return b.putOne(ctx, sc, m, queueID, uniq, nil)
+	if dd == nil {
+		return b.putOne(ctx, sc, m, queueID, uniq, nil)
+	}
+	if dd.Duplicate() {
+		return b.duplicateResponse(req, dd.Result[0], uniq), nil
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver { // a routing error or a panic: the key is not stored
+			dd.Abort()
+		}
+	}()
+	resp, err := b.putOne(ctx, sc, m, queueID, uniq, dd)
+	handedOver = err == nil
+	return resp, err
 }
 
 // putOne routes and stores one message and makes the send response (nil
-// when it comes later, see sendCall.put). If it returns no error it calls
-// after (if not nil) exactly once with the store's result, before the
-// response is made.
-func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, queueID int32, uniq string, after func(store.PutResult)) (*remoting.Command, error) {
+// when it comes later, see sendCall.put). If it returns no error it
+// finishes dd (if not nil) exactly once with the store's result, before
+// the response is made.
+func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, queueID int32, uniq string, dd *core.Dedup) (*remoting.Command, error) {
 	ms := []*message.Message{m}
 	respond := func(res store.PutResult) *remoting.Command {
-		if after != nil {
-			after(res)
+		if dd != nil {
+			dd.Finish(res, queueID)
 		}
 		resp := b.putResponse(sc.req, res, ms)
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
@@ -372,9 +368,9 @@ func (bm *batchMsgs) release() {
 }
 
 // putDedupBatch stores the items of a checked batch that are not
-// duplicates and answers for all of them (core/batch_dedup.go); the
+// duplicates and answers for all of them (core/dedup.go); the
 // response's maker releases bm.
-func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *core.BatchDedup, bm *batchMsgs) *remoting.Command {
+func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, bd *core.Dedup, bm *batchMsgs) *remoting.Command {
 	respond := func(res store.PutResult) *remoting.Command {
 		bd.Finish(res, h.queueID)
 		resp := b.putResponse(sc.req, res, bd.Result)

@@ -35,7 +35,7 @@ func (b *Broker) suggestBroker(group string, res *store.GetResult) int64 {
 	}
 	if n := len(res.Records); n > 0 {
 		last := message.View(res.Records[n-1]).PhysOffset()
-		if b.st.VisibleOffset()-last > b.cfg.SlaveReadBehindBytes {
+		if b.core.VisibleOffset()-last > b.cfg.SlaveReadBehindBytes {
 			return g.WhichBrokerWhenConsumeSlowly
 		}
 	}

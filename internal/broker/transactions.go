@@ -28,7 +28,7 @@ import (
 // ProducerConn returns a live connection of a producer group (for
 // transaction check-back), or nil.
 func (b *Broker) ProducerConn(group string) *remoting.Conn {
-	c := b.producers.anyConn(group)
+	c, _ := b.core.Producers().AnyConn(group).(*remoting.Conn)
 	if c == nil {
 		return nil
 	}

@@ -95,7 +95,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /api/dlq/{group}", c.apiDLQ)
 	c.mux.HandleFunc("POST /api/dlq/{group}/resend", c.writeAction(c.apiResend))
 	c.mux.HandleFunc("GET /api/transactions", c.apiTransactions)
-	c.mux.HandleFunc("GET /api/corrupt", c.apiCorrupt) // corrupt.go
+	c.mux.HandleFunc("GET /api/corrupt", c.apiCorrupt)         // corrupt.go
+	c.mux.HandleFunc("GET /api/replication", c.apiReplication) // replication.go
 	unknown := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	}

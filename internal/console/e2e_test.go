@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/replication"
 )
 
 // chromiumPath finds a Chromium binary.
@@ -103,7 +104,8 @@ func TestConsoleInChromium(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, true)
+	var repl atomic.Pointer[replication.Master]
+	c := startCluster(t, true, withReplication(&repl))
 	f := c.seed()
 	c.history(f)
 	b := &browser{t: t, bin: bin, profile: t.TempDir()}
@@ -127,6 +129,7 @@ func TestConsoleInChromium(t *testing.T) {
 		{"dlq", "#/dlq/billing", []string{"Dead letters of billing", f.deadID, "Resend all pending"}},
 		{"transactions", "#/transactions", []string{"Pending transactions"}},
 		{"corrupt", "#/corrupt", []string{"Corrupt records", "No corrupt record has been isolated.", "Scrubber", "broker-a"}},
+		{"replication-none", "#/replication", []string{"<h1>Replication", "0 of 1 broker group replicated", "not replicated", "0 (master)"}},
 	}
 	for _, p := range pages {
 		png := filepath.Join(shots, p.name+".png")
@@ -162,10 +165,22 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 	}
 
+	// The broker becomes the master of a group with a slave that follows
+	// it: the replication page shows both and the master's view of the
+	// slave.
+	c.startReplication(&repl)
+	dom := b.run(c.http.URL+"/#/replication", "--dump-dom", "--screenshot="+filepath.Join(shots, "replication.png"))
+	for _, w := range []string{"1 of 1 broker group replicated", "ASYNC_MASTER, 2 of 2 copies in sync", ">ASYNC_MASTER<",
+		`<span class="pill ok">in sync</span>`, "connected, not registered", ">0 B<", ">0 ms<", " s ago"} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("replication page lacks %q:\n%s", w, excerpt(dom, `<main`))
+		}
+	}
+
 	// A record corrupted at rest and isolated by a read shows on the
 	// corrupt-records page.
 	c.corruptAndIsolate(f, 1)
-	dom := b.run(c.http.URL+"/#/corrupt", "--dump-dom", "--screenshot="+filepath.Join(shots, "corrupt.png"))
+	dom = b.run(c.http.URL+"/#/corrupt", "--dump-dom", "--screenshot="+filepath.Join(shots, "corrupt.png"))
 	for _, w := range []string{`href="#/topics/Orders"`, "1 isolated", ">read<", "crc"} {
 		if !strings.Contains(dom, w) {
 			t.Errorf("corrupt page lacks %q:\n%s", w, excerpt(dom, `<main`))

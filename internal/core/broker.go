@@ -1,11 +1,14 @@
 package core
 
 // Broker lifecycle and configuration. New loads the persisted topic, group
-// and offset tables, subscribes to the store's OnVisible events and starts
-// nothing; the front door that owns the broker calls FlushOffsets every
-// OffsetFlushInterval, and Close then FlushOffsets at the end.
+// and offset tables, subscribes to the store's OnVisible events, installs
+// the store's consumer-offsets hook (consumed.go) and starts nothing. Its
+// owner (cmd/keel, which hands the one core to every front door) runs Run,
+// which flushes committed offsets every OffsetFlushInterval, and at the
+// end calls Close, then FlushOffsets, after the front doors stopped.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +16,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,10 +57,10 @@ type Config struct {
 	// RocketMQ adapter's held pulls): 100000.
 	MaxWaits int
 
-	// OnTopicsChanged, if set, is called after a topic was created,
-	// changed or deleted (the RocketMQ adapter re-registers with the
-	// NameServers). It must not block.
-	OnTopicsChanged func()
+	// LockExpiry is how long a queue lock lasts without renewal (60s).
+	LockExpiry time.Duration
+	// OffsetFlushInterval is how often Run writes committed offsets (5s).
+	OffsetFlushInterval time.Duration
 
 	// SystemRecords makes a master write every change of its topics,
 	// groups and committed offsets to its CommitLog as system records, so
@@ -77,14 +81,13 @@ func (c *Config) applyDefaults() {
 	setDef(&c.RetryMaxTimes, 16)
 	setDef(&c.YoungQueueBytes, 1<<30)
 	setDef(&c.MaxWaits, 100000)
+	setDef(&c.LockExpiry, 60*time.Second)
+	setDef(&c.OffsetFlushInterval, 5*time.Second)
 	if c.FS == nil {
 		c.FS = vfs.OS{}
 	}
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.OnTopicsChanged == nil {
-		c.OnTopicsChanged = func() {}
 	}
 }
 
@@ -109,6 +112,13 @@ type Broker struct {
 	unsaved unsavedGroups // groups not yet written for lack of space (diskfull.go)
 	waits   *waits        // longpoll.go
 	sys     sysState      // apply.go
+
+	consumers *Consumers  // online consumers and their subscriptions (consumers.go)
+	producers *Producers  // online producers (producers.go)
+	locks     *QueueLocks // orderly consumers' queue locks (locks.go)
+
+	topicsChangedMu sync.Mutex
+	topicsChanged   atomic.Pointer[[]func()] // OnTopicsChanged subscribers
 
 	scheduler    atomic.Pointer[schedulerBox] // hooks.go
 	transactions atomic.Pointer[transactionsBox]
@@ -142,6 +152,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	b.offsets.rates = newConsumeRates(cfg.Now)
 	b.offsets.now = cfg.Now
 	b.waits = newWaits(b)
+	b.consumers = newConsumers(cfg.Now, logger)
+	b.producers = newProducers(cfg.Now)
+	b.locks = newQueueLocks(cfg.LockExpiry, cfg.Now)
 	if err := b.loadMetadata(); err != nil { // apply.go: files, then the log since their snapshot points
 		return nil, err
 	}
@@ -149,6 +162,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	st.OnVisible(b.onDispatch)
+	st.SetConsumerOffsets(b.consumerOffsets) // consumed.go
 	return b, nil
 }
 
@@ -163,15 +177,57 @@ func (b *Broker) onDispatch(topic string, queueID int32, queueOffset int64, tags
 	}
 }
 
+// Run flushes committed offsets every OffsetFlushInterval (and writes
+// the groups a full disk held back) until ctx is done.
+func (b *Broker) Run(ctx context.Context) error {
+	t := time.NewTicker(b.cfg.OffsetFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			b.flushOffsets()
+		}
+	}
+}
+
+func (b *Broker) flushOffsets() {
+	if err := b.FlushOffsets(); err != nil {
+		b.log.Error("consumer offset flush failed", "err", err)
+	}
+	b.SaveUnsavedGroups()
+}
+
 // Close wakes every held wait and refuses new ones; it is idempotent.
 // Committed offsets are flushed by FlushOffsets, which the owner calls
 // after Close. The caller owns the store and closes it after the core.
 func (b *Broker) Close() { b.waits.closeAll() }
 
+// OnTopicsChanged adds fn to what is called after a topic was created,
+// changed or deleted (the RocketMQ adapter re-registers with the
+// NameServers). fn must not block.
+func (b *Broker) OnTopicsChanged(fn func()) {
+	b.topicsChangedMu.Lock()
+	defer b.topicsChangedMu.Unlock()
+	var fns []func()
+	if p := b.topicsChanged.Load(); p != nil {
+		fns = append(fns, *p...)
+	}
+	fns = append(fns, fn)
+	b.topicsChanged.Store(&fns)
+}
+
 // Store returns the broker's message store.
 func (b *Broker) Store() *store.Store { return b.st }
 
 // announce tells the front doors that the topic table changed.
-func (b *Broker) announce() { b.cfg.OnTopicsChanged() }
+func (b *Broker) announce() {
+	if p := b.topicsChanged.Load(); p != nil {
+		for _, fn := range *p {
+			fn()
+		}
+	}
+}
 
 func itoa[T ~int | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }

@@ -6,7 +6,14 @@
 // groups (groups.go) and their committed offsets (offsets.go, with the
 // consume rates of consume_tps.go), persisted crash-safely as JSON files
 // under <DataDir>/config (persist.go), and the names of system, retry and
-// dead-letter topics (names.go).
+// dead-letter topics (names.go). It keeps the registries of online
+// clients every front door shares: consumers with their groups and
+// subscriptions (consumers.go, subscription.go: filter expressions and the
+// store filter they make), producers (producers.go) and orderly consumers'
+// queue locks (locks.go); a client is an opaque identity and its front
+// door's connection handle. Query and admin look-ups (query.go) and the
+// consumer offsets the store's retention asks for (consumed.go) are here
+// too.
 //
 // On a master serving slaves the metadata also travels with the log as
 // system records (syslog.go); every core replays them at start from its

@@ -35,12 +35,18 @@ var (
 	ErrInternal = errors.New("core: internal error")
 	// ErrBusy: too many requests of this kind are waiting; back off.
 	ErrBusy = errors.New("core: busy")
+	// ErrUnsupported: the request asks for something the broker does not
+	// implement (a filter expression type other than TAG).
+	ErrUnsupported = errors.New("core: unsupported")
+	// ErrInvalidFilter: a subscription's filter expression does not
+	// compile.
+	ErrInvalidFilter = errors.New("core: invalid filter expression")
 )
 
 // Kinds lists every kind of domain error, so that a front door's table
 // can be checked to cover them all.
 var Kinds = []error{ErrInvalidArgument, ErrTopicNotFound, ErrGroupNotFound, ErrForbidden,
-	ErrMessageIllegal, ErrLimitReached, ErrInternal, ErrBusy}
+	ErrMessageIllegal, ErrLimitReached, ErrInternal, ErrBusy, ErrUnsupported, ErrInvalidFilter}
 
 // Error is a domain error: its Kind (one of the Err* sentinels above) and
 // a message for the client.

@@ -21,9 +21,9 @@ package core
 
 import (
 	"context"
-	"time"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/pendingtxn"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -75,9 +75,12 @@ type dispatchObserver interface {
 }
 
 // Deduplicator suppresses re-sends of a message already stored (same topic,
-// same client UNIQ_KEY). Check is called for a single-message send whose
-// properties carried a UNIQ_KEY from the client (not one the broker made),
-// before routing (so also for prepared and delayed messages).
+// same client UNIQ_KEY). The core calls Check (dedup.go: CheckDuplicate,
+// CheckBatchDuplicates) for a single-message send whose properties carried
+// a UNIQ_KEY from the client (not one the broker made), before routing (so
+// also for prepared and delayed messages), and for each distinct key of a
+// batch whose items all carry one (sorted; Go client batches carry none
+// and are not checked).
 //   - orig != nil: a duplicate; nothing is stored and the send is answered
 //     as the first was (msgId from orig.PhysOffset, queueOffset, queueId).
 //   - orig == nil: the message is stored as usual, then release is called
@@ -85,10 +88,7 @@ type dispatchObserver interface {
 //     queueId; QueueOffset, PhysOffset, StoreTimestamp as put) and the put
 //     result, or with (nil, result) if the send failed before the put.
 //
-// err != nil fails the send. A batch is checked key by key (sorted, each
-// distinct key once) when every item carries a UNIQ_KEY
-// (CheckBatchDuplicates, batch_dedup.go); Go client batches carry none and
-// are not checked.
+// err != nil fails the send.
 type Deduplicator interface {
 	Check(ctx context.Context, topic, uniqKey string) (orig *message.Message, release func(stored *message.Message, res store.PutResult), err error)
 }
@@ -164,27 +164,12 @@ type TransactionCheck struct {
 	ID   string
 }
 
-// PendingTransaction describes one undecided half message.
-type PendingTransaction struct {
-	TransactionID   string `json:"transactionId"`
-	Topic           string `json:"topic"`
-	QueueID         int32  `json:"queueId"`
-	ProducerGroup   string `json:"producerGroup"`
-	HalfOffset      int64  `json:"halfOffset"`
-	CommitLogOffset int64  `json:"commitLogOffset"`
-	StoreTimeMs     int64  `json:"storeTimeMs"`
-	AgeMs           int64  `json:"ageMs"`
-	Checks          int32  `json:"checks"`
-}
-
-// Age is p's age as a duration.
-func (p PendingTransaction) Age() time.Duration { return time.Duration(p.AgeMs) * time.Millisecond }
+// PendingTransaction describes one undecided half message (the one
+// definition, shared with the admin client that reads the list).
+type PendingTransaction = pendingtxn.Transaction
 
 // PendingTransactions lists undecided half messages.
-type PendingTransactions struct {
-	Total   int                  `json:"total"` // matching entries before the limit
-	Pending []PendingTransaction `json:"pending"`
-}
+type PendingTransactions = pendingtxn.List
 
 // TransactionLister is implemented by a Transactions engine that lists its
 // undecided half messages: of topic and producer group (empty = any),

@@ -47,6 +47,10 @@ type Wait struct {
 	Offset  int64       // an entry at or beyond this queue offset wakes it
 	Match   TagsMatcher // nil: any entry
 	Waker   Waker
+	// Owner, if set, names the front door holding the wait, so that it can
+	// wake its own waits when it stops (WakeOwned) on a core that others
+	// go on using. Compared for identity.
+	Owner any
 
 	timer *time.Timer // nil: no timeout
 	done  bool        // guarded by waits.mu: woken or being woken
@@ -163,16 +167,34 @@ func (h *waits) onDispatch(topic string, queueID int32, queueOffset int64, tagsC
 // closeAll wakes every held wait and refuses new ones.
 func (h *waits) closeAll() {
 	h.mu.Lock()
-	h.closed = true
-	var all []*Wait
+	h.closed = true // from now on hold refuses, so nothing is left behind
+	h.mu.Unlock()
+	h.wakeWhere(func(*Wait) bool { return true })
+}
+
+// WakeOwned wakes every held wait whose Owner is owner (a front door that
+// stops answers its held requests); other waits, and new ones, are held
+// as before.
+func (b *Broker) WakeOwned(owner any) {
+	b.waits.wakeWhere(func(w *Wait) bool { return w.Owner == owner })
+}
+
+// wakeWhere wakes every held wait for which pick returns true.
+func (h *waits) wakeWhere(pick func(*Wait) bool) {
+	var woken []*Wait
+	h.mu.Lock()
 	for _, list := range h.byQueue {
-		all = append(all, list...)
+		for _, w := range list {
+			if pick(w) {
+				woken = append(woken, w)
+			}
+		}
 	}
-	for _, w := range all {
+	for _, w := range woken {
 		h.takeLocked(w)
 	}
 	h.mu.Unlock()
-	for _, w := range all {
+	for _, w := range woken {
 		w.stopTimer()
 		w.Waker.Wake()
 	}

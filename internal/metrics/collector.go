@@ -74,6 +74,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range replicationDescs {
+		ch <- d
+	}
 	if c.m.cfg.RocketMQNames {
 		for _, d := range compatDescs {
 			ch <- d
@@ -106,6 +109,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dTxRolledBack, float64(t.RolledBack))
 		counter(ch, dTxChecks, float64(t.Checks))
 	}
+	c.collectReplication(ch) // replication.go
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

@@ -33,6 +33,9 @@ type Sources struct {
 	DiskUsage func() (total, free uint64, err error)
 	// Transactions returns the transaction engine's counters.
 	Transactions func() TransactionStats
+	// Replication returns the replication state of a group member
+	// (replication.go); nil for a broker outside a group.
+	Replication func() ReplicationStats
 }
 
 // Config configures Metrics.

@@ -277,7 +277,12 @@ var rocketMQNotExported = map[string]bool{
 // rules and the Grafana dashboard is exported, and that every exported one
 // is documented.
 func TestDocumentedMetricsExist(t *testing.T) {
-	e := startEnv(t, func(c *Config) { c.RocketMQNames = true })
+	// The replication gauges of a master and of a slave, one scrape each.
+	repl := masterReplication
+	e := startEnv(t, func(c *Config) {
+		c.RocketMQNames = true
+		c.Replication = func() ReplicationStats { return repl }
+	})
 	e.invoke(remoting.ReqHeartBeat, nil, []byte(heartbeat))
 	e.send("T", "x")
 	e.invoke(remoting.ReqPullMessage, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0",
@@ -291,10 +296,13 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		e.invoke(remoting.ReqUpdateConsumerOffset, map[string]string{"consumerGroup": "g", "topic": topic, "queueId": "0", "commitOffset": "0"}, nil)
 	}
 	exported := map[string]bool{}
-	for series := range e.scrape() {
-		name, _, _ := strings.Cut(series, "{")
-		if strings.HasPrefix(name, "keel_") || strings.HasPrefix(name, "rocketmq_") {
-			exported[familyName(name)] = true
+	for _, r := range []ReplicationStats{masterReplication, slaveReplication} {
+		repl = r
+		for series := range e.scrape() {
+			name, _, _ := strings.Cut(series, "{")
+			if strings.HasPrefix(name, "keel_") || strings.HasPrefix(name, "rocketmq_") {
+				exported[familyName(name)] = true
+			}
 		}
 	}
 	nameRE := regexp.MustCompile(`(keel|rocketmq)_[a-z_0-9]*[a-z0-9]`)

@@ -44,4 +44,11 @@
 // anything is stored while too few copies are in sync; a send that waits
 // longer than the store's ReplicationTimeout gets PutFlushSlaveTimeout.
 // An ASYNC_MASTER streams the same way and waits for nobody.
+//
+// State (status.go): Master.State and Slave.State are read-only snapshots
+// for operators (role, epoch, log end, confirmed offset; per replica the
+// acknowledged offset, lag in bytes and in time, in sync, last ack; a
+// slave's link to its master), rendered for the broker's runtime info by
+// State.RuntimeInfo. They take Master.mu briefly and read the store's
+// watermarks; they change nothing.
 package replication

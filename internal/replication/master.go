@@ -83,6 +83,7 @@ type follower struct {
 	inSync    bool         // guarded by Master.mu
 	gone      bool         // replaced by a newer connection of the same replica; guarded by Master.mu
 	progress  time.Time    // last ack that moved, or caught up; guarded by Master.mu
+	lastAck   atomic.Int64 // Unix nanoseconds of its last ack, moving or not (status.go)
 }
 
 // NewMaster loads (or starts) the epoch history and appends a new epoch
@@ -409,6 +410,7 @@ func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idl
 			m.log.Warn("replication: bad ack", "replica", f.id, "err", err)
 			return
 		}
+		f.lastAck.Store(time.Now().UnixNano())
 		got := a.Written
 		if f.syncFlush {
 			got = a.Flushed
@@ -469,11 +471,13 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 		d := data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: st.Offset(store.Confirmed), Raw: raw}
 		payload = d.appendTo(payload[:0])
 		frame = appendFrame(frame[:0], typeData, payload)
+		// Counted as sent before the write: the replica may acknowledge
+		// the range before Write returns here.
+		f.sent.Store(next)
 		f.conn.SetWriteDeadline(time.Now().Add(idle))
 		if _, err := f.conn.Write(frame); err != nil {
 			return err
 		}
-		f.sent.Store(next)
 		pos = next
 	}
 }

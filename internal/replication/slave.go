@@ -49,6 +49,8 @@ type Slave struct {
 	mu   sync.Mutex
 	hist History
 
+	link link // what State reports of the connection (status.go)
+
 	offsMu   sync.Mutex
 	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
 }
@@ -178,6 +180,8 @@ func (s *Slave) session(ctx context.Context) error {
 	}
 	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
 		"master_epoch", ok.Epochs.Last().Epoch)
+	s.link.up()
+	defer s.link.down()
 	if err := s.sendOffsets(c, idle); err != nil { // offsets.go
 		return err
 	}
@@ -197,10 +201,12 @@ func (s *Slave) session(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.link.heard(m.Confirmed)
 		if err := acks.failed(); err != nil {
 			return err
 		}
 		if len(m.Raw) == 0 {
+			acks.heartbeat() // answer, so that the master's ack reader knows this replica lives
 			continue
 		}
 		if m.Offset != end {
@@ -261,9 +267,10 @@ type acker struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	mu  sync.Mutex
-	end int64
-	err error
+	mu    sync.Mutex
+	end   int64
+	err   error
+	force bool // send an ack even if it says nothing new (a heartbeat's answer)
 }
 
 func newAcker(s *Slave, c net.Conn, idle time.Duration) *acker {
@@ -276,6 +283,18 @@ func newAcker(s *Slave, c net.Conn, idle time.Duration) *acker {
 func (a *acker) wrote(end int64) {
 	a.mu.Lock()
 	a.end = end
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat asks for an ack although nothing new was written: an idle
+// master hears from this replica within its idle timeout.
+func (a *acker) heartbeat() {
+	a.mu.Lock()
+	a.force = true
 	a.mu.Unlock()
 	select {
 	case a.kick <- struct{}{}:
@@ -317,7 +336,8 @@ func (a *acker) run() {
 		case <-a.kick:
 		}
 		a.mu.Lock()
-		end := a.end
+		end, force := a.end, a.force
+		a.force = false
 		a.mu.Unlock()
 		if a.s.cfg.SyncFlush {
 			if err := st.WaitFor(ctx, store.Flushed, end, 0); err != nil {
@@ -330,7 +350,7 @@ func (a *acker) run() {
 		}
 		cur := ack{Written: st.Offset(store.Written), Flushed: st.Offset(store.Flushed)}
 		cur.Flushed = min(cur.Flushed, cur.Written)
-		if cur == sent {
+		if cur == sent && !force {
 			continue
 		}
 		a.c.SetWriteDeadline(time.Now().Add(a.idle))

@@ -256,6 +256,14 @@ const pages = {
     ], rows, "No transaction is waiting for a decision.")}</div>`;
   },
 
+  // Broker groups and the replication state of each member.
+  async replication() {
+    const gs = await api("replication");
+    const replicated = gs.filter(g => g.members.some(m => m.replication));
+    return `<h1>Replication <span class="sub">${num(replicated.length)} of ${num(gs.length)} broker group${gs.length === 1 ? "" : "s"} replicated</span></h1>` +
+      (gs.length ? gs.map(replicationPanel).join("") : `<div class="panel"><p class="muted">No broker is registered.</p></div>`);
+  },
+
   // Records isolated because they failed verification (never delivered;
   // consumers continue after them) and each broker's scrubber.
   async corrupt() {
@@ -280,6 +288,48 @@ const pages = {
       bs.flatMap(b => b.scrub.recent), "The scrubber found no problem.")}</div>`;
   },
 };
+
+// replicationPanel shows one broker group: each member's own state and,
+// for a slave, what the master says of it.
+function replicationPanel(g) {
+  const master = g.members.find(m => m.brokerId === 0);
+  const ms = master && master.replication;
+  let summary = "not replicated";
+  if (ms) {
+    summary = `${ms.role}, ${num(ms.inSyncReplicas)} of ${num(1 + (ms.replicas || []).length)} copies in sync` +
+      (ms.role === "SYNC_MASTER" ? `, minInSyncReplicas ${num(ms.minInSyncReplicas)}` : "");
+  }
+  const short = ms && ms.role === "SYNC_MASTER" && ms.inSyncReplicas < ms.minInSyncReplicas;
+  const rows = g.members.concat((g.unregistered || []).map(r => ({ brokerId: r.brokerId, addr: r.address, unregistered: true, asReplica: r })));
+  const lag = r => r.lagSeconds < 0 ? "–" : (r.lagSeconds < 1 ? Math.round(r.lagSeconds * 1000) + " ms" : r.lagSeconds.toFixed(1) + " s");
+  const inSync = m => {
+    if (m.brokerId === 0 || !ms) return "–";
+    if (!m.asReplica) return `<span class="pill dlq">not connected</span>`;
+    return m.asReplica.inSync ? `<span class="pill ok">in sync</span>` : `<span class="pill dlq">not in sync</span>`;
+  };
+  const link = m => {
+    const s = m.replication;
+    if (m.error) return `<span class="pill dlq">${esc(m.error)}</span>`;
+    if (m.unregistered) return "connected, not registered";
+    if (!s || s.role !== "SLAVE") return "–";
+    return (s.connected ? "following " + esc(s.masterAddress) : `<span class="pill dlq">not following its master</span>`) +
+      (s.lastContact ? ` <span class="muted">(heard ${esc(ago(Date.now() - new Date(s.lastContact)))} ago)</span>` : "");
+  };
+  return `<div class="panel replication-group"><h2>${esc(g.brokerName)} <span class="sub">cluster ${esc(g.cluster)} · ${esc(summary)}</span>` +
+    (short ? ` <span class="pill dlq">too few in sync: sends are refused</span>` : "") + `</h2>${table([
+      ["Id", m => m.brokerId === 0 ? "0 (master)" : esc(m.brokerId)],
+      ["Role", m => esc(m.replication ? m.replication.role : (m.unregistered ? "replica" : "–"))],
+      ["Address", m => `<span class="mono">${esc(m.addr)}</span>`],
+      ["Epoch", m => m.replication ? num(m.replication.epoch) : "–", "num"],
+      ["Log end", m => m.replication ? num(m.replication.writtenOffset) : "–", "num"],
+      ["Confirmed", m => m.replication ? num(m.replication.confirmedOffset) : "–", "num"],
+      ["In sync", inSync],
+      ["Lag", m => m.asReplica ? bytes(m.asReplica.lagBytes) : "–", "num"],
+      ["Lag (time)", m => m.asReplica ? lag(m.asReplica) : "–", "num"],
+      ["Last ack", m => m.asReplica && m.asReplica.lastAck ? esc(ago(Date.now() - new Date(m.asReplica.lastAck))) + " ago" : "–"],
+      ["Link", link],
+    ], rows)}</div>`;
+}
 
 function card(label, value, bad, note) {
   return `<div class="card"><div class="label">${esc(label)}</div><div class="value ${bad ? "bad" : ""}">${num(value)}</div>` +
@@ -410,6 +460,7 @@ function pageTitle(page, arg) {
     overview: () => "Overview", topics: () => "Topics", topic: a => "Topic " + a,
     groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
     dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions", corrupt: () => "Corrupt records",
+    replication: () => "Replication",
   };
   return (titles[page] || titles.overview)(arg);
 }
@@ -449,7 +500,7 @@ async function route() {
     app.dataset.page = page;
   }
   document.title = pageTitle(page, arg) + " · Keel console";
-  if (["overview", "groups", "group", "topic", "transactions", "corrupt"].includes(page)) {
+  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication"].includes(page)) {
     refreshTimer = setTimeout(refresh, 10000);
   }
 }

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# bench/sections/30-replication.sh: the cost of a replicated acknowledgement.
+# A SYNC_MASTER + SYNC_FLUSH broker group (NameServer, master, slave: three
+# `keel` processes on loopback, minInSyncReplicas=2, so every SEND_OK waits for
+# the master's fdatasync and the slave's) against a single SYNC_FLUSH broker
+# (`keel serve`), on this machine, in this run, data on the same disk. Each
+# workload runs on the single broker, then on the group, then on the single
+# broker again (the spread of the two single runs says how steady the machine
+# was). Prints a markdown section (heading, commands, table) to stdout; progress
+# goes to stderr.
+#
+#   bench/sections/30-replication.sh           30 s per run (5 s warm-up); a quiet machine
+#   bench/sections/30-replication.sh --quick   3 s per run: checks the machinery, not a measurement
+#
+# Environment: KEEL_BENCH_DIR (scratch data, default /var/tmp/keel-bench; on the
+# disk you want to measure), KEEL_BENCH_KEEP=1 (keep the scratch directory: logs, JSON).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+duration=30s warmup=5s quick=""
+case "${1:-}" in
+--quick) duration=3s warmup=1s quick=1 ;;
+"") ;;
+*) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+esac
+workloads="${KEEL_BENCH_WORKLOADS:-sync-one-sender sync-64-senders}"
+
+base="${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
+mkdir -p "$base"
+work=$(mktemp -d "$base/replication.XXXXXX")
+keel="$work/keel"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [ -n "${KEEL_BENCH_KEEP:-}" ]; then log "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+log() { echo "30-replication: $*" >&2; }
+
+# start NAME ARGS...: a keel process logging to $work/NAME.log.
+start() {
+	local name=$1
+	shift
+	"$keel" "$@" >"$work/$name.log" 2>&1 &
+	pids+=($!)
+}
+
+# await NAME PATTERN: waits for PATTERN (grep -P, \K before the value) in
+# NAME's log and prints the first match.
+await() {
+	local m
+	for _ in $(seq 600); do
+		if m=$(grep -oP "$2" "$work/$1.log" 2>/dev/null | head -1) && [ -n "$m" ]; then
+			echo "$m"
+			return
+		fi
+		sleep 0.1
+	done
+	log "timed out waiting for $2 in $1.log:"
+	tail -20 "$work/$1.log" >&2
+	exit 1
+}
+
+log "building keel"
+go build -o "$keel" ./cmd/keel
+rev=$(git rev-parse --short HEAD)
+
+noDoors=(--http-listen "" --amqp-listen "" --kafka-listen "")
+common='brokerClusterName=bench
+brokerName=broker-r
+flushDiskType=SYNC_FLUSH
+diskMaxUsedSpaceRatio=90
+diskSpaceWarningLevelRatio=95
+minInSyncReplicas=2'
+printf '%s\nbrokerRole=SYNC_MASTER\nbrokerId=0\n' "$common" >"$work/master.conf"
+printf 'flushDiskType=SYNC_FLUSH\ndiskMaxUsedSpaceRatio=90\ndiskSpaceWarningLevelRatio=95\n' >"$work/single.conf"
+
+log "starting the single broker"
+start single serve -c "$work/single.conf" --data-dir "$work/single" --namesrv-listen 127.0.0.1:0 \
+	--broker-listen 127.0.0.1:0 "${noDoors[@]}"
+single_ns=$(await single 'msg="NameServer listening" addr=\K\S+')
+await single 'msg="broker listening"' >/dev/null
+
+log "starting the group: NameServer, SYNC_MASTER, SLAVE"
+start namesrv namesrv --namesrv-listen 127.0.0.1:0
+group_ns=$(await namesrv 'msg="NameServer listening" addr=\K\S+')
+start master broker -n "$group_ns" -c "$work/master.conf" --data-dir "$work/master" \
+	--broker-listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 "${noDoors[@]}"
+ha=$(await master 'msg="replication listening" component=replication addr=\K\S+')
+printf '%s\nbrokerRole=SLAVE\nbrokerId=1\nhaMasterAddress=%s\n' "$common" "$ha" >"$work/slave.conf"
+start slave broker -n "$group_ns" -c "$work/slave.conf" --data-dir "$work/slave" \
+	--broker-listen 127.0.0.1:0 "${noDoors[@]}"
+await master 'msg="replication: replica in sync"' >/dev/null
+
+# run WORKLOAD LABEL NAMESRV: one keel bench run, its JSON kept.
+run() {
+	log "$1 on the $2"
+	"$keel" bench -w "bench/workloads/$1.yaml" --namesrv "$3" --broker-flush SYNC_FLUSH \
+		--duration "$duration" --warmup "$warmup" -o json >"$work/$1-$2.json" 2>"$work/$1-$2.err"
+}
+for w in $workloads; do
+	run "$w" single-1 "$single_ns"
+	run "$w" group "$group_ns"
+	run "$w" single-2 "$single_ns"
+done
+
+ms() { jq -r "$1 / 1e6 | . * 100 | round / 100" "$2"; }
+row() { # workload label file
+	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$2" \
+		"$(jq -r '.send.msgs_per_sec | round' "$3")" "$(ms .send.latency.p50_ns "$3")" \
+		"$(ms .send.latency.p99_ns "$3")" "$(ms .send.latency.p999_ns "$3")" "$(jq -r '.send.errors' "$3")"
+}
+
+echo "## Replication: SYNC_MASTER + SYNC_FLUSH against a single SYNC_FLUSH broker"
+echo
+if [ -n "$quick" ]; then
+	echo "**Quick run ($duration per run): a check of the machinery, not a measurement.**"
+	echo
+fi
+echo "Revision $rev, $(date -u +%Y-%m-%d), $(nproc) cores. Every process on loopback, data under \`$base\`."
+echo "The group is three processes: \`keel namesrv\`, a master and a slave, both"
+echo "\`flushDiskType=SYNC_FLUSH\`, the master \`brokerRole=SYNC_MASTER\` with \`minInSyncReplicas=2\`:"
+echo "a send is answered SEND_OK after the master's fdatasync and the slave's acknowledgement of its own."
+echo "The single broker is \`keel serve\` with \`flushDiskType=SYNC_FLUSH\`. Each workload ran on the"
+echo "single broker, on the group, then on the single broker again."
+echo
+echo '```'
+echo "keel serve -c single.conf --data-dir single --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0"
+echo "keel namesrv --namesrv-listen 127.0.0.1:0"
+echo "keel broker -n NS -c master.conf --data-dir master --broker-listen 127.0.0.1:0 --ha-listen 127.0.0.1:0"
+echo "keel broker -n NS -c slave.conf --data-dir slave --broker-listen 127.0.0.1:0"
+for w in $workloads; do
+	echo "keel bench -w bench/workloads/$w.yaml --namesrv NS --broker-flush SYNC_FLUSH --duration $duration --warmup $warmup -o json"
+done
+echo '```'
+echo
+echo "master.conf:"
+echo
+echo '```'
+cat "$work/master.conf"
+echo '```'
+echo
+echo "| workload | broker | msg/s | send p50 ms | send p99 ms | send p99.9 ms | errors |"
+echo "|---|---|---|---|---|---|---|"
+for w in $workloads; do
+	row "$w" "single (before)" "$work/$w-single-1.json"
+	row "$w" "SYNC_MASTER + slave" "$work/$w-group.json"
+	row "$w" "single (after)" "$work/$w-single-2.json"
+done
+echo
+echo "\`sync-one-sender\` shows what one replicated acknowledgement adds to a send (the goal: at most"
+echo "one network round trip, the two fdatasyncs overlapping); \`sync-64-senders\` what it costs in"
+echo "throughput when many sends share each group commit."

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/keelmq/keel/internal/admin"
+	"github.com/spf13/cobra"
+)
+
+// keel cluster: every broker group registered with the NameServers, each
+// member with its replication state (docs/replication.md, "Operations").
+
+func newClusterCmd() *cobra.Command {
+	f := &adminFlags{}
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Show every broker group and the replication state of each member",
+		Long: `Show every broker group (brokerName) registered with the NameServers and, for
+each member, its replication state as it reports it in its runtime info: role,
+epoch, log end (written offset) and confirmed offset; for each slave, what its
+master says of it (in sync or not, lag in bytes and in seconds, last
+acknowledgement) and whether it follows the master now. The group line says
+how many copies are in sync and, for a SYNC_MASTER, whether that is fewer
+than minInSyncReplicas (then it refuses sends). A replica connected to the
+master but not registered is listed under its replication address.
+
+Lag in seconds is the age of the oldest record the replica has not
+acknowledged. A broker outside a group shows "-" for the replication
+columns. A broker that does not answer is shown with its error and makes the
+command exit non-zero after the others are listed.`,
+		Args: cobra.NoArgs,
+		RunE: adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
+			gs, err := c.BrokerGroups(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var failed int
+			for _, g := range gs {
+				for _, m := range g.Members {
+					if m.Err != "" {
+						failed++
+					}
+				}
+			}
+			err = f.emit(cmd.OutOrStdout(), gs, func(w *tabwriter.Writer) { clusterTable(w, gs, time.Now()) })
+			if err == nil && failed > 0 {
+				err = fmt.Errorf("%d broker(s) did not answer", failed)
+			}
+			return err
+		}),
+	}
+	f.add(cmd)
+	return cmd
+}
+
+// clusterTable writes, per group, a heading line and a row per member.
+func clusterTable(w io.Writer, gs []admin.BrokerGroup, now time.Time) {
+	for i, g := range gs {
+		if i > 0 {
+			io.WriteString(w, "\n")
+		}
+		master, _ := g.Master()
+		ms := master.Replication
+		fmt.Fprintf(w, "%s (cluster %s): %s\n", g.Name, g.Cluster, groupSummary(g, ms))
+		row(w, "ID", "ROLE", "ADDRESS", "EPOCH", "LOG_END", "CONFIRMED", "IN_SYNC", "LAG_BYTES", "LAG", "LAST_ACK", "LINK")
+		for _, m := range g.Members {
+			memberRow(w, m, ms != nil, now)
+		}
+		for _, r := range g.Unregistered {
+			m := admin.GroupMember{Broker: admin.Broker{Name: g.Name, ID: r.BrokerID, Addr: r.Address + " (replication; not registered)"}, AsReplica: &r}
+			memberRow(w, m, true, now)
+		}
+	}
+}
+
+// groupSummary is the group's heading: the master's role and in-sync count.
+func groupSummary(g admin.BrokerGroup, ms *admin.ReplicationState) string {
+	switch {
+	case ms == nil && len(g.Members) == 1:
+		return "not replicated"
+	case ms == nil:
+		return "no master with replication state"
+	}
+	s := fmt.Sprintf("%s, %d of %d copies in sync", ms.Role, ms.InSyncReplicas, 1+len(ms.Replicas))
+	if ms.Role == "SYNC_MASTER" {
+		s += fmt.Sprintf(", minInSyncReplicas %d", ms.MinInSyncReplicas)
+	}
+	if ms.InSyncShort() {
+		s += ": TOO FEW IN SYNC, sends are refused"
+	}
+	return s
+}
+
+// memberRow writes a member: its own state, and for a slave its master's
+// view of it (replicated: the master reports replication state).
+func memberRow(w io.Writer, m admin.GroupMember, replicated bool, now time.Time) {
+	if m.Err != "" {
+		row(w, m.ID, "?", m.Addr, "", "", "", "", "", "", "", "error: "+m.Err)
+		return
+	}
+	s := m.Replication
+	if s == nil && m.ID == 0 {
+		row(w, m.ID, "-", m.Addr, "-", "-", "-", "-", "-", "-", "-", "-")
+		return
+	}
+	role, epoch, end, confirmed, link := "SLAVE", "-", "-", "-", "-"
+	if s != nil {
+		role, epoch = s.Role, strconv.FormatUint(uint64(s.Epoch), 10)
+		end, confirmed = strconv.FormatInt(s.WrittenOffset, 10), strconv.FormatInt(s.ConfirmedOffset, 10)
+		if s.Role == "SLAVE" {
+			link = "not connected"
+			if s.Connected {
+				link = "following " + s.MasterAddress
+			}
+			if !s.LastContact.IsZero() {
+				link += ", heard " + agoText(now, s.LastContact)
+			}
+		}
+	}
+	inSync, lagBytes, lag, lastAck := "-", "-", "-", "-"
+	if m.ID != 0 && replicated {
+		inSync = "not connected"
+		if r := m.AsReplica; r != nil {
+			inSync, lagBytes = yesNo(r.InSync), strconv.FormatInt(r.LagBytes, 10)
+			if r.LagSeconds >= 0 {
+				lag = (time.Duration(r.LagSeconds*1000) * time.Millisecond).String()
+			}
+			if !r.LastAck.IsZero() {
+				lastAck = agoText(now, r.LastAck)
+			}
+		}
+	}
+	row(w, m.ID, role, m.Addr, epoch, end, confirmed, inSync, lagBytes, lag, lastAck, link)
+}
+
+func agoText(now, t time.Time) string {
+	return max(0, now.Sub(t)).Round(time.Millisecond).String() + " ago"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/admin"
+)
+
+// keelCmd runs a keel command to completion and returns its exit code and
+// output.
+func keelCmd(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestClusterShowsReplication: keel cluster lists the group with the
+// master's role and in-sync count, and the slave with what the master
+// says of it (in sync, lag, last ack) and its own link; -o json carries
+// the same. With the slave stopped, the group line says that too few
+// copies are in sync.
+func TestClusterShowsReplication(t *testing.T) {
+	g := startReplGroup(t)
+	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.namesrv}})
+	defer ac.Close()
+	ctx := context.Background()
+	waitFor(t, "the master to take sends", 30*time.Second, func() bool {
+		if ac.CreateTopic(ctx, admin.TopicSpec{Topic: "R", ReadQueues: 1, WriteQueues: 1, Perm: admin.PermRW}) != nil {
+			return false
+		}
+		_, err := ac.Send(ctx, admin.SendSpec{Topic: "R", Body: []byte("replicated")})
+		return err == nil
+	})
+	// The slave learns the master's confirmed offset from the next frame
+	// (a heartbeat within 500 ms).
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`broker-a \(cluster c\): SYNC_MASTER, 2 of 2 copies in sync, minInSyncReplicas 2\n`),
+		regexp.MustCompile(`\n0\s+SYNC_MASTER\s+` + regexp.QuoteMeta(g.masterAddr) + `\s+1\s+[1-9]\d*\s+[1-9]\d*\s+-\s+-\s+-\s+-\s+-\n`),
+		regexp.MustCompile(`\n1\s+SLAVE\s+` + regexp.QuoteMeta(g.slaveAddr) + `\s+1\s+[1-9]\d*\s+[1-9]\d*\s+yes\s+0\s+0s\s+\S+ ago\s+following 127\.0\.0\.1:\d+, heard \S+ ago\n`),
+	}
+	var out string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, o, _ := keelCmd("cluster", "-n", g.namesrv)
+		out = o
+		missing := code != 0
+		for _, re := range want {
+			missing = missing || !re.MatchString(o)
+		}
+		if !missing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keel cluster does not show the group as expected (%v):\n%s", want, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	code, js, stderr := keelCmd("cluster", "-n", g.namesrv, "-o", "json")
+	var gs []admin.BrokerGroup
+	if err := json.Unmarshal([]byte(js), &gs); code != 0 || err != nil {
+		t.Fatalf("keel cluster -o json: %d %v\n%s%s", code, err, js, stderr)
+	}
+	if len(gs) != 1 || len(gs[0].Members) != 2 || gs[0].Members[0].Replication == nil || gs[0].Members[1].Replication == nil {
+		t.Fatalf("json groups %s", js)
+	}
+	ms, ss := gs[0].Members[0].Replication, gs[0].Members[1].Replication
+	if r, ok := ms.Replica(1); !ok || !r.InSync || ms.Role != "SYNC_MASTER" || ss.Role != "SLAVE" || !ss.Connected {
+		t.Fatalf("json master %+v slave %+v", ms, ss)
+	}
+
+	g.slave.stop()
+	waitFor(t, "keel cluster to show too few in sync", 30*time.Second, func() bool {
+		code, o, _ := keelCmd("cluster", "-n", g.namesrv)
+		out = o
+		return strings.Contains(o, "TOO FEW IN SYNC") && code == 0
+	})
+	if !strings.Contains(out, "1 of 1 copies in sync, minInSyncReplicas 2: TOO FEW IN SYNC, sends are refused") {
+		t.Errorf("keel cluster with the slave gone:\n%s", out)
+	}
+}
