@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/keelmq/keel/internal/store"
@@ -79,6 +80,11 @@ func (w *sysWriter) write(r *record.SystemRecord, mark store.Watermark) (end int
 			return end, false, fmt.Errorf("%w: %w", errNotLogged, err)
 		}
 		res, _, e := w.st.AppendRecord(context.Background(), rec)
+		if res.Status == store.PutDiskFull {
+			// Lack of space, as a file write would report it (diskfull.go
+			// keeps auto-created groups in memory then).
+			return end, false, fmt.Errorf("%w: %w: %w", errNotLogged, syscall.ENOSPC, res.Err)
+		}
 		if !res.OK() {
 			return end, false, fmt.Errorf("%w: %v: %w", errNotLogged, res.Status, res.Err)
 		}
