@@ -185,11 +185,12 @@ func (b *Broker) loadMetadata() error {
 		d.mu.Unlock()
 	}
 	noPoints := from == 0 && !b.sys.replica
-	if noPoints {
-		// No file has a snapshot point: this broker never wrote a system
-		// record with its files (a master writes its first topics file,
-		// with a point, at its first start), so there is nothing to
-		// replay; do not read a log of messages only.
+	if noPoints && !b.cfg.SystemRecords {
+		// No file has a snapshot point and this broker does not log: it
+		// never logged with these files (a master gives them points at
+		// its first start), so there is nothing to replay; do not read a
+		// log of messages only. A master in that state reads its log once
+		// (its first records may be there, with no file written yet).
 		from = b.st.VisibleOffset()
 	}
 	end, err := b.st.SubscribeSystem(from, b.onSystem)

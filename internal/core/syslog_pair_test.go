@@ -511,3 +511,57 @@ func TestSnapshotPointBeyondTheLogIsPulledBack(t *testing.T) {
 		t.Fatalf("offset %d after the restart, want 9 from the log", off)
 	}
 }
+
+// TestFirstRecordsOfAMasterAreReplayed: a broker that ran without system
+// records (its files have no snapshot point, and it reads nothing at
+// start) and then starts as a master serving slaves gets its first
+// records back after a crash before any file had a point.
+func TestFirstRecordsOfAMasterAreReplayed(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := &failRenameFS{FS: mem}
+	st, err := store.Open(pairStoreConfig(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(coreConfig(fs, false), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.EnsureTopic("orders", 1, PermRW); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CommitOffset("g", "orders", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FlushOffsets(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if data, _, _ := readFile(mem, "/data/config/consumerOffset.json"); containsLogOffset(data) {
+		t.Fatalf("a broker without system records wrote a point: %s", data)
+	}
+	if st, err = store.Open(pairStoreConfig(fs)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = New(coreConfig(fs, true), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	fs.target.Store("consumerOffset.json") // the first record logged, its file not written
+	if err := b.CommitOffset("g", "orders", 0, 6); err != nil {
+		t.Fatal(err)
+	}
+	b.FlushOffsets()
+	fs.target.Store("")
+	crashed := mem.CrashClone()
+	st.Close()
+	if st, err = store.Open(pairStoreConfig(crashed)); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if b, err = New(coreConfig(crashed, true), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := b.ConsumerOffset("g", "orders", 0, false); off != 6 {
+		t.Fatalf("offset %d after the restart, want 6 from the log", off)
+	}
+}
