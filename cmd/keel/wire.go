@@ -19,6 +19,7 @@ import (
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/kafka"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/replication"
@@ -60,6 +61,9 @@ type parts struct {
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]
+	// kafka is the Kafka front door once started (wire_kafka.go; the
+	// metrics, started earlier, read Kafka groups' lag through it).
+	kafka atomic.Pointer[kafka.Server]
 
 	// Replication (wire_replication.go): the bound HA listener (nil: none)
 	// and the broker's send gate (nil: every send goes on).

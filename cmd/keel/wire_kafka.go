@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/kafka"
 )
 
@@ -25,20 +26,36 @@ func (p *parts) kafkaStarter(addr string) starter {
 		if err != nil {
 			return service{}, err
 		}
+		wrap, err := p.tlsWrap("kafka", p.cfg.TLSMode)
+		if err != nil {
+			return service{}, err
+		}
 		ln, err := p.listen(listenKafka, addr)
 		if err != nil {
 			return service{}, err
+		}
+		if wrap != nil { // the listeners' TLS (tlsMode), as the RocketMQ door's
+			if ln, err = wrap(ln); err != nil {
+				return service{}, err
+			}
 		}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok && port == 0 {
 			port = int32(a.Port)
 		}
 		log := p.log.With("component", "kafka")
+		var accounts kafka.Accounts
+		if p.acl != nil {
+			accounts = kafkaAccounts{p.acl}
+		}
 		srv := kafka.New(kafka.Config{
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
+			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
+			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 		}, p.core, log)
+		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
-			"auth", "none (no SASL yet)", "reach", reach(ln.Addr()))
+			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
 		return service{
 			name: "kafka",
 			run:  func(context.Context) error { return srv.Serve(ln) },
@@ -72,4 +89,56 @@ func kafkaAdvertised(advertised, brokerIP1, listen string) (string, int32, error
 		}
 	}
 	return host, int32(n), nil
+}
+
+// kafkaRecordLag counts a Kafka queue's lag in records for the metrics
+// (false: not a Kafka queue, or no Kafka door).
+func (p *parts) kafkaRecordLag(group, topic string, queueID int32, consumer, broker int64) (int64, bool) {
+	if srv := p.kafka.Load(); srv != nil {
+		return srv.RecordLag(group, topic, queueID, consumer, broker)
+	}
+	return 0, false
+}
+
+func kafkaAuthDescription(acl bool) string {
+	if acl {
+		return "SASL PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 as plain_acl.yml accounts, ACL checked"
+	}
+	return "none (aclEnable=false)"
+}
+
+// kafkaAccounts is the ACL as the Kafka door asks it (kafka.Accounts).
+type kafkaAccounts struct{ a *acl.Authorizer }
+
+func (k kafkaAccounts) Trusted(remote net.Addr) bool { return k.a.Trusted(remote) }
+func (k kafkaAccounts) Authenticate(user, password string) bool {
+	return k.a.Authenticate(user, password) != nil
+}
+func (k kafkaAccounts) Secret(user string) (string, bool) {
+	if acct := k.a.Account(user); acct != nil {
+		return acct.SecretKey(), true
+	}
+	return "", false
+}
+func (k kafkaAccounts) Admin(user string) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.Admin
+}
+func (k kafkaAccounts) MayTopic(user, topic string, need kafka.Perm) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.MayTopic(topic, aclPerm(need))
+}
+func (k kafkaAccounts) MayGroup(user, group string, need kafka.Perm) bool {
+	acct := k.a.Account(user)
+	return acct != nil && acct.MayGroup(group, aclPerm(need))
+}
+
+func aclPerm(p kafka.Perm) acl.Perm {
+	switch p {
+	case kafka.PermPub:
+		return acl.Pub
+	case kafka.PermSub:
+		return acl.Sub
+	}
+	return acl.Any
 }

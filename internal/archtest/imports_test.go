@@ -137,8 +137,8 @@ var externalRules = []externalRule{
 		why: "the official client is the judge of compatibility, used in tests and examples only"},
 	{prefix: "github.com/spf13/", allowed: []string{"cmd"},
 		why: "flag parsing belongs to the command"},
-	{prefix: "github.com/twmb/franz-go/pkg/kgo", testsOnly: true,
-		why: "franz-go's client judges the Kafka front door's compatibility, in tests only"},
+	{prefix: "github.com/twmb/franz-go/pkg/kgo", allowed: []string{"examples"}, testsOnly: true,
+		why: "franz-go's client judges the Kafka front door's compatibility, in tests and examples only"},
 }
 
 func TestThirdPartyPlacement(t *testing.T) {

@@ -161,6 +161,10 @@ type Broker struct {
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
+	// kafkaProducerIdExpirationMs (Keel, ms): an idempotent producer idle
+	// this long in a partition is forgotten there (Kafka's
+	// producer.id.expiration.ms)
+	KafkaProducerIDExpiration time.Duration
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -193,6 +197,8 @@ func Default() *Broker {
 		HTTPListen:    DefaultHTTPListen,
 		AMQPListen:    DefaultAMQPListen,
 		KafkaListen:   DefaultKafkaListen,
+
+		KafkaProducerIDExpiration: 24 * time.Hour,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

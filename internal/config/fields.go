@@ -91,6 +91,7 @@ var fields = []field{
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
+	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
 }
 
 // byKey maps every key and alias to its field.

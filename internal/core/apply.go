@@ -274,13 +274,13 @@ func (t *offsetTable) apply(r *record.SystemRecord, phys, end int64) {
 		t.confirmLocalLocked(r.Offsets)
 	case record.KindOffsetsDelete:
 		for k := range t.m {
-			if (r.Group == "" || k.group == r.Group) && (r.Topic == "" || k.topic == r.Topic) {
+			if deleteMatches(r, k) {
 				delete(t.m, k)
 				delete(t.advancedMs, k)
 			}
 		}
 		for k := range t.local {
-			if (r.Group == "" || k.group == r.Group) && (r.Topic == "" || k.topic == r.Topic) {
+			if deleteMatches(r, k) {
 				delete(t.local, k)
 			}
 		}
@@ -290,16 +290,16 @@ func (t *offsetTable) apply(r *record.SystemRecord, phys, end int64) {
 }
 
 // logDelete appends the record of an offsets deletion (group or topic
-// "" = every one) on a master serving slaves, after the commits captured
-// before it. flushMu is held.
-func (t *offsetTable) logDeleteLocked(group, topic string) error {
+// "" = every one, queue -1 = every queue) on a master serving slaves,
+// after the commits captured before it. flushMu is held.
+func (t *offsetTable) logDeleteLocked(group, topic string, queueID int32) error {
 	if t.sys == nil {
 		return nil
 	}
 	if err := t.logDirtyLocked(); err != nil {
 		return err
 	}
-	end, logged, err := t.sys(&record.SystemRecord{Kind: record.KindOffsetsDelete, Group: group, Topic: topic})
+	end, logged, err := t.sys(&record.SystemRecord{Kind: record.KindOffsetsDelete, Group: group, Topic: topic, QueueID: queueID})
 	if logged {
 		t.mu.Lock()
 		t.logEnd = max(t.logEnd, end)
@@ -378,4 +378,9 @@ func (b *Broker) advanceSnapshotPoints(end int64, force bool) {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// deleteMatches reports whether an offsets delete record covers k.
+func deleteMatches(r *record.SystemRecord, k offsetKey) bool {
+	return (r.Group == "" || k.group == r.Group) && (r.Topic == "" || k.topic == r.Topic) && (r.QueueID < 0 || k.queueID == r.QueueID)
 }

@@ -163,6 +163,30 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	t.version++
 }
 
+// deleteOne drops the offset of one queue; it reports whether there
+// was one. On a master serving slaves it logs the deletion (apply.go).
+func (t *offsetTable) deleteOne(group, topic string, queueID int32) (bool, error) {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	k := offsetKey{group, topic, queueID}
+	t.mu.Lock()
+	_, had := t.m[k]
+	_, hadLocal := t.local[k]
+	t.mu.Unlock()
+	if !had && !hadLocal {
+		return false, nil
+	}
+	dirtyErr := t.logDirtyLocked()
+	t.mu.Lock()
+	delete(t.m, k)
+	delete(t.local, k)
+	delete(t.advancedMs, k)
+	delete(t.dirty, k)
+	t.version++
+	t.mu.Unlock()
+	return true, errors.Join(dirtyErr, t.logDeleteLocked(group, topic, queueID))
+}
+
 func (t *offsetTable) deleteTopic(topic string) error {
 	return t.deleteMatching("", topic)
 }
@@ -192,7 +216,7 @@ func (t *offsetTable) deleteMatching(group, topic string) error {
 		t.rates.forget(group, topic)
 	}
 	t.mu.Unlock()
-	return errors.Join(dirtyErr, t.logDeleteLocked(group, topic))
+	return errors.Join(dirtyErr, t.logDeleteLocked(group, topic, -1))
 }
 
 // flush writes the table if it changed since the last flush.
@@ -289,6 +313,17 @@ func (b *Broker) queueIsYoung(topic string, qid int32) bool {
 	}
 	phys := message.View(res.Records[0]).PhysOffset()
 	return b.st.VisibleOffset()-phys <= b.cfg.YoungQueueBytes
+}
+
+// DeleteOffset drops group's committed offset of one queue (Kafka's
+// OffsetDelete); it reports whether there was one. FlushOffsets makes it
+// durable.
+func (b *Broker) DeleteOffset(group, topic string, qid int32) bool {
+	had, err := b.offsets.deleteOne(group, topic, qid)
+	if err != nil {
+		b.log.Warn("offset deleted; the record of it is not confirmed", "group", group, "topic", topic, "queue", qid, "err", err)
+	}
+	return had
 }
 
 // CommitOffset stores a group's offset on a queue of an existing topic

@@ -46,8 +46,10 @@ func (b *Broker) CheckSend(topic, template string, templateQueues, queueID int32
 	if b.cfg.BrokerPermission&PermWrite == 0 {
 		return 0, Errorf(ErrForbidden, "the broker[%s] sending message is forbidden", b.cfg.BrokerName)
 	}
-	if err := ValidateTopic(topic); err != nil {
-		return 0, err
+	if _, ok := b.topics.get(topic); !ok { // an existing topic's name was checked when it was created
+		if err := ValidateTopic(topic); err != nil {
+			return 0, err
+		}
 	}
 	if !IsSendable(topic) {
 		return 0, Errorf(ErrForbidden, "sending message to topic[%s] is forbidden", topic)

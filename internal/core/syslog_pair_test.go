@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"reflect"
 	"regexp"
@@ -181,6 +182,12 @@ func TestSystemRecordsReachTheSlaveExactly(t *testing.T) {
 				if err := p.master.CommitOffset("billing", "orders", 0, 100+off); err != nil {
 					return err
 				}
+			}
+			return p.master.FlushOffsets()
+		}},
+		{"one queue's offset delete", func() error {
+			if !p.master.DeleteOffset("billing", "orders", 3) {
+				return errors.New("no offset to delete")
 			}
 			return p.master.FlushOffsets()
 		}},

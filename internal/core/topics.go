@@ -21,6 +21,7 @@ package core
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // TopicConfig is one topic's configuration (RocketMQ TopicConfig JSON).
@@ -88,6 +89,29 @@ func ValidateTopic(topic string) error {
 		return Errorf(ErrInvalidArgument, "the specified topic is longer than 127 bytes")
 	case !validTopicChars(topic):
 		return Errorf(ErrInvalidArgument, "the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", topic)
+	}
+	return nil
+}
+
+// ValidateKafkaTopic checks a topic name a Kafka client gives (CreateTopics,
+// and creation on Metadata or Produce): Kafka's characters [a-zA-Z0-9._-],
+// neither "." nor "..", at most 127 bytes (the record's TOPICLEN; Kafka
+// allows 249). RocketMQ clients keep ValidateTopic's rule, which refuses
+// '.'; '%' and '|', which RocketMQ's retry and DLQ names use, are not
+// Kafka's, so a Kafka-created name never looks like a RocketMQ system one.
+func ValidateKafkaTopic(topic string) error {
+	switch {
+	case topic == "":
+		return Errorf(ErrInvalidArgument, "the specified topic is blank")
+	case len(topic) > 127:
+		return Errorf(ErrInvalidArgument, "the specified topic is longer than 127 bytes")
+	case topic == "." || topic == "..":
+		return Errorf(ErrInvalidArgument, "the topic name %q is not allowed", topic)
+	}
+	for i := 0; i < len(topic); i++ {
+		if c := topic[i]; c == '%' || c == '|' || c != '.' && !topicNameChars[c] {
+			return Errorf(ErrInvalidArgument, "the specified topic[%s] contains illegal characters, allowing only ^[a-zA-Z0-9._-]+$", topic)
+		}
 	}
 	return nil
 }
@@ -182,11 +206,46 @@ func (b *Broker) DeleteTopic(topic string) error {
 // request): the name is validated (system topics are refused), the queue
 // counts must be in [1, MaxQueueNums] and the permission only read, write
 // and inherit bits.
+//
+// An existing topic's name was checked when it was created (a Kafka client
+// may have created it under Kafka's rule), and the attributes the Kafka
+// door keeps in it (KafkaAttributePrefix) survive an update that does not
+// carry them, as RocketMQ 5 keeps attributes an update does not name.
 func (b *Broker) UpdateTopic(tc TopicConfig) error {
-	topic := tc.TopicName
-	if err := ValidateTopic(topic); err != nil {
-		return err
+	old, exists := b.topics.get(tc.TopicName)
+	if !exists {
+		if err := ValidateTopic(tc.TopicName); err != nil {
+			return err
+		}
 	}
+	for k, v := range old.Attributes {
+		if _, set := tc.Attributes[k]; !set && strings.HasPrefix(k, KafkaAttributePrefix) {
+			if tc.Attributes == nil {
+				tc.Attributes = map[string]string{}
+			}
+			tc.Attributes[k] = v
+		}
+	}
+	return b.updateTopic(tc)
+}
+
+// KafkaAttributePrefix starts the names of the topic attributes the Kafka
+// door keeps (per-topic configs, log start offsets).
+const KafkaAttributePrefix = "kafka."
+
+// UpdateKafkaTopic is UpdateTopic for the Kafka door: a new topic's name
+// follows ValidateKafkaTopic, and tc's attributes replace the old ones.
+func (b *Broker) UpdateKafkaTopic(tc TopicConfig) error {
+	if _, exists := b.topics.get(tc.TopicName); !exists {
+		if err := ValidateKafkaTopic(tc.TopicName); err != nil {
+			return err
+		}
+	}
+	return b.updateTopic(tc)
+}
+
+func (b *Broker) updateTopic(tc TopicConfig) error {
+	topic := tc.TopicName
 	if isSystemTopic(topic) {
 		return Errorf(ErrInvalidArgument, "the topic[%s] is conflict with system topic", topic)
 	}

@@ -9,7 +9,11 @@ package kafka
 // with UNSUPPORTED_VERSION and the list filled (KIP-511), so the client
 // retries lower.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 type apiRange struct{ min, max int16 }
 
@@ -28,32 +32,54 @@ var apis = map[int16]apiRange{
 	14: {0, 5},  // SyncGroup
 	15: {0, 5},  // DescribeGroups
 	16: {0, 4},  // ListGroups
+	17: {0, 1},  // SaslHandshake (advertised with access control on)
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
+	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+	36: {0, 2},  // SaslAuthenticate (advertised with access control on)
+	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs
+	37: {0, 3},  // CreatePartitions
+	42: {0, 2},  // DeleteGroups
+	44: {0, 1},  // IncrementalAlterConfigs
+	47: {0, 0},  // OffsetDelete
+	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
 }
 
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+func (s *Server) apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for _, k := range []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22} {
+	for _, k := range sortedAPIKeys {
+		if (k == 17 || k == 36) && s.cfg.ACL == nil {
+			continue
+		}
 		r := apis[k]
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: r.min, MaxVersion: r.max})
 	}
 	return keys
 }
 
+var sortedAPIKeys = func() []int16 {
+	keys := make([]int16, 0, len(apis))
+	for k := range apis {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}()
+
 func (s *Server) apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = s.apiKeys()
 	return resp
 }
 
 // apiVersionsUnsupported answers an ApiVersions of a version above 3.
-func apiVersionsUnsupported(req *request) kmsg.Response {
+func (s *Server) apiVersionsUnsupported() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(0)
 	resp.ErrorCode = errUnsupportedVersion
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = s.apiKeys()
 	return resp
 }

@@ -8,9 +8,14 @@
 // and advertised ranges: one table), metadata.go, produce.go, fetch.go,
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
 // groups_describe.go (DescribeGroups, ListGroups), topics.go
-// (CreateTopics, DeleteTopics),
-// offsets.go (OffsetCommit, OffsetFetch), idempotence.go (InitProducerId,
-// producer sequence windows); batch.go validates record batches, partition.go maps
+// (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
+// DescribeCluster, DeleteGroups), configs.go (DescribeConfigs,
+// AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
+// the topic's attributes), offsets.go (OffsetCommit, OffsetFetch, lag in
+// records), idempotence.go (InitProducerId, producer sequence windows and
+// their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
+// and authz.go (per-request checks against Config.ACL); batch.go
+// validates record batches, partition.go maps
 // Kafka offsets onto ConsumeQueue entries, errors.go is the one table
 // from the core's error kinds to Kafka codes.
 //

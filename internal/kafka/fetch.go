@@ -100,16 +100,13 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	}
 	part := s.parts.get(topic, p.Partition)
 	entries := s.st.MaxOffset(topic, p.Partition)
-	hwm, err := s.parts.highWatermark(part)
-	if err == nil {
-		rp.LogStartOffset, err = s.parts.logStart(part, hwm)
-	}
+	start, hwm, err := s.partitionBounds(topic, part)
 	if err != nil {
 		s.log.Error("kafka: fetch: offsets", "topic", topic, "queue_id", p.Partition, "err", err)
 		rp.ErrorCode = errKafkaStorage
 		return -1
 	}
-	rp.HighWatermark, rp.LastStableOffset = hwm, hwm
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hwm, hwm, start
 	switch {
 	case p.FetchOffset < rp.LogStartOffset || p.FetchOffset > hwm:
 		rp.ErrorCode = errOffsetOutOfRange

@@ -23,6 +23,12 @@ type testNode struct {
 
 func startNode(t testing.TB, fs *vfs.MemFS) *testNode {
 	t.Helper()
+	return startNodeWith(t, fs, Config{})
+}
+
+// startNodeWith is startNode with a server configuration.
+func startNodeWith(t testing.TB, fs *vfs.MemFS, cfg Config) *testNode {
+	t.Helper()
 	if fs == nil {
 		fs = vfs.NewMem()
 	}
@@ -47,7 +53,7 @@ func startNode(t testing.TB, fs *vfs.MemFS) *testNode {
 		t.Fatal(err)
 	}
 	n := &testNode{fs: fs, st: st, core: c, addr: ln.Addr().String(), done: make(chan error, 1)}
-	n.srv = New(Config{}, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n.srv = New(cfg, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	go func() { n.done <- n.srv.Serve(ln) }()
 	t.Cleanup(n.stop)
 	return n

@@ -18,12 +18,19 @@ package kafka
 // producer id, epoch and base sequence in the stored batches' headers (the
 // last maxSequenceScan entries of the partition, read when the partition
 // is first produced to), so a producer retrying across a restart stores
-// no duplicate. Producer ids are the start time in ms shifted left by 12
+// no duplicate. A producer that has stored nothing in a partition for
+// Config.ProducerIDExpiration (default 24 h; Kafka's
+// producer.id.expiration.ms) is forgotten there, as Kafka does: its next
+// batch is accepted at any sequence. At most Config.MaxProducers are kept
+// per partition (default 10000); beyond that the longest idle are
+// forgotten first, so memory stays bounded whatever clients do. Producer ids are the start time in ms shifted left by 12
 // bits plus a counter: unique across restarts without a file, as long as
 // the clock does not go back and fewer than 4096 ids are asked for per ms
 // on average. Transactional ids are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -49,7 +56,16 @@ type seqBatch struct {
 
 type producerState struct {
 	epoch   int16
+	lastMs  int64      // when its last batch was stored (store time after a restart)
 	batches []seqBatch // oldest first, at most sequenceWindow
+}
+
+// producerLimits bound the producers a partition remembers: one idle for
+// longer than expireMs is forgotten (Kafka's producer.id.expiration.ms),
+// and beyond max the longest idle go first.
+type producerLimits struct {
+	expireMs int64
+	max      int
 }
 
 func pidBase(now time.Time) int64 { return now.UnixMilli() << 12 }
@@ -71,8 +87,12 @@ func (s *Server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 
 // checkSequence judges a batch of an idempotent producer; a duplicate is
 // returned with its original offsets. appendMu is held.
-func (p *partition) checkSequence(h batchHeader) (*seqBatch, int16) {
+func (p *partition) checkSequence(h batchHeader, nowMs int64, lim producerLimits) (*seqBatch, int16) {
 	st := p.producers[h.producerID]
+	if st != nil && nowMs-st.lastMs > lim.expireMs { // expired: unknown again, as in Kafka
+		delete(p.producers, h.producerID)
+		st = nil
+	}
 	if st == nil || h.epoch > st.epoch || len(st.batches) == 0 {
 		if st != nil && h.epoch < st.epoch {
 			return nil, errInvalidProducerEpoch
@@ -101,13 +121,17 @@ func nextSeq(s int32) int32 {
 	return s + 1
 }
 
-// recordSequence remembers a stored batch. appendMu is held.
-func (p *partition) recordSequence(pid int64, epoch int16, b seqBatch) {
+// recordSequence remembers a stored batch at nowMs. appendMu is held.
+func (p *partition) recordSequence(pid int64, epoch int16, b seqBatch, nowMs int64, lim producerLimits) {
 	st := p.producers[pid]
 	if st == nil {
+		if len(p.producers) >= lim.max || nowMs-p.sweptMs > lim.expireMs/8 {
+			p.expireProducers(nowMs, lim)
+		}
 		st = &producerState{epoch: epoch}
 		p.producers[pid] = st
 	}
+	st.lastMs = max(st.lastMs, nowMs)
 	if epoch > st.epoch {
 		st.epoch, st.batches = epoch, st.batches[:0]
 	}
@@ -117,19 +141,48 @@ func (p *partition) recordSequence(pid int64, epoch int16, b seqBatch) {
 	}
 }
 
+// expireProducers forgets the producers idle for longer than the
+// expiration and, while more than 7/8 of the bound remain, the longest
+// idle (one sort per eviction round, so a stream of new producers costs
+// O(log n) each on average). appendMu is held.
+func (p *partition) expireProducers(nowMs int64, lim producerLimits) {
+	p.sweptMs = nowMs
+	for pid, st := range p.producers {
+		if nowMs-st.lastMs > lim.expireMs {
+			delete(p.producers, pid)
+		}
+	}
+	if len(p.producers) < lim.max {
+		return
+	}
+	type idle struct {
+		pid    int64
+		lastMs int64
+	}
+	all := make([]idle, 0, len(p.producers))
+	for pid, st := range p.producers {
+		all = append(all, idle{pid, st.lastMs})
+	}
+	slices.SortFunc(all, func(a, b idle) int { return cmp.Compare(a.lastMs, b.lastMs) })
+	for _, e := range all[:len(all)-lim.max*7/8] {
+		delete(p.producers, e.pid)
+	}
+}
+
 // loadSequences rebuilds the producers' windows from the last entries of
 // the queue. appendMu is held.
 func (ps *partitions) loadSequences(p *partition) error {
 	k := p.key
 	hi := ps.st.MaxOffset(k.topic, k.queueID)
 	from := max(ps.st.MinOffset(k.topic, k.queueID), hi-maxSequenceScan)
+	nowMs := ps.now().UnixMilli()
 	for i := from; i < hi; i++ {
 		b, err := ps.readEntry(k, i)
 		if err != nil {
 			return err
 		}
-		if b.ok && b.pid >= 0 {
-			p.recordSequence(b.pid, b.epoch, seqBatch{first: b.seq, last: b.seq + int32(b.end-b.base-1), base: b.base})
+		if b.ok && b.pid >= 0 && nowMs-b.storeMs <= ps.lim.expireMs {
+			p.recordSequence(b.pid, b.epoch, seqBatch{first: b.seq, last: b.seq + int32(b.end-b.base-1), base: b.base}, b.storeMs, ps.lim)
 		}
 	}
 	return nil

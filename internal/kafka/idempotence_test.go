@@ -99,3 +99,57 @@ func TestIdempotentProducer(t *testing.T) {
 		t.Fatalf("transactional InitProducerId: %+v", ir)
 	}
 }
+
+// TestProducerStateExpires: a producer idle for longer than the expiration
+// is forgotten (its retry is stored again, as Kafka does once the state
+// expired), also when the state is rebuilt from the log after a restart;
+// and the producers a partition remembers stay within the bound, the
+// longest idle forgotten first.
+func TestProducerStateExpires(t *testing.T) {
+	n := startNode(t, nil)
+	clock := time.Now()
+	n.srv.parts.now = func() time.Time { return clock }
+	exp := time.Duration(n.srv.parts.lim.expireMs) * time.Millisecond
+	rc := dialRaw(t, n.addr)
+	if got := rc.produce(testBatchSeq(1, 7, 0, 0)); got.ErrorCode != 0 || got.BaseOffset != 0 {
+		t.Fatalf("first: %+v", got)
+	}
+	clock = clock.Add(exp - time.Second)
+	if got := rc.produce(testBatchSeq(1, 7, 0, 0)); got.BaseOffset != 0 {
+		t.Fatalf("a retry before the expiration stored at %d, want the original 0", got.BaseOffset)
+	}
+	clock = clock.Add(2 * time.Second)
+	if got := rc.produce(testBatchSeq(1, 7, 0, 0)); got.ErrorCode != 0 || got.BaseOffset != 1 {
+		t.Fatalf("after the expiration: %+v, want stored anew at 1", got)
+	}
+	// After a restart the window comes from the log, aged by store time.
+	n.stop()
+	n2 := startNode(t, n.fs)
+	n2.srv.parts.now = func() time.Time { return time.Now().Add(exp + time.Minute) }
+	rc = dialRaw(t, n2.addr)
+	if got := rc.produce(testBatchSeq(1, 7, 0, 0)); got.ErrorCode != 0 || got.BaseOffset != 2 {
+		t.Fatalf("after a restart past the expiration: %+v, want stored anew at 2", got)
+	}
+
+	// The bound: 8 producers at most, the longest idle go first.
+	n2.srv.parts.lim.max = 8
+	clock = time.Now()
+	n2.srv.parts.now = func() time.Time { return clock }
+	for pid := int64(100); pid < 120; pid++ {
+		clock = clock.Add(time.Millisecond)
+		if got := rc.produce(testBatchSeq(1, pid, 0, 0)); got.ErrorCode != 0 {
+			t.Fatalf("producer %d: %+v", pid, got)
+		}
+	}
+	p := n2.srv.parts.get("idem", 0)
+	p.appendMu.Lock()
+	kept, newest := len(p.producers), p.producers[119] != nil
+	p.appendMu.Unlock()
+	if kept > 8 || !newest {
+		t.Fatalf("%d producers kept (newest kept: %v), want at most 8 with the newest", kept, newest)
+	}
+	before := n2.st.MaxOffset("idem", 0)
+	if got := rc.produce(testBatchSeq(1, 119, 0, 0)); got.ErrorCode != 0 || n2.st.MaxOffset("idem", 0) != before {
+		t.Fatalf("the newest producer's retry was stored again: %+v", got)
+	}
+}

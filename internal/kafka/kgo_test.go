@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -253,10 +254,21 @@ func TestCreateDeleteTopics(t *testing.T) {
 		configs []string
 		want    int16
 	}{{"made", 1, nil, errTopicAlreadyExists}, {"rf3", 3, nil, errInvalidReplicationFactor},
-		{"cfg", 1, []string{"retention.ms"}, errInvalidConfig}, {"bad.name", 1, nil, errInvalidTopic}} {
+		{"cfg", 1, []string{"retention.ms"}, errInvalidConfig}, {"bad/name", 1, nil, errInvalidTopic},
+		{"%RETRY%g", 1, nil, errInvalidTopic}, {"..", 1, nil, errInvalidTopic},
+		{"orders.eu", 1, nil, errNone}, {"orders_eu", 1, nil, errInvalidTopic}} { // '.' and '_' collide
+
 		if got := create(c.name, 1, c.rf, c.configs...); got != c.want {
 			t.Errorf("create %s: %d, want %d", c.name, got, c.want)
 		}
+	}
+	// A topic a Kafka client named with '.' may be updated by RocketMQ's
+	// admin request (the name was checked at creation).
+	if err := n.core.UpdateTopic(core.NewTopicConfig("orders.eu", 2, core.PermRW)); err != nil {
+		t.Fatalf("RocketMQ-side update of orders.eu: %v", err)
+	}
+	if err := n.core.UpdateTopic(core.NewTopicConfig("new.dotted", 2, core.PermRW)); err == nil {
+		t.Fatal("RocketMQ-side creation of a topic with '.' was accepted")
 	}
 	produceAll(t, cl, "made", 2, 7, "old")
 	del := kmsg.NewPtrDeleteTopicsRequest()

@@ -34,11 +34,7 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 		return
 	}
 	part := s.parts.get(topic, p.Partition)
-	hwm, err := s.parts.highWatermark(part)
-	var start int64
-	if err == nil {
-		start, err = s.parts.logStart(part, hwm)
-	}
+	start, hwm, err := s.partitionBounds(topic, part)
 	if err != nil {
 		s.log.Error("kafka: list offsets", "topic", topic, "queue_id", p.Partition, "err", err)
 		rp.ErrorCode = errKafkaStorage
@@ -58,8 +54,8 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 				rp.ErrorCode = errKafkaStorage
 				return
 			}
-			if b.ok && b.storeMs >= ts {
-				rp.Offset, rp.Timestamp = b.base, b.storeMs
+			if b.ok && b.storeMs >= ts && b.end > start {
+				rp.Offset, rp.Timestamp = max(b.base, start), b.storeMs
 				break
 			}
 		}

@@ -53,10 +53,7 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 		tc, ok := s.core.Topic(name)
 		var err error
 		if !ok && autoCreate {
-			if err = core.ValidateTopic(name); err == nil && core.IsSendable(name) {
-				tc, err = s.core.AutoCreateTopic(name, core.DefaultTopic, 0)
-				ok = err == nil
-			}
+			tc, ok, err = s.autoCreate(name)
 		}
 		if !ok {
 			code := errUnknownTopicOrPartition
@@ -83,4 +80,18 @@ func metadataTopic(tc core.TopicConfig, code int16) kmsg.MetadataResponseTopic {
 		rt.Partitions = append(rt.Partitions, p)
 	}
 	return rt
+}
+
+// autoCreate creates topic name, unknown so far, by the core's rules
+// (autoCreateTopicEnable, the TBW102 template) if its name is one a Kafka
+// client may create.
+func (s *Server) autoCreate(name string) (core.TopicConfig, bool, error) {
+	if err := s.checkNewTopic(name); err != nil {
+		return core.TopicConfig{}, false, err
+	}
+	if !core.IsSendable(name) {
+		return core.TopicConfig{}, false, nil
+	}
+	tc, err := s.core.AutoCreateTopic(name, core.DefaultTopic, 0)
+	return tc, err == nil, err
 }

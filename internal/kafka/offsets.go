@@ -166,3 +166,36 @@ func (s *Server) kafkaOffsetOf(topic string, p int32, entry int64) (int64, error
 	}
 	return hwm, nil
 }
+
+// RecordLag is a group's lag on a queue in Kafka records rather than
+// entries (one entry holds a whole batch): the high watermark minus the
+// Kafka offset the group committed (exact while the broker runs, else the
+// base of the batch at its committed entry). ok is false when the entry
+// at the committed offset is not a Kafka batch (a RocketMQ queue: its
+// entries are its messages) or cannot be read; the caller keeps the
+// entry count then. It reads at most two entries (the committed one and,
+// when the cached high watermark is stale, the last).
+func (s *Server) RecordLag(group, topic string, queueID int32, committedEntry, endEntry int64) (int64, bool) {
+	k := queueKey{topic, queueID}
+	lo := s.st.MinOffset(topic, queueID)
+	entry := max(committedEntry, lo)
+	if entry >= endEntry {
+		return 0, false
+	}
+	b, err := s.parts.readEntry(k, entry)
+	if err != nil || !b.ok {
+		return 0, false
+	}
+	part := s.parts.get(topic, queueID)
+	start, hwm, err := s.partitionBounds(topic, part)
+	if err != nil {
+		return 0, false
+	}
+	off := b.base
+	s.exactMu.Lock()
+	if e, known := s.exact[groupPartition{group, topic, queueID}]; known && e.entry == committedEntry {
+		off = e.offset
+	}
+	s.exactMu.Unlock()
+	return max(hwm-max(off, start), 0), true
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
@@ -22,9 +23,11 @@ type queueKey struct {
 
 // partitions is the per-queue state of the front door.
 type partitions struct {
-	st *store.Store
-	mu sync.Mutex
-	m  map[queueKey]*partition
+	st  *store.Store
+	lim producerLimits   // idempotent producers per partition (idempotence.go)
+	now func() time.Time // the clock producer expiry reads
+	mu  sync.Mutex
+	m   map[queueKey]*partition
 }
 
 // maxHints bounds a partition's offset-to-entry hints.
@@ -40,6 +43,7 @@ type partition struct {
 	loaded    bool                     // next and producers are known (guarded by appendMu)
 	next      int64                    // next Kafka offset to assign (guarded by appendMu)
 	producers map[int64]*producerState // idempotent producers' windows (guarded by appendMu)
+	sweptMs   int64                    // when producers were last swept for expiry (guarded by appendMu)
 
 	mu       sync.Mutex      // guards the caches below
 	hwmEntry int64           // entry count the cached high watermark is for (-1: none)
@@ -49,8 +53,8 @@ type partition struct {
 	hints    map[int64]int64 // Kafka offset -> entry index of the batch holding it (fetch ends)
 }
 
-func newPartitions(st *store.Store) *partitions {
-	return &partitions{st: st, m: map[queueKey]*partition{}}
+func newPartitions(st *store.Store, lim producerLimits) *partitions {
+	return &partitions{st: st, lim: lim, now: time.Now, m: map[queueKey]*partition{}}
 }
 
 func (ps *partitions) get(topic string, qid int32) *partition {

@@ -86,7 +86,12 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		rp.ErrorCode, rp.ErrorMessage = code, kmsg.StringPtr(msg)
 		return -1
 	}
-	qid, err := s.core.CheckSend(topic, core.DefaultTopic, 0, p.Partition, len(p.Records))
+	if _, ok := s.core.Topic(topic); !ok {
+		if _, _, err := s.autoCreate(topic); err != nil {
+			return fail(coreCode(err), err.Error())
+		}
+	}
+	qid, err := s.core.CheckSend(topic, core.DefaultTopic, 0, p.Partition, 0) // the size is checked below, against the topic's limit
 	if err != nil {
 		if errors.Is(err, core.ErrInvalidArgument) && p.Partition >= 0 {
 			if _, ok := s.core.Topic(topic); ok {
@@ -95,7 +100,11 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		return fail(coreCode(err), err.Error())
 	}
-	h, berr := checkBatch(p.Records, s.cfg.MaxBatchBytes, version)
+	maxBytes := s.cfg.MaxBatchBytes
+	if tc, ok := s.core.Topic(topic); ok {
+		maxBytes = s.maxBatchBytes(tc)
+	}
+	h, berr := checkBatch(p.Records, maxBytes, version)
 	if berr != nil {
 		return fail(berr.code, berr.msg)
 	}
@@ -110,7 +119,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		return fail(errKafkaStorage, err.Error())
 	}
 	if h.producerID >= 0 {
-		dup, code := part.checkSequence(h)
+		dup, code := part.checkSequence(h, s.parts.now().UnixMilli(), s.parts.lim)
 		if code != errNone {
 			part.appendMu.Unlock()
 			return fail(code, "sequence or epoch refused for producer "+itoa(h.producerID))
@@ -132,7 +141,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	if r.Status == store.PutOK {
 		part.next = base + int64(h.records)
 		if h.producerID >= 0 {
-			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end})
+			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end}, s.parts.now().UnixMilli(), s.parts.lim)
 		}
 	}
 	part.appendMu.Unlock()

@@ -40,6 +40,22 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long
 	// (default 10 min, Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// RetentionMs and SegmentBytes are what DescribeConfigs reports for
+	// retention.ms and segment.bytes (the broker's fileReservedTime and
+	// CommitLog segment size; defaults 72 h and 1 GiB).
+	RetentionMs  int64
+	SegmentBytes int64
+	// ProducerIDExpiration forgets an idempotent producer that has not
+	// produced to a partition for this long (Kafka's
+	// producer.id.expiration.ms; default 24 h).
+	ProducerIDExpiration time.Duration
+	// MaxProducers bounds the idempotent producers remembered per
+	// partition (default 10000); beyond it the longest idle is forgotten.
+	MaxProducers int
+	// ACL, when set (aclEnable=true), makes connections authenticate with
+	// SASL as one of its accounts and checks every request against the
+	// account's permissions (sasl.go, authz.go); nil: no authentication.
+	ACL Accounts
 }
 
 func (c *Config) applyDefaults() {
@@ -64,6 +80,18 @@ func (c *Config) applyDefaults() {
 	if c.ClusterID == "" {
 		c.ClusterID = "keel"
 	}
+	if c.RetentionMs <= 0 {
+		c.RetentionMs = 72 * 3600 * 1000
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = 1 << 30
+	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.MaxProducers <= 0 {
+		c.MaxProducers = 10000
+	}
 }
 
 // Server is the Kafka front door over a core and its store.
@@ -74,11 +102,14 @@ type Server struct {
 	log   *slog.Logger
 	parts *partitions
 
+	scram   *scramKeys   // SCRAM salts and derived keys (sasl.go)
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
 	exactMu sync.Mutex                     // guards exact
 	exact   map[groupPartition]exactOffset // committed Kafka offsets (offsets.go)
+
+	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
@@ -98,7 +129,8 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}, exact: map[groupPartition]exactOffset{}}
-	s.parts = newPartitions(s.st)
+	s.scram = newScramKeys()
+	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
 	return s
@@ -186,6 +218,7 @@ func (s *Server) serveConn(c net.Conn) {
 	r := bufio.NewReaderSize(c, 64<<10)
 	var size [4]byte
 	var out []byte
+	auth := &connAuth{trusted: s.cfg.ACL == nil || s.cfg.ACL.Trusted(c.RemoteAddr())}
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
 		if _, err := io.ReadFull(r, size[:]); err != nil {
@@ -200,14 +233,35 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
+		if auth.raw { // after SaslHandshake v0: a raw SASL token
+			tok, err := s.saslStep(auth, frame)
+			if err != nil {
+				log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", err)
+				return
+			}
+			if auth.user != "" {
+				auth.raw = false
+				log.Info("kafka: client authenticated", "user", auth.user, "mechanism", auth.mech)
+			}
+			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(tok)))
+			out = append(out, tok...)
+			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+			continue
+		}
 		req, err := decodeRequest(frame)
 		if err != nil {
 			log.Warn("kafka: malformed request, closing", "err", err)
 			return
 		}
 		req.host = host
-		resp := s.handle(req)
+		resp, keep := s.serveRequest(auth, req, log)
 		if resp == nil {
+			if !keep {
+				return
+			}
 			if req.unsupported {
 				log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
 				return
@@ -216,7 +270,7 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		out = appendResponse(out[:0], req.correlation, resp)
 		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.Write(out); err != nil {
+		if _, err := c.Write(out); err != nil || !keep {
 			return
 		}
 		if cap(out) > 1<<20 {
@@ -225,12 +279,51 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
+// serveRequest answers req on a connection in state auth; keep false
+// closes the connection (after writing resp, if any).
+func (s *Server) serveRequest(auth *connAuth, req *request, log *slog.Logger) (resp kmsg.Response, keep bool) {
+	switch b := req.body.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return s.apiVersions(b), true
+	case *kmsg.SASLHandshakeRequest:
+		return s.saslHandshake(auth, b), true
+	case *kmsg.SASLAuthenticateRequest:
+		r, ok := s.saslAuthenticate(auth, b)
+		if !ok {
+			log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", *r.(*kmsg.SASLAuthenticateResponse).ErrorMessage)
+			return r, false // answered, then closed, as Kafka does
+		}
+		if auth.user != "" {
+			log.Info("kafka: client authenticated", "user", auth.user, "mechanism", auth.mech)
+		}
+		return r, true
+	}
+	if req.unsupported {
+		if req.key == 18 {
+			return s.apiVersionsUnsupported(), true
+		}
+		return nil, true
+	}
+	if auth.trusted {
+		return s.handle(req), true
+	}
+	if auth.user == "" {
+		log.Warn("kafka: request before SASL authentication, closing", "api", kmsg.NameForKey(req.key))
+		return nil, false
+	}
+	if _, ok := s.cfg.ACL.Secret(auth.user); !ok {
+		log.Warn("kafka: the connection's account is gone from the ACL, closing", "user", auth.user)
+		return nil, false
+	}
+	return s.authorized(principal{s.cfg.ACL, auth.user}, req), true
+}
+
 // handle answers one request; nil means no response (acks=0, or an
 // unsupported request the connection is closed for).
 func (s *Server) handle(req *request) kmsg.Response {
 	if req.unsupported {
 		if req.key == 18 {
-			return apiVersionsUnsupported(req)
+			return s.apiVersionsUnsupported()
 		}
 		return nil
 	}
@@ -269,6 +362,22 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.describeGroups(b)
 	case *kmsg.ListGroupsRequest:
 		return s.listGroups(b)
+	case *kmsg.DeleteGroupsRequest:
+		return s.deleteGroups(b)
+	case *kmsg.OffsetDeleteRequest:
+		return s.offsetDelete(b)
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(b)
+	case *kmsg.DeleteRecordsRequest:
+		return s.deleteRecords(b)
+	case *kmsg.DescribeConfigsRequest:
+		return s.describeConfigs(b)
+	case *kmsg.AlterConfigsRequest:
+		return s.alterConfigs(b)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(b)
+	case *kmsg.DescribeClusterRequest:
+		return s.describeCluster(b)
 	}
 	return nil
 }

@@ -4,13 +4,15 @@ package kafka
 // count becomes its queue count (read and write, at most the core's
 // MaxQueueNums; -1 = the core's default for auto-created topics). One
 // node: the replication factor must be -1 or 1 (INVALID_REPLICATION_FACTOR
-// otherwise). Topic configs are not supported: any is refused with
-// INVALID_CONFIG, since per-topic retention or compaction cannot be
-// honoured on the shared CommitLog. Deleting a topic deletes its messages
+// otherwise). Topic configs are checked by configs.go: max.message.bytes
+// is kept per topic, the others accepted only at the value Keel has
+// (INVALID_CONFIG otherwise: per-topic retention or compaction cannot be
+// honoured on the shared CommitLog). Deleting a topic deletes its messages
 // and offsets in the whole broker (RocketMQ consumers' too).
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -58,22 +60,25 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 		return errInvalidReplicationFactor, "a single-node broker: the replication factor must be 1"
 	case len(t.ReplicaAssignment) > 0:
 		return errInvalidRequest, "replica assignments are not supported"
-	case len(t.Configs) > 0:
-		return errInvalidConfig, "topic configs are not supported (config " + t.Configs[0].Name + "): retention is the broker's"
 	case parts < 1 || parts > 1024:
 		return errInvalidPartitions, "partitions must be between 1 and 1024"
-	}
-	if err := core.ValidateTopic(t.Topic); err != nil {
-		return errInvalidTopic, err.Error()
 	}
 	if _, ok := s.core.Topic(t.Topic); ok {
 		return errTopicAlreadyExists, "topic " + t.Topic + " already exists"
 	}
+	if err := s.checkNewTopic(t.Topic); err != nil {
+		return errInvalidTopic, err.Error()
+	}
+	tc := core.NewTopicConfig(t.Topic, parts, core.PermRW)
+	for _, c := range t.Configs { // configs.go: what may be set per topic
+		if code, msg := s.applyTopicConfig(tc, tc.Attributes, c.Name, c.Value); code != errNone {
+			return code, msg
+		}
+	}
 	if validateOnly {
 		return errNone, ""
 	}
-	tc := core.NewTopicConfig(t.Topic, parts, core.PermRW)
-	if err := s.core.UpdateTopic(tc); err != nil {
+	if err := s.core.UpdateKafkaTopic(tc); err != nil {
 		if errors.Is(err, core.ErrInvalidArgument) {
 			return errInvalidTopic, err.Error()
 		}
@@ -81,6 +86,26 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	}
 	s.parts.forget(t.Topic)
 	return errNone, ""
+}
+
+// checkNewTopic checks the name of a topic about to be created by a Kafka
+// client: Kafka's rule (core.ValidateKafkaTopic), and, as Kafka does, no
+// collision with an existing topic once '.' is read as '_' (metric names
+// conflate the two).
+func (s *Server) checkNewTopic(name string) error {
+	if err := core.ValidateKafkaTopic(name); err != nil {
+		return err
+	}
+	if !strings.ContainsAny(name, "._") {
+		return nil
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for _, tc := range s.core.Topics() {
+		if tc.TopicName != name && strings.ReplaceAll(tc.TopicName, ".", "_") == norm {
+			return core.Errorf(core.ErrInvalidArgument, "topic %q collides with existing topic %q ('.' and '_' collide in metric names)", name, tc.TopicName)
+		}
+	}
+	return nil
 }
 
 func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {

@@ -44,8 +44,8 @@ var (
 	dRegistered          = desc("keel_broker_registered", "1 if a NameServer accepted the broker's registration recently.")
 	dTopicMessages       = desc("keel_topic_messages", "Messages retained in a topic (sum over queues of max minus min offset).", "topic")
 	dTopicMessagesTotal  = desc("keel_topic_messages_total", "Messages ever stored in a topic (sum over queues of the max offset).", "topic")
-	dLag                 = desc("keel_consumer_lag", "Messages stored but not consumed by a group, per queue.", "group", "topic", "queue")
-	dGroupLag            = desc("keel_consumer_group_lag", "Messages stored but not consumed by a group, per topic.", "group", "topic")
+	dLag                 = desc("keel_consumer_lag", "Messages stored but not consumed by a group, per queue (Kafka queues: records).", "group", "topic", "queue")
+	dGroupLag            = desc("keel_consumer_group_lag", "Messages stored but not consumed by a group, per topic (Kafka queues: records).", "group", "topic")
 	dGroupOffset         = desc("keel_consumer_offset", "Sum of a group's committed offsets on a topic (its rate is the consume rate).", "group", "topic")
 	dRetryTotal          = desc("keel_consumer_retry_messages_total", "Messages ever put into a group's retry topic.", "group")
 	dDLQTotal            = desc("keel_consumer_dlq_messages_total", "Messages ever put into a group's dead-letter topic.", "group")
@@ -232,7 +232,13 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 				perTopic[p.Topic] = s
 				all = append(all, s)
 			}
-			s.lag += p.Lag()
+			lag := p.Lag()
+			if f := c.m.cfg.RecordLag; f != nil && lag > 0 {
+				if n, ok := f(g, p.Topic, p.QueueID, p.ConsumerOffset, p.BrokerOffset); ok {
+					lag = n
+				}
+			}
+			s.lag += lag
 			s.offset += p.ConsumerOffset
 			switch {
 			case p.Lag() > 0 && ageBudget > 0:
@@ -244,7 +250,7 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 				s.ageUnknown = true
 			}
 			if budget > 0 {
-				gauge(ch, dLag, float64(p.Lag()), g, p.Topic, itoa(p.QueueID))
+				gauge(ch, dLag, float64(lag), g, p.Topic, itoa(p.QueueID))
 				budget--
 			} else {
 				dropped++

@@ -17,8 +17,9 @@ package record
 //
 //	KindOffsets       u32 N, N × (group string, topic string, queue i32, offset i64)
 //	                  committed consumer offsets (set, coalesced per flush)
-//	KindOffsetsDelete group string, topic string: remove the offsets of the
-//	                  group ("" = every group) on the topic ("" = every topic)
+//	KindOffsetsDelete group string, topic string, queue i32: remove the
+//	                  offsets of the group ("" = every group) on the topic
+//	                  ("" = every topic) and queue (-1 = every queue)
 //	KindTopicConfig   version (timestamp i64, counter i64), u32 N,
 //	KindGroupConfig   N × (name string, config blob): the table's new
 //	                  DataVersion and the entries set (config = the entry's
@@ -96,8 +97,10 @@ type SystemRecord struct {
 	Kind Kind
 	// KindOffsets.
 	Offsets []OffsetEntry
-	// KindOffsetsDelete: "" matches every group or topic.
+	// KindOffsetsDelete: "" matches every group or topic, QueueID -1
+	// every queue.
 	Group, Topic string
+	QueueID      int32
 	// KindTopicConfig, KindGroupConfig.
 	VersionTimestamp, VersionCounter int64
 	Configs                          []ConfigEntry
@@ -123,6 +126,7 @@ func AppendSystem(dst []byte, r *SystemRecord) ([]byte, error) {
 	case KindOffsetsDelete:
 		e.str(r.Group)
 		e.str(r.Topic)
+		e.u32(uint32(r.QueueID))
 	case KindTopicConfig, KindGroupConfig:
 		e.u64(uint64(r.VersionTimestamp))
 		e.u64(uint64(r.VersionCounter))
@@ -177,7 +181,10 @@ func DecodeSystem(body []byte) (*SystemRecord, error) {
 			r.Offsets = append(r.Offsets, OffsetEntry{Group: d.str(), Topic: d.str(), QueueID: int32(d.u32()), Offset: int64(d.u64())})
 		}
 	case KindOffsetsDelete:
-		r.Group, r.Topic = d.str(), d.str()
+		r.Group, r.Topic, r.QueueID = d.str(), d.str(), int32(d.u32())
+		if d.err == nil && r.QueueID < -1 {
+			d.err = fmt.Errorf("%w: offsets delete of queue %d", ErrCorrupt, r.QueueID)
+		}
 	case KindTopicConfig, KindGroupConfig:
 		r.VersionTimestamp, r.VersionCounter = int64(d.u64()), int64(d.u64())
 		n := d.count(2 + 4)

@@ -11,8 +11,8 @@ func systemSamples() []*SystemRecord {
 	return []*SystemRecord{
 		{Kind: KindOffsets, Offsets: []OffsetEntry{{"g", "t", 0, 12}, {"g2", "%RETRY%g2", 3, -1}}},
 		{Kind: KindOffsets, Offsets: []OffsetEntry{}},
-		{Kind: KindOffsetsDelete, Group: "g"},
-		{Kind: KindOffsetsDelete, Topic: "t"},
+		{Kind: KindOffsetsDelete, Group: "g", QueueID: -1},
+		{Kind: KindOffsetsDelete, Topic: "t", Group: "g", QueueID: 3},
 		{Kind: KindTopicConfig, VersionTimestamp: 1700000000000, VersionCounter: 7,
 			Configs: []ConfigEntry{{Name: "t", Config: []byte(`{"topicName":"t"}`)}, {Name: "gone"}}},
 		{Kind: KindGroupConfig, VersionCounter: 1, Configs: []ConfigEntry{{Name: "g", Config: []byte(`{}`)}}},

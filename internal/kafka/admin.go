@@ -1,0 +1,313 @@
+package kafka
+
+// CreatePartitions, DeleteRecords, DescribeCluster, DeleteGroups and
+// OffsetDelete.
+//
+// CreatePartitions raises a topic's queue count (read and write); it never
+// lowers it (INVALID_PARTITIONS), as Kafka. DeleteRecords advances a
+// partition's log start offset: the new start is kept in the topic's
+// attributes ("kafka.logStart.<partition>" in topics.json, written durably
+// before the answer), so Fetch, ListOffsets and the answers' log start
+// honour it across restarts; the batches below it stay on disk until
+// retention removes their segment (a consumer can no longer fetch them).
+// A batch straddling the new start is still served whole from its base,
+// clients skip the records below the offset they asked for.
+
+import (
+	"strconv"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	errNonEmptyGroup  int16 = 68
+	errGroupIDUnknown int16 = 69
+
+	attrLogStartPrefix = core.KafkaAttributePrefix + "logStart."
+)
+
+func logStartAttr(p int32) string { return attrLogStartPrefix + strconv.Itoa(int(p)) }
+
+// deletedBelow is the log start DeleteRecords set for partition p of tc
+// (0 when none).
+func deletedBelow(tc core.TopicConfig, p int32) int64 {
+	if len(tc.Attributes) == 0 {
+		return 0
+	}
+	v, ok := tc.Attributes[logStartAttr(p)]
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// partitionBounds is a partition's log start and high watermark, with
+// DeleteRecords' start applied.
+func (s *Server) partitionBounds(topic string, part *partition) (start, hwm int64, err error) {
+	hwm, err = s.parts.highWatermark(part)
+	if err != nil {
+		return 0, 0, err
+	}
+	start, err = s.parts.logStart(part, hwm)
+	if err != nil {
+		return 0, 0, err
+	}
+	if tc, ok := s.core.Topic(topic); ok {
+		start = min(max(start, deletedBelow(tc, part.key.queueID)), hwm)
+	}
+	return start, hwm, nil
+}
+
+func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		code, msg := s.createTopicPartitions(t, req.ValidateOnly)
+		rt.ErrorCode = code
+		if msg != "" {
+			rt.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int16, string) {
+	s.topicMu.Lock()
+	defer s.topicMu.Unlock()
+	tc, ok := s.core.Topic(t.Topic)
+	switch {
+	case !ok:
+		return errUnknownTopicOrPartition, "topic " + t.Topic + " does not exist"
+	case len(t.Assignment) > 0:
+		return errInvalidRequest, "replica assignments are not supported"
+	case t.Count <= tc.QueueNums():
+		return errInvalidPartitions, "topic " + t.Topic + " has " + strconv.Itoa(int(tc.QueueNums())) + " partitions; the count can only grow"
+	case t.Count > 1024:
+		return errInvalidPartitions, "partitions must be between 1 and 1024"
+	}
+	if validateOnly {
+		return errNone, ""
+	}
+	tc.ReadQueueNums, tc.WriteQueueNums = t.Count, t.Count
+	if err := s.putTopic(tc); err != nil {
+		if code := coreCode(err); code != errInvalidTopic {
+			return code, err.Error()
+		}
+		return errInvalidPartitions, err.Error()
+	}
+	return errNone, ""
+}
+
+func (s *Server) deleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = s.deleteTopicRecords(t)
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) deleteTopicRecords(t kmsg.DeleteRecordsRequestTopic) []kmsg.DeleteRecordsResponseTopicPartition {
+	s.topicMu.Lock()
+	defer s.topicMu.Unlock()
+	out := make([]kmsg.DeleteRecordsResponseTopicPartition, 0, len(t.Partitions))
+	tc, exists := s.core.Topic(t.Topic)
+	attrs := map[string]string{}
+	for k, v := range tc.Attributes {
+		attrs[k] = v
+	}
+	changed := false
+	for _, p := range t.Partitions {
+		rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+		rp.Partition, rp.LowWatermark = p.Partition, -1
+		if !exists || p.Partition < 0 || p.Partition >= tc.QueueNums() {
+			rp.ErrorCode = errUnknownTopicOrPartition
+			out = append(out, rp)
+			continue
+		}
+		if !tc.Writable() {
+			rp.ErrorCode = errTopicAuthorization
+			out = append(out, rp)
+			continue
+		}
+		start, hwm, err := s.partitionBounds(t.Topic, s.parts.get(t.Topic, p.Partition))
+		if err != nil {
+			rp.ErrorCode = errKafkaStorage
+			out = append(out, rp)
+			continue
+		}
+		off := p.Offset
+		if off == -1 {
+			off = hwm
+		}
+		switch {
+		case off < 0 || off > hwm:
+			rp.ErrorCode = errOffsetOutOfRange
+		case off <= start:
+			rp.LowWatermark = start // nothing to delete
+		default:
+			attrs[logStartAttr(p.Partition)] = itoa(off)
+			rp.LowWatermark, changed = off, true
+		}
+		out = append(out, rp)
+	}
+	if changed {
+		tc.Attributes = attrs
+		if err := s.putTopic(tc); err != nil {
+			s.log.Error("kafka: delete records: topic config not written", "topic", t.Topic, "err", err)
+			for i := range out {
+				if out[i].ErrorCode == errNone {
+					out[i].ErrorCode, out[i].LowWatermark = errKafkaStorage, -1
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.EndpointType > 1 { // 1 = brokers; 2 = controllers, which Keel does not expose
+		resp.ErrorCode, resp.ErrorMessage = errUnsupportedEndpointType, kmsg.StringPtr("only broker endpoints are served")
+		return resp
+	}
+	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, 0
+	b := kmsg.NewDescribeClusterResponseBroker()
+	b.NodeID, b.Host, b.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	resp.ClusterAuthorizedOperations = -2147483648 // not asked for, or not computed
+	return resp
+}
+
+const errUnsupportedEndpointType int16 = 119
+
+// deleteGroups drops groups with no members: their committed offsets
+// (shared with a RocketMQ group of the name) and subscription config.
+func (s *Server) deleteGroups(req *kmsg.DeleteGroupsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	known := map[string]bool{}
+	for _, g := range s.core.OffsetGroups() {
+		known[g] = true
+	}
+	deleted := false
+	for _, name := range req.Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group = name
+		s.gmu.Lock()
+		g := s.groups[name]
+		busy := g != nil && len(g.members) > 0
+		if !busy && g != nil {
+			delete(s.groups, name)
+		}
+		s.gmu.Unlock()
+		_, configured := s.core.Group(name)
+		switch {
+		case busy:
+			rg.ErrorCode = errNonEmptyGroup
+		case g == nil && !known[name] && !configured:
+			rg.ErrorCode = errGroupIDUnknown
+		default:
+			if err := s.core.DeleteGroup(name); err != nil {
+				rg.ErrorCode = coreCode(err)
+				break
+			}
+			s.exactMu.Lock()
+			for k := range s.exact {
+				if k.group == name {
+					delete(s.exact, k)
+				}
+			}
+			s.exactMu.Unlock()
+			deleted = true
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	if deleted {
+		if err := s.core.FlushOffsets(); err != nil {
+			s.log.Error("kafka: delete groups: offsets not written", "err", err)
+			for i := range resp.Groups {
+				if resp.Groups[i].ErrorCode == errNone {
+					resp.Groups[i].ErrorCode = errKafkaStorage
+				}
+			}
+		}
+	}
+	return resp
+}
+
+const errGroupSubscribedToTopic int16 = 86
+
+// offsetDelete drops a group's committed offsets of some partitions; a
+// topic a member of the group subscribes to (its consumer protocol
+// metadata names it) is refused with GROUP_SUBSCRIBED_TO_TOPIC, as Kafka.
+func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	s.gmu.Lock()
+	subscribed := map[string]bool{}
+	g := s.groups[req.Group]
+	if g != nil {
+		for _, m := range g.members {
+			for _, p := range m.protocols {
+				if p.Name != g.protocol && g.protocol != "" {
+					continue
+				}
+				var md kmsg.ConsumerMemberMetadata
+				if md.ReadFrom(p.Metadata) == nil {
+					for _, t := range md.Topics {
+						subscribed[t] = true
+					}
+				}
+			}
+		}
+	}
+	s.gmu.Unlock()
+	known := g != nil
+	if !known {
+		_, known = s.core.Group(req.Group)
+	}
+	if !known {
+		known = len(s.core.OffsetTopics(req.Group)) > 0
+	}
+	if !known {
+		resp.ErrorCode = errGroupIDUnknown
+		return resp
+	}
+	deleted := false
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		_, exists := s.core.Topic(t.Topic)
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition = p.Partition
+			switch {
+			case !exists:
+				rp.ErrorCode = errUnknownTopicOrPartition
+			case subscribed[t.Topic]:
+				rp.ErrorCode = errGroupSubscribedToTopic
+			default:
+				if s.core.DeleteOffset(req.Group, t.Topic, p.Partition) {
+					deleted = true
+				}
+				s.exactMu.Lock()
+				delete(s.exact, groupPartition{req.Group, t.Topic, p.Partition})
+				s.exactMu.Unlock()
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if deleted {
+		if err := s.core.FlushOffsets(); err != nil {
+			s.log.Error("kafka: offset delete: offsets not written", "group", req.Group, "err", err)
+			resp.ErrorCode = errKafkaStorage
+		}
+	}
+	return resp
+}
