@@ -117,7 +117,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		"nextBeginOffset", itoa(res.NextOffset),
 		"minOffset", itoa(res.MinOffset),
 		"maxOffset", itoa(res.MaxOffset),
-		"suggestWhichBrokerId", "0")
+		"suggestWhichBrokerId", itoa(b.suggestBroker(p.group, res))) // slaveread.go
 	if code == remoting.ResSuccess {
 		// Zero copy: the connection writes the store's buffers with one
 		// vectored write and releases them once written or dropped.

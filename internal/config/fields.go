@@ -87,6 +87,7 @@ var fields = []field{
 	str("haMasterAddress", func(b *Broker) *string { return &b.HAMasterAddress }),
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
+	boolf("slaveReadEnable", func(b *Broker) *bool { return &b.SlaveReadEnable }),
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
