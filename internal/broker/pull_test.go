@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/translate"
 )
 
 func tagProps(tag string) string {
@@ -277,10 +279,11 @@ func TestCloseAnswersHeldPulls(t *testing.T) {
 	}
 }
 
-// TestPullSkipsOtherRecordTypes: a Kafka batch stored in a queue is not
-// handed to a RocketMQ consumer as raw bytes: the pull returns the
-// RocketMQ messages around it, and a pull finding only the batch answers
-// retry-immediately with the next offset past it.
+// TestPullSkipsOtherRecordTypes: a Kafka batch stored in a queue that
+// does not convert (its body is no batch) is not handed to a RocketMQ
+// consumer as raw bytes: the pull returns the RocketMQ messages around
+// it, and a pull finding only the batch answers retry-immediately with
+// the next offset past it.
 func TestPullSkipsOtherRecordTypes(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
@@ -313,5 +316,51 @@ func TestPullSkipsOtherRecordTypes(t *testing.T) {
 		}
 	} else if resp.Code != remoting.ResPullRetryImmediately || resp.ExtFields["nextBeginOffset"] != "2" {
 		t.Fatalf("pull at the batch: code %d next %s", resp.Code, resp.ExtFields["nextBeginOffset"])
+	}
+}
+
+// TestPullConvertsOtherRecordTypes: a Kafka batch and an AMQP message in a
+// RocketMQ queue reach a RocketMQ consumer as RocketMQ messages (one per
+// Kafka record, at the entry's queue offset), between the native ones.
+func TestPullConvertsOtherRecordTypes(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("before")), remoting.ResSuccess)
+	batch := translate.AppendKafkaBatch(nil, []translate.KafkaRecord{
+		{Offset: 0, Timestamp: 1000, Key: []byte("k0"), Value: []byte("kafka-0"), Headers: []translate.Header{{Key: "h", Value: []byte("v")}}},
+		{Offset: 1, Timestamp: 1001, Value: []byte("kafka-1")}})
+	amqpBody := []byte{0, 2, 'r', 'k', 0, 0, 0, 2, 0, 0} // exchange "", routing key "rk", no properties
+	amqpBody = append(amqpBody, "amqp"...)
+	for _, r := range []struct {
+		typ  record.Type
+		n    int32
+		body []byte
+	}{{record.KafkaBatch, 2, batch}, {record.AMQP, 1, amqpBody}} {
+		rec, err := record.AppendEnvelope(nil, r.typ, r.n, []record.Dest{{Topic: "T", QueueID: 0}}, r.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %v %v", res.Status, res.Err)
+		}
+	}
+	wantCode(t, cl.sendV1("T", 0, "", []byte("after")), remoting.ResSuccess)
+	e.waitMax("T", 0, 4)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	var got []string
+	for _, m := range splitRecords(t, resp.Body) {
+		p := message.ParseProperties(m.Properties)
+		got = append(got, fmt.Sprintf("%s@%d", m.Body, m.QueueOffset))
+		if string(m.Body) == "kafka-0" && (p["KEYS"] != "k0" || p["h"] != "v" || p["KAFKA_OFFSET"] != "0" || m.BornTimestamp != 1000 || m.Topic != "T") {
+			t.Errorf("kafka-0: %+v", m)
+		}
+		if string(m.Body) == "amqp" && p["AMQP_ROUTING_KEY"] != "rk" {
+			t.Errorf("amqp: %+v", m)
+		}
+	}
+	if want := "[before@0 kafka-0@1 kafka-1@1 amqp@2 after@3]"; fmt.Sprint(got) != want || resp.ExtFields["nextBeginOffset"] != "4" {
+		t.Fatalf("pulled %v next %s, want %s next 4", got, resp.ExtFields["nextBeginOffset"], want)
 	}
 }
