@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/translate"
@@ -63,19 +62,7 @@ func (b *Broker) convertForeign(p pullRequest, res *store.GetResult) int {
 // queueOffsetOf returns the queue offset of a stored record in queue
 // (topic, queueID), or def if it does not say.
 func queueOffsetOf(rec []byte, topic string, queueID int32, def int64) int64 {
-	t, err := record.TypeOf(rec)
-	switch {
-	case err != nil:
-	case t == record.RocketMQ && message.Check(rec) == nil:
-		return message.View(rec).QueueOffset()
-	case t.Enveloped() && record.CheckEnvelope(rec) == nil:
-		qo := def
-		record.Envelope(rec).EachDest(func(_ int, tp []byte, qid int32, off, _ int64, _ int) error {
-			if qid == queueID && string(tp) == topic {
-				qo = off
-			}
-			return nil
-		})
+	if qo, ok := translate.QueueOffset(rec, topic, queueID); ok {
 		return qo
 	}
 	return def

@@ -12,8 +12,9 @@ package kafka
 // When nothing is new and MaxWaitMillis > 0, the request waits through
 // the core's Hold, one wait per partition sharing one wake-up, for the
 // dispatcher to add an entry or the wait to pass (at most Config.MaxWait).
-// Entries that are not Kafka batches (RocketMQ messages in the same
-// queue) are skipped: not served to Kafka clients yet.
+// Entries of other protocols (RocketMQ and AMQP messages) are converted
+// to one-record batches where the offsets serve them (foreign.go); the
+// others are skipped.
 
 import (
 	"sync"
@@ -154,6 +155,22 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 				return err
 			}
 			idx++
+			if !b.ok {
+				// Another protocol's entry: converted when served (foreign.go).
+				ok, isFull, err := s.appendForeign(part, rec, off, limit, rp)
+				if err != nil {
+					r.Release()
+					return err
+				}
+				if isFull {
+					full = true
+					idx--
+					break
+				}
+				if ok {
+					continue
+				}
+			}
 			if !b.ok || b.end <= off {
 				continue
 			}

@@ -60,6 +60,9 @@ const maxTableDepth = 16
 // dropped. It never panics.
 func ParseAMQPProperties(raw []byte) (AMQPProperties, error) {
 	var p AMQPProperties
+	if len(raw) == 0 {
+		return p, nil // no property flags at all: none present
+	}
 	r := amqpReader{b: raw}
 	flags := r.u16()
 	for w := flags; w&1 != 0 && r.err == nil; {

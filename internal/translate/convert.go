@@ -460,3 +460,24 @@ func amqpPropertiesOf(nm *neutral, p *AMQPProperties, routingKey *string) {
 		}
 	}
 }
+
+// QueueOffset returns the queue offset a stored record has in queue
+// (topic, queueID): a RocketMQ message's QUEUEOFFSET, an enveloped
+// record's destination; ok false if the record does not say.
+func QueueOffset(rec []byte, topic string, queueID int32) (int64, bool) {
+	t, err := record.TypeOf(rec)
+	switch {
+	case err != nil:
+	case t == record.RocketMQ:
+		if message.Check(rec) == nil {
+			return message.View(rec).QueueOffset(), true
+		}
+	case t.Enveloped():
+		if record.CheckEnvelope(rec) == nil {
+			if qo, err := envelopeDest(record.Envelope(rec), topic, queueID); err == nil {
+				return qo, true
+			}
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,99 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// putRocketMQ stores n RocketMQ messages in queue 0 of topic, as the
+// RocketMQ door does, and waits until they are visible.
+func putRocketMQ(t *testing.T, st *store.Store, topic string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		m := &message.Message{Topic: topic, QueueID: 0, BornTimestamp: 1_700_000_000_000 + int64(i), Body: fmt.Appendf(nil, "rmq-%d", i),
+			BornHost: netip.MustParseAddrPort("127.0.0.1:1"), StoreHost: netip.MustParseAddrPort("127.0.0.1:2"),
+			Properties: message.EncodeProperties(map[string]string{"KEYS": fmt.Sprint("key-", i), "TAGS": "TagA", "color": "red"})}
+		if r := st.PutMessages(context.Background(), []*message.Message{m}); !r.OK() {
+			t.Fatalf("put: %v %v", r.Status, r.Err)
+		}
+	}
+	waitEntries(t, st, topic, int64(from+n))
+}
+
+func waitEntries(t *testing.T, st *store.Store, topic string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for st.MaxOffset(topic, 0) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d entries, want %d", topic, st.MaxOffset(topic, 0), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFetchConvertsOtherProtocols: franz-go consumes a partition that
+// RocketMQ producers (and an AMQP publisher) wrote: one record per entry
+// at its queue offset, KEYS as key, properties as headers, the born time
+// as timestamp; a Kafka producer writing on continues the offsets after
+// them, and a consumer from the start reads both, densely, in order.
+func TestFetchConvertsOtherProtocols(t *testing.T) {
+	n := startNode(t, nil)
+	if _, err := n.core.EnsureTopic("mixed", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	putRocketMQ(t, n.st, "mixed", 0, 5)
+	amqp := []byte{0, 2, 'r', 'k', 0, 0, 0, 0}
+	amqp = append(amqp, "from-amqp"...)
+	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, []record.Dest{{Topic: "mixed", QueueID: 0}}, amqp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := n.st.PutRecord(context.Background(), rec); !r.OK() {
+		t.Fatal(r.Status, r.Err)
+	}
+	waitEntries(t, n.st, "mixed", 6)
+	got := consumeN(t, n.addr, "mixed", 0, 0, 6)
+	for i, r := range got[:5] {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if r.Offset != int64(i) || string(r.Key) != fmt.Sprint("key-", i) || string(r.Value) != fmt.Sprint("rmq-", i) ||
+			r.Timestamp.UnixMilli() != 1_700_000_000_000+int64(i) || h["TAGS"] != "TagA" || h["color"] != "red" {
+			t.Errorf("record %d: offset %d key %q value %q ts %v headers %q", i, r.Offset, r.Key, r.Value, r.Timestamp, h)
+		}
+	}
+	if got[5].Offset != 5 || string(got[5].Value) != "from-amqp" {
+		t.Errorf("AMQP message: offset %d value %q", got[5].Offset, got[5].Value)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs := produceAll(t, cl, "mixed", 0, 3, "kafka")
+	if offs[0] != 6 {
+		t.Fatalf("the Kafka batch after six entries got offsets %v", offs)
+	}
+	all := consumeN(t, n.addr, "mixed", 0, 0, 9)
+	for i, r := range all {
+		if r.Offset != int64(i) {
+			t.Fatalf("record %d at offset %d (%q)", i, r.Offset, r.Value)
+		}
+	}
+	if string(all[8].Value) != "kafka-2" {
+		t.Errorf("last record %q", all[8].Value)
+	}
+	// From the middle of the converted entries.
+	if mid := consumeN(t, n.addr, "mixed", 0, 3, 1); mid[0].Offset != 3 || string(mid[0].Value) != "rmq-3" {
+		t.Errorf("from offset 3: %d %q", mid[0].Offset, mid[0].Value)
+	}
+}
