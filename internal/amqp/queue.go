@@ -147,7 +147,7 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 		q.v.srv.log.Error("amqp: message missing from the store", "queue", q.name, "topic", q.topic, "offset", o, "err", err)
 		return storedMessage{}, func() {}, false
 	}
-	m, err := parseMessage(r.Records[0])
+	m, err := q.parseRecord(r.Records[0]) // other protocols' records converted (topicqueue.go)
 	if err != nil {
 		r.Release()
 		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
