@@ -157,3 +157,26 @@ func (s *Server) appendForeign(part *partition, rec []byte, off int64, limit int
 	part.hint(qo+1, qo+1)
 	return true, false, nil
 }
+
+// foreignAt is ListOffsets' view of entry idx when it is another
+// protocol's entry served at its queue offset: the offset (idx) and the
+// record's store time; ok false otherwise.
+func (ps *partitions) foreignAt(p *partition, idx int64) (storeMs int64, ok bool, err error) {
+	f, err := ps.scan(p, ps.st.MaxOffset(p.key.topic, p.key.queueID))
+	if err != nil || idx >= f.prefixEnd() {
+		return 0, false, err
+	}
+	r, err := ps.st.GetMessage(p.key.topic, p.key.queueID, idx, 1, 1, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer r.Release()
+	if r.Status != store.Found || len(r.Records) == 0 {
+		return 0, false, nil
+	}
+	rec := r.Records[0]
+	if qo, ok := translate.QueueOffset(rec, p.key.topic, p.key.queueID); !ok || qo != idx {
+		return 0, false, nil
+	}
+	return translate.StoreTimestamp(rec), true, nil
+}

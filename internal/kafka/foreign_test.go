@@ -11,6 +11,7 @@ import (
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // putRocketMQ stores n RocketMQ messages in queue 0 of topic, as the
@@ -95,5 +96,49 @@ func TestFetchConvertsOtherProtocols(t *testing.T) {
 	// From the middle of the converted entries.
 	if mid := consumeN(t, n.addr, "mixed", 0, 3, 1); mid[0].Offset != 3 || string(mid[0].Value) != "rmq-3" {
 		t.Errorf("from offset 3: %d %q", mid[0].Offset, mid[0].Value)
+	}
+}
+
+// TestListOffsetsOverOtherProtocols: earliest, latest and by-time offsets
+// of a partition RocketMQ producers wrote are its queue offsets.
+func TestListOffsetsOverOtherProtocols(t *testing.T) {
+	n := startNode(t, nil)
+	if _, err := n.core.EnsureTopic("rmq", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	putRocketMQ(t, n.st, "rmq", 0, 3)
+	mid := time.Now().UnixMilli()
+	for time.Now().UnixMilli() == mid {
+		time.Sleep(time.Millisecond)
+	}
+	mid = time.Now().UnixMilli()
+	putRocketMQ(t, n.st, "rmq", 3, 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	list := func(ts int64) (int64, int16) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "rmq"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
+	}
+	for _, c := range []struct {
+		ts   int64
+		want int64
+	}{{-2, 0}, {-1, 5}, {mid, 3}, {0, 0}, {mid + 60_000, 5}} {
+		if got, code := list(c.ts); got != c.want || code != 0 {
+			t.Errorf("timestamp %d: offset %d (code %d), want %d", c.ts, got, code, c.want)
+		}
 	}
 }

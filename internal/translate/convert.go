@@ -481,3 +481,21 @@ func QueueOffset(rec []byte, topic string, queueID int32) (int64, bool) {
 	}
 	return 0, false
 }
+
+// StoreTimestamp returns the store time (ms) of a stored record of any
+// type, 0 if it does not parse.
+func StoreTimestamp(rec []byte) int64 {
+	t, err := record.TypeOf(rec)
+	switch {
+	case err != nil:
+	case t == record.RocketMQ:
+		if message.Check(rec) == nil {
+			return message.View(rec).StoreTimestamp()
+		}
+	case t.Enveloped():
+		if record.CheckEnvelope(rec) == nil {
+			return record.Envelope(rec).StoreTimestamp()
+		}
+	}
+	return 0
+}
