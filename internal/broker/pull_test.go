@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/translate"
+	"github.com/klauspost/compress/zstd"
 )
 
 func tagProps(tag string) string {
@@ -363,4 +367,71 @@ func TestPullConvertsOtherRecordTypes(t *testing.T) {
 	if want := "[before@0 kafka-0@1 kafka-1@1 amqp@2 after@3]"; fmt.Sprint(got) != want || resp.ExtFields["nextBeginOffset"] != "4" {
 		t.Fatalf("pulled %v next %s, want %s next 4", got, resp.ExtFields["nextBeginOffset"], want)
 	}
+}
+
+// TestPullConvertedBytesBounded: converted messages count against
+// MaxPullBytes: once a pull passes it, the entries after are left for the
+// next pull (nextBeginOffset points at the first one left), and the next
+// pulls get them all, each batch whole. The batches are zstd-compressed,
+// so their stored size (which bounds the store's read) is far below what
+// they convert to.
+func TestPullConvertedBytesBounded(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.MaxPullBytes = 8 << 10 })
+	cl := e.dial()
+	const batches, per = 6, 4
+	if _, err := e.b.Core().EnsureTopic("T", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	for i := range batches {
+		var recs []translate.KafkaRecord
+		for j := range per {
+			recs = append(recs, translate.KafkaRecord{Offset: int64(i*per + j), Timestamp: 1, Value: make([]byte, 1000)})
+		}
+		rec, err := record.AppendEnvelope(nil, record.KafkaBatch, per, []record.Dest{{Topic: "T", QueueID: 0}}, zstdBatch(t, translate.AppendKafkaBatch(nil, recs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %v %v", res.Status, res.Err)
+		}
+	}
+	e.waitMax("T", 0, batches)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	seen, pulls := map[int64]int{}, 0
+	for off := int64(0); off < batches; pulls++ {
+		resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, off, 0, 0), nil)
+		wantCode(t, resp, remoting.ResSuccess)
+		if len(resp.Body) > 8<<10+per*1200 {
+			t.Fatalf("pull at %d: %d bytes, the limit is %d (plus the batch that passes it)", off, len(resp.Body), 8<<10)
+		}
+		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
+		for _, m := range splitRecords(t, resp.Body) {
+			if m.QueueOffset < off || m.QueueOffset >= next {
+				t.Fatalf("pull at %d (next %d) returned queue offset %d", off, next, m.QueueOffset)
+			}
+			seen[m.QueueOffset]++
+		}
+		off = next
+	}
+	for i := range int64(batches) {
+		if seen[i] != per {
+			t.Errorf("entry %d: %d messages, want %d", i, seen[i], per)
+		}
+	}
+	if pulls < 2 {
+		t.Errorf("%d pulls: the limit did not split them", pulls)
+	}
+}
+
+// zstdBatch compresses the records of an uncompressed Kafka batch.
+func zstdBatch(t *testing.T, b []byte) []byte {
+	w, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append(append([]byte(nil), b[:61]...), w.EncodeAll(b[61:], nil)...)
+	out[22] |= 4 // codec zstd
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return out
 }
