@@ -23,15 +23,15 @@ type xnode struct {
 	ns, kafka, amqp string
 }
 
-func startXNode(t *testing.T) xnode {
+func startXNode(t *testing.T, extra ...string) xnode {
 	t.Helper()
 	rlog.SetLogLevel("error")
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, logs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
-			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""}, &stdout, &logs)
+		done <- run(ctx, append([]string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""}, extra...), &stdout, &logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -302,4 +302,59 @@ func ctxTimeout(d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	time.AfterFunc(d, cancel)
 	return ctx
+}
+
+// TestCrossKafkaRetry: a RocketMQ consumer that fails a message converted
+// from a Kafka record gets it again: the broker cannot send a converted
+// message back (its record is a Kafka batch), and the official client
+// then sends it to the group's retry topic itself.
+func TestCrossKafkaRetry(t *testing.T) {
+	t.Parallel() // about 20 s: the client subscribes to the retry topic at its next rebalance
+	n := startXNode(t)
+	const topic = "x-retry"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.AllowAutoTopicCreation(), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("fail once")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var deliveries []*primitive.MessageExt
+	c, err := consumer.NewPushConsumer(consumer.WithNameServer([]string{n.ns}), consumer.WithGroupName("x-retry-cg"),
+		consumer.WithInstance("x-retry-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			deliveries = append(deliveries, ms...)
+			if len(deliveries) == 1 {
+				return consumer.ConsumeRetryLater, nil
+			}
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	waitFor(t, "the failed message again", 60*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(deliveries) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	again := deliveries[1]
+	if string(again.Body) != "fail once" || again.GetKeys() != "k" || again.ReconsumeTimes != 1 {
+		t.Errorf("redelivery: body %q keys %q reconsume %d topic %q", again.Body, again.GetKeys(), again.ReconsumeTimes, again.Topic)
+	}
 }
