@@ -1,11 +1,10 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -69,25 +68,19 @@ type origin struct {
 	kind  byte
 }
 
-// uniqKey is a deterministic RocketMQ message id (32 hex digits, as
-// RocketMQ's): the record's CommitLog offset, the message's index in the
-// record and the record type.
-func (o origin) uniqKey() string {
+// appendUniqKey appends a deterministic RocketMQ message id (32
+// upper-case hex digits, as RocketMQ's): the record's CommitLog offset,
+// the message's index in the record and the record type.
+func (o origin) appendUniqKey(dst []byte) []byte {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[0:], uint64(o.phys))
 	binary.BigEndian.PutUint32(b[8:], uint32(o.index))
-	copy(b[12:], []byte{'K', 'E', 'L', o.kind})
-	return hexUpper(b[:])
-}
-
-func hexUpper(b []byte) string {
-	s := []byte(hex.EncodeToString(b))
-	for i, c := range s {
-		if c >= 'a' && c <= 'f' {
-			s[i] = c - 'a' + 'A'
-		}
+	b[12], b[13], b[14], b[15] = 'K', 'E', 'L', o.kind
+	const digits = "0123456789ABCDEF"
+	for _, c := range b {
+		dst = append(dst, digits[c>>4], digits[c&15])
 	}
-	return string(s)
+	return dst
 }
 
 // propText reports whether s can be a RocketMQ property name or value as
@@ -133,9 +126,10 @@ func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost neti
 	m := message.Message{Topic: topic, QueueID: queueID, QueueOffset: qo, PhysOffset: e.PhysOffset(),
 		StoreTimestamp: e.StoreTimestamp(), StoreHost: storeHost, BornHost: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)}
 	start, n := len(dst), 0
-	add := func(nm *neutral, o origin, extra ...string) error {
-		props := rocketMQProperties(nm, o, extra...)
-		m.Body, m.Properties, m.BornTimestamp = nm.value, props, nm.bornMs
+	var pb []byte
+	add := func(nm *neutral, o origin, kafkaOffset int64) error {
+		pb = appendRocketMQProperties(pb[:0], nm, o, kafkaOffset)
+		m.Body, m.Properties, m.BornTimestamp = nm.value, string(pb), nm.bornMs
 		if m.BornTimestamp == 0 {
 			m.BornTimestamp = m.StoreTimestamp
 		}
@@ -156,12 +150,12 @@ func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost neti
 			nm := neutral{key: r.Key, value: r.Value, headers: r.Headers, bornMs: r.Timestamp}
 			o := origin{phys: e.PhysOffset(), index: i, kind: 'K'}
 			i++
-			return add(&nm, o, PropKafkaOffset, strconv.FormatInt(r.Offset, 10))
+			return add(&nm, o, r.Offset)
 		})
 	case record.AMQP:
 		var nm neutral
 		if nm, err = neutralOfAMQP(e); err == nil {
-			err = add(&nm, origin{phys: e.PhysOffset(), kind: 'A'})
+			err = add(&nm, origin{phys: e.PhysOffset(), kind: 'A'}, -1)
 		}
 	default:
 		err = fmt.Errorf("translate: a %v is not converted for RocketMQ consumers", e.Type())
@@ -172,43 +166,68 @@ func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost neti
 	return dst, n, nil
 }
 
-// rocketMQProperties encodes nm's key and headers as RocketMQ properties
-// (see the package documentation), within the V1 layout's limit.
-func rocketMQProperties(nm *neutral, o origin, extra ...string) string {
-	var b []byte
-	add := func(k, v string) bool {
+// appendRocketMQProperties appends nm's key and headers encoded as
+// RocketMQ properties (see the package documentation), within the V1
+// layout's limit; kafkaOffset < 0: none.
+func appendRocketMQProperties(b []byte, nm *neutral, o origin, kafkaOffset int64) []byte {
+	sep := func() { b = append(b, message.PropertySeparator) }
+	b = append(b, message.PropUniqKey...)
+	b = append(b, message.NameValueSeparator)
+	b = o.appendUniqKey(b)
+	sep()
+	if kafkaOffset >= 0 {
+		b = append(b, PropKafkaOffset...)
+		b = append(b, message.NameValueSeparator)
+		b = strconv.AppendInt(b, kafkaOffset, 10)
+		sep()
+	}
+	add := func(k string, v []byte) bool {
 		if len(b)+len(k)+len(v)+2 > message.MaxPropertiesBytes {
 			return false
 		}
 		b = append(b, k...)
 		b = append(b, message.NameValueSeparator)
 		b = append(b, v...)
-		b = append(b, message.PropertySeparator)
+		sep()
 		return true
-	}
-	add(message.PropUniqKey, o.uniqKey())
-	for i := 0; i+1 < len(extra); i += 2 {
-		add(extra[i], extra[i+1])
 	}
 	if len(nm.key) > 0 {
 		if propText(nm.key) {
-			add(message.PropKeys, string(nm.key))
+			add(message.PropKeys, nm.key)
 		} else {
-			add(PropKafkaKeyBase64, base64Std(nm.key))
+			add(PropKafkaKeyBase64, []byte(base64Std(nm.key)))
 		}
 	}
-	seen := map[string]bool{}
-	for _, h := range nm.headers {
+	var seen map[string]bool // past a few headers: a linear look-back would be quadratic
+	if len(nm.headers) > 8 {
+		seen = make(map[string]bool, len(nm.headers))
+	}
+	for i, h := range nm.headers {
 		k := h.Key
-		if k == "" || reservedProps[k] || seen[k] || !propText([]byte(k)) || h.Value == nil || !propText(h.Value) {
+		if seen != nil && seen[k] || seen == nil && seenBefore(nm.headers[:i], k) {
+			continue // the first header of a name decides
+		}
+		if seen != nil {
+			seen[k] = true
+		}
+		if k == "" || reservedProps[k] || h.Value == nil || !utf8.ValidString(k) || !message.ValidPropertyText(k) || !propText(h.Value) {
 			continue
 		}
-		if !add(k, string(h.Value)) {
+		if !add(k, h.Value) {
 			break
 		}
-		seen[k] = true
 	}
-	return string(b)
+	return b
+}
+
+// seenBefore reports whether a header named k is among hs.
+func seenBefore(hs []Header, k string) bool {
+	for _, h := range hs {
+		if h.Key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // Kafka conversion.
@@ -254,7 +273,7 @@ func neutralOf(rec []byte, limit int) (neutral, error) {
 }
 
 // neutralOfRocketMQ: KEYS is the key; every other property a header
-// (sorted by name); the body inflated when the message says it is
+// (in stored order); the body inflated when the message says it is
 // compressed; the born time.
 func neutralOfRocketMQ(rec []byte, limit int) (neutral, error) {
 	if err := message.Check(rec); err != nil {
@@ -278,21 +297,63 @@ func neutralOfRocketMQ(rec []byte, limit int) (neutral, error) {
 			return neutral{}, err
 		}
 	}
-	props := message.ParseProperties(string(v.Properties()))
-	if k, ok := props[message.PropKeys]; ok && k != "" {
-		nm.key = []byte(k)
-	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		if k != message.PropKeys {
-			names = append(names, k)
-		}
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		nm.headers = append(nm.headers, Header{Key: k, Value: []byte(props[k])})
-	}
+	nm.key, nm.headers = rocketMQHeaders(v.Properties())
 	return nm, nil
+}
+
+// rocketMQHeaders splits encoded properties as the clients read them
+// (items with exactly one \x01; a later item overrides an earlier one of
+// the same name) into KEYS and the other properties in stored order
+// (a repeated name at its first place, with its last value). Values alias
+// props.
+func rocketMQHeaders(props []byte) (key []byte, hs []Header) {
+	n := bytes.Count(props, []byte{message.PropertySeparator}) + 1
+	hs = make([]Header, 0, n)
+	var seen map[string]int // index in hs, past a few properties
+	if n > 8 {
+		seen = make(map[string]int, n)
+	}
+	for len(props) > 0 {
+		item := props
+		if i := bytes.IndexByte(props, message.PropertySeparator); i >= 0 {
+			item, props = props[:i], props[i+1:]
+		} else {
+			props = nil
+		}
+		sep := bytes.IndexByte(item, message.NameValueSeparator)
+		if sep < 0 || bytes.IndexByte(item[sep+1:], message.NameValueSeparator) >= 0 {
+			continue
+		}
+		name, value := item[:sep], item[sep+1:len(item):len(item)]
+		if string(name) == message.PropKeys {
+			key = value
+			continue
+		}
+		at := -1
+		if seen != nil {
+			if j, ok := seen[string(name)]; ok {
+				at = j
+			}
+		} else {
+			for j := range hs {
+				if hs[j].Key == string(name) {
+					at = j
+				}
+			}
+		}
+		if at >= 0 {
+			hs[at].Value = value // the last value, at the first place
+			continue
+		}
+		if seen != nil {
+			seen[string(name)] = len(hs)
+		}
+		hs = append(hs, Header{Key: string(name), Value: value})
+	}
+	if len(key) == 0 {
+		key = nil
+	}
+	return key, hs
 }
 
 // AMQP records.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/keelmq/keel/internal/message"
@@ -435,5 +436,30 @@ func TestParseAMQPHeaderTypes(t *testing.T) {
 		"l": "256", "T": "1700000000", "D": "123.45", "S": "hi", "x": "\xff", "d": "1.5"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestManyHeadersBounded: a record with tens of thousands of headers (a
+// name repeated among them) converts quickly within RocketMQ's
+// properties limit, the first header of a name deciding; properties
+// repeated in a RocketMQ message give one header with the last value.
+func TestManyHeadersBounded(t *testing.T) {
+	hs := []kmsg.Header{{Key: "dup", Value: []byte("first")}}
+	for i := range 50_000 {
+		hs = append(hs, kmsg.Header{Key: "h" + strconv.Itoa(i), Value: []byte("v")}, kmsg.Header{Key: "dup", Value: []byte("later")})
+	}
+	rec := stored(t, record.KafkaBatch, 1, "t", 0, 0, 0, 1, kafkaBatch(t, codecNone, 0, 1, []kmsg.Record{{Value: []byte("x"), Headers: hs}}))
+	out, _, err := AppendRocketMQ(nil, rec, "t", 0, storeHost, DefaultLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := splitRecords(t, out)[0]
+	if len(m.Properties) > message.MaxPropertiesBytes || message.ParseProperties(m.Properties)["dup"] != "first" {
+		t.Fatalf("%d bytes of properties, dup=%q", len(m.Properties), message.ParseProperties(m.Properties)["dup"])
+	}
+	props := "a\x011\x02dup\x01x\x02" + strings.Repeat("b\x012\x02", 20) + "dup\x01y\x02KEYS\x01k\x02"
+	key, got := rocketMQHeaders([]byte(props))
+	if string(key) != "k" || len(got) != 3 || got[1].Key != "dup" || string(got[1].Value) != "y" {
+		t.Fatalf("key %q headers %q", key, got)
 	}
 }
