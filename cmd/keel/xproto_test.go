@@ -23,15 +23,15 @@ type xnode struct {
 	ns, kafka, amqp string
 }
 
-func startXNode(t *testing.T, extra ...string) xnode {
+func startXNode(t *testing.T) xnode {
 	t.Helper()
 	rlog.SetLogLevel("error")
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, logs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
-			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""}, extra...), &stdout, &logs)
+		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""}, &stdout, &logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
