@@ -91,5 +91,8 @@
 // its rebalance waits on a channel with gmu released. A partition's appendMu is held across
 // the next-offset read and the store's append (AppendRecord), never
 // across a flush: acks=-1 waits for Confirmed after it is released. The
-// partition's caches have their own mu, taken without appendMu.
+// partition's caches have their own mu, taken without appendMu. The
+// scan of other protocols' entries (foreign.go) has its own mutex, held
+// while it reads the store, taken under appendMu (a partition's first
+// produce) or alone, never the other way round.
 package kafka
