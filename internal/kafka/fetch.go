@@ -13,8 +13,8 @@ package kafka
 // the core's Hold, one wait per partition sharing one wake-up, for the
 // dispatcher to add an entry or the wait to pass (at most Config.MaxWait).
 // Entries of other protocols (RocketMQ and AMQP messages) are converted
-// to one-record batches where the offsets serve them (foreign.go); the
-// others are skipped.
+// where the offsets serve them (foreign.go), consecutive ones into one
+// batch; the others are skipped.
 
 import (
 	"sync"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/translate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -133,6 +134,8 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 		return err
 	}
 	k := part.key
+	var w translate.KafkaBatchWriter // other protocols' records, converted (foreign.go)
+	defer func() { rp.RecordBatches = w.Close(rp.RecordBatches) }()
 	for len(rp.RecordBatches) == 0 || len(rp.RecordBatches) < limit {
 		r, err := s.st.GetMessage(k.topic, k.queueID, idx, 64, max(limit-len(rp.RecordBatches), 1), nil)
 		if err != nil {
@@ -157,7 +160,7 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 			idx++
 			if !b.ok {
 				// Another protocol's entry: converted when served (foreign.go).
-				ok, isFull, err := s.appendForeign(part, rec, off, limit, rp)
+				ok, isFull, err := s.appendForeign(part, &w, rec, off, limit, rp)
 				if err != nil {
 					r.Release()
 					return err
@@ -187,7 +190,7 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 				idx--
 				break
 			}
-			rp.RecordBatches = append(rp.RecordBatches, body...)
+			rp.RecordBatches = append(w.Close(rp.RecordBatches), body...)
 			part.hint(b.end, idx)
 		}
 		r.Release()

@@ -130,10 +130,11 @@ func (ps *partitions) foreignEntry(p *partition, off int64) (entry, searchFrom i
 }
 
 // appendForeign converts rec, a record of another protocol at the queue's
-// entries, into a one-record batch at its queue offset when that entry
-// is served to Kafka (before the first batch, at or after off); it
-// reports whether it appended and whether the response is full.
-func (s *Server) appendForeign(part *partition, rec []byte, off int64, limit int, rp *kmsg.FetchResponseTopicPartition) (appended, full bool, err error) {
+// entries, into a record at its queue offset when that entry is served
+// to Kafka (before the first batch, at or after off), added to the batch
+// w has open when it continues it, else to a new one; it reports whether
+// it appended and whether the response is full (then nothing was added).
+func (s *Server) appendForeign(part *partition, w *translate.KafkaBatchWriter, rec []byte, off int64, limit int, rp *kmsg.FetchResponseTopicPartition) (appended, full bool, err error) {
 	k := part.key
 	qo, ok := translate.QueueOffset(rec, k.topic, k.queueID)
 	if !ok || qo < off {
@@ -148,10 +149,13 @@ func (s *Server) appendForeign(part *partition, rec []byte, off int64, limit int
 		s.log.Error("kafka: fetch: a record of another protocol does not convert; skipped", "topic", k.topic, "queue_id", k.queueID, "queue_offset", qo, "err", err)
 		return false, false, nil
 	}
-	n := len(rp.RecordBatches)
-	rp.RecordBatches = translate.AppendKafkaBatch(rp.RecordBatches, []translate.KafkaRecord{r})
+	if w.Open() && w.Next() != qo {
+		rp.RecordBatches = w.Close(rp.RecordBatches)
+	}
+	n, prev := len(rp.RecordBatches), *w
+	rp.RecordBatches = w.Append(rp.RecordBatches, &r)
 	if n > 0 && len(rp.RecordBatches) > limit {
-		rp.RecordBatches = rp.RecordBatches[:n]
+		rp.RecordBatches, *w = rp.RecordBatches[:n], prev
 		return false, true, nil
 	}
 	part.hint(qo+1, qo+1)

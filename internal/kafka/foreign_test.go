@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -168,5 +169,67 @@ func TestKcatReadsOtherProtocols(t *testing.T) {
 			!strings.Contains(f[3], "TAGS=TagA") || !strings.Contains(f[3], "color=red") {
 			t.Errorf("record %d: %q", i, l)
 		}
+	}
+}
+
+// TestFetchGroupsConvertedRecords: consecutive entries of other protocols
+// come as one batch (CRC-32C right), and a small partition max bytes
+// splits them across fetches without losing or repeating one.
+func TestFetchGroupsConvertedRecords(t *testing.T) {
+	n := startNode(t, nil)
+	if _, err := n.core.EnsureTopic("grouped", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	putRocketMQ(t, n.st, "grouped", 0, 10)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fetch := func(off int64, maxBytes int32) []kmsg.RecordBatch {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxBytes = 11, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "grouped"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes = off, maxBytes
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := resp.Topics[0].Partitions[0].RecordBatches
+		var out []kmsg.RecordBatch
+		for len(b) > 0 {
+			var rb kmsg.RecordBatch
+			if err := rb.ReadFrom(b); err != nil {
+				t.Fatal(err)
+			}
+			size := 12 + int(rb.Length)
+			if got := crc32.Checksum(b[21:size], crc32.MakeTable(crc32.Castagnoli)); got != uint32(rb.CRC) {
+				t.Fatalf("batch at %d: CRC %#x, bytes give %#x", rb.FirstOffset, uint32(rb.CRC), got)
+			}
+			out = append(out, rb)
+			b = b[size:]
+		}
+		return out
+	}
+	if bs := fetch(0, 1<<20); len(bs) != 1 || bs[0].FirstOffset != 0 || bs[0].NumRecords != 10 || bs[0].LastOffsetDelta != 9 {
+		t.Fatalf("batches %+v, want one of 10 records", bs)
+	}
+	next, fetches := int64(0), 0
+	for next < 10 {
+		bs := fetch(next, 300)
+		if len(bs) == 0 || bs[0].FirstOffset != next {
+			t.Fatalf("fetch at %d: %+v", next, bs)
+		}
+		for _, b := range bs {
+			next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
+		}
+		fetches++
+	}
+	if fetches < 3 {
+		t.Errorf("%d fetches of 300 bytes for 10 records", fetches)
 	}
 }

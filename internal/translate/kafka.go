@@ -217,50 +217,87 @@ func (d *decoder) bytes() []byte {
 // be consecutive from recs[0].Offset (the batch's base offset). It
 // returns dst unchanged for no records.
 func AppendKafkaBatch(dst []byte, recs []KafkaRecord) []byte {
-	if len(recs) == 0 {
+	var w KafkaBatchWriter
+	for i := range recs {
+		dst = w.Append(dst, &recs[i])
+	}
+	return w.Close(dst)
+}
+
+// KafkaBatchWriter writes one batch record by record at the end of a
+// buffer: Append opens it (at the first record's offset) and adds
+// records, Close writes the header's counts, length and CRC. Between them
+// the buffer must grow only through Append; to take back the last Append,
+// cut the buffer to its length before it and restore a copy of the
+// writer made then.
+type KafkaBatchWriter struct {
+	open       bool
+	start      int // position of the batch in the buffer
+	base, next int64
+	first, max int64 // timestamps
+	n          int32
+	scratch    []byte
+}
+
+// Open reports whether a batch is open; Next is the offset its next
+// record must have.
+func (w *KafkaBatchWriter) Open() bool  { return w.open }
+func (w *KafkaBatchWriter) Next() int64 { return w.next }
+
+// Append adds r to the open batch, opening one at r.Offset if none is.
+// r.Offset must be Next() when a batch is open.
+func (w *KafkaBatchWriter) Append(dst []byte, r *KafkaRecord) []byte {
+	be := binary.BigEndian
+	if !w.open {
+		w.open, w.start, w.base, w.next, w.first, w.max, w.n = true, len(dst), r.Offset, r.Offset, r.Timestamp, r.Timestamp, 0
+		dst = be.AppendUint64(dst, uint64(r.Offset))
+		dst = be.AppendUint32(dst, 0) // batchLength, at Close
+		dst = be.AppendUint32(dst, 0) // partitionLeaderEpoch
+		dst = append(dst, 2)
+		dst = be.AppendUint32(dst, 0) // crc, at Close
+		dst = be.AppendUint16(dst, 0) // attributes: no codec, CreateTime
+		dst = be.AppendUint32(dst, 0) // lastOffsetDelta
+		dst = be.AppendUint64(dst, uint64(r.Timestamp))
+		dst = be.AppendUint64(dst, uint64(r.Timestamp))
+		dst = be.AppendUint64(dst, ^uint64(0)) // producerId -1
+		dst = be.AppendUint16(dst, 0xFFFF)     // producerEpoch -1
+		dst = be.AppendUint32(dst, 0xFFFFFFFF) // baseSequence -1
+		dst = be.AppendUint32(dst, 0)          // recordsCount
+	}
+	body := w.scratch[:0]
+	body = append(body, 0) // attributes
+	body = binary.AppendVarint(body, r.Timestamp-w.first)
+	body = binary.AppendVarint(body, r.Offset-w.base)
+	body = appendField(body, r.Key)
+	body = appendField(body, r.Value)
+	body = binary.AppendVarint(body, int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		body = binary.AppendVarint(body, int64(len(h.Key)))
+		body = append(body, h.Key...)
+		body = appendField(body, h.Value)
+	}
+	w.scratch = body
+	dst = binary.AppendVarint(dst, int64(len(body)))
+	dst = append(dst, body...)
+	w.n++
+	w.next = r.Offset + 1
+	w.max = max(w.max, r.Timestamp)
+	return dst
+}
+
+// Close finishes the open batch (length and CRC); nothing if none is.
+func (w *KafkaBatchWriter) Close(dst []byte) []byte {
+	if !w.open {
 		return dst
 	}
-	start := len(dst)
-	base, first := recs[0].Offset, recs[0].Timestamp
-	maxTs := first
-	for _, r := range recs {
-		first, maxTs = min(first, r.Timestamp), max(maxTs, r.Timestamp)
-	}
+	w.open = false
+	b := dst[w.start:]
 	be := binary.BigEndian
-	dst = be.AppendUint64(dst, uint64(base))
-	dst = be.AppendUint32(dst, 0) // batchLength, below
-	dst = be.AppendUint32(dst, 0) // partitionLeaderEpoch
-	dst = append(dst, 2)
-	dst = be.AppendUint32(dst, 0) // crc, below
-	dst = be.AppendUint16(dst, 0) // attributes: no codec, CreateTime
-	dst = be.AppendUint32(dst, uint32(recs[len(recs)-1].Offset-base))
-	dst = be.AppendUint64(dst, uint64(first))
-	dst = be.AppendUint64(dst, uint64(maxTs))
-	dst = be.AppendUint64(dst, ^uint64(0)) // producerId -1
-	dst = be.AppendUint16(dst, 0xFFFF)     // producerEpoch -1
-	dst = be.AppendUint32(dst, 0xFFFFFFFF) // baseSequence -1
-	dst = be.AppendUint32(dst, uint32(len(recs)))
-	var body []byte
-	for i := range recs {
-		r := &recs[i]
-		body = body[:0]
-		body = append(body, 0) // attributes
-		body = binary.AppendVarint(body, r.Timestamp-first)
-		body = binary.AppendVarint(body, r.Offset-base)
-		body = appendField(body, r.Key)
-		body = appendField(body, r.Value)
-		body = binary.AppendVarint(body, int64(len(r.Headers)))
-		for _, h := range r.Headers {
-			body = binary.AppendVarint(body, int64(len(h.Key)))
-			body = append(body, h.Key...)
-			body = appendField(body, h.Value)
-		}
-		dst = binary.AppendVarint(dst, int64(len(body)))
-		dst = append(dst, body...)
-	}
-	b := dst[start:]
+	be.PutUint32(b[23:], uint32(w.next-1-w.base))
+	be.PutUint64(b[35:], uint64(w.max))
+	be.PutUint32(b[57:], uint32(w.n))
 	be.PutUint32(b[8:], uint32(len(b)-12))
-	be.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
 	return dst
 }
 

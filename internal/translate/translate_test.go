@@ -122,7 +122,7 @@ func TestAppendKafkaBatchReadByKmsg(t *testing.T) {
 	if err := kb.ReadFrom(b); err != nil {
 		t.Fatal(err)
 	}
-	if kb.FirstOffset != 7 || kb.LastOffsetDelta != 2 || kb.NumRecords != 3 || kb.FirstTimestamp != 990 || kb.MaxTimestamp != 2000 ||
+	if kb.FirstOffset != 7 || kb.LastOffsetDelta != 2 || kb.NumRecords != 3 || kb.FirstTimestamp != 1000 || kb.MaxTimestamp != 2000 ||
 		kb.Magic != 2 || kb.Attributes != 0 || kb.ProducerID != -1 || int(kb.Length) != len(b)-12 {
 		t.Fatalf("header %+v", kb)
 	}
