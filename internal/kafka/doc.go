@@ -61,10 +61,9 @@
 // A queue may hold RocketMQ messages and AMQP messages (a queue declared
 // over the topic) besides Kafka batches. Fetch serves such an entry
 // converted into a record (package translate; consecutive ones in one
-// batch) at a Kafka
-// offset equal to its queue offset, while it comes before the
-// partition's first Kafka batch (before both that batch's entry and its
-// base offset). This is the mapping above with one record per entry: a
+// batch) at a Kafka offset equal to its queue offset, while it comes
+// before the partition's first Kafka batch (before both that batch's
+// entry and its base offset). This is the mapping above with one record per entry: a
 // partition no Kafka producer wrote has Kafka offset = queue offset
 // everywhere (high watermark = entry count, log start = the first
 // entry), and the first Kafka batch appended to it gets the entry count
