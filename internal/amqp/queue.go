@@ -27,17 +27,18 @@ type queue struct {
 
 	mu          sync.Mutex // guards what follows; taken before a channel's mu
 	consumers   []*consumer
-	rr          int            // round-robin position in consumers
-	hadConsumer bool           // auto-delete applies only after a first consumer
-	floor       int64          // every offset below is settled
-	settled     map[int64]bool // settled offsets >= floor
-	cursor      int64          // next offset never handed out in this run
-	returned    []int64        // requeued offsets, ascending: served before cursor
-	inflight    map[int64]bool // handed out, not settled
-	delivered   int64          // one past the highest offset ever handed out
-	restoredD   int64          // delivered as restored: below it, a message may have been delivered before a restart
-	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
-	dirty       bool           // the state changed since snapshot
+	rr          int                   // round-robin position in consumers
+	hadConsumer bool                  // auto-delete applies only after a first consumer
+	floor       int64                 // every offset below is settled
+	settled     map[int64]bool        // settled offsets >= floor
+	cursor      int64                 // next offset never handed out in this run
+	returned    []int64               // requeued offsets, ascending: served before cursor
+	inflight    map[int64]bool        // handed out, not settled
+	delivered   int64                 // one past the highest offset ever handed out
+	restoredD   int64                 // delivered as restored: below it, a message may have been delivered before a restart
+	leased      int64                 // durable bound on delivered (the lease file): raised before a delivery would pass it
+	dirty       bool                  // the state changed since snapshot
+	parts       map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
 	gone        bool
 }
 
@@ -147,7 +148,7 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 		q.v.srv.log.Error("amqp: message missing from the store", "queue", q.name, "topic", q.topic, "offset", o, "err", err)
 		return storedMessage{}, func() {}, false
 	}
-	m, err := q.parseRecord(r.Records[0]) // other protocols' records converted (topicqueue.go)
+	m, err := q.parseRecord(o, r.Records[0]) // other protocols' records converted (topicqueue.go)
 	if err != nil {
 		r.Release()
 		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
@@ -158,6 +159,9 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 
 // take hands out the next message for a delivery or a get.
 func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
+	if o, m, redelivered, ok := q.nextPartLocked(); ok { // topicqueue.go
+		return o, m, func() {}, redelivered, true
+	}
 	for {
 		o, redelivered, ok := q.nextLocked()
 		if !ok {
@@ -233,6 +237,9 @@ func (q *queue) settle(o int64) {
 }
 
 func (q *queue) settleLocked(o int64) {
+	if q.partDoneLocked(o, false) { // topicqueue.go
+		return
+	}
 	delete(q.inflight, o)
 	q.dirty = true
 	if o != q.floor {
@@ -255,7 +262,7 @@ func (q *queue) requeue(o int64) {
 }
 
 func (q *queue) requeueLocked(o int64) {
-	if !q.inflight[o] {
+	if !q.inflight[o] || q.partDoneLocked(o, true) { // topicqueue.go
 		return
 	}
 	delete(q.inflight, o)

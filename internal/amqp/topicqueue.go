@@ -7,8 +7,9 @@ package amqp
 // publishers route to it. Its acknowledgement state is its own, over
 // that ConsumeQueue's offsets, as for any queue; a RocketMQ or Kafka
 // consumer group keeps its own offsets. Records of other protocols are
-// converted on delivery (package translate). Deleting the queue keeps
-// the topic. One AMQP queue per topic.
+// converted on delivery (package translate); the records of a Kafka batch
+// (one entry) are delivered one by one and settle the entry together.
+// Deleting the queue keeps the topic. One AMQP queue per topic.
 
 import (
 	"fmt"
@@ -137,40 +138,101 @@ func (s *Server) untrackTopic(q *queue) {
 	}
 }
 
-// parseRecord decodes the record at a queue's offset: an AMQP record, or
-// in a queue over a Keel topic a record of another protocol, converted.
-func (q *queue) parseRecord(rec []byte) (storedMessage, error) {
-	if t, err := record.TypeOf(rec); err == nil && t != record.AMQP && !q.ownsTopic() {
-		return foreignMessage(rec, q.topic)
+// parseRecord decodes the record at offset o of a queue: an AMQP record,
+// or in a queue over a Keel topic a record of another protocol,
+// converted. A Kafka batch of several records is delivered record by
+// record: the first is returned, the others wait in q.parts, handed out
+// before any other offset, and the entry is settled once every record is
+// (requeued as a whole, every record again, if one was requeued). q.mu
+// is held.
+func (q *queue) parseRecord(o int64, rec []byte) (storedMessage, error) {
+	t, err := record.TypeOf(rec)
+	if err != nil || t == record.AMQP || q.ownsTopic() {
+		return parseMessage(rec)
 	}
-	return parseMessage(rec)
+	ms, err := foreignMessages(rec, q.topic)
+	if err != nil {
+		return storedMessage{}, err
+	}
+	if len(ms) > 1 {
+		if q.parts == nil {
+			q.parts = map[int64]*entryParts{}
+		}
+		q.parts[o] = &entryParts{left: len(ms), pending: ms[1:], redelivered: o < q.delivered} // handed out before: a redelivery
+	}
+	return ms[0], nil
 }
 
-// foreignMessage converts a record of another protocol in a queue over a
-// Keel topic into the message delivered: exchange "", the routing key
-// the conversion gives (the AMQP_ROUTING_KEY property, else the topic),
-// AMQP properties from the mapping. A Kafka batch of several records is
-// one ConsumeQueue entry, and an entry is what a queue's acknowledgement
-// state counts: it is refused (the error names it) rather than delivered
-// in part.
-func foreignMessage(rec []byte, topic string) (storedMessage, error) {
-	var m storedMessage
-	if t, err := record.TypeOf(rec); err == nil && t == record.KafkaBatch {
-		if err := record.CheckEnvelope(rec); err != nil {
-			return m, err
-		}
-		if n := record.Envelope(rec).Messages(); n != 1 {
-			return m, fmt.Errorf("amqp: a Kafka batch of %d records is one entry: only one-record batches are delivered to AMQP queues", n)
+// entryParts is an entry delivered as several messages.
+type entryParts struct {
+	left        int             // messages handed out or pending, not yet settled or requeued
+	requeue     bool            // one was requeued: the entry goes back whole when the last is done
+	pending     []storedMessage // not handed out yet (own copies)
+	redelivered bool
+}
+
+// nextPartLocked returns the next pending message of a multi-message
+// entry (the lowest offset first); q.mu is held.
+func (q *queue) nextPartLocked() (int64, storedMessage, bool, bool) {
+	best := int64(-1)
+	for o, p := range q.parts {
+		if len(p.pending) > 0 && (best < 0 || o < best) {
+			best = o
 		}
 	}
-	n := 0
+	if best < 0 {
+		return 0, storedMessage{}, false, false
+	}
+	p := q.parts[best]
+	m := p.pending[0]
+	p.pending = p.pending[1:]
+	return best, m, p.redelivered, true
+}
+
+// partDoneLocked counts one message of entry o settled (or requeued); it
+// reports whether that is all there is to do (other messages of the
+// entry are still out). When the last one is done the entry is settled,
+// or requeued if any of its messages was. q.mu is held.
+func (q *queue) partDoneLocked(o int64, requeue bool) bool {
+	p := q.parts[o]
+	if p == nil {
+		return false
+	}
+	p.left--
+	p.requeue = p.requeue || requeue
+	if p.left > 0 {
+		return true
+	}
+	delete(q.parts, o)
+	if p.requeue && !requeue {
+		q.requeueLocked(o)
+		return true
+	}
+	return false
+}
+
+// foreignMessages converts a record of another protocol in a queue over
+// a Keel topic into the messages delivered (one per Kafka record):
+// exchange "", the routing key the conversion gives (the
+// AMQP_ROUTING_KEY property, else the topic), AMQP properties from the
+// mapping. Bodies are copied when there are several (they outlive the
+// read).
+func foreignMessages(rec []byte, topic string) ([]storedMessage, error) {
+	var ms []storedMessage
 	err := translate.EachAMQP(rec, topic, translate.DefaultLimit, func(a *translate.AMQPMessage) error {
-		n++
-		m = storedMessage{routingKey: a.RoutingKey, props: a.Props, body: a.Body}
+		ms = append(ms, storedMessage{routingKey: a.RoutingKey, props: a.Props, body: a.Body})
 		return nil
 	})
-	if err == nil && n != 1 {
-		err = fmt.Errorf("amqp: the record converts to %d messages", n)
+	if err == nil && len(ms) == 0 {
+		err = fmt.Errorf("amqp: the record holds no message")
 	}
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) > 1 {
+		for i := range ms {
+			ms[i].body = append([]byte(nil), ms[i].body...)
+		}
+	}
+	return ms, nil
 }
