@@ -254,6 +254,26 @@ func TestCrossAMQP(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the Kafka record never reached the AMQP consumer")
 	}
+	// Several records in one produce request: one batch, one entry, a
+	// delivery per record.
+	var rs []*kgo.Record
+	for i := range 5 {
+		rs = append(rs, &kgo.Record{Topic: "x-k2a", Value: []byte(fmt.Sprint("batched-", i))})
+	}
+	if err := kc.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		select {
+		case d := <-dc:
+			if string(d.Body) != fmt.Sprint("batched-", i) {
+				t.Errorf("delivery %d: %q", i, d.Body)
+			}
+			d.Ack(false)
+		case <-ctx.Done():
+			t.Fatalf("%d of the 5 batched records reached the AMQP consumer", i)
+		}
+	}
 
 	// AMQP -> Kafka: the consumer's metadata request creates x-a2k.
 	waitFor(t, "topic x-a2k", 30*time.Second, func() bool {
