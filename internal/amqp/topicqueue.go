@@ -127,6 +127,16 @@ func (s *Server) trackTopic(q *queue, fresh bool) {
 		end := s.store.MaxOffset(q.topic, queueID)
 		q.floor, q.cursor, q.delivered, q.restoredD, q.dirty = end, end, end, end, true
 		q.mu.Unlock()
+		if q.persistent() && end > 0 {
+			// Written now rather than at the next interval: restored without
+			// it, the queue would start at the topic's first message. (The
+			// caller holds vhost.mu, which saveAcks takes.)
+			go func() {
+				if err := s.vhost.saveAcks(); err != nil {
+					s.log.Error("amqp: write the acknowledgement state", "queue", q.name, "err", err)
+				}
+			}()
+		}
 	}
 	s.topics.queues.Store(q.topic, &topicQueue{q: q})
 }
