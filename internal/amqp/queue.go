@@ -27,19 +27,20 @@ type queue struct {
 
 	mu          sync.Mutex // guards what follows; taken before a channel's mu
 	consumers   []*consumer
-	rr          int                   // round-robin position in consumers
-	hadConsumer bool                  // auto-delete applies only after a first consumer
-	floor       int64                 // every offset below is settled
-	settled     map[int64]bool        // settled offsets >= floor
-	cursor      int64                 // next offset never handed out in this run
-	returned    []int64               // requeued offsets, ascending: served before cursor
-	inflight    map[int64]bool        // handed out, not settled
-	delivered   int64                 // one past the highest offset ever handed out
-	restoredD   int64                 // delivered as restored: below it, a message may have been delivered before a restart
-	leased      int64                 // durable bound on delivered (the lease file): raised before a delivery would pass it
-	dirty       bool                  // the state changed since snapshot
-	parts       map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
+	rr          int            // round-robin position in consumers
+	hadConsumer bool           // auto-delete applies only after a first consumer
+	floor       int64          // every offset below is settled
+	settled     map[int64]bool // settled offsets >= floor
+	cursor      int64          // next offset never handed out in this run
+	returned    []int64        // requeued offsets, ascending: served before cursor
+	inflight    map[int64]bool // handed out, not settled
+	delivered   int64          // one past the highest offset ever handed out
+	restoredD   int64          // delivered as restored: below it, a message may have been delivered before a restart
+	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
+	dirty       bool           // the state changed since snapshot
 	gone        bool
+
+	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
 }
 
 // consumer is one basic.consume.

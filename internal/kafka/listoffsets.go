@@ -63,6 +63,9 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 				rp.Offset, rp.Timestamp = b.base, b.storeMs
 				break
 			}
+			if b.ok {
+				continue
+			}
 			if ms, ok, err := s.parts.foreignAt(part, idx); err == nil && ok && ms >= ts {
 				rp.Offset, rp.Timestamp = idx, ms // another protocol's entry (foreign.go)
 				break
