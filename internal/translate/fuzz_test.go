@@ -3,6 +3,8 @@ package translate
 import (
 	"testing"
 
+	"github.com/keelmq/keel/internal/message"
+
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -79,6 +81,10 @@ func FuzzAMQPRecord(f *testing.F) {
 // and AMQP or fail cleanly; the Kafka batch made from one parses.
 func FuzzRocketMQRecord(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 8, 0xDA, 0xA3, 0x20, 0xA7})
+	f.Add(rocketMQRecord(f, &message.Message{Topic: "t", BornTimestamp: 1, Body: []byte("body"),
+		Properties: message.EncodeProperties(map[string]string{"KEYS": "k", "TAGS": "a", "CONTENT_TYPE": "text/plain", "AMQP_PRIORITY": "3"})}))
+	f.Add(rocketMQRecord(f, &message.Message{Topic: "t", SysFlag: message.FlagCompressed, Body: zlibBytes([]byte("zzzzzzzz")),
+		Properties: "KEYS\x01a\x02KEYS\x01b\x02x\x01\x01y\x02"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := KafkaRecordOf(b, 5, fuzzLimit)
 		if err == nil {
