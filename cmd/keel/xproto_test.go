@@ -136,6 +136,15 @@ func TestCrossKafkaToRocketMQ(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("received %d messages, sent %d records", len(got), len(want))
 	}
+	// The records of a batch share its entry's queue offset: every one was
+	// received all the same (the client's process queue keys by offset).
+	entries := map[string]bool{}
+	for _, m := range got {
+		entries[fmt.Sprint(m.Queue.QueueId, "/", m.QueueOffset)] = true
+	}
+	if len(entries) >= len(got) {
+		t.Errorf("%d messages in %d entries: the producer sent no batch of several records, so the shared offsets were not tested", len(got), len(entries))
+	}
 }
 
 // TestCrossRocketMQToKafka: the official RocketMQ producer sends messages
