@@ -99,7 +99,10 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 			res.Release()
 		}
 	}()
-	converted := b.convertForeign(p, res) // other protocols' records as RocketMQ messages (pull_types.go)
+	converted, err := b.convertForeign(p, res) // other protocols' records as RocketMQ messages (pull_types.go)
+	if err != nil {
+		return nil, err
+	}
 	code := pullStatusCode(res.Status, p.offset)
 	if code == remoting.ResSuccess && len(res.Records) == 0 {
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -434,4 +435,54 @@ func zstdBatch(t *testing.T, b []byte) []byte {
 	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
 	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return out
+}
+
+// TestPullOrderlyRefusesMultiRecordBatch: a consumer holding the queue's
+// orderly lock gets the messages before a Kafka batch of several records,
+// and then a clear error at the batch instead of a pull its client would
+// reduce to the batch's first record; a one-record batch goes through,
+// and without the lock the batch is delivered whole.
+func TestPullOrderlyRefusesMultiRecordBatch(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("before")), remoting.ResSuccess)
+	for _, n := range []int{1, 3} {
+		var recs []translate.KafkaRecord
+		for i := range n {
+			recs = append(recs, translate.KafkaRecord{Offset: int64(i), Timestamp: 1, Value: fmt.Appendf(nil, "k%d-%d", n, i)})
+		}
+		rec, err := record.AppendEnvelope(nil, record.KafkaBatch, int32(n), []record.Dest{{Topic: "T", QueueID: 0}}, translate.AppendKafkaBatch(nil, recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %v %v", res.Status, res.Err)
+		}
+	}
+	e.waitMax("T", 0, 3)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	bodies := func(resp *remoting.Command) []string {
+		var out []string
+		for _, m := range splitRecords(t, resp.Body) {
+			out = append(out, string(m.Body))
+		}
+		return out
+	}
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	if got := bodies(resp); fmt.Sprint(got) != "[before k1-0 k3-0 k3-1 k3-2]" {
+		t.Fatalf("without the lock: %v", got)
+	}
+	if got := lockedQueues(t, cl, "g", "c1", 0); len(got) != 1 {
+		t.Fatalf("locked %v", got)
+	}
+	resp = cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	if got := bodies(resp); fmt.Sprint(got) != "[before k1-0]" || resp.ExtFields["nextBeginOffset"] != "2" {
+		t.Fatalf("orderly: %v next %s, want [before k1-0] next 2", got, resp.ExtFields["nextBeginOffset"])
+	}
+	resp = cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 2, 0, 0), nil)
+	if resp.Code != remoting.ResSystemError || !strings.Contains(resp.Remark, "orderly") {
+		t.Fatalf("orderly pull at the batch: code %d %q", resp.Code, resp.Remark)
+	}
 }
