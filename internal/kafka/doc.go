@@ -69,10 +69,12 @@
 // entry), and the first Kafka batch appended to it gets the entry count
 // as its base offset, so offsets go on densely. Entries of other
 // protocols after the first batch have no Kafka offset between the
-// batches' and are skipped. foreign.go learns where the first and last
-// batches are by one forward scan per partition, extended as entries
-// are added; ListOffsets by time counts the served entries with their
-// store time.
+// batches' and are skipped. foreign.go finds the first batch by a
+// forward scan per partition, extended as entries are added until one is
+// found (at once in a partition only Kafka producers wrote), and the last
+// (the high watermark) scanning back from the end as before, down to the
+// first; ListOffsets by time counts the served entries with their store
+// time.
 //
 //	entries:  [RocketMQ 0][AMQP 1][RocketMQ 2][batch base 3, 4 records][RocketMQ][batch base 7 ...]
 //	Kafka:     0           1       2           3 4 5 6                  (skipped)  7 ...

@@ -2,9 +2,12 @@ package kafka
 
 // Kafka reads of the entries other protocols wrote (RocketMQ messages,
 // AMQP messages) — the package documentation, "Entries of other
-// protocols", gives the offsets. A partition's entries are scanned once,
-// forward and incrementally, to learn where its first and last Kafka
-// batches are; the scan is kept per partition.
+// protocols", gives the offsets. Where a partition's first Kafka batch is
+// is learned by a forward scan, kept per partition and extended as
+// entries are added until a batch is found (then never again: a pure
+// Kafka partition finds it at its first entry); the last batch, for the
+// high watermark, by a scan back from the end that stops at that first
+// batch.
 
 import (
 	"math"
@@ -21,27 +24,26 @@ type foreignScan struct {
 	st foreignState
 }
 
-// foreignState is what a scan learned.
+// foreignState is what the scan learned.
 type foreignState struct {
 	begun     bool
-	scanned   int64 // entries below were examined
-	first     int64 // entry of the first Kafka batch (-1: none seen)
+	scanned   int64 // entries below were examined (while no batch was found)
+	first     int64 // entry of the first Kafka batch (-1: none below scanned)
 	firstBase int64
-	last      int64 // entry of the last Kafka batch (-1: none seen)
-	lastEnd   int64
 }
 
-// scan examines the entries up to hi and returns a copy of what is known.
+// scan looks for the first Kafka batch among the entries below hi, from
+// where it stopped, and returns what is known.
 func (ps *partitions) scan(p *partition, hi int64) (foreignState, error) {
 	p.foreign.mu.Lock()
 	defer p.foreign.mu.Unlock()
 	f := &p.foreign.st
 	if !f.begun {
-		f.begun, f.first, f.last = true, -1, -1
+		f.begun, f.first = true, -1
 	}
 	k := p.key
 	pos := max(f.scanned, ps.st.MinOffset(k.topic, k.queueID))
-	for pos < hi {
+	for pos < hi && f.first < 0 {
 		r, err := ps.st.GetMessage(k.topic, k.queueID, pos, 64, 1<<20, nil)
 		if err != nil {
 			return foreignState{}, err
@@ -55,6 +57,7 @@ func (ps *partitions) scan(p *partition, hi int64) (foreignState, error) {
 			pos = next
 			continue
 		}
+		next := max(r.NextOffset, pos+1)
 		for _, rec := range r.Records {
 			b, err := kafkaView(rec)
 			if err != nil {
@@ -64,16 +67,12 @@ func (ps *partitions) scan(p *partition, hi int64) (foreignState, error) {
 			if !b.ok {
 				continue
 			}
-			qo, ok := translate.QueueOffset(rec, k.topic, k.queueID)
-			if !ok {
-				continue
+			if qo, ok := translate.QueueOffset(rec, k.topic, k.queueID); ok {
+				f.first, f.firstBase, next = qo, b.base, qo+1
+				break
 			}
-			if f.first < 0 {
-				f.first, f.firstBase = qo, b.base
-			}
-			f.last, f.lastEnd = qo, b.end
 		}
-		pos = max(r.NextOffset, pos+1)
+		pos = next
 		r.Release()
 	}
 	f.scanned = max(f.scanned, min(pos, hi))
@@ -91,17 +90,28 @@ func (f foreignState) prefixEnd() int64 {
 	return min(f.first, f.firstBase)
 }
 
-// scannedEnd is lastEnd from the scan: the end of the last batch below
-// entries, or entries when there is none.
+// scannedEnd is lastEnd: the end of the last batch below entries (read
+// back from the end down to the first batch), or entries when there is
+// none.
 func (ps *partitions) scannedEnd(k queueKey, entries int64) (int64, error) {
 	f, err := ps.scan(ps.get(k.topic, k.queueID), entries)
 	if err != nil {
 		return 0, err
 	}
-	if f.last < 0 {
+	if f.first < 0 {
 		return entries, nil
 	}
-	return f.lastEnd, nil
+	lo := max(ps.st.MinOffset(k.topic, k.queueID), f.first)
+	for i := entries - 1; i >= lo; i-- {
+		b, err := ps.readEntry(k, i)
+		if err != nil {
+			return 0, err
+		}
+		if b.ok {
+			return b.end, nil
+		}
+	}
+	return entries, nil
 }
 
 // foreignStart is logStart's answer when the queue's first entry is one
