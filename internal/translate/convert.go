@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -60,7 +61,7 @@ type neutral struct {
 	storeMs int64
 }
 
-// Origin says where a converted message came from; it makes the
+// origin says where a converted message came from; it makes the
 // deterministic message id.
 type origin struct {
 	phys  int64
@@ -195,7 +196,7 @@ func appendRocketMQProperties(b []byte, nm *neutral, o origin, kafkaOffset int64
 		if propText(nm.key) {
 			add(message.PropKeys, nm.key)
 		} else {
-			add(PropKafkaKeyBase64, []byte(base64Std(nm.key)))
+			add(PropKafkaKeyBase64, base64.StdEncoding.AppendEncode(nil, nm.key))
 		}
 	}
 	var seen map[string]bool // past a few headers: a linear look-back would be quadratic
