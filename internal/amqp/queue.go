@@ -39,6 +39,8 @@ type queue struct {
 	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
 	dirty       bool           // the state changed since snapshot
 	gone        bool
+
+	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
 }
 
 // consumer is one basic.consume.
@@ -147,7 +149,7 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 		q.v.srv.log.Error("amqp: message missing from the store", "queue", q.name, "topic", q.topic, "offset", o, "err", err)
 		return storedMessage{}, func() {}, false
 	}
-	m, err := parseMessage(r.Records[0])
+	m, err := q.parseRecord(o, r.Records[0]) // other protocols' records converted (topicqueue.go)
 	if err != nil {
 		r.Release()
 		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
@@ -158,6 +160,9 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 
 // take hands out the next message for a delivery or a get.
 func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
+	if o, m, redelivered, ok := q.nextPartLocked(); ok { // topicqueue.go
+		return o, m, func() {}, redelivered, true
+	}
 	for {
 		o, redelivered, ok := q.nextLocked()
 		if !ok {
@@ -233,6 +238,9 @@ func (q *queue) settle(o int64) {
 }
 
 func (q *queue) settleLocked(o int64) {
+	if q.partDoneLocked(o, false) { // topicqueue.go
+		return
+	}
 	delete(q.inflight, o)
 	q.dirty = true
 	if o != q.floor {
@@ -255,7 +263,7 @@ func (q *queue) requeue(o int64) {
 }
 
 func (q *queue) requeueLocked(o int64) {
-	if !q.inflight[o] {
+	if !q.inflight[o] || q.partDoneLocked(o, true) { // topicqueue.go
 		return
 	}
 	delete(q.inflight, o)

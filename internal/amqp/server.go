@@ -83,6 +83,8 @@ type Server struct {
 	dir   string
 	vhost *vhost
 
+	topics topicWatch // queues over Keel topics (topicqueue.go)
+
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	lns    []net.Listener
@@ -112,6 +114,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.vhost = v
+	s.watchTopics()
 	s.wg.Add(1)
 	go s.persistLoop()
 	return s, nil
@@ -180,6 +183,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	close(s.stop)
+	s.topics.remove()
 	s.cancelBase()
 	s.wg.Wait()
 	s.vhost.trimLeases()
