@@ -75,6 +75,9 @@ type parts struct {
 	// replicationState is the group member's state (nil: not in a group);
 	// the metrics read it (wire_replication_status.go).
 	replicationState func() replication.State
+	// replCore is p.core for the replication service, which starts
+	// before the core (wire_replication_offsets.go).
+	replCore atomic.Pointer[core.Broker]
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

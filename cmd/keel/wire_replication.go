@@ -64,7 +64,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			}
 			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: b.HAMasterAddress,
-				SyncFlush: b.FlushDiskType == config.SyncFlush, Logger: log})
+				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets, Logger: log})
 			if err != nil {
 				return service{}, err
 			}
@@ -78,7 +78,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		}
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
 			BrokerName: b.BrokerName, Sync: b.BrokerRole == config.SyncMaster,
-			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout, Logger: log})
+			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout, OnReplicaOffsets: p.mergeReplicaOffsets, Logger: log})
 		if err != nil {
 			return service{}, err
 		}

@@ -45,6 +45,12 @@
 // maxPendingPublishes (1024) publishes per connection await their
 // confirm; the reader then waits.
 //
+// A queue declared with the argument x-keel-topic is stored in queue 0
+// of that Keel topic instead (topicqueue.go): RocketMQ and Kafka
+// producers writing there feed it, their records converted on delivery
+// (package translate), and what is routed to it is read by RocketMQ and
+// Kafka consumers of the topic; deleting the queue keeps the topic.
+//
 // # Acknowledgement state
 //
 // Per queue, over its ConsumeQueue offsets:

@@ -49,6 +49,8 @@ type queue struct {
 	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
 
+	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
+
 	// savedFloor is the floor acks.json holds (durable queues): what
 	// retention may delete below (retention.go).
 	savedFloor atomic.Int64
@@ -185,7 +187,7 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 		q.v.srv.log.Error("amqp: message missing from the store", "queue", q.name, "topic", q.topic, "offset", o, "err", err)
 		return storedMessage{}, func() {}, false
 	}
-	m, err := parseMessage(r.Records[0])
+	m, err := q.parseRecord(o, r.Records[0]) // other protocols' records converted (topicqueue.go)
 	if err != nil {
 		r.Release()
 		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
@@ -196,6 +198,9 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 
 // take hands out the next message for a delivery or a get.
 func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
+	if o, m, redelivered, ok := q.nextPartLocked(); ok { // topicqueue.go
+		return o, m, func() {}, redelivered, true
+	}
 	for {
 		o, redelivered, ok := q.nextLocked()
 		if !ok {
@@ -301,6 +306,9 @@ func (q *queue) reject(o int64, c *conn) {
 }
 
 func (q *queue) settleLocked(o int64) {
+	if q.partDoneLocked(o, false) { // topicqueue.go
+		return
+	}
 	delete(q.inflight, o)
 	delete(q.returns, o)
 	q.dirty = true
@@ -329,7 +337,7 @@ func (q *queue) requeue(o int64) {
 // delivered message (beyond x-delivery-limit returns it is dead-lettered
 // instead).
 func (q *queue) requeueLocked(o int64, counted bool) {
-	if !q.inflight[o] {
+	if !q.inflight[o] || q.partDoneLocked(o, true) { // topicqueue.go
 		return
 	}
 	if counted {

@@ -123,6 +123,8 @@ type Server struct {
 	// blocked: connection.blocked was sent (the store refuses writes).
 	blocked atomic.Bool
 
+	topics topicWatch // queues over Keel topics (topicqueue.go)
+
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	lns    []net.Listener
@@ -156,6 +158,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		s.vhosts[name] = v
 	}
 	st.SetQueueHolds(s.holds) // retention keeps every unsettled message (retention.go)
+	s.watchTopics()
 	s.wg.Add(3)
 	go s.persistLoop()
 	go s.sweep()
@@ -229,6 +232,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	close(s.stop)
+	s.topics.remove()
 	s.cancelBase()
 	s.wg.Wait()
 	s.store.SetQueueHolds(nil)

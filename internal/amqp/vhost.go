@@ -222,8 +222,13 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 	if m.Exclusive {
 		owner = c
 	}
-	q := newQueue(v, name, newTopic(), m.Durable, m.AutoDelete, m.Arguments, a, owner)
+	topic, err := v.queueTopic(m) // x-keel-topic (topicqueue.go)
+	if err != nil {
+		return nil, err
+	}
+	q := newQueue(v, name, topic, m.Durable, m.AutoDelete, m.Arguments, a, owner)
 	v.queues[name] = q
+	v.srv.trackTopic(q, true)
 	if q.persistent() {
 		if err := v.saveDefsLocked(); err != nil {
 			delete(v.queues, name)
@@ -278,6 +283,10 @@ func (v *vhost) remove(q *queue) error {
 		if err := v.srv.cfg.FS.Remove(q.leasePath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			v.srv.log.Error("amqp: remove the delivery lease of a deleted queue", "queue", q.name, "err", err)
 		}
+	}
+	v.srv.untrackTopic(q)
+	if !q.ownsTopic() {
+		return nil // a Keel topic the queue was declared over stays (topicqueue.go)
 	}
 	if err := v.srv.store.DeleteTopic(q.topic); err != nil {
 		v.srv.log.Error("amqp: delete the store topic of a deleted queue", "queue", q.name, "topic", q.topic, "err", err)

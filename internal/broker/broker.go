@@ -76,6 +76,14 @@ type Config struct {
 	// HAAddr is the replication address registered as haServerAddr
 	// (empty: AdvertisedAddr).
 	HAAddr string
+	// SystemRecords: a master serving slaves writes its metadata changes
+	// to the CommitLog (core.Config.SystemRecords).
+	SystemRecords bool
+	// SlaveReadEnable and SlaveReadBehindBytes: pull responses suggest a
+	// slave to a consumer reading further behind the log end than this
+	// (slaveread.go); 0 = 40 % of the machine's memory.
+	SlaveReadEnable      bool
+	SlaveReadBehindBytes int64
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool
@@ -136,6 +144,9 @@ func (c *Config) applyDefaults() {
 	setDef(&c.ShortPollingTimeout, time.Second)
 	setDef(&c.MaxSuspendTimeout, 25*time.Second)
 	setDef(&c.MaxHeldPulls, 100000)
+	if c.SlaveReadEnable && c.SlaveReadBehindBytes == 0 {
+		c.SlaveReadBehindBytes = defaultSlaveReadBehind() // slaveread.go
+	}
 	setDef(&c.MaxPullMessages, 1024)
 	setDef(&c.MaxPullBytes, 1<<20)
 	setDef(&c.ChannelExpiredTimeout, 120*time.Second)

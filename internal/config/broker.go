@@ -155,6 +155,7 @@ type Broker struct {
 	HAMasterAddress   string        // haMasterAddress: a slave's master HA address "host:port"
 	MinInSyncReplicas int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
 	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
+	SlaveReadEnable   bool          // slaveReadEnable: pull responses may suggest a slave (consumers far behind)
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
 	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener

@@ -103,6 +103,9 @@
 // several logical messages (see package consumequeue). A record of a type
 // this version does not know stops Open, Check, dispatch and reads with an
 // error wrapping record.ErrUnknownType that names its magic and offset.
+// System records (system.go) have no destinations: the dispatcher checks
+// each body (an unknown kind fails the store) and hands it to the one
+// SystemFunc subscribed; LookMessageByOffset never returns one.
 //
 // # Watermarks
 //
