@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/translate"
 )
@@ -63,8 +64,12 @@ func (v *vhost) queueTopic(m *wire.QueueDeclare) (string, error) {
 	}
 	for _, q := range v.queues {
 		if q.topic == t {
-			return "", soft(wire.PreconditionFailed, m, "topic '%s' already feeds queue '%s' in vhost '/' (one queue per topic)", t, q.name)
+			return "", soft(wire.PreconditionFailed, m, "topic '%s' already feeds queue '%s' in vhost '%s' (one queue per topic)", t, q.name, v.name)
 		}
+	}
+	if tq, ok := v.srv.topics.queues.Load(t); ok { // a queue of another vhost
+		q := tq.(*topicQueue).q
+		return "", soft(wire.PreconditionFailed, m, "topic '%s' already feeds queue '%s' in vhost '%s' (one queue per topic)", t, q.name, q.v.name)
 	}
 	return t, nil
 }
@@ -92,11 +97,13 @@ type topicQueue struct {
 // watchTopics tracks the restored queues over Keel topics and subscribes
 // to the store's events.
 func (s *Server) watchTopics() {
-	s.vhost.mu.Lock()
-	for _, q := range s.vhost.queues {
-		s.trackTopic(q, false)
+	for _, v := range s.vhosts {
+		v.mu.Lock()
+		for _, q := range v.queues {
+			s.trackTopic(q, false)
+		}
+		v.mu.Unlock()
 	}
-	s.vhost.mu.Unlock()
 	s.topics.remove = s.store.OnVisible(func(topic string, qid int32, _, _ int64) {
 		if qid != queueID {
 			return
@@ -132,7 +139,7 @@ func (s *Server) trackTopic(q *queue, fresh bool) {
 			// it, the queue would start at the topic's first message. (The
 			// caller holds vhost.mu, which saveAcks takes.)
 			go func() {
-				if err := s.vhost.saveAcks(); err != nil {
+				if err := q.v.saveAcks(); err != nil {
 					s.log.Error("amqp: write the acknowledgement state", "queue", q.name, "err", err)
 				}
 			}()
@@ -163,6 +170,10 @@ func (q *queue) parseRecord(o int64, rec []byte) (storedMessage, error) {
 	ms, err := foreignMessages(rec, q.topic)
 	if err != nil {
 		return storedMessage{}, err
+	}
+	ts := foreignStoreTime(t, rec) // for x-message-ttl
+	for i := range ms {
+		ms[i].storeTs = ts
 	}
 	if len(ms) > 1 {
 		if q.parts == nil {
@@ -215,10 +226,19 @@ func (q *queue) partDoneLocked(o int64, requeue bool) bool {
 	}
 	delete(q.parts, o)
 	if p.requeue && !requeue {
-		q.requeueLocked(o)
+		q.requeueLocked(o, true)
 		return true
 	}
 	return false
+}
+
+// foreignStoreTime is when the store wrote a record of another protocol
+// (ms).
+func foreignStoreTime(t record.Type, rec []byte) int64 {
+	if t == record.RocketMQ {
+		return message.View(rec).StoreTimestamp()
+	}
+	return record.Envelope(rec).StoreTimestamp()
 }
 
 // foreignMessages converts a record of another protocol in a queue over

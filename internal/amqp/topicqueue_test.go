@@ -187,3 +187,20 @@ func waitEntries(t *testing.T, st *store.Store, topic string, n int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A queue over a Keel topic with x-message-ttl measures a RocketMQ
+// record's age from its store time (a record without an AMQP envelope
+// has no AMQP store time of its own): a fresh one is delivered, not
+// expired at once.
+func TestTopicQueueTTLFromStoreTime(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("fed", true, false, false, false, amqp091.Table{ArgKeelTopic: "FedTopic", "x-message-ttl": int32(60000)}); err != nil {
+		t.Fatal(err)
+	}
+	putRocketMQ(t, b.st, "FedTopic", 7)
+	d := getWithin(t, ch, "fed")
+	if string(d.Body) != "rmq-7" {
+		t.Fatalf("got %q", d.Body)
+	}
+}

@@ -211,7 +211,8 @@ type Broker struct {
 	pulls   *pullHold
 	reg     *registrar
 
-	observer atomic.Pointer[observerBox] // observe.go
+	observer atomic.Pointer[observerBox]  // observe.go
+	amqpInfo atomic.Pointer[AMQPInfoFunc] // admin_amqp.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -304,6 +305,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
 		remoting.ReqListTransactions:              b.handleListTransactions,
 		remoting.ReqListIsolatedRecords:           b.handleListIsolated, // admin_isolated.go
+		remoting.ReqListAMQP:                      b.handleListAMQP,     // admin_amqp.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

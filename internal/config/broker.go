@@ -158,6 +158,16 @@ type Broker struct {
 	SlaveReadEnable   bool          // slaveReadEnable: pull responses may suggest a slave (consumers far behind)
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
+	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
+	// address, with tlsServerCertPath / tlsServerKeyPath; empty = off.
+	AMQPSListen string
+	// AMQPVhosts (amqpVhosts, Keel): the AMQP virtual hosts served besides
+	// "/", separated by ';'.
+	AMQPVhosts string
+	// AMQPConsumerTimeout (amqpConsumerTimeoutMillis, Keel, ms): how long an
+	// AMQP delivery may wait for its ack before its channel is closed
+	// (RabbitMQ's consumer_timeout); 0 = never.
+	AMQPConsumerTimeout time.Duration
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
@@ -236,6 +246,8 @@ func Default() *Broker {
 
 		MinInSyncReplicas: 2,
 		ReplicaAckTimeout: 2 * time.Second,
+
+		AMQPConsumerTimeout: 30 * time.Minute,
 	}
 }
 

@@ -90,6 +90,8 @@ type Store struct {
 	// Retention under disk pressure (pressure.go).
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
 	pressureBlocked atomic.Bool // the oldest segment was kept; logged once
+	queueHolds      atomic.Pointer[QueueHoldsFunc]
+	retentionHeld   atomic.Int64 // the CommitLog offset a hold last kept expired segments at (holds.go); logged once each
 
 	failure  atomic.Pointer[error] // sticky read-only cause
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
