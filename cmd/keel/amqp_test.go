@@ -32,7 +32,7 @@ func startServeProc(t *testing.T, dir string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	cmd := exec.Command(os.Args[0], "serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
-		"--amqp-listen", "127.0.0.1:0", "--broker-listen", "127.0.0.1:0", "--http-listen", "",
+		"--amqp-listen", "127.0.0.1:0", "--kafka-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "",
 		"-c", writeConf(t, "mapedFileSizeCommitLog=16777216\n"))
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN=1")
 	cmd.Stderr = logs

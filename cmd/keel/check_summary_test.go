@@ -132,7 +132,7 @@ func TestCorruptionProcedure(t *testing.T) {
 		t.Fatalf("detect: exit %d\n%s", code, out)
 	}
 	args := []string{"serve", "-c", conf, "--data-dir", dir,
-		"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}
+		"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--kafka-listen", "", "--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}
 	var refused bytes.Buffer
 	if code := run(context.Background(), args, &bytes.Buffer{}, &refused); code != exitError ||
 		!strings.Contains(refused.String(), "--repair-corruption") || !strings.Contains(refused.String(), "docs/operations.md") {

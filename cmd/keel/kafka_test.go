@@ -32,7 +32,7 @@ func TestServeKafka(t *testing.T) {
 	done := make(chan int, 1)
 	dir := t.TempDir()
 	go func() {
-		done <- run(ctx, []string{"serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
+		done <- run(ctx, []string{"serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "",
 			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--http-listen", ""}, &stdout, &logs)
 	}()
 	stopped := false
@@ -99,7 +99,7 @@ func TestServeKafkaListenInUse(t *testing.T) {
 	}
 	defer busy.Close()
 	var logs syncBuffer
-	code := run(context.Background(), []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+	code := run(context.Background(), []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "",
 		"--broker-listen", "127.0.0.1:0", "--http-listen", "", "--kafka-listen", busy.Addr().String()}, &syncBuffer{}, &logs)
 	want := "Kafka listener cannot listen on " + busy.Addr().String() + ": address already in use (choose another address with --kafka-listen or kafkaListen in broker.conf)"
 	if code == 0 || !strings.Contains(logs.String(), want) {

@@ -94,9 +94,9 @@ func TestBusyPortFailsBeforeStarting(t *testing.T) {
 		{"broker http", []string{"broker", "-n", "127.0.0.1:1", "--amqp-listen", "", "--broker-listen", free, "--kafka-listen", "", "--http-listen", busy},
 			"HTTP listener cannot listen on " + busy},
 		{"namesrv", []string{"namesrv", "--namesrv-listen", busy}, "NameServer listener cannot listen on " + busy},
-		{"serve amqp", []string{"serve", "--namesrv-listen", free, "--amqp-listen", busy, "--broker-listen", free, "--http-listen", free},
+		{"serve amqp", []string{"serve", "--namesrv-listen", free, "--amqp-listen", busy, "--kafka-listen", "", "--broker-listen", free, "--http-listen", free},
 			"AMQP listener cannot listen on " + busy + ": address already in use (choose another address with --amqp-listen or amqpListen in broker.conf)"},
-		{"broker amqp", []string{"broker", "-n", "127.0.0.1:1", "--amqp-listen", busy, "--broker-listen", free, "--http-listen", free},
+		{"broker amqp", []string{"broker", "-n", "127.0.0.1:1", "--amqp-listen", busy, "--kafka-listen", "", "--broker-listen", free, "--http-listen", free},
 			"AMQP listener cannot listen on " + busy},
 	}
 	for _, tt := range tests {

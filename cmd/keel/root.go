@@ -70,6 +70,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newTxnCmd(),
 		newCorruptCmd(),
 		newClusterCmd(),
+		newAMQPCmd(),
 	)
 	requireSubcommands(root)
 	return root

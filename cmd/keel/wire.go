@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/amqp"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
@@ -58,6 +59,7 @@ type parts struct {
 	broker      *broker.Broker
 	brokerConns func() int          // open client connections of the broker's server (metrics)
 	txn         *transaction.Engine // nil: transactional messages rejected
+	amqp        *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]
@@ -75,6 +77,9 @@ type parts struct {
 	// replicationState is the group member's state (nil: not in a group);
 	// the metrics read it (wire_replication_status.go).
 	replicationState func() replication.State
+	// replCore is p.core for the replication service, which starts
+	// before the core (wire_replication_offsets.go).
+	replCore atomic.Pointer[core.Broker]
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

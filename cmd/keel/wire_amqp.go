@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/metrics"
+	"github.com/keelmq/keel/internal/tlsconf"
 )
 
 // amqpListenFlag is where the AMQP listener's address is changed.
@@ -14,26 +19,60 @@ const amqpListenFlag = "--amqp-listen or amqpListen in broker.conf"
 // listenAMQP names the AMQP listener.
 const listenAMQP = "AMQP"
 
-// amqpStarter serves AMQP 0-9-1 on addr ("" = off) over the open store.
-// It stops before the store closes (starters stop in reverse): Close
-// requeues unacknowledged deliveries and writes the acknowledgement state.
+// amqpStarter serves AMQP 0-9-1 on addr ("" = off) and, with amqpsListen
+// set, AMQP over TLS on that address, over the open store. With
+// aclEnable=true the ACL accounts authenticate AMQP clients too. It stops
+// before the store closes (starters stop in reverse): Close requeues
+// unacknowledged deliveries and writes the acknowledgement state.
 func (p *parts) amqpStarter(addr string) starter {
 	return func() (service, error) {
-		if addr == "" {
+		tlsAddr := p.cfg.AMQPSListen
+		if addr == "" && tlsAddr == "" {
 			return service{name: "amqp (off)"}, nil
 		}
-		srv, err := amqp.New(amqp.Config{DataDir: p.cfg.StorePathRootDir}, p.store, p.log.With("component", "amqp"))
+		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
+			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever()}
+		auth := "guest from loopback only"
+		if a := p.acl; a != nil {
+			cfg.Accounts = func() *acl.Rules { return a.Rules() }
+			auth = "ACL accounts (plain_acl.yml)"
+		}
+		srv, err := amqp.New(cfg, p.store, p.log.With("component", "amqp"))
 		if err != nil {
 			return service{}, err
 		}
-		ln, err := p.listen(listenAMQP, addr)
-		if err != nil {
+		p.amqp = srv
+		if p.broker != nil {
+			p.broker.SetAMQPInfo(func() (any, any) { return srv.Queues(), srv.Exchanges() })
+		}
+		var lns []net.Listener
+		fail := func(err error) (service, error) {
+			for _, ln := range lns {
+				ln.Close()
+			}
 			srv.Close()
 			return service{}, err
 		}
-		p.log.Info("amqp listening", "addr", ln.Addr().String())
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ln) }()
+		if addr != "" {
+			ln, err := p.listen(listenAMQP, addr)
+			if err != nil {
+				return fail(err)
+			}
+			lns = append(lns, ln)
+			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth)
+		}
+		if tlsAddr != "" {
+			ln, err := p.amqpsListener(tlsAddr)
+			if err != nil {
+				return fail(err)
+			}
+			lns = append(lns, ln)
+			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth)
+		}
+		done := make(chan error, len(lns))
+		for _, ln := range lns {
+			go func() { done <- srv.Serve(ln) }()
+		}
 		return service{
 			name: "amqp",
 			run: func(ctx context.Context) error {
@@ -47,7 +86,51 @@ func (p *parts) amqpStarter(addr string) starter {
 					return err
 				}
 			},
-			stop: func(context.Context) error { return srv.Close() },
+			stop: func(context.Context) error {
+				if p.broker != nil {
+					p.broker.SetAMQPInfo(nil)
+				}
+				return srv.Close()
+			},
 		}, nil
+	}
+}
+
+// amqpsListener listens on addr for AMQP over TLS with the listeners'
+// certificate (tlsServerCertPath, tlsServerKeyPath, client certificates as
+// tlsServerNeedClientAuth says), whatever tlsMode is.
+func (p *parts) amqpsListener(addr string) (net.Listener, error) {
+	tc, err := tlsconf.ServerTLS(tlsconf.Config{
+		CertFile:      p.cfg.TLSServerCertPath,
+		KeyFile:       p.cfg.TLSServerKeyPath,
+		TrustCertFile: p.cfg.TLSServerTrustCertPath,
+		ClientAuth:    tlsconf.ClientAuth(p.cfg.TLSServerNeedClientAuth),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("amqps: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("amqps: %w", err)
+	}
+	return tls.NewListener(ln, tc), nil
+}
+
+// amqpStats is metrics.Sources.AMQP: the AMQP queues, nil without an AMQP
+// listener.
+func (p *parts) amqpStats() func() []metrics.AMQPQueueStats {
+	srv := p.amqp
+	if srv == nil {
+		return nil
+	}
+	return func() []metrics.AMQPQueueStats {
+		qs := srv.Queues()
+		out := make([]metrics.AMQPQueueStats, len(qs))
+		for i, q := range qs {
+			out[i] = metrics.AMQPQueueStats{Vhost: q.Vhost, Queue: q.Name, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
+				OldestUnsettledAge: float64(q.OldestUnsettledAgeMs) / 1000, Published: q.Published, Delivered: q.Delivered,
+				Redelivered: q.Redelivered, Acked: q.Acked, DeadLettered: q.DeadLettered, Dropped: q.Dropped, Refused: q.Refused}
+		}
+		return out
 	}
 }

@@ -34,6 +34,7 @@ func brokerConfig(b *config.Broker, advertised string, namesrvAddrs []string) br
 	c.LongPollingEnable = b.LongPollingEnable
 	c.ShortPollingTimeout = b.ShortPollingTime
 	c.ChannelExpiredTimeout = b.ChannelExpiredTimeout
+	c.SlaveReadEnable = b.SlaveReadEnable
 	return c
 }
 
@@ -82,6 +83,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
 			bc.SendGate, bc.HAAddr = p.sendGate, p.haAdvertised(adv)
 			bc.OnMasterAddress = p.onMasterAddress
+			bc.SystemRecords = p.haBound != nil // a master serving slaves: metadata travels with the log
 			return p.coreService(bc)
 		},
 		func() (service, error) {
@@ -124,6 +126,7 @@ func (p *parts) coreService(bc broker.Config) (service, error) {
 		return service{}, err
 	}
 	p.core = c
+	p.replCore.Store(c) // the replication service, started before, reads it
 	return service{
 		name: "core",
 		run:  c.Run,

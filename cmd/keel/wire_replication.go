@@ -67,7 +67,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			}
 			sc := replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: b.HAMasterAddress,
-				SyncFlush: b.FlushDiskType == config.SyncFlush, Logger: log}
+				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets, Logger: log}
 			if b.HAMasterAddress == "" {
 				// A lost link asks the NameServers again (the master may
 				// have moved); the broker is started after this.
@@ -97,7 +97,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
 			BrokerName: b.BrokerName, Sync: b.BrokerRole == config.SyncMaster,
 			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout,
-			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, Logger: log})
+			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, OnReplicaOffsets: p.mergeReplicaOffsets, Logger: log})
 		if err != nil {
 			return service{}, err
 		}

@@ -36,7 +36,7 @@ func (p *parts) scheduleStarter() starter {
 		}
 		svc, err := schedule.New(schedule.Config{
 			Dir: p.cfg.StorePathRootDir, DelayLevels: levels,
-			Logger: p.log.With("component", "schedule"),
+			Logger: p.log.With("component", "schedule"), OnCursors: p.core.LogDelayProgress,
 		}, p.store)
 		if err != nil {
 			return service{}, err

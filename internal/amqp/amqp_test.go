@@ -303,3 +303,32 @@ func TestRedeliveredFlagSurvivesCrash(t *testing.T) {
 		t.Fatalf("after the crash: %q ok=%v redelivered=%v err=%v", d.Body, ok, d.Redelivered, err)
 	}
 }
+
+// A method after a publish on the same channel sees the message, without
+// confirms: basic.get finds it, queue.declare counts it, purge removes it
+// (amqp091-go's TestIntegrationGetOk relies on it).
+func TestMethodsAfterPublishSeeIt(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("seen", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		body := []byte{byte('a' + i)}
+		if err := ch.Publish("", "seen", false, false, amqp091.Publishing{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		d, ok, err := ch.Get("seen", true)
+		if err != nil || !ok || string(d.Body) != string(body) {
+			t.Fatalf("round %d: get after publish: %v %v %q", i, ok, err, d.Body)
+		}
+		ch.Publish("", "seen", false, false, amqp091.Publishing{Body: body})
+		if q, err := ch.QueueDeclare("seen", true, false, false, false, nil); err != nil || q.Messages != 1 {
+			t.Fatalf("round %d: declare after publish: %+v %v", i, q, err)
+		}
+		ch.Publish("", "seen", false, false, amqp091.Publishing{Body: body})
+		if n, err := ch.QueuePurge("seen", false); err != nil || n != 2 {
+			t.Fatalf("round %d: purge after publish: %d %v", i, n, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
 
@@ -22,6 +23,14 @@ type channel struct {
 	globalPrefetch int // basic.qos global=true: for the whole channel
 	globalUnacked  int
 
+	// Confirmer goroutine only (publish.go, confirmSeq): every publish
+	// below confirmLow is confirmed (sent, or held back in
+	// ackFrom..ackTo; 0: none held); confirmedAbove holds the publishes
+	// above it confirmed out of order.
+	confirmLow     uint64
+	confirmedAbove map[uint64]bool
+	ackFrom, ackTo uint64
+
 	// Reader goroutine only.
 	confirm    bool
 	publishSeq uint64
@@ -32,7 +41,8 @@ type channel struct {
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	return &channel{c: c, id: id, unacked: map[uint64]*delivery{}, consumers: map[string]*consumer{}}
+	return &channel{c: c, id: id, unacked: map[uint64]*delivery{}, consumers: map[string]*consumer{},
+		confirmLow: 1, confirmedAbove: map[uint64]bool{}}
 }
 
 // method runs one method. A channel exception closes the channel and is
@@ -63,6 +73,15 @@ func (ch *channel) method(m wire.Method) error {
 }
 
 func (ch *channel) dispatch(m wire.Method) error {
+	if err := ch.permitted(m); err != nil {
+		return err
+	}
+	switch m.(type) {
+	case *wire.BasicGet, *wire.QueueDeclare, *wire.QueuePurge, *wire.QueueDelete:
+		if err := ch.c.waitPublishes(); err != nil {
+			return err
+		}
+	}
 	switch m := m.(type) {
 	case *wire.ChannelClose:
 		ch.shutdown()
@@ -92,7 +111,7 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return ch.c.send(ch.id, &wire.QueuePurgeOk{MessageCount: n})
 	case *wire.ExchangeDelete:
-		if err := ch.c.srv.vhost.deleteExchange(m); err != nil || m.NoWait {
+		if err := ch.c.vh.deleteExchange(m); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.ExchangeDeleteOk{})
@@ -100,15 +119,25 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if m.Queue == "" {
 			m.Queue = ch.lastQueue
 		}
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, false); err != nil || m.NoWait {
+		if err := ch.c.vh.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, false); err != nil || m.NoWait {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.QueueBindOk{})
+	case *wire.ExchangeBind:
+		if err := ch.c.vh.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, false); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.ExchangeBindOk{})
+	case *wire.ExchangeUnbind:
+		if err := ch.c.vh.bind(m, ch.c, m.Source, m.Destination, m.RoutingKey, m.Arguments, true, true); err != nil || m.NoWait {
+			return err
+		}
+		return ch.c.send(ch.id, &wire.ExchangeUnbindOk{})
 	case *wire.QueueUnbind:
 		if m.Queue == "" {
 			m.Queue = ch.lastQueue
 		}
-		if err := ch.c.srv.vhost.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, true); err != nil {
+		if err := ch.c.vh.bind(m, ch.c, m.Exchange, m.Queue, m.RoutingKey, m.Arguments, false, true); err != nil {
 			return err
 		}
 		return ch.c.send(ch.id, &wire.QueueUnbindOk{})
@@ -143,18 +172,78 @@ func (ch *channel) dispatch(m wire.Method) error {
 	return hard(wire.CommandInvalid, m, "%s is not a client method on a channel", m.Name())
 }
 
+// permitted checks m against the connection's account (auth.go).
+func (ch *channel) permitted(m wire.Method) error {
+	c := ch.c
+	if c.acct == nil {
+		return nil
+	}
+	q := func(name string) string {
+		if name == "" {
+			return ch.lastQueue
+		}
+		return name
+	}
+	switch m := m.(type) {
+	case *wire.ExchangeDeclare:
+		return c.allow(m, acl.Any, m.Exchange)
+	case *wire.ExchangeDelete:
+		return c.allow(m, acl.Any, m.Exchange)
+	case *wire.ExchangeBind:
+		return c.allow(m, acl.Any, m.Source, m.Destination)
+	case *wire.ExchangeUnbind:
+		return c.allow(m, acl.Any, m.Source, m.Destination)
+	case *wire.QueueDeclare:
+		if m.Queue == "" && !m.Passive {
+			return nil // server-named: a new queue of the connection's own
+		}
+		return c.allow(m, acl.Any, q(m.Queue))
+	case *wire.QueueDelete:
+		return c.allow(m, acl.Any, q(m.Queue))
+	case *wire.QueuePurge:
+		return c.allow(m, acl.Sub, q(m.Queue))
+	case *wire.QueueBind:
+		return c.allow(m, acl.Any, q(m.Queue), m.Exchange)
+	case *wire.QueueUnbind:
+		return c.allow(m, acl.Any, q(m.Queue), m.Exchange)
+	case *wire.BasicConsume:
+		return c.allow(m, acl.Sub, q(m.Queue))
+	case *wire.BasicGet:
+		return c.allow(m, acl.Sub, q(m.Queue))
+	case *wire.BasicPublish:
+		if m.Exchange == "" || m.Exchange == "amq.default" {
+			return c.allow(m, acl.Pub, m.RoutingKey)
+		}
+		return c.allow(m, acl.Pub, m.Exchange)
+	}
+	return nil
+}
+
 // close sends channel.close for a channel exception and releases what the
 // channel holds; frames are then dropped until close-ok.
 func (ch *channel) close(e *amqpError) {
-	ch.shutdown()
+	first := ch.shutdown()
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
-	ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+	if first {
+		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+	}
+}
+
+// timeOut closes the channel from outside its connection's reader (the
+// consumer timeout): as close, but the reader's own fields stay its own.
+func (ch *channel) timeOut(e *amqpError) {
+	if ch.shutdown() {
+		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
+	}
 }
 
 // shutdown marks the channel closing, cancels its consumers and requeues
 // its unacknowledged deliveries (with redelivered set when served again).
-func (ch *channel) shutdown() {
+// It reports whether the channel was open (only then does a server-side
+// close send channel.close).
+func (ch *channel) shutdown() bool {
 	ch.mu.Lock()
+	first := !ch.closing
 	ch.closing = true
 	cs := ch.consumers
 	ch.consumers = map[string]*consumer{}
@@ -172,11 +261,12 @@ func (ch *channel) shutdown() {
 	for q := range pump {
 		q.pump()
 	}
+	return first
 }
 
 func (ch *channel) dropConsumer(c *consumer) {
 	if c.q.removeConsumer(c) {
-		if err := ch.c.srv.vhost.remove(c.q); err != nil {
+		if err := ch.c.vh.remove(c.q); err != nil {
 			ch.c.srv.log.Error("amqp: auto-delete queue", "queue", c.q.name, "err", err)
 		}
 	}
@@ -186,17 +276,22 @@ func (ch *channel) dropConsumer(c *consumer) {
 // is told with basic.cancel (consumer_cancel_notify).
 func (ch *channel) consumerGone(c *consumer) {
 	ch.mu.Lock()
-	_, ok := ch.consumers[c.tag]
-	delete(ch.consumers, c.tag)
+	cur, ok := ch.consumers[c.tag]
+	ok = ok && cur == c
+	if ok {
+		delete(ch.consumers, c.tag)
+	}
+	ready := c.ready
+	c.gone = true
 	closing := ch.closing
 	ch.mu.Unlock()
-	if ok && !closing {
+	if ok && ready && !closing {
 		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: c.tag, NoWait: true})
 	}
 }
 
 func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
-	if err := ch.c.srv.vhost.declareExchange(m); err != nil || m.NoWait {
+	if err := ch.c.vh.declareExchange(m); err != nil || m.NoWait {
 		return err
 	}
 	return ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
@@ -206,7 +301,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	if m.Queue == "" && ch.lastQueue != "" && m.Passive {
 		m.Queue = ch.lastQueue
 	}
-	q, err := ch.c.srv.vhost.declare(ch.c, m)
+	q, err := ch.c.vh.declare(ch.c, m)
 	if err != nil {
 		return err
 	}
@@ -222,12 +317,12 @@ func (ch *channel) findQueue(m wire.Method, name string) (*queue, error) {
 	if name == "" {
 		name = ch.lastQueue
 	}
-	q := ch.c.srv.vhost.queue(name)
+	q := ch.c.vh.queue(name)
 	if q == nil {
-		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '/'", name)
+		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '%s'", name, ch.c.vh.name)
 	}
 	if q.owner != nil && q.owner != ch.c {
-		return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '/'", name)
+		return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", name, ch.c.vh.name)
 	}
 	return q, nil
 }
@@ -246,12 +341,12 @@ func (ch *channel) queueDelete(m *wire.QueueDelete) error {
 	}
 	msgs, cons := q.counts()
 	if m.IfUnused && cons > 0 {
-		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '/' in use", q.name)
+		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '%s' in use", q.name, ch.c.vh.name)
 	}
 	if m.IfEmpty && msgs > 0 {
-		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '/' is not empty", q.name)
+		return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '%s' is not empty", q.name, ch.c.vh.name)
 	}
-	if err := ch.c.srv.vhost.remove(q); err != nil {
+	if err := ch.c.vh.remove(q); err != nil {
 		return hard(wire.InternalError, m, "cannot write the queue definitions: %v", err)
 	}
 	if m.NoWait {
@@ -292,13 +387,28 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 	c := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, prefetch: ch.prefetch}
 	ch.consumers[tag] = c
 	ch.mu.Unlock()
+	// The queue knows the consumer before consume-ok, so that a delete in
+	// between cancels it; it gets deliveries only after consume-ok.
+	if !q.addConsumer(c) {
+		ch.mu.Lock()
+		delete(ch.consumers, tag)
+		ch.mu.Unlock()
+		return soft(wire.NotFound, m, "no queue '%s' in vhost '%s'", q.name, ch.c.vh.name)
+	}
 	if !m.NoWait {
 		if err := ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag}); err != nil {
 			return err
 		}
 	}
-	if !q.addConsumer(c) {
-		return soft(wire.NotFound, m, "no queue '%s' in vhost '/'", q.name)
+	ch.mu.Lock()
+	c.ready = true
+	gone, closing := c.gone, ch.closing
+	ch.mu.Unlock()
+	if gone {
+		if !closing {
+			return ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: tag, NoWait: true})
+		}
+		return nil
 	}
 	q.pump()
 	return nil
@@ -322,7 +432,7 @@ func (ch *channel) cancel(m *wire.BasicCancel) error {
 func (ch *channel) hasCredit(c *consumer) bool {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closing || ch.consumers[c.tag] != c {
+	if ch.closing || ch.consumers[c.tag] != c || !c.ready {
 		return false
 	}
 	if c.noAck {
@@ -335,19 +445,23 @@ func (ch *channel) hasCredit(c *consumer) bool {
 // the channel is closing (the caller requeues).
 func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered bool) bool {
 	ch.mu.Lock()
-	if ch.closing || ch.consumers[c.tag] != c {
+	if ch.closing || ch.consumers[c.tag] != c || !c.ready {
 		ch.mu.Unlock()
 		return false
 	}
 	ch.nextTag++
 	tag := ch.nextTag
 	if !c.noAck {
-		ch.unacked[tag] = &delivery{q: c.q, offset: o, cons: c}
+		ch.unacked[tag] = &delivery{q: c.q, offset: o, cons: c, at: nowMs()}
 		c.unacked++
 		ch.globalUnacked++
 	}
 	ch.mu.Unlock()
-	ch.c.sendContent(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
+	c.q.stats.delivered.Add(1)
+	if redelivered {
+		c.q.stats.redelivered.Add(1)
+	}
+	ch.c.sendContentHeld(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
 		Exchange: m.exchange, RoutingKey: m.routingKey}, m.props, m.body)
 	return true
 }
@@ -366,19 +480,24 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked[tag] = &delivery{q: q, offset: o}
+		ch.unacked[tag] = &delivery{q: q, offset: o, at: nowMs()}
 	}
 	ch.mu.Unlock()
+	q.stats.delivered.Add(1)
+	if redelivered {
+		q.stats.redelivered.Add(1)
+	}
 	if m.NoAck {
 		q.settle(o)
+		q.stats.acked.Add(1)
 	}
 	return ch.c.sendContent(ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: redelivered, Exchange: msg.exchange,
 		RoutingKey: msg.routingKey, MessageCount: left}, msg.props, msg.body)
 }
 
 // settle implements basic.ack (reject false), basic.nack and basic.reject.
-// A message rejected without requeue is discarded (dead-lettering is not
-// implemented yet).
+// A message rejected without requeue is dead-lettered (or dropped without
+// a dead-letter exchange).
 func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue bool) error {
 	ch.mu.Lock()
 	var ds []*delivery
@@ -399,10 +518,14 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 	}
 	pump := map[*queue]bool{}
 	for _, d := range ds {
-		if reject && requeue {
+		switch {
+		case reject && requeue:
 			d.q.requeue(d.offset)
-		} else {
+		case reject:
+			d.q.reject(d.offset, ch.c)
+		default:
 			d.q.settle(d.offset)
+			d.q.stats.acked.Add(1)
 		}
 		pump[d.q] = true
 	}

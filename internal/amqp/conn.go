@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
 
@@ -21,13 +23,23 @@ type conn struct {
 	nc  net.Conn
 	fr  *wire.FrameReader
 
+	// wantsBlocked: the client takes connection.blocked (its
+	// capabilities say so); set once the connection is open.
+	wantsBlocked atomic.Bool
+
 	frameMax  uint32 // negotiated (both directions)
 	heartbeat time.Duration
 	user      string
+	acct      *acl.Account // permissions (auth.go); nil: everything
+	vh        *vhost       // the vhost connection.open chose (set before any channel)
 
 	wmu  sync.Mutex
 	wbuf []byte
 	werr error
+	// held are deliveries a queue pump wrote but holds back to send with
+	// the next ones in one write (flushHeld at the pump's end); any other
+	// write sends them first, so the order of frames is kept.
+	held []byte
 
 	chMu     sync.Mutex
 	channels map[uint16]*channel
@@ -37,6 +49,16 @@ type conn struct {
 
 	// publishSlots bounds the publishes stored and not yet confirmed.
 	publishSlots chan struct{}
+	// pubIssued (reader only) counts the publishes handed to the store,
+	// pubDone those whose confirmer step (stored) ran; pubSig is kicked at
+	// each. A method that must see the connection's earlier publishes
+	// waits for pubDone to catch up (waitPublishes).
+	pubIssued uint64
+	pubDone   atomic.Uint64
+	pubSig    chan struct{}
+	// pendingDL counts the dead-letter copies of this connection's
+	// rejects not yet in their queues (waitPublishes waits for them too).
+	pendingDL atomic.Int64
 	// The confirmer: work (confirms, deliveries of new messages) queued by
 	// the store's acknowledger, which must not block, run in order on a
 	// goroutine of the connection's own.
@@ -44,6 +66,10 @@ type conn struct {
 	laterQ    []func()
 	laterKick chan struct{}
 	laterDone chan struct{}
+	// acking (confirmer only): channels with publisher acks not yet sent;
+	// flushAcks sends one basic.ack (multiple) per channel after each run
+	// of queued work, and before anything on the confirmer blocks.
+	acking []*channel
 }
 
 // maxPendingPublishes bounds a connection's publishes awaiting their
@@ -59,6 +85,39 @@ func (c *conn) later(fn func()) {
 	case c.laterKick <- struct{}{}:
 	default:
 	}
+}
+
+// publishDone counts one stored publish as through its confirmer step.
+func (c *conn) publishDone() {
+	c.pubDone.Add(1)
+	select {
+	case c.pubSig <- struct{}{}:
+	default:
+	}
+}
+
+// deadLetterDone counts one dead-letter copy of a reject as done.
+func (c *conn) deadLetterDone() {
+	c.pendingDL.Add(-1)
+	select {
+	case c.pubSig <- struct{}{}:
+	default:
+	}
+}
+
+// waitPublishes waits until every publish the connection sent before is
+// in its queues (or failed), so that basic.get, queue.declare's counts,
+// queue.purge and queue.delete see them, as AMQP's ordering on a channel
+// promises; and so are the dead-letter copies of its rejects.
+func (c *conn) waitPublishes() error {
+	for c.pubDone.Load() < c.pubIssued || c.pendingDL.Load() > 0 {
+		select {
+		case <-c.pubSig:
+		case <-c.srv.stop:
+			return errConnClosed
+		}
+	}
+	return nil
 }
 
 // runConfirmer runs the queued work until the connection ends.
@@ -81,6 +140,7 @@ func (c *conn) runConfirmer() {
 			for _, fn := range q {
 				fn()
 			}
+			c.flushAcks()
 		}
 	}
 }
@@ -88,7 +148,7 @@ func (c *conn) runConfirmer() {
 func newConn(s *Server, nc net.Conn) *conn {
 	return &conn{srv: s, nc: nc, fr: wire.NewFrameReader(nc), frameMax: wire.FrameMinSize,
 		channels: map[uint16]*channel{}, done: make(chan struct{}),
-		publishSlots: make(chan struct{}, maxPendingPublishes), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
+		publishSlots: make(chan struct{}, maxPendingPublishes), pubSig: make(chan struct{}, 1), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
 }
 
 // serve runs the connection to its end.
@@ -176,7 +236,9 @@ func (c *conn) cleanup() {
 	for _, ch := range chs {
 		ch.shutdown()
 	}
-	c.srv.vhost.connClosed(c)
+	if c.vh != nil {
+		c.vh.connClosed(c)
+	}
 }
 
 func (c *conn) beat() {
@@ -206,6 +268,16 @@ func (c *conn) writeLocked(b []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
+	if len(c.held) > 0 {
+		b = append(c.held, b...)
+		c.held = c.held[:0]
+		if cap(c.held) > 1<<20 {
+			c.held = nil
+		}
+	}
+	if len(b) == 0 {
+		return nil
+	}
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.nc.Write(b); err != nil {
 		c.werr = err
@@ -221,6 +293,45 @@ func (c *conn) send(ch uint16, m wire.Method) error {
 	defer c.wmu.Unlock()
 	c.wbuf = wire.AppendMethodFrame(c.wbuf[:0], ch, m)
 	return c.writeLocked(c.wbuf)
+}
+
+// maxHeldBytes bounds the deliveries a connection holds back.
+const maxHeldBytes = 64 << 10
+
+// sendContentHeld is sendContent for a queue pump: the frames are held
+// back (up to maxHeldBytes) until flushHeld or the next write.
+func (c *conn) sendContentHeld(ch uint16, m wire.Method, props, body []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return c.werr
+	}
+	c.held = appendContent(c.held, c.frameMax, ch, m, props, body)
+	if len(c.held) >= maxHeldBytes {
+		return c.writeLocked(nil)
+	}
+	return nil
+}
+
+// flushHeld writes the deliveries held back.
+func (c *conn) flushHeld() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(nil)
+}
+
+// appendContent appends a method with its content header and body frames
+// of at most frameMax.
+func appendContent(b []byte, frameMax uint32, ch uint16, m wire.Method, props, body []byte) []byte {
+	b = wire.AppendMethodFrame(b, ch, m)
+	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	max := int(frameMax) - wire.FrameOverheadBytes
+	for len(body) > 0 {
+		n := min(len(body), max)
+		b = wire.AppendFrame(b, wire.FrameBody, ch, body[:n])
+		body = body[n:]
+	}
+	return b
 }
 
 // sendContent writes a method with content: method, header, body frames
@@ -289,10 +400,13 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return hard(wire.AccessRefused, m, "%v", err)
 	}
-	if !c.srv.authenticate(user, pass, c.nc.RemoteAddr()) {
+	acct, ok := c.srv.authenticate(user, pass, c.nc.RemoteAddr())
+	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
-	c.user = user
+	c.user, c.acct = user, acct
+	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
+	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg
 	c.send(0, &wire.ConnectionTune{ChannelMax: cfg.MaxChannels, FrameMax: cfg.MaxFrameBytes, Heartbeat: uint16(cfg.Heartbeat / time.Second)})
 	if m, err = c.readMethod(); err != nil {
@@ -317,10 +431,21 @@ func (c *conn) handshake() error {
 	if !ok {
 		return hard(wire.CommandInvalid, m, "expected connection.open, got %s", m.Name())
 	}
-	if op.VirtualHost != "/" {
-		return hard(wire.NotAllowed, m, "vhost %q not found (Keel has one vhost, \"/\")", op.VirtualHost)
+	v := c.srv.vhosts[op.VirtualHost]
+	if v == nil {
+		return hard(wire.NotAllowed, m, "vhost %q not found (this broker serves %s; see amqpVhosts)", op.VirtualHost, c.srv.vhostList())
 	}
-	return c.send(0, &wire.ConnectionOpenOk{})
+	c.vh = v
+	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
+		return err
+	}
+	if wantsBlocked {
+		c.wantsBlocked.Store(true)
+		if c.srv.blocked.Load() {
+			c.send(0, &wire.ConnectionBlocked{Reason: blockedReason})
+		}
+	}
+	return nil
 }
 
 func serverProperties() wire.Table {
@@ -329,7 +454,8 @@ func serverProperties() wire.Table {
 		"platform": []byte("Go"),
 		"capabilities": wire.Table{
 			"publisher_confirms": true, "basic.nack": true, "consumer_cancel_notify": true,
-			"authentication_failure_close": true, "per_consumer_qos": true,
+			"authentication_failure_close": true, "per_consumer_qos": true, "exchange_exchange_bindings": true,
+			"connection.blocked": true,
 		},
 	}
 }

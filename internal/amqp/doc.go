@@ -7,20 +7,24 @@
 //
 // # What is served
 //
-// One vhost, "/"; PLAIN and AMQPLAIN against Config.Users (guest/guest
+// The vhost "/" and Config.Vhosts, each its own namespace with its files
+// in its own directory (vhostDir); PLAIN and AMQPLAIN against Config.Users (guest/guest
 // from loopback only unless a guest account is configured); tune
 // (channel-max, frame-max, heartbeats); channels; the default exchange
-// and direct, fanout and topic exchanges with bindings (amq.direct,
-// amq.fanout, amq.topic predeclared; durable ones with their bindings to
-// durable queues in DataDir/amqp/exchanges.json);
+// and direct, fanout, topic and headers exchanges with bindings, also
+// between exchanges (amq.direct, amq.fanout, amq.topic, amq.headers,
+// amq.match predeclared; durable ones with their bindings to durable
+// queues and exchanges in DataDir/amqp/exchanges.json);
 // queues (durable, exclusive, auto-delete, server-named, passive declare,
 // 406 on a conflicting redeclare, purge, delete); basic.publish with
 // mandatory (basic.return before the confirm); confirm.select;
 // basic.consume/cancel/get; basic.ack/nack/reject with multiple and
 // requeue; basic.qos prefetch (per consumer; global=true per channel);
-// basic.recover. Not yet: headers exchanges (540 NOT_IMPLEMENTED),
-// exchange-to-exchange bindings, TTL, dead-lettering, length limits, tx,
-// connection.blocked. docs/amqp.md is the user's list.
+// basic.recover; queue arguments (args.go): TTL, dead-lettering, length
+// and delivery limits, queue types; connection.blocked while the store's
+// disk is full (blocked.go); alternate exchanges; x-expires; the consumer
+// timeout (timeout.go). Not yet: tx,
+// priorities. docs/amqp.md is the user's list.
 //
 // # Storage
 //
@@ -40,6 +44,12 @@
 // confirm sees the message); then it is delivered. Up to
 // maxPendingPublishes (1024) publishes per connection await their
 // confirm; the reader then waits.
+//
+// A queue declared with the argument x-keel-topic is stored in queue 0
+// of that Keel topic instead (topicqueue.go): RocketMQ and Kafka
+// producers writing there feed it, their records converted on delivery
+// (package translate), and what is routed to it is read by RocketMQ and
+// Kafka consumers of the topic; deleting the queue keeps the topic.
 //
 // # Acknowledgement state
 //
@@ -63,14 +73,18 @@
 // a loss, and the redelivered flag is never missing after a crash (it
 // may be set on up to leaseStep messages that were never delivered,
 // which "may have been delivered" allows).
-// Unsettled messages are never deleted by this package, but the store's
-// age-based retention (fileReservedTime) does not yet know AMQP queues:
-// a queue nobody consumes for longer than that loses its oldest messages
-// (logged at Error when a delivery finds its message gone).
+// Every queue holds its settled floor against the store's retention
+// (store.SetQueueHolds; retention.go): unsettled messages are not deleted
+// by age, and disk pressure treats the floor as a consumer group's
+// offset. Expiry, length and delivery limits and dead-lettering are in
+// deadletter.go; a dead-letter copy is stored before its original is
+// settled.
 //
 // # Concurrency
 //
-// One reader goroutine per connection runs every method of it; a
+// One reader goroutine per connection runs every method of it; the
+// server's worker goroutine stores dead-letter copies in order, its
+// sweep goroutine expires queue heads and watches the disk; a
 // confirmer goroutine per connection runs, in order, what the store's
 // acknowledger queues for it (conn.later: confirms and the deliveries of
 // new messages; the acknowledger must not block). Queue pumps deliver

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/store"
 )
 
@@ -24,12 +26,26 @@ type broker struct {
 	done chan error
 	// ackInterval is the server's AckStateInterval (default 20 ms).
 	ackInterval time.Duration
+	// storeCfg, if set, changes the store's configuration.
+	storeCfg func(*store.Config)
+	// logs, if set, receives the server's and the store's log lines.
+	logs io.Writer
+	// accounts is the server's Config.Accounts.
+	accounts func() *acl.Rules
+	// vhosts is the server's Config.Vhosts.
+	vhosts []string
+	// consumerTimeout is the server's Config.ConsumerTimeout.
+	consumerTimeout time.Duration
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
 
-func startBrokerTB(t testing.TB) *broker {
-	b := &broker{t: t, dir: t.TempDir()}
+func startBrokerTB(t testing.TB) *broker { return startBrokerWith(t, nil) }
+
+// startBrokerWith starts a broker whose store configuration storeCfg
+// changes (nil: the defaults).
+func startBrokerWith(t testing.TB, storeCfg func(*store.Config)) *broker {
+	b := &broker{t: t, dir: t.TempDir(), storeCfg: storeCfg}
 	b.start()
 	t.Cleanup(b.stop)
 	return b
@@ -43,6 +59,14 @@ func (b *broker) start() {
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 100, 400
 	scfg.PrefillBytes = -1
+	logs := io.Discard
+	if b.logs != nil {
+		logs = b.logs
+	}
+	scfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	if b.storeCfg != nil {
+		b.storeCfg(&scfg)
+	}
 	st, err := store.Open(scfg)
 	if err != nil {
 		b.t.Fatal(err)
@@ -50,7 +74,8 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
+		ConsumerTimeout: b.consumerTimeout}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -167,5 +192,29 @@ func none(t *testing.T, ch *amqp091.Channel, c <-chan amqp091.Delivery, queue st
 	case d := <-c:
 		t.Fatalf("unexpected delivery %q (tag %d)", d.Body, d.DeliveryTag)
 	default:
+	}
+}
+
+// exception runs do on ch and returns the exception it caused: the error
+// do returned if it carries a reply code the client got from the server,
+// else the channel's close notification (a method sent after an
+// asynchronous exception, such as one a publish caused, may meet the
+// channel already closed and get a local "not open" instead).
+func exception(t *testing.T, ch *amqp091.Channel, do func(*amqp091.Channel) error) error {
+	t.Helper()
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	err := do(ch)
+	var e *amqp091.Error
+	if errors.As(err, &e) && e.Server {
+		return err
+	}
+	select {
+	case ce := <-closed:
+		if ce == nil {
+			return err
+		}
+		return ce
+	case <-time.After(10 * time.Second):
+		return err
 	}
 }

@@ -3,10 +3,13 @@ package amqp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
@@ -150,8 +153,9 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 	s := &Server{cfg: Config{Users: map[string]string{"app": "secret"}}}
 	remote := &net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}
 	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}
-	if s.authenticate("guest", "guest", remote) || !s.authenticate("guest", "guest", local) ||
-		!s.authenticate("app", "secret", remote) || s.authenticate("app", "nope", local) {
+	ok := func(user, pass string, from net.Addr) bool { _, ok := s.authenticate(user, pass, from); return ok }
+	if ok("guest", "guest", remote) || !ok("guest", "guest", local) ||
+		!ok("app", "secret", remote) || ok("app", "nope", local) {
 		t.Fatal("guest must work from loopback only; configured accounts from anywhere")
 	}
 }
@@ -213,5 +217,134 @@ func TestDeletedQueueCancelsItsConsumers(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no basic.cancel after the queue was deleted")
+	}
+}
+
+// The connection-level codes a client sees for what Keel does not do or
+// does not know: 540 NOT_IMPLEMENTED (tx, prefetch-size, immediate,
+// channel.flow active=false), 503 COMMAND_INVALID (an unknown exchange
+// type). Each closes only its own connection.
+func TestNotImplementedAndInvalidCommands(t *testing.T) {
+	b := startBroker(t)
+	for _, tc := range []struct {
+		name string
+		code int
+		do   func(ch *amqp091.Channel) error
+	}{
+		{"tx.select", 540, func(ch *amqp091.Channel) error { return ch.Tx() }},
+		{"prefetch-size", 540, func(ch *amqp091.Channel) error { return ch.Qos(1, 4096, false) }},
+		{"channel.flow active=false", 540, func(ch *amqp091.Channel) error { return ch.Flow(false) }},
+		{"immediate", 540, func(ch *amqp091.Channel) error {
+			ch.Publish("", "q", false, true, amqp091.Publishing{})
+			_, err := ch.QueueDeclare("q", false, false, false, false, nil)
+			return err
+		}},
+		{"unknown exchange type", 503, func(ch *amqp091.Channel) error {
+			return ch.ExchangeDeclare("x", "x-bogus", false, false, false, false, nil)
+		}},
+	} {
+		conn := b.dial()
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exception(t, ch, tc.do); !isCode(err, tc.code) {
+			t.Errorf("%s: %v, want %d", tc.name, err, tc.code)
+		}
+	}
+	if _, err := b.channel().QueueDeclare("still", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Publisher confirms of pipelined publishes cover every publish exactly
+// once; acks confirmed together go out as one basic.ack with
+// multiple=true.
+func TestConfirmsCoalesced(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("many", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, b)
+	c.open()
+	c.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+	c.method()
+	c.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	if _, ok := c.method().(*wire.ConfirmSelectOk); !ok {
+		t.Fatal("no confirm.select-ok")
+	}
+	const n = 300
+	var buf []byte
+	props := []byte{0x10, 0, 2} // delivery-mode 2
+	for range n {
+		buf = wire.AppendMethodFrame(buf, 1, &wire.BasicPublish{RoutingKey: "many"})
+		buf = wire.AppendFrame(buf, wire.FrameHeader, 1, wire.AppendHeader(nil, 3, props))
+		buf = wire.AppendFrame(buf, wire.FrameBody, 1, []byte("abc"))
+	}
+	c.send(buf)
+	// A single ack confirms its tag (once); a multiple one every tag up
+	// to it not yet confirmed, and it may not repeat its own tag.
+	confirmed, frames := map[uint64]bool{}, 0
+	for len(confirmed) < n {
+		m := c.method()
+		a, ok := m.(*wire.BasicAck)
+		if !ok || a.DeliveryTag == 0 || a.DeliveryTag > n || confirmed[a.DeliveryTag] {
+			t.Fatalf("got %s %+v with %d confirmed", m.Name(), m, len(confirmed))
+		}
+		frames++
+		confirmed[a.DeliveryTag] = true
+		for tag := a.DeliveryTag - 1; a.Multiple && tag > 0; tag-- {
+			confirmed[tag] = true
+		}
+	}
+	if frames == n {
+		t.Errorf("%d publishes sent at once were confirmed by %d separate acks", n, frames)
+	}
+	if q, err := ch.QueueDeclarePassive("many", true, false, false, false, nil); err != nil || q.Messages != n {
+		t.Fatalf("queue: %+v %v", q, err)
+	}
+}
+
+// confirmSeq with confirms out of publish order: a multiple ack covers
+// only publishes that are all confirmed; out-of-order acks and nacks go
+// out alone.
+func TestConfirmSeqOutOfOrder(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	c := newConn(&Server{}, server)
+	ch := newChannel(c, 1)
+	frames := make(chan wire.Method, 16)
+	go func() {
+		fr := wire.NewFrameReader(client)
+		for {
+			f, err := fr.ReadFrame(1 << 20)
+			if err != nil {
+				close(frames)
+				return
+			}
+			m, _ := wire.ReadMethod(f.Payload)
+			frames <- m
+		}
+	}()
+	for _, s := range []struct {
+		seq uint64
+		ok  bool
+	}{{2, true}, {1, true}, {3, true}, {5, false}, {4, true}} {
+		ch.confirmSeq(s.seq, s.ok)
+	}
+	c.flushAcks()
+	server.Close()
+	var got []string
+	for m := range frames {
+		switch m := m.(type) {
+		case *wire.BasicAck:
+			got = append(got, fmt.Sprintf("ack %d %v", m.DeliveryTag, m.Multiple))
+		case *wire.BasicNack:
+			got = append(got, fmt.Sprintf("nack %d %v", m.DeliveryTag, m.Multiple))
+		}
+	}
+	if want := "[ack 2 false ack 3 true nack 5 false ack 4 false]"; fmt.Sprint(got) != want {
+		t.Fatalf("confirms %v, want %s", got, want)
 	}
 }

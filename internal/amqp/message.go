@@ -25,6 +25,7 @@ type storedMessage struct {
 	routingKey string
 	props      []byte
 	body       []byte
+	storeTs    int64 // ms: when the store wrote it (read only)
 }
 
 func appendMessage(dst []byte, m *storedMessage) []byte {
@@ -47,6 +48,7 @@ func parseMessage(rec []byte) (storedMessage, error) {
 	if e.Type() != record.AMQP {
 		return m, fmt.Errorf("amqp: a %v in an AMQP queue", e.Type())
 	}
+	m.storeTs = e.StoreTimestamp()
 	b := e.Body()
 	short := fmt.Errorf("amqp: stored message of %d bytes is truncated", len(b))
 	if len(b) < 1 || len(b) < 1+int(b[0])+1 {

@@ -18,7 +18,7 @@ func (ch *channel) startPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
 		return hard(wire.NotImplemented, m, "immediate=true")
 	}
-	if _, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey); err != nil {
+	if _, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, nil); err != nil {
 		return err
 	}
 	if ch.confirm {
@@ -53,6 +53,14 @@ func (ch *channel) content(f wire.Frame) error {
 			ch.close(soft(wire.PreconditionFailed, m, "message size %d is larger than the configured max size %d", h.BodySize, MaxMessageBytes))
 			return nil
 		}
+		if h.Props.Flags&wire.FlagExpiration != 0 {
+			if _, ok := parseExpiration(h.Props.Expiration); !ok {
+				m := ch.pub
+				ch.pub = nil
+				ch.close(soft(wire.PreconditionFailed, m, "invalid expiration '%s': not a non-negative integer of milliseconds", h.Props.Expiration))
+				return nil
+			}
+		}
 		ch.hdr = &h
 		ch.body = make([]byte, 0, h.BodySize)
 	} else {
@@ -77,9 +85,13 @@ func (ch *channel) content(f wire.Frame) error {
 // message is confirmed when the store acknowledges it, which under
 // SYNC_FLUSH is after fdatasync (the Confirmed watermark).
 func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
-	qs, err := ch.c.srv.vhost.route(m, m.Exchange, m.RoutingKey)
+	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
+	}
+	qs, refused := admit(qs)
+	if len(qs) == 0 && refused {
+		return ch.confirmed(false)
 	}
 	if len(qs) == 0 {
 		if m.Mandatory {
@@ -100,8 +112,10 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
 		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
 	if err != nil {
+		unadmit(qs)
 		return ch.confirmed(false)
 	}
+	expiring := h.Props.Flags&wire.FlagExpiration != 0
 	c := ch.c
 	select {
 	case c.publishSlots <- struct{}{}:
@@ -111,8 +125,9 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	seq := ch.publishSeq
 	finish := func(r store.PutResult, phys int64) {
 		<-c.publishSlots
-		c.later(func() { ch.stored(qs, seq, r, phys) })
+		c.later(func() { ch.stored(qs, seq, r, phys, refused, expiring) })
 	}
+	c.pubIssued++
 	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
 	if !pending {
 		finish(res, phys)
@@ -124,19 +139,68 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 // publish: it waits until the message is in its queues, confirms it
 // (so that a method the client sends after the confirm sees the message)
 // and delivers it.
-func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64) {
+//
+// refused: a reject-publish queue refused it (the confirm is a nack);
+// expiring: it has an expiration property.
+func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64, refused, expiring bool) {
 	srv := ch.c.srv
+	defer ch.c.publishDone()
 	if r.Status != store.PutOK {
+		unadmit(qs)
 		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
 		ch.confirmSeq(seq, false)
 		return
 	}
-	if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
-		return // the store closed
+	if srv.store.VisibleOffset() < phys+1 {
+		ch.c.flushAcks() // before waiting: what is confirmed goes out
+		if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
+			return // the store closed
+		}
 	}
-	ch.confirmSeq(seq, true)
+	for _, q := range qs {
+		q.mu.Lock()
+		if q.a.rejectPublish && q.a.maxLen >= 0 {
+			q.pendingPub--
+		}
+		q.expSeen = q.expSeen || expiring
+		q.dropOverflowLocked()
+		q.mu.Unlock()
+		q.stats.published.Add(1)
+	}
+	ch.confirmSeq(seq, !refused)
 	for _, q := range qs {
 		q.pump()
+	}
+}
+
+// admit drops from qs the reject-publish queues that are full (refused
+// reports whether there was one) and reserves room in the others.
+func admit(qs []*queue) (_ []*queue, refused bool) {
+	out := qs[:0:0]
+	for _, q := range qs {
+		if q.a.rejectPublish && q.a.maxLen >= 0 {
+			q.mu.Lock()
+			ok := q.admitLocked()
+			q.mu.Unlock()
+			if !ok {
+				q.stats.refused.Add(1)
+				refused = true
+				continue
+			}
+		}
+		out = append(out, q)
+	}
+	return out, refused
+}
+
+// unadmit returns the room admit reserved for a publish not stored.
+func unadmit(qs []*queue) {
+	for _, q := range qs {
+		if q.a.rejectPublish && q.a.maxLen >= 0 {
+			q.mu.Lock()
+			q.pendingPub--
+			q.mu.Unlock()
+		}
 	}
 }
 
@@ -154,8 +218,15 @@ func (ch *channel) confirmed(ok bool) error {
 	return nil
 }
 
-// confirmSeq sends the publisher confirm for publish seq (0: the channel
-// is not in confirm mode), unless the channel is closing.
+// confirmSeq confirms publish seq (0: the channel is not in confirm mode),
+// unless the channel is closing. It runs on the confirmer. Confirms may
+// come out of publish order (a publish the store answers at once, or an
+// unroutable one, overtakes those it is still flushing). An ack of the
+// lowest unconfirmed publish is held back, with the ones that follow it
+// in order, to go out as one basic.ack with multiple=true
+// (conn.flushAcks): that covers only publishes all confirmed. An ack out
+// of order, and every nack, goes out alone (multiple=false), after the
+// acks held back.
 func (ch *channel) confirmSeq(seq uint64, ok bool) {
 	ch.mu.Lock()
 	closing := ch.closing
@@ -163,9 +234,56 @@ func (ch *channel) confirmSeq(seq uint64, ok bool) {
 	if seq == 0 || closing {
 		return
 	}
+	if ok && seq == ch.confirmLow {
+		if ch.ackTo == 0 {
+			ch.ackFrom = seq
+			ch.c.acking = append(ch.c.acking, ch)
+		}
+		ch.ackTo = seq
+		ch.confirmLow++
+		for ch.confirmedAbove[ch.confirmLow] {
+			delete(ch.confirmedAbove, ch.confirmLow)
+			ch.confirmLow++
+		}
+		return
+	}
+	ch.sendAcks()
+	if seq == ch.confirmLow {
+		ch.confirmLow++
+		for ch.confirmedAbove[ch.confirmLow] {
+			delete(ch.confirmedAbove, ch.confirmLow)
+			ch.confirmLow++
+		}
+	} else {
+		ch.confirmedAbove[seq] = true
+	}
 	if ok {
 		ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: seq})
 	} else {
 		ch.c.send(ch.id, &wire.BasicNack{DeliveryTag: seq})
 	}
+}
+
+// sendAcks sends the acks held back (confirmer only).
+func (ch *channel) sendAcks() {
+	if ch.ackTo == 0 {
+		return
+	}
+	from, to := ch.ackFrom, ch.ackTo
+	ch.ackFrom, ch.ackTo = 0, 0
+	ch.mu.Lock()
+	closing := ch.closing
+	ch.mu.Unlock()
+	if !closing {
+		ch.c.send(ch.id, &wire.BasicAck{DeliveryTag: to, Multiple: to > from})
+	}
+}
+
+// flushAcks sends every channel's acks held back (confirmer only).
+func (c *conn) flushAcks() {
+	for _, ch := range c.acking {
+		ch.sendAcks()
+	}
+	clear(c.acking)
+	c.acking = c.acking[:0]
 }

@@ -1,10 +1,12 @@
 package amqp
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
@@ -23,7 +25,8 @@ type queue struct {
 	durable    bool
 	autoDelete bool
 	args       wire.Table
-	owner      *conn // exclusive to this connection; nil: shared
+	a          queueArgs // args as acted on (args.go)
+	owner      *conn     // exclusive to this connection; nil: shared
 
 	mu          sync.Mutex // guards what follows; taken before a channel's mu
 	consumers   []*consumer
@@ -39,6 +42,30 @@ type queue struct {
 	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
 	dirty       bool           // the state changed since snapshot
 	gone        bool
+	returns     map[int64]int32 // times an unsettled offset was requeued (x-delivery-limit)
+	dying       int             // offsets being dead-lettered (in inflight until their copy is stored)
+	pendingPub  int             // publishes admitted by x-overflow=reject-publish, not yet stored
+	expSeen     bool            // a message with an expiration may be in the queue
+	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
+	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
+
+	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
+
+	// savedFloor is the floor acks.json holds (durable queues): what
+	// retention may delete below (retention.go).
+	savedFloor atomic.Int64
+	stats      queueStats
+}
+
+// queueStats are a queue's counters since the broker started.
+type queueStats struct {
+	published    atomic.Uint64 // messages stored into the queue
+	delivered    atomic.Uint64 // basic.deliver and basic.get-ok sent
+	redelivered  atomic.Uint64 // ... of them with redelivered=true
+	acked        atomic.Uint64 // settled by basic.ack (or no-ack delivery)
+	deadLettered atomic.Uint64 // moved by their dead-letter copy
+	dropped      atomic.Uint64 // expired, over x-max-length, rejected or over x-delivery-limit without a dead-letter copy
+	refused      atomic.Uint64 // publishes refused by x-overflow=reject-publish
 }
 
 // consumer is one basic.consume.
@@ -49,6 +76,10 @@ type consumer struct {
 	noAck    bool
 	prefetch int // 0: unlimited
 	unacked  int // guarded by ch.mu
+	// ready (guarded by ch.mu): basic.consume-ok was sent, deliveries may
+	// follow; gone: the queue went before that (basic.cancel follows the
+	// consume-ok).
+	ready, gone bool
 }
 
 // delivery is a message handed out and not yet settled.
@@ -56,14 +87,15 @@ type delivery struct {
 	q      *queue
 	offset int64
 	cons   *consumer // nil for basic.get
+	at     int64     // ms: when it was handed out (Config.ConsumerTimeout)
 }
 
-func newQueue(v *vhost, name, topic string, durable, autoDelete, _ bool, args wire.Table, owner *conn) *queue {
+func newQueue(v *vhost, name, topic string, durable, autoDelete bool, args wire.Table, a queueArgs, owner *conn) *queue {
 	if args == nil {
 		args = wire.Table{}
 	}
-	return &queue{v: v, name: name, topic: topic, durable: durable, autoDelete: autoDelete, args: args, owner: owner,
-		settled: map[int64]bool{}, inflight: map[int64]bool{}}
+	return &queue{v: v, name: name, topic: topic, durable: durable, autoDelete: autoDelete, args: args, a: a, owner: owner,
+		settled: map[int64]bool{}, inflight: map[int64]bool{}, returns: map[int64]int32{}, lastUsed: nowMs()}
 }
 
 // persistent reports whether the queue survives a restart: durable and
@@ -73,9 +105,14 @@ func (q *queue) persistent() bool { return q.durable && q.owner == nil }
 func (q *queue) restore(d ackDef, lease int64) {
 	d.Delivered = max(d.Delivered, lease)
 	q.floor, q.cursor, q.delivered, q.restoredD, q.leased = d.Floor, d.Floor, d.Delivered, d.Delivered, lease
+	q.savedFloor.Store(d.Floor)
 	for _, o := range d.Settled {
 		q.settled[o] = true
 	}
+	for o, n := range d.Returns {
+		q.returns[o] = n
+	}
+	q.expSeen = true // the messages are not looked at before they are served
 }
 
 func (q *queue) snapshot() (ackDef, bool) {
@@ -86,6 +123,9 @@ func (q *queue) snapshot() (ackDef, bool) {
 		d.Settled = append(d.Settled, o)
 	}
 	slices.Sort(d.Settled)
+	if len(q.returns) > 0 {
+		d.Returns = maps.Clone(q.returns)
+	}
 	changed := q.dirty
 	q.dirty = false
 	return d, changed
@@ -147,7 +187,7 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 		q.v.srv.log.Error("amqp: message missing from the store", "queue", q.name, "topic", q.topic, "offset", o, "err", err)
 		return storedMessage{}, func() {}, false
 	}
-	m, err := parseMessage(r.Records[0])
+	m, err := q.parseRecord(o, r.Records[0]) // other protocols' records converted (topicqueue.go)
 	if err != nil {
 		r.Release()
 		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
@@ -158,6 +198,9 @@ func (q *queue) read(o int64) (storedMessage, func(), bool) {
 
 // take hands out the next message for a delivery or a get.
 func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
+	if o, m, redelivered, ok := q.nextPartLocked(); ok { // topicqueue.go
+		return o, m, func() {}, redelivered, true
+	}
 	for {
 		o, redelivered, ok := q.nextLocked()
 		if !ok {
@@ -166,6 +209,11 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		m, release, ok := q.read(o)
 		if !ok {
 			q.settleLocked(o)
+			continue
+		}
+		if q.expiredLocked(&m, nowMs()) {
+			release()
+			q.deadLetterLocked(o, reasonExpired, nil)
 			continue
 		}
 		if o+1 > q.leased && q.persistent() {
@@ -184,6 +232,13 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 func (q *queue) pump() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.nextExpiry = 0  // the head may have changed
+	var conns []*conn // that hold deliveries back: flushed at the end
+	defer func() {
+		for _, c := range conns {
+			c.flushHeld()
+		}
+	}()
 	for !q.gone && len(q.consumers) > 0 {
 		c := q.pickLocked()
 		if c == nil {
@@ -195,12 +250,16 @@ func (q *queue) pump() {
 		}
 		sent := c.ch.deliver(c, o, &m, redelivered)
 		release()
+		if sent && !slices.Contains(conns, c.ch.c) {
+			conns = append(conns, c.ch.c)
+		}
 		if !sent {
-			q.requeueLocked(o)
+			q.requeueLocked(o, false)
 			continue
 		}
 		if c.noAck {
 			q.settleLocked(o)
+			q.stats.acked.Add(1)
 		}
 	}
 }
@@ -222,6 +281,7 @@ func (q *queue) pickLocked() *consumer {
 func (q *queue) get() (int64, storedMessage, func(), bool, uint32, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.lastUsed = nowMs()
 	o, m, release, redelivered, ok := q.takeLocked()
 	return o, m, release, redelivered, uint32(max(0, q.readyLocked())), ok
 }
@@ -232,8 +292,25 @@ func (q *queue) settle(o int64) {
 	q.mu.Unlock()
 }
 
+// reject settles a delivered message rejected without requeue: it is
+// dead-lettered (deadletter.go); c's methods after the reject see the
+// copy (conn.waitPublishes).
+func (q *queue) reject(o int64, c *conn) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.inflight[o] {
+		return
+	}
+	c.pendingDL.Add(1)
+	q.deadLetterLocked(o, reasonRejected, c.deadLetterDone)
+}
+
 func (q *queue) settleLocked(o int64) {
+	if q.partDoneLocked(o, false) { // topicqueue.go
+		return
+	}
 	delete(q.inflight, o)
+	delete(q.returns, o)
 	q.dirty = true
 	if o != q.floor {
 		if o > q.floor {
@@ -248,15 +325,28 @@ func (q *queue) settleLocked(o int64) {
 	}
 }
 
+// requeue puts a delivered message back (nack or reject with requeue, a
+// closed channel, basic.recover): it counts towards x-delivery-limit.
 func (q *queue) requeue(o int64) {
 	q.mu.Lock()
-	q.requeueLocked(o)
+	q.requeueLocked(o, true)
 	q.mu.Unlock()
 }
 
-func (q *queue) requeueLocked(o int64) {
-	if !q.inflight[o] {
+// requeueLocked puts o back at its place; counted: as a return of a
+// delivered message (beyond x-delivery-limit returns it is dead-lettered
+// instead).
+func (q *queue) requeueLocked(o int64, counted bool) {
+	if !q.inflight[o] || q.partDoneLocked(o, true) { // topicqueue.go
 		return
+	}
+	if counted {
+		q.returns[o]++
+		q.dirty = true
+		if q.a.deliveryLimit >= 0 && int64(q.returns[o]) > q.a.deliveryLimit {
+			q.deadLetterLocked(o, reasonDeliveryLimit, nil)
+			return
+		}
 	}
 	delete(q.inflight, o)
 	i, _ := slices.BinarySearch(q.returned, o)
@@ -303,6 +393,7 @@ func (q *queue) removeConsumer(c *consumer) bool {
 	if i := slices.Index(q.consumers, c); i >= 0 {
 		q.consumers = slices.Delete(q.consumers, i, i+1)
 	}
+	q.lastUsed = nowMs()
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone
 }
 
@@ -310,7 +401,7 @@ func (q *queue) removeConsumer(c *consumer) bool {
 // small durable write per leaseStep first deliveries of a durable queue.
 const leaseStep = 256
 
-func (q *queue) leasePath() string { return filepath.Join(q.v.srv.dir, "lease-"+q.topic) }
+func (q *queue) leasePath() string { return filepath.Join(q.v.dir, "lease-"+q.topic) }
 
 // raiseLeaseLocked (which also lowers it, at a clean shutdown) durably records that offsets below to may have been
 // delivered, before any of them is: after a crash, every unsettled offset

@@ -2,14 +2,21 @@ package amqp
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -19,10 +26,15 @@ type Config struct {
 	// DataDir is the broker's data directory; definitions and
 	// acknowledgement state live in DataDir/amqp.
 	DataDir string
-	// Users are the accounts PLAIN and AMQPLAIN authenticate against. Without
-	// an account named guest, guest/guest is accepted from loopback
-	// addresses only (RabbitMQ's rule).
+	// Users are the accounts PLAIN and AMQPLAIN authenticate against when
+	// Accounts is nil. Without an account named guest, guest/guest is
+	// accepted from loopback addresses only (RabbitMQ's rule).
 	Users map[string]string
+	// Accounts, if set, returns the ACL accounts in force (plain_acl.yml):
+	// users are access keys, passwords their secret keys, and methods are
+	// checked against their permissions (auth.go). Users and guest are
+	// then not accepted.
+	Accounts func() *acl.Rules
 	// MaxFrameBytes is the frame-max offered in connection.tune.
 	MaxFrameBytes uint32
 	// MaxChannels is the channel-max offered in connection.tune.
@@ -35,6 +47,14 @@ type Config struct {
 	AckStateInterval time.Duration
 	// FS is where the state files are written (default vfs.OS).
 	FS vfs.FS
+	// ConsumerTimeout closes a channel with 406 once a delivery on it has
+	// waited that long for its acknowledgement (RabbitMQ's
+	// consumer_timeout; the delivery goes back to its queue). 0: the
+	// default, 30 minutes; negative: never.
+	ConsumerTimeout time.Duration
+	// Vhosts are the virtual hosts served besides "/", each with its own
+	// queues, exchanges and files (DataDir/amqp/vhosts/<name in hex>).
+	Vhosts []string
 }
 
 // Defaults.
@@ -43,6 +63,7 @@ const (
 	DefaultMaxChannels      = 2047
 	DefaultHeartbeat        = 60 * time.Second
 	DefaultAckStateInterval = 200 * time.Millisecond
+	DefaultConsumerTimeout  = 30 * time.Minute
 	// handshakeTimeout bounds the negotiation up to connection.open-ok.
 	handshakeTimeout = 10 * time.Second
 	// writeTimeout bounds one write to a client.
@@ -69,8 +90,21 @@ func (c *Config) Validate() error {
 	if c.AckStateInterval <= 0 {
 		c.AckStateInterval = DefaultAckStateInterval
 	}
+	if c.ConsumerTimeout == 0 {
+		c.ConsumerTimeout = DefaultConsumerTimeout
+	}
 	if c.FS == nil {
 		c.FS = vfs.OS{}
+	}
+	seen := map[string]bool{defaultVhost: true}
+	for _, v := range c.Vhosts {
+		if v == "" || len(v) > 255 || !utf8.ValidString(v) {
+			return fmt.Errorf("amqp: vhost %q: want 1 to 255 bytes of UTF-8", v)
+		}
+		if seen[v] {
+			return fmt.Errorf("amqp: vhost %q listed twice (\"/\" is always served)", v)
+		}
+		seen[v] = true
 	}
 	return nil
 }
@@ -81,7 +115,15 @@ type Server struct {
 	store *store.Store
 	log   *slog.Logger
 	dir   string
-	vhost *vhost
+	// vhosts are the virtual hosts served: "/" and Config.Vhosts; fixed
+	// at New.
+	vhosts map[string]*vhost
+	// work runs dead-letter copies in order (deadletter.go).
+	work *worker
+	// blocked: connection.blocked was sent (the store refuses writes).
+	blocked atomic.Bool
+
+	topics topicWatch // queues over Keel topics (topicqueue.go)
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -102,18 +144,28 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, store: st, log: log, dir: filepath.Join(cfg.DataDir, "amqp"),
-		conns: map[*conn]struct{}{}, stop: make(chan struct{})}
+		conns: map[*conn]struct{}{}, stop: make(chan struct{}), work: newWorker()}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
 	}
-	v, err := openVhost(s)
-	if err != nil {
-		return nil, err
+	s.vhosts = map[string]*vhost{}
+	for _, name := range append([]string{defaultVhost}, cfg.Vhosts...) {
+		v, err := openVhost(s, name, vhostDir(s.dir, name))
+		if err != nil {
+			return nil, err
+		}
+		s.vhosts[name] = v
 	}
-	s.vhost = v
-	s.wg.Add(1)
+	st.SetQueueHolds(s.holds) // retention keeps every unsettled message (retention.go)
+	s.watchTopics()
+	s.wg.Add(3)
 	go s.persistLoop()
+	go s.sweep()
+	go func() {
+		defer s.wg.Done()
+		s.work.run(s.stop)
+	}()
 	return s, nil
 }
 
@@ -180,10 +232,40 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	close(s.stop)
+	s.topics.remove()
 	s.cancelBase()
 	s.wg.Wait()
-	s.vhost.trimLeases()
-	return s.vhost.saveAcks()
+	s.store.SetQueueHolds(nil)
+	var errs []error
+	for _, v := range s.vhosts {
+		v.trimLeases()
+		errs = append(errs, v.saveAcks())
+	}
+	return errors.Join(errs...)
+}
+
+// defaultVhost is the vhost every broker serves; its files are in
+// DataDir/amqp itself.
+const defaultVhost = "/"
+
+// vhostDir is where a vhost's files are: DataDir/amqp for "/", else
+// DataDir/amqp/vhosts/<the name in hex> (any UTF-8 name is a safe
+// directory name that way).
+func vhostDir(dir, name string) string {
+	if name == defaultVhost {
+		return dir
+	}
+	return filepath.Join(dir, "vhosts", hex.EncodeToString([]byte(name)))
+}
+
+// vhostList names the vhosts served, for an error message.
+func (s *Server) vhostList() string {
+	names := make([]string, 0, len(s.vhosts))
+	for n := range s.vhosts {
+		names = append(names, strconv.Quote(n))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // persistLoop writes the acknowledgement state when it changed, every
@@ -197,22 +279,11 @@ func (s *Server) persistLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if err := s.vhost.saveAcks(); err != nil {
-				s.log.Error("amqp: write acknowledgement state", "err", err)
+			for _, v := range s.vhosts {
+				if err := v.saveAcks(); err != nil {
+					s.log.Error("amqp: write acknowledgement state", "vhost", v.name, "err", err)
+				}
 			}
 		}
 	}
-}
-
-// authenticate checks a user's password. The guest account without a
-// configured password works from loopback only.
-func (s *Server) authenticate(user, pass string, remote net.Addr) bool {
-	if want, ok := s.cfg.Users[user]; ok {
-		return want == pass
-	}
-	if user != "guest" || pass != "guest" {
-		return false
-	}
-	ta, ok := remote.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
 }

@@ -23,9 +23,12 @@ const (
 	acksFile   = "acks.json"
 )
 
-// vhost is the one virtual host, "/": its queues.
+// vhost is one virtual host: its queues and exchanges, with their
+// definitions and acknowledgement state in dir.
 type vhost struct {
-	srv *Server
+	srv  *Server
+	name string
+	dir  string
 
 	mu        sync.Mutex // guards queues and exchanges; taken before any queue's mu
 	queues    map[string]*queue
@@ -43,19 +46,23 @@ type queueDef struct {
 
 // ackDef is one queue's acknowledgement state as acks.json holds it.
 type ackDef struct {
-	Floor     int64   `json:"floor"`
-	Settled   []int64 `json:"settled,omitempty"`
-	Delivered int64   `json:"delivered"`
+	Floor     int64           `json:"floor"`
+	Settled   []int64         `json:"settled,omitempty"`
+	Delivered int64           `json:"delivered"`
+	Returns   map[int64]int32 `json:"returns,omitempty"` // requeues of unsettled offsets (x-delivery-limit)
 }
 
-func openVhost(s *Server) (*vhost, error) {
-	v := &vhost{srv: s, queues: map[string]*queue{}}
+func openVhost(s *Server, name, dir string) (*vhost, error) {
+	v := &vhost{srv: s, name: name, dir: dir, queues: map[string]*queue{}}
+	if err := vfs.MkdirAllDurable(s.cfg.FS, dir, 0o755); err != nil {
+		return nil, fmt.Errorf("amqp: vhost %q: %w", name, err)
+	}
 	var defs []queueDef
-	if err := readJSON(s.cfg.FS, filepath.Join(s.dir, queuesFile), &defs); err != nil {
+	if err := readJSON(s.cfg.FS, filepath.Join(dir, queuesFile), &defs); err != nil {
 		return nil, err
 	}
 	acks := map[string]ackDef{}
-	if err := readJSON(s.cfg.FS, filepath.Join(s.dir, acksFile), &acks); err != nil {
+	if err := readJSON(s.cfg.FS, filepath.Join(dir, acksFile), &acks); err != nil {
 		return nil, err
 	}
 	for _, d := range defs {
@@ -64,7 +71,12 @@ func openVhost(s *Server) (*vhost, error) {
 		if r.Err() != nil {
 			return nil, fmt.Errorf("amqp: %s: queue %q: arguments: %w", queuesFile, d.Name, r.Err())
 		}
-		q := newQueue(v, d.Name, d.Topic, true, false, false, args, nil)
+		a, err := parseQueueArgs(args)
+		if err != nil {
+			s.log.Error("amqp: a stored queue's arguments are not valid; they are not acted on", "queue", d.Name, "err", err)
+			a, _ = parseQueueArgs(nil)
+		}
+		q := newQueue(v, d.Name, d.Topic, true, false, args, a, nil)
 		lease, err := readLease(s.cfg.FS, q.leasePath())
 		if err != nil {
 			return nil, err
@@ -128,18 +140,19 @@ func (v *vhost) saveDefsLocked() error {
 	}
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
-	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.srv.dir, queuesFile), b, 0o644)
+	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, queuesFile), b, 0o644)
 }
 
 // saveAcks writes acks.json if any durable queue's state changed.
 func (v *vhost) saveAcks() error {
 	v.mu.Lock()
 	acks := map[string]ackDef{}
+	qs := map[string]*queue{}
 	dirty := false
 	for _, q := range v.queues {
 		if q.persistent() {
 			d, changed := q.snapshot()
-			acks[q.topic] = d
+			acks[q.topic], qs[q.topic] = d, q
 			dirty = dirty || changed
 		}
 	}
@@ -153,7 +166,13 @@ func (v *vhost) saveAcks() error {
 	}
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
-	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.srv.dir, acksFile), b, 0o644)
+	if err := vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, acksFile), b, 0o644); err != nil {
+		return err
+	}
+	for topic, d := range acks {
+		qs[topic].savedFloor.Store(d.Floor)
+	}
+	return nil
 }
 
 // declare implements queue.declare; it returns the queue.
@@ -169,32 +188,47 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 	}
 	if q, ok := v.queues[name]; ok {
 		if q.owner != nil && q.owner != c {
-			return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '/'", name)
+			return nil, soft(wire.ResourceLocked, m, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'", name, v.name)
 		}
 		if m.Passive {
 			return q, nil
 		}
 		if q.durable != m.Durable || (q.owner != nil) != m.Exclusive || q.autoDelete != m.AutoDelete {
-			return nil, soft(wire.PreconditionFailed, m, "inequivalent arg 'durable', 'exclusive' or 'auto_delete' for queue '%s' in vhost '/': received durable=%v exclusive=%v auto_delete=%v but current is durable=%v exclusive=%v auto_delete=%v",
-				name, m.Durable, m.Exclusive, m.AutoDelete, q.durable, q.owner != nil, q.autoDelete)
+			return nil, soft(wire.PreconditionFailed, m, "inequivalent arg 'durable', 'exclusive' or 'auto_delete' for queue '%s' in vhost '%s': received durable=%v exclusive=%v auto_delete=%v but current is durable=%v exclusive=%v auto_delete=%v",
+				name, v.name, m.Durable, m.Exclusive, m.AutoDelete, q.durable, q.owner != nil, q.autoDelete)
 		}
+		q.mu.Lock()
+		q.lastUsed = nowMs() // a redeclare uses the queue (x-expires)
+		q.mu.Unlock()
 		if err := sameArgs(q.args, m.Arguments); err != "" {
-			return nil, soft(wire.PreconditionFailed, m, "inequivalent arg '%s' for queue '%s' in vhost '/'", err, name)
+			return nil, soft(wire.PreconditionFailed, m, "inequivalent arg '%s' for queue '%s' in vhost '%s'", err, name, v.name)
 		}
 		return q, nil
 	}
 	if m.Passive {
-		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '/'", name)
+		return nil, soft(wire.NotFound, m, "no queue '%s' in vhost '%s'", name, v.name)
 	}
 	if len(name) > 255 {
 		return nil, soft(wire.PreconditionFailed, m, "queue name too long")
+	}
+	a, err := parseQueueArgs(m.Arguments)
+	if err != nil {
+		return nil, soft(wire.PreconditionFailed, m, "%v for queue '%s' in vhost '%s'", err, name, v.name)
+	}
+	if a.queueType == "quorum" && (!m.Durable || m.Exclusive || m.AutoDelete) {
+		return nil, soft(wire.PreconditionFailed, m, "invalid property 'non-durable', 'exclusive' or 'auto-delete' for quorum queue '%s' in vhost '%s'", name, v.name)
 	}
 	var owner *conn
 	if m.Exclusive {
 		owner = c
 	}
-	q := newQueue(v, name, newTopic(), m.Durable, m.AutoDelete, false, m.Arguments, owner)
+	topic, err := v.queueTopic(m) // x-keel-topic (topicqueue.go)
+	if err != nil {
+		return nil, err
+	}
+	q := newQueue(v, name, topic, m.Durable, m.AutoDelete, m.Arguments, a, owner)
 	v.queues[name] = q
+	v.srv.trackTopic(q, true)
 	if q.persistent() {
 		if err := v.saveDefsLocked(); err != nil {
 			delete(v.queues, name)
@@ -221,6 +255,17 @@ func sameArgs(a, b wire.Table) string {
 	return ""
 }
 
+// all returns every queue.
+func (v *vhost) all() []*queue {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	qs := make([]*queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		qs = append(qs, q)
+	}
+	return qs
+}
+
 func (v *vhost) queue(name string) *queue {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -238,6 +283,10 @@ func (v *vhost) remove(q *queue) error {
 		if err := v.srv.cfg.FS.Remove(q.leasePath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			v.srv.log.Error("amqp: remove the delivery lease of a deleted queue", "queue", q.name, "err", err)
 		}
+	}
+	v.srv.untrackTopic(q)
+	if !q.ownsTopic() {
+		return nil // a Keel topic the queue was declared over stays (topicqueue.go)
 	}
 	if err := v.srv.store.DeleteTopic(q.topic); err != nil {
 		v.srv.log.Error("amqp: delete the store topic of a deleted queue", "queue", q.name, "topic", q.topic, "err", err)

@@ -23,6 +23,25 @@ var protocolDirs = []string{
 // internal/broker).
 var protocolFree = []string{"internal/core", "internal/broker/schedule", "internal/broker/transaction", "internal/broker/dedup"}
 
+// TestTranslateImportsNoFrontDoor: the converters every front door uses
+// on its read path (internal/translate) depend on no protocol package
+// (front doors, remoting, config, CLI), so that each door may import them
+// without importing another door through them.
+func TestTranslateImportsNoFrontDoor(t *testing.T) {
+	m := load(t)
+	for _, p := range m.sorted() {
+		rp := m.rel(p.path)
+		if !under(rp, "internal/translate") {
+			continue
+		}
+		for dep, chain := range m.deps(p) {
+			if underAny(dep, protocolDirs) || under(dep, "internal/core") {
+				t.Errorf("%s depends on %s via %s: the converters sit below the front doors", rp, dep, strings.Join(chain, " -> "))
+			}
+		}
+	}
+}
+
 // adapter is a front door: the packages under dir speak one protocol over
 // the core. engines are directories under dir that are not part of the
 // adapter (shared engines that happen to live there).

@@ -34,7 +34,7 @@ var layerRules = []layerRule{
 	{dir: "internal/pendingtxn", why: "the description of undecided transactions is plain data shared by the engine and the admin client: standard library only"},
 	{dir: "internal/core", internal: []string{"internal/store", "internal/message", "internal/vfs", "internal/pendingtxn"},
 		why: "the core is protocol-free: every front door (RocketMQ, later Kafka and AMQP) shares it"},
-	{dir: "internal/broker", internal: []string{"internal/core", "internal/store", "internal/remoting", "internal/message", "internal/config", "internal/vfs"},
+	{dir: "internal/broker", internal: []string{"internal/core", "internal/store", "internal/remoting", "internal/message", "internal/config", "internal/vfs", "internal/translate"},
 		why: "the broker is the RocketMQ adapter: it joins the core and the protocol; it talks to the NameServer over the wire"},
 	{dir: "internal/admin", internal: []string{"internal/remoting", "internal/message", "internal/acl", "internal/pendingtxn"},
 		why: "the admin client (CLI, console) sees a cluster only over the wire, as a remote operator does"},
@@ -46,9 +46,12 @@ var layerRules = []layerRule{
 		why: "replication copies the store's CommitLog over its own protocol; it knows no broker, protocol front door or config"},
 	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
 		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
-	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message"},
+	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message", "internal/translate"},
 		external: []string{"github.com/twmb/franz-go/pkg/kmsg"},
 		why:      "the Kafka front door joins the core and the Kafka protocol (kmsg's codecs)"},
+	{dir: "internal/translate", internal: []string{"internal/store/record", "internal/message"},
+		external: []string{"github.com/klauspost/compress/", "github.com/pierrec/lz4/"},
+		why:      "the read-path converters between the front doors' formats stand below every front door: they know the stored records and the formats' bytes, no front door, core or store"},
 }
 
 func TestLayering(t *testing.T) {

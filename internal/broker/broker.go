@@ -81,6 +81,14 @@ type Config struct {
 	// HAAddr is the replication address registered as haServerAddr
 	// (empty: AdvertisedAddr).
 	HAAddr string
+	// SystemRecords: a master serving slaves writes its metadata changes
+	// to the CommitLog (core.Config.SystemRecords).
+	SystemRecords bool
+	// SlaveReadEnable and SlaveReadBehindBytes: pull responses suggest a
+	// slave to a consumer reading further behind the log end than this
+	// (slaveread.go); 0 = 40 % of the machine's memory.
+	SlaveReadEnable      bool
+	SlaveReadBehindBytes int64
 
 	BrokerPermission            int32 // 6 = read+write
 	AutoCreateTopicEnable       bool
@@ -141,6 +149,9 @@ func (c *Config) applyDefaults() {
 	setDef(&c.ShortPollingTimeout, time.Second)
 	setDef(&c.MaxSuspendTimeout, 25*time.Second)
 	setDef(&c.MaxHeldPulls, 100000)
+	if c.SlaveReadEnable && c.SlaveReadBehindBytes == 0 {
+		c.SlaveReadBehindBytes = defaultSlaveReadBehind() // slaveread.go
+	}
 	setDef(&c.MaxPullMessages, 1024)
 	setDef(&c.MaxPullBytes, 1<<20)
 	setDef(&c.ChannelExpiredTimeout, 120*time.Second)
@@ -205,7 +216,8 @@ type Broker struct {
 	pulls   *pullHold
 	reg     *registrar
 
-	observer atomic.Pointer[observerBox] // observe.go
+	observer atomic.Pointer[observerBox]  // observe.go
+	amqpInfo atomic.Pointer[AMQPInfoFunc] // admin_amqp.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -298,6 +310,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
 		remoting.ReqListTransactions:              b.handleListTransactions,
 		remoting.ReqListIsolatedRecords:           b.handleListIsolated, // admin_isolated.go
+		remoting.ReqListAMQP:                      b.handleListAMQP,     // admin_amqp.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

@@ -45,7 +45,8 @@ func CoreConfig(c Config) (core.Config, error) {
 		MaxTopics: c.MaxTopics, MaxGroups: c.MaxGroups, RetryMaxTimes: c.RetryMaxTimes,
 		YoungQueueBytes: c.YoungQueueBytes, MaxWaits: c.MaxHeldPulls,
 		LockExpiry: c.LockExpiry, OffsetFlushInterval: c.OffsetFlushInterval,
-		Now: c.Now,
+		SystemRecords: c.SystemRecords,
+		Now:           c.Now,
 	}, nil
 }
 

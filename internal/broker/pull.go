@@ -22,7 +22,8 @@ package broker
 //
 // Every response carries nextBeginOffset, minOffset, maxOffset and
 // suggestWhichBrokerId (the Go client adopts nextBeginOffset blindly). The
-// body is the stored bytes, never re-encoded nor copied: the response lends
+// body is the stored bytes, never re-encoded nor copied (records of other
+// protocols, a Kafka batch or an AMQP message, are converted: pull_types.go): the response lends
 // the store's pooled record buffers as BodyParts and releases them in
 // OnWritten (after the socket write, or when the response is dropped). With COMMIT_OFFSET the
 // request's commitOffset is stored for the group (first processing only).
@@ -98,7 +99,10 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 			res.Release()
 		}
 	}()
-	res.Records = onlyRocketMQ(res.Records)
+	converted, err := b.convertForeign(p, res) // other protocols' records as RocketMQ messages (pull_types.go)
+	if err != nil {
+		return nil, err
+	}
 	code := pullStatusCode(res.Status, p.offset)
 	if code == remoting.ResSuccess && len(res.Records) == 0 {
 		code = remoting.ResPullRetryImmediately // defensive: FOUND must carry messages
@@ -117,12 +121,12 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		"nextBeginOffset", itoa(res.NextOffset),
 		"minOffset", itoa(res.MinOffset),
 		"maxOffset", itoa(res.MaxOffset),
-		"suggestWhichBrokerId", "0")
+		"suggestWhichBrokerId", itoa(b.suggestBroker(p.group, res))) // slaveread.go
 	if code == remoting.ResSuccess {
 		// Zero copy: the connection writes the store's buffers with one
 		// vectored write and releases them once written or dropped.
 		resp.BodyParts, resp.OnWritten, lent = res.Records, res.Release, true
-		resp.HeldBytes = res.HeldBytes() // whole buffers: the connection's byte budget counts them
+		resp.HeldBytes = res.HeldBytes() + converted // whole buffers: the connection's byte budget counts them
 	}
 	return resp, nil
 }

@@ -2,6 +2,11 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +14,8 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/translate"
+	"github.com/klauspost/compress/zstd"
 )
 
 func tagProps(tag string) string {
@@ -269,10 +276,11 @@ func TestCloseAnswersHeldPulls(t *testing.T) {
 	wantAnswered(t, ch, remoting.ResPullNotFound)
 }
 
-// TestPullSkipsOtherRecordTypes: a Kafka batch stored in a queue is not
-// handed to a RocketMQ consumer as raw bytes: the pull returns the
-// RocketMQ messages around it, and a pull finding only the batch answers
-// retry-immediately with the next offset past it.
+// TestPullSkipsOtherRecordTypes: a Kafka batch stored in a queue that
+// does not convert (its body is no batch) is not handed to a RocketMQ
+// consumer as raw bytes: the pull returns the RocketMQ messages around
+// it, and a pull finding only the batch answers retry-immediately with
+// the next offset past it.
 func TestPullSkipsOtherRecordTypes(t *testing.T) {
 	e := startEnv(t, nil)
 	cl := e.dial()
@@ -305,5 +313,168 @@ func TestPullSkipsOtherRecordTypes(t *testing.T) {
 		}
 	} else if resp.Code != remoting.ResPullRetryImmediately || resp.ExtFields["nextBeginOffset"] != "2" {
 		t.Fatalf("pull at the batch: code %d next %s", resp.Code, resp.ExtFields["nextBeginOffset"])
+	}
+}
+
+// TestPullConvertsOtherRecordTypes: a Kafka batch and an AMQP message in a
+// RocketMQ queue reach a RocketMQ consumer as RocketMQ messages (one per
+// Kafka record, at the entry's queue offset), between the native ones.
+func TestPullConvertsOtherRecordTypes(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("before")), remoting.ResSuccess)
+	batch := translate.AppendKafkaBatch(nil, []translate.KafkaRecord{
+		{Offset: 0, Timestamp: 1000, Key: []byte("k0"), Value: []byte("kafka-0"), Headers: []translate.Header{{Key: "h", Value: []byte("v")}}},
+		{Offset: 1, Timestamp: 1001, Value: []byte("kafka-1")}})
+	amqpBody := []byte{0, 2, 'r', 'k', 0, 0, 0, 2, 0, 0} // exchange "", routing key "rk", no properties
+	amqpBody = append(amqpBody, "amqp"...)
+	for _, r := range []struct {
+		typ  record.Type
+		n    int32
+		body []byte
+	}{{record.KafkaBatch, 2, batch}, {record.AMQP, 1, amqpBody}} {
+		rec, err := record.AppendEnvelope(nil, r.typ, r.n, []record.Dest{{Topic: "T", QueueID: 0}}, r.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %v %v", res.Status, res.Err)
+		}
+	}
+	wantCode(t, cl.sendV1("T", 0, "", []byte("after")), remoting.ResSuccess)
+	e.waitMax("T", 0, 4)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	var got []string
+	for _, m := range splitRecords(t, resp.Body) {
+		p := message.ParseProperties(m.Properties)
+		got = append(got, fmt.Sprintf("%s@%d", m.Body, m.QueueOffset))
+		if string(m.Body) == "kafka-0" && (p["KEYS"] != "k0" || p["h"] != "v" || p["KAFKA_OFFSET"] != "0" || m.BornTimestamp != 1000 || m.Topic != "T") {
+			t.Errorf("kafka-0: %+v", m)
+		}
+		if string(m.Body) == "amqp" && p["AMQP_ROUTING_KEY"] != "rk" {
+			t.Errorf("amqp: %+v", m)
+		}
+	}
+	if want := "[before@0 kafka-0@1 kafka-1@1 amqp@2 after@3]"; fmt.Sprint(got) != want || resp.ExtFields["nextBeginOffset"] != "4" {
+		t.Fatalf("pulled %v next %s, want %s next 4", got, resp.ExtFields["nextBeginOffset"], want)
+	}
+}
+
+// TestPullConvertedBytesBounded: converted messages count against
+// MaxPullBytes: once a pull passes it, the entries after are left for the
+// next pull (nextBeginOffset points at the first one left), and the next
+// pulls get them all, each batch whole. The batches are zstd-compressed,
+// so their stored size (which bounds the store's read) is far below what
+// they convert to.
+func TestPullConvertedBytesBounded(t *testing.T) {
+	e := startEnv(t, func(c *Config) { c.MaxPullBytes = 8 << 10 })
+	cl := e.dial()
+	const batches, per = 6, 4
+	if _, err := e.b.Core().EnsureTopic("T", 1, 6); err != nil {
+		t.Fatal(err)
+	}
+	for i := range batches {
+		var recs []translate.KafkaRecord
+		for j := range per {
+			recs = append(recs, translate.KafkaRecord{Offset: int64(i*per + j), Timestamp: 1, Value: make([]byte, 1000)})
+		}
+		rec, err := record.AppendEnvelope(nil, record.KafkaBatch, per, []record.Dest{{Topic: "T", QueueID: 0}}, zstdBatch(t, translate.AppendKafkaBatch(nil, recs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %v %v", res.Status, res.Err)
+		}
+	}
+	e.waitMax("T", 0, batches)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	seen, pulls := map[int64]int{}, 0
+	for off := int64(0); off < batches; pulls++ {
+		resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, off, 0, 0), nil)
+		wantCode(t, resp, remoting.ResSuccess)
+		if len(resp.Body) > 8<<10+per*1200 {
+			t.Fatalf("pull at %d: %d bytes, the limit is %d (plus the batch that passes it)", off, len(resp.Body), 8<<10)
+		}
+		next, _ := strconv.ParseInt(resp.ExtFields["nextBeginOffset"], 10, 64)
+		for _, m := range splitRecords(t, resp.Body) {
+			if m.QueueOffset < off || m.QueueOffset >= next {
+				t.Fatalf("pull at %d (next %d) returned queue offset %d", off, next, m.QueueOffset)
+			}
+			seen[m.QueueOffset]++
+		}
+		off = next
+	}
+	for i := range int64(batches) {
+		if seen[i] != per {
+			t.Errorf("entry %d: %d messages, want %d", i, seen[i], per)
+		}
+	}
+	if pulls < 2 {
+		t.Errorf("%d pulls: the limit did not split them", pulls)
+	}
+}
+
+// zstdBatch compresses the records of an uncompressed Kafka batch.
+func zstdBatch(t *testing.T, b []byte) []byte {
+	w, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append(append([]byte(nil), b[:61]...), w.EncodeAll(b[61:], nil)...)
+	out[22] |= 4 // codec zstd
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return out
+}
+
+// TestPullOrderlyRefusesMultiRecordBatch: a consumer holding the queue's
+// orderly lock gets the messages before a Kafka batch of several records,
+// and then a clear error at the batch instead of a pull its client would
+// reduce to the batch's first record; a one-record batch goes through,
+// and without the lock the batch is delivered whole.
+func TestPullOrderlyRefusesMultiRecordBatch(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("before")), remoting.ResSuccess)
+	for _, n := range []int{1, 3} {
+		var recs []translate.KafkaRecord
+		for i := range n {
+			recs = append(recs, translate.KafkaRecord{Offset: int64(i), Timestamp: 1, Value: fmt.Appendf(nil, "k%d-%d", n, i)})
+		}
+		rec, err := record.AppendEnvelope(nil, record.KafkaBatch, int32(n), []record.Dest{{Topic: "T", QueueID: 0}}, translate.AppendKafkaBatch(nil, recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %v %v", res.Status, res.Err)
+		}
+	}
+	e.waitMax("T", 0, 3)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	bodies := func(resp *remoting.Command) []string {
+		var out []string
+		for _, m := range splitRecords(t, resp.Body) {
+			out = append(out, string(m.Body))
+		}
+		return out
+	}
+	resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	if got := bodies(resp); fmt.Sprint(got) != "[before k1-0 k3-0 k3-1 k3-2]" {
+		t.Fatalf("without the lock: %v", got)
+	}
+	if got := lockedQueues(t, cl, "g", "c1", 0); len(got) != 1 {
+		t.Fatalf("locked %v", got)
+	}
+	resp = cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+	wantCode(t, resp, remoting.ResSuccess)
+	if got := bodies(resp); fmt.Sprint(got) != "[before k1-0]" || resp.ExtFields["nextBeginOffset"] != "2" {
+		t.Fatalf("orderly: %v next %s, want [before k1-0] next 2", got, resp.ExtFields["nextBeginOffset"])
+	}
+	resp = cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 2, 0, 0), nil)
+	if resp.Code != remoting.ResSystemError || !strings.Contains(resp.Remark, "orderly") {
+		t.Fatalf("orderly pull at the batch: code %d %q", resp.Code, resp.Remark)
 	}
 }

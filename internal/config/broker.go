@@ -155,11 +155,22 @@ type Broker struct {
 	HAMasterAddress   string        // haMasterAddress: a slave's master HA address "host:port"
 	MinInSyncReplicas int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
 	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
+	SlaveReadEnable   bool          // slaveReadEnable: pull responses may suggest a slave (consumers far behind)
 	// replicaCatchUpBytesPerSecond (Keel): the rate a master sends old data
 	// to a slave far behind (0 = as fast as the slave takes it).
 	ReplicaCatchUpBytesPerSecond int64
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
+	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
+	// address, with tlsServerCertPath / tlsServerKeyPath; empty = off.
+	AMQPSListen string
+	// AMQPVhosts (amqpVhosts, Keel): the AMQP virtual hosts served besides
+	// "/", separated by ';'.
+	AMQPVhosts string
+	// AMQPConsumerTimeout (amqpConsumerTimeoutMillis, Keel, ms): how long an
+	// AMQP delivery may wait for its ack before its channel is closed
+	// (RabbitMQ's consumer_timeout); 0 = never.
+	AMQPConsumerTimeout time.Duration
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
@@ -238,6 +249,8 @@ func Default() *Broker {
 
 		MinInSyncReplicas: 2,
 		ReplicaAckTimeout: 2 * time.Second,
+
+		AMQPConsumerTimeout: 30 * time.Minute,
 	}
 }
 

@@ -16,7 +16,6 @@ var unsupported = map[string]struct {
 	"enableDLegerCommitLog":             {"DLedger replication is not implemented", true},
 	"enableControllerMode":              {"controller mode is not implemented yet", true},
 	"brokerIP2":                         {"the replication address is the listen host; set --ha-listen or haListenPort", false},
-	"slaveReadEnable":                   {"reads from slaves are not implemented yet", false},
 	"sendMessageThreadPoolNums":         {"JVM thread pool tuning has no effect in Keel", false},
 	"pullMessageThreadPoolNums":         {"JVM thread pool tuning has no effect in Keel", false},
 	"useReentrantLockWhenPutMessage":    {"JVM lock tuning has no effect in Keel", false},

@@ -130,6 +130,24 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 			bad("amqpListen", "not host:port")
 		}
 	}
+	if b.AMQPSListen != "" {
+		if _, _, err := net.SplitHostPort(b.AMQPSListen); err != nil {
+			bad("amqpsListen", "not host:port")
+		}
+		if b.TLSServerCertPath == "" || b.TLSServerKeyPath == "" {
+			bad("amqpsListen", "needs tlsServerCertPath and tlsServerKeyPath (the certificate amqps serves)")
+		}
+	}
+	if b.AMQPConsumerTimeout != 0 {
+		checkDuration(bad, "amqpConsumerTimeoutMillis", b.AMQPConsumerTimeout, time.Second, 30*24*time.Hour)
+	}
+	seen := map[string]bool{"/": true}
+	for _, v := range b.AMQPVhostList() {
+		if seen[v] {
+			bad("amqpVhosts", "%q listed twice (\"/\" is always served)", v)
+		}
+		seen[v] = true
+	}
 }
 
 func (b *Broker) validateSecurity(bad func(string, string, ...any)) {

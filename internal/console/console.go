@@ -97,6 +97,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /api/transactions", c.apiTransactions)
 	c.mux.HandleFunc("GET /api/corrupt", c.apiCorrupt)         // corrupt.go
 	c.mux.HandleFunc("GET /api/replication", c.apiReplication) // replication.go
+	c.mux.HandleFunc("GET /api/amqp", c.apiAMQP)               // amqp.go
 	unknown := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	}

@@ -3,7 +3,7 @@
 // and the JSON API under /api/ it runs on.
 //
 // The API is backed by internal/admin, the same client the keel CLI uses,
-// so the console shows exactly what `keel topic|group|msg|dlq|txn|corrupt|cluster` show:
+// so the console shows exactly what `keel topic|group|msg|dlq|txn|corrupt|cluster|amqp` show:
 //
 //	GET  /api/info                      version, write access, sample interval
 //	GET  /api/overview                  brokers, totals, throughput and lag history, local disk
@@ -20,6 +20,7 @@
 //	GET  /api/transactions              undecided transactional half messages
 //	GET  /api/corrupt                   records isolated as corrupt, scrubber status, per broker
 //	GET  /api/replication               broker groups, each member's replication state (keel cluster)
+//	GET  /api/amqp                      AMQP queues and exchanges, per broker
 //
 // Read-only by default: the POST endpoints answer 403 unless the console was
 // started with write access (keel serve --console-write). They also require

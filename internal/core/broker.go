@@ -62,6 +62,12 @@ type Config struct {
 	// OffsetFlushInterval is how often Run writes committed offsets (5s).
 	OffsetFlushInterval time.Duration
 
+	// SystemRecords makes a master write every change of its topics,
+	// groups and committed offsets to its CommitLog as system records, so
+	// that they reach its slaves (syslog.go). A replica's core applies the
+	// records it receives whatever this says.
+	SystemRecords bool
+
 	Now func() time.Time // nil = time.Now
 }
 
@@ -105,6 +111,7 @@ type Broker struct {
 	offsets *offsetTable
 	unsaved unsavedGroups // groups not yet written for lack of space (diskfull.go)
 	waits   *waits        // longpoll.go
+	sys     sysState      // apply.go
 
 	consumers *Consumers  // online consumers and their subscriptions (consumers.go)
 	producers *Producers  // online producers (producers.go)
@@ -148,13 +155,10 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*Broker, error) {
 	b.consumers = newConsumers(cfg.Now, logger)
 	b.producers = newProducers(cfg.Now)
 	b.locks = newQueueLocks(cfg.LockExpiry, cfg.Now)
+	if err := b.loadMetadata(); err != nil { // apply.go: files, then the log since their snapshot points
+		return nil, err
+	}
 	if err := b.initTopics(); err != nil {
-		return nil, err
-	}
-	if err := b.groups.load(); err != nil {
-		return nil, err
-	}
-	if err := b.offsets.load(); err != nil {
 		return nil, err
 	}
 	st.OnVisible(b.onDispatch)

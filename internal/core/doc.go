@@ -15,6 +15,12 @@
 // consumer offsets the store's retention asks for (consumed.go) are here
 // too.
 //
+// On a master serving slaves the metadata also travels with the log as
+// system records (syslog.go); every core replays them at start from its
+// files' snapshot points, and a replica's core applies them as they are
+// dispatched (apply.go; delay.go for the schedule cursors;
+// replica_offsets.go for offsets committed on a replica).
+//
 // The core knows no protocol: it returns typed domain errors (errors.go:
 // ErrTopicNotFound, ErrForbidden, ... wrapped in *Error with a message for
 // the client, tested with errors.Is), and each front door maps them to its

@@ -26,7 +26,9 @@ func (b *Broker) DeleteGroup(group string) error {
 	if _, err := b.groups.remove(group); err != nil {
 		return err
 	}
-	b.offsets.deleteGroup(group)
+	if err := b.offsets.deleteGroup(group); err != nil {
+		b.log.Warn("group's offsets deleted; the record of it is not confirmed", "group", group, "err", err)
+	}
 	b.log.Info("subscription group deleted", "group", group)
 	return nil
 }

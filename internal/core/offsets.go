@@ -16,8 +16,10 @@ package core
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +54,18 @@ type offsetTable struct {
 	// although the group consumes. Guarded by mu; now nil: not recorded.
 	advancedMs map[offsetKey]int64
 	now        func() time.Time
+
+	// Metadata in the log (syslog.go, apply.go). sys, set on a master
+	// serving slaves, appends a record; dirty (guarded by mu, nil when
+	// sys is) holds the commits not in a record yet; logEnd (guarded by
+	// mu) is the snapshot point of m.
+	sys    func(*record.SystemRecord) (end int64, logged bool, err error)
+	dirty  map[offsetKey]int64
+	logEnd int64
+	// local (guarded by mu; nil but on a replica) holds the commits made
+	// on this replica that its master has not confirmed yet
+	// (replica_offsets.go).
+	local map[offsetKey]int64
 }
 
 func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
@@ -61,6 +75,10 @@ func newOffsetTable(fsys vfs.FS, path string) *offsetTable {
 // File layout (RocketMQ's): {"offsetTable":{"topic@group":{"0":12,"1":7}}}.
 type offsetFile struct {
 	OffsetTable map[string]map[string]int64 `json:"offsetTable"`
+	// KeelLogOffset is the snapshot point (apply.go).
+	KeelLogOffset int64 `json:"keelLogOffset,omitempty"`
+	// KeelReplicaOffsets: a replica's own commits (replica_offsets.go).
+	KeelReplicaOffsets map[string]map[string]int64 `json:"keelReplicaOffsets,omitempty"`
 }
 
 func (t *offsetTable) load() error {
@@ -86,8 +104,18 @@ func (t *offsetTable) load() error {
 			m[offsetKey{group, topic, int32(qid)}] = off
 		}
 	}
+	if f.KeelLogOffset < 0 {
+		return fmt.Errorf("broker: parse %s: keelLogOffset %d", t.path, f.KeelLogOffset)
+	}
+	local, err := parseOffsetMap(f.KeelReplicaOffsets, t.path)
+	if err != nil {
+		return err
+	}
 	t.mu.Lock()
-	t.m = m
+	t.m, t.logEnd = m, f.KeelLogOffset
+	if t.local != nil {
+		t.local = local
+	}
 	t.mu.Unlock()
 	return nil
 }
@@ -95,6 +123,9 @@ func (t *offsetTable) load() error {
 func (t *offsetTable) get(group, topic string, queueID int32) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if off, ok := t.local[offsetKey{group, topic, queueID}]; ok {
+		return off, true
+	}
 	off, ok := t.m[offsetKey{group, topic, queueID}]
 	return off, ok
 }
@@ -111,6 +142,10 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := offsetKey{group, topic, queueID}
+	if t.local != nil {
+		t.commitLocalLocked(k, offset) // replica_offsets.go
+		return
+	}
 	old, ok := t.m[k]
 	if ok && old == offset {
 		return
@@ -122,63 +157,80 @@ func (t *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 		t.advancedMs[k] = t.now().UnixMilli()
 	}
 	t.m[k] = offset
+	if t.dirty != nil {
+		t.dirty[k] = offset
+	}
 	t.version++
 }
 
-func (t *offsetTable) deleteOne(group, topic string, queueID int32) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// deleteOne drops the offset of one queue; it reports whether there
+// was one. On a master serving slaves it logs the deletion (apply.go).
+func (t *offsetTable) deleteOne(group, topic string, queueID int32) (bool, error) {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
 	k := offsetKey{group, topic, queueID}
-	if _, ok := t.m[k]; !ok {
-		return false
+	t.mu.Lock()
+	_, had := t.m[k]
+	_, hadLocal := t.local[k]
+	t.mu.Unlock()
+	if !had && !hadLocal {
+		return false, nil
 	}
+	dirtyErr := t.logDirtyLocked()
+	t.mu.Lock()
 	delete(t.m, k)
+	delete(t.local, k)
 	delete(t.advancedMs, k)
+	delete(t.dirty, k)
 	t.version++
-	return true
+	t.mu.Unlock()
+	return true, errors.Join(dirtyErr, t.logDeleteLocked(group, topic, queueID))
 }
 
-func (t *offsetTable) deleteTopic(topic string) {
+func (t *offsetTable) deleteTopic(topic string) error {
+	return t.deleteMatching("", topic)
+}
+
+func (t *offsetTable) deleteGroup(group string) error {
+	return t.deleteMatching(group, "")
+}
+
+// deleteMatching drops the offsets of group ("" = any) on topic ("" =
+// any); on a master serving slaves it logs the deletion (apply.go). The
+// deletion is made whatever the log says; an error reports a record that
+// was not written or not confirmed.
+func (t *offsetTable) deleteMatching(group, topic string) error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	dirtyErr := t.logDirtyLocked()
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for k := range t.m {
-		if k.topic == topic {
+		if (group == "" || k.group == group) && (topic == "" || k.topic == topic) {
 			delete(t.m, k)
 			delete(t.advancedMs, k)
+			delete(t.dirty, k)
 			t.version++
 		}
 	}
 	if t.rates != nil {
-		t.rates.forget("", topic)
+		t.rates.forget(group, topic)
 	}
-}
-
-func (t *offsetTable) deleteGroup(group string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for k := range t.m {
-		if k.group == group {
-			delete(t.m, k)
-			delete(t.advancedMs, k)
-			t.version++
-		}
-	}
-	if t.rates != nil {
-		t.rates.forget(group, "")
-	}
+	t.mu.Unlock()
+	return errors.Join(dirtyErr, t.logDeleteLocked(group, topic, -1))
 }
 
 // flush writes the table if it changed since the last flush.
 func (t *offsetTable) flush() error {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
+	logErr := t.logDirtyLocked() // apply.go: the log first, on a master serving slaves
 	t.mu.Lock()
 	if t.version == t.saved {
 		t.mu.Unlock()
-		return nil
+		return logErr
 	}
 	ver := t.version
-	f := offsetFile{OffsetTable: make(map[string]map[string]int64)}
+	f := offsetFile{OffsetTable: make(map[string]map[string]int64), KeelLogOffset: t.logEnd, KeelReplicaOffsets: encodeOffsetMap(t.local)}
 	for k, off := range t.m {
 		name := k.topic + "@" + k.group
 		q := f.OffsetTable[name]
@@ -199,7 +251,7 @@ func (t *offsetTable) flush() error {
 	t.mu.Lock()
 	t.saved = ver
 	t.mu.Unlock()
-	return nil
+	return logErr
 }
 
 func (t *offsetTable) topicsOf(group string) map[string]bool {
@@ -267,7 +319,11 @@ func (b *Broker) queueIsYoung(topic string, qid int32) bool {
 // OffsetDelete); it reports whether there was one. FlushOffsets makes it
 // durable.
 func (b *Broker) DeleteOffset(group, topic string, qid int32) bool {
-	return b.offsets.deleteOne(group, topic, qid)
+	had, err := b.offsets.deleteOne(group, topic, qid)
+	if err != nil {
+		b.log.Warn("offset deleted; the record of it is not confirmed", "group", group, "topic", topic, "queue", qid, "err", err)
+	}
+	return had
 }
 
 // CommitOffset stores a group's offset on a queue of an existing topic
@@ -304,7 +360,13 @@ func (b *Broker) ConsumeRate(group, topic string) float64 { return b.offsets.rat
 
 // FlushOffsets writes the committed offsets if they changed since the last
 // flush.
-func (b *Broker) FlushOffsets() error { return b.offsets.flush() }
+func (b *Broker) FlushOffsets() error {
+	var delayErr error
+	if d := b.sys.delay; d != nil {
+		delayErr = d.flush() // delay.go
+	}
+	return errors.Join(b.offsets.flush(), b.topics.flushReplayed(), b.groups.flushReplayed(), delayErr)
+}
 
 // OffsetsByTopic returns the committed offsets as topic -> group -> queue
 // -> offset (a copy), for the store's disk-pressure retention.
@@ -336,5 +398,6 @@ func (t *offsetTable) byTopic() store.ConsumerOffsets {
 		}
 		queues[k.queueID] = off
 	}
+	t.mergeLocalLocked(out) // replica_offsets.go
 	return out
 }

@@ -104,6 +104,15 @@ type configTable[T any] struct {
 	// flight those of the write in progress (nil if none). A later entry
 	// for a name wins; view order: open, flight, m.
 	open, flight *pendingBatch[T]
+
+	// Metadata in the log (syslog.go, apply.go). sys, set on a master
+	// serving slaves, appends a batch's record before its file is
+	// written; logEnd (guarded by mu) is the snapshot point of what m
+	// holds; replayed (guarded by mu) says m holds applied records not
+	// in the file yet.
+	sys      func(DataVersion, map[string]pendingOp[T]) (end int64, logged bool, err error)
+	logEnd   int64
+	replayed bool
 }
 
 // pendingBatch is a set of mutations written together.
@@ -163,8 +172,12 @@ func (t *configTable[T]) load() error {
 			return fmt.Errorf("broker: parse %s: dataVersion: %w", t.path, err)
 		}
 	}
+	logEnd, err := parseLogOffset(file, t.path)
+	if err != nil {
+		return err
+	}
 	t.mu.Lock()
-	t.m, t.enc, t.ver = m, enc, ver
+	t.m, t.enc, t.ver, t.logEnd = m, enc, ver, logEnd
 	t.mu.Unlock()
 	return nil
 }
@@ -349,11 +362,20 @@ func (t *configTable[T]) commit(b *pendingBatch[T]) error {
 	// b has not been taken by a writer, so it is still the open batch.
 	t.mu.Lock()
 	t.flight, t.open = t.open, nil
-	data := t.encodeLocked(t.flight)
 	t.mu.Unlock()
-	err := writeFileAtomic(t.fs, t.path, data)
+	logged, err := t.logFlight() // apply.go: the record first, on a master serving slaves
+	var data []byte
+	if err == nil || logged {
+		t.mu.Lock()
+		data = t.encodeLocked(t.flight)
+		t.mu.Unlock()
+		if werr := writeFileAtomic(t.fs, t.path, data); werr != nil {
+			err = errors.Join(err, werr)
+			t.markReplayed(logged)
+		}
+	}
 	t.mu.Lock()
-	if err == nil {
+	if err == nil || logged {
 		for name, op := range t.flight.ops {
 			if op.enc == nil {
 				delete(t.m, name)
@@ -399,6 +421,7 @@ func (t *configTable[T]) encodeLocked(b *pendingBatch[T]) []byte {
 	out := make([]byte, 0, size+len(ver))
 	out = append(out, `{"dataVersion":`...)
 	out = append(out, ver...)
+	out = appendLogOffset(out, t.logEnd)
 	out = append(out, `,"`...)
 	out = append(out, t.field...)
 	out = append(out, `":{`...)

@@ -166,11 +166,8 @@ func (b *Broker) AutoCreateTopic(topic, template string, queues int32) (TopicCon
 	return b.EnsureTopic(topic, queues, tpl.Perm&^PermInherit)
 }
 
-// initTopics loads the table and installs the built-in topics.
+// initTopics installs the built-in topics (the table is loaded).
 func (b *Broker) initTopics() error {
-	if err := b.topics.load(); err != nil {
-		return err
-	}
 	if b.cfg.AutoCreateTopicEnable {
 		if _, _, err := b.topics.createIfAbsent(DefaultTopic,
 			NewTopicConfig(DefaultTopic, b.cfg.DefaultTopicQueueNums, PermInherit|PermRW)); err != nil {
@@ -194,7 +191,9 @@ func (b *Broker) DeleteTopic(topic string) error {
 	if _, err := b.topics.remove(topic); err != nil {
 		return err
 	}
-	b.offsets.deleteTopic(topic)
+	if err := b.offsets.deleteTopic(topic); err != nil {
+		b.log.Warn("topic's offsets deleted; the record of it is not confirmed", "topic", topic, "err", err)
+	}
 	if err := b.st.DeleteTopic(topic); err != nil {
 		return fmt.Errorf("core: delete topic %s: %w", topic, err)
 	}

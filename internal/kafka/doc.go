@@ -61,6 +61,29 @@
 // Confirmed: under SYNC_FLUSH nothing unflushed is served); the log start
 // is the base of the first batch still stored.
 //
+// # Entries of other protocols
+//
+// A queue may hold RocketMQ messages and AMQP messages (a queue declared
+// over the topic) besides Kafka batches. Fetch serves such an entry
+// converted into a record (package translate; consecutive ones in one
+// batch) at a Kafka offset equal to its queue offset, while it comes
+// before the partition's first Kafka batch (before both that batch's
+// entry and its base offset). This is the mapping above with one record per entry: a
+// partition no Kafka producer wrote has Kafka offset = queue offset
+// everywhere (high watermark = entry count, log start = the first
+// entry), and the first Kafka batch appended to it gets the entry count
+// as its base offset, so offsets go on densely. Entries of other
+// protocols after the first batch have no Kafka offset between the
+// batches' and are skipped. foreign.go finds the first batch by a
+// forward scan per partition, extended as entries are added until one is
+// found (at once in a partition only Kafka producers wrote), and the last
+// (the high watermark) scanning back from the end as before, down to the
+// first; ListOffsets by time counts the served entries with their store
+// time.
+//
+//	entries:  [RocketMQ 0][AMQP 1][RocketMQ 2][batch base 3, 4 records][RocketMQ][batch base 7 ...]
+//	Kafka:     0           1       2           3 4 5 6                  (skipped)  7 ...
+//
 // # Limits
 //
 // A request frame is at most Config.MaxRequestBytes (the broker's
@@ -75,5 +98,8 @@
 // its rebalance waits on a channel with gmu released. A partition's appendMu is held across
 // the next-offset read and the store's append (AppendRecord), never
 // across a flush: acks=-1 waits for Confirmed after it is released. The
-// partition's caches have their own mu, taken without appendMu.
+// partition's caches have their own mu, taken without appendMu. The
+// scan of other protocols' entries (foreign.go) has its own mutex, held
+// while it reads the store, taken under appendMu (a partition's first
+// produce) or alone, never the other way round.
 package kafka

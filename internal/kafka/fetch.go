@@ -12,8 +12,9 @@ package kafka
 // When nothing is new and MaxWaitMillis > 0, the request waits through
 // the core's Hold, one wait per partition sharing one wake-up, for the
 // dispatcher to add an entry or the wait to pass (at most Config.MaxWait).
-// Entries that are not Kafka batches (RocketMQ messages in the same
-// queue) are skipped: not served to Kafka clients yet.
+// Entries of other protocols (RocketMQ and AMQP messages) are converted
+// where the offsets serve them (foreign.go), consecutive ones into one
+// batch; the others are skipped.
 
 import (
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/translate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -129,6 +131,8 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 		return err
 	}
 	k := part.key
+	var w translate.KafkaBatchWriter // other protocols' records, converted (foreign.go)
+	defer func() { rp.RecordBatches = w.Close(rp.RecordBatches) }()
 	for len(rp.RecordBatches) == 0 || len(rp.RecordBatches) < limit {
 		r, err := s.st.GetMessage(k.topic, k.queueID, idx, 64, max(limit-len(rp.RecordBatches), 1), nil)
 		if err != nil {
@@ -151,6 +155,22 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 				return err
 			}
 			idx++
+			if !b.ok {
+				// Another protocol's entry: converted when served (foreign.go).
+				ok, isFull, err := s.appendForeign(part, &w, rec, off, limit, rp)
+				if err != nil {
+					r.Release()
+					return err
+				}
+				if isFull {
+					full = true
+					idx--
+					break
+				}
+				if ok {
+					continue
+				}
+			}
 			if !b.ok || b.end <= off {
 				continue
 			}
@@ -167,7 +187,7 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 				idx--
 				break
 			}
-			rp.RecordBatches = append(rp.RecordBatches, body...)
+			rp.RecordBatches = append(w.Close(rp.RecordBatches), body...)
 			part.hint(b.end, idx)
 		}
 		r.Release()

@@ -6,7 +6,8 @@ package kafka
 // Kafka searches record timestamps, which producers set, so the two agree
 // for CreateTime records only up to the producer's clock and batching),
 // with that batch's base offset and store time; the high watermark with
-// timestamp -1 when every batch is older.
+// timestamp -1 when every batch is older. Entries of other protocols
+// served at their queue offsets (foreign.go) count with their store time.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,6 +57,13 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 			}
 			if b.ok && b.storeMs >= ts && b.end > start {
 				rp.Offset, rp.Timestamp = max(b.base, start), b.storeMs
+				break
+			}
+			if b.ok {
+				continue
+			}
+			if ms, ok, err := s.parts.foreignAt(part, idx); err == nil && ok && ms >= ts {
+				rp.Offset, rp.Timestamp = idx, ms // another protocol's entry (foreign.go)
 				break
 			}
 		}

@@ -51,6 +51,8 @@ type partition struct {
 	lsEntry  int64           // min entry the cached log start is for (-1: none)
 	ls       int64           // base offset of the first stored batch
 	hints    map[int64]int64 // Kafka offset -> entry index of the batch holding it (fetch ends)
+
+	foreign foreignScan // where the Kafka batches are among other protocols' entries (foreign.go)
 }
 
 func newPartitions(st *store.Store, lim producerLimits) *partitions {
@@ -116,17 +118,7 @@ func kafkaView(rec []byte) (batchAt, error) {
 // below entries, scanning back; with no batch at all it is the entry
 // count itself (a queue RocketMQ producers wrote continues from there).
 func (ps *partitions) lastEnd(k queueKey, entries int64) (int64, error) {
-	lo := ps.st.MinOffset(k.topic, k.queueID)
-	for i := entries - 1; i >= lo; i-- {
-		b, err := ps.readEntry(k, i)
-		if err != nil {
-			return 0, err
-		}
-		if b.ok {
-			return b.end, nil
-		}
-	}
-	return entries, nil
+	return ps.scannedEnd(k, entries) // foreign.go: incremental, instead of scanning back each time
 }
 
 // nextOffset is the base offset the next batch gets. appendMu is held.
@@ -177,6 +169,9 @@ func (ps *partitions) logStart(p *partition, hwm int64) (int64, error) {
 		return v, nil
 	}
 	p.mu.Unlock()
+	if v, ok, err := ps.foreignStart(p); ok || err != nil {
+		return v, err // other protocols' entries come first (foreign.go)
+	}
 	for i := lo; i < hi; i++ {
 		b, err := ps.readEntry(p.key, i)
 		if err != nil {
@@ -204,6 +199,11 @@ func (ps *partitions) entryOf(p *partition, off int64) (int64, error) {
 		return idx, nil
 	}
 	lo, hi := ps.st.MinOffset(p.key.topic, p.key.queueID), ps.st.MaxOffset(p.key.topic, p.key.queueID)
+	e, from, ok, err := ps.foreignEntry(p, off) // foreign.go
+	if ok || err != nil {
+		return e, err
+	}
+	lo = max(lo, from)
 	var ferr error
 	// The first entry whose batch ends after off; non-Kafka entries are
 	// judged by the next Kafka batch after them.

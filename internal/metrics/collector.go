@@ -77,6 +77,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range replicationDescs {
 		ch <- d
 	}
+	for _, d := range amqpDescs {
+		ch <- d
+	}
 	if c.m.cfg.RocketMQNames {
 		for _, d := range compatDescs {
 			ch <- d
@@ -110,6 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dTxChecks, float64(t.Checks))
 	}
 	c.collectReplication(ch) // replication.go
+	c.collectAMQP(ch)
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

@@ -40,6 +40,8 @@ type Sources struct {
 	// its entries are batches (the Kafka door: one entry per record
 	// batch); ok false keeps the entry count.
 	RecordLag func(group, topic string, queueID int32, consumerOffset, brokerOffset int64) (int64, bool)
+	// AMQP returns the AMQP front door's queues (amqp.go).
+	AMQP func() []AMQPQueueStats
 }
 
 // Config configures Metrics.

@@ -61,6 +61,7 @@ func startEnv(t *testing.T, opts ...func(*Config)) *env {
 		Connections:  func() int { return len(srv.Conns()) },
 		DiskUsage:    func() (uint64, uint64, error) { return 1000, 250, nil },
 		Transactions: func() TransactionStats { return TransactionStats{Pending: 2, Checks: 5} },
+		AMQP:         func() []AMQPQueueStats { return []AMQPQueueStats{testAMQPQueue} },
 	}}
 	for _, o := range opts {
 		o(&mcfg)

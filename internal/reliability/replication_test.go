@@ -35,9 +35,9 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	}
 	defer f.Close()
 	if len(args) > 0 && args[0] == "broker" {
-		// No AMQP listener on its default port: tests of other packages
-		// run at the same time.
-		args = append(args, "--amqp-listen", "")
+		// No AMQP or Kafka listener on its default port: tests of other
+		// packages run at the same time.
+		args = append(args, "--amqp-listen", "", "--kafka-listen", "")
 	}
 	p.cmd = exec.Command(keelBinary(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f

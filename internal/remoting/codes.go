@@ -67,6 +67,9 @@ const (
 	// ReqListIsolatedRecords is Keel's private request listing the records
 	// a broker's store isolated as corrupt (no ext fields).
 	ReqListIsolatedRecords = 10402
+	// ReqListAMQP is Keel's private request listing the AMQP queues and
+	// exchanges of a broker's AMQP front door (no ext fields).
+	ReqListAMQP = 10403
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).

@@ -19,6 +19,10 @@
 // that is too long, of an unknown type, with a bad CRC or a payload that
 // does not decode closes the connection.
 //
+// Offsets (offsets.go): a replica reports the consumer offsets committed
+// on it (its master was away) in OFFSETS frames, at every session start
+// and while it streams; the master hands them to OnReplicaOffsets.
+//
 // Epochs (epochs.go): every start of a master appends (epoch, log end) to
 // its epoch history; a slave appends an epoch when the first range of it
 // arrives, before writing it. Both keep the history in

@@ -62,7 +62,11 @@ type MasterConfig struct {
 	CatchUpBytesPerSecond int64
 	HeartbeatInterval     time.Duration // 0 = DefaultHeartbeatInterval
 	MaxFrameBytes         int           // 0 = DefaultMaxFrameBytes
-	Logger                *slog.Logger
+	// OnReplicaOffsets, if set, receives the consumer offsets a replica
+	// reports as committed on it (offsets.go). It runs on the
+	// connection's reader and should not block long.
+	OnReplicaOffsets func(replicaID int64, offs []OffsetReport)
+	Logger           *slog.Logger
 }
 
 // Master streams its store's CommitLog to the replicas that connect, and,
@@ -414,10 +418,17 @@ func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idl
 	var buf []byte
 	for ctx.Err() == nil {
 		f.conn.SetReadDeadline(time.Now().Add(idle))
-		typ, p, b, err := readFrame(r, 1<<10, buf)
+		typ, p, b, err := readFrame(r, maxReplicaFrameBytes, buf)
 		buf = b
 		if err != nil {
 			return
+		}
+		if typ == typeOffsets { // offsets.go
+			if err := m.onOffsets(f, p); err != nil {
+				m.log.Warn("replication: bad offsets frame", "replica", f.id, "err", err)
+				return
+			}
+			continue
 		}
 		if typ != typeAck {
 			m.log.Warn("replication: unexpected frame from replica", "replica", f.id, "type", typ)

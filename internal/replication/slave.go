@@ -38,7 +38,11 @@ type SlaveConfig struct {
 	// its master's address from the NameServer asks for a registration
 	// then, so a master that moved is found at once.
 	OnLinkLost func()
-	Logger     *slog.Logger
+	// LocalOffsets, if set, returns the consumer offsets committed on this
+	// replica that the master has not confirmed; they are sent at the
+	// start of every session (offsets.go).
+	LocalOffsets func() []OffsetReport
+	Logger       *slog.Logger
 }
 
 // Slave copies its master's CommitLog into its store: it connects, says
@@ -57,6 +61,9 @@ type Slave struct {
 	truncations atomic.Int64 // truncations of the log to the master's (truncate.go)
 	master      masterAddr   // masteraddr.go
 	link        link         // what State reports of the connection (status.go)
+
+	offsMu   sync.Mutex
+	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
 }
 
 // NewSlave loads the replica's epoch history.
@@ -210,6 +217,9 @@ func (s *Slave) follow(c net.Conn, addr string) error {
 		"master_epoch", ok.Epochs.Last().Epoch)
 	s.link.up()
 	defer s.link.down()
+	if err := s.sendOffsets(c, idle); err != nil { // offsets.go
+		return err
+	}
 
 	acks := newAcker(s, c, idle)
 	defer acks.stop()
@@ -397,10 +407,19 @@ func (a *acker) run() {
 	defer cancel()
 	go func() { <-a.done; cancel() }()
 	sent := ack{Written: -1, Flushed: -1}
+	offsTick := time.NewTicker(offsetsResendInterval) // offsets.go
+	defer offsTick.Stop()
 	for {
 		select {
 		case <-a.done:
 			return
+		case <-offsTick.C:
+			if err := a.s.resendOffsets(a.c, a.idle); err != nil {
+				a.setErr(err)
+				a.c.Close()
+				return
+			}
+			continue
 		case <-a.kick:
 		}
 		a.mu.Lock()

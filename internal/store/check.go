@@ -285,6 +285,14 @@ func (c *checker) checkRecord(phys int64, rec []byte) {
 // checkEnvelopeRecord checks that an enveloped record has the ConsumeQueue
 // entry of each of its destinations.
 func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
+	if recordType(rec) == record.System {
+		// No destinations; its body must be a system record this
+		// release reads (an unknown kind would stop dispatch).
+		if err := record.CheckSystem(record.Envelope(rec).Body()); err != nil {
+			c.rep.problem(KindCorruptEntry, c.segFile(phys), phys, "%v", err)
+		}
+		return
+	}
 	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
 		c.checkPlacement(phys, len(rec), string(topic), qid, qo)
 		return nil

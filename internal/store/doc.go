@@ -104,6 +104,9 @@
 // several logical messages (see package consumequeue). A record of a type
 // this version does not know stops Open, Check, dispatch and reads with an
 // error wrapping record.ErrUnknownType that names its magic and offset.
+// System records (system.go) have no destinations: the dispatcher checks
+// each body (an unknown kind fails the store) and hands it to the one
+// SystemFunc subscribed; LookMessageByOffset never returns one.
 //
 // # Watermarks
 //
@@ -213,8 +216,12 @@
 // consumer group, as SetConsumerOffsets reports), one at a time with the
 // disk measured again before each, at most 10 a round (see pressure.go).
 // The last segment and anything not yet flushed and dispatched are never
-// deleted. ConsumeQueues and the index then drop
-// what pointed into the deleted segments, and min offsets advance.
+// deleted. Queues that settle messages one at a time (AMQP) hold their
+// first unsettled entry through SetQueueHolds: age-based retention keeps
+// the segment it points into and every later one (logged at WARN), disk
+// pressure counts the hold as a consumer group (holds.go). ConsumeQueues
+// and the index then drop what pointed into the deleted segments, and min
+// offsets advance.
 //
 // # Offline check
 //

@@ -368,6 +368,9 @@ func (s *Store) LookMessageByOffset(physOffset int64) ([]byte, error) {
 		}
 		return nil, err
 	}
+	if recordType(rec) == record.System {
+		return nil, fmt.Errorf("store: offset %d holds a system record, not a message: %w", physOffset, commitlog.ErrNoRecord)
+	}
 	return rec, nil
 }
 

@@ -149,6 +149,7 @@ func (s *Store) queueFloors(cut int64) (floors []queueFloor, unconsumed int, err
 	if p := s.consumerOffsets.Load(); p != nil {
 		offsets = (*p)()
 	}
+	offsets = withHolds(offsets, s.holds()) // holds.go
 	for _, ref := range s.allQueues() {
 		lo, hi := ref.q.MinOffset(), ref.q.MaxOffset()
 		if lo >= hi {

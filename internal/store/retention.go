@@ -64,9 +64,18 @@ func (s *Store) deleteExpired(usage float64) error {
 // segments not yet dispatched and flushed are kept.
 func (s *Store) expiredCut(now time.Time) int64 {
 	segs, limit := s.log.Segments(), s.deletableLimit()
+	held, at, err := s.heldLimit() // holds.go
+	if err != nil {
+		s.logger.Error("store: retention: a queue hold cannot be read; nothing is deleted by age this round", "err", err)
+		return -1
+	}
 	cut := int64(-1)
 	for i := 0; i+1 < len(segs) && segs[i+1].Base <= limit; i++ {
 		if !s.segmentExpired(now, segs[i], segs[i+1].Base) {
+			break
+		}
+		if segs[i+1].Base > held {
+			s.noteRetentionHeld(segs[i], held, at)
 			break
 		}
 		cut = segs[i+1].Base

@@ -71,6 +71,7 @@ type Store struct {
 	reader     *commitlog.Reader // guarded by dispatchMu
 	lastTs     int64             // store timestamp of the last dispatched record; guarded by dispatchMu
 	tombstones map[string]int64  // deleted topics (tombstone.go); guarded by dispatchMu
+	sysFn      SystemFunc        // the system records' subscriber (system.go); guarded by dispatchMu
 	// During recovery's re-dispatch, records below these offsets already
 	// have their ConsumeQueue (index) entries. Zero afterwards.
 	rebuildCQFrom, rebuildIndexFrom int64 // guarded by dispatchMu
@@ -89,6 +90,8 @@ type Store struct {
 	// Retention under disk pressure (pressure.go).
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
 	pressureBlocked atomic.Bool // the oldest segment was kept; logged once
+	queueHolds      atomic.Pointer[QueueHoldsFunc]
+	retentionHeld   atomic.Int64 // the CommitLog offset a hold last kept expired segments at (holds.go); logged once each
 
 	putGate atomic.Pointer[func() PutResult] // asked before every put (gate.go)
 

@@ -54,6 +54,10 @@ func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 		panic(fmt.Sprintf("store: dispatch of a %v record at %d", t, phys)) // the reader verified it
 	}
 	e := record.Envelope(rec)
+	if t == record.System {
+		s.lastTs = e.StoreTimestamp()
+		return s.dispatchSystem(rec, phys) // system.go: no destinations
+	}
 	if phys >= s.rebuildCQFrom {
 		err := e.EachDest(func(_ int, topic []byte, qid int32, qo, code int64, _ int) error {
 			if s.deletedRecord(topic, phys) {

@@ -329,6 +329,18 @@ func (s *Service) persist() error {
 	for _, q := range s.queues {
 		cur[q.key] = q.cursor
 	}
+	if s.cfg.OnCursors != nil {
+		byTopic := map[string]map[int32]int64{}
+		for k, off := range cur {
+			if byTopic[k.topic] == nil {
+				byTopic[k.topic] = map[int32]int64{}
+			}
+			byTopic[k.topic][k.id] = off
+		}
+		if err := s.cfg.OnCursors(byTopic); err != nil {
+			return fmt.Errorf("schedule: log cursors: %w", err)
+		}
+	}
 	if err := saveCursors(s.cfg.FS, s.cfg.Dir, cur); err != nil {
 		return err
 	}

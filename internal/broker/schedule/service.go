@@ -63,6 +63,12 @@ type Config struct {
 	DispatchWait time.Duration
 	Clock        Clock        // nil = SystemClock{}; must match the store's clock
 	Logger       *slog.Logger // nil = discard
+	// OnCursors, if set, is given every cursor write (topic -> queue ->
+	// next offset) after the deliveries it covers are durable and before
+	// the cursor file: a master serving slaves logs it so that the
+	// progress travels with the log (core.Broker.LogDelayProgress). An
+	// error is a failed cursor write (retried).
+	OnCursors func(map[string]map[int32]int64) error
 }
 
 func (c *Config) setDefaults() {

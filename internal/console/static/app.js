@@ -287,6 +287,33 @@ const pages = {
     ${table([["Latest problems", p => `<span class="mono">${esc(p.file)}: offset ${num(p.offset)}: ${esc(p.msg)}</span>`]],
       bs.flatMap(b => b.scrub.recent), "The scrubber found no problem.")}</div>`;
   },
+
+  // AMQP 0-9-1 queues and exchanges (keel amqp queues / exchanges).
+  async amqp() {
+    const bs = await api("amqp");
+    const on = bs.filter(b => b.enabled && !b.error);
+    const qs = on.flatMap(b => b.queues.map(q => Object.assign({ broker: b.broker }, q)));
+    const xs = on.flatMap(b => b.exchanges.map(x => Object.assign({ broker: b.broker }, x)));
+    const errs = bs.filter(b => b.error).map(b => `<div class="note">${esc(b.broker)}: ${esc(b.error)}</div>`).join("") +
+      bs.filter(b => !b.enabled && !b.error).map(b => `<div class="note">${esc(b.broker)}: no AMQP listener</div>`).join("");
+    const flags = q => [q.durable && "durable", q.exclusive && "exclusive", q.autoDelete && "auto-delete",
+      q.messageTtlMs >= 0 && `ttl ${num(q.messageTtlMs)} ms`, q.maxLength >= 0 && `max ${num(q.maxLength)}`,
+      q.deliveryLimit >= 0 && `delivery limit ${num(q.deliveryLimit)}`, q.deadLetterExchange && `dlx ${q.deadLetterExchange}`]
+      .filter(Boolean).map(esc).join(", ") || "–";
+    return `<h1>AMQP <span class="sub">${num(qs.length)} queues, ${num(qs.reduce((n, q) => n + q.ready, 0))} messages ready</span></h1>${errs}
+    <div class="panel"><h2>Queues</h2>${table([
+      ["Broker", q => esc(q.broker)], ["Vhost", q => esc(q.vhost)], ["Queue", q => esc(q.name)], ["Type", q => esc(q.type)], ["Flags", flags],
+      ["Ready", q => num(q.ready), "num"], ["Unacked", q => num(q.unacked), "num"], ["Consumers", q => num(q.consumers), "num"],
+      ["Oldest unsettled", q => q.oldestUnsettledAgeMs >= 0 ? ago(q.oldestUnsettledAgeMs) : "–", "num"],
+      ["Published", q => num(q.published), "num"], ["Delivered", q => num(q.delivered), "num"], ["Acked", q => num(q.acked), "num"],
+      ["Dead-lettered", q => num(q.deadLettered), "num"], ["Dropped", q => num(q.dropped), "num"],
+    ], qs, "No AMQP queue.")}</div>
+    <div class="panel"><h2>Exchanges</h2>${table([
+      ["Broker", x => esc(x.broker)], ["Vhost", x => esc(x.vhost)], ["Exchange", x => esc(x.name)], ["Type", x => esc(x.type)],
+      ["Durable", x => x.durable ? "yes" : "no"], ["Auto-delete", x => x.autoDelete ? "yes" : "no"],
+      ["Internal", x => x.internal ? "yes" : "no"], ["Bindings", x => num(x.bindings), "num"],
+    ], xs, "No AMQP exchange.")}</div>`;
+  },
 };
 
 // replicationPanel shows one broker group: each member's own state and,
@@ -461,6 +488,7 @@ function pageTitle(page, arg) {
     groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
     dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions", corrupt: () => "Corrupt records",
     replication: () => "Replication",
+    amqp: () => "AMQP",
   };
   return (titles[page] || titles.overview)(arg);
 }
@@ -500,7 +528,7 @@ async function route() {
     app.dataset.page = page;
   }
   document.title = pageTitle(page, arg) + " · Keel console";
-  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication"].includes(page)) {
+  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication", "amqp"].includes(page)) {
     refreshTimer = setTimeout(refresh, 10000);
   }
 }

@@ -96,6 +96,9 @@ func CheckEnvelope(rec []byte) error {
 		return fmt.Errorf("%w: MESSAGES %d, FLAGS %#x", ErrCorrupt, e.Messages(), binary.BigEndian.Uint16(rec[offFlags:]))
 	}
 	n := e.DestCount()
+	if e.Type() == System && (n != 0 || e.Messages() != 0) {
+		return fmt.Errorf("%w: a system record with %d destinations, %d messages (it has none)", ErrCorrupt, n, e.Messages())
+	}
 	if n > MaxDests {
 		return fmt.Errorf("%w: DESTCOUNT %d above %d", ErrCorrupt, n, MaxDests)
 	}

@@ -10,8 +10,8 @@
 //	RocketMQ    0xDAA320A7   RocketMQ's stored message, V1 (package message)
 //	KafkaBatch  0xDAA34B42   envelope; body: a Kafka record batch as received
 //	AMQP        0xDAA3414D   envelope; body: an AMQP message
-//	System      0xDAA35359   envelope; body: a system record (offset commits,
-//	                         configuration changes that travel with the log)
+//	System      0xDAA35359   envelope, no destinations; body: a system record
+//	                         (broker metadata that travels with the log; system.go)
 //
 // (0xCBD43194 is the CommitLog's blank marker, not a record.) The RocketMQ
 // magic is RocketMQ's own, so data written before types existed is a log

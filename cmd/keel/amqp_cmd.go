@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/keelmq/keel/internal/admin"
+	"github.com/spf13/cobra"
+)
+
+func newAMQPCmd() *cobra.Command {
+	f := &adminFlags{}
+	cmd := &cobra.Command{
+		Use:   "amqp",
+		Short: "Inspect the AMQP 0-9-1 queues and exchanges",
+	}
+	f.add(cmd)
+	cmd.AddCommand(newAMQPQueuesCmd(f), newAMQPExchangesCmd(f))
+	return cmd
+}
+
+// amqpAdmin runs show over every master's AMQP report; a broker that does
+// not answer is shown with its error and makes the command exit non-zero.
+func amqpAdmin(f *adminFlags, show func(w *tabwriter.Writer, out []admin.BrokerAMQP)) func(*cobra.Command, []string) error {
+	return adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
+		out, err := c.AMQP(cmd.Context())
+		if err != nil {
+			return err
+		}
+		var failed []string
+		for _, b := range out {
+			if b.Err != "" {
+				failed = append(failed, fmt.Sprintf("broker %s (%s): %s", b.Broker, b.Addr, b.Err))
+			}
+		}
+		if err := f.emit(cmd.OutOrStdout(), out, func(w *tabwriter.Writer) { show(w, out) }); err != nil {
+			return err
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("%s", strings.Join(failed, "; "))
+		}
+		return nil
+	})
+}
+
+func newAMQPQueuesCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "queues",
+		Short: "List the AMQP queues of every broker: depth, unacked, consumers, counters",
+		Long: `List each broker's AMQP queues: type and flags, the messages ready and
+unacknowledged, consumers, how old the oldest unsettled message is (it holds
+the CommitLog against retention: see docs/amqp.md), and since the broker
+started the messages published, delivered, acknowledged and dead-lettered
+or dropped (expired, over x-max-length, rejected or over x-delivery-limit
+without a dead-letter exchange).`,
+		Args: cobra.NoArgs,
+		RunE: amqpAdmin(f, amqpQueuesTable),
+	}
+}
+
+func newAMQPExchangesCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "exchanges",
+		Short: "List the AMQP exchanges of every broker",
+		Args:  cobra.NoArgs,
+		RunE:  amqpAdmin(f, amqpExchangesTable),
+	}
+}
+
+func amqpQueuesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
+	row(w, "BROKER", "VHOST", "QUEUE", "TYPE", "FLAGS", "READY", "UNACKED", "CONSUMERS", "OLDEST_UNSETTLED", "PUBLISHED", "DELIVERED", "ACKED", "DEAD_LETTERED", "DROPPED")
+	for _, b := range out {
+		if b.Err != "" {
+			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "", "", "", "", "", "", "", "", "")
+			continue
+		}
+		if !b.Enabled {
+			fmt.Fprintf(w, "# %s: no AMQP listener\n", b.Broker)
+			continue
+		}
+		for _, q := range b.Queues {
+			age := "-"
+			if q.OldestUnsettledAgeMs >= 0 {
+				age = (time.Duration(q.OldestUnsettledAgeMs) * time.Millisecond).Round(time.Second).String()
+			}
+			row(w, b.Broker, q.Vhost, q.Name, q.Type, queueFlags(q), q.Ready, q.Unacked, q.Consumers, age,
+				q.Published, q.Delivered, q.Acked, q.DeadLettered, q.Dropped)
+		}
+	}
+}
+
+// queueFlags renders a queue's flags and acted-on arguments: D durable,
+// E exclusive, AD auto-delete, TTL, LIM (max length), DLX, DL (delivery
+// limit).
+func queueFlags(q admin.AMQPQueue) string {
+	var f []string
+	for _, c := range []struct {
+		on   bool
+		text string
+	}{
+		{q.Durable, "D"}, {q.Exclusive, "E"}, {q.AutoDelete, "AD"},
+		{q.MessageTTLMs >= 0, fmt.Sprintf("TTL=%dms", q.MessageTTLMs)},
+		{q.MaxLength >= 0, fmt.Sprintf("LIM=%d", q.MaxLength)},
+		{q.DeliveryLimit >= 0, fmt.Sprintf("DL=%d", q.DeliveryLimit)},
+		{q.DeadLetterExchange != "", "DLX=" + q.DeadLetterExchange},
+	} {
+		if c.on {
+			f = append(f, c.text)
+		}
+	}
+	if len(f) == 0 {
+		return "-"
+	}
+	return strings.Join(f, ",")
+}
+
+func amqpExchangesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
+	row(w, "BROKER", "VHOST", "EXCHANGE", "TYPE", "DURABLE", "AUTO_DELETE", "INTERNAL", "BINDINGS")
+	for _, b := range out {
+		if b.Err != "" {
+			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "", "", "")
+			continue
+		}
+		if !b.Enabled {
+			fmt.Fprintf(w, "# %s: no AMQP listener\n", b.Broker)
+			continue
+		}
+		for _, e := range b.Exchanges {
+			row(w, b.Broker, e.Vhost, e.Name, e.Type, e.Durable, e.AutoDelete, e.Internal, e.Bindings)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// AMQPQueue is one AMQP queue as a broker reports it (Keel's LIST_AMQP;
+// counters since the broker started).
+type AMQPQueue struct {
+	Vhost                string `json:"vhost"`
+	Name                 string `json:"name"`
+	Topic                string `json:"topic"`
+	Type                 string `json:"type"`
+	Durable              bool   `json:"durable"`
+	Exclusive            bool   `json:"exclusive"`
+	AutoDelete           bool   `json:"autoDelete"`
+	MessageTTLMs         int64  `json:"messageTtlMs"`
+	MaxLength            int64  `json:"maxLength"`
+	DeliveryLimit        int64  `json:"deliveryLimit"`
+	DeadLetterExchange   string `json:"deadLetterExchange,omitempty"`
+	Ready                int64  `json:"ready"`
+	Unacked              int64  `json:"unacked"`
+	Consumers            int    `json:"consumers"`
+	OldestUnsettledAgeMs int64  `json:"oldestUnsettledAgeMs"`
+	Published            uint64 `json:"published"`
+	Delivered            uint64 `json:"delivered"`
+	Redelivered          uint64 `json:"redelivered"`
+	Acked                uint64 `json:"acked"`
+	DeadLettered         uint64 `json:"deadLettered"`
+	Dropped              uint64 `json:"dropped"`
+	Refused              uint64 `json:"refused"`
+}
+
+// AMQPExchange is one AMQP exchange.
+type AMQPExchange struct {
+	Vhost      string `json:"vhost"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	Durable    bool   `json:"durable"`
+	AutoDelete bool   `json:"autoDelete"`
+	Internal   bool   `json:"internal"`
+	Bindings   int    `json:"bindings"`
+}
+
+// BrokerAMQP is one broker's AMQP front door. Enabled is false when the
+// broker serves no AMQP listener.
+type BrokerAMQP struct {
+	Broker    string         `json:"broker"`
+	Addr      string         `json:"addr"`
+	Enabled   bool           `json:"enabled"`
+	Queues    []AMQPQueue    `json:"queues"`
+	Exchanges []AMQPExchange `json:"exchanges"`
+	Err       string         `json:"error,omitempty"`
+}
+
+// AMQP asks every master for its AMQP queues and exchanges (slaves serve
+// no AMQP). A broker that does not answer is reported in its Err field.
+func (c *Client) AMQP(ctx context.Context) ([]BrokerAMQP, error) {
+	masters, err := c.Masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BrokerAMQP, 0, len(masters))
+	for _, b := range masters {
+		ba := BrokerAMQP{}
+		resp, err := c.invoke(ctx, b.Addr, remoting.ReqListAMQP, nil, nil)
+		if err == nil {
+			if err = json.Unmarshal(resp.Body, &ba); err != nil {
+				err = fmt.Errorf("admin: decode the AMQP report of %s: %w", b.Name, err)
+			}
+		}
+		ba.Broker, ba.Addr = b.Name, b.Addr
+		if err != nil {
+			ba.Err = err.Error()
+		}
+		if ba.Queues == nil {
+			ba.Queues = []AMQPQueue{}
+		}
+		if ba.Exchanges == nil {
+			ba.Exchanges = []AMQPExchange{}
+		}
+		out = append(out, ba)
+	}
+	return out, nil
+}

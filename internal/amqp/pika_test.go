@@ -1,0 +1,29 @@
+package amqp
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// pythonWithPika is Debian's python3 with python3-pika (.ci/run installs it).
+const pythonWithPika = "/usr/bin/python3"
+
+// TestPikaFeatures runs testdata/pika_features.py (headers exchange, TTL
+// and dead-lettering with x-death, reject-publish nacks, delivery limit)
+// with Debian's python3-pika against the broker.
+func TestPikaFeatures(t *testing.T) {
+	if err := exec.Command(pythonWithPika, "-c", "import pika").Run(); err != nil {
+		t.Skipf("SKIPPED: %s cannot import pika (install Debian's python3-pika): %v", pythonWithPika, err)
+	}
+	b := startBroker(t)
+	host, port, _ := net.SplitHostPort(b.addr)
+	c := exec.Command(pythonWithPika, "testdata/pika_features.py")
+	c.Env = append(os.Environ(), "AMQP_HOST="+host, "AMQP_PORT="+port)
+	out, err := c.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("pika_features.py: %v\n%s", err, out)
+	}
+}

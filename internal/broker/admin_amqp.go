@@ -1,0 +1,55 @@
+package broker
+
+// LIST_AMQP (Keel's request code 10403, no ext fields) answers what the
+// AMQP front door beside this broker holds, as JSON:
+//
+//	{"broker":"broker-a","enabled":true,
+//	 "queues":[{"name":"jobs","ready":3,"unacked":1,"consumers":1,...}],
+//	 "exchanges":[{"name":"amq.direct","type":"direct","durable":true,...}]}
+//
+// The broker does not import the AMQP package (front doors never import
+// one another): the wiring installs an AMQPInfoFunc returning the two
+// lists as JSON-encodable values. Without one, "enabled" is false. It is
+// read-only.
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/keelmq/keel/internal/remoting"
+)
+
+// AMQPInfoFunc returns the AMQP front door's queues and exchanges,
+// JSON-encodable.
+type AMQPInfoFunc func() (queues, exchanges any)
+
+// SetAMQPInfo installs the AMQP front door's snapshot (nil removes it).
+func (b *Broker) SetAMQPInfo(fn AMQPInfoFunc) {
+	if fn == nil {
+		b.amqpInfo.Store(nil)
+		return
+	}
+	b.amqpInfo.Store(&fn)
+}
+
+type amqpReport struct {
+	Broker    string `json:"broker"`
+	Enabled   bool   `json:"enabled"`
+	Queues    any    `json:"queues"`
+	Exchanges any    `json:"exchanges"`
+}
+
+func (b *Broker) handleListAMQP(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	rep := amqpReport{Broker: b.cfg.BrokerName, Queues: []any{}, Exchanges: []any{}}
+	if p := b.amqpInfo.Load(); p != nil {
+		rep.Enabled = true
+		rep.Queues, rep.Exchanges = (*p)()
+	}
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return req.NewResponse(remoting.ResSystemError, err.Error()), nil
+	}
+	resp := req.NewResponse(remoting.ResSuccess, "")
+	resp.Body = body
+	return resp, nil
+}
