@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/commitlog"
+	"github.com/keelmq/keel/internal/store/record"
 )
 
 // member is one broker of a replicated group, restarted on the same data
@@ -167,6 +169,9 @@ func scanLog(t *testing.T, st *store.Store) map[string]sentMsg {
 		if _, err := commitlog.WalkRaw(raw, pos, loopSegBytes, func(_ int64, e []byte, blank bool) error {
 			if blank {
 				return nil
+			}
+			if record.TypeOfMagic(int32(binary.BigEndian.Uint32(e[4:8]))) != record.RocketMQ {
+				return nil // metadata (system records) travels in the log too
 			}
 			v := message.View(e[:len(e)-commitlog.TrailerBytes])
 			if string(v.Topic()) == "K" {
