@@ -48,3 +48,9 @@ func tail(b []byte, n int) []byte {
 func TestFranzGoSuite(t *testing.T) {
 	runSuite(t, "kafka-suite.sh", 8*time.Minute)
 }
+
+// TestAMQP091Suite runs amqp091-go's own integration tests against Keel's
+// AMQP 0-9-1 front door (issue 18).
+func TestAMQP091Suite(t *testing.T) {
+	runSuite(t, "amqp-suite.sh", 5*time.Minute)
+}
