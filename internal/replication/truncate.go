@@ -105,6 +105,12 @@ func (s *Slave) truncateTo(off int64, tail []byte) error {
 		if errors.Is(err, store.ErrNotBoundary) {
 			return fmt.Errorf("%w: the master's truncation point is not a record boundary here: %w", ErrDiverged, err)
 		}
+		if st.Err() == nil {
+			// Refused before anything was cut (the disk full while the
+			// shown state was made durable): try again on the next
+			// connection.
+			return fmt.Errorf("replication: truncate at %d: %w", off, err)
+		}
 		return fmt.Errorf("%w: truncate at %d: %w", errFatal, off, err)
 	}
 	s.mu.Lock()
