@@ -71,7 +71,9 @@ type parts struct {
 	// and the broker's send gate (nil: every send goes on).
 	haBound         net.Addr
 	sendGate        func() store.PutResult
-	replicationInfo func() map[string]string // added to the runtime info
+	replicationInfo func() map[string]string        // added to the runtime info
+	onMasterAddress func(masterAddr, haAddr string) // a slave without haMasterAddress
+	registerSoon    atomic.Pointer[func()]          // the broker's, once it exists
 	// replicationState is the group member's state (nil: not in a group);
 	// the metrics read it (wire_replication_status.go).
 	replicationState func() replication.State

@@ -82,6 +82,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			bc.NamesrvTLS = p.namesrvClientTLS
 			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
 			bc.SendGate, bc.HAAddr = p.sendGate, p.haAdvertised(adv)
+			bc.OnMasterAddress = p.onMasterAddress
 			bc.SystemRecords = p.haBound != nil // a master serving slaves: metadata travels with the log
 			return p.coreService(bc)
 		},
@@ -92,6 +93,10 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				return service{}, err
 			}
 			p.broker = b
+			if p.onMasterAddress != nil {
+				f := b.RegisterSoon
+				p.registerSoon.Store(&f)
+			}
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
 				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 
 // Replication wiring (docs/replication.md): a master (ASYNC_MASTER,
 // SYNC_MASTER) listens on its HA address and streams its CommitLog to
-// the slaves that connect; a SLAVE dials haMasterAddress and copies it.
+// the slaves that connect; a SLAVE dials haMasterAddress (or, without
+// it, the master's haServerAddr the NameServer answers its registration
+// with) and copies it.
 
 const (
 	listenHA     = "replication"
@@ -59,12 +62,22 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		b := p.cfg
 		log := p.log.With("component", "replication")
 		if b.BrokerRole == config.Slave {
-			if b.HAMasterAddress == "" {
-				return service{}, errors.New("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort) in broker.conf")
+			if b.HAMasterAddress == "" && len(p.namesrvAddrs) == 0 {
+				return service{}, errors.New("brokerRole=SLAVE needs haMasterAddress (the master's host:haListenPort) in broker.conf, or a NameServer (-n) to learn it from")
 			}
-			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
+			sc := replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: b.HAMasterAddress,
-				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets, Logger: log})
+				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets, Logger: log}
+			if b.HAMasterAddress == "" {
+				// A lost link asks the NameServers again (the master may
+				// have moved); the broker is started after this.
+				sc.OnLinkLost = func() {
+					if f := p.registerSoon.Load(); f != nil {
+						(*f)()
+					}
+				}
+			}
+			s, err := replication.NewSlave(sc)
 			if err != nil {
 				return service{}, err
 			}
@@ -72,13 +85,19 @@ func (p *parts) replicationStarter(haAddr string) starter {
 				return store.PutResult{Status: store.PutServiceNotAvailable,
 					Err: fmt.Errorf("broker %s id %d is a slave (brokerRole=SLAVE): send to its master, brokerId 0", b.BrokerName, b.BrokerID)}
 			}
+			if b.HAMasterAddress == "" {
+				// RocketMQ's way: the NameServer's answer to the slave's
+				// registration names the master's haServerAddr.
+				p.onMasterAddress = func(_, ha string) { s.SetMasterAddr(ha) }
+			}
 			p.setReplicationState(s.State)
-			log.Info("replication: slave", "master", b.HAMasterAddress, "epochs", s.History())
+			log.Info("replication: slave", "master", cmp.Or(b.HAMasterAddress, "(from the NameServer)"), "epochs", s.History())
 			return service{name: "replication", run: s.Run}, nil
 		}
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
 			BrokerName: b.BrokerName, Sync: b.BrokerRole == config.SyncMaster,
-			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout, OnReplicaOffsets: p.mergeReplicaOffsets, Logger: log})
+			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout,
+			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, OnReplicaOffsets: p.mergeReplicaOffsets, Logger: log})
 		if err != nil {
 			return service{}, err
 		}

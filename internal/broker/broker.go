@@ -73,6 +73,11 @@ type Config struct {
 	// sends; a SYNC_MASTER with too few in-sync replicas refuses them).
 	// It must be cheap and must not block.
 	SendGate func() store.PutResult
+	// OnMasterAddress, if set, is told the master's address and HA
+	// address from every NameServer's answer to REGISTER_BROKER that
+	// names one (a slave's: RocketMQ's RegisterBrokerResponseHeader). It
+	// must not block.
+	OnMasterAddress func(masterAddr, haServerAddr string)
 	// HAAddr is the replication address registered as haServerAddr
 	// (empty: AdvertisedAddr).
 	HAAddr string

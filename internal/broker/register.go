@@ -15,6 +15,8 @@ package broker
 // "dataVersion":{...}},"filterServerList":[]}. Each NameServer is called
 // concurrently with RegisterTimeout; a failed connection is re-dialled on the
 // next round. Failures are logged, never fatal: the next round retries.
+// An answer naming the master's HA address (haServerAddr, to a slave) is
+// passed to Config.OnMasterAddress.
 // A NameServer for which Config.NamesrvTLS gives a TLS configuration is
 // dialled over TLS.
 
@@ -46,6 +48,11 @@ type registrar struct {
 func newRegistrar(b *Broker) *registrar {
 	return &registrar{b: b, kickCh: make(chan struct{}, 1), clients: make(map[string]*remoting.Client)}
 }
+
+// RegisterSoon asks for a registration with the NameServers soon (rate
+// limited as after a topic change); it never blocks. A slave that lost
+// its master calls it to learn a new master address from the answer.
+func (b *Broker) RegisterSoon() { b.reg.kick() }
 
 // kick asks for a registration soon; it never blocks.
 func (r *registrar) kick() {
@@ -210,6 +217,11 @@ func (r *registrar) call(ctx context.Context, addr string, code int16, ext map[s
 	}
 	if resp.Code != remoting.ResSuccess {
 		return protoErrorf(resp.Code, "namesrv %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	if f := r.b.cfg.OnMasterAddress; f != nil && code == remoting.ReqRegisterBroker {
+		if ha := resp.Ext("haServerAddr"); ha != "" {
+			f(resp.Ext("masterAddr"), ha)
+		}
 	}
 	return nil
 }

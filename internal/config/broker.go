@@ -156,6 +156,9 @@ type Broker struct {
 	MinInSyncReplicas int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
 	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
 	SlaveReadEnable   bool          // slaveReadEnable: pull responses may suggest a slave (consumers far behind)
+	// replicaCatchUpBytesPerSecond (Keel): the rate a master sends old data
+	// to a slave far behind (0 = as fast as the slave takes it).
+	ReplicaCatchUpBytesPerSecond int64
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
 	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener

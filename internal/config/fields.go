@@ -87,6 +87,7 @@ var fields = []field{
 	str("haMasterAddress", func(b *Broker) *string { return &b.HAMasterAddress }),
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
+	int64f("replicaCatchUpBytesPerSecond", func(b *Broker) *int64 { return &b.ReplicaCatchUpBytesPerSecond }),
 	boolf("slaveReadEnable", func(b *Broker) *bool { return &b.SlaveReadEnable }),
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),

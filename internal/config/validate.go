@@ -89,6 +89,9 @@ func (b *Broker) validateReplication(bad func(string, string, ...any)) {
 		bad("minInSyncReplicas", "must be between 1 (the master alone) and %d", MaxReplicas)
 	}
 	checkDuration(bad, "replicaAckTimeoutMillis", b.ReplicaAckTimeout, time.Millisecond, 10*time.Minute)
+	if b.ReplicaCatchUpBytesPerSecond < 0 {
+		bad("replicaCatchUpBytesPerSecond", "must be 0 (no limit) or a rate in bytes per second")
+	}
 }
 
 func checkName(bad func(string, string, ...any), key, v string) {

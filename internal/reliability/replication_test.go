@@ -250,7 +250,8 @@ func TestSyncMasterKillKeepsAcknowledgedOnSlave(t *testing.T) {
 // TestSyncMasterWithoutSlaveNeverSendOK: a SYNC_MASTER answers no send
 // SEND_OK while its slave is not there: never started (refused,
 // IN_SYNC_REPLICAS_NOT_ENOUGH), frozen with SIGSTOP (FLUSH_SLAVE_TIMEOUT,
-// then refused once it left the in-sync set), or stopped.
+// then refused once it left the in-sync set), or stopped. Its slave knows
+// the master only from the NameServer.
 func TestSyncMasterWithoutSlaveNeverSendOK(t *testing.T) {
 	g := startGroup(t, false)
 	notOK := func(what string, n int) {
@@ -268,17 +269,22 @@ func TestSyncMasterWithoutSlaveNeverSendOK(t *testing.T) {
 	}
 	notOK("no slave", 3)
 
+	// This slave has no haMasterAddress: it takes the master's HA address
+	// from the NameServer's answer to its registration, as RocketMQ's do.
 	dir := t.TempDir()
 	ha := g.master.await(haListenRE)
 	conf := filepath.Join(dir, "slave.conf")
 	os.WriteFile(conf, []byte("brokerClusterName=c\nbrokerName=broker-a\nflushDiskType=SYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n"+
-		"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress="+ha+"\n"), 0o600)
+		"brokerRole=SLAVE\nbrokerId=1\n"), 0o600)
 	slave := startProc(t, "slave", "broker", "-n", g.nsAddr, "-c", conf, "--data-dir", filepath.Join(dir, "slave"),
 		"--broker-listen", "127.0.0.1:0", "--http-listen", "")
 	waitFor(t, 30*time.Second, "SEND_OK with the slave", func() bool {
 		resp, err := sendOne(g.masterAddr, "R", 0, "with slave")
 		return err == nil && resp.Code == remoting.ResSuccess
 	})
+	if !regexp.MustCompile(`the master's HA address" component=replication addr=` + regexp.QuoteMeta(ha)).MatchString(slave.logs()) {
+		t.Fatalf("the slave did not take the master's HA address %s from the NameServer:\n%s", ha, tail(slave.logs(), 4000))
+	}
 	slave.cmd.Process.Signal(syscall.SIGSTOP)
 	notOK("slave frozen", 3)
 	slave.cmd.Process.Signal(syscall.SIGCONT)

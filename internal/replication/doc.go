@@ -30,8 +30,15 @@
 // rename, directory fsync); an I/O error there is fatal. A slave whose log
 // holds bytes the master does not have at the same place (its last epoch
 // unknown to the master, or longer there, or the CRC trailer of its last
-// record, sent in HELLO, unlike the master's bytes there) has diverged: truncating is not
-// built yet, so it stops with ErrDiverged instead of taking new data.
+// record, sent in HELLO, unlike the master's bytes there) has diverged.
+// The master answers with the truncation point (truncate.go: the end of
+// the newest epoch both histories hold, KIP-101/279); the replica
+// truncates its store durably there (store.TruncateReplica), then its
+// history, and reconnects. A replica shows only what the master
+// confirmed (the Confirmed offset of every DATA frame moves its store's
+// Replicated watermark) and never truncates below what it showed: it
+// stops with ErrDiverged instead, as it does when no epoch is common or
+// its last record's CRC differs from the master's.
 //
 // Acknowledgement (master.go): a SYNC_MASTER's store runs with
 // ExternalReplication; the master moves its Replicated watermark to the

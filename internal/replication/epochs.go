@@ -27,8 +27,11 @@ type History []Epoch
 
 // ErrDiverged: the replica holds bytes its master's log does not have at
 // the same place (written under an epoch the master does not know, or past
-// the end of that epoch on the master). Truncating them is not built yet;
-// the replica stops rather than take new data on top of them.
+// the end of that epoch on the master). CheckDivergence returns it for a
+// log that is not a prefix of the master's (the master then tells the
+// replica where to truncate); Slave.Run returns it when the replica cannot
+// truncate: no common epoch, a different last record, or a truncation
+// that would take back what it showed.
 var ErrDiverged = errors.New("replication: replica log diverged from the master's")
 
 // Valid checks the order of h.

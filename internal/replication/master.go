@@ -48,10 +48,20 @@ type MasterConfig struct {
 	MinInSyncReplicas int
 	// AckTimeout: an in-sync replica that has bytes to acknowledge and
 	// acknowledges nothing for this long leaves the in-sync set.
-	AckTimeout        time.Duration
-	ChunkBytes        int           // 0 = DefaultChunkBytes
-	HeartbeatInterval time.Duration // 0 = DefaultHeartbeatInterval
-	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
+	AckTimeout time.Duration
+	ChunkBytes int // 0 = DefaultChunkBytes
+	// MaxInFlightBytes bounds what is sent to a replica and not yet
+	// acknowledged as received (0 = DefaultMaxInFlightBytes, at least
+	// two chunks): a far-behind replica catches up at the pace it
+	// writes, with bounded buffers on both sides (pacing.go).
+	MaxInFlightBytes int
+	// CatchUpBytesPerSecond, if > 0, bounds the rate at which a replica
+	// more than MaxInFlightBytes behind is sent old data (reads of
+	// segments no longer in the page cache); the live tail is not
+	// limited (pacing.go).
+	CatchUpBytesPerSecond int64
+	HeartbeatInterval     time.Duration // 0 = DefaultHeartbeatInterval
+	MaxFrameBytes         int           // 0 = DefaultMaxFrameBytes
 	// OnReplicaOffsets, if set, receives the consumer offsets a replica
 	// reports as committed on it (offsets.go). It runs on the
 	// connection's reader and should not block long.
@@ -80,6 +90,7 @@ type follower struct {
 	syncFlush bool
 	sent      atomic.Int64 // end of the bytes sent on this connection
 	acked     atomic.Int64 // what its acks say it holds (flushed or written)
+	pace      pace         // pacing.go
 	inSync    bool         // guarded by Master.mu
 	gone      bool         // replaced by a newer connection of the same replica; guarded by Master.mu
 	progress  time.Time    // last ack that moved, or caught up; guarded by Master.mu
@@ -107,6 +118,10 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes
 	}
+	if cfg.MaxInFlightBytes <= 0 {
+		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, 2*cfg.ChunkBytes)
 	if cfg.MinInSyncReplicas < 1 {
 		cfg.MinInSyncReplicas = 1
 	}
@@ -129,6 +144,11 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		return nil, err
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}}
+	if cfg.Sync {
+		// Every put, the broker's own too, is refused at once while too
+		// few copies are in sync (store.SetPutGate).
+		cfg.Store.SetPutGate(m.CheckSend)
+	}
 	m.log.Info("replication: master", "epoch", h.Last().Epoch, "epoch_start", end, "sync", cfg.Sync,
 		"min_in_sync_replicas", cfg.MinInSyncReplicas)
 	return m, nil
@@ -142,7 +162,10 @@ func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
 
 // CheckSend is the send path's check before anything is stored: a
 // SYNC_MASTER with fewer than MinInSyncReplicas copies in sync refuses
-// (PutInSyncReplicasNotEnough); otherwise PutOK.
+// (PutInSyncReplicasNotEnough); otherwise PutOK. A SYNC_MASTER also
+// installs it as its store's put gate, so the broker's own writes
+// (scheduled deliveries, retries, transaction records) are refused the
+// same way instead of waiting out the replication timeout.
 func (m *Master) CheckSend() store.PutResult {
 	if m.cfg.Sync {
 		if n := m.InSync(); n < m.cfg.MinInSyncReplicas {
@@ -189,13 +212,20 @@ func (m *Master) watch(ctx context.Context) {
 	if !m.cfg.Sync {
 		return
 	}
-	tick := time.NewTicker(min(m.cfg.HeartbeatInterval, 50*time.Millisecond))
-	defer tick.Stop()
+	every := min(m.cfg.HeartbeatInterval, 50*time.Millisecond)
 	for {
-		select {
-		case <-ctx.Done():
+		// Woken by every write (so that a master confirming alone, or
+		// with replicas already past it, does not hold a put until the
+		// next tick), and at least every tick to expire replicas.
+		w := m.cfg.Store.Offset(store.Written)
+		if err := m.cfg.Store.WaitFor(ctx, store.Written, w+1, every); ctx.Err() != nil {
 			return
-		case <-tick.C:
+		} else if err != nil && !isTimeout(err) {
+			select { // the store failed or closed: keep expiring on the tick
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+			}
 		}
 		m.mu.Lock()
 		m.expireLocked(time.Now())
@@ -284,26 +314,25 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 		m.reject(c, rejectConfig, fmt.Sprintf("mapedFileSizeCommitLog %d; the master's is %d (they must be equal)", h.SegmentBytes, st.SegmentBytes()))
 		return
 	}
-	err = CheckDivergence(h.Epochs, h.LogEnd, m.hist, masterEnd)
-	if err == nil {
-		err = checkTail(st, h)
-	}
-	if err != nil {
-		m.log.Error("replication: replica diverged", "replica", h.BrokerID, "err", err)
-		m.reject(c, rejectDiverged, err.Error())
+	if cut, ok, err := m.answerDivergence(c, h, masterEnd); cut || !ok {
+		if err != nil {
+			m.log.Error("replication: replica diverged", "replica", h.BrokerID, "err", err)
+			m.reject(c, rejectDiverged, err.Error())
+		}
 		return
 	}
 	if h.LogEnd < st.Offset(store.Written) && h.LogEnd < minOffset(st) {
-		m.reject(c, rejectRetry, fmt.Sprintf("the replica's log ends at %d, before the master's oldest segment (%d): start it from an empty data directory", h.LogEnd, minOffset(st)))
+		m.reject(c, rejectRetry, fmt.Sprintf("the replica's log ends at %d, before the master's oldest segment (%d): move its data directory away (an empty replica starts at the master's oldest segment)", h.LogEnd, minOffset(st)))
 		return
 	}
 	c.SetWriteDeadline(time.Now().Add(idle))
-	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist}.encode())); err != nil {
+	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist, TruncateTo: h.LogEnd}.encode())); err != nil {
 		return
 	}
 	f := &follower{conn: c, id: h.BrokerID, syncFlush: h.SyncFlush, progress: time.Now()}
 	f.sent.Store(h.LogEnd)
 	f.acked.Store(h.LogEnd)
+	f.pace.init(h.LogEnd)
 	m.mu.Lock()
 	m.evictLocked(f.id)
 	m.replicas[f] = struct{}{}
@@ -411,6 +440,7 @@ func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idl
 			return
 		}
 		f.lastAck.Store(time.Now().UnixNano())
+		f.pace.received(a.Written)
 		got := a.Written
 		if f.syncFlush {
 			got = a.Flushed
@@ -450,36 +480,62 @@ func (m *Master) stream(ctx context.Context, f *follower, pos int64) error {
 				return err
 			}
 		}
-		ep, epEnd, ok := m.hist.EpochAt(pos)
-		if !ok {
-			return fmt.Errorf("replication: no epoch holds offset %d", pos)
+		credit, err := m.waitCredit(ctx, f)
+		if err == nil && credit {
+			credit, err = m.waitRate(ctx, f, pos) // pacing.go
 		}
-		limit := int64(0)
-		if epEnd >= 0 {
-			limit = epEnd
+		if err != nil {
+			return err
 		}
-		var next int64
-		if pos < st.Offset(store.Written) {
-			var err error
-			raw, next, err = st.ReadReplication(pos, limit, m.cfg.ChunkBytes, raw)
-			if err != nil {
-				return err
-			}
-		} else {
-			raw, next = raw[:0], pos
+		if !credit {
+			raw = raw[:0] // no room: a heartbeat keeps the link alive
 		}
-		d := data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: st.Offset(store.Confirmed), Raw: raw}
+		d, next, err := m.nextData(pos, raw, !credit)
+		if err != nil {
+			return err
+		}
+		raw = d.Raw
 		payload = d.appendTo(payload[:0])
 		frame = appendFrame(frame[:0], typeData, payload)
 		// Counted as sent before the write: the replica may acknowledge
-		// the range before Write returns here.
+		// the bytes before Write returns (an ack above sent ends the
+		// connection); a failed write ends it anyway.
 		f.sent.Store(next)
+		f.pace.sent(next)
+		m.charge(f, pos, next)
 		f.conn.SetWriteDeadline(time.Now().Add(idle))
 		if _, err := f.conn.Write(frame); err != nil {
 			return err
 		}
 		pos = next
 	}
+}
+
+// nextData returns the DATA frame for the log from pos (empty at the
+// log end or if heartbeat: a heartbeat), reading into raw, and the offset
+// after it.
+func (m *Master) nextData(pos int64, raw []byte, heartbeat bool) (data, int64, error) {
+	st := m.cfg.Store
+	ep, epEnd, ok := m.hist.EpochAt(pos)
+	if !ok {
+		return data{}, pos, fmt.Errorf("replication: no epoch holds offset %d", pos)
+	}
+	limit := int64(0)
+	if epEnd >= 0 {
+		limit = epEnd
+	}
+	next := pos
+	confirmed := st.Offset(store.Confirmed)
+	if pos < st.Offset(store.Written) && !heartbeat {
+		var err error
+		raw, next, err = st.ReadReplication(pos, limit, m.cfg.ChunkBytes, raw)
+		if err != nil {
+			return data{}, pos, err
+		}
+	} else {
+		raw = raw[:0]
+	}
+	return data{Epoch: ep.Epoch, EpochStart: ep.Start, Offset: pos, Confirmed: confirmed, Raw: raw}, next, nil
 }
 
 func isTimeout(err error) bool { return errors.Is(err, watermark.ErrTimeout) }

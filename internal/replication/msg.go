@@ -6,7 +6,7 @@ import (
 )
 
 // protocolVersion is the HELLO's version; a master refuses another.
-const protocolVersion = 1
+const protocolVersion = 2
 
 // maxEpochs bounds an epoch history on the wire and on disk.
 const maxEpochs = 1 << 16
@@ -19,16 +19,30 @@ type hello struct {
 	SegmentBytes int64
 	LogEnd       int64 // written offset
 	SyncFlush    bool  // acks count flushed (else written) bytes
-	Epochs       History
+	// Empty: the log holds no record (LogEnd is where it starts, 0 for a
+	// new replica, a segment start for one that started at its master's
+	// first segment).
+	Empty  bool
+	Epochs History
 	// Tail is the CRC trailer of the replica's last record (the 4 bytes
 	// before LogEnd), or empty when LogEnd is 0 or a segment start.
 	Tail []byte
 }
 
-// helloOK is the master's acceptance: its epoch history and log end.
+// helloOK is the master's acceptance: its epoch history and log end,
+// and where the replica's log last agrees with it. TruncateTo below the
+// replica's log end tells it to truncate there (Tail: the master's CRC
+// trailer of the record ending at TruncateTo, empty at 0 or a segment
+// start) and reconnect; the master streams nothing on that connection.
 type helloOK struct {
-	MasterEnd int64
-	Epochs    History
+	MasterEnd  int64
+	Epochs     History
+	TruncateTo int64
+	Tail       []byte
+	// LogStart, to an empty replica whose log ends before the master's
+	// first segment (retention deleted the ones before): start the log
+	// there and reconnect.
+	LogStart int64
 }
 
 // data is a raw CommitLog range at Offset (whole entries) of the master's
@@ -154,7 +168,10 @@ func (m hello) encode() []byte {
 	e.i64(m.LogEnd)
 	flags := byte(0)
 	if m.SyncFlush {
-		flags = 1
+		flags |= 1
+	}
+	if m.Empty {
+		flags |= 2
 	}
 	e.u8(flags)
 	e.epochs(m.Epochs)
@@ -167,8 +184,8 @@ func decodeHello(p []byte) (hello, error) {
 	d := dec{b: p}
 	m := hello{Version: d.u16(), BrokerName: d.str(), BrokerID: d.off(), SegmentBytes: d.off(), LogEnd: d.off()}
 	flags := d.u8()
-	m.SyncFlush = flags&1 != 0
-	if d.err == nil && flags&^1 != 0 {
+	m.SyncFlush, m.Empty = flags&1 != 0, flags&2 != 0
+	if d.err == nil && flags&^3 != 0 {
 		d.err = fmt.Errorf("%w: unknown hello flags %#x", ErrMalformed, flags)
 	}
 	m.Epochs = d.epochs()
@@ -187,12 +204,25 @@ func (m helloOK) encode() []byte {
 	var e enc
 	e.i64(m.MasterEnd)
 	e.epochs(m.Epochs)
+	e.i64(m.TruncateTo)
+	e.u8(byte(len(m.Tail)))
+	e.b = append(e.b, m.Tail...)
+	e.i64(m.LogStart)
 	return e.b
 }
 
 func decodeHelloOK(p []byte) (helloOK, error) {
 	d := dec{b: p}
-	m := helloOK{MasterEnd: d.off(), Epochs: d.epochs()}
+	m := helloOK{MasterEnd: d.off(), Epochs: d.epochs(), TruncateTo: d.off()}
+	if n := d.u8(); d.err == nil && n != 0 && n != tailBytes {
+		d.err = fmt.Errorf("%w: hello_ok tail of %d bytes", ErrMalformed, n)
+	} else if n == tailBytes {
+		m.Tail = d.need(tailBytes)
+	}
+	m.LogStart = d.off()
+	if d.err == nil && m.TruncateTo > m.MasterEnd {
+		d.err = fmt.Errorf("%w: truncation point %d past the master's end %d", ErrMalformed, m.TruncateTo, m.MasterEnd)
+	}
 	return m, d.end()
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/store"
@@ -22,13 +23,21 @@ type SlaveConfig struct {
 	DataDir    string       // the epoch file lives under it (EpochFile)
 	BrokerName string
 	BrokerID   int64
-	MasterAddr string // the master's HA address, host:port
+	// MasterAddr is the master's HA address, host:port; empty: the slave
+	// waits for SetMasterAddr (the NameServer's answer to its
+	// registration).
+	MasterAddr string
 	// SyncFlush: acknowledge flushed bytes (after this replica's
 	// fdatasync), else written ones.
 	SyncFlush         bool
 	HeartbeatInterval time.Duration // the master's; 0 = DefaultHeartbeatInterval
 	MaxFrameBytes     int           // 0 = DefaultMaxFrameBytes
 	RetryInterval     time.Duration // between connection attempts; 0 = 200 ms
+	// OnLinkLost, if set, is called (without locks, it must not block)
+	// when a connection to the master fails or ends: a slave that learns
+	// its master's address from the NameServer asks for a registration
+	// then, so a master that moved is found at once.
+	OnLinkLost func()
 	// LocalOffsets, if set, returns the consumer offsets committed on this
 	// replica that the master has not confirmed; they are sent at the
 	// start of every session (offsets.go).
@@ -49,7 +58,9 @@ type Slave struct {
 	mu   sync.Mutex
 	hist History
 
-	link link // what State reports of the connection (status.go)
+	truncations atomic.Int64 // truncations of the log to the master's (truncate.go)
+	master      masterAddr   // masteraddr.go
+	link        link         // what State reports of the connection (status.go)
 
 	offsMu   sync.Mutex
 	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
@@ -80,7 +91,17 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}, nil
+	// Epochs past the log end hold no bytes (a truncation cut them before
+	// the history was saved, or a crash lost bytes recorded ahead).
+	if t := trimHistory(h, cfg.Store.Offset(store.Written)); len(t) != len(h) {
+		if err := SaveHistory(cfg.FS, path, t); err != nil {
+			return nil, err
+		}
+		h = t
+	}
+	s := &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}
+	s.master.addr = cfg.MasterAddr
+	return s, nil
 }
 
 // History returns the replica's epoch history.
@@ -106,7 +127,16 @@ func (s *Slave) Run(ctx context.Context) error {
 			s.log.Error("replication: stopped", "err", err)
 			return err
 		}
-		s.log.Warn("replication: link to master lost; reconnecting", "master", s.cfg.MasterAddr, "err", err)
+		if errors.Is(err, errTruncated) {
+			continue // reconnect at once from the new log end
+		}
+		if errors.Is(err, errMasterChanged) {
+			continue
+		}
+		s.log.Warn("replication: link to master lost; reconnecting", "master", s.MasterAddr(), "err", err)
+		if s.cfg.OnLinkLost != nil {
+			s.cfg.OnLinkLost()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -123,26 +153,33 @@ func (s *Slave) session(ctx context.Context) error {
 	if err := st.Err(); err != nil {
 		return fmt.Errorf("%w: store: %w", errFatal, err)
 	}
-	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
-	d := net.Dialer{Timeout: idle}
-	c, err := d.DialContext(ctx, "tcp", s.cfg.MasterAddr)
+	addr, sctx, cancel, err := s.sessionAddr(ctx) // masteraddr.go
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-
-	end := st.Offset(store.Written)
-	hist := s.History()
-	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
-		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: hist}
-	if end%st.SegmentBytes() != 0 {
-		h.Tail = make([]byte, tailBytes)
-		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
-			return fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
-		}
+	defer cancel()
+	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
+	d := net.Dialer{Timeout: idle}
+	c, err := d.DialContext(sctx, "tcp", addr)
+	if err != nil {
+		return s.sessionErr(ctx, sctx, err)
 	}
+	defer c.Close()
+	stop := context.AfterFunc(sctx, func() { c.Close() })
+	defer stop()
+	err = s.follow(c, addr)
+	return s.sessionErr(ctx, sctx, err)
+}
+
+// follow runs one connection to the master at addr.
+func (s *Slave) follow(c net.Conn, addr string) error {
+	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
+
+	h, err := s.makeHello()
+	if err != nil {
+		return err
+	}
+	end := h.LogEnd
 	c.SetWriteDeadline(time.Now().Add(idle))
 	if _, err := c.Write(appendFrame(nil, typeHello, h.encode())); err != nil {
 		return err
@@ -173,12 +210,10 @@ func (s *Slave) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The master checked; check again on this side, where a wrong answer
-	// costs data.
-	if err := CheckDivergence(hist, end, ok.Epochs, ok.MasterEnd); err != nil {
+	if err := s.accept(h, ok); err != nil {
 		return err
 	}
-	s.log.Info("replication: following master", "master", s.cfg.MasterAddr, "from", end, "master_end", ok.MasterEnd,
+	s.log.Info("replication: following master", "master", addr, "from", end, "master_end", ok.MasterEnd,
 		"master_epoch", ok.Epochs.Last().Epoch)
 	s.link.up()
 	defer s.link.down()
@@ -205,32 +240,84 @@ func (s *Slave) session(ctx context.Context) error {
 		if err := acks.failed(); err != nil {
 			return err
 		}
-		if len(m.Raw) == 0 {
-			acks.heartbeat() // answer, so that the master's ack reader knows this replica lives
-			continue
-		}
-		if m.Offset != end {
-			return fmt.Errorf("%w: data at %d, the replica's log ends at %d", ErrMalformed, m.Offset, end)
-		}
-		if err := s.enterEpoch(m); err != nil {
+		next, err := s.apply(m, end)
+		if err != nil {
 			return err
 		}
-		next, err := st.AppendReplicated(m.Offset, m.Raw)
-		if err != nil {
-			if errors.Is(err, store.ErrCorrupt) {
-				return err // a bad range: reconnect and ask again
-			}
-			if errors.Is(err, store.ErrNoSpace) {
-				// Nothing of the range was kept: try again once there is
-				// room (the master drops this replica from the in-sync
-				// set meanwhile).
-				return err
-			}
-			return fmt.Errorf("%w: append at %d: %w", errFatal, m.Offset, err)
+		if next == end {
+			// A heartbeat is answered, so that the master does not take
+			// an idle link for a dead one.
+			acks.heartbeat()
+			continue
 		}
 		end = next
 		acks.wrote(end)
 	}
+}
+
+// makeHello states what the replica's log holds.
+func (s *Slave) makeHello() (hello, error) {
+	st := s.cfg.Store
+	end := st.Offset(store.Written)
+	h := hello{Version: protocolVersion, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID,
+		SegmentBytes: st.SegmentBytes(), LogEnd: end, SyncFlush: s.cfg.SyncFlush, Epochs: s.History(), Empty: st.Empty()}
+	if end%st.SegmentBytes() != 0 && !h.Empty {
+		h.Tail = make([]byte, tailBytes)
+		if err := st.ReadCommitLog(h.Tail, end-tailBytes); err != nil {
+			return h, fmt.Errorf("%w: read the log's last CRC: %w", errFatal, err)
+		}
+	}
+	return h, nil
+}
+
+// accept handles the master's answer to h: a truncation point below the
+// log end is applied (errTruncated: reconnect); otherwise the replica's
+// log must be a prefix of the master's.
+func (s *Slave) accept(h hello, ok helloOK) error {
+	if h.Empty {
+		return s.acceptEmpty(h, ok) // logstart.go
+	}
+	if ok.TruncateTo < h.LogEnd {
+		if err := s.truncateTo(ok.TruncateTo, ok.Tail); err != nil {
+			return err
+		}
+		return errTruncated
+	}
+	// The master checked; check again on this side, where a wrong answer
+	// costs data.
+	return CheckDivergence(h.Epochs, h.LogEnd, ok.Epochs, ok.MasterEnd)
+}
+
+// apply takes one DATA frame for a log ending at end and returns the new
+// end: the master's confirmed offset moves what this replica may show,
+// and a range is appended at exactly end after its epoch is recorded.
+func (s *Slave) apply(m data, end int64) (int64, error) {
+	st := s.cfg.Store
+	// What the master confirmed is what this replica may show.
+	st.AdvanceReplicated(m.Confirmed)
+	if len(m.Raw) == 0 {
+		return end, nil
+	}
+	if m.Offset != end {
+		return end, fmt.Errorf("%w: data at %d, the replica's log ends at %d", ErrMalformed, m.Offset, end)
+	}
+	if err := s.enterEpoch(m); err != nil {
+		return end, err
+	}
+	next, err := st.AppendReplicated(m.Offset, m.Raw)
+	if err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return end, err // a bad range: reconnect and ask again
+		}
+		if errors.Is(err, store.ErrNoSpace) {
+			// Nothing of the range was kept: try again once there is
+			// room (the master drops this replica from the in-sync set
+			// meanwhile).
+			return end, err
+		}
+		return end, fmt.Errorf("%w: append at %d: %w", errFatal, m.Offset, err)
+	}
+	return next, nil
 }
 
 // enterEpoch records the epoch of a range before its bytes are written, if

@@ -130,7 +130,7 @@ func (l *link) down() { l.connected.Store(false) }
 
 // State returns the slave's replication state.
 func (s *Slave) State() State {
-	st := State{Role: RoleSlave, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID, MasterAddr: s.cfg.MasterAddr,
+	st := State{Role: RoleSlave, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID, MasterAddr: s.MasterAddr(),
 		Epoch: s.History().Last().Epoch, LogEnd: s.cfg.Store.Offset(store.Written),
 		Confirmed: s.link.confirmed.Load(), Connected: s.link.connected.Load()}
 	if t := s.link.contact.Load(); t != 0 {

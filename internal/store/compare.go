@@ -90,6 +90,15 @@ func openReadOnlyLog(cfg Config) (*readOnlyLog, error) {
 		lock.Close()
 		return nil, fmt.Errorf("store: verify %s: %w", cfg.Dir, err)
 	}
+	// A replica that crashed while truncating ends where the truncation
+	// goes (the next Open finishes it, truncate.go).
+	if off, ok, err := readTruncateIntent(cfg.FS, cfg.Dir); err != nil {
+		l.Close()
+		lock.Close()
+		return nil, err
+	} else if ok && off < end {
+		end = off
+	}
 	return &readOnlyLog{log: l, end: end, probs: probs, unlock: func() { l.Close(); lock.Close() }}, nil
 }
 

@@ -182,8 +182,16 @@ type Config struct {
 
 	// Replica makes the store a replica's: every put is refused
 	// (PutServiceNotAvailable, ErrReplica) and the CommitLog grows only
-	// through AppendReplicated (replica.go).
+	// through AppendReplicated (replica.go). Its Confirmed watermark is
+	// moved by the replication service (AdvanceReplicated: what the
+	// master confirmed), so a replica shows only what its master
+	// confirmed, and TruncateReplica never takes back what it showed.
 	Replica bool
+
+	// TruncateFailpoint, if set, is called after each durable step of
+	// TruncateReplica (TruncateStepIntent, ...): crash tests snapshot the
+	// filesystem there.
+	TruncateFailpoint func(step string)
 
 	Logger *slog.Logger
 	Now    func() time.Time

@@ -15,6 +15,7 @@
 //	<Dir>/quarantine/                  bytes recovery removed or a repair replaced, kept for inspection
 //	<Dir>/isolated.json                records withheld from consumers (isolate.go), replaced atomically
 //	<Dir>/deleted-topics               tombstones of deleted topics (JSON, see tombstone.go), replaced atomically
+//	<Dir>/truncate                     a replica's truncation in progress ("keel-truncate 1\n<offset>\n", truncate.go)
 //
 // Checkpoint (52 bytes, big-endian):
 //

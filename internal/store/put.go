@@ -117,6 +117,9 @@ func (s *Store) putAppend(ctx context.Context, req *putReq, ms []*message.Messag
 	if r, ok := s.refusePut(); !ok {
 		return 0, r
 	}
+	if r, ok := s.gatePut(req, ms); !ok { // gate.go
+		return 0, r
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
 	}

@@ -78,6 +78,9 @@ func (s *Store) recover(crashed bool) error {
 	if err := s.redispatch(cp, haveCP, res); err != nil {
 		return err
 	}
+	if err := s.capCheckpoint(cp, haveCP, res.End); err != nil { // truncate.go
+		return err
+	}
 	s.logger.Info("store: opened", "queues", len(s.allQueues()), "open_queues", t1.Sub(t0), "commitlog", t2.Sub(t1),
 		"trim_queues_and_index", t3.Sub(t2), "redispatch", time.Since(t3), "total", time.Since(t0))
 	return nil
@@ -319,7 +322,11 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 	s.reader = s.log.NewReader(from)
 	s.marks.visible.Store(from)
 	s.rebuildCQFrom, s.rebuildIndexFrom = cqFrom, indexFrom
-	err := s.dispatchTo(res.End)
+	limit := res.End
+	if s.cfg.Replica {
+		limit = s.replicaShownBefore(cp, haveCP, from, res.End) // truncate.go
+	}
+	err := s.dispatchTo(limit)
 	s.rebuildCQFrom, s.rebuildIndexFrom = 0, 0
 	if err != nil {
 		return fmt.Errorf("store: rebuild consume queues and index from %d: %w", from, err)
@@ -327,6 +334,9 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 	s.logger.Info("store: rebuilt consume queues and index", "cq_from", cqFrom, "index_from", indexFrom, "end", res.End)
 	for _, q := range s.allQueues() {
 		s.setCounter(q)
+	}
+	if limit < res.End {
+		return s.log.CheckBoundary(limit, res.End, func(_ int64, rec []byte) { s.followQueueOffsets(rec) })
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 
 // copyLog streams master's CommitLog from the replica's end to the
 // master's written offset through ReadReplication and AppendReplicated,
-// in ranges of at most max bytes.
+// in ranges of at most max bytes, and tells the replica what the master
+// confirmed.
 func copyLog(t *testing.T, master, replica *Store, max int) {
 	t.Helper()
 	var buf []byte
@@ -31,6 +32,9 @@ func copyLog(t *testing.T, master, replica *Store, max int) {
 			t.Fatalf("append at %d ended at %d, read said %d", pos, end, next)
 		}
 		pos, buf = next, raw
+		// As the replication service does: the replica shows what the
+		// master confirmed.
+		replica.AdvanceReplicated(master.Offset(Confirmed))
 	}
 }
 

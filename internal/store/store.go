@@ -93,6 +93,8 @@ type Store struct {
 	queueHolds      atomic.Pointer[QueueHoldsFunc]
 	retentionHeld   atomic.Int64 // the CommitLog offset a hold last kept expired segments at (holds.go); logged once each
 
+	putGate atomic.Pointer[func() PutResult] // asked before every put (gate.go)
+
 	failure  atomic.Pointer[error] // sticky read-only cause
 	diskFull atomic.Pointer[error] // non-nil while above the hard limit
 	// diskCheckedAt is when checkDisk last ran (Unix nanoseconds).
@@ -162,6 +164,9 @@ func (s *Store) open() error {
 	s.lock = lock
 	crashed, err := s.markRunning()
 	if err != nil {
+		return err
+	}
+	if err := s.finishTruncation(); err != nil { // truncate.go
 		return err
 	}
 	s.log, err = commitlog.Open(commitlog.Config{

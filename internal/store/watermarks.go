@@ -75,11 +75,11 @@ type marks struct {
 // initMarks sets up the watermarks once the CommitLog is open.
 func (s *Store) initMarks() {
 	s.marks.replicated = s.log.Flushed()
-	if s.cfg.ExternalReplication {
+	if s.externalReplicated() {
 		s.marks.replicated = watermark.New("replicated", s.log.RequestFlush)
 	}
 	s.marks.confirmed = s.log.Written()
-	if s.cfg.FlushDiskType == SyncFlush || s.cfg.ExternalReplication {
+	if s.cfg.FlushDiskType == SyncFlush || s.externalReplicated() {
 		s.marks.confirmed = s.marks.replicated
 	}
 	s.marks.visible = watermark.New("visible", nil)
@@ -130,11 +130,12 @@ func (s *Store) Notify(w Watermark, off int64, timeout time.Duration, fn func(er
 }
 
 // AdvanceReplicated tells the store that the CommitLog is durable on the
-// required replicas up to off. Only with Config.ExternalReplication (it
-// panics otherwise: a bug). Replicated then moves to min(off, Flushed),
-// from the dispatcher's goroutine.
+// required replicas up to off (on a replica: that its master confirmed
+// up to off). Only with Config.ExternalReplication or Config.Replica (it
+// panics otherwise: a bug). Replicated then moves to min(off, Flushed)
+// (Written under ASYNC_FLUSH), from the dispatcher's goroutine.
 func (s *Store) AdvanceReplicated(off int64) {
-	if !s.cfg.ExternalReplication {
+	if !s.externalReplicated() {
 		panic("store: AdvanceReplicated without ExternalReplication")
 	}
 	for {
@@ -146,11 +147,16 @@ func (s *Store) AdvanceReplicated(off int64) {
 	s.notifyDispatcher()
 }
 
+// externalReplicated: the Replicated watermark is moved by a replication
+// service (a synchronous master's, or a replica's, which shows only what
+// its master confirmed).
+func (s *Store) externalReplicated() bool { return s.cfg.ExternalReplication || s.cfg.Replica }
+
 // updateReplicated moves an external Replicated watermark to what the
 // replication service reported and the local disk holds, and fails it
 // with the CommitLog. It runs on the dispatcher's goroutine.
 func (s *Store) updateReplicated() {
-	if !s.cfg.ExternalReplication {
+	if !s.externalReplicated() {
 		return
 	}
 	m := s.marks.replicated
