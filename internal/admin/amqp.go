@@ -5,46 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/keelmq/keel/internal/amqpinfo"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
 // AMQPQueue is one AMQP queue as a broker reports it (Keel's LIST_AMQP;
 // counters since the broker started).
-type AMQPQueue struct {
-	Vhost                string `json:"vhost"`
-	Name                 string `json:"name"`
-	Topic                string `json:"topic"`
-	Type                 string `json:"type"`
-	Durable              bool   `json:"durable"`
-	Exclusive            bool   `json:"exclusive"`
-	AutoDelete           bool   `json:"autoDelete"`
-	MessageTTLMs         int64  `json:"messageTtlMs"`
-	MaxLength            int64  `json:"maxLength"`
-	DeliveryLimit        int64  `json:"deliveryLimit"`
-	DeadLetterExchange   string `json:"deadLetterExchange,omitempty"`
-	Ready                int64  `json:"ready"`
-	Unacked              int64  `json:"unacked"`
-	Consumers            int    `json:"consumers"`
-	OldestUnsettledAgeMs int64  `json:"oldestUnsettledAgeMs"`
-	Published            uint64 `json:"published"`
-	Delivered            uint64 `json:"delivered"`
-	Redelivered          uint64 `json:"redelivered"`
-	Acked                uint64 `json:"acked"`
-	DeadLettered         uint64 `json:"deadLettered"`
-	Dropped              uint64 `json:"dropped"`
-	Refused              uint64 `json:"refused"`
-}
+type AMQPQueue = amqpinfo.Queue
 
 // AMQPExchange is one AMQP exchange.
-type AMQPExchange struct {
-	Vhost      string `json:"vhost"`
-	Name       string `json:"name"`
-	Type       string `json:"type"`
-	Durable    bool   `json:"durable"`
-	AutoDelete bool   `json:"autoDelete"`
-	Internal   bool   `json:"internal"`
-	Bindings   int    `json:"bindings"`
-}
+type AMQPExchange = amqpinfo.Exchange
 
 // BrokerAMQP is one broker's AMQP front door. Enabled is false when the
 // broker serves no AMQP listener.
