@@ -283,7 +283,8 @@ func (c *checker) checkRecord(phys int64, rec []byte) {
 }
 
 // checkEnvelopeRecord checks that an enveloped record has the ConsumeQueue
-// entry of each of its destinations.
+// entries of each of its destinations (all of them: one per logical
+// message with record.FlagEntryPerMessage).
 func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 	if recordType(rec) == record.System {
 		// No destinations; its body must be a system record this
@@ -293,8 +294,11 @@ func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 		}
 		return
 	}
+	n := record.Envelope(rec).Entries()
 	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
-		c.checkPlacement(phys, len(rec), string(topic), qid, qo)
+		for i := range n { // one entry per logical message with FlagEntryPerMessage
+			c.checkPlacement(phys, len(rec), string(topic), qid, qo+i)
+		}
 		return nil
 	})
 }
