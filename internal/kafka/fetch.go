@@ -130,7 +130,7 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 // after its last record (its other entries locate the same record).
 func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.FetchResponseTopicPartition) error {
 	k := part.key
-	idx := off // the next entry not served
+	idx := off                       // the next entry not served
 	var w translate.KafkaBatchWriter // other protocols' records, converted
 	defer func() { rp.RecordBatches = w.Close(rp.RecordBatches) }()
 	for len(rp.RecordBatches) == 0 || len(rp.RecordBatches) < limit {

@@ -106,7 +106,6 @@ type Server struct {
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
-
 	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
 	gmu    sync.Mutex        // guards groups and every group's state
