@@ -223,6 +223,11 @@ func TestCommitInsideBatch(t *testing.T) {
 	if off := fetch(rc); off != 4 {
 		t.Fatalf("fetched %d, want the committed 4", off)
 	}
+	// What lag (the console, keel group, /metrics) reads: the group's
+	// queue offset against the entry count, in records.
+	if c, ok := n.core.ConsumerOffset("inside", "idem", 0, false); !ok || c != 4 || n.st.MaxOffset("idem", 0)-c != 6 {
+		t.Fatalf("core offset %d (%v) of %d entries: lag %d, want 6 records", c, ok, n.st.MaxOffset("idem", 0), n.st.MaxOffset("idem", 0)-c)
+	}
 	n.stop()
 	n2 := startNode(t, n.fs)
 	if off := fetch(dialRaw(t, n2.addr)); off != 4 {
