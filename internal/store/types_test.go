@@ -152,6 +152,17 @@ func TestEntryPerMessage(t *testing.T) {
 		if v := message.View(getOne(t, s, "K", 0, 6)); string(v.Body()) != "rocketmq after" || v.QueueOffset() != 6 {
 			t.Fatalf("entry 6: %q at %d", v.Body(), v.QueueOffset())
 		}
+		// One read over all of them: the record once per entry.
+		r, err := s.GetMessage("K", 0, 0, 32, 1<<20, nil)
+		if err != nil || r.Status != Found || len(r.Records) != 7 || r.NextOffset != 7 {
+			t.Fatalf("get 0..: %v %+v", err, r)
+		}
+		for i, rec := range r.Records[1:6] {
+			if record.Envelope(rec).PhysOffset() != phys || len(rec) != len(r.Records[1]) {
+				t.Fatalf("entry %d of the read: another record", i+1)
+			}
+		}
+		r.Release()
 	}
 	check(s)
 	s.Close()
