@@ -39,6 +39,7 @@ const (
 	KindKeyNotYet      = "key not indexed yet"
 	KindUnreadableFile = "unreadable file or directory"
 	KindNotClosed      = "store not closed cleanly"
+	KindSharedEntry    = "records of several messages with one entry (earlier release)"
 )
 
 func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.File, p.Offset, p.Msg) }
@@ -150,6 +151,20 @@ type checker struct {
 	// deleted maps a deleted topic to the offset below which its records
 	// have no queue entries (tombstone.go).
 	deleted map[string]int64
+	// shared counts, per queue, the records of several messages that have
+	// one entry for all (no record.FlagEntryPerMessage), and where the
+	// first is.
+	shared map[queueKey]sharedEntries
+}
+
+type queueKey struct {
+	topic string
+	id    int32
+}
+
+type sharedEntries struct {
+	n     int64
+	first int64 // CommitLog offset
 }
 
 func (c *checker) close() {
@@ -190,7 +205,24 @@ func (c *checker) run() error {
 	c.openIndex()
 	c.checkCommitLog()
 	c.checkQueues()
+	c.warnShared()
 	return nil
+}
+
+// warnShared warns, once per queue, of records of several messages that
+// share one entry (written before record.FlagEntryPerMessage): not a
+// problem for the store, but their messages share a queue offset, and the
+// Kafka door does not serve such a queue (docs/kafka.md, "Upgrading").
+func (c *checker) warnShared() {
+	keys := make([]queueKey, 0, len(c.shared))
+	for k := range c.shared {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b queueKey) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.id, b.id)) })
+	for _, k := range keys {
+		sh := c.shared[k]
+		c.rep.warn(KindSharedEntry, c.segFile(sh.first), sh.first, "queue %s/%d holds %d records of several messages with one entry for all (written by an earlier release; their messages share a queue offset): see docs/kafka.md, \"Upgrading\"", k.topic, k.id, sh.n)
+	}
 }
 
 func (c *checker) openIndex() {
@@ -294,10 +326,23 @@ func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 		}
 		return
 	}
-	n := record.Envelope(rec).Entries()
-	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
+	e := record.Envelope(rec)
+	n := e.Entries()
+	e.EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
 		for i := range n { // one entry per logical message with FlagEntryPerMessage
 			c.checkPlacement(phys, len(rec), string(topic), qid, qo+i)
+		}
+		if n == 1 && e.Messages() > 1 {
+			if c.shared == nil {
+				c.shared = map[queueKey]sharedEntries{}
+			}
+			k := queueKey{string(topic), qid}
+			sh := c.shared[k]
+			if sh.n == 0 {
+				sh.first = phys
+			}
+			sh.n++
+			c.shared[k] = sh
 		}
 		return nil
 	})

@@ -166,8 +166,8 @@ func TestEntryPerMessage(t *testing.T) {
 	}
 	check(s)
 	s.Close()
-	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.Records != 3 || rep.QueueEntries != 7 {
-		t.Fatalf("check: %v %v records %d entries %d", err, rep.Problems, rep.Records, rep.QueueEntries)
+	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.Records != 3 || rep.QueueEntries != 7 || countKind(rep.Warnings, KindSharedEntry) != 0 {
+		t.Fatalf("check: %v %v records %d entries %d, warnings %v", err, rep.Problems, rep.Records, rep.QueueEntries, rep.Warnings)
 	}
 	s = mustOpen(t, cfg)
 	check(s)
@@ -205,9 +205,24 @@ func TestUnflaggedRecordOneEntry(t *testing.T) {
 		t.Fatalf("put messages %d, max offset %d", st.PutMessages, s.MaxOffset("K", 0))
 	}
 	s.Close()
-	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.QueueEntries != 1 {
+	rep, err := Check(cfg)
+	if err != nil || !rep.OK() || rep.QueueEntries != 1 {
 		t.Fatalf("check: %v %v", err, rep.Problems)
 	}
+	// Check tells it (their messages share a queue offset).
+	if n := countKind(rep.Warnings, KindSharedEntry); n != 1 {
+		t.Fatalf("%d warnings of kind %q, want 1: %v", n, KindSharedEntry, rep.Warnings)
+	}
+}
+
+func countKind(ps []Problem, kind string) int {
+	n := 0
+	for _, p := range ps {
+		if p.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // TestPutRecordRefusesRocketMQAndGarbage: PutRecord takes enveloped types
