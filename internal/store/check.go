@@ -39,7 +39,7 @@ const (
 	KindKeyNotYet      = "key not indexed yet"
 	KindUnreadableFile = "unreadable file or directory"
 	KindNotClosed      = "store not closed cleanly"
-	KindSharedEntry    = "records of several messages with one entry (earlier release)"
+	KindSharedEntry    = "records with one entry for all their messages (earlier release)"
 )
 
 func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.File, p.Offset, p.Msg) }
@@ -151,9 +151,9 @@ type checker struct {
 	// deleted maps a deleted topic to the offset below which its records
 	// have no queue entries (tombstone.go).
 	deleted map[string]int64
-	// shared counts, per queue, the records of several messages that have
-	// one entry for all (no record.FlagEntryPerMessage), and where the
-	// first is.
+	// shared counts, per queue, the Kafka batch records that have one
+	// entry for all their messages (no record.FlagEntryPerMessage: an
+	// earlier release wrote them), and where the first is.
 	shared map[queueKey]sharedEntries
 }
 
@@ -209,10 +209,10 @@ func (c *checker) run() error {
 	return nil
 }
 
-// warnShared warns, once per queue, of records of several messages that
-// share one entry (written before record.FlagEntryPerMessage): not a
-// problem for the store, but their messages share a queue offset, and the
-// Kafka door does not serve such a queue (docs/kafka.md, "Upgrading").
+// warnShared warns, once per queue, of Kafka batch records with one entry
+// for all their messages (written before record.FlagEntryPerMessage): not
+// a problem for the store, but their messages share a queue offset, and
+// the Kafka door does not serve such a queue (docs/kafka.md, "Upgrading").
 func (c *checker) warnShared() {
 	keys := make([]queueKey, 0, len(c.shared))
 	for k := range c.shared {
@@ -221,7 +221,7 @@ func (c *checker) warnShared() {
 	slices.SortFunc(keys, func(a, b queueKey) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.id, b.id)) })
 	for _, k := range keys {
 		sh := c.shared[k]
-		c.rep.warn(KindSharedEntry, c.segFile(sh.first), sh.first, "queue %s/%d holds %d records of several messages with one entry for all (written by an earlier release; their messages share a queue offset): see docs/kafka.md, \"Upgrading\"", k.topic, k.id, sh.n)
+		c.rep.warn(KindSharedEntry, c.segFile(sh.first), sh.first, "queue %s/%d holds %d %v records with one entry for all their messages (written by an earlier release; their messages share a queue offset): see docs/kafka.md, \"Upgrading\"", k.topic, k.id, sh.n, record.KafkaBatch)
 	}
 }
 
@@ -332,7 +332,7 @@ func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 		for i := range n { // one entry per logical message with FlagEntryPerMessage
 			c.checkPlacement(phys, len(rec), string(topic), qid, qo+i)
 		}
-		if n == 1 && e.Messages() > 1 {
+		if e.Type() == record.KafkaBatch && e.Flags()&record.FlagEntryPerMessage == 0 {
 			if c.shared == nil {
 				c.shared = map[queueKey]sharedEntries{}
 			}
