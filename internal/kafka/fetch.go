@@ -3,9 +3,10 @@ package kafka
 // Fetch: for each partition, the batch holding the fetch offset (the
 // record entry FetchOffset locates) and the ones after it, as stored (the
 // envelope's body: no re-encoding; the first batch may start before the
-// fetch offset, and clients skip what they did not ask for), up to the partition's max bytes and the response's
-// MaxBytes, always at least one batch in the response so that a batch
-// larger than the limits still moves the consumer. Never past the high
+// fetch offset, and clients skip what they did not ask for), up to the
+// partition's max bytes and the response's MaxBytes, always at least one
+// batch in the response so that a batch larger than the limits still
+// moves the consumer. Never past the high
 // watermark: the store shows only visible entries, and visible never
 // passes Confirmed. LastStableOffset = high watermark (no transactions);
 // fetch sessions are not kept (SessionID 0: clients send full fetches).
