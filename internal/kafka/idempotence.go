@@ -193,7 +193,7 @@ func (ps *partitions) loadProducers(p *partition) error {
 		if b.pid >= 0 && nowMs-b.storeMs <= ps.lim.expireMs {
 			found = append(found, b)
 		}
-		i = b.base - 1
+		i = min(b.base, i) - 1 // (a read past a lost entry may return a later batch)
 	}
 	for _, b := range slices.Backward(found) {
 		p.recordSequence(b.pid, b.epoch, seqBatch{first: b.seq, last: b.seq + int32(b.end-b.base-1), base: b.base}, b.storeMs, ps.lim)
