@@ -375,3 +375,49 @@ func TestCheckTellsWrongEntriesOfEnvelopedRecords(t *testing.T) {
 		t.Fatalf("problems: %v", rep.Problems)
 	}
 }
+
+// TestEntryPerMessageAfterPowerLoss: after a power loss that took the
+// ConsumeQueue's unsynced entries (the CommitLog was synced: SYNC_FLUSH),
+// recovery dispatches the record again and rebuilds all n of its entries,
+// and the next message continues after them.
+func TestEntryPerMessageAfterPowerLoss(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig(mem)
+	cfg.FlushDiskType = SyncFlush
+	cfg.FlushConsumeQueueInterval = time.Hour // the entries stay unsynced
+	s := mustOpen(t, cfg)
+	put(t, s, newMsg("K", 0, "before", nil))
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 5, []record.Dest{{Topic: "K", QueueID: 0}}, []byte("batch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, phys := s.PutRecord(context.Background(), rec)
+	if !r.OK() {
+		t.Fatal(r.Status, r.Err)
+	}
+	waitVisible(t, s, "K", 0, 6)
+	crashed := cfg
+	crashed.FS = mem.CrashClone()
+	s.Close()
+	if names, _ := crashed.FS.List("/data/consumequeue/K/0"); len(names) != 0 {
+		t.Fatalf("the power loss left the queue's files %v: nothing to rebuild", names)
+	}
+	s = mustOpen(t, crashed)
+	if got := s.MaxOffset("K", 0); got != 6 {
+		t.Fatalf("after the power loss: max offset %d, want 6", got)
+	}
+	for qo := int64(1); qo <= 5; qo++ {
+		if e := record.Envelope(getOne(t, s, "K", 0, qo)); e.PhysOffset() != phys {
+			t.Fatalf("entry %d locates %d, not the record at %d", qo, e.PhysOffset(), phys)
+		}
+	}
+	put(t, s, newMsg("K", 0, "after", nil))
+	waitVisible(t, s, "K", 0, 7)
+	if v := message.View(getOne(t, s, "K", 0, 6)); string(v.Body()) != "after" {
+		t.Fatalf("entry 6: %q", v.Body())
+	}
+	s.Close()
+	if rep, err := Check(crashed); err != nil || !rep.OK() || rep.QueueEntries != 7 {
+		t.Fatalf("check: %v %v entries %d", err, rep.Problems, rep.QueueEntries)
+	}
+}
