@@ -11,13 +11,14 @@
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
-// the topic's attributes), offsets.go (OffsetCommit, OffsetFetch, lag in
-// records), idempotence.go (InitProducerId, producer sequence windows and
+// the topic's attributes), offsets.go (OffsetCommit, OffsetFetch),
+// idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL); batch.go
-// validates record batches, partition.go maps
-// Kafka offsets onto ConsumeQueue entries, errors.go is the one table
-// from the core's error kinds to Kafka codes.
+// validates record batches, partition.go reads the Kafka view of
+// ConsumeQueue entries, oldformat.go finds partitions holding batches of
+// an earlier release, errors.go is the one table from the core's error
+// kinds to Kafka codes.
 //
 // # Storage and offsets
 //
