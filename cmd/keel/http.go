@@ -74,7 +74,6 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			Broker: p.broker, Store: p.store, Connections: p.brokerConns, Transactions: p.transactionStats(), AMQP: p.amqpStats(),
 			Replication: p.replicationStats(),
 			DiskUsage:   func() (uint64, uint64, error) { return storeFS.DiskUsage(p.cfg.StorePathRootDir) },
-			RecordLag:   p.kafkaRecordLag,
 		}})
 		p.metrics.Store(m)
 		ac := admin.New(admin.Config{NamesrvAddrs: p.namesrvAddrs, TLS: p.embeddedNamesrvTLS,

@@ -91,15 +91,6 @@ func kafkaAdvertised(advertised, brokerIP1, listen string) (string, int32, error
 	return host, int32(n), nil
 }
 
-// kafkaRecordLag counts a Kafka queue's lag in records for the metrics
-// (false: not a Kafka queue, or no Kafka door).
-func (p *parts) kafkaRecordLag(group, topic string, queueID int32, consumer, broker int64) (int64, bool) {
-	if srv := p.kafka.Load(); srv != nil {
-		return srv.RecordLag(group, topic, queueID, consumer, broker)
-	}
-	return 0, false
-}
-
 func kafkaAuthDescription(acl bool) string {
 	if acl {
 		return "SASL PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 as plain_acl.yml accounts, ACL checked"

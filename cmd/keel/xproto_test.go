@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Cross-protocol reads (docs/cross-protocol.md) with the clients of each
@@ -136,14 +137,92 @@ func TestCrossKafkaToRocketMQ(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("received %d messages, sent %d records", len(got), len(want))
 	}
-	// The records of a batch share its entry's queue offset: every one was
-	// received all the same (the client's process queue keys by offset).
+	// Each record has its own entry: its queue offset is its Kafka offset,
+	// none shared, although the producer sent batches of several records.
 	entries := map[string]bool{}
-	for _, m := range got {
+	for v, m := range got {
 		entries[fmt.Sprint(m.Queue.QueueId, "/", m.QueueOffset)] = true
+		if m.GetProperty("KAFKA_OFFSET") != strconv.FormatInt(m.QueueOffset, 10) {
+			t.Errorf("record %q: queue offset %d, Kafka offset %s", v[:12], m.QueueOffset, m.GetProperty("KAFKA_OFFSET"))
+		}
 	}
-	if len(entries) >= len(got) {
-		t.Errorf("%d messages in %d entries: the producer sent no batch of several records, so the shared offsets were not tested", len(got), len(entries))
+	if len(entries) != len(got) {
+		t.Errorf("%d messages at %d queue offsets: some share one", len(got), len(entries))
+	}
+}
+
+// TestCrossKafkaBatchToOrderlyRocketMQ: a Kafka batch of 6 records goes
+// to the official RocketMQ client's orderly consumer whole, each record
+// at its own queue offset (= its Kafka offset), in order.
+func TestCrossKafkaBatchToOrderlyRocketMQ(t *testing.T) {
+	n := startXNode(t)
+	const topic = "x-k6"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.AllowAutoTopicCreation(), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rs []*kgo.Record
+	for i := range 6 {
+		rs = append(rs, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(fmt.Sprint("r", i))})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The test is about a batch of several records: check it was one.
+	fr := kmsg.NewPtrFetchRequest()
+	fr.MaxBytes, fr.Version = 1<<20, 11
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fr.Topics = append(fr.Topics, ft)
+	resp, err := fr.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(resp.Topics[0].Partitions[0].RecordBatches); err != nil || rb.NumRecords != 6 {
+		t.Fatalf("the producer's first batch: %v, %d records, want one of 6", err, rb.NumRecords)
+	}
+	var mu sync.Mutex
+	var got []string
+	c, err := consumer.NewPushConsumer(consumer.WithNameServer([]string{n.ns}), consumer.WithGroupName("x-k6-cg"),
+		consumer.WithInstance("x-k6-c"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumerOrder(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range ms {
+				if m.Queue.QueueId == 0 {
+					got = append(got, fmt.Sprintf("%s@%d", m.Body, m.QueueOffset))
+				}
+			}
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	waitFor(t, "the 6 records at the orderly consumer", 60*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= 6
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != "[r0@0 r1@1 r2@2 r3@3 r4@4 r5@5]" {
+		t.Fatalf("orderly consumer got %v", got)
 	}
 }
 

@@ -7,8 +7,11 @@ package amqp
 // publishers route to it. Its acknowledgement state is its own, over
 // that ConsumeQueue's offsets, as for any queue; a RocketMQ or Kafka
 // consumer group keeps its own offsets. Records of other protocols are
-// converted on delivery (package translate); the records of a Kafka batch
-// (one entry) are delivered one by one and settle the entry together.
+// converted on delivery (package translate). A Kafka batch has one entry
+// per record: each entry delivers its record and is settled on its own
+// (the batch is decoded once while its entries are read, memoized per
+// queue); a batch stored by an earlier release, one entry for all its
+// records, delivers them one by one and they settle the entry together.
 // Deleting the queue keeps the topic. One AMQP queue per topic.
 
 import (
@@ -153,19 +156,24 @@ func (s *Server) untrackTopic(q *queue) {
 	if v, ok := s.topics.queues.Load(q.topic); ok && v.(*topicQueue).q == q {
 		s.topics.queues.CompareAndDelete(q.topic, v)
 	}
+	batchMemos.Delete(q)
 }
 
 // parseRecord decodes the record at offset o of a queue: an AMQP record,
 // or in a queue over a Keel topic a record of another protocol,
-// converted. A Kafka batch of several records is delivered record by
-// record: the first is returned, the others wait in q.parts, handed out
-// before any other offset, and the entry is settled once every record is
-// (requeued as a whole, every record again, if one was requeued). q.mu
-// is held.
+// converted. A Kafka batch with one entry per record gives entry o its
+// record. A Kafka batch of an earlier release (one entry) is delivered
+// record by record: the first is returned, the others wait in q.parts,
+// handed out before any other offset, and the entry is settled once
+// every record is (requeued as a whole, every record again, if one was
+// requeued). q.mu is held.
 func (q *queue) parseRecord(o int64, rec []byte) (storedMessage, error) {
 	t, err := record.TypeOf(rec)
 	if err != nil || t == record.AMQP || q.ownsTopic() {
 		return parseMessage(rec)
+	}
+	if t.Enveloped() && record.CheckEnvelope(rec) == nil && record.Envelope(rec).Flags()&record.FlagEntryPerMessage != 0 {
+		return q.entryMessage(o, rec)
 	}
 	ms, err := foreignMessages(rec, q.topic)
 	if err != nil {
@@ -182,6 +190,48 @@ func (q *queue) parseRecord(o int64, rec []byte) (storedMessage, error) {
 		q.parts[o] = &entryParts{left: len(ms), pending: ms[1:], redelivered: o < q.delivered} // handed out before: a redelivery
 	}
 	return ms[0], nil
+}
+
+// batchMemos holds, per queue over a Keel topic, the messages of the
+// Kafka batch its entries were last read from (*queue -> *batchMemo), so
+// that reading a batch of n records entry by entry decodes it once, not n
+// times. A memo is used and replaced under its queue's mu; untrackTopic
+// drops it.
+var batchMemos sync.Map
+
+type batchMemo struct {
+	phys  int64 // the batch's CommitLog offset
+	first int64 // its first entry
+	ms    []storedMessage
+}
+
+// entryMessage is the message entry o designates in rec, a record with
+// one entry per message: message o minus the record's first entry. q.mu
+// is held.
+func (q *queue) entryMessage(o int64, rec []byte) (storedMessage, error) {
+	e := record.Envelope(rec)
+	v, _ := batchMemos.Load(q)
+	m, _ := v.(*batchMemo)
+	if m == nil || m.phys != e.PhysOffset() {
+		first, ok := translate.QueueOffset(rec, q.topic, queueID)
+		if !ok {
+			return storedMessage{}, fmt.Errorf("amqp: the record at %d has no destination %s/%d", e.PhysOffset(), q.topic, queueID)
+		}
+		ms, err := foreignMessages(rec, q.topic)
+		if err != nil {
+			return storedMessage{}, err
+		}
+		if len(ms) == 1 {
+			ms[0].body = append([]byte(nil), ms[0].body...) // kept past the read
+		}
+		m = &batchMemo{phys: e.PhysOffset(), first: first, ms: ms}
+		batchMemos.Store(q, m)
+	}
+	i := o - m.first
+	if i < 0 || i >= int64(len(m.ms)) {
+		return storedMessage{}, fmt.Errorf("amqp: entry %d of %s locates a batch of %d records from entry %d", o, q.topic, len(m.ms), m.first)
+	}
+	return m.ms[i], nil
 }
 
 // entryParts is an entry delivered as several messages.

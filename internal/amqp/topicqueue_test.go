@@ -113,8 +113,8 @@ func TestKeelTopicArgumentChecked(t *testing.T) {
 	}
 }
 
-// TestKafkaBatchInAMQPQueue: the records of a Kafka batch are delivered
-// one by one; the entry is settled when all are acked, and when one is
+// TestKafkaBatchInAMQPQueue: the records of a Kafka batch stored by an
+// earlier release (one entry for the batch) are delivered one by one; the entry is settled when all are acked, and when one is
 // requeued the whole batch comes back (every record, redelivered=true)
 // once the others are settled; basic.get takes them one at a time too.
 func TestKafkaBatchInAMQPQueue(t *testing.T) {
@@ -174,6 +174,54 @@ func TestKafkaBatchInAMQPQueue(t *testing.T) {
 	}
 	if _, ok, _ := ch.Get("kq", false); ok {
 		t.Fatal("the batch is still there after every record was acked")
+	}
+}
+
+// TestKafkaRecordsAreEntriesInAMQPQueue: a Kafka batch with one entry per
+// record delivers each record from its own entry, settled on its own: a
+// requeued record comes back alone (redelivered) while the others stay
+// acknowledged.
+func TestKafkaRecordsAreEntriesInAMQPQueue(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("kq", true, false, false, false, amqp091.Table{ArgKeelTopic: "kt"}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []translate.KafkaRecord
+	for i := range 3 {
+		recs = append(recs, translate.KafkaRecord{Offset: int64(i), Timestamp: 5000, Value: fmt.Appendf(nil, "r%d", i)})
+	}
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 3, []record.Dest{{Topic: "kt", QueueID: 0}}, translate.AppendKafkaBatch(nil, recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := b.st.PutRecord(context.Background(), rec); !r.OK() {
+		t.Fatal(r.Status, r.Err)
+	}
+	waitEntries(t, b.st, "kt", 3)
+	var got []string
+	var ds []amqp091.Delivery
+	for range 3 {
+		d, ok, err := ch.Get("kq", false)
+		if err != nil || !ok {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+		got = append(got, string(d.Body))
+		ds = append(ds, d)
+	}
+	if fmt.Sprint(got) != "[r0 r1 r2]" {
+		t.Fatalf("got %v", got)
+	}
+	ds[1].Nack(false, true)
+	ds[0].Ack(false)
+	d, ok, err := ch.Get("kq", false)
+	if err != nil || !ok || string(d.Body) != "r1" || !d.Redelivered {
+		t.Fatalf("after requeueing r1: %v %v %q redelivered %v", ok, err, d.Body, d.Redelivered)
+	}
+	d.Ack(false)
+	ds[2].Ack(false)
+	if _, ok, _ := ch.Get("kq", false); ok {
+		t.Fatal("a message after every record was acked")
 	}
 }
 

@@ -478,3 +478,61 @@ func TestPullOrderlyRefusesMultiRecordBatch(t *testing.T) {
 		t.Fatalf("orderly pull at the batch: code %d %q", resp.Code, resp.Remark)
 	}
 }
+
+// TestPullKafkaRecordsHaveOwnOffsets: a Kafka batch of 3 records stored
+// with one entry per record gives a RocketMQ consumer 3 messages at 3
+// distinct queue offsets, dense with the RocketMQ messages around it; a
+// pull starting inside the batch gets the records from there on, a pull
+// of 2 messages stops inside it, and an orderly consumer (holding the
+// queue's lock) gets the whole batch, each record at its own offset.
+func TestPullKafkaRecordsHaveOwnOffsets(t *testing.T) {
+	e := startEnv(t, nil)
+	cl := e.dial()
+	wantCode(t, cl.sendV1("T", 0, "", []byte("before")), remoting.ResSuccess)
+	var recs []translate.KafkaRecord
+	for i := range 3 {
+		recs = append(recs, translate.KafkaRecord{Offset: int64(i), Timestamp: 1, Value: fmt.Appendf(nil, "k-%d", i)})
+	}
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 3, []record.Dest{{Topic: "T", QueueID: 0}}, translate.AppendKafkaBatch(nil, recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+		t.Fatalf("put record: %v %v", res.Status, res.Err)
+	}
+	wantCode(t, cl.sendV1("T", 0, "", []byte("after")), remoting.ResSuccess)
+	e.waitMax("T", 0, 5)
+	wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+	pull := func(off int64, maxMsgs string) (string, string) {
+		t.Helper()
+		ext := pullExt("g", "T", 0, off, 0, 0)
+		ext["maxMsgNums"] = maxMsgs
+		resp := cl.invoke(remoting.ReqPullMessage, ext, nil)
+		wantCode(t, resp, remoting.ResSuccess)
+		var got []string
+		for _, m := range splitRecords(t, resp.Body) {
+			got = append(got, fmt.Sprintf("%s@%d", m.Body, m.QueueOffset))
+		}
+		return fmt.Sprint(got), resp.ExtFields["nextBeginOffset"]
+	}
+	for _, c := range []struct {
+		off       int64
+		max       string
+		want, nxt string
+	}{
+		{0, "32", "[before@0 k-0@1 k-1@2 k-2@3 after@4]", "5"},
+		{2, "32", "[k-1@2 k-2@3 after@4]", "5"},
+		{0, "2", "[before@0 k-0@1]", "2"},
+		{2, "1", "[k-1@2]", "3"},
+	} {
+		if got, next := pull(c.off, c.max); got != c.want || next != c.nxt {
+			t.Errorf("pull at %d of %s: %s next %s, want %s next %s", c.off, c.max, got, next, c.want, c.nxt)
+		}
+	}
+	if got := lockedQueues(t, cl, "g", "c1", 0); len(got) != 1 {
+		t.Fatalf("locked %v", got)
+	}
+	if got, next := pull(0, "32"); got != "[before@0 k-0@1 k-1@2 k-2@3 after@4]" || next != "5" {
+		t.Fatalf("orderly: %s next %s", got, next)
+	}
+}

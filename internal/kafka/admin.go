@@ -46,14 +46,10 @@ func deletedBelow(tc core.TopicConfig, p int32) int64 {
 // partitionBounds is a partition's log start and high watermark, with
 // DeleteRecords' start applied.
 func (s *Server) partitionBounds(topic string, part *partition) (start, hwm int64, err error) {
-	hwm, err = s.parts.highWatermark(part)
-	if err != nil {
+	if err := s.parts.checkFormat(part); err != nil {
 		return 0, 0, err
 	}
-	start, err = s.parts.logStart(part, hwm)
-	if err != nil {
-		return 0, 0, err
-	}
+	hwm, start = s.parts.highWatermark(part), s.parts.logStart(part)
 	if tc, ok := s.core.Topic(topic); ok {
 		start = min(max(start, deletedBelow(tc, part.key.queueID)), hwm)
 	}
@@ -217,13 +213,6 @@ func (s *Server) deleteGroups(req *kmsg.DeleteGroupsRequest) kmsg.Response {
 				rg.ErrorCode = coreCode(err)
 				break
 			}
-			s.exactMu.Lock()
-			for k := range s.exact {
-				if k.group == name {
-					delete(s.exact, k)
-				}
-			}
-			s.exactMu.Unlock()
 			deleted = true
 		}
 		resp.Groups = append(resp.Groups, rg)
@@ -295,9 +284,6 @@ func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
 				if s.core.DeleteOffset(req.Group, t.Topic, p.Partition) {
 					deleted = true
 				}
-				s.exactMu.Lock()
-				delete(s.exact, groupPartition{req.Group, t.Topic, p.Partition})
-				s.exactMu.Unlock()
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

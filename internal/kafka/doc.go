@@ -11,78 +11,77 @@
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
-// the topic's attributes), offsets.go (OffsetCommit, OffsetFetch, lag in
-// records), idempotence.go (InitProducerId, producer sequence windows and
+// the topic's attributes), offsets.go (OffsetCommit, OffsetFetch),
+// idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL); batch.go
-// validates record batches, partition.go maps
-// Kafka offsets onto ConsumeQueue entries, errors.go is the one table
-// from the core's error kinds to Kafka codes.
+// validates record batches, partition.go reads the Kafka view of
+// ConsumeQueue entries, oldformat.go finds partitions holding batches of
+// an earlier release, errors.go is the one table from the core's error
+// kinds to Kafka codes.
 //
 // # Storage and offsets
 //
 // A Kafka topic is a core topic; its partitions are the topic's queues.
-// A produced record batch is stored as one CommitLog record of type
-// record.KafkaBatch (package internal/store/record), with one
-// destination, so it gets one ConsumeQueue entry:
+// A produced record batch of n records is stored as one CommitLog record
+// of type record.KafkaBatch (package internal/store/record), with one
+// destination and record.FlagEntryPerMessage, so it gets n ConsumeQueue
+// entries, all locating it:
 //
 //	CommitLog record  = envelope (TOTALSIZE 4, MAGICCODE 0xDAA34B42 4,
-//	                    MESSAGES = recordsCount 4, FLAGS 2, DESTCOUNT=1 2,
-//	                    BODYLEN 4, STORETIMESTAMP 8, PHYSICALOFFSET 8,
-//	                    dest: TOPICLEN 1, TOPIC, QUEUEID 4, QUEUEOFFSET 8,
-//	                    TAGSCODE 8 = 0)
+//	                    MESSAGES = recordsCount 4, FLAGS = 1 2,
+//	                    DESTCOUNT = 1 2, BODYLEN 4, STORETIMESTAMP 8,
+//	                    PHYSICALOFFSET 8, dest: TOPICLEN 1, TOPIC,
+//	                    QUEUEID 4, QUEUEOFFSET 8 = the first of its n
+//	                    entries, TAGSCODE 8 = 0)
 //	                  + body: the RecordBatch v2 as the producer sent it,
-//	                    except baseOffset (bytes 0-7: the Kafka offset of
-//	                    its first record, assigned here) and
+//	                    except baseOffset (bytes 0-7: QUEUEOFFSET) and
 //	                    partitionLeaderEpoch (bytes 12-15: 0); the
 //	                    batch's CRC-32C does not cover either, so it is
 //	                    stored and served unchanged, compressed batches
 //	                    compressed
 //	                  + the CommitLog's CRC32-C trailer over the record
-//	ConsumeQueue entry (20 bytes: PhysOffset, size, tags code 0): one per
-//	                    batch; its index, the queue offset, is NOT the
-//	                    Kafka offset
+//	ConsumeQueue entries (20 bytes each: PhysOffset, size, tags code 0):
+//	                    n, at queue offsets QUEUEOFFSET..QUEUEOFFSET+n-1,
+//	                    all pointing at the record; entry QUEUEOFFSET+i
+//	                    stands for record i of the batch
 //
-// Kafka offsets count records: a batch of n records at base offset b holds
-// b..b+n-1 and the next batch of the partition gets b+n. The base offset
-// is assigned under the partition's append lock, together with the
-// append, so base offsets grow with entry order; the next one is kept in
-// memory and, after a restart, read from the last batch in the queue
-// (scanning back past entries that are not Kafka batches; a queue with
-// none starts at its entry count). Fetch serves the stored bodies as they
-// are: no offset is patched on the read path.
-//
-// From a Kafka offset to an entry: the entry whose batch holds it is found
-// by a binary search over the queue's entries, reading each probe's batch
-// header (log2(entries) reads), unless a hint says where: every fetch
-// remembers the entry after the last batch it served, keyed by the next
-// Kafka offset, so a consumer reading on finds its entry at once. The high
-// watermark is the end of the last visible batch (visible never passes
-// Confirmed: under SYNC_FLUSH nothing unflushed is served); the log start
-// is the base of the first batch still stored.
+// A Kafka offset is the queue offset. The store assigns a batch's n queue
+// offsets under its put lock, like any queue offset (dense per queue,
+// shared with RocketMQ and AMQP messages), and the door writes the first
+// into the batch's baseOffset through store.AppendRecordPatched's hook,
+// before the record's CRC is computed; no offset is kept by the door. So:
+// the high watermark is the visible entry count (visible never passes
+// Confirmed: under SYNC_FLUSH nothing unflushed is served), the log start
+// is the queue's first entry (retention and DeleteRecords may leave it
+// inside a batch), a committed Kafka offset is the queue offset the core
+// stores, lag is counted in records, and after retention has removed
+// every record of a partition its offsets go on from its end (the
+// ConsumeQueue keeps it). Fetch at offset o reads entry o and serves its
+// batch whole (clients skip the records below o), and goes on at the
+// entry after the batch's last (the other entries of a batch locate the
+// same record). ListOffsets by time takes the first entry the store's
+// search by time gives whose store time is at or after it.
 //
 // # Entries of other protocols
 //
 // A queue may hold RocketMQ messages and AMQP messages (a queue declared
-// over the topic) besides Kafka batches. Fetch serves such an entry
-// converted into a record (package translate; consecutive ones in one
-// batch) at a Kafka offset equal to its queue offset, while it comes
-// before the partition's first Kafka batch (before both that batch's
-// entry and its base offset). This is the mapping above with one record per entry: a
-// partition no Kafka producer wrote has Kafka offset = queue offset
-// everywhere (high watermark = entry count, log start = the first
-// entry), and the first Kafka batch appended to it gets the entry count
-// as its base offset, so offsets go on densely. Entries of other
-// protocols after the first batch have no Kafka offset between the
-// batches' and are skipped. foreign.go finds the first batch by a
-// forward scan per partition, extended as entries are added until one is
-// found (at once in a partition only Kafka producers wrote), and the last
-// (the high watermark) scanning back from the end as before, down to the
-// first; ListOffsets by time counts the served entries with their store
-// time.
+// over the topic) besides Kafka batches: each is one entry, served to
+// Kafka consumers converted into a record (package translate; consecutive
+// ones in one batch) at its queue offset.
 //
-//	entries:  [RocketMQ 0][AMQP 1][RocketMQ 2][batch base 3, 4 records][RocketMQ][batch base 7 ...]
-//	Kafka:     0           1       2           3 4 5 6                  (skipped)  7 ...
+//	entries:  [RocketMQ 0][AMQP 1][batch of 3: 2 3 4][RocketMQ 5][batch of 2: 6 7]
+//	Kafka:     0           1       2 3 4              5           6 7
+//
+// # Batches of an earlier release
+//
+// The first release with this door stored a batch with one entry (no
+// FlagEntryPerMessage), its Kafka offsets counted apart from the queue
+// offsets. A partition holding one is refused to Kafka clients
+// (KAFKA_STORAGE_ERROR with the reason; oldformat.go), found at its first
+// Kafka request by reading its entries up to the first Kafka batch; the
+// store, RocketMQ and AMQP consumers read it as before (docs/kafka.md,
+// "Upgrading").
 //
 // # Limits
 //
@@ -95,11 +94,9 @@
 //
 // One goroutine per connection, and one that expires group sessions. The
 // groups' state is under Server.gmu; a JoinGroup or SyncGroup waiting for
-// its rebalance waits on a channel with gmu released. A partition's appendMu is held across
-// the next-offset read and the store's append (AppendRecord), never
-// across a flush: acks=-1 waits for Confirmed after it is released. The
-// partition's caches have their own mu, taken without appendMu. The
-// scan of other protocols' entries (foreign.go) has its own mutex, held
-// while it reads the store, taken under appendMu (a partition's first
-// produce) or alone, never the other way round.
+// its rebalance waits on a channel with gmu released. A partition's
+// appendMu is held across the idempotence check and the store's append
+// (AppendRecordPatched), never across a flush: acks=-1 waits for
+// Confirmed after it is released. The old-format check (oldformat.go) has
+// its own mutex, held while it reads the store, taken alone.
 package kafka

@@ -1,22 +1,23 @@
 package kafka
 
-// Fetch: for each partition, the batch holding the fetch offset and the
-// ones after it, as stored (the envelope's body: no re-encoding; the first
-// batch may start before the fetch offset, and clients skip what they did
-// not ask for), up to the partition's max bytes and the response's
-// MaxBytes, always at least one batch in the response so that a batch
-// larger than the limits still moves the consumer. Never past the high
+// Fetch: for each partition, the batch holding the fetch offset (the
+// record entry FetchOffset locates) and the ones after it, as stored (the
+// envelope's body: no re-encoding; the first batch may start before the
+// fetch offset, and clients skip what they did not ask for), up to the
+// partition's max bytes and the response's MaxBytes, always at least one
+// batch in the response so that a batch larger than the limits still
+// moves the consumer. Never past the high
 // watermark: the store shows only visible entries, and visible never
 // passes Confirmed. LastStableOffset = high watermark (no transactions);
 // fetch sessions are not kept (SessionID 0: clients send full fetches).
 // When nothing is new and MaxWaitMillis > 0, the request waits through
 // the core's Hold, one wait per partition sharing one wake-up, for the
 // dispatcher to add an entry or the wait to pass (at most Config.MaxWait).
-// Entries of other protocols (RocketMQ and AMQP messages) are converted
-// where the offsets serve them (foreign.go), consecutive ones into one
-// batch; the others are skipped.
+// Entries of other protocols (RocketMQ and AMQP messages) are converted,
+// each at its queue offset, consecutive ones into one batch.
 
 import (
+	"cmp"
 	"sync"
 	"time"
 
@@ -124,21 +125,21 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	return entries
 }
 
-// readBatches appends the stored batches from the one holding off.
+// readBatches appends what the queue holds from entry off: each Kafka
+// batch as stored (the one holding off may start before it), other
+// protocols' messages converted, and after a batch goes on at the entry
+// after its last record (its other entries locate the same record).
 func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.FetchResponseTopicPartition) error {
-	idx, err := s.parts.entryOf(part, off)
-	if err != nil {
-		return err
-	}
 	k := part.key
-	var w translate.KafkaBatchWriter // other protocols' records, converted (foreign.go)
+	idx := off                       // the next entry not served
+	var w translate.KafkaBatchWriter // other protocols' records, converted
 	defer func() { rp.RecordBatches = w.Close(rp.RecordBatches) }()
 	for len(rp.RecordBatches) == 0 || len(rp.RecordBatches) < limit {
 		r, err := s.st.GetMessage(k.topic, k.queueID, idx, 64, max(limit-len(rp.RecordBatches), 1), nil)
 		if err != nil {
 			return err
 		}
-		if r.Status == store.OffsetTooSmall && r.NextOffset > idx { // a stale hint below retention
+		if r.Status == store.OffsetTooSmall && r.NextOffset > idx { // retention passed off meanwhile
 			idx = r.NextOffset
 			r.Release()
 			continue
@@ -149,54 +150,72 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 		}
 		full := false
 		for _, rec := range r.Records {
-			b, err := kafkaView(rec)
+			b, err := kafkaView(rec, k)
+			if err != nil || b.old {
+				r.Release()
+				return cmp.Or(err, errOldFormat)
+			}
+			if b.ok {
+				if b.end <= idx {
+					continue // another entry of a batch already served
+				}
+				body := rec[len(rec)-b.bodyLen:]
+				if len(rp.RecordBatches) > 0 && len(rp.RecordBatches)+len(body) > limit {
+					full = true
+					break
+				}
+				rp.RecordBatches = append(w.Close(rp.RecordBatches), body...)
+				idx = b.end
+				continue
+			}
+			qo, ok := translate.QueueOffset(rec, k.topic, k.queueID)
+			if !ok || qo < idx {
+				continue
+			}
+			_, isFull, err := s.appendForeign(part, &w, rec, qo, limit, rp)
 			if err != nil {
 				r.Release()
 				return err
 			}
-			idx++
-			if !b.ok {
-				// Another protocol's entry: converted when served (foreign.go).
-				ok, isFull, err := s.appendForeign(part, &w, rec, off, limit, rp)
-				if err != nil {
-					r.Release()
-					return err
-				}
-				if isFull {
-					full = true
-					idx--
-					break
-				}
-				if ok {
-					continue
-				}
-			}
-			if !b.ok || b.end <= off {
-				continue
-			}
-			if len(rp.RecordBatches) == 0 && b.base > off && !part.searched(off) {
-				// The first batch starts past off: a stale hint (the topic
-				// was deleted and recreated behind this door). Search.
-				r.Release()
-				part.dropHints()
-				return s.readBatches(part, off, limit, rp)
-			}
-			body := rec[len(rec)-int(b.bodyLen):]
-			if len(rp.RecordBatches) > 0 && len(rp.RecordBatches)+len(body) > limit {
+			if isFull {
 				full = true
-				idx--
 				break
 			}
-			rp.RecordBatches = append(w.Close(rp.RecordBatches), body...)
-			part.hint(b.end, idx)
+			idx = qo + 1
 		}
+		next := r.NextOffset
+		n := len(r.Records)
 		r.Release()
-		if full || r.NextOffset <= idx && len(r.Records) == 0 {
+		if full || n == 0 && next <= idx {
 			return nil
 		}
-		idx = max(idx, r.NextOffset)
+		idx = max(idx, next)
 	}
 	return nil
+}
+
+// appendForeign converts rec, another protocol's message at entry qo,
+// into a record at Kafka offset qo, added to the batch w has open when it
+// continues it, else to a new one; it reports whether it appended and
+// whether the response is full (then nothing was added). A message that
+// does not convert is skipped (logged).
+func (s *Server) appendForeign(part *partition, w *translate.KafkaBatchWriter, rec []byte, qo int64, limit int, rp *kmsg.FetchResponseTopicPartition) (appended, full bool, err error) {
+	k := part.key
+	r, err := translate.KafkaRecordOf(rec, qo, translate.DefaultLimit)
+	if err != nil {
+		s.log.Error("kafka: fetch: a record of another protocol does not convert; skipped", "topic", k.topic, "queue_id", k.queueID, "queue_offset", qo, "err", err)
+		return false, false, nil
+	}
+	if w.Open() && w.Next() != qo {
+		rp.RecordBatches = w.Close(rp.RecordBatches)
+	}
+	n, prev := len(rp.RecordBatches), *w
+	rp.RecordBatches = w.Append(rp.RecordBatches, &r)
+	if n > 0 && len(rp.RecordBatches) > limit {
+		rp.RecordBatches, *w = rp.RecordBatches[:n], prev
+		return false, true, nil
+	}
+	return true, false, nil
 }
 
 // waitAny parks one wait per queue until any is woken or timeout passes;

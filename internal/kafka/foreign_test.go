@@ -220,7 +220,7 @@ func TestFetchGroupsConvertedRecords(t *testing.T) {
 	}
 	next, fetches := int64(0), 0
 	for next < 10 {
-		bs := fetch(next, 300)
+		bs := fetch(next, 150)
 		if len(bs) == 0 || bs[0].FirstOffset != next {
 			t.Fatalf("fetch at %d: %+v", next, bs)
 		}
@@ -230,6 +230,6 @@ func TestFetchGroupsConvertedRecords(t *testing.T) {
 		fetches++
 	}
 	if fetches < 3 {
-		t.Errorf("%d fetches of 300 bytes for 10 records", fetches)
+		t.Errorf("%d fetches of 150 bytes for 10 records", fetches)
 	}
 }

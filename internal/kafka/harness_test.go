@@ -29,6 +29,13 @@ func startNode(t testing.TB, fs *vfs.MemFS) *testNode {
 // startNodeWith is startNode with a server configuration.
 func startNodeWith(t testing.TB, fs *vfs.MemFS, cfg Config) *testNode {
 	t.Helper()
+	return startNodeStore(t, fs, cfg, nil)
+}
+
+// startNodeStore is startNodeWith with the store's configuration changed
+// by mod (nil: none).
+func startNodeStore(t testing.TB, fs *vfs.MemFS, cfg Config, mod func(*store.Config)) *testNode {
+	t.Helper()
 	if fs == nil {
 		fs = vfs.NewMem()
 	}
@@ -38,6 +45,9 @@ func startNodeWith(t testing.TB, fs *vfs.MemFS, cfg Config) *testNode {
 	scfg.CommitLogSegmentBytes = 64 << 20
 	scfg.ConsumeQueueSegmentEntries = 10000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 100, 400
+	if mod != nil {
+		mod(&scfg)
+	}
 	st, err := store.Open(scfg)
 	if err != nil {
 		t.Fatal(err)

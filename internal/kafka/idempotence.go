@@ -16,8 +16,8 @@ package kafka
 //
 // The state lives in memory and is rebuilt after a restart from the
 // producer id, epoch and base sequence in the stored batches' headers (the
-// last maxSequenceScan entries of the partition, read when the partition
-// is first produced to), so a producer retrying across a restart stores
+// last maxSequenceScan records of the partition, read back a batch at a
+// time when the partition is first produced to), so a producer retrying across a restart stores
 // no duplicate. A producer that has stored nothing in a partition for
 // Config.ProducerIDExpiration (default 24 h; Kafka's
 // producer.id.expiration.ms) is forgotten there, as Kafka does: its next
@@ -169,21 +169,35 @@ func (p *partition) expireProducers(nowMs int64, lim producerLimits) {
 	}
 }
 
-// loadSequences rebuilds the producers' windows from the last entries of
-// the queue. appendMu is held.
-func (ps *partitions) loadSequences(p *partition) error {
+// loadProducers rebuilds the producers' windows, once, from the last
+// batches of the queue: read back from its last entry, a batch at a time
+// (a batch's entries all locate it), at most maxSequenceScan records.
+// appendMu is held.
+func (ps *partitions) loadProducers(p *partition) error {
+	if p.loaded {
+		return nil
+	}
 	k := p.key
-	hi := ps.st.MaxOffset(k.topic, k.queueID)
-	from := max(ps.st.MinOffset(k.topic, k.queueID), hi-maxSequenceScan)
+	lo, hi := ps.st.MinOffset(k.topic, k.queueID), ps.st.MaxOffset(k.topic, k.queueID)
 	nowMs := ps.now().UnixMilli()
-	for i := from; i < hi; i++ {
+	var found []batchAt // newest first
+	for i, read := hi-1, 0; i >= lo && read < maxSequenceScan; read++ {
 		b, err := ps.readEntry(k, i)
 		if err != nil {
 			return err
 		}
-		if b.ok && b.pid >= 0 && nowMs-b.storeMs <= ps.lim.expireMs {
-			p.recordSequence(b.pid, b.epoch, seqBatch{first: b.seq, last: b.seq + int32(b.end-b.base-1), base: b.base}, b.storeMs, ps.lim)
+		if !b.ok || b.old {
+			i--
+			continue
 		}
+		if b.pid >= 0 && nowMs-b.storeMs <= ps.lim.expireMs {
+			found = append(found, b)
+		}
+		i = min(b.base, i) - 1 // (a read past a lost entry may return a later batch)
 	}
+	for _, b := range slices.Backward(found) {
+		p.recordSequence(b.pid, b.epoch, seqBatch{first: b.seq, last: b.seq + int32(b.end-b.base-1), base: b.base}, b.storeMs, ps.lim)
+	}
+	p.loaded = true
 	return nil
 }

@@ -81,8 +81,8 @@ func TestIdempotentProducer(t *testing.T) {
 	want(rc.produce(testBatchSeq(2, pid, 0, 3)), 0, 3, "next batch")
 	want(rc.produce(testBatchSeq(1, pid, 0, 9)), errOutOfOrderSequence, 0, "a gap")
 	want(rc.produce(testBatchSeq(1, 0, 0, 0)), 0, 5, "another producer")
-	if e := n.st.MaxOffset("idem", 0); e != 3 {
-		t.Fatalf("%d batches stored, want 3", e)
+	if e := n.st.MaxOffset("idem", 0); e != 6 { // 3 + 2 + 1 records, one entry each
+		t.Fatalf("%d entries stored, want 6", e)
 	}
 	n.stop()
 	n2 := startNode(t, n.fs)
@@ -91,8 +91,8 @@ func TestIdempotentProducer(t *testing.T) {
 	want(rc.produce(testBatchSeq(4, pid, 0, 5)), 0, 6, "the batch after it")
 	want(rc.produce(testBatchSeq(1, pid, 1, 0)), 0, 10, "a bumped epoch")
 	want(rc.produce(testBatchSeq(1, pid, 0, 9)), errInvalidProducerEpoch, 0, "the old epoch")
-	if e := n2.st.MaxOffset("idem", 0); e != 5 {
-		t.Fatalf("%d batches stored after the restart, want 5", e)
+	if e := n2.st.MaxOffset("idem", 0); e != 11 { // and 4 + 1
+		t.Fatalf("%d entries stored after the restart, want 11", e)
 	}
 	init.TransactionalID = kmsg.StringPtr("txn")
 	if ir := rc.do(init, 4).(*kmsg.InitProducerIDResponse); ir.ErrorCode != errTransactionalIDAuthorization {

@@ -6,12 +6,40 @@ package kafka
 // Kafka searches record timestamps, which producers set, so the two agree
 // for CreateTime records only up to the producer's clock and batching),
 // with that batch's base offset and store time; the high watermark with
-// timestamp -1 when every batch is older. Entries of other protocols
-// served at their queue offsets (foreign.go) count with their store time.
+// timestamp -1 when every batch is older. Messages of other protocols
+// count with their store time, at their queue offsets.
 
 import (
+	"fmt"
+
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/translate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// storeTimeAt is the store time of the record at entry idx of k, the
+// first of its entries and the entry after its last.
+func (ps *partitions) storeTimeAt(k queueKey, idx int64) (ms, first, end int64, err error) {
+	r, err := ps.st.GetMessage(k.topic, k.queueID, idx, 1, 1, nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer r.Release()
+	if r.Status != store.Found || len(r.Records) == 0 {
+		return 0, 0, 0, fmt.Errorf("kafka: entry %d of %s/%d: %v", idx, k.topic, k.queueID, r.Status)
+	}
+	rec := r.Records[0]
+	b, err := kafkaView(rec, k)
+	switch {
+	case err != nil:
+		return 0, 0, 0, err
+	case b.old:
+		return 0, 0, 0, errOldFormat
+	case b.ok:
+		return b.storeMs, b.base, max(b.end, idx+1), nil
+	}
+	return translate.StoreTimestamp(rec), idx, idx + 1, nil
+}
 
 func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -49,23 +77,17 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 	default:
 		rp.Offset = hwm
 		lo, hi := s.st.MinOffset(topic, p.Partition), s.st.MaxOffset(topic, p.Partition)
-		for idx := s.st.OffsetByTime(topic, p.Partition, ts); idx >= lo && idx < hi; idx++ {
-			b, err := s.parts.readEntry(part.key, idx)
+		for idx := max(s.st.OffsetByTime(topic, p.Partition, ts), lo); idx < hi; {
+			ms, first, end, err := s.parts.storeTimeAt(part.key, idx)
 			if err != nil {
 				rp.ErrorCode = errKafkaStorage
 				return
 			}
-			if b.ok && b.storeMs >= ts && b.end > start {
-				rp.Offset, rp.Timestamp = max(b.base, start), b.storeMs
+			if ms >= ts {
+				rp.Offset, rp.Timestamp = max(first, start), ms
 				break
 			}
-			if b.ok {
-				continue
-			}
-			if ms, ok, err := s.parts.foreignAt(part, idx); err == nil && ok && ms >= ts {
-				rp.Offset, rp.Timestamp = idx, ms // another protocol's entry (foreign.go)
-				break
-			}
+			idx = end
 		}
 	}
 	if req := p; req.MaxNumOffsets > 0 { // v0 only; kept for completeness

@@ -1,11 +1,13 @@
 package kafka
 
-// Produce: every partition's batch is validated (batch.go), gets the next
-// base offset of its partition and is appended as one Kafka-batch record
-// (record.KafkaBatch, one ConsumeQueue entry) exactly as received but for
-// the base offset and leader epoch, which the CRC does not cover:
-// compressed batches stay compressed. The partition's append lock covers
-// only the assignment and the append, never a flush.
+// Produce: every partition's batch is validated (batch.go) and appended
+// as one Kafka-batch record (record.KafkaBatch with
+// record.FlagEntryPerMessage: one ConsumeQueue entry per record) exactly
+// as received but for the base offset — the first of the queue offsets
+// the store assigns it, patched in as it is appended — and the leader
+// epoch, which the CRC does not cover: compressed batches stay
+// compressed. The partition's append lock covers only the sequence check
+// and the append, never a flush.
 //
 //	acks=-1 (all)  answered when the store's Confirmed watermark passes
 //	               every appended batch: under SYNC_FLUSH after the
@@ -108,14 +110,20 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	if berr != nil {
 		return fail(berr.code, berr.msg)
 	}
-	batch := make([]byte, len(p.Records)) // the request's buffer is not ours to patch
-	copy(batch, p.Records)
 	part := s.parts.get(topic, qid)
-	part.appendMu.Lock()
-	base, err := s.parts.nextOffset(part)
+	if err := s.parts.checkFormat(part); err != nil {
+		s.log.Error("kafka: produce", "topic", topic, "queue_id", qid, "err", err)
+		return fail(errKafkaStorage, err.Error())
+	}
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, h.records,
+		[]record.Dest{{Topic: topic, QueueID: qid}}, p.Records) // a copy: the request's buffer is not patched
 	if err != nil {
+		return fail(errInvalidRecord, err.Error())
+	}
+	part.appendMu.Lock()
+	if err := s.parts.loadProducers(part); err != nil {
 		part.appendMu.Unlock()
-		s.log.Error("kafka: produce: next offset", "topic", topic, "queue_id", qid, "err", err)
+		s.log.Error("kafka: produce: producer state", "topic", topic, "queue_id", qid, "err", err)
 		return fail(errKafkaStorage, err.Error())
 	}
 	if h.producerID >= 0 {
@@ -130,19 +138,16 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 			return dup.end // a retry: answered with the original, once it is confirmed
 		}
 	}
-	assignBase(batch, base)
-	rec, err := record.AppendEnvelope(nil, record.KafkaBatch, h.records,
-		[]record.Dest{{Topic: topic, QueueID: qid}}, batch)
-	if err != nil {
-		part.appendMu.Unlock()
-		return fail(errInvalidRecord, err.Error())
-	}
-	r, _, end := s.st.AppendRecord(s.ctx, rec)
-	if r.Status == store.PutOK {
-		part.next = base + int64(h.records)
-		if h.producerID >= 0 {
-			part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end}, s.parts.now().UnixMilli(), s.parts.lim)
-		}
+	// The store assigns the batch's n queue offsets under its append lock;
+	// the first is its base offset, written into the body before the
+	// record is sealed (the batch CRC does not cover it).
+	base := int64(-1)
+	r, _, end := s.st.AppendRecordPatched(s.ctx, rec, func(body []byte, _ int, first int64) {
+		assignBase(body, first)
+		base = first
+	})
+	if r.Status == store.PutOK && h.producerID >= 0 {
+		part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end}, s.parts.now().UnixMilli(), s.parts.lim)
 	}
 	part.appendMu.Unlock()
 	if r.Status != store.PutOK {

@@ -62,8 +62,8 @@ func TestProduceAcks(t *testing.T) {
 	}
 	// acks=-1 is answered once the batch is visible: a consumer told its
 	// offset finds it below the high watermark at once.
-	if entries := n.st.MaxOffset("acks", 0); entries != 3 {
-		t.Fatalf("after the acks=-1 answer %d batches visible, want 3", entries)
+	if entries := n.st.MaxOffset("acks", 0); entries != 6 { // 2 + 3 + 1 records, one entry each
+		t.Fatalf("after the acks=-1 answer %d entries visible, want 6", entries)
 	}
 	bad := testBatch(2, 0)
 	bad[len(bad)-1] ^= 0xff
@@ -79,8 +79,8 @@ func TestProduceAcks(t *testing.T) {
 	if got.ErrorCode != errUnsupportedVersion {
 		t.Fatalf("Produce v2: %+v", got)
 	}
-	if entries := n.st.MaxOffset("acks", 0); entries != 3 {
-		t.Fatalf("%d batches stored, want 3", entries)
+	if entries := n.st.MaxOffset("acks", 0); entries != 6 {
+		t.Fatalf("%d entries stored, want the 6 of the 3 batches", entries)
 	}
 }
 

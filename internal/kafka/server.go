@@ -106,9 +106,6 @@ type Server struct {
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
-	exactMu sync.Mutex                     // guards exact
-	exact   map[groupPartition]exactOffset // committed Kafka offsets (offsets.go)
-
 	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
 	gmu    sync.Mutex        // guards groups and every group's state
@@ -128,7 +125,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
-		groups: map[string]*group{}, exact: map[groupPartition]exactOffset{}}
+		groups: map[string]*group{}}
 	s.scram = newScramKeys()
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))

@@ -39,6 +39,7 @@ const (
 	KindKeyNotYet      = "key not indexed yet"
 	KindUnreadableFile = "unreadable file or directory"
 	KindNotClosed      = "store not closed cleanly"
+	KindSharedEntry    = "records with one entry for all their messages (earlier release)"
 )
 
 func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.File, p.Offset, p.Msg) }
@@ -150,6 +151,20 @@ type checker struct {
 	// deleted maps a deleted topic to the offset below which its records
 	// have no queue entries (tombstone.go).
 	deleted map[string]int64
+	// shared counts, per queue, the Kafka batch records that have one
+	// entry for all their messages (no record.FlagEntryPerMessage: an
+	// earlier release wrote them), and where the first is.
+	shared map[queueKey]sharedEntries
+}
+
+type queueKey struct {
+	topic string
+	id    int32
+}
+
+type sharedEntries struct {
+	n     int64
+	first int64 // CommitLog offset
 }
 
 func (c *checker) close() {
@@ -190,7 +205,24 @@ func (c *checker) run() error {
 	c.openIndex()
 	c.checkCommitLog()
 	c.checkQueues()
+	c.warnShared()
 	return nil
+}
+
+// warnShared warns, once per queue, of Kafka batch records with one entry
+// for all their messages (written before record.FlagEntryPerMessage): not
+// a problem for the store, but their messages share a queue offset, and
+// the Kafka door does not serve such a queue (docs/kafka.md, "Upgrading").
+func (c *checker) warnShared() {
+	keys := make([]queueKey, 0, len(c.shared))
+	for k := range c.shared {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b queueKey) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.id, b.id)) })
+	for _, k := range keys {
+		sh := c.shared[k]
+		c.rep.warn(KindSharedEntry, c.segFile(sh.first), sh.first, "queue %s/%d holds %d %v records with one entry for all their messages (written by an earlier release; their messages share a queue offset): see docs/kafka.md, \"Upgrading\"", k.topic, k.id, sh.n, record.KafkaBatch)
+	}
 }
 
 func (c *checker) openIndex() {
@@ -283,7 +315,8 @@ func (c *checker) checkRecord(phys int64, rec []byte) {
 }
 
 // checkEnvelopeRecord checks that an enveloped record has the ConsumeQueue
-// entry of each of its destinations.
+// entries of each of its destinations (all of them: one per logical
+// message with record.FlagEntryPerMessage).
 func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 	if recordType(rec) == record.System {
 		// No destinations; its body must be a system record this
@@ -293,8 +326,24 @@ func (c *checker) checkEnvelopeRecord(phys int64, rec []byte) {
 		}
 		return
 	}
-	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
-		c.checkPlacement(phys, len(rec), string(topic), qid, qo)
+	e := record.Envelope(rec)
+	n := e.Entries()
+	e.EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
+		for i := range n { // one entry per logical message with FlagEntryPerMessage
+			c.checkPlacement(phys, len(rec), string(topic), qid, qo+i)
+		}
+		if e.Type() == record.KafkaBatch && e.Flags()&record.FlagEntryPerMessage == 0 {
+			if c.shared == nil {
+				c.shared = map[queueKey]sharedEntries{}
+			}
+			k := queueKey{string(topic), qid}
+			sh := c.shared[k]
+			if sh.n == 0 {
+				sh.first = phys
+			}
+			sh.n++
+			c.shared[k] = sh
+		}
 		return nil
 	})
 }

@@ -251,6 +251,7 @@ func (s *Store) readQueue(q *consumequeue.Queue, topic string, queueID int32, of
 // offset *pos, advancing *pos past each entry it consumed. It reports
 // whether the batch is complete.
 func (s *Store) readEntries(st *queueRead, ents []consumequeue.Entry, pos *int64, r *GetResult) (bool, error) {
+	var prev consumequeue.Entry // the entry of the last record appended
 	for i, e := range ents {
 		if st.f != nil && !st.f.MatchTagsCode(e.TagsCode) {
 			*pos++
@@ -258,6 +259,20 @@ func (s *Store) readEntries(st *queueRead, ents []consumequeue.Entry, pos *int64
 		}
 		if len(r.Records) > 0 && r.TotalBytes+int(e.Size) > st.maxBytes {
 			return true, nil
+		}
+		if n := len(r.Records); n > 0 && e.PhysOffset == prev.PhysOffset && e.Size == prev.Size {
+			// Another entry of the record just read (a record with one
+			// entry per message): the same verified bytes, if it is also
+			// the record of this offset.
+			if rec := r.Records[n-1]; recordBelongs(rec, e.PhysOffset, st.topic, st.queueID, *pos) == nil {
+				*pos++
+				r.Records = append(r.Records, rec)
+				r.TotalBytes += len(rec)
+				if len(r.Records) >= st.maxCount {
+					return true, nil
+				}
+				continue
+			}
 		}
 		rec, err := s.readQueueRecord(st, ents[i:], *pos, r)
 		if corruptErr(err) {
@@ -285,6 +300,7 @@ func (s *Store) readEntries(st *queueRead, ents []consumequeue.Entry, pos *int64
 		}
 		r.Records = append(r.Records, rec)
 		r.TotalBytes += len(rec)
+		prev = e
 		if len(r.Records) >= st.maxCount {
 			return true, nil
 		}

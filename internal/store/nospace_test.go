@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -324,5 +325,44 @@ func TestNoSpaceInDerivedFilesIsRetried(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoSpaceGivesBackEveryEntryOfARecord: a record with one entry per
+// message that the full disk refuses gives back all its n queue offsets,
+// so the next one written after space returns takes the same first
+// offset and the queue stays dense.
+func TestNoSpaceGivesBackEveryEntryOfARecord(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	s := mustOpen(t, noSpaceConfig(efs))
+	defer s.Close()
+	put := func() (PutResult, int64) {
+		rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 4,
+			[]record.Dest{{Topic: "K", QueueID: 0}}, []byte(strings.Repeat("b", 1000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := int64(-1)
+		r, _, _ := s.AppendRecordPatched(context.Background(), rec, func(_ []byte, _ int, qo int64) { first = qo })
+		return r, first
+	}
+	if r, first := put(); !r.OK() || first != 0 {
+		t.Fatalf("first record: %v %v at %d", r.Status, r.Err, first)
+	}
+	efs.SetFreeBytes(1)
+	for range 3 {
+		if r, _ := put(); r.OK() {
+			t.Fatal("a record was written on a full disk")
+		}
+	}
+	efs.SetFreeBytes(-1)
+	r, first := put()
+	if !r.OK() || first != 4 {
+		t.Fatalf("after space returned: %v %v, first entry %d, want 4", r.Status, r.Err, first)
+	}
+	waitVisible(t, s, "K", 0, 8)
+	if got := s.MaxOffset("K", 0); got != 8 {
+		t.Fatalf("max offset %d, want 8", got)
 	}
 }

@@ -24,8 +24,9 @@ type putReq struct {
 	// logical is the number of logical messages of recs. For a record
 	// of an enveloped type (PutRecord) msgs is [nil] and recPhys is set
 	// to its CommitLog offset at append.
-	logical int64
-	recPhys int64
+	logical   int64
+	recPhys   int64
+	bodyPatch BodyPatch // AppendRecordPatched's hook (nil: none)
 
 	// Set by the combining writer under appendMu.
 	done bool
@@ -368,9 +369,15 @@ func (s *Store) assignEnds(reqs []*putReq) {
 // nextQueueOffset assigns the next offset of (topic, queueID). appendMu is
 // held.
 func (s *Store) nextQueueOffset(topic string, queueID int32) int64 {
+	return s.reserveQueueOffsets(topic, queueID, 1)
+}
+
+// reserveQueueOffsets assigns the next n offsets of (topic, queueID) and
+// returns the first. appendMu is held.
+func (s *Store) reserveQueueOffsets(topic string, queueID int32, n int64) int64 {
 	byID := s.counterMap(topic)
 	qo := byID[queueID]
-	byID[queueID] = qo + 1
+	byID[queueID] = qo + n
 	return qo
 }
 

@@ -12,7 +12,9 @@ import (
 // record.AppendEnvelope. The store sets its STORETIMESTAMP and
 // PHYSICALOFFSET and the queue offset of each destination (dense per
 // queue, shared with RocketMQ messages of the same queue), so one record
-// gets one ConsumeQueue entry per destination. It returns what PutMessages
+// gets one ConsumeQueue entry per destination, or, with
+// record.FlagEntryPerMessage, one per logical message: n consecutive
+// queue offsets from the destination's QUEUEOFFSET. It returns what PutMessages
 // would (waiting for Confirmed under SYNC_FLUSH or replication) and the record's CommitLog
 // offset (-1 if not written). rec is not kept.
 func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
@@ -47,6 +49,23 @@ func (s *Store) PutRecordDeferred(ctx context.Context, rec []byte, done func(r P
 // acknowledges durably waits for Confirmed to reach end itself (WaitFor,
 // Notify), so that it need not hold its own locks across a group commit.
 func (s *Store) AppendRecord(ctx context.Context, rec []byte) (r PutResult, phys, end int64) {
+	return s.AppendRecordPatched(ctx, rec, nil)
+}
+
+// BodyPatch is AppendRecordPatched's hook. It is called under the store's
+// append lock once the record's queue offsets are assigned and before its
+// CommitLog CRC is computed, once per destination in order, with the
+// record's body (in the store's write buffer) and the first queue offset
+// the destination got. It may rewrite bytes of body in place (never its
+// length); it must not block or call the store. It may be called again
+// for the same record when an append that found the disk full is retried;
+// the last call's offsets are the record's.
+type BodyPatch func(body []byte, dest int, firstQueueOffset int64)
+
+// AppendRecordPatched is AppendRecord with patch (nil: none) applied to
+// the body as it is appended, so a body may carry the queue offsets the
+// store assigns (a Kafka batch's base offset).
+func (s *Store) AppendRecordPatched(ctx context.Context, rec []byte, patch BodyPatch) (r PutResult, phys, end int64) {
 	if err := checkRecord(rec); err != nil {
 		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: put record: %w", err)}, -1, -1
 	}
@@ -62,6 +81,7 @@ func (s *Store) AppendRecord(ctx context.Context, rec []byte) (r PutResult, phys
 	req.one[0] = nil
 	req.msgs = req.one[:]
 	req.logical = int64(record.Envelope(rec).Messages())
+	req.bodyPatch = patch
 	s.appending.Add(1)
 	end, r = s.putAppend(ctx, req, req.msgs)
 	s.appendDone()
@@ -79,26 +99,36 @@ func (s *Store) AppendRecord(ctx context.Context, rec []byte) (r PutResult, phys
 // combined batch of reqs: its offset, store time and the queue offsets of
 // its destinations. appendMu is held.
 func (s *Store) patchEnvelope(reqs []*putReq, i int, rec []byte, phys, now int64) {
-	e := record.Envelope(rec)
-	e.Patch(phys, now)
-	e.EachDest(func(_ int, topic []byte, qid int32, _, _ int64, at int) error {
-		e.PatchQueueOffset(at, s.nextQueueOffset(string(topic), qid))
-		return nil
-	})
+	var req *putReq
 	for _, r := range reqs {
 		if i < len(r.recs) {
-			r.recPhys = phys
-			return
+			req = r
+			break
 		}
 		i -= len(r.recs)
+	}
+	e := record.Envelope(rec)
+	e.Patch(phys, now)
+	n := e.Entries()
+	e.EachDest(func(d int, topic []byte, qid int32, _, _ int64, at int) error {
+		qo := s.reserveQueueOffsets(string(topic), qid, n)
+		e.PatchQueueOffset(at, qo)
+		if req != nil && req.bodyPatch != nil {
+			req.bodyPatch(e.Body(), d, qo)
+		}
+		return nil
+	})
+	if req != nil {
+		req.recPhys = phys
 	}
 }
 
 // returnEnvelopeOffsets gives back the queue offsets an enveloped record
 // that was not written took. appendMu is held.
 func returnEnvelopeOffsets(s *Store, rec []byte) {
+	n := record.Envelope(rec).Entries()
 	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, _, _ int64, _ int) error {
-		s.counters[string(topic)][qid]--
+		s.counters[string(topic)][qid] -= n
 		return nil
 	})
 }

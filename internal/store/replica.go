@@ -82,19 +82,20 @@ func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 // followQueueOffsets moves the counters of the queues rec is in past its
 // queue offsets. appendMu is held.
 func (s *Store) followQueueOffsets(rec []byte) {
-	bump := func(topic string, qid int32, qo int64) {
+	bump := func(topic string, qid int32, next int64) {
 		byID := s.counterMap(topic)
-		if byID[qid] <= qo {
-			byID[qid] = qo + 1
+		if byID[qid] < next {
+			byID[qid] = next
 		}
 	}
 	if recordType(rec) == record.RocketMQ {
 		v := message.View(rec)
-		bump(string(v.Topic()), v.QueueID(), v.QueueOffset())
+		bump(string(v.Topic()), v.QueueID(), v.QueueOffset()+1)
 		return
 	}
+	n := record.Envelope(rec).Entries()
 	record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
-		bump(string(topic), qid, qo)
+		bump(string(topic), qid, qo+n)
 		return nil
 	})
 }

@@ -292,8 +292,11 @@ func (s *Store) entryPointingAt(f commitlog.ScrubFinding) (queueRef, int64, bool
 // record of the same queue and offset.
 func (s *Store) scrubRecord(phys int64, rec []byte) {
 	if recordType(rec) != record.RocketMQ {
+		n := record.Envelope(rec).Entries()
 		record.Envelope(rec).EachDest(func(_ int, topic []byte, qid int32, qo, _ int64, _ int) error {
-			s.scrubEntryOf(phys, rec, string(topic), qid, qo)
+			for i := range n {
+				s.scrubEntryOf(phys, rec, string(topic), qid, qo+i)
+			}
 			return nil
 		})
 		return

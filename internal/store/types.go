@@ -14,8 +14,10 @@ import (
 // reads, Check — ask the record's type, here, and never read a type's
 // fields themselves. RocketMQ messages are rocketmq.go's; every other type
 // uses the envelope, whose destinations say which ConsumeQueue entries the
-// record gets (one record may be in several queues; one entry may hold
-// several logical messages).
+// record gets (one record may be in several queues; a record holding n
+// logical messages for a queue has n entries there, all locating it, when
+// it says so with record.FlagEntryPerMessage — every Kafka batch this
+// release writes — and one otherwise).
 
 // recordType returns the type of a record that passed the CommitLog's
 // verification (so its magic is known).
@@ -46,9 +48,10 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 	return s.dispatchRocketMQ(rec, phys)
 }
 
-// dispatchEnvelope adds one ConsumeQueue entry per destination of an
-// enveloped record (no index keys: those types have none yet), telling
-// the subscribers of each.
+// dispatchEnvelope adds the ConsumeQueue entries of each destination of
+// an enveloped record (one, or one per logical message: Entries), all
+// locating the record (no index keys: those types have none yet), telling
+// the subscribers of each queue once, at its last entry.
 func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 	if !t.Enveloped() {
 		panic(fmt.Sprintf("store: dispatch of a %v record at %d", t, phys)) // the reader verified it
@@ -59,6 +62,7 @@ func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 		return s.dispatchSystem(rec, phys) // system.go: no destinations
 	}
 	if phys >= s.rebuildCQFrom {
+		n := e.Entries()
 		err := e.EachDest(func(_ int, topic []byte, qid int32, qo, code int64, _ int) error {
 			if s.deletedRecord(topic, phys) {
 				return nil // its topic was deleted after it (tombstone.go)
@@ -67,10 +71,12 @@ func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 			if err != nil {
 				return err
 			}
-			if err := s.appendEntry(q, qid, qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
-				return fmt.Errorf("store: dispatch %v at %d to %s/%d offset %d: %w", t, phys, topic, qid, qo, err)
+			for i := range n {
+				if err := s.appendEntry(q, qid, qo+i, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
+					return fmt.Errorf("store: dispatch %v at %d to %s/%d offset %d: %w", t, phys, topic, qid, qo+i, err)
+				}
 			}
-			s.tellVisible(q.Topic(), qid, qo, code)
+			s.tellVisible(q.Topic(), qid, qo+n-1, code)
 			return nil
 		})
 		if err != nil {
@@ -98,12 +104,14 @@ func recordBelongs(rec []byte, phys int64, topic string, queueID int32, qo int64
 	return nil
 }
 
-// envelopeDest returns the tag code of the destination (topic, queueID, qo)
-// of an enveloped record, and whether it has one.
+// envelopeDest returns the tag code of the destination of an enveloped
+// record that has entry qo of (topic, queueID) — its QUEUEOFFSET, or one of
+// the Entries after it — and whether it has one.
 func envelopeDest(rec []byte, topic string, queueID int32, qo int64) (int64, bool) {
 	code, found := int64(0), false
+	n := record.Envelope(rec).Entries()
 	record.Envelope(rec).EachDest(func(_ int, t []byte, qid int32, o, c int64, _ int) error {
-		if !found && qid == queueID && o == qo && string(t) == topic {
+		if !found && qid == queueID && qo >= o && qo-o < n && string(t) == topic {
 			code, found = c, true
 		}
 		return nil

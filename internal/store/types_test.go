@@ -104,26 +104,125 @@ type codeFilter int64
 func (f codeFilter) MatchTagsCode(code int64) bool   { return code == int64(f) }
 func (f codeFilter) MatchRecord(v message.View) bool { return true }
 
-// TestOneEntryForSeveralMessages: the invariant that one ConsumeQueue entry
-// may stand for a record holding several logical messages (a Kafka record
-// batch stored as received).
-func TestOneEntryForSeveralMessages(t *testing.T) {
+// TestEntryPerMessage: the invariant that a record holding n logical
+// messages for a queue (record.FlagEntryPerMessage: a Kafka batch of n
+// records) has n entries there, all locating it, at n consecutive queue
+// offsets dense with the RocketMQ messages of the queue; the body patch
+// hook sees the first of them before the record is sealed; subscribers
+// hear of the last; the entries survive a restart, a rebuild from the
+// CommitLog after the queues are lost, and Check counts them without a
+// problem.
+func TestEntryPerMessage(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	s := mustOpen(t, cfg)
+	events := make(chan int64, 8)
+	s.OnVisible(func(topic string, qid int32, qo, code int64) { events <- qo })
+	put(t, s, newMsg("K", 0, "rocketmq before", nil))
+	<-events
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 5,
+		[]record.Dest{{Topic: "K", QueueID: 0, TagsCode: 7}}, []byte("first-offset:????????"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hooked []int64
+	r, phys, _ := s.AppendRecordPatched(context.Background(), rec, func(body []byte, dest int, qo int64) {
+		hooked = append(hooked, int64(dest), qo)
+		binary.BigEndian.PutUint64(body[len(body)-8:], uint64(qo))
+	})
+	if r.Status != PutOK || len(hooked) != 2 || hooked[0] != 0 || hooked[1] != 1 {
+		t.Fatalf("put: %v %v, hook calls %v", r.Status, r.Err, hooked)
+	}
+	if qo := <-events; qo != 5 {
+		t.Fatalf("subscribers told of entry %d, want the last, 5", qo)
+	}
+	put(t, s, newMsg("K", 0, "rocketmq after", nil))
+	waitVisible(t, s, "K", 0, 7)
+	check := func(s *Store) {
+		t.Helper()
+		if s.MaxOffset("K", 0) != 7 {
+			t.Fatalf("max offset %d, want 7 (1 + 5 + 1)", s.MaxOffset("K", 0))
+		}
+		for qo := int64(1); qo <= 5; qo++ {
+			e := record.Envelope(getOne(t, s, "K", 0, qo))
+			if e.PhysOffset() != phys || e.Messages() != 5 || e.Entries() != 5 || binary.BigEndian.Uint64(e.Body()[len(e.Body())-8:]) != 1 {
+				t.Fatalf("entry %d: record at %d with %d messages, body %q", qo, e.PhysOffset(), e.Messages(), e.Body())
+			}
+		}
+		if v := message.View(getOne(t, s, "K", 0, 6)); string(v.Body()) != "rocketmq after" || v.QueueOffset() != 6 {
+			t.Fatalf("entry 6: %q at %d", v.Body(), v.QueueOffset())
+		}
+		// One read over all of them: the record once per entry.
+		r, err := s.GetMessage("K", 0, 0, 32, 1<<20, nil)
+		if err != nil || r.Status != Found || len(r.Records) != 7 || r.NextOffset != 7 {
+			t.Fatalf("get 0..: %v %+v", err, r)
+		}
+		for i, rec := range r.Records[1:6] {
+			if record.Envelope(rec).PhysOffset() != phys || len(rec) != len(r.Records[1]) {
+				t.Fatalf("entry %d of the read: another record", i+1)
+			}
+		}
+		r.Release()
+	}
+	check(s)
+	s.Close()
+	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.Records != 3 || rep.QueueEntries != 7 || countKind(rep.Warnings, KindSharedEntry) != 0 {
+		t.Fatalf("check: %v %v records %d entries %d, warnings %v", err, rep.Problems, rep.Records, rep.QueueEntries, rep.Warnings)
+	}
+	s = mustOpen(t, cfg)
+	check(s)
+	s.Close()
+	for _, p := range []string{"/data/consumequeue", "/data/checkpoint", "/data/index"} {
+		removeTree(t, fs, p)
+	}
+	s = mustOpen(t, cfg)
+	check(s)
+	put(t, s, newMsg("K", 0, "after the rebuild", nil))
+	waitVisible(t, s, "K", 0, 8)
+	if v := message.View(getOne(t, s, "K", 0, 7)); v.QueueOffset() != 7 {
+		t.Fatalf("the next message got offset %d after the rebuild, want 7", v.QueueOffset())
+	}
+	s.Close()
+	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.QueueEntries != 8 {
+		t.Fatalf("check after the rebuild: %v %v entries %d", err, rep.Problems, rep.QueueEntries)
+	}
+}
+
+// TestUnflaggedRecordOneEntry: a record without FlagEntryPerMessage (every
+// Kafka batch of earlier releases) keeps one entry standing for all its
+// messages, so data directories written before the flag read as before.
+func TestUnflaggedRecordOneEntry(t *testing.T) {
 	cfg := testConfig(vfs.NewMem())
 	s := mustOpen(t, cfg)
 	batch := strings.Repeat("kafka-record;", 5)
 	putRecord(t, s, record.KafkaBatch, 5, []record.Dest{{Topic: "K", QueueID: 0}}, batch)
 	waitVisible(t, s, "K", 0, 1)
 	got := record.Envelope(getOne(t, s, "K", 0, 0))
-	if got.Messages() != 5 || string(got.Body()) != batch || got.Type() != record.KafkaBatch {
+	if got.Messages() != 5 || got.Entries() != 1 || string(got.Body()) != batch || got.Type() != record.KafkaBatch {
 		t.Fatalf("read back %v with %d messages", got.Type(), got.Messages())
 	}
 	if st := s.Stats(); st.PutMessages != 5 || s.MaxOffset("K", 0) != 1 {
 		t.Fatalf("put messages %d, max offset %d", st.PutMessages, s.MaxOffset("K", 0))
 	}
 	s.Close()
-	if rep, err := Check(cfg); err != nil || !rep.OK() || rep.QueueEntries != 1 {
+	rep, err := Check(cfg)
+	if err != nil || !rep.OK() || rep.QueueEntries != 1 {
 		t.Fatalf("check: %v %v", err, rep.Problems)
 	}
+	// Check tells it (their messages share a queue offset).
+	if n := countKind(rep.Warnings, KindSharedEntry); n != 1 {
+		t.Fatalf("%d warnings of kind %q, want 1: %v", n, KindSharedEntry, rep.Warnings)
+	}
+}
+
+func countKind(ps []Problem, kind string) int {
+	n := 0
+	for _, p := range ps {
+		if p.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // TestPutRecordRefusesRocketMQAndGarbage: PutRecord takes enveloped types
@@ -274,5 +373,51 @@ func TestCheckTellsWrongEntriesOfEnvelopedRecords(t *testing.T) {
 	probs := fmt.Sprint(rep.Problems)
 	if !strings.Contains(probs, "no destination Q9/0 offset 0") || !strings.Contains(probs, "record Q1/0 offset 0 has no consume queue entry") {
 		t.Fatalf("problems: %v", rep.Problems)
+	}
+}
+
+// TestEntryPerMessageAfterPowerLoss: after a power loss that took the
+// ConsumeQueue's unsynced entries (the CommitLog was synced: SYNC_FLUSH),
+// recovery dispatches the record again and rebuilds all n of its entries,
+// and the next message continues after them.
+func TestEntryPerMessageAfterPowerLoss(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig(mem)
+	cfg.FlushDiskType = SyncFlush
+	cfg.FlushConsumeQueueInterval = time.Hour // the entries stay unsynced
+	s := mustOpen(t, cfg)
+	put(t, s, newMsg("K", 0, "before", nil))
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 5, []record.Dest{{Topic: "K", QueueID: 0}}, []byte("batch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, phys := s.PutRecord(context.Background(), rec)
+	if !r.OK() {
+		t.Fatal(r.Status, r.Err)
+	}
+	waitVisible(t, s, "K", 0, 6)
+	crashed := cfg
+	crashed.FS = mem.CrashClone()
+	s.Close()
+	if names, _ := crashed.FS.List("/data/consumequeue/K/0"); len(names) != 0 {
+		t.Fatalf("the power loss left the queue's files %v: nothing to rebuild", names)
+	}
+	s = mustOpen(t, crashed)
+	if got := s.MaxOffset("K", 0); got != 6 {
+		t.Fatalf("after the power loss: max offset %d, want 6", got)
+	}
+	for qo := int64(1); qo <= 5; qo++ {
+		if e := record.Envelope(getOne(t, s, "K", 0, qo)); e.PhysOffset() != phys {
+			t.Fatalf("entry %d locates %d, not the record at %d", qo, e.PhysOffset(), phys)
+		}
+	}
+	put(t, s, newMsg("K", 0, "after", nil))
+	waitVisible(t, s, "K", 0, 7)
+	if v := message.View(getOne(t, s, "K", 0, 6)); string(v.Body()) != "after" {
+		t.Fatalf("entry 6: %q", v.Body())
+	}
+	s.Close()
+	if rep, err := Check(crashed); err != nil || !rep.OK() || rep.QueueEntries != 7 {
+		t.Fatalf("check: %v %v entries %d", err, rep.Problems, rep.QueueEntries)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -90,6 +91,9 @@ func propText(s []byte) bool {
 	return utf8.Valid(s) && message.ValidPropertyText(string(s))
 }
 
+// errStop ends an EachKafkaRecord early.
+var errStop = errors.New("translate: stop")
+
 // envelopeDest returns the queue offset of the destination (topic,
 // queueID) of an enveloped record.
 func envelopeDest(e record.Envelope, topic string, queueID int32) (int64, error) {
@@ -111,11 +115,23 @@ func envelopeDest(e record.Envelope, topic string, queueID int32) (int64, error)
 // AppendRocketMQ appends to dst the RocketMQ stored records (the MessageExt
 // layout a pull response carries) for rec, a Kafka batch or an AMQP record
 // read from queue (topic, queueID): one message per Kafka record, one for
-// an AMQP message. Every message gets the queue offset of rec's entry.
+// an AMQP message. A record with one ConsumeQueue entry per message
+// (record.FlagEntryPerMessage: the Kafka batches this release stores)
+// gives each message its own entry's queue offset; an older batch, with
+// one entry for all its records, gives them all that entry's offset.
 // storeHost is the broker's address (the messages' store host). A record
 // that inflates or converts beyond limit bytes is refused (ErrTooLarge).
 // It returns the extended dst and the number of messages appended.
 func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost netip.AddrPort, limit int) ([]byte, int, error) {
+	return AppendRocketMQEntries(dst, rec, topic, queueID, -1, -1, storeHost, limit)
+}
+
+// AppendRocketMQEntries is AppendRocketMQ for the messages of rec at the
+// queue offsets [from, to) of its entries in (topic, queueID) only (from
+// < 0: all), each with its own queue offset: what a pull that read those
+// entries of a record with one entry per message delivers. For a record
+// with one entry, from and to do not matter: it converts whole.
+func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, to int64, storeHost netip.AddrPort, limit int) ([]byte, int, error) {
 	if err := record.CheckEnvelope(rec); err != nil {
 		return dst, 0, err
 	}
@@ -123,6 +139,10 @@ func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost neti
 	qo, err := envelopeDest(e, topic, queueID)
 	if err != nil {
 		return dst, 0, err
+	}
+	perEntry := e.Flags()&record.FlagEntryPerMessage != 0
+	if !perEntry || from < 0 {
+		from, to = qo, qo+e.Entries()
 	}
 	m := message.Message{Topic: topic, QueueID: queueID, QueueOffset: qo, PhysOffset: e.PhysOffset(),
 		StoreTimestamp: e.StoreTimestamp(), StoreHost: storeHost, BornHost: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)}
@@ -148,11 +168,24 @@ func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost neti
 	case record.KafkaBatch:
 		var i int32
 		err = EachKafkaRecord(e.Body(), limit, func(r *KafkaRecord) error {
-			nm := neutral{key: r.Key, value: r.Value, headers: r.Headers, bornMs: r.Timestamp}
+			at := qo + int64(i) // the record's own entry
 			o := origin{phys: e.PhysOffset(), index: i, kind: 'K'}
 			i++
+			if perEntry {
+				if at < from {
+					return nil
+				}
+				if at >= to {
+					return errStop
+				}
+				m.QueueOffset = at
+			}
+			nm := neutral{key: r.Key, value: r.Value, headers: r.Headers, bornMs: r.Timestamp}
 			return add(&nm, o, r.Offset)
 		})
+		if err == errStop {
+			err = nil
+		}
 	case record.AMQP:
 		var nm neutral
 		if nm, err = neutralOfAMQP(e); err == nil {

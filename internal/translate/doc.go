@@ -26,8 +26,9 @@
 //	                       the delivery's routing key back in AMQP)
 //
 // A RocketMQ message converted from another format has the topic and
-// queue it is read from, the queue offset of its record's entry (all the
-// records of a Kafka batch share it), the record's CommitLog offset as
+// queue it is read from, the queue offset of its own entry (a Kafka batch
+// has one per record; the records of a batch of an earlier release, one
+// entry, share it), the record's CommitLog offset as
 // its physical offset, the broker as store host and a deterministic
 // UNIQ_KEY (the record's offset, the message's index in it, the type). A
 // header that cannot be a property — a name or value with RocketMQ's

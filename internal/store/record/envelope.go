@@ -24,7 +24,18 @@ const (
 	MaxTopicBytes = 127
 )
 
-// Dest is one ConsumeQueue entry an enveloped record gets.
+// FlagEntryPerMessage (FLAGS bit 0) says that each destination reserves
+// MESSAGES consecutive queue offsets from its QUEUEOFFSET, one
+// ConsumeQueue entry per logical message, all locating the record (a
+// Kafka batch of n records gets n entries). Without it a destination gets
+// one entry whatever MESSAGES says (records written before the flag).
+const FlagEntryPerMessage uint16 = 1
+
+// knownFlags are the FLAGS bits this release reads.
+const knownFlags = FlagEntryPerMessage
+
+// Dest is one destination of an enveloped record: its ConsumeQueue
+// entries (one, or MESSAGES with FlagEntryPerMessage).
 type Dest struct {
 	Topic       string
 	QueueID     int32
@@ -36,6 +47,15 @@ type Dest struct {
 // holding messages logical messages, routed to dests, with body. The store
 // sets STORETIMESTAMP, PHYSICALOFFSET and the queue offsets at append.
 func AppendEnvelope(dst []byte, t Type, messages int32, dests []Dest, body []byte) ([]byte, error) {
+	return AppendEnvelopeFlags(dst, t, 0, messages, dests, body)
+}
+
+// AppendEnvelopeFlags is AppendEnvelope with FLAGS; FlagEntryPerMessage
+// needs at least one message.
+func AppendEnvelopeFlags(dst []byte, t Type, flags uint16, messages int32, dests []Dest, body []byte) ([]byte, error) {
+	if flags&^knownFlags != 0 || flags&FlagEntryPerMessage != 0 && messages < 1 {
+		return dst, fmt.Errorf("record: FLAGS %#x with %d messages", flags, messages)
+	}
 	if !t.Enveloped() {
 		return dst, fmt.Errorf("record: %v records do not use the envelope", t)
 	}
@@ -56,7 +76,7 @@ func AppendEnvelope(dst []byte, t Type, messages int32, dests []Dest, body []byt
 	dst = be.AppendUint32(dst, uint32(size))
 	dst = be.AppendUint32(dst, uint32(t.Magic()))
 	dst = be.AppendUint32(dst, uint32(messages))
-	dst = be.AppendUint16(dst, 0)
+	dst = be.AppendUint16(dst, flags)
 	dst = be.AppendUint16(dst, uint16(len(dests)))
 	dst = be.AppendUint32(dst, uint32(len(body)))
 	dst = be.AppendUint64(dst, 0) // STORETIMESTAMP
@@ -92,8 +112,8 @@ func CheckEnvelope(rec []byte) error {
 		}
 		return fmt.Errorf("%w: a %v is not enveloped", ErrCorrupt, t)
 	}
-	if e.Messages() < 0 || binary.BigEndian.Uint16(rec[offFlags:]) != 0 {
-		return fmt.Errorf("%w: MESSAGES %d, FLAGS %#x", ErrCorrupt, e.Messages(), binary.BigEndian.Uint16(rec[offFlags:]))
+	if f := e.Flags(); e.Messages() < 0 || f&^knownFlags != 0 || f&FlagEntryPerMessage != 0 && e.Messages() < 1 {
+		return fmt.Errorf("%w: MESSAGES %d, FLAGS %#x", ErrCorrupt, e.Messages(), f)
 	}
 	n := e.DestCount()
 	if e.Type() == System && (n != 0 || e.Messages() != 0) {
@@ -127,6 +147,18 @@ func (e Envelope) Type() Type { return TypeOfMagic(int32(binary.BigEndian.Uint32
 
 // Messages returns how many logical messages the record holds.
 func (e Envelope) Messages() int32 { return int32(binary.BigEndian.Uint32(e[offMessages:])) }
+
+// Flags returns FLAGS.
+func (e Envelope) Flags() uint16 { return binary.BigEndian.Uint16(e[offFlags:]) }
+
+// Entries returns how many consecutive queue offsets (ConsumeQueue
+// entries) each destination has: MESSAGES with FlagEntryPerMessage, else 1.
+func (e Envelope) Entries() int64 {
+	if e.Flags()&FlagEntryPerMessage != 0 {
+		return int64(e.Messages())
+	}
+	return 1
+}
 
 // DestCount returns the number of destinations.
 func (e Envelope) DestCount() int { return int(binary.BigEndian.Uint16(e[offDestCount:])) }

@@ -33,8 +33,8 @@
 //	  0      4  TOTALSIZE       whole record length
 //	  4      4  MAGICCODE       the type
 //	  8      4  MESSAGES        logical messages in the record (>= 0)
-//	 12      2  FLAGS           0 (reserved)
-//	 14      2  DESTCOUNT       D, ConsumeQueue entries the record gets (<= MaxDests)
+//	 12      2  FLAGS           bit 0 FlagEntryPerMessage; the others 0 (reserved)
+//	 14      2  DESTCOUNT       D, destinations (queues) of the record (<= MaxDests)
 //	 16      4  BODYLEN         B
 //	 20      8  STORETIMESTAMP  ms, set by the store at append
 //	 28      8  PHYSICALOFFSET  CommitLog offset of this record, set at append
@@ -49,10 +49,14 @@
 // PHYSICALOFFSET is at offset 28, as in a RocketMQ record, so recovery
 // reads a record's own offset the same way for every type.
 //
-// A record is referenced by one ConsumeQueue entry per destination (an
-// AMQP message routed to several queues is stored once), and one entry
-// may stand for several logical messages (a Kafka batch): MESSAGES says
-// how many.
+// A record is stored once whatever its destinations (an AMQP message
+// routed to several queues). With FlagEntryPerMessage a destination gets
+// one ConsumeQueue entry per logical message: a record holding n logical
+// messages (MESSAGES, a Kafka batch of n records) has n entries in each
+// of its queues, at queue offsets QUEUEOFFSET..QUEUEOFFSET+n-1, all
+// locating it; entry QUEUEOFFSET+i stands for its message i. Without the
+// flag (records of earlier releases) a destination has one entry standing
+// for all MESSAGES.
 //
 // Decoders (TypeOf, CheckEnvelope, the Envelope accessors after a
 // successful CheckEnvelope) never panic on any input.

@@ -46,7 +46,7 @@ func TestCheckEnvelopeRejects(t *testing.T) {
 		"short":         func(b []byte) []byte { return b[:20] },
 		"totalsize":     func(b []byte) []byte { b[3]++; return b },
 		"rocketmq":      func(b []byte) []byte { copy(b[4:], []byte{0xDA, 0xA3, 0x20, 0xA7}); return b },
-		"flags":         func(b []byte) []byte { b[offFlags+1] = 1; return b },
+		"flags":         func(b []byte) []byte { b[offFlags+1] = 2; return b }, // bit 0 is FlagEntryPerMessage
 		"destcount":     func(b []byte) []byte { b[offDestCount+1] = 2; return b },
 		"topiclen zero": func(b []byte) []byte { b[HeaderBytes] = 0; return b },
 		"bodylen":       func(b []byte) []byte { b[offBodyLen+3]++; return b },
@@ -85,4 +85,37 @@ func FuzzCheckEnvelope(f *testing.F) {
 			t.Fatalf("accepted an envelope its accessors disagree with")
 		}
 	})
+}
+
+// TestEntryPerMessageFlag: FlagEntryPerMessage gives a destination one
+// entry per message; a record without it one; an unknown FLAGS bit, or the
+// flag with no message, is refused on write and on read.
+func TestEntryPerMessageFlag(t *testing.T) {
+	dests := []Dest{{Topic: "k", QueueID: 0}}
+	rec, err := AppendEnvelopeFlags(nil, KafkaBatch, FlagEntryPerMessage, 6, dests, []byte("batch"))
+	if err != nil || CheckEnvelope(rec) != nil {
+		t.Fatal(err, CheckEnvelope(rec))
+	}
+	if e := Envelope(rec); e.Entries() != 6 || e.Flags() != FlagEntryPerMessage {
+		t.Fatalf("entries %d flags %#x", e.Entries(), e.Flags())
+	}
+	old, _ := AppendEnvelope(nil, KafkaBatch, 6, dests, []byte("batch"))
+	if Envelope(old).Entries() != 1 {
+		t.Fatalf("an unflagged record has %d entries", Envelope(old).Entries())
+	}
+	if _, err := AppendEnvelopeFlags(nil, KafkaBatch, FlagEntryPerMessage, 0, dests, nil); err == nil {
+		t.Fatal("flag with no message accepted")
+	}
+	if _, err := AppendEnvelopeFlags(nil, KafkaBatch, 2, 1, dests, nil); err == nil {
+		t.Fatal("unknown flag accepted")
+	}
+	rec[13] |= 2
+	if err := CheckEnvelope(rec); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown flag read: %v", err)
+	}
+	rec[13] = byte(FlagEntryPerMessage)
+	rec[8], rec[9], rec[10], rec[11] = 0, 0, 0, 0
+	if err := CheckEnvelope(rec); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("flag with no message read: %v", err)
+	}
 }
