@@ -236,13 +236,7 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 				perTopic[p.Topic] = s
 				all = append(all, s)
 			}
-			lag := p.Lag()
-			if f := c.m.cfg.RecordLag; f != nil && lag > 0 {
-				if n, ok := f(g, p.Topic, p.QueueID, p.ConsumerOffset, p.BrokerOffset); ok {
-					lag = n
-				}
-			}
-			s.lag += lag
+			s.lag += p.Lag() // in records: a Kafka batch has an entry per record
 			s.offset += p.ConsumerOffset
 			switch {
 			case p.Lag() > 0 && ageBudget > 0:
@@ -254,7 +248,7 @@ func (c *collector) collectGroups(ch chan<- prometheus.Metric, b *broker.Broker)
 				s.ageUnknown = true
 			}
 			if budget > 0 {
-				gauge(ch, dLag, float64(lag), g, p.Topic, itoa(p.QueueID))
+				gauge(ch, dLag, float64(p.Lag()), g, p.Topic, itoa(p.QueueID))
 				budget--
 			} else {
 				dropped++

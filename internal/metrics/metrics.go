@@ -36,10 +36,6 @@ type Sources struct {
 	// Replication returns the replication state of a group member
 	// (replication.go); nil for a broker outside a group.
 	Replication func() ReplicationStats
-	// RecordLag, when set, counts a lagging queue's lag in records where
-	// its entries are batches (the Kafka door: one entry per record
-	// batch); ok false keeps the entry count.
-	RecordLag func(group, topic string, queueID int32, consumerOffset, brokerOffset int64) (int64, bool)
 	// AMQP returns the AMQP front door's queues (amqp.go).
 	AMQP func() []AMQPQueueStats
 }
