@@ -190,8 +190,8 @@ type env struct {
 	// replicated: the store waits for replicas (a SYNC_MASTER's), whose
 	// acknowledgements the test gives with ack (replicas.go test helper).
 	replicated bool
-	st    *store.Store
-	eng   *Engine
+	st         *store.Store
+	eng        *Engine
 }
 
 func newEnv(t *testing.T, mut func(*Config)) *env {
