@@ -30,6 +30,10 @@ func (p *parts) checkStore(w io.Writer, verbose bool) (sound bool, err error) {
 	fmt.Fprintf(w, "  consumequeues: %d queues, %d entries; index: %d keys; clean shutdown: %v\n",
 		rep.Queues, rep.QueueEntries, rep.IndexedKeys, rep.CleanShutdown)
 	printRepairs(w, dir, rep, verbose)
+	if rep.Truncating {
+		fmt.Fprintf(w, "  truncation in progress: the replica stopped while cutting its CommitLog at %d; the log ends there (%d verified bytes after it not checked; the next start finishes the cut)\n",
+			rep.TruncateOffset, rep.PastTruncationBytes)
+	}
 	if rep.DeletedTopicRecords > 0 {
 		fmt.Fprintf(w, "  deleted topics: %d records kept until retention removes their segments\n", rep.DeletedTopicRecords)
 	}

@@ -232,6 +232,11 @@ func (b *Broker) onSystem(phys, end int64, body []byte) error {
 		if err := b.topics.apply(r, end); err != nil {
 			return err
 		}
+		if b.sys.replica {
+			if err := b.deleteReplicatedTopics(r, end); err != nil {
+				return err
+			}
+		}
 		if b.sys.serving.Load() {
 			b.announce()
 		}
@@ -248,6 +253,24 @@ func (b *Broker) onSystem(phys, end int64, body []byte) error {
 		}
 	default:
 		return fmt.Errorf("core: system record of %v: %w", r.Kind, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// deleteReplicatedTopics does in a replica's store what the master's
+// DeleteTopic did for each topic the record removes: the topic's stored
+// records before the record get the store's tombstone and its
+// ConsumeQueues are dropped, so that they are never served or
+// dispatched again (also after a restart). Runs in the SystemFunc.
+func (b *Broker) deleteReplicatedTopics(r *record.SystemRecord, end int64) error {
+	for _, c := range r.Configs {
+		if c.Config != nil {
+			continue
+		}
+		if err := b.st.DeleteReplicatedTopic(c.Name, end); err != nil {
+			return fmt.Errorf("core: delete topic %s as the master did: %w", c.Name, err)
+		}
+		b.log.Info("topic deleted as on the master", "topic", c.Name)
 	}
 	return nil
 }

@@ -13,7 +13,10 @@
 // exactly its log end, and sends ACK frames (written and flushed ends)
 // from a goroutine of its own so that its fdatasync overlaps the next
 // range. The store's dispatcher rebuilds the slave's ConsumeQueues and
-// index from the replicated log.
+// index from the replicated log. A replica whose disk is full (its store
+// admits replicated ranges against the measured free space) refuses the
+// range with nothing written, ends the connection and does not dial again
+// until its store has room (space.go), so its master does not wait for it.
 //
 // Frames (frame.go): len u32 | type u8 | payload | crc32c u32. A frame
 // that is too long, of an unknown type, with a bad CRC or a payload that

@@ -61,6 +61,7 @@ type Slave struct {
 	truncations atomic.Int64 // truncations of the log to the master's (truncate.go)
 	master      masterAddr   // masteraddr.go
 	link        link         // what State reports of the connection (status.go)
+	diskFull    atomic.Bool  // not following: the store's disk is full (space.go)
 
 	offsMu   sync.Mutex
 	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
@@ -133,9 +134,13 @@ func (s *Slave) Run(ctx context.Context) error {
 		if errors.Is(err, errMasterChanged) {
 			continue
 		}
-		s.log.Warn("replication: link to master lost; reconnecting", "master", s.MasterAddr(), "err", err)
-		if s.cfg.OnLinkLost != nil {
-			s.cfg.OnLinkLost()
+		if errors.Is(err, store.ErrDiskFull) {
+			s.waitForSpace(err) // space.go
+		} else {
+			s.log.Warn("replication: link to master lost; reconnecting", "master", s.MasterAddr(), "err", err)
+			if s.cfg.OnLinkLost != nil {
+				s.cfg.OnLinkLost()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -153,6 +158,10 @@ func (s *Slave) session(ctx context.Context) error {
 	if err := st.Err(); err != nil {
 		return fmt.Errorf("%w: store: %w", errFatal, err)
 	}
+	if err := st.ReplicaSpace(); err != nil {
+		return err // not in sync while full: the master must not wait for it
+	}
+	s.spaceBack()
 	addr, sctx, cancel, err := s.sessionAddr(ctx) // masteraddr.go
 	if err != nil {
 		return err
@@ -308,6 +317,13 @@ func (s *Slave) apply(m data, end int64) (int64, error) {
 	if err != nil {
 		if errors.Is(err, store.ErrCorrupt) {
 			return end, err // a bad range: reconnect and ask again
+		}
+		if errors.Is(err, store.ErrDiskFull) {
+			// Refused before a byte was written: this replica leaves the
+			// master (the connection ends, so it is out of the in-sync set
+			// at once and a SYNC_MASTER refuses sends instead of waiting)
+			// and follows again once there is room.
+			return end, err
 		}
 		if errors.Is(err, store.ErrNoSpace) {
 			// Nothing of the range was kept: try again once there is

@@ -45,6 +45,7 @@ type State struct {
 	MasterAddr  string
 	Connected   bool      // following the master now (the handshake passed)
 	LastContact time.Time // last frame from the master (zero: never)
+	DiskFull    bool      // not following: its disk is full (space.go)
 }
 
 // ReplicaState is one connected replica as its master sees it.
@@ -132,7 +133,7 @@ func (l *link) down() { l.connected.Store(false) }
 func (s *Slave) State() State {
 	st := State{Role: RoleSlave, BrokerName: s.cfg.BrokerName, BrokerID: s.cfg.BrokerID, MasterAddr: s.MasterAddr(),
 		Epoch: s.History().Last().Epoch, LogEnd: s.cfg.Store.Offset(store.Written),
-		Confirmed: s.link.confirmed.Load(), Connected: s.link.connected.Load()}
+		Confirmed: s.link.confirmed.Load(), Connected: s.link.connected.Load(), DiskFull: s.diskFull.Load()}
 	if t := s.link.contact.Load(); t != 0 {
 		st.LastContact = time.Unix(0, t)
 	}
@@ -161,6 +162,7 @@ func (s State) RuntimeInfo() map[string]string {
 		info["keelReplicationMasterAddress"] = s.MasterAddr
 		info["keelReplicationConnected"] = strconv.FormatBool(s.Connected)
 		info["keelReplicationLastContactTimestamp"] = ms(s.LastContact)
+		info["keelReplicationDiskFull"] = strconv.FormatBool(s.DiskFull)
 		return info
 	}
 	info["keelReplicationInSyncReplicas"] = strconv.Itoa(s.InSyncReplicas)

@@ -40,6 +40,7 @@ const (
 	KindUnreadableFile = "unreadable file or directory"
 	KindNotClosed      = "store not closed cleanly"
 	KindSharedEntry    = "records with one entry for all their messages (earlier release)"
+	KindTruncating     = "replica truncation in progress"
 )
 
 func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.File, p.Offset, p.Msg) }
@@ -72,6 +73,14 @@ type Report struct {
 	// DeletedTopicRecords counts records of deleted topics (their queues
 	// are gone; retention removes the records with their segments).
 	DeletedTopicRecords int64
+
+	// Truncating: the store is a replica that stopped while truncating its
+	// CommitLog at TruncateOffset (the intent <Dir>/truncate; the next
+	// Open finishes the cut). The log is taken to end there: the
+	// PastTruncationBytes after it are not checked (check_truncate.go).
+	Truncating          bool
+	TruncateOffset      int64
+	PastTruncationBytes int64
 }
 
 // OK reports whether no problem was found.
@@ -201,6 +210,7 @@ func (c *checker) run() error {
 	if c.deleted, err = readTombstones(c.fs, c.cfg.Dir); err != nil {
 		c.rep.problem(KindUnreadableFile, filepath.Join(c.cfg.Dir, tombstoneName), 0, "%v", err)
 	}
+	c.readTruncateIntent() // check_truncate.go
 	c.openQueues()
 	c.openIndex()
 	c.checkCommitLog()
@@ -272,10 +282,14 @@ func (c *checker) checkCommitLog() {
 	c.rep.Segments = len(c.log.Segments())
 	c.rep.MinOffset = c.log.MinOffset()
 	end, probs, err := c.log.Verify(func(phys int64, rec []byte) {
+		if c.pastTruncation(phys) {
+			return
+		}
 		c.rep.Records++
 		c.rep.RecordBytes += int64(len(rec))
 		c.checkRecord(phys, rec)
 	})
+	end, probs = c.capAtTruncation(end, probs)
 	c.rep.EndOffset = end
 	c.rep.Holes = c.log.Holes()
 	if err != nil {
@@ -429,7 +443,7 @@ func (c *checker) checkEntry(file, topic string, qid int32, qo int64, e consumeq
 		return // retired with its segment
 	}
 	if e.PhysOffset+int64(e.Size) > c.rep.EndOffset {
-		if !c.rep.CleanShutdown && (!c.haveCP || c.cp.PhysFlushed <= c.rep.EndOffset) {
+		if (!c.rep.CleanShutdown || c.rep.Truncating) && (!c.haveCP || c.cp.PhysFlushed <= c.rep.EndOffset) {
 			// After a crash under ASYNC_FLUSH an entry may point at a record
 			// that was never flushed; Open drops it.
 			c.rep.warn(KindEntryPastEnd, file, qo, "entry points at %d, past the end of the CommitLog %d (opening the store drops it)", e.PhysOffset, c.rep.EndOffset)

@@ -32,17 +32,23 @@ var ErrReplicaNotAtEnd = commitlog.ErrNotAtEnd
 // that fails is refused whole with an error wrapping ErrCorrupt. It
 // returns the new written offset; the dispatcher then makes the records
 // visible as the flush mode allows. The queue-offset counters follow the
-// records, so the store knows each queue's next offset. A full disk is
-// retryable (ErrNoSpace: nothing of raw was kept); any other write failure
-// makes the store read-only. Only on a store opened with Config.Replica.
+// records, so the store knows each queue's next offset. A range is
+// admitted against the measured free space like a put (space.go): one
+// that would leave less than the reserve free is refused with an error
+// wrapping ErrDiskFull, nothing written, and so is every range while the
+// store is full (see ReplicaSpace). A full disk met anyway is retryable
+// (ErrNoSpace: nothing of raw was kept); any other write failure makes
+// the store read-only. Only on a store opened with Config.Replica.
 func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 	if !s.cfg.Replica {
 		return 0, errors.New("store: AppendReplicated on a store that is not a replica")
 	}
+	recs := 0
 	if _, err := commitlog.WalkRaw(raw, off, s.cfg.CommitLogSegmentBytes, func(pos int64, e []byte, blank bool) error {
 		if blank {
 			return nil
 		}
+		recs++
 		if own := ownOffset(e); own != pos {
 			return fmt.Errorf("store: replicated record at %d names offset %d: %w", pos, own, ErrCorrupt)
 		}
@@ -56,6 +62,9 @@ func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	if err := s.writable(); err != nil {
+		return 0, err
+	}
+	if err := s.admitReplicated(len(raw), recs); err != nil { // space_replica.go
 		return 0, err
 	}
 	end, err := s.log.AppendRaw(off, raw)

@@ -93,6 +93,12 @@ func (s *Store) admitWrite(reqs []*putReq) error {
 	for _, r := range reqs {
 		need += int64(len(r.buf)) + int64(len(r.recs))*(commitlog.TrailerBytes+derivedBytesPerRecord)
 	}
+	return s.admitBytes(need)
+}
+
+// admitBytes is admitWrite for a write needing need bytes (the records,
+// their trailers and what dispatching them adds). appendMu is held.
+func (s *Store) admitBytes(need int64) error {
 	sp := &s.space
 	sp.mu.Lock()
 	defer sp.mu.Unlock()

@@ -72,6 +72,7 @@ type Store struct {
 	lastTs     int64             // store timestamp of the last dispatched record; guarded by dispatchMu
 	tombstones map[string]int64  // deleted topics (tombstone.go); guarded by dispatchMu
 	sysFn      SystemFunc        // the system records' subscriber (system.go); guarded by dispatchMu
+	inSystemFn bool              // a SystemFunc runs (DeleteReplicatedTopic); guarded by dispatchMu
 	// During recovery's re-dispatch, records below these offsets already
 	// have their ConsumeQueue (index) entries. Zero afterwards.
 	rebuildCQFrom, rebuildIndexFrom int64 // guarded by dispatchMu

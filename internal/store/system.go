@@ -83,7 +83,10 @@ func (s *Store) applySystem(fn SystemFunc, rec []byte, phys, end int64) error {
 	if fn == nil {
 		return nil
 	}
-	if err := fn(phys, end, body); err != nil {
+	s.inSystemFn = true
+	err := fn(phys, end, body)
+	s.inSystemFn = false
+	if err != nil {
 		return fmt.Errorf("store: apply system record at %d: %w", phys, err)
 	}
 	return nil

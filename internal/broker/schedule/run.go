@@ -80,6 +80,9 @@ func (s *Service) round(ctx context.Context) int64 {
 // serveQueue handles the due entries of q and returns when to look at it
 // again (Unix ms; MaxInt64 = only when woken).
 func (s *Service) serveQueue(ctx context.Context, q *queue, now int64) int64 {
+	if next, ok := s.waitConfirmed(q, now); !ok {
+		return next
+	}
 	budget := s.cfg.RoundBudget
 	for budget > 0 {
 		maxOff := s.st.MaxOffset(q.key.topic, q.key.id)
@@ -168,6 +171,12 @@ func (s *Service) handleBatch(ctx context.Context, q *queue, res *store.GetResul
 }
 
 func (s *Service) putFailed(q *queue, err error, now int64) int64 {
+	if errors.Is(err, errUnconfirmed) {
+		s.log.Warn("schedule: delivery written but not yet confirmed (replicas or disk late); waiting for it, not putting it again",
+			"topic", q.key.topic, "queue", q.key.id, "cursor", q.cursor)
+		next, _ := s.waitConfirmed(q, now)
+		return next
+	}
 	s.log.Error("schedule: put", "topic", q.key.topic, "queue", q.key.id, "cursor", q.cursor, "err", err)
 	return now + s.cfg.RetryInterval.Milliseconds()
 }
@@ -207,10 +216,21 @@ func (s *Service) flushBatch(ctx context.Context, b *outBatch) error {
 		return nil
 	}
 	res := s.st.PutMessages(ctx, b.msgs)
+	var err error
 	switch res.Status {
-	case store.PutOK, store.PutFlushDiskTimeout:
-		// FLUSH_DISK_TIMEOUT: written, the sync is late; persist flushes
-		// before the cursor moves on disk.
+	case store.PutOK:
+	case store.PutFlushDiskTimeout, store.PutFlushSlaveTimeout:
+		// Written, not confirmed in time (the sync or the replicas are
+		// late). Putting the batch again would deliver it twice: the
+		// cursor moves past it, and is saved past it only once the store
+		// confirms it.
+		if !s.unconfirmed(b.q, b.q.cursor) {
+			if res.Status == store.PutFlushSlaveTimeout {
+				return fmt.Errorf("append %d messages: %s: %w", len(b.msgs), res.Status, res.Err)
+			}
+			break // persist flushes before the cursor moves on disk
+		}
+		err = errUnconfirmed
 	default:
 		return fmt.Errorf("append %d messages: %s: %w", len(b.msgs), res.Status, res.Err)
 	}
@@ -222,7 +242,7 @@ func (s *Service) flushBatch(ctx context.Context, b *outBatch) error {
 	b.n += int(b.last + 1 - b.q.cursor)
 	b.q.cursor = b.last + 1
 	b.msgs, b.keys, b.bytes = b.msgs[:0], b.keys[:0], 0
-	return nil
+	return err
 }
 
 func (s *Service) skipTo(q *queue, off int64) (int64, int, bool) {
@@ -312,7 +332,7 @@ func deliverable(m *message.Message, noWait bool) (*message.Message, error) {
 func (s *Service) persist() error {
 	dirty := false
 	for _, q := range s.queues {
-		if q.cursor != q.saved {
+		if q.savable() != q.saved {
 			dirty = true
 			break
 		}
@@ -327,7 +347,7 @@ func (s *Service) persist() error {
 	}
 	cur := make(map[qkey]int64, len(s.queues))
 	for _, q := range s.queues {
-		cur[q.key] = q.cursor
+		cur[q.key] = q.savable()
 	}
 	if s.cfg.OnCursors != nil {
 		byTopic := map[string]map[int32]int64{}
@@ -345,7 +365,7 @@ func (s *Service) persist() error {
 		return err
 	}
 	for _, q := range s.queues {
-		q.saved = q.cursor
+		q.saved = cur[q.key]
 		q.durable.Store(q.saved)
 	}
 	return nil

@@ -156,6 +156,11 @@ type queue struct {
 	// durable mirrors saved (the cursor at start) for other goroutines:
 	// every entry below it was delivered durably (progress.go).
 	durable atomic.Int64
+	// waitEnd (0: none) is the CommitLog offset the store must confirm
+	// before the cursor may be saved past held: deliveries the store
+	// wrote but answered FLUSH_SLAVE_TIMEOUT or FLUSH_DISK_TIMEOUT
+	// (unconfirmed.go).
+	waitEnd, held int64
 }
 
 // New loads the cursors and checks them against the store. Schedule works

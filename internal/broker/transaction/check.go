@@ -214,7 +214,7 @@ func (e *Engine) reput(ctx context.Context, t *txn, m *message.Message, checks i
 	c.Properties = message.SetProperty(m.Properties, message.PropTransactionCheckTimes, strconv.Itoa(int(checks)))
 	c.Topic, c.QueueID = HalfTopic, 0
 	res := e.st.PutMessage(ctx, &c)
-	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if !written(res.Status) {
 		e.log.Warn("transaction half re-put failed; retried next round", "transactionId", t.id,
 			"status", res.Status.String(), "err", res.Err)
 		return nil, false
@@ -246,7 +246,7 @@ func (e *Engine) discard(ctx context.Context, t *txn, live []*half, m *message.M
 	c := *m
 	c.Topic, c.QueueID = CheckMaxTopic, 0
 	res := e.st.PutMessage(ctx, &c)
-	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if !written(res.Status) {
 		e.log.Error("transaction discard copy failed; retried next round", "transactionId", t.id,
 			"status", res.Status.String(), "err", res.Err)
 		return outFailed

@@ -120,7 +120,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) (store.PutStatus, string, e
 		}
 	}
 	res := e.st.PutMessage(ctx, final)
-	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if !written(res.Status) {
 		e.markUnverified(t) // the record may have been written anyway
 		return res.Status, "put the committed message: " + res.Status.String() + errText(res.Err), nil
 	}
@@ -129,12 +129,12 @@ func (e *Engine) commit(ctx context.Context, t *txn) (store.PutStatus, string, e
 }
 
 // finishCommit writes the commit record; status is the final message's
-// put status (PutOK or PutFlushDiskTimeout).
+// put status (PutOK, or a timeout of a record that is written).
 func (e *Engine) finishCommit(ctx context.Context, t *txn, live []*half, status store.PutStatus) (store.PutStatus, string, error) {
 	res := e.writeOp(ctx, t.id, OpCommit, live)
 	if res.Status != store.PutOK {
 		e.markUnverified(t)
-		if res.Status == store.PutFlushDiskTimeout {
+		if written(res.Status) { // the record is in the log, not yet confirmed
 			return res.Status, "", nil
 		}
 		return res.Status, "committed, but writing the commit record failed: " + res.Status.String() + errText(res.Err), nil

@@ -229,7 +229,7 @@ func (e *Engine) Prepare(ctx context.Context, m *message.Message) store.PutResul
 	h.Topic, h.QueueID, h.Properties = HalfTopic, 0, props
 	h.SysFlag &^= message.FlagTxMask
 	res := e.st.PutMessage(ctx, &h)
-	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if !written(res.Status) {
 		return res
 	}
 	m.QueueOffset, m.PhysOffset, m.StoreTimestamp = h.QueueOffset, h.PhysOffset, h.StoreTimestamp
@@ -344,7 +344,7 @@ func (e *Engine) writeOp(ctx context.Context, id, kind string, halves []*half) s
 	m := &message.Message{Topic: OpTopic, QueueID: 0, BornTimestamp: now,
 		BornHost: e.cfg.StoreHost, StoreHost: e.cfg.StoreHost, Body: body, Properties: props}
 	res := e.st.PutMessage(ctx, m)
-	if res.Status != store.PutOK && res.Status != store.PutFlushDiskTimeout {
+	if !written(res.Status) {
 		return res
 	}
 	e.mu.Lock()

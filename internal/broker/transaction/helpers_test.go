@@ -187,8 +187,11 @@ type env struct {
 	prods *producers
 	mut   func(*Config)
 	async bool // ASYNC_FLUSH store
-	st    *store.Store
-	eng   *Engine
+	// replicated: the store waits for replicas (a SYNC_MASTER's), whose
+	// acknowledgements the test gives with ack (replicas.go test helper).
+	replicated bool
+	st         *store.Store
+	eng        *Engine
 }
 
 func newEnv(t *testing.T, mut func(*Config)) *env {
@@ -214,6 +217,10 @@ func (e *env) storeConfig() store.Config {
 	cfg.RetentionCheckInterval = time.Hour
 	cfg.FileReservedTime = 100000 * time.Hour
 	cfg.Now = e.clk.Now
+	if e.replicated {
+		cfg.ExternalReplication = true
+		cfg.ReplicationTimeout = 50 * time.Millisecond
+	}
 	return cfg
 }
 
