@@ -305,8 +305,13 @@ func (s *Store) DeleteTopic(topic string) error {
 	err := s.dispatchTo(s.confirmedLimit())
 	if err == nil {
 		// Durable before the queues go: no restart re-dispatches the
-		// topic's records, and Check expects no entries for them.
-		err = s.addTombstone(topic, s.VisibleOffset())
+		// topic's records, and Check expects no entries for them. The
+		// tombstone is at the written end (appendMu is held, nothing is
+		// being written), not at Visible: on a synchronous master records
+		// of the topic written before the deletion may not be replicated,
+		// hence not dispatched, yet; dispatched later they would land in
+		// the queues of a topic created again with the name.
+		err = s.addTombstone(topic, s.log.WrittenOffset())
 	}
 	var qs map[int32]*consumequeue.Queue
 	if err == nil {
