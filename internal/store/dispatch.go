@@ -289,6 +289,11 @@ func (s *Store) flushQueuesAndIndex() error {
 // records stay in the CommitLog until retention removes them (so
 // QueryByKey may still find them); they are never dispatched again.
 func (s *Store) DeleteTopic(topic string) error {
+	if s.cfg.Replica {
+		// Its log is its master's: the topic's records stay the master's
+		// to delete.
+		return fmt.Errorf("store: delete topic %s: the store is a replica's", topic)
+	}
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	if err := s.writable(); err != nil {
