@@ -188,6 +188,11 @@ func (b *Broker) DeleteTopic(topic string) error {
 	if isSystemTopic(topic) {
 		return Errorf(ErrInvalidArgument, "the topic[%s] is a system topic and cannot be deleted", topic)
 	}
+	if b.sys.replica {
+		// A replica's log and tables are its master's: a deletion here
+		// would drop its copy of messages the master keeps.
+		return Errorf(ErrForbidden, "this broker is a slave: delete the topic[%s] on the master of its group", topic)
+	}
 	if _, err := b.topics.remove(topic); err != nil {
 		return err
 	}

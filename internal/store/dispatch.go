@@ -289,6 +289,11 @@ func (s *Store) flushQueuesAndIndex() error {
 // records stay in the CommitLog until retention removes them (so
 // QueryByKey may still find them); they are never dispatched again.
 func (s *Store) DeleteTopic(topic string) error {
+	if s.cfg.Replica {
+		// Its log is its master's: the topic's records stay the master's
+		// to delete.
+		return fmt.Errorf("store: delete topic %s: the store is a replica's", topic)
+	}
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	if err := s.writable(); err != nil {
@@ -305,8 +310,13 @@ func (s *Store) DeleteTopic(topic string) error {
 	err := s.dispatchTo(s.confirmedLimit())
 	if err == nil {
 		// Durable before the queues go: no restart re-dispatches the
-		// topic's records, and Check expects no entries for them.
-		err = s.addTombstone(topic, s.VisibleOffset())
+		// topic's records, and Check expects no entries for them. The
+		// tombstone is at the written end (appendMu is held, nothing is
+		// being written), not at Visible: on a synchronous master records
+		// of the topic written before the deletion may not be replicated,
+		// hence not dispatched, yet; dispatched later they would land in
+		// the queues of a topic created again with the name.
+		err = s.addTombstone(topic, s.log.WrittenOffset())
 	}
 	var qs map[int32]*consumequeue.Queue
 	if err == nil {

@@ -11,8 +11,9 @@ import (
 )
 
 // A deleted topic leaves a tombstone in <Dir>/deleted-topics: the topic
-// and the CommitLog offset up to which its records had been dispatched
-// when it was deleted. Records of the topic below that offset stay in the
+// and the CommitLog offset up to which its records had been written when
+// it was deleted (on a synchronous master some may not be dispatched yet:
+// they never will be). Records of the topic below that offset stay in the
 // CommitLog until retention removes them, with no ConsumeQueue entry and
 // possibly under queue offsets a re-created topic uses again: dispatch
 // (recovery's re-dispatch included) skips them, and Check expects no entry
@@ -66,7 +67,7 @@ func readTombstones(fs vfs.FS, dir string) (map[string]int64, error) {
 }
 
 // addTombstone records durably that topic was deleted with its records
-// dispatched up to end, dropping tombstones that retention made moot.
+// written up to end, dropping tombstones that retention made moot.
 // dispatchMu is held.
 func (s *Store) addTombstone(topic string, end int64) error {
 	next := map[string]int64{topic: max(end, s.tombstones[topic])}

@@ -1,9 +1,14 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // After an ordinary topic deletion Check reports nothing (it used to report
@@ -84,4 +89,99 @@ func mustOpenClose(t *testing.T, cfg Config) *Store {
 	s := mustOpen(t, cfg)
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// On a synchronous master (ExternalReplication) records of a topic that
+// are written but not yet replicated when the topic is deleted are not
+// dispatched yet: the tombstone must cover them (it used to stop at
+// Visible), or once replicated they are dispatched into the queues of the
+// deleted topic, there for a topic created again with the name to serve.
+func TestTopicDeleteCoversUnreplicatedRecords(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	cfg.FlushDiskType = SyncFlush
+	cfg.ExternalReplication = true
+	s := mustOpen(t, cfg)
+	defer func() { s.Close() }()
+	acks := make(chan PutResult, 3)
+	var ends []int64
+	for i := range 3 {
+		m := newMsg("Unrepl", 0, fmt.Sprint("old-", i), nil)
+		if r, pending := s.PutMessagesDeferred(context.Background(), []*message.Message{m}, func(r PutResult) { acks <- r }); !pending {
+			t.Fatalf("put %d not pending: %v", i, r)
+		}
+		ends = append(ends, m.PhysOffset+int64(m.StoredSize())+4) // the CRC after the record
+	}
+	// The first record is replicated (and dispatched), the other two not.
+	s.AdvanceReplicated(ends[0])
+	if r := <-acks; r.Status != PutOK {
+		t.Fatalf("first ack: %v", r)
+	}
+	waitVisible(t, s, "Unrepl", 0, 1)
+	if err := s.DeleteTopic("Unrepl"); err != nil {
+		t.Fatal(err)
+	}
+	if v, w := s.VisibleOffset(), s.Offset(Written); v >= w {
+		t.Fatalf("the test needs records written but not visible at the deletion: visible %d, written %d", v, w)
+	}
+	// Now the slaves have everything.
+	s.AdvanceReplicated(ends[2])
+	for range 2 {
+		if r := <-acks; r.Status != PutOK {
+			t.Fatalf("ack: %v", r)
+		}
+	}
+	if err := s.WaitFor(context.Background(), Visible, ends[2], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.MaxOffset("Unrepl", 0); n != 0 {
+		t.Fatalf("records of the deleted topic were dispatched after the deletion: max offset %d", n)
+	}
+
+	// Created again: the new topic holds its own message only.
+	m := newMsg("Unrepl", 0, "new", nil)
+	if r, pending := s.PutMessagesDeferred(context.Background(), []*message.Message{m}, func(r PutResult) { acks <- r }); !pending {
+		t.Fatalf("put not pending: %v", r)
+	}
+	end := m.PhysOffset + int64(m.StoredSize()) + 4
+	s.AdvanceReplicated(end)
+	if r := <-acks; r.Status != PutOK {
+		t.Fatalf("ack of the new message: %v", r)
+	}
+	if err := s.WaitFor(context.Background(), Visible, end, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("store failed: %v", err)
+	}
+	check := func(s *Store, what string) {
+		t.Helper()
+		r, err := s.GetMessage("Unrepl", 0, 0, 32, 1<<20, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer r.Release()
+		if got := bodies(r); len(got) != 1 || got[0] != "new" || s.MaxOffset("Unrepl", 0) != 1 {
+			t.Fatalf("%s: the re-created topic serves %q (max offset %d), want only the new message", what, got, s.MaxOffset("Unrepl", 0))
+		}
+	}
+	check(s, "after re-creating")
+
+	// A restart re-dispatching the whole log agrees, and Check is clean.
+	s.Close()
+	fs.Remove("/data/checkpoint")
+	s = mustOpen(t, cfg)
+	s.AdvanceReplicated(end)
+	if err := s.WaitFor(context.Background(), Visible, end, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after re-dispatch")
+	s.Close()
+	rep, err := Check(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.DeletedTopicRecords != 3 {
+		t.Fatalf("check: problems %v warnings %v, %d records of deleted topics (want 3)", rep.Problems, rep.Warnings, rep.DeletedTopicRecords)
+	}
 }
