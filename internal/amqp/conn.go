@@ -26,6 +26,10 @@ type conn struct {
 	// wantsBlocked: the client takes connection.blocked (its
 	// capabilities say so); set once the connection is open.
 	wantsBlocked atomic.Bool
+	// blockMu orders what syncBlocked sends; blockedSent is whether the
+	// last of it was connection.blocked (guarded by blockMu).
+	blockMu     sync.Mutex
+	blockedSent bool
 
 	frameMax  uint32 // negotiated (both directions)
 	heartbeat time.Duration
@@ -441,9 +445,7 @@ func (c *conn) handshake() error {
 	}
 	if wantsBlocked {
 		c.wantsBlocked.Store(true)
-		if c.srv.blocked.Load() {
-			c.send(0, &wire.ConnectionBlocked{Reason: blockedReason})
-		}
+		c.syncBlocked()
 	}
 	return nil
 }
