@@ -62,7 +62,10 @@ func (ch *channel) content(f wire.Frame) error {
 			}
 		}
 		ch.hdr = &h
-		ch.body = make([]byte, 0, h.BodySize)
+		// The body's room grows with the body frames that come, not with
+		// the size the header announces: a header costs the client a few
+		// bytes, and a connection may begin a publish on each channel.
+		ch.body = nil
 	} else {
 		if ch.hdr == nil {
 			return hard(wire.UnexpectedFrame, ch.pub, "body frame before the content header")
