@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
@@ -91,6 +92,17 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
+	}
+	if ch.c.acct != nil {
+		for _, q := range qs {
+			if q.ownsTopic() {
+				continue
+			}
+			if err := ch.c.allowTopic(m, acl.Pub, q.topic); err != nil {
+				ch.close(err.(*amqpError))
+				return nil
+			}
+		}
 	}
 	qs, refused := admit(qs)
 	if len(qs) == 0 && refused {
