@@ -424,3 +424,17 @@ func TestAnnouncedBodySizeIsNotAllocatedUpFront(t *testing.T) {
 		t.Fatalf("a body sent in %d frames came back as %d different bytes", (len(body)+3999)/4000, len(got))
 	}
 }
+
+// The channel-max a client asks for in tune-ok, when lower than the
+// server's, is the connection's: a channel above it is refused with 504.
+func TestClientsChannelMaxIsKept(t *testing.T) {
+	b := startBroker(t)
+	c := dialRaw(t, b)
+	c.open() // channel-max 10
+	c.send(wire.AppendMethodFrame(nil, 10, &wire.ChannelOpen{}))
+	if _, ok := c.method().(*wire.ChannelOpenOk); !ok {
+		t.Fatal("channel 10 (the client's channel-max) not opened")
+	}
+	c.send(wire.AppendMethodFrame(nil, 11, &wire.ChannelOpen{}))
+	c.expectClose(wire.ChannelError)
+}
