@@ -14,7 +14,12 @@ package amqp
 //	basic.publish                       PUB on the exchange (the default exchange: on the queue named by the routing key)
 //	basic.consume, basic.get, purge     SUB on the queue
 //	queue/exchange declare, delete      PUB or SUB on its name
-//	queue.bind/unbind, exchange.bind    PUB or SUB on both names
+//	queue.bind                          SUB on the exchange, PUB or SUB on the queue
+//	exchange.bind                       SUB on the source, PUB or SUB on the destination
+//	queue.unbind, exchange.unbind       PUB or SUB on both names
+//	queue.declare with x-keel-topic T   also SUB on the topic T
+//	basic.publish routed to a queue     also PUB on its topic T
+//	over a Keel topic T
 //
 // with RocketMQ's rules: DENY wins, an unlisted name gets
 // defaultTopicPerm, an admin account without topic or group rules may do
@@ -71,6 +76,25 @@ func (c *conn) allow(m wire.Method, need acl.Perm, names ...string) error {
 		if !allows(owned, need) {
 			return soft(wire.AccessRefused, m, "access to '%s' in vhost '%s' refused for user '%s' (%s needed, %s held)", n, c.vh.name, c.user, need, owned)
 		}
+	}
+	return nil
+}
+
+// allowTopic checks that the connection's account holds need on a Keel
+// topic itself: a queue over a Keel topic (x-keel-topic) delivers that
+// topic's records and stores what is routed to it there, so its name
+// alone does not grant them. Topics are global: no vhost prefix.
+func (c *conn) allowTopic(m wire.Method, need acl.Perm, topic string) error {
+	a := c.acct
+	if a == nil || a.Admin && len(a.TopicPerms) == 0 && len(a.GroupPerms) == 0 {
+		return nil
+	}
+	owned, listed := a.TopicPerms[topic]
+	if !listed {
+		owned = a.DefaultTopicPerm
+	}
+	if !allows(owned, need) {
+		return soft(wire.AccessRefused, m, "access to topic '%s' refused for user '%s' (%s needed, %s held)", topic, c.user, need, owned)
 	}
 	return nil
 }

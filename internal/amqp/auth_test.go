@@ -105,3 +105,135 @@ func TestACLAccountsAndPermissions(t *testing.T) {
 		t.Fatalf("feed after the refused publish: %+v %v", q, err)
 	}
 }
+
+// A queue over a Keel topic (x-keel-topic) reads and writes that topic:
+// declaring one needs SUB on the topic, and a publish routed to it PUB on
+// the topic, whatever the account holds on the queue's own name.
+func TestACLQueueOverKeelTopicNeedsTheTopicsPermissions(t *testing.T) {
+	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{t: t, dir: t.TempDir(), accounts: func() *acl.Rules { return rules }}
+	b.start()
+	t.Cleanup(b.stop)
+	w, err := amqp091.Dial("amqp://worker01:worker-secret@" + b.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ch := func() *amqp091.Channel {
+		c, err := w.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	over := func(topic string) amqp091.Table { return amqp091.Table{ArgKeelTopic: topic} }
+	for name, f := range map[string]func(*amqp091.Channel) error{
+		"jobs (PUB|SUB) over secret (DENY)": func(c *amqp091.Channel) error {
+			_, err := c.QueueDeclare("jobs", true, false, false, false, over("secret"))
+			return err
+		},
+		"jobs (PUB|SUB) over results (PUB only)": func(c *amqp091.Channel) error {
+			_, err := c.QueueDeclare("jobs", true, false, false, false, over("results"))
+			return err
+		},
+		"server-named over secret (DENY)": func(c *amqp091.Channel) error {
+			_, err := c.QueueDeclare("", false, false, true, false, over("secret"))
+			return err
+		},
+	} {
+		if err := exception(t, ch(), f); !isCode(err, 403) {
+			t.Errorf("declare %s: %v, want 403", name, err)
+		}
+	}
+	// SUB on the topic: the queue may be declared and read, but a
+	// publish into it would write the topic, which needs PUB.
+	wch := ch()
+	if _, err := wch.QueueDeclare("jobs", true, false, false, false, over("feed")); err != nil {
+		t.Fatalf("declare jobs over feed (SUB): %v", err)
+	}
+	if err := exception(t, ch(), func(c *amqp091.Channel) error {
+		c.Publish("", "jobs", false, false, amqp091.Publishing{Body: []byte("x")})
+		_, err := c.QueueDeclarePassive("jobs", true, false, false, false, nil)
+		return err
+	}); !isCode(err, 403) {
+		t.Errorf("publish to jobs over feed (SUB only): %v, want 403", err)
+	}
+	if q, err := wch.QueueDeclarePassive("jobs", true, false, false, false, nil); err != nil || q.Messages != 0 {
+		t.Fatalf("jobs after the refused publish: %+v %v", q, err)
+	}
+	if n := b.st.MaxOffset("feed", queueID); n != 0 {
+		t.Fatalf("topic feed holds %d entries after the refused publish", n)
+	}
+}
+
+// Binding to an exchange is reading it: queue.bind needs SUB on the
+// exchange and exchange.bind SUB on the source, so an account that may
+// only publish to an exchange cannot bind a queue of its own to it and
+// read what others publish there.
+func TestACLBindingNeedsSUBOnTheExchange(t *testing.T) {
+	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{t: t, dir: t.TempDir(), accounts: func() *acl.Rules { return rules }}
+	b.start()
+	t.Cleanup(b.stop)
+	admin, err := amqp091.Dial("amqp://admin01:admin-secret@" + b.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ach, _ := admin.Channel()
+	for _, x := range []string{"results", "feed", "jobs"} {
+		if err := ach.ExchangeDeclare(x, "fanout", true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ach.QueueDeclare("jobs", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	w, err := amqp091.Dial("amqp://worker01:worker-secret@" + b.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ch := func() *amqp091.Channel {
+		c, err := w.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for name, f := range map[string]func(*amqp091.Channel) error{
+		"queue jobs to exchange results (PUB only)": func(c *amqp091.Channel) error {
+			return c.QueueBind("jobs", "", "results", false, nil)
+		},
+		"exchange jobs to source results (PUB only)": func(c *amqp091.Channel) error {
+			return c.ExchangeBind("jobs", "", "results", false, nil)
+		},
+	} {
+		if err := exception(t, ch(), f); !isCode(err, 403) {
+			t.Errorf("bind %s: %v, want 403", name, err)
+		}
+	}
+	// SUB on the exchange: allowed.
+	wch := ch()
+	if err := wch.QueueBind("jobs", "", "feed", false, nil); err != nil {
+		t.Fatalf("bind queue jobs to exchange feed (SUB): %v", err)
+	}
+	if err := wch.ExchangeBind("jobs", "", "feed", false, nil); err != nil {
+		t.Fatalf("bind exchange jobs to source feed (SUB): %v", err)
+	}
+	publishTo(t, ach, "results", "", "private")
+	publishTo(t, ach, "feed", "", "public")
+	d, ok, err := wch.Get("jobs", true)
+	if err != nil || !ok || string(d.Body) != "public" {
+		t.Fatalf("jobs: %q %v %v, want only what feed had", d.Body, ok, err)
+	}
+	if d, ok, _ := wch.Get("jobs", true); ok {
+		t.Fatalf("jobs also holds %q", d.Body)
+	}
+}

@@ -33,13 +33,29 @@ func (s *Server) checkBlocked() {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		if !c.wantsBlocked.Load() {
-			continue
+		if c.wantsBlocked.Load() {
+			c.syncBlocked()
 		}
-		if full {
-			c.send(0, &wire.ConnectionBlocked{Reason: blockedReason})
-		} else {
-			c.send(0, &wire.ConnectionUnblocked{})
-		}
+	}
+}
+
+// syncBlocked tells a client that takes connection.blocked the store's
+// current state if the last method it was sent says otherwise. Both the
+// sweep and the connection's handshake call it; the state is read under
+// the connection's lock, so whichever runs last sends what is true now
+// (reading it before the lock, a handshake could send a blocked it read
+// before the sweep's unblocked, after it).
+func (c *conn) syncBlocked() {
+	c.blockMu.Lock()
+	defer c.blockMu.Unlock()
+	full := c.srv.blocked.Load()
+	if full == c.blockedSent {
+		return
+	}
+	c.blockedSent = full
+	if full {
+		c.send(0, &wire.ConnectionBlocked{Reason: blockedReason})
+	} else {
+		c.send(0, &wire.ConnectionUnblocked{})
 	}
 }

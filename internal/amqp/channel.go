@@ -190,10 +190,20 @@ func (ch *channel) permitted(m wire.Method) error {
 	case *wire.ExchangeDelete:
 		return c.allow(m, acl.Any, m.Exchange)
 	case *wire.ExchangeBind:
-		return c.allow(m, acl.Any, m.Source, m.Destination)
+		// The destination receives the source's messages: that is
+		// reading the source.
+		if err := c.allow(m, acl.Sub, m.Source); err != nil {
+			return err
+		}
+		return c.allow(m, acl.Any, m.Destination)
 	case *wire.ExchangeUnbind:
 		return c.allow(m, acl.Any, m.Source, m.Destination)
 	case *wire.QueueDeclare:
+		if t, _ := keelTopic(m.Arguments); t != "" && !m.Passive {
+			if err := c.allowTopic(m, acl.Sub, t); err != nil {
+				return err
+			}
+		}
 		if m.Queue == "" && !m.Passive {
 			return nil // server-named: a new queue of the connection's own
 		}
@@ -203,7 +213,12 @@ func (ch *channel) permitted(m wire.Method) error {
 	case *wire.QueuePurge:
 		return c.allow(m, acl.Sub, q(m.Queue))
 	case *wire.QueueBind:
-		return c.allow(m, acl.Any, q(m.Queue), m.Exchange)
+		// The queue receives the exchange's messages: that is reading
+		// the exchange.
+		if err := c.allow(m, acl.Sub, m.Exchange); err != nil {
+			return err
+		}
+		return c.allow(m, acl.Any, q(m.Queue))
 	case *wire.QueueUnbind:
 		return c.allow(m, acl.Any, q(m.Queue), m.Exchange)
 	case *wire.BasicConsume:

@@ -28,12 +28,17 @@ type conn struct {
 	// wantsBlocked: the client takes connection.blocked (its
 	// capabilities say so); set once the connection is open.
 	wantsBlocked atomic.Bool
+	// blockMu orders what syncBlocked sends; blockedSent is whether the
+	// last of it was connection.blocked (guarded by blockMu).
+	blockMu     sync.Mutex
+	blockedSent bool
 
-	frameMax  uint32 // negotiated (both directions)
-	heartbeat time.Duration
-	user      string
-	acct      *acl.Account // permissions (auth.go); nil: everything
-	vh        *vhost       // the vhost connection.open chose (set before any channel)
+	frameMax   uint32 // negotiated (both directions)
+	channelMax uint16 // negotiated: the server's, or the client's if lower
+	heartbeat  time.Duration
+	user       string
+	acct       *acl.Account // permissions (auth.go); nil: everything
+	vh         *vhost       // the vhost connection.open chose (set before any channel)
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -432,6 +437,10 @@ func (c *conn) handshake() error {
 	if to.FrameMax != 0 {
 		c.frameMax = to.FrameMax
 	}
+	c.channelMax = cfg.MaxChannels
+	if to.ChannelMax != 0 {
+		c.channelMax = min(to.ChannelMax, cfg.MaxChannels)
+	}
 	c.heartbeat = time.Duration(to.Heartbeat) * time.Second
 	if m, err = c.readMethod(); err != nil {
 		return err
@@ -450,9 +459,7 @@ func (c *conn) handshake() error {
 	}
 	if wantsBlocked {
 		c.wantsBlocked.Store(true)
-		if c.srv.blocked.Load() {
-			c.send(0, &wire.ConnectionBlocked{Reason: blockedReason})
-		}
+		c.syncBlocked()
 	}
 	return nil
 }
@@ -563,8 +570,8 @@ func (c *conn) channel(id uint16) *channel {
 }
 
 func (c *conn) openChannel(id uint16, m *wire.ChannelOpen) error {
-	if id > c.srv.cfg.MaxChannels {
-		return hard(wire.ChannelError, m, "channel %d above channel-max %d", id, c.srv.cfg.MaxChannels)
+	if id > c.channelMax {
+		return hard(wire.ChannelError, m, "channel %d above channel-max %d", id, c.channelMax)
 	}
 	c.chMu.Lock()
 	if _, ok := c.channels[id]; ok {

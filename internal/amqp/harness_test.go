@@ -13,6 +13,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // broker is a store and an AMQP server on a loopback port, restartable on
@@ -36,6 +37,8 @@ type broker struct {
 	vhosts []string
 	// consumerTimeout is the server's Config.ConsumerTimeout.
 	consumerTimeout time.Duration
+	// fs, if set, is the server's Config.FS (its own files).
+	fs vfs.FS
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -75,7 +78,7 @@ func (b *broker) start() {
 		b.ackInterval = 20 * time.Millisecond
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
-		ConsumerTimeout: b.consumerTimeout}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		ConsumerTimeout: b.consumerTimeout, FS: b.fs}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -347,4 +348,93 @@ func TestConfirmSeqOutOfOrder(t *testing.T) {
 	if want := "[ack 2 false ack 3 true nack 5 false ack 4 false]"; fmt.Sprint(got) != want {
 		t.Fatalf("confirms %v, want %s", got, want)
 	}
+}
+
+// A content header announcing a large body costs the client a few bytes;
+// the broker must not take the announced size in memory before the body
+// comes, or a connection with a publish begun on each of its channels
+// holds channels × MaxMessageBytes.
+func TestAnnouncedBodySizeIsNotAllocatedUpFront(t *testing.T) {
+	b := startBroker(t)
+	if _, err := b.channel().QueueDeclare("q", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, b)
+	c.send(wire.ProtocolHeader)
+	c.method() // start
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	c.method() // tune
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{FrameMax: 4096}))
+	c.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "/"}))
+	if _, ok := c.method().(*wire.ConnectionOpenOk); !ok {
+		t.Fatal("no open-ok")
+	}
+	const channels = 32
+	for id := uint16(1); id <= channels; id++ {
+		c.send(wire.AppendMethodFrame(nil, id, &wire.ChannelOpen{}))
+		if _, ok := c.method().(*wire.ChannelOpenOk); !ok {
+			t.Fatal("no channel.open-ok")
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var b2 []byte
+	for id := uint16(1); id <= channels; id++ {
+		b2 = wire.AppendMethodFrame(b2, id, &wire.BasicPublish{RoutingKey: "q"})
+		b2 = wire.AppendFrame(b2, wire.FrameHeader, id, wire.AppendHeader(nil, MaxMessageBytes, []byte{0, 0}))
+	}
+	c.send(b2)
+	// The reader handles frames in order: once this open-ok is back,
+	// every header above was read.
+	c.send(wire.AppendMethodFrame(nil, channels+1, &wire.ChannelOpen{}))
+	if _, ok := c.method().(*wire.ChannelOpenOk); !ok {
+		t.Fatal("no channel.open-ok")
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > channels*MaxMessageBytes/8 {
+		t.Fatalf("%d headers announcing %d bytes each (no body sent) took %d bytes of heap", channels, MaxMessageBytes, grown)
+	}
+	// A body in several frames is still put together whole.
+	id := uint16(channels + 1)
+	body := bytes.Repeat([]byte("0123456789"), 1000)
+	msg := wire.AppendMethodFrame(nil, id, &wire.BasicPublish{RoutingKey: "q"})
+	msg = wire.AppendFrame(msg, wire.FrameHeader, id, wire.AppendHeader(nil, uint64(len(body)), []byte{0, 0}))
+	for rest := body; len(rest) > 0; {
+		n := min(len(rest), 4000)
+		msg = wire.AppendFrame(msg, wire.FrameBody, id, rest[:n])
+		rest = rest[n:]
+	}
+	c.send(append(msg, wire.AppendMethodFrame(nil, id, &wire.BasicGet{Queue: "q", NoAck: true})...))
+	if m, ok := c.method().(*wire.BasicGetOk); !ok {
+		t.Fatalf("got %s, want basic.get-ok", m.Name())
+	}
+	var got []byte
+	for len(got) < len(body) {
+		f, err := c.fr.ReadFrame(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == wire.FrameBody {
+			got = append(got, f.Payload...)
+		}
+	}
+	if !bytes.Equal(got, body) {
+		t.Fatalf("a body sent in %d frames came back as %d different bytes", (len(body)+3999)/4000, len(got))
+	}
+}
+
+// The channel-max a client asks for in tune-ok, when lower than the
+// server's, is the connection's: a channel above it is refused with 504.
+func TestClientsChannelMaxIsKept(t *testing.T) {
+	b := startBroker(t)
+	c := dialRaw(t, b)
+	c.open() // channel-max 10
+	c.send(wire.AppendMethodFrame(nil, 10, &wire.ChannelOpen{}))
+	if _, ok := c.method().(*wire.ChannelOpenOk); !ok {
+		t.Fatal("channel 10 (the client's channel-max) not opened")
+	}
+	c.send(wire.AppendMethodFrame(nil, 11, &wire.ChannelOpen{}))
+	c.expectClose(wire.ChannelError)
 }

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
@@ -62,7 +63,10 @@ func (ch *channel) content(f wire.Frame) error {
 			}
 		}
 		ch.hdr = &h
-		ch.body = make([]byte, 0, h.BodySize)
+		// The body's room grows with the body frames that come, not with
+		// the size the header announces: a header costs the client a few
+		// bytes, and a connection may begin a publish on each channel.
+		ch.body = nil
 	} else {
 		if ch.hdr == nil {
 			return hard(wire.UnexpectedFrame, ch.pub, "body frame before the content header")
@@ -88,6 +92,17 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
+	}
+	if ch.c.acct != nil {
+		for _, q := range qs {
+			if q.ownsTopic() {
+				continue
+			}
+			if err := ch.c.allowTopic(m, acl.Pub, q.topic); err != nil {
+				ch.close(err.(*amqpError))
+				return nil
+			}
+		}
 	}
 	qs, refused := admit(qs)
 	if len(qs) == 0 && refused {

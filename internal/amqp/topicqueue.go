@@ -224,6 +224,9 @@ func (q *queue) entryMessage(o int64, rec []byte) (storedMessage, error) {
 		if len(ms) == 1 {
 			ms[0].body = append([]byte(nil), ms[0].body...) // kept past the read
 		}
+		for i := range ms {
+			ms[i].storeTs = e.StoreTimestamp() // for x-message-ttl
+		}
 		m = &batchMemo{phys: e.PhysOffset(), first: first, ms: ms}
 		batchMemos.Store(q, m)
 	}

@@ -252,3 +252,30 @@ func TestTopicQueueTTLFromStoreTime(t *testing.T) {
 		t.Fatalf("got %q", d.Body)
 	}
 }
+
+// The records of a Kafka batch with one entry per record, in a queue over
+// a Keel topic with x-message-ttl, are aged from when the store wrote the
+// batch: fresh ones are delivered, not expired at once.
+func TestTopicQueueTTLOfKafkaRecords(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("kttl", true, false, false, false, amqp091.Table{ArgKeelTopic: "KafkaTTL", "x-message-ttl": int32(60000)}); err != nil {
+		t.Fatal(err)
+	}
+	recs := []translate.KafkaRecord{{Offset: 0, Timestamp: 5000, Value: []byte("k0")}, {Offset: 1, Timestamp: 5000, Value: []byte("k1")}}
+	rec, err := record.AppendEnvelopeFlags(nil, record.KafkaBatch, record.FlagEntryPerMessage, 2, []record.Dest{{Topic: "KafkaTTL", QueueID: 0}}, translate.AppendKafkaBatch(nil, recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := b.st.PutRecord(context.Background(), rec); !r.OK() {
+		t.Fatal(r.Status, r.Err)
+	}
+	waitEntries(t, b.st, "KafkaTTL", 2)
+	for _, want := range []string{"k0", "k1"} {
+		d := getWithin(t, ch, "kttl")
+		if string(d.Body) != want {
+			t.Fatalf("got %q, want %q", d.Body, want)
+		}
+		d.Ack(false)
+	}
+}

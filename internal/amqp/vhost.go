@@ -35,6 +35,11 @@ type vhost struct {
 	exchanges map[string]*exchange
 
 	saveMu sync.Mutex // serialises writes of the state files
+	// ackMu makes saveAcks one at a time from snapshot to write: a later
+	// snapshot written before an earlier one would leave acks.json behind
+	// the queues (settled messages back after a restart) while their
+	// dirty flags say it is current. Taken before v.mu, never under it.
+	ackMu sync.Mutex
 }
 
 // queueDef is a durable queue as queues.json holds it.
@@ -145,6 +150,8 @@ func (v *vhost) saveDefsLocked() error {
 
 // saveAcks writes acks.json if any durable queue's state changed.
 func (v *vhost) saveAcks() error {
+	v.ackMu.Lock()
+	defer v.ackMu.Unlock()
 	v.mu.Lock()
 	acks := map[string]ackDef{}
 	qs := map[string]*queue{}
@@ -167,6 +174,13 @@ func (v *vhost) saveAcks() error {
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
 	if err := vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, acksFile), b, 0o644); err != nil {
+		// Not written: the snapshot cleared the queues' dirty flags, so
+		// set them again for the next interval to retry.
+		for _, q := range qs {
+			q.mu.Lock()
+			q.dirty = true
+			q.mu.Unlock()
+		}
 		return err
 	}
 	for topic, d := range acks {

@@ -86,7 +86,8 @@
 // # Limits
 //
 // A request frame is at most Config.MaxRequestBytes (the broker's
-// maxFrameBytes); a batch at most Config.MaxBatchBytes (maxMessageSize).
+// maxFrameBytes), maxUnauthenticatedRequestBytes before SASL
+// authentication, read into memory as its bytes come; a batch at most Config.MaxBatchBytes (maxMessageSize).
 // A frame that does not parse closes its connection; nothing else is
 // harmed. A connection is served one request at a time, in order.
 //

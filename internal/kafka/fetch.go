@@ -6,7 +6,8 @@ package kafka
 // fetch offset, and clients skip what they did not ask for), up to the
 // partition's max bytes and the response's MaxBytes, always at least one
 // batch in the response so that a batch larger than the limits still
-// moves the consumer. Never past the high
+// moves the consumer (a partition reached once the response is full is
+// answered with its offsets and no records). Never past the high
 // watermark: the store shows only visible entries, and visible never
 // passes Confirmed. LastStableOffset = high watermark (no transactions);
 // fetch sessions are not kept (SessionID 0: clients send full fetches).
@@ -116,6 +117,8 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 		return -1
 	case p.FetchOffset == hwm:
 		return entries
+	case limit <= 0:
+		return entries // the response is full: the next fetch reads this partition
 	}
 	if err := s.readBatches(part, p.FetchOffset, limit, rp); err != nil {
 		s.log.Error("kafka: fetch: read", "topic", topic, "queue_id", p.Partition, "offset", p.FetchOffset, "err", err)

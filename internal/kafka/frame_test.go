@@ -2,13 +2,16 @@ package kafka
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -221,4 +224,30 @@ func FuzzHandle(f *testing.F) {
 			appendResponse(nil, req.correlation, resp)
 		}
 	})
+}
+
+// A size prefix alone must not make the server take the size it
+// announces: readFrame's buffer follows the bytes that come.
+func TestReadFrameAllocatesWhatComes(t *testing.T) {
+	const announced = 16 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := readFrame(bytes.NewReader(make([]byte, 1000)), announced); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a frame cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("1000 bytes of a frame announced as %d took %d bytes", announced, got)
+	}
+	for _, n := range []int{0, 1, 64 << 10, 64<<10 + 1, 300_001} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(i * 7)
+		}
+		got, err := readFrame(iotest.OneByteReader(bytes.NewReader(append(want, 1, 2, 3))), n)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("readFrame of %d bytes: %d bytes, %v", n, len(got), err)
+		}
+	}
 }

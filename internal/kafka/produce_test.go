@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -91,5 +92,53 @@ func TestCoreErrorsMapped(t *testing.T) {
 		if coreCode(core.Errorf(k, "x")) == errNone {
 			t.Errorf("%v maps to success", k)
 		}
+	}
+}
+
+// Fetch's MaxBytes bounds the whole response: once it is reached, the
+// partitions after are answered with their offsets and no records (only
+// the first batch of a response may exceed the limits).
+func TestFetchMaxBytesBoundsTheResponse(t *testing.T) {
+	n := startNode(t, nil)
+	_, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "wide"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for p := int32(0); p < 3; p++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "wide", Partition: p, Value: make([]byte, 10_000)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.MaxBytes = 15_000
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "wide"
+	for p := int32(0); p < 3; p++ {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes = p, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp := n.srv.fetch(req).(*kmsg.FetchResponse)
+	total, withData := 0, 0
+	for _, rp := range resp.Topics[0].Partitions {
+		if rp.ErrorCode != 0 || rp.HighWatermark != 1 {
+			t.Fatalf("partition %d: error %d, high watermark %d", rp.Partition, rp.ErrorCode, rp.HighWatermark)
+		}
+		total += len(rp.RecordBatches)
+		if len(rp.RecordBatches) > 0 {
+			withData++
+		}
+	}
+	if withData != 2 || total > int(req.MaxBytes)+12_000 {
+		t.Fatalf("MaxBytes %d: %d bytes from %d partitions, want the first two batches (the second crosses the limit) and none after", req.MaxBytes, total, withData)
 	}
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -285,4 +286,31 @@ func FuzzSASLTokens(f *testing.F) {
 			t.Fatalf("%s authenticated %q from random tokens %q %q", mech, a.user, first, final)
 		}
 	})
+}
+
+// Before SASL authentication a frame above maxUnauthenticatedRequestBytes
+// closes the connection without being read; after it, the configured
+// limit applies.
+func TestUnauthenticatedFrameLimit(t *testing.T) {
+	n := startACLNode(t)
+	c, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write(binary.BigEndian.AppendUint32(nil, maxUnauthenticatedRequestBytes+1))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("a %d-byte frame before authentication: read %v, want EOF (connection closed)", maxUnauthenticatedRequestBytes+1, err)
+	}
+	ctx := ctx30(t)
+	admin := saslClient(t, n.addr, plain.Auth{User: "admin01", Pass: "admin-secret"}.AsMechanism())
+	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	cl := saslClient(t, n.addr, plain.Auth{User: "producer1", Pass: "producer-secret"}.AsMechanism(), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	big := make([]byte, maxUnauthenticatedRequestBytes+1000)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: big}).FirstErr(); err != nil {
+		t.Fatalf("an authenticated produce of %d bytes: %v", len(big), err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,12 +223,16 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		n := int(int32(binary.BigEndian.Uint32(size[:])))
-		if n < 0 || n > s.cfg.MaxRequestBytes {
-			log.Warn("kafka: request frame refused, closing", "bytes", n, "max", s.cfg.MaxRequestBytes)
+		limit := s.cfg.MaxRequestBytes
+		if !auth.authenticated() {
+			limit = min(limit, maxUnauthenticatedRequestBytes)
+		}
+		if n < 0 || n > limit {
+			log.Warn("kafka: request frame refused, closing", "bytes", n, "max", limit, "authenticated", auth.authenticated())
 			return
 		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(r, frame); err != nil {
+		frame, err := readFrame(r, n)
+		if err != nil {
 			return
 		}
 		if auth.raw { // after SaslHandshake v0: a raw SASL token
@@ -274,6 +279,30 @@ func (s *Server) serveConn(c net.Conn) {
 			out = nil
 		}
 	}
+}
+
+// maxUnauthenticatedRequestBytes bounds a request frame before SASL
+// authentication (what comes then is ApiVersions, SaslHandshake and SASL
+// tokens), as Kafka's sasl.server.max.receive.size does.
+const maxUnauthenticatedRequestBytes = 512 << 10
+
+// readFrame reads a request frame of n bytes. Its buffer grows with the
+// bytes that come rather than being taken whole at once: a size prefix
+// costs the client four bytes.
+func readFrame(r io.Reader, n int) ([]byte, error) {
+	const step = 64 << 10
+	b := make([]byte, 0, min(n, step))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(n-len(b), len(b))) // doubling, up to n
+		}
+		k, err := io.ReadFull(r, b[len(b):min(n, cap(b))])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // serveRequest answers req on a connection in state auth; keep false
