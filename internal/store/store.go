@@ -82,8 +82,8 @@ type Store struct {
 	sysReplayedTo int64
 	// recoveredEnd: the CommitLog's written end when recovery finished.
 	recoveredEnd int64
-	qmu                             sync.RWMutex
-	queues                          map[string]map[int32]*consumequeue.Queue // guarded by qmu
+	qmu          sync.RWMutex
+	queues       map[string]map[int32]*consumequeue.Queue // guarded by qmu
 
 	// The replicated, confirmed and visible watermarks, and the
 	// subscribers of visible (watermarks.go). Visible is moved by the
