@@ -17,6 +17,7 @@ const (
 	errRequestTimedOut         int16 = 7
 	errMessageTooLarge         int16 = 10
 	errInvalidTopic            int16 = 17
+	errNotEnoughReplicas       int16 = 19
 	errInvalidRequiredAcks     int16 = 21
 	errTopicAuthorization      int16 = 29
 	errUnsupportedVersion      int16 = 35

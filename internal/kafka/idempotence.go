@@ -30,6 +30,7 @@ package kafka
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"time"
 
@@ -169,13 +170,27 @@ func (p *partition) expireProducers(nowMs int64, lim producerLimits) {
 	}
 }
 
+// errProducersNotLoaded: the producer windows cannot be rebuilt yet (a
+// SYNC_MASTER's recovered tail waits for the slaves); an idempotent
+// produce is refused with a retriable error meanwhile.
+var errProducersNotLoaded = errors.New("kafka: the partition's last records are not replicated yet since the restart; retry")
+
 // loadProducers rebuilds the producers' windows, once, from the last
 // batches of the queue: read back from its last entry, a batch at a time
 // (a batch's entries all locate it), at most maxSequenceScan records.
 // appendMu is held.
+//
+// On a SYNC_MASTER just restarted, the records written but not replicated
+// before the restart are not in the queues until the slaves confirm them
+// (Visible below the store's RecoveredEnd): a window rebuilt then would
+// miss a batch there and store its retry twice. Until that tail is
+// visible it returns errProducersNotLoaded and loads nothing.
 func (ps *partitions) loadProducers(p *partition) error {
 	if p.loaded {
 		return nil
+	}
+	if ps.st.VisibleOffset() < ps.st.RecoveredEnd() {
+		return errProducersNotLoaded
 	}
 	k := p.key
 	lo, hi := ps.st.MinOffset(k.topic, k.queueID), ps.st.MaxOffset(k.topic, k.queueID)

@@ -121,7 +121,12 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		return fail(errInvalidRecord, err.Error())
 	}
 	part.appendMu.Lock()
-	if err := s.parts.loadProducers(part); err != nil {
+	if err := s.parts.loadProducers(part); errors.Is(err, errProducersNotLoaded) {
+		if h.producerID >= 0 { // no window to check its sequence against yet
+			part.appendMu.Unlock()
+			return fail(errNotEnoughReplicas, err.Error())
+		}
+	} else if err != nil {
 		part.appendMu.Unlock()
 		s.log.Error("kafka: produce: producer state", "topic", topic, "queue_id", qid, "err", err)
 		return fail(errKafkaStorage, err.Error())

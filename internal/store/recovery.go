@@ -323,7 +323,13 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 	s.marks.visible.Store(from)
 	s.rebuildCQFrom, s.rebuildIndexFrom = cqFrom, indexFrom
 	limit := res.End
-	if s.cfg.Replica {
+	s.recoveredEnd = res.End
+	if s.externalReplicated() {
+		// A replica, and a synchronous master, show again only what they
+		// had shown: the rest is shown once the replicas (a replica's
+		// master) confirm it, so no consumer reads a record no replica
+		// holds (a master's tail written but not replicated before it
+		// stopped) and no truncation takes back what a consumer read.
 		limit = s.replicaShownBefore(cp, haveCP, from, res.End) // truncate.go
 	}
 	err := s.dispatchTo(limit)

@@ -76,8 +76,14 @@ type Store struct {
 	// During recovery's re-dispatch, records below these offsets already
 	// have their ConsumeQueue (index) entries. Zero afterwards.
 	rebuildCQFrom, rebuildIndexFrom int64 // guarded by dispatchMu
-	qmu                             sync.RWMutex
-	queues                          map[string]map[int32]*consumequeue.Queue // guarded by qmu
+	// sysReplayedTo: system records below it were handed to the
+	// SystemFunc by SubscribeSystem's replay past what was dispatched (a
+	// synchronous master's recovered tail); guarded by dispatchMu.
+	sysReplayedTo int64
+	// recoveredEnd: the CommitLog's written end when recovery finished.
+	recoveredEnd int64
+	qmu          sync.RWMutex
+	queues       map[string]map[int32]*consumequeue.Queue // guarded by qmu
 
 	// The replicated, confirmed and visible watermarks, and the
 	// subscribers of visible (watermarks.go). Visible is moved by the

@@ -40,6 +40,15 @@ func (s *Store) SubscribeSystem(from int64, fn SystemFunc) (int64, error) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
 	to := s.reader.Offset()
+	if s.cfg.ExternalReplication && !s.cfg.Replica {
+		// A synchronous master's recovery dispatches only what it had
+		// shown (recovery.go); the rest waits for the replicas. Its
+		// metadata was applied in memory when it was written, though, and
+		// the file that held it may have lost that write: replay to the
+		// written end, and let the dispatcher skip those records later.
+		to = max(to, s.log.WrittenOffset())
+		s.sysReplayedTo = to
+	}
 	if minOff := s.log.MinOffset(); from < minOff {
 		if from > 0 {
 			s.logger.Warn("store: system records from before the log's first offset were deleted; replaying from the first offset",
@@ -72,6 +81,11 @@ func (s *Store) SubscribeSystem(from int64, fn SystemFunc) (int64, error) {
 // dispatchSystem is dispatch of a system record: checked, then handed to
 // the subscriber. dispatchMu is held.
 func (s *Store) dispatchSystem(rec []byte, phys int64) error {
+	if phys < s.sysReplayedTo {
+		// SubscribeSystem already replayed it (a master's undispatched
+		// tail): checked only.
+		return s.applySystem(nil, rec, phys, s.reader.Offset())
+	}
 	return s.applySystem(s.sysFn, rec, phys, s.reader.Offset())
 }
 
@@ -100,3 +114,11 @@ func (s *Store) Replica() bool { return s.cfg.Replica }
 // answered with a timeout (the replication timeout on a SYNC_MASTER, the
 // flush timeout otherwise).
 func (s *Store) ConfirmTimeout() time.Duration { return s.confirmTimeout() }
+
+// RecoveredEnd returns the CommitLog's written end when recovery finished
+// at Open. On a synchronous master (Config.ExternalReplication) the
+// records between what it had shown and this end are dispatched only once
+// the replicas confirm them, so Visible may stay below it for a while
+// after a restart; a rebuild of state from the ConsumeQueues (such as
+// Kafka's producer windows) must wait until Visible reaches it.
+func (s *Store) RecoveredEnd() int64 { return s.recoveredEnd }

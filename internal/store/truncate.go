@@ -231,12 +231,14 @@ func readTruncateIntent(fs vfs.FS, dir string) (int64, bool, error) {
 	return off, true, nil
 }
 
-// replicaShownBefore is how far a replica's recovery dispatches: what it
+// replicaShownBefore is how far the recovery of a replica (or of a
+// synchronous master: Config.ExternalReplication) dispatches: what it
 // had shown before it stopped, as far as its files tell (the checkpoint's
 // dispatched offset, the end of the newest ConsumeQueue entry), never the
-// whole log: the rest waits until the master confirms it again, so a
-// truncation after the restart never takes back a record a consumer
-// read. The Replicated (= Confirmed) watermark starts there.
+// whole log: the rest waits until the master (a master's replicas)
+// confirms it again, so a truncation after the restart never takes back a
+// record a consumer read, and a master never shows a record no replica
+// holds. The Replicated (= Confirmed) watermark starts there.
 func (s *Store) replicaShownBefore(cp checkpoint, haveCP bool, from, end int64) int64 {
 	shown := from
 	if haveCP {

@@ -19,7 +19,10 @@ import (
 // wait for the disk). With ExternalReplication, Confirmed is Replicated in
 // both modes, and under ASYNC_FLUSH Replicated is bounded by Written, not
 // Flushed (a synchronous master over ASYNC_FLUSH waits for the replicas,
-// not for its disk).
+// not for its disk). Confirmed >= Visible holds across a restart too: a
+// replica's and a synchronous master's recovery dispatch only what they
+// had shown (replicaShownBefore, recovery.go), and the recovered tail
+// after it waits for the replication service to confirm it.
 type Watermark int
 
 // The watermarks. See the package documentation ("Watermarks").
