@@ -44,7 +44,8 @@ rev=$(git rev-parse HEAD)
 
 # block NAME: one section with its sitting, between its markers.
 block() {
-	local n=$1
+	local n=$1 started
+	started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	echo "<!-- section $n -->"
 	if ! bash "bench/sections/$n.sh" >"$work/$n.md" 2>"$work/$n.log"; then
 		echo "## $n"
@@ -56,7 +57,7 @@ block() {
 		cat "$work/$n.md"
 	fi
 	echo
-	echo "Sitting: $(date -u +%Y-%m-%dT%H:%M:%SZ), revision \`$rev\`, \`nproc\` $(nproc), load average before the run (\`cut -d' ' -f1-3 /proc/loadavg\`) $load; raw disk figures just before it (\`keel bench disk --dir DIR --seq-bytes 1GiB --sync-mib-writes 64 --sync-4k-writes 1000\`):"
+	echo "Sitting: started $started, revision \`$rev\`, \`nproc\` $(nproc), load average before the run (\`cut -d' ' -f1-3 /proc/loadavg\`) $load; raw disk figures just before it (\`keel bench disk --dir DIR --seq-bytes 1GiB --sync-mib-writes 64 --sync-4k-writes 1000\`):"
 	echo
 	echo '```'
 	cat "$work/$n.disk"
