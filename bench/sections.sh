@@ -40,7 +40,8 @@ if [ ${#names[@]} -eq 0 ]; then
 	for f in bench/sections/[0-9]*.sh; do [ -e "$f" ] && names+=("$(basename "$f" .sh)"); done
 fi
 rev=$(git rev-parse HEAD)
-[ -n "$(git status --porcelain --untracked-files=no)" ] && rev="$rev (with uncommitted changes)"
+# The document this script writes does not count as a change to what is measured.
+[ -n "$(git status --porcelain --untracked-files=no -- . ':!docs/benchmarks.md')" ] && rev="$rev (with uncommitted changes)"
 
 # block NAME: one section with its sitting, between its markers.
 block() {
