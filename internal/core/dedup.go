@@ -52,6 +52,9 @@ func (b *Broker) CheckDuplicate(ctx context.Context, m *message.Message, uniq st
 	if d == nil || !clientKey {
 		return nil, nil
 	}
+	if err := b.dedupTailHidden(); err != nil {
+		return nil, err
+	}
 	orig, release, err := d.Check(ctx, m.Topic, uniq)
 	if err != nil {
 		return nil, Errorf(ErrInternal, "duplicate check failed: %v", err)
@@ -88,6 +91,9 @@ func (b *Broker) CheckBatchDuplicates(ctx context.Context, topic string, ms []*m
 		uniq = append(uniq, k)
 	}
 	sort.Strings(uniq)
+	if err := b.dedupTailHidden(); err != nil {
+		return nil, err
+	}
 	bd := &Dedup{Result: make([]*message.Message, len(ms))}
 	for _, k := range uniq {
 		orig, release, err := d.Check(ctx, topic, k)
@@ -134,4 +140,17 @@ func (d *Dedup) Abort() {
 		release(nil, store.PutResult{Status: store.PutUnknownError})
 	}
 	d.releases = nil
+}
+
+// dedupTailHidden refuses, as busy (the client retries), a de-duplicated
+// send while the store hides part of the log it recovered: a restarted
+// synchronous master shows again only what it had shown, and the rest
+// once the replicas confirm it (docs/replication.md). The key index holds
+// only what is shown, so a retry of a send whose first copy is in that
+// tail would not be found and would be stored twice.
+func (b *Broker) dedupTailHidden() error {
+	if v, end := b.st.VisibleOffset(), b.st.RecoveredEnd(); v < end {
+		return Errorf(ErrBusy, "the log recovered at start is not all replicated yet (visible %d of %d): retry", v, end)
+	}
+	return nil
 }
