@@ -131,7 +131,11 @@ func TestTTLExpiresAndDeadLetters(t *testing.T) {
 		t.Fatalf("expired copy %q %v", d.Body, d.Headers)
 	}
 	d.Ack(false)
-	time.Sleep(60 * time.Millisecond) // past "short"'s 50 ms
+	// The expiry sweep drops "short" once its 50 ms have passed.
+	waitUntil(t, `"short" expired`, func() bool {
+		q, err := ch.QueueDeclarePassive("plain", true, false, false, false, nil)
+		return err == nil && q.Messages == 1
+	})
 	d, ok, err := ch.Get("plain", false)
 	if err != nil || !ok || string(d.Body) != "long" || d.Expiration != "600000" {
 		t.Fatalf("plain: want only the unexpired message: %q %v %v", d.Body, ok, err)

@@ -62,9 +62,7 @@ func TestWaitBlocksUntilReached(t *testing.T) {
 	m := New("test", nil)
 	done := make(chan error)
 	go func() { done <- m.Wait(context.Background(), 100, 0) }()
-	for !m.Waiting() {
-		time.Sleep(time.Millisecond) // wait for the condition: the waiter registered
-	}
+	waitRegistered(t, m)
 	m.Advance(99)
 	m.Release()
 	select {
@@ -84,9 +82,7 @@ func TestWaitContextEndsAndForgetsTheWaiter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- m.Wait(ctx, 100, 0) }()
-	for !m.Waiting() {
-		time.Sleep(time.Millisecond)
-	}
+	waitRegistered(t, m)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
@@ -199,5 +195,17 @@ func TestNoLostWakeup(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatalf("round %d: the waiter was not woken although the offset passed it", i)
 		}
+	}
+}
+
+// waitRegistered waits, with a deadline, until a waiter is registered on m.
+func waitRegistered(t *testing.T, m *Mark) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !m.Waiting() {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never registered")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
