@@ -3,15 +3,12 @@ package replication
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -539,46 +536,3 @@ func (m *Master) nextData(pos int64, raw []byte, heartbeat bool) (data, int64, e
 }
 
 func isTimeout(err error) bool { return errors.Is(err, watermark.ErrTimeout) }
-
-// ReplicaStatus is one connected replica as the master sees it.
-type ReplicaStatus struct {
-	BrokerID int64
-	Acked    int64 // what its acks say it holds
-	LagBytes int64 // the master's written offset minus Acked
-	InSync   bool
-}
-
-// Status returns the master's epoch, its written offset and its
-// connected replicas (sorted by broker id); LagBytes of the group is the
-// largest lag of an in-sync replica, or of any replica if none is.
-func (m *Master) Status() (epoch uint32, written int64, replicas []ReplicaStatus) {
-	written = m.cfg.Store.Offset(store.Written)
-	m.mu.Lock()
-	for f := range m.replicas {
-		a := f.acked.Load()
-		replicas = append(replicas, ReplicaStatus{BrokerID: f.id, Acked: a, LagBytes: max(0, written-a), InSync: f.inSync})
-	}
-	m.mu.Unlock()
-	slices.SortFunc(replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.BrokerID, b.BrokerID) })
-	return m.hist.Last().Epoch, written, replicas
-}
-
-// RuntimeInfo is the master's part of the broker's runtime info: the
-// epoch, the copies in sync and each replica's acknowledged offset and
-// lag in bytes.
-func (m *Master) RuntimeInfo() map[string]string {
-	epoch, written, rs := m.Status()
-	info := map[string]string{
-		"keelReplicationEpoch":             strconv.FormatUint(uint64(epoch), 10),
-		"keelReplicationInSyncReplicas":    strconv.Itoa(m.InSync()),
-		"keelReplicationMinInSyncReplicas": strconv.Itoa(m.cfg.MinInSyncReplicas),
-		"keelReplicationWrittenOffset":     strconv.FormatInt(written, 10),
-	}
-	for _, r := range rs {
-		id := strconv.FormatInt(r.BrokerID, 10)
-		info["keelReplicationReplica"+id+"AckedOffset"] = strconv.FormatInt(r.Acked, 10)
-		info["keelReplicationReplica"+id+"LagBytes"] = strconv.FormatInt(r.LagBytes, 10)
-		info["keelReplicationReplica"+id+"InSync"] = strconv.FormatBool(r.InSync)
-	}
-	return info
-}

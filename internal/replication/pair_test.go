@@ -171,11 +171,12 @@ func TestSyncMasterAcksOnlyWhatTheSlaveFlushed(t *testing.T) {
 	for _, e := range acked {
 		maxEnd = max(maxEnd, e)
 	}
-	_, written, rs := p.m.Status()
+	st := p.m.State(time.Now())
+	written, rs := st.LogEnd, st.Replicas
 	if len(rs) != 1 || !rs[0].InSync || rs[0].LagBytes != 0 || rs[0].Acked != written || rs[0].BrokerID != 1 {
 		t.Fatalf("status after the acknowledged puts: written %d, replicas %+v", written, rs)
 	}
-	if info := p.m.RuntimeInfo(); info["keelReplicationInSyncReplicas"] != "2" || info["keelReplicationReplica1LagBytes"] != "0" {
+	if info := st.RuntimeInfo(); info["keelReplicationInSyncReplicas"] != "2" || info["keelReplicationReplica1LagBytes"] != "0" {
 		t.Fatalf("runtime info %v", info)
 	}
 	if v := p.master.VisibleOffset(); v > p.master.Offset(store.Replicated) {
