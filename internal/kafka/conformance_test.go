@@ -144,3 +144,70 @@ func TestListOffsetsByRecordTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateTopicsAsKafkaChecks: -1 partitions take defaultTopicQueueNums
+// (also in DescribeConfigs' num.partitions); a valid replica assignment
+// on this one-node cluster is accepted, an invalid one refused with
+// INVALID_REPLICA_ASSIGNMENT; a topic named twice in one request is
+// refused each time with INVALID_REQUEST.
+func TestCreateTopicsAsKafkaChecks(t *testing.T) {
+	n := startNode(t, nil) // defaultTopicQueueNums 2
+	rc := dialRaw(t, n.addr)
+	create := func(topics ...kmsg.CreateTopicsRequestTopic) []kmsg.CreateTopicsResponseTopic {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 5000
+		req.Topics = topics
+		return rc.do(req, 5).(*kmsg.CreateTopicsResponse).Topics
+	}
+	topic := func(name string, parts int32, rf int16, assign ...[]int32) kmsg.CreateTopicsRequestTopic {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, parts, rf
+		for i, rs := range assign {
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, kmsg.CreateTopicsRequestTopicReplicaAssignment{Partition: int32(i), Replicas: rs})
+		}
+		return rt
+	}
+	if got := create(topic("dflt", -1, -1)); got[0].ErrorCode != 0 || got[0].NumPartitions != 2 {
+		t.Errorf("-1 partitions: code %d, %d partitions, want 2", got[0].ErrorCode, got[0].NumPartitions)
+	}
+	if tc, _ := n.core.Topic("dflt"); tc.ReadQueueNums != 2 {
+		t.Errorf("-1 partitions made %d queues, want 2", tc.ReadQueueNums)
+	}
+	if got := create(topic("assigned", -1, -1, []int32{0}, []int32{0}, []int32{0})); got[0].ErrorCode != 0 {
+		t.Errorf("assignment [0] [0] [0]: code %d (%v)", got[0].ErrorCode, got[0].ErrorMessage)
+	} else if tc, _ := n.core.Topic("assigned"); tc.ReadQueueNums != 3 {
+		t.Errorf("assignment of 3 partitions made %d queues", tc.ReadQueueNums)
+	}
+	for _, c := range []struct {
+		name string
+		t    kmsg.CreateTopicsRequestTopic
+		want int16
+	}{
+		{"unknown broker", topic("a1", -1, -1, []int32{1}), errInvalidReplicaAssignment},
+		{"broker twice", topic("a2", -1, -1, []int32{0, 0}), errInvalidReplicaAssignment},
+		{"no replica", topic("a3", -1, -1, []int32{}), errInvalidReplicaAssignment},
+		{"count with assignment", topic("a4", 1, -1, []int32{0}), errInvalidRequest},
+	} {
+		if got := create(c.t); got[0].ErrorCode != c.want {
+			t.Errorf("%s: code %d, want %d", c.name, got[0].ErrorCode, c.want)
+		}
+	}
+	gap := topic("a5", -1, -1, []int32{0}, []int32{0})
+	gap.ReplicaAssignment[1].Partition = 2
+	if got := create(gap); got[0].ErrorCode != errInvalidReplicaAssignment {
+		t.Errorf("partitions 0 and 2: code %d, want %d", got[0].ErrorCode, errInvalidReplicaAssignment)
+	}
+	got := create(topic("twice", 1, 1), topic("once", 1, 1), topic("twice", 1, 1))
+	if got[0].ErrorCode != errInvalidRequest || got[2].ErrorCode != errInvalidRequest || got[1].ErrorCode != 0 {
+		t.Errorf("a topic named twice: codes %d %d %d, want %d 0 %d", got[0].ErrorCode, got[1].ErrorCode, got[2].ErrorCode, errInvalidRequest, errInvalidRequest)
+	}
+	if _, ok := n.core.Topic("twice"); ok {
+		t.Error("a topic named twice in one request was created")
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: resourceBroker, ResourceName: "0", ConfigNames: []string{"num.partitions"}}}
+	res := rc.do(dc, 4).(*kmsg.DescribeConfigsResponse).Resources[0]
+	if len(res.Configs) != 1 || res.Configs[0].Value == nil || *res.Configs[0].Value != "2" {
+		t.Errorf("num.partitions: %+v, want 2", res.Configs)
+	}
+}
