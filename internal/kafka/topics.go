@@ -26,12 +26,12 @@ import (
 )
 
 const (
-	errTopicAlreadyExists        int16 = 36
-	errInvalidPartitions         int16 = 37
-	errInvalidReplicationFactor  int16 = 38
-	errInvalidReplicaAssignment  int16 = 39
-	errInvalidConfig             int16 = 40
-	errUnknownTopicID            int16 = 100
+	errTopicAlreadyExists       int16 = 36
+	errInvalidPartitions        int16 = 37
+	errInvalidReplicationFactor int16 = 38
+	errInvalidReplicaAssignment int16 = 39
+	errInvalidConfig            int16 = 40
+	errUnknownTopicID           int16 = 100
 )
 
 func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
