@@ -178,6 +178,10 @@ type Broker struct {
 	// this long in a partition is forgotten there (Kafka's
 	// producer.id.expiration.ms)
 	KafkaProducerIDExpiration time.Duration
+	// kafkaGroupInitialRebalanceDelayMs (Keel, ms): how long the first
+	// rebalance of an empty consumer group waits for more members
+	// (Kafka's group.initial.rebalance.delay.ms); 0 = not at all
+	KafkaGroupInitialRebalanceDelay time.Duration
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -211,7 +215,8 @@ func Default() *Broker {
 		AMQPListen:    DefaultAMQPListen,
 		KafkaListen:   DefaultKafkaListen,
 
-		KafkaProducerIDExpiration: 24 * time.Hour,
+		KafkaProducerIDExpiration:       24 * time.Hour,
+		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

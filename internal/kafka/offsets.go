@@ -22,6 +22,9 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 		s.gmu.Lock()
 		if g := s.groups[req.Group]; g != nil && len(g.members) > 0 {
 			_, _, code = s.checkMember(req.Group, req.MemberID, req.Generation)
+			if fenced := s.checkInstance(req.Group, req.InstanceID, req.MemberID); fenced != errNone {
+				code = fenced
+			}
 			// As Kafka: the current generation may commit while the next
 			// rebalance is prepared (cooperative members do), not while
 			// its assignment is being decided.
