@@ -4,7 +4,9 @@
 // an AMQP consumer reading RocketMQ messages or Kafka batches. Nothing is
 // converted on the write path: every record is stored as its producer
 // sent it (package internal/store/record), and a consumer of the same
-// protocol reads it without re-encoding. The front doors call it only
+// protocol reads it without re-encoding. The one exception is Kafka's own:
+// a message set of magic 0 or 1 (Produce v0-v2) is upgraded to a record
+// batch when produced (UpgradeMessageSet), as Kafka brokers do. The front doors call it only
 // for records of another type.
 //
 // Every format maps onto one namespace, RocketMQ's properties, which are
