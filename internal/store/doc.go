@@ -198,8 +198,9 @@
 //     crash: derived data.)
 //  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
 //     the index the same way.
-//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (from
-//     where verification started, after a repair) to the end, rebuilding
+//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (the
+//     ConsumeQueues from where verification started after a repair; the
+//     index never below the last record it holds) to the end, rebuilding
 //     missing entries (re-appending an existing entry is a no-op), then set
 //     the queue offset counters from the queues. Queue offsets of records
 //     a repair replaced stay: entries already dispatched keep pointing into

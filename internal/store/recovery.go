@@ -313,8 +313,11 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 		indexFrom = max(lo, min(max(cp.IndexFlushed, s.index.MaxPhysOffset()), res.End))
 	}
 	if len(res.Repaired) > 0 {
+		// Queue entries of records a hole replaced are rebuilt (holes.go;
+		// re-appending an existing entry is a no-op); the index keeps what
+		// it holds: records it indexed are not indexed again.
 		cqFrom = min(cqFrom, max(res.ScannedFrom, lo))
-		indexFrom = min(indexFrom, max(res.ScannedFrom, lo))
+		indexFrom = min(indexFrom, max(res.ScannedFrom, lo, s.index.MaxPhysOffset()+1))
 	}
 	from := min(cqFrom, indexFrom)
 	s.dispatchMu.Lock()
