@@ -31,7 +31,7 @@ const (
 var (
 	ErrClosed   = errors.New("store: closed")
 	ErrReadOnly = errors.New("store: read-only after a write or fsync failure (restart to recover)")
-	ErrDiskFull = errors.New("store: disk use above the hard limit; writes refused")
+	ErrDiskFull = errors.New("store: not enough free disk space; writes refused")
 	ErrCorrupt  = errors.New("store: corrupt record")
 	// ErrNoSpace: a write found the disk full. The message was not stored;
 	// later puts try again.
