@@ -96,7 +96,7 @@ type Store struct {
 	space      spaceState // space.go
 	// Retention under disk pressure (pressure.go).
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
-	pressureBlocked atomic.Bool // the oldest segment was kept; logged once
+	pressureKept    atomic.Pointer[string] // why the oldest segment was kept, as last logged (pressure.go); nil: not kept
 	queueHolds      atomic.Pointer[QueueHoldsFunc]
 	retentionHeld   atomic.Int64 // the CommitLog offset a hold last kept expired segments at (holds.go); logged once each
 
