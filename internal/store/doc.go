@@ -189,7 +189,10 @@
 //     are copied to <Dir>/quarantine and replaced by a hole record (package
 //     commitlog, "Repair"), a message is logged at Error, and the store
 //     opens; every record that verifies is kept, the lost ones read as
-//     removed. If the
+//     removed. With RepairCorruption the segments holding records of the
+//     isolated-records registry before the verified tail are verified and
+//     repaired the same way, and the repaired records leave the registry
+//     (isolate_repair.go). If the
 //     recovered end would lie before the checkpointed flushed offset,
 //     durable data is missing: Open fails unless RepairCorruption is set.
 //     A refusing Open changes nothing in the CommitLog: it decides before

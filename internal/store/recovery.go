@@ -56,6 +56,11 @@ func (s *Store) recover(crashed bool) error {
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
 	s.logRecovery(crashed, cp, res, time.Since(t1))
+	if s.cfg.RepairCorruption {
+		if err := s.repairIsolated(res.ScannedFrom); err != nil { // isolate_repair.go
+			return err
+		}
+	}
 	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
 		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing", res.End, cp.PhysFlushed)
