@@ -359,11 +359,14 @@ func (s *Store) scrubQueueStep(maxBytes int64) (int64, error) {
 			sc.queueAt, sc.entryAt = sc.queueAt+1, -1 // retention or deletion raced us: next queue
 			continue
 		}
-		read := int64(n) * consumequeue.EntrySize
-		for i, e := range ents[:n] {
-			read += s.scrubEntry(ref, sc.entryAt+int64(i), e)
+		// Entries repeating a record read it (once per run): the step
+		// ends when they have used the budget.
+		read, i := int64(0), 0
+		for i < n && (i == 0 || read < maxBytes) {
+			read += consumequeue.EntrySize + s.scrubEntry(ref, sc.entryAt+int64(i), ents[i])
+			i++
 		}
-		sc.entryAt += int64(n)
+		sc.entryAt += int64(i)
 		return read, nil
 	}
 	return 0, nil

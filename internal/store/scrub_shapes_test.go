@@ -289,3 +289,40 @@ func TestScrubberPassesEntriesOfAHole(t *testing.T) {
 	defer s.Close()
 	scrubPasses(t, s, d, "a repaired store")
 }
+
+// Reading the record a run of entries repeats counts against the rate:
+// over a queue of many Kafka batches of two records each, every tick reads
+// at most a second's budget plus one record.
+func TestScrubberRateBoundWithBatches(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	s := mustOpen(t, cfg)
+	const batches, bodyBytes = 300, 3000
+	for i := range batches {
+		putEnvelope(t, s, record.KafkaBatch, record.FlagEntryPerMessage, 2, []record.Dest{{Topic: "K", QueueID: 0}},
+			[]byte(fmt.Sprintf("%03d%s", i, strings.Repeat("k", bodyBytes))))
+	}
+	waitVisible(t, s, "K", 0, 2*batches)
+	s.Close()
+	const rate = 8 << 10
+	d := newScrubDriver(&cfg, rate, 250*time.Millisecond)
+	s = mustOpen(t, cfg)
+	defer s.Close()
+	maxEntry := int64(bodyBytes + 200)
+	var prev int64
+	for i := 1; s.ScrubStatus().Passes < 1; i++ {
+		if i > 2000 {
+			t.Fatal("no pass completed")
+		}
+		d.tick()
+		d.barrier()
+		got := s.ScrubStatus().Bytes
+		if got-prev > rate+maxEntry {
+			t.Fatalf("tick %d read %d bytes, more than a second's budget (%d) plus a record", i, got-prev, rate)
+		}
+		prev = got
+	}
+	if st := s.ScrubStatus(); st.Problems != 0 {
+		t.Fatalf("%d problems: %v", st.Problems, st.Recent[:min(3, len(st.Recent))])
+	}
+}
