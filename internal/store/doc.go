@@ -189,7 +189,10 @@
 //     are copied to <Dir>/quarantine and replaced by a hole record (package
 //     commitlog, "Repair"), a message is logged at Error, and the store
 //     opens; every record that verifies is kept, the lost ones read as
-//     removed. If the
+//     removed. With RepairCorruption the segments holding records of the
+//     isolated-records registry before the verified tail are verified and
+//     repaired the same way, and the repaired records leave the registry
+//     (isolate_repair.go). If the
 //     recovered end would lie before the checkpointed flushed offset,
 //     durable data is missing: Open fails unless RepairCorruption is set.
 //     A refusing Open changes nothing in the CommitLog: it decides before
@@ -198,8 +201,9 @@
 //     crash: derived data.)
 //  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
 //     the index the same way.
-//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (from
-//     where verification started, after a repair) to the end, rebuilding
+//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (the
+//     ConsumeQueues from where verification started after a repair; the
+//     index never below the last record it holds) to the end, rebuilding
 //     missing entries (re-appending an existing entry is a no-op), then set
 //     the queue offset counters from the queues. Queue offsets of records
 //     a repair replaced stay: entries already dispatched keep pointing into

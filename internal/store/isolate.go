@@ -22,11 +22,11 @@ package store
 // written (a full disk must not block the queue either); a registry write
 // that failed is retried with the next isolation and by the scrubber.
 //
-// Replication (a later issue) will repair an isolated record from an
-// in-sync replica instead of leaving it out: the hook is isolate's caller,
-// which would ask the replica for the entry's bytes, verify them, and serve
-// them; it does not exist yet, so today an isolated record is lost to
-// consumers (its neighbours are not).
+// An isolated record is lost to consumers (its neighbours are not) until
+// it is repaired offline: from a replica that holds it intact
+// (fromreplica.go, which drops it from the registry), or, with no replica,
+// by an Open with RepairCorruption, which replaces it by a hole record
+// (isolate_repair.go).
 
 import (
 	"encoding/json"

@@ -56,6 +56,11 @@ func (s *Store) recover(crashed bool) error {
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
 	s.logRecovery(crashed, cp, res, time.Since(t1))
+	if s.cfg.RepairCorruption {
+		if err := s.repairIsolated(res.ScannedFrom); err != nil { // isolate_repair.go
+			return err
+		}
+	}
 	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
 		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing", res.End, cp.PhysFlushed)
@@ -313,8 +318,11 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 		indexFrom = max(lo, min(max(cp.IndexFlushed, s.index.MaxPhysOffset()), res.End))
 	}
 	if len(res.Repaired) > 0 {
+		// Queue entries of records a hole replaced are rebuilt (holes.go;
+		// re-appending an existing entry is a no-op); the index keeps what
+		// it holds: records it indexed are not indexed again.
 		cqFrom = min(cqFrom, max(res.ScannedFrom, lo))
-		indexFrom = min(indexFrom, max(res.ScannedFrom, lo))
+		indexFrom = min(indexFrom, max(res.ScannedFrom, lo, s.index.MaxPhysOffset()+1))
 	}
 	from := min(cqFrom, indexFrom)
 	s.dispatchMu.Lock()

@@ -116,7 +116,9 @@
 // is copied aside and the segment is closed at P with a blank marker
 // instead. No offset moves, so ConsumeQueue entries, index entries and
 // message IDs of the other records stay true, and the offsets of the lost
-// records are never reused.
+// records are never reused. RepairSegment repairs the same way the corrupt
+// entries of one segment before the part Recover verified (the store's
+// isolated records), verifying that segment from its start.
 //
 // A hole record is an entry like a record (size, magic, CRC), verified by
 // every scan, skipped by Reader and never returned as a record. Its magic
