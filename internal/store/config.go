@@ -122,7 +122,7 @@ type Config struct {
 	// max message size); messages put with PutMessage(s) keep
 	// MaxMessageBytes. 0: MaxMessageBytes.
 	MaxRecordBodyBytes int
-	MaxScanEntries  int // ConsumeQueue entries one GetMessage inspects at most
+	MaxScanEntries     int // ConsumeQueue entries one GetMessage inspects at most
 
 	IndexHashSlots, IndexMaxEntries int
 
