@@ -67,7 +67,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 			}
 			sc := replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: b.HAMasterAddress,
-				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets, Logger: log}
+				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets, Logger: log,
+				MaxFrameBytes: replicationFrameBytes(p.store)}
 			if b.HAMasterAddress == "" {
 				// A lost link asks the NameServers again (the master may
 				// have moved); the broker is started after this.
@@ -97,7 +98,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
 			BrokerName: b.BrokerName, Sync: b.BrokerRole == config.SyncMaster,
 			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout,
-			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, OnReplicaOffsets: p.mergeReplicaOffsets, Logger: log})
+			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, OnReplicaOffsets: p.mergeReplicaOffsets, Logger: log,
+			MaxFrameBytes: replicationFrameBytes(p.store)})
 		if err != nil {
 			return service{}, err
 		}
@@ -128,4 +130,12 @@ func (p *parts) haAdvertised(adv string) string {
 		return ""
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// replicationFrameBytes bounds a replication frame: a DATA frame holds one
+// chunk or one record larger than a chunk, so the largest record the
+// store takes (an AMQP message up to amqpMaxMessageSize) with room for
+// the frame's own fields.
+func replicationFrameBytes(st *store.Store) int {
+	return max(replication.DefaultMaxFrameBytes, st.MaxRecordBodyBytes()+1<<20)
 }

@@ -25,6 +25,9 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.DiskHardLimitRatio = b.DiskHardLimitRatio
 	c.DiskPressureDelete = storePressureDelete(b.DiskPressureDelete)
 	c.MaxMessageBytes = b.MaxMessageBytes
+	// Every member of a group takes the AMQP door's largest message, on
+	// or off: a replica stores what its master stored.
+	c.MaxRecordBodyBytes = b.AMQPMaxMessage()
 	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
 	c.ScrubBytesPerSecond = b.ScrubBytesPerSecond
 	c.RepairCorruption = p.repairCorruption

@@ -39,6 +39,9 @@ type broker struct {
 	consumerTimeout time.Duration
 	// fs, if set, is the server's Config.FS (its own files).
 	fs vfs.FS
+	// maxMessage is the server's Config.MaxMessageBytes (default: what
+	// the store takes in one record, as cmd/keel sets them).
+	maxMessage int
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -77,8 +80,12 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
+	maxMessage := b.maxMessage
+	if maxMessage == 0 {
+		maxMessage = st.MaxRecordBodyBytes()
+	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
-		ConsumerTimeout: b.consumerTimeout, FS: b.fs}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -171,6 +171,9 @@ type Broker struct {
 	// AMQP delivery may wait for its ack before its channel is closed
 	// (RabbitMQ's consumer_timeout); 0 = never.
 	AMQPConsumerTimeout time.Duration
+	// AMQPMaxMessageBytes (amqpMaxMessageSize, Keel, bytes): the largest
+	// AMQP message body (RabbitMQ's max_message_size); see AMQPMaxMessage.
+	AMQPMaxMessageBytes int
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
@@ -215,6 +218,7 @@ func Default() *Broker {
 		AMQPListen:    DefaultAMQPListen,
 		KafkaListen:   DefaultKafkaListen,
 
+		AMQPMaxMessageBytes:             DefaultAMQPMaxMessageBytes,
 		KafkaProducerIDExpiration:       24 * time.Hour,
 		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
 

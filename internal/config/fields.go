@@ -93,6 +93,7 @@ var fields = []field{
 	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),
 	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
 	dur("amqpConsumerTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.AMQPConsumerTimeout }),
+	intf("amqpMaxMessageSize", func(b *Broker) *int { return &b.AMQPMaxMessageBytes }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),

@@ -40,6 +40,7 @@ func (b *Broker) Validate() error {
 	for _, check := range []func(func(string, string, ...any)){
 		b.validateIdentity, b.validateNetwork, b.validateSecurity, b.validateStore, b.validateDelivery,
 		b.validateKafka,
+		b.validateAMQP,
 	} {
 		check(bad)
 	}
