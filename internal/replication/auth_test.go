@@ -159,6 +159,13 @@ func TestStrangerGetsNothing(t *testing.T) {
 	p, logs := authMaster(t, goodSecret, nil)
 	h := hello{Version: protocolVersion, BrokerName: "broker-a", BrokerID: 7, SegmentBytes: p.master.SegmentBytes()}
 
+	// A frame longer than the pre-authentication bound is refused when its
+	// length is read, not after waiting for its bytes.
+	huge := binary.BigEndian.AppendUint32(nil, 1<<20)
+	noCommitLog(t, "huge frame", strangerRead(t, p.addr, append(huge, typeAuth)), false)
+	waitUntil(t, "the refusal of the huge frame", func() bool {
+		return strings.Contains(logs.String(), "length 1048576 outside [5, 64]")
+	})
 	noCommitLog(t, "silent", strangerRead(t, p.addr, nil), false)
 	got := strangerRead(t, p.addr, appendFrame(nil, typeHello, h.encode()))
 	noCommitLog(t, "plain hello", got, false)
@@ -166,8 +173,6 @@ func TestStrangerGetsNothing(t *testing.T) {
 		t.Fatalf("a plain HELLO got no refusal naming the cause: %q", got)
 	}
 	noCommitLog(t, "garbage", strangerRead(t, p.addr, []byte("GET / HTTP/1.1\r\n\r\n")), false)
-	huge := binary.BigEndian.AppendUint32(nil, 1<<20) // a length far above the pre-auth bound
-	noCommitLog(t, "huge frame", strangerRead(t, p.addr, append(huge, typeAuth)), false)
 
 	// A wrong proof: the exchange run with another secret.
 	nonceR := bytes.Repeat([]byte{9}, nonceBytes)

@@ -311,6 +311,8 @@ func (m *Master) reject(c net.Conn, code byte, reason string) {
 // (this goroutine) and an ack reader.
 func (m *Master) serveConn(ctx context.Context, raw net.Conn) {
 	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { raw.Close() }) // a stop does not wait out a handshake
+	defer stop()
 	c, r, err := m.admit(raw) // auth.go
 	<-m.pendingAuth
 	if err != nil {
