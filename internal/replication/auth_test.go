@@ -505,3 +505,18 @@ func writeTestPEM(t *testing.T, path, typ string, der []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestSecretOnReplicaOnly: a master without a secret refuses a replica
+// that authenticates with one (the configurations differ), saying so on
+// both sides, rather than serving it unauthenticated.
+func TestSecretOnReplicaOnly(t *testing.T) {
+	p, mlogs := authMaster(t, nil, nil)
+	st, slogs := authSlave(t, p.addr, 1, goodSecret, nil)
+	waitUntil(t, "the refusal on both sides", func() bool {
+		return strings.Contains(slogs.String(), "this master has no haAuthSecret") &&
+			strings.Contains(mlogs.String(), "this master has no haAuthSecret")
+	})
+	if w := st.Offset(store.Written); w != 0 {
+		t.Fatalf("the replica wrote %d bytes", w)
+	}
+}
