@@ -48,7 +48,7 @@ func newBrokerCmd() *cobra.Command {
 			if err := checkHTTPExposure(cfg, ls); err != nil {
 				return err
 			}
-			if err := checkHAExposure(cfg, ls); err != nil {
+			if err := checkHAExposure(cfg, ls, haAddr); err != nil {
 				return err
 			}
 			defer ls.closeAll()

@@ -36,7 +36,7 @@ func TestHAExposure(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		err = checkHAExposure(cfg, boundListeners{listenHA: fakeListener{addr: c.addr}})
+		err = checkHAExposure(cfg, boundListeners{listenHA: fakeListener{addr: c.addr}}, c.addr.String())
 		if (err == nil) != c.allow {
 			t.Errorf("%s: err = %v, want allowed=%v", c.name, err, c.allow)
 		}

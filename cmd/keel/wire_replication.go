@@ -220,11 +220,11 @@ func (h haProtections) authDescription() string {
 	return "none"
 }
 
-// checkHAExposure refuses a replication listener reachable beyond this
-// host that authenticates nobody: whoever connected as a slave would
+// checkHAExposure refuses a replication listener (bound at haAddr)
+// reachable beyond this host that authenticates nobody: whoever connected as a slave would
 // receive the whole CommitLog. It runs right after the listeners are
 // bound, before any service starts.
-func checkHAExposure(cfg *config.Broker, ls boundListeners) error {
+func checkHAExposure(cfg *config.Broker, ls boundListeners, haAddr string) error {
 	ln := ls[listenHA]
 	if ln == nil || loopback(ln.Addr()) || cfg.HAProtected() {
 		return nil
@@ -234,8 +234,8 @@ func checkHAExposure(cfg *config.Broker, ls boundListeners) error {
 	if cfg.HATLSEnabled() {
 		tlsAlone = " (TLS without haTLSTrustCertPath encrypts, but lets anyone connect)"
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_, port, _ := net.SplitHostPort(haAddr)
 	return fmt.Errorf("replication listener on %s would send the whole CommitLog (every message body) to anyone who connects as a slave%s: "+
 		"set haAuthSecret (or haAuthSecretFile) in broker.conf, the same on the master and its slaves, "+
-		"or use mutual TLS (tlsMode with haTLSTrustCertPath), or listen on loopback (--ha-listen 127.0.0.1:%s)", ln.Addr(), tlsAlone, port)
+		"or use mutual TLS (tlsMode with haTLSTrustCertPath), or listen on loopback (--ha-listen 127.0.0.1:%s)", haAddr, tlsAlone, port)
 }

@@ -42,12 +42,18 @@ const secretBody = "confidential-body-7f3a"
 // returns it with its log.
 func authMaster(t *testing.T, secret []byte, tc *tls.Config) (*pair, *syncBuffer) {
 	t.Helper()
+	return authMasterTimeout(t, secret, tc, 300*time.Millisecond)
+}
+
+// authMasterTimeout is authMaster with the given AuthTimeout.
+func authMasterTimeout(t *testing.T, secret []byte, tc *tls.Config, timeout time.Duration) (*pair, *syncBuffer) {
+	t.Helper()
 	fs := vfs.NewMem()
 	st := openStore(t, (*pair)(nil).masterStoreConfig(fs))
 	logs := &syncBuffer{}
 	m, err := NewMaster(MasterConfig{Store: st, FS: fs, DataDir: "/data", BrokerName: "broker-a", Sync: true,
 		MinInSyncReplicas: 1, AckTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond,
-		Secret: secret, TLS: tc, AuthTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		Secret: secret, TLS: tc, AuthTimeout: timeout, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,4 +525,56 @@ func TestSecretOnReplicaOnly(t *testing.T) {
 	if w := st.Offset(store.Written); w != 0 {
 		t.Fatalf("the replica wrote %d bytes", w)
 	}
+}
+
+// TestPendingAuthBounded: the master holds at most maxPendingAuth
+// connections that have not authenticated; one more is closed at once
+// (long before the authentication deadline), and logged.
+func TestPendingAuthBounded(t *testing.T) {
+	p, logs := authMasterTimeout(t, goodSecret, nil, time.Minute)
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range maxPendingAuth {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// Every held connection is accepted (and holds a token) before the
+	// next one is judged: wait until one more is refused.
+	waitUntil(t, "a connection beyond the bound refused", func() bool {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err = c.Read(make([]byte, 1))
+		return err == io.EOF
+	})
+	if !strings.Contains(logs.String(), "too many connections are authenticating") {
+		t.Fatalf("no log line for the refused connection:\n%s", logs.String())
+	}
+	// Once the held connections go, strangers are judged again (closed
+	// at their own deadline, not at once): the bound is a count, not a ban.
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	waitUntil(t, "room again", func() bool {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err = c.Read(make([]byte, 1))
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout() // held open, waiting for its AUTH
+	})
 }
