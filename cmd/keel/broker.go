@@ -48,6 +48,9 @@ func newBrokerCmd() *cobra.Command {
 			if err := checkHTTPExposure(cfg, ls); err != nil {
 				return err
 			}
+			if err := checkHAExposure(cfg, ls, haAddr); err != nil {
+				return err
+			}
 			defer ls.closeAll()
 			p.listeners = ls
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
@@ -66,7 +69,7 @@ func newBrokerCmd() *cobra.Command {
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
 	o.http.add(cmd)
-	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1)")
+	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1; beyond loopback it needs haAuthSecret or mutual TLS)")
 	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
 }

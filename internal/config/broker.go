@@ -159,6 +159,15 @@ type Broker struct {
 	// replicaCatchUpBytesPerSecond (Keel): the rate a master sends old data
 	// to a slave far behind (0 = as fast as the slave takes it).
 	ReplicaCatchUpBytesPerSecond int64
+	// HAAuthSecret (haAuthSecret, Keel): the group's shared secret, which
+	// the master and its slaves prove to each other before replicating;
+	// HAAuthSecretFile (haAuthSecretFile) names a file holding it instead.
+	HAAuthSecret     string
+	HAAuthSecretFile string
+	// HATLSTrustCertPath (haTLSTrustCertPath, Keel): the CA bundle that
+	// signs the group members' certificates; set, the replication link
+	// (TLS when tlsMode is on) is mutual TLS.
+	HATLSTrustCertPath string
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
 	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
@@ -271,6 +280,16 @@ func (b *Broker) HAPort() int {
 	}
 	return b.ListenPort + 1
 }
+
+// HAProtected reports whether the replication link authenticates its
+// peer: a shared secret, or mutual TLS (tlsMode on and haTLSTrustCertPath).
+func (b *Broker) HAProtected() bool {
+	return b.HAAuthSecret != "" || b.HAAuthSecretFile != "" || (b.HATLSEnabled() && b.HATLSTrustCertPath != "")
+}
+
+// HATLSEnabled reports whether the replication link runs over TLS: when
+// tlsMode is permissive or enforcing (the link itself is TLS only).
+func (b *Broker) HATLSEnabled() bool { return b.TLSMode != TLSDisabled }
 
 // Replicated reports whether the broker is part of a replicated group
 // (a SYNC_MASTER or a SLAVE; an ASYNC_MASTER serves slaves that connect but

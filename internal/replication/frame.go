@@ -80,7 +80,7 @@ func decodeFrameBody(b, buf []byte) (byte, []byte, []byte, error) {
 	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
 		return 0, nil, buf, fmt.Errorf("%w: crc %#08x, frame says %#08x", ErrMalformed, got, want)
 	}
-	if (typ < typeHello || typ > typeAck) && typ != typeOffsets {
+	if (typ < typeHello || typ > typeAck) && typ != typeOffsets && (typ < typeAuth || typ > typeAuthOK) {
 		return 0, nil, buf, fmt.Errorf("%w: unknown type %d", ErrMalformed, typ)
 	}
 	return typ, payload, buf, nil
