@@ -30,7 +30,7 @@ func newBrokerCmd() *cobra.Command {
 				return usageError{errors.New("keel broker needs a NameServer: -n host:port, namesrvAddr in broker.conf, or $NAMESRV_ADDR")}
 			}
 			brokerListen := o.brokerListenAddr(cmd, cfg)
-			haAddr, err := haListenAddr(cfg, haListen, brokerListen)
+			haAddr, haLoopbackOnly, err := haListenAddr(cfg, haListen, brokerListen)
 			if err != nil {
 				return usageError{err}
 			}
@@ -50,6 +50,10 @@ func newBrokerCmd() *cobra.Command {
 			}
 			if err := checkHAExposure(cfg, ls, haAddr); err != nil {
 				return err
+			}
+			if haLoopbackOnly {
+				log.Warn("replication listens on loopback only: slaves on other hosts cannot connect until haAuthSecret (or haAuthSecretFile, the same on the master and its slaves) or mutual TLS protects the link",
+					"addr", ls[listenHA].Addr().String())
 			}
 			defer ls.closeAll()
 			p.listeners = ls

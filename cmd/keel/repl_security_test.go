@@ -145,3 +145,32 @@ func TestHASecretFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// TestHAListenDefaultsToLoopbackUnprotected: a master with neither a
+// secret nor mutual TLS whose replication address is derived from a
+// broker listener on every interface listens on loopback only (it starts,
+// and nobody beyond the host receives the log); with a secret it listens
+// where the broker does; an explicit --ha-listen is kept as given (and
+// refused beyond loopback by checkHAExposure).
+func TestHAListenDefaultsToLoopbackUnprotected(t *testing.T) {
+	for _, c := range []struct {
+		name, conf, flag, broker string
+		want                     string
+		loopbackOnly             bool
+	}{
+		{"every interface, nothing set", "", "", ":10911", "127.0.0.1:10912", true},
+		{"a host address, nothing set", "", "", "192.0.2.7:10911", "127.0.0.1:10912", true},
+		{"loopback broker", "", "", "127.0.0.1:10911", "127.0.0.1:10912", false},
+		{"every interface, secret", "haAuthSecret=0123456789abcdef-group-a\n", "", ":10911", ":10912", false},
+		{"explicit flag", "", "0.0.0.0:20000", ":10911", "0.0.0.0:20000", false},
+	} {
+		cfg, _, _, _, err := loadWith(t, "-c", writeConf(t, c.conf))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, lo, err := haListenAddr(cfg, c.flag, c.broker)
+		if err != nil || got != c.want || lo != c.loopbackOnly {
+			t.Errorf("%s: %q loopbackOnly=%v (%v), want %q %v", c.name, got, lo, err, c.want, c.loopbackOnly)
+		}
+	}
+}

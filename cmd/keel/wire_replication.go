@@ -32,30 +32,47 @@ const (
 
 // haListenAddr is a master's replication address: --ha-listen if given,
 // else the broker listener's host on haListenPort (listenPort+1 when 0,
-// or the --broker-listen port + 1). A slave does not listen ("").
-func haListenAddr(b *config.Broker, haFlag, brokerListen string) (string, error) {
+// or the --broker-listen port + 1). A slave does not listen (""). An
+// unprotected master (neither haAuthSecret nor mutual TLS) whose derived
+// address would be reachable beyond this host listens on 127.0.0.1
+// instead (loopbackOnly): slaves on this host still connect, and nobody
+// else receives the CommitLog; an explicit --ha-listen beyond loopback
+// without protection is refused (checkHAExposure).
+func haListenAddr(b *config.Broker, haFlag, brokerListen string) (addr string, loopbackOnly bool, err error) {
 	if b.BrokerRole == config.Slave {
-		return "", nil
+		return "", false, nil
 	}
 	if haFlag != "" {
-		return haFlag, nil
+		return haFlag, false, nil
 	}
 	host, port, err := net.SplitHostPort(brokerListen)
 	if err != nil {
-		return "", fmt.Errorf("broker listen address %q: %w", brokerListen, err)
+		return "", false, fmt.Errorf("broker listen address %q: %w", brokerListen, err)
+	}
+	if !b.HAProtected() && !loopbackHost(host) {
+		host, loopbackOnly = "127.0.0.1", true
 	}
 	p := b.HAListenPort
 	if p == 0 {
 		n, err := strconv.Atoi(port)
 		if err != nil {
-			return "", fmt.Errorf("broker listen address %q: port %q", brokerListen, port)
+			return "", false, fmt.Errorf("broker listen address %q: port %q", brokerListen, port)
 		}
 		if n == 0 {
-			return net.JoinHostPort(host, "0"), nil
+			return net.JoinHostPort(host, "0"), loopbackOnly, nil
 		}
 		p = n + 1
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p)), nil
+	return net.JoinHostPort(host, strconv.Itoa(p)), loopbackOnly, nil
+}
+
+// loopbackHost reports whether a listen host reaches this machine only.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // replicationStarter starts the master's HA service or the slave's
@@ -127,7 +144,8 @@ func (p *parts) replicationStarter(haAddr string) starter {
 }
 
 // haAdvertised is the haServerAddr registered with the NameServers: the
-// advertised broker host on the bound HA port ("" for a slave).
+// advertised broker host on the bound HA port, or the bound address when
+// it is a loopback one ("" for a slave).
 func (p *parts) haAdvertised(adv string) string {
 	if p.haBound == nil {
 		return ""
@@ -136,9 +154,12 @@ func (p *parts) haAdvertised(adv string) string {
 	if err != nil {
 		return ""
 	}
-	_, port, err := net.SplitHostPort(p.haBound.String())
+	bhost, port, err := net.SplitHostPort(p.haBound.String())
 	if err != nil {
 		return ""
+	}
+	if loopbackHost(bhost) {
+		host = bhost
 	}
 	return net.JoinHostPort(host, port)
 }
