@@ -152,10 +152,19 @@ func TestLargeMessage(t *testing.T) {
 }
 
 // TestMaxMessageAboveStoreRefused: the door's limit may not exceed what
-// the store takes in one record.
+// the store takes in one record; left at 0 it is 128 MiB or the store's
+// limit, the smaller.
 func TestMaxMessageAboveStoreRefused(t *testing.T) {
 	b := startBroker(t)
-	_, err := New(Config{DataDir: t.TempDir(), MaxMessageBytes: b.st.MaxRecordBodyBytes() + 1}, b.st, nil)
+	dflt, err := New(Config{DataDir: t.TempDir()}, b.st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dflt.cfg.MaxMessageBytes; got != b.st.MaxRecordBodyBytes() {
+		t.Errorf("default limit on a store of %d-byte records: %d", b.st.MaxRecordBodyBytes(), got)
+	}
+	dflt.Close()
+	_, err = New(Config{DataDir: t.TempDir(), MaxMessageBytes: b.st.MaxRecordBodyBytes() + 1}, b.st, nil)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("MaxRecordBodyBytes")) {
 		t.Fatalf("New with a limit above the store's: %v", err)
 	}

@@ -53,9 +53,10 @@ type Config struct {
 	// default, 30 minutes; negative: never.
 	ConsumerTimeout time.Duration
 	// MaxMessageBytes bounds a published message's body (RabbitMQ's
-	// max_message_size; default 128 MiB, at most 512 MiB and at most what
-	// the store accepts in one record, Store.MaxRecordBodyBytes). A body
-	// is held in memory while it arrives, growing with its frames.
+	// max_message_size; at most 512 MiB and at most what the store takes
+	// in one record, Store.MaxRecordBodyBytes; 0: 128 MiB or that, the
+	// smaller). A body is held in memory while it arrives, growing with its
+	// frames.
 	MaxMessageBytes int
 	// Vhosts are the virtual hosts served besides "/", each with its own
 	// queues, exchanges and files (DataDir/amqp/vhosts/<name in hex>).
@@ -103,9 +104,6 @@ func (c *Config) Validate() error {
 	}
 	if c.FS == nil {
 		c.FS = vfs.OS{}
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > MaxMaxMessageBytes {
 		return fmt.Errorf("amqp: MaxMessageBytes %d out of [1, %d]", c.MaxMessageBytes, MaxMaxMessageBytes)
@@ -156,6 +154,9 @@ type Server struct {
 func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = min(DefaultMaxMessageBytes, st.MaxRecordBodyBytes())
 	}
 	if limit := st.MaxRecordBodyBytes(); cfg.MaxMessageBytes > limit {
 		return nil, fmt.Errorf("amqp: MaxMessageBytes %d is above the %d bytes the store takes in one record (its MaxRecordBodyBytes)", cfg.MaxMessageBytes, limit)
