@@ -101,7 +101,11 @@ func binaryChunk(b []byte, what string) (chunk, rest []byte, err error) {
 // src holds the same bytes as b and backs the returned strings.
 func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
 	at := func(p []byte) int { return len(src) - len(p) } // offset of p within b
-	m := make(map[string]string, countBinaryExt(b))
+	n := countBinaryExt(b)
+	if n > MaxExtFields {
+		return nil, fmt.Errorf("%w: rocketmq header has more than %d ext fields", ErrHeaderLimit, MaxExtFields)
+	}
+	m := make(map[string]string, n)
 	for len(b) > 0 {
 		if len(b) < 2 {
 			return nil, fmt.Errorf("%w: rocketmq ext entry truncated", ErrBadHeader)
@@ -125,10 +129,11 @@ func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
 }
 
 // countBinaryExt counts the well-formed ext entries at the start of b, to
-// size the map (a map that grows while decoding allocates several times).
+// size the map (a map that grows while decoding allocates several times),
+// and stops counting past MaxExtFields, which no map is made for.
 func countBinaryExt(b []byte) int {
 	n := 0
-	for len(b) >= 2 {
+	for len(b) >= 2 && n <= MaxExtFields {
 		kl := int(int16(binary.BigEndian.Uint16(b)))
 		if kl < 0 || 2+kl+4 > len(b) {
 			break

@@ -103,16 +103,22 @@ func jsonSeeds() []string {
 	}
 }
 
+// The decoding fuzz targets also fail an input that allocates more than
+// the bound of checkHeaderAllocs (bytes per input byte, plus a constant).
+
 func FuzzDecodeJSONHeader(f *testing.F) {
 	for _, s := range jsonSeeds() {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkHeaderAllocs(t, decodeJSONHeader, data)
 		got, err := decodeJSONHeader(data)
 		ref, refErr := referenceDecodeJSON(data)
 		switch {
 		case err == nil && refErr != nil:
 			t.Fatalf("accepted %q, encoding/json says %v", data, refErr)
+		case errors.Is(err, ErrHeaderLimit):
+			// Over MaxExtFields or maxJSONHeaderKeys: encoding/json has no limit.
 		case err != nil && refErr == nil && bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= maxJSONDepth:
 			t.Fatalf("rejected %q (%v), encoding/json accepts", data, err)
 		case err == nil:
@@ -166,9 +172,10 @@ func FuzzDecodeBinaryHeader(f *testing.F) {
 	}
 	f.Add(make([]byte, binaryFixedBytes))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkHeaderAllocs(t, decodeBinaryHeader, data)
 		c, err := decodeBinaryHeader(data)
 		if err != nil {
-			if !errors.Is(err, ErrBadHeader) {
+			if !errors.Is(err, ErrBadHeader) && !errors.Is(err, ErrHeaderLimit) {
 				t.Fatalf("error %v is not ErrBadHeader", err)
 			}
 			return
@@ -208,6 +215,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err == nil && (len(p) > limit || len(p) > len(data)) {
 			t.Fatalf("read %d bytes from %d", len(p), len(data))
 		}
+		checkHeaderAllocs(t, DecodeFrame, data)
 		c, err := DecodeFrame(data)
 		if err != nil {
 			return

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf16"
@@ -36,6 +37,9 @@ type jsonDecoder struct {
 	// was plain (then its bytes are src[strStart:strStart+len]).
 	strStart int
 	strPlain bool
+	// Top-level keys and ext fields seen so far (every extFields object of
+	// the header counts), against maxJSONHeaderKeys and MaxExtFields.
+	keys, exts int
 }
 
 // lastString returns b, the result of the last stringBytes call, as a
@@ -49,6 +53,11 @@ func (d *jsonDecoder) lastString(b []byte) string {
 
 func (d *jsonDecoder) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: json at offset %d: %s", ErrBadHeader, d.pos, fmt.Sprintf(format, args...))
+}
+
+// limitf reports a header over one of the decoding limits.
+func (d *jsonDecoder) limitf(format string, args ...any) error {
+	return fmt.Errorf("%w: json header at offset %d: %s", ErrHeaderLimit, d.pos, fmt.Sprintf(format, args...))
 }
 
 func (d *jsonDecoder) skipWS() {
@@ -87,13 +96,16 @@ func (d *jsonDecoder) header(c *Command) error {
 	var bad [numHeaderKeys]error // per known key: its latest value was unusable
 	nbad := 0
 	err := d.object(func(key []byte) error {
+		if d.keys++; d.keys > maxJSONHeaderKeys {
+			return d.limitf("more than %d keys", maxJSONHeaderKeys)
+		}
 		start := d.pos
 		err := d.headerField(c, key)
 		if err == nil && nbad == 0 {
 			return nil // the common case: no per-key state to keep
 		}
 		k := headerKeyIndex(key)
-		if k < 0 {
+		if k < 0 || errors.Is(err, ErrHeaderLimit) {
 			return err
 		}
 		if err == nil {
@@ -270,6 +282,9 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 	fields := stack[:0]
 	var m map[string]string // only when there are more fields than stack holds
 	err := d.object(func(key []byte) error {
+		if d.exts++; d.exts > MaxExtFields {
+			return d.limitf("more than %d extFields", MaxExtFields)
+		}
 		k := d.lastString(key)
 		v, ok, err := d.looseString(1)
 		if err != nil {
