@@ -110,6 +110,8 @@ func FuzzDecodeJSONHeader(f *testing.F) {
 	for _, s := range jsonSeeds() {
 		f.Add([]byte(s))
 	}
+	f.Add(jsonHeaderWithExt(MaxExtFields))
+	f.Add(jsonHeaderWithExt(MaxExtFields + 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkHeaderAllocs(t, decodeJSONHeader, data)
 		got, err := decodeJSONHeader(data)
@@ -171,6 +173,7 @@ func FuzzDecodeBinaryHeader(f *testing.F) {
 		f.Add(h)
 	}
 	f.Add(make([]byte, binaryFixedBytes))
+	f.Add(binaryHeaderWithExt(MaxExtFields + 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkHeaderAllocs(t, decodeBinaryHeader, data)
 		c, err := decodeBinaryHeader(data)
