@@ -26,8 +26,10 @@
 // header backs every key and value; escaped strings are decoded once). A
 // header with more than MaxExtFields ext fields, or a JSON header with more
 // than maxJSONHeaderKeys keys, fails with ErrHeaderLimit before a map is
-// made for them, and the connection is closed with a log line naming the
-// limit, as RocketMQ closes a connection whose frame does not decode.
+// made for them (a ROCKETMQ header, or a JSON header above
+// precountHeaderBytes, before it is copied), and the connection is closed
+// with a log line naming the limit, as RocketMQ closes a connection whose
+// frame does not decode.
 //
 // # Concurrency
 //

@@ -115,6 +115,7 @@ func FuzzDecodeJSONHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkHeaderAllocs(t, decodeJSONHeader, data)
 		got, err := decodeJSONHeader(data)
+		checkPrecountAgrees(t, data, got, err)
 		ref, refErr := referenceDecodeJSON(data)
 		switch {
 		case err == nil && refErr != nil:
@@ -132,6 +133,20 @@ func FuzzDecodeJSONHeader(f *testing.F) {
 			checkReencode(t, got)
 		}
 	})
+}
+
+// checkPrecountAgrees decodes data again behind enough spaces to take the
+// path that counts a large header first: the outcome must be the same.
+func checkPrecountAgrees(t *testing.T, data []byte, c *Command, err error) {
+	t.Helper()
+	padded := append(bytes.Repeat([]byte{' '}, precountHeaderBytes), data...)
+	pc, perr := decodeJSONHeader(padded)
+	switch {
+	case (err == nil) != (perr == nil) || errors.Is(err, ErrHeaderLimit) != errors.Is(perr, ErrHeaderLimit):
+		t.Fatalf("%q: %v; counted first: %v", data, err, perr)
+	case err == nil && (pc.Code != c.Code || pc.Remark != c.Remark || !maps.Equal(pc.ExtFields, c.ExtFields)):
+		t.Fatalf("%q: counted first, decoded %+v, not %+v", data, pc, c)
+	}
 }
 
 // checkReencode asserts that encoding is idempotent after one decode.

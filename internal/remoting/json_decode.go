@@ -19,6 +19,11 @@ const maxJSONDepth = 64
 // (stringified). It is hand-written because every request passes through
 // it; the behaviour matches encoding/json on valid input (tested).
 func decodeJSONHeader(data []byte) (*Command, error) {
+	if len(data) > precountHeaderBytes {
+		if err := precountJSONHeader(data); err != nil {
+			return nil, err
+		}
+	}
 	// One copy of the header backs every plain (unescaped) string in the
 	// command, instead of one allocation per key and value.
 	d := jsonDecoder{data: data, src: string(data)}
@@ -27,6 +32,37 @@ func decodeJSONHeader(data []byte) (*Command, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// precountHeaderBytes is the header size above which the keys and ext
+// fields are counted before the header is copied, so that a large header
+// over a limit costs no copy. Real headers are far smaller (a send's is
+// a few hundred bytes, its properties at most 32 KiB).
+const precountHeaderBytes = 64 << 10
+
+// precountJSONHeader checks a header's top-level keys and extFields
+// against their limits without copying or keeping anything; any other
+// problem is left to the decoding that follows.
+func precountJSONHeader(data []byte) error {
+	d := jsonDecoder{data: data}
+	err := d.object(func(key []byte) error {
+		if d.keys++; d.keys > maxJSONHeaderKeys {
+			return d.limitf("more than %d keys", maxJSONHeaderKeys)
+		}
+		if string(key) != "extFields" || d.next() != '{' {
+			return d.skipValue(0)
+		}
+		return d.object(func([]byte) error {
+			if d.exts++; d.exts > MaxExtFields {
+				return d.limitf("more than %d extFields", MaxExtFields)
+			}
+			return d.skipValue(1)
+		})
+	})
+	if errors.Is(err, ErrHeaderLimit) {
+		return err
+	}
+	return nil
 }
 
 type jsonDecoder struct {

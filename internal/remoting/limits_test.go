@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -142,5 +143,32 @@ func TestLargestClientHeaderDecodes(t *testing.T) {
 		if c, err := DecodeFrame(fr); err != nil || len(c.ExtFields) != len(ext) {
 			t.Fatalf("type %d: %v", st, err)
 		}
+	}
+}
+
+// A header above precountHeaderBytes is counted before it is copied: one
+// within the limits decodes as any other (fields of unknown keys' objects
+// do not count), one over them is refused without the copy.
+func TestLargeHeaderCountedFirst(t *testing.T) {
+	props := strings.Repeat("KEYS\x01k\x02", (precountHeaderBytes/8)+100)
+	c := &Command{Code: ReqSendMessage, ExtFields: map[string]string{"topic": "T", "properties": props}}
+	fr, err := EncodeFrame(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeFrame(fr); err != nil || got.Ext("properties") != props {
+		t.Fatalf("a %d-byte header: %v", len(fr), err)
+	}
+	other := jsonHeaderWithExt(2 * MaxExtFields)
+	b := append([]byte(`{"other":`), other[len(`{"code":10,"extFields":`):len(other)-1]...)
+	b = append(b, `,"extFields":{"a":"1"},"pad":"`...)
+	b = append(b, strings.Repeat("x", precountHeaderBytes)...)
+	b = append(b, `"}`...)
+	if got, err := decodeJSONHeader(b); err != nil || len(got.ExtFields) != 1 {
+		t.Fatalf("an unknown key's object of %d fields: %v", 2*MaxExtFields, err)
+	}
+	huge := jsonHeaderWithExt(precountHeaderBytes)
+	if n := allocatedBytes(func() { decodeJSONHeader(huge) }); n > 4<<10 {
+		t.Fatalf("a %d-byte header over the limit allocated %d bytes", len(huge), n)
 	}
 }
