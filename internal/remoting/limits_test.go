@@ -75,9 +75,10 @@ func TestHeaderExtFieldsBounded(t *testing.T) {
 		header func(n int) []byte
 		dec    func([]byte) (*Command, error)
 		fields func(n int) int // distinct fields decoded from header(n)
+		huge   int             // fields in a header of about 16 MiB
 	}{
-		{"json", jsonHeaderWithExt, decodeJSONHeader, func(n int) int { return n }},
-		{"rocketmq", binaryHeaderWithExt, decodeBinaryHeader, func(int) int { return 1 }},
+		{"json", jsonHeaderWithExt, decodeJSONHeader, func(n int) int { return n }, 1_680_000},
+		{"rocketmq", binaryHeaderWithExt, decodeBinaryHeader, func(int) int { return 1 }, (16<<20 - 64) / 6},
 	} {
 		c, err := tc.dec(tc.header(MaxExtFields))
 		if err != nil || len(c.ExtFields) != tc.fields(MaxExtFields) {
@@ -86,9 +87,9 @@ func TestHeaderExtFieldsBounded(t *testing.T) {
 		if _, err := tc.dec(tc.header(MaxExtFields + 1)); !errors.Is(err, ErrHeaderLimit) {
 			t.Fatalf("%s: %d ext fields: %v, want ErrHeaderLimit", tc.name, MaxExtFields+1, err)
 		}
-		// The hostile frame: a header of over 14 MiB, all ext fields. Refused
-		// at a cost of about the header's copy, not a field map.
-		huge := tc.header((16<<20 - 64) / 7)
+		// The hostile frame: a header of about 16 MiB, all ext fields,
+		// refused before the header is copied or a map made.
+		huge := tc.header(tc.huge)
 		per := checkHeaderAllocs(t, tc.dec, huge)
 		t.Logf("%s: %d-byte header of minimal ext fields: %.2f bytes allocated per byte", tc.name, len(huge), per)
 	}

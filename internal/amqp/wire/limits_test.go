@@ -154,8 +154,11 @@ func TestRealTablesDecode(t *testing.T) {
 			"time": Timestamp(1700000000), "exchange": "orders", "routing-keys": []any{"orders.created"},
 			"original-expiration": "60000"})
 	}
+	args := Table{"x-message-ttl": int32(60000), "x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dead",
+		"x-max-length": int64(100000), "x-overflow": "reject-publish", "x-queue-type": "classic"}
 	for name, tb := range map[string]Table{
-		"x-death": {"x-death": deaths, "x-first-death-queue": "orders", "x-first-death-reason": "rejected"},
+		"queue arguments": args,
+		"x-death":         {"x-death": deaths, "x-first-death-queue": "orders", "x-first-death-reason": "rejected"},
 		"client properties": {"product": "Keel test", "version": "1.0", "platform": "Go", "connection_name": "c",
 			"capabilities": Table{"publisher_confirms": true, "exchange_exchange_bindings": true, "basic.nack": true,
 				"consumer_cancel_notify": true, "connection.blocked": true, "authentication_failure_close": true,
@@ -163,9 +166,15 @@ func TestRealTablesDecode(t *testing.T) {
 	} {
 		var w Writer
 		w.Table(tb)
-		r := NewReader(w.Buf)
-		if got := r.Table(); r.Err() != nil || len(got) != len(tb) {
-			t.Fatalf("%s (%d bytes): %v", name, len(w.Buf), r.Err())
+		var got Table
+		var err error
+		per := checkAllocBound(t, name, len(w.Buf), func() {
+			r := NewReader(w.Buf)
+			got, err = r.Table(), r.Err()
+		})
+		if err != nil || len(got) != len(tb) {
+			t.Fatalf("%s (%d bytes): %v", name, len(w.Buf), err)
 		}
+		t.Logf("%s: %d bytes, %.1f bytes allocated per byte", name, len(w.Buf), per)
 	}
 }
