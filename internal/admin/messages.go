@@ -126,11 +126,11 @@ func splitRecords(body []byte) ([]Message, error) {
 // message stored several times (retries, dead letters) yields every copy,
 // oldest first.
 func (c *Client) GetMessage(ctx context.Context, id, topic string) ([]Message, error) {
-	if m, ok, err := c.viewByOffsetID(ctx, id); err != nil || ok {
+	if ms, err := c.viewByOffsetID(ctx, id); err != nil || len(ms) > 0 {
 		if err != nil {
 			return nil, err
 		}
-		return []Message{m}, nil
+		return ms, nil
 	}
 	var topics []Topic
 	if topic != "" {
@@ -165,14 +165,17 @@ func (c *Client) GetMessage(ctx context.Context, id, topic string) ([]Message, e
 	return out, nil
 }
 
-func (c *Client) viewByOffsetID(ctx context.Context, id string) (Message, bool, error) {
+// viewByOffsetID reads the record an offset message id names from its
+// broker: one message, or every record of a Kafka batch (they share the
+// batch's offset). None: id is not an offset id, or not of a record there.
+func (c *Client) viewByOffsetID(ctx context.Context, id string) ([]Message, error) {
 	host, off, err := message.ParseOffsetMsgID(id)
 	if err != nil {
-		return Message{}, false, nil
+		return nil, nil
 	}
 	brokers, err := c.Brokers(ctx)
 	if err != nil {
-		return Message{}, false, err
+		return nil, err
 	}
 	for _, b := range brokers {
 		if b.Addr != host.String() {
@@ -180,20 +183,28 @@ func (c *Client) viewByOffsetID(ctx context.Context, id string) (Message, bool, 
 		}
 		resp, err := c.invoke(ctx, b.Addr, remoting.ReqViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil)
 		if err != nil {
-			return Message{}, false, nil // not a record there: try it as a unique key
+			return nil, nil // not a record there: try it as a unique key
 		}
 		ms, err := splitRecords(resp.Body)
-		if err != nil || len(ms) != 1 || ms[0].OffsetMsgID != strings.ToUpper(id) {
-			return Message{}, false, nil
+		if err != nil || len(ms) == 0 {
+			return nil, nil
 		}
-		return ms[0], true, nil
+		for _, m := range ms {
+			if m.OffsetMsgID != strings.ToUpper(id) {
+				return nil, nil
+			}
+		}
+		return ms, nil
 	}
-	return Message{}, false, nil
+	return nil, nil
 }
 
 // QueryByKey returns the messages of topic whose KEYS include key (or whose
 // unique key is key) stored within [begin, end] (zero times: unbounded),
 // at most maxNum per broker (0: the broker's default), oldest first.
+// Messages written through the Kafka door are found by their record key,
+// those written through the AMQP door by their message-id or
+// correlation-id (docs/cross-protocol.md).
 func (c *Client) QueryByKey(ctx context.Context, topic, key string, begin, end time.Time, maxNum int) ([]Message, error) {
 	var b, e int64
 	if !begin.IsZero() {
@@ -221,7 +232,11 @@ func (c *Client) QueryByKey(ctx context.Context, topic, key string, begin, end t
 }
 
 func hasKey(m Message, key string) bool {
-	if m.Properties[message.PropUniqKey] == key {
+	uniq := m.Properties[message.PropUniqKey]
+	if uniq == key || m.Keys == key {
+		return true // a Kafka record's key may hold spaces
+	}
+	if id, ok := message.ParseConvertedID(uniq); ok && id.Kind == message.ConvertedAMQP && m.Properties[message.PropCorrelationID] == key {
 		return true
 	}
 	for _, k := range strings.Fields(m.Keys) {
