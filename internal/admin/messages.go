@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,36 +168,55 @@ func (c *Client) GetMessage(ctx context.Context, id, topic string) ([]Message, e
 
 // viewByOffsetID reads the record an offset message id names from its
 // broker: one message, or every record of a Kafka batch (they share the
-// batch's offset). None: id is not an offset id, or not of a record there.
+// batch's offset). When that broker is not registered or does not answer
+// (a master that is down), the slaves ReadBrokers reads from in its place
+// are asked: they hold the master's records. None: id is not an offset
+// id, or not of a record there.
 func (c *Client) viewByOffsetID(ctx context.Context, id string) ([]Message, error) {
 	host, off, err := message.ParseOffsetMsgID(id)
 	if err != nil {
 		return nil, nil
 	}
+	if _, err := c.ReadBrokers(ctx); err != nil { // tells of reads from slaves
+		return nil, err
+	}
 	brokers, err := c.Brokers(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var cands []string
 	for _, b := range brokers {
-		if b.Addr != host.String() {
-			continue
+		if b.Addr == host.String() {
+			cands = append(cands, b.Addr)
 		}
-		resp, err := c.invoke(ctx, b.Addr, remoting.ReqViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil)
-		if err != nil {
-			return nil, nil // not a record there: try it as a unique key
-		}
-		ms, err := splitRecords(resp.Body)
-		if err != nil || len(ms) == 0 {
-			return nil, nil
-		}
-		for _, m := range ms {
-			if m.OffsetMsgID != strings.ToUpper(id) {
-				return nil, nil
-			}
-		}
+	}
+	if ms := c.viewAt(ctx, cands, id, off); ms != nil {
 		return ms, nil
 	}
-	return nil, nil
+	var slaves []string
+	for _, r := range c.SlaveReads() {
+		if !slices.Contains(cands, r.Slave.Addr) {
+			slaves = append(slaves, r.Slave.Addr)
+		}
+	}
+	return c.viewAt(ctx, slaves, id, off), nil
+}
+
+// viewAt asks each broker of addrs in turn for the record at CommitLog
+// offset off and returns its messages if they are those of offset id.
+func (c *Client) viewAt(ctx context.Context, addrs []string, id string, off int64) []Message {
+	for _, addr := range addrs {
+		resp, err := c.invoke(ctx, addr, remoting.ReqViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil)
+		if err != nil {
+			continue // not a record there, or no answer
+		}
+		ms, err := splitRecords(resp.Body)
+		if err != nil || len(ms) == 0 || slices.ContainsFunc(ms, func(m Message) bool { return m.OffsetMsgID != strings.ToUpper(id) }) {
+			continue
+		}
+		return ms
+	}
+	return nil
 }
 
 // QueryByKey returns the messages of topic whose KEYS include key (or whose
