@@ -152,6 +152,8 @@ func TestMasterKilled(t *testing.T) {
 	read(`(?m)^\S+\s+0\s+2\s+.*kafka-key\s+5$`, "msg", "query", "--topic", "R", "--key", "kafka-key")
 	read(`(?m)^R\s+broker-a\s+0\s+3\s+1\s+2\s+`, "group", "describe", "workers")
 	read(`workers`, "group", "list")
+	read(`(?m)^Dead letters of workers`, "dlq", "list", "--group", "workers")
+	read(``, "amqp", "queues")
 	var third admin.Message
 	if lines := strings.Split(strings.TrimSpace(tail), "\n"); len(lines) != 3 || json.Unmarshal([]byte(lines[2]), &third) != nil {
 		t.Fatalf("tail: %s", tail)
