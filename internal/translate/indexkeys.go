@@ -11,6 +11,16 @@ import (
 // indexed (the message is still stored and delivered).
 const MaxIndexKeyBytes = 1024
 
+// IndexKeys inflates a compressed Kafka batch to at most
+// IndexInflateRatio times its stored size, or MinIndexInflateBytes if
+// that is more (and never beyond its limit argument): it runs on the
+// store's one dispatcher, which a batch compressed far beyond what
+// records compress to would hold back for everyone.
+const (
+	IndexInflateRatio    = 32
+	MinIndexInflateBytes = 1 << 20
+)
+
 // IndexKeys calls key with each index key of rec, a Kafka batch or an
 // AMQP record (the store's hook for the types whose bodies it does not
 // read, store.Config.IndexKeys): for a Kafka record its key when the key
@@ -19,9 +29,9 @@ const MaxIndexKeyBytes = 1024
 // message its message-id and correlation-id. Empty keys, keys longer than
 // MaxIndexKeyBytes and binary Kafka keys are not named; a key repeated in
 // a batch is named once. The slice passed to key is valid only during
-// the call. A batch that does not decode, or inflates beyond limit bytes,
-// gives an error (the keys named before it stand). Other record types
-// have no keys.
+// the call. A batch that does not decode, or inflates beyond limit bytes
+// or the bound above, gives an error and names no key past the point it
+// failed. Other record types have no keys.
 func IndexKeys(rec []byte, limit int, key func([]byte)) error {
 	t, err := record.TypeOf(rec)
 	if err != nil || !t.Enveloped() {
@@ -37,6 +47,7 @@ func IndexKeys(rec []byte, limit int, key func([]byte)) error {
 		if e.Messages() > 1 {
 			seen = make(map[string]bool)
 		}
+		limit = min(limit, max(MinIndexInflateBytes, IndexInflateRatio*len(e.Body())))
 		return EachKafkaRecord(e.Body(), limit, func(r *KafkaRecord) error {
 			k := r.Key
 			if len(k) == 0 || len(k) > MaxIndexKeyBytes || !propText(k) || seen[string(k)] {

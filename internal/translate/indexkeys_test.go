@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -78,5 +80,27 @@ func TestAppendRocketMQFound(t *testing.T) {
 		if strings.Join(got, " ") != c.want || n != len(got) {
 			t.Errorf("topic %q key %q: %q (n %d), want %q", c.topic, c.key, got, n, c.want)
 		}
+	}
+}
+
+// TestIndexKeysInflateBound: a compressed batch that inflates beyond
+// IndexInflateRatio times its size (and MinIndexInflateBytes) is refused
+// with ErrTooLarge, not inflated on the dispatcher.
+func TestIndexKeysInflateBound(t *testing.T) {
+	big := []kmsg.Record{{Key: []byte("bomb"), Value: bytes.Repeat([]byte{0}, 4*MinIndexInflateBytes)}}
+	rec := stored(t, record.KafkaBatch, 1, "k", 0, 0, 4096, 1, kafkaBatch(t, codecZstd, 0, 1, big))
+	if len(rec) > 4*MinIndexInflateBytes/IndexInflateRatio {
+		t.Fatalf("the batch is not compressed enough to test the bound: %d bytes", len(rec))
+	}
+	var keys []string
+	err := IndexKeys(rec, DefaultLimit, func(k []byte) { keys = append(keys, string(k)) })
+	if !errors.Is(err, ErrTooLarge) || len(keys) != 0 {
+		t.Errorf("keys %q, err %v", keys, err)
+	}
+	// The same records less compressible: within the bound.
+	ok := []kmsg.Record{{Key: []byte("fine"), Value: bytes.Repeat([]byte{0}, MinIndexInflateBytes/2)}}
+	rec = stored(t, record.KafkaBatch, 1, "k", 0, 0, 4096, 1, kafkaBatch(t, codecZstd, 0, 1, ok))
+	if got := indexKeys(t, rec); !slices.Equal(got, []string{"fine"}) {
+		t.Errorf("keys %q", got)
 	}
 }
