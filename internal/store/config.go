@@ -130,8 +130,8 @@ type Config struct {
 	// calls key with each (valid only during the call). The dispatcher
 	// indexes each under "topic#key" for every destination topic of the
 	// record, as a RocketMQ message's KEYS. An error (a body that does not
-	// decode) is logged and the record dispatched with the keys named
-	// before it. Nil: such records have no index keys.
+	// decode, or would cost too much to) is logged and the record
+	// dispatched with the keys named before it. Nil: such records have no index keys.
 	IndexKeys func(rec []byte, key func([]byte)) error
 
 	// RepairCorruption lets Open repair corruption found in the middle of

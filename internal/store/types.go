@@ -123,7 +123,7 @@ func (s *Store) indexEnvelope(rec []byte, phys int64, t record.Type) error {
 		}
 	})
 	if err != nil {
-		s.logger.Warn("store: the keys of a record are not all indexed: its body does not decode", "type", t, "offset", phys, "err", err)
+		s.logger.Warn("store: the keys of a record are not all indexed", "type", t, "offset", phys, "err", err)
 	}
 	return putErr
 }
