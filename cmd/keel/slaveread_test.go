@@ -164,13 +164,17 @@ func TestMasterKilled(t *testing.T) {
 	// The slave's console: its pages answer, saying they read from the
 	// slave; the replication page shows the group without a master.
 	for _, path := range []string{"/api/overview", "/api/topics", "/api/topics/R", "/api/groups", "/api/groups/workers",
-		"/api/messages?id=" + sent.MsgID, "/api/topics/R/messages?from=0"} {
+		"/api/messages?id=" + sent.MsgID, "/api/messages?id=" + third.MsgID, "/api/topics/R/messages?from=0"} {
 		resp, err := http.Get("http://" + slaveHTTP + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if want := map[string]string{sent.MsgID: "second", third.MsgID: "third"}[strings.TrimPrefix(path, "/api/messages?id=")]; want != "" &&
+			!strings.Contains(string(body), `"body": "`+want+`"`) {
+			t.Errorf("console %s: not the message %q:\n%s", path, want, body)
+		}
 		if resp.StatusCode != 200 || resp.Header.Get("X-Keel-Slave-Reads")+"\n" != strings.TrimPrefix(notice, "keel: ") {
 			t.Errorf("console %s: %d, header %q\n%s", path, resp.StatusCode, resp.Header.Get("X-Keel-Slave-Reads"), body)
 		}
