@@ -22,6 +22,10 @@
 //	GET  /api/replication               broker groups, each member's replication state (keel cluster)
 //	GET  /api/amqp                      AMQP queues and exchanges, per broker
 //
+// An API answer read (in part) from a slave because its group's master
+// is missing carries the header X-Keel-Slave-Reads (admin.SlaveRead lines,
+// separated by " | "); the pages show it above themselves.
+//
 // Read-only by default: the POST endpoints answer 403 unless the console was
 // started with write access (keel serve --console-write). They also require
 // the header X-Keel-Console: 1 and a JSON body, which a cross-site form

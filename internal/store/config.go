@@ -130,6 +130,15 @@ type Config struct {
 	// uses it for SCHEDULE_TOPIC_XXXX). Nil: the hash of the TAGS property.
 	TagsCode func(v message.View) int64
 
+	// IndexKeys, if set, names the index keys of a record of a type other
+	// than RocketMQ's (the store does not read those types' bodies): it
+	// calls key with each (valid only during the call). The dispatcher
+	// indexes each under "topic#key" for every destination topic of the
+	// record, as a RocketMQ message's KEYS. An error (a body that does not
+	// decode, or would cost too much to) is logged and the record
+	// dispatched with the keys named before it. Nil: such records have no index keys.
+	IndexKeys func(rec []byte, key func([]byte)) error
+
 	// RepairCorruption lets Open repair corruption found in the middle of
 	// the CommitLog instead of refusing to open: the damaged bytes, up to
 	// the next valid entry, are copied to <Dir>/quarantine and replaced by

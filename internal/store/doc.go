@@ -99,8 +99,9 @@
 // write, KEYS tokens and UNIQ_KEY go to the index, TAGS to the tag code)
 // is rocketmq.go's. An enveloped record gets one ConsumeQueue entry per
 // destination, at queue offsets the store assigns at append (dense per
-// queue, shared with RocketMQ messages of the queue); it has no index keys
-// yet. So one record may be in several queues, and one entry may hold
+// queue, shared with RocketMQ messages of the queue); its index keys are
+// the ones Config.IndexKeys names (the store does not read its body),
+// under each destination topic. So one record may be in several queues, and one entry may hold
 // several logical messages (see package consumequeue). A record of a type
 // this version does not know stops Open, Check, dispatch and reads with an
 // error wrapping record.ErrUnknownType that names its magic and offset.
@@ -143,7 +144,8 @@
 // One dispatcher goroutine, woken by the CommitLog whenever the written or
 // flushed offset moves, reads records up to Confirmed, appends their
 // ConsumeQueue entries and index entries (by type: for a RocketMQ message
-// each KEYS token and the UNIQ_KEY, as "topic#key"), tells the OnVisible
+// each KEYS token and the UNIQ_KEY, as "topic#key"; for an enveloped
+// record what Config.IndexKeys names), tells the OnVisible
 // subscribers, and moves Visible
 // (releasing its waiters once per round). Readers only see dispatched
 // entries.

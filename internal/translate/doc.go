@@ -36,6 +36,10 @@
 // header that cannot be a property — a name or value with RocketMQ's
 // separator bytes or invalid UTF-8, a null value, a name the broker or
 // client acts on (UNIQ_KEY, KEYS, DELAY, RETRY_TOPIC, ...) — is left out.
+// A look-up (by key, by message id, by CommitLog offset) answers such
+// records converted the same way (AppendRocketMQFound); IndexKeys names
+// the index keys of Kafka batches and AMQP messages, which the store
+// indexes at dispatch (docs/cross-protocol.md, "Finding messages").
 // A Kafka record converted from another format is uncompressed, in a
 // batch this package writes (magic 2, CRC-32C, CreateTime, no producer
 // id); a RocketMQ body compressed by its producer is inflated.
