@@ -281,14 +281,23 @@ func (c *checker) openQueues() {
 func (c *checker) checkCommitLog() {
 	c.rep.Segments = len(c.log.Segments())
 	c.rep.MinOffset = c.log.MinOffset()
-	end, probs, err := c.log.Verify(func(phys int64, rec []byte) {
+	visit := func(phys int64, rec []byte) {
 		if c.pastTruncation(phys) {
 			return
 		}
 		c.rep.Records++
 		c.rep.RecordBytes += int64(len(rec))
 		c.checkRecord(phys, rec)
-	})
+	}
+	var end int64
+	var probs []commitlog.Problem
+	var err error
+	if c.rep.CleanShutdown {
+		end, probs, err = c.log.Verify(visit)
+	} else {
+		// Judged as opening the store judges it (recovery.go).
+		end, probs, err = c.log.VerifyAfterCrash(durableFrom(c.cp, c.haveCP), visit)
+	}
 	end, probs = c.capAtTruncation(end, probs)
 	c.rep.EndOffset = end
 	c.rep.Holes = c.log.Holes()
