@@ -10,6 +10,7 @@
 //	<Dir>/abort                        present while the store is open (crash marker)
 //	<Dir>/checkpoint                   flushed positions (see below), replaced atomically
 //	<Dir>/commitlog/<20-digit offset>  CommitLog segments (format in package commitlog)
+//	<Dir>/commitlog/flushed            the flushed mark: the log is durable below it (package commitlog)
 //	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
 //	<Dir>/index/...                    key index files
 //	<Dir>/quarantine/                  bytes recovery removed or a repair replaced, kept for inspection

@@ -240,12 +240,6 @@ func (l *Log) closeFiles() error {
 		}
 	}
 	l.segs = nil
-	if l.mark != nil {
-		if err := l.mark.Close(); err != nil && first == nil {
-			first = fmt.Errorf("commitlog: close flushed mark: %w", err)
-		}
-		l.mark = nil
-	}
 	return first
 }
 
@@ -253,7 +247,11 @@ func (l *Log) closeFiles() error {
 // the segment files. It does not flush.
 func (l *Log) Close() error {
 	l.finishAcks()
-	return l.closeFiles()
+	err := l.closeFiles()
+	if merr := l.closeMark(); merr != nil && err == nil { // after closeFiles: flushMu is taken before segMu
+		err = merr
+	}
+	return err
 }
 
 // SegmentBytes returns the configured segment size.

@@ -126,6 +126,22 @@ func (l *Log) advanceMark(w int64) error {
 	return nil
 }
 
+// closeMark closes the mark's file (Close; a flush still running keeps
+// it until done).
+func (l *Log) closeMark() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.mark == nil {
+		return nil
+	}
+	err := l.mark.Close()
+	l.mark = nil
+	if err != nil {
+		return fmt.Errorf("commitlog: close flushed mark: %w", err)
+	}
+	return nil
+}
+
 // recoveredMark records, durably, that the recovered log is durable below
 // end. A full disk leaves the older value if that is no higher (still a
 // lower bound); one above end must go, or the start fails.
