@@ -29,9 +29,10 @@ type RecoverOptions struct {
 	// tail is cut without a copy (tests of this package only).
 	QuarantineDir string
 	// MustReach is the lowest end the log may have after recovery: the
-	// checkpointed flushed offset, 0 when unknown. A cut below it would
-	// remove durable data: Recover then changes nothing and returns a
-	// *MissingError, unless Repair is set.
+	// checkpointed flushed offset, 0 when unknown; Recover raises it to the
+	// flushed mark (mark.go). A cut below it would remove durable data:
+	// Recover then changes nothing and returns a *MissingError, unless
+	// Repair is set.
 	MustReach int64
 	// Crashed says the previous run did not shut down cleanly. Then an
 	// invalid entry in the last segment at or after DurableFrom is a torn
@@ -41,8 +42,10 @@ type RecoverOptions struct {
 	// power failed. They are copied to QuarantineDir before the cut.
 	Crashed bool
 	// DurableFrom is the lowest offset not known to be durable: the
-	// checkpointed flushed offset; math.MaxInt64 when unknown, which turns
-	// the exception off).
+	// checkpointed flushed offset; math.MaxInt64 when unknown. Recover
+	// raises it to the flushed mark (or takes the mark when unknown); an
+	// invalid entry below it is corruption even after a crash. Unknown
+	// with no valid mark turns the exception off.
 	DurableFrom int64
 	// Resume, if > 0 and not after From, is where verification starts
 	// instead of the start of From's segment: a segment start, or the
@@ -348,7 +351,7 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 		}
 		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, opts.QuarantineDir, res)
 	}
-	if opts.Crashed && i == len(segs)-1 {
+	if opts.Crashed && i == len(segs)-1 && opts.DurableFrom != math.MaxInt64 {
 		if s.base+rel >= opts.DurableFrom {
 			return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
 		}
