@@ -357,7 +357,7 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 		}
 		// Below the durable offset an fdatasync covered these bytes before
 		// the crash: a torn write cannot explain them.
-		reason += fmt.Sprintf(" (before %d, which was fdatasynced before the crash: damage to durable data, not an unsynced tail)", opts.DurableFrom)
+		reason += fmt.Sprintf(" (the log below %d was fdatasynced before the crash: damage to durable data, not an unsynced tail)", opts.DurableFrom)
 		l.logger.Error("commitlog: invalid entry in data fdatasynced before the crash; not cutting it as an unsynced tail",
 			"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "repair", opts.Repair)
 	}
