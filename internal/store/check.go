@@ -311,8 +311,14 @@ func (c *checker) checkCommitLog() {
 			c.rep.problem(KindCorruptEntry, p.File, p.Offset, "%s", p.Msg)
 		}
 	}
-	if c.haveCP && end < c.cp.PhysFlushed {
+	switch m, err := commitlog.ReadMark(c.fs, filepath.Join(c.cfg.Dir, commitLogDir)); {
+	case c.haveCP && end < c.cp.PhysFlushed:
 		c.rep.problem(KindMissingData, filepath.Join(c.cfg.Dir, commitLogDir), end, "CommitLog ends before the checkpointed flushed offset %d: durable data is missing", c.cp.PhysFlushed)
+	case err == nil && m.Found && end < m.Offset && !c.rep.Truncating:
+		// A truncation in progress lowers the mark when the next start
+		// finishes it.
+		c.rep.problem(KindMissingData, filepath.Join(c.cfg.Dir, commitLogDir, commitlog.MarkName), end,
+			"CommitLog ends before the flushed mark %d (fdatasynced before the store stopped): durable data is missing", m.Offset)
 	}
 }
 

@@ -173,6 +173,37 @@ func TestKillThenDamageToADurableRecordIsNotCut(t *testing.T) {
 	assertNeverServedBad(t, s, fx.msgs)
 }
 
+// After a process kill the log ending inside a record the flushed mark
+// covers is durable data missing, past the lagging checkpoint too: the
+// offline check reports it and Open refuses, changing nothing.
+func TestKillThenMissingDurableTailIsRefused(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	f, err := fx.fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o600) // the kill
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	lag := fx.msgs[20]
+	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: lag.phys, CQFlushed: lag.phys, IndexFlushed: lag.phys})
+	last := fx.msgs[29]
+	fx.truncateAt(t, last.phys+10)
+	rep, err := Check(fx.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := false
+	for _, p := range rep.Problems {
+		missing = missing || (p.Kind == KindMissingData && strings.Contains(p.Msg, "flushed mark"))
+	}
+	if !missing {
+		t.Fatalf("check did not report the durable tail missing: %+v", rep.Problems)
+	}
+	var me *commitlog.MissingError
+	if _, err := Open(fx.cfg); !errors.As(err, &me) || me.Offset != last.phys {
+		t.Fatalf("want a refusal at %d: %v", last.phys, err)
+	}
+}
+
 // The verified tail reaches into the previous segment when the segment
 // holding the checkpointed flushed offset is shorter than verifyTailBytes:
 // a record damaged there, after the target, makes Open refuse (issue: only
