@@ -63,30 +63,7 @@
 // There is one writer (Append; callers serialize). Written bytes become
 // durable when Flush (run by one flusher goroutine, see RunFlusher) has
 // fdatasync'ed every segment holding them; WaitFlushed lets any number of
-// writers share one flush (group commit).
-//
-// # The flushed mark
-//
-// After every fdatasync, and before it moves the flushed watermark (so
-// before any waiter it covered is answered), Flush overwrites the flushed
-// mark in place with the new flushed offset: one 16-byte pwrite, with no
-// fdatasync of its own. The value written is always durable already, so
-// whatever version of the file survives is a lower bound of the durable
-// log: after a process kill the page cache holds the last one written,
-// which is at or past every acknowledged record (the unsynced window is
-// the flush in flight and the writes after it: under SYNC_FLUSH the group
-// commit in flight, under ASYNC_FLUSH what the flush interval let
-// accumulate); after a power loss an older one may survive, never a
-// newer one. Recover writes the recovered end there, durably (file,
-// then directory), before any append; Truncate, TruncateFiles and a cut by
-// Recover lower it, durably, before they remove bytes below it. A mark
-// that fails its CRC or has another version is ignored (logged); a log
-// directory without one (written by an earlier release, which ignores the
-// file with a warning) is recovered on the caller's durable offset alone,
-// as before, and has one from its first recovery on. A full disk that
-// refuses the overwrite (a copy-on-write filesystem) leaves the older
-// value, still a lower bound; any other failed write of the mark fails
-// the log. When a segment is closed, the
+// writers share one flush (group commit). When a segment is closed, the
 // writer writes the blank marker and fdatasyncs the segment before it
 // creates the next segment file (and fsyncs the directory). Hence: if a
 // segment file exists, every segment before it is complete and durable. The
@@ -105,6 +82,30 @@
 // ErrNoSpace; the next Append tries again. If the cut fails too, or records
 // of the same Append were already written (a batch that closed a segment),
 // the Log fails as above.
+//
+// # The flushed mark
+//
+// After every fdatasync, and before it moves the flushed watermark (so
+// before any waiter it covered is answered), Flush overwrites the flushed
+// mark in place with the new flushed offset: one 16-byte pwrite, with no
+// fdatasync of its own. The value written is always durable already, so
+// whatever version of the file survives is a lower bound of the durable
+// log: after a process kill the page cache holds the last one written,
+// which is at or past every acknowledged record (the unsynced window is
+// the flush in flight and the writes after it: under SYNC_FLUSH the group
+// commit in flight, under ASYNC_FLUSH what the flush interval let
+// accumulate); after a power loss an older one may survive, never a
+// newer one. Recover writes the recovered end there, durably, before
+// any append; Truncate, TruncateFiles and a cut by Recover lower it,
+// durably, before they remove bytes below it. A mark
+// that fails its CRC or has another version is ignored (logged); a log
+// directory without one (written by an earlier release, which ignores the
+// file with a warning) is recovered on the caller's durable offset alone,
+// as before, and has one from its first recovery on. A full disk that
+// refuses the overwrite (a copy-on-write filesystem) leaves the older
+// value, still a lower bound (also in Recover, unless the value on disk
+// lies above the recovered end); any other failed write of the mark fails
+// the log (in Recover, the start).
 //
 // # Recovery
 //
@@ -190,7 +191,9 @@
 //
 // Verify runs the same scan over the whole log without changing anything
 // (for offline checks), going on after a corrupt entry at the next valid
-// one, and lists the hole records it passed (Holes).
+// one, and lists the hole records it passed (Holes); VerifyAfterCrash
+// reports an unsynced tail past the durable offset as a torn tail, as
+// Recover would cut it.
 //
 // Reads return errors wrapping ErrNoRecord for offsets that hold no record
 // (before the first segment, in the blank tail of a closed segment),
