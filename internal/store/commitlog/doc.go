@@ -96,8 +96,9 @@
 // commit in flight, under ASYNC_FLUSH what the flush interval let
 // accumulate); after a power loss an older one may survive, never a
 // newer one. Recover writes the recovered end there, durably, before
-// any append; Truncate, TruncateFiles and a cut by Recover lower it,
-// durably, before they remove bytes below it. A mark
+// any append; Truncate, TruncateFiles, StartAt and a cut by Recover
+// lower it, durably, before they remove bytes below it or move the end
+// below it. A mark
 // that fails its CRC or has another version is ignored (logged); a log
 // directory without one (written by an earlier release, which ignores the
 // file with a warning) is recovered on the caller's durable offset alone,

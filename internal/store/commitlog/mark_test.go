@@ -285,3 +285,30 @@ func TestTruncateLowersTheMark(t *testing.T) {
 		t.Fatalf("durable mark %d after TruncateFiles at %d", m.Offset, all[1].phys)
 	}
 }
+
+// An empty log moved to an earlier start lowers the mark: the bytes it
+// will write there are not durable yet.
+func TestStartAtEarlierLowersTheMark(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openMarkLog(t, fs, nil)
+	if _, err := l.Recover(RecoverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StartAt(4 * markSeg); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openMarkLog(t, fs, nil)
+	if res, err := l.Recover(RecoverOptions{}); err != nil || res.End != 4*markSeg {
+		t.Fatalf("recover: %+v %v", res, err)
+	}
+	if m := readMark(t, fs); m.Offset != 4*markSeg {
+		t.Fatalf("mark %d after recovering an empty log at %d", m.Offset, 4*markSeg)
+	}
+	if err := l.StartAt(markSeg); err != nil {
+		t.Fatal(err)
+	}
+	if m := readMark(t, fs.CrashClone()); m.Offset != markSeg {
+		t.Fatalf("durable mark %d after starting at %d", m.Offset, markSeg)
+	}
+}

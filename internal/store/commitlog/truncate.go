@@ -214,6 +214,9 @@ func (l *Log) StartAt(off int64) error {
 	if len(segs) > 0 && (len(segs) > 1 || segs[0].base != w) {
 		return fmt.Errorf("commitlog: start at %d: the log holds records (first segment %d, written %d)", off, segs[0].base, w)
 	}
+	if err := l.lowerMark(off); err != nil { // an earlier start: nothing from there on is durable yet
+		return l.fail(fmt.Errorf("commitlog: start at %d: %w", off, err))
+	}
 	l.prefillMu.Lock()
 	for l.pf.zeroHi > 0 {
 		l.prefillCond.Wait()
