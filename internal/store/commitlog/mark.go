@@ -17,8 +17,9 @@ import (
 // moves the flushed watermark, so after a process kill it holds the end of
 // the last completed flush (the page cache keeps what was written) and
 // after a power loss some earlier one: a lower bound of the durable log
-// either way, and one that lags by at most the flush in flight, where the
-// checkpoint lags by seconds.
+// either way. After a kill it lags the written end only by what no
+// completed flush covered (under SYNC_FLUSH the group commit in flight),
+// where the checkpoint lags by a second or more.
 
 // MarkName is the file name of the flushed mark in the log directory.
 const MarkName = "flushed"
