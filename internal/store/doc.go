@@ -10,6 +10,7 @@
 //	<Dir>/abort                        present while the store is open (crash marker)
 //	<Dir>/checkpoint                   flushed positions (see below), replaced atomically
 //	<Dir>/commitlog/<20-digit offset>  CommitLog segments (format in package commitlog)
+//	<Dir>/commitlog/flushed            the flushed mark: the log is durable below it (package commitlog)
 //	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
 //	<Dir>/index/...                    key index files
 //	<Dir>/quarantine/                  bytes recovery removed or a repair replaced, kept for inspection
@@ -180,11 +181,14 @@
 //     durable records before the verified tail are verified when read (and
 //     by Check), like those of older segments. A torn tail is cut, after
 //     a durable copy of its bytes in <Dir>/quarantine. After a
-//     crash, an invalid entry in the last segment at or past the
-//     checkpointed flushed offset is also a torn tail even when valid
-//     entries follow (unsynced pages written back out of order by a power
-//     failure; see package commitlog): the bytes after it are copied to
-//     <Dir>/quarantine and cut. Any other corruption in the middle (valid
+//     crash, an invalid entry in the last segment at or past the durable
+//     offset (the checkpointed flushed offset raised to the CommitLog's
+//     flushed mark, which every flush advances: see package commitlog) is
+//     also a torn tail even when valid entries follow (unsynced pages
+//     written back out of order by a power failure): the bytes after it
+//     are copied to <Dir>/quarantine and cut. Below the durable offset the
+//     bytes were fdatasynced before the crash, so the same pattern is
+//     corruption. Any other corruption in the middle (valid
 //     entries follow the invalid one) makes Open fail with an error naming
 //     the segment file and offset, leaving the CommitLog unchanged; with
 //     RepairCorruption the damaged bytes alone, up to the next valid entry,
@@ -195,8 +199,9 @@
 //     isolated-records registry before the verified tail are verified and
 //     repaired the same way, and the repaired records leave the registry
 //     (isolate_repair.go). If the
-//     recovered end would lie before the checkpointed flushed offset,
-//     durable data is missing: Open fails unless RepairCorruption is set.
+//     recovered end would lie before the checkpointed flushed offset or
+//     the flushed mark, durable data is missing: Open fails unless
+//     RepairCorruption is set.
 //     A refusing Open changes nothing in the CommitLog: it decides before
 //     it cuts, and it removes the abort marker it created. (Opening the
 //     ConsumeQueues in step 3 has already cut torn queue entries after a

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -28,18 +27,6 @@ func spaceKeys(rec []byte, key func([]byte)) error {
 	return nil
 }
 
-func putEnvelope(t *testing.T, s *Store, typ record.Type, dests []record.Dest, body string) int64 {
-	t.Helper()
-	rec, err := record.AppendEnvelope(nil, typ, 1, dests, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, phys := s.PutRecord(context.Background(), rec)
-	if res.Status != PutOK {
-		t.Fatalf("put: %+v", res)
-	}
-	return phys
-}
 
 // TestIndexEnvelopeKeys: the keys Config.IndexKeys names for a record of
 // another type are indexed under each of its destination topics, a body
@@ -53,8 +40,8 @@ func TestIndexEnvelopeKeys(t *testing.T) {
 	cfg.FlushConsumeQueueInterval = time.Hour // no checkpoint: the crash loses the index's progress
 	cfg.IndexKeys = spaceKeys
 	s := mustOpen(t, cfg)
-	a := putEnvelope(t, s, record.AMQP, []record.Dest{{Topic: "A", QueueID: 0}, {Topic: "B", QueueID: 1}, {Topic: "A", QueueID: 1}}, "m-1 c-1")
-	k := putEnvelope(t, s, record.KafkaBatch, []record.Dest{{Topic: "A", QueueID: 0}}, "!bad rest")
+	a := putEnvelope(t, s, record.AMQP, 0, 1, []record.Dest{{Topic: "A", QueueID: 0}, {Topic: "B", QueueID: 1}, {Topic: "A", QueueID: 1}}, []byte("m-1 c-1"))
+	k := putEnvelope(t, s, record.KafkaBatch, 0, 1, []record.Dest{{Topic: "A", QueueID: 0}}, []byte("!bad rest"))
 	waitVisible(t, s, "A", 0, 2)
 	check := func(when string) {
 		t.Helper()
@@ -78,7 +65,7 @@ func TestIndexEnvelopeKeys(t *testing.T) {
 	// Records put after the checkpoint the last Close wrote, then a crash:
 	// their index entries were never flushed.
 	s = mustOpen(t, cfg)
-	b := putEnvelope(t, s, record.AMQP, []record.Dest{{Topic: "A", QueueID: 0}}, "m-2")
+	b := putEnvelope(t, s, record.AMQP, 0, 1, []record.Dest{{Topic: "A", QueueID: 0}}, []byte("m-2"))
 	waitVisible(t, s, "A", 0, 3)
 	crashed := fs.CrashClone()
 	s.Close()

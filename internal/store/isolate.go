@@ -346,6 +346,12 @@ type IntegrityStats struct {
 	Isolated int64
 	Listed   int
 	Scrub    ScrubStatus
+	// RecoveryRepaired: corrupt CommitLog ranges in durable data that
+	// recovery at this open replaced by hole records (RepairCorruption).
+	RecoveryRepaired int
+	// UnsyncedTailBytes: bytes recovery at this open cut after a crash as
+	// an unsynced tail written back out of order (kept in quarantine).
+	UnsyncedTailBytes int64
 }
 
 // IntegrityStats returns the counters of isolation and scrubbing.
@@ -353,5 +359,6 @@ func (s *Store) IntegrityStats() IntegrityStats {
 	s.iso.mu.Lock()
 	listed := len(s.iso.recs)
 	s.iso.mu.Unlock()
-	return IntegrityStats{ReadFaults: s.stats.readFaults.Load(), Isolated: s.stats.isolated.Load(), Listed: listed, Scrub: s.ScrubStatus()}
+	return IntegrityStats{ReadFaults: s.stats.readFaults.Load(), Isolated: s.stats.isolated.Load(), Listed: listed, Scrub: s.ScrubStatus(),
+		RecoveryRepaired: len(s.recovered.Repaired), UnsyncedTailBytes: s.recovered.UnsyncedBytes}
 }
