@@ -27,7 +27,6 @@ func spaceKeys(rec []byte, key func([]byte)) error {
 	return nil
 }
 
-
 // TestIndexEnvelopeKeys: the keys Config.IndexKeys names for a record of
 // another type are indexed under each of its destination topics, a body
 // that does not decode keeps the keys named before and is still
