@@ -140,21 +140,26 @@ func TestFailoverSlaveCrash(t *testing.T) {
 
 func TestFailoverControllerLeaderCrash(t *testing.T) {
 	h := newHarness(t)
-	h.groupOfThree()
+	b1, _, _ := h.groupOfThree()
 	old := h.leader()
 	h.stop(old)
 	next := h.leader()
 	if next == old {
 		t.Fatal("no new leader")
 	}
-	// The new leader holds no heartbeat yet. Nobody heartbeats for almost
-	// a detection period (the brokers are still finding it): it must not
-	// take the silence for a dead master.
-	h.clock.Advance(testD - time.Millisecond)
-	h.settle()
+	// The new leader holds no heartbeat yet. The slaves find it at once,
+	// the master only after almost a detection period: the new leader
+	// must not take that silence for a dead master.
+	b1.mu.Lock()
+	b1.cut = true
+	b1.mu.Unlock()
+	h.run(testD - time.Second)
 	if g := h.group(); g.MasterEpoch != 1 {
 		t.Fatalf("spurious election by the new leader: %+v", g.History)
 	}
+	b1.mu.Lock()
+	b1.cut = false
+	b1.mu.Unlock()
 	h.expectNoElection(1, 2*testD)
 	// The old leader returns as a follower and catches up.
 	h.start(old, nil, nil)
