@@ -196,6 +196,12 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	c.lock = lock
 	if err := c.open(); err != nil {
+		if c.raft != nil {
+			c.raft.Shutdown().Error()
+		}
+		if c.mux != nil {
+			c.mux.close()
+		}
 		c.closeStores()
 		return nil, err
 	}
@@ -218,6 +224,17 @@ func (c *Controller) open() error {
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
+	has, err := raft.HasExistingState(c.bolt, c.bolt, snaps)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if cfg.Bootstrap != nil && (has || c.clusterID != "") {
+		id := c.clusterID
+		if id == "" {
+			id = "(unknown)"
+		}
+		return fmt.Errorf("%w: %s already holds controller state (cluster %s); start without --bootstrap", ErrAlreadyBootstrapped, cfg.DataDir, id)
+	}
 	m, err := newMux(cfg.Listener, cfg.Addr, c.log, c.ClusterID, c.adoptClusterID)
 	if err != nil {
 		return err
@@ -237,12 +254,8 @@ func (c *Controller) open() error {
 	if cfg.LeaderLeaseTimeout > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	}
-	has, err := raft.HasExistingState(c.bolt, c.bolt, snaps)
-	if err != nil {
-		return fmt.Errorf("controller: %w", err)
-	}
 	if cfg.Bootstrap != nil {
-		if err := c.bootstrap(rc, has, snaps, trans); err != nil {
+		if err := c.bootstrap(rc, snaps, trans); err != nil {
 			return err
 		}
 	} else if !has {
@@ -275,14 +288,8 @@ func (c *Controller) open() error {
 }
 
 // bootstrap writes a new cluster id and the first raft configuration.
-func (c *Controller) bootstrap(rc *raft.Config, has bool, snaps raft.SnapshotStore, trans raft.Transport) error {
-	if has || c.clusterID != "" {
-		id := c.clusterID
-		if id == "" {
-			id = "(unknown)"
-		}
-		return fmt.Errorf("%w: %s already holds controller state (cluster %s); start without --bootstrap", ErrAlreadyBootstrapped, c.cfg.DataDir, id)
-	}
+// The caller checked that the node holds no state.
+func (c *Controller) bootstrap(rc *raft.Config, snaps raft.SnapshotStore, trans raft.Transport) error {
 	id := newUUID()
 	if err := c.adoptClusterID(id); err != nil {
 		return err
@@ -425,9 +432,28 @@ func (c *Controller) apply(cmd *Command) (*Result, error) {
 	return r, nil
 }
 
-// hclogFor routes raft's warnings and errors into the node's logger, as
-// warnings (raft's info lines are connection and election churn; the node
-// logs leadership itself).
+// hclogFor routes raft's log lines into the node's logger one level down
+// (raft's errors are warnings here, its warnings info, its info debug):
+// raft warns of routine churn (a follower's first contact, an election
+// starting), and the node logs what matters (acting, stepping down,
+// elections of masters) itself.
 func hclogFor(log *slog.Logger) hclog.Logger {
-	return hclog.FromStandardLogger(slog.NewLogLogger(log.Handler(), slog.LevelWarn), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Output: io.Discard, Level: hclog.Off})
+	l.RegisterSink(raftSink{log})
+	return l
+}
+
+type raftSink struct{ log *slog.Logger }
+
+func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...any) {
+	lv := slog.LevelDebug
+	switch level {
+	case hclog.Error:
+		lv = slog.LevelWarn
+	case hclog.Warn:
+		lv = slog.LevelInfo
+	case hclog.Trace:
+		return
+	}
+	s.log.Log(context.Background(), lv, name+": "+msg, args...)
 }

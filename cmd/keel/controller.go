@@ -1,0 +1,282 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/controller"
+	"github.com/spf13/cobra"
+)
+
+// keel controller: one voter of the controller cluster that holds the
+// broker groups' metadata (docs/replication.md, "Controller").
+// keel controller status: what the leader holds.
+
+// bootstrapFromConfig is --bootstrap given without a list: take the
+// voters from controllerDLegerPeers.
+const bootstrapFromConfig = "(controllerDLegerPeers)"
+
+type controllerOptions struct {
+	configFile   string
+	strictConfig bool
+	logLevel     string
+	dataDir      string
+	listen       string
+	advertise    string
+	nodeID       string
+	bootstrap    string
+}
+
+func newControllerCmd() *cobra.Command {
+	var o controllerOptions
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run a controller node (raft voter holding the broker groups' masters, epochs and in-sync sets)",
+		Long: `Run one voter of the controller cluster. Three voters (or five) hold, in a raft
+log, the metadata of every broker group: its replicas, its master, the master
+epoch and the in-sync set. The raft leader watches the brokers' heartbeats and,
+when a master stays silent for controllerHeartBeatTimeoutMills, fences the live
+in-sync replicas at the next epoch and elects the one with the longest log.
+
+A new cluster is bootstrapped once, on one node, with the voter list:
+
+  keel controller --data-dir d0 --controller-listen 127.0.0.1:9878 \
+    --bootstrap=127.0.0.1:9878,127.0.0.1:9879,127.0.0.1:9880
+
+The other voters start without --bootstrap and join when the first contacts
+them. --bootstrap is refused when the data directory already holds state.
+Brokers do not follow the controller yet (docs/replication.md, "Controller").`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.configFile, "config", "c", "", "controller.conf file (Java properties, RocketMQ's controller key names)")
+	f.BoolVar(&o.strictConfig, "strict-config", false, "treat unknown controller.conf keys as errors")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.dataDir, "data-dir", config.DefaultController().StorePath, "data directory (overrides controllerStorePath)")
+	f.StringVar(&o.listen, "controller-listen", config.DefaultControllerListen, "listen address for raft and the controller's requests (overrides controllerListen)")
+	f.StringVar(&o.advertise, "controller-advertise", "", "address the other voters, brokers and the CLI dial (overrides controllerAdvertise; default: the listen address)")
+	f.StringVar(&o.nodeID, "node-id", "", "this voter's id in the voter list (overrides controllerDLegerSelfId; default: its address)")
+	f.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap a new cluster of these voters, id-host:port or host:port separated by ';' or ','\n(once, on one node; --bootstrap alone takes controllerDLegerPeers)")
+	f.Lookup("bootstrap").NoOptDefVal = bootstrapFromConfig
+	cmd.AddCommand(newControllerStatusCmd())
+	return cmd
+}
+
+// loadController reads the file, applies the flags given and validates.
+func (o *controllerOptions) loadController(cmd *cobra.Command, log *slog.Logger) (*config.Controller, error) {
+	c := config.DefaultController()
+	if o.configFile != "" {
+		var unknown []config.Unknown
+		var err error
+		if c, unknown, err = config.LoadController(o.configFile); err != nil {
+			return nil, err
+		}
+		for _, u := range unknown {
+			if o.strictConfig {
+				return nil, fmt.Errorf("config: %s: %s (--strict-config)", o.configFile, u)
+			}
+			log.Warn("controller.conf key not supported; ignored", "file", o.configFile, "line", u.Line, "key", u.Key, "hint", u.Hint)
+		}
+	}
+	for flag, key := range map[string]string{"data-dir": "controllerStorePath", "controller-listen": "controllerListen",
+		"controller-advertise": "controllerAdvertise", "node-id": "controllerDLegerSelfId"} {
+		if fl := cmd.Flags().Lookup(flag); fl.Changed {
+			if err := c.Set(key, fl.Value.String()); err != nil {
+				return nil, usageError{fmt.Errorf("--%s: %w", flag, err)}
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func runController(cmd *cobra.Command, o *controllerOptions) error {
+	opts := options{logLevel: o.logLevel}
+	log, err := opts.newLogger(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	cc, err := o.loadController(cmd, log)
+	if err != nil {
+		return err
+	}
+	var voters []controller.Voter
+	if o.bootstrap != "" {
+		list := o.bootstrap
+		if list == bootstrapFromConfig {
+			if list = cc.Peers; list == "" {
+				return usageError{fmt.Errorf("--bootstrap without a list needs controllerDLegerPeers in -c FILE (or use --bootstrap=VOTERS)")}
+			}
+		}
+		if voters, err = controller.ParseVoters(list); err != nil {
+			return usageError{fmt.Errorf("--bootstrap: %w", err)}
+		}
+	}
+	ls, err := bindListeners(listenSpec{listenController, cc.Listen, controllerListenFlag})
+	if err != nil {
+		return err
+	}
+	defer ls.closeAll()
+	p := &parts{log: log, listeners: ls}
+	log.Info("keel controller", "version", version, "listen", cc.Listen, "data_dir", cc.StorePath)
+	return logStopped(log, runServices(cmd.Context(), log, p.controllerStarter(cc, voters)), false)
+}
+
+func newControllerStatusCmd() *cobra.Command {
+	var addrs, output string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the controller cluster: leader, voters, and every group's master, epochs and in-sync set",
+		Long: `Ask the controllers for the leader's view: the leader and its term, the
+voters, and per broker group its master, master epoch, in-sync set and its
+epoch, the replicas with their addresses and, as the leader sees them, the age
+of each replica's last heartbeat and its log end; then the group's election
+history (newest last). If no leader answers, a follower's view is shown and
+says so.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			}
+			var list []string
+			for _, a := range strings.FieldsFunc(addrs, func(r rune) bool { return r == ';' || r == ',' }) {
+				if a = strings.TrimSpace(a); a != "" {
+					list = append(list, a)
+				}
+			}
+			if len(list) == 0 {
+				return usageError{fmt.Errorf("--controller-addr is empty")}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			cl := controller.NewClient(list)
+			defer cl.Close()
+			st, err := cl.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			controllerTable(tw, st)
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addrs, "controller-addr", "127.0.0.1"+config.DefaultControllerListen, "controller addresses host:port[;host:port] (RocketMQ's controllerAddr)")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for an answer")
+	return cmd
+}
+
+// controllerTable writes the status for people.
+func controllerTable(w io.Writer, st controller.Status) {
+	whose := "leader"
+	if !st.Acting {
+		whose = "NOT the acting leader (" + st.State + "); no leader answered"
+	}
+	fmt.Fprintf(w, "controller %s (%s), view of %s: term %d, applied index %d, cluster %s\n", st.NodeID, st.Addr, whose, st.Term, st.AppliedIndex, st.ClusterID)
+	leader := st.LeaderAddr
+	if leader == "" {
+		leader = "(none)"
+	}
+	fmt.Fprintf(w, "leader: %s\n", leader)
+	row(w, "VOTER", "ADDRESS")
+	for _, v := range st.Voters {
+		row(w, v.ID, v.Addr)
+	}
+	live := map[controller.ReplicaID]controller.ReplicaLiveness{}
+	for _, l := range st.Live {
+		live[l.ID] = l
+	}
+	for _, g := range st.Groups {
+		fmt.Fprintf(w, "\ngroup %s: master %s, master epoch %d, in-sync %s (epoch %d), unclean elections %s\n",
+			g.Name, replicaName(g.MasterID), g.MasterEpoch, members(g.InSync), g.InSyncEpoch, onOff(g.AllowUnclean))
+		if since, ok := st.WithoutMaster[g.Name]; ok {
+			fmt.Fprintf(w, "  WITHOUT A MASTER since %s: no live in-sync replica answered\n", time.UnixMilli(since).UTC().Format(time.RFC3339))
+		}
+		row(w, "REPLICA", "ROLE", "ADDRESS", "HA_ADDRESS", "STORE", "HEARTBEAT_AGE", "LAST_EPOCH", "LOG_END")
+		for _, r := range sortedReplicas(g) {
+			role := "slave"
+			if r.ID == g.MasterID {
+				role = "master"
+			}
+			age, epoch, end := "-", "-", "-"
+			if l, ok := live[r.ID]; ok && l.Incarnation == r.Incarnation {
+				age = (time.Duration(l.AgeMillis) * time.Millisecond).String()
+				epoch, end = fmt.Sprint(l.LastEpoch), fmt.Sprint(l.LogEnd)
+			}
+			row(w, r.ID, role, r.Addr, r.HAAddr, r.StoreUUID, age, epoch, end)
+		}
+		for _, e := range g.History {
+			fmt.Fprintf(w, "  %s %s epoch %d: %s -> %s%s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339), e.Kind, e.Epoch,
+				replicaName(e.OldMasterID), replicaName(e.MasterID), noteOf(e))
+		}
+	}
+}
+
+func sortedReplicas(g *controller.Group) []*controller.Replica {
+	out := make([]*controller.Replica, 0, len(g.Replicas))
+	for _, r := range g.Replicas {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *controller.Replica) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+func replicaName(id controller.ReplicaID) string {
+	if id == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("replica %d", id)
+}
+
+func members(ms []controller.Member) string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = fmt.Sprint(m.ID)
+	}
+	return "[" + strings.Join(ids, " ") + "]"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "ALLOWED"
+	}
+	return "off"
+}
+
+func noteOf(e controller.Event) string {
+	var parts []string
+	if len(e.Fenced) > 0 {
+		var f []string
+		for _, x := range e.Fenced {
+			f = append(f, fmt.Sprintf("%d@%d:%d", x.ID, x.LastEpoch, x.LogEnd))
+		}
+		parts = append(parts, "fenced "+strings.Join(f, " "))
+	}
+	if e.Note != "" {
+		parts = append(parts, e.Note)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
