@@ -69,7 +69,7 @@ Brokers do not follow the controller yet (docs/replication.md, "Controller").`,
 	f.StringVar(&o.nodeID, "node-id", "", "this voter's id in the voter list (overrides controllerDLegerSelfId; default: its address)")
 	f.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap a new cluster of these voters, id-host:port or host:port separated by ';' or ','\n(once, on one node; --bootstrap alone takes controllerDLegerPeers)")
 	f.Lookup("bootstrap").NoOptDefVal = bootstrapFromConfig
-	cmd.AddCommand(newControllerStatusCmd())
+	cmd.AddCommand(newControllerStatusCmd(), newControllerSwitchOverCmd(), newControllerAllowUncleanCmd())
 	return cmd
 }
 
@@ -135,9 +135,54 @@ func runController(cmd *cobra.Command, o *controllerOptions) error {
 	return logStopped(log, runServices(cmd.Context(), log, p.controllerStarter(cc, voters)), false)
 }
 
+// controllerFlags are the flags of the commands that talk to a controller
+// cluster.
+type controllerFlags struct {
+	addrs   string
+	output  string
+	timeout time.Duration
+}
+
+func (f *controllerFlags) add(cmd *cobra.Command, timeout time.Duration) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.addrs, "controller-addr", "127.0.0.1"+config.DefaultControllerListen, "controller addresses host:port[;host:port] (RocketMQ's controllerAddr)")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fl.DurationVar(&f.timeout, "timeout", timeout, "how long to wait for an answer")
+}
+
+// client validates the flags and returns a client and a context bounded
+// by --timeout; close and cancel them.
+func (f *controllerFlags) client(cmd *cobra.Command) (*controller.Client, context.Context, context.CancelFunc, error) {
+	if f.output != "table" && f.output != "json" {
+		return nil, nil, nil, usageError{fmt.Errorf("-o %q: want table or json", f.output)}
+	}
+	var list []string
+	for _, a := range strings.FieldsFunc(f.addrs, func(r rune) bool { return r == ';' || r == ',' }) {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	if len(list) == 0 {
+		return nil, nil, nil, usageError{fmt.Errorf("--controller-addr is empty")}
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	return controller.NewClient(list), ctx, cancel, nil
+}
+
+// emit writes v as JSON with -o json, else table's output.
+func (f *controllerFlags) emit(w io.Writer, v any, table func(io.Writer)) error {
+	if f.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := newTable(w)
+	table(tw)
+	return tw.Flush()
+}
+
 func newControllerStatusCmd() *cobra.Command {
-	var addrs, output string
-	var timeout time.Duration
+	var f controllerFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the controller cluster: leader, voters, and every group's master, epochs and in-sync set",
@@ -149,41 +194,99 @@ history (newest last). If no leader answers, a follower's view is shown and
 says so.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			cl, ctx, cancel, err := f.client(cmd)
+			if err != nil {
+				return err
 			}
-			var list []string
-			for _, a := range strings.FieldsFunc(addrs, func(r rune) bool { return r == ';' || r == ',' }) {
-				if a = strings.TrimSpace(a); a != "" {
-					list = append(list, a)
-				}
-			}
-			if len(list) == 0 {
-				return usageError{fmt.Errorf("--controller-addr is empty")}
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			cl := controller.NewClient(list)
 			defer cl.Close()
 			st, err := cl.Status(ctx)
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			tw := newTable(cmd.OutOrStdout())
-			controllerTable(tw, st)
-			return tw.Flush()
+			return f.emit(cmd.OutOrStdout(), st, func(w io.Writer) { controllerTable(w, st) })
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&addrs, "controller-addr", "127.0.0.1"+config.DefaultControllerListen, "controller addresses host:port[;host:port] (RocketMQ's controllerAddr)")
-	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
-	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for an answer")
+	f.add(cmd, 5*time.Second)
 	return cmd
+}
+
+func newControllerSwitchOverCmd() *cobra.Command {
+	var f controllerFlags
+	var group, note string
+	var to uint32
+	cmd := &cobra.Command{
+		Use:   "switch-over",
+		Short: "Move a group's master to an in-sync replica without losing an acknowledged message",
+		Long: `Move a group's master to an in-sync replica: the leader fences the master at the
+next epoch (it stops taking writes), waits until the replica's heartbeats show
+it has the master's whole log, fences it, and elects it. If the replica does
+not catch up within 5 s, the old master is elected again at the next epoch and
+the command fails. Brokers do not follow the controller yet: today this
+changes the controller's metadata only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, ctx, cancel, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer cl.Close()
+			v, err := cl.SwitchOver(ctx, controller.SwitchOverRequest{Group: group, To: controller.ReplicaID(to), Note: note})
+			if err != nil {
+				return err
+			}
+			return f.emit(cmd.OutOrStdout(), v, func(w io.Writer) { viewLine(w, v) })
+		},
+	}
+	f.add(cmd, 15*time.Second)
+	cmd.Flags().StringVar(&group, "group", "", "broker group (brokerName)")
+	cmd.Flags().Uint32Var(&to, "to", 0, "replica id of the new master (see keel controller status)")
+	cmd.Flags().StringVar(&note, "note", "", "why, kept in the group's history")
+	cmd.MarkFlagRequired("group")
+	cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+func newControllerAllowUncleanCmd() *cobra.Command {
+	var f controllerFlags
+	var group, note string
+	var allow bool
+	cmd := &cobra.Command{
+		Use:   "allow-unclean",
+		Short: "Allow (or forbid) electing a replica outside a group's in-sync set",
+		Long: `Allow, or with --allow=false forbid again, an unclean election for one group:
+when no in-sync replica answers, the leader then elects the live replica with
+the longest log among the others. Such an election may lose acknowledged
+messages. The change and every unclean election are kept in the group's
+history.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, ctx, cancel, err := f.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer cl.Close()
+			v, err := cl.SetAllowUnclean(ctx, controller.AllowUnclean{Group: group, Allow: allow, Note: note})
+			if err != nil {
+				return err
+			}
+			return f.emit(cmd.OutOrStdout(), v, func(w io.Writer) { viewLine(w, v) })
+		},
+	}
+	f.add(cmd, 5*time.Second)
+	cmd.Flags().StringVar(&group, "group", "", "broker group (brokerName)")
+	cmd.Flags().BoolVar(&allow, "allow", true, "allow (true) or forbid (false)")
+	cmd.Flags().StringVar(&note, "note", "", "why, kept in the group's history")
+	cmd.MarkFlagRequired("group")
+	return cmd
+}
+
+// viewLine is a group's view in one line.
+func viewLine(w io.Writer, v controller.GroupView) {
+	fmt.Fprintf(w, "group %s: master %s at %s, master epoch %d, in-sync %s (epoch %d)\n",
+		v.Group, replicaName(v.MasterID), v.MasterAddr, v.MasterEpoch, members(v.InSync), v.InSyncEpoch)
 }
 
 // controllerTable writes the status for people.

@@ -139,12 +139,26 @@ func TestControllerProcessesSurviveKill9(t *testing.T) {
 		return json.Unmarshal(out.Bytes(), &s) == nil && s.ClusterID == cluster && (s.Acting || s.LeaderAddr != "") && len(s.Groups) == 1
 	})
 
+	// Operator commands: allow-unclean is audited; a switch-over of a group
+	// without a master is refused with the reason.
+	var out0, err0 bytes.Buffer
+	if code := run(context.Background(), []string{"controller", "allow-unclean", "--controller-addr", strings.Join(addrs, ";"),
+		"--group", "broker-a", "--note", "drill"}, &out0, &err0); code != exitOK || !strings.Contains(out0.String(), "group broker-a") {
+		t.Fatalf("allow-unclean exited %d: %s %s", code, out0.String(), err0.String())
+	}
+	err0.Reset()
+	if code := run(context.Background(), []string{"controller", "switch-over", "--controller-addr", strings.Join(addrs, ";"),
+		"--group", "broker-a", "--to", "1"}, &out0, &err0); code == exitOK || !strings.Contains(err0.String(), "has no master") {
+		t.Fatalf("switch-over without a master exited %d: %s", code, err0.String())
+	}
+
 	// The table form names the leader, the voters and the group.
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"controller", "status", "--controller-addr", strings.Join(addrs, ";")}, &out, &errOut); code != exitOK {
 		t.Fatalf("status exited %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"view of leader", "VOTER", addrs[0], addrs[1], addrs[2], "group broker-a: master none, master epoch 0"} {
+	for _, want := range []string{"view of leader", "VOTER", addrs[0], addrs[1], addrs[2], "group broker-a: master none, master epoch 0",
+		"unclean elections ALLOWED", "allow-unclean epoch 0: none -> none (unclean elections allowed: drill)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status table lacks %q:\n%s", want, out.String())
 		}

@@ -80,6 +80,11 @@ type HeartbeatRequest struct {
 	// LastEpoch is the newest epoch in the replica's log, LogEnd its end.
 	LastEpoch uint32 `json:"lastEpoch"`
 	LogEnd    int64  `json:"logEnd"`
+	// FencedEpoch is the highest epoch the replica promised in a fence (0:
+	// none). A master fenced above its own epoch takes no writes: the
+	// leader treats it as gone and elects (it is a candidate itself), so a
+	// fence whose election never committed does not leave the group stuck.
+	FencedEpoch uint32 `json:"fencedEpoch,omitempty"`
 }
 
 // FenceRequest is the controller's request to a candidate (the broker
@@ -153,7 +158,7 @@ func (c *Controller) Heartbeat(req HeartbeatRequest) (GroupView, error) {
 	now := c.cfg.Clock.Now()
 	c.lead.mu.Lock()
 	if c.lead.live != nil {
-		c.lead.live[r.ID] = liveness{incarnation: req.Incarnation, lastEpoch: req.LastEpoch, logEnd: req.LogEnd, at: now}
+		c.lead.live[r.ID] = liveness{incarnation: req.Incarnation, lastEpoch: req.LastEpoch, logEnd: req.LogEnd, fencedEpoch: req.FencedEpoch, at: now}
 	}
 	c.lead.mu.Unlock()
 	return viewOf(cluster, g), nil

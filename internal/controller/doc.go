@@ -104,7 +104,9 @@
 // RegisterResponse), ReqControllerHeartbeat (HeartbeatRequest → GroupView),
 // ReqControllerAlterInSync (AlterInSync → GroupView), ReqControllerGetGroup
 // (ext group → GroupView), ReqControllerAllowUnclean (AllowUnclean →
-// GroupView), ReqControllerStatus (→ Status, any node). A node that is not
+// GroupView), ReqControllerSwitchOver (SwitchOverRequest → GroupView, the
+// graceful switch-over of switchover.go), ReqControllerStatus (→ Status,
+// any node). A node that is not
 // the acting leader answers ResControllerNotLeader with ext leaderAddr; a
 // rejection is ResControllerRejected with ext reason. Client finds the
 // leader and follows those answers. The leader calls brokers through the
@@ -131,8 +133,10 @@
 //     before acting on it. ErrClusterMismatch or ErrReplicaIDMismatch:
 //     refuse to start (wrong controller cluster, or a copied store).
 //  4. Heartbeat (Client.Heartbeat) every second with its incarnation, the
-//     newest epoch of its epoch history (LastEpoch) and its written log
-//     end (LogEnd). ErrUnknownReplica or ErrStaleIncarnation: register
+//     newest epoch of its epoch history (LastEpoch), its written log end
+//     (LogEnd) and the highest epoch it promised in a fence (FencedEpoch: a
+//     master fenced above its epoch is replaced, so a fence whose election
+//     never committed does not leave the group without writes). ErrUnknownReplica or ErrStaleIncarnation: register
 //     again. While no controller answers, keep its role (a SYNC_MASTER
 //     with an in-sync set of two or more keeps writing: fencing alone
 //     makes that safe).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -250,5 +251,109 @@ func TestFailoverDouble(t *testing.T) {
 	last := g.History[len(g.History)-1]
 	if g.MasterID != b1.id || last.Kind != EventUnclean || g.History[len(g.History)-2].Kind != EventAllowUnclean {
 		t.Fatalf("unclean election: %+v", g)
+	}
+}
+
+// switchOver runs a switch-over through the RPC while the brokers keep
+// heartbeating (the leader waits for the target's heartbeats).
+func (h *harness) switchOver(to *fakeBroker, during func()) (GroupView, error) {
+	type result struct {
+		v   GroupView
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := to.client.SwitchOver(ctxT(h.t), SwitchOverRequest{Group: "broker-a", To: to.id, Note: "maintenance"})
+		done <- result{v, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			return r.v, r.err
+		case <-time.After(20 * time.Millisecond):
+			if during != nil {
+				during()
+			}
+			h.beat()
+		}
+	}
+}
+
+func TestSwitchOver(t *testing.T) {
+	h := newHarness(t)
+	b1, b2, b3 := h.groupOfThree()
+	b1.setLog(1, 2000) // the master is ahead; replica 2 catches up once the master is fenced
+	b2.setLog(1, 1900)
+	v, err := h.switchOver(b2, func() {
+		b1.mu.Lock()
+		fenced := b1.fencedEpoch == 2
+		b1.mu.Unlock()
+		if fenced {
+			b2.setLog(1, 2000)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.MasterID != b2.id || v.MasterEpoch != 2 {
+		t.Fatalf("view after the switch-over %+v", v)
+	}
+	g := h.group()
+	if !slices.Equal(isrIDs(g), []ReplicaID{b1.id, b2.id, b3.id}) {
+		t.Fatalf("in-sync after a switch-over %v: the old master holds the whole log and stays", isrIDs(g))
+	}
+	ev := g.History[len(g.History)-1]
+	if ev.Kind != EventSwitchOver || ev.Note != "maintenance" || fmt.Sprint(ev.Fenced) != fmt.Sprint([]Fenced{{b1.id, 1, 2000}, {b2.id, 1, 2000}}) {
+		t.Fatalf("history %+v", ev)
+	}
+	if !slices.Equal(b1.fences, []uint32{2}) || !slices.Equal(b2.fences, []uint32{2}) || len(b3.fences) != 0 {
+		t.Fatalf("fences b1 %v b2 %v b3 %v", b1.fences, b2.fences, b3.fences)
+	}
+	h.expectNoElection(2, 2*testD)
+
+	// Refused: to a replica outside the in-sync set, to the master.
+	if _, err := h.alter(b2, b2, b1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b3.client.SwitchOver(ctxT(t), SwitchOverRequest{Group: "broker-a", To: b3.id}); !errors.Is(err, ErrNotInSync) {
+		t.Fatalf("switch-over to a replica outside the in-sync set: %v", err)
+	}
+	if _, err := b3.client.SwitchOver(ctxT(t), SwitchOverRequest{Group: "broker-a", To: b2.id}); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("switch-over to the master: %v", err)
+	}
+}
+
+func TestSwitchOverAbortedWhenTheTargetLags(t *testing.T) {
+	h := newHarness(t)
+	b1, b2, _ := h.groupOfThree()
+	b1.setLog(1, 5000)
+	b2.setLog(1, 100) // never catches up
+	_, err := h.switchOver(b2, nil)
+	if !errors.Is(err, ErrSwitchOverAborted) {
+		t.Fatalf("switch-over to a lagging replica: %v", err)
+	}
+	g := h.group()
+	if g.MasterID != b1.id || g.MasterEpoch != 2 || len(g.InSync) != 3 || !strings.HasPrefix(g.History[len(g.History)-1].Note, "aborted: ") {
+		t.Fatalf("after the aborted switch-over: %+v", g)
+	}
+	if len(b2.fences) != 0 {
+		t.Fatalf("the lagging target was fenced: %v", b2.fences)
+	}
+	// The master, fenced at 2 and elected at 2, is alive: no election.
+	h.expectNoElection(2, 2*testD)
+}
+
+// TestFencedMasterWithoutElectionIsReplaced: a master that promised a
+// higher epoch (a fence whose election never committed) takes no writes;
+// its heartbeat says so and the leader elects.
+func TestFencedMasterWithoutElectionIsReplaced(t *testing.T) {
+	h := newHarness(t)
+	b1, _, _ := h.groupOfThree()
+	b1.mu.Lock()
+	b1.fencedEpoch = 2
+	b1.mu.Unlock()
+	g := h.waitEpoch(2)
+	if g.History[len(g.History)-1].Kind != EventElect {
+		t.Fatalf("history %+v", g.History)
 	}
 }

@@ -227,9 +227,11 @@ func (s *State) applyElect(c *ElectMaster, now int64) *Result {
 	isr := []Member{{ID: nm.ID, Incarnation: nm.Incarnation}}
 	if c.Kind != EventUnclean {
 		// The other members hold every acknowledged write too; the new
-		// master removes those that do not follow it (AlterInSync).
+		// master removes those that do not follow it (AlterInSync). The
+		// old master leaves the set, except in a switch-over: fenced with
+		// its whole log, it holds every write as well.
 		for _, m := range g.InSync {
-			if m.ID != old && m.ID != nm.ID {
+			if m.ID != nm.ID && (m.ID != old || c.Kind == EventSwitchOver) {
 				isr = append(isr, m)
 			}
 		}

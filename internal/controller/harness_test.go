@@ -314,7 +314,7 @@ func (h *harness) beat() {
 		}
 		b.mu.Lock()
 		req := HeartbeatRequest{ClusterID: b.view.ClusterID, Group: "broker-a", ReplicaID: b.id, Incarnation: b.incarnation,
-			LastEpoch: b.lastEpoch, LogEnd: b.logEnd}
+			LastEpoch: b.lastEpoch, LogEnd: b.logEnd, FencedEpoch: b.fencedEpoch}
 		b.mu.Unlock()
 		v, err := b.client.Heartbeat(ctxT(h.t), req)
 		if err != nil {

@@ -40,6 +40,7 @@ type liveness struct {
 	incarnation uint64
 	lastEpoch   uint32
 	logEnd      int64
+	fencedEpoch uint32
 	at          time.Time
 }
 
@@ -177,23 +178,21 @@ func (c *Controller) checkGroups(ctx context.Context) {
 			continue
 		}
 		l.electing[n] = true
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
+		c.spawn(func() {
 			c.elect(ctx, g, now)
 			l.mu.Lock()
 			delete(l.electing, n)
 			l.mu.Unlock()
-		}()
+		})
 	}
 }
 
 // masterAlive: the master heartbeated within d, at the incarnation it was
 // elected at (a restarted master is replaced: it never keeps its role by
-// itself).
+// itself), and is not fenced above its epoch (then it takes no writes).
 func (l *leaderState) masterAlive(g *Group, now time.Time, d time.Duration) bool {
 	h, ok := l.live[g.MasterID]
-	if !ok || now.Sub(h.at) >= d {
+	if !ok || now.Sub(h.at) >= d || h.fencedEpoch > g.MasterEpoch {
 		return false
 	}
 	for _, m := range g.InSync {
@@ -321,14 +320,12 @@ func (c *Controller) fence(ctx context.Context, g *Group, epoch uint32, cands []
 func (c *Controller) notify(g *Group) {
 	view := viewOf(c.ClusterID(), g)
 	for _, r := range g.Replicas {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
+		c.spawn(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FenceTimeout)
 			defer cancel()
 			if err := c.cfg.Brokers.RoleChanged(ctx, *r, view); err != nil && !errors.Is(err, context.Canceled) {
 				c.log.Debug("controller: role change notification failed", "group", g.Name, "replica", r.ID, "err", err)
 			}
-		}()
+		})
 	}
 }

@@ -177,7 +177,26 @@ type Controller struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
-	wg        sync.WaitGroup
+	// spawnMu orders spawn against Close: no goroutine starts once Close
+	// began waiting for them.
+	spawnMu  sync.Mutex
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+// spawn runs fn on a goroutine Close waits for; after Close it does not
+// run fn.
+func (c *Controller) spawn(fn func()) {
+	c.spawnMu.Lock()
+	defer c.spawnMu.Unlock()
+	if c.stopping {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
 }
 
 // Open opens (or bootstraps) the node's state and starts raft and the
@@ -275,15 +294,8 @@ func (c *Controller) open() error {
 	})
 	c.raft.RegisterObserver(c.observer)
 	c.rpc = remoting.NewServer(remoting.ServerConfig{MaxFrameBytes: MaxFrameBytes, Logger: c.log}, c.Handler())
-	c.wg.Add(2)
-	go func() {
-		defer c.wg.Done()
-		c.rpc.Serve(&chanListener{m: m, ch: m.rpcCh})
-	}()
-	go func() {
-		defer c.wg.Done()
-		c.watchObservations()
-	}()
+	c.spawn(func() { c.rpc.Serve(&chanListener{m: m, ch: m.rpcCh}) })
+	c.spawn(c.watchObservations)
 	return nil
 }
 
@@ -377,6 +389,9 @@ func (c *Controller) Close() error {
 		if c.mux != nil {
 			c.mux.close()
 		}
+		c.spawnMu.Lock()
+		c.stopping = true
+		c.spawnMu.Unlock()
 		c.wg.Wait()
 		c.closeStores()
 	})

@@ -35,6 +35,8 @@ var reasons = map[string]error{
 	"LIMIT":                ErrLimit,
 	"INVALID":              ErrInvalidCommand,
 	"FENCED":               ErrFenced,
+	"BUSY":                 ErrBusy,
+	"SWITCH_OVER_ABORTED":  ErrSwitchOverAborted,
 }
 
 // ErrFenced is a broker's refusal of a fence below an epoch it promised.
@@ -106,8 +108,8 @@ func decodeBody(req *remoting.Command, v any) error {
 
 // Handler serves the controller's requests.
 func (c *Controller) Handler() remoting.Handler {
-	return remoting.HandlerFunc(func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
-		v, err := c.serve(req)
+	return remoting.HandlerFunc(func(ctx context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+		v, err := c.serve(ctx, req)
 		if err != nil {
 			return errorResponse(req, err)
 		}
@@ -115,7 +117,7 @@ func (c *Controller) Handler() remoting.Handler {
 	})
 }
 
-func (c *Controller) serve(req *remoting.Command) (any, error) {
+func (c *Controller) serve(ctx context.Context, req *remoting.Command) (any, error) {
 	switch req.Code {
 	case remoting.ReqControllerRegister:
 		var r RegisterRequest
@@ -141,6 +143,12 @@ func (c *Controller) serve(req *remoting.Command) (any, error) {
 			return nil, err
 		}
 		return c.SetAllowUnclean(r)
+	case remoting.ReqControllerSwitchOver:
+		var r SwitchOverRequest
+		if err := decodeBody(req, &r); err != nil {
+			return nil, err
+		}
+		return c.SwitchOver(ctx, r)
 	case remoting.ReqControllerGetGroup:
 		return c.GetGroup(req.Ext("group"))
 	case remoting.ReqControllerStatus:
@@ -331,6 +339,12 @@ func (cl *Client) GetGroup(ctx context.Context, group string) (GroupView, error)
 func (cl *Client) SetAllowUnclean(ctx context.Context, req AllowUnclean) (GroupView, error) {
 	var out GroupView
 	return out, cl.call(ctx, remoting.ReqControllerAllowUnclean, nil, req, &out)
+}
+
+// SwitchOver asks the leader for a graceful switch-over (switchover.go).
+func (cl *Client) SwitchOver(ctx context.Context, req SwitchOverRequest) (GroupView, error) {
+	var out GroupView
+	return out, cl.call(ctx, remoting.ReqControllerSwitchOver, nil, req, &out)
 }
 
 // Status asks the leader for its status (any node's, if the leader is not

@@ -80,6 +80,7 @@ const (
 	ReqControllerGetGroup     = 10413
 	ReqControllerStatus       = 10414
 	ReqControllerAllowUnclean = 10415
+	ReqControllerSwitchOver   = 10416
 	// ... and requests the controller leader sends to a broker.
 	ReqControllerFence       = 10420
 	ReqControllerRoleChanged = 10421
@@ -191,6 +192,7 @@ var requestCodeNames = map[int16]string{
 	ReqControllerGetGroup:            "KEEL_CONTROLLER_GET_GROUP",
 	ReqControllerStatus:              "KEEL_CONTROLLER_STATUS",
 	ReqControllerAllowUnclean:        "KEEL_CONTROLLER_ALLOW_UNCLEAN",
+	ReqControllerSwitchOver:          "KEEL_CONTROLLER_SWITCH_OVER",
 	ReqControllerFence:               "KEEL_CONTROLLER_FENCE",
 	ReqControllerRoleChanged:         "KEEL_CONTROLLER_ROLE_CHANGED",
 }
