@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,12 +179,15 @@ func isReset(err error) bool {
 
 // brokerSide is a broker's side of the fence, served over remoting.
 type brokerSide struct {
+	mu      sync.Mutex
 	fenced  uint32
 	views   chan GroupView
 	replica ReplicaID
 }
 
 func (b *brokerSide) Fence(r FenceRequest) (FenceResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if r.Epoch < b.fenced {
 		return FenceResponse{}, ErrFenced
 	}

@@ -416,7 +416,8 @@ func (b RemotingBrokers) RoleChanged(ctx context.Context, r Replica, view GroupV
 }
 
 // BrokerSide is what a broker implements to serve the controller leader's
-// requests (doc.go says what each must do).
+// requests (doc.go says what each must do). Its methods are called
+// concurrently (one connection per request).
 type BrokerSide interface {
 	Fence(FenceRequest) (FenceResponse, error)
 	RoleChanged(GroupView)
