@@ -357,3 +357,29 @@ func TestFencedMasterWithoutElectionIsReplaced(t *testing.T) {
 		t.Fatalf("history %+v", g.History)
 	}
 }
+
+// TestRestartedMasterElectedAtANewEpoch: a master that restarts (a new
+// incarnation) never keeps its role by itself; holding the longest log,
+// it is elected again, at the next epoch, after a fence.
+func TestRestartedMasterElectedAtANewEpoch(t *testing.T) {
+	h := newHarness(t)
+	b1, b2, b3 := h.groupOfThree()
+	b1.setLog(1, 2000)
+	h.register(b1) // the process restarted: the group is at epoch 1 still
+	if g := h.group(); g.MasterEpoch != 1 {
+		t.Fatalf("registration changed the epoch: %+v", g)
+	}
+	g := h.waitEpoch(2)
+	if g.MasterID != b1.id || !slices.Equal(isrIDs(g), []ReplicaID{b1.id, b2.id, b3.id}) {
+		t.Fatalf("after the master's restart: %+v", g)
+	}
+	if !slices.Equal(b1.fences, []uint32{2}) {
+		t.Fatalf("restarted master fences %v, want [2]", b1.fences)
+	}
+	// The in-sync set names it at its new incarnation.
+	for _, m := range g.InSync {
+		if m.ID == b1.id && m.Incarnation != b1.incarnation {
+			t.Fatalf("in-sync entry %+v, incarnation %d", m, b1.incarnation)
+		}
+	}
+}
