@@ -54,7 +54,12 @@ A new cluster is bootstrapped once, on one node, with the voter list:
 The other voters start without --bootstrap and join when the first contacts
 them. --bootstrap is refused when the data directory already holds state.
 Brokers do not follow the controller yet (docs/replication.md, "Controller").`,
-		Args: cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && o.bootstrap == bootstrapFromConfig {
+				return usageError{fmt.Errorf("give the voters as --bootstrap=LIST (with '='), not --bootstrap LIST")}
+			}
+			return cobra.NoArgs(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd, &o)
 		},

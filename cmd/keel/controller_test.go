@@ -184,7 +184,13 @@ func TestControllerBootstrapTwiceRefused(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut.String(), "already bootstrapped") {
 		t.Fatalf("second bootstrap exited %d: %s", code, errOut.String())
 	}
-	// A usage error for a voter list without this node.
+	// --bootstrap LIST (without '=') is a usage error naming the fix.
+	errOut.Reset()
+	code = run(context.Background(), []string{"controller", "--data-dir", t.TempDir(), "--controller-listen", addr, "--bootstrap", addr}, &bytes.Buffer{}, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "--bootstrap=LIST") {
+		t.Fatalf("--bootstrap LIST exited %d: %s", code, errOut.String())
+	}
+	// An error for a voter list without this node.
 	errOut.Reset()
 	other := reserveLoopbackPorts(t, 1)[0]
 	code = run(context.Background(), []string{"controller", "--data-dir", t.TempDir(), "--controller-listen", addr, "--bootstrap=" + other}, &bytes.Buffer{}, &errOut)

@@ -159,7 +159,8 @@ func (c *Controller) serve(ctx context.Context, req *remoting.Command) (any, err
 
 // Client is a broker's or the CLI's connection to the controller cluster:
 // it finds the leader (following the not-leader answers) and keeps one
-// connection per node it reached.
+// connection per node it reached. A call retries not-leader answers and
+// transport errors until ctx ends: give every call a deadline.
 type Client struct {
 	addrs []string
 	// RetryInterval is the pause after a full round of nodes gave no
