@@ -128,8 +128,13 @@ func (c *Controller) Register(req RegisterRequest) (RegisterResponse, error) {
 	if err != nil {
 		return RegisterResponse{}, err
 	}
+	// A registration is a sign of life at the new incarnation (the old one
+	// is gone): the replica is a candidate at once, before its first
+	// heartbeat; its fence answer gives its log.
 	c.lead.mu.Lock()
-	delete(c.lead.live, r.Replica) // a new incarnation heartbeats afresh
+	if c.lead.live != nil {
+		c.lead.live[r.Replica] = liveness{incarnation: req.Incarnation, at: c.cfg.Clock.Now()}
+	}
 	c.lead.mu.Unlock()
 	return RegisterResponse{ReplicaID: r.Replica, View: viewOf(req.ClusterID, r.Group)}, nil
 }

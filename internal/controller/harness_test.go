@@ -180,7 +180,10 @@ func (h *harness) config(i int, ln net.Listener, boot []Voter) Config {
 	return Config{
 		NodeID: fmt.Sprintf("n%d", i), Addr: h.addrs[i], Listener: ln, DataDir: h.dirs[i], Bootstrap: boot,
 		DetectionPeriod: testD, ScanInterval: 5 * time.Millisecond, FenceTimeout: time.Second, NotifyRoleChange: true,
-		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond,
+		// Short raft timeouts keep the tests quick; not so short that a
+		// loaded machine (the race detector, parallel packages) makes the
+		// leadership flap.
+		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond,
 		Clock: h.clock, Brokers: h.brokers,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", i),
 	}

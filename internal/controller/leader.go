@@ -30,6 +30,9 @@ type leaderState struct {
 	// noMaster is when a group was last found without a live master and
 	// no election succeeded (for status), by group.
 	noMaster map[string]time.Time
+	// retryAt: after a failed election, the Clock time before which the
+	// group's next attempt does not start (one FenceTimeout), by group.
+	retryAt map[string]time.Time
 	// scans counts checkGroups passes (tests wait for a pass to have seen
 	// a clock time before asserting that nothing happened).
 	scans atomic.Uint64
@@ -110,6 +113,7 @@ func (c *Controller) takeOver(term uint64) bool {
 	c.lead.seen = map[string]time.Time{}
 	c.lead.electing = map[string]bool{}
 	c.lead.noMaster = map[string]time.Time{}
+	c.lead.retryAt = map[string]time.Time{}
 	c.lead.mu.Unlock()
 	c.log.Info("controller leader: acting; no election before a full detection period",
 		"node_id", c.cfg.NodeID, "term", term, "detection_period", c.cfg.DetectionPeriod)
@@ -161,7 +165,7 @@ func (c *Controller) checkGroups(ctx context.Context) {
 	}
 	for _, n := range names {
 		g := st.Groups[n]
-		if l.electing[n] || now.Sub(l.seen[n]) < d {
+		if l.electing[n] || now.Sub(l.seen[n]) < d || now.Before(l.retryAt[n]) {
 			continue
 		}
 		if g.MasterID != 0 && l.masterAlive(g, now, d) {
@@ -179,9 +183,12 @@ func (c *Controller) checkGroups(ctx context.Context) {
 		}
 		l.electing[n] = true
 		c.spawn(func() {
-			c.elect(ctx, g, now)
+			ok := c.elect(ctx, g, now)
 			l.mu.Lock()
 			delete(l.electing, n)
+			if !ok && l.retryAt != nil {
+				l.retryAt[n] = c.cfg.Clock.Now().Add(c.cfg.FenceTimeout)
+			}
 			l.mu.Unlock()
 		})
 	}
@@ -226,8 +233,9 @@ func (l *leaderState) candidates(g *Group, now time.Time, d time.Duration, uncle
 }
 
 // elect fences the candidates at the next epoch, picks the one with the
-// longest log of the newest epoch, and commits ElectMaster.
-func (c *Controller) elect(ctx context.Context, g *Group, now time.Time) {
+// longest log of the newest epoch, and commits ElectMaster. It reports
+// whether a master was elected.
+func (c *Controller) elect(ctx context.Context, g *Group, now time.Time) bool {
 	d := c.cfg.DetectionPeriod
 	kind := EventElect
 	if g.MasterEpoch == 0 {
@@ -252,7 +260,7 @@ func (c *Controller) elect(ctx context.Context, g *Group, now time.Time) {
 			c.lead.noMaster[g.Name] = now
 		}
 		c.lead.mu.Unlock()
-		return
+		return false
 	}
 	best := slices.MaxFunc(answers, func(a, b Fenced) int {
 		return cmp.Or(cmp.Compare(a.LastEpoch, b.LastEpoch), cmp.Compare(a.LogEnd, b.LogEnd), cmp.Compare(b.ID, a.ID))
@@ -265,7 +273,7 @@ func (c *Controller) elect(ctx context.Context, g *Group, now time.Time) {
 	}
 	if err != nil {
 		c.log.Warn("controller: election not committed", "group", g.Name, "epoch", epoch, "err", err)
-		return
+		return false
 	}
 	c.lead.mu.Lock()
 	if c.lead.noMaster != nil {
@@ -281,6 +289,7 @@ func (c *Controller) elect(ctx context.Context, g *Group, now time.Time) {
 	if c.cfg.NotifyRoleChange {
 		c.notify(r.Group)
 	}
+	return true
 }
 
 // fence asks every candidate, in parallel, to promise epoch; it returns
