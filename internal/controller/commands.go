@@ -120,7 +120,40 @@ func decodeCommand(b []byte) (*Command, error) {
 	if n != 1 {
 		return nil, fmt.Errorf("%w: %d bodies", ErrInvalidCommand, n)
 	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
 	return &c, nil
+}
+
+// validate checks the sizes of a command's fields, so that what reaches
+// the raft log is bounded (the leader checks before proposing; Apply
+// checks again).
+func (c *Command) validate() error {
+	var names []string
+	lists := 0
+	switch {
+	case c.Init != nil:
+		names = []string{c.Init.ClusterID}
+	case c.Register != nil:
+		r := c.Register
+		names = []string{r.ClusterID, r.Group, r.StoreUUID, r.Addr, r.HAAddr}
+	case c.Elect != nil:
+		names, lists = []string{c.Elect.Group, c.Elect.Kind, c.Elect.Note}, len(c.Elect.Fenced)
+	case c.AlterInSync != nil:
+		names, lists = []string{c.AlterInSync.Group}, len(c.AlterInSync.InSync)
+	case c.AllowUnclean != nil:
+		names = []string{c.AllowUnclean.Group, c.AllowUnclean.Note}
+	}
+	for _, s := range names {
+		if len(s) > MaxNameBytes {
+			return fmt.Errorf("%w: a field longer than %d bytes", ErrInvalidCommand, MaxNameBytes)
+		}
+	}
+	if lists > MaxReplicasPerGroup {
+		return fmt.Errorf("%w: %d replicas listed, at most %d", ErrInvalidCommand, lists, MaxReplicasPerGroup)
+	}
+	return nil
 }
 
 // validName checks a name or address carried by a command.

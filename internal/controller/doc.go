@@ -36,7 +36,10 @@
 // Apply reads nothing but the state and the command: timestamps travel in
 // the command (TimeMillis), slices are kept sorted, the JSON encoding of
 // maps is sorted by key; a test applies a random log twice (once through a
-// snapshot) and compares the snapshots byte for byte. A command re-sent
+// snapshot) and compares the snapshots byte for byte. Every command's
+// fields are bounded (MaxNameBytes, MaxReplicasPerGroup) before it is
+// proposed and again in Apply; Restore checks a snapshot's structure
+// before it replaces the state. A command re-sent
 // after an ambiguous raft error either finds the state it asked for (and
 // succeeds without a second effect) or is rejected; rejections are typed
 // (ErrStaleEpoch, ErrNotMaster, ...; errors.Is also works on the client
@@ -72,8 +75,9 @@
 // epoch, if it has the longest log). The election:
 //
 //  1. candidates: the in-sync members that heartbeated within D at their
-//     registered incarnation (before a group's first election: every
-//     replica, once the group has been known to this leader for D);
+//     registered incarnation (a registration counts as a heartbeat; before
+//     a group's first election: every replica, once the group has been
+//     known to this leader for D);
 //  2. fence every candidate in parallel at epoch = masterEpoch+1
 //     (FenceTimeout); an answer counts only if it names the replica, its
 //     registered incarnation and exactly that epoch;
@@ -86,7 +90,8 @@
 //     members hold every acknowledged write; the new master removes those
 //     that do not follow it), in-sync epoch + 1; notify every replica
 //     (Config.NotifyRoleChange) — brokers also learn it from heartbeats
-//     and GetGroup polls.
+//     and GetGroup polls. A failed attempt (no answer, no commit) is
+//     retried after FenceTimeout.
 //
 // Why a fenced election loses nothing acknowledged: a SYNC_MASTER
 // acknowledges a write only once every member of the in-sync set has it

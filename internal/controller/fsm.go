@@ -96,12 +96,43 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.Unmarshal(b, s); err != nil {
 		return fmt.Errorf("controller: decode snapshot: %w", err)
 	}
-	if s.Groups == nil {
-		s.Groups = map[string]*Group{}
+	if err := s.check(); err != nil {
+		return fmt.Errorf("controller: snapshot: %w", err)
 	}
 	f.mu.Lock()
 	f.state = s
 	f.mu.Unlock()
+	return nil
+}
+
+// check verifies what Apply relies on in a decoded state: no nil group
+// or replica, keys matching ids and names, the master and every in-sync
+// member registered.
+func (s *State) check() error {
+	if s.Groups == nil {
+		s.Groups = map[string]*Group{}
+	}
+	for name, g := range s.Groups {
+		if g == nil || g.Name != name {
+			return fmt.Errorf("group %q malformed", name)
+		}
+		if g.Replicas == nil {
+			g.Replicas = map[ReplicaID]*Replica{}
+		}
+		for id, r := range g.Replicas {
+			if r == nil || r.ID != id || id == 0 || id >= s.NextReplicaID {
+				return fmt.Errorf("group %q: replica %d malformed", name, id)
+			}
+		}
+		if g.MasterID != 0 && g.Replicas[g.MasterID] == nil {
+			return fmt.Errorf("group %q: master %d not registered", name, g.MasterID)
+		}
+		for _, m := range g.InSync {
+			if g.Replicas[m.ID] == nil {
+				return fmt.Errorf("group %q: in-sync member %d not registered", name, m.ID)
+			}
+		}
+	}
 	return nil
 }
 

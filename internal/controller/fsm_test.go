@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -287,4 +288,71 @@ func TestFSMInvalidEntries(t *testing.T) {
 			t.Errorf("entry %q: %v, want ErrInvalidCommand", data, r.Err)
 		}
 	}
+}
+
+// TestOversizedCommandsNeverReachTheLog: the leader refuses before
+// proposing, and Apply refuses what a peer might have proposed.
+func TestOversizedCommandsNeverReachTheLog(t *testing.T) {
+	h := newHarness(t)
+	c := h.nodes[h.leader()]
+	before := c.raft.LastIndex()
+	big := make([]Member, MaxReplicasPerGroup+1)
+	if _, err := c.AlterInSync(AlterInSync{Group: "broker-a", InSync: big}); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("oversized in-sync set: %v", err)
+	}
+	long := string(make([]byte, MaxNameBytes+1))
+	if _, err := c.Register(RegisterRequest{Group: long, StoreUUID: "s", Addr: "a"}); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("oversized group name: %v", err)
+	}
+	if after := c.raft.LastIndex(); after != before {
+		t.Fatalf("raft log grew from %d to %d", before, after)
+	}
+	l := groupOfThree(t)
+	l.reject(&Command{AlterInSync: &AlterInSync{Group: "broker-a", MasterID: 1, MasterIncarnation: 10, MasterEpoch: 1, ExpectInSyncEpoch: 2, InSync: big}}, ErrInvalidCommand)
+}
+
+// FuzzDecodeCommand: any log entry either decodes to one valid command or
+// is refused; applying it never panics.
+func FuzzDecodeCommand(f *testing.F) {
+	for _, c := range []*Command{{Init: &InitCluster{ClusterID: "x"}}, register("g", "s", 0, 1),
+		{Elect: &ElectMaster{Group: "g", NewMaster: 1, Kind: EventInitial}}, {AlterInSync: &AlterInSync{Group: "g", InSync: []Member{{1, 2}}}}} {
+		b, _ := encodeCommand(c)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsm := NewFSM()
+		fsm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte(`{"init":{"clusterId":"` + testCluster + `"}}`)})
+		r := fsm.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: data}).(*Result)
+		if _, err := decodeCommand(data); err != nil && r.Err == nil {
+			t.Fatalf("undecodable entry applied: %q", data)
+		}
+	})
+}
+
+// FuzzRestore: a damaged snapshot is refused or restored, never a panic.
+func FuzzRestore(f *testing.F) {
+	seed := NewFSM()
+	for i, c := range []*Command{{Init: &InitCluster{ClusterID: testCluster}}, register("broker-a", "s1", 0, 1), register("broker-a", "s2", 0, 2),
+		{Elect: &ElectMaster{Group: "broker-a", NewMaster: 1, Kind: EventInitial}}} {
+		b, _ := encodeCommand(c)
+		seed.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: b})
+	}
+	good, _ := json.Marshal(seed.state)
+	f.Add(good)
+	f.Add([]byte(`{"groups":{"a":null}}`))
+	f.Add([]byte(`{"nextReplicaId":2,"groups":{"a":{"name":"a","masterId":1,"replicas":{"1":null}}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsm := NewFSM()
+		if err := fsm.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+			return
+		}
+		fsm.State()
+		fsm.Snapshot()
+		// Every command applies to a restored state without a panic.
+		for _, c := range []*Command{register("a", "s9", 0, 1), {Elect: &ElectMaster{Group: "a", NewMaster: 1, Kind: EventElect}},
+			{AlterInSync: &AlterInSync{Group: "a", MasterID: 1, InSync: []Member{{1, 0}}}}, {AllowUnclean: &AllowUnclean{Group: "a", Allow: true}}} {
+			b, _ := encodeCommand(c)
+			fsm.Apply(&raft.Log{Index: 99, Type: raft.LogCommand, Data: b})
+		}
+	})
 }

@@ -428,6 +428,9 @@ func (c *Controller) LeaderAddr() string {
 // caller re-sends to the new leader, which is safe since every command is
 // a compare-and-set.
 func (c *Controller) apply(cmd *Command) (*Result, error) {
+	if err := cmd.validate(); err != nil {
+		return nil, err
+	}
 	b, err := encodeCommand(cmd)
 	if err != nil {
 		return nil, err
