@@ -394,3 +394,31 @@ func TestRestartedMasterElectedAtANewEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestUncleanElectionByConfig: with enableElectUncleanMaster, a replica
+// outside the in-sync set is elected when no member answers; without it,
+// nothing is.
+func TestUncleanElectionByConfig(t *testing.T) {
+	h := newHarness(t)
+	b1, b2, b3 := h.groupOfThree()
+	if _, err := h.alter(b1, b1); err != nil { // the slaves fell behind
+		t.Fatal(err)
+	}
+	b2.setLog(1, 700)
+	b3.setLog(1, 800)
+	b1.mu.Lock()
+	b1.down = true
+	b1.mu.Unlock()
+	h.expectNoElection(1, 2*testD)
+	// Restart every voter with unclean elections allowed.
+	h.allowUnclean = true
+	for i := range h.nodes {
+		h.stop(i)
+		h.start(i, nil, nil)
+	}
+	g := h.waitEpoch(2)
+	last := g.History[len(g.History)-1]
+	if g.MasterID != b3.id || last.Kind != EventUnclean || !slices.Equal(isrIDs(g), []ReplicaID{b3.id}) {
+		t.Fatalf("unclean election by config: %+v", g)
+	}
+}

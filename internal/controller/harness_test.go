@@ -132,6 +132,8 @@ type harness struct {
 	runDone []chan struct{}
 	fakes   []*fakeBroker
 	nextInc uint64
+	// allowUnclean is Config.AllowUnclean of nodes started from now on.
+	allowUnclean bool
 }
 
 const testD = 6 * time.Second
@@ -184,7 +186,7 @@ func (h *harness) config(i int, ln net.Listener, boot []Voter) Config {
 		// loaded machine (the race detector, parallel packages) makes the
 		// leadership flap.
 		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond,
-		Clock: h.clock, Brokers: h.brokers,
+		Clock: h.clock, Brokers: h.brokers, AllowUnclean: h.allowUnclean,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", i),
 	}
 }
