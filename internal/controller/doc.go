@@ -122,8 +122,15 @@
 //
 // # What the broker side must do (not implemented yet)
 //
-// Brokers do not talk to the controller yet. A broker in controller mode
-// must:
+// Brokers do not talk to the controller yet. Agent (agent.go) is the part
+// of the broker's side that does not touch the data path, tested against
+// a three-node cluster over remoting: it keeps the identity (store UUID,
+// cluster id, replica id, promised epoch) in the store directory
+// (AgentFile, written durably), registers, heartbeats, answers fences
+// (ServeBroker routes them to it) and hands newer views to OnView; the
+// replication layer is to supply Log, Fence and OnView and to decide the
+// in-sync set (Agent.AlterInSync). No broker runs one yet. A broker in
+// controller mode must:
 //
 //  1. Keep in its store directory, durably, a store UUID (made with the
 //     store; a store rebuilt from nothing gets a new one), and after its

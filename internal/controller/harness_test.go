@@ -134,13 +134,19 @@ type harness struct {
 	nextInc uint64
 	// allowUnclean is Config.AllowUnclean of nodes started from now on.
 	allowUnclean bool
+	// realBrokers: the nodes reach brokers over remoting (RemotingBrokers)
+	// instead of the fakes.
+	realBrokers bool
 }
 
 const testD = 6 * time.Second
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*harness)) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: newManualClock(), brokers: &fakeBrokers{by: map[string]*fakeBroker{}}, nextInc: 100}
+	for _, o := range opts {
+		o(h)
+	}
 	lns := make([]net.Listener, 3)
 	var voters []Voter
 	for i := range lns {
@@ -186,7 +192,7 @@ func (h *harness) config(i int, ln net.Listener, boot []Voter) Config {
 		// loaded machine (the race detector, parallel packages) makes the
 		// leadership flap.
 		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond,
-		Clock: h.clock, Brokers: h.brokers, AllowUnclean: h.allowUnclean,
+		Clock: h.clock, Brokers: h.brokersFor(), AllowUnclean: h.allowUnclean,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", i),
 	}
 }
@@ -420,4 +426,11 @@ func isrIDs(g *Group) []ReplicaID {
 		out = append(out, m.ID)
 	}
 	return out
+}
+
+func (h *harness) brokersFor() Brokers {
+	if h.realBrokers {
+		return RemotingBrokers{}
+	}
+	return h.brokers
 }
