@@ -50,7 +50,8 @@ type AgentConfig struct {
 	Log func() (lastEpoch uint32, logEnd int64)
 	// Fence makes the replication layer refuse, from now on, every master
 	// below epoch (called after the promise is durable, before the fence
-	// is answered); an error refuses the fence.
+	// is answered); an error refuses the fence. Fence and Log run under
+	// the agent's lock: they must not call the Agent.
 	Fence func(epoch uint32) error
 	// OnView receives, from one goroutine, the newest view each time its
 	// MasterEpoch is above the last one delivered (views in between may
@@ -152,12 +153,13 @@ func (a *Agent) View() GroupView {
 // registering again when the controller asks for it.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.client.Close()
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		a.deliver(ctx)
 	}()
-	defer func() { <-done }()
+	defer func() { cancel(); <-done }()
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	registered := false

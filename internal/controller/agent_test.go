@@ -192,3 +192,38 @@ func TestAgentsFailover(t *testing.T) {
 		t.Fatalf("a fence below the promised epoch: %v", err)
 	}
 }
+
+// TestAgentRefusesAnotherCluster: an agent whose file names another
+// cluster stops (a store never joins a second cluster), and a damaged
+// agent file is refused at open.
+func TestAgentRefusesAnotherCluster(t *testing.T) {
+	h := newHarness(t, func(h *harness) { h.realBrokers = true })
+	h.leader()
+	dir := t.TempDir()
+	b, _ := json.Marshal(agentState{StoreUUID: "s-1", ClusterID: "another-cluster"})
+	if err := os.WriteFile(filepath.Join(dir, AgentFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenAgent(AgentConfig{Group: "broker-a", Dir: dir, Addr: "127.0.0.1:1", Controllers: h.addrs, HeartbeatInterval: 10 * time.Millisecond,
+		Log: func() (uint32, int64) { return 0, 0 }, Fence: func(uint32) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := a.Run(ctxT(t)); !errors.Is(err, ErrClusterMismatch) {
+		t.Fatalf("agent of another cluster: Run returned %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Run took %v to give up", d)
+	}
+	if g := h.nodes[h.leader()].FSM().Group("broker-a"); g != nil {
+		t.Fatalf("the refused agent registered: %+v", g)
+	}
+	if err := os.WriteFile(filepath.Join(dir, AgentFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenAgent(AgentConfig{Group: "broker-a", Dir: dir, Addr: "a", Controllers: h.addrs,
+		Log: func() (uint32, int64) { return 0, 0 }, Fence: func(uint32) error { return nil }}); err == nil {
+		t.Fatal("a damaged agent file was accepted")
+	}
+}
