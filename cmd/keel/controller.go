@@ -25,6 +25,9 @@ import (
 const bootstrapFromConfig = "(controllerDLegerPeers)"
 
 type controllerOptions struct {
+	// dataDirFlag is the flag overriding controllerStorePath ("data-dir",
+	// or "controller-data-dir" under keel namesrv).
+	dataDirFlag  string
 	configFile   string
 	strictConfig bool
 	logLevel     string
@@ -36,7 +39,7 @@ type controllerOptions struct {
 }
 
 func newControllerCmd() *cobra.Command {
-	var o controllerOptions
+	o := controllerOptions{dataDirFlag: "data-dir"}
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run a controller node (raft voter holding the broker groups' masters, epochs and in-sync sets)",
@@ -70,12 +73,51 @@ Brokers do not follow the controller yet (docs/replication.md, "Controller").`,
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.dataDir, "data-dir", config.DefaultController().StorePath, "data directory (overrides controllerStorePath)")
 	f.StringVar(&o.listen, "controller-listen", config.DefaultControllerListen, "listen address for raft and the controller's requests (overrides controllerListen)")
-	f.StringVar(&o.advertise, "controller-advertise", "", "address the other voters, brokers and the CLI dial (overrides controllerAdvertise; default: the listen address)")
-	f.StringVar(&o.nodeID, "node-id", "", "this voter's id in the voter list (overrides controllerDLegerSelfId; default: its address)")
-	f.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap a new cluster of these voters, id-host:port or host:port separated by ';' or ','\n(once, on one node; --bootstrap alone takes controllerDLegerPeers)")
-	f.Lookup("bootstrap").NoOptDefVal = bootstrapFromConfig
+	o.addIdentityFlags(cmd)
 	cmd.AddCommand(newControllerStatusCmd(), newControllerSwitchOverCmd(), newControllerAllowUncleanCmd())
 	return cmd
+}
+
+// addIdentityFlags adds the flags keel controller and keel namesrv share.
+func (o *controllerOptions) addIdentityFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.advertise, "controller-advertise", "", "address the other voters, brokers and the CLI dial (overrides controllerAdvertise; default: the listen address)")
+	f.StringVar(&o.nodeID, "node-id", "", "this voter's id in the voter list (overrides controllerDLegerSelfId; default: its address)")
+	f.StringVar(&o.bootstrap, "bootstrap", "", "bootstrap a new controller cluster of these voters, id-host:port or host:port separated by ';' or ','\n(once, on one node; --bootstrap alone takes controllerDLegerPeers)")
+	f.Lookup("bootstrap").NoOptDefVal = bootstrapFromConfig
+}
+
+// addEmbeddedFlags adds the flags of a controller embedded in keel namesrv
+// (RocketMQ's enableControllerInNamesrv): on when --controller-listen is
+// given.
+func (o *controllerOptions) addEmbeddedFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "controller-listen", "", "also run a controller voter listening here (overrides controllerListen; empty: no controller)")
+	f.StringVar(&o.dataDir, "controller-data-dir", config.DefaultController().StorePath, "the embedded controller's data directory (overrides controllerStorePath)")
+	f.StringVar(&o.configFile, "controller-config", "", "controller.conf file of the embedded controller")
+	o.addIdentityFlags(cmd)
+}
+
+// prepare loads the controller config and the bootstrap voters.
+func (o *controllerOptions) prepare(cmd *cobra.Command, log *slog.Logger) (*config.Controller, []controller.Voter, error) {
+	cc, err := o.loadController(cmd, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.bootstrap == "" {
+		return cc, nil, nil
+	}
+	list := o.bootstrap
+	if list == bootstrapFromConfig {
+		if list = cc.Peers; list == "" {
+			return nil, nil, usageError{fmt.Errorf("--bootstrap without a list needs controllerDLegerPeers in the controller.conf file (or use --bootstrap=VOTERS)")}
+		}
+	}
+	voters, err := controller.ParseVoters(list)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--bootstrap: %w", err)}
+	}
+	return cc, voters, nil
 }
 
 // loadController reads the file, applies the flags given and validates.
@@ -94,9 +136,9 @@ func (o *controllerOptions) loadController(cmd *cobra.Command, log *slog.Logger)
 			log.Warn("controller.conf key not supported; ignored", "file", o.configFile, "line", u.Line, "key", u.Key, "hint", u.Hint)
 		}
 	}
-	for flag, key := range map[string]string{"data-dir": "controllerStorePath", "controller-listen": "controllerListen",
+	for flag, key := range map[string]string{o.dataDirFlag: "controllerStorePath", "controller-listen": "controllerListen",
 		"controller-advertise": "controllerAdvertise", "node-id": "controllerDLegerSelfId"} {
-		if fl := cmd.Flags().Lookup(flag); fl.Changed {
+		if fl := cmd.Flags().Lookup(flag); fl != nil && fl.Changed {
 			if err := c.Set(key, fl.Value.String()); err != nil {
 				return nil, usageError{fmt.Errorf("--%s: %w", flag, err)}
 			}
@@ -114,21 +156,9 @@ func runController(cmd *cobra.Command, o *controllerOptions) error {
 	if err != nil {
 		return err
 	}
-	cc, err := o.loadController(cmd, log)
+	cc, voters, err := o.prepare(cmd, log)
 	if err != nil {
 		return err
-	}
-	var voters []controller.Voter
-	if o.bootstrap != "" {
-		list := o.bootstrap
-		if list == bootstrapFromConfig {
-			if list = cc.Peers; list == "" {
-				return usageError{fmt.Errorf("--bootstrap without a list needs controllerDLegerPeers in -c FILE (or use --bootstrap=VOTERS)")}
-			}
-		}
-		if voters, err = controller.ParseVoters(list); err != nil {
-			return usageError{fmt.Errorf("--bootstrap: %w", err)}
-		}
 	}
 	ls, err := bindListeners(listenSpec{listenController, cc.Listen, controllerListenFlag})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/controller"
+	"github.com/keelmq/keel/internal/remoting"
 )
 
 // reserveLoopbackPorts picks n free loopback addresses at run time (bound,
@@ -196,5 +197,42 @@ func TestControllerBootstrapTwiceRefused(t *testing.T) {
 	code = run(context.Background(), []string{"controller", "--data-dir", t.TempDir(), "--controller-listen", addr, "--bootstrap=" + other}, &bytes.Buffer{}, &errOut)
 	if code == exitOK || !strings.Contains(errOut.String(), "do not include this node") {
 		t.Fatalf("bootstrap without this node exited %d: %s", code, errOut.String())
+	}
+}
+
+// TestNamesrvEmbedsController: keel namesrv --controller-listen runs a
+// NameServer and a controller voter in one process.
+func TestNamesrvEmbedsController(t *testing.T) {
+	addr := reserveLoopbackPorts(t, 1)[0]
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"namesrv", "--namesrv-listen", "127.0.0.1:0", "--controller-listen", addr,
+			"--controller-data-dir", t.TempDir(), "--bootstrap=" + addr}, &bytes.Buffer{}, &logs)
+	}()
+	ns := namesrvAddrFromLogs(t, &logs)
+	waitFor(t, "the embedded controller to act", 30*time.Second, func() bool {
+		st, ok := controllerStatus(t, []string{addr})
+		return ok && st.Acting && st.ClusterID != ""
+	})
+	waitFor(t, "the NameServer to answer", 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cl, err := remoting.Dial(ctx, ns, remoting.ClientConfig{})
+		if err != nil {
+			return false
+		}
+		defer cl.Close()
+		resp, err := cl.Invoke(ctx, remoting.NewRequest(remoting.ReqGetBrokerClusterInfo, nil, nil))
+		return err == nil && resp.Code == 0
+	})
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("namesrv exited %d:\n%s", code, logs.String())
+	}
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"namesrv", "--namesrv-listen", "127.0.0.1:0", "--bootstrap=" + addr}, &bytes.Buffer{}, &errOut); code != exitUsage {
+		t.Fatalf("--bootstrap without --controller-listen exited %d: %s", code, errOut.String())
 	}
 }

@@ -117,7 +117,7 @@ var controllerFields = []controllerField{
 var controllerUnsupported = map[string]string{
 	"controllerDLegerGroup":                    "a Keel controller cluster is identified by the cluster id written at bootstrap",
 	"controllerType":                           "Keel's controller is raft (hashicorp/raft); there is no DLedger or JRaft choice",
-	"enableControllerInNamesrv":                "run keel controller beside keel namesrv; embedding is not implemented yet",
+	"enableControllerInNamesrv":                "keel namesrv --controller-listen ADDR runs a controller voter in the NameServer process",
 	"controllerThreadPoolNums":                 "JVM thread pool tuning has no effect in Keel",
 	"controllerRequestThreadPoolQueueCapacity": "JVM thread pool tuning has no effect in Keel",
 	"mappedFileSize":                           "the controller's raft log is a bbolt file, not mapped segments",
