@@ -20,6 +20,8 @@ const (
 	listenBroker  = "broker"
 	listenHTTP    = "HTTP"
 	listenKafka   = "Kafka"
+	// listenController serves raft and the controller's requests.
+	listenController = "controller"
 )
 
 // listenSpec is one listener a command opens: what it serves, where, and
@@ -87,10 +89,11 @@ func (p *parts) listen(name, addr string) (net.Listener, error) {
 
 // Where each command's listeners are changed.
 const (
-	namesrvListenFlag = "--namesrv-listen"
-	brokerListenFlag  = "--broker-listen or listenPort in broker.conf"
-	httpListenFlag    = "--http-listen or httpListen in broker.conf"
-	kafkaListenFlag   = "--kafka-listen or kafkaListen in broker.conf"
+	namesrvListenFlag    = "--namesrv-listen"
+	brokerListenFlag     = "--broker-listen or listenPort in broker.conf"
+	httpListenFlag       = "--http-listen or httpListen in broker.conf"
+	kafkaListenFlag      = "--kafka-listen or kafkaListen in broker.conf"
+	controllerListenFlag = "--controller-listen or controllerListen in controller.conf"
 )
 
 // brokerAuthDescription says what the broker's listener requires, for the

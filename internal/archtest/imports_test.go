@@ -50,6 +50,9 @@ var layerRules = []layerRule{
 	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message", "internal/translate"},
 		external: []string{"github.com/twmb/franz-go/pkg/kmsg"},
 		why:      "the Kafka front door joins the core and the Kafka protocol (kmsg's codecs)"},
+	{dir: "internal/controller", internal: []string{"internal/remoting", "internal/vfs"},
+		external: []string{"github.com/hashicorp/raft", "github.com/hashicorp/go-hclog"},
+		why:      "the controller holds group metadata in raft and speaks remoting; it knows no store, broker, front door or config"},
 	{dir: "internal/translate", internal: []string{"internal/store/record", "internal/message"},
 		external: []string{"github.com/klauspost/compress/", "github.com/pierrec/lz4/"},
 		why:      "the read-path converters between the front doors' formats stand below every front door: they know the stored records and the formats' bytes, no front door, core or store"},
@@ -195,3 +198,20 @@ func TestRulesMatchPackages(t *testing.T) {
 // pending lists rule directories whose packages are still being written.
 // Remove an entry when its package lands.
 var pending = map[string]bool{}
+
+// controllerImporters may import internal/controller: the binary, which
+// runs it, and the broker, whose side of the protocol (heartbeats, fences,
+// promotion) lives with the broker. Nothing below the broker (core, store,
+// replication, the other front doors) knows a controller exists.
+var controllerImporters = []string{"cmd", "internal/broker", "internal/controller"}
+
+func TestControllerImporters(t *testing.T) {
+	m := load(t)
+	ctl := m.path + "/internal/controller"
+	for _, p := range m.sorted() {
+		rp := m.rel(p.path)
+		if (p.imports[ctl] || p.testImports[ctl]) && !underAny(rp, controllerImporters) {
+			t.Errorf("%s imports internal/controller: only %v may (see ARCHITECTURE.md)", rp, controllerImporters)
+		}
+	}
+}

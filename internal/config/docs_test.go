@@ -37,4 +37,20 @@ func TestDocsListEveryKey(t *testing.T) {
 			t.Errorf("docs/configuration.md: %s default %s, want %s", f.key, def, want)
 		}
 	}
+	dc := DefaultController()
+	for _, key := range ControllerKeys() {
+		def, ok := rows[key]
+		if !ok {
+			t.Errorf("docs/configuration.md has no row for controller key %s", key)
+			continue
+		}
+		v, _ := dc.Get(key)
+		want := "`" + v + "`"
+		if v == "" {
+			want = "(empty)"
+		}
+		if def != want {
+			t.Errorf("docs/configuration.md: %s default %s, want %s", key, def, want)
+		}
+	}
 }

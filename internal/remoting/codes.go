@@ -70,6 +70,20 @@ const (
 	// ReqListAMQP is Keel's private request listing the AMQP queues and
 	// exchanges of a broker's AMQP front door (no ext fields).
 	ReqListAMQP = 10403
+
+	// Keel's controller (internal/controller): requests brokers and the
+	// CLI send to a controller, each a JSON body (a non-leader answers
+	// ResControllerNotLeader with ext leaderAddr) ...
+	ReqControllerRegister     = 10410
+	ReqControllerHeartbeat    = 10411
+	ReqControllerAlterInSync  = 10412
+	ReqControllerGetGroup     = 10413
+	ReqControllerStatus       = 10414
+	ReqControllerAllowUnclean = 10415
+	ReqControllerSwitchOver   = 10416
+	// ... and requests the controller leader sends to a broker.
+	ReqControllerFence       = 10420
+	ReqControllerRoleChanged = 10421
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -103,6 +117,13 @@ const (
 	ResNotInCurrentUnit          = 205
 	ResConsumerNotOnline         = 206
 	ResGoAway                    = 1500
+
+	// Keel's controller answers (>= 10000, above every RocketMQ code).
+	// ResControllerNotLeader: ext leaderAddr names the leader ("" while
+	// none is known). ResControllerRejected: ext reason names the
+	// rejection (controller.ErrStaleEpoch is STALE_EPOCH, ...).
+	ResControllerNotLeader = 10430
+	ResControllerRejected  = 10431
 )
 
 // RequestCode names a request code for logs: RequestCode(cmd.Code).String().
@@ -165,6 +186,15 @@ var requestCodeNames = map[int16]string{
 	ReqSendReplyMessage:              "SEND_REPLY_MESSAGE",
 	ReqSendReplyMessageV2:            "SEND_REPLY_MESSAGE_V2",
 	ReqPushReplyMessageToClient:      "PUSH_REPLY_MESSAGE_TO_CLIENT",
+	ReqControllerRegister:            "KEEL_CONTROLLER_REGISTER",
+	ReqControllerHeartbeat:           "KEEL_CONTROLLER_HEARTBEAT",
+	ReqControllerAlterInSync:         "KEEL_CONTROLLER_ALTER_IN_SYNC",
+	ReqControllerGetGroup:            "KEEL_CONTROLLER_GET_GROUP",
+	ReqControllerStatus:              "KEEL_CONTROLLER_STATUS",
+	ReqControllerAllowUnclean:        "KEEL_CONTROLLER_ALLOW_UNCLEAN",
+	ReqControllerSwitchOver:          "KEEL_CONTROLLER_SWITCH_OVER",
+	ReqControllerFence:               "KEEL_CONTROLLER_FENCE",
+	ReqControllerRoleChanged:         "KEEL_CONTROLLER_ROLE_CHANGED",
 }
 
 var responseCodeNames = map[int16]string{
@@ -197,6 +227,8 @@ var responseCodeNames = map[int16]string{
 	ResNotInCurrentUnit:          "NOT_IN_CURRENT_UNIT",
 	ResConsumerNotOnline:         "CONSUMER_NOT_ONLINE",
 	ResGoAway:                    "GO_AWAY",
+	ResControllerNotLeader:       "KEEL_CONTROLLER_NOT_LEADER",
+	ResControllerRejected:        "KEEL_CONTROLLER_REJECTED",
 }
 
 // String returns the Java name of the code, or "REQUEST_<n>" when unknown.
