@@ -55,11 +55,11 @@ type parts struct {
 	brokerBound net.Addr // where the broker's listener is bound
 	// core is the protocol-free broker, built once on the store and
 	// handed to every front door (RocketMQ, Kafka).
-	core        *core.Broker
-	broker      *broker.Broker
-	brokerConns func() int          // open client connections of the broker's server (metrics)
-	txn         *transaction.Engine // nil: transactional messages rejected
-	amqp        *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
+	core    *core.Broker
+	broker  *broker.Broker
+	traffic doorTraffic         // every listener's traffic counters (wire_doors.go)
+	txn     *transaction.Engine // nil: transactional messages rejected
+	amqp    *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]

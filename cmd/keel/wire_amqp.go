@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/tlsconf"
 )
@@ -31,7 +32,8 @@ func (p *parts) amqpStarter(addr string) starter {
 			return service{name: "amqp (off)"}, nil
 		}
 		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
-			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever()}
+			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(),
+			Traffic:         &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP}}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }

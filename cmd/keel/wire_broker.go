@@ -64,13 +64,14 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				MaxFrameBytes: p.cfg.MaxFrameBytes,
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
+				Traffic:       &p.traffic.rocketmq,
 			}
 			ln, err := p.listen(listenBroker, listenAddr)
 			if err != nil {
 				return service{}, err
 			}
 			svc, bound, err := remotingService("broker server", ln, cfg, handler, wrap)
-			p.brokerBound, p.brokerConns = bound, svc.conns
+			p.brokerBound = bound
 			return svc, err
 		},
 		func() (service, error) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/kafka"
 )
 
@@ -52,6 +53,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
+			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 		}, p.core, log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),

@@ -189,6 +189,7 @@ func (c *conn) serve() {
 			c.fail(frameError(err))
 			return
 		}
+		c.countFrame(f)
 		if err := c.frame(f); err != nil {
 			if errors.Is(err, errConnClosed) {
 				return
@@ -218,6 +219,7 @@ func (c *conn) fail(err error) {
 	if !errors.As(err, &ae) {
 		return
 	}
+	c.srv.cfg.Traffic.Error()
 	c.send(0, &wire.ConnectionClose{ReplyCode: ae.code, ReplyText: ae.replyText(), ClassId: ae.classID, MethodId: ae.methodID})
 	c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	for {
@@ -293,12 +295,24 @@ func (c *conn) writeLocked(b []byte) error {
 		return nil
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := c.nc.Write(b); err != nil {
+	n, err := c.nc.Write(b)
+	c.srv.cfg.Traffic.Out(n)
+	if err != nil {
 		c.werr = err
 		c.nc.Close()
 		return err
 	}
 	return nil
+}
+
+// countFrame counts a frame read: its bytes (header, payload, end octet)
+// and, for a method, a request.
+func (c *conn) countFrame(f wire.Frame) {
+	tr := c.srv.cfg.Traffic
+	tr.In(8 + len(f.Payload))
+	if f.Type == wire.FrameMethod {
+		tr.Request()
+	}
 }
 
 // send writes one method frame.
@@ -376,6 +390,7 @@ func (c *conn) readMethod() (wire.Method, error) {
 		if err != nil {
 			return nil, frameError(err)
 		}
+		c.countFrame(f)
 		if f.Type == wire.FrameHeartbeat {
 			continue
 		}
@@ -396,7 +411,9 @@ func (c *conn) handshake() error {
 	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
 		return err
 	}
+	c.srv.cfg.Traffic.In(len(hdr))
 	if !bytes.Equal(hdr[:], wire.ProtocolHeader) {
+		c.srv.cfg.Traffic.Error()
 		c.write(wire.ProtocolHeader)
 		return fmt.Errorf("amqp: protocol header % x", hdr)
 	}

@@ -27,6 +27,12 @@ type Observer interface {
 	OnPull(topic, group, result string)
 }
 
+// DeliveryObserver is what an Observer may also implement to be told of
+// every pull answered with messages: the topic and the records delivered.
+type DeliveryObserver interface {
+	OnDeliver(topic string, msgs int)
+}
+
 type observerBox struct{ o Observer }
 
 // SetObserver installs o (nil removes it).
@@ -80,6 +86,13 @@ func (b *Broker) observePull(req, resp *remoting.Command, err error) {
 		result = remoting.ResponseCode(resp.Code).String()
 	}
 	o.OnPull(req.ExtFields["topic"], req.ExtFields["consumerGroup"], result)
+}
+
+// observeDeliver reports msgs records a pull delivered from topic.
+func (b *Broker) observeDeliver(topic string, msgs int) {
+	if d, ok := b.getObserver().(DeliveryObserver); ok && msgs > 0 {
+		d.OnDeliver(topic, msgs)
+	}
 }
 
 // Stats is a snapshot of the broker's gauges.

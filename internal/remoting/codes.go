@@ -214,3 +214,15 @@ func (c ResponseCode) String() string {
 	}
 	return "RESPONSE_" + strconv.Itoa(int(c))
 }
+
+// IsErrorCode reports whether a response code says the request failed: not
+// SUCCESS nor one of the answers a working exchange gives (nothing new to
+// pull yet, pull again, the offset moved, no message found), which the
+// door's error counter leaves out.
+func IsErrorCode(code int16) bool {
+	switch code {
+	case ResSuccess, ResPullNotFound, ResPullRetryImmediately, ResPullOffsetMoved, ResQueryNotFound:
+		return false
+	}
+	return true
+}
