@@ -596,3 +596,44 @@ func TestReadmeNewcomerPath(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesrvFlagDoorAddress: -n pointed at the Kafka or the AMQP listener
+// says which door answered there, at once, instead of "EOF" or "frame too
+// large: length 1095586128" (the bytes "AMQP").
+func TestNamesrvFlagDoorAddress(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""},
+			&bytes.Buffer{}, logs)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var kafkaAddr, amqpAddr string
+	waitFor(t, "the Kafka and AMQP listeners", 30*time.Second, func() bool {
+		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
+			kafkaAddr = m[1]
+		}
+		if m := amqpListenRE.FindStringSubmatch(logs.String()); m != nil {
+			amqpAddr = m[1]
+		}
+		return kafkaAddr != "" && amqpAddr != ""
+	})
+	for _, tt := range []struct{ addr, want string }{
+		{kafkaAddr, kafkaAddr + " is not a NameServer (it looks like a Kafka listener)"},
+		{amqpAddr, amqpAddr + " is not a NameServer (it looks like an AMQP listener)"},
+	} {
+		start := time.Now()
+		code, _, stderr := runCLI(t, context.Background(), "topic", "list", "-n", tt.addr, "--timeout", "30s")
+		if code != exitError || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("-n %s: exit %d, stderr %q; want one line with %q", tt.addr, code, stderr, tt.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("-n %s: took %v", tt.addr, took)
+		}
+	}
+}
