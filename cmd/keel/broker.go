@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 
 	"github.com/keelmq/keel/internal/config"
 
@@ -50,7 +51,7 @@ func newBrokerCmd() *cobra.Command {
 			}
 			defer ls.closeAll()
 			p.listeners = ls
-			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
+			log.Info("keel broker", "version", version, "pid", os.Getpid(), "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
 			starters := append([]starter{p.storeStarter(), p.replicationStarter(haAddr)}, p.brokerStarters(brokerListen)...)
 			if cfg.BrokerRole != config.Slave {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 )
 
@@ -21,7 +23,7 @@ func newNamesrvCmd() *cobra.Command {
 			}
 			defer ls.closeAll()
 			p := &parts{log: log, listeners: ls}
-			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen)
+			log.Info("keel namesrv", "version", version, "pid", os.Getpid(), "listen", o.namesrvListen)
 			return logStopped(log, runServices(cmd.Context(), log, p.namesrvStarters(o.namesrvListen, false)...), false)
 		},
 	}

@@ -190,9 +190,10 @@ func TestListenersLogTheirProtection(t *testing.T) {
 	c.httpBase()
 	logs := c.logs.String()
 	for _, re := range []string{
-		`msg="NameServer listening" addr=127\.0\.0\.1:\d+ tls=disabled .*auth="none \(a NameServer does no access control\)"`,
-		`msg="broker listening" .* auth="none \(aclEnable=false\)"`,
+		`msg="NameServer listening" addr=127\.0\.0\.1:\d+ tls=disabled .*auth="none \(a NameServer does no access control\)" reach="this host only \(loopback\)"`,
+		`msg="broker listening" .* auth="none \(aclEnable=false\)" reach="this host only \(loopback\)"`,
 		`msg="HTTP listening" .*serves="/metrics, console \(read-only\) and /api/, /healthz, /readyz \(open\)" auth=none reach="this host only \(loopback\)"`,
+		`msg="keel serve" version=\S+ pid=` + strconv.Itoa(os.Getpid()) + ` `, // the process to signal (not go run's)
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {
 			t.Errorf("startup log lacks %s:\n%s", re, logs)

@@ -61,7 +61,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
-			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth)
+			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
 		}
 		if tlsAddr != "" {
 			ln, err := p.amqpsListener(tlsAddr)
@@ -69,7 +69,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
-			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth)
+			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
 		}
 		done := make(chan error, len(lns))
 		for _, ln := range lns {

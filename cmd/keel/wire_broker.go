@@ -76,7 +76,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 		},
 		func() (service, error) {
 			var err error
-			if adv, err = advertisedAddr(p.cfg, listenAddr, p.brokerBound); err != nil {
+			if adv, err = advertisedAddr(p.cfg, listenAddr, p.brokerBound, p.log); err != nil {
 				return service{}, err
 			}
 			bc = brokerConfig(p.cfg, adv, p.namesrvAddrs)
@@ -100,7 +100,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			}
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
-				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))
+				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil), "reach", reach(p.brokerBound))
 			return service{
 				name: "broker",
 				run:  b.Run,
