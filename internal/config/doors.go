@@ -41,8 +41,8 @@ var derivedDoors = []struct {
 // are. A derived port outside 1..65535 is an error naming the key to set.
 func (b *Broker) DeriveDoorPorts() error {
 	offset := b.ListenPort - DefaultListenPort
-	if b.ListenPort == 0 || offset == 0 {
-		return nil
+	if b.ListenPort <= 0 || b.ListenPort > 65535 || offset == 0 {
+		return nil // 0: chosen at run time; out of range: Validate says so
 	}
 	for _, d := range derivedDoors {
 		addr := d.get(b)
