@@ -108,6 +108,28 @@ func TestServeKafkaListenInUse(t *testing.T) {
 }
 
 // TestKafkaAdvertised: what Metadata tells clients to dial.
+// TestKafkaAdvertisesLoopbackToNetwork: a Kafka listener on every
+// interface that advertises 127.0.0.1 (no kafkaAdvertisedListen nor
+// brokerIP1) is the case the start warns about; loopback listeners and
+// real advertised hosts are not.
+func TestKafkaAdvertisesLoopbackToNetwork(t *testing.T) {
+	all := &net.TCPAddr{IP: net.IPv4zero, Port: 9092}
+	lo := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9092}
+	host, _, err := kafkaAdvertised("", "", ":9092")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bound net.Addr
+		host  string
+		want  bool
+	}{{all, host, true}, {all, "localhost", true}, {all, "10.0.0.5", false}, {lo, "127.0.0.1", false}} {
+		if got := advertisesLoopbackToNetwork(c.bound, c.host); got != c.want {
+			t.Errorf("bound %v advertising %s: %v, want %v", c.bound, c.host, got, c.want)
+		}
+	}
+}
+
 func TestKafkaAdvertised(t *testing.T) {
 	for _, c := range []struct {
 		adv, ip1, listen, host string

@@ -58,6 +58,11 @@ func (p *parts) kafkaStarter(addr string) starter {
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
+		if advertisesLoopbackToNetwork(ln.Addr(), host) {
+			log.Warn("the Kafka listener is reachable from the network but advertises "+host+
+				": clients on other hosts are told to connect to themselves; set kafkaAdvertisedListen or brokerIP1 in broker.conf",
+				"addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
 		return service{
 			name: "kafka",
 			run:  func(context.Context) error { return srv.Serve(ln) },
@@ -134,4 +139,15 @@ func aclPerm(p kafka.Perm) acl.Perm {
 		return acl.Sub
 	}
 	return acl.Any
+}
+
+// advertisesLoopbackToNetwork reports whether a Kafka listener bound at
+// bound, reachable beyond this host, advertises a loopback host: what
+// `--kafka-listen :9092` without kafkaAdvertisedListen or brokerIP1 does.
+func advertisesLoopbackToNetwork(bound net.Addr, host string) bool {
+	if loopback(bound) {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
