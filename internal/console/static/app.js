@@ -43,6 +43,7 @@ async function api(path, opts) {
   if (!res.ok) {
     const e = new Error((body && body.error) || res.status + " " + res.statusText);
     e.status = res.status;
+    e.again = !!(body && body.again);
     throw e;
   }
   return body;
@@ -172,7 +173,7 @@ const pages = {
     <div class="panel">${table([
       ["Group", g => link("groups", g.group)], ["Members", g => num(g.members), "num"], ["Model", g => esc(g.messageModel || "–")],
       ["Broker offset", g => num(g.brokerOffset), "num"], ["Consumer offset", g => num(g.consumerOffset), "num"],
-      ["Lag", g => lagCell(g.lag, maxLag), "num"], ["Retry", g => num(g.retryMessages), "num"],
+      ["Lag", g => lagCell(g.lag, maxLag), "num"], ["Retry lag", g => num(g.retryMessages), "num"],
       ["Dead letters", g => g.dlqMessages > 0 ? `<a href="#/dlq/${enc(g.group)}">${num(g.dlqMessages)}</a>` : "0", "num"],
     ], gs, "No consumer groups yet.")}</div>`;
   },
@@ -182,7 +183,7 @@ const pages = {
     const maxLag = Math.max(0, ...d.queues.map(q => q.lag));
     const subs = Object.entries(d.subscriptions || {});
     return `<h1>${esc(d.group)} <span class="sub">${esc(d.messageModel || "no member online")}</span></h1>
-    <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}${card("Retry", d.retryMessages)}
+    <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}${card("Retry lag", d.retryMessages)}
       ${card("Dead letters", d.dlqMessages, d.dlqMessages > 0)}${card("Consumer offset", d.consumerOffset)}</div>
     <div class="grid2">
       <div class="panel"><h2>Lag trend</h2>${chart(d.lagTrend.map(p => ({ t: p.time, v: p.lag })), "lag trend")}</div>
@@ -377,7 +378,7 @@ function latencyPanel(brokers) {
   const q = (n, p) => Number(n) > 0 ? ms(p) : "–";
   const win = Math.max(...rows.map(b => Number(b.info.keelLatencyWindowSeconds) || 0));
   return `<div class="panel" id="latency"><h2>Latency <span class="sub">last ${esc(ago(win * 1000))}, estimated from the metrics histograms</span></h2>${table([
-    ["Broker", b => esc(b.brokerName)],
+    ["Broker", b => memberName(b, rows)],
     ["Send p50", b => q(b.info.keelSendCount, b.info.keelSendLatencyP50Ms), "num"],
     ["Send p99", b => q(b.info.keelSendCount, b.info.keelSendLatencyP99Ms), "num"],
     ["Sends", b => num(Number(b.info.keelSendCount)), "num"],
@@ -385,6 +386,13 @@ function latencyPanel(brokers) {
     ["Flush p99", b => q(b.info.keelFlushCount, b.info.keelFlushLatencyP99Ms), "num"],
     ["Flushes", b => num(Number(b.info.keelFlushCount)), "num"],
   ], rows)}</div>`;
+}
+// memberName names a broker with its role in its group ("broker-a" alone,
+// "broker-a master" and "broker-a slave 1" when its group has several).
+function memberName(b, all) {
+  const group = all.filter(o => o.brokerName === b.brokerName && o.cluster === b.cluster);
+  if (group.length < 2) return esc(b.brokerName);
+  return `${esc(b.brokerName)} <span class="muted">${b.brokerId === 0 ? "master" : "slave " + esc(b.brokerId)}</span>`;
 }
 function readQ(t) { return t.brokers.reduce((n, b) => n + b.readQueueNums, 0); }
 function writeQ(t) { return t.brokers.reduce((n, b) => n + b.writeQueueNums, 0); }
@@ -470,13 +478,16 @@ window.createTopic = function (f) {
     .catch(e => { out.innerHTML = errorBox(e); });
   return false;
 };
-window.resend = function (group, msgId) {
+window.resend = function (group, msgId, again) {
   const out = document.getElementById("resend-result");
   const what = msgId ? "message " + msgId : "every pending dead letter";
-  if (!confirm("Resend " + what + " of " + decodeURIComponent(group) + " to its original topic?")) return;
-  post("dlq/" + group + "/resend", msgId ? { msgId } : { all: true })
+  if (!confirm((again ? "Resend again " : "Resend ") + what + " of " + decodeURIComponent(group) + " to its original topic?")) return;
+  post("dlq/" + group + "/resend", msgId ? { msgId, again: !!again } : { all: true })
     .then(rs => { out.innerHTML = `<div class="note">Resent ${rs.length} message(s).</div>`; setTimeout(route, 800); })
-    .catch(e => { out.innerHTML = errorBox(e); });
+    .catch(e => {
+      // A dead letter resent before: say so and offer to resend it again.
+      out.innerHTML = errorBox(e) + (e.again && msgId ? `<p><button class="secondary small" id="resend-again" onclick="resend('${esc(group)}', '${esc(msgId)}', true)">Resend again</button></p>` : "");
+    });
 };
 
 // ---- router -------------------------------------------------------------
