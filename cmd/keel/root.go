@@ -71,6 +71,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newCorruptCmd(),
 		newClusterCmd(),
 		newAMQPCmd(),
+		newKafkaCmd(),
 	)
 	requireSubcommands(root)
 	return root

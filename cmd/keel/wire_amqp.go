@@ -45,7 +45,7 @@ func (p *parts) amqpStarter(addr string) starter {
 		}
 		p.amqp = srv
 		if p.broker != nil {
-			p.broker.SetAMQPInfo(func() (any, any) { return srv.Queues(), srv.Exchanges() })
+			p.broker.SetAMQPInfo(func() (any, any, any) { return srv.Queues(), srv.Exchanges(), srv.Connections() })
 		}
 		var lns []net.Listener
 		fail := func(err error) (service, error) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/kafka"
 )
@@ -56,6 +57,9 @@ func (p *parts) kafkaStarter(addr string) starter {
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 		}, p.core, log)
 		p.kafka.Store(srv)
+		if p.broker != nil {
+			p.broker.SetKafka(kafkaHooks(srv))
+		}
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
 		if advertisesLoopbackToNetwork(ln.Addr(), host) {
@@ -66,7 +70,12 @@ func (p *parts) kafkaStarter(addr string) starter {
 		return service{
 			name: "kafka",
 			run:  func(context.Context) error { return srv.Serve(ln) },
-			stop: func(context.Context) error { return srv.Close() },
+			stop: func(context.Context) error {
+				if p.broker != nil {
+					p.broker.SetKafka(nil)
+				}
+				return srv.Close()
+			},
 		}, nil
 	}
 }
@@ -150,4 +159,23 @@ func advertisesLoopbackToNetwork(bound net.Addr, host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// kafkaHooks tell the broker (LIST_KAFKA, the consumer connections of the
+// RocketMQ admin requests) about srv's groups and connections.
+func kafkaHooks(srv *kafka.Server) *broker.KafkaHooks {
+	return &broker.KafkaHooks{
+		Info: func() any { return srv.Info() },
+		Members: func(group string) []broker.KafkaMember {
+			var out []broker.KafkaMember
+			for _, m := range srv.GroupMembers(group) {
+				km := broker.KafkaMember{ID: m.MemberID, Host: m.Host}
+				for _, a := range m.Assignment {
+					km.Topics = append(km.Topics, a.Topic)
+				}
+				out = append(out, km)
+			}
+			return out
+		},
+	}
 }

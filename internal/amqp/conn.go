@@ -51,6 +51,14 @@ type conn struct {
 	chMu     sync.Mutex
 	channels map[uint16]*channel
 
+	// What Connections reports (info.go): since is set at accept; the
+	// user and vhost once negotiated, under infoMu (the reader writes
+	// them, Connections reads them from another goroutine).
+	since     time.Time
+	infoMu    sync.Mutex
+	infoUser  string
+	infoVhost string
+
 	done    chan struct{}
 	cleaned bool // reader goroutine only
 
@@ -160,7 +168,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// header, body), each read as a header then a payload, so reading the
 	// socket directly cost six read syscalls per message.
 	br := bufio.NewReaderSize(nc, readBufferBytes)
-	return &conn{srv: s, nc: nc, br: br, fr: wire.NewFrameReader(br), frameMax: wire.FrameMinSize,
+	return &conn{srv: s, nc: nc, br: br, fr: wire.NewFrameReader(br), frameMax: wire.FrameMinSize, since: time.Now(),
 		channels: map[uint16]*channel{}, done: make(chan struct{}),
 		publishSlots: make(chan struct{}, maxPendingPublishes), pubSig: make(chan struct{}, 1), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
 }
@@ -436,6 +444,9 @@ func (c *conn) handshake() error {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
 	c.user, c.acct = user, acct
+	c.infoMu.Lock()
+	c.infoUser = user
+	c.infoMu.Unlock()
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg
@@ -471,6 +482,9 @@ func (c *conn) handshake() error {
 		return hard(wire.NotAllowed, m, "vhost %q not found (this broker serves %s; see amqpVhosts)", op.VirtualHost, c.srv.vhostList())
 	}
 	c.vh = v
+	c.infoMu.Lock()
+	c.infoVhost = v.name
+	c.infoMu.Unlock()
 	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,5 +62,25 @@ func TestObserverAndTraffic(t *testing.T) {
 	s := b.traffic.Snapshot(doorstats.AMQP)
 	if s.Accepted < 1 || s.Open < 1 || s.Requests < 8 || s.Errors < 1 || s.BytesIn == 0 || s.BytesOut == 0 {
 		t.Errorf("traffic %+v", s)
+	}
+}
+
+// TestConnections: an open connection is listed with its user, vhost and
+// channels.
+func TestConnections(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	defer ch.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cs := b.srv.Connections()
+		if len(cs) == 1 && cs[0].User == "guest" && cs[0].Vhost == "/" && cs[0].Channels == 1 && cs[0].SinceMs > 0 &&
+			strings.HasPrefix(cs[0].Remote, "127.0.0.1:") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connections %+v", cs)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -120,7 +120,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	ln     net.Listener
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]*connStats // what Info reports of each (info.go)
 	closed bool
 	wg     sync.WaitGroup
 	ctx    context.Context
@@ -131,7 +131,7 @@ type Server struct {
 func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
+	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}}
 	s.scram = newScramKeys()
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
@@ -181,10 +181,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.Close()
 			continue
 		}
-		s.conns[c] = struct{}{}
+		st := &connStats{since: time.Now()}
+		s.conns[c] = st
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(c)
+		go s.serveConn(c, st)
 	}
 }
 
@@ -212,7 +213,7 @@ func (s *Server) Close() error {
 // serveConn reads requests one at a time and answers each before reading
 // the next, so responses leave in request order (as Kafka, which mutes a
 // connection while it processes one of its requests).
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, st *connStats) {
 	tr := s.cfg.Traffic
 	defer func() {
 		c.Close()
@@ -278,6 +279,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		req.host = host
+		st.seen(req.clientID, auth.user)
 		resp, keep := s.serveRequest(auth, req, log)
 		if resp == nil {
 			if !keep {

@@ -70,6 +70,10 @@ const (
 	// ReqListAMQP is Keel's private request listing the AMQP queues and
 	// exchanges of a broker's AMQP front door (no ext fields).
 	ReqListAMQP = 10403
+	// ReqListKafka is Keel's private request listing the consumer groups
+	// (members, assignments) and connections of a broker's Kafka front
+	// door (no ext fields).
+	ReqListKafka = 10410
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
