@@ -19,6 +19,12 @@ import (
 // KafkaGroup is a Kafka consumer group the door coordinates.
 type KafkaGroup = kafkainfo.Group
 
+// KafkaMember is one member of a Kafka group, with its assignment.
+type KafkaMember = kafkainfo.Member
+
+// KafkaAssignment is a member's partitions of one topic.
+type KafkaAssignment = kafkainfo.Assignment
+
 // KafkaConnection is one open Kafka client connection.
 type KafkaConnection = kafkainfo.Connection
 

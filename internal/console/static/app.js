@@ -32,6 +32,8 @@ function ago(ms) {
   return (s / 3600).toFixed(1) + " h";
 }
 function enc(s) { return encodeURIComponent(s); }
+// count is n and the word for one or for many: "1 queue", "2 queues".
+function count(n, one, many) { return num(n) + " " + (n === 1 ? one : many || one + "s"); }
 function link(page, arg, text) { return `<a href="#/${page}/${enc(arg)}">${esc(text ?? arg)}</a>`; }
 function kindPill(kind) { return `<span class="pill ${esc(kind)}">${esc(kind)}</span>`; }
 function perm(p) { return (p & 4 ? "R" : "-") + (p & 2 ? "W" : "-"); }
@@ -301,19 +303,66 @@ const pages = {
       q.messageTtlMs >= 0 && `ttl ${num(q.messageTtlMs)} ms`, q.maxLength >= 0 && `max ${num(q.maxLength)}`,
       q.deliveryLimit >= 0 && `delivery limit ${num(q.deliveryLimit)}`, q.deadLetterExchange && `dlx ${q.deadLetterExchange}`]
       .filter(Boolean).map(esc).join(", ") || "–";
-    return `<h1>AMQP <span class="sub">${num(qs.length)} queues, ${num(qs.reduce((n, q) => n + q.ready, 0))} messages ready</span></h1>${errs}
-    <div class="panel"><h2>Queues</h2>${table([
-      ["Broker", q => esc(q.broker)], ["Vhost", q => esc(q.vhost)], ["Queue", q => esc(q.name)], ["Type", q => esc(q.type)], ["Flags", flags],
+    const cs = on.flatMap(b => (b.connections || []).map(c => Object.assign({ broker: b.broker }, c)));
+    return `<h1>AMQP <span class="sub">${count(qs.length, "queue")}, ${count(qs.reduce((n, q) => n + q.ready, 0), "message")} ready, ${count(cs.length, "connection")}</span></h1>${errs}
+    <div class="panel fit" id="amqp-queues"><h2>Queues</h2>${table([
+      ["Broker", q => esc(q.broker)],
+      ["Queue", q => `<span class="clip" title="${esc(q.name)}">${esc(q.name)}</span><br><span class="muted">${esc(q.vhost)} · ${esc(q.type)}</span>`],
+      ["Flags", flags, "wrap"],
       ["Ready", q => num(q.ready), "num"], ["Unacked", q => num(q.unacked), "num"], ["Consumers", q => num(q.consumers), "num"],
       ["Oldest unsettled", q => q.oldestUnsettledAgeMs >= 0 ? ago(q.oldestUnsettledAgeMs) : "–", "num"],
       ["Published", q => num(q.published), "num"], ["Delivered", q => num(q.delivered), "num"], ["Acked", q => num(q.acked), "num"],
-      ["Dead-lettered", q => num(q.deadLettered), "num"], ["Dropped", q => num(q.dropped), "num"],
+      ["Dead-lettered / dropped", q => num(q.deadLettered) + " / " + num(q.dropped), "num"],
     ], qs, "No AMQP queue.")}</div>
+    <div class="panel" id="amqp-connections"><h2>Connections</h2>${table([
+      ["Broker", c => esc(c.broker)], ["Client", c => `<span class="mono">${esc(c.remote)}</span>`], ["User", c => esc(c.user || "–")],
+      ["Vhost", c => esc(c.vhost || "–")], ["Channels", c => num(c.channels), "num"], ["Connected", c => esc(when(c.sinceMs)), "num"],
+    ], cs, "No AMQP connection.")}</div>
     <div class="panel"><h2>Exchanges</h2>${table([
       ["Broker", x => esc(x.broker)], ["Vhost", x => esc(x.vhost)], ["Exchange", x => esc(x.name)], ["Type", x => esc(x.type)],
       ["Durable", x => x.durable ? "yes" : "no"], ["Auto-delete", x => x.autoDelete ? "yes" : "no"],
       ["Internal", x => x.internal ? "yes" : "no"], ["Bindings", x => num(x.bindings), "num"],
     ], xs, "No AMQP exchange.")}</div>`;
+  },
+
+  // Kafka consumer groups and connections (keel kafka groups / describe /
+  // connections); a group as kafka-consumer-groups.sh --describe shows it.
+  async kafka(group) {
+    if (group) {
+      const d = await api("kafka/groups/" + enc(group));
+      const maxLag = Math.max(0, ...d.rows.map(r => r.lag));
+      return `<h1>Kafka group ${esc(d.group)} <span class="sub">${esc(d.state)}</span></h1>
+      <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}</div>
+      <div class="panel" id="kafka-describe"><h2>Partitions <span class="sub">as kafka-consumer-groups.sh --describe</span></h2>${table([
+        ["Topic", r => r.topic ? link("topics", r.topic) : "–"], ["Partition", r => r.partition >= 0 ? num(r.partition) : "–", "num"],
+        ["Current offset", r => r.topic && r.currentOffset >= 0 ? num(r.currentOffset) : "–", "num"],
+        ["Log end offset", r => r.topic ? num(r.logEndOffset) : "–", "num"],
+        ["Lag", r => r.topic && r.currentOffset >= 0 ? lagCell(r.lag, maxLag) : "–", "num"],
+        ["Consumer id", r => `<span class="mono clip" title="${esc(r.consumerId || "")}">${esc(r.consumerId || "–")}</span>`],
+        ["Host", r => `<span class="mono">${esc(r.host || "–")}</span>`], ["Client id", r => esc(r.clientId || "–")],
+      ], d.rows, "The group has no partition and no member.")}</div>
+      ${d.rows.some(r => r.topic && r.currentOffset >= 0) ? `<p><a href="#/groups/${enc(d.group)}">Lag per queue and trend →</a></p>` : ""}`;
+    }
+    const bs = await api("kafka");
+    const on = bs.filter(b => b.enabled && !b.error);
+    const gs = on.flatMap(b => b.groups.map(g => Object.assign({ broker: b.broker }, g)));
+    const cs = on.flatMap(b => b.connections.map(c => Object.assign({ broker: b.broker }, c)));
+    const errs = bs.filter(b => b.error).map(b => `<div class="note">${esc(b.broker)}: ${esc(b.error)}</div>`).join("") +
+      bs.filter(b => !b.enabled && !b.error).map(b => `<div class="note">${esc(b.broker)}: no Kafka listener</div>`).join("");
+    const assigned = m => m.assignment.map(a => `${esc(a.topic)} [${a.partitions.join(", ")}]`).join("; ") || "–";
+    return `<h1>Kafka <span class="sub">${count(gs.length, "consumer group")}, ${count(cs.length, "connection")}</span></h1>${errs}
+    <div class="panel" id="kafka-groups"><h2>Consumer groups</h2>${table([
+      ["Broker", g => esc(g.broker)], ["Group", g => `<a href="#/kafka/${enc(g.group)}">${esc(g.group)}</a>`], ["State", g => esc(g.state)],
+      ["Assignor", g => esc(g.protocol || "–")], ["Generation", g => num(g.generation), "num"], ["Members", g => num(g.members.length), "num"],
+    ], gs, "No Kafka consumer group has joined since the broker started.")}</div>
+    <div class="panel" id="kafka-members"><h2>Members</h2>${table([
+      ["Group", m => esc(m.group)], ["Consumer id", m => `<span class="mono">${esc(m.memberId)}</span>`],
+      ["Host", m => `<span class="mono">${esc(m.host)}</span>`], ["Client id", m => esc(m.clientId)], ["Assigned partitions", assigned, "wrap"],
+    ], gs.flatMap(g => g.members.map(m => Object.assign({ group: g.group }, m))), "No member online.")}</div>
+    <div class="panel" id="kafka-connections"><h2>Connections</h2>${table([
+      ["Broker", c => esc(c.broker)], ["Client", c => `<span class="mono">${esc(c.remote)}</span>`], ["Client id", c => esc(c.clientId || "–")],
+      ["User", c => esc(c.user || "–")], ["Requests", c => num(c.requests), "num"], ["Connected", c => esc(when(c.sinceMs)), "num"],
+    ], cs, "No Kafka connection.")}</div>`;
   },
 };
 
@@ -499,7 +548,7 @@ function pageTitle(page, arg) {
     groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
     dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions", corrupt: () => "Corrupt records",
     replication: () => "Replication",
-    amqp: () => "AMQP",
+    amqp: () => "AMQP", kafka: a => a ? "Kafka group " + a : "Kafka",
   };
   return (titles[page] || titles.overview)(arg);
 }
@@ -539,7 +588,7 @@ async function route() {
     app.dataset.page = page;
   }
   document.title = pageTitle(page, arg) + " · Keel console";
-  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication", "amqp"].includes(page)) {
+  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication", "amqp", "kafka"].includes(page)) {
     refreshTimer = setTimeout(refresh, 10000);
   }
 }
