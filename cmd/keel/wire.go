@@ -178,6 +178,5 @@ func remotingService(name string, ln net.Listener, cfg remoting.ServerConfig, h 
 			ln.Close() // in case Serve never ran (a later start failed)
 			return err
 		},
-		conns: func() int { return len(srv.Conns()) },
 	}, ln.Addr(), nil
 }

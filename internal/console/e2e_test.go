@@ -127,7 +127,7 @@ func TestConsoleInChromium(t *testing.T) {
 		{"topic", "#/topics/Orders", []string{"Orders", "Min offset", "Queues", "Browse messages stored from", `type="datetime-local"`}},
 		{"topic-browse", "#/topics/Orders?from=1", []string{`id="browse"`, "Messages stored from 1970-01-01", "oldest first",
 			f.sent[0].MsgID, "order-40", "order-43"}},
-		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING"}},
+		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING", ">Retry lag<"}},
 		{"group", "#/groups/billing", []string{"Lag per queue", "10.0.0.7@billing-1", "Lag trend", "<svg class=\"chart\"",
 			"Last consumed", "Oldest unconsumed", `behind</span>`, `title="the last consumed message was stored `}},
 		{"messages", "#/messages?topic=Orders&key=" + url.QueryEscape(f.key), []string{f.sent[2].MsgID, "order-42", "19.90", "UNIQ_KEY"}},

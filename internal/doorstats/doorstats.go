@@ -38,8 +38,8 @@ type Snapshot struct {
 	// Requests counts the requests read (frames, AMQP methods).
 	Requests int64
 	// Errors counts requests answered with an error and connections closed
-	// for a protocol error (a malformed or refused frame, a failed
-	// authentication).
+	// for an error (a malformed or refused frame, a failed authentication;
+	// the RocketMQ door also a failed write).
 	Errors int64
 	// BytesIn and BytesOut count the bytes read from and written to the
 	// door's connections.
