@@ -27,6 +27,7 @@ import (
 
 	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/replication"
 )
 
@@ -222,6 +223,17 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 	}
 
+	// A second member of broker-a registers (brokerId 1, its address a
+	// second listener of the same broker): the latency table names each member by its role, not
+	// twice "broker-a".
+	c.registerSecondMember()
+	dom = b.run(c.http.URL+"/#/overview", "--dump-dom")
+	for _, w := range []string{`<td class="">broker-a <span class="muted">master</span></td>`, `<td class="">broker-a <span class="muted">slave 1</span></td>`} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("latency table lacks %q:\n%s", w, excerpt(dom, `id="latency"`))
+		}
+	}
+
 	// The group page shows the group's lag as the API computes it.
 	d, err := c.admin.DescribeGroup(context.Background(), f.group)
 	if err != nil || d.Lag < 3 {
@@ -283,4 +295,24 @@ func (c *cluster) kafkaAndAMQP() {
 	c.b.SetAMQPInfo(func() (any, any, any) {
 		return []admin.AMQPQueue{q}, []admin.AMQPExchange{}, []admin.AMQPConnection{ac}
 	})
+}
+
+// registerSecondMember registers broker-a's member 1 with the NameServer,
+// at a second listener of the broker (which answers its runtime info).
+func (c *cluster) registerSecondMember() {
+	c.t.Helper()
+	addr := serve(c.t, c.b.Handler(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := remoting.Dial(ctx, c.namesrv, remoting.ClientConfig{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() }) // the NameServer drops what a closed connection registered
+	body := []byte(`{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"timestamp":1,"counter":0},"topicConfigTable":{}}}`)
+	resp, err := cl.Invoke(ctx, remoting.NewRequest(remoting.ReqRegisterBroker, map[string]string{"clusterName": "DefaultCluster",
+		"brokerName": "broker-a", "brokerAddr": addr, "brokerId": "1", "haServerAddr": ""}, body))
+	if err != nil || resp.Code != remoting.ResSuccess {
+		c.t.Fatalf("register member 1: %v %+v", err, resp)
+	}
 }
