@@ -300,8 +300,17 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	})
 	e.invoke(remoting.ReqHeartBeat, nil, []byte(heartbeat))
 	e.send("T", "x")
-	e.invoke(remoting.ReqPullMessage, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0",
-		"maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "expressionType": "TAG"}, nil)
+	// Pull until the message is delivered (it is found once dispatched):
+	// keel_deliver_messages_total has a series from then on.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.invoke(remoting.ReqPullMessage, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0",
+		"maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "expressionType": "TAG"},
+		nil).Code != remoting.ResSuccess {
+		if time.Now().After(deadline) {
+			t.Fatal("the message sent was not pulled within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	e.m.ObserveFlush(time.Millisecond, 100)
 	// Progress on the group's retry and dead-letter topics, for their diffs.
 	for _, topic := range []string{broker.RetryTopic("g"), broker.DLQTopic("g")} {
