@@ -9,6 +9,11 @@
 # time runs out while a worker is busy (golang/go#75804, fixed in Go 1.27),
 # which on a loaded 2-core machine makes a clean run fail now and then.
 #
+# The decoders' targets (internal/remoting, internal/amqp/wire,
+# internal/replication) also measure what each input allocates and fail,
+# reporting the bytes allocated per input byte, an input that allocates
+# more than its decoder's bound (docs/security.md, "Decoding bounds").
+#
 # Targets are found per package with `go test -list`, so a new Fuzz function
 # is picked up without editing this script. New crashers are written to the
 # package's testdata/fuzz/ by go test; commit them as regression seeds.

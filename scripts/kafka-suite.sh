@@ -43,7 +43,10 @@ skip='^(TestTxnEtl|TestConsumeRegex)$'
 
 # TestIssueFetchLargerThanBrokerMaxReadBytes creates a topic with
 # max.message.bytes=10485760, which Keel allows up to maxMessageSize.
-printf 'maxMessageSize=10485760\n' >"$tmp/broker.conf"
+# The first rebalance of each new group is not delayed, as Kafka brokers
+# run for client test suites usually are (group.initial.rebalance.delay.ms=0):
+# the suite makes hundreds of groups and the delay only slows it.
+printf 'maxMessageSize=10485760\nkafkaGroupInitialRebalanceDelayMs=0\n' >"$tmp/broker.conf"
 # A second broker with aclEnable=true serves the SCRAM tests
 # (KGO_TEST_SCRAM_SEEDS): its one account is their user.
 printf 'accounts:\n  - accessKey: kgo-scram\n    secretKey: kgo-scram-secret\n    admin: true\n' >"$tmp/plain_acl.yml"

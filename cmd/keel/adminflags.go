@@ -82,8 +82,9 @@ func (f *adminFlags) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// client validates the flags and returns an admin client; close it.
-func (f *adminFlags) client() (*admin.Client, error) {
+// client validates the flags and returns an admin client, which tells
+// stderr when it reads a broker group from its slave; close it.
+func (f *adminFlags) client(stderr io.Writer) (*admin.Client, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, usageError{fmt.Errorf("-o %q: want table or json", f.output)}
 	}
@@ -104,7 +105,7 @@ func (f *adminFlags) client() (*admin.Client, error) {
 		return nil, err
 	}
 	return admin.New(admin.Config{NamesrvAddrs: addrs, Timeout: f.timeout, AccessKey: f.accessKey,
-		SecretKey: f.secretKey, TLS: tc}), nil
+		SecretKey: f.secretKey, TLS: tc, OnSlaveRead: func(r admin.SlaveRead) { fmt.Fprintf(stderr, "keel: %s\n", r) }}), nil
 }
 
 // emit writes v as indented JSON with -o json, else calls table with a
@@ -137,7 +138,7 @@ func row(w io.Writer, cols ...any) {
 // closes the client.
 func adminRun(f *adminFlags, fn func(cmd *cobra.Command, args []string, c *admin.Client) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		c, err := f.client()
+		c, err := f.client(cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}

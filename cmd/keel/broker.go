@@ -33,7 +33,7 @@ func newBrokerCmd() *cobra.Command {
 				return usageError{errors.New("keel broker needs a NameServer: -n host:port, namesrvAddr in broker.conf, or $NAMESRV_ADDR")}
 			}
 			brokerListen := o.brokerListenAddr(cmd, cfg)
-			haAddr, err := haListenAddr(cfg, haListen, brokerListen)
+			haAddr, haLoopbackOnly, err := haListenAddr(cfg, haListen, brokerListen)
 			if err != nil {
 				return usageError{err}
 			}
@@ -51,6 +51,13 @@ func newBrokerCmd() *cobra.Command {
 			}
 			if err := checkHTTPExposure(cfg, ls); err != nil {
 				return err
+			}
+			if err := checkHAExposure(cfg, ls, haAddr); err != nil {
+				return err
+			}
+			if haLoopbackOnly {
+				log.Warn("replication listens on loopback only: slaves on other hosts cannot connect until haAuthSecret (or haAuthSecretFile, the same on the master and its slaves) or mutual TLS protects the link",
+					"addr", ls[listenHA].Addr().String())
 			}
 			defer ls.closeAll()
 			p.listeners = ls
@@ -70,7 +77,7 @@ func newBrokerCmd() *cobra.Command {
 	o.addConfigFlags(cmd)
 	o.addBrokerFlags(cmd)
 	o.http.add(cmd)
-	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1)")
+	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1; beyond loopback it needs haAuthSecret or mutual TLS)")
 	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
 }

@@ -104,8 +104,8 @@ func (p *parts) repairFromReplica(w io.Writer, in io.Reader, dir2 string, yes bo
 	total := int64(0)
 	for _, r := range plan.Ranges {
 		total += r.End - r.Offset
-		fmt.Fprintf(w, "  damaged: %s: offsets [%d, %d) (%d bytes): the replica's bytes there verify (%s)\n",
-			r.File, r.Offset, r.End, r.End-r.Offset, count(r.Entries, "entry", "entries"))
+		fmt.Fprintf(w, "  damaged: %s: offsets [%d, %d) (%s): the replica's bytes there verify (%s)\n",
+			r.File, r.Offset, r.End, count64(r.End-r.Offset, "byte"), count(r.Entries, "entry", "entries"))
 	}
 	for _, u := range plan.Unrepairable {
 		fmt.Fprintf(w, "  cannot repair from this replica: %s\n", u)
@@ -115,8 +115,8 @@ func (p *parts) repairFromReplica(w io.Writer, in io.Reader, dir2 string, yes bo
 		return len(plan.Unrepairable) == 0, nil
 	}
 	if !yes {
-		fmt.Fprintf(w, "Replace %d range(s), %d bytes, of %s with the replica's bytes (the damaged bytes are kept in %s)? Type yes: ",
-			len(plan.Ranges), total, cfg.Dir, filepath.Join(cfg.Dir, "quarantine"))
+		fmt.Fprintf(w, "Replace %s, %s, of %s with the replica's bytes (the damaged bytes are kept in %s)? Type yes: ",
+			count(len(plan.Ranges), "range"), count64(total, "byte"), cfg.Dir, filepath.Join(cfg.Dir, "quarantine"))
 		answer, _ := bufio.NewReader(in).ReadString('\n')
 		if strings.TrimSpace(answer) != "yes" {
 			fmt.Fprintln(w, "\nnot confirmed: nothing was changed")
@@ -133,7 +133,7 @@ func (p *parts) repairFromReplica(w io.Writer, in io.Reader, dir2 string, yes bo
 		return false, fmt.Errorf("check --repair-from-replica: %w", err)
 	}
 	if done.DroppedIsolated > 0 {
-		fmt.Fprintf(w, "  %d record(s) dropped from the isolated-records registry: they verify again\n", done.DroppedIsolated)
+		fmt.Fprintf(w, "  %s dropped from the isolated-records registry: they verify again\n", count(done.DroppedIsolated, "record"))
 	}
 	fmt.Fprintln(w, "checking the repaired store:")
 	return p.checkStore(w, false)

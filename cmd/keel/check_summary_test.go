@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,44 @@ func TestCorruptionProcedure(t *testing.T) {
 	}
 	if code, out := runCheck(t, "-c", conf, "--data-dir", dir); code != exitOK || !strings.Contains(out, "repaired: 1 hole record") {
 		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+}
+
+// The summary counts in words that agree with the numbers: "1 segment",
+// "1 queue", "1 problem", never "1 problems".
+func TestCheckSummaryPlurals(t *testing.T) {
+	dir := t.TempDir()
+	fillStore(t, dir, 1)
+	conf := writeConf(t, "mapedFileSizeCommitLog=16777216\n")
+	// A second ConsumeQueue entry, pointing past the end of the log: one
+	// problem.
+	names, err := os.ReadDir(filepath.Join(dir, "consumequeue", "T", "0"))
+	if err != nil || len(names) != 1 {
+		t.Fatalf("queue files: %v %v", names, err)
+	}
+	cq := filepath.Join(dir, "consumequeue", "T", "0", names[0].Name())
+	data, err := os.ReadFile(cq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := append([]byte(nil), data[:20]...)
+	binary.BigEndian.PutUint64(past, 1<<20) // the entry's CommitLog offset (bytes 0..7)
+	data = append(data[:20:20], past...)
+	if err := os.WriteFile(cq, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCheck(t, "-c", conf, "--data-dir", dir)
+	if code != exitProblems {
+		t.Fatalf("exit %d, want %d\n%s", code, exitProblems, out)
+	}
+	for _, want := range []string{"commitlog: 1 segment, 1 record, ", "consumequeues: 1 queue, 2 entries; index: 0 keys;", "FAILED: 1 problem, 0 warnings;"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	for _, wrong := range []string{"1 problems", "1 queues", "1 segments", "1 records", "1 entries"} {
+		if strings.Contains(out, wrong) {
+			t.Errorf("summary says %q:\n%s", wrong, out)
+		}
 	}
 }

@@ -107,4 +107,25 @@ func TestCheckListsIsolatedRecords(t *testing.T) {
 		t.Fatalf("check: exit %d, want %d\n%s%s", code, exitProblems, out.String(), errOut.String())
 	}
 	wantMatch(t, "check", out.String(), `isolated: T/0 offset 3 at CommitLog offset \d+ \(\d+ bytes\), found by read \S+: .*crc`)
+	if !strings.Contains(out.String(), "--repair-corruption replaces them by hole records") {
+		t.Errorf("check does not say how to repair isolated records:\n%s", out.String())
+	}
+
+	// A start with --repair-corruption replaces it by a hole record and
+	// drops it from the registry: keel check passes.
+	cfg.RepairCorruption = true
+	if st, err = store.Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"check", "-c", conf, "--data-dir", dir}, &out, &errOut); code != exitOK {
+		t.Fatalf("check after the repair: exit %d, want %d\n%s%s", code, exitOK, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "repaired: 1 hole record") || strings.Contains(out.String(), "isolated:") {
+		t.Fatalf("check after the repair:\n%s", out.String())
+	}
 }

@@ -31,7 +31,10 @@ master but not registered is listed under its replication address.
 Lag in seconds is the age of the oldest record the replica has not
 acknowledged. A broker outside a group shows "-" for the replication
 columns. A broker that does not answer is shown with its error and makes the
-command exit non-zero after the others are listed.`,
+command exit non-zero after the others are listed. A group whose master is
+down (not registered, or not answering) says NO MASTER with since when its
+slaves have not heard from it, and lists a master no longer registered as
+unreachable; that too makes the command exit non-zero.`,
 		Args: cobra.NoArgs,
 		RunE: adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
 			gs, err := c.BrokerGroups(cmd.Context())
@@ -44,6 +47,9 @@ command exit non-zero after the others are listed.`,
 					if m.Err != "" {
 						failed++
 					}
+				}
+				if d := g.MasterDown; d != nil && !d.Registered {
+					failed++ // the master does not answer either
 				}
 			}
 			err = f.emit(cmd.OutOrStdout(), gs, func(w *tabwriter.Writer) { clusterTable(w, gs, time.Now()) })
@@ -65,8 +71,15 @@ func clusterTable(w io.Writer, gs []admin.BrokerGroup, now time.Time) {
 		}
 		master, _ := g.Master()
 		ms := master.Replication
-		fmt.Fprintf(w, "%s (cluster %s): %s\n", g.Name, g.Cluster, groupSummary(g, ms))
+		fmt.Fprintf(w, "%s (cluster %s): %s\n", g.Name, g.Cluster, groupSummary(g, ms, now))
 		row(w, "ID", "ROLE", "ADDRESS", "EPOCH", "LOG_END", "CONFIRMED", "IN_SYNC", "LAG_BYTES", "LAG", "LAST_ACK", "LINK")
+		if d := g.MasterDown; d != nil && !d.Registered {
+			addr := "(not registered)"
+			if d.Address != "" {
+				addr = d.Address + " (replication; not registered)"
+			}
+			row(w, 0, "MASTER", addr, "-", "-", "-", "-", "-", "-", "-", "unreachable "+sinceText(now, d.LastHeard))
+		}
 		for _, m := range g.Members {
 			memberRow(w, m, ms != nil, now)
 		}
@@ -78,7 +91,14 @@ func clusterTable(w io.Writer, gs []admin.BrokerGroup, now time.Time) {
 }
 
 // groupSummary is the group's heading: the master's role and in-sync count.
-func groupSummary(g admin.BrokerGroup, ms *admin.ReplicationState) string {
+func groupSummary(g admin.BrokerGroup, ms *admin.ReplicationState, now time.Time) string {
+	if d := g.MasterDown; d != nil {
+		why := "not registered with the NameServers"
+		if d.Registered {
+			why = "not answering"
+		}
+		return fmt.Sprintf("NO MASTER: the master is %s, unreachable %s; no sends to this group, its slaves serve reads", why, sinceText(now, d.LastHeard))
+	}
 	switch {
 	case ms == nil && len(g.Members) == 1:
 		return "not replicated"
@@ -135,6 +155,15 @@ func memberRow(w io.Writer, m admin.GroupMember, replicated bool, now time.Time)
 		}
 	}
 	row(w, m.ID, role, m.Addr, epoch, end, confirmed, inSync, lagBytes, lag, lastAck, link)
+}
+
+// sinceText says since when a master has been unreachable: the last
+// contact its slaves had with it.
+func sinceText(now, lastHeard time.Time) string {
+	if lastHeard.IsZero() {
+		return "(no slave heard it since it started)"
+	}
+	return "since " + fmtTime(lastHeard) + " (" + agoText(now, lastHeard) + ", its slaves' last contact)"
 }
 
 func agoText(now, t time.Time) string {

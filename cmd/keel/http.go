@@ -206,7 +206,7 @@ func (p *parts) readyz(w http.ResponseWriter, _ *http.Request) {
 		problems = append(problems, "store not writable: "+s.ReadOnly.Error())
 	}
 	if s.DiskFull {
-		problems = append(problems, "disk above the hard limit: writes refused")
+		problems = append(problems, "not enough free disk space (the hard limit or the free-space reserve): writes refused")
 	}
 	if !p.broker.Registered() {
 		problems = append(problems, "not registered with a NameServer")

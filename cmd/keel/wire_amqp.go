@@ -32,8 +32,8 @@ func (p *parts) amqpStarter(addr string) starter {
 			return service{name: "amqp (off)"}, nil
 		}
 		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
-			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(),
-			Traffic:         &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP}}
+			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), MaxMessageBytes: p.cfg.AMQPMaxMessage(),
+			Traffic: &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP}}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }

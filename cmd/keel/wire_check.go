@@ -25,17 +25,17 @@ func (p *parts) checkStore(w io.Writer, verbose bool) (sound bool, err error) {
 	}
 	dir := p.cfg.StorePathRootDir
 	fmt.Fprintf(w, "store %s\n", dir)
-	fmt.Fprintf(w, "  commitlog: %d segments, %d records, %d bytes, offsets [%d, %d)\n",
-		rep.Segments, rep.Records, rep.RecordBytes, rep.MinOffset, rep.EndOffset)
-	fmt.Fprintf(w, "  consumequeues: %d queues, %d entries; index: %d keys; clean shutdown: %v\n",
-		rep.Queues, rep.QueueEntries, rep.IndexedKeys, rep.CleanShutdown)
+	fmt.Fprintf(w, "  commitlog: %s, %s, %s, offsets [%d, %d)\n", count(rep.Segments, "segment"),
+		count64(rep.Records, "record"), count64(rep.RecordBytes, "byte"), rep.MinOffset, rep.EndOffset)
+	fmt.Fprintf(w, "  consumequeues: %s, %s; index: %s; clean shutdown: %v\n", count(rep.Queues, "queue"),
+		count64(rep.QueueEntries, "entry", "entries"), count64(rep.IndexedKeys, "key"), rep.CleanShutdown)
 	printRepairs(w, dir, rep, verbose)
 	if rep.Truncating {
-		fmt.Fprintf(w, "  truncation in progress: the replica stopped while cutting its CommitLog at %d; the log ends there (%d verified bytes after it not checked; the next start finishes the cut)\n",
-			rep.TruncateOffset, rep.PastTruncationBytes)
+		fmt.Fprintf(w, "  truncation in progress: the replica stopped while cutting its CommitLog at %d; the log ends there (%s after it not checked; the next start finishes the cut)\n",
+			rep.TruncateOffset, count64(rep.PastTruncationBytes, "verified byte"))
 	}
 	if rep.DeletedTopicRecords > 0 {
-		fmt.Fprintf(w, "  deleted topics: %d records kept until retention removes their segments\n", rep.DeletedTopicRecords)
+		fmt.Fprintf(w, "  deleted topics: %s kept until retention removes their segments\n", count64(rep.DeletedTopicRecords, "record"))
 	}
 	limit := checkListed
 	if verbose {
@@ -46,9 +46,10 @@ func (p *parts) checkStore(w io.Writer, verbose bool) (sound bool, err error) {
 	p.listIsolated(w) // wire_check_isolated.go
 	switch {
 	case rep.OK():
-		fmt.Fprintf(w, "OK: no problems (%d warnings)\n", len(rep.Warnings))
+		fmt.Fprintf(w, "OK: no problems (%s)\n", count(len(rep.Warnings), "warning"))
 	default:
-		fmt.Fprintf(w, "FAILED: %d problems, %d warnings; docs/operations.md (\"Corruption\") says what to do\n", len(rep.Problems), len(rep.Warnings))
+		fmt.Fprintf(w, "FAILED: %s, %s; docs/operations.md (\"Corruption\") says what to do\n",
+			count(len(rep.Problems), "problem"), count(len(rep.Warnings), "warning"))
 	}
 	return rep.OK(), nil
 }
@@ -61,8 +62,8 @@ func printRepairs(w io.Writer, dir string, rep store.Report, verbose bool) {
 		for _, h := range rep.Holes {
 			holeBytes += h.Bytes
 		}
-		fmt.Fprintf(w, "  repaired: %s (%d bytes) in the CommitLog; %s of messages lost to corruption (consumers skip them)\n",
-			count(len(rep.Holes), "hole record"), holeBytes, count(int(rep.LostEntries), "queue entry", "queue entries"))
+		fmt.Fprintf(w, "  repaired: %s (%s) in the CommitLog; %s of messages lost to corruption (consumers skip them)\n",
+			count(len(rep.Holes), "hole record"), count64(holeBytes, "byte"), count64(rep.LostEntries, "queue entry", "queue entries"))
 	}
 	if verbose {
 		for _, h := range rep.Holes {
@@ -70,14 +71,17 @@ func printRepairs(w io.Writer, dir string, rep store.Report, verbose bool) {
 		}
 	}
 	if rep.QuarantineFiles > 0 {
-		fmt.Fprintf(w, "  quarantine: %s, %d bytes in %s (bytes removed from the CommitLog, kept for inspection)\n",
-			count(rep.QuarantineFiles, "file"), rep.QuarantineBytes, filepath.Join(dir, "quarantine"))
+		fmt.Fprintf(w, "  quarantine: %s, %s in %s (bytes removed from the CommitLog, kept for inspection)\n",
+			count(rep.QuarantineFiles, "file"), count64(rep.QuarantineBytes, "byte"), filepath.Join(dir, "quarantine"))
 	}
 }
 
 // count returns "1 thing" or "n things" (plural[0], if given, instead of
 // thing+"s").
-func count(n int, thing string, plural ...string) string {
+func count(n int, thing string, plural ...string) string { return count64(int64(n), thing, plural...) }
+
+// count64 is count for an int64.
+func count64(n int64, thing string, plural ...string) string {
 	switch {
 	case n == 1:
 		return "1 " + thing
@@ -100,6 +104,10 @@ func printKinds(w io.Writer, what string, ps []store.Problem, limit int) {
 		fmt.Fprintf(w, "%s: %s\n", what, pr)
 	}
 	if n := len(ps) - limit; n > 0 {
-		fmt.Fprintf(w, "... and %d more %ss (keel check -v lists them all)\n", n, what)
+		more := what + "s"
+		if n == 1 {
+			more = what
+		}
+		fmt.Fprintf(w, "... and %d more %s (keel check -v lists them all)\n", n, more)
 	}
 }

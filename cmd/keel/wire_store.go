@@ -5,7 +5,14 @@ import (
 
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/translate"
 )
+
+// indexKeys names the index keys of Kafka batches and AMQP messages
+// (docs/cross-protocol.md, "Finding messages").
+func indexKeys(rec []byte, key func([]byte)) error {
+	return translate.IndexKeys(rec, translate.DefaultLimit, key)
+}
 
 // storeConfig converts the broker config into the store's.
 func storeConfig(b *config.Broker, p *parts) store.Config {
@@ -25,11 +32,15 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.DiskHardLimitRatio = b.DiskHardLimitRatio
 	c.DiskPressureDelete = storePressureDelete(b.DiskPressureDelete)
 	c.MaxMessageBytes = b.MaxMessageBytes
+	// Every member of a group takes the AMQP door's largest message, on
+	// or off: a replica stores what its master stored.
+	c.MaxRecordBodyBytes = b.AMQPMaxMessage()
 	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
 	c.ScrubBytesPerSecond = b.ScrubBytesPerSecond
 	c.RepairCorruption = p.repairCorruption
 	c.OnFlush = p.onFlush
 	c.TagsCode = scheduleTagsCode(b)
+	c.IndexKeys = indexKeys
 	c.ExternalReplication = b.BrokerRole == config.SyncMaster
 	c.ReplicationTimeout = b.ReplicaAckTimeout
 	c.Replica = b.BrokerRole == config.Slave

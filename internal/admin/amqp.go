@@ -31,15 +31,16 @@ type BrokerAMQP struct {
 	Err         string           `json:"error,omitempty"`
 }
 
-// AMQP asks every master for its AMQP queues and exchanges (slaves serve
-// no AMQP). A broker that does not answer is reported in its Err field.
+// AMQP asks every master for its AMQP queues and exchanges (a group
+// without a master: its slave, ReadBrokers). A broker that does not
+// answer is reported in its Err field.
 func (c *Client) AMQP(ctx context.Context) ([]BrokerAMQP, error) {
-	masters, err := c.Masters(ctx)
+	brokers, err := c.ReadBrokers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]BrokerAMQP, 0, len(masters))
-	for _, b := range masters {
+	out := make([]BrokerAMQP, 0, len(brokers))
+	for _, b := range brokers {
 		ba := BrokerAMQP{}
 		resp, err := c.invoke(ctx, b.Addr, remoting.ReqListAMQP, nil, nil)
 		if err == nil {

@@ -73,6 +73,10 @@ type Config struct {
 	// TLS, if set, dials every NameServer and broker with TLS.
 	TLS    *tls.Config
 	Logger *slog.Logger
+	// OnSlaveRead, if set, is told of each broker group read from its
+	// slave because its master is missing (ReadBrokers), once per group
+	// and slave while the master stays missing.
+	OnSlaveRead func(SlaveRead)
 }
 
 // Client is an admin client. Close it when done.
@@ -80,9 +84,10 @@ type Client struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	conns  map[string]*remoting.Client // guarded by mu
-	closed bool                        // guarded by mu
+	mu         sync.Mutex
+	conns      map[string]*remoting.Client // guarded by mu
+	closed     bool                        // guarded by mu
+	slaveReads map[string]SlaveRead        // guarded by mu: by group, see ReadBrokers
 }
 
 // New returns a client; it connects lazily.

@@ -123,6 +123,92 @@ func (c *Client) Masters(ctx context.Context) ([]Broker, error) {
 	return out, nil
 }
 
+// ReadBrokers returns one broker to read from per broker group: its
+// master, or, when the group has no master registered (it is down, or
+// cannot reach the NameServers) or its registered master cannot be
+// dialled, its registered slave with the lowest id, which serves what the
+// master confirmed to it. Each such choice is told once per group to
+// Config.OnSlaveRead and listed by SlaveReads until the master is back.
+// No broker registered is an error.
+func (c *Client) ReadBrokers(ctx context.Context) ([]Broker, error) {
+	all, err := c.Brokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Broker
+	var slaves []SlaveRead
+	for i := 0; i < len(all); { // sorted by name and id: a group's master first
+		j := i + 1
+		for j < len(all) && all[j].Name == all[i].Name {
+			j++
+		}
+		group := all[i:j]
+		i = j
+		b := group[0]
+		switch {
+		case b.ID != 0:
+			slaves = append(slaves, SlaveRead{Slave: b, Why: "has no master registered with the NameServers"})
+		case len(group) > 1:
+			if _, err := c.conn(ctx, b.Addr); err != nil {
+				b = group[1]
+				slaves = append(slaves, SlaveRead{Slave: b, Why: fmt.Sprintf("has a master registered at %s that does not answer (%v)", group[0].Addr, err)})
+			}
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("admin: no broker is registered with the NameServer %v", c.cfg.NamesrvAddrs)
+	}
+	c.noteSlaveReads(slaves)
+	return out, nil
+}
+
+// SlaveRead is a broker group read from its slave: the slave and why
+// (what is wrong with the group's master).
+type SlaveRead struct {
+	Slave Broker `json:"slave"`
+	Why   string `json:"why"`
+}
+
+// String is the line the tools show for it.
+func (r SlaveRead) String() string {
+	return fmt.Sprintf("broker group %s %s: reading from its slave %d at %s (what the master confirmed to it)", r.Slave.Name, r.Why, r.Slave.ID, r.Slave.Addr)
+}
+
+// noteSlaveReads records the slaves read from instead of their group's
+// master and tells Config.OnSlaveRead of a group it did not tell yet.
+func (c *Client) noteSlaveReads(rs []SlaveRead) {
+	var tell []SlaveRead
+	c.mu.Lock()
+	now := map[string]SlaveRead{}
+	for _, r := range rs {
+		now[r.Slave.Name] = r
+		if old, ok := c.slaveReads[r.Slave.Name]; !ok || old.Slave != r.Slave {
+			tell = append(tell, r)
+		}
+	}
+	c.slaveReads = now
+	c.mu.Unlock()
+	if c.cfg.OnSlaveRead != nil {
+		for _, r := range tell {
+			c.cfg.OnSlaveRead(r)
+		}
+	}
+}
+
+// SlaveReads returns the broker groups the last ReadBrokers read from a
+// slave, by group name.
+func (c *Client) SlaveReads() []SlaveRead {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]SlaveRead, 0, len(c.slaveReads))
+	for _, r := range c.slaveReads {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slave.Name < out[j].Slave.Name })
+	return out
+}
+
 // Runtime asks every registered broker for its runtime information. A
 // broker that does not answer is reported in its Err field.
 func (c *Client) Runtime(ctx context.Context) ([]BrokerRuntime, error) {

@@ -287,7 +287,7 @@ func (c *Client) resend(ctx context.Context, m Message) (Resent, error) {
 	if err != nil {
 		return r, fmt.Errorf("admin: %w", err)
 	}
-	t, err := c.Topic(ctx, r.OriginTopic)
+	t, err := c.topic(ctx, r.OriginTopic, true)
 	if err != nil {
 		return r, fmt.Errorf("admin: resend %s: %w", m.MsgID, err)
 	}

@@ -18,6 +18,10 @@
 // resend in the system topic ResentLogTopic on the DLQ's broker
 // (dlq_resent.go), so a dead letter is resent once unless forced.
 //
+// Reads go to each broker group's master, or to its slave when the master
+// is missing (ReadBrokers; Config.OnSlaveRead tells the tools, which say
+// so); writes need the master (Masters).
+//
 // A Client is safe for concurrent use. It keeps one connection per address
 // and dials again when a connection has closed.
 package admin

@@ -83,14 +83,15 @@ func systemGroup(name string) bool {
 	return strings.HasPrefix(name, "CID_RMQ_SYS_") || strings.HasPrefix(name, "CID_SYS_RMQ_")
 }
 
-// groupConfigs returns every master's subscription groups by name.
+// groupConfigs returns the subscription groups of every broker group
+// (ReadBrokers) by name.
 func (c *Client) groupConfigs(ctx context.Context) (map[string]GroupConfig, error) {
-	masters, err := c.Masters(ctx)
+	brokers, err := c.ReadBrokers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]GroupConfig)
-	for _, b := range masters {
+	for _, b := range brokers {
 		resp, err := c.invoke(ctx, b.Addr, remoting.ReqGetAllSubscriptionGroupConfig, nil, nil)
 		if err != nil {
 			return nil, err
@@ -116,11 +117,11 @@ func (c *Client) Groups(ctx context.Context, withSystem bool) ([]Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	topics, err := c.topicConfigs(ctx)
+	topics, err := c.topicConfigs(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	masters, err := c.Masters(ctx)
+	brokers, err := c.ReadBrokers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (c *Client) Groups(ctx context.Context, withSystem bool) ([]Group, error) {
 		if systemGroup(name) && !withSystem {
 			continue
 		}
-		d, err := c.describeGroup(ctx, name, masters, topics)
+		d, err := c.describeGroup(ctx, name, brokers, topics)
 		if err != nil {
 			return nil, err
 		}
@@ -147,15 +148,15 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDetail, 
 	if err != nil {
 		return GroupDetail{}, err
 	}
-	topics, err := c.topicConfigs(ctx)
+	topics, err := c.topicConfigs(ctx, false)
 	if err != nil {
 		return GroupDetail{}, err
 	}
-	masters, err := c.Masters(ctx)
+	brokers, err := c.ReadBrokers(ctx)
 	if err != nil {
 		return GroupDetail{}, err
 	}
-	d, err := c.describeGroup(ctx, group, masters, topics)
+	d, err := c.describeGroup(ctx, group, brokers, topics)
 	if err != nil {
 		return GroupDetail{}, err
 	}
@@ -167,9 +168,9 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDetail, 
 	return d, nil
 }
 
-func (c *Client) describeGroup(ctx context.Context, group string, masters []Broker, topics map[string][]TopicOnBroker) (GroupDetail, error) {
+func (c *Client) describeGroup(ctx context.Context, group string, brokers []Broker, topics map[string][]TopicOnBroker) (GroupDetail, error) {
 	d := GroupDetail{Group: Group{Name: group}, Subscriptions: map[string]string{}}
-	for _, b := range masters {
+	for _, b := range brokers {
 		qs, err := c.consumeStats(ctx, b, group)
 		if err != nil {
 			return d, err

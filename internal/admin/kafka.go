@@ -119,7 +119,7 @@ func (c *Client) DescribeKafkaGroup(ctx context.Context, group string) (KafkaGro
 	if err != nil {
 		return KafkaGroupDetail{}, err
 	}
-	topics, err := c.topicConfigs(ctx)
+	topics, err := c.topicConfigs(ctx, true) // the masters': the Kafka door runs on them
 	if err != nil {
 		return KafkaGroupDetail{}, err
 	}

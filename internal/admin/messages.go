@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -126,11 +127,11 @@ func splitRecords(body []byte) ([]Message, error) {
 // message stored several times (retries, dead letters) yields every copy,
 // oldest first.
 func (c *Client) GetMessage(ctx context.Context, id, topic string) ([]Message, error) {
-	if m, ok, err := c.viewByOffsetID(ctx, id); err != nil || ok {
+	if ms, err := c.viewByOffsetID(ctx, id); err != nil || len(ms) > 0 {
 		if err != nil {
 			return nil, err
 		}
-		return []Message{m}, nil
+		return ms, nil
 	}
 	var topics []Topic
 	if topic != "" {
@@ -165,35 +166,65 @@ func (c *Client) GetMessage(ctx context.Context, id, topic string) ([]Message, e
 	return out, nil
 }
 
-func (c *Client) viewByOffsetID(ctx context.Context, id string) (Message, bool, error) {
+// viewByOffsetID reads the record an offset message id names from its
+// broker: one message, or every record of a Kafka batch (they share the
+// batch's offset). When that broker is not registered or does not answer
+// (a master that is down), the slaves ReadBrokers reads from in its place
+// are asked: they hold the master's records. None: id is not an offset
+// id, or not of a record there.
+func (c *Client) viewByOffsetID(ctx context.Context, id string) ([]Message, error) {
 	host, off, err := message.ParseOffsetMsgID(id)
 	if err != nil {
-		return Message{}, false, nil
+		return nil, nil
+	}
+	if _, err := c.ReadBrokers(ctx); err != nil { // tells of reads from slaves
+		return nil, err
 	}
 	brokers, err := c.Brokers(ctx)
 	if err != nil {
-		return Message{}, false, err
+		return nil, err
 	}
+	var cands []string
 	for _, b := range brokers {
-		if b.Addr != host.String() {
-			continue
+		if b.Addr == host.String() {
+			cands = append(cands, b.Addr)
 		}
-		resp, err := c.invoke(ctx, b.Addr, remoting.ReqViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil)
+	}
+	if ms := c.viewAt(ctx, cands, id, off); ms != nil {
+		return ms, nil
+	}
+	var slaves []string
+	for _, r := range c.SlaveReads() {
+		if !slices.Contains(cands, r.Slave.Addr) {
+			slaves = append(slaves, r.Slave.Addr)
+		}
+	}
+	return c.viewAt(ctx, slaves, id, off), nil
+}
+
+// viewAt asks each broker of addrs in turn for the record at CommitLog
+// offset off and returns its messages if they are those of offset id.
+func (c *Client) viewAt(ctx context.Context, addrs []string, id string, off int64) []Message {
+	for _, addr := range addrs {
+		resp, err := c.invoke(ctx, addr, remoting.ReqViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil)
 		if err != nil {
-			return Message{}, false, nil // not a record there: try it as a unique key
+			continue // not a record there, or no answer
 		}
 		ms, err := splitRecords(resp.Body)
-		if err != nil || len(ms) != 1 || ms[0].OffsetMsgID != strings.ToUpper(id) {
-			return Message{}, false, nil
+		if err != nil || len(ms) == 0 || slices.ContainsFunc(ms, func(m Message) bool { return m.OffsetMsgID != strings.ToUpper(id) }) {
+			continue
 		}
-		return ms[0], true, nil
+		return ms
 	}
-	return Message{}, false, nil
+	return nil
 }
 
 // QueryByKey returns the messages of topic whose KEYS include key (or whose
 // unique key is key) stored within [begin, end] (zero times: unbounded),
 // at most maxNum per broker (0: the broker's default), oldest first.
+// Messages written through the Kafka door are found by their record key,
+// those written through the AMQP door by their message-id or
+// correlation-id (docs/cross-protocol.md).
 func (c *Client) QueryByKey(ctx context.Context, topic, key string, begin, end time.Time, maxNum int) ([]Message, error) {
 	var b, e int64
 	if !begin.IsZero() {
@@ -221,7 +252,11 @@ func (c *Client) QueryByKey(ctx context.Context, topic, key string, begin, end t
 }
 
 func hasKey(m Message, key string) bool {
-	if m.Properties[message.PropUniqKey] == key {
+	uniq := m.Properties[message.PropUniqKey]
+	if uniq == key || m.Keys == key {
+		return true // a Kafka record's key may hold spaces
+	}
+	if id, ok := message.ParseConvertedID(uniq); ok && id.Kind == message.ConvertedAMQP && m.Properties[message.PropCorrelationID] == key {
 		return true
 	}
 	for _, k := range strings.Fields(m.Keys) {

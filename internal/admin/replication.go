@@ -99,6 +99,23 @@ type BrokerGroup struct {
 	// registered with the NameServers (their registration failed, or they
 	// register elsewhere).
 	Unregistered []ReplicaState `json:"unregistered,omitempty"`
+	// MasterDown is set when the group has slaves but no master that
+	// answers.
+	MasterDown *MasterDown `json:"masterDown,omitempty"`
+}
+
+// MasterDown is what is known of a group's master that is not registered
+// with the NameServers (its registration expired: it stopped, or cannot
+// reach them) or does not answer, from the group's slaves.
+type MasterDown struct {
+	// Registered: it is registered but did not answer (its member's Err).
+	Registered bool `json:"registered"`
+	// Address is its replication address as its slaves follow it ("" if
+	// none says).
+	Address string `json:"address,omitempty"`
+	// LastHeard is the latest contact a slave had with it: it has been
+	// unreachable since. Zero: no slave heard it since it started.
+	LastHeard time.Time `json:"lastHeard,omitzero"`
 }
 
 // GroupMember is one broker of a group with its replication state (nil
@@ -149,8 +166,32 @@ func GroupRuntime(rs []BrokerRuntime) []BrokerGroup {
 	}
 	for i := range out {
 		out[i].joinMasterView()
+		out[i].MasterDown = out[i].masterDown()
 	}
 	return out
+}
+
+// masterDown says what the slaves know of a master that is missing or
+// does not answer; nil if the master answers or the group has no slave.
+func (g BrokerGroup) masterDown() *MasterDown {
+	master, ok := g.Master()
+	if ok && master.Err == "" || len(g.Members) == 0 || ok && len(g.Members) == 1 {
+		return nil
+	}
+	d := &MasterDown{Registered: ok}
+	for _, m := range g.Members {
+		s := m.Replication
+		if m.ID == 0 || s == nil || s.Role != "SLAVE" {
+			continue
+		}
+		if d.Address == "" {
+			d.Address = s.MasterAddress
+		}
+		if s.LastContact.After(d.LastHeard) {
+			d.LastHeard = s.LastContact
+		}
+	}
+	return d
 }
 
 // joinMasterView gives each slave the master's view of it and lists the

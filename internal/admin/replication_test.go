@@ -49,3 +49,34 @@ func TestGroupRuntime(t *testing.T) {
 		t.Fatalf("a broker outside a group: %+v", gs[1].Members[0])
 	}
 }
+
+// TestGroupRuntimeMasterDown: a group whose master is not registered, or
+// registered but not answering, says so with what its slaves last heard
+// of it; a group whose master answers, and a lone broker, do not.
+func TestGroupRuntimeMasterDown(t *testing.T) {
+	slave := func(contactMs string) map[string]string {
+		return map[string]string{"keelReplicationRole": "SLAVE", "keelReplicationMasterAddress": "10.0.0.1:10912",
+			"keelReplicationConnected": "false", "keelReplicationLastContactTimestamp": contactMs}
+	}
+	gs := GroupRuntime([]BrokerRuntime{
+		{Broker: Broker{Cluster: "c", Name: "a", ID: 1, Addr: "10.0.0.2:10911"}, Info: slave("1700000000500")},
+		{Broker: Broker{Cluster: "c", Name: "a", ID: 2, Addr: "10.0.0.3:10911"}, Info: slave("1700000000900")},
+		{Broker: Broker{Cluster: "c", Name: "b", ID: 0, Addr: "10.0.1.1:10911"}, Err: "connection refused"},
+		{Broker: Broker{Cluster: "c", Name: "b", ID: 1, Addr: "10.0.1.2:10911"}, Info: slave("0")},
+		{Broker: Broker{Cluster: "c", Name: "c", ID: 0, Addr: "10.0.2.1:10911"}, Err: "connection refused"},
+		{Broker: Broker{Cluster: "c", Name: "d", ID: 0, Addr: "10.0.3.1:10911"}, Info: map[string]string{"keelReplicationRole": "ASYNC_MASTER"}},
+		{Broker: Broker{Cluster: "c", Name: "d", ID: 1, Addr: "10.0.3.2:10911"}, Info: slave("1700000000900")},
+	})
+	if len(gs) != 4 {
+		t.Fatalf("groups %+v", gs)
+	}
+	if d := gs[0].MasterDown; d == nil || d.Registered || d.Address != "10.0.0.1:10912" || !d.LastHeard.Equal(time.UnixMilli(1700000000900)) {
+		t.Errorf("group without a registered master: %+v", d)
+	}
+	if d := gs[1].MasterDown; d == nil || !d.Registered || !d.LastHeard.IsZero() {
+		t.Errorf("group whose master does not answer: %+v", d)
+	}
+	if gs[2].MasterDown != nil || gs[3].MasterDown != nil {
+		t.Errorf("a lone broker %+v, a group whose master answers %+v", gs[2].MasterDown, gs[3].MasterDown)
+	}
+}

@@ -94,11 +94,11 @@ const defaultTopic = "TBW102"
 // does not exist yet, the brokers that would create it on first send (those
 // holding defaultTopic with the inherit permission), as clients do.
 func (c *Client) sendTopic(ctx context.Context, name string) (Topic, error) {
-	t, err := c.Topic(ctx, name)
+	t, err := c.topic(ctx, name, true)
 	if !errors.Is(err, ErrNotFound) {
 		return t, err
 	}
-	tpl, terr := c.Topic(ctx, defaultTopic)
+	tpl, terr := c.topic(ctx, defaultTopic, true)
 	if terr != nil && !errors.Is(terr, ErrNotFound) {
 		return Topic{}, terr
 	}

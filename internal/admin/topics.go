@@ -149,14 +149,19 @@ type TopicDetail struct {
 	Queues []QueueStat `json:"queues"`
 }
 
-// topicConfigs returns every master's topic table.
-func (c *Client) topicConfigs(ctx context.Context) (map[string][]TopicOnBroker, error) {
-	masters, err := c.Masters(ctx)
+// topicConfigs returns the topic table of every broker group: of every
+// master for a write, else of the brokers ReadBrokers chooses.
+func (c *Client) topicConfigs(ctx context.Context, write bool) (map[string][]TopicOnBroker, error) {
+	pick := c.ReadBrokers
+	if write {
+		pick = c.Masters
+	}
+	brokers, err := pick(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string][]TopicOnBroker)
-	for _, b := range masters {
+	for _, b := range brokers {
 		resp, err := c.invoke(ctx, b.Addr, remoting.ReqGetAllTopicConfig, nil, nil)
 		if err != nil {
 			return nil, err
@@ -175,11 +180,11 @@ func (c *Client) topicConfigs(ctx context.Context) (map[string][]TopicOnBroker, 
 	return out, nil
 }
 
-// Topics lists the topics of every master broker, sorted by name. System
+// Topics lists the topics of every broker group (ReadBrokers), sorted by name. System
 // topics are left out unless withSystem; with stats each topic's message
 // count is asked for (one request per topic and broker).
 func (c *Client) Topics(ctx context.Context, withSystem, stats bool) ([]Topic, error) {
-	tables, err := c.topicConfigs(ctx)
+	tables, err := c.topicConfigs(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +224,16 @@ func sumMessages(qs []QueueStat) int64 {
 	return n
 }
 
-// Topic returns one topic's configuration; ErrNotFound if no master has it.
+// Topic returns one topic's configuration, read as ReadBrokers says;
+// ErrNotFound if no broker group has it.
 func (c *Client) Topic(ctx context.Context, name string) (Topic, error) {
-	tables, err := c.topicConfigs(ctx)
+	return c.topic(ctx, name, false)
+}
+
+// topic returns one topic's configuration on the masters (write) or the
+// brokers ReadBrokers chooses.
+func (c *Client) topic(ctx context.Context, name string, write bool) (Topic, error) {
+	tables, err := c.topicConfigs(ctx, write)
 	if err != nil {
 		return Topic{}, err
 	}
@@ -293,7 +305,7 @@ type TopicSpec struct {
 // CreateTopic creates a topic on the chosen masters. It fails with
 // ErrTopicExists if any master has it already (use UpdateTopic).
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) error {
-	tables, err := c.topicConfigs(ctx)
+	tables, err := c.topicConfigs(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -350,7 +362,7 @@ func (c *Client) putTopic(ctx context.Context, addr string, tc TopicConfig) erro
 // UpdateTopic applies change to the topic's configuration on every broker
 // that hosts it.
 func (c *Client) UpdateTopic(ctx context.Context, name string, change func(*TopicConfig)) error {
-	t, err := c.Topic(ctx, name)
+	t, err := c.topic(ctx, name, true)
 	if err != nil {
 		return err
 	}
@@ -368,7 +380,7 @@ func (c *Client) UpdateTopic(ctx context.Context, name string, change func(*Topi
 // DeleteTopic deletes a topic, its messages and its consumer offsets from
 // every broker hosting it and its route from the NameServers.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	t, err := c.Topic(ctx, name)
+	t, err := c.topic(ctx, name, true)
 	if err != nil {
 		return err
 	}

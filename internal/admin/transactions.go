@@ -23,17 +23,18 @@ type BrokerTransactions struct {
 	Err     string               `json:"error,omitempty"`
 }
 
-// PendingTransactions lists the undecided half messages of every master,
+// PendingTransactions lists the undecided half messages of every master
+// (a group without a master: its slave, ReadBrokers),
 // filtered by real topic and producer group (empty: any), at most limit per
 // broker (0: all). A broker that does not answer (for example one with
 // transactions disabled) is reported in its Err field.
 func (c *Client) PendingTransactions(ctx context.Context, topic, group string, limit int) ([]BrokerTransactions, error) {
-	masters, err := c.Masters(ctx)
+	brokers, err := c.ReadBrokers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]BrokerTransactions, 0, len(masters))
-	for _, b := range masters {
+	out := make([]BrokerTransactions, 0, len(brokers))
+	for _, b := range brokers {
 		bt := BrokerTransactions{Broker: b.Name, Addr: b.Addr, Pending: []PendingTransaction{}}
 		resp, err := c.invoke(ctx, b.Addr, remoting.ReqListTransactions, map[string]string{
 			"topic": topic, "producerGroup": group, "limit": strconv.Itoa(limit)}, nil)

@@ -12,7 +12,7 @@ import "github.com/keelmq/keel/internal/amqp/wire"
 // instead stops reading from publishing connections).
 
 // blockedReason is connection.blocked's reason.
-const blockedReason = "low on disk space: the store refuses writes (diskHardLimitRatio)"
+const blockedReason = "low on disk space: the store refuses writes (diskSpaceWarningLevelRatio, or the free-space reserve on a small disk)"
 
 // checkBlocked sends connection.blocked or unblocked when the store's
 // disk-full state changed.

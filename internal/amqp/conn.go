@@ -245,6 +245,25 @@ func (c *conn) fail(err error) {
 	}
 }
 
+// closeLinger bounds how long a connection is read after its close-ok.
+const closeLinger = 3 * time.Second
+
+// linger runs after close-ok: the client may still be writing (publishes
+// sent before it read the close-ok), and closing a socket with unread
+// bytes resets it, which can make the client lose the close-ok. So the
+// write side is shut (the client reads close-ok, then the end of the
+// stream) and whatever comes is read and dropped until the client closes
+// or closeLinger passes, as RabbitMQ does.
+func (c *conn) linger() {
+	c.wmu.Lock()
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.wmu.Unlock()
+	c.nc.SetReadDeadline(time.Now().Add(closeLinger))
+	io.Copy(io.Discard, c.br)
+}
+
 // cleanup requeues every channel's unacknowledged deliveries, cancels the
 // consumers and deletes the connection's exclusive queues.
 func (c *conn) cleanup() {
@@ -587,6 +606,7 @@ func (c *conn) connectionMethod(f wire.Frame) error {
 		// exclusive queues gone and its unacked messages requeued.
 		c.cleanup()
 		c.send(0, &wire.ConnectionCloseOk{})
+		c.linger()
 		return errConnClosed
 	case *wire.ConnectionCloseOk:
 		return errConnClosed

@@ -43,6 +43,9 @@ type broker struct {
 	// traffic and observer are the server's Config.Traffic and Observer.
 	traffic  *doorstats.Counters
 	observer Observer
+	// maxMessage is the server's Config.MaxMessageBytes (default: what
+	// the store takes in one record, as cmd/keel sets them).
+	maxMessage int
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -81,8 +84,12 @@ func (b *broker) start() {
 	if b.ackInterval == 0 {
 		b.ackInterval = 20 * time.Millisecond
 	}
+	maxMessage := b.maxMessage
+	if maxMessage == 0 {
+		maxMessage = st.MaxRecordBodyBytes()
+	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
-		ConsumerTimeout: b.consumerTimeout, FS: b.fs,
+		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
 		Traffic: b.traffic, Observer: b.observer}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)

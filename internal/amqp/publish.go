@@ -10,11 +10,6 @@ import (
 	"github.com/keelmq/keel/internal/store/record"
 )
 
-// MaxMessageBytes bounds a published message's body (RocketMQ's default
-// maxMessageSize); a larger one closes the channel with 406, as RabbitMQ
-// does above its max_message_size.
-const MaxMessageBytes = 4 << 20
-
 // startPublish begins basic.publish: the content header and body follow.
 func (ch *channel) startPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
@@ -49,10 +44,12 @@ func (ch *channel) content(f wire.Frame) error {
 		if err != nil {
 			return hard(wire.FrameError, ch.pub, "content header: %v", err)
 		}
-		if h.BodySize > MaxMessageBytes {
+		// Config.MaxMessageBytes (amqpMaxMessageSize), as RabbitMQ's
+		// max_message_size: a larger message closes the channel with 406.
+		if limit := ch.c.srv.cfg.MaxMessageBytes; h.BodySize > uint64(limit) {
 			m := ch.pub
 			ch.pub = nil
-			ch.close(soft(wire.PreconditionFailed, m, "message size %d is larger than the configured max size %d", h.BodySize, MaxMessageBytes))
+			ch.close(soft(wire.PreconditionFailed, m, "message size %d is larger than the configured max size %d", h.BodySize, limit))
 			return nil
 		}
 		if h.Props.Flags&wire.FlagExpiration != 0 {

@@ -53,6 +53,12 @@ type Config struct {
 	// consumer_timeout; the delivery goes back to its queue). 0: the
 	// default, 30 minutes; negative: never.
 	ConsumerTimeout time.Duration
+	// MaxMessageBytes bounds a published message's body (RabbitMQ's
+	// max_message_size; at most 512 MiB and at most what the store takes
+	// in one record, Store.MaxRecordBodyBytes; 0: 128 MiB or that, the
+	// smaller). A body is held in memory while it arrives, growing with its
+	// frames.
+	MaxMessageBytes int
 	// Vhosts are the virtual hosts served besides "/", each with its own
 	// queues, exchanges and files (DataDir/amqp/vhosts/<name in hex>).
 	Vhosts []string
@@ -70,6 +76,9 @@ const (
 	DefaultHeartbeat        = 60 * time.Second
 	DefaultAckStateInterval = 200 * time.Millisecond
 	DefaultConsumerTimeout  = 30 * time.Minute
+	DefaultMaxMessageBytes  = 128 << 20
+	// MaxMaxMessageBytes is RabbitMQ's ceiling of max_message_size.
+	MaxMaxMessageBytes = 512 << 20
 	// handshakeTimeout bounds the negotiation up to connection.open-ok.
 	handshakeTimeout = 10 * time.Second
 	// writeTimeout bounds one write to a client.
@@ -101,6 +110,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FS == nil {
 		c.FS = vfs.OS{}
+	}
+	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > MaxMaxMessageBytes {
+		return fmt.Errorf("amqp: MaxMessageBytes %d out of [1, %d]", c.MaxMessageBytes, MaxMaxMessageBytes)
 	}
 	seen := map[string]bool{defaultVhost: true}
 	for _, v := range c.Vhosts {
@@ -148,6 +160,12 @@ type Server struct {
 func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = min(DefaultMaxMessageBytes, st.MaxRecordBodyBytes())
+	}
+	if limit := st.MaxRecordBodyBytes(); cfg.MaxMessageBytes > limit {
+		return nil, fmt.Errorf("amqp: MaxMessageBytes %d is above the %d bytes the store takes in one record (its MaxRecordBodyBytes)", cfg.MaxMessageBytes, limit)
 	}
 	s := &Server{cfg: cfg, store: st, log: log, dir: filepath.Join(cfg.DataDir, "amqp"),
 		conns: map[*conn]struct{}{}, stop: make(chan struct{}), work: newWorker()}

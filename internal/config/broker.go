@@ -159,6 +159,15 @@ type Broker struct {
 	// replicaCatchUpBytesPerSecond (Keel): the rate a master sends old data
 	// to a slave far behind (0 = as fast as the slave takes it).
 	ReplicaCatchUpBytesPerSecond int64
+	// HAAuthSecret (haAuthSecret, Keel): the group's shared secret, which
+	// the master and its slaves prove to each other before replicating;
+	// HAAuthSecretFile (haAuthSecretFile) names a file holding it instead.
+	HAAuthSecret     string
+	HAAuthSecretFile string
+	// HATLSTrustCertPath (haTLSTrustCertPath, Keel): the CA bundle that
+	// signs the group members' certificates; set, the replication link
+	// (TLS when tlsMode is on) is mutual TLS.
+	HATLSTrustCertPath string
 	// AMQP 0-9-1.
 	AMQPListen string // amqpListen (Keel): AMQP listener address; empty = off
 	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
@@ -171,6 +180,9 @@ type Broker struct {
 	// AMQP delivery may wait for its ack before its channel is closed
 	// (RabbitMQ's consumer_timeout); 0 = never.
 	AMQPConsumerTimeout time.Duration
+	// AMQPMaxMessageBytes (amqpMaxMessageSize, Keel, bytes): the largest
+	// AMQP message body (RabbitMQ's max_message_size); see AMQPMaxMessage.
+	AMQPMaxMessageBytes int
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
@@ -178,6 +190,10 @@ type Broker struct {
 	// this long in a partition is forgotten there (Kafka's
 	// producer.id.expiration.ms)
 	KafkaProducerIDExpiration time.Duration
+	// kafkaGroupInitialRebalanceDelayMs (Keel, ms): how long the first
+	// rebalance of an empty consumer group waits for more members
+	// (Kafka's group.initial.rebalance.delay.ms); 0 = not at all
+	KafkaGroupInitialRebalanceDelay time.Duration
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -211,7 +227,9 @@ func Default() *Broker {
 		AMQPListen:    DefaultAMQPListen,
 		KafkaListen:   DefaultKafkaListen,
 
-		KafkaProducerIDExpiration: 24 * time.Hour,
+		AMQPMaxMessageBytes:             DefaultAMQPMaxMessageBytes,
+		KafkaProducerIDExpiration:       24 * time.Hour,
+		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,
@@ -262,6 +280,16 @@ func (b *Broker) HAPort() int {
 	}
 	return b.ListenPort + 1
 }
+
+// HAProtected reports whether the replication link authenticates its
+// peer: a shared secret, or mutual TLS (tlsMode on and haTLSTrustCertPath).
+func (b *Broker) HAProtected() bool {
+	return b.HAAuthSecret != "" || b.HAAuthSecretFile != "" || (b.HATLSEnabled() && b.HATLSTrustCertPath != "")
+}
+
+// HATLSEnabled reports whether the replication link runs over TLS: when
+// tlsMode is permissive or enforcing (the link itself is TLS only).
+func (b *Broker) HATLSEnabled() bool { return b.TLSMode != TLSDisabled }
 
 // Replicated reports whether the broker is part of a replicated group
 // (a SYNC_MASTER or a SLAVE; an ASYNC_MASTER serves slaves that connect but

@@ -88,14 +88,19 @@ var fields = []field{
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
 	int64f("replicaCatchUpBytesPerSecond", func(b *Broker) *int64 { return &b.ReplicaCatchUpBytesPerSecond }),
+	secret("haAuthSecret", func(b *Broker) *string { return &b.HAAuthSecret }),
+	str("haAuthSecretFile", func(b *Broker) *string { return &b.HAAuthSecretFile }),
+	str("haTLSTrustCertPath", func(b *Broker) *string { return &b.HATLSTrustCertPath }),
 	boolf("slaveReadEnable", func(b *Broker) *bool { return &b.SlaveReadEnable }),
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),
 	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
 	dur("amqpConsumerTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.AMQPConsumerTimeout }),
+	intf("amqpMaxMessageSize", func(b *Broker) *int { return &b.AMQPMaxMessageBytes }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
+	dur("kafkaGroupInitialRebalanceDelayMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaGroupInitialRebalanceDelay }),
 }
 
 // byKey maps every key and alias to its field.
@@ -132,6 +137,21 @@ func str(key string, p func(*Broker) *string) field {
 		key: key,
 		set: func(b *Broker, v string) error { *p(b) = v; return nil },
 		get: func(b *Broker) string { return *p(b) },
+	}
+}
+
+// secret is a string that is never printed back: an error about it (and
+// anything else that prints the configuration) shows "(hidden)".
+func secret(key string, p func(*Broker) *string) field {
+	return field{
+		key: key,
+		set: func(b *Broker, v string) error { *p(b) = v; return nil },
+		get: func(b *Broker) string {
+			if *p(b) == "" {
+				return ""
+			}
+			return "(hidden)"
+		},
 	}
 }
 

@@ -21,6 +21,9 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 	if b.KafkaProducerIDExpiration < time.Second {
 		bad("kafkaProducerIdExpirationMs", "must be at least 1000 (one second)")
 	}
+	if b.KafkaGroupInitialRebalanceDelay < 0 || b.KafkaGroupInitialRebalanceDelay > 5*time.Minute {
+		bad("kafkaGroupInitialRebalanceDelayMs", "must be between 0 and 300000 (five minutes)")
+	}
 	if b.KafkaAdvertisedListen != "" {
 		if _, _, err := net.SplitHostPort(b.KafkaAdvertisedListen); err != nil {
 			bad("kafkaAdvertisedListen", "not host:port")

@@ -40,6 +40,7 @@ func (b *Broker) Validate() error {
 	for _, check := range []func(func(string, string, ...any)){
 		b.validateIdentity, b.validateNetwork, b.validateSecurity, b.validateStore, b.validateDelivery,
 		b.validateKafka,
+		b.validateAMQP,
 	} {
 		check(bad)
 	}
@@ -92,7 +93,19 @@ func (b *Broker) validateReplication(bad func(string, string, ...any)) {
 	if b.ReplicaCatchUpBytesPerSecond < 0 {
 		bad("replicaCatchUpBytesPerSecond", "must be 0 (no limit) or a rate in bytes per second")
 	}
+	switch {
+	case b.HAAuthSecret != "" && b.HAAuthSecretFile != "":
+		bad("haAuthSecretFile", "set together with haAuthSecret: keep one")
+	case b.HAAuthSecret != "" && len(b.HAAuthSecret) < MinHASecretBytes:
+		bad("haAuthSecret", "shorter than %d bytes: use a long random string (openssl rand -base64 32)", MinHASecretBytes)
+	}
+	if b.HATLSTrustCertPath != "" && !b.HATLSEnabled() {
+		bad("haTLSTrustCertPath", "needs tlsMode permissive or enforcing: the replication link uses TLS only then")
+	}
 }
+
+// MinHASecretBytes is the shortest haAuthSecret accepted.
+const MinHASecretBytes = 16
 
 func checkName(bad func(string, string, ...any), key, v string) {
 	switch {

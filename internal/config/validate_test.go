@@ -18,6 +18,10 @@ func TestValidate(t *testing.T) {
 		{"ha master address", "haMasterAddress=nohost", []string{`haMasterAddress="nohost" (c:1): not host:port`}},
 		{"min in-sync", "minInSyncReplicas=0", []string{"minInSyncReplicas"}},
 		{"replica ack timeout", "replicaAckTimeoutMillis=0", []string{"replicaAckTimeoutMillis"}},
+		// The secret is never printed back, also when it is refused.
+		{"ha secret short", "haAuthSecret=tooshort", []string{`haAuthSecret="(hidden)" (c:1): shorter than 16 bytes`}},
+		{"ha secret twice", "haAuthSecret=0123456789abcdef0123\nhaAuthSecretFile=/etc/keel/ha.secret", []string{"haAuthSecretFile", "keep one"}},
+		{"ha trust without tls", "haTLSTrustCertPath=/etc/keel/group-ca.pem", []string{"haTLSTrustCertPath", "needs tlsMode"}},
 		{"master id", "brokerId=2", []string{`brokerId="2" (c:1): must be 0 for a master`}},
 		{"empty name", "brokerName=", []string{"brokerName=\"\" (c:1): must not be empty"}},
 		{"name with space", "brokerClusterName=a\\ b", []string{"must not contain spaces"}},

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
@@ -74,7 +75,54 @@ func New(cfg Config) *Console {
 }
 
 // Handler serves the console's pages under / and its API under /api/.
-func (c *Console) Handler() http.Handler { return c.mux }
+func (c *Console) Handler() http.Handler { return c.withSlaveReads(c.mux) }
+
+// SlaveReadsHeader is the header of an API answer read (in part) from
+// slaves because their group's master is missing: one line per group
+// (admin.SlaveRead), separated by " | ". The pages show it above
+// themselves.
+const SlaveReadsHeader = "X-Keel-Slave-Reads"
+
+// withSlaveReads adds SlaveReadsHeader to the API's answers while the
+// admin client reads some broker group from its slave.
+func (c *Console) withSlaveReads(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(&slaveReadsWriter{ResponseWriter: w, admin: c.cfg.Admin}, r)
+	})
+}
+
+// slaveReadsWriter sets SlaveReadsHeader when the answer's header is
+// written, after the handler's admin calls.
+type slaveReadsWriter struct {
+	http.ResponseWriter
+	admin   *admin.Client
+	written bool
+}
+
+func (w *slaveReadsWriter) WriteHeader(status int) {
+	if !w.written {
+		w.written = true
+		var lines []string
+		for _, sr := range w.admin.SlaveReads() {
+			lines = append(lines, strings.NewReplacer("\r", " ", "\n", " ", "|", "/").Replace(sr.String()))
+		}
+		if len(lines) > 0 {
+			w.Header().Set(SlaveReadsHeader, strings.Join(lines, " | "))
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *slaveReadsWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
 
 func (c *Console) routes() {
 	static, err := fs.Sub(staticFiles, "static")

@@ -25,6 +25,10 @@
 //	GET  /api/kafka                     Kafka consumer groups (members, assignments) and connections, per broker
 //	GET  /api/kafka/groups/{group}      a Kafka group as kafka-consumer-groups.sh --describe
 //
+// An API answer read (in part) from a slave because its group's master
+// is missing carries the header X-Keel-Slave-Reads (admin.SlaveRead lines,
+// separated by " | "); the pages show it above themselves.
+//
 // Read-only by default: the POST endpoints answer 403 unless the console was
 // started with write access (keel serve --console-write). They also require
 // the header X-Keel-Console: 1 and a JSON body, which a cross-site form

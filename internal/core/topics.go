@@ -119,6 +119,10 @@ func ValidateKafkaTopic(topic string) error {
 // Topic returns the configuration of a topic.
 func (b *Broker) Topic(name string) (TopicConfig, bool) { return b.topics.get(name) }
 
+// DefaultQueueNums is the queue count of topics created without one
+// (defaultTopicQueueNums).
+func (b *Broker) DefaultQueueNums() int32 { return b.cfg.DefaultTopicQueueNums }
+
 // Topics returns all topic configurations sorted by name.
 func (b *Broker) Topics() []TopicConfig {
 	m, _ := b.topics.all()

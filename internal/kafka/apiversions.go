@@ -1,10 +1,9 @@
 package kafka
 
 // ApiVersions: the keys served and the version ranges advertised
-// (frontdoors.md 1.3). Produce advertises 0-11 because librdkafka up to
-// 2.11.0 turns compression off unless the range contains 0; versions 0-2
-// (message sets of magic 0/1) are advertised and refused per partition
-// with UNSUPPORTED_VERSION, as Kafka 4 does ("advertise but reject"). Fetch stops at 12 and Produce at 11: later versions address
+// (frontdoors.md 1.3). Produce serves 0-11: versions 0-2 carry message
+// sets of magic 0/1, upgraded to batches when produced (librdkafka up to
+// 2.11.0 also turns compression off unless the range contains 0). Fetch stops at 12 and Produce at 11: later versions address
 // topics by id. An ApiVersions request above the range is answered in v0
 // with UNSUPPORTED_VERSION and the list filled (KIP-511), so the client
 // retries lower.
@@ -19,7 +18,7 @@ type apiRange struct{ min, max int16 }
 
 // apis is the one table of served keys.
 var apis = map[int16]apiRange{
-	0:  {0, 11}, // Produce (0-2 refused per partition)
+	0:  {0, 11}, // Produce (0-2: message sets upgraded)
 	1:  {4, 12}, // Fetch
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata

@@ -11,9 +11,11 @@ package kafka
 // watermark: the store shows only visible entries, and visible never
 // passes Confirmed. LastStableOffset = high watermark (no transactions);
 // fetch sessions are not kept (SessionID 0: clients send full fetches).
-// When nothing is new and MaxWaitMillis > 0, the request waits through
+// While the response holds fewer than MinBytes (at least 1) and
+// MaxWaitMillis > 0, the request waits through
 // the core's Hold, one wait per partition sharing one wake-up, for the
-// dispatcher to add an entry or the wait to pass (at most Config.MaxWait).
+// dispatcher to add an entry or the wait to pass (at most Config.MaxWait),
+// then reads again.
 // Entries of other protocols (RocketMQ and AMQP messages) are converted,
 // each at its queue offset, consecutive ones into one batch.
 
@@ -62,8 +64,9 @@ func (s *Server) fetch(req *kmsg.FetchRequest) kmsg.Response {
 	}
 }
 
-// fetchOnce reads every partition once; waits are the queues to wait on
-// (with the entry count they had) when nothing was found.
+// fetchOnce reads every partition once; waits are the readable queues
+// (with the entry count they had), to wait on while the response holds
+// fewer than MinBytes.
 func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []core.Wait) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
@@ -84,7 +87,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			}
 			entries := s.fetchPartition(t.Topic, p, limit, &rp)
 			total += len(rp.RecordBatches)
-			if len(rp.RecordBatches) == 0 && rp.ErrorCode == errNone && entries >= 0 {
+			// Every readable partition is waited on, those that answered
+			// records too: a response below MinBytes waits for more.
+			if rp.ErrorCode == errNone && entries >= 0 {
 				waits = append(waits, core.Wait{Topic: t.Topic, QueueID: p.Partition, Offset: entries})
 			}
 			rt.Partitions = append(rt.Partitions, rp)

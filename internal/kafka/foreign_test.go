@@ -103,19 +103,16 @@ func TestFetchConvertsOtherProtocols(t *testing.T) {
 }
 
 // TestListOffsetsOverOtherProtocols: earliest, latest and by-time offsets
-// of a partition RocketMQ producers wrote are its queue offsets.
+// of a partition RocketMQ producers wrote are its queue offsets; by time,
+// a message counts with the timestamp a Kafka consumer sees on it (its
+// born timestamp: putRocketMQ gives message i 1_700_000_000_000 + i).
 func TestListOffsetsOverOtherProtocols(t *testing.T) {
 	n := startNode(t, nil)
 	if _, err := n.core.EnsureTopic("rmq", 1, 6); err != nil {
 		t.Fatal(err)
 	}
-	putRocketMQ(t, n.st, "rmq", 0, 3)
-	mid := time.Now().UnixMilli()
-	for time.Now().UnixMilli() == mid {
-		time.Sleep(time.Millisecond)
-	}
-	mid = time.Now().UnixMilli()
-	putRocketMQ(t, n.st, "rmq", 3, 2)
+	putRocketMQ(t, n.st, "rmq", 0, 5)
+	const mid = 1_700_000_000_003
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr))
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ func (s *Server) describeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
 				m := g.members[id]
 				rm := kmsg.NewDescribeGroupsResponseGroupMember()
 				rm.MemberID, rm.ClientID, rm.ClientHost, rm.MemberAssignment = id, m.clientID, m.host, m.assignment
+				rm.InstanceID = instancePtr(m.instanceID)
 				for _, p := range m.protocols {
 					if p.Name == g.protocol {
 						rm.ProtocolMetadata = p.Metadata

@@ -1,45 +1,81 @@
 package kafka
 
 // ListOffsets: -1 latest (the high watermark), -2 earliest (the log start),
-// -3 (v7, max timestamp) answered as latest, and a timestamp: the first
-// batch whose store time is at or after it (the store's search by time;
-// Kafka searches record timestamps, which producers set, so the two agree
-// for CreateTime records only up to the producer's clock and batching),
-// with that batch's base offset and store time; the high watermark with
-// timestamp -1 when every batch is older. Messages of other protocols
-// count with their store time, at their queue offsets.
+// -3 (v7, max timestamp) answered as latest, and a timestamp: as Kafka,
+// the offset and timestamp of the first record in log order whose
+// timestamp (the producer's CreateTime, or the batch's LogAppendTime) is
+// at or after it; the high watermark with timestamp -1 when none is. The
+// scan starts at the first entry stored at or after the target less
+// listOffsetsClockLead (the store's index by time), so a record stamped
+// more than that ahead of the broker's clock is found only from where
+// its store time puts it. A batch whose maxTimestamp is older is skipped
+// from its header; messages of other protocols count with the timestamp
+// a fetch shows them with.
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/translate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// storeTimeAt is the store time of the record at entry idx of k, the
-// first of its entries and the entry after its last.
-func (ps *partitions) storeTimeAt(k queueKey, idx int64) (ms, first, end int64, err error) {
+// listOffsetsClockLead is how far ahead of the broker's clock a
+// producer's record timestamps may be and still be found by a search by
+// time: the scan starts at the first entry stored at or after the target
+// less this lead.
+const listOffsetsClockLead = time.Minute
+
+// firstAtOrAfter looks at the record at entry idx of k for the first
+// Kafka record at or after entry from whose timestamp is at least ts. It
+// returns that record's offset and timestamp (found), and the entry after
+// the stored record (where the search goes on otherwise).
+func (ps *partitions) firstAtOrAfter(k queueKey, idx, from, ts int64) (off, recTs, end int64, found bool, err error) {
 	r, err := ps.st.GetMessage(k.topic, k.queueID, idx, 1, 1, nil)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	defer r.Release()
 	if r.Status != store.Found || len(r.Records) == 0 {
-		return 0, 0, 0, fmt.Errorf("kafka: entry %d of %s/%d: %v", idx, k.topic, k.queueID, r.Status)
+		return 0, 0, 0, false, fmt.Errorf("kafka: entry %d of %s/%d: %v", idx, k.topic, k.queueID, r.Status)
 	}
 	rec := r.Records[0]
 	b, err := kafkaView(rec, k)
 	switch {
 	case err != nil:
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	case b.old:
-		return 0, 0, 0, errOldFormat
-	case b.ok:
-		return b.storeMs, b.base, max(b.end, idx+1), nil
+		return 0, 0, 0, false, errOldFormat
+	case !b.ok: // another protocol's message: one entry, converted as a fetch shows it
+		kr, err := translate.KafkaRecordOf(rec, idx, translate.DefaultLimit)
+		if err != nil {
+			return 0, 0, 0, false, err
+		}
+		return idx, kr.Timestamp, idx + 1, kr.Timestamp >= ts, nil
 	}
-	return translate.StoreTimestamp(rec), idx, idx + 1, nil
+	end = max(b.end, idx+1)
+	body := record.Envelope(rec).Body()
+	if maxTs := int64(binary.BigEndian.Uint64(body[35:])); maxTs < ts {
+		return 0, 0, end, false, nil // no record of the batch is that late
+	}
+	err = translate.EachKafkaRecord(body, translate.DefaultLimit, func(kr *translate.KafkaRecord) error {
+		if kr.Offset >= from && kr.Timestamp >= ts {
+			off, recTs, found = kr.Offset, kr.Timestamp, true
+			return errFound
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return 0, 0, 0, false, err
+	}
+	return off, recTs, end, found, nil
 }
+
+var errFound = errors.New("kafka: found")
 
 func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -76,15 +112,16 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 		rp.Offset = hwm
 	default:
 		rp.Offset = hwm
-		lo, hi := s.st.MinOffset(topic, p.Partition), s.st.MaxOffset(topic, p.Partition)
-		for idx := max(s.st.OffsetByTime(topic, p.Partition, ts), lo); idx < hi; {
-			ms, first, end, err := s.parts.storeTimeAt(part.key, idx)
+		lo := max(s.st.OffsetByTime(topic, p.Partition, ts-listOffsetsClockLead.Milliseconds()), start)
+		for idx := lo; idx < hwm; {
+			off, recTs, end, found, err := s.parts.firstAtOrAfter(part.key, idx, start, ts)
 			if err != nil {
+				s.log.Error("kafka: list offsets by time", "topic", topic, "queue_id", p.Partition, "offset", idx, "err", err)
 				rp.ErrorCode = errKafkaStorage
 				return
 			}
-			if ms >= ts {
-				rp.Offset, rp.Timestamp = max(first, start), ms
+			if found {
+				rp.Offset, rp.Timestamp = off, recTs
 				break
 			}
 			idx = end

@@ -4,8 +4,9 @@ package kafka
 // are queue offsets — and Kafka offsets are queue offsets (one entry per
 // record), so a Kafka offset is committed as it is, and what disk
 // pressure, lag (in records) and RocketMQ consumers of the same group
-// read is exact. A commit past the high watermark is stored as the high
-// watermark. A commit is acknowledged only after the offsets file is
+// read is exact. A commit past the high watermark is stored as it is, as
+// Kafka does (a consumer that resumes there gets OFFSET_OUT_OF_RANGE and
+// its reset policy; lag is counted from the high watermark). A commit is acknowledged only after the offsets file is
 // written durably (core.FlushOffsets). Commit metadata is not kept.
 // Offsets are keyed by group name, shared with a RocketMQ group of the
 // same name.
@@ -21,6 +22,9 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 		s.gmu.Lock()
 		if g := s.groups[req.Group]; g != nil && len(g.members) > 0 {
 			_, _, code = s.checkMember(req.Group, req.MemberID, req.Generation)
+			if fenced := s.checkInstance(req.Group, req.InstanceID, req.MemberID); fenced != errNone {
+				code = fenced
+			}
 			// As Kafka: the current generation may commit while the next
 			// rebalance is prepared (cooperative members do), not while
 			// its assignment is being decided.
@@ -70,7 +74,7 @@ func (s *Server) commitPartition(group, topic string, p int32, off int64) int16 
 	if off < 0 {
 		return errOffsetOutOfRange
 	}
-	if err := s.core.CommitOffset(group, topic, p, min(off, s.parts.highWatermark(part))); err != nil {
+	if err := s.core.CommitOffset(group, topic, p, off); err != nil {
 		return coreCode(err)
 	}
 	return errNone

@@ -19,6 +19,10 @@ package kafka
 //	acks=1         answered after the append
 //	acks=0         no response at all
 //
+// Produce v0-v2 carry message sets of magic 0 or 1: each partition's set
+// is upgraded to one uncompressed batch (translate.UpgradeMessageSet, as
+// a Kafka broker up-converts old formats) and then stored like any batch.
+//
 // A timeout waiting for Confirmed answers REQUEST_TIMED_OUT (the batch is
 // written and may still become durable and visible: the producer retries;
 // an idempotent producer's retry is recognized, idempotence.go, another's
@@ -34,6 +38,7 @@ import (
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/store/watermark"
+	"github.com/keelmq/keel/internal/translate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -59,9 +64,6 @@ func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	}
 	if req.TransactionID != nil {
 		return s.produceAll(req, resp, errInvalidRecord, "transactions are not supported")
-	}
-	if req.Version < 3 {
-		return s.produceAll(req, resp, errUnsupportedVersion, "Produce v0-2 (message format 0/1) is not supported; use v3 or later")
 	}
 	var until int64 = -1 // the Confirmed offset every appended batch needs
 	for _, t := range req.Topics {
@@ -117,6 +119,16 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	maxBytes := s.cfg.MaxBatchBytes
 	if tc, ok := s.core.Topic(topic); ok {
 		maxBytes = s.maxBatchBytes(tc)
+	}
+	if version < 3 { // a message set of magic 0 or 1: upgraded to a batch, as Kafka does
+		up, err := translate.UpgradeMessageSet(p.Records, maxBytes)
+		if err != nil {
+			if errors.Is(err, translate.ErrTooLarge) {
+				return fail(errMessageTooLarge, err.Error())
+			}
+			return fail(errCorruptMessage, err.Error())
+		}
+		p.Records = up
 	}
 	h, berr := checkBatch(p.Records, maxBytes, version)
 	if berr != nil {

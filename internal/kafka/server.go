@@ -51,6 +51,11 @@ type Config struct {
 	// produced to a partition for this long (Kafka's
 	// producer.id.expiration.ms; default 24 h).
 	ProducerIDExpiration time.Duration
+	// InitialRebalanceDelay delays the first rebalance of an empty
+	// consumer group so that members starting together join one
+	// generation (Kafka's group.initial.rebalance.delay.ms; broker.conf's
+	// default is 3 s; zero here: no delay).
+	InitialRebalanceDelay time.Duration
 	// MaxProducers bounds the idempotent producers remembered per
 	// partition (default 10000); beyond it the longest idle is forgotten.
 	MaxProducers int

@@ -2,9 +2,15 @@ package kafka
 
 // CreateTopics and DeleteTopics on the core's topics. A topic's partition
 // count becomes its queue count (read and write, at most the core's
-// MaxQueueNums; -1 = the core's default for auto-created topics). One
-// node: the replication factor must be -1 or 1 (INVALID_REPLICATION_FACTOR
-// otherwise). Topic configs are checked by configs.go: max.message.bytes
+// MaxQueueNums; -1 = defaultTopicQueueNums, the core's default for
+// auto-created topics). One node: the replication factor must be -1 or 1
+// (INVALID_REPLICATION_FACTOR otherwise); a replica assignment is
+// accepted as Kafka checks one (partitions 0..n-1, each with the same
+// replica count, no broker twice, only known brokers: here node 0, so
+// one replica each; INVALID_REPLICA_ASSIGNMENT otherwise) with
+// NumPartitions and ReplicationFactor -1 (INVALID_REQUEST otherwise). A
+// topic named twice in one request is refused, every time, with
+// INVALID_REQUEST. Topic configs are checked by configs.go: max.message.bytes
 // is kept per topic, the others accepted only at the value Keel has
 // (INVALID_CONFIG otherwise: per-topic retention or compaction cannot be
 // honoured on the shared CommitLog). Deleting a topic deletes its messages
@@ -12,6 +18,7 @@ package kafka
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/keelmq/keel/internal/core"
@@ -19,20 +26,27 @@ import (
 )
 
 const (
-	errTopicAlreadyExists        int16 = 36
-	errInvalidPartitions         int16 = 37
-	errInvalidReplicationFactor  int16 = 38
-	errInvalidConfig             int16 = 40
-	errUnknownTopicID            int16 = 100
-	defaultCreatePartitionsCount       = 4
+	errTopicAlreadyExists       int16 = 36
+	errInvalidPartitions        int16 = 37
+	errInvalidReplicationFactor int16 = 38
+	errInvalidReplicaAssignment int16 = 39
+	errInvalidConfig            int16 = 40
+	errUnknownTopicID           int16 = 100
 )
 
 func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	named := make(map[string]int, len(req.Topics))
+	for _, t := range req.Topics {
+		named[t.Topic]++
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
-		code, msg := s.createTopic(t, req.ValidateOnly)
+		code, msg := errInvalidRequest, "topic "+t.Topic+" is named more than once in the request"
+		if named[t.Topic] == 1 {
+			code, msg = s.createTopic(t, req.ValidateOnly)
+		}
 		rt.ErrorCode = code
 		if msg != "" {
 			rt.ErrorMessage = kmsg.StringPtr(msg)
@@ -53,13 +67,21 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (int16, string) {
 	parts := t.NumPartitions
 	if parts == -1 {
-		parts = defaultCreatePartitionsCount
+		parts = s.core.DefaultQueueNums()
+	}
+	if len(t.ReplicaAssignment) > 0 {
+		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+			return errInvalidRequest, "with a replica assignment, the partition count and replication factor must be -1"
+		}
+		n, code, msg := checkReplicaAssignment(t.ReplicaAssignment)
+		if code != errNone {
+			return code, msg
+		}
+		parts = n
 	}
 	switch {
 	case t.ReplicationFactor != -1 && t.ReplicationFactor != 1:
 		return errInvalidReplicationFactor, "a single-node broker: the replication factor must be 1"
-	case len(t.ReplicaAssignment) > 0:
-		return errInvalidRequest, "replica assignments are not supported"
 	case parts < 1 || parts > 1024:
 		return errInvalidPartitions, "partitions must be between 1 and 1024"
 	}
@@ -86,6 +108,34 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	}
 	s.parts.forget(t.Topic)
 	return errNone, ""
+}
+
+// checkReplicaAssignment checks an explicit assignment as Kafka does and
+// returns its partition count: partitions 0..n-1 each once, the same
+// replica count everywhere, no broker twice in a list, and only brokers
+// of the cluster (node 0).
+func checkReplicaAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) (int32, int16, string) {
+	seen := make(map[int32]bool, len(as))
+	for _, a := range as {
+		switch {
+		case a.Partition < 0 || a.Partition >= int32(len(as)) || seen[a.Partition]:
+			return 0, errInvalidReplicaAssignment, "partitions of a replica assignment must be 0 to n-1, each once"
+		case len(a.Replicas) != len(as[0].Replicas):
+			return 0, errInvalidReplicaAssignment, "every partition of a replica assignment must have the same number of replicas"
+		case len(a.Replicas) == 0:
+			return 0, errInvalidReplicaAssignment, "a partition of a replica assignment has no replica"
+		}
+		seen[a.Partition] = true
+		for i, r := range a.Replicas {
+			if r != 0 {
+				return 0, errInvalidReplicaAssignment, "unknown broker " + strconv.Itoa(int(r)) + " in the replica assignment (this cluster has broker 0)"
+			}
+			if i > 0 {
+				return 0, errInvalidReplicaAssignment, "broker 0 is named twice for one partition"
+			}
+		}
+	}
+	return int32(len(as)), errNone, ""
 }
 
 // checkNewTopic checks the name of a topic about to be created by a Kafka

@@ -15,7 +15,9 @@ var (
 	dScrubPasses   = desc("keel_store_scrub_passes_total", "Completed scrubber passes over the whole store.")
 	dScrubProblems = desc("keel_store_scrub_problems_total", "Problems the scrubber found (keel check's terms): corrupt records, bad ConsumeQueue entries, damaged index files.")
 	dScrubRate     = desc("keel_store_scrub_rate_bytes", "Configured scrubber rate in bytes per second (scrubBytesPerSecond; 0: off).")
-	integrityDescs = []*prometheus.Desc{dReadFaults, dIsolatedTotal, dIsolated, dScrubBytes, dScrubPasses, dScrubProblems, dScrubRate}
+	dRecRepaired   = desc("keel_store_recovery_repaired_total", "Corrupt CommitLog ranges in durable data that recovery at this start replaced by hole records (--repair-corruption; originals in quarantine/*.corrupt).")
+	dRecUnsynced   = desc("keel_store_recovery_unsynced_bytes_total", "Bytes recovery at this start cut after a crash as an unsynced tail written back out of order (past the last completed fdatasync; in quarantine/*.unsynced).")
+	integrityDescs = []*prometheus.Desc{dReadFaults, dIsolatedTotal, dIsolated, dScrubBytes, dScrubPasses, dScrubProblems, dScrubRate, dRecRepaired, dRecUnsynced}
 )
 
 type integrityCollector struct{ m *Metrics }
@@ -39,4 +41,6 @@ func (c *integrityCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, dScrubPasses, float64(s.Scrub.Passes))
 	counter(ch, dScrubProblems, float64(s.Scrub.Problems))
 	gauge(ch, dScrubRate, float64(s.Scrub.BytesPerSecond))
+	counter(ch, dRecRepaired, float64(s.RecoveryRepaired))
+	counter(ch, dRecUnsynced, float64(s.UnsyncedTailBytes))
 }

@@ -55,7 +55,8 @@ func plRounds() int {
 // TestPowerLossBrokerWorkload runs the broker and its store on the
 // crash-simulating MemFS under sends, delayed sends, send-backs (retries),
 // topic creations and consumer offset commits, and pulls the plug at random
-// moments (strict crashes and torn writes alternate). After each power
+// moments (strict crashes, torn writes and pages written back in no order
+// take turns). After each power
 // loss the store passes the offline check and, on the recovered broker,
 // every acknowledged send is at its queue offset, every consumer offset
 // that was durable before the crash is there (or a later one), every
@@ -74,7 +75,7 @@ func TestPowerLossBrokerWorkload(t *testing.T) {
 	}
 	var state plLedger
 	durable := map[string]int64{}
-	rounds, torn, checked := plRounds(), 0, 0
+	rounds, torn, writeBack, checked := plRounds(), 0, 0, 0
 	var sendFailures int
 	for r := range rounds {
 		if r > 0 {
@@ -100,10 +101,14 @@ func TestPowerLossBrokerWorkload(t *testing.T) {
 		snap := led.snapshot()
 		durable = watch.snapshot()
 		var clone *vfs.MemFS
-		if r%2 == 1 {
+		switch r % 3 {
+		case 1:
 			clone = mem.CrashCloneWith(rand.New(rand.NewPCG(rng.Uint64(), 3)))
 			torn++
-		} else {
+		case 2:
+			clone = mem.CrashCloneWriteBack(rand.New(rand.NewPCG(rng.Uint64(), 4)))
+			writeBack++
+		default:
 			clone = mem.CrashClone()
 		}
 		stop()
@@ -120,9 +125,9 @@ func TestPowerLossBrokerWorkload(t *testing.T) {
 	n := mustOpenNode(t, newOffsetWatchFS(mem, plDir), plDir, nodeOptions{})
 	verifyPowerLoss(t, rounds, n, &state, durable)
 	fired, dups := waitScheduled(t, n, &state)
-	t.Logf("SUMMARY powerloss seed=%d rounds=%d torn_crashes=%d strict_crashes=%d offline_checks=%d acked_sends=%d "+
+	t.Logf("SUMMARY powerloss seed=%d rounds=%d torn_crashes=%d write_back_crashes=%d strict_crashes=%d offline_checks=%d acked_sends=%d "+
 		"delayed=%d fired=%d delayed_dup_deliveries=%d sent_back=%d topics=%d durable_offsets=%d lost=0 failed_requests=%d index_keys_missing=0",
-		s, rounds, torn, rounds-torn, checked, len(state.acks), len(state.delayed), fired, dups, len(state.sentBack),
+		s, rounds, torn, writeBack, rounds-torn-writeBack, checked, len(state.acks), len(state.delayed), fired, dups, len(state.sentBack),
 		len(state.topics), len(durable), sendFailures)
 }
 

@@ -60,14 +60,11 @@ func decodeBinaryHeader(data []byte) (*Command, error) {
 	c.Version = int16(binary.BigEndian.Uint16(data[3:]))
 	c.Opaque = int32(binary.BigEndian.Uint32(data[5:]))
 	c.Flag = int32(binary.BigEndian.Uint32(data[9:]))
-	// One copy of the header backs the remark and every ext key and value.
-	src := string(data)
 	rest := data[13:]
 	remark, rest, err := binaryChunk(rest, "remark")
 	if err != nil {
 		return nil, err
 	}
-	c.Remark = src[13+4 : 13+4+len(remark)]
 	ext, rest, err := binaryChunk(rest, "extFields")
 	if err != nil {
 		return nil, err
@@ -75,9 +72,17 @@ func decodeBinaryHeader(data []byte) (*Command, error) {
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after rocketmq header fields", ErrBadHeader, len(rest))
 	}
+	fields := countBinaryExt(ext)
+	if fields > MaxExtFields {
+		// Refused before the header is copied.
+		return nil, fmt.Errorf("%w: rocketmq header has more than %d ext fields", ErrHeaderLimit, MaxExtFields)
+	}
+	// One copy of the header backs the remark and every ext key and value.
+	src := string(data)
+	c.Remark = src[13+4 : 13+4+len(remark)]
 	if len(ext) > 0 {
 		extAt := len(data) - len(ext)
-		if c.ExtFields, err = decodeBinaryExt(ext, src[extAt:]); err != nil {
+		if c.ExtFields, err = decodeBinaryExt(ext, src[extAt:], fields); err != nil {
 			return nil, err
 		}
 	}
@@ -97,11 +102,12 @@ func binaryChunk(b []byte, what string) (chunk, rest []byte, err error) {
 	return b[:n], b[n:], nil
 }
 
-// decodeBinaryExt parses repeated keyLen(int16) key valLen(int32) value;
-// src holds the same bytes as b and backs the returned strings.
-func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
+// decodeBinaryExt parses repeated keyLen(int16) key valLen(int32) value,
+// fields of them (countBinaryExt's count, to size the map); src holds the
+// same bytes as b and backs the returned strings.
+func decodeBinaryExt(b []byte, src string, fields int) (map[string]string, error) {
 	at := func(p []byte) int { return len(src) - len(p) } // offset of p within b
-	m := make(map[string]string, countBinaryExt(b))
+	m := make(map[string]string, fields)
 	for len(b) > 0 {
 		if len(b) < 2 {
 			return nil, fmt.Errorf("%w: rocketmq ext entry truncated", ErrBadHeader)
@@ -125,10 +131,11 @@ func decodeBinaryExt(b []byte, src string) (map[string]string, error) {
 }
 
 // countBinaryExt counts the well-formed ext entries at the start of b, to
-// size the map (a map that grows while decoding allocates several times).
+// size the map (a map that grows while decoding allocates several times),
+// and stops counting past MaxExtFields, which no map is made for.
 func countBinaryExt(b []byte) int {
 	n := 0
-	for len(b) >= 2 {
+	for len(b) >= 2 && n <= MaxExtFields {
 		kl := int(int16(binary.BigEndian.Uint16(b)))
 		if kl < 0 || 2+kl+4 > len(b) {
 			break

@@ -21,6 +21,16 @@
 // values as strings only and code/version as int16, because the official Go
 // client drops any frame that violates either rule.
 //
+// Decoding is bounded by what arrived: a header decodes to at most about
+// four bytes of heap per header byte plus a constant (one copy of the
+// header backs every key and value; escaped strings are decoded once). A
+// header with more than MaxExtFields ext fields, or a JSON header with more
+// than maxJSONHeaderKeys keys, fails with ErrHeaderLimit before a map is
+// made for them (a ROCKETMQ header, or a JSON header above
+// precountHeaderBytes, before it is copied), and the connection is closed
+// with a log line naming the limit, as RocketMQ closes a connection whose
+// frame does not decode.
+//
 // # Concurrency
 //
 // A Conn (server or client side) owns one reader goroutine and one writer

@@ -15,6 +15,20 @@ const DefaultMaxFrameBytes = 16 << 20
 // maxHeaderBytes is the largest header the 24-bit length can describe.
 const maxHeaderBytes = 1<<24 - 1
 
+// MaxExtFields bounds the ext fields of one header (JSON or ROCKETMQ),
+// counted as they appear on the wire (a repeated or null field counts each
+// time): a decoded field costs a map slot, tens of bytes, for as few as 6
+// bytes of header, so without a bound a 16 MiB frame decodes to hundreds of
+// MiB. RocketMQ's own request headers have at most about 25 fields (a send
+// with every RocketMQ 5 RPC field and the three ACL fields), the official
+// clients' fewer.
+const MaxExtFields = 256
+
+// maxJSONHeaderKeys bounds the top-level keys of a JSON header; RocketMQ's
+// has eight (code, language, version, opaque, flag, remark, extFields,
+// serializeTypeCurrentRPC).
+const maxJSONHeaderKeys = 64
+
 // readChunkBytes is how much buffer a frame read allocates before more of
 // the frame has arrived; the buffer then doubles as data comes in, so a
 // peer that claims a large frame and sends little costs little memory.
@@ -27,6 +41,9 @@ var (
 	ErrBadFrame = errors.New("remoting: malformed frame")
 	// ErrBadHeader: a header could not be decoded.
 	ErrBadHeader = errors.New("remoting: malformed header")
+	// ErrHeaderLimit: a header has more fields than MaxExtFields (or a
+	// JSON header more keys than maxJSONHeaderKeys).
+	ErrHeaderLimit = errors.New("remoting: header over a decoding limit")
 	// ErrHTTPPeer: the peer answered in HTTP ("HTTP/1.1 400 ..." where a
 	// frame length belongs): it is an HTTP server, not a remoting one.
 	ErrHTTPPeer = errors.New("remoting: the peer answered in HTTP: it is an HTTP server, not a RocketMQ remoting server")

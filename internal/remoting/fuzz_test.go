@@ -103,16 +103,25 @@ func jsonSeeds() []string {
 	}
 }
 
+// The decoding fuzz targets also fail an input that allocates more than
+// the bound of checkHeaderAllocs (bytes per input byte, plus a constant).
+
 func FuzzDecodeJSONHeader(f *testing.F) {
 	for _, s := range jsonSeeds() {
 		f.Add([]byte(s))
 	}
+	f.Add(jsonHeaderWithExt(MaxExtFields))
+	f.Add(jsonHeaderWithExt(MaxExtFields + 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkHeaderAllocs(t, decodeJSONHeader, data)
 		got, err := decodeJSONHeader(data)
+		checkPrecountAgrees(t, data, got, err)
 		ref, refErr := referenceDecodeJSON(data)
 		switch {
 		case err == nil && refErr != nil:
 			t.Fatalf("accepted %q, encoding/json says %v", data, refErr)
+		case errors.Is(err, ErrHeaderLimit):
+			// Over MaxExtFields or maxJSONHeaderKeys: encoding/json has no limit.
 		case err != nil && refErr == nil && bytes.Count(data, []byte("{"))+bytes.Count(data, []byte("[")) <= maxJSONDepth:
 			t.Fatalf("rejected %q (%v), encoding/json accepts", data, err)
 		case err == nil:
@@ -124,6 +133,20 @@ func FuzzDecodeJSONHeader(f *testing.F) {
 			checkReencode(t, got)
 		}
 	})
+}
+
+// checkPrecountAgrees decodes data again behind enough spaces to take the
+// path that counts a large header first: the outcome must be the same.
+func checkPrecountAgrees(t *testing.T, data []byte, c *Command, err error) {
+	t.Helper()
+	padded := append(bytes.Repeat([]byte{' '}, precountHeaderBytes), data...)
+	pc, perr := decodeJSONHeader(padded)
+	switch {
+	case (err == nil) != (perr == nil) || errors.Is(err, ErrHeaderLimit) != errors.Is(perr, ErrHeaderLimit):
+		t.Fatalf("%q: %v; counted first: %v", data, err, perr)
+	case err == nil && (pc.Code != c.Code || pc.Remark != c.Remark || !maps.Equal(pc.ExtFields, c.ExtFields)):
+		t.Fatalf("%q: counted first, decoded %+v, not %+v", data, pc, c)
+	}
 }
 
 // checkReencode asserts that encoding is idempotent after one decode.
@@ -165,10 +188,12 @@ func FuzzDecodeBinaryHeader(f *testing.F) {
 		f.Add(h)
 	}
 	f.Add(make([]byte, binaryFixedBytes))
+	f.Add(binaryHeaderWithExt(MaxExtFields + 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkHeaderAllocs(t, decodeBinaryHeader, data)
 		c, err := decodeBinaryHeader(data)
 		if err != nil {
-			if !errors.Is(err, ErrBadHeader) {
+			if !errors.Is(err, ErrBadHeader) && !errors.Is(err, ErrHeaderLimit) {
 				t.Fatalf("error %v is not ErrBadHeader", err)
 			}
 			return
@@ -208,6 +233,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err == nil && (len(p) > limit || len(p) > len(data)) {
 			t.Fatalf("read %d bytes from %d", len(p), len(data))
 		}
+		checkHeaderAllocs(t, DecodeFrame, data)
 		c, err := DecodeFrame(data)
 		if err != nil {
 			return

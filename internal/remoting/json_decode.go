@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf16"
@@ -18,6 +19,11 @@ const maxJSONDepth = 64
 // (stringified). It is hand-written because every request passes through
 // it; the behaviour matches encoding/json on valid input (tested).
 func decodeJSONHeader(data []byte) (*Command, error) {
+	if len(data) > precountHeaderBytes {
+		if err := precountJSONHeader(data); err != nil {
+			return nil, err
+		}
+	}
 	// One copy of the header backs every plain (unescaped) string in the
 	// command, instead of one allocation per key and value.
 	d := jsonDecoder{data: data, src: string(data)}
@@ -28,6 +34,37 @@ func decodeJSONHeader(data []byte) (*Command, error) {
 	return c, nil
 }
 
+// precountHeaderBytes is the header size above which the keys and ext
+// fields are counted before the header is copied, so that a large header
+// over a limit costs no copy. Real headers are far smaller (a send's is
+// a few hundred bytes, its properties at most 32 KiB).
+const precountHeaderBytes = 64 << 10
+
+// precountJSONHeader checks a header's top-level keys and extFields
+// against their limits without copying or keeping anything; any other
+// problem is left to the decoding that follows.
+func precountJSONHeader(data []byte) error {
+	d := jsonDecoder{data: data}
+	err := d.object(func(key []byte) error {
+		if d.keys++; d.keys > maxJSONHeaderKeys {
+			return d.limitf("more than %d keys", maxJSONHeaderKeys)
+		}
+		if string(key) != "extFields" || d.next() != '{' {
+			return d.skipValue(0)
+		}
+		return d.object(func([]byte) error {
+			if d.exts++; d.exts > MaxExtFields {
+				return d.limitf("more than %d extFields", MaxExtFields)
+			}
+			return d.skipValue(1)
+		})
+	})
+	if errors.Is(err, ErrHeaderLimit) {
+		return err
+	}
+	return nil
+}
+
 type jsonDecoder struct {
 	data []byte
 	src  string // string(data)
@@ -36,6 +73,9 @@ type jsonDecoder struct {
 	// was plain (then its bytes are src[strStart:strStart+len]).
 	strStart int
 	strPlain bool
+	// Top-level keys and ext fields seen so far (every extFields object of
+	// the header counts), against maxJSONHeaderKeys and MaxExtFields.
+	keys, exts int
 }
 
 // lastString returns b, the result of the last stringBytes call, as a
@@ -49,6 +89,11 @@ func (d *jsonDecoder) lastString(b []byte) string {
 
 func (d *jsonDecoder) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: json at offset %d: %s", ErrBadHeader, d.pos, fmt.Sprintf(format, args...))
+}
+
+// limitf reports a header over one of the decoding limits.
+func (d *jsonDecoder) limitf(format string, args ...any) error {
+	return fmt.Errorf("%w: json header at offset %d: %s", ErrHeaderLimit, d.pos, fmt.Sprintf(format, args...))
 }
 
 func (d *jsonDecoder) skipWS() {
@@ -87,13 +132,16 @@ func (d *jsonDecoder) header(c *Command) error {
 	var bad [numHeaderKeys]error // per known key: its latest value was unusable
 	nbad := 0
 	err := d.object(func(key []byte) error {
+		if d.keys++; d.keys > maxJSONHeaderKeys {
+			return d.limitf("more than %d keys", maxJSONHeaderKeys)
+		}
 		start := d.pos
 		err := d.headerField(c, key)
 		if err == nil && nbad == 0 {
 			return nil // the common case: no per-key state to keep
 		}
 		k := headerKeyIndex(key)
-		if k < 0 {
+		if k < 0 || errors.Is(err, ErrHeaderLimit) {
 			return err
 		}
 		if err == nil {
@@ -270,6 +318,9 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 	fields := stack[:0]
 	var m map[string]string // only when there are more fields than stack holds
 	err := d.object(func(key []byte) error {
+		if d.exts++; d.exts > MaxExtFields {
+			return d.limitf("more than %d extFields", MaxExtFields)
+		}
 		k := d.lastString(key)
 		v, ok, err := d.looseString(1)
 		if err != nil {

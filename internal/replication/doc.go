@@ -18,6 +18,16 @@
 // range with nothing written, ends the connection and does not dial again
 // until its store has room (space.go), so its master does not wait for it.
 //
+// Authentication (auth.go): before HELLO, a connection may be TLS
+// (MasterConfig.TLS, SlaveConfig.TLS) and, with a shared Secret, runs a
+// challenge–response (AUTH, CHALLENGE, PROOF, AUTH_OK: HMAC-SHA256 over a
+// nonce of each side and the TLS session's keying material) in which the
+// replica proves itself first and the master then; either end refuses a
+// peer that fails, before any byte of the log, epoch history or log end
+// is sent. Until then the master bounds frames (maxAuthFrameBytes), time
+// (AuthTimeout) and connections (maxPendingAuth), and rate-limits its log
+// lines about refused peers.
+//
 // Frames (frame.go): len u32 | type u8 | payload | crc32c u32. A frame
 // that is too long, of an unknown type, with a bad CRC or a payload that
 // does not decode closes the connection.

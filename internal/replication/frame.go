@@ -47,6 +47,12 @@ func appendFrame(dst []byte, typ byte, payload []byte) []byte {
 	return binary.BigEndian.AppendUint32(dst, crc)
 }
 
+// frameChunkBytes is the most a frame read allocates before more of the
+// frame has arrived: a buffer too small for a frame grows (doubling) as
+// its bytes come in, so a peer that announces a large frame and sends
+// little costs little memory.
+const frameChunkBytes = 16 << 10
+
 // readFrame reads one frame of at most max bytes (after the length) into
 // buf (grown if needed) and returns its type and payload, which alias buf.
 // Any frame that is too short, too long, of an unknown type or whose CRC
@@ -60,17 +66,36 @@ func readFrame(r *bufio.Reader, max int, buf []byte) (byte, []byte, []byte, erro
 	if n < frameOverhead || n > int64(max) {
 		return 0, nil, buf, fmt.Errorf("%w: length %d outside [%d, %d]", ErrMalformed, n, frameOverhead, max)
 	}
-	if int64(cap(buf)) < n {
-		buf = make([]byte, n)
-	}
-	b := buf[:n]
-	if _, err := io.ReadFull(r, b); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	b, err := readGrowing(r, int(n), buf)
+	if err != nil {
 		return 0, nil, buf, err
 	}
-	return decodeFrameBody(b, buf)
+	return decodeFrameBody(b, b[:cap(b)])
+}
+
+// readGrowing reads exactly n bytes into buf, or, when buf is too small,
+// into a buffer that grows from frameChunkBytes as the bytes arrive.
+func readGrowing(r io.Reader, n int, buf []byte) ([]byte, error) {
+	if cap(buf) < n {
+		buf = make([]byte, 0, min(n, max(cap(buf), frameChunkBytes)))
+	}
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // decodeFrameBody checks the type and CRC of a frame body (what follows
@@ -80,7 +105,7 @@ func decodeFrameBody(b, buf []byte) (byte, []byte, []byte, error) {
 	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
 		return 0, nil, buf, fmt.Errorf("%w: crc %#08x, frame says %#08x", ErrMalformed, got, want)
 	}
-	if (typ < typeHello || typ > typeAck) && typ != typeOffsets {
+	if (typ < typeHello || typ > typeAck) && typ != typeOffsets && (typ < typeAuth || typ > typeAuthOK) {
 		return 0, nil, buf, fmt.Errorf("%w: unknown type %d", ErrMalformed, typ)
 	}
 	return typ, payload, buf, nil

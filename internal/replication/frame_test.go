@@ -3,8 +3,11 @@ package replication
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math"
+	"runtime"
 	"testing"
 )
 
@@ -93,7 +96,10 @@ func FuzzFrame(f *testing.F) {
 	f.Add(appendFrame(nil, typeReject, encodeReject(rejectRetry, "no")))
 	f.Add(appendFrame(nil, typeData, data{Epoch: 1, Offset: 8, Raw: []byte{1, 2, 3}}.appendTo(nil)))
 	f.Add(appendFrame(nil, typeAck, ack{Written: 3, Flushed: 2}.encode()))
+	f.Add(appendFrame(nil, typeOffsets, encodeOffsets([]OffsetReport{{Group: "g", Topic: "t", QueueID: 1, Offset: 5}})))
+	f.Add([]byte{0, 1, 0, 0, typeHello}) // announces 64 KiB, sends one byte
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkFrameAllocs(t, b)
 		typ, p, _, err := readFrame(bufio.NewReader(bytes.NewReader(b)), 1<<16, nil)
 		if err != nil {
 			return
@@ -118,6 +124,74 @@ func FuzzFrame(f *testing.F) {
 			if a, err := decodeAck(p); err == nil && a.Flushed > a.Written {
 				t.Fatal("flushed above written decoded")
 			}
+		case typeOffsets:
+			decodeOffsets(p)
 		}
 	})
+}
+
+// Reading and decoding a frame allocates at most frameAllocPerByte bytes
+// per byte that arrived, plus frameChunkBytes and a constant: never what
+// a frame's length announces before its bytes are there.
+const frameAllocPerByte = 4
+
+// checkFrameAllocs fails t when reading and decoding the frame at the
+// start of b allocates more than the bound for len(b).
+func checkFrameAllocs(t testing.TB, b []byte) float64 {
+	t.Helper()
+	// The least of three runs: the count is the process's, and goroutines
+	// other tests left running may allocate meanwhile.
+	n := uint64(math.MaxUint64)
+	for range 3 {
+		br := bufio.NewReader(bytes.NewReader(b))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		typ, p, _, err := readFrame(br, 1<<20, nil)
+		if err == nil {
+			switch typ {
+			case typeHello:
+				decodeHello(p)
+			case typeHelloOK:
+				decodeHelloOK(p)
+			case typeReject:
+				decodeReject(p)
+			case typeData:
+				decodeData(p)
+			case typeAck:
+				decodeAck(p)
+			case typeOffsets:
+				decodeOffsets(p)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		n = min(n, after.TotalAlloc-before.TotalAlloc)
+	}
+	if limit := uint64(frameAllocPerByte*len(b) + frameChunkBytes + 4096); n > limit {
+		t.Fatalf("%d bytes read allocated %d (%.1f per byte), above the bound of %d", len(b), n, float64(n)/float64(max(1, len(b))), limit)
+	}
+	return float64(n) / float64(max(1, len(b)))
+}
+
+// A peer that announces a large frame and sends a few bytes of it costs
+// a read chunk, not the frame (the master reads a HELLO of up to 1 MiB
+// from anyone that connects).
+func TestAnnouncedFrameNotAllocatedUpFront(t *testing.T) {
+	b := binary.BigEndian.AppendUint32(nil, 1<<20)
+	b = append(b, typeHello, 0, 1, 2, 3)
+	checkFrameAllocs(t, b)
+	// The largest legitimate messages decode within the bound too.
+	epochs := make(History, maxEpochs)
+	for i := range epochs {
+		epochs[i] = Epoch{Epoch: uint32(i + 1), Start: int64(i) * 10}
+	}
+	hello := appendFrame(nil, typeHello, hello{Version: protocolVersion, BrokerName: "broker-a", BrokerID: 1,
+		SegmentBytes: 1 << 30, LogEnd: 1 << 40, Epochs: epochs}.encode())
+	offs := make([]OffsetReport, maxOffsetsPerFrame)
+	for i := range offs {
+		offs[i] = OffsetReport{Group: "g", Topic: "t", QueueID: int32(i), Offset: 1}
+	}
+	for name, fr := range map[string][]byte{"hello": hello, "offsets": appendFrame(nil, typeOffsets, encodeOffsets(offs))} {
+		per := checkFrameAllocs(t, fr)
+		t.Logf("%s of %d bytes: %.2f bytes allocated per byte", name, len(fr), per)
+	}
 }

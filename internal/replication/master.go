@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,7 +64,16 @@ type MasterConfig struct {
 	// reports as committed on it (offsets.go). It runs on the
 	// connection's reader and should not block long.
 	OnReplicaOffsets func(replicaID int64, offs []OffsetReport)
-	Logger           *slog.Logger
+	// Secret, if set, is the group's shared secret: a replica must prove
+	// it knows it before anything else (auth.go). At least MinSecretBytes.
+	Secret []byte
+	// TLS, if set, serves every replica connection over TLS with this
+	// server configuration (auth.go); nil: plain TCP.
+	TLS *tls.Config
+	// AuthTimeout bounds a new connection's TLS handshake and
+	// authentication (0 = DefaultAuthTimeout).
+	AuthTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Master streams its store's CommitLog to the replicas that connect, and,
@@ -77,12 +87,16 @@ type Master struct {
 	replicas map[*follower]struct{}
 	inSync   atomic.Int32 // followers in the in-sync set
 
+	pendingAuth chan struct{} // a token per connection not yet authenticated (auth.go)
+	refused     refusals      // log lines about refused peers (auth.go)
+
 	wg sync.WaitGroup
 }
 
 // follower is one connected replica.
 type follower struct {
-	conn      net.Conn
+	conn      net.Conn // TLS or plain
+	raw       net.Conn // the TCP connection under conn
 	id        int64
 	syncFlush bool
 	sent      atomic.Int64 // end of the bytes sent on this connection
@@ -122,6 +136,12 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	if cfg.MinInSyncReplicas < 1 {
 		cfg.MinInSyncReplicas = 1
 	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
+	if n := len(cfg.Secret); n > 0 && n < MinSecretBytes {
+		return nil, fmt.Errorf("replication: the shared secret has %d bytes; at least %d are needed", n, MinSecretBytes)
+	}
 	path := EpochFile(cfg.DataDir)
 	if err := vfs.MkdirAllDurable(cfg.FS, filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("replication: %w", err)
@@ -140,7 +160,8 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	if err := SaveHistory(cfg.FS, path, h); err != nil {
 		return nil, err
 	}
-	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}}
+	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{},
+		pendingAuth: make(chan struct{}, maxPendingAuth), refused: refusals{log: cfg.Logger}}
 	if cfg.Sync {
 		// Every put, the broker's own too, is refused at once while too
 		// few copies are in sync (store.SetPutGate).
@@ -189,6 +210,14 @@ func (m *Master) Serve(ctx context.Context, ln net.Listener) error {
 				err = fmt.Errorf("replication: accept: %w", aerr)
 			}
 			break
+		}
+		select {
+		case m.pendingAuth <- struct{}{}:
+		default:
+			m.refused.warn("replication: refused a connection: too many connections are authenticating", "remote", c.RemoteAddr().String(),
+				"max", maxPendingAuth)
+			c.Close()
+			continue
 		}
 		m.wg.Add(1)
 		go func() {
@@ -280,14 +309,26 @@ func (m *Master) reject(c net.Conn, code byte, reason string) {
 
 // serveConn runs one replica connection: the handshake, then a sender
 // (this goroutine) and an ack reader.
-func (m *Master) serveConn(ctx context.Context, c net.Conn) {
+func (m *Master) serveConn(ctx context.Context, raw net.Conn) {
+	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { raw.Close() }) // a stop does not wait out a handshake
+	defer stop()
+	c, r, err := m.admit(raw) // auth.go
+	<-m.pendingAuth
+	if err != nil {
+		return
+	}
 	defer c.Close()
 	idle := time.Duration(idleTimeoutHeartbeats) * m.cfg.HeartbeatInterval
-	r := bufio.NewReaderSize(c, 64<<10)
 	c.SetReadDeadline(time.Now().Add(idle))
 	typ, p, _, err := readFrame(r, 1<<20, nil)
+	if err == nil && typ == typeAuth {
+		m.reject(c, rejectAuth, "this master has no haAuthSecret and the replica sends one: set the same haAuthSecret on the master and its slaves")
+		m.refused.warn("replication: refused a replica that authenticates with a secret: this master has no haAuthSecret", "remote", c.RemoteAddr().String())
+		return
+	}
 	if err != nil || typ != typeHello {
-		m.log.Warn("replication: replica connection without a valid hello", "remote", c.RemoteAddr(), "type", typ, "err", err)
+		m.refused.warn("replication: replica connection without a valid hello", "remote", c.RemoteAddr().String(), "type", typ, "err", err)
 		return
 	}
 	h, err := decodeHello(p)
@@ -326,7 +367,7 @@ func (m *Master) serveConn(ctx context.Context, c net.Conn) {
 	if _, err := c.Write(appendFrame(nil, typeHelloOK, helloOK{MasterEnd: masterEnd, Epochs: m.hist, TruncateTo: h.LogEnd}.encode())); err != nil {
 		return
 	}
-	f := &follower{conn: c, id: h.BrokerID, syncFlush: h.SyncFlush, progress: time.Now()}
+	f := &follower{conn: c, raw: raw, id: h.BrokerID, syncFlush: h.SyncFlush, progress: time.Now()}
 	f.sent.Store(h.LogEnd)
 	f.acked.Store(h.LogEnd)
 	f.pace.init(h.LogEnd)
@@ -371,7 +412,7 @@ func (m *Master) evictLocked(id int64) {
 		}
 		f.gone = true
 		delete(m.replicas, f)
-		f.conn.Close()
+		f.raw.Close() // not conn: a TLS close would write, under m.mu
 		m.log.Warn("replication: replica reconnected; its older connection is closed", "replica", id)
 	}
 }

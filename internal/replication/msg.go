@@ -247,7 +247,7 @@ func decodeReject(p []byte) (byte, string, error) {
 	d := dec{b: p}
 	code := d.u8()
 	s := d.str()
-	if d.err == nil && (code < rejectRetry || code > rejectDiverged) {
+	if d.err == nil && (code < rejectRetry || code > rejectAuth) {
 		d.err = fmt.Errorf("%w: unknown reject code %d", ErrMalformed, code)
 	}
 	return code, s, d.end()

@@ -34,6 +34,7 @@ func TestOffsetsFrameRoundTrip(t *testing.T) {
 func FuzzDecodeOffsets(f *testing.F) {
 	f.Add(encodeOffsets([]OffsetReport{{"g", "t", 1, 2}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
+		checkFrameAllocs(t, appendFrame(nil, typeOffsets, p))
 		offs, err := decodeOffsets(p)
 		if err == nil && !reflect.DeepEqual(encodeOffsets(offs), p) {
 			t.Fatalf("accepted %x, re-encodes differently", p)

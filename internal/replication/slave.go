@@ -3,8 +3,10 @@ package replication
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -42,7 +44,16 @@ type SlaveConfig struct {
 	// replica that the master has not confirmed; they are sent at the
 	// start of every session (offsets.go).
 	LocalOffsets func() []OffsetReport
-	Logger       *slog.Logger
+	// Secret, if set, is the group's shared secret: the replica proves it
+	// knows it and refuses a master that cannot (auth.go).
+	Secret []byte
+	// TLS, if set, is the client configuration of a TLS link to the
+	// master (auth.go); nil: plain TCP.
+	TLS *tls.Config
+	// AuthTimeout bounds the TLS handshake and authentication (0 =
+	// DefaultAuthTimeout).
+	AuthTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Slave copies its master's CommitLog into its store: it connects, says
@@ -62,6 +73,8 @@ type Slave struct {
 	master      masterAddr   // masteraddr.go
 	link        link         // what State reports of the connection (status.go)
 	diskFull    atomic.Bool  // not following: the store's disk is full (space.go)
+
+	refused refusals // log lines about failed authentication (auth.go)
 
 	offsMu   sync.Mutex
 	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
@@ -84,6 +97,12 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = 200 * time.Millisecond
 	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
+	if n := len(cfg.Secret); n > 0 && n < MinSecretBytes {
+		return nil, fmt.Errorf("replication: the shared secret has %d bytes; at least %d are needed", n, MinSecretBytes)
+	}
 	path := EpochFile(cfg.DataDir)
 	if err := vfs.MkdirAllDurable(cfg.FS, filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("replication: %w", err)
@@ -100,7 +119,7 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 		}
 		h = t
 	}
-	s := &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h}
+	s := &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h, refused: refusals{log: cfg.Logger}}
 	s.master.addr = cfg.MasterAddr
 	return s, nil
 }
@@ -134,8 +153,18 @@ func (s *Slave) Run(ctx context.Context) error {
 		if errors.Is(err, errMasterChanged) {
 			continue
 		}
+		retry := s.cfg.RetryInterval
 		if errors.Is(err, store.ErrDiskFull) {
 			s.waitForSpace(err) // space.go
+		} else if errors.Is(err, ErrAuth) {
+			// Not a transient fault: the configurations differ, or the
+			// peer is not this group's master. Dial again more slowly.
+			retry = max(retry, authRetryInterval)
+			s.refused.warn("replication: not following the master: authentication failed; retrying", "master", s.MasterAddr(),
+				"retry_in", retry, "err", err)
+			if s.cfg.OnLinkLost != nil {
+				s.cfg.OnLinkLost()
+			}
 		} else {
 			s.log.Warn("replication: link to master lost; reconnecting", "master", s.MasterAddr(), "err", err)
 			if s.cfg.OnLinkLost != nil {
@@ -145,7 +174,7 @@ func (s *Slave) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(s.cfg.RetryInterval):
+		case <-time.After(retry):
 		}
 	}
 }
@@ -176,12 +205,16 @@ func (s *Slave) session(ctx context.Context) error {
 	defer c.Close()
 	stop := context.AfterFunc(sctx, func() { c.Close() })
 	defer stop()
-	err = s.follow(c, addr)
+	sc, r, err := s.secure(c) // auth.go
+	if err == nil {
+		err = s.follow(sc, r, addr)
+	}
 	return s.sessionErr(ctx, sctx, err)
 }
 
-// follow runs one connection to the master at addr.
-func (s *Slave) follow(c net.Conn, addr string) error {
+// follow runs one connection to the master at addr, past its protections
+// (secure), read through r.
+func (s *Slave) follow(c net.Conn, r *bufio.Reader, addr string) error {
 	idle := time.Duration(idleTimeoutHeartbeats) * s.cfg.HeartbeatInterval
 
 	h, err := s.makeHello()
@@ -193,9 +226,11 @@ func (s *Slave) follow(c net.Conn, addr string) error {
 	if _, err := c.Write(appendFrame(nil, typeHello, h.encode())); err != nil {
 		return err
 	}
-	r := bufio.NewReaderSize(c, 256<<10)
 	c.SetReadDeadline(time.Now().Add(idle))
 	typ, p, buf, err := readFrame(r, s.cfg.MaxFrameBytes, nil)
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("the master closed the connection before answering HELLO (does it require haAuthSecret, or TLS, that this replica lacks?): %w", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -209,6 +244,8 @@ func (s *Slave) follow(c net.Conn, addr string) error {
 			return fmt.Errorf("%w (the master says: %s)", ErrDiverged, reason)
 		case code == rejectConfig:
 			return fmt.Errorf("%w: %w: %s", errFatal, errRejected, reason)
+		case code == rejectAuth:
+			return fmt.Errorf("%w: the master refused: %s", ErrAuth, reason)
 		}
 		return fmt.Errorf("%w: %s", errRejected, reason)
 	case typeHelloOK:

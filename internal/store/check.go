@@ -281,14 +281,23 @@ func (c *checker) openQueues() {
 func (c *checker) checkCommitLog() {
 	c.rep.Segments = len(c.log.Segments())
 	c.rep.MinOffset = c.log.MinOffset()
-	end, probs, err := c.log.Verify(func(phys int64, rec []byte) {
+	visit := func(phys int64, rec []byte) {
 		if c.pastTruncation(phys) {
 			return
 		}
 		c.rep.Records++
 		c.rep.RecordBytes += int64(len(rec))
 		c.checkRecord(phys, rec)
-	})
+	}
+	var end int64
+	var probs []commitlog.Problem
+	var err error
+	if c.rep.CleanShutdown {
+		end, probs, err = c.log.Verify(visit)
+	} else {
+		// Judged as opening the store judges it (recovery.go).
+		end, probs, err = c.log.VerifyAfterCrash(durableFrom(c.cp, c.haveCP), visit)
+	}
 	end, probs = c.capAtTruncation(end, probs)
 	c.rep.EndOffset = end
 	c.rep.Holes = c.log.Holes()
@@ -302,8 +311,14 @@ func (c *checker) checkCommitLog() {
 			c.rep.problem(KindCorruptEntry, p.File, p.Offset, "%s", p.Msg)
 		}
 	}
-	if c.haveCP && end < c.cp.PhysFlushed {
+	switch m, err := commitlog.ReadMark(c.fs, filepath.Join(c.cfg.Dir, commitLogDir)); {
+	case c.haveCP && end < c.cp.PhysFlushed:
 		c.rep.problem(KindMissingData, filepath.Join(c.cfg.Dir, commitLogDir), end, "CommitLog ends before the checkpointed flushed offset %d: durable data is missing", c.cp.PhysFlushed)
+	case err == nil && m.Found && end < m.Offset && !c.rep.Truncating:
+		// A truncation in progress lowers the mark when the next start
+		// finishes it.
+		c.rep.problem(KindMissingData, filepath.Join(c.cfg.Dir, commitLogDir, commitlog.MarkName), end,
+			"CommitLog ends before the flushed mark %d (fdatasynced before the store stopped): durable data is missing", m.Offset)
 	}
 }
 

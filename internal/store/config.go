@@ -117,13 +117,27 @@ type Config struct {
 	RetentionCheckInterval time.Duration // how often disk use and retention are checked
 
 	MaxMessageBytes int // body limit (maxMessageSize)
-	MaxScanEntries  int // ConsumeQueue entries one GetMessage inspects at most
+	// MaxRecordBodyBytes, when above MaxMessageBytes, is the body limit of
+	// records put whole (PutRecord: the AMQP door's messages, up to its
+	// max message size); messages put with PutMessage(s) keep
+	// MaxMessageBytes. 0: MaxMessageBytes.
+	MaxRecordBodyBytes int
+	MaxScanEntries     int // ConsumeQueue entries one GetMessage inspects at most
 
 	IndexHashSlots, IndexMaxEntries int
 
 	// TagsCode computes the ConsumeQueue tag code of a record (the broker
 	// uses it for SCHEDULE_TOPIC_XXXX). Nil: the hash of the TAGS property.
 	TagsCode func(v message.View) int64
+
+	// IndexKeys, if set, names the index keys of a record of a type other
+	// than RocketMQ's (the store does not read those types' bodies): it
+	// calls key with each (valid only during the call). The dispatcher
+	// indexes each under "topic#key" for every destination topic of the
+	// record, as a RocketMQ message's KEYS. An error (a body that does not
+	// decode, or would cost too much to) is logged and the record
+	// dispatched with the keys named before it. Nil: such records have no index keys.
+	IndexKeys func(rec []byte, key func([]byte)) error
 
 	// RepairCorruption lets Open repair corruption found in the middle of
 	// the CommitLog instead of refusing to open: the damaged bytes, up to
@@ -244,6 +258,7 @@ func (c *Config) Validate() error {
 	check(c.DiskReserveBytes >= 0, "DiskReserveBytes must be >= 0")
 	check(c.DiskPressureDelete >= PressureDeleteExpired && c.DiskPressureDelete <= PressureDeleteUnconsumed, "unknown DiskPressureDelete %d", c.DiskPressureDelete)
 	check(c.MaxMessageBytes > 0, "MaxMessageBytes must be > 0")
+	check(c.MaxRecordBodyBytes >= 0, "MaxRecordBodyBytes must be >= 0")
 	check(c.MaxScanEntries > 0, "MaxScanEntries must be > 0")
 	check(c.ScrubBytesPerSecond >= 0, "ScrubBytesPerSecond %d < 0", c.ScrubBytesPerSecond)
 	check(c.IndexHashSlots > 0 && c.IndexMaxEntries > 0, "IndexHashSlots and IndexMaxEntries must be > 0")
@@ -254,15 +269,18 @@ func (c *Config) Validate() error {
 	// their limits) must fit in a segment with its trailer and an end marker.
 	maxRecord := c.maxRecordBytes()
 	check(maxRecord+commitlog.TrailerBytes+commitlog.BlankBytes <= c.CommitLogSegmentBytes,
-		"CommitLogSegmentBytes %d cannot hold a message of MaxMessageBytes %d with its header", c.CommitLogSegmentBytes, c.MaxMessageBytes)
+		"CommitLogSegmentBytes %d cannot hold a message of %d bytes (MaxMessageBytes, MaxRecordBodyBytes) with its header", c.CommitLogSegmentBytes, c.maxBodyBytes())
 	return errors.Join(errs...)
 }
 
 // maxRecordBytes is the largest record a put can produce: the body limit
 // plus the V1 header with IPv6 hosts, the longest topic and properties.
 func (c *Config) maxRecordBytes() int64 {
-	return int64(c.MaxMessageBytes) + message.MinRecordBytes + 24 + message.MaxTopicBytes + message.MaxPropertiesBytes
+	return int64(c.maxBodyBytes()) + message.MinRecordBytes + 24 + message.MaxTopicBytes + message.MaxPropertiesBytes
 }
+
+// maxBodyBytes is the largest body of any record.
+func (c *Config) maxBodyBytes() int { return max(c.MaxMessageBytes, c.MaxRecordBodyBytes) }
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {

@@ -10,6 +10,7 @@
 //	<Dir>/abort                        present while the store is open (crash marker)
 //	<Dir>/checkpoint                   flushed positions (see below), replaced atomically
 //	<Dir>/commitlog/<20-digit offset>  CommitLog segments (format in package commitlog)
+//	<Dir>/commitlog/flushed            the flushed mark: the log is durable below it (package commitlog)
 //	<Dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>  ConsumeQueue segments
 //	<Dir>/index/...                    key index files
 //	<Dir>/quarantine/                  bytes recovery removed or a repair replaced, kept for inspection
@@ -99,8 +100,9 @@
 // write, KEYS tokens and UNIQ_KEY go to the index, TAGS to the tag code)
 // is rocketmq.go's. An enveloped record gets one ConsumeQueue entry per
 // destination, at queue offsets the store assigns at append (dense per
-// queue, shared with RocketMQ messages of the queue); it has no index keys
-// yet. So one record may be in several queues, and one entry may hold
+// queue, shared with RocketMQ messages of the queue); its index keys are
+// the ones Config.IndexKeys names (the store does not read its body),
+// under each destination topic. So one record may be in several queues, and one entry may hold
 // several logical messages (see package consumequeue). A record of a type
 // this version does not know stops Open, Check, dispatch and reads with an
 // error wrapping record.ErrUnknownType that names its magic and offset.
@@ -143,7 +145,8 @@
 // One dispatcher goroutine, woken by the CommitLog whenever the written or
 // flushed offset moves, reads records up to Confirmed, appends their
 // ConsumeQueue entries and index entries (by type: for a RocketMQ message
-// each KEYS token and the UNIQ_KEY, as "topic#key"), tells the OnVisible
+// each KEYS token and the UNIQ_KEY, as "topic#key"; for an enveloped
+// record what Config.IndexKeys names), tells the OnVisible
 // subscribers, and moves Visible
 // (releasing its waiters once per round). Readers only see dispatched
 // entries.
@@ -178,28 +181,36 @@
 //     durable records before the verified tail are verified when read (and
 //     by Check), like those of older segments. A torn tail is cut, after
 //     a durable copy of its bytes in <Dir>/quarantine. After a
-//     crash, an invalid entry in the last segment at or past the
-//     checkpointed flushed offset is also a torn tail even when valid
-//     entries follow (unsynced pages written back out of order by a power
-//     failure; see package commitlog): the bytes after it are copied to
-//     <Dir>/quarantine and cut. Any other corruption in the middle (valid
+//     crash, an invalid entry in the last segment at or past the durable
+//     offset (the checkpointed flushed offset raised to the CommitLog's
+//     flushed mark, which every flush advances: see package commitlog) is
+//     also a torn tail even when valid entries follow (unsynced pages
+//     written back out of order by a power failure): the bytes after it
+//     are copied to <Dir>/quarantine and cut. Below the durable offset the
+//     bytes were fdatasynced before the crash, so the same pattern is
+//     corruption. Any other corruption in the middle (valid
 //     entries follow the invalid one) makes Open fail with an error naming
 //     the segment file and offset, leaving the CommitLog unchanged; with
 //     RepairCorruption the damaged bytes alone, up to the next valid entry,
 //     are copied to <Dir>/quarantine and replaced by a hole record (package
 //     commitlog, "Repair"), a message is logged at Error, and the store
 //     opens; every record that verifies is kept, the lost ones read as
-//     removed. If the
-//     recovered end would lie before the checkpointed flushed offset,
-//     durable data is missing: Open fails unless RepairCorruption is set.
+//     removed. With RepairCorruption the segments holding records of the
+//     isolated-records registry before the verified tail are verified and
+//     repaired the same way, and the repaired records leave the registry
+//     (isolate_repair.go). If the
+//     recovered end would lie before the checkpointed flushed offset or
+//     the flushed mark, durable data is missing: Open fails unless
+//     RepairCorruption is set.
 //     A refusing Open changes nothing in the CommitLog: it decides before
 //     it cuts, and it removes the abort marker it created. (Opening the
 //     ConsumeQueues in step 3 has already cut torn queue entries after a
 //     crash: derived data.)
 //  4. Drop ConsumeQueue entries pointing at or past the new end; truncate
 //     the index the same way.
-//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (from
-//     where verification started, after a repair) to the end, rebuilding
+//  5. Re-dispatch from the checkpointed ConsumeQueue / index offsets (the
+//     ConsumeQueues from where verification started after a repair; the
+//     index never below the last record it holds) to the end, rebuilding
 //     missing entries (re-appending an existing entry is a no-op), then set
 //     the queue offset counters from the queues. Queue offsets of records
 //     a repair replaced stay: entries already dispatched keep pointing into

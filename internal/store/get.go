@@ -450,9 +450,10 @@ func (s *Store) EarliestStoreTime(topic string, queueID int32) (int64, error) {
 }
 
 // QueryByKey returns the CommitLog offsets (newest first, at most max) of
-// the messages of topic whose KEYS contain key or whose UNIQ_KEY is key,
-// stored between beginMs and endMs. Each offset is verified to hold such a
-// record.
+// the records of topic that have key as an index key (a RocketMQ
+// message's KEYS token or UNIQ_KEY; a key Config.IndexKeys names for a
+// record of another type), stored between beginMs and endMs. Each offset
+// is verified to hold such a record.
 func (s *Store) QueryByKey(topic, key string, max int, beginMs, endMs int64) ([]int64, error) {
 	offs, err := s.index.Query(topic+"#"+key, max, beginMs, endMs)
 	if err != nil {
@@ -461,18 +462,35 @@ func (s *Store) QueryByKey(topic, key string, max int, beginMs, endMs int64) ([]
 	out := offs[:0]
 	for _, off := range offs {
 		rec, err := s.LookMessageByOffset(off)
-		if err != nil || recordType(rec) != record.RocketMQ {
-			continue
-		}
-		v := message.View(rec)
-		if string(v.Topic()) != topic {
-			continue
-		}
-		if string(v.UniqKey()) == key || slices.ContainsFunc(bytes.Fields(v.Keys()), func(k []byte) bool { return string(k) == key }) {
+		if err == nil && s.hasKey(rec, topic, key) && !slices.Contains(out, off) {
 			out = append(out, off)
 		}
 	}
 	return out, nil
+}
+
+// hasKey reports whether rec, a record of any type, is in topic with
+// index key key.
+func (s *Store) hasKey(rec []byte, topic, key string) bool {
+	t := recordType(rec)
+	if t == record.RocketMQ {
+		v := message.View(rec)
+		return string(v.Topic()) == topic &&
+			(string(v.UniqKey()) == key || slices.ContainsFunc(bytes.Fields(v.Keys()), func(k []byte) bool { return string(k) == key }))
+	}
+	if !t.Enveloped() || t == record.System || s.cfg.IndexKeys == nil {
+		return false
+	}
+	inTopic := false
+	record.Envelope(rec).EachDest(func(_ int, dt []byte, _ int32, _, _ int64, _ int) error {
+		inTopic = inTopic || string(dt) == topic
+		return nil
+	})
+	found := false
+	if inTopic {
+		s.cfg.IndexKeys(rec, func(k []byte) { found = found || string(k) == key }) // an error: the keys named before it
+	}
+	return found
 }
 
 // Queues returns the queue ids of topic that have a ConsumeQueue, sorted.

@@ -22,11 +22,11 @@ package store
 // written (a full disk must not block the queue either); a registry write
 // that failed is retried with the next isolation and by the scrubber.
 //
-// Replication (a later issue) will repair an isolated record from an
-// in-sync replica instead of leaving it out: the hook is isolate's caller,
-// which would ask the replica for the entry's bytes, verify them, and serve
-// them; it does not exist yet, so today an isolated record is lost to
-// consumers (its neighbours are not).
+// An isolated record is lost to consumers (its neighbours are not) until
+// it is repaired offline: from a replica that holds it intact
+// (fromreplica.go, which drops it from the registry), or, with no replica,
+// by an Open with RepairCorruption, which replaces it by a hole record
+// (isolate_repair.go).
 
 import (
 	"encoding/json"
@@ -346,6 +346,12 @@ type IntegrityStats struct {
 	Isolated int64
 	Listed   int
 	Scrub    ScrubStatus
+	// RecoveryRepaired: corrupt CommitLog ranges in durable data that
+	// recovery at this open replaced by hole records (RepairCorruption).
+	RecoveryRepaired int
+	// UnsyncedTailBytes: bytes recovery at this open cut after a crash as
+	// an unsynced tail written back out of order (kept in quarantine).
+	UnsyncedTailBytes int64
 }
 
 // IntegrityStats returns the counters of isolation and scrubbing.
@@ -353,5 +359,6 @@ func (s *Store) IntegrityStats() IntegrityStats {
 	s.iso.mu.Lock()
 	listed := len(s.iso.recs)
 	s.iso.mu.Unlock()
-	return IntegrityStats{ReadFaults: s.stats.readFaults.Load(), Isolated: s.stats.isolated.Load(), Listed: listed, Scrub: s.ScrubStatus()}
+	return IntegrityStats{ReadFaults: s.stats.readFaults.Load(), Isolated: s.stats.isolated.Load(), Listed: listed, Scrub: s.ScrubStatus(),
+		RecoveryRepaired: len(s.recovered.Repaired), UnsyncedTailBytes: s.recovered.UnsyncedBytes}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/store/commitlog"
@@ -107,7 +108,7 @@ func (s *Store) relievePressure(now time.Time) error {
 			return fmt.Errorf("store: disk usage: %w", err)
 		}
 		if usage < float64(s.cfg.DiskMaxUsedSpaceRatio) {
-			s.pressureBlocked.Store(false)
+			s.pressureKept.Store(nil)
 			return nil
 		}
 		segs := s.log.Segments()
@@ -119,32 +120,61 @@ func (s *Store) relievePressure(now time.Time) error {
 		if err != nil {
 			return err
 		}
-		why := ""
-		switch {
-		case s.cfg.DiskPressureDelete == PressureDeleteUnconsumed:
-		case unconsumed > 0:
-			why = "it holds messages a consumer group has not consumed"
-		case s.cfg.DiskPressureDelete == PressureDeleteExpired && !s.segmentExpired(now, segs[0], cut):
-			why = "it is younger than fileReservedTime"
-		}
-		if why != "" {
+		young := s.cfg.DiskPressureDelete == PressureDeleteExpired && !s.segmentExpired(now, segs[0], cut)
+		if why := s.keptBecause(unconsumed, young); why != "" {
 			s.notePressureBlocked(why, usage, segs[0], floors, cut)
 			return nil
 		}
 		if err := s.deleteBefore(cut); err != nil {
 			return err
 		}
-		s.pressureBlocked.Store(false)
+		s.pressureKept.Store(nil)
 		s.reportLost(segs[0], usage, lostRanges(floors))
 	}
 	return nil
+}
+
+// unconsumedQueues counts the queues a pressure deletion would cost
+// messages: those some consumer group has not consumed, and those no group
+// consumes (nobody has read them).
+type unconsumedQueues struct{ byGroup, noGroup int }
+
+// keptBecause returns why DiskPressureDelete keeps the oldest segment, ""
+// if it may go: every reason that holds (a segment of unconsumed messages
+// that is also young is kept for both), and, when only its age keeps it,
+// that it is consumed — what the operator needs to know to free space.
+func (s *Store) keptBecause(u unconsumedQueues, young bool) string {
+	if s.cfg.DiskPressureDelete == PressureDeleteUnconsumed {
+		return ""
+	}
+	var why []string
+	if u.byGroup > 0 {
+		why = append(why, "it holds messages a consumer group has not consumed ("+queuesText(u.byGroup)+")")
+	}
+	if u.noGroup > 0 {
+		why = append(why, "it holds messages of queues no consumer group consumes, which count as unconsumed ("+queuesText(u.noGroup)+")")
+	}
+	switch {
+	case young && len(why) > 0:
+		why = append(why, "it is younger than fileReservedTime")
+	case young:
+		return "every consumer group has consumed it, but it is younger than fileReservedTime and diskPressureDelete=expired deletes only older segments (diskPressureDelete=consumed would delete it)"
+	}
+	return strings.Join(why, ", and ")
+}
+
+func queuesText(n int) string {
+	if n == 1 {
+		return "1 queue"
+	}
+	return fmt.Sprintf("%d queues", n)
 }
 
 // queueFloors snapshots every non-empty queue with the consumer offsets of
 // its groups, and counts the queues that deleting the CommitLog below cut
 // would cost messages some group (or, with no group, anybody) has not
 // consumed.
-func (s *Store) queueFloors(cut int64) (floors []queueFloor, unconsumed int, err error) {
+func (s *Store) queueFloors(cut int64) (floors []queueFloor, unconsumed unconsumedQueues, err error) {
 	var offsets ConsumerOffsets
 	if p := s.consumerOffsets.Load(); p != nil {
 		offsets = (*p)()
@@ -159,10 +189,13 @@ func (s *Store) queueFloors(cut int64) (floors []queueFloor, unconsumed int, err
 		floors = append(floors, f)
 		lose, err := s.wouldLose(f, hi, cut)
 		if err != nil {
-			return nil, 0, err
+			return nil, unconsumedQueues{}, err
 		}
-		if lose {
-			unconsumed++
+		switch {
+		case lose && len(f.groups) == 0:
+			unconsumed.noGroup++
+		case lose:
+			unconsumed.byGroup++
 		}
 	}
 	return floors, unconsumed, nil
@@ -234,10 +267,11 @@ func (s *Store) reportLost(seg commitlog.Segment, usage float64, lost []lostRang
 		"lost", formatLost(lost), "policy", s.cfg.DiskPressureDelete.String())
 }
 
-// notePressureBlocked logs, once until disk use falls or a deletion
-// succeeds, that the oldest segment may not be deleted and why.
+// notePressureBlocked logs that the oldest segment may not be deleted and
+// why: once until disk use falls or a deletion succeeds, and again
+// whenever the reasons change (a group catching up on its backlog).
 func (s *Store) notePressureBlocked(why string, usage float64, seg commitlog.Segment, floors []queueFloor, cut int64) {
-	if s.pressureBlocked.Swap(true) {
+	if old := s.pressureKept.Swap(&why); old != nil && *old == why {
 		return
 	}
 	var behind []lostRange
@@ -256,7 +290,7 @@ func (s *Store) notePressureBlocked(why string, usage float64, seg commitlog.Seg
 		}
 	}
 	s.logger.Warn("store: disk above diskMaxUsedSpaceRatio, but the oldest CommitLog segment is kept: "+why+
-		"; writes are refused at the hard limit (see diskPressureDelete)",
+		"; writes are refused when free space reaches the reserve (see diskPressureDelete)",
 		"segment", seg.Path, "usage_percent", usage, "limit_percent", s.cfg.DiskMaxUsedSpaceRatio,
 		"policy", s.cfg.DiskPressureDelete.String(), "waiting_for", formatLost(behind))
 }

@@ -190,3 +190,56 @@ func TestSmallDiskFilledUntilRefused(t *testing.T) {
 	t.Logf("acked %d (%d bytes of records), refused %d, %d of %d bytes free at the end, reserve %d",
 		len(acked), st.PutBytes, refused, free, capacity, s.reserveBytes(capacity))
 }
+
+// The WARN that the oldest segment is kept names the reasons that hold
+// now: while the group is behind, that it holds unconsumed messages (and is
+// young); once the backlog is consumed, a new line says that the segment is
+// kept only for its age under the default policy — not that a group has not
+// consumed it.
+func TestPressureKeptSaysWhy(t *testing.T) {
+	var logs logBuffer
+	clock := newFakeClock() // 10:00: not DeleteWhen
+	mem := vfs.NewMem()
+	cfg := testConfig(mem)
+	cfg.Now, cfg.Logger = clock.Now, logs.logger()
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	offset := int64(5)
+	s.SetConsumerOffsets(groupAt(&offset))
+	for i := range 60 {
+		put(t, s, newMsg("T", 0, fmt.Sprintf("%02d%s", i, strings.Repeat("x", 4000)), nil))
+	}
+	flushAll(t, s)
+	total, free, _ := mem.DiskUsage("/data")
+	mem.SetCapacity((total - free) * 100 / 80) // 80 %: above 75, below the hard limit
+	kept := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "oldest CommitLog segment is kept") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+
+	s.runRetentionOnce()
+	s.runRetentionOnce() // the same reasons: not logged again
+	lines := kept()
+	if len(lines) != 1 || !strings.Contains(lines[0], "has not consumed") || !strings.Contains(lines[0], "younger than fileReservedTime") {
+		t.Fatalf("group behind, young data: want one line naming both reasons, got %q", lines)
+	}
+
+	offset = 60 // the backlog is consumed
+	s.runRetentionOnce()
+	lines = kept()
+	if len(lines) != 2 {
+		t.Fatalf("after the backlog was consumed: %d lines, want a new one\n%s", len(lines), logs.String())
+	}
+	if l := lines[1]; strings.Contains(l, "not consumed") || !strings.Contains(l, "younger than fileReservedTime") ||
+		!strings.Contains(l, "every consumer group has consumed") {
+		t.Fatalf("consumed young data kept: %q", l)
+	}
+	if s.MinOffset("T", 0) != 0 {
+		t.Fatal("the default policy deleted young data")
+	}
+}

@@ -17,6 +17,10 @@ import (
 // queue offsets from the destination's QUEUEOFFSET. It returns what PutMessages
 // would (waiting for Confirmed under SYNC_FLUSH or replication) and the record's CommitLog
 // offset (-1 if not written). rec is not kept.
+// MaxRecordBodyBytes is the largest body a record put whole may carry
+// (Config.MaxRecordBodyBytes, at least MaxMessageBytes).
+func (s *Store) MaxRecordBodyBytes() int { return s.cfg.maxBodyBytes() }
+
 func (s *Store) PutRecord(ctx context.Context, rec []byte) (PutResult, int64) {
 	r, phys, end := s.AppendRecord(ctx, rec)
 	if r.Status == PutOK && s.waitsForConfirmed() {

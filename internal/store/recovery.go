@@ -56,6 +56,11 @@ func (s *Store) recover(crashed bool) error {
 		return fmt.Errorf("store: recover commitlog: %w", err)
 	}
 	s.logRecovery(crashed, cp, res, time.Since(t1))
+	if s.cfg.RepairCorruption {
+		if err := s.repairIsolated(res.ScannedFrom); err != nil { // isolate_repair.go
+			return err
+		}
+	}
 	s.recovered = res
 	if haveCP && res.End < cp.PhysFlushed {
 		err := fmt.Errorf("store: CommitLog ends at %d, before the checkpointed flushed offset %d: durable data is missing", res.End, cp.PhysFlushed)
@@ -189,9 +194,11 @@ func lastEntryAtOrBefore(q *consumequeue.Queue, target int64) int64 {
 	return found
 }
 
-// durableFrom is the lowest CommitLog offset not known to be durable. With
-// no readable checkpoint nothing is known, and recovery must treat every
-// invalid entry followed by valid ones as corruption (math.MaxInt64).
+// durableFrom is the lowest CommitLog offset the checkpoint knows durable
+// (Recover raises it to the CommitLog's flushed mark). With no readable
+// checkpoint it says nothing is known (math.MaxInt64): unless the mark
+// knows better, recovery treats every invalid entry followed by valid ones
+// as corruption.
 func durableFrom(cp checkpoint, haveCP bool) int64 {
 	if !haveCP {
 		return math.MaxInt64
@@ -199,9 +206,20 @@ func durableFrom(cp checkpoint, haveCP bool) int64 {
 	return cp.PhysFlushed
 }
 
+// markAttr is the flushed mark for the recovery log line.
+func markAttr(m commitlog.Mark) any {
+	switch {
+	case m.Found:
+		return m.Offset
+	case m.Invalid != "":
+		return "invalid: " + m.Invalid
+	}
+	return "none"
+}
+
 func (s *Store) logRecovery(crashed bool, cp checkpoint, res commitlog.RecoverResult, took time.Duration) {
 	attrs := []any{"crashed", crashed, "end", res.End, "scanned_from", res.ScannedFrom, "records", res.Records,
-		"checkpoint_flushed", cp.PhysFlushed, "took", took}
+		"checkpoint_flushed", cp.PhysFlushed, "flushed_mark", markAttr(res.Mark), "took", took}
 	if res.TornBytes > 0 || len(res.RemovedSegments) > 0 {
 		attrs = append(attrs, "torn_at", res.TornAt, "torn_bytes", res.TornBytes, "reason", res.TornReason)
 		if !crashed {
@@ -313,8 +331,11 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 		indexFrom = max(lo, min(max(cp.IndexFlushed, s.index.MaxPhysOffset()), res.End))
 	}
 	if len(res.Repaired) > 0 {
+		// Queue entries of records a hole replaced are rebuilt (holes.go;
+		// re-appending an existing entry is a no-op); the index keeps what
+		// it holds: records it indexed are not indexed again.
 		cqFrom = min(cqFrom, max(res.ScannedFrom, lo))
-		indexFrom = min(indexFrom, max(res.ScannedFrom, lo))
+		indexFrom = min(indexFrom, max(res.ScannedFrom, lo, s.index.MaxPhysOffset()+1))
 	}
 	from := min(cqFrom, indexFrom)
 	s.dispatchMu.Lock()

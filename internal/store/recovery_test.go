@@ -116,6 +116,11 @@ func TestVerifiedTailFallsBackOnAnUnsyncedTail(t *testing.T) {
 	f.Close()
 	victim := fx.msgs[27]
 	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: victim.phys, CQFlushed: victim.phys, IndexFlushed: victim.phys})
+	// The log from the victim on was never fdatasynced: the flushed mark
+	// says so too.
+	if err := commitlog.LowerMark(fx.fs, "/data/commitlog", victim.phys); err != nil {
+		t.Fatal(err)
+	}
 	fx.patch(t, victim.phys+40, 1, func(b []byte) { b[0] ^= 0x01 })
 	s := mustOpen(t, fx.cfg)
 	defer s.Close()
@@ -128,6 +133,74 @@ func TestVerifiedTailFallsBackOnAnUnsyncedTail(t *testing.T) {
 	}
 	if names, _ := fx.fs.List("/data/quarantine"); len(names) != 1 {
 		t.Fatalf("the cut bytes must be kept in quarantine: %v", names)
+	}
+}
+
+// After a process kill (the page cache keeps every write, the flushed
+// mark included) the checkpoint lags the log. A byte flipped in an
+// acknowledged record past the checkpoint is damage to durable data, the
+// mark being past the record: Open refuses, naming it and changing
+// nothing, and a repair loses that record alone. It used to be cut, with
+// every record after it, as an unsynced tail written back out of order.
+func TestKillThenDamageToADurableRecordIsNotCut(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	f, err := fx.fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o600) // the kill
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	lag := fx.msgs[20]
+	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: lag.phys, CQFlushed: lag.phys, IndexFlushed: lag.phys})
+	victim := fx.msgs[27]
+	fx.patch(t, victim.phys+40, 1, func(b []byte) { b[0] ^= 0x01 })
+	_, err = Open(fx.cfg)
+	var ce *commitlog.CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != victim.phys || !strings.Contains(err.Error(), "fdatasynced before the crash") ||
+		!strings.Contains(err.Error(), "--repair-corruption") {
+		t.Fatalf("want a refusal naming the damaged durable record at %d: %v", victim.phys, err)
+	}
+	if names, _ := fx.fs.List("/data/quarantine"); len(names) != 0 {
+		t.Fatalf("a refusing open quarantined %v", names)
+	}
+	fx.cfg.RepairCorruption = true
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	checkAcked(t, s, fx.msgs[:27], "before the damaged record")
+	checkAcked(t, s, fx.msgs[28:], "after the damaged record")
+	if st := s.IntegrityStats(); st.RecoveryRepaired != 1 || st.UnsyncedTailBytes != 0 {
+		t.Fatalf("integrity stats after the repair: %+v", st)
+	}
+	assertNeverServedBad(t, s, fx.msgs)
+}
+
+// After a process kill the log ending inside a record the flushed mark
+// covers is durable data missing, past the lagging checkpoint too: the
+// offline check reports it and Open refuses, changing nothing.
+func TestKillThenMissingDurableTailIsRefused(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	f, err := fx.fs.OpenFile("/data/abort", os.O_RDWR|os.O_CREATE, 0o600) // the kill
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	lag := fx.msgs[20]
+	writeCheckpoint(fx.fs, "/data", checkpoint{PhysFlushed: lag.phys, CQFlushed: lag.phys, IndexFlushed: lag.phys})
+	last := fx.msgs[29]
+	fx.truncateAt(t, last.phys+10)
+	rep, err := Check(fx.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := false
+	for _, p := range rep.Problems {
+		missing = missing || (p.Kind == KindMissingData && strings.Contains(p.Msg, "flushed mark"))
+	}
+	if !missing {
+		t.Fatalf("check did not report the durable tail missing: %+v", rep.Problems)
+	}
+	var me *commitlog.MissingError
+	if _, err := Open(fx.cfg); !errors.As(err, &me) || me.Offset != last.phys {
+		t.Fatalf("want a refusal at %d: %v", last.phys, err)
 	}
 }
 

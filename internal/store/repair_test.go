@@ -3,6 +3,9 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -171,5 +174,34 @@ func TestScrubberPassesRepairedHoles(t *testing.T) {
 	d.tickUntil(t, 200, func() bool { return s.ScrubStatus().Passes >= 2 })
 	if st := s.ScrubStatus(); st.Problems != 0 || len(s.Isolated()) != 0 {
 		t.Fatalf("scrubbing a repaired store: %d problems %v, isolated %v", st.Problems, st.Recent, s.Isolated())
+	}
+}
+
+// A repair re-dispatches from where verification started, but records the
+// index already holds are not indexed again: no "offset went backwards"
+// warning, no new index file, no key indexed twice.
+func TestRepairDoesNotIndexTwice(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	fx.damage16(t, 5)
+	filesBefore, _ := fx.fs.List("/data/index")
+	logs := &logCounter{}
+	fx.cfg.Logger = slog.New(logs)
+	fx.cfg.RepairCorruption = true
+	s := mustOpen(t, fx.cfg)
+	defer s.Close()
+	if n := logs.count("WARN index: physical offset went backwards"); n != 0 {
+		t.Fatalf("%d warnings that the index offset went backwards during the repair", n)
+	}
+	if files, _ := fx.fs.List("/data/index"); len(files) != len(filesBefore) {
+		t.Fatalf("index files %v after the repair, %v before", files, filesBefore)
+	}
+	for i, m := range fx.msgs {
+		offs, err := s.index.Query("T#"+fmt.Sprint("k", i), 16, 0, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(offs) != 1 || offs[0] != m.phys {
+			t.Fatalf("key k%d indexed at %v, want once at %d", i, offs, m.phys)
+		}
 	}
 }

@@ -52,7 +52,7 @@ func (s *Store) deleteExpired(usage float64) error {
 		}
 	}
 	if usage < float64(s.cfg.DiskMaxUsedSpaceRatio) {
-		s.pressureBlocked.Store(false)
+		s.pressureKept.Store(nil)
 		return nil
 	}
 	return s.relievePressure(now)

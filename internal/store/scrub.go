@@ -13,7 +13,13 @@ package store
 //   - that each record's ConsumeQueue entry points at it (or, for a topic
 //     deleted and created again, at a valid record of the same queue and
 //     offset), and that every ConsumeQueue entry points inside the
-//     retained CommitLog, within one segment, after the entry before it;
+//     retained CommitLog, within one segment, after the entry before it,
+//     or at the same record as the entry before it when that record holds
+//     both queue offsets (a record with record.FlagEntryPerMessage, such
+//     as a Kafka batch of n records, has n consecutive entries locating
+//     it; the record is read once for the run) or when both stand for
+//     records lost in a repair's hole record (holes.go) — what Check
+//     accepts;
 //   - the index files' structure (index.Index.Scrub).
 //
 // What it finds is a Problem, as `keel check` reports it, logged at ERROR
@@ -39,6 +45,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -83,7 +90,10 @@ type scrubber struct {
 	queues    []queueRef // the queues of this pass
 	queueAt   int        // index in queues
 	entryAt   int64      // next entry of queues[queueAt]
-	lastPhys  int64      // PhysOffset of the entry before entryAt
+	lastPhys  int64      // the highest PhysOffset of the queue's entries before entryAt
+	lastSize  int32      // the Size of the first entry at lastPhys
+	run       entryRun   // the record consecutive entries at lastPhys locate, once read
+	runBuf    []byte
 	indexAt   index.ScrubPos
 
 	mu       sync.Mutex // guards the fields below
@@ -185,7 +195,7 @@ func (s *Store) startScrubPass(now time.Time) {
 		sc.cursor.Close()
 	}
 	sc.cursor = s.log.NewScrubber(s.log.MinOffset())
-	sc.queues, sc.queueAt, sc.entryAt, sc.lastPhys = s.allQueues(), 0, -1, -1
+	sc.queues, sc.queueAt, sc.entryAt = s.allQueues(), 0, -1
 	sc.indexAt = index.ScrubPos{}
 }
 
@@ -335,7 +345,7 @@ func (s *Store) scrubQueueStep(maxBytes int64) (int64, error) {
 	for sc.queueAt < len(sc.queues) {
 		ref := sc.queues[sc.queueAt]
 		if sc.entryAt < 0 {
-			sc.entryAt, sc.lastPhys = ref.q.MinOffset(), -1
+			sc.entryAt, sc.lastPhys, sc.run = ref.q.MinOffset(), -1, entryRun{phys: -1}
 		}
 		hi := ref.q.MaxOffset()
 		if sc.entryAt >= hi || s.lookupQueue(ref.topic, ref.id) != ref.q {
@@ -349,37 +359,150 @@ func (s *Store) scrubQueueStep(maxBytes int64) (int64, error) {
 			sc.queueAt, sc.entryAt = sc.queueAt+1, -1 // retention or deletion raced us: next queue
 			continue
 		}
-		for i, e := range ents[:n] {
-			s.scrubEntry(ref, sc.entryAt+int64(i), e)
+		// Entries repeating a record read it (once per run): the step
+		// ends when they have used the budget.
+		read, i := int64(0), 0
+		for i < n && (i == 0 || read < maxBytes) {
+			read += consumequeue.EntrySize + s.scrubEntry(ref, sc.entryAt+int64(i), ents[i])
+			i++
 		}
-		sc.entryAt += int64(n)
-		return int64(n) * consumequeue.EntrySize, nil
+		sc.entryAt += int64(i)
+		return read, nil
 	}
 	return 0, nil
 }
 
-func (s *Store) scrubEntry(ref queueRef, qo int64, e consumequeue.Entry) {
+// scrubEntry checks one ConsumeQueue entry and returns the CommitLog bytes
+// it read to do so (only for an entry repeating the one before it).
+func (s *Store) scrubEntry(ref queueRef, qo int64, e consumequeue.Entry) (read int64) {
 	sc := &s.scrub
-	defer func() { sc.lastPhys = max(sc.lastPhys, e.PhysOffset) }()
+	defer func() {
+		if e.PhysOffset > sc.lastPhys {
+			sc.lastPhys, sc.lastSize = e.PhysOffset, e.Size
+		}
+	}()
 	if e.PhysOffset < s.log.MinOffset() {
-		return // retired with its segment
+		return 0 // retired with its segment
 	}
 	var why string
 	end := e.PhysOffset + int64(e.Size) + commitlog.TrailerBytes
 	switch {
-	case e.Size < int32(min(message.MinRecordBytes, record.HeaderBytes)) || int64(e.Size) > s.cfg.maxRecordBytes():
+	case e.PhysOffset < sc.lastPhys:
+		why = fmt.Sprintf("not after the entry before it (at %d)", sc.lastPhys)
+	case e.PhysOffset == sc.lastPhys:
+		why, read = s.scrubRepeat(ref, qo, e) // the entry before had these bounds checked
+	case e.Size != holeEntrySize && (e.Size < int32(min(message.MinRecordBytes, record.HeaderBytes)) || int64(e.Size) > s.cfg.maxRecordBytes()):
 		why = fmt.Sprintf("size %d out of range", e.Size)
 	case end > s.VisibleOffset():
 		why = fmt.Sprintf("points past the dispatched offset %d", s.VisibleOffset())
 	case s.log.SegmentStart(e.PhysOffset) != s.log.SegmentStart(end-1):
 		why = "crosses a segment boundary"
-	case e.PhysOffset <= sc.lastPhys:
-		why = fmt.Sprintf("not after the entry before it (at %d)", sc.lastPhys)
-	default:
-		return
+	case e.Size == holeEntrySize:
+		why, read = s.scrubHoleEntry(e)
 	}
-	s.scrubProblem(Problem{File: s.queuePath(ref.topic, ref.id), Offset: qo,
-		Msg: fmt.Sprintf("entry points at %d (size %d): %s", e.PhysOffset, e.Size, why)})
+	if why != "" {
+		s.scrubProblem(Problem{File: s.queuePath(ref.topic, ref.id), Offset: qo,
+			Msg: fmt.Sprintf("entry points at %d (size %d): %s", e.PhysOffset, e.Size, why)})
+	}
+	return read
+}
+
+// scrubHoleEntry checks an entry of the size that stands for a record lost
+// in a repair's hole record (holes.go): it must locate a hole, and the
+// entries repeating it are entries of lost records too. It returns why not
+// ("" if it does) and the bytes read.
+func (s *Store) scrubHoleEntry(e consumequeue.Entry) (string, int64) {
+	sc := &s.scrub
+	_, err := sc.cursor.ReadEntry(e.PhysOffset, e.Size, sc.runBuf)
+	if !commitlog.IsHole(err) {
+		return fmt.Sprintf("size %d out of range (and no hole record there: %v)", e.Size, err), int64(e.Size) + commitlog.TrailerBytes
+	}
+	sc.run = entryRun{phys: e.PhysOffset, from: math.MinInt64, to: math.MaxInt64}
+	return "", int64(e.Size) + commitlog.TrailerBytes
+}
+
+// entryRun is the record that consecutive entries of a queue locate, as
+// the scrubber read it for the first entry repeating the one before: the
+// queue offsets [from, to) it holds in the queue, or the error reading it.
+type entryRun struct {
+	phys     int64 // -1: none read in this queue
+	from, to int64
+	err      error
+	reported bool // err was reported
+}
+
+// scrubRepeat checks an entry locating the same CommitLog offset as the
+// entry before it. That is legal for the consecutive entries of one record
+// holding several logical messages of the queue (record.FlagEntryPerMessage:
+// a Kafka batch of n records has n entries), and for entries of records
+// lost in a repair's hole record, which all point at the hole (holes.go);
+// anything else is disorder, as Check finds it (the record does not hold
+// the entry). The record is read once per run of entries, around the page
+// cache. It returns why the entry is wrong ("" if it is not) and the bytes
+// read.
+func (s *Store) scrubRepeat(ref queueRef, qo int64, e consumequeue.Entry) (string, int64) {
+	sc := &s.scrub
+	before := fmt.Sprintf("not after the entry before it (at %d)", sc.lastPhys)
+	if e.Size != sc.lastSize {
+		return fmt.Sprintf("%s, whose size is %d", before, sc.lastSize), 0
+	}
+	var read int64
+	if sc.run.phys != e.PhysOffset {
+		read = int64(e.Size) + commitlog.TrailerBytes
+		sc.run = s.readRun(ref, qo, e)
+	}
+	switch r := &sc.run; {
+	case r.err != nil && r.reported:
+		return "", read // the record is reported (here and by the CommitLog phase); not each entry of its run
+	case r.err != nil:
+		r.reported = true
+		return fmt.Sprintf("%s, and its record cannot be read: %v", before, r.err), read
+	case qo < r.from || qo >= r.to:
+		return fmt.Sprintf("%s, and its record holds queue offsets [%d, %d) of this queue, not %d", before, r.from, r.to, qo), read
+	}
+	return "", read
+}
+
+// readRun reads the record entry e locates for the run of entries of ref
+// repeating it.
+func (s *Store) readRun(ref queueRef, qo int64, e consumequeue.Entry) entryRun {
+	sc := &s.scrub
+	run := entryRun{phys: e.PhysOffset}
+	rec, err := sc.cursor.ReadEntry(e.PhysOffset, e.Size, sc.runBuf)
+	if rec != nil {
+		sc.runBuf = rec[:cap(rec)]
+	}
+	switch {
+	case commitlog.IsHole(err):
+		run.from, run.to = math.MinInt64, math.MaxInt64 // every entry of a lost record locates the hole
+	case err != nil:
+		run.err = err
+	default:
+		run.from, run.to = heldOffsets(rec, ref.topic, ref.id, qo)
+	}
+	return run
+}
+
+// heldOffsets returns the queue offsets [from, to) of (topic, qid) that the
+// verified record rec holds: the destination's range holding qo if it has
+// one, else its first destination of that queue; an empty range if none.
+func heldOffsets(rec []byte, topic string, qid int32, qo int64) (from, to int64) {
+	if recordType(rec) == record.RocketMQ {
+		v := message.View(rec)
+		if string(v.Topic()) != topic || v.QueueID() != qid {
+			return 0, 0
+		}
+		return v.QueueOffset(), v.QueueOffset() + 1
+	}
+	env := record.Envelope(rec)
+	n, found := env.Entries(), false
+	env.EachDest(func(_ int, t []byte, id int32, o, _ int64, _ int) error {
+		if id == qid && string(t) == topic && (!found || qo >= o && qo-o < n) {
+			from, to, found = o, o+n, true
+		}
+		return nil
+	})
+	return from, to
 }
 
 // scrubIndexStep checks a bounded part of the index files.

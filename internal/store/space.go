@@ -110,11 +110,37 @@ func (s *Store) admitBytes(need int64) error {
 		return nil // nothing known: let the filesystem decide
 	}
 	if reserve := s.reserveBytes(sp.totalBytes); sp.freeBytes-need < reserve {
-		return fmt.Errorf("%w: %d bytes free on the disk of %s; a write of %d bytes would leave less than the %d bytes kept for dispatch and metadata",
-			ErrDiskFull, max(sp.freeBytes, 0), s.cfg.Dir, need, reserve)
+		return fmt.Errorf("%w: %d bytes free on the disk of %s; a write of %d bytes would leave less than the %d bytes kept for dispatch and metadata (%s)",
+			ErrDiskFull, max(sp.freeBytes, 0), s.cfg.Dir, need, reserve, s.reserveRule(sp.totalBytes))
 	}
 	sp.freeBytes -= need
 	return nil
+}
+
+// reserveByRatio reports whether the space above DiskHardLimitRatio, not
+// minReserveBytes, sets the reserve of a disk of totalBytes.
+func (s *Store) reserveByRatio(totalBytes int64) bool {
+	return totalBytes*int64(100-s.cfg.DiskHardLimitRatio)/100 >= s.cfg.minReserveBytes()
+}
+
+// reserveRule says which rule sets the reserve of a disk of totalBytes.
+func (s *Store) reserveRule(totalBytes int64) string {
+	if s.reserveByRatio(totalBytes) {
+		return fmt.Sprintf("the space above the hard limit of %d%% used", s.cfg.DiskHardLimitRatio)
+	}
+	return fmt.Sprintf("the free-space reserve, more than the space above the hard limit of %d%% used on this disk", s.cfg.DiskHardLimitRatio)
+}
+
+// diskFullError is the disk-full state's error, naming what refused: the
+// hard limit ratio, or the free-space reserve (minReserveBytes) on a disk
+// too small for the ratio to leave that much.
+func (s *Store) diskFullError(usage float64, free, reserve int64) error {
+	if s.reserveByRatio(s.space.totalBytes) {
+		return fmt.Errorf("%w: %.1f%% of the disk of %s used, above the hard limit of %d%% (%d bytes free, %d kept for dispatch and metadata)",
+			ErrDiskFull, usage, s.cfg.Dir, s.cfg.DiskHardLimitRatio, free, reserve)
+	}
+	return fmt.Errorf("%w: %d bytes free on the disk of %s, less than the free-space reserve of %d bytes kept for dispatch and metadata (%.1f%% used; the hard limit of %d%% is not reached)",
+		ErrDiskFull, free, s.cfg.Dir, reserve, usage, s.cfg.DiskHardLimitRatio)
 }
 
 // measureForWriteLocked is measureSpaceLocked for admitWrite: a failure is
@@ -150,13 +176,12 @@ func (s *Store) measureSpaceLocked() error {
 	usage := float64(total-min(free, total)) * 100 / float64(total)
 	reserve := s.reserveBytes(sp.totalBytes)
 	if s.cfg.DiskHardLimitRatio < 100 && sp.freeBytes-fullMarginBytes < reserve {
-		err := fmt.Errorf("%w: %.1f%% used (limit %d%%), %d bytes free on the disk of %s, %d kept for dispatch and metadata",
-			ErrDiskFull, usage, s.cfg.DiskHardLimitRatio, free, s.cfg.Dir, reserve)
+		err := s.diskFullError(usage, sp.freeBytes, reserve)
 		if s.diskFull.Swap(&err) == nil {
 			s.logger.Error("store: refusing writes: disk nearly full", "err", err)
 		}
 	} else if s.diskFull.Swap(nil) != nil {
-		s.logger.Info("store: disk use below the hard limit again; accepting writes", "usage_percent", usage)
+		s.logger.Info("store: enough free disk space again; accepting writes", "usage_percent", usage)
 	}
 	return nil
 }

@@ -53,3 +53,53 @@ func TestAdmissionKeepsTheReserve(t *testing.T) {
 		t.Fatalf("put with 512 bytes above the reserve: %v %v", r.Status, r.Err)
 	}
 }
+
+// A refusal names the rule that refused: the hard limit ratio when the
+// space above it is the reserve, the free-space reserve when that is
+// larger (a small disk, here at 50 % used), never "above the hard limit"
+// for a disk below it.
+func TestDiskFullNamesWhatRefused(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		reserveBytes int64
+		free         func(used uint64, reserve int64) (total uint64)
+		want, not    []string
+	}{
+		{"the ratio", 0, func(used uint64, _ int64) uint64 { return used * 100 / 95 },
+			[]string{"used, above the hard limit of 90%", "kept for dispatch and metadata"}, []string{"free-space reserve", "not reached"}},
+		{"the reserve", 1 << 20, func(used uint64, reserve int64) uint64 { return used + uint64(reserve) - 4<<10 },
+			[]string{"less than the free-space reserve of", "the hard limit of 90% is not reached"}, []string{"above the hard limit"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := testConfig(mem)
+			cfg.DiskReserveBytes = c.reserveBytes
+			s := mustOpen(t, cfg)
+			defer s.Close()
+			for i := range 20 {
+				put(t, s, newMsg("T", 0, strings.Repeat("x", 1000+i), nil))
+			}
+			total, avail, _ := mem.DiskUsage("/data")
+			used := total - avail
+			mem.SetCapacity(c.free(used, cfg.minReserveBytes()))
+			if _, err := s.checkDisk(); err != nil {
+				t.Fatal(err)
+			}
+			r := s.PutMessage(context.Background(), newMsg("T", 0, "x", nil))
+			if r.Status != PutDiskFull || !errors.Is(r.Err, ErrDiskFull) {
+				t.Fatalf("put on a full disk: %v %v", r.Status, r.Err)
+			}
+			msg := r.Err.Error()
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("refusal %q lacks %q", msg, w)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(msg, w) {
+					t.Errorf("refusal %q says %q", msg, w)
+				}
+			}
+		})
+	}
+}

@@ -31,7 +31,7 @@ const (
 var (
 	ErrClosed   = errors.New("store: closed")
 	ErrReadOnly = errors.New("store: read-only after a write or fsync failure (restart to recover)")
-	ErrDiskFull = errors.New("store: disk use above the hard limit; writes refused")
+	ErrDiskFull = errors.New("store: not enough free disk space; writes refused")
 	ErrCorrupt  = errors.New("store: corrupt record")
 	// ErrNoSpace: a write found the disk full. The message was not stored;
 	// later puts try again.
@@ -96,7 +96,7 @@ type Store struct {
 	space      spaceState // space.go
 	// Retention under disk pressure (pressure.go).
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
-	pressureBlocked atomic.Bool // the oldest segment was kept; logged once
+	pressureKept    atomic.Pointer[string] // why the oldest segment was kept, as last logged (pressure.go); nil: not kept
 	queueHolds      atomic.Pointer[QueueHoldsFunc]
 	retentionHeld   atomic.Int64 // the CommitLog offset a hold last kept expired segments at (holds.go); logged once each
 

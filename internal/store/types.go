@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/consumequeue"
@@ -50,8 +52,8 @@ func (s *Store) dispatchRecord(rec []byte, phys int64) error {
 
 // dispatchEnvelope adds the ConsumeQueue entries of each destination of
 // an enveloped record (one, or one per logical message: Entries), all
-// locating the record (no index keys: those types have none yet), telling
-// the subscribers of each queue once, at its last entry.
+// locating the record, telling the subscribers of each queue once, at its
+// last entry, and indexes the keys Config.IndexKeys names.
 func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 	if !t.Enveloped() {
 		panic(fmt.Sprintf("store: dispatch of a %v record at %d", t, phys)) // the reader verified it
@@ -83,8 +85,47 @@ func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 			return err
 		}
 	}
+	if phys >= s.rebuildIndexFrom && s.cfg.IndexKeys != nil {
+		if err := s.indexEnvelope(rec, phys, t); err != nil {
+			return err
+		}
+	}
 	s.lastTs = e.StoreTimestamp()
 	return nil
+}
+
+// indexEnvelope indexes the keys Config.IndexKeys names for an enveloped
+// record under each of its destination topics (once per topic). Recovery
+// indexes again from the checkpoint's index offset, as for RocketMQ
+// records (rebuildIndexFrom: redispatch starts at the lower of it and the
+// queues' offset).
+func (s *Store) indexEnvelope(rec []byte, phys int64, t record.Type) error {
+	e := record.Envelope(rec)
+	var topics [][]byte
+	e.EachDest(func(_ int, topic []byte, _ int32, _, _ int64, _ int) error {
+		if !s.deletedRecord(topic, phys) && !slices.ContainsFunc(topics, func(x []byte) bool { return bytes.Equal(x, topic) }) {
+			topics = append(topics, topic)
+		}
+		return nil
+	})
+	if len(topics) == 0 {
+		return nil
+	}
+	ts := e.StoreTimestamp()
+	var putErr error
+	err := s.cfg.IndexKeys(rec, func(key []byte) {
+		for _, topic := range topics {
+			if putErr == nil {
+				if err := s.index.Put(string(topic)+"#"+string(key), phys, ts); err != nil {
+					putErr = fmt.Errorf("store: index %v at %d: %w", t, phys, err)
+				}
+			}
+		}
+	})
+	if err != nil {
+		s.logger.Warn("store: the keys of a record are not all indexed", "type", t, "offset", phys, "err", err)
+	}
+	return putErr
 }
 
 // recordBelongs checks that rec, read for the ConsumeQueue entry at queue

@@ -12,6 +12,10 @@
 // Concurrency: the listener is safe for concurrent Accept; each accepted
 // connection decides its mode on its first Read or Write (whichever comes
 // first; concurrent callers wait for the decision).
+//
+// Peer (peer.go) builds both ends of a link between two members of a
+// broker group (replication), each presenting the same certificate as the
+// listeners: mutual TLS against the group's CA bundle, or encryption only.
 package tlsconf
 
 import (

@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -63,27 +62,8 @@ type neutral struct {
 }
 
 // origin says where a converted message came from; it makes the
-// deterministic message id.
-type origin struct {
-	phys  int64
-	index int32
-	kind  byte
-}
-
-// appendUniqKey appends a deterministic RocketMQ message id (32
-// upper-case hex digits, as RocketMQ's): the record's CommitLog offset,
-// the message's index in the record and the record type.
-func (o origin) appendUniqKey(dst []byte) []byte {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[0:], uint64(o.phys))
-	binary.BigEndian.PutUint32(b[8:], uint32(o.index))
-	b[12], b[13], b[14], b[15] = 'K', 'E', 'L', o.kind
-	const digits = "0123456789ABCDEF"
-	for _, c := range b {
-		dst = append(dst, digits[c>>4], digits[c&15])
-	}
-	return dst
-}
+// deterministic message id (message.ConvertedID).
+type origin = message.ConvertedID
 
 // propText reports whether s can be a RocketMQ property name or value as
 // every client reads it: no separator bytes, valid UTF-8.
@@ -169,7 +149,7 @@ func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, t
 		var i int32
 		err = EachKafkaRecord(e.Body(), limit, func(r *KafkaRecord) error {
 			at := qo + int64(i) // the record's own entry
-			o := origin{phys: e.PhysOffset(), index: i, kind: 'K'}
+			o := origin{PhysOffset: e.PhysOffset(), Index: i, Kind: message.ConvertedKafka}
 			i++
 			if perEntry {
 				if at < from {
@@ -189,7 +169,7 @@ func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, t
 	case record.AMQP:
 		var nm neutral
 		if nm, err = neutralOfAMQP(e); err == nil {
-			err = add(&nm, origin{phys: e.PhysOffset(), kind: 'A'}, -1)
+			err = add(&nm, origin{PhysOffset: e.PhysOffset(), Kind: message.ConvertedAMQP}, -1)
 		}
 	default:
 		err = fmt.Errorf("translate: a %v is not converted for RocketMQ consumers", e.Type())
@@ -207,7 +187,7 @@ func appendRocketMQProperties(b []byte, nm *neutral, o origin, kafkaOffset int64
 	sep := func() { b = append(b, message.PropertySeparator) }
 	b = append(b, message.PropUniqKey...)
 	b = append(b, message.NameValueSeparator)
-	b = o.appendUniqKey(b)
+	b = o.Append(b)
 	sep()
 	if kafkaOffset >= 0 {
 		b = append(b, PropKafkaOffset...)

@@ -4,7 +4,9 @@
 // an AMQP consumer reading RocketMQ messages or Kafka batches. Nothing is
 // converted on the write path: every record is stored as its producer
 // sent it (package internal/store/record), and a consumer of the same
-// protocol reads it without re-encoding. The front doors call it only
+// protocol reads it without re-encoding. The one exception is Kafka's own:
+// a message set of magic 0 or 1 (Produce v0-v2) is upgraded to a record
+// batch when produced (UpgradeMessageSet), as Kafka brokers do. The front doors call it only
 // for records of another type.
 //
 // Every format maps onto one namespace, RocketMQ's properties, which are
@@ -34,6 +36,10 @@
 // header that cannot be a property — a name or value with RocketMQ's
 // separator bytes or invalid UTF-8, a null value, a name the broker or
 // client acts on (UNIQ_KEY, KEYS, DELAY, RETRY_TOPIC, ...) — is left out.
+// A look-up (by key, by message id, by CommitLog offset) answers such
+// records converted the same way (AppendRocketMQFound); IndexKeys names
+// the index keys of Kafka batches and AMQP messages, which the store
+// indexes at dispatch (docs/cross-protocol.md, "Finding messages").
 // A Kafka record converted from another format is uncompressed, in a
 // batch this package writes (magic 2, CRC-32C, CreateTime, no producer
 // id); a RocketMQ body compressed by its producer is inflated.

@@ -41,6 +41,56 @@ func (fs *MemFS) CrashCloneWith(rng *rand.Rand) *MemFS {
 	return c
 }
 
+// CrashCloneWriteBack returns a new MemFS holding what a power loss leaves
+// when the page cache had written back an arbitrary subset of the dirty
+// pages, in no particular order: each file's unsynced changes are applied
+// in full, then every page they changed keeps its new contents or its
+// durable ones, each at random, and a file that grew has its new size or
+// its durable one. Bytes no unsynced change touched never change. fs is left alone; files are
+// visited in name order, so one seed gives one outcome.
+func (fs *MemFS) CrashCloneWriteBack(rng *rand.Rand) *MemFS {
+	fs.mu.RLock()
+	root := fs.root.cloneDurable(map[*memNode]*memNode{})
+	c := &MemFS{root: root, capacity: fs.capacity, locks: map[string]bool{}, now: fs.now}
+	fs.mu.RUnlock()
+	root.restoreWriteBack(rng)
+	return c
+}
+
+// restoreWriteBack is restore with pages written back in any order (see
+// CrashCloneWriteBack).
+func (n *memNode) restoreWriteBack(rng *rand.Rand) {
+	if n.isDir {
+		n.children = maps.Clone(n.syncedChildren)
+		for _, name := range slices.Sorted(maps.Keys(n.children)) {
+			n.children[name].restoreWriteBack(rng)
+		}
+		return
+	}
+	log := n.log
+	n.pages = maps.Clone(n.syncedPages)
+	n.size = n.syncedSize
+	clear(n.dirty)
+	n.log = nil
+	for _, op := range log {
+		n.apply(op)
+	}
+	for _, idx := range slices.Sorted(maps.Keys(n.dirty)) {
+		if rng.IntN(2) == 0 {
+			continue // written back
+		}
+		if pg, ok := n.syncedPages[idx]; ok {
+			n.pages[idx] = pg
+		} else {
+			delete(n.pages, idx)
+		}
+	}
+	if n.size > n.syncedSize && rng.IntN(2) == 0 {
+		n.truncate(n.syncedSize) // the new size did not reach the disk
+	}
+	n.sync() // what reached the disk is now its durable contents
+}
+
 // restore resets n and everything durably below it to the durable state.
 // A node reachable under two names (see MemFS) is restored twice; the second
 // time is a no-op because the first leaves no unsynced changes.

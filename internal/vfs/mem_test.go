@@ -295,6 +295,58 @@ func TestMemCrashWithTornPrefix(t *testing.T) {
 	}
 }
 
+// A write-back crash keeps the synced bytes, and of the unsynced pages any
+// subset, in no order: a later page can survive an earlier one.
+func TestMemCrashCloneWriteBack(t *testing.T) {
+	const pages = 6
+	var sawHole, sawShort bool
+	for seed := uint64(0); seed < 100; seed++ {
+		fs := NewMem()
+		f := mustOpen(t, fs, "/f", os.O_RDWR|os.O_CREATE)
+		mustSyncDir(t, fs, "/")
+		synced := bytes.Repeat([]byte{'s'}, 5000) // page 0 and part of page 1
+		mustWrite(t, f, 0, synced)
+		mustSync(t, f)
+		full := slices.Clone(synced)
+		for i := range pages * memPageSize / 1000 {
+			chunk := bytes.Repeat([]byte{byte('a' + i)}, 1000)
+			mustWrite(t, f, int64(len(full)), chunk)
+			full = append(full, chunk...)
+		}
+		c := fs.CrashCloneWriteBack(rand.New(rand.NewPCG(seed, 1)))
+		got := readAll(t, c, "/f")
+		if len(got) != len(synced) && len(got) != len(full) {
+			t.Fatalf("seed %d: %d bytes, want the synced or the new size", seed, len(got))
+		}
+		if !bytes.Equal(got[:len(synced)], synced) {
+			t.Fatalf("seed %d: synced bytes changed", seed)
+		}
+		sawShort = sawShort || len(got) == len(synced)
+		kept := make([]bool, len(got)/memPageSize+1)
+		for p := int64(0); p*memPageSize < int64(len(got)); p++ {
+			lo, hi := p*memPageSize, min((p+1)*memPageSize, int64(len(got)))
+			newer, older := bytes.Equal(got[lo:hi], full[lo:hi]), true
+			for i := max(lo, int64(len(synced))); i < hi; i++ {
+				older = older && got[i] == 0
+			}
+			if !newer && !older {
+				t.Fatalf("seed %d: page %d is neither its new nor its durable contents", seed, p)
+			}
+			kept[p] = newer && hi > int64(len(synced))
+		}
+		for p := 2; p < len(kept); p++ {
+			sawHole = sawHole || (!kept[p-1] && kept[p])
+		}
+		c.Crash()
+		if !bytes.Equal(readAll(t, c, "/f"), got) {
+			t.Fatalf("seed %d: the outcome is not durable", seed)
+		}
+	}
+	if !sawHole || !sawShort {
+		t.Fatalf("outcomes not all seen: a later page without an earlier one %v, the durable size %v", sawHole, sawShort)
+	}
+}
+
 func TestMemCrashWithIsDeterministic(t *testing.T) {
 	run := func() []byte {
 		fs := NewMem()

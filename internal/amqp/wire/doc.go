@@ -34,7 +34,12 @@
 // Nothing here panics on any input: a Reader keeps the first error
 // (ErrMalformed wrapped with what was wrong) and returns zero values
 // after it. ReadFrame refuses a frame above its maxBytes before
-// allocating it. Tables and arrays nest at most MaxTableDepth deep.
+// allocating it. Tables and arrays nest at most MaxTableDepth levels
+// deep. A table decodes to at most TableAllocPerByte bytes of heap per
+// byte it spans on the wire plus TableAllocSlackBytes: the fields or
+// elements of each table and array are counted before its map or slice
+// is made at that size, and every value is charged an upper bound of its
+// cost against that allowance; a table over it is ErrMalformed.
 package wire
 
 //go:generate go run ./gen -spec gen/amqp0-9-1.stripped.extended.xml -out methods_gen.go

@@ -38,8 +38,13 @@ function link(page, arg, text) { return `<a href="#/${page}/${enc(arg)}">${esc(t
 function kindPill(kind) { return `<span class="pill ${esc(kind)}">${esc(kind)}</span>`; }
 function perm(p) { return (p & 4 ? "R" : "-") + (p & 2 ? "W" : "-"); }
 
+// slaveReads collects, while a page renders, what the API says it read
+// from slaves because their group's master is missing (X-Keel-Slave-Reads).
+let slaveReads = new Set();
 async function api(path, opts) {
   const res = await fetch("api/" + path, opts);
+  const sr = res.headers.get("X-Keel-Slave-Reads");
+  if (sr) sr.split(" | ").forEach(l => slaveReads.add(l));
   let body = null;
   try { body = await res.json(); } catch (e) { /* not JSON */ }
   if (!res.ok) {
@@ -262,8 +267,10 @@ const pages = {
   // Broker groups and the replication state of each member.
   async replication() {
     const gs = await api("replication");
-    const replicated = gs.filter(g => g.members.some(m => m.replication));
-    return `<h1>Replication <span class="sub">${num(replicated.length)} of ${num(gs.length)} broker group${gs.length === 1 ? "" : "s"} replicated</span></h1>` +
+    const replicated = gs.filter(g => !g.masterDown && g.members.some(m => m.brokerId === 0 && m.replication));
+    const down = gs.filter(g => g.masterDown);
+    return `<h1>Replication <span class="sub">${num(replicated.length)} of ${num(gs.length)} broker group${gs.length === 1 ? "" : "s"} replicated` +
+      (down.length ? ` · ${num(down.length)} without a master` : "") + `</span></h1>` +
       (gs.length ? gs.map(replicationPanel).join("") : `<div class="panel"><p class="muted">No broker is registered.</p></div>`);
   },
 
@@ -371,13 +378,18 @@ const pages = {
 function replicationPanel(g) {
   const master = g.members.find(m => m.brokerId === 0);
   const ms = master && master.replication;
+  const down = g.masterDown;
   let summary = "not replicated";
-  if (ms) {
+  if (down) {
+    summary = "no master: the master is " + (down.registered ? "not answering" : "not registered with the NameServers") +
+      ", unreachable " + sinceText(down.lastHeard) + "; no sends to this group, its slaves serve reads";
+  } else if (ms) {
     summary = `${ms.role}, ${num(ms.inSyncReplicas)} of ${num(1 + (ms.replicas || []).length)} copies in sync` +
       (ms.role === "SYNC_MASTER" ? `, minInSyncReplicas ${num(ms.minInSyncReplicas)}` : "");
   }
   const short = ms && ms.role === "SYNC_MASTER" && ms.inSyncReplicas < ms.minInSyncReplicas;
-  const rows = g.members.concat((g.unregistered || []).map(r => ({ brokerId: r.brokerId, addr: r.address, unregistered: true, asReplica: r })));
+  const missing = down && !down.registered ? [{ brokerId: 0, addr: down.address ? down.address + " (replication; not registered)" : "(not registered)", missing: true }] : [];
+  const rows = missing.concat(g.members, (g.unregistered || []).map(r => ({ brokerId: r.brokerId, addr: r.address, unregistered: true, asReplica: r })));
   const lag = r => r.lagSeconds < 0 ? "–" : (r.lagSeconds < 1 ? Math.round(r.lagSeconds * 1000) + " ms" : r.lagSeconds.toFixed(1) + " s");
   const inSync = m => {
     if (m.brokerId === 0 || !ms) return "–";
@@ -386,6 +398,7 @@ function replicationPanel(g) {
   };
   const link = m => {
     const s = m.replication;
+    if (m.missing) return `<span class="pill dlq">unreachable ${esc(sinceText(down.lastHeard))}</span>`;
     if (m.error) return `<span class="pill dlq">${esc(m.error)}</span>`;
     if (m.unregistered) return "connected, not registered";
     if (!s || s.role !== "SLAVE") return "–";
@@ -393,9 +406,10 @@ function replicationPanel(g) {
       (s.lastContact ? ` <span class="muted">(heard ${esc(ago(Date.now() - new Date(s.lastContact)))} ago)</span>` : "");
   };
   return `<div class="panel replication-group"><h2>${esc(g.brokerName)} <span class="sub">cluster ${esc(g.cluster)} · ${esc(summary)}</span>` +
-    (short ? ` <span class="pill dlq">too few in sync: sends are refused</span>` : "") + `</h2>${table([
+    (short ? ` <span class="pill dlq">too few in sync: sends are refused</span>` : "") +
+    (down ? ` <span class="pill dlq">no master</span>` : "") + `</h2>${table([
       ["Id", m => m.brokerId === 0 ? "0 (master)" : esc(m.brokerId)],
-      ["Role", m => esc(m.replication ? m.replication.role : (m.unregistered ? "replica" : "–"))],
+      ["Role", m => esc(m.replication ? m.replication.role : (m.unregistered ? "replica" : (m.missing ? "master" : "–")))],
       ["Address", m => `<span class="mono">${esc(m.addr)}</span>`],
       ["Epoch", m => m.replication ? num(m.replication.epoch) : "–", "num"],
       ["Log end", m => m.replication ? num(m.replication.writtenOffset) : "–", "num"],
@@ -406,6 +420,13 @@ function replicationPanel(g) {
       ["Last ack", m => m.asReplica && m.asReplica.lastAck ? esc(ago(Date.now() - new Date(m.asReplica.lastAck))) + " ago" : "–"],
       ["Link", link],
     ], rows)}</div>`;
+}
+
+// sinceText says since when a master has been unreachable (its slaves'
+// last contact with it).
+function sinceText(lastHeard) {
+  if (!lastHeard) return "(no slave heard it since it started)";
+  return `since ${new Date(lastHeard).toLocaleString()} (${ago(Date.now() - new Date(lastHeard))} ago, its slaves' last contact)`;
 }
 
 function card(label, value, bad, note) {
@@ -553,6 +574,12 @@ function pageTitle(page, arg) {
   return (titles[page] || titles.overview)(arg);
 }
 
+// slaveReadsNote says which broker groups the page was read from a slave
+// of, and why.
+function slaveReadsNote() {
+  return [...slaveReads].map(l => `<div class="note" role="status">${esc(l)}</div>`).join("");
+}
+
 // errorPage shows a failed page under its own title; a missing topic or
 // group says so in words and links to the list.
 function errorPage(page, arg, e) {
@@ -576,15 +603,16 @@ async function route() {
   const render = pages[page] || pages.overview;
   document.querySelectorAll("#nav a").forEach(a => a.classList.toggle("active", a.dataset.page === (parts[0] || "overview")));
   const q = new URLSearchParams(query || "");
+  slaveReads = new Set();
   try {
     const html = await render(arg, q);
     const focus = document.activeElement && document.activeElement.id;
-    app.innerHTML = html;
+    app.innerHTML = slaveReadsNote() + html;
     if (focus === "filter") document.getElementById("filter").focus();
     app.dataset.page = page;
     stamp();
   } catch (e) {
-    app.innerHTML = errorPage(page, arg, e);
+    app.innerHTML = slaveReadsNote() + errorPage(page, arg, e);
     app.dataset.page = page;
   }
   document.title = pageTitle(page, arg) + " · Keel console";

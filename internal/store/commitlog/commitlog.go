@@ -136,6 +136,12 @@ type Log struct {
 	flushMu sync.Mutex // serializes Flush with segment removal
 	kick    chan struct{}
 
+	// The flushed mark (mark.go), written under flushMu (or by Recover,
+	// before any flusher runs).
+	mark        vfs.File // nil until first written
+	markAt      int64    // the offset the mark holds (0: none claimed)
+	markNoSpace bool     // the last mark write found the disk full (log once)
+
 	prefillMu    sync.Mutex
 	prefillCond  *sync.Cond // on prefillMu: a zero-filled chunk is done
 	pf           prefillState
@@ -196,7 +202,9 @@ func (l *Log) openSegments() error {
 	for _, name := range names {
 		base, ok := ParseSegmentName(name)
 		if !ok {
-			l.logger.Warn("commitlog: ignoring unexpected file", "file", filepath.Join(l.cfg.Dir, name))
+			if name != MarkName {
+				l.logger.Warn("commitlog: ignoring unexpected file", "file", filepath.Join(l.cfg.Dir, name))
+			}
 			continue
 		}
 		if base%l.cfg.SegmentBytes != 0 {
@@ -239,7 +247,11 @@ func (l *Log) closeFiles() error {
 // the segment files. It does not flush.
 func (l *Log) Close() error {
 	l.finishAcks()
-	return l.closeFiles()
+	err := l.closeFiles()
+	if merr := l.closeMark(); merr != nil && err == nil { // after closeFiles: flushMu is taken before segMu
+		err = merr
+	}
+	return err
 }
 
 // SegmentBytes returns the configured segment size.

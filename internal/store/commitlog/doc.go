@@ -43,6 +43,12 @@
 //	    8   N-8   fill        0xCB bytes
 //	    N      4  CRC         CRC32-C of the N bytes, big-endian
 //
+//	flushed mark: the file "flushed" in the log directory, 16 bytes
+//	    0      4  VERSION     0x4B464D01 ("KFM" 1)
+//	    4      8  OFFSET      int64, big-endian: every byte of the log below it
+//	                          was covered by a completed fdatasync
+//	   12      4  CRC         CRC32-C of bytes 0..11, big-endian
+//
 // An entry is never split across segments. An entry is placed at position p
 // of a segment only if p + N + 4 + 8 <= SegmentBytes, so there is always room
 // for the blank marker that closes the segment; an entry that does not fit
@@ -77,6 +83,31 @@
 // of the same Append were already written (a batch that closed a segment),
 // the Log fails as above.
 //
+// # The flushed mark
+//
+// After every fdatasync, and before it moves the flushed watermark (so
+// before any waiter it covered is answered), Flush overwrites the flushed
+// mark in place with the new flushed offset: one 16-byte pwrite, with no
+// fdatasync of its own. The value written is always durable already, so
+// whatever version of the file survives is a lower bound of the durable
+// log: after a process kill the page cache holds the last one written,
+// which is at or past every acknowledged record (the unsynced window is
+// the flush in flight and the writes after it: under SYNC_FLUSH the group
+// commit in flight, under ASYNC_FLUSH what the flush interval let
+// accumulate); after a power loss an older one may survive, never a
+// newer one. Recover writes the recovered end there, durably, before
+// any append; Truncate, TruncateFiles, StartAt and a cut by Recover
+// lower it, durably, before they remove bytes below it or move the end
+// below it. A mark
+// that fails its CRC or has another version is ignored (logged); a log
+// directory without one (written by an earlier release, which ignores the
+// file with a warning) is recovered on the caller's durable offset alone,
+// as before, and has one from its first recovery on. A full disk that
+// refuses the overwrite (a copy-on-write filesystem) leaves the older
+// value, still a lower bound (also in Recover, unless the value on disk
+// lies above the recovered end); any other failed write of the mark fails
+// the log (in Recover, the start).
+//
 // # Recovery
 //
 // Recover scans forward from a given offset (rounded down to its segment,
@@ -95,8 +126,9 @@
 //     and synced, unless they are all zeros; then the segment is truncated
 //     at P, later segment files are removed, and the log ends at P. If P
 //     lies before RecoverOptions.MustReach (the checkpointed flushed
-//     offset), the cut would remove durable data: Recover changes nothing
-//     and returns a *MissingError, unless Repair is set;
+//     offset) or the flushed mark, the cut would remove durable data:
+//     Recover changes nothing and returns a *MissingError, unless Repair
+//     is set;
 //   - otherwise P is corruption in the middle of the log. Recover returns a
 //     *CorruptionError naming the segment file, the offset and the next
 //     valid entry Q, and changes nothing, unless RecoverOptions.Repair is
@@ -116,7 +148,9 @@
 // is copied aside and the segment is closed at P with a blank marker
 // instead. No offset moves, so ConsumeQueue entries, index entries and
 // message IDs of the other records stay true, and the offsets of the lost
-// records are never reused.
+// records are never reused. RepairSegment repairs the same way the corrupt
+// entries of one segment before the part Recover verified (the store's
+// isolated records), verifying that segment from its start.
 //
 // A hole record is an entry like a record (size, magic, CRC), verified by
 // every scan, skipped by Reader and never returned as a record. Its magic
@@ -130,18 +164,29 @@
 // overwritten).
 //
 // One exception to the second rule: after a crash (RecoverOptions.Crashed),
-// an invalid entry in the last segment at or after RecoverOptions.DurableFrom
-// (the checkpointed flushed offset) is a torn tail even when valid-looking
-// entries follow. After a power failure the page cache may have written
-// unsynced pages back in any order, so this pattern is the normal result of
-// losing power under load. fdatasync covers every earlier byte of the file,
-// so an invalid entry that no completed fdatasync covered has no
-// acknowledged SYNC_FLUSH record after it. The checkpoint is only a lower
-// bound of the flushed offset (it is written about once a second); an
-// invalid entry between it and the real flushed offset would be damage at
-// rest to acknowledged data, which no scan can tell from a torn write. The
-// bytes after the cut are therefore copied to RecoverOptions.QuarantineDir
-// (and reported) rather than dropped.
+// an invalid entry in the last segment at or after the durable offset is a
+// torn tail even when valid-looking entries follow. The durable offset is
+// RecoverOptions.DurableFrom (the checkpointed flushed offset) raised to
+// the flushed mark; when neither is known (math.MaxInt64 and no valid
+// mark: no checkpoint, a log an earlier release wrote) the exception is
+// off and every such entry is corruption. After a power
+// failure the page cache may have written unsynced pages back in any
+// order, so this pattern is the normal result of losing power under load.
+// fdatasync covers every earlier byte of the file, so an invalid entry
+// that no completed fdatasync covered has no acknowledged SYNC_FLUSH
+// record after it. The bytes after the cut are copied to
+// RecoverOptions.QuarantineDir (and counted in
+// RecoverResult.UnsyncedBytes) rather than dropped.
+//
+// Below the durable offset the same pattern cannot be a torn write: those
+// bytes were fdatasynced before the crash, so an invalid entry there is
+// damage to durable data and is handled as corruption in the middle
+// (refused, or repaired into a hole record), logged at Error. The
+// checkpoint alone lags the flushed offset by about a second of writes;
+// the mark narrows the window in which damage at rest to acknowledged
+// data could pass for an unsynced tail to the flush in flight after a
+// process kill, and to what the page cache had not yet written back of
+// the mark after a power loss (damage at rest and a power loss together).
 //
 // A segment that ends without a blank marker while a later segment exists is
 // treated the same way (the missing end is an invalid entry at the end of
@@ -149,7 +194,9 @@
 //
 // Verify runs the same scan over the whole log without changing anything
 // (for offline checks), going on after a corrupt entry at the next valid
-// one, and lists the hole records it passed (Holes).
+// one, and lists the hole records it passed (Holes); VerifyAfterCrash
+// reports an unsynced tail past the durable offset as a torn tail, as
+// Recover would cut it.
 //
 // Reads return errors wrapping ErrNoRecord for offsets that hold no record
 // (before the first segment, in the blank tail of a closed segment),

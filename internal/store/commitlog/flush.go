@@ -34,6 +34,12 @@ func (l *Log) Flush() error {
 				return l.fail(fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err))
 			}
 		}
+		// The mark first: once the watermark moves, waiters are answered,
+		// and a record acknowledged must lie below the mark a process kill
+		// leaves in the page cache.
+		if err := l.advanceMark(w); err != nil {
+			return l.fail(err)
+		}
 		l.advanceFlushed(w)
 		l.notify()
 		l.noteFlushSize(w - f)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -28,9 +29,10 @@ type RecoverOptions struct {
 	// tail is cut without a copy (tests of this package only).
 	QuarantineDir string
 	// MustReach is the lowest end the log may have after recovery: the
-	// checkpointed flushed offset, 0 when unknown. A cut below it would
-	// remove durable data: Recover then changes nothing and returns a
-	// *MissingError, unless Repair is set.
+	// checkpointed flushed offset, 0 when unknown; Recover raises it to the
+	// flushed mark (mark.go). A cut below it would remove durable data:
+	// Recover then changes nothing and returns a *MissingError, unless
+	// Repair is set.
 	MustReach int64
 	// Crashed says the previous run did not shut down cleanly. Then an
 	// invalid entry in the last segment at or after DurableFrom is a torn
@@ -40,8 +42,10 @@ type RecoverOptions struct {
 	// power failed. They are copied to QuarantineDir before the cut.
 	Crashed bool
 	// DurableFrom is the lowest offset not known to be durable: the
-	// checkpointed flushed offset; math.MaxInt64 when unknown, which turns
-	// the exception off).
+	// checkpointed flushed offset; math.MaxInt64 when unknown. Recover
+	// raises it to the flushed mark (or takes the mark when unknown); an
+	// invalid entry below it is corruption even after a crash. Unknown
+	// with no valid mark turns the exception off.
 	DurableFrom int64
 	// Resume, if > 0 and not after From, is where verification starts
 	// instead of the start of From's segment: a segment start, or the
@@ -70,6 +74,9 @@ type RecoverResult struct {
 	Repaired        []*CorruptionError // corruption isolated by Repair
 	Quarantined     int64              // bytes of an unsynced tail copied to quarantine before the cut
 	ZeroTailBytes   int64              // zero-filled bytes (see prefill.go) cut after the last record
+	UnsyncedBytes   int64              // bytes cut as an unsynced tail written back out of order (in quarantine)
+	Mark            Mark               // the flushed mark found (mark.go)
+	DurableFrom     int64              // the durable offset used: RecoverOptions.DurableFrom raised to the mark
 }
 
 // CorruptionError reports an invalid entry in the middle of the log: valid
@@ -102,7 +109,7 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	return fmt.Sprintf("commitlog: invalid entry at offset %d (segment %s, position %d): %s; nothing valid follows, but the log must reach %d (the checkpointed flushed offset): durable data is missing",
+	return fmt.Sprintf("commitlog: invalid entry at offset %d (segment %s, position %d): %s; nothing valid follows, but the log must reach %d (fdatasynced before the previous run stopped: the checkpointed flushed offset or the flushed mark): durable data is missing",
 		e.Offset, e.Segment, e.Position, e.Reason, e.MustReach)
 }
 
@@ -117,10 +124,54 @@ const physOffsetEnd = 36
 // result durable and sets the written and flushed offsets. See the package
 // documentation for the exact rules. It must run once, before Append.
 func (l *Log) Recover(opts RecoverOptions) (RecoverResult, error) {
+	m := l.applyMark(&opts)
+	res, err := l.recoverLog(opts)
+	res.Mark, res.DurableFrom = m, opts.DurableFrom
+	return res, err
+}
+
+// applyMark reads the flushed mark and raises opts.DurableFrom and
+// opts.MustReach to it: every byte below it was fdatasynced before the
+// previous run stopped. A missing mark (a log an earlier release wrote)
+// or an invalid one leaves the options as the caller set them.
+func (l *Log) applyMark(opts *RecoverOptions) Mark {
+	m, err := ReadMark(l.cfg.FS, l.cfg.Dir)
+	switch {
+	case err != nil:
+		l.logger.Warn("commitlog: flushed mark unreadable; recovery relies on the caller's durable offset alone", "err", err)
+	case m.Invalid != "":
+		l.logger.Warn("commitlog: flushed mark invalid; recovery relies on the caller's durable offset alone", "reason", m.Invalid)
+	}
+	if !m.Found {
+		return m
+	}
+	l.markAt = m.Offset
+	opts.DurableFrom = raiseDurable(opts.DurableFrom, m)
+	opts.MustReach = max(opts.MustReach, m.Offset)
+	return m
+}
+
+// raiseDurable is the durable offset known from the caller's (d,
+// math.MaxInt64 when unknown) and the mark m: the higher of the two, or
+// the mark alone when the caller knows none.
+func raiseDurable(d int64, m Mark) int64 {
+	switch {
+	case !m.Found:
+		return d
+	case d == math.MaxInt64:
+		return m.Offset
+	}
+	return max(d, m.Offset)
+}
+
+func (l *Log) recoverLog(opts RecoverOptions) (RecoverResult, error) {
 	l.segMu.RLock()
 	segs := append([]*segment(nil), l.segs...)
 	l.segMu.RUnlock()
 	if len(segs) == 0 {
+		if err := l.recoveredMark(0); err != nil {
+			return RecoverResult{}, err
+		}
 		l.setRecovered(0)
 		return RecoverResult{}, nil
 	}
@@ -245,6 +296,9 @@ func (l *Log) finishRecover(base, end int64, res *RecoverResult) error {
 	if err := l.syncFrom(base); err != nil {
 		return err
 	}
+	if err := l.recoveredMark(end); err != nil {
+		return err
+	}
 	res.End = end
 	l.setRecovered(end)
 	return nil
@@ -297,8 +351,15 @@ func (l *Log) resolveInvalid(segs []*segment, i int, size, rel int64, reason str
 		}
 		return s.base + rel, l.cutTail(segs, i, size, rel, reason, false, opts.QuarantineDir, res)
 	}
-	if opts.Crashed && i == len(segs)-1 && s.base+rel >= opts.DurableFrom {
-		return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
+	if opts.Crashed && i == len(segs)-1 && opts.DurableFrom != math.MaxInt64 {
+		if s.base+rel >= opts.DurableFrom {
+			return s.base + rel, l.cutUnsyncedTail(s, size, rel, next, reason, opts, res)
+		}
+		// Below the durable offset an fdatasync covered these bytes before
+		// the crash: a torn write cannot explain them.
+		reason += fmt.Sprintf(" (the log below %d was fdatasynced before the crash: damage to durable data, not an unsynced tail)", opts.DurableFrom)
+		l.logger.Error("commitlog: invalid entry in data fdatasynced before the crash; not cutting it as an unsynced tail",
+			"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "repair", opts.Repair)
 	}
 	ce := &CorruptionError{Segment: s.path, Offset: s.base + rel, Position: rel, NextValid: next, Reason: reason}
 	if !opts.Repair {
@@ -424,6 +485,7 @@ func (l *Log) cutUnsyncedTail(s *segment, size, rel, next int64, reason string, 
 	l.logger.Warn("commitlog: entries after the last durable offset were written back out of order; moved them to quarantine",
 		"segment", s.path, "offset", s.base+rel, "durable_from", opts.DurableFrom, "next_valid", next, "quarantine", opts.QuarantineDir)
 	res.Quarantined += size - rel
+	res.UnsyncedBytes += size - rel
 	return l.cutTail([]*segment{s}, 0, size, rel, reason+" (unsynced tail written back out of order)", false, "", res)
 }
 
@@ -447,6 +509,9 @@ func (l *Log) cutTail(segs []*segment, i int, size, rel int64, reason string, ze
 		res.TornAt, res.TornReason = s.base+rel, reason
 		res.TornBytes += size - rel
 		l.logger.Warn("commitlog: cutting torn tail", "segment", s.path, "offset", s.base+rel, "bytes", size-rel, "reason", reason)
+	}
+	if err := l.lowerMark(s.base + rel); err != nil {
+		return err
 	}
 	for _, later := range segs[i+1:] {
 		sz, _ := later.f.Size()

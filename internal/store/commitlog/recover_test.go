@@ -202,6 +202,10 @@ func TestRecoverFromResumePointCutsAZeroTail(t *testing.T) {
 			f.WriteAt(make([]byte, testSeg-zeroFrom%testSeg-100), zeroFrom%testSeg)
 			f.Sync()
 			f.Close()
+			// What reads as zeros was never fdatasynced.
+			if err := LowerMark(fs, "/data/commitlog", zeroFrom); err != nil {
+				t.Fatal(err)
+			}
 			opts := RecoverOptions{From: end, DurableFrom: end, Crashed: true}
 			if resume {
 				opts.Resume = r

@@ -127,6 +127,27 @@ func (sc *Scrubber) Step(limit, maxBytes int64, visit func(phys int64, rec []byt
 	return read, nil
 }
 
+// ReadEntry reads and verifies the record of size bytes at off, as
+// Log.ReadEntry does, through the scrubber's own descriptor (the pages it
+// brings in are not kept cached), into buf (grown if needed). It returns
+// the record without its trailer.
+func (sc *Scrubber) ReadEntry(off int64, size int32, buf []byte) ([]byte, error) {
+	if size < headerBytes || int64(size)+TrailerBytes+BlankBytes > sc.l.cfg.SegmentBytes {
+		return nil, fmt.Errorf("commitlog: entry at %d: size %d out of range: %w", off, size, ErrCorrupt)
+	}
+	n := int(size) + TrailerBytes
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	if _, err := sc.readCold(buf[:n], off, n); err != nil {
+		return nil, err
+	}
+	if err := sc.l.VerifyEntry(buf[:n], off, size); err != nil {
+		return nil, err
+	}
+	return buf[:size], nil
+}
+
 // fill reads up to maxBytes (at least a header) from the position, within
 // its segment and below limit, and returns them, whether the segment's file
 // ended first (short), the segment's end and the end of what may be read;

@@ -75,6 +75,9 @@ func (l *Log) Truncate(off int64) error {
 	if off >= l.written.Load() {
 		return nil
 	}
+	if err := l.lowerMark(off); err != nil {
+		return l.fail(fmt.Errorf("commitlog: truncate at %d: %w", off, err))
+	}
 	l.prefillMu.Lock()
 	for l.pf.zeroHi > 0 { // a zero-fill chunk in flight lands first
 		l.prefillCond.Wait()
@@ -125,10 +128,14 @@ func (l *Log) Truncate(off int64) error {
 
 // TruncateFiles is Truncate on a log directory that is not open (the
 // store finishing an interrupted truncation before it opens the log): it
-// removes the segment files starting at or after off (newest first), cuts
-// the one holding off to off if it is longer, and syncs what it changed.
-// Running it again after a crash part-way is harmless.
+// lowers the flushed mark to off, removes the segment files starting at or
+// after off (newest first), cuts the one holding off to off if it is
+// longer, and syncs what it changed. Running it again after a crash
+// part-way is harmless.
 func TruncateFiles(fs vfs.FS, dir string, segBytes, off int64) error {
+	if err := LowerMark(fs, dir, off); err != nil {
+		return fmt.Errorf("commitlog: truncate at %d: %w", off, err)
+	}
 	names, err := fs.List(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -206,6 +213,9 @@ func (l *Log) StartAt(off int64) error {
 	l.segMu.RUnlock()
 	if len(segs) > 0 && (len(segs) > 1 || segs[0].base != w) {
 		return fmt.Errorf("commitlog: start at %d: the log holds records (first segment %d, written %d)", off, segs[0].base, w)
+	}
+	if err := l.lowerMark(off); err != nil { // an earlier start: nothing from there on is durable yet
+		return l.fail(fmt.Errorf("commitlog: start at %d: %w", off, err))
 	}
 	l.prefillMu.Lock()
 	for l.pf.zeroHi > 0 {

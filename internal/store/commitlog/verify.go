@@ -1,6 +1,9 @@
 package commitlog
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Problem is something Verify found wrong, at a CommitLog offset of a
 // segment file.
@@ -23,14 +26,32 @@ func (p Problem) String() string { return fmt.Sprintf("%s: offset %d: %s", p.Fil
 // are allowed up to that end afterwards. The valid hole records it passes
 // (left by repairs: not problems) are listed by Holes afterwards.
 func (l *Log) Verify(visit func(phys int64, rec []byte)) (int64, []Problem, error) {
-	end, probs, err := l.verify(visit)
+	return l.verifyFrom(math.MaxInt64, visit)
+}
+
+// VerifyAfterCrash is Verify of a log whose last run crashed, judged as
+// Recover judges it: an invalid entry in the last segment at or after the
+// durable offset (durableFrom, the checkpointed flushed offset or
+// math.MaxInt64 when unknown, raised to the flushed mark) is an unsynced
+// tail that
+// opening cuts, even when valid entries follow, and is reported as a torn
+// tail.
+func (l *Log) VerifyAfterCrash(durableFrom int64, visit func(phys int64, rec []byte)) (int64, []Problem, error) {
+	if m, err := ReadMark(l.cfg.FS, l.cfg.Dir); err == nil {
+		durableFrom = raiseDurable(durableFrom, m)
+	}
+	return l.verifyFrom(durableFrom, visit)
+}
+
+func (l *Log) verifyFrom(unsyncedFrom int64, visit func(phys int64, rec []byte)) (int64, []Problem, error) {
+	end, probs, err := l.verify(unsyncedFrom, visit)
 	if !l.recovered {
 		l.written.Store(end)
 	}
 	return end, probs, err
 }
 
-func (l *Log) verify(visit func(phys int64, rec []byte)) (int64, []Problem, error) {
+func (l *Log) verify(unsyncedFrom int64, visit func(phys int64, rec []byte)) (int64, []Problem, error) {
 	l.segMu.RLock()
 	segs := append([]*segment(nil), l.segs...)
 	l.segMu.RUnlock()
@@ -38,7 +59,7 @@ func (l *Log) verify(visit func(phys int64, rec []byte)) (int64, []Problem, erro
 	end := int64(0)
 	l.holes = nil
 	for i := range segs {
-		e, p, torn, err := l.verifySegment(segs, i, visit)
+		e, p, torn, err := l.verifySegment(segs, i, unsyncedFrom, visit)
 		end, probs = e, append(probs, p...)
 		if err != nil || torn {
 			return end, probs, err
@@ -51,7 +72,7 @@ func (l *Log) verify(visit func(phys int64, rec []byte)) (int64, []Problem, erro
 // next valid one if that lies in the same segment, so that every record
 // that verifies is visited. It returns the end of the valid data and
 // whether it ended at a torn tail (nothing valid follows).
-func (l *Log) verifySegment(segs []*segment, i int, visit func(phys int64, rec []byte)) (end int64, probs []Problem, torn bool, err error) {
+func (l *Log) verifySegment(segs []*segment, i int, unsyncedFrom int64, visit func(phys int64, rec []byte)) (end int64, probs []Problem, torn bool, err error) {
 	s, last := segs[i], i == len(segs)-1
 	size, err := s.f.Size()
 	if err != nil {
@@ -86,6 +107,10 @@ func (l *Log) verifySegment(segs []*segment, i int, visit func(phys int64, rec [
 		}
 		if next < 0 {
 			probs = append(probs, Problem{File: s.path, Offset: end, Msg: "torn tail (opening the store cuts it): " + reason, TornTail: true})
+			return end, probs, true, nil
+		}
+		if last && end >= unsyncedFrom {
+			probs = append(probs, Problem{File: s.path, Offset: end, Msg: fmt.Sprintf("unsynced tail written back out of order, past the durable offset %d (opening the store cuts it; valid-looking entries follow at %d): %s", unsyncedFrom, next, reason), TornTail: true})
 			return end, probs, true, nil
 		}
 		probs = append(probs, Problem{File: s.path, Offset: end, Msg: fmt.Sprintf("corrupt entry in the middle of the log (next valid entry at %d): %s", next, reason)})
