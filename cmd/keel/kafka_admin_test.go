@@ -17,7 +17,7 @@ import (
 // connections lists the client's connections.
 func TestKafkaGroupsInTheCLI(t *testing.T) {
 	r := startRun(t, "serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "",
-		"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--http-listen", "")
+		"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
 	ns := r.await(t, "the NameServer", listenRE)
 	addr := r.await(t, "the Kafka listener", kafkaListenRE)
 	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -90,7 +90,24 @@ func TestKafkaGroupsInTheCLI(t *testing.T) {
 			t.Errorf("keel kafka describe lacks %s:\n%s", re, out)
 		}
 	}
+	// /metrics counts the member and its group as online consumers.
+	httpAddr := r.await(t, "the HTTP listener", httpListenRE)
+	code, body := httpGet(t, "http://"+httpAddr+"/metrics")
+	if code != 200 || !strings.Contains(body, "\nkeel_consumers 1\n") || !strings.Contains(body, "\nkeel_consumer_groups_online 1\n") {
+		t.Errorf("/metrics does not count the Kafka member: %d\n%s", code, grepLines(body, "keel_consumer"))
+	}
 	if out := cli("kafka", "connections"); !strings.Contains(out, "billing-1") || !regexp.MustCompile(`(?m)^broker-a\s+127\.0\.0\.1:\d+\s`).MatchString(out) {
 		t.Errorf("keel kafka connections:\n%s", out)
 	}
+}
+
+// grepLines returns the lines of s that start with prefix.
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

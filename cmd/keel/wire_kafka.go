@@ -166,7 +166,8 @@ func advertisesLoopbackToNetwork(bound net.Addr, host string) bool {
 // RocketMQ admin requests) about srv's groups and connections.
 func kafkaHooks(srv *kafka.Server) *broker.KafkaHooks {
 	return &broker.KafkaHooks{
-		Info: func() any { return srv.Info() },
+		Info:   func() any { return srv.Info() },
+		Counts: srv.GroupCounts,
 		Members: func(group string) []broker.KafkaMember {
 			var out []broker.KafkaMember
 			for _, m := range srv.GroupMembers(group) {

@@ -36,6 +36,9 @@ type KafkaHooks struct {
 	Info func() any
 	// Members returns the members of a Kafka group (none: nil).
 	Members func(group string) []KafkaMember
+	// Counts returns the Kafka groups with a member online and their
+	// members, which Stats adds to the RocketMQ consumers'.
+	Counts func() (groups, members int)
 }
 
 // SetKafka installs the Kafka front door's hooks (nil removes them).

@@ -99,8 +99,8 @@ func (b *Broker) observeDeliver(topic string, msgs int) {
 type Stats struct {
 	HeldPulls       int // pull requests held for long polling
 	ProducerClients int // producer registrations (group, client)
-	ConsumerClients int // consumer members (group, client)
-	OnlineGroups    int // consumer groups with a member online
+	ConsumerClients int // consumer members (group, client), Kafka group members included
+	OnlineGroups    int // consumer groups with a member online, Kafka groups included
 	Topics          int
 	// TopicsByKind splits Topics by message.KindOfTopic: user topics,
 	// retry, dead-letter and system topics (every kind present, maybe 0).
@@ -136,6 +136,10 @@ func (b *Broker) Stats() Stats {
 		s.TopicsByKind[message.KindOfTopic(name)]++
 	}
 	s.OnlineGroups, s.ConsumerClients = b.core.Consumers().Counts()
+	if h := b.kafka.Load(); h != nil && h.Counts != nil { // a Kafka group's members (admin_kafka.go)
+		g, m := h.Counts()
+		s.OnlineGroups, s.ConsumerClients = s.OnlineGroups+g, s.ConsumerClients+m
+	}
 	s.ProducerClients = b.core.Producers().Count()
 	if ms := b.reg.lastOK.Load(); ms > 0 {
 		s.LastRegistered = time.UnixMilli(ms)

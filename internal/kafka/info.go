@@ -63,6 +63,19 @@ func (s *Server) GroupMembers(name string) []kafkainfo.Member {
 	return gs[0].Members
 }
 
+// GroupCounts returns the groups with a member online and their members.
+func (s *Server) GroupCounts() (groups, members int) {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	for _, g := range s.groups {
+		if n := len(g.members); n > 0 {
+			groups++
+			members += n
+		}
+	}
+	return groups, members
+}
+
 // groupInfos describes every group, or only the one named only.
 func (s *Server) groupInfos(only string) []kafkainfo.Group {
 	s.gmu.Lock()

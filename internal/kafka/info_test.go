@@ -49,6 +49,9 @@ func TestInfo(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if g, m := n.srv.GroupCounts(); g != 1 || m != 1 {
+		t.Fatalf("GroupCounts: %d groups, %d members", g, m)
+	}
 	if ms := n.srv.GroupMembers("billing"); len(ms) != 1 || ms[0].ClientID != "billing-1" {
 		t.Fatalf("GroupMembers: %+v", ms)
 	}
