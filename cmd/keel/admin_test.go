@@ -236,7 +236,7 @@ func TestAdminGroupAndDLQCommands(t *testing.T) {
 
 	out := c.eventually(`(?m)^Jobs\s+broker-a\s+0\s+3\s+1\s+2\s+`, "group", "describe", "workers")
 	wantMatch(t, "describe", out, `Group:\s+workers`, `Model:\s+CLUSTERING, CONSUME_PASSIVELY`, `Subscription:\s+Jobs \*`,
-		`Total:\s+broker offset 3, consumer offset 1, lag 2 \(retry 0\), dead letters 0`, `Members:\s+1`, `(?m)^worker-1\s+127\.0\.0\.1:\d+`)
+		`Total:\s+broker offset 3, consumer offset 1, lag 2 \(of which retry lag 0\), dead letters 0`, `Members:\s+1`, `(?m)^worker-1\s+127\.0\.0\.1:\d+`)
 	var d admin.GroupDetail
 	c.okJSON(&d, "group", "describe", "workers")
 	if d.Lag != 2 || d.Members != 1 || len(d.Queues) != 1 || d.Queues[0].ConsumerOffset != 1 || d.Queues[0].LastTimestamp == 0 ||

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,10 @@ func TestAMQPQueuesInAdminAndMetrics(t *testing.T) {
 	if ex := c.ok("amqp", "exchanges"); !strings.Contains(ex, "events") || !strings.Contains(ex, "amq.headers") {
 		t.Fatalf("keel amqp exchanges:\n%s", ex)
 	}
+	// The connection, with its user, vhost and channel.
+	if cs := c.ok("amqp", "connections"); !regexp.MustCompile(`(?m)^broker-a\s+127\.0\.0\.1:\d+\s+guest\s+/\s+1\s`).MatchString(cs) {
+		t.Errorf("keel amqp connections:\n%s", cs)
+	}
 
 	resp, err := http.Get(c.httpBase() + "/metrics")
 	if err != nil {
@@ -110,7 +115,9 @@ func TestAMQPQueuesInAdminAndMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`keel_amqp_queue_messages_ready{queue="orders",vhost="/"} 2`, `keel_amqp_queue_messages_unacked{queue="orders",vhost="/"} 1`,
+	for _, want := range []string{`keel_amqp_queue_messages_ready{queue="orders",vhost="/"} 2`,
+		`keel_connections{door="amqp"} 1`, `keel_send_requests_total{door="amqp",result="SUCCESS",topic="_other"} 3`,
+		`keel_deliver_messages_total{door="amqp",topic="_other"} 1`, `keel_amqp_queue_messages_unacked{queue="orders",vhost="/"} 1`,
 		`keel_amqp_queue_published_total{queue="orders",vhost="/"} 3`, `keel_amqp_queue_consumers{queue="orders",vhost="/"} 0`,
 		`keel_amqp_queue_oldest_unsettled_age_seconds{queue="orders",vhost="/"}`} {
 		if !strings.Contains(string(body), want) {

@@ -14,10 +14,10 @@ func newAMQPCmd() *cobra.Command {
 	f := &adminFlags{}
 	cmd := &cobra.Command{
 		Use:   "amqp",
-		Short: "Inspect the AMQP 0-9-1 queues and exchanges",
+		Short: "Inspect the AMQP 0-9-1 queues, exchanges and connections",
 	}
 	f.add(cmd)
-	cmd.AddCommand(newAMQPQueuesCmd(f), newAMQPExchangesCmd(f))
+	cmd.AddCommand(newAMQPQueuesCmd(f), newAMQPExchangesCmd(f), newAMQPConnectionsCmd(f))
 	return cmd
 }
 
@@ -129,6 +129,32 @@ func amqpExchangesTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
 		}
 		for _, e := range b.Exchanges {
 			row(w, b.Broker, e.Vhost, e.Name, e.Type, e.Durable, e.AutoDelete, e.Internal, e.Bindings)
+		}
+	}
+}
+
+func newAMQPConnectionsCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "connections",
+		Short: "List the open AMQP client connections of every broker",
+		Args:  cobra.NoArgs,
+		RunE:  amqpAdmin(f, amqpConnectionsTable),
+	}
+}
+
+func amqpConnectionsTable(w *tabwriter.Writer, out []admin.BrokerAMQP) {
+	row(w, "BROKER", "REMOTE", "USER", "VHOST", "CHANNELS", "SINCE")
+	for _, b := range out {
+		if b.Err != "" {
+			row(w, b.Broker, "ERROR: "+b.Err, "", "", "", "")
+			continue
+		}
+		if !b.Enabled {
+			fmt.Fprintf(w, "# %s: no AMQP listener\n", b.Broker)
+			continue
+		}
+		for _, c := range b.Connections {
+			row(w, b.Broker, c.Remote, dash(c.User), dash(c.Vhost), c.Channels, fmtTime(time.UnixMilli(c.SinceMs)))
 		}
 	}
 }

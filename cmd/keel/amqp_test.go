@@ -63,7 +63,7 @@ func runPika(t *testing.T, addr, script string) string {
 	return string(out)
 }
 
-// TestAMQPPikaDurableQueueSurvivesKill9 is issue 18's definition of done:
+// TestAMQPPikaDurableQueueSurvivesKill9 is the AMQP door's definition of done:
 // the canonical pika program runs unchanged against keel serve, and the
 // message it published (confirmed) is there after kill -9 and a restart.
 func TestAMQPPikaDurableQueueSurvivesKill9(t *testing.T) {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"os"
 
 	"github.com/keelmq/keel/internal/config"
 
@@ -37,6 +40,7 @@ func newBrokerCmd() *cobra.Command {
 			amqpAddr, kafkaAddr := cfg.AMQPListen, cfg.KafkaListen
 			if cfg.BrokerRole == config.Slave {
 				amqpAddr, kafkaAddr = "", "" // a slave takes no writes: its front doors stay closed
+				logSlaveDoors(log, cfg)
 			}
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
 				listenSpec{listenHA, haAddr, haListenFlag},
@@ -57,7 +61,7 @@ func newBrokerCmd() *cobra.Command {
 			}
 			defer ls.closeAll()
 			p.listeners = ls
-			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
+			log.Info("keel broker", "version", version, "pid", os.Getpid(), "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
 			starters := append([]starter{p.storeStarter(), p.replicationStarter(haAddr)}, p.brokerStarters(brokerListen)...)
 			if cfg.BrokerRole != config.Slave {
@@ -76,4 +80,30 @@ func newBrokerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1; beyond loopback it needs haAuthSecret or mutual TLS)")
 	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
+}
+
+// logSlaveDoors says what each front door does on a SLAVE: the RocketMQ
+// door serves reads and refuses writes; the Kafka and AMQP doors are off,
+// since their clients write on every path (produce, offset commits,
+// publishes, acknowledgements, queue declarations), which a replica of
+// its master's log cannot take. A door that broker.conf or a flag asked
+// for is a warning: it was asked for and is not served.
+func logSlaveDoors(log *slog.Logger, cfg *config.Broker) {
+	log.Info("broker door on a SLAVE: serves pulls, queries and admin reads; sends are refused (SERVICE_NOT_AVAILABLE: a replica takes no writes)",
+		"door", "rocketmq")
+	for _, d := range []struct{ door, key, addr, what string }{
+		{"kafka", "kafkaListen", cfg.KafkaListen, "Kafka clients produce and commit offsets"},
+		{"amqp", "amqpListen", cfg.AMQPListen, "AMQP clients publish, acknowledge and declare queues"},
+		{"amqps", "amqpsListen", cfg.AMQPSListen, "AMQP clients publish, acknowledge and declare queues"},
+	} {
+		if d.addr == "" {
+			continue
+		}
+		level := slog.LevelInfo
+		if cfg.IsSet(d.key) {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, d.door+" door off on a SLAVE: "+d.what+", which a replica cannot take; clients connect to the master's "+d.key,
+			"door", d.door, d.key, d.addr, "role", cfg.BrokerRole)
+	}
 }

@@ -79,6 +79,9 @@ dead letter). dlq list shows RESENT true for what was resent.`,
 			} else {
 				var r admin.Resent
 				r, err = c.ResendDLQWith(cmd.Context(), group, id, opts)
+				if errors.Is(err, admin.ErrAlreadyResent) {
+					return fmt.Errorf("%w; --force resends it again", err)
+				}
 				if sent := r.Result.Status == "SEND_OK"; err != nil && !sent {
 					return err // nothing was resent: the error alone
 				}

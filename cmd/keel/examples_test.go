@@ -98,3 +98,38 @@ func createTopic(t *testing.T, ns, topic string) {
 		return err == nil && resp.Code == remoting.ResSuccess
 	})
 }
+
+// TestExampleWrongNamesrv: an example pointed at the broker's port says
+// that it is a broker, not only the client's "route info not found"; and
+// its -h names each default once.
+func TestExampleWrongNamesrv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs an example program")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the examples")
+	}
+	bin := filepath.Join(t.TempDir(), "producer")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command(goBin, "build", "-o", bin, "./examples/producer")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	help, _ := exec.Command(bin, "-h").CombinedOutput()
+	if strings.Count(string(help), "127.0.0.1:9876") != 1 {
+		t.Errorf("-h names the default NameServer %d times:\n%s", strings.Count(string(help), "127.0.0.1:9876"), help)
+	}
+	c := startServe(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "-n", c.broker, "-count", "1").CombinedOutput()
+	want := "-n " + c.broker + " is not a NameServer (it looks like a broker)"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("producer -n <broker>: %v, output:\n%s\nwant %q", err, out, want)
+	}
+}

@@ -36,7 +36,7 @@ func newGroupListCmd(f *adminFlags) *cobra.Command {
 				gs = []admin.Group{}
 			}
 			return f.emit(cmd.OutOrStdout(), gs, func(w *tabwriter.Writer) {
-				row(w, "GROUP", "MEMBERS", "MODEL", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "RETRY", "DLQ")
+				row(w, "GROUP", "MEMBERS", "MODEL", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "RETRY_LAG", "DLQ")
 				for _, g := range gs {
 					row(w, g.Name, g.Members, dash(g.MessageModel), g.BrokerOffset, g.ConsumerOffset, g.Lag, g.RetryMessages, g.DLQMessages)
 				}
@@ -85,7 +85,7 @@ func printGroup(w *tabwriter.Writer, d admin.GroupDetail) {
 	for _, t := range topics {
 		fmt.Fprintf(w, "Subscription:\t%s %s\n", t, d.Subscriptions[t])
 	}
-	fmt.Fprintf(w, "Total:\tbroker offset %d, consumer offset %d, lag %d (retry %d), dead letters %d\n\n",
+	fmt.Fprintf(w, "Total:\tbroker offset %d, consumer offset %d, lag %d (of which retry lag %d), dead letters %d\n\n",
 		d.BrokerOffset, d.ConsumerOffset, d.Lag, d.RetryMessages, d.DLQMessages)
 	// LAST_CONSUMED is when the group's offset last moved (not the store
 	// time of the last consumed message, which is old whenever that

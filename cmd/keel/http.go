@@ -71,7 +71,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			return service{}, errors.New("http: the store and the broker must start first")
 		}
 		m := metrics.New(metrics.Config{IncludeGoMetrics: true, RocketMQNames: p.cfg.MetricsRocketMQNames, Sources: metrics.Sources{
-			Broker: p.broker, Store: p.store, Connections: p.brokerConns, Transactions: p.transactionStats(), AMQP: p.amqpStats(),
+			Broker: p.broker, Store: p.store, Doors: p.doorSnapshots, Transactions: p.transactionStats(), AMQP: p.amqpStats(),
 			Replication: p.replicationStats(),
 			DiskUsage:   func() (uint64, uint64, error) { return storeFS.DiskUsage(p.cfg.StorePathRootDir) },
 		}})
@@ -103,6 +103,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			name: "http",
 			run: func(ctx context.Context) error {
 				go con.Run(ctx)
+				go m.Run(ctx) // the RocketMQ-compatible rates' samples
 				if err := srv.Serve(remotingGuard{ln}); !errors.Is(err, http.ErrServerClosed) {
 					return err
 				}

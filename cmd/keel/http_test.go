@@ -38,7 +38,7 @@ func TestServeHTTP(t *testing.T) {
 	c.ok("msg", "send", "--topic", "Web", "--body", "hello")
 	waitFor(t, "the send to show in /metrics", 10*time.Second, func() bool {
 		_, body := httpGet(t, base+"/metrics")
-		return strings.Contains(body, `keel_send_requests_total{result="SUCCESS",topic="Web"} 1`) &&
+		return strings.Contains(body, `keel_send_requests_total{door="rocketmq",result="SUCCESS",topic="Web"} 1`) &&
 			strings.Contains(body, `keel_topic_messages{topic="Web"} 1`)
 	})
 	_, body := httpGet(t, base+"/metrics")

@@ -44,7 +44,7 @@ func startKafkaServeProc(t *testing.T, dir string) (*exec.Cmd, string) {
 	return cmd, addr
 }
 
-// TestKafkaAcksAllSurvivesKill9 is issue 17's "kill -9 under acks=all
+// TestKafkaAcksAllSurvivesKill9 is the Kafka door's "kill -9 under acks=all
 // sends loses nothing acknowledged" with a real process: franz-go
 // producers send with acks=all while keel serve is killed with SIGKILL;
 // after a restart every record whose produce was acknowledged is there, at

@@ -108,6 +108,28 @@ func TestServeKafkaListenInUse(t *testing.T) {
 }
 
 // TestKafkaAdvertised: what Metadata tells clients to dial.
+// TestKafkaAdvertisesLoopbackToNetwork: a Kafka listener on every
+// interface that advertises 127.0.0.1 (no kafkaAdvertisedListen nor
+// brokerIP1) is the case the start warns about; loopback listeners and
+// real advertised hosts are not.
+func TestKafkaAdvertisesLoopbackToNetwork(t *testing.T) {
+	all := &net.TCPAddr{IP: net.IPv4zero, Port: 9092}
+	lo := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9092}
+	host, _, err := kafkaAdvertised("", "", ":9092")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bound net.Addr
+		host  string
+		want  bool
+	}{{all, host, true}, {all, "localhost", true}, {all, "10.0.0.5", false}, {lo, "127.0.0.1", false}} {
+		if got := advertisesLoopbackToNetwork(c.bound, c.host); got != c.want {
+			t.Errorf("bound %v advertising %s: %v, want %v", c.bound, c.host, got, c.want)
+		}
+	}
+}
+
 func TestKafkaAdvertised(t *testing.T) {
 	for _, c := range []struct {
 		adv, ip1, listen, host string
@@ -127,7 +149,8 @@ func TestKafkaAdvertised(t *testing.T) {
 }
 
 // TestServeKafkaMetricsLag: /metrics counts a Kafka group's lag in records,
-// not in the batches (entries) the queue holds.
+// not in the batches (entries) the queue holds, and the Kafka door's
+// produces and connections in the shared series under door="kafka".
 func TestServeKafkaMetricsLag(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, logs syncBuffer
@@ -175,16 +198,30 @@ func TestServeKafkaMetricsLag(t *testing.T) {
 	if _, err := adm.CommitOffsets(pctx, "lg", os); err != nil {
 		t.Fatal(err)
 	}
-	want := `keel_consumer_group_lag{group="lg",topic="lagged"} 25`
-	waitFor(t, want, 30*time.Second, func() bool {
+	wants := []string{`keel_consumer_group_lag{group="lg",topic="lagged"} 25`,
+		`keel_send_requests_total{door="kafka",result="SUCCESS",topic="lagged"} 3`,
+		`keel_send_messages_total{door="kafka",result="SUCCESS",topic="lagged"} 30`,
+		`keel_send_latency_seconds_count{door="kafka",outcome="ok"} 3`,
+		`keel_connections{door="kafka"} `, `keel_door_requests_total{door="kafka"} `}
+	var body string
+	waitFor(t, "the Kafka lag and produces in /metrics", 30*time.Second, func() bool {
 		resp, err := http.Get("http://" + httpAddr + "/metrics")
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(body), want)
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		for _, w := range wants {
+			if !strings.Contains(body, w) {
+				return false
+			}
+		}
+		return true
 	})
+	if strings.Contains(body, `keel_connections{door="kafka"} 0`) {
+		t.Errorf("no Kafka connection counted while the client is connected")
+	}
 }
 
 // TestServeKafkaSASLOverTLS: with aclEnable=true and tlsMode=enforcing the

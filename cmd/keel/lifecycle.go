@@ -22,8 +22,6 @@ type service struct {
 	run func(ctx context.Context) error
 	// stop, if set, shuts the service down; it must return by ctx's deadline.
 	stop func(ctx context.Context) error
-	// conns, if set, counts the open connections of a remoting server.
-	conns func() int
 }
 
 // starter builds and starts one service; later starters may use what

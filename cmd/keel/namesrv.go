@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/controller"
@@ -46,7 +47,7 @@ func newNamesrvCmd() *cobra.Command {
 			if cc != nil {
 				starters = append(starters, p.controllerStarter(cc, voters))
 			}
-			log.Info("keel namesrv", "version", version, "listen", o.namesrvListen, "controller", co.listen)
+			log.Info("keel namesrv", "version", version, "pid", os.Getpid(), "listen", o.namesrvListen, "controller", co.listen)
 			return logStopped(log, runServices(cmd.Context(), log, starters...), false)
 		},
 	}

@@ -190,9 +190,10 @@ func TestListenersLogTheirProtection(t *testing.T) {
 	c.httpBase()
 	logs := c.logs.String()
 	for _, re := range []string{
-		`msg="NameServer listening" addr=127\.0\.0\.1:\d+ tls=disabled .*auth="none \(a NameServer does no access control\)"`,
-		`msg="broker listening" .* auth="none \(aclEnable=false\)"`,
+		`msg="NameServer listening" addr=127\.0\.0\.1:\d+ tls=disabled .*auth="none \(a NameServer does no access control\)" reach="this host only \(loopback\)"`,
+		`msg="broker listening" .* auth="none \(aclEnable=false\)" reach="this host only \(loopback\)"`,
 		`msg="HTTP listening" .*serves="/metrics, console \(read-only\) and /api/, /healthz, /readyz \(open\)" auth=none reach="this host only \(loopback\)"`,
+		`msg="keel serve" version=\S+ pid=` + strconv.Itoa(os.Getpid()) + ` `, // the process to signal (not go run's)
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {
 			t.Errorf("startup log lacks %s:\n%s", re, logs)
@@ -593,6 +594,47 @@ func TestReadmeNewcomerPath(t *testing.T) {
 	for _, want := range []string{"go build -o keel ./cmd/keel", "go install ./cmd/keel", "$NAMESRV_ADDR"} {
 		if !strings.Contains(cli, want) {
 			t.Errorf("README's CLI part lacks %q", want)
+		}
+	}
+}
+
+// TestNamesrvFlagDoorAddress: -n pointed at the Kafka or the AMQP listener
+// says which door answered there, at once, instead of "EOF" or "frame too
+// large: length 1095586128" (the bytes "AMQP").
+func TestNamesrvFlagDoorAddress(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""},
+			&bytes.Buffer{}, logs)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var kafkaAddr, amqpAddr string
+	waitFor(t, "the Kafka and AMQP listeners", 30*time.Second, func() bool {
+		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
+			kafkaAddr = m[1]
+		}
+		if m := amqpListenRE.FindStringSubmatch(logs.String()); m != nil {
+			amqpAddr = m[1]
+		}
+		return kafkaAddr != "" && amqpAddr != ""
+	})
+	for _, tt := range []struct{ addr, want string }{
+		{kafkaAddr, kafkaAddr + " is not a NameServer (it looks like a Kafka listener)"},
+		{amqpAddr, amqpAddr + " is not a NameServer (it looks like an AMQP listener)"},
+	} {
+		start := time.Now()
+		code, _, stderr := runCLI(t, context.Background(), "topic", "list", "-n", tt.addr, "--timeout", "30s")
+		if code != exitError || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("-n %s: exit %d, stderr %q; want one line with %q", tt.addr, code, stderr, tt.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("-n %s: took %v", tt.addr, took)
 		}
 	}
 }

@@ -44,9 +44,9 @@ func (o *options) addConfigFlags(cmd *cobra.Command) {
 func (o *options) addBrokerFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.brokerListen, "broker-listen", ":10911", "broker listen address (overrides listenPort)")
-	f.StringVar(&o.httpListen, "http-listen", config.DefaultHTTPListen, "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off; beyond loopback it needs httpToken or aclEnable)")
-	f.StringVar(&o.amqpListen, "amqp-listen", config.DefaultAMQPListen, "AMQP 0-9-1 listen address (overrides amqpListen; empty: off)")
-	f.StringVar(&o.kafkaListen, "kafka-listen", config.DefaultKafkaListen, "Kafka listen address (overrides kafkaListen; empty: off; no authentication yet, so loopback by default)")
+	f.StringVar(&o.httpListen, "http-listen", config.DefaultHTTPListen, "HTTP listen address for /metrics, /healthz, /readyz and the web console (overrides httpListen; empty: off; beyond loopback it needs httpToken or aclEnable; unset, its port moves by listenPort-10911)")
+	f.StringVar(&o.amqpListen, "amqp-listen", config.DefaultAMQPListen, "AMQP 0-9-1 listen address (overrides amqpListen; empty: off; unset, its port moves by listenPort-10911)")
+	f.StringVar(&o.kafkaListen, "kafka-listen", config.DefaultKafkaListen, "Kafka listen address (overrides kafkaListen; empty: off; loopback by default: without aclEnable it authenticates nobody; unset, its port moves by listenPort-10911)")
 	f.BoolVar(&o.repairCorruption, "repair-corruption", false,
 		"if the CommitLog is corrupt in the middle, move the bad part to <data-dir>/quarantine and start, instead of refusing to start")
 }
@@ -80,6 +80,9 @@ func (o *options) loadBroker(cmd *cobra.Command, log *slog.Logger) (*config.Brok
 		}
 	}
 	if err := o.applyFlags(cmd, b); err != nil {
+		return nil, err
+	}
+	if err := b.DeriveDoorPorts(); err != nil { // after the flags: what they set stays
 		return nil, err
 	}
 	if err := b.Validate(); err != nil {

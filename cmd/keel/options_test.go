@@ -214,3 +214,27 @@ func TestUnknownSubcommand(t *testing.T) {
 		t.Errorf("keel topic: exit %d, stdout %q", code, stdout)
 	}
 }
+
+// TestDoorPortsFollowListenPort: a second broker on the host, given only
+// its own listenPort, moves the HTTP, AMQP and Kafka defaults with it; a
+// door's address given by flag or file stays as given.
+func TestDoorPortsFollowListenPort(t *testing.T) {
+	b, _, _, _, err := loadWith(t, "--broker-listen", ":11011")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.HTTPListen != "127.0.0.1:8180" || b.AMQPListen != "127.0.0.1:5772" || b.KafkaListen != "127.0.0.1:9192" {
+		t.Errorf("listenPort 11011: http %s amqp %s kafka %s; want 8180, 5772, 9192", b.HTTPListen, b.AMQPListen, b.KafkaListen)
+	}
+	b, _, _, _, err = loadWith(t, "-c", writeConf(t, "listenPort=11011\namqpListen=127.0.0.1:5672\n"), "--kafka-listen", "127.0.0.1:9092")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.HTTPListen != "127.0.0.1:8180" || b.AMQPListen != "127.0.0.1:5672" || b.KafkaListen != "127.0.0.1:9092" {
+		t.Errorf("given addresses moved: http %s amqp %s kafka %s", b.HTTPListen, b.AMQPListen, b.KafkaListen)
+	}
+	b, _, _, _, err = loadWith(t)
+	if err != nil || b.HTTPListen != config.DefaultHTTPListen || b.AMQPListen != config.DefaultAMQPListen || b.KafkaListen != config.DefaultKafkaListen {
+		t.Errorf("defaults moved on listenPort 10911: %+v %v", b, err)
+	}
+}

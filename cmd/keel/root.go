@@ -72,6 +72,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newClusterCmd(),
 		newAMQPCmd(),
 		newControllerCmd(),
+		newKafkaCmd(),
 	)
 	requireSubcommands(root)
 	return root

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/keelmq/keel/internal/config"
 	"github.com/spf13/cobra"
@@ -54,7 +55,7 @@ func (o *options) serve(cmd *cobra.Command) error {
 	}
 	defer ls.closeAll()
 	p := &parts{cfg: cfg, log: log, namesrvAddrs: cfg.NamesrvAddrs(), repairCorruption: o.repairCorruption, listeners: ls}
-	log.Info("keel serve", "version", version, "data_dir", cfg.StorePathRootDir,
+	log.Info("keel serve", "version", version, "pid", os.Getpid(), "data_dir", cfg.StorePathRootDir,
 		"flush", cfg.FlushDiskType, "cluster", cfg.BrokerClusterName, "broker", cfg.BrokerName)
 	starters := []starter{p.storeStarter()}
 	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)

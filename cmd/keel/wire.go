@@ -55,11 +55,11 @@ type parts struct {
 	brokerBound net.Addr // where the broker's listener is bound
 	// core is the protocol-free broker, built once on the store and
 	// handed to every front door (RocketMQ, Kafka).
-	core        *core.Broker
-	broker      *broker.Broker
-	brokerConns func() int          // open client connections of the broker's server (metrics)
-	txn         *transaction.Engine // nil: transactional messages rejected
-	amqp        *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
+	core    *core.Broker
+	broker  *broker.Broker
+	traffic doorTraffic         // every listener's traffic counters (wire_doors.go)
+	txn     *transaction.Engine // nil: transactional messages rejected
+	amqp    *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]
@@ -84,15 +84,26 @@ type parts struct {
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:
 // brokerIP1, else the listen host (resolved if it is a name), else the first
-// non-loopback IPv4 address, with the port the listener actually bound
+// non-loopback IPv4 address, else (a host with loopback only) 127.0.0.1
+// with a warning on log, with the port the listener actually bound
 // (listenAddr may say port 0). It must be an IP: it is the store host of
 // every message and so part of every offset message ID.
-func advertisedAddr(cfg *config.Broker, listenAddr string, bound net.Addr) (string, error) {
+func advertisedAddr(cfg *config.Broker, listenAddr string, bound net.Addr, log *slog.Logger) (string, error) {
 	ifaces, err := net.InterfaceAddrs()
 	if err != nil {
 		ifaces = nil // fall back to brokerIP1 or the listen host
 	}
+	return advertisedAddrFrom(cfg, listenAddr, bound, ifaces, log)
+}
+
+// advertisedAddrFrom is advertisedAddr with the host's interface
+// addresses given.
+func advertisedAddrFrom(cfg *config.Broker, listenAddr string, bound net.Addr, ifaces []net.Addr, log *slog.Logger) (string, error) {
 	host, err := config.AdvertiseHost(cfg.BrokerIP1, listenAddr, ifaces)
+	if errors.Is(err, config.ErrNoAdvertiseIP) {
+		host, err = "127.0.0.1", nil
+		log.Warn("no non-loopback IPv4 address to advertise: the broker advertises 127.0.0.1, which only clients on this host can reach; set brokerIP1 in broker.conf for others")
+	}
 	if err != nil {
 		return "", err
 	}
@@ -167,6 +178,5 @@ func remotingService(name string, ln net.Listener, cfg remoting.ServerConfig, h 
 			ln.Close() // in case Serve never ran (a later start failed)
 			return err
 		},
-		conns: func() int { return len(srv.Conns()) },
 	}, ln.Addr(), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/tlsconf"
 )
@@ -31,7 +32,8 @@ func (p *parts) amqpStarter(addr string) starter {
 			return service{name: "amqp (off)"}, nil
 		}
 		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
-			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), MaxMessageBytes: p.cfg.AMQPMaxMessage()}
+			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), MaxMessageBytes: p.cfg.AMQPMaxMessage(),
+			Traffic: &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP}}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }
@@ -43,7 +45,7 @@ func (p *parts) amqpStarter(addr string) starter {
 		}
 		p.amqp = srv
 		if p.broker != nil {
-			p.broker.SetAMQPInfo(func() (any, any) { return srv.Queues(), srv.Exchanges() })
+			p.broker.SetAMQPInfo(func() (any, any, any) { return srv.Queues(), srv.Exchanges(), srv.Connections() })
 		}
 		var lns []net.Listener
 		fail := func(err error) (service, error) {
@@ -59,7 +61,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
-			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth)
+			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
 		}
 		if tlsAddr != "" {
 			ln, err := p.amqpsListener(tlsAddr)
@@ -67,7 +69,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
-			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth)
+			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
 		}
 		done := make(chan error, len(lns))
 		for _, ln := range lns {

@@ -64,18 +64,19 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				MaxFrameBytes: p.cfg.MaxFrameBytes,
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
+				Traffic:       &p.traffic.rocketmq,
 			}
 			ln, err := p.listen(listenBroker, listenAddr)
 			if err != nil {
 				return service{}, err
 			}
 			svc, bound, err := remotingService("broker server", ln, cfg, handler, wrap)
-			p.brokerBound, p.brokerConns = bound, svc.conns
+			p.brokerBound = bound
 			return svc, err
 		},
 		func() (service, error) {
 			var err error
-			if adv, err = advertisedAddr(p.cfg, listenAddr, p.brokerBound); err != nil {
+			if adv, err = advertisedAddr(p.cfg, listenAddr, p.brokerBound, p.log); err != nil {
 				return service{}, err
 			}
 			bc = brokerConfig(p.cfg, adv, p.namesrvAddrs)
@@ -99,7 +100,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			}
 			h = acl.Wrap(b.Handler(), p.acl)
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
-				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil))
+				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil), "reach", reach(p.brokerBound))
 			return service{
 				name: "broker",
 				run:  b.Run,

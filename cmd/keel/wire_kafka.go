@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/kafka"
 )
 
@@ -53,14 +55,28 @@ func (p *parts) kafkaStarter(addr string) starter {
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay,
+			Traffic:               &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 		}, p.core, log)
 		p.kafka.Store(srv)
+		if p.broker != nil {
+			p.broker.SetKafka(kafkaHooks(srv))
+		}
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
+		if advertisesLoopbackToNetwork(ln.Addr(), host) {
+			log.Warn("the Kafka listener is reachable from the network but advertises "+host+
+				": clients on other hosts are told to connect to themselves; set kafkaAdvertisedListen or brokerIP1 in broker.conf",
+				"addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
 		return service{
 			name: "kafka",
 			run:  func(context.Context) error { return srv.Serve(ln) },
-			stop: func(context.Context) error { return srv.Close() },
+			stop: func(context.Context) error {
+				if p.broker != nil {
+					p.broker.SetKafka(nil)
+				}
+				return srv.Close()
+			},
 		}, nil
 	}
 }
@@ -133,4 +149,35 @@ func aclPerm(p kafka.Perm) acl.Perm {
 		return acl.Sub
 	}
 	return acl.Any
+}
+
+// advertisesLoopbackToNetwork reports whether a Kafka listener bound at
+// bound, reachable beyond this host, advertises a loopback host: what
+// `--kafka-listen :9092` without kafkaAdvertisedListen or brokerIP1 does.
+func advertisesLoopbackToNetwork(bound net.Addr, host string) bool {
+	if loopback(bound) {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// kafkaHooks tell the broker (LIST_KAFKA, the consumer connections of the
+// RocketMQ admin requests) about srv's groups and connections.
+func kafkaHooks(srv *kafka.Server) *broker.KafkaHooks {
+	return &broker.KafkaHooks{
+		Info:   func() any { return srv.Info() },
+		Counts: srv.GroupCounts,
+		Members: func(group string) []broker.KafkaMember {
+			var out []broker.KafkaMember
+			for _, m := range srv.GroupMembers(group) {
+				km := broker.KafkaMember{ID: m.MemberID, Host: m.Host}
+				for _, a := range m.Assignment {
+					km.Topics = append(km.Topics, a.Topic)
+				}
+				out = append(out, km)
+			}
+			return out
+		},
+	}
 }

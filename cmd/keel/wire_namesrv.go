@@ -46,7 +46,7 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 				p.namesrvAddrs = append(p.namesrvAddrs, p.embeddedNamesrv)
 			}
 			p.log.Info("NameServer listening", "addr", bound.String(), "tls", mode,
-				"broker_registers_over_tls", embedded && p.embeddedNamesrvTLS != nil, "auth", "none (a NameServer does no access control)")
+				"broker_registers_over_tls", embedded && p.embeddedNamesrvTLS != nil, "auth", "none (a NameServer does no access control)", "reach", reach(bound))
 			return svc, nil
 		},
 	}

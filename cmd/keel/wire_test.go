@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +25,33 @@ func TestAdvertisedAddrUsesBoundPort(t *testing.T) {
 	}
 	for _, tt := range tests {
 		cfg.BrokerIP1 = tt.ip1
-		got, err := advertisedAddr(cfg, tt.listen, bound)
+		got, err := advertisedAddr(cfg, tt.listen, bound, slog.New(slog.DiscardHandler))
 		if err != nil || got != tt.want {
 			t.Errorf("advertisedAddr(%q, %q) = %q, %v; want %q", tt.ip1, tt.listen, got, err, tt.want)
 		}
+	}
+}
+
+// TestAdvertisedAddrLoopbackOnly: on a host with loopback only, a broker
+// listening on every interface advertises 127.0.0.1 and warns, rather
+// than refusing to start.
+func TestAdvertisedAddrLoopbackOnly(t *testing.T) {
+	bound := &net.TCPAddr{IP: net.IPv4zero, Port: 40123}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	lo := []net.Addr{&net.IPNet{IP: net.IPv4(127, 0, 0, 1), Mask: net.CIDRMask(8, 32)}, &net.IPNet{IP: net.IPv6loopback, Mask: net.CIDRMask(128, 128)}}
+	got, err := advertisedAddrFrom(config.Default(), ":10911", bound, lo, log)
+	if err != nil || got != "127.0.0.1:40123" {
+		t.Fatalf("loopback only: %q, %v; want 127.0.0.1:40123", got, err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "set brokerIP1") {
+		t.Errorf("no warning naming brokerIP1: %s", logs.String())
+	}
+	// An interface beyond loopback is advertised as before, silently.
+	logs.Reset()
+	eth := append(lo, &net.IPNet{IP: net.IPv4(10, 1, 2, 3), Mask: net.CIDRMask(24, 32)})
+	if got, err := advertisedAddrFrom(config.Default(), ":10911", bound, eth, log); err != nil || got != "10.1.2.3:40123" || logs.Len() != 0 {
+		t.Errorf("with 10.1.2.3: %q, %v, logs %q", got, err, logs.String())
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	url := flag.String("url", cmp.Or(os.Getenv("AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (default $AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/)")
+	url := flag.String("url", cmp.Or(os.Getenv("AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/"), "broker URL ($AMQP_URL when set)")
 	queue := flag.String("queue", "example-confirms", "durable queue")
 	count := flag.Int("count", 10, "messages to publish and consume")
 	prefetch := flag.Int("prefetch", 5, "unacknowledged deliveries the consumer accepts")

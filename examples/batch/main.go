@@ -25,17 +25,18 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/keelmq/keel/examples/internal/nscheck"
 )
 
 func main() {
-	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address ($NAMESRV_ADDR when set)")
 	topic := flag.String("topic", "ExampleBatchTopic", "topic")
 	size := flag.Int("size", 10, "messages per batch")
 	batches := flag.Int("batches", 3, "number of batches")
 	flag.Parse()
 	rlog.SetLogLevel("error")
 	if err := run(*ns, *topic, *size, *batches); err != nil {
-		log.Print(err)
+		log.Print(nscheck.Explain(err, *ns))
 		os.Exit(1)
 	}
 }

@@ -31,10 +31,11 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/keelmq/keel/examples/internal/nscheck"
 )
 
 func main() {
-	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address ($NAMESRV_ADDR when set)")
 	topic := flag.String("topic", "ExampleTopic", "topic")
 	group := flag.String("group", "example-consumer", "consumer group")
 	retries := flag.Int("retries", 2, "how many times the failing message is redelivered before it is accepted")
@@ -42,7 +43,7 @@ func main() {
 	flag.Parse()
 	rlog.SetLogLevel("error")
 	if err := run(*ns, *topic, *group, int32(*retries), *timeout); err != nil {
-		log.Print(err)
+		log.Print(nscheck.Explain(err, *ns))
 		os.Exit(1)
 	}
 }

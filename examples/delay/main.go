@@ -29,10 +29,11 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/keelmq/keel/examples/internal/nscheck"
 )
 
 func main() {
-	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address ($NAMESRV_ADDR when set)")
 	topic := flag.String("topic", "ExampleDelayTopic", "topic")
 	level := flag.Int("level", 2, "delay level of the first message (2 = 5s with the default messageDelayLevel)")
 	after := flag.Duration("after", 3*time.Second, "the second message is due this long after sending")
@@ -40,7 +41,7 @@ func main() {
 	flag.Parse()
 	rlog.SetLogLevel("error")
 	if err := run(*ns, *topic, *level, *after, *timeout); err != nil {
-		log.Print(err)
+		log.Print(nscheck.Explain(err, *ns))
 		os.Exit(1)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/keelmq/keel/examples/internal/nscheck"
 )
 
 var steps = []string{"created", "paid", "shipped", "delivered"}
@@ -43,14 +44,14 @@ func (orderSelector) Select(m *primitive.Message, queues []*primitive.MessageQue
 }
 
 func main() {
-	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address ($NAMESRV_ADDR when set)")
 	topic := flag.String("topic", "ExampleOrderTopic", "topic")
 	orders := flag.Int("orders", 4, "number of orders")
 	timeout := flag.Duration("timeout", 60*time.Second, "give up after this long")
 	flag.Parse()
 	rlog.SetLogLevel("error")
 	if err := run(*ns, *topic, *orders, *timeout); err != nil {
-		log.Print(err)
+		log.Print(nscheck.Explain(err, *ns))
 		os.Exit(1)
 	}
 }

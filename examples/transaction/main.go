@@ -29,6 +29,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/keelmq/keel/examples/internal/nscheck"
 )
 
 // orders is the application's database: order id -> state.
@@ -116,12 +117,12 @@ func (clientLog) Level(string)            {}
 func (clientLog) OutputPath(string) error { return nil }
 
 func main() {
-	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+	ns := flag.String("n", cmp.Or(os.Getenv("NAMESRV_ADDR"), "127.0.0.1:9876"), "NameServer address ($NAMESRV_ADDR when set)")
 	topic := flag.String("topic", "Orders", "topic")
 	flag.Parse()
 	rlog.SetLogger(clientLog{})
 	if err := run(*ns, *topic); err != nil {
-		log.Print(err)
+		log.Print(nscheck.Explain(err, *ns))
 		os.Exit(1)
 	}
 }

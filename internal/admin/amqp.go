@@ -16,15 +16,19 @@ type AMQPQueue = amqpinfo.Queue
 // AMQPExchange is one AMQP exchange.
 type AMQPExchange = amqpinfo.Exchange
 
+// AMQPConnection is one open AMQP client connection.
+type AMQPConnection = amqpinfo.Connection
+
 // BrokerAMQP is one broker's AMQP front door. Enabled is false when the
 // broker serves no AMQP listener.
 type BrokerAMQP struct {
-	Broker    string         `json:"broker"`
-	Addr      string         `json:"addr"`
-	Enabled   bool           `json:"enabled"`
-	Queues    []AMQPQueue    `json:"queues"`
-	Exchanges []AMQPExchange `json:"exchanges"`
-	Err       string         `json:"error,omitempty"`
+	Broker      string           `json:"broker"`
+	Addr        string           `json:"addr"`
+	Enabled     bool             `json:"enabled"`
+	Queues      []AMQPQueue      `json:"queues"`
+	Exchanges   []AMQPExchange   `json:"exchanges"`
+	Connections []AMQPConnection `json:"connections"`
+	Err         string           `json:"error,omitempty"`
 }
 
 // AMQP asks every master for its AMQP queues and exchanges (a group
@@ -53,6 +57,9 @@ func (c *Client) AMQP(ctx context.Context) ([]BrokerAMQP, error) {
 		}
 		if ba.Exchanges == nil {
 			ba.Exchanges = []AMQPExchange{}
+		}
+		if ba.Connections == nil {
+			ba.Connections = []AMQPConnection{}
 		}
 		out = append(out, ba)
 	}

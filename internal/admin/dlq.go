@@ -195,7 +195,7 @@ func (c *Client) ResendDLQWith(ctx context.Context, group, id string, o ResendOp
 			return Resent{}, err
 		}
 		if found.QueueOffset < foundQ.cur || log.has(foundQ.qid, found.QueueOffset) {
-			return Resent{}, fmt.Errorf("%w: dead letter %s of %s (DLQ queue %d offset %d) was resent before; --force resends it again",
+			return Resent{}, fmt.Errorf("%w: dead letter %s of %s (DLQ queue %d offset %d) was resent before",
 				ErrAlreadyResent, id, group, foundQ.qid, found.QueueOffset)
 		}
 	}

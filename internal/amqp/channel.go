@@ -240,6 +240,7 @@ func (ch *channel) close(e *amqpError) {
 	first := ch.shutdown()
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
 	if first {
+		ch.c.srv.cfg.Traffic.Error()
 		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
 	}
 }
@@ -248,6 +249,7 @@ func (ch *channel) close(e *amqpError) {
 // consumer timeout): as close, but the reader's own fields stay its own.
 func (ch *channel) timeOut(e *amqpError) {
 	if ch.shutdown() {
+		ch.c.srv.cfg.Traffic.Error()
 		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
 	}
 }
@@ -476,6 +478,7 @@ func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered b
 	if redelivered {
 		c.q.stats.redelivered.Add(1)
 	}
+	ch.c.srv.observeDeliver(c.q)
 	ch.c.sendContentHeld(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
 		Exchange: m.exchange, RoutingKey: m.routingKey}, m.props, m.body)
 	return true
@@ -502,6 +505,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	if redelivered {
 		q.stats.redelivered.Add(1)
 	}
+	ch.c.srv.observeDeliver(q)
 	if m.NoAck {
 		q.settle(o)
 		q.stats.acked.Add(1)

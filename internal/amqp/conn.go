@@ -51,6 +51,14 @@ type conn struct {
 	chMu     sync.Mutex
 	channels map[uint16]*channel
 
+	// What Connections reports (info.go): since is set at accept; the
+	// user and vhost once negotiated, under infoMu (the reader writes
+	// them, Connections reads them from another goroutine).
+	since     time.Time
+	infoMu    sync.Mutex
+	infoUser  string
+	infoVhost string
+
 	done    chan struct{}
 	cleaned bool // reader goroutine only
 
@@ -160,7 +168,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// header, body), each read as a header then a payload, so reading the
 	// socket directly cost six read syscalls per message.
 	br := bufio.NewReaderSize(nc, readBufferBytes)
-	return &conn{srv: s, nc: nc, br: br, fr: wire.NewFrameReader(br), frameMax: wire.FrameMinSize,
+	return &conn{srv: s, nc: nc, br: br, fr: wire.NewFrameReader(br), frameMax: wire.FrameMinSize, since: time.Now(),
 		channels: map[uint16]*channel{}, done: make(chan struct{}),
 		publishSlots: make(chan struct{}, maxPendingPublishes), pubSig: make(chan struct{}, 1), laterKick: make(chan struct{}, 1), laterDone: make(chan struct{})}
 }
@@ -189,6 +197,7 @@ func (c *conn) serve() {
 			c.fail(frameError(err))
 			return
 		}
+		c.countFrame(f)
 		if err := c.frame(f); err != nil {
 			if errors.Is(err, errConnClosed) {
 				return
@@ -218,6 +227,7 @@ func (c *conn) fail(err error) {
 	if !errors.As(err, &ae) {
 		return
 	}
+	c.srv.cfg.Traffic.Error()
 	c.send(0, &wire.ConnectionClose{ReplyCode: ae.code, ReplyText: ae.replyText(), ClassId: ae.classID, MethodId: ae.methodID})
 	c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	for {
@@ -312,12 +322,24 @@ func (c *conn) writeLocked(b []byte) error {
 		return nil
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := c.nc.Write(b); err != nil {
+	n, err := c.nc.Write(b)
+	c.srv.cfg.Traffic.Out(n)
+	if err != nil {
 		c.werr = err
 		c.nc.Close()
 		return err
 	}
 	return nil
+}
+
+// countFrame counts a frame read: its bytes (header, payload, end octet)
+// and, for a method, a request.
+func (c *conn) countFrame(f wire.Frame) {
+	tr := c.srv.cfg.Traffic
+	tr.In(8 + len(f.Payload))
+	if f.Type == wire.FrameMethod {
+		tr.Request()
+	}
 }
 
 // send writes one method frame.
@@ -395,6 +417,7 @@ func (c *conn) readMethod() (wire.Method, error) {
 		if err != nil {
 			return nil, frameError(err)
 		}
+		c.countFrame(f)
 		if f.Type == wire.FrameHeartbeat {
 			continue
 		}
@@ -415,7 +438,9 @@ func (c *conn) handshake() error {
 	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
 		return err
 	}
+	c.srv.cfg.Traffic.In(len(hdr))
 	if !bytes.Equal(hdr[:], wire.ProtocolHeader) {
+		c.srv.cfg.Traffic.Error()
 		c.write(wire.ProtocolHeader)
 		return fmt.Errorf("amqp: protocol header % x", hdr)
 	}
@@ -438,6 +463,9 @@ func (c *conn) handshake() error {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
 	c.user, c.acct = user, acct
+	c.infoMu.Lock()
+	c.infoUser = user
+	c.infoMu.Unlock()
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg
@@ -473,6 +501,9 @@ func (c *conn) handshake() error {
 		return hard(wire.NotAllowed, m, "vhost %q not found (this broker serves %s; see amqpVhosts)", op.VirtualHost, c.srv.vhostList())
 	}
 	c.vh = v
+	c.infoMu.Lock()
+	c.infoVhost = v.name
+	c.infoMu.Unlock()
 	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/doorstats"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelmq/keel/internal/acl"
@@ -39,6 +40,9 @@ type broker struct {
 	consumerTimeout time.Duration
 	// fs, if set, is the server's Config.FS (its own files).
 	fs vfs.FS
+	// traffic and observer are the server's Config.Traffic and Observer.
+	traffic  *doorstats.Counters
+	observer Observer
 	// maxMessage is the server's Config.MaxMessageBytes (default: what
 	// the store takes in one record, as cmd/keel sets them).
 	maxMessage int
@@ -85,7 +89,8 @@ func (b *broker) start() {
 		maxMessage = st.MaxRecordBodyBytes()
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
-		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
+		Traffic: b.traffic, Observer: b.observer}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

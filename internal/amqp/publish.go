@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"time"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
@@ -86,6 +87,7 @@ func (ch *channel) content(f wire.Frame) error {
 // message is confirmed when the store acknowledges it, which under
 // SYNC_FLUSH is after fdatasync (the Confirmed watermark).
 func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
+	start := time.Now()
 	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
@@ -103,6 +105,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	}
 	qs, refused := admit(qs)
 	if len(qs) == 0 && refused {
+		ch.c.srv.observeSend(nil, len(body), "REFUSED", start)
 		return ch.confirmed(false)
 	}
 	if len(qs) == 0 {
@@ -125,6 +128,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
 	if err != nil {
 		unadmit(qs)
+		ch.c.srv.observeSend(qs, len(body), "MESSAGE_ILLEGAL", start)
 		return ch.confirmed(false)
 	}
 	expiring := h.Props.Flags&wire.FlagExpiration != 0
@@ -135,8 +139,14 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		return errConnClosed
 	}
 	seq := ch.publishSeq
+	size := len(body)
 	finish := func(r store.PutResult, phys int64) {
 		<-c.publishSlots
+		result := r.Status.String()
+		if r.Status == store.PutOK {
+			result = "SUCCESS"
+		}
+		c.srv.observeSend(qs, size, result, start)
 		c.later(func() { ch.stored(qs, seq, r, phys, refused, expiring) })
 	}
 	c.pubIssued++

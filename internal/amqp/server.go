@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
@@ -61,6 +62,11 @@ type Config struct {
 	// Vhosts are the virtual hosts served besides "/", each with its own
 	// queues, exchanges and files (DataDir/amqp/vhosts/<name in hex>).
 	Vhosts []string
+	// Traffic, when set, counts connections, methods, errors and bytes
+	// (the metrics' door series); Observer, when set, is told of every
+	// publish and delivery (observe.go).
+	Traffic  *doorstats.Counters
+	Observer Observer
 }
 
 // Defaults.
@@ -212,11 +218,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("amqp: accept: %w", err)
 		}
+		s.cfg.Traffic.Accept()
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
+			s.cfg.Traffic.Close()
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -228,6 +236,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			s.cfg.Traffic.Close()
 		}()
 	}
 }

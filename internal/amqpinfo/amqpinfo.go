@@ -49,3 +49,12 @@ type Exchange struct {
 	Internal   bool   `json:"internal"`
 	Bindings   int    `json:"bindings"`
 }
+
+// Connection is one open AMQP client connection.
+type Connection struct {
+	Remote   string `json:"remote"`
+	User     string `json:"user,omitempty"`  // empty until connection.start-ok
+	Vhost    string `json:"vhost,omitempty"` // empty until connection.open
+	Channels int    `json:"channels"`
+	SinceMs  int64  `json:"sinceMs"` // Unix ms it was accepted
+}

@@ -5,7 +5,8 @@ package broker
 //
 //	{"broker":"broker-a","enabled":true,
 //	 "queues":[{"name":"jobs","ready":3,"unacked":1,"consumers":1,...}],
-//	 "exchanges":[{"name":"amq.direct","type":"direct","durable":true,...}]}
+//	 "exchanges":[{"name":"amq.direct","type":"direct","durable":true,...}],
+//	 "connections":[{"remote":"127.0.0.1:50412","user":"guest","vhost":"/",...}]}
 //
 // The broker does not import the AMQP package (front doors never import
 // one another): the wiring installs an AMQPInfoFunc returning the two
@@ -19,9 +20,9 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-// AMQPInfoFunc returns the AMQP front door's queues and exchanges,
-// JSON-encodable.
-type AMQPInfoFunc func() (queues, exchanges any)
+// AMQPInfoFunc returns the AMQP front door's queues, exchanges and open
+// connections, JSON-encodable.
+type AMQPInfoFunc func() (queues, exchanges, connections any)
 
 // SetAMQPInfo installs the AMQP front door's snapshot (nil removes it).
 func (b *Broker) SetAMQPInfo(fn AMQPInfoFunc) {
@@ -33,17 +34,18 @@ func (b *Broker) SetAMQPInfo(fn AMQPInfoFunc) {
 }
 
 type amqpReport struct {
-	Broker    string `json:"broker"`
-	Enabled   bool   `json:"enabled"`
-	Queues    any    `json:"queues"`
-	Exchanges any    `json:"exchanges"`
+	Broker      string `json:"broker"`
+	Enabled     bool   `json:"enabled"`
+	Queues      any    `json:"queues"`
+	Exchanges   any    `json:"exchanges"`
+	Connections any    `json:"connections"`
 }
 
 func (b *Broker) handleListAMQP(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	rep := amqpReport{Broker: b.cfg.BrokerName, Queues: []any{}, Exchanges: []any{}}
+	rep := amqpReport{Broker: b.cfg.BrokerName, Queues: []any{}, Exchanges: []any{}, Connections: []any{}}
 	if p := b.amqpInfo.Load(); p != nil {
 		rep.Enabled = true
-		rep.Queues, rep.Exchanges = (*p)()
+		rep.Queues, rep.Exchanges, rep.Connections = (*p)()
 	}
 	body, err := json.Marshal(rep)
 	if err != nil {

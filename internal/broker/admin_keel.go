@@ -225,6 +225,9 @@ func (b *Broker) handleGetConsumerConnections(ctx context.Context, c *remoting.C
 		return nil, e.err
 	}
 	cc, ok := b.connection(group)
+	if ok || addKafkaMembers(&cc, b.kafkaMembers(group)) { // admin_kafka.go
+		ok = true
+	}
 	if !ok {
 		return nil, protoErrorf(remoting.ResConsumerNotOnline, "the consumer group[%s] not online", group)
 	}

@@ -218,6 +218,7 @@ type Broker struct {
 
 	observer atomic.Pointer[observerBox]  // observe.go
 	amqpInfo atomic.Pointer[AMQPInfoFunc] // admin_amqp.go
+	kafka    atomic.Pointer[KafkaHooks]   // admin_kafka.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -311,6 +312,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqListTransactions:              b.handleListTransactions,
 		remoting.ReqListIsolatedRecords:           b.handleListIsolated, // admin_isolated.go
 		remoting.ReqListAMQP:                      b.handleListAMQP,     // admin_amqp.go
+		remoting.ReqListKafka:                     b.handleListKafka,    // admin_kafka.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

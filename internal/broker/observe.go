@@ -27,6 +27,12 @@ type Observer interface {
 	OnPull(topic, group, result string)
 }
 
+// DeliveryObserver is what an Observer may also implement to be told of
+// every pull answered with messages: the topic and the records delivered.
+type DeliveryObserver interface {
+	OnDeliver(topic string, msgs int)
+}
+
 type observerBox struct{ o Observer }
 
 // SetObserver installs o (nil removes it).
@@ -82,12 +88,19 @@ func (b *Broker) observePull(req, resp *remoting.Command, err error) {
 	o.OnPull(req.ExtFields["topic"], req.ExtFields["consumerGroup"], result)
 }
 
+// observeDeliver reports msgs records a pull delivered from topic.
+func (b *Broker) observeDeliver(topic string, msgs int) {
+	if d, ok := b.getObserver().(DeliveryObserver); ok && msgs > 0 {
+		d.OnDeliver(topic, msgs)
+	}
+}
+
 // Stats is a snapshot of the broker's gauges.
 type Stats struct {
 	HeldPulls       int // pull requests held for long polling
 	ProducerClients int // producer registrations (group, client)
-	ConsumerClients int // consumer members (group, client)
-	OnlineGroups    int // consumer groups with a member online
+	ConsumerClients int // consumer members (group, client), Kafka group members included
+	OnlineGroups    int // consumer groups with a member online, Kafka groups included
 	Topics          int
 	// TopicsByKind splits Topics by message.KindOfTopic: user topics,
 	// retry, dead-letter and system topics (every kind present, maybe 0).
@@ -123,6 +136,10 @@ func (b *Broker) Stats() Stats {
 		s.TopicsByKind[message.KindOfTopic(name)]++
 	}
 	s.OnlineGroups, s.ConsumerClients = b.core.Consumers().Counts()
+	if h := b.kafka.Load(); h != nil && h.Counts != nil { // a Kafka group's members (admin_kafka.go)
+		g, m := h.Counts()
+		s.OnlineGroups, s.ConsumerClients = s.OnlineGroups+g, s.ConsumerClients+m
+	}
 	s.ProducerClients = b.core.Producers().Count()
 	if ms := b.reg.lastOK.Load(); ms > 0 {
 		s.LastRegistered = time.UnixMilli(ms)

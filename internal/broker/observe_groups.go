@@ -14,5 +14,12 @@ func (b *Broker) Identity() (cluster, name, addr string) {
 // the group's message model (CLUSTERING or BROADCASTING; "" with none
 // online).
 func (b *Broker) GroupMembers(group string) (online int, messageModel string) {
-	return b.core.Consumers().Members(group)
+	online, messageModel = b.core.Consumers().Members(group)
+	if n := len(b.kafkaMembers(group)); n > 0 { // a Kafka group's members (admin_kafka.go)
+		online += n
+		if messageModel == "" {
+			messageModel = "CLUSTERING"
+		}
+	}
+	return online, messageModel
 }

@@ -127,6 +127,7 @@ func (b *Broker) pull(c *remoting.Conn, req *remoting.Command, p pullRequest, fi
 		// vectored write and releases them once written or dropped.
 		resp.BodyParts, resp.OnWritten, lent = res.Records, res.Release, true
 		resp.HeldBytes = res.HeldBytes() + converted // whole buffers: the connection's byte budget counts them
+		b.observeDeliver(p.topic, len(res.Records))
 	}
 	return resp, nil
 }

@@ -335,6 +335,10 @@ func (c *Console) apiDLQ(w http.ResponseWriter, r *http.Request) {
 type resendRequest struct {
 	MsgID string `json:"msgId"`
 	All   bool   `json:"all"`
+	// Again resends a dead letter (msgId) that was resent before; without
+	// it such a resend is refused with 409 and "again": true, and the page
+	// offers it.
+	Again bool `json:"again"`
 }
 
 func (c *Console) apiResend(w http.ResponseWriter, r *http.Request) {
@@ -354,9 +358,13 @@ func (c *Console) apiResend(w http.ResponseWriter, r *http.Request) {
 		rs, err = c.cfg.Admin.ResendAll(r.Context(), group)
 	} else {
 		var one admin.Resent
-		if one, err = c.cfg.Admin.ResendDLQ(r.Context(), group, req.MsgID); err == nil {
+		if one, err = c.cfg.Admin.ResendDLQWith(r.Context(), group, req.MsgID, admin.ResendOptions{Force: req.Again}); err == nil {
 			rs = []admin.Resent{one}
 		}
+	}
+	if errors.Is(err, admin.ErrAlreadyResent) && !req.All {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": humanError(err), "again": true})
+		return
 	}
 	c.log.Info("console: dead letters resent", "group", group, "count", len(rs), "err", err, "remote", r.RemoteAddr)
 	if err != nil && len(rs) > 0 { // stopped part way: say what was resent

@@ -146,6 +146,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /api/corrupt", c.apiCorrupt)         // corrupt.go
 	c.mux.HandleFunc("GET /api/replication", c.apiReplication) // replication.go
 	c.mux.HandleFunc("GET /api/amqp", c.apiAMQP)               // amqp.go
+	c.mux.HandleFunc("GET /api/kafka", c.apiKafka)             // kafka.go
+	c.mux.HandleFunc("GET /api/kafka/groups/{group}", c.apiKafkaGroup)
 	unknown := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	}

@@ -3,7 +3,7 @@
 // and the JSON API under /api/ it runs on.
 //
 // The API is backed by internal/admin, the same client the keel CLI uses,
-// so the console shows exactly what `keel topic|group|msg|dlq|txn|corrupt|cluster|amqp` show:
+// so the console shows exactly what `keel topic|group|msg|dlq|txn|corrupt|cluster|amqp|kafka` show:
 //
 //	GET  /api/info                      version, write access, sample interval
 //	GET  /api/overview                  brokers, totals, throughput and lag history, local disk
@@ -16,11 +16,14 @@
 //	GET  /api/messages?id=ID[&topic=T]  a message by id, every stored copy
 //	GET  /api/messages?topic=T&key=K[&begin=&end=]  messages by key
 //	GET  /api/dlq/{group}               a group's dead letters
-//	POST /api/dlq/{group}/resend        {"msgId":ID} or {"all":true}  (write access)
+//	POST /api/dlq/{group}/resend        {"msgId":ID[,"again":true]} or {"all":true}  (write access;
+//	                                    a dead letter resent before: 409 with "again": true)
 //	GET  /api/transactions              undecided transactional half messages
 //	GET  /api/corrupt                   records isolated as corrupt, scrubber status, per broker
 //	GET  /api/replication               broker groups, each member's replication state (keel cluster)
-//	GET  /api/amqp                      AMQP queues and exchanges, per broker
+//	GET  /api/amqp                      AMQP queues, exchanges and connections, per broker
+//	GET  /api/kafka                     Kafka consumer groups (members, assignments) and connections, per broker
+//	GET  /api/kafka/groups/{group}      a Kafka group as kafka-consumer-groups.sh --describe
 //
 // An API answer read (in part) from a slave because its group's master
 // is missing carries the header X-Keel-Slave-Reads (admin.SlaveRead lines,

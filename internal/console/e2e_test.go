@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/replication"
 )
 
@@ -46,6 +48,7 @@ type browser struct {
 	t       *testing.T
 	bin     string
 	profile string
+	size    string // window size, width,height (default 1366,900)
 }
 
 // run runs Chromium headless on url with extra arguments, bounded in time.
@@ -53,8 +56,12 @@ func (b *browser) run(url string, extra ...string) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	size := b.size
+	if size == "" {
+		size = "1366,900"
+	}
 	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--hide-scrollbars", "--user-data-dir=" + b.profile, "--window-size=1366,900",
+		"--no-first-run", "--hide-scrollbars", "--user-data-dir=" + b.profile, "--window-size=" + size,
 		"--virtual-time-budget=10000"}, extra...)
 	cmd := exec.CommandContext(ctx, b.bin, append(args, url)...)
 	var out, errOut bytes.Buffer
@@ -121,7 +128,7 @@ func TestConsoleInChromium(t *testing.T) {
 		{"topic", "#/topics/Orders", []string{"Orders", "Min offset", "Queues", "Browse messages stored from", `type="datetime-local"`}},
 		{"topic-browse", "#/topics/Orders?from=1", []string{`id="browse"`, "Messages stored from 1970-01-01", "oldest first",
 			f.sent[0].MsgID, "order-40", "order-43"}},
-		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING"}},
+		{"groups", "#/groups", []string{`href="#/groups/billing"`, "CLUSTERING", ">Retry lag<"}},
 		{"group", "#/groups/billing", []string{"Lag per queue", "10.0.0.7@billing-1", "Lag trend", "<svg class=\"chart\"",
 			"Last consumed", "Oldest unconsumed", `behind</span>`, `title="the last consumed message was stored `}},
 		{"messages", "#/messages?topic=Orders&key=" + url.QueryEscape(f.key), []string{f.sent[2].MsgID, "order-42", "19.90", "UNIQ_KEY"}},
@@ -187,6 +194,46 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 	}
 
+	// The Kafka door's groups, members and connections, and a group as
+	// kafka-consumer-groups.sh --describe shows it; the AMQP page's
+	// queues and connections fit a 1400-pixel window.
+	c.kafkaAndAMQP()
+	dom = b.run(c.http.URL+"/#/kafka", "--dump-dom", "--screenshot="+filepath.Join(shots, "kafka.png"))
+	for _, w := range []string{"<h1>Kafka", "1 consumer group, 1 connection", `href="#/kafka/etl"`, ">Stable<", ">cooperative-sticky<",
+		"etl-1-4f2a", "10.0.0.9", "Orders [0, 1]", "10.0.0.9:51234", ">etl-1<"} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("Kafka page lacks %q:\n%s", w, excerpt(dom, `<main`))
+		}
+	}
+	dom = b.run(c.http.URL+"/#/kafka/etl", "--dump-dom", "--screenshot="+filepath.Join(shots, "kafka-group.png"))
+	for _, w := range []string{"Kafka group etl", "as kafka-consumer-groups.sh --describe", "Log end offset", `href="#/topics/Orders"`,
+		"etl-1-4f2a", ">etl-1<", `<div class="label">Members</div><div class="value ">1</div>`} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("Kafka group page lacks %q:\n%s", w, excerpt(dom, `<main`))
+		}
+	}
+	if strings.Contains(dom, `class="err"`) {
+		t.Errorf("Kafka group page shows an error:\n%s", excerpt(dom, `class="err"`))
+	}
+	wide := &browser{t: t, bin: bin, profile: t.TempDir(), size: "1400,900"}
+	dom = wide.run(c.http.URL+"/#/amqp", "--dump-dom", "--screenshot="+filepath.Join(shots, "amqp.png"))
+	for _, w := range []string{"1 queue, 1,234,567 messages ready, 1 connection", "10.0.0.8:40000", ">guest<", `id="amqp-connections"`, "Dead-lettered / dropped"} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("AMQP page lacks %q:\n%s", w, excerpt(dom, `<main`))
+		}
+	}
+
+	// A second member of broker-a registers (brokerId 1, its address a
+	// second listener of the same broker): the latency table names each member by its role, not
+	// twice "broker-a".
+	c.registerSecondMember()
+	dom = b.run(c.http.URL+"/#/overview", "--dump-dom")
+	for _, w := range []string{`<td class="">broker-a <span class="muted">master</span></td>`, `<td class="">broker-a <span class="muted">slave 1</span></td>`} {
+		if !strings.Contains(dom, w) {
+			t.Errorf("latency table lacks %q:\n%s", w, excerpt(dom, `id="latency"`))
+		}
+	}
+
 	// The group page shows the group's lag as the API computes it.
 	d, err := c.admin.DescribeGroup(context.Background(), f.group)
 	if err != nil || d.Lag < 3 {
@@ -215,4 +262,57 @@ func excerpt(s, marker string) string {
 		i = 0
 	}
 	return fmt.Sprintf("%.3000s", s[i:])
+}
+
+// kafkaAndAMQP installs a Kafka door's report (a group "etl" with one
+// member assigned Orders' two partitions, one connection) and an AMQP
+// door's (a queue with every flag, one connection), as the wiring does.
+func (c *cluster) kafkaAndAMQP() {
+	member := admin.KafkaMember{MemberID: "etl-1-4f2a9c0e11d2b3a4", ClientID: "etl-1", Host: "10.0.0.9",
+		Assignment: []admin.KafkaAssignment{{Topic: "Orders", Partitions: []int32{0, 1}}}}
+	group := admin.KafkaGroup{Name: "etl", State: "Stable", ProtocolType: "consumer", Protocol: "cooperative-sticky",
+		Generation: 3, Leader: member.MemberID, Members: []admin.KafkaMember{member}}
+	conn := admin.KafkaConnection{Remote: "10.0.0.9:51234", ClientID: "etl-1", SinceMs: time.Now().Add(-time.Minute).UnixMilli(), Requests: 42}
+	c.b.SetKafka(&broker.KafkaHooks{
+		Info: func() any {
+			return struct {
+				Groups      []admin.KafkaGroup      `json:"groups"`
+				Connections []admin.KafkaConnection `json:"connections"`
+			}{[]admin.KafkaGroup{group}, []admin.KafkaConnection{conn}}
+		},
+		Members: func(g string) []broker.KafkaMember {
+			if g != "etl" {
+				return nil
+			}
+			return []broker.KafkaMember{{ID: member.MemberID, Host: member.Host, Topics: []string{"Orders"}}}
+		},
+	})
+	q := admin.AMQPQueue{Vhost: "/", Name: "orders.created.by-the-webshop-service.for-billing", Type: "quorum", Durable: true,
+		AutoDelete: true, Ready: 1234567, Unacked: 12345, Consumers: 12, MessageTTLMs: 86400000, MaxLength: 1000000,
+		DeliveryLimit: 5, DeadLetterExchange: "orders.dead-letters", OldestUnsettledAgeMs: 90000,
+		Published: 123456789, Delivered: 123456000, Acked: 123400000, DeadLettered: 1234, Dropped: 56}
+	ac := admin.AMQPConnection{Remote: "10.0.0.8:40000", User: "guest", Vhost: "/", Channels: 2, SinceMs: time.Now().UnixMilli()}
+	c.b.SetAMQPInfo(func() (any, any, any) {
+		return []admin.AMQPQueue{q}, []admin.AMQPExchange{}, []admin.AMQPConnection{ac}
+	})
+}
+
+// registerSecondMember registers broker-a's member 1 with the NameServer,
+// at a second listener of the broker (which answers its runtime info).
+func (c *cluster) registerSecondMember() {
+	c.t.Helper()
+	addr := serve(c.t, c.b.Handler(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := remoting.Dial(ctx, c.namesrv, remoting.ClientConfig{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() }) // the NameServer drops what a closed connection registered
+	body := []byte(`{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"timestamp":1,"counter":0},"topicConfigTable":{}}}`)
+	resp, err := cl.Invoke(ctx, remoting.NewRequest(remoting.ReqRegisterBroker, map[string]string{"clusterName": "DefaultCluster",
+		"brokerName": "broker-a", "brokerAddr": addr, "brokerId": "1", "haServerAddr": ""}, body))
+	if err != nil || resp.Code != remoting.ResSuccess {
+		c.t.Fatalf("register member 1: %v %+v", err, resp)
+	}
 }

@@ -1,6 +1,7 @@
 // Package core is Keel's protocol-free broker: what every front door
-// (the RocketMQ remoting adapter in internal/broker today; Kafka and AMQP
-// adapters later) shares on top of the message store.
+// (the RocketMQ remoting adapter in internal/broker, the Kafka door in
+// internal/kafka and the AMQP door in internal/amqp) shares on top of the
+// message store.
 //
 // It owns the metadata: topics and their queues (topics.go), consumer
 // groups (groups.go) and their committed offsets (offsets.go, with the

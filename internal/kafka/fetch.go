@@ -53,10 +53,12 @@ func (s *Server) fetch(req *kmsg.FetchRequest) kmsg.Response {
 	deadline := time.Now().Add(wait)
 	for {
 		resp, bytes, waits := s.fetchOnce(req)
-		if bytes > 0 && bytes >= int(req.MinBytes) || len(waits) == 0 || time.Until(deadline) <= 0 {
-			return resp
-		}
-		if !s.waitAny(waits, time.Until(deadline)) {
+		if bytes > 0 && bytes >= int(req.MinBytes) || len(waits) == 0 || time.Until(deadline) <= 0 ||
+			!s.waitAny(waits, time.Until(deadline)) {
+			s.observeFetch(req, resp)
+			if failedFetch(resp) {
+				s.cfg.Traffic.Error()
+			}
 			return resp
 		}
 	}
@@ -257,3 +259,15 @@ type onceWaker struct {
 }
 
 func (w onceWaker) Wake() { w.once.Do(func() { close(w.ch) }) }
+
+// failedFetch reports whether resp answers a partition with an error.
+func failedFetch(resp *kmsg.FetchResponse) bool {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != errNone {
+				return true
+			}
+		}
+	}
+	return resp.ErrorCode != errNone
+}

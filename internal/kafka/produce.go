@@ -43,6 +43,21 @@ import (
 )
 
 func (s *Server) produce(req *kmsg.ProduceRequest) kmsg.Response {
+	start := time.Now()
+	resp := s.produceAnswer(req)
+	s.observeProduce(req, resp, start)
+	if failedPartition(resp) {
+		s.cfg.Traffic.Error()
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// produceAnswer stores req's batches and builds its answer (also for
+// acks=0, which is not sent).
+func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return s.produceAll(req, resp, errInvalidRequiredAcks, "acks must be -1, 0 or 1")
@@ -64,9 +79,6 @@ func (s *Server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
-	}
-	if req.Acks == 0 {
-		return nil
 	}
 	if req.Acks == -1 && until >= 0 {
 		if code := s.waitConfirmed(until, req.TimeoutMillis); code != errNone {
@@ -208,11 +220,8 @@ func (s *Server) waitConfirmed(end int64, timeoutMs int32) int16 {
 	return errKafkaStorage
 }
 
-// produceAll answers every partition of req with code (nil for acks=0).
-func (s *Server) produceAll(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16, msg string) kmsg.Response {
-	if req.Acks == 0 {
-		return nil
-	}
+// produceAll answers every partition of req with code.
+func (s *Server) produceAll(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16, msg string) *kmsg.ProduceResponse {
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
@@ -228,3 +237,15 @@ func (s *Server) produceAll(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// failedPartition reports whether resp answers a partition with an error.
+func failedPartition(resp *kmsg.ProduceResponse) bool {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != errNone {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -62,6 +63,11 @@ type Config struct {
 	// SASL as one of its accounts and checks every request against the
 	// account's permissions (sasl.go, authz.go); nil: no authentication.
 	ACL Accounts
+	// Traffic, when set, counts connections, requests, errors and bytes
+	// (the metrics' door series); Observer, when set, is told of produced
+	// and fetched records (observe.go).
+	Traffic  *doorstats.Counters
+	Observer Observer
 }
 
 func (c *Config) applyDefaults() {
@@ -119,7 +125,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	ln     net.Listener
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]*connStats // what Info reports of each (info.go)
 	closed bool
 	wg     sync.WaitGroup
 	ctx    context.Context
@@ -130,7 +136,7 @@ type Server struct {
 func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
+	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}}
 	s.scram = newScramKeys()
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
@@ -170,17 +176,21 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return fmt.Errorf("kafka: accept: %w", err)
 		}
+		s.cfg.Traffic.Accept()
 		s.mu.Lock()
 		if s.closed || len(s.conns) >= s.cfg.MaxConns {
 			s.mu.Unlock()
+			s.cfg.Traffic.Close()
+			s.cfg.Traffic.Error()
 			s.log.Warn("kafka: connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.cfg.MaxConns)
 			c.Close()
 			continue
 		}
-		s.conns[c] = struct{}{}
+		st := &connStats{since: time.Now()}
+		s.conns[c] = st
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(c)
+		go s.serveConn(c, st)
 	}
 }
 
@@ -208,12 +218,14 @@ func (s *Server) Close() error {
 // serveConn reads requests one at a time and answers each before reading
 // the next, so responses leave in request order (as Kafka, which mutes a
 // connection while it processes one of its requests).
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, st *connStats) {
+	tr := s.cfg.Traffic
 	defer func() {
 		c.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
+		tr.Close()
 		s.wg.Done()
 	}()
 	log := s.log.With("remote", c.RemoteAddr().String())
@@ -232,7 +244,9 @@ func (s *Server) serveConn(c net.Conn) {
 		if !auth.authenticated() {
 			limit = min(limit, maxUnauthenticatedRequestBytes)
 		}
+		tr.In(4)
 		if n < 0 || n > limit {
+			tr.Error()
 			log.Warn("kafka: request frame refused, closing", "bytes", n, "max", limit, "authenticated", auth.authenticated())
 			return
 		}
@@ -240,9 +254,12 @@ func (s *Server) serveConn(c net.Conn) {
 		if err != nil {
 			return
 		}
+		tr.In(n)
+		tr.Request()
 		if auth.raw { // after SaslHandshake v0: a raw SASL token
 			tok, err := s.saslStep(auth, frame)
 			if err != nil {
+				tr.Error()
 				log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", err)
 				return
 			}
@@ -253,31 +270,42 @@ func (s *Server) serveConn(c net.Conn) {
 			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(tok)))
 			out = append(out, tok...)
 			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.Write(out); err != nil {
+			k, err := c.Write(out)
+			tr.Out(k)
+			if err != nil {
 				return
 			}
 			continue
 		}
 		req, err := decodeRequest(frame)
 		if err != nil {
+			tr.Error()
 			log.Warn("kafka: malformed request, closing", "err", err)
 			return
 		}
 		req.host = host
+		st.seen(req.clientID, auth.user)
 		resp, keep := s.serveRequest(auth, req, log)
 		if resp == nil {
 			if !keep {
+				tr.Error()
 				return
 			}
 			if req.unsupported {
+				tr.Error()
 				log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
 				return
 			}
 			continue // acks=0
 		}
+		if !keep {
+			tr.Error() // answered, then closed: a failed authentication
+		}
 		out = appendResponse(out[:0], req.correlation, resp)
 		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.Write(out); err != nil || !keep {
+		k, err := c.Write(out)
+		tr.Out(k)
+		if err != nil || !keep {
 			return
 		}
 		if cap(out) > 1<<20 {

@@ -36,7 +36,7 @@ var (
 	dDiskTotal           = desc("keel_disk_total_bytes", "Size of the filesystem holding the store.")
 	dDiskFree            = desc("keel_disk_free_bytes", "Free bytes of the filesystem holding the store.")
 	dHeldPulls           = desc("keel_pull_held_requests", "Pull requests held for long polling.")
-	dConnections         = desc("keel_connections", "Open client connections to the broker.")
+	dConnections         = desc("keel_connections", "Open client connections, by front door (rocketmq, kafka, amqp).", "door")
 	dProducers           = desc("keel_producers", "Registered producer clients (per group).")
 	dConsumers           = desc("keel_consumers", "Registered consumer clients (per group).")
 	dGroupsOnline        = desc("keel_consumer_groups_online", "Consumer groups with at least one member online.")
@@ -80,6 +80,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range amqpDescs {
 		ch <- d
 	}
+	for _, d := range doorDescs {
+		ch <- d
+	}
 	if c.m.cfg.RocketMQNames {
 		for _, d := range compatDescs {
 			ch <- d
@@ -93,9 +96,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	src := c.m.cfg.Sources
 	c.collectStore(ch)
 	c.collectDisk(ch)
-	if src.Connections != nil {
-		gauge(ch, dConnections, float64(src.Connections()))
-	}
+	c.collectDoors(ch) // doors.go
 	if src.Broker != nil {
 		c.collectBroker(ch, src.Broker)
 		c.collectTopics(ch, src.Broker)

@@ -17,7 +17,6 @@ package metrics
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,15 +57,12 @@ func msgModelOrdinal(model string) string {
 func (c *collector) collectCompat(ch chan<- prometheus.Metric, b *broker.Broker, groups []*groupTopic) {
 	m := c.m
 	now := m.now()
-	m.rates.begin(now)
-	defer m.rates.end()
 	cluster, name, addr := b.Identity()
-	s := b.Store().Stats()
-	gauge(ch, cBrokerTPS, m.rates.rate("put", float64(s.PutMessages)), cluster, addr, name)
-	gauge(ch, cBrokerQPS, m.rates.rate("get", float64(s.GetMessages)), cluster, addr, name)
+	gauge(ch, cBrokerTPS, m.stats.rate(rateBrokerPut), cluster, addr, name)
+	gauge(ch, cBrokerQPS, m.stats.rate(rateBrokerGet), cluster, addr, name)
 
 	sentBytes := counterValues(m.sendBytes, nil)
-	sentMsgs := counterValues(m.sendMessages, func(result string) bool { return result == "SUCCESS" })
+	sentMsgs := counterValues(m.sendMessages, storedResult)
 	for _, tc := range b.Topics() {
 		t := tc.TopicName
 		total, _, _ := queueTotals(b, t)
@@ -77,8 +73,8 @@ func (c *collector) collectCompat(ch chan<- prometheus.Metric, b *broker.Broker,
 			gauge(ch, cDLQOffset, float64(total), cluster, name, strings.TrimPrefix(t, broker.DLQTopic("")))
 		default:
 			gauge(ch, cProducerOffset, float64(total), cluster, name, t)
-			gauge(ch, cProducerTPS, m.rates.rate("put/"+t, float64(total)), cluster, name, t)
-			gauge(ch, cProducerSize, m.rates.rate("bytes/"+t, sentBytes[t]), cluster, name, t)
+			gauge(ch, cProducerTPS, m.stats.rate(rateTopicPut+t), cluster, name, t)
+			gauge(ch, cProducerSize, m.stats.rate(rateTopicBytes+t), cluster, name, t)
 		}
 	}
 	online := map[string][2]string{}
@@ -98,7 +94,7 @@ func (c *collector) collectCompat(ch chan<- prometheus.Metric, b *broker.Broker,
 		}
 		gauge(ch, diff, float64(g.lag), g.group, g.topic, om[0], om[1])
 		gauge(ch, cConsumerOffset, float64(g.offset), cluster, name, g.topic, g.group)
-		tps := m.rates.rate("consumed/"+g.group+"\x00"+g.topic, float64(g.offset))
+		tps := m.stats.rate(consumedKey(g.group, g.topic))
 		gauge(ch, cConsumerTPS, tps, cluster, name, g.topic, g.group)
 		gauge(ch, cGroupConsumeTPS, tps, cluster, name, g.topic, g.group)
 		var meanBody float64
@@ -135,70 +131,6 @@ func counterValues(v *prometheus.CounterVec, result func(string) bool) map[strin
 		if ok {
 			out[topic] += pb.Counter.GetValue()
 		}
-	}
-	return out
-}
-
-// rateWindow is one counter's samples, oldest first: the rate is measured
-// from the newest sample at least rateWindowSpan old (or the oldest kept).
-type rateWindow struct {
-	at   []time.Time
-	v    []float64
-	seen uint64 // the scrape that last read it
-}
-
-// rateWindowSpan is the span of the per-second gauges (RocketMQ's
-// per-minute statistics).
-const rateWindowSpan = time.Minute
-
-// rateWindows keeps the samples of every rate the compatible gauges show.
-// Used only under the collector's scrapeMu.
-type rateWindows struct {
-	now   time.Time
-	scrap uint64
-	m     map[string]*rateWindow
-}
-
-func (r *rateWindows) begin(now time.Time) {
-	if r.m == nil {
-		r.m = map[string]*rateWindow{}
-	}
-	r.now = now
-	r.scrap++
-}
-
-// end forgets the counters this scrape did not read (deleted topics and
-// groups).
-func (r *rateWindows) end() {
-	for k, w := range r.m {
-		if w.seen != r.scrap {
-			delete(r.m, k)
-		}
-	}
-}
-
-// rate records v for key and returns its per-second increase over about
-// the last rateWindowSpan (0 until there are two samples, and after a
-// counter went down).
-func (r *rateWindows) rate(key string, v float64) float64 {
-	w := r.m[key]
-	if w == nil {
-		w = &rateWindow{}
-		r.m[key] = w
-	}
-	w.seen = r.scrap
-	// Keep one sample at or before the span's start as the baseline.
-	for len(w.at) > 1 && r.now.Sub(w.at[1]) >= rateWindowSpan {
-		w.at, w.v = w.at[1:], w.v[1:]
-	}
-	out := 0.0
-	if len(w.at) > 0 {
-		if dt := r.now.Sub(w.at[0]).Seconds(); dt > 0 && v >= w.v[0] {
-			out = (v - w.v[0]) / dt
-		}
-	}
-	if n := len(w.at); n == 0 || r.now.Sub(w.at[n-1]) >= time.Second {
-		w.at, w.v = append(w.at, r.now), append(w.v, v)
 	}
 	return out
 }

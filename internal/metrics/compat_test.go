@@ -45,6 +45,10 @@ func startCompat(t *testing.T, rocketMQNames bool) *compatEnv {
 
 func (e *compatEnv) advance(d time.Duration) { e.clock.Add(int64(d)) }
 
+// sample takes the rates' samples at the test's clock (what Run does every
+// 10 s).
+func (e *compatEnv) sample() { e.m.SampleRates(time.Unix(0, e.clock.Load())) }
+
 func (e *compatEnv) invoke(code int16, ext map[string]string, body []byte) *remoting.Command {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -143,7 +147,7 @@ func TestRocketMQExporterNames(t *testing.T) {
 		`rocketmq_producer_offset{` + lbl + `,topic="Orders"}`:                                        6,
 		`rocketmq_consumer_offset{` + lbl + `,group="billing",topic="Orders"}`:                        2,
 		`rocketmq_group_diff{countOfOnlineConsumers="1",group="billing",msgModel="1",topic="Orders"}`: 4,
-		`rocketmq_broker_tps{broker="broker-a",brokerIP="` + adv + `",cluster="DefaultCluster"}`:      0, // one sample yet
+		`rocketmq_broker_tps{broker="broker-a",brokerIP="` + adv + `",cluster="DefaultCluster"}`:      0, // no sample yet
 		`rocketmq_producer_tps{` + lbl + `,topic="Orders"}`:                                           0,
 		`rocketmq_consumer_tps{` + lbl + `,group="billing",topic="Orders"}`:                           0,
 		`rocketmq_group_consume_tps{` + lbl + `,group="billing",topic="Orders"}`:                      0,
@@ -157,17 +161,22 @@ func TestRocketMQExporterNames(t *testing.T) {
 		`keel_group_oldest_unconsumed_age_seconds{group="billing",topic="Orders"}`:            age,
 	})
 
+	// The first sample: the in-memory counters (messages and bytes sent,
+	// stored and read) started at zero a tick before it, as RocketMQ's
+	// statistics items do; the committed offsets start at their sample.
+	e.sample()
 	// 30 s later: 6 more messages stored, the group consumed 6.
 	e.send(6, "abcd")
 	e.waitStored(12)
 	e.commit(8)
 	e.advance(30 * time.Second)
+	e.sample()
 	s = e.scrape()
 	want(t, s, 1e-9, map[string]float64{
 		`rocketmq_producer_offset{` + lbl + `,topic="Orders"}`:                                        12,
-		`rocketmq_producer_tps{` + lbl + `,topic="Orders"}`:                                           6.0 / 30,
-		`rocketmq_producer_message_size{` + lbl + `,topic="Orders"}`:                                  6.0 * 4 / 30,
-		`rocketmq_broker_tps{broker="broker-a",brokerIP="` + adv + `",cluster="DefaultCluster"}`:      6.0 / 30,
+		`rocketmq_producer_tps{` + lbl + `,topic="Orders"}`:                                           12.0 / 40,
+		`rocketmq_producer_message_size{` + lbl + `,topic="Orders"}`:                                  12.0 * 4 / 40,
+		`rocketmq_broker_tps{broker="broker-a",brokerIP="` + adv + `",cluster="DefaultCluster"}`:      12.0 / 40,
 		`rocketmq_consumer_tps{` + lbl + `,group="billing",topic="Orders"}`:                           6.0 / 30,
 		`rocketmq_consumer_message_size{` + lbl + `,group="billing",topic="Orders"}`:                  6.0 / 30 * 4, // 4-byte bodies
 		`rocketmq_group_consume_tps{` + lbl + `,group="billing",topic="Orders"}`:                      6.0 / 30,
@@ -247,5 +256,32 @@ func TestOldestUnconsumedAgeBudget(t *testing.T) {
 	}
 	if v, ok := e.scrape()[`keel_group_oldest_unconsumed_age_seconds{group="billing",topic="Orders"}`]; ok {
 		t.Errorf("two lagging queues, budget 1: age %v reported", v)
+	}
+}
+
+// TestProducerTPSFirstBurst: a new topic's first burst shows at the next
+// sampling tick and decays as it ages through the minute, whatever the
+// scrapes' timing, as RocketMQ's TopicPutNums minute statistics (what
+// rocketmq-exporter reports): 20 messages read 20/10, 20/20, ... 20/60,
+// then 0 once the minute no longer holds them.
+func TestProducerTPSFirstBurst(t *testing.T) {
+	e := startCompat(t, true)
+	const series = `rocketmq_producer_tps{broker="broker-a",cluster="DefaultCluster",topic="Orders"}`
+	e.sample() // a tick before the topic's first message
+	e.send(20, "x")
+	e.waitStored(20)
+	if got := e.scrape()[series]; got != 0 {
+		t.Fatalf("before the next tick: %v, want 0", got)
+	}
+	for i, want := range []float64{20.0 / 10, 20.0 / 20, 20.0 / 30, 20.0 / 40, 20.0 / 50, 20.0 / 60, 0, 0} {
+		e.advance(statsTick)
+		e.sample()
+		for range 2 { // scrapes between ticks read the same value
+			e.advance(time.Second)
+			if got := e.scrape()[series]; math.Abs(got-want) > 1e-9 {
+				t.Fatalf("tick %d: %v, want %v", i+1, got, want)
+			}
+		}
+		e.advance(-2 * time.Second)
 	}
 }

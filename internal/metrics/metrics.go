@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -27,8 +28,9 @@ type TransactionStats struct {
 type Sources struct {
 	Broker *broker.Broker
 	Store  *store.Store
-	// Connections returns the number of open client connections.
-	Connections func() int
+	// Doors returns every front door's traffic counters (doors.go):
+	// connections, requests, errors and bytes by door.
+	Doors func() []doorstats.Snapshot
 	// DiskUsage returns the total and free bytes of the store's filesystem.
 	DiskUsage func() (total, free uint64, err error)
 	// Transactions returns the transaction engine's counters.
@@ -49,7 +51,7 @@ type Config struct {
 	// RocketMQNames adds rocketmq-exporter's metric names and labels
 	// (compat.go) beside Keel's own, for existing dashboards and alerts.
 	RocketMQNames bool
-	// Now is the clock of ages and rates (time.Now).
+	// Now is the clock of ages and of the rates' samples (time.Now).
 	Now func() time.Time
 }
 
@@ -63,12 +65,13 @@ type Metrics struct {
 	sendBytes    *prometheus.CounterVec
 	sendLatency  *prometheus.HistogramVec
 	pullRequests *prometheus.CounterVec
+	delivered    *prometheus.CounterVec
 	flushLatency prometheus.Histogram
 	flushBytes   prometheus.Histogram
 
 	scrapeMu sync.Mutex // one collection at a time (they read many offsets)
 	recent   recentState
-	rates    rateWindows // of the RocketMQ-compatible per-second gauges; guarded by scrapeMu
+	stats    statsMinute // the samples of the RocketMQ-compatible per-second gauges (rates.go)
 }
 
 // New builds the metrics and, when cfg.Broker is set, installs itself as the
@@ -82,23 +85,28 @@ func New(cfg Config) *Metrics {
 	}
 	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), recent: recentState{start: time.Now()}}
 	m.sendRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "keel_send_requests_total", Help: "Send requests (single or batch) by topic and response code.",
-	}, []string{"topic", "result"})
+		Name: "keel_send_requests_total",
+		Help: "Send requests (RocketMQ single or batch sends, Kafka produced partitions, AMQP publishes) by front door, topic and result.",
+	}, []string{"door", "topic", "result"})
 	m.sendMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keel_send_messages_total",
-		Help: "Messages of send requests by topic and response code (stored messages on success; a failed batch counts as one).",
-	}, []string{"topic", "result"})
+		Help: "Messages of send requests by front door, topic and result (stored messages on success; a failed request counts as one).",
+	}, []string{"door", "topic", "result"})
 	m.sendBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "keel_send_bytes_total", Help: "Body bytes of successful send requests by topic.",
-	}, []string{"topic"})
+		Name: "keel_send_bytes_total", Help: "Body bytes of successful send requests by front door and topic (Kafka: record batch bytes).",
+	}, []string{"door", "topic"})
 	m.sendLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "keel_send_latency_seconds",
-		Help:    "Time from receiving a send request to answering it, by outcome (ok or error).",
+		Help:    "Time from receiving a send request to answering it, by front door and outcome (ok or error).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"outcome"})
+	}, []string{"door", "outcome"})
 	m.pullRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keel_pull_requests_total", Help: "Pull requests by consumer group and result (FOUND..., HELD for long polling).",
 	}, []string{"group", "result"})
+	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "keel_deliver_messages_total",
+		Help: "Messages delivered to consumers by front door and topic (RocketMQ pulls, Kafka fetches, AMQP deliveries and basic.get).",
+	}, []string{"door", "topic"})
 	m.flushLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "keel_store_flush_latency_seconds",
 		Help:    "Duration of CommitLog fdatasync rounds (group commit).",
@@ -109,13 +117,13 @@ func New(cfg Config) *Metrics {
 		Help:    "Bytes made durable by one CommitLog fdatasync round (group-commit batch size).",
 		Buckets: prometheus.ExponentialBuckets(256, 4, 10),
 	})
-	m.reg.MustRegister(m.sendRequests, m.sendMessages, m.sendBytes, m.sendLatency, m.pullRequests,
+	m.reg.MustRegister(m.sendRequests, m.sendMessages, m.sendBytes, m.sendLatency, m.pullRequests, m.delivered,
 		m.flushLatency, m.flushBytes, &collector{m: m}, &integrityCollector{m: m})
 	if cfg.IncludeGoMetrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), processCollector())
 	}
 	if cfg.Broker != nil {
-		cfg.Broker.SetObserver(observer{m})
+		cfg.Broker.SetObserver(observer{m.Door(doorstats.RocketMQ)})
 	}
 	return m
 }
@@ -137,34 +145,60 @@ func (m *Metrics) ObserveFlush(d time.Duration, bytes int64) {
 	m.flushBytes.Observe(float64(bytes))
 }
 
-// observer adapts Metrics to broker.Observer.
-type observer struct{ m *Metrics }
+// observer adapts a DoorObserver to broker.Observer.
+type observer struct{ DoorObserver }
+
+func (o observer) OnPull(topic, group, result string) {
+	o.m.pullRequests.WithLabelValues(group, result).Inc()
+}
 
 // OtherTopic labels sends to topics the broker does not have (so a client
 // naming random topics cannot create unbounded series).
 const OtherTopic = "_other"
 
-func (o observer) OnSend(topic string, msgs, bytes int, result string, d time.Duration) {
-	m := o.m
-	if b := m.cfg.Broker; b != nil {
+// DoorObserver counts one front door's sends and deliveries in the shared
+// series (its door label); the Kafka and AMQP doors take it as their
+// Observer, and the broker's Observer is one.
+type DoorObserver struct {
+	m    *Metrics
+	door string
+}
+
+// Door is the observer of the front door named door (doorstats.Kafka, ...).
+func (m *Metrics) Door(door string) DoorObserver { return DoorObserver{m: m, door: door} }
+
+// topicLabel is topic, or OtherTopic for one the broker does not have.
+func (o DoorObserver) topicLabel(topic string) string {
+	if b := o.m.cfg.Broker; b != nil {
 		if _, ok := b.Topic(topic); !ok {
-			topic = OtherTopic
+			return OtherTopic
 		}
 	}
-	m.sendRequests.WithLabelValues(topic, result).Inc()
+	return topic
+}
+
+// OnSend counts a send request: the messages stored (0 for a failure), the
+// body bytes, the result and the time from receipt to answer.
+func (o DoorObserver) OnSend(topic string, msgs, bytes int, result string, d time.Duration) {
+	m := o.m
+	topic = o.topicLabel(topic)
+	m.sendRequests.WithLabelValues(o.door, topic, result).Inc()
 	outcome := "error"
 	if msgs > 0 {
 		outcome = "ok"
-		m.sendMessages.WithLabelValues(topic, result).Add(float64(msgs))
-		m.sendBytes.WithLabelValues(topic).Add(float64(bytes))
+		m.sendMessages.WithLabelValues(o.door, topic, result).Add(float64(msgs))
+		m.sendBytes.WithLabelValues(o.door, topic).Add(float64(bytes))
 	} else {
-		m.sendMessages.WithLabelValues(topic, result).Inc()
+		m.sendMessages.WithLabelValues(o.door, topic, result).Inc()
 	}
-	m.sendLatency.WithLabelValues(outcome).Observe(d.Seconds())
+	m.sendLatency.WithLabelValues(o.door, outcome).Observe(d.Seconds())
 }
 
-func (o observer) OnPull(topic, group, result string) {
-	o.m.pullRequests.WithLabelValues(group, result).Inc()
+// OnDeliver counts msgs messages delivered from topic.
+func (o DoorObserver) OnDeliver(topic string, msgs int) {
+	if msgs > 0 {
+		o.m.delivered.WithLabelValues(o.door, o.topicLabel(topic)).Add(float64(msgs))
+	}
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }

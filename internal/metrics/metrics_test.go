@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -53,12 +54,15 @@ func startEnv(t *testing.T, opts ...func(*Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := remoting.NewServer(remoting.ServerConfig{OnConnClose: b.OnConnClose}, b.Handler())
+	traffic := &doorstats.Counters{}
+	srv := remoting.NewServer(remoting.ServerConfig{OnConnClose: b.OnConnClose, Traffic: traffic}, b.Handler())
 	go srv.Serve(ln)
 	e := &env{t: t, st: st, b: b, srv: srv, dir: dir}
 	mcfg := Config{Sources: Sources{
 		Broker: b, Store: st,
-		Connections:  func() int { return len(srv.Conns()) },
+		Doors: func() []doorstats.Snapshot {
+			return []doorstats.Snapshot{traffic.Snapshot(doorstats.RocketMQ), {Door: doorstats.Kafka, Open: 3, Accepted: 4, Requests: 9}}
+		},
 		DiskUsage:    func() (uint64, uint64, error) { return 1000, 250, nil },
 		Transactions: func() TransactionStats { return TransactionStats{Pending: 2, Checks: 5} },
 		AMQP:         func() []AMQPQueueStats { return []AMQPQueueStats{testAMQPQueue} },
@@ -169,13 +173,21 @@ func TestLagGrowsAndDrainsAndDLQCounts(t *testing.T) {
 	// Nobody consumes: the lag is every message sent.
 	e.waitMetric(`keel_consumer_lag{group="g",queue="0",topic="T"}`, 3)
 	e.wantMetric(`keel_consumer_group_lag{group="g",topic="T"}`, 3)
-	e.wantMetric(`keel_send_requests_total{result="SUCCESS",topic="T"}`, 3)
-	e.wantMetric(`keel_send_messages_total{result="SUCCESS",topic="T"}`, 3)
-	e.wantMetric(`keel_send_bytes_total{topic="T"}`, 6)
-	e.wantMetric(`keel_send_latency_seconds_count{outcome="ok"}`, 3)
+	e.wantMetric(`keel_send_requests_total{door="rocketmq",result="SUCCESS",topic="T"}`, 3)
+	e.wantMetric(`keel_send_messages_total{door="rocketmq",result="SUCCESS",topic="T"}`, 3)
+	e.wantMetric(`keel_send_bytes_total{door="rocketmq",topic="T"}`, 6)
+	e.wantMetric(`keel_send_latency_seconds_count{door="rocketmq",outcome="ok"}`, 3)
 	e.wantMetric(`keel_topic_messages{topic="T"}`, 3)
 	e.wantMetric(`keel_consumers`, 1)
-	e.wantMetric(`keel_connections`, 1)
+	e.wantMetric(`keel_connections{door="rocketmq"}`, 1)
+	e.wantMetric(`keel_connections{door="kafka"}`, 3)
+	e.wantMetric(`keel_door_connections_total{door="rocketmq"}`, 1)
+	e.wantMetric(`keel_door_requests_total{door="kafka"}`, 9)
+	if s := e.scrape(); s[`keel_door_requests_total{door="rocketmq"}`] < 4 || s[`keel_door_received_bytes_total{door="rocketmq"}`] == 0 ||
+		s[`keel_door_sent_bytes_total{door="rocketmq"}`] == 0 {
+		t.Errorf("rocketmq door: %v requests, %v bytes in, %v out", s[`keel_door_requests_total{door="rocketmq"}`],
+			s[`keel_door_received_bytes_total{door="rocketmq"}`], s[`keel_door_sent_bytes_total{door="rocketmq"}`])
+	}
 	e.wantMetric(`keel_consumer_dlq_messages_total{group="g"}`, 0)
 
 	// The consumer pulls everything and commits: the lag drops to 0.
@@ -191,6 +203,7 @@ func TestLagGrowsAndDrainsAndDLQCounts(t *testing.T) {
 	e.wantMetric(`keel_consumer_lag{group="g",queue="0",topic="T"}`, 0)
 	e.wantMetric(`keel_consumer_offset{group="g",topic="T"}`, 3)
 	e.wantMetric(`keel_pull_requests_total{group="g",result="SUCCESS"}`, 1)
+	e.wantMetric(`keel_deliver_messages_total{door="rocketmq",topic="T"}`, 3)
 
 	// A message returned with no retries left is a dead letter.
 	res, err := e.st.GetMessage("T", 0, 1, 1, 1<<20, nil)
@@ -241,8 +254,9 @@ func TestStoreDiskTransactionsAndFlushMetrics(t *testing.T) {
 	if r := e.send("SCHEDULE_TOPIC_XXXX", "x"); r.Code != remoting.ResNoPermission {
 		t.Fatalf("send to a system topic: %d", r.Code)
 	}
-	e.wantMetric(`keel_send_requests_total{result="NO_PERMISSION",topic="_other"}`, 1)
-	e.wantMetric(`keel_send_latency_seconds_count{outcome="error"}`, 1)
+	e.wantMetric(`keel_send_requests_total{door="rocketmq",result="NO_PERMISSION",topic="_other"}`, 1)
+	e.wantMetric(`keel_send_latency_seconds_count{door="rocketmq",outcome="error"}`, 1)
+	e.wantMetric(`keel_door_errors_total{door="rocketmq"}`, 1)
 }
 
 func TestLagSeriesAreBounded(t *testing.T) {
@@ -286,8 +300,17 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	})
 	e.invoke(remoting.ReqHeartBeat, nil, []byte(heartbeat))
 	e.send("T", "x")
-	e.invoke(remoting.ReqPullMessage, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0",
-		"maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "expressionType": "TAG"}, nil)
+	// Pull until the message is delivered (it is found once dispatched):
+	// keel_deliver_messages_total has a series from then on.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.invoke(remoting.ReqPullMessage, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0",
+		"maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "expressionType": "TAG"},
+		nil).Code != remoting.ResSuccess {
+		if time.Now().After(deadline) {
+			t.Fatal("the message sent was not pulled within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	e.m.ObserveFlush(time.Millisecond, 100)
 	// Progress on the group's retry and dead-letter topics, for their diffs.
 	for _, topic := range []string{broker.RetryTopic("g"), broker.DLQTopic("g")} {

@@ -3,6 +3,8 @@ package metrics
 import (
 	"testing"
 	"time"
+
+	"github.com/keelmq/keel/internal/doorstats"
 )
 
 func TestRecentLatencyQuantilesAndWindow(t *testing.T) {
@@ -11,7 +13,7 @@ func TestRecentLatencyQuantilesAndWindow(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		m.ObserveFlush(3*time.Millisecond, 4096) // bucket (2.5 ms, 5 ms]
 	}
-	o := observer{m}
+	o := observer{m.Door(doorstats.RocketMQ)}
 	for i := 0; i < 10; i++ {
 		o.OnSend("T", 1, 10, "SUCCESS", 700*time.Microsecond) // (0.5 ms, 1 ms]
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/keelmq/keel/internal/vfs"
 )
 
-// TestSmallDiskFilledKeepsEverything is issue 20's small disk, simulated: a
+// TestSmallDiskFilledKeepsEverything is the small-disk fault, simulated: a
 // 6 MiB disk filled through the broker while a consumer group has read
 // nothing and retention runs every 20 ms (so disk pressure is seen all the
 // way up). Sends are refused with DISK_FULL before any write meets ENOSPC,

@@ -84,6 +84,10 @@ const (
 	// ... and requests the controller leader sends to a broker.
 	ReqControllerFence       = 10420
 	ReqControllerRoleChanged = 10421
+	// ReqListKafka is Keel's private request listing the consumer groups
+	// (members, assignments) and connections of a broker's Kafka front
+	// door (no ext fields).
+	ReqListKafka = 10404
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -245,4 +249,16 @@ func (c ResponseCode) String() string {
 		return s
 	}
 	return "RESPONSE_" + strconv.Itoa(int(c))
+}
+
+// IsErrorCode reports whether a response code says the request failed: not
+// SUCCESS nor one of the answers a working exchange gives (nothing new to
+// pull yet, pull again, the offset moved, no message found), which the
+// door's error counter leaves out.
+func IsErrorCode(code int16) bool {
+	switch code {
+	case ResSuccess, ResPullNotFound, ResPullRetryImmediately, ResPullOffsetMoved, ResQueryNotFound:
+		return false
+	}
+	return true
 }

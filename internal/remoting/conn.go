@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/keelmq/keel/internal/doorstats"
 )
 
 var (
@@ -86,6 +88,7 @@ type connConfig struct {
 	// its requests) instead of growing the buffer as bytes arrive, which
 	// for a 300 KiB pull response allocated and copied twice its size.
 	trustFrameLength bool
+	traffic          *doorstats.Counters // nil: not counted
 }
 
 // Write batching limits: one vectored write carries at most this many
@@ -457,6 +460,9 @@ func (c *Conn) prepare(cmd *Command) (outFrame, error) {
 		return outFrame{}, fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrFrameTooLarge, size, c.cfg.maxFrameBytes)
 	}
 	*hp = head
+	if cmd.IsResponse() && IsErrorCode(cmd.Code) {
+		c.cfg.traffic.Error()
+	}
 	f := outFrame{head: hp, body: cmd.Body, parts: cmd.BodyParts, done: cmd.OnWritten,
 		charged: int64(max(len(head)+bodyLen, cmd.HeldBytes))}
 	cmd.OnWritten = nil
@@ -551,6 +557,7 @@ func (c *Conn) logClose(err error) {
 	case errors.Is(err, ErrIdleTimeout):
 		log.Info("remoting: closing idle connection", "idle_timeout", c.cfg.idleTimeout)
 	default:
+		c.cfg.traffic.Error()
 		log.Warn("remoting: closing connection", "err", err)
 	}
 }
@@ -572,6 +579,7 @@ func (c *Conn) readLoop() error {
 		if err != nil {
 			return c.readError(err)
 		}
+		c.cfg.traffic.In(4 + len(p))
 		cmd, err := decodePayload(p)
 		if err != nil {
 			return err
@@ -580,6 +588,7 @@ func (c *Conn) readLoop() error {
 			c.deliver(cmd)
 			continue
 		}
+		c.cfg.traffic.Request()
 		if borrower != nil && borrower.BorrowsBody(cmd.Code) {
 			cmd.frame = p
 		}
@@ -901,7 +910,9 @@ func (c *Conn) writeBatch(batch []outFrame, scratch *net.Buffers) error {
 		// WriteTo consumes its receiver; *scratch (already on the heap)
 		// serves as it, so that the call allocates nothing.
 		*scratch = bufs
-		_, err = scratch.WriteTo(c.nc)
+		var n int64
+		n, err = scratch.WriteTo(c.nc)
+		c.cfg.traffic.Out(int(n))
 	}
 	for i := range batch {
 		c.drop(&batch[i])

@@ -47,6 +47,10 @@ var (
 	// ErrHTTPPeer: the peer answered in HTTP ("HTTP/1.1 400 ..." where a
 	// frame length belongs): it is an HTTP server, not a remoting one.
 	ErrHTTPPeer = errors.New("remoting: the peer answered in HTTP: it is an HTTP server, not a RocketMQ remoting server")
+	// ErrAMQPPeer: the peer answered with the AMQP protocol header
+	// ("AMQP\x00\x00\x09\x01", what an AMQP 0-9-1 server sends a client
+	// whose greeting it does not accept): it is an AMQP listener.
+	ErrAMQPPeer = errors.New("remoting: the peer answered with the AMQP protocol header: it is an AMQP listener, not a RocketMQ remoting server")
 )
 
 // EncodeFrame appends the whole frame of c (length field included) to dst,
@@ -159,8 +163,11 @@ func readFrame(r io.Reader, maxBytes int, poolable, trustLength bool) ([]byte, e
 	}
 	n := int64(binary.BigEndian.Uint32(lenBuf[:]))
 	if n > int64(maxBytes) || n > math.MaxInt32 {
-		if string(lenBuf[:]) == "HTTP" {
+		switch string(lenBuf[:]) {
+		case "HTTP":
 			return nil, ErrHTTPPeer
+		case "AMQP":
+			return nil, ErrAMQPPeer
 		}
 		return nil, fmt.Errorf("%w: length %d exceeds the limit of %d bytes", ErrFrameTooLarge, int32(n), maxBytes)
 	}

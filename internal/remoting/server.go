@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/keelmq/keel/internal/doorstats"
 )
 
 // Server defaults.
@@ -52,6 +54,9 @@ type ServerConfig struct {
 	// OnConnClose runs once per connection after it has closed (e.g. the
 	// broker unregisters the connection's clients).
 	OnConnClose func(*Conn)
+	// Traffic, when set, counts the connections, requests, error answers
+	// and bytes of the server's connections (the metrics' door series).
+	Traffic *doorstats.Counters
 }
 
 func (cfg ServerConfig) withDefaults() ServerConfig {
@@ -91,6 +96,7 @@ func (cfg ServerConfig) connConfig() connConfig {
 		writeQueueLen: cfg.WriteQueueLen,
 		maxQueued:     int64(cfg.MaxQueuedBytesPerConn),
 		logger:        cfg.Logger,
+		traffic:       cfg.Traffic,
 	}
 }
 
@@ -194,11 +200,13 @@ func (s *Server) isClosing() bool {
 
 func (s *Server) startConn(nc net.Conn) {
 	setKeepAlive(nc, s.cfg.KeepAlive)
+	s.cfg.Traffic.Accept()
 	c := newConn(s.nextID.Add(1), nc, s.cfg.connConfig(), s.h, &s.opaque)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		nc.Close()
+		s.cfg.Traffic.Close()
 		return
 	}
 	s.conns[c] = struct{}{}
@@ -213,6 +221,7 @@ func (s *Server) connClosed(c *Conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	defer s.connsWG.Done()
+	s.cfg.Traffic.Close()
 	if s.cfg.OnConnClose != nil {
 		s.cfg.OnConnClose(c)
 	}

@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	brokers := flag.String("b", cmp.Or(os.Getenv("KAFKA_BROKERS"), "127.0.0.1:9092"), "bootstrap servers, comma-separated (default $KAFKA_BROKERS, else 127.0.0.1:9092)")
+	brokers := flag.String("b", cmp.Or(os.Getenv("KAFKA_BROKERS"), "127.0.0.1:9092"), "bootstrap servers, comma-separated ($KAFKA_BROKERS when set)")
 	topic := flag.String("topic", "example-orders", "topic")
 	count := flag.Int("count", 10, "number of records to send")
 	flag.Parse()

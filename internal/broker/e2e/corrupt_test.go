@@ -16,8 +16,8 @@ import (
 )
 
 // TestPushConsumerPassesACorruptRecord: a record corrupted at rest does not
-// hold a push consumer of the official client at its offset (issue 20
-// item 5): the consumer gets every intact message after it and never the
+// hold a push consumer of the official client at its offset: the
+// consumer gets every intact message after it and never the
 // corrupt one, and the broker lists it as isolated.
 func TestPushConsumerPassesACorruptRecord(t *testing.T) {
 	c := startCluster(t)

@@ -32,6 +32,8 @@ function ago(ms) {
   return (s / 3600).toFixed(1) + " h";
 }
 function enc(s) { return encodeURIComponent(s); }
+// count is n and the word for one or for many: "1 queue", "2 queues".
+function count(n, one, many) { return num(n) + " " + (n === 1 ? one : many || one + "s"); }
 function link(page, arg, text) { return `<a href="#/${page}/${enc(arg)}">${esc(text ?? arg)}</a>`; }
 function kindPill(kind) { return `<span class="pill ${esc(kind)}">${esc(kind)}</span>`; }
 function perm(p) { return (p & 4 ? "R" : "-") + (p & 2 ? "W" : "-"); }
@@ -48,6 +50,7 @@ async function api(path, opts) {
   if (!res.ok) {
     const e = new Error((body && body.error) || res.status + " " + res.statusText);
     e.status = res.status;
+    e.again = !!(body && body.again);
     throw e;
   }
   return body;
@@ -177,7 +180,7 @@ const pages = {
     <div class="panel">${table([
       ["Group", g => link("groups", g.group)], ["Members", g => num(g.members), "num"], ["Model", g => esc(g.messageModel || "–")],
       ["Broker offset", g => num(g.brokerOffset), "num"], ["Consumer offset", g => num(g.consumerOffset), "num"],
-      ["Lag", g => lagCell(g.lag, maxLag), "num"], ["Retry", g => num(g.retryMessages), "num"],
+      ["Lag", g => lagCell(g.lag, maxLag), "num"], ["Retry lag", g => num(g.retryMessages), "num"],
       ["Dead letters", g => g.dlqMessages > 0 ? `<a href="#/dlq/${enc(g.group)}">${num(g.dlqMessages)}</a>` : "0", "num"],
     ], gs, "No consumer groups yet.")}</div>`;
   },
@@ -187,7 +190,7 @@ const pages = {
     const maxLag = Math.max(0, ...d.queues.map(q => q.lag));
     const subs = Object.entries(d.subscriptions || {});
     return `<h1>${esc(d.group)} <span class="sub">${esc(d.messageModel || "no member online")}</span></h1>
-    <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}${card("Retry", d.retryMessages)}
+    <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}${card("Retry lag", d.retryMessages)}
       ${card("Dead letters", d.dlqMessages, d.dlqMessages > 0)}${card("Consumer offset", d.consumerOffset)}</div>
     <div class="grid2">
       <div class="panel"><h2>Lag trend</h2>${chart(d.lagTrend.map(p => ({ t: p.time, v: p.lag })), "lag trend")}</div>
@@ -307,19 +310,66 @@ const pages = {
       q.messageTtlMs >= 0 && `ttl ${num(q.messageTtlMs)} ms`, q.maxLength >= 0 && `max ${num(q.maxLength)}`,
       q.deliveryLimit >= 0 && `delivery limit ${num(q.deliveryLimit)}`, q.deadLetterExchange && `dlx ${q.deadLetterExchange}`]
       .filter(Boolean).map(esc).join(", ") || "–";
-    return `<h1>AMQP <span class="sub">${num(qs.length)} queues, ${num(qs.reduce((n, q) => n + q.ready, 0))} messages ready</span></h1>${errs}
-    <div class="panel"><h2>Queues</h2>${table([
-      ["Broker", q => esc(q.broker)], ["Vhost", q => esc(q.vhost)], ["Queue", q => esc(q.name)], ["Type", q => esc(q.type)], ["Flags", flags],
+    const cs = on.flatMap(b => (b.connections || []).map(c => Object.assign({ broker: b.broker }, c)));
+    return `<h1>AMQP <span class="sub">${count(qs.length, "queue")}, ${count(qs.reduce((n, q) => n + q.ready, 0), "message")} ready, ${count(cs.length, "connection")}</span></h1>${errs}
+    <div class="panel fit" id="amqp-queues"><h2>Queues</h2>${table([
+      ["Broker", q => esc(q.broker)],
+      ["Queue", q => `<span class="clip" title="${esc(q.name)}">${esc(q.name)}</span><br><span class="muted">${esc(q.vhost)} · ${esc(q.type)}</span>`],
+      ["Flags", flags, "wrap"],
       ["Ready", q => num(q.ready), "num"], ["Unacked", q => num(q.unacked), "num"], ["Consumers", q => num(q.consumers), "num"],
       ["Oldest unsettled", q => q.oldestUnsettledAgeMs >= 0 ? ago(q.oldestUnsettledAgeMs) : "–", "num"],
       ["Published", q => num(q.published), "num"], ["Delivered", q => num(q.delivered), "num"], ["Acked", q => num(q.acked), "num"],
-      ["Dead-lettered", q => num(q.deadLettered), "num"], ["Dropped", q => num(q.dropped), "num"],
+      ["Dead-lettered / dropped", q => num(q.deadLettered) + " / " + num(q.dropped), "num"],
     ], qs, "No AMQP queue.")}</div>
+    <div class="panel" id="amqp-connections"><h2>Connections</h2>${table([
+      ["Broker", c => esc(c.broker)], ["Client", c => `<span class="mono">${esc(c.remote)}</span>`], ["User", c => esc(c.user || "–")],
+      ["Vhost", c => esc(c.vhost || "–")], ["Channels", c => num(c.channels), "num"], ["Connected", c => esc(when(c.sinceMs)), "num"],
+    ], cs, "No AMQP connection.")}</div>
     <div class="panel"><h2>Exchanges</h2>${table([
       ["Broker", x => esc(x.broker)], ["Vhost", x => esc(x.vhost)], ["Exchange", x => esc(x.name)], ["Type", x => esc(x.type)],
       ["Durable", x => x.durable ? "yes" : "no"], ["Auto-delete", x => x.autoDelete ? "yes" : "no"],
       ["Internal", x => x.internal ? "yes" : "no"], ["Bindings", x => num(x.bindings), "num"],
     ], xs, "No AMQP exchange.")}</div>`;
+  },
+
+  // Kafka consumer groups and connections (keel kafka groups / describe /
+  // connections); a group as kafka-consumer-groups.sh --describe shows it.
+  async kafka(group) {
+    if (group) {
+      const d = await api("kafka/groups/" + enc(group));
+      const maxLag = Math.max(0, ...d.rows.map(r => r.lag));
+      return `<h1>Kafka group ${esc(d.group)} <span class="sub">${esc(d.state)}</span></h1>
+      <div class="cards">${card("Lag", d.lag, d.lag > 0)}${card("Members", d.members)}</div>
+      <div class="panel" id="kafka-describe"><h2>Partitions <span class="sub">as kafka-consumer-groups.sh --describe</span></h2>${table([
+        ["Topic", r => r.topic ? link("topics", r.topic) : "–"], ["Partition", r => r.partition >= 0 ? num(r.partition) : "–", "num"],
+        ["Current offset", r => r.topic && r.currentOffset >= 0 ? num(r.currentOffset) : "–", "num"],
+        ["Log end offset", r => r.topic ? num(r.logEndOffset) : "–", "num"],
+        ["Lag", r => r.topic && r.currentOffset >= 0 ? lagCell(r.lag, maxLag) : "–", "num"],
+        ["Consumer id", r => `<span class="mono clip" title="${esc(r.consumerId || "")}">${esc(r.consumerId || "–")}</span>`],
+        ["Host", r => `<span class="mono">${esc(r.host || "–")}</span>`], ["Client id", r => esc(r.clientId || "–")],
+      ], d.rows, "The group has no partition and no member.")}</div>
+      ${d.rows.some(r => r.topic && r.currentOffset >= 0) ? `<p><a href="#/groups/${enc(d.group)}">Lag per queue and trend →</a></p>` : ""}`;
+    }
+    const bs = await api("kafka");
+    const on = bs.filter(b => b.enabled && !b.error);
+    const gs = on.flatMap(b => b.groups.map(g => Object.assign({ broker: b.broker }, g)));
+    const cs = on.flatMap(b => b.connections.map(c => Object.assign({ broker: b.broker }, c)));
+    const errs = bs.filter(b => b.error).map(b => `<div class="note">${esc(b.broker)}: ${esc(b.error)}</div>`).join("") +
+      bs.filter(b => !b.enabled && !b.error).map(b => `<div class="note">${esc(b.broker)}: no Kafka listener</div>`).join("");
+    const assigned = m => m.assignment.map(a => `${esc(a.topic)} [${a.partitions.join(", ")}]`).join("; ") || "–";
+    return `<h1>Kafka <span class="sub">${count(gs.length, "consumer group")}, ${count(cs.length, "connection")}</span></h1>${errs}
+    <div class="panel" id="kafka-groups"><h2>Consumer groups</h2>${table([
+      ["Broker", g => esc(g.broker)], ["Group", g => `<a href="#/kafka/${enc(g.group)}">${esc(g.group)}</a>`], ["State", g => esc(g.state)],
+      ["Assignor", g => esc(g.protocol || "–")], ["Generation", g => num(g.generation), "num"], ["Members", g => num(g.members.length), "num"],
+    ], gs, "No Kafka consumer group has joined since the broker started.")}</div>
+    <div class="panel" id="kafka-members"><h2>Members</h2>${table([
+      ["Group", m => esc(m.group)], ["Consumer id", m => `<span class="mono">${esc(m.memberId)}</span>`],
+      ["Host", m => `<span class="mono">${esc(m.host)}</span>`], ["Client id", m => esc(m.clientId)], ["Assigned partitions", assigned, "wrap"],
+    ], gs.flatMap(g => g.members.map(m => Object.assign({ group: g.group }, m))), "No member online.")}</div>
+    <div class="panel" id="kafka-connections"><h2>Connections</h2>${table([
+      ["Broker", c => esc(c.broker)], ["Client", c => `<span class="mono">${esc(c.remote)}</span>`], ["Client id", c => esc(c.clientId || "–")],
+      ["User", c => esc(c.user || "–")], ["Requests", c => num(c.requests), "num"], ["Connected", c => esc(when(c.sinceMs)), "num"],
+    ], cs, "No Kafka connection.")}</div>`;
   },
 };
 
@@ -398,7 +448,7 @@ function latencyPanel(brokers) {
   const q = (n, p) => Number(n) > 0 ? ms(p) : "–";
   const win = Math.max(...rows.map(b => Number(b.info.keelLatencyWindowSeconds) || 0));
   return `<div class="panel" id="latency"><h2>Latency <span class="sub">last ${esc(ago(win * 1000))}, estimated from the metrics histograms</span></h2>${table([
-    ["Broker", b => esc(b.brokerName)],
+    ["Broker", b => memberName(b, rows)],
     ["Send p50", b => q(b.info.keelSendCount, b.info.keelSendLatencyP50Ms), "num"],
     ["Send p99", b => q(b.info.keelSendCount, b.info.keelSendLatencyP99Ms), "num"],
     ["Sends", b => num(Number(b.info.keelSendCount)), "num"],
@@ -406,6 +456,13 @@ function latencyPanel(brokers) {
     ["Flush p99", b => q(b.info.keelFlushCount, b.info.keelFlushLatencyP99Ms), "num"],
     ["Flushes", b => num(Number(b.info.keelFlushCount)), "num"],
   ], rows)}</div>`;
+}
+// memberName names a broker with its role in its group ("broker-a" alone,
+// "broker-a master" and "broker-a slave 1" when its group has several).
+function memberName(b, all) {
+  const group = all.filter(o => o.brokerName === b.brokerName && o.cluster === b.cluster);
+  if (group.length < 2) return esc(b.brokerName);
+  return `${esc(b.brokerName)} <span class="muted">${b.brokerId === 0 ? "master" : "slave " + esc(b.brokerId)}</span>`;
 }
 function readQ(t) { return t.brokers.reduce((n, b) => n + b.readQueueNums, 0); }
 function writeQ(t) { return t.brokers.reduce((n, b) => n + b.writeQueueNums, 0); }
@@ -491,13 +548,16 @@ window.createTopic = function (f) {
     .catch(e => { out.innerHTML = errorBox(e); });
   return false;
 };
-window.resend = function (group, msgId) {
+window.resend = function (group, msgId, again) {
   const out = document.getElementById("resend-result");
   const what = msgId ? "message " + msgId : "every pending dead letter";
-  if (!confirm("Resend " + what + " of " + decodeURIComponent(group) + " to its original topic?")) return;
-  post("dlq/" + group + "/resend", msgId ? { msgId } : { all: true })
+  if (!confirm((again ? "Resend again " : "Resend ") + what + " of " + decodeURIComponent(group) + " to its original topic?")) return;
+  post("dlq/" + group + "/resend", msgId ? { msgId, again: !!again } : { all: true })
     .then(rs => { out.innerHTML = `<div class="note">Resent ${rs.length} message(s).</div>`; setTimeout(route, 800); })
-    .catch(e => { out.innerHTML = errorBox(e); });
+    .catch(e => {
+      // A dead letter resent before: say so and offer to resend it again.
+      out.innerHTML = errorBox(e) + (e.again && msgId ? `<p><button class="secondary small" id="resend-again" onclick="resend('${esc(group)}', '${esc(msgId)}', true)">Resend again</button></p>` : "");
+    });
 };
 
 // ---- router -------------------------------------------------------------
@@ -509,7 +569,7 @@ function pageTitle(page, arg) {
     groups: () => "Consumer groups", group: a => "Consumer group " + a, messages: () => "Messages",
     dlq: a => a ? "Dead letters of " + a : "Dead letters", transactions: () => "Pending transactions", corrupt: () => "Corrupt records",
     replication: () => "Replication",
-    amqp: () => "AMQP",
+    amqp: () => "AMQP", kafka: a => a ? "Kafka group " + a : "Kafka",
   };
   return (titles[page] || titles.overview)(arg);
 }
@@ -556,7 +616,7 @@ async function route() {
     app.dataset.page = page;
   }
   document.title = pageTitle(page, arg) + " · Keel console";
-  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication", "amqp"].includes(page)) {
+  if (["overview", "groups", "group", "topic", "transactions", "corrupt", "replication", "amqp", "kafka"].includes(page)) {
     refreshTimer = setTimeout(refresh, 10000);
   }
 }
