@@ -23,8 +23,9 @@
 // basic.recover; queue arguments (args.go): TTL, dead-lettering, length
 // and delivery limits, queue types; connection.blocked while the store's
 // disk is full (blocked.go); alternate exchanges; x-expires; the consumer
-// timeout (timeout.go). Not yet: tx,
-// priorities. docs/amqp.md is the user's list.
+// timeout (timeout.go); tx.select, tx.commit and tx.rollback (tx.go: a
+// commit's messages are one record). Not yet: priorities. docs/amqp.md is
+// the user's list.
 //
 // # Storage
 //

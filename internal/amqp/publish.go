@@ -101,6 +101,12 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 			}
 		}
 	}
+	if ch.tx {
+		if err := ch.holdPublish(m, h, qs, body); err != nil {
+			ch.close(err.(*amqpError))
+		}
+		return nil
+	}
 	qs, refused := admit(qs)
 	if len(qs) == 0 && refused {
 		return ch.confirmed(false)
