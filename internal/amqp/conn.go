@@ -569,7 +569,7 @@ func (c *conn) connectionMethod(f wire.Frame) error {
 	if err != nil {
 		return hard(wire.SyntaxError, nil, "%v", err)
 	}
-	switch m.(type) {
+	switch mm := m.(type) {
 	case *wire.ConnectionClose:
 		// Release before answering: a client that saw close-ok finds its
 		// exclusive queues gone and its unacked messages requeued.
@@ -579,6 +579,8 @@ func (c *conn) connectionMethod(f wire.Frame) error {
 		return errConnClosed
 	case *wire.ConnectionCloseOk:
 		return errConnClosed
+	case *wire.ConnectionUpdateSecret:
+		return c.updateSecret(mm)
 	}
 	return hard(wire.CommandInvalid, m, "%s on channel 0", m.Name())
 }
@@ -609,4 +611,20 @@ func (c *conn) dropChannel(id uint16) {
 	c.chMu.Lock()
 	delete(c.channels, id)
 	c.chMu.Unlock()
+}
+
+// updateSecret is RabbitMQ's connection.update-secret (a client
+// refreshing its credentials): the new secret must authenticate the
+// connection's user now, as its password at connection.start-ok did;
+// then the account's current permissions apply to the connection's next
+// methods. A secret that does not is a connection exception, 530
+// NOT_ALLOWED as in RabbitMQ.
+func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
+	acct, ok := c.srv.authenticate(c.user, string(m.NewSecret), c.nc.RemoteAddr())
+	if !ok {
+		return hard(wire.NotAllowed, m, "New secret was refused for user '%s'", c.user)
+	}
+	c.acct = acct
+	c.srv.log.Info("amqp: connection updated its secret", "remote", c.nc.RemoteAddr().String(), "user", c.user, "reason", m.Reason)
+	return c.send(0, &wire.ConnectionUpdateSecretOk{})
 }
