@@ -256,6 +256,7 @@ func (ch *channel) close(e *amqpError) {
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
 	ch.txPubs, ch.txBytes, ch.txDests = nil, 0, 0
 	if first {
+		ch.c.logException(ch.id, e)
 		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
 	}
 }
@@ -264,6 +265,7 @@ func (ch *channel) close(e *amqpError) {
 // consumer timeout): as close, but the reader's own fields stay its own.
 func (ch *channel) timeOut(e *amqpError) {
 	if ch.shutdown() {
+		ch.c.logException(ch.id, e)
 		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
 	}
 }

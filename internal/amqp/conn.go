@@ -51,6 +51,8 @@ type conn struct {
 	chMu     sync.Mutex
 	channels map[uint16]*channel
 
+	exLimit exceptionLimiter // bounds the exceptions logged (errors.go)
+
 	done    chan struct{}
 	cleaned bool // reader goroutine only
 
@@ -218,6 +220,7 @@ func (c *conn) fail(err error) {
 	if !errors.As(err, &ae) {
 		return
 	}
+	c.logException(0, ae)
 	c.send(0, &wire.ConnectionClose{ReplyCode: ae.code, ReplyText: ae.replyText(), ClassId: ae.classID, MethodId: ae.methodID})
 	c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	for {
