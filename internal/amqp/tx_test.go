@@ -1,13 +1,19 @@
 package amqp
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // depth is a queue's ready messages as queue.declare (passive) reports them.
@@ -367,4 +373,98 @@ func TestTxBounded(t *testing.T) {
 	if n := depth(t, obs, "q"); n != 0 {
 		t.Fatalf("a refused transaction stored %d messages", n)
 	}
+}
+
+// A power loss (the store and the broker's files on a simulated disk
+// that keeps only what was synced, with torn unsynced writes) before,
+// during or after a commit leaves all of the transaction or none of it,
+// and all of it once commit-ok was sent.
+func TestTxPowerLoss(t *testing.T) {
+	const n = 40
+	for round := range 30 {
+		mem := vfs.NewMem()
+		rng := rand.New(rand.NewPCG(uint64(round), 7))
+		// The power goes just before the CommitLog's fdatasync (torn
+		// unsynced writes), once armed.
+		var armed atomic.Bool
+		var lost *vfs.MemFS
+		hooked := syncHookFS{FS: mem, hook: func(name string) {
+			if strings.Contains(name, "commitlog") && armed.CompareAndSwap(true, false) {
+				lost = mem.CrashCloneWith(rng)
+			}
+		}}
+		b := &broker{t: t, dir: "/keel", fs: mem, storeCfg: func(c *store.Config) { c.FS = hooked }}
+		b.start()
+		ch := b.channel()
+		for _, q := range []string{"a", "b"} {
+			if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ch.Tx()
+		for i := range n {
+			pubTx(t, ch, "a", fmt.Sprint("a", i))
+			pubTx(t, ch, "b", fmt.Sprint("b", i))
+		}
+		depth(t, ch, "a") // the publishes reached the broker
+		var err error
+		switch round % 3 {
+		case 0: // before the commit
+			lost = mem.CrashCloneWith(rng)
+			err = errors.New("the power went before the commit")
+		case 1: // while its record is written, before it is synced
+			armed.Store(true)
+			if err := ch.TxCommit(); err != nil {
+				t.Fatal(err)
+			}
+			if lost == nil {
+				t.Fatal("no CommitLog sync for the commit")
+			}
+			err = errors.New("the power went before the commit's fdatasync")
+		case 2: // after commit-ok
+			if err := ch.TxCommit(); err != nil {
+				t.Fatal(err)
+			}
+			lost = mem.CrashCloneWith(rng)
+		}
+		b.stop()
+		after := &broker{t: t, dir: "/keel", fs: lost, storeCfg: func(c *store.Config) { c.FS = lost }}
+		after.start()
+		obs := after.channel()
+		a, bb := depth(t, obs, "a"), depth(t, obs, "b")
+		switch {
+		case a != bb || a != 0 && a != n:
+			t.Fatalf("round %d: after the power loss a %d b %d, want all (%d) or none", round, a, bb, n)
+		case round%3 == 0 && a != 0:
+			t.Fatalf("round %d: a transaction not committed is there after the power loss (%d)", round, a)
+		case err == nil && a != n:
+			t.Fatalf("round %d: commit-ok was sent, and %d of %d are there after the power loss", round, a, n)
+		}
+		t.Logf("round %d: %d of %d", round, a, n)
+		after.stop()
+	}
+}
+
+// syncHookFS calls hook with a file's name before each of its Syncs.
+type syncHookFS struct {
+	vfs.FS
+	hook func(name string)
+}
+
+func (f syncHookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	fl, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return syncHookFile{File: fl, hook: f.hook}, nil
+}
+
+type syncHookFile struct {
+	vfs.File
+	hook func(name string)
+}
+
+func (f syncHookFile) Sync() error {
+	f.hook(f.Name())
+	return f.File.Sync()
 }
