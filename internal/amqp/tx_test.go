@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -467,4 +468,55 @@ type syncHookFile struct {
 func (f syncHookFile) Sync() error {
 	f.hook(f.Name())
 	return f.File.Sync()
+}
+
+// A commit the store refuses (a full disk) closes the connection with 541
+// and applies nothing: none of its messages, none of its acks (the acked
+// delivery comes back).
+func TestTxCommitRefusedByTheStore(t *testing.T) {
+	mem := vfs.NewMem()
+	b := startBrokerWith(t, func(c *store.Config) {
+		c.FS = mem
+		c.RetentionCheckInterval = 10 * time.Millisecond
+		c.DiskReserveBytes = 0
+	})
+	obs := b.channel()
+	if _, err := obs.QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, obs, "q", "first")
+	conn := b.dial()
+	blocked := conn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Tx()
+	d, ok, err := ch.Get("q", false)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	d.Ack(false)
+	pubTx(t, ch, "q", "t1")
+	pubTx(t, ch, "q", "t2")
+	total, free, _ := mem.DiskUsage(b.dir)
+	mem.SetCapacity((total - free) * 100 / 95) // above the hard limit: the store refuses writes
+	select {
+	case <-blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the store did not refuse writes in 10 s")
+	}
+	if err := ch.TxCommit(); !isCode(err, 541) {
+		t.Fatalf("commit on a full disk: %v, want 541", err)
+	}
+	mem.SetCapacity(vfs.DefaultMemCapacity)
+	// The connection's deliveries go back once its close is done.
+	waitUntil(t, "the closed connection's delivery to be back", func() bool { return depth(t, obs, "q") == 1 })
+	got, ok, err := obs.Get("q", true)
+	if err != nil || !ok || string(got.Body) != "first" || !got.Redelivered {
+		t.Fatalf("after the refused commit: %q ok %v redelivered %v err %v, want the acked message back", got.Body, ok, got.Redelivered, err)
+	}
+	if n := depth(t, obs, "q"); n != 0 {
+		t.Fatalf("%d messages of the refused commit are in the queue", n)
+	}
 }
