@@ -436,11 +436,12 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return hard(wire.AccessRefused, m, "%v", err)
 	}
+	c.user = user // also for the log line of a refusal
 	acct, ok := c.srv.authenticate(user, pass, c.nc.RemoteAddr())
 	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
-	c.user, c.acct = user, acct
+	c.acct = acct
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg

@@ -62,6 +62,20 @@ func TestExceptionsLogged(t *testing.T) {
 		}
 	}
 
+	// A refused login names the user that tried.
+	if c, err := amqp091.Dial("amqp://guest:wrong@" + b.addr + "/"); err == nil {
+		c.Close()
+		t.Fatal("a wrong password was let in")
+	}
+	waitUntil(t, "the refused login to be logged", func() bool { return len(exceptionLines(&logs)) == 3 })
+	line = exceptionLines(&logs)[2]
+	for _, want := range []string{"level=WARN", `msg="amqp: connection exception"`, "user=guest", "vhost=\"\"",
+		"channel=0", "method=connection.start-ok", "code=403", "ACCESS_REFUSED - Login was refused"} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("the line %q lacks %s", line, want)
+		}
+	}
+
 	// A client causing exceptions in a loop: a burst, then the limit.
 	flood := b.dial()
 	cause := func() {
