@@ -45,7 +45,9 @@
 // after the Visible watermark passed it too (so a method sent after the
 // confirm sees the message); then it is delivered. Up to
 // maxPendingPublishes (1024) publishes per connection await their
-// confirm; the reader then waits.
+// confirm; the reader then waits. The messages of one tx.commit are one
+// record of several messages (message.go, tx.go), one destination per
+// message and queue, stored before commit-ok: all or none after a crash.
 //
 // A queue declared with the argument x-keel-topic is stored in queue 0
 // of that Keel topic instead (topicqueue.go): RocketMQ and Kafka
