@@ -14,8 +14,6 @@ cd "$(dirname "$0")/.."
 
 # Tests of features Keel deliberately lacks. Keep in step with docs/amqp.md.
 SKIP=(
-  TestIntegrationTxCommit     # tx.* answers 540: Keel has no AMQP transactions (use confirms)
-  TestIntegrationTxRollback   # same
   # Runs only against product "RabbitMQ" and expects basic.recover to
   # answer 540; Keel implements basic.recover (requeue). On any other
   # server it returns without closing its connection, which the suite's

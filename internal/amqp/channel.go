@@ -31,8 +31,16 @@ type channel struct {
 	confirmedAbove map[uint64]bool
 	ackFrom, ackTo uint64
 
+	// txAcks are the acknowledgements a transaction holds (tx.go): taken
+	// out of unacked, still counted against prefetch.
+	txAcks []txAck
+
 	// Reader goroutine only.
 	confirm    bool
+	tx         bool        // tx.select: publishes and acks held until tx.commit (tx.go)
+	txPubs     []txPublish // the publishes held
+	txBytes    int         // their bytes (bounded by txMaxBytes)
+	txDests    int         // their (message, queue) pairs (bounded by record.MaxDests)
 	publishSeq uint64
 	lastQueue  string // the last queue declared, for "" in later methods
 	pub        *wire.BasicPublish
@@ -161,13 +169,20 @@ func (ch *channel) dispatch(m wire.Method) error {
 		ch.requeueAll()
 		return ch.c.send(ch.id, &wire.BasicRecoverOk{})
 	case *wire.ConfirmSelect:
+		if ch.tx {
+			return soft(wire.PreconditionFailed, m, "cannot switch from tx to confirm mode")
+		}
 		ch.confirm = true
 		if m.Nowait {
 			return nil
 		}
 		return ch.c.send(ch.id, &wire.ConfirmSelectOk{})
-	case *wire.TxSelect, *wire.TxCommit, *wire.TxRollback:
-		return hard(wire.NotImplemented, m, "transactions (tx) are not implemented; use publisher confirms")
+	case *wire.TxSelect:
+		return ch.txSelect(m)
+	case *wire.TxCommit:
+		return ch.txCommit(m)
+	case *wire.TxRollback:
+		return ch.txRollback(m)
 	}
 	return hard(wire.CommandInvalid, m, "%s is not a client method on a channel", m.Name())
 }
@@ -239,8 +254,10 @@ func (ch *channel) permitted(m wire.Method) error {
 func (ch *channel) close(e *amqpError) {
 	first := ch.shutdown()
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
+	ch.txPubs, ch.txBytes, ch.txDests = nil, 0, 0
 	if first {
 		ch.c.srv.cfg.Traffic.Error()
+		ch.c.logException(ch.id, e)
 		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
 	}
 }
@@ -250,6 +267,7 @@ func (ch *channel) close(e *amqpError) {
 func (ch *channel) timeOut(e *amqpError) {
 	if ch.shutdown() {
 		ch.c.srv.cfg.Traffic.Error()
+		ch.c.logException(ch.id, e)
 		ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.code, ReplyText: e.replyText(), ClassId: e.classID, MethodId: e.methodID})
 	}
 }
@@ -266,6 +284,10 @@ func (ch *channel) shutdown() bool {
 	ch.consumers = map[string]*consumer{}
 	ds := ch.unacked
 	ch.unacked = map[uint64]*delivery{}
+	for _, a := range ch.txAcks { // not applied: unacknowledged still
+		ds[a.tag] = a.d
+	}
+	ch.txAcks = nil
 	ch.mu.Unlock()
 	for _, c := range cs {
 		ch.dropConsumer(c)
@@ -520,20 +542,32 @@ func (ch *channel) get(m *wire.BasicGet) error {
 func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue bool) error {
 	ch.mu.Lock()
 	var ds []*delivery
+	var tags []uint64
 	if multiple {
 		for t, d := range ch.unacked {
 			if tag == 0 || t <= tag {
-				ds = append(ds, d)
-				ch.forgetLocked(t, d)
+				ds, tags = append(ds, d), append(tags, t)
 			}
 		}
 	} else if d, ok := ch.unacked[tag]; ok {
-		ds = append(ds, d)
-		ch.forgetLocked(tag, d)
+		ds, tags = append(ds, d), append(tags, tag)
+	}
+	for i, t := range tags {
+		if ch.tx {
+			delete(ch.unacked, t) // held by the transaction, applied at commit
+		} else {
+			ch.forgetLocked(t, ds[i])
+		}
+	}
+	if ch.tx {
+		ch.holdAcksLocked(tags, ds, reject, requeue)
 	}
 	ch.mu.Unlock()
 	if len(ds) == 0 && (!multiple || tag != 0) {
 		return soft(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
+	}
+	if ch.tx {
+		return nil
 	}
 	pump := map[*queue]bool{}
 	for _, d := range ds {

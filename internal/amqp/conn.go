@@ -58,6 +58,7 @@ type conn struct {
 	infoMu    sync.Mutex
 	infoUser  string
 	infoVhost string
+	exLimit exceptionLimiter // bounds the exceptions logged (errors.go)
 
 	done    chan struct{}
 	cleaned bool // reader goroutine only
@@ -228,6 +229,7 @@ func (c *conn) fail(err error) {
 		return
 	}
 	c.srv.cfg.Traffic.Error()
+	c.logException(0, ae)
 	c.send(0, &wire.ConnectionClose{ReplyCode: ae.code, ReplyText: ae.replyText(), ClassId: ae.classID, MethodId: ae.methodID})
 	c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	for {
@@ -458,11 +460,12 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return hard(wire.AccessRefused, m, "%v", err)
 	}
+	c.user = user // also for the log line of a refusal
 	acct, ok := c.srv.authenticate(user, pass, c.nc.RemoteAddr())
 	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
-	c.user, c.acct = user, acct
+	c.acct = acct
 	c.infoMu.Lock()
 	c.infoUser = user
 	c.infoMu.Unlock()
@@ -600,7 +603,7 @@ func (c *conn) connectionMethod(f wire.Frame) error {
 	if err != nil {
 		return hard(wire.SyntaxError, nil, "%v", err)
 	}
-	switch m.(type) {
+	switch mm := m.(type) {
 	case *wire.ConnectionClose:
 		// Release before answering: a client that saw close-ok finds its
 		// exclusive queues gone and its unacked messages requeued.
@@ -610,6 +613,8 @@ func (c *conn) connectionMethod(f wire.Frame) error {
 		return errConnClosed
 	case *wire.ConnectionCloseOk:
 		return errConnClosed
+	case *wire.ConnectionUpdateSecret:
+		return c.updateSecret(mm)
 	}
 	return hard(wire.CommandInvalid, m, "%s on channel 0", m.Name())
 }
@@ -640,4 +645,20 @@ func (c *conn) dropChannel(id uint16) {
 	c.chMu.Lock()
 	delete(c.channels, id)
 	c.chMu.Unlock()
+}
+
+// updateSecret is RabbitMQ's connection.update-secret (a client
+// refreshing its credentials): the new secret must authenticate the
+// connection's user now, as its password at connection.start-ok did;
+// then the account's current permissions apply to the connection's next
+// methods. A secret that does not is a connection exception, 530
+// NOT_ALLOWED as in RabbitMQ.
+func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
+	acct, ok := c.srv.authenticate(c.user, string(m.NewSecret), c.nc.RemoteAddr())
+	if !ok {
+		return hard(wire.NotAllowed, m, "New secret was refused for user '%s'", c.user)
+	}
+	c.acct = acct
+	c.srv.log.Info("amqp: connection updated its secret", "remote", c.nc.RemoteAddr().String(), "user", c.user, "reason", m.Reason)
+	return c.send(0, &wire.ConnectionUpdateSecretOk{})
 }

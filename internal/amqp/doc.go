@@ -9,7 +9,8 @@
 //
 // The vhost "/" and Config.Vhosts, each its own namespace with its files
 // in its own directory (vhostDir); PLAIN and AMQPLAIN against Config.Users (guest/guest
-// from loopback only unless a guest account is configured); tune
+// from loopback only unless a guest account is configured), and
+// connection.update-secret re-checked the same way; tune
 // (channel-max, frame-max, heartbeats); channels; the default exchange
 // and direct, fanout, topic and headers exchanges with bindings, also
 // between exchanges (amq.direct, amq.fanout, amq.topic, amq.headers,
@@ -23,8 +24,9 @@
 // basic.recover; queue arguments (args.go): TTL, dead-lettering, length
 // and delivery limits, queue types; connection.blocked while the store's
 // disk is full (blocked.go); alternate exchanges; x-expires; the consumer
-// timeout (timeout.go). Not yet: tx,
-// priorities. docs/amqp.md is the user's list.
+// timeout (timeout.go); tx.select, tx.commit and tx.rollback (tx.go: a
+// commit's messages are one record). Not yet: priorities. docs/amqp.md is
+// the user's list.
 //
 // # Storage
 //
@@ -43,7 +45,9 @@
 // after the Visible watermark passed it too (so a method sent after the
 // confirm sees the message); then it is delivered. Up to
 // maxPendingPublishes (1024) publishes per connection await their
-// confirm; the reader then waits.
+// confirm; the reader then waits. The messages of one tx.commit are one
+// record of several messages (message.go, tx.go), one destination per
+// message and queue, stored before commit-ok: all or none after a crash.
 //
 // A queue declared with the argument x-keel-topic is stored in queue 0
 // of that Keel topic instead (topicqueue.go): RocketMQ and Kafka

@@ -232,7 +232,6 @@ func TestNotImplementedAndInvalidCommands(t *testing.T) {
 		code int
 		do   func(ch *amqp091.Channel) error
 	}{
-		{"tx.select", 540, func(ch *amqp091.Channel) error { return ch.Tx() }},
 		{"prefetch-size", 540, func(ch *amqp091.Channel) error { return ch.Qos(1, 4096, false) }},
 		{"channel.flow active=false", 540, func(ch *amqp091.Channel) error { return ch.Flow(false) }},
 		{"immediate", 540, func(ch *amqp091.Channel) error {

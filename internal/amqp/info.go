@@ -54,7 +54,7 @@ func (q *queue) info(now int64) QueueInfo {
 	if floor < st.MaxOffset(q.topic, queueID) {
 		if r, err := st.GetMessage(q.topic, queueID, floor, 1, 0, nil); err == nil {
 			if r.Status == store.Found && len(r.Records) == 1 {
-				if m, err := parseMessage(r.Records[0]); err == nil {
+				if m, err := parseMessage(r.Records[0], q.topic, floor); err == nil {
 					i.OldestUnsettledAgeMs = max(0, now-m.storeTs)
 				}
 			}

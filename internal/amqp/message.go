@@ -20,6 +20,23 @@ import (
 //
 // The properties are kept as the publisher's bytes so that a delivery
 // re-sends them byte for byte.
+//
+// A transaction's messages (tx.commit, tx.go) are one record, so that a
+// crash leaves all of them or none: the envelope's MESSAGES is their
+// number n (at least 2; a record of one message has the layout above),
+// its destinations are those of message 0, then those of message 1, and
+// so on, and the body is
+//
+//	size  field
+//	   4  COUNT        n
+//	       n times:
+//	   2  DESTS        how many of the envelope's destinations, in order, locate the message (at least 1)
+//	   4  LEN          L
+//	   L  MESSAGE      the layout above
+//
+// The ConsumeQueue entry of a queue at offset o is the destination whose
+// topic and QUEUEOFFSET are the queue's and o; its message is the one
+// those DESTS counts give it.
 type storedMessage struct {
 	exchange   string
 	routingKey string
@@ -38,8 +55,21 @@ func appendMessage(dst []byte, m *storedMessage) []byte {
 	return append(dst, m.body...)
 }
 
-// parseMessage decodes an AMQP record (aliasing it).
-func parseMessage(rec []byte) (storedMessage, error) {
+// appendTxBody appends the body of a transaction's record: msgs[i]
+// (each in the single-message layout) located by dests[i] destinations.
+func appendTxBody(dst []byte, msgs [][]byte, dests []int) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(msgs)))
+	for i, m := range msgs {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(dests[i]))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m)))
+		dst = append(dst, m...)
+	}
+	return dst
+}
+
+// parseMessage decodes the message of an AMQP record that entry o of
+// topic's queue locates (aliasing rec).
+func parseMessage(rec []byte, topic string, o int64) (storedMessage, error) {
 	var m storedMessage
 	if err := record.CheckEnvelope(rec); err != nil {
 		return m, err
@@ -50,6 +80,54 @@ func parseMessage(rec []byte) (storedMessage, error) {
 	}
 	m.storeTs = e.StoreTimestamp()
 	b := e.Body()
+	if e.Messages() > 1 {
+		var err error
+		if b, err = txMessage(e, topic, o); err != nil {
+			return m, err
+		}
+	}
+	return parseBody(m, b)
+}
+
+// txMessage returns the message of a transaction's record that entry o
+// of topic's queue locates.
+func txMessage(e record.Envelope, topic string, o int64) ([]byte, error) {
+	dest := -1
+	e.EachDest(func(i int, t []byte, qid int32, qo, _ int64, _ int) error {
+		if dest < 0 && qid == queueID && qo == o && string(t) == topic {
+			dest = i
+		}
+		return nil
+	})
+	if dest < 0 {
+		return nil, fmt.Errorf("amqp: the record at %d has no destination %s offset %d", e.PhysOffset(), topic, o)
+	}
+	b := e.Body()
+	bad := fmt.Errorf("amqp: the transaction record at %d is malformed", e.PhysOffset())
+	if len(b) < 4 || int64(binary.BigEndian.Uint32(b)) != int64(e.Messages()) {
+		return nil, bad
+	}
+	b = b[4:]
+	for range e.Messages() {
+		if len(b) < 6 {
+			return nil, bad
+		}
+		nd, n := int(binary.BigEndian.Uint16(b)), binary.BigEndian.Uint32(b[2:])
+		b = b[6:]
+		if uint64(n) > uint64(len(b)) {
+			return nil, bad
+		}
+		if dest < nd {
+			return b[:n], nil
+		}
+		dest -= nd
+		b = b[n:]
+	}
+	return nil, bad
+}
+
+// parseBody decodes the single-message layout b into m.
+func parseBody(m storedMessage, b []byte) (storedMessage, error) {
 	short := fmt.Errorf("amqp: stored message of %d bytes is truncated", len(b))
 	if len(b) < 1 || len(b) < 1+int(b[0])+1 {
 		return m, short

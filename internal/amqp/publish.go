@@ -103,6 +103,12 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 			}
 		}
 	}
+	if ch.tx {
+		if err := ch.holdPublish(m, h, qs, body); err != nil {
+			ch.close(err.(*amqpError))
+		}
+		return nil
+	}
 	qs, refused := admit(qs)
 	if len(qs) == 0 && refused {
 		ch.c.srv.observeSend(nil, len(body), "REFUSED", start)

@@ -40,8 +40,7 @@ func (s *Server) checkConsumerTimeouts(now int64) {
 		c.chMu.Unlock()
 		for _, ch := range chs {
 			if ch.oldestDelivery(now) > limit {
-				s.log.Warn("amqp: consumer timeout: a delivery was not acknowledged in time; closing its channel",
-					"user", c.user, "channel", ch.id, "timeout", s.cfg.ConsumerTimeout)
+				// Logged as the channel exception it is (errors.go).
 				ch.timeOut(soft(wire.PreconditionFailed, nil,
 					"delivery acknowledgement on channel %d timed out. Timeout value used: %d ms", ch.id, limit))
 			}

@@ -170,7 +170,7 @@ func (s *Server) untrackTopic(q *queue) {
 func (q *queue) parseRecord(o int64, rec []byte) (storedMessage, error) {
 	t, err := record.TypeOf(rec)
 	if err != nil || t == record.AMQP || q.ownsTopic() {
-		return parseMessage(rec)
+		return parseMessage(rec, q.topic, o)
 	}
 	if t.Enveloped() && record.CheckEnvelope(rec) == nil && record.Envelope(rec).Flags()&record.FlagEntryPerMessage != 0 {
 		return q.entryMessage(o, rec)

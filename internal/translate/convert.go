@@ -388,6 +388,10 @@ func amqpBody(b []byte) (exchange, routingKey string, props, body []byte, err er
 
 // neutralOfAMQP maps an AMQP message (see the package documentation).
 func neutralOfAMQP(e record.Envelope) (neutral, error) {
+	if n := e.Messages(); n > 1 {
+		// An AMQP transaction's messages, read only by the AMQP door.
+		return neutral{}, fmt.Errorf("translate: an AMQP record of %d messages (a transaction) is not converted", n)
+	}
 	exchange, rk, raw, body, err := amqpBody(e.Body())
 	if err != nil {
 		return neutral{}, err

@@ -465,3 +465,15 @@ func TestManyHeadersBounded(t *testing.T) {
 		t.Fatalf("key %q headers %q", key, got)
 	}
 }
+
+// An AMQP record of several messages (an AMQP transaction's, read by the
+// AMQP door only) is refused, not misread as one message.
+func TestAMQPTransactionRecordNotConverted(t *testing.T) {
+	rec := stored(t, record.AMQP, 2, "q", 0, 5, 8192, 1_700_000_000_500, amqpRecord("", "rk", nil, []byte("hello")))
+	if _, _, err := AppendRocketMQ(nil, rec, "q", 0, storeHost, DefaultLimit); err == nil {
+		t.Fatal("a transaction record was converted for RocketMQ")
+	}
+	if _, err := KafkaRecordOf(rec, 0, DefaultLimit); err == nil {
+		t.Fatal("a transaction record was converted for Kafka")
+	}
+}
