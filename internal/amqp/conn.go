@@ -58,7 +58,7 @@ type conn struct {
 	infoMu    sync.Mutex
 	infoUser  string
 	infoVhost string
-	exLimit exceptionLimiter // bounds the exceptions logged (errors.go)
+	exLimit   exceptionLimiter // bounds the exceptions logged (errors.go)
 
 	done    chan struct{}
 	cleaned bool // reader goroutine only
