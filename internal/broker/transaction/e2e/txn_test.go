@@ -182,7 +182,20 @@ func sendTxn(ctx context.Context, p rocketmq.TransactionProducer, topic, body st
 func verify(t *testing.T, c *cluster, db *localDB, topic string, bodies []string, r *received) {
 	t.Helper()
 	testcluster.WaitFor(t, 60*time.Second, "every transaction decided", func() bool { return c.Transactions().Stats().Pending == 0 })
-	stored := c.stored(topic)
+	// A half message checked again is briefly out of the engine's table
+	// while it is put back, and a commit's message is visible once it is
+	// dispatched: wait until every committed one is stored, then check the
+	// exact counts (none twice, none of a rollback).
+	var stored map[string]int
+	testcluster.WaitFor(t, 60*time.Second, "every committed message stored", func() bool {
+		stored = c.stored(topic)
+		for _, b := range bodies {
+			if db.wantStored(b) && stored[b] == 0 {
+				return false
+			}
+		}
+		return c.Transactions().Stats().Pending == 0
+	})
 	want := 0
 	for _, b := range bodies {
 		if db.wantStored(b) {
