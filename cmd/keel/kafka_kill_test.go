@@ -14,8 +14,9 @@ import (
 )
 
 // startKafkaServeProc runs keel serve as a child process on dir with only
-// the Kafka door on a free loopback port, and returns it with that address.
-func startKafkaServeProc(t *testing.T, dir string) (*exec.Cmd, string) {
+// the Kafka door on a free loopback port, and returns it with that address
+// and a channel closed once it has exited.
+func startKafkaServeProc(t *testing.T, dir string) (*exec.Cmd, string, <-chan struct{}) {
 	t.Helper()
 	logs := &syncBuffer{}
 	cmd := exec.Command(os.Args[0], "serve", "--data-dir", dir, "--namesrv-listen", "127.0.0.1:0",
@@ -41,7 +42,7 @@ func startKafkaServeProc(t *testing.T, dir string) (*exec.Cmd, string) {
 		}
 		return addr != ""
 	})
-	return cmd, addr
+	return cmd, addr, exited
 }
 
 // TestKafkaAcksAllSurvivesKill9 is the Kafka door's "kill -9 under acks=all
@@ -51,7 +52,7 @@ func startKafkaServeProc(t *testing.T, dir string) (*exec.Cmd, string) {
 // the offset the acknowledgement gave, with its value.
 func TestKafkaAcksAllSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
-	cmd, addr := startKafkaServeProc(t, dir)
+	cmd, addr, exited := startKafkaServeProc(t, dir)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.AllowAutoTopicCreation(),
 		kgo.ProducerLinger(0), kgo.RecordRetries(0), kgo.ProduceRequestTimeout(5*time.Second))
@@ -113,6 +114,7 @@ func TestKafkaAcksAllSurvivesKill9(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	<-exited // its data directory lock goes with it
 	close(stop)
 	wg.Wait()
 	cl.Close()
@@ -124,7 +126,7 @@ func TestKafkaAcksAllSurvivesKill9(t *testing.T) {
 	mu.Unlock()
 	t.Logf("%d records acknowledged before the kill", len(want))
 
-	_, addr = startKafkaServeProc(t, dir)
+	_, addr, _ = startKafkaServeProc(t, dir)
 	rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("killed"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
