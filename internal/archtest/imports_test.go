@@ -31,6 +31,7 @@ var layerRules = []layerRule{
 		why: "access control wraps the protocol layer's handlers; it does not reach into the broker"},
 	{dir: "internal/tlsconf", internal: []string{"internal/remoting"},
 		why: "TLS wraps the protocol layer's listeners"},
+	{dir: "internal/netlimit", why: "the request budget and connection limits are shared by every listener: standard library only"},
 	{dir: "internal/amqpinfo", why: "the description of AMQP queues and exchanges is plain data shared by the AMQP door and the admin client: standard library only"},
 	{dir: "internal/pendingtxn", why: "the description of undecided transactions is plain data shared by the engine and the admin client: standard library only"},
 	{dir: "internal/core", internal: []string{"internal/store", "internal/message", "internal/vfs", "internal/pendingtxn"},

@@ -223,7 +223,12 @@ func setKeepAlive(nc net.Conn, idle time.Duration) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
-	tcp, ok := nc.(*net.TCPConn)
+	// An interface, not *net.TCPConn: a listener may hand out connections
+	// that embed one (netlimit's).
+	tcp, ok := nc.(interface {
+		SetKeepAlive(bool) error
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	})
 	if !ok {
 		return
 	}
