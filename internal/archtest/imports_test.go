@@ -48,7 +48,7 @@ var layerRules = []layerRule{
 		why: "replication copies the store's CommitLog over its own protocol; it knows no broker, protocol front door or config"},
 	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
 		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
-	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message", "internal/translate"},
+	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message", "internal/translate", "internal/netlimit"},
 		external: []string{"github.com/twmb/franz-go/pkg/kmsg"},
 		why:      "the Kafka front door joins the core and the Kafka protocol (kmsg's codecs)"},
 	{dir: "internal/translate", internal: []string{"internal/store/record", "internal/message"},

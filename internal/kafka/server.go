@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/netlimit"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -53,6 +54,11 @@ type Config struct {
 	// MaxProducers bounds the idempotent producers remembered per
 	// partition (default 10000); beyond it the longest idle is forgotten.
 	MaxProducers int
+	// Budget, when set, is the door's account of the broker-wide budget of
+	// bytes held by requests being read and decoded: a request's frame is
+	// claimed before it is read and its decoded size before it is decoded,
+	// and a connection waits while the budget is spent.
+	Budget *netlimit.Door
 	// ACL, when set (aclEnable=true), makes connections authenticate with
 	// SASL as one of its accounts and checks every request against the
 	// account's permissions (sasl.go, authz.go); nil: no authentication.
@@ -149,6 +155,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.advPort.Store(int32(a.Port))
 	}
 	s.mu.Unlock()
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -158,13 +165,20 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("kafka: accept: %w", err)
 			}
-			return fmt.Errorf("kafka: accept: %w", err)
+			// EMFILE and aborted handshakes pass: back off, keep serving.
+			s.log.Warn("kafka: accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return nil
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
+		backoff = 5 * time.Millisecond
 		s.mu.Lock()
 		if s.closed || len(s.conns) >= s.cfg.MaxConns {
 			s.mu.Unlock()
@@ -231,54 +245,85 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Warn("kafka: request frame refused, closing", "bytes", n, "max", limit, "authenticated", auth.authenticated())
 			return
 		}
-		frame, err := readFrame(r, n)
+		claim, err := s.claim(int64(n))
 		if err != nil {
+			return // closing
+		}
+		keep := s.serveFrame(c, r, n, auth, host, log, &out, &claim)
+		claim.Release()
+		if !keep {
 			return
-		}
-		if auth.raw { // after SaslHandshake v0: a raw SASL token
-			tok, err := s.saslStep(auth, frame)
-			if err != nil {
-				log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", err)
-				return
-			}
-			if auth.user != "" {
-				auth.raw = false
-				log.Info("kafka: client authenticated", "user", auth.user, "mechanism", auth.mech)
-			}
-			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(tok)))
-			out = append(out, tok...)
-			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := c.Write(out); err != nil {
-				return
-			}
-			continue
-		}
-		req, err := decodeRequest(frame)
-		if err != nil {
-			log.Warn("kafka: malformed request, closing", "err", err)
-			return
-		}
-		req.host = host
-		resp, keep := s.serveRequest(auth, req, log)
-		if resp == nil {
-			if !keep {
-				return
-			}
-			if req.unsupported {
-				log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
-				return
-			}
-			continue // acks=0
-		}
-		out = appendResponse(out[:0], req.correlation, resp)
-		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.Write(out); err != nil || !keep {
-			return
-		}
-		if cap(out) > 1<<20 {
-			out = nil
 		}
 	}
+}
+
+// claim takes n bytes of the budget (none without one), waiting while it
+// is spent; it fails only when the server closes.
+func (s *Server) claim(n int64) (netlimit.Claim, error) {
+	if s.cfg.Budget == nil {
+		return netlimit.Claim{}, nil
+	}
+	return s.cfg.Budget.Acquire(s.ctx, n)
+}
+
+// serveFrame reads one request frame of n bytes, answers it and reports
+// whether the connection goes on. claim holds the frame's bytes; the
+// decoded size is added to it before decoding.
+func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host string, log *slog.Logger, out *[]byte, claim *netlimit.Claim) bool {
+	frame, err := readFrame(r, n)
+	if err != nil {
+		return false
+	}
+	if auth.raw { // after SaslHandshake v0: a raw SASL token
+		tok, err := s.saslStep(auth, frame)
+		if err != nil {
+			log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", err)
+			return false
+		}
+		if auth.user != "" {
+			auth.raw = false
+			log.Info("kafka: client authenticated", "user", auth.user, "mechanism", auth.mech)
+		}
+		*out = binary.BigEndian.AppendUint32((*out)[:0], uint32(len(tok)))
+		*out = append(*out, tok...)
+		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err = c.Write(*out)
+		return err == nil
+	}
+	req, err := decodeRequestBounded(frame, func(cost int64) error {
+		if s.cfg.Budget == nil {
+			return nil
+		}
+		return claim.Grow(s.ctx, cost)
+	})
+	if errors.Is(err, errTooCostly) || errors.Is(err, errTooManyElements) {
+		log.Warn("kafka: request refused, closing: decoding it would allocate more than its bound", "err", err)
+		return false
+	}
+	if err != nil {
+		if s.ctx.Err() == nil {
+			log.Warn("kafka: malformed request, closing", "err", err)
+		}
+		return false
+	}
+	req.host = host
+	resp, keep := s.serveRequest(auth, req, log)
+	if resp == nil {
+		if keep && req.unsupported {
+			log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
+			return false
+		}
+		return keep // acks=0 goes on
+	}
+	*out = appendResponse((*out)[:0], req.correlation, resp)
+	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(*out); err != nil || !keep {
+		return false
+	}
+	if cap(*out) > 1<<20 {
+		*out = nil
+	}
+	return true
 }
 
 // maxUnauthenticatedRequestBytes bounds a request frame before SASL

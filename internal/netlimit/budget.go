@@ -172,8 +172,11 @@ func (b *Budget) fitsLocked(n, held int64, grow bool) bool {
 	if grow {
 		return len(b.growers) == 0 && b.heldBytes+n <= b.capacityBytes
 	}
-	if len(b.growers) > 0 || len(b.acquirers) > 0 {
+	if len(b.growers) > 0 {
 		return false
+	}
+	if len(b.acquirers) > 0 {
+		return n <= b.capacityBytes/64 && b.heldBytes+n <= b.capacityBytes
 	}
 	return b.heldBytes+n <= b.capacityBytes || b.heldBytes == 0
 }
@@ -185,8 +188,7 @@ func (b *Budget) takeLocked(d *Door, n int64) {
 
 // grantLocked wakes the waiters that may go: growers in order while they
 // fit (the first beyond the capacity when every held byte is a waiting
-// grower's: nothing else would ever be released), then acquirers in order
-// while they fit.
+// grower's: nothing else would ever be released), then acquirers.
 func (b *Budget) grantLocked() {
 	for len(b.growers) > 0 {
 		w := b.growers[0]
@@ -201,14 +203,23 @@ func (b *Budget) grantLocked() {
 		b.growHeld -= w.held
 		b.grantWaiterLocked(w)
 	}
-	for len(b.acquirers) > 0 {
-		w := b.acquirers[0]
-		if b.heldBytes+w.n > b.capacityBytes && b.heldBytes != 0 {
-			return
+	// Acquirers in order; a small one (at most a 64th of the capacity: a
+	// client's everyday request) may pass a large one that waits, so that
+	// large requests filling the budget do not queue everything else
+	// behind them.
+	kept := b.acquirers[:0]
+	head := true
+	for _, w := range b.acquirers {
+		fits := b.heldBytes+w.n <= b.capacityBytes
+		if (head && (fits || b.heldBytes == 0)) || (!head && fits && w.n <= b.capacityBytes/64) {
+			b.grantWaiterLocked(w)
+			continue
 		}
-		b.acquirers = b.acquirers[1:]
-		b.grantWaiterLocked(w)
+		head = false
+		kept = append(kept, w)
 	}
+	clear(b.acquirers[len(kept):])
+	b.acquirers = kept
 }
 
 // grantWaiterLocked counts w's bytes as held and wakes it.

@@ -175,3 +175,27 @@ func TestBudgetConcurrent(t *testing.T) {
 		t.Fatalf("held %d", b.HeldBytes())
 	}
 }
+
+// A small request that fits passes a large one waiting for room.
+func TestBudgetSmallPassesLarge(t *testing.T) {
+	b := NewBudget(6400)
+	d := b.Door("x")
+	c, _ := d.Acquire(context.Background(), 5000)
+	large := acquireAsync(d, 3000)
+	waitWaiting(t, d, 1)
+	small, err := d.Acquire(context.Background(), 100) // 1/64 of the capacity
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := acquireAsync(d, 200) // not small: waits behind the large one
+	waitWaiting(t, d, 2)
+	small.Release()
+	c.Release()
+	l := <-large
+	m := <-mid
+	l.Release()
+	m.Release()
+	if b.HeldBytes() != 0 {
+		t.Fatalf("held %d", b.HeldBytes())
+	}
+}

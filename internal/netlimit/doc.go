@@ -11,7 +11,8 @@
 // bytes asks for the difference (Claim.Grow) before decoding; growers are
 // served before new requests, and when every holder is waiting to grow the
 // first one is granted beyond the capacity (at most one request's growth),
-// so the budget cannot deadlock. Held bytes are returned with
+// so the budget cannot deadlock. A small request (at most 1/64 of the
+// capacity) that fits may pass larger ones waiting. Held bytes are returned with
 // Claim.Release once the request has been served.
 //
 // Listener: Accept refuses (closes at once) a connection beyond

@@ -1,0 +1,245 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/netlimit"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// amplifier builds a request whose body is almost all minimal elements of
+// one array (zero-valued kmsg structs, which kmsg encodes at their least
+// size): the most Go memory per wire byte the API allows.
+type amplifier struct {
+	name string
+	make func(n int) kmsg.Request
+}
+
+var amplifiers = []amplifier{
+	{"Produce v9 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrProduceRequest()
+		r.SetVersion(9)
+		r.Topics = make([]kmsg.ProduceRequestTopic, n)
+		return r
+	}},
+	{"Metadata v1 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrMetadataRequest()
+		r.SetVersion(1)
+		r.Topics = make([]kmsg.MetadataRequestTopic, n)
+		empty := ""
+		for i := range r.Topics {
+			r.Topics[i].Topic = &empty
+		}
+		return r
+	}},
+	{"Fetch v12 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrFetchRequest()
+		r.SetVersion(12)
+		r.Topics = make([]kmsg.FetchRequestTopic, n)
+		return r
+	}},
+	{"Fetch v12 forgotten partitions", func(n int) kmsg.Request {
+		r := kmsg.NewPtrFetchRequest()
+		r.SetVersion(12)
+		r.ForgottenTopics = []kmsg.FetchRequestForgottenTopic{{Partitions: make([]int32, n/4)}}
+		return r
+	}},
+	{"OffsetCommit v8 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.SetVersion(8)
+		r.Topics = make([]kmsg.OffsetCommitRequestTopic, n)
+		return r
+	}},
+	{"JoinGroup v9 protocols", func(n int) kmsg.Request {
+		r := kmsg.NewPtrJoinGroupRequest()
+		r.SetVersion(9)
+		r.Protocols = make([]kmsg.JoinGroupRequestProtocol, n)
+		return r
+	}},
+	{"DescribeGroups v5 groups", func(n int) kmsg.Request {
+		r := kmsg.NewPtrDescribeGroupsRequest()
+		r.SetVersion(5)
+		r.Groups = make([]string, n)
+		return r
+	}},
+	{"CreateTopics v7 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrCreateTopicsRequest()
+		r.SetVersion(7)
+		r.Topics = make([]kmsg.CreateTopicsRequestTopic, n/8)
+		return r
+	}},
+	{"ListOffsets v7 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrListOffsetsRequest()
+		r.SetVersion(7)
+		r.Topics = make([]kmsg.ListOffsetsRequestTopic, n)
+		return r
+	}},
+	{"DescribeConfigs v4 resources", func(n int) kmsg.Request {
+		r := kmsg.NewPtrDescribeConfigsRequest()
+		r.SetVersion(4)
+		r.Resources = make([]kmsg.DescribeConfigsRequestResource, n/2)
+		return r
+	}},
+	{"IncrementalAlterConfigs v1 resources", func(n int) kmsg.Request {
+		r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r.SetVersion(1)
+		r.Resources = make([]kmsg.IncrementalAlterConfigsRequestResource, n/2)
+		return r
+	}},
+	{"OffsetFetch v7 topics", func(n int) kmsg.Request {
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.SetVersion(7)
+		r.Topics = make([]kmsg.OffsetFetchRequestTopic, n)
+		return r
+	}},
+	{"Produce v3 partitions", func(n int) kmsg.Request {
+		r := kmsg.NewPtrProduceRequest()
+		r.SetVersion(3)
+		r.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: make([]kmsg.ProduceRequestTopicPartition, n/8)}}
+		return r
+	}},
+}
+
+// craftFrame returns a whole frame (size prefix, header, body) of about
+// targetBytes for a.
+func craftFrame(a amplifier, targetBytes int) []byte {
+	per := len(a.make(1001).AppendTo(nil)) - len(a.make(1).AppendTo(nil))
+	n := max(1, targetBytes*1000/max(per, 1))
+	req := a.make(n)
+	b := binary.BigEndian.AppendUint32(nil, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, 7)
+	b = binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = req.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// heapSampler records the peak of the heap's object bytes.
+type heapSampler struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func heapObjectBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func startHeapSampler() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := heapObjectBytes(); v > h.peak.Load() {
+				h.peak.Store(v)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) Stop() uint64 {
+	close(h.stop)
+	<-h.done
+	return h.peak.Load()
+}
+
+// hostileConns sends frames from conns connections at once, each
+// connection sending its frame, reading until the broker closes it, and
+// starting again, until ctx ends. It returns the number of frames sent.
+func hostileConns(ctx context.Context, addr string, frames [][]byte, conns int) (*sync.WaitGroup, *atomic.Int64) {
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for i := 0; i < conns; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for k := i; ctx.Err() == nil; k++ {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				go func() { <-ctx.Done(); c.Close() }()
+				if _, err := c.Write(frames[k%len(frames)]); err == nil {
+					sent.Add(1)
+				}
+				io.Copy(io.Discard, c) // until the broker closes (or answers and the deadline ends it)
+				c.Close()
+			}
+		}(i)
+	}
+	return &wg, &sent
+}
+
+// TestHostileAmplificationBoundedHeap: eight connections at once send
+// maximal-amplification requests of 4 MiB for every array-carrying API
+// (each alone decodes to hundreds of megabytes without the bound) while
+// franz-go produces and consumes; the heap's peak stays within a few
+// times the request budget, and the legitimate client is served.
+func TestHostileAmplificationBoundedHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends hundreds of megabytes")
+	}
+	const budgetBytes = 64 << 20
+	budget := netlimit.NewBudget(budgetBytes)
+	n := startNodeWith(t, nil, Config{Budget: budget.Door("kafka"), IdleTimeout: 2 * time.Second})
+	var frames [][]byte
+	for _, a := range amplifiers {
+		frames = append(frames, craftFrame(a, 4<<20))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DefaultProduceTopic("legit"), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produceAll(t, cl, "legit", 0, 10, "warm") // topic created, client connected
+	base := heapObjectBytes()
+	sampler := startHeapSampler()
+	ctx, cancel := context.WithCancel(context.Background())
+	wg, sent := hostileConns(ctx, n.addr, frames, 8)
+	// The legitimate client goes on meanwhile.
+	for round := 0; round < 5; round++ {
+		produceAll(t, cl, "legit", 0, 50, fmt.Sprintf("r%d", round))
+	}
+	got := consumeN(t, n.addr, "legit", 0, 0, 260)
+	for sent.Load() < int64(3*len(frames)) {
+		time.Sleep(10 * time.Millisecond) // let every crafted request arrive a few times
+	}
+	cancel()
+	wg.Wait()
+	peak := sampler.Stop()
+	if len(got) < 260 {
+		t.Fatalf("consumed %d of 260", len(got))
+	}
+	grew := int64(peak) - int64(base)
+	limit := int64(4*budgetBytes + 64<<20)
+	t.Logf("%d crafted requests of ~4 MiB sent on 8 connections; heap objects %d MiB before, peak %d MiB (+%d MiB, limit +%d MiB)",
+		sent.Load(), base>>20, peak>>20, grew>>20, limit>>20)
+	if grew > limit {
+		t.Fatalf("heap grew by %d MiB under hostile requests, more than %d MiB", grew>>20, limit>>20)
+	}
+}
