@@ -113,6 +113,7 @@ func (p *parts) amqpsListener(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("amqps: %w", err)
 	}
+	ln = p.limitListener("AMQPS", ln)
 	return tls.NewListener(ln, tc), nil
 }
 

@@ -52,6 +52,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
+			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
 		}, p.core, log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
