@@ -192,3 +192,47 @@ func TestPrepassRefusesAmplification(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// decodeAllocSlackBytes covers what decodeRequest allocates besides the
+// body: the request header, the client id, an error's text.
+const decodeAllocSlackBytes = 8 << 10
+
+// FuzzDecodeAllocation decodes any frame and fails if it allocated more
+// than the bound (decodeLimit of its size plus the header's slack); the
+// failure reports the allocated bytes per input byte. Seeds: every served
+// API's empty request and the crafted amplifiers, small.
+func FuzzDecodeAllocation(f *testing.F) {
+	for key, rng := range apis {
+		f.Add(frameOf(kmsg.RequestForKey(key), rng.max, 1)[4:])
+	}
+	for _, a := range amplifiers {
+		f.Add(craftFrame(a, 64<<10)[4:]) // large enough that the slack does not cover them
+	}
+	f.Add(produceManyTopics(3000)[4:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := allocatedBy(func() { decodeRequest(b) })
+		if limit := uint64(decodeLimit(len(b)) + decodeAllocSlackBytes); got > limit {
+			t.Fatalf("decoding %d bytes allocated %d (%.1f per input byte), more than the bound %d", len(b), got,
+				float64(got)/float64(max(len(b), 1)), limit)
+		}
+	})
+}
+
+// TestCraftedRequestsAllocationPerByte decodes every crafted amplifier at
+// 64 KiB and 1 MiB and reports what it allocated per input byte; none may
+// pass the bound, and those the walk refuses allocate almost nothing.
+func TestCraftedRequestsAllocationPerByte(t *testing.T) {
+	for i := 0; i < 2*len(amplifiers); i++ {
+		a, size := amplifiers[i/2], []int{64 << 10, 1 << 20}[i%2]
+		frame := craftFrame(a, size)[4:]
+		var err error
+		got := allocatedBy(func() { _, err = decodeRequest(frame) })
+		t.Logf("%-38s %8d bytes: %5.2f bytes allocated per byte (refused: %v)", a.name, len(frame), float64(got)/float64(len(frame)), err != nil)
+		if got > uint64(decodeLimit(len(frame))+decodeAllocSlackBytes) {
+			t.Errorf("%s: %d bytes allocated for %d", a.name, got, len(frame))
+		}
+		if err != nil && got > decodeAllocSlackBytes {
+			t.Errorf("%s: refused, yet %d bytes allocated", a.name, got)
+		}
+	}
+}

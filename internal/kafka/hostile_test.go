@@ -243,3 +243,64 @@ func TestHostileAmplificationBoundedHeap(t *testing.T) {
 		t.Fatalf("heap grew by %d MiB under hostile requests, more than %d MiB", grew>>20, limit>>20)
 	}
 }
+
+// TestBudgetBackpressure: with a budget of 1 MiB, a connection that
+// declares a 900 KiB frame and sends only part of it holds the budget;
+// another connection's 200 KiB request then waits, unanswered and counted
+// as waiting, until the first connection goes, and is answered then.
+func TestBudgetBackpressure(t *testing.T) {
+	budget := netlimit.NewBudget(1 << 20)
+	door := budget.Door("kafka")
+	n := startNodeWith(t, nil, Config{Budget: door})
+	hog, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	hog.Write(binary.BigEndian.AppendUint32(nil, 900<<10))
+	hog.Write(make([]byte, 1000)) // and then nothing
+	waitUntil(t, "the hog's claim", func() bool { return budget.HeldBytes() >= 900<<10 })
+
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	req.ClientSoftwareName = string(make([]byte, 200<<10))
+	req.ClientSoftwareVersion = "1"
+	c, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(frameOf(req, 3, 42)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the request to wait for budget", func() bool { return budget.Stats()[0].Waiting == 1 })
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("answered while the budget was spent")
+	}
+	hog.Close() // its claim is released as its connection ends
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		t.Fatalf("no answer once the budget freed: %v", err)
+	}
+	resp := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, resp); err != nil || binary.BigEndian.Uint32(resp) != 42 {
+		t.Fatalf("answer %x: %v", resp[:min(8, len(resp))], err)
+	}
+	if st := budget.Stats()[0]; st.Waited != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	waitUntil(t, "the budget to be returned", func() bool { return budget.HeldBytes() == 0 })
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
