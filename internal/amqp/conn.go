@@ -3,6 +3,7 @@ package amqp
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -184,12 +185,19 @@ func (c *conn) serve() {
 		if c.heartbeat > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
 		}
+		release, err := c.claimFrame()
+		if err != nil {
+			return // the socket failed, or the server is closing
+		}
 		f, err := c.fr.ReadFrame(c.frameMax)
 		if err != nil {
+			release()
 			c.fail(frameError(err))
 			return
 		}
-		if err := c.frame(f); err != nil {
+		err = c.frame(f)
+		release()
+		if err != nil {
 			if errors.Is(err, errConnClosed) {
 				return
 			}
@@ -197,6 +205,29 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// claimFrame claims the next frame's bytes (Config.ClaimFrame) once its
+// 7-byte header has arrived; a size beyond frame-max is left for
+// ReadFrame to refuse. The release func is never nil.
+func (c *conn) claimFrame() (release func(), err error) {
+	claim := c.srv.cfg.ClaimFrame
+	if claim == nil {
+		return func() {}, nil
+	}
+	h, err := c.br.Peek(7)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(binary.BigEndian.Uint32(h[3:]))
+	if n > int64(c.frameMax) {
+		return func() {}, nil
+	}
+	release, ok := claim(n+wire.FrameOverheadBytes, c.srv.stop)
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return release, nil
 }
 
 var errConnClosed = errors.New("amqp: connection closed by the client")

@@ -2,6 +2,7 @@ package netlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -78,7 +79,23 @@ func (d *Door) Acquire(ctx context.Context, n int64) (Claim, error) {
 	if n < 0 {
 		panic(fmt.Sprintf("netlimit: acquire %d bytes", n))
 	}
-	if err := d.b.wait(ctx, d, n, 0, false); err != nil {
+	if err := d.b.wait(ctx.Done(), ctx.Err, d, n, 0, false); err != nil {
+		return Claim{}, err
+	}
+	return Claim{d: d, n: n}, nil
+}
+
+// ErrStopped is returned by AcquireUntil when its done channel closes.
+var ErrStopped = errors.New("netlimit: stopped while waiting for the request budget")
+
+// AcquireUntil is Acquire for a caller that has a channel closed when it
+// stops (a connection's), not a context: it returns ErrStopped if done
+// closes first.
+func (d *Door) AcquireUntil(done <-chan struct{}, n int64) (Claim, error) {
+	if n < 0 {
+		panic(fmt.Sprintf("netlimit: acquire %d bytes", n))
+	}
+	if err := d.b.wait(done, func() error { return ErrStopped }, d, n, 0, false); err != nil {
 		return Claim{}, err
 	}
 	return Claim{d: d, n: n}, nil
@@ -95,7 +112,7 @@ func (c *Claim) Grow(ctx context.Context, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	if err := c.d.b.wait(ctx, c.d, n, c.n, true); err != nil {
+	if err := c.d.b.wait(ctx.Done(), ctx.Err, c.d, n, c.n, true); err != nil {
 		return err
 	}
 	c.n += n
@@ -120,9 +137,10 @@ func (c *Claim) Release() {
 	c.d, c.n = nil, 0
 }
 
-// wait takes n bytes for door d, waiting if they do not fit. held is what
-// the caller's claim holds already (grow: true).
-func (b *Budget) wait(ctx context.Context, d *Door, n, held int64, grow bool) error {
+// wait takes n bytes for door d, waiting if they do not fit, until done
+// closes (then it returns stopErr()). held is what the caller's claim
+// holds already (grow: true).
+func (b *Budget) wait(done <-chan struct{}, stopErr func() error, d *Door, n, held int64, grow bool) error {
 	b.mu.Lock()
 	if b.fitsLocked(n, held, grow) {
 		b.takeLocked(d, n)
@@ -145,15 +163,15 @@ func (b *Budget) wait(ctx context.Context, d *Door, n, held int64, grow bool) er
 	select {
 	case <-w.ready:
 		return nil
-	case <-ctx.Done():
+	case <-done:
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if w.done { // granted as ctx ended: give it back
+	if w.done { // granted as it stopped: give it back
 		b.heldBytes -= n
 		d.heldBytes.Add(-n)
 		b.grantLocked()
-		return ctx.Err()
+		return stopErr()
 	}
 	if grow {
 		b.growers = remove(b.growers, w)
@@ -162,7 +180,7 @@ func (b *Budget) wait(ctx context.Context, d *Door, n, held int64, grow bool) er
 		b.acquirers = remove(b.acquirers, w)
 	}
 	b.grantLocked()
-	return ctx.Err()
+	return stopErr()
 }
 
 // fitsLocked reports whether a request of n bytes may be granted now,

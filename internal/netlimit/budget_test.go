@@ -199,3 +199,24 @@ func TestBudgetSmallPassesLarge(t *testing.T) {
 		t.Fatalf("held %d", b.HeldBytes())
 	}
 }
+
+func TestBudgetAcquireUntil(t *testing.T) {
+	b := NewBudget(10)
+	d := b.Door("x")
+	c, err := d.AcquireUntil(nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { _, err := d.AcquireUntil(done, 1); errc <- err }()
+	waitWaiting(t, d, 1)
+	close(done)
+	if err := <-errc; !errors.Is(err, ErrStopped) {
+		t.Fatalf("err %v", err)
+	}
+	c.Release()
+	if b.HeldBytes() != 0 {
+		t.Fatalf("held %d", b.HeldBytes())
+	}
+}

@@ -42,17 +42,27 @@ func serveEcho(l net.Listener) {
 	}
 }
 
-// refusedByServer reports whether the server closed c at once.
+// refusedByServer reports whether the server closed c (EOF or reset)
+// within a generous time: accepting may lag on a loaded machine.
 func refusedByServer(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var b [1]byte
 	_, err := c.Read(b[:])
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return false
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// waitOpen waits until l counts n open connections.
+func waitOpen(t *testing.T, l *Listener, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Stats().Open != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("open %d, want %d", l.Stats().Open, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return true // EOF or reset: closed by the listener
 }
 
 func TestListenerLimits(t *testing.T) {
@@ -73,17 +83,13 @@ func TestListenerLimits(t *testing.T) {
 		return c
 	}
 	a1, a2 := dial("127.0.0.1"), dial("127.0.0.1")
-	if refusedByServer(t, a1) || refusedByServer(t, a2) {
-		t.Fatal("a connection within the limits was refused")
-	}
+	waitOpen(t, l, 2)
 	a3 := dial("127.0.0.1") // third from one address
 	if !refusedByServer(t, a3) {
 		t.Fatal("a third connection from one address was kept (limit 2)")
 	}
 	b1 := dial("127.0.0.2")
-	if refusedByServer(t, b1) {
-		t.Fatal("a connection from another address was refused")
-	}
+	waitOpen(t, l, 3)
 	b2 := dial("127.0.0.2") // fourth in all
 	if !refusedByServer(t, b2) {
 		t.Fatal("a fourth connection was kept (limit 3)")
@@ -108,9 +114,7 @@ func TestListenerLimits(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	a4 := dial("127.0.0.1")
-	if refusedByServer(t, a4) {
-		t.Fatal("refused after a slot was freed")
-	}
+	waitOpen(t, l, 3) // kept after a slot was freed
 	for _, c := range []net.Conn{a2, a3, a4, b1, b2} {
 		c.Close()
 	}

@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -86,6 +87,8 @@ type connConfig struct {
 	// its requests) instead of growing the buffer as bytes arrive, which
 	// for a 300 KiB pull response allocated and copied twice its size.
 	trustFrameLength bool
+	// claimFrame: ServerConfig.ClaimFrame (nil: none).
+	claimFrame func(n int64, done <-chan struct{}) (release func(), ok bool)
 }
 
 // Write batching limits: one vectored write carries at most this many
@@ -568,11 +571,17 @@ func (c *Conn) readLoop() error {
 			h = *hp
 		}
 		borrower, _ := h.(BodyBorrower)
-		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil, c.cfg.trustFrameLength)
+		release, err := c.claimNextFrame(br)
 		if err != nil {
 			return c.readError(err)
 		}
+		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil, c.cfg.trustFrameLength)
+		if err != nil {
+			release()
+			return c.readError(err)
+		}
 		cmd, err := decodePayload(p)
+		release()
 		if err != nil {
 			return err
 		}
@@ -601,6 +610,31 @@ func (c *Conn) readLoop() error {
 			go c.worker(h, cmd)
 		}
 	}
+}
+
+// claimNextFrame claims the next frame's bytes (ServerConfig.ClaimFrame)
+// once its length has arrived; a length beyond the limit is left for
+// readFrame to refuse. The release func is never nil.
+func (c *Conn) claimNextFrame(br *bufio.Reader) (release func(), err error) {
+	if c.cfg.claimFrame == nil {
+		return func() {}, nil
+	}
+	b, err := br.Peek(4)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(binary.BigEndian.Uint32(b))
+	if n > int64(c.cfg.maxFrameBytes) {
+		return func() {}, nil
+	}
+	release, ok := c.cfg.claimFrame(n+4, c.done)
+	if !ok {
+		if err := c.Err(); err != nil {
+			return nil, err
+		}
+		return nil, net.ErrClosed
+	}
+	return release, nil
 }
 
 // readError maps a read deadline forced by a drain to errDraining.
