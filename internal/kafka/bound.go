@@ -42,8 +42,10 @@ const (
 	// (a Produce answers every partition it names), not with the bytes.
 	maxRequestElements = 100_000
 	// handlerBytesPerElement is what the budget is charged per element
-	// for the handler's work and response, beyond the decoded request.
-	handlerBytesPerElement = 512
+	// for the handler's work and response, beyond the decoded request (a
+	// Produce naming partitions that do not exist takes about 650 bytes
+	// per partition to answer, a CreateTopics about 400 per topic).
+	handlerBytesPerElement = 1024
 )
 
 // decodeLimit returns the most a body of n wire bytes may allocate.

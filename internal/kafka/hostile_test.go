@@ -102,6 +102,17 @@ var amplifiers = []amplifier{
 		r.Topics = make([]kmsg.OffsetFetchRequestTopic, n)
 		return r
 	}},
+	{"Produce v3 90000 partitions, padded", func(n int) kmsg.Request {
+		// Under the element cap and within the decoding bound, the most
+		// work for the handler: every partition is answered.
+		r := kmsg.NewPtrProduceRequest()
+		r.SetVersion(3)
+		r.Acks = 1
+		ps := make([]kmsg.ProduceRequestTopicPartition, 90_001)
+		ps[90_000].Records = make([]byte, n/2)
+		r.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: ps}}
+		return r
+	}},
 	{"Produce v3 partitions", func(n int) kmsg.Request {
 		r := kmsg.NewPtrProduceRequest()
 		r.SetVersion(3)
@@ -226,8 +237,13 @@ func TestHostileAmplificationBoundedHeap(t *testing.T) {
 		produceAll(t, cl, "legit", 0, 50, fmt.Sprintf("r%d", round))
 	}
 	got := consumeN(t, n.addr, "legit", 0, 0, 260)
+	// Let every crafted request arrive a few times.
+	deadline := time.Now().Add(2 * time.Minute)
 	for sent.Load() < int64(3*len(frames)) {
-		time.Sleep(10 * time.Millisecond) // let every crafted request arrive a few times
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d crafted requests sent", sent.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	wg.Wait()
