@@ -95,7 +95,9 @@
 // maxDecodeSlackBytes, or that holds more than maxRequestElements array
 // elements, closes its connection. With Config.Budget a frame's bytes are
 // claimed before it is read, its decoded size before it is decoded, and
-// both are held until it is answered.
+// both are held until it is answered (but for Fetch, JoinGroup and
+// SyncGroup, whose waits end by other connections' requests: they give
+// the claim back before they are handled).
 //
 // # Concurrency
 //

@@ -320,3 +320,42 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestBudgetNotHeldByLongPolls: long-polling Fetches, parked until data
+// arrives, hold no budget, so a produce that ends their wait can always
+// be read: with a budget of 64 KiB, more parked fetches than the budget
+// could hold are woken by one produce.
+func TestBudgetNotHeldByLongPolls(t *testing.T) {
+	budget := netlimit.NewBudget(64 << 10)
+	n := startNodeWith(t, nil, Config{Budget: budget.Door("kafka")})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produceAll(t, cl, "polls", 0, 1, "first")
+	const consumers = 40 // each Fetch of 2 partitions: about 3 KiB claimed while handled
+	got := make(chan int, consumers)
+	for i := 0; i < consumers; i++ {
+		go func() {
+			c, err := kgo.NewClient(kgo.SeedBrokers(n.addr),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"polls": {0: kgo.NewOffset().At(1), 1: kgo.NewOffset().At(0)}}),
+				kgo.FetchMaxWait(20*time.Second))
+			if err != nil {
+				got <- 0
+				return
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			got <- len(c.PollFetches(ctx).Records())
+		}()
+	}
+	waitUntil(t, "the fetches to park", func() bool { return n.core.HeldWaits() >= consumers })
+	produceAll(t, cl, "polls", 0, 1, "wake")
+	for i := 0; i < consumers; i++ {
+		if k := <-got; k != 1 {
+			t.Fatalf("a parked fetch got %d records, want the one produced", k)
+		}
+	}
+}

@@ -307,6 +307,11 @@ func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host
 		return false
 	}
 	req.host = host
+	if waitsForOthers(req.key) {
+		// Its wait ends by other connections' requests (a produce, the
+		// group's other members), which must be able to claim budget.
+		claim.Release()
+	}
 	resp, keep := s.serveRequest(auth, req, log)
 	if resp == nil {
 		if keep && req.unsupported {
@@ -325,6 +330,14 @@ func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host
 	}
 	return true
 }
+
+// waitsForOthers reports whether a request of key may wait for requests
+// of other connections: Fetch (long poll, woken by a produce), JoinGroup
+// and SyncGroup (woken by the group's other members). Such a request gives
+// its budget back before it is handled, or requests parked in their waits
+// could hold the whole budget while the requests that end their waits
+// cannot be read.
+func waitsForOthers(key int16) bool { return key == 1 || key == 11 || key == 14 }
 
 // maxUnauthenticatedRequestBytes bounds a request frame before SASL
 // authentication (what comes then is ApiVersions, SaslHandshake and SASL
