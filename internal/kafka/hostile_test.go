@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -357,5 +358,39 @@ func TestBudgetNotHeldByLongPolls(t *testing.T) {
 		if k := <-got; k != 1 {
 			t.Fatalf("a parked fetch got %d records, want the one produced", k)
 		}
+	}
+}
+
+// TestFetchResponseCapped: a Fetch asking for a gigabyte gets at most
+// Config.MaxFetchBytes of records (and one batch more at most).
+func TestFetchResponseCapped(t *testing.T) {
+	n := startNodeWith(t, nil, Config{MaxFetchBytes: 64 << 10})
+	big := make([]byte, 20<<10)
+	crand.Read(big) // incompressible
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 10; i++ {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "capped", Partition: 0, Value: big}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.MaxBytes = 1 << 30
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "capped"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 30
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := n.srv.handle(&request{key: 1, version: 12, body: req}).(*kmsg.FetchResponse)
+	got := len(resp.Topics[0].Partitions[0].RecordBatches)
+	t.Logf("%d bytes of records", got)
+	if got == 0 || got > 64<<10+21<<10 {
+		t.Fatalf("fetch of max_bytes 1 GiB answered %d bytes of records, cap 64 KiB", got)
 	}
 }

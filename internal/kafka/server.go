@@ -37,6 +37,11 @@ type Config struct {
 	// MaxConns bounds open client connections (default 4096); more are
 	// closed at once.
 	MaxConns int
+	// MaxFetchBytes bounds a Fetch response's records, whatever the
+	// request's max_bytes asks (Kafka's fetch.max.bytes; default 55 MiB):
+	// a Fetch gives its request budget back before it waits, so this is
+	// what bounds the response it builds.
+	MaxFetchBytes int
 	// MaxWait bounds a Fetch's max_wait_ms (default 30 s).
 	MaxWait time.Duration
 	// IdleTimeout closes a connection that sends nothing for this long
@@ -77,6 +82,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 30 * time.Second
+	}
+	if c.MaxFetchBytes <= 0 {
+		c.MaxFetchBytes = 55 << 20
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 10 * time.Minute
