@@ -31,7 +31,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			return service{name: "amqp (off)"}, nil
 		}
 		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
-			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), ClaimFrame: p.claimFrames("amqp")}
+			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), FrameBudget: p.requestBudget().Door("amqp")}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }

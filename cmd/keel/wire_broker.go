@@ -64,7 +64,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				MaxFrameBytes: p.cfg.MaxFrameBytes,
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
-				ClaimFrame:    p.claimFrames("remoting"),
+				FrameBudget:   p.requestBudget().Door("remoting"),
 			}
 			ln, err := p.listen(listenBroker, listenAddr)
 			if err != nil {

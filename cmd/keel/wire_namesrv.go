@@ -25,7 +25,7 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 		},
 		func() (service, error) {
 			cfg := remoting.ServerConfig{Logger: p.log.With("component", "namesrv-server"), OnConnClose: ns.OnConnClose,
-				ClaimFrame: p.claimFrames("namesrv")}
+				FrameBudget: p.requestBudget().Door("namesrv")}
 			mode, err := p.namesrvTLSMode(embedded)
 			if err != nil {
 				return service{}, err

@@ -71,16 +71,3 @@ func (p *parts) netLimitStats() metrics.NetLimitStats {
 	}
 	return st
 }
-
-// claimFrames is remoting.ServerConfig.ClaimFrame (and the AMQP door's)
-// over the request budget, as door.
-func (p *parts) claimFrames(door string) func(n int64, done <-chan struct{}) (func(), bool) {
-	d := p.requestBudget().Door(door)
-	return func(n int64, done <-chan struct{}) (func(), bool) {
-		c, err := d.AcquireUntil(done, n)
-		if err != nil {
-			return nil, false
-		}
-		return c.Release, true
-	}
-}

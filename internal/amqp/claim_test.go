@@ -12,25 +12,10 @@ import (
 // before its payload is read and given back once handled; while a claim
 // waits the connection reads nothing (the publish is not confirmed).
 func TestClaimFrame(t *testing.T) {
-	var mu sync.Mutex
-	var held, claims int64
 	gate := make(chan struct{})
 	var gateOnce sync.Once
-	b := &broker{t: t, dir: t.TempDir()}
-	b.claimFrame = func(n int64, done <-chan struct{}) (func(), bool) {
-		mu.Lock()
-		claims++
-		held += n
-		mu.Unlock()
-		if n > 1000 { // the message body below
-			select {
-			case <-gate:
-			case <-done:
-				return nil, false
-			}
-		}
-		return func() { mu.Lock(); held -= n; mu.Unlock() }, true
-	}
+	fb := &countingBudget{gate: gate}
+	b := &broker{t: t, dir: t.TempDir(), frameBudget: fb}
 	b.start()
 	t.Cleanup(b.stop)
 	ch := b.channel()
@@ -60,9 +45,50 @@ func TestClaimFrame(t *testing.T) {
 	}
 	ch.Close()
 	b.stop()
-	mu.Lock()
-	defer mu.Unlock()
-	if claims < 3 || held != 0 {
-		t.Fatalf("%d claims, %d bytes still held", claims, held)
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if fb.claims < 3 || fb.held != 0 {
+		t.Fatalf("%d claims, %d bytes still held", fb.claims, fb.held)
 	}
+}
+
+// countingBudget counts claims and held bytes; a claim above 1000 bytes
+// (the message body of TestClaimFrame) waits for gate.
+type countingBudget struct {
+	gate         chan struct{}
+	mu           sync.Mutex
+	held, claims int64
+}
+
+func (b *countingBudget) ClaimBytes(n int64, done <-chan struct{}) bool {
+	b.mu.Lock()
+	b.claims++
+	b.held += n
+	b.mu.Unlock()
+	if n > 1000 {
+		select {
+		case <-b.gate:
+		case <-done:
+			b.ReleaseBytes(n)
+			return false
+		}
+	}
+	return true
+}
+
+func (b *countingBudget) ReleaseBytes(n int64) {
+	b.mu.Lock()
+	b.held -= n
+	b.mu.Unlock()
+}
+
+// frameBudgetOrNil is b.frameBudget as the Config's interface: nil when unset.
+func (b *broker) frameBudgetOrNil() interface {
+	ClaimBytes(int64, <-chan struct{}) bool
+	ReleaseBytes(int64)
+} {
+	if b.frameBudget == nil {
+		return nil
+	}
+	return b.frameBudget
 }

@@ -185,18 +185,18 @@ func (c *conn) serve() {
 		if c.heartbeat > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
 		}
-		release, err := c.claimFrame()
+		claimed, err := c.claimFrame()
 		if err != nil {
 			return // the socket failed, or the server is closing
 		}
 		f, err := c.fr.ReadFrame(c.frameMax)
 		if err != nil {
-			release()
+			c.returnFrameClaim(claimed)
 			c.fail(frameError(err))
 			return
 		}
 		err = c.frame(f)
-		release()
+		c.returnFrameClaim(claimed)
 		if err != nil {
 			if errors.Is(err, errConnClosed) {
 				return
@@ -207,27 +207,33 @@ func (c *conn) serve() {
 	}
 }
 
-// claimFrame claims the next frame's bytes (Config.ClaimFrame) once its
-// 7-byte header has arrived; a size beyond frame-max is left for
-// ReadFrame to refuse. The release func is never nil.
-func (c *conn) claimFrame() (release func(), err error) {
-	claim := c.srv.cfg.ClaimFrame
-	if claim == nil {
-		return func() {}, nil
+// claimFrame claims the next frame's bytes (Config.FrameBudget) once its
+// 7-byte header has arrived and returns how many it claimed; a size beyond
+// frame-max is left for ReadFrame to refuse.
+func (c *conn) claimFrame() (int64, error) {
+	fb := c.srv.cfg.FrameBudget
+	if fb == nil {
+		return 0, nil
 	}
 	h, err := c.br.Peek(7)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	n := int64(binary.BigEndian.Uint32(h[3:]))
 	if n > int64(c.frameMax) {
-		return func() {}, nil
+		return 0, nil
 	}
-	release, ok := claim(n+wire.FrameOverheadBytes, c.srv.stop)
-	if !ok {
-		return nil, net.ErrClosed
+	if !fb.ClaimBytes(n+wire.FrameOverheadBytes, c.srv.stop) {
+		return 0, net.ErrClosed
 	}
-	return release, nil
+	return n + wire.FrameOverheadBytes, nil
+}
+
+// returnFrameClaim gives back what claimFrame claimed.
+func (c *conn) returnFrameClaim(n int64) {
+	if n > 0 {
+		c.srv.cfg.FrameBudget.ReleaseBytes(n)
+	}
 }
 
 var errConnClosed = errors.New("amqp: connection closed by the client")

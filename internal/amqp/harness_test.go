@@ -39,8 +39,8 @@ type broker struct {
 	consumerTimeout time.Duration
 	// fs, if set, is the server's Config.FS (its own files).
 	fs vfs.FS
-	// claimFrame is the server's Config.ClaimFrame.
-	claimFrame func(n int64, done <-chan struct{}) (func(), bool)
+	// frameBudget is the server's Config.FrameBudget.
+	frameBudget *countingBudget
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -80,7 +80,7 @@ func (b *broker) start() {
 		b.ackInterval = 20 * time.Millisecond
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
-		ConsumerTimeout: b.consumerTimeout, FS: b.fs, ClaimFrame: b.claimFrame}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		ConsumerTimeout: b.consumerTimeout, FS: b.fs, FrameBudget: b.frameBudgetOrNil()}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

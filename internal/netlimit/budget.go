@@ -101,6 +101,20 @@ func (d *Door) AcquireUntil(done <-chan struct{}, n int64) (Claim, error) {
 	return Claim{d: d, n: n}, nil
 }
 
+// ClaimBytes is AcquireUntil for a caller that keeps the count itself
+// (a connection's reader, which allocates nothing per frame): it reports
+// whether n bytes were taken; give them back with ReleaseBytes.
+func (d *Door) ClaimBytes(n int64, done <-chan struct{}) bool {
+	_, err := d.AcquireUntil(done, n)
+	return err == nil
+}
+
+// ReleaseBytes gives back n bytes taken with ClaimBytes.
+func (d *Door) ReleaseBytes(n int64) {
+	c := Claim{d: d, n: n}
+	c.Release()
+}
+
 // Grow adds n bytes to the claim, waiting until they fit; growers are
 // served before new requests, and the first grower is granted beyond the
 // capacity when every held byte belongs to a waiting grower. On ctx's end

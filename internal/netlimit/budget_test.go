@@ -220,3 +220,29 @@ func TestBudgetAcquireUntil(t *testing.T) {
 		t.Fatalf("held %d", b.HeldBytes())
 	}
 }
+
+func TestBudgetClaimBytes(t *testing.T) {
+	b := NewBudget(10)
+	d := b.Door("x")
+	if !d.ClaimBytes(10, nil) {
+		t.Fatal("refused")
+	}
+	done := make(chan struct{})
+	ok := make(chan bool, 1)
+	go func() { ok <- d.ClaimBytes(1, done) }()
+	waitWaiting(t, d, 1)
+	d.ReleaseBytes(10)
+	if !<-ok {
+		t.Fatal("not granted once released")
+	}
+	go func() { ok <- d.ClaimBytes(10, done) }()
+	waitWaiting(t, d, 1)
+	close(done)
+	if <-ok {
+		t.Fatal("granted after done closed")
+	}
+	d.ReleaseBytes(1)
+	if b.HeldBytes() != 0 || b.Stats()[0].HeldBytes != 0 {
+		t.Fatalf("held %d", b.HeldBytes())
+	}
+}

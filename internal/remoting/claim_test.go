@@ -10,18 +10,9 @@ import (
 // is read, the connection reads nothing while the claim waits, and the
 // claim is given back once the frame is decoded.
 func TestClaimFrame(t *testing.T) {
-	claimed := make(chan int64, 4)
-	gate := make(chan struct{})
-	released := make(chan int64, 4)
-	cfg := ServerConfig{ClaimFrame: func(n int64, done <-chan struct{}) (func(), bool) {
-		claimed <- n
-		select {
-		case <-gate:
-		case <-done:
-			return nil, false
-		}
-		return func() { released <- n }, true
-	}}
+	fb := &gatedBudget{claimed: make(chan int64, 4), gate: make(chan struct{}), released: make(chan int64, 4)}
+	claimed, gate, released := fb.claimed, fb.gate, fb.released
+	cfg := ServerConfig{FrameBudget: fb}
 	_, addr := startServer(t, cfg, echo)
 	cl := dialClient(t, addr, ClientConfig{})
 	body := make([]byte, 1000)
@@ -52,3 +43,21 @@ func TestClaimFrame(t *testing.T) {
 		t.Fatalf("released %d, claimed %d", got, n)
 	}
 }
+
+// gatedBudget grants a claim once gate is closed.
+type gatedBudget struct {
+	claimed, released chan int64
+	gate              chan struct{}
+}
+
+func (g *gatedBudget) ClaimBytes(n int64, done <-chan struct{}) bool {
+	g.claimed <- n
+	select {
+	case <-g.gate:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+func (g *gatedBudget) ReleaseBytes(n int64) { g.released <- n }

@@ -87,8 +87,8 @@ type connConfig struct {
 	// its requests) instead of growing the buffer as bytes arrive, which
 	// for a 300 KiB pull response allocated and copied twice its size.
 	trustFrameLength bool
-	// claimFrame: ServerConfig.ClaimFrame (nil: none).
-	claimFrame func(n int64, done <-chan struct{}) (release func(), ok bool)
+	// frameBudget: ServerConfig.FrameBudget (nil: none).
+	frameBudget FrameBudget
 }
 
 // Write batching limits: one vectored write carries at most this many
@@ -571,17 +571,17 @@ func (c *Conn) readLoop() error {
 			h = *hp
 		}
 		borrower, _ := h.(BodyBorrower)
-		release, err := c.claimNextFrame(br)
+		claimed, err := c.claimNextFrame(br)
 		if err != nil {
 			return c.readError(err)
 		}
 		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil, c.cfg.trustFrameLength)
 		if err != nil {
-			release()
+			c.returnFrameClaim(claimed)
 			return c.readError(err)
 		}
 		cmd, err := decodePayload(p)
-		release()
+		c.returnFrameClaim(claimed)
 		if err != nil {
 			return err
 		}
@@ -612,29 +612,35 @@ func (c *Conn) readLoop() error {
 	}
 }
 
-// claimNextFrame claims the next frame's bytes (ServerConfig.ClaimFrame)
-// once its length has arrived; a length beyond the limit is left for
-// readFrame to refuse. The release func is never nil.
-func (c *Conn) claimNextFrame(br *bufio.Reader) (release func(), err error) {
-	if c.cfg.claimFrame == nil {
-		return func() {}, nil
+// claimNextFrame claims the next frame's bytes (ServerConfig.FrameBudget)
+// once its length has arrived and returns how many it claimed; a length
+// beyond the limit is left for readFrame to refuse.
+func (c *Conn) claimNextFrame(br *bufio.Reader) (int64, error) {
+	if c.cfg.frameBudget == nil {
+		return 0, nil
 	}
 	b, err := br.Peek(4)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	n := int64(binary.BigEndian.Uint32(b))
 	if n > int64(c.cfg.maxFrameBytes) {
-		return func() {}, nil
+		return 0, nil
 	}
-	release, ok := c.cfg.claimFrame(n+4, c.done)
-	if !ok {
+	if !c.cfg.frameBudget.ClaimBytes(n+4, c.done) {
 		if err := c.Err(); err != nil {
-			return nil, err
+			return 0, err
 		}
-		return nil, net.ErrClosed
+		return 0, net.ErrClosed
 	}
-	return release, nil
+	return n + 4, nil
+}
+
+// returnFrameClaim gives back what claimNextFrame claimed.
+func (c *Conn) returnFrameClaim(n int64) {
+	if n > 0 {
+		c.cfg.frameBudget.ReleaseBytes(n)
+	}
 }
 
 // readError maps a read deadline forced by a drain to errDraining.

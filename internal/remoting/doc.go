@@ -46,7 +46,7 @@
 // own Invoke) must not be used with a budget that can fill.
 //
 // Inbound frames may also be claimed from a budget shared beyond the
-// connection (ServerConfig.ClaimFrame, the broker's request budget): the
+// connection (ServerConfig.FrameBudget, the broker's request budget): the
 // reader claims a frame's bytes once its length has arrived, before it
 // takes a buffer, waits (reading nothing) while they do not fit, and gives
 // them back once the frame is decoded. Not later: a handler may wait for

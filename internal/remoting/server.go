@@ -52,12 +52,19 @@ type ServerConfig struct {
 	// OnConnClose runs once per connection after it has closed (e.g. the
 	// broker unregisters the connection's clients).
 	OnConnClose func(*Conn)
-	// ClaimFrame, if set, is asked for each inbound frame's bytes once its
+	// FrameBudget, if set, is claimed each inbound frame's bytes once its
 	// length is read and before its buffer is taken, and given them back
-	// once the frame is decoded (a broker-wide request budget). It waits
-	// while they do not fit, so the connection reads nothing meanwhile;
-	// ok false (done closed: the connection is closing) ends the read.
-	ClaimFrame func(n int64, done <-chan struct{}) (release func(), ok bool)
+	// once the frame is decoded (a broker-wide request budget).
+	FrameBudget FrameBudget
+}
+
+// FrameBudget is a byte budget shared beyond one connection. ClaimBytes
+// waits while n bytes do not fit, so the connection reads nothing
+// meanwhile, and reports false if done closes first (the connection is
+// closing); ReleaseBytes gives back what a ClaimBytes took.
+type FrameBudget interface {
+	ClaimBytes(n int64, done <-chan struct{}) bool
+	ReleaseBytes(n int64)
 }
 
 func (cfg ServerConfig) withDefaults() ServerConfig {
@@ -97,7 +104,7 @@ func (cfg ServerConfig) connConfig() connConfig {
 		writeQueueLen: cfg.WriteQueueLen,
 		maxQueued:     int64(cfg.MaxQueuedBytesPerConn),
 		logger:        cfg.Logger,
-		claimFrame:    cfg.ClaimFrame,
+		frameBudget:   cfg.FrameBudget,
 	}
 }
 
