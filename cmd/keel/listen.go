@@ -74,17 +74,18 @@ func (ls boundListeners) closeAll() {
 }
 
 // listen returns the listener bound ahead for name, or binds addr now
-// (keel bench's embedded broker binds as it starts).
+// (keel bench's embedded broker binds as it starts), with the connection
+// limits (wire_netlimit.go).
 func (p *parts) listen(name, addr string) (net.Listener, error) {
 	if ln, ok := p.listeners[name]; ok {
 		delete(p.listeners, name)
-		return ln, nil
+		return p.limitListener(name, ln), nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return ln, nil
+	return p.limitListener(name, ln), nil
 }
 
 // Where each command's listeners are changed.

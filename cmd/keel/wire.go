@@ -42,6 +42,9 @@ type parts struct {
 	// listeners are bound before any service starts (listen.go); nil
 	// when the command binds as it starts (keel bench).
 	listeners boundListeners
+	// net holds the limited listeners and the request budget
+	// (wire_netlimit.go).
+	net netBounds
 
 	acl *acl.Authorizer // nil: access control off
 	tls *tls.Config     // the listeners' TLS; nil: off

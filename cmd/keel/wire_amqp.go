@@ -33,7 +33,8 @@ func (p *parts) amqpStarter(addr string) starter {
 		}
 		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
 			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), MaxMessageBytes: p.cfg.AMQPMaxMessage(),
-			Traffic: &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP}}
+			Traffic: &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP},
+			FrameBudget: p.requestBudget().Door("amqp")}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }
@@ -115,6 +116,7 @@ func (p *parts) amqpsListener(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("amqps: %w", err)
 	}
+	ln = p.limitListener("AMQPS", ln)
 	return tls.NewListener(ln, tc), nil
 }
 

@@ -65,6 +65,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				Logger:        p.log.With("component", "broker-server"),
 				OnConnClose:   func(c *remoting.Conn) { b.OnConnClose(c) },
 				Traffic:       &p.traffic.rocketmq,
+				FrameBudget:   p.requestBudget().Door("remoting"),
 			}
 			ln, err := p.listen(listenBroker, listenAddr)
 			if err != nil {

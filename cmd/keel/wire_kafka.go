@@ -56,6 +56,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay,
 			Traffic:               &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
+			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
 		}, p.core, log)
 		p.kafka.Store(srv)
 		if p.broker != nil {

@@ -24,7 +24,8 @@ func (p *parts) namesrvStarters(addr string, embedded bool) []starter {
 			}, nil
 		},
 		func() (service, error) {
-			cfg := remoting.ServerConfig{Logger: p.log.With("component", "namesrv-server"), OnConnClose: ns.OnConnClose}
+			cfg := remoting.ServerConfig{Logger: p.log.With("component", "namesrv-server"), OnConnClose: ns.OnConnClose,
+				FrameBudget: p.requestBudget().Door("namesrv")}
 			mode, err := p.namesrvTLSMode(embedded)
 			if err != nil {
 				return service{}, err

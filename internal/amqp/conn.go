@@ -3,6 +3,7 @@ package amqp
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -193,19 +194,55 @@ func (c *conn) serve() {
 		if c.heartbeat > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
 		}
+		claimed, err := c.claimFrame()
+		if err != nil {
+			return // the socket failed, or the server is closing
+		}
 		f, err := c.fr.ReadFrame(c.frameMax)
 		if err != nil {
+			c.returnFrameClaim(claimed)
 			c.fail(frameError(err))
 			return
 		}
 		c.countFrame(f)
-		if err := c.frame(f); err != nil {
+		err = c.frame(f)
+		c.returnFrameClaim(claimed)
+		if err != nil {
 			if errors.Is(err, errConnClosed) {
 				return
 			}
 			c.fail(err)
 			return
 		}
+	}
+}
+
+// claimFrame claims the next frame's bytes (Config.FrameBudget) once its
+// 7-byte header has arrived and returns how many it claimed; a size beyond
+// frame-max is left for ReadFrame to refuse.
+func (c *conn) claimFrame() (int64, error) {
+	fb := c.srv.cfg.FrameBudget
+	if fb == nil {
+		return 0, nil
+	}
+	h, err := c.br.Peek(7)
+	if err != nil {
+		return 0, err
+	}
+	n := int64(binary.BigEndian.Uint32(h[3:]))
+	if n > int64(c.frameMax) {
+		return 0, nil
+	}
+	if !fb.ClaimBytes(n+wire.FrameOverheadBytes, c.srv.stop) {
+		return 0, net.ErrClosed
+	}
+	return n + wire.FrameOverheadBytes, nil
+}
+
+// returnFrameClaim gives back what claimFrame claimed.
+func (c *conn) returnFrameClaim(n int64) {
+	if n > 0 {
+		c.srv.cfg.FrameBudget.ReleaseBytes(n)
 	}
 }
 

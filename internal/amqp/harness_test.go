@@ -46,6 +46,8 @@ type broker struct {
 	// maxMessage is the server's Config.MaxMessageBytes (default: what
 	// the store takes in one record, as cmd/keel sets them).
 	maxMessage int
+	// frameBudget is the server's Config.FrameBudget.
+	frameBudget *countingBudget
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -90,7 +92,7 @@ func (b *broker) start() {
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
 		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
-		Traffic: b.traffic, Observer: b.observer}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil()}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

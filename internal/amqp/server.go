@@ -38,6 +38,15 @@ type Config struct {
 	Accounts func() *acl.Rules
 	// MaxFrameBytes is the frame-max offered in connection.tune.
 	MaxFrameBytes uint32
+	// FrameBudget, if set, is claimed each frame's bytes (after the
+	// handshake) once its header has arrived and before its payload is
+	// read, and given them back once the frame is handled (a broker-wide
+	// request budget): ClaimBytes waits while they do not fit and reports
+	// false if done closes first (the server is closing).
+	FrameBudget interface {
+		ClaimBytes(n int64, done <-chan struct{}) bool
+		ReleaseBytes(n int64)
+	}
 	// MaxChannels is the channel-max offered in connection.tune.
 	MaxChannels uint16
 	// Heartbeat is the heartbeat interval offered in connection.tune (0: none).

@@ -97,6 +97,10 @@ type Broker struct {
 	MaxFrameBytes int    // maxFrameBytes (Keel): largest remoting frame
 	HTTPListen    string // httpListen (Keel): metrics/console address; empty = off
 	HTTPToken     string // httpToken (Keel): required by the HTTP endpoint if set
+	// Bounds on what the network can make the broker hold (netlimit.go).
+	MaxInFlightRequestBytes  int64 // maxInFlightRequestBytes (Keel): broker-wide budget of request bytes being read and decoded
+	MaxConnections           int   // maxConnections (Keel): open connections per listener
+	MaxConnectionsPerAddress int   // maxConnectionsPerAddress (Keel): open connections per listener from one IP address
 
 	// Store.
 	StorePathRootDir           string             // storePathRootDir
@@ -224,8 +228,13 @@ func Default() *Broker {
 		ListenPort:    10911,
 		MaxFrameBytes: 16 << 20,
 		HTTPListen:    DefaultHTTPListen,
-		AMQPListen:    DefaultAMQPListen,
-		KafkaListen:   DefaultKafkaListen,
+
+		MaxInFlightRequestBytes:  DefaultMaxInFlightRequestBytes,
+		MaxConnections:           DefaultMaxConnections,
+		MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress,
+
+		AMQPListen:  DefaultAMQPListen,
+		KafkaListen: DefaultKafkaListen,
 
 		AMQPMaxMessageBytes:             DefaultAMQPMaxMessageBytes,
 		KafkaProducerIDExpiration:       24 * time.Hour,

@@ -33,6 +33,9 @@ var fields = []field{
 	intf("maxFrameBytes", func(b *Broker) *int { return &b.MaxFrameBytes }),
 	str("httpListen", func(b *Broker) *string { return &b.HTTPListen }),
 	str("httpToken", func(b *Broker) *string { return &b.HTTPToken }),
+	int64f("maxInFlightRequestBytes", func(b *Broker) *int64 { return &b.MaxInFlightRequestBytes }),
+	intf("maxConnections", func(b *Broker) *int { return &b.MaxConnections }),
+	intf("maxConnectionsPerAddress", func(b *Broker) *int { return &b.MaxConnectionsPerAddress }),
 
 	str("storePathRootDir", func(b *Broker) *string { return &b.StorePathRootDir }),
 	str("storePathCommitLog", func(b *Broker) *string { return &b.StorePathCommitLog }),

@@ -133,6 +133,7 @@ func (b *Broker) validateNetwork(bad func(string, string, ...any)) {
 	if b.MaxFrameBytes < MinFrameBytes || b.MaxFrameBytes > MaxFrameBytesLimit {
 		bad("maxFrameBytes", "must be between %d and %d", MinFrameBytes, MaxFrameBytesLimit)
 	}
+	b.validateNetLimits(bad)
 	if b.HTTPListen != "" {
 		if _, _, err := net.SplitHostPort(b.HTTPListen); err != nil {
 			bad("httpListen", "not host:port")

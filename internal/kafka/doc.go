@@ -89,7 +89,15 @@
 // maxFrameBytes), maxUnauthenticatedRequestBytes before SASL
 // authentication, read into memory as its bytes come; a batch at most Config.MaxBatchBytes (maxMessageSize).
 // A frame that does not parse closes its connection; nothing else is
-// harmed. A connection is served one request at a time, in order.
+// harmed. A connection is served one request at a time, in order. Every
+// body is walked before kmsg decodes it (bound.go): one whose decoding
+// would allocate more than maxDecodeFactor times its size plus
+// maxDecodeSlackBytes, or that holds more than maxRequestElements array
+// elements, closes its connection. With Config.Budget a frame's bytes are
+// claimed before it is read, its decoded size before it is decoded, and
+// both are held until it is answered (but for Fetch, JoinGroup and
+// SyncGroup, whose waits end by other connections' requests: they give
+// the claim back before they are handled).
 //
 // # Concurrency
 //

@@ -4,7 +4,8 @@ package kafka
 // record entry FetchOffset locates) and the ones after it, as stored (the
 // envelope's body: no re-encoding; the first batch may start before the
 // fetch offset, and clients skip what they did not ask for), up to the
-// partition's max bytes and the response's MaxBytes, always at least one
+// partition's max bytes and the response's MaxBytes (at most
+// Config.MaxFetchBytes, whatever the client asks), always at least one
 // batch in the response so that a batch larger than the limits still
 // moves the consumer (a partition reached once the response is full is
 // answered with its offsets and no records). Never past the high
@@ -73,6 +74,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 	if budget <= 0 {
 		budget = 50 << 20
 	}
+	budget = min(budget, s.cfg.MaxFetchBytes)
 	total := 0
 	var waits []core.Wait
 	for _, t := range req.Topics {

@@ -38,7 +38,14 @@ type request struct {
 func flexibleHeader(r kmsg.Request) bool { return r.IsFlexible() }
 
 // decodeRequest parses one frame's bytes (without the size prefix).
-func decodeRequest(frame []byte) (*request, error) {
+func decodeRequest(frame []byte) (*request, error) { return decodeRequestBounded(frame, nil) }
+
+// decodeRequestBounded parses one frame's bytes. The body is walked first
+// (prepassCost, bound.go): one that would allocate more than its bound is
+// refused before kmsg decodes it, and reserve, if not nil, is told what
+// decoding and handling will allocate (beyond the frame) before it
+// happens; an error from reserve is returned as is.
+func decodeRequestBounded(frame []byte, reserve func(costBytes int64) error) (*request, error) {
 	if len(frame) < 10 {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than a request header", ErrMalformed, len(frame))
 	}
@@ -73,6 +80,16 @@ func decodeRequest(frame []byte) (*request, error) {
 	if flexibleHeader(body) {
 		var err error
 		if rest, err = skipTags(rest); err != nil {
+			return nil, err
+		}
+	}
+	cost, elements, err := prepassCost(body, rest)
+	if err != nil {
+		return nil, fmt.Errorf("%s v%d body of %d bytes (%d bytes decoded and %d elements at least, limit %d bytes): %w",
+			kmsg.NameForKey(req.key), req.version, len(rest), cost, elements, decodeLimit(len(rest)), err)
+	}
+	if reserve != nil {
+		if err := reserve(cost + elements*handlerBytesPerElement); err != nil {
 			return nil, err
 		}
 	}

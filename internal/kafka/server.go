@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/doorstats"
+	"github.com/keelmq/keel/internal/netlimit"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -37,6 +38,11 @@ type Config struct {
 	// MaxConns bounds open client connections (default 4096); more are
 	// closed at once.
 	MaxConns int
+	// MaxFetchBytes bounds a Fetch response's records, whatever the
+	// request's max_bytes asks (Kafka's fetch.max.bytes; default 55 MiB):
+	// a Fetch gives its request budget back before it waits, so this is
+	// what bounds the response it builds.
+	MaxFetchBytes int
 	// MaxWait bounds a Fetch's max_wait_ms (default 30 s).
 	MaxWait time.Duration
 	// IdleTimeout closes a connection that sends nothing for this long
@@ -59,6 +65,11 @@ type Config struct {
 	// MaxProducers bounds the idempotent producers remembered per
 	// partition (default 10000); beyond it the longest idle is forgotten.
 	MaxProducers int
+	// Budget, when set, is the door's account of the broker-wide budget of
+	// bytes held by requests being read and decoded: a request's frame is
+	// claimed before it is read and its decoded size before it is decoded,
+	// and a connection waits while the budget is spent.
+	Budget *netlimit.Door
 	// ACL, when set (aclEnable=true), makes connections authenticate with
 	// SASL as one of its accounts and checks every request against the
 	// account's permissions (sasl.go, authz.go); nil: no authentication.
@@ -82,6 +93,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 30 * time.Second
+	}
+	if c.MaxFetchBytes <= 0 {
+		c.MaxFetchBytes = 55 << 20
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 10 * time.Minute
@@ -160,6 +174,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.advPort.Store(int32(a.Port))
 	}
 	s.mu.Unlock()
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -169,14 +184,21 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("kafka: accept: %w", err)
 			}
-			return fmt.Errorf("kafka: accept: %w", err)
+			// EMFILE and aborted handshakes pass: back off, keep serving.
+			s.log.Warn("kafka: accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return nil
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
 		s.cfg.Traffic.Accept()
+		backoff = 5 * time.Millisecond
 		s.mu.Lock()
 		if s.closed || len(s.conns) >= s.cfg.MaxConns {
 			s.mu.Unlock()
@@ -250,69 +272,118 @@ func (s *Server) serveConn(c net.Conn, st *connStats) {
 			log.Warn("kafka: request frame refused, closing", "bytes", n, "max", limit, "authenticated", auth.authenticated())
 			return
 		}
-		frame, err := readFrame(r, n)
+		claim, err := s.claim(int64(n))
 		if err != nil {
-			return
+			return // closing
 		}
-		tr.In(n)
-		tr.Request()
-		if auth.raw { // after SaslHandshake v0: a raw SASL token
-			tok, err := s.saslStep(auth, frame)
-			if err != nil {
-				tr.Error()
-				log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", err)
-				return
-			}
-			if auth.user != "" {
-				auth.raw = false
-				log.Info("kafka: client authenticated", "user", auth.user, "mechanism", auth.mech)
-			}
-			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(tok)))
-			out = append(out, tok...)
-			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			k, err := c.Write(out)
-			tr.Out(k)
-			if err != nil {
-				return
-			}
-			continue
-		}
-		req, err := decodeRequest(frame)
-		if err != nil {
-			tr.Error()
-			log.Warn("kafka: malformed request, closing", "err", err)
-			return
-		}
-		req.host = host
-		st.seen(req.clientID, auth.user)
-		resp, keep := s.serveRequest(auth, req, log)
-		if resp == nil {
-			if !keep {
-				tr.Error()
-				return
-			}
-			if req.unsupported {
-				tr.Error()
-				log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
-				return
-			}
-			continue // acks=0
-		}
+		keep := s.serveFrame(c, r, n, auth, host, log, &out, &claim, tr, st)
+		claim.Release()
 		if !keep {
-			tr.Error() // answered, then closed: a failed authentication
-		}
-		out = appendResponse(out[:0], req.correlation, resp)
-		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		k, err := c.Write(out)
-		tr.Out(k)
-		if err != nil || !keep {
 			return
-		}
-		if cap(out) > 1<<20 {
-			out = nil
 		}
 	}
 }
+
+// claim takes n bytes of the budget (none without one), waiting while it
+// is spent; it fails only when the server closes.
+func (s *Server) claim(n int64) (netlimit.Claim, error) {
+	if s.cfg.Budget == nil {
+		return netlimit.Claim{}, nil
+	}
+	return s.cfg.Budget.Acquire(s.ctx, n)
+}
+
+// serveFrame reads one request frame of n bytes, answers it and reports
+// whether the connection goes on. claim holds the frame's bytes; the
+// decoded size is added to it before decoding.
+func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host string, log *slog.Logger, out *[]byte, claim *netlimit.Claim,
+	tr *doorstats.Counters, st *connStats) bool {
+	frame, err := readFrame(r, n)
+	if err != nil {
+		return false
+	}
+	tr.In(n)
+	tr.Request()
+	if auth.raw { // after SaslHandshake v0: a raw SASL token
+		tok, err := s.saslStep(auth, frame)
+		if err != nil {
+			tr.Error()
+			log.Warn("kafka: SASL authentication failed, closing", "mechanism", auth.mech, "err", err)
+			return false
+		}
+		if auth.user != "" {
+			auth.raw = false
+			log.Info("kafka: client authenticated", "user", auth.user, "mechanism", auth.mech)
+		}
+		*out = binary.BigEndian.AppendUint32((*out)[:0], uint32(len(tok)))
+		*out = append(*out, tok...)
+		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		k, err := c.Write(*out)
+		tr.Out(k)
+		return err == nil
+	}
+	req, err := decodeRequestBounded(frame, func(cost int64) error {
+		if s.cfg.Budget == nil {
+			return nil
+		}
+		return claim.Grow(s.ctx, cost)
+	})
+	if err != nil {
+		tr.Error()
+	}
+	if errors.Is(err, errTooCostly) || errors.Is(err, errTooManyElements) {
+		log.Warn("kafka: request refused, closing: decoding it would allocate more than its bound", "err", err)
+		return false
+	}
+	if err != nil {
+		if s.ctx.Err() == nil {
+			log.Warn("kafka: malformed request, closing", "err", err)
+		}
+		return false
+	}
+	req.host = host
+	st.seen(req.clientID, auth.user)
+	if waitsForOthers(req.key) {
+		// Its wait ends by other connections' requests (a produce, the
+		// group's other members), which must be able to claim budget.
+		claim.Release()
+	}
+	resp, keep := s.serveRequest(auth, req, log)
+	if resp == nil {
+		if !keep {
+			tr.Error()
+			return false
+		}
+		if req.unsupported {
+			tr.Error()
+			log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
+			return false
+		}
+		return true // acks=0 goes on
+	}
+	if !keep {
+		tr.Error() // answered, then closed: a failed authentication
+	}
+	*out = appendResponse((*out)[:0], req.correlation, resp)
+	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	k, err := c.Write(*out)
+	tr.Out(k)
+	if err != nil || !keep {
+		return false
+	}
+	if cap(*out) > 1<<20 {
+		*out = nil
+	}
+	return true
+}
+
+// waitsForOthers reports whether a request of key may wait for requests
+// of other connections: Fetch (long poll, woken by a produce), JoinGroup
+// and SyncGroup (woken by the group's other members). Such a request gives
+// its budget back before it is handled, or requests parked in their waits
+// could hold the whole budget while the requests that end their waits
+// cannot be read.
+func waitsForOthers(key int16) bool { return key == 1 || key == 11 || key == 14 }
 
 // maxUnauthenticatedRequestBytes bounds a request frame before SASL
 // authentication (what comes then is ApiVersions, SaslHandshake and SASL

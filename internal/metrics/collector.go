@@ -83,6 +83,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range doorDescs {
 		ch <- d
 	}
+	for _, d := range netLimitDescs {
+		ch <- d
+	}
 	if c.m.cfg.RocketMQNames {
 		for _, d := range compatDescs {
 			ch <- d
@@ -115,6 +118,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.collectReplication(ch) // replication.go
 	c.collectAMQP(ch)
+	c.collectNetLimits(ch)
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

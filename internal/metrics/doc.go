@@ -7,7 +7,8 @@
 //     flush hook);
 //   - gauges are read at scrape time from snapshots (broker.Stats,
 //     broker.ConsumeProgress, store.Stats, offsets, disk usage, the
-//     transaction engine's Stats), by a prometheus.Collector, so an idle
+//     transaction engine's Stats, the request budget's and the listeners'
+//     figures of NetLimitStats), by a prometheus.Collector, so an idle
 //     broker does no metrics work.
 //
 // Names follow Prometheus conventions (keel_..._total for counters,

@@ -40,6 +40,9 @@ type Sources struct {
 	Replication func() ReplicationStats
 	// AMQP returns the AMQP front door's queues (amqp.go).
 	AMQP func() []AMQPQueueStats
+	// NetLimits returns the request budget's and the listeners' figures
+	// (netlimit.go).
+	NetLimits func() NetLimitStats
 }
 
 // Config configures Metrics.

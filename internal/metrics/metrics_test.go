@@ -297,6 +297,7 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	e := startEnv(t, func(c *Config) {
 		c.RocketMQNames = true
 		c.Replication = func() ReplicationStats { return repl }
+		c.NetLimits = func() NetLimitStats { return sampleNetLimits }
 	})
 	e.invoke(remoting.ReqHeartBeat, nil, []byte(heartbeat))
 	e.send("T", "x")

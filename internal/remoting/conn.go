@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,8 @@ type connConfig struct {
 	// for a 300 KiB pull response allocated and copied twice its size.
 	trustFrameLength bool
 	traffic          *doorstats.Counters // nil: not counted
+	// frameBudget: ServerConfig.FrameBudget (nil: none).
+	frameBudget FrameBudget
 }
 
 // Write batching limits: one vectored write carries at most this many
@@ -575,12 +578,18 @@ func (c *Conn) readLoop() error {
 			h = *hp
 		}
 		borrower, _ := h.(BodyBorrower)
+		claimed, err := c.claimNextFrame(br)
+		if err != nil {
+			return c.readError(err)
+		}
 		p, err := readFrame(br, c.cfg.maxFrameBytes, borrower != nil, c.cfg.trustFrameLength)
 		if err != nil {
+			c.returnFrameClaim(claimed)
 			return c.readError(err)
 		}
 		c.cfg.traffic.In(4 + len(p))
 		cmd, err := decodePayload(p)
+		c.returnFrameClaim(claimed)
 		if err != nil {
 			return err
 		}
@@ -609,6 +618,37 @@ func (c *Conn) readLoop() error {
 		default:
 			go c.worker(h, cmd)
 		}
+	}
+}
+
+// claimNextFrame claims the next frame's bytes (ServerConfig.FrameBudget)
+// once its length has arrived and returns how many it claimed; a length
+// beyond the limit is left for readFrame to refuse.
+func (c *Conn) claimNextFrame(br *bufio.Reader) (int64, error) {
+	if c.cfg.frameBudget == nil {
+		return 0, nil
+	}
+	b, err := br.Peek(4)
+	if err != nil {
+		return 0, err
+	}
+	n := int64(binary.BigEndian.Uint32(b))
+	if n > int64(c.cfg.maxFrameBytes) {
+		return 0, nil
+	}
+	if !c.cfg.frameBudget.ClaimBytes(n+4, c.done) {
+		if err := c.Err(); err != nil {
+			return 0, err
+		}
+		return 0, net.ErrClosed
+	}
+	return n + 4, nil
+}
+
+// returnFrameClaim gives back what claimNextFrame claimed.
+func (c *Conn) returnFrameClaim(n int64) {
+	if n > 0 {
+		c.cfg.frameBudget.ReleaseBytes(n)
 	}
 }
 

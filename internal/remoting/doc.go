@@ -55,6 +55,13 @@
 // something only this connection's reader can deliver (a response to its
 // own Invoke) must not be used with a budget that can fill.
 //
+// Inbound frames may also be claimed from a budget shared beyond the
+// connection (ServerConfig.FrameBudget, the broker's request budget): the
+// reader claims a frame's bytes once its length has arrived, before it
+// takes a buffer, waits (reading nothing) while they do not fit, and gives
+// them back once the frame is decoded. Not later: a handler may wait for
+// a response from its peer, itself a frame that must be claimed.
+//
 // A request's Body aliases the buffer its frame was read into. That buffer
 // is the command's for good, unless the handler is a BodyBorrower that
 // borrows the request's code: then the connection gives the buffer to a

@@ -57,6 +57,19 @@ type ServerConfig struct {
 	// Traffic, when set, counts the connections, requests, error answers
 	// and bytes of the server's connections (the metrics' door series).
 	Traffic *doorstats.Counters
+	// FrameBudget, if set, is claimed each inbound frame's bytes once its
+	// length is read and before its buffer is taken, and given them back
+	// once the frame is decoded (a broker-wide request budget).
+	FrameBudget FrameBudget
+}
+
+// FrameBudget is a byte budget shared beyond one connection. ClaimBytes
+// waits while n bytes do not fit, so the connection reads nothing
+// meanwhile, and reports false if done closes first (the connection is
+// closing); ReleaseBytes gives back what a ClaimBytes took.
+type FrameBudget interface {
+	ClaimBytes(n int64, done <-chan struct{}) bool
+	ReleaseBytes(n int64)
 }
 
 func (cfg ServerConfig) withDefaults() ServerConfig {
@@ -97,6 +110,7 @@ func (cfg ServerConfig) connConfig() connConfig {
 		maxQueued:     int64(cfg.MaxQueuedBytesPerConn),
 		logger:        cfg.Logger,
 		traffic:       cfg.Traffic,
+		frameBudget:   cfg.FrameBudget,
 	}
 }
 
@@ -232,7 +246,12 @@ func setKeepAlive(nc net.Conn, idle time.Duration) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
-	tcp, ok := nc.(*net.TCPConn)
+	// An interface, not *net.TCPConn: a listener may hand out connections
+	// that embed one (netlimit's).
+	tcp, ok := nc.(interface {
+		SetKeepAlive(bool) error
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	})
 	if !ok {
 		return
 	}

@@ -79,7 +79,10 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tcp, ok := nc.(*net.TCPConn); ok {
+	if tcp, ok := nc.(interface { // a *net.TCPConn, or a connection embedding one
+		SetKeepAlive(bool) error
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	}); ok {
 		if l.cfg.KeepAlive < 0 {
 			tcp.SetKeepAlive(false)
 		} else {
