@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -544,5 +546,75 @@ func TestTimestampBounds(t *testing.T) {
 		if c.ok && err != nil || !c.ok && !errors.Is(err, kerr.InvalidTimestamp) {
 			t.Errorf("%s at %v from now: %v, want ok %v", c.topic, c.ts.Sub(now).Round(time.Minute), err, c.ok)
 		}
+	}
+}
+
+// lockedLog is a log destination tests read while the code under test
+// writes it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRetentionHoldKeepsSegmentsFromBrokerRetention: with the store's own
+// age retention running (fileReservedTime 50 ms here), a topic with
+// retention.ms=-1 keeps the shared CommitLog's segments from its log
+// start on (the store says so at WARN, naming the partition), so another
+// topic's records in them stay too; once its retention.ms is below the
+// broker's the hold goes and the store deletes them.
+func TestRetentionHoldKeepsSegmentsFromBrokerRetention(t *testing.T) {
+	var logs lockedLog
+	n := startNodeStore(t, nil, Config{MaxBatchBytes: 8 << 10, RetentionMs: 50}, func(c *store.Config) {
+		c.CommitLogSegmentBytes, c.MaxMessageBytes = 64<<10, 8<<10
+		c.FileReservedTime, c.RetentionCheckInterval = 50*time.Millisecond, 20*time.Millisecond
+		c.DeleteWhen = "00;01;02;03;04;05;06;07;08;09;10;11;12;13;14;15;16;17;18;19;20;21;22;23"
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": kmsg.StringPtr("-1")}, "keep"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	if r, err := adm.CreateTopic(ctx, 1, 1, nil, "other"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	produceAt(t, cl, "keep", time.Now(), "kept")
+	noise := make([]byte, 4000)
+	for range 40 { // about two and a half 64 KiB segments
+		rand.Read(noise)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "other", Partition: 0, Value: noise}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(logs.String(), "keep/0 group=(retention) offset=0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no retention round held keep/0 (holds %v, segment %d, visible %d):\n%s", n.srv.ageHolds(), n.st.SegmentBytes(), n.st.VisibleOffset(), logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lo := n.st.MinOffset("other", 0); lo != 0 || n.st.MinOffset("keep", 0) != 0 {
+		t.Fatalf("segments deleted under the hold: other starts at %d", lo)
+	}
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kmsg.StringPtr("10")}}, "keep"); err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	for n.st.MinOffset("other", 0) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("segments not deleted once the hold went:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

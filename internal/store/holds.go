@@ -157,7 +157,7 @@ func (s *Store) heldBy(holds QueueHolds, group string, limit *int64, at *[]lostR
 // noteRetentionHeld logs, once until the hold moves, that an expired
 // segment is kept for held queues.
 func (s *Store) noteRetentionHeld(seg commitlog.Segment, held int64, at []lostRange) {
-	if s.retentionHeld.Swap(held) == held {
+	if s.retentionHeld.Swap(held+1) == held+1 { // +1: the zero value is no hold yet, and a hold may be at offset 0
 		return
 	}
 	s.logger.Warn("store: an expired CommitLog segment is kept for a queue hold: a queue that settles messages one at a time has not settled one in it ("+HoldGroup+"), or a topic is retained longer than fileReservedTime ("+AgeHoldGroup+")",

@@ -81,13 +81,15 @@ func TestQueueHoldsKeepWhatIsNotSettled(t *testing.T) {
 func TestAgeHoldsYieldToDiskPressure(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		age      bool // the hold at 5 is an age hold, else a queue hold
+		at       int64 // the hold's offset
+		age      bool  // the hold is an age hold, else a queue hold
 		pressure bool
 		deletes  bool
 	}{
-		{"age retention keeps an age hold", true, false, false},
-		{"pressure ignores an age hold", true, true, true},
-		{"pressure keeps a queue hold", false, true, false},
+		{"age retention keeps an age hold", 5, true, false, false},
+		{"age retention keeps an age hold at the first record", 0, true, false, false},
+		{"pressure ignores an age hold", 5, true, true, true},
+		{"pressure keeps a queue hold", 5, false, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var logs logBuffer
@@ -98,7 +100,7 @@ func TestAgeHoldsYieldToDiskPressure(t *testing.T) {
 			cfg.DiskPressureDelete = PressureDeleteConsumed
 			s := mustOpen(t, cfg)
 			defer s.Close()
-			holds := func() QueueHolds { return QueueHolds{"T": {0: 5}} }
+			holds := func() QueueHolds { return QueueHolds{"T": {0: c.at}} }
 			if c.age {
 				s.SetAgeHolds(holds)
 			} else {
@@ -117,10 +119,10 @@ func TestAgeHoldsYieldToDiskPressure(t *testing.T) {
 			}
 			s.runRetentionOnce()
 			lo := s.MinOffset("T", 0)
-			if got := lo > 5; got != c.deletes {
+			if got := lo > c.at; got != c.deletes {
 				t.Fatalf("min offset %d after retention: deleted past the hold %v, want %v\n%s", lo, got, c.deletes, logs.String())
 			}
-			if c.age && !c.pressure && !strings.Contains(logs.String(), "T/0 group=(retention) offset=5") {
+			if c.age && !c.pressure && !strings.Contains(logs.String(), fmt.Sprintf("T/0 group=(retention) offset=%d", c.at)) {
 				t.Fatalf("no warning naming the held queue\n%s", logs.String())
 			}
 		})
