@@ -618,3 +618,41 @@ func TestRetentionHoldKeepsSegmentsFromBrokerRetention(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRetentionScanInSteps: a backlog longer than one pass's scan is
+// worked through in passes within one round, each writing its progress:
+// the round ends at the first young batch.
+func TestRetentionScanInSteps(t *testing.T) {
+	defer func(n int) { maxRetentionScan = n }(maxRetentionScan)
+	maxRetentionScan = 2
+	n := startNode(t, nil)
+	cl, adm := adminClient(t, n.addr)
+	if r, err := adm.CreateTopic(ctx30(t), 1, 1, map[string]*string{"retention.ms": kmsg.StringPtr("60000")}, "steps"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	produceAt(t, cl, "steps", time.Now().Add(-time.Hour), "o0", "o1", "o2", "o3", "o4", "o5", "o6")
+	produceAt(t, cl, "steps", time.Now(), "n7")
+	n.srv.applyRetention(time.Now())
+	if got := earliest(t, adm, "steps", 0); got != 7 {
+		t.Fatalf("log start after one round %d, want 7", got)
+	}
+}
+
+// TestProduceReportsLogStart: a Produce answer carries the partition's
+// log start, as Kafka's does (here the one DeleteRecords set).
+func TestProduceReportsLogStart(t *testing.T) {
+	n := startNode(t, nil)
+	rc := dialRaw(t, n.addr)
+	for range 3 {
+		if got := rc.do(produceReq(-1, "ls", testBatch(2, 0)), 9).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; got.ErrorCode != 0 || got.LogStartOffset != 0 {
+			t.Fatalf("produce: %+v", got)
+		}
+	}
+	_, adm := adminClient(t, n.addr)
+	if rs, err := adm.DeleteRecords(ctx30(t), kadm.Offsets{"ls": {0: {Topic: "ls", Partition: 0, At: 4}}}); err != nil || rs.Error() != nil {
+		t.Fatal(err, rs.Error())
+	}
+	if got := rc.do(produceReq(-1, "ls", testBatch(2, 0)), 9).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; got.ErrorCode != 0 || got.LogStartOffset != 4 {
+		t.Fatalf("produce after DeleteRecords to 4: %+v", got)
+	}
+}

@@ -194,7 +194,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		if dup != nil {
 			part.appendMu.Unlock()
-			rp.BaseOffset, rp.LogStartOffset = dup.base, 0
+			rp.BaseOffset, rp.LogStartOffset = dup.base, s.logStartOf(topic, part)
 			return dup.end // a retry: answered with the original, once it is confirmed
 		}
 	}
@@ -227,8 +227,18 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		return fail(code, msg)
 	}
 	rp.BaseOffset, rp.LogAppendTime = base, appendMs
-	rp.LogStartOffset = 0
+	rp.LogStartOffset = s.logStartOf(topic, part)
 	return end
+}
+
+// logStartOf is the partition's log start for a Produce answer (-1 if it
+// cannot be read).
+func (s *Server) logStartOf(topic string, part *partition) int64 {
+	start, _, err := s.partitionBounds(topic, part)
+	if err != nil {
+		return -1
+	}
+	return start
 }
 
 // waitConfirmed waits until the Confirmed watermark reaches end, at most

@@ -58,9 +58,11 @@ import (
 	"github.com/keelmq/keel/internal/translate"
 )
 
-// maxRetentionScan bounds the records one round reads per partition to
-// find where retention.ms moves its log start (the next round goes on).
-const maxRetentionScan = 100_000
+// maxRetentionScan bounds the records one pass reads per partition to
+// find where retention.ms moves its log start; a pass cut short writes
+// the log starts it found and the round goes on with another, so a large
+// backlog is worked through in steps whose progress is durable.
+var maxRetentionScan = 10_000 // a variable for tests
 
 // runRetention applies retention every RetentionCheckInterval until the
 // server closes.
@@ -96,37 +98,52 @@ func (s *Server) applyRetention(now time.Time) {
 		if ms < 0 && bytes < 0 {
 			continue
 		}
-		moves := map[int32]int64{}
-		for p := range tc.QueueNums() {
-			part := s.parts.get(tc.TopicName, p)
-			start, hwm, err := s.partitionBounds(tc.TopicName, part)
-			if err != nil || start >= hwm {
-				continue
-			}
-			to, err := s.retainFrom(part, start, hwm, ms, bytes, now)
-			if err != nil {
-				s.log.Error("kafka: retention: partition not read; its log start stays", "topic", tc.TopicName, "partition", p, "err", err)
-				continue
-			}
-			if to > start {
-				moves[p] = to
-			}
-		}
-		if len(moves) > 0 {
-			s.moveLogStarts(tc.TopicName, moves)
+		for more := true; more && s.ctx.Err() == nil; {
+			more = s.retainTopic(tc.TopicName, ms, bytes, now)
 		}
 	}
 }
 
+// retainTopic is one pass over a topic's partitions; it reports whether
+// a partition's scan was cut short (another pass goes on from the new log
+// starts).
+func (s *Server) retainTopic(topic string, ms, bytes int64, now time.Time) (more bool) {
+	tc, ok := s.core.Topic(topic)
+	if !ok {
+		return false
+	}
+	moves := map[int32]int64{}
+	for p := range tc.QueueNums() {
+		part := s.parts.get(topic, p)
+		start, hwm, err := s.partitionBounds(topic, part)
+		if err != nil || start >= hwm {
+			continue
+		}
+		to, cut, err := s.retainFrom(part, start, hwm, ms, bytes, now)
+		if err != nil {
+			s.log.Error("kafka: retention: partition not read; its log start stays", "topic", topic, "partition", p, "err", err)
+			continue
+		}
+		if to > start {
+			moves[p] = to
+			more = more || cut
+		}
+	}
+	if len(moves) > 0 && !s.moveLogStarts(topic, moves) {
+		return false
+	}
+	return more
+}
+
 // moveLogStarts writes the partitions' new log starts durably (never
 // lowering one DeleteRecords set meanwhile, never past the high
-// watermark).
-func (s *Server) moveLogStarts(topic string, moves map[int32]int64) {
+// watermark); false if they could not be written.
+func (s *Server) moveLogStarts(topic string, moves map[int32]int64) bool {
 	s.topicMu.Lock()
 	defer s.topicMu.Unlock()
 	tc, ok := s.core.Topic(topic)
 	if !ok {
-		return
+		return false
 	}
 	attrs := make(map[string]string, len(tc.Attributes)+len(moves))
 	for k, v := range tc.Attributes {
@@ -140,41 +157,45 @@ func (s *Server) moveLogStarts(topic string, moves map[int32]int64) {
 		}
 	}
 	if !changed {
-		return
+		return false
 	}
 	tc.Attributes = attrs
 	if err := s.putTopic(tc); err != nil {
 		s.log.Error("kafka: retention: log starts not written; retried next round", "topic", topic, "err", err)
-		return
+		return false
 	}
 	s.log.Info("kafka: retention moved log starts", "topic", topic, "partitions", len(moves))
+	return true
 }
 
 // retainFrom is where a partition's log start goes for retention ms and
-// bytes (-1: none), from start (< hwm).
-func (s *Server) retainFrom(p *partition, start, hwm, ms, bytes int64, now time.Time) (int64, error) {
-	to := start
+// bytes (-1: none), from start (< hwm); cut says the scan by time
+// stopped at maxRetentionScan records, not at a young one.
+func (s *Server) retainFrom(p *partition, start, hwm, ms, bytes int64, now time.Time) (to int64, cut bool, err error) {
+	to = start
 	if ms >= 0 {
 		cutoff := now.UnixMilli() - ms
-		for idx, n := start, 0; idx < hwm && n < maxRetentionScan; n++ {
+		idx, n := start, 0
+		for ; idx < hwm && n < maxRetentionScan; n++ {
 			ts, end, err := s.parts.entryTime(p.key, idx)
 			if err != nil {
-				return start, err
+				return start, false, err
 			}
 			if ts >= cutoff {
 				break
 			}
 			idx, to = end, min(end, hwm)
 		}
+		cut = n == maxRetentionScan && idx < hwm
 	}
 	if bytes >= 0 {
 		b, err := s.parts.bytesRetainFrom(p, start, hwm, bytes)
 		if err != nil {
-			return start, err
+			return start, false, err
 		}
 		to = max(to, b)
 	}
-	return to, nil
+	return to, cut, nil
 }
 
 // entryTime is the timestamp retention.ms judges the record at entry idx
