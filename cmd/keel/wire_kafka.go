@@ -52,7 +52,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
-			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay,
+			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
 		}, p.core, log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
