@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -623,7 +624,8 @@ func TestRetentionHoldKeepsSegmentsFromBrokerRetention(t *testing.T) {
 // worked through in passes within one round, each writing its progress:
 // the round ends at the first young batch.
 func TestRetentionScanInSteps(t *testing.T) {
-	defer func(n int) { maxRetentionScan = n }(maxRetentionScan)
+	was := maxRetentionScan
+	t.Cleanup(func() { maxRetentionScan = was }) // after the node's cleanup, which is registered later
 	maxRetentionScan = 2
 	n := startNode(t, nil)
 	cl, adm := adminClient(t, n.addr)
@@ -654,5 +656,36 @@ func TestProduceReportsLogStart(t *testing.T) {
 	}
 	if got := rc.do(produceReq(-1, "ls", testBatch(2, 0)), 9).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; got.ErrorCode != 0 || got.LogStartOffset != 4 {
 		t.Fatalf("produce after DeleteRecords to 4: %+v", got)
+	}
+}
+
+// TestRetentionPassesWithheldRecords: records the store withholds
+// because they fail verification (their entries then hold nothing a
+// reader gets) do not stop retention: with every old record of a
+// partition withheld, the log start still moves past them.
+func TestRetentionPassesWithheldRecords(t *testing.T) {
+	n := startNode(t, nil)
+	cl, adm := adminClient(t, n.addr)
+	if r, err := adm.CreateTopic(ctx30(t), 1, 1, map[string]*string{"retention.ms": kmsg.StringPtr("60000")}, "withheld"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	produceAt(t, cl, "withheld", time.Now().Add(-time.Hour), "o0", "o1")
+	var ents [2]store.QueueEntry
+	if k, err := n.st.QueueEntries("withheld", 0, 0, ents[:]); err != nil || k != 2 {
+		t.Fatalf("entries: %d %v", k, err)
+	}
+	f, err := n.fs.OpenFile("/data/commitlog/00000000000000000000", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if _, err := f.WriteAt([]byte{0xff, 0xee}, e.PhysOffset+int64(e.Size)-3); err != nil { // inside the batch's record
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	n.srv.applyRetention(time.Now())
+	if got := earliest(t, adm, "withheld", 0); got != 2 {
+		t.Fatalf("log start %d with both old records withheld, want 2", got)
 	}
 }

@@ -42,7 +42,10 @@
 //	                    partitionLeaderEpoch (bytes 12-15: 0); the
 //	                    batch's CRC-32C does not cover either, so it is
 //	                    stored and served unchanged, compressed batches
-//	                    compressed
+//	                    compressed; a topic's compression.type codec
+//	                    (recompressed) and LogAppendTime (attributes
+//	                    and maxTimestamp) change it before it is stored,
+//	                    with the CRC recomputed
 //	                  + the CommitLog's CRC32-C trailer over the record
 //	ConsumeQueue entries (20 bytes each: PhysOffset, size, tags code 0):
 //	                    n, at queue offsets QUEUEOFFSET..QUEUEOFFSET+n-1,

@@ -50,6 +50,7 @@ package kafka
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
@@ -206,6 +207,9 @@ func (ps *partitions) entryTime(k queueKey, idx int64) (ts, end int64, err error
 		return 0, 0, err
 	}
 	defer r.Release()
+	if (r.Status == store.NoMatchedMessage || r.Status == store.OffsetTooSmall) && r.NextOffset > idx {
+		return math.MinInt64, r.NextOffset, nil // entries of removed records (repair holes, or retention meanwhile): nothing to keep
+	}
 	if r.Status != store.Found || len(r.Records) == 0 {
 		return 0, 0, fmt.Errorf("kafka: entry %d of %s/%d: %v", idx, k.topic, k.queueID, r.Status)
 	}
