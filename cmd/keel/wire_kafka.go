@@ -54,8 +54,8 @@ func (p *parts) kafkaStarter(addr string) starter {
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
-			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay,
-			Traffic:               &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
+			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
+			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
 		}, p.core, log)
 		p.kafka.Store(srv)

@@ -198,6 +198,10 @@ type Broker struct {
 	// rebalance of an empty consumer group waits for more members
 	// (Kafka's group.initial.rebalance.delay.ms); 0 = not at all
 	KafkaGroupInitialRebalanceDelay time.Duration
+	// kafkaRetentionCheckIntervalMs (Keel, ms): how often topics'
+	// retention.ms and retention.bytes are applied (Kafka's
+	// log.retention.check.interval.ms)
+	KafkaRetentionCheckInterval time.Duration
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -239,6 +243,7 @@ func Default() *Broker {
 		AMQPMaxMessageBytes:             DefaultAMQPMaxMessageBytes,
 		KafkaProducerIDExpiration:       24 * time.Hour,
 		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
+		KafkaRetentionCheckInterval:     5 * time.Minute,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

@@ -104,6 +104,7 @@ var fields = []field{
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
 	dur("kafkaGroupInitialRebalanceDelayMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaGroupInitialRebalanceDelay }),
+	dur("kafkaRetentionCheckIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaRetentionCheckInterval }),
 }
 
 // byKey maps every key and alias to its field.

@@ -24,6 +24,9 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 	if b.KafkaGroupInitialRebalanceDelay < 0 || b.KafkaGroupInitialRebalanceDelay > 5*time.Minute {
 		bad("kafkaGroupInitialRebalanceDelayMs", "must be between 0 and 300000 (five minutes)")
 	}
+	if b.KafkaRetentionCheckInterval < time.Second {
+		bad("kafkaRetentionCheckIntervalMs", "must be at least 1000 (one second)")
+	}
 	if b.KafkaAdvertisedListen != "" {
 		if _, _, err := net.SplitHostPort(b.KafkaAdvertisedListen); err != nil {
 			bad("kafkaAdvertisedListen", "not host:port")

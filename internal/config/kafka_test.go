@@ -58,3 +58,15 @@ func TestKafkaProducerIDExpiration(t *testing.T) {
 		t.Fatalf("500 ms: %v, want refused", err)
 	}
 }
+
+// TestKafkaRetentionCheckInterval: 5 min by default, at least a second.
+func TestKafkaRetentionCheckInterval(t *testing.T) {
+	b := Default()
+	if b.KafkaRetentionCheckInterval != 5*time.Minute || b.validateKafkaOnly() != nil {
+		t.Fatalf("default %v: %v", b.KafkaRetentionCheckInterval, b.validateKafkaOnly())
+	}
+	b.KafkaRetentionCheckInterval = 999 * time.Millisecond
+	if err := b.validateKafkaOnly(); err == nil || !strings.Contains(err.Error(), "kafkaRetentionCheckIntervalMs") {
+		t.Fatalf("999 ms: %v, want refused", err)
+	}
+}

@@ -130,3 +130,17 @@ func assignBase(b []byte, base int64) {
 	binary.BigEndian.PutUint64(b, uint64(base))
 	binary.BigEndian.PutUint32(b[12:], 0)
 }
+
+// attrLogAppendTime is the batch attribute bit of timestampType
+// LogAppendTime.
+const attrLogAppendTime = 0x08
+
+// stampLogAppendTime marks a whole batch b as stamped with the log append
+// time ms (attributes and maxTimestamp) and recomputes its CRC-32C, which
+// covers both.
+func stampLogAppendTime(b []byte, ms int64) {
+	attrs := binary.BigEndian.Uint16(b[21:])
+	binary.BigEndian.PutUint16(b[21:], attrs|attrLogAppendTime)
+	binary.BigEndian.PutUint64(b[35:], uint64(ms))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+}

@@ -11,7 +11,10 @@
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
-// the topic's attributes), offsets.go (OffsetCommit, OffsetFetch),
+// the topic's attributes), retention.go (retention.ms and
+// retention.bytes: a background task moving partitions' log starts, and
+// the store's age holds for topics kept longer than fileReservedTime),
+// offsets.go (OffsetCommit, OffsetFetch),
 // idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL); batch.go
@@ -39,7 +42,10 @@
 //	                    partitionLeaderEpoch (bytes 12-15: 0); the
 //	                    batch's CRC-32C does not cover either, so it is
 //	                    stored and served unchanged, compressed batches
-//	                    compressed
+//	                    compressed; a topic's compression.type codec
+//	                    (recompressed) and LogAppendTime (attributes
+//	                    and maxTimestamp) change it before it is stored,
+//	                    with the CRC recomputed
 //	                  + the CommitLog's CRC32-C trailer over the record
 //	ConsumeQueue entries (20 bytes each: PhysOffset, size, tags code 0):
 //	                    n, at queue offsets QUEUEOFFSET..QUEUEOFFSET+n-1,
@@ -53,8 +59,8 @@
 // before the record's CRC is computed; no offset is kept by the door. So:
 // the high watermark is the visible entry count (visible never passes
 // Confirmed: under SYNC_FLUSH nothing unflushed is served), the log start
-// is the queue's first entry (retention and DeleteRecords may leave it
-// inside a batch), a committed Kafka offset is the queue offset the core
+// is the queue's first entry or the later one DeleteRecords or the
+// topic's retention set (either may leave it inside a batch), a committed Kafka offset is the queue offset the core
 // stores, lag is counted in records, and after retention has removed
 // every record of a partition its offsets go on from its end (the
 // ConsumeQueue keeps it). Fetch at offset o reads entry o and serves its
@@ -101,7 +107,9 @@
 //
 // # Concurrency
 //
-// One goroutine per connection, and one that expires group sessions. The
+// One goroutine per connection, one that expires group sessions, and one
+// that applies topics' retention (retention.go; it alone uses a
+// partition's size cache, and writes log starts under topicMu). The
 // groups' state is under Server.gmu; a JoinGroup or SyncGroup waiting for
 // its rebalance waits on a channel with gmu released. A partition's
 // appendMu is held across the idempotence check and the store's append

@@ -19,6 +19,7 @@ const (
 	errInvalidTopic            int16 = 17
 	errNotEnoughReplicas       int16 = 19
 	errInvalidRequiredAcks     int16 = 21
+	errInvalidTimestamp        int16 = 32
 	errTopicAuthorization      int16 = 29
 	errUnsupportedVersion      int16 = 35
 	errInvalidRequest          int16 = 42

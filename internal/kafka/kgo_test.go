@@ -254,7 +254,7 @@ func TestCreateDeleteTopics(t *testing.T) {
 		configs []string
 		want    int16
 	}{{"made", 1, nil, errTopicAlreadyExists}, {"rf3", 3, nil, errInvalidReplicationFactor},
-		{"cfg", 1, []string{"retention.ms"}, errInvalidConfig}, {"bad/name", 1, nil, errInvalidTopic},
+		{"cfg", 1, []string{"cleanup.policy"}, errInvalidConfig}, {"bad/name", 1, nil, errInvalidTopic},
 		{"%RETRY%g", 1, nil, errInvalidTopic}, {"..", 1, nil, errInvalidTopic},
 		{"orders.eu", 1, nil, errNone}, {"orders_eu", 1, nil, errInvalidTopic}} { // '.' and '_' collide
 

@@ -43,6 +43,8 @@ type partition struct {
 	sweptMs   int64                    // when producers were last swept for expiry (guarded by appendMu)
 
 	old oldFormat // batches of an earlier release (oldformat.go)
+
+	size sizeCache // stored bytes, for retention.bytes (retention.go; its goroutine only)
 }
 
 func newPartitions(st *store.Store, lim producerLimits) *partitions {

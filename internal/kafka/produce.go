@@ -19,6 +19,20 @@ package kafka
 //	acks=1         answered after the append
 //	acks=0         no response at all
 //
+// A topic whose compression.type names a codec has every batch in
+// another codec recompressed to it before it is stored (records
+// decompressed up to translate.DefaultLimit, or the topic's
+// max.message.bytes if larger; the header kept but for the codec bits and
+// the length, the CRC recomputed), as a Kafka broker does; its
+// max.message.bytes then applies to the recompressed batch. With
+// "producer", the default, batches are stored as produced.
+//
+// A topic with message.timestamp.type=LogAppendTime has each batch
+// stamped as it is appended: the LogAppendTime attribute bit set and
+// maxTimestamp the record's store time, the batch CRC recomputed (it
+// covers both), as a Kafka broker does; consumers then see the append
+// time as every record's timestamp, and the response carries it.
+//
 // Produce v0-v2 carry message sets of magic 0 or 1: each partition's set
 // is upgraded to one uncompressed batch (translate.UpgradeMessageSet, as
 // a Kafka broker up-converts old formats) and then stored like any batch.
@@ -31,6 +45,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -116,9 +131,15 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		return fail(coreCode(err), err.Error())
 	}
-	maxBytes := s.cfg.MaxBatchBytes
+	maxBytes, logAppend, codec := s.cfg.MaxBatchBytes, false, -1
+	before, after := int64(math.MaxInt64), int64(math.MaxInt64)
 	if tc, ok := s.core.Topic(topic); ok {
 		maxBytes = s.maxBatchBytes(tc)
+		v, _ := s.topicValue(tc, "message.timestamp.type")
+		logAppend = v == "LogAppendTime"
+		v, _ = s.topicValue(tc, "compression.type")
+		codec = topicCodec(v)
+		before, after = s.timestampBounds(tc)
 	}
 	if version < 3 { // a message set of magic 0 or 1: upgraded to a batch, as Kafka does
 		up, err := translate.UpgradeMessageSet(p.Records, maxBytes)
@@ -130,9 +151,31 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		p.Records = up
 	}
-	h, berr := checkBatch(p.Records, maxBytes, version)
+	limit := maxBytes
+	if codec >= 0 { // recompressed below: the limit applies to the batch as stored
+		limit = max(s.cfg.MaxRequestBytes, maxBytes)
+	}
+	h, berr := checkBatch(p.Records, limit, version)
 	if berr != nil {
 		return fail(berr.code, berr.msg)
+	}
+	if codec >= 0 && translate.KafkaBatchCodec(p.Records) != codec {
+		re, err := translate.RecompressKafkaBatch(p.Records, codec, max(maxBytes, translate.DefaultLimit))
+		switch {
+		case errors.Is(err, translate.ErrTooLarge):
+			return fail(errMessageTooLarge, err.Error())
+		case err != nil:
+			return fail(errCorruptMessage, err.Error())
+		}
+		p.Records = re
+	}
+	if !logAppend && (before < math.MaxInt64 || after < math.MaxInt64) {
+		if msg := checkTimestamps(p.Records, s.parts.now().UnixMilli(), before, after, max(maxBytes, translate.DefaultLimit)); msg != "" {
+			return fail(errInvalidTimestamp, msg)
+		}
+	}
+	if len(p.Records) > maxBytes {
+		return fail(errMessageTooLarge, "record batch of "+strconv.Itoa(len(p.Records))+" bytes as stored exceeds the topic's max.message.bytes "+strconv.Itoa(maxBytes))
 	}
 	part := s.parts.get(topic, qid)
 	if err := s.parts.checkFormat(part); err != nil {
@@ -163,17 +206,21 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		if dup != nil {
 			part.appendMu.Unlock()
-			rp.BaseOffset, rp.LogStartOffset = dup.base, 0
+			rp.BaseOffset, rp.LogStartOffset = dup.base, s.logStartOf(topic, part)
 			return dup.end // a retry: answered with the original, once it is confirmed
 		}
 	}
 	// The store assigns the batch's n queue offsets under its append lock;
 	// the first is its base offset, written into the body before the
 	// record is sealed (the batch CRC does not cover it).
-	base := int64(-1)
-	r, _, end := s.st.AppendRecordPatched(s.ctx, rec, func(body []byte, _ int, first int64) {
+	base, appendMs := int64(-1), int64(-1)
+	r, _, end := s.st.AppendRecordPatched(s.ctx, rec, func(body []byte, _ int, first, storeMs int64) {
 		assignBase(body, first)
 		base = first
+		if logAppend { // message.timestamp.type=LogAppendTime: the store time, as Kafka stamps it
+			stampLogAppendTime(body, storeMs)
+			appendMs = storeMs
+		}
 	})
 	if r.Status == store.PutOK && h.producerID >= 0 {
 		part.recordSequence(h.producerID, h.epoch, seqBatch{first: h.baseSequence, last: h.baseSequence + h.lastOffsetDelta, base: base, end: end}, s.parts.now().UnixMilli(), s.parts.lim)
@@ -191,9 +238,19 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		return fail(code, msg)
 	}
-	rp.BaseOffset = base
-	rp.LogStartOffset = 0
+	rp.BaseOffset, rp.LogAppendTime = base, appendMs
+	rp.LogStartOffset = s.logStartOf(topic, part)
 	return end
+}
+
+// logStartOf is the partition's log start for a Produce answer (-1 if it
+// cannot be read).
+func (s *Server) logStartOf(topic string, part *partition) int64 {
+	start, _, err := s.partitionBounds(topic, part)
+	if err != nil {
+		return -1
+	}
+	return start
 }
 
 // waitConfirmed waits until the Confirmed watermark reaches end, at most
@@ -234,6 +291,57 @@ func (s *Server) produceAll(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// timestampBounds is how far before and after the broker's clock a
+// record's CreateTime may be on tc (math.MaxInt64: unbounded), as Kafka
+// reads message.timestamp.before.max.ms and after.max.ms, each bounded
+// by the older message.timestamp.difference.max.ms too.
+func (s *Server) timestampBounds(tc core.TopicConfig) (before, after int64) {
+	diff, _ := s.topicLong(tc, "message.timestamp.difference.max.ms")
+	before, _ = s.topicLong(tc, "message.timestamp.before.max.ms")
+	after, _ = s.topicLong(tc, "message.timestamp.after.max.ms")
+	return min(before, diff), min(after, diff)
+}
+
+// checkTimestamps returns why a record of batch b has a CreateTime more
+// than before ms before now or after ms after it, "" if none has (the
+// records decompressed up to limit bytes).
+func checkTimestamps(b []byte, now, before, after int64, limit int) string {
+	msg := ""
+	err := translate.EachKafkaRecord(b, limit, func(r *translate.KafkaRecord) error {
+		switch {
+		case r.Timestamp < now && now-r.Timestamp > before:
+			msg = "record timestamp " + itoa(r.Timestamp) + " is more than " + itoa(before) + " ms before the broker's clock (" + itoa(now) + "; message.timestamp.before.max.ms)"
+		case r.Timestamp > now && r.Timestamp-now > after:
+			msg = "record timestamp " + itoa(r.Timestamp) + " is more than " + itoa(after) + " ms after the broker's clock (" + itoa(now) + "; message.timestamp.after.max.ms)"
+		default:
+			return nil
+		}
+		return errFound
+	})
+	if err != nil && msg == "" {
+		return "records not readable to check their timestamps: " + err.Error()
+	}
+	return msg
+}
+
+// topicCodec is the codec compression.type asks batches to be stored in,
+// -1 for producer (as produced).
+func topicCodec(v string) int {
+	switch v {
+	case "uncompressed":
+		return translate.CodecNone
+	case "gzip":
+		return translate.CodecGzip
+	case "snappy":
+		return translate.CodecSnappy
+	case "lz4":
+		return translate.CodecLZ4
+	case "zstd":
+		return translate.CodecZstd
+	}
+	return -1
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

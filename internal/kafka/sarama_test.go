@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +213,71 @@ func TestSaramaConsumerGroupRebalance(t *testing.T) {
 			t.Fatalf("%d of 60 messages never consumed", missing)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSaramaClusterAdminConfigs: sarama's ClusterAdmin creates a topic
+// with configs, reads them back with their sources (the topic's, the
+// broker's, Kafka's defaults), changes them with AlterConfigs and
+// IncrementalAlterConfigs, and gets INVALID_CONFIG naming the key for
+// cleanup.policy=compact.
+func TestSaramaClusterAdminConfigs(t *testing.T) {
+	n := startNode(t, nil)
+	adm, err := sarama.NewClusterAdmin([]string{n.addr}, saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	str := func(s string) *string { return &s }
+	err = adm.CreateTopic("sarama.cfg", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"retention.ms": str("3600000"), "message.timestamp.type": str("LogAppendTime")}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func() map[string]sarama.ConfigEntry {
+		es, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "sarama.cfg"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]sarama.ConfigEntry{}
+		for _, e := range es {
+			out[e.Name] = e
+		}
+		return out
+	}
+	got := describe()
+	for name, want := range map[string]struct {
+		v   string
+		src sarama.ConfigSource
+	}{
+		"retention.ms": {"3600000", sarama.SourceTopic}, "message.timestamp.type": {"LogAppendTime", sarama.SourceTopic},
+		"max.message.bytes": {"4194304", sarama.SourceStaticBroker}, "retention.bytes": {"-1", sarama.SourceDefault},
+	} {
+		if e := got[name]; e.Value != want.v || e.Source != want.src {
+			t.Errorf("%s: %+v, want %s from %v", name, e, want.v, want.src)
+		}
+	}
+	if err := adm.IncrementalAlterConfig(sarama.TopicResource, "sarama.cfg", map[string]sarama.IncrementalAlterConfigsEntry{
+		"retention.ms":    {Operation: sarama.IncrementalAlterConfigsOperationDelete},
+		"retention.bytes": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: str("1000000")},
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	got = describe()
+	if got["retention.ms"].Source != sarama.SourceStaticBroker || got["retention.bytes"].Value != "1000000" || got["message.timestamp.type"].Value != "LogAppendTime" {
+		t.Errorf("after IncrementalAlterConfigs: %+v %+v %+v", got["retention.ms"], got["retention.bytes"], got["message.timestamp.type"])
+	}
+	if err := adm.AlterConfig(sarama.TopicResource, "sarama.cfg", map[string]*string{"segment.bytes": str("1048576")}, false); err != nil {
+		t.Fatal(err)
+	}
+	got = describe()
+	if got["segment.bytes"].Value != "1048576" || got["retention.bytes"].Source != sarama.SourceDefault {
+		t.Errorf("after AlterConfigs (replacing the set): %+v %+v", got["segment.bytes"], got["retention.bytes"])
+	}
+	err = adm.CreateTopic("sarama.compact", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"cleanup.policy": str("compact")}}, false)
+	var te *sarama.TopicError
+	if !errors.As(err, &te) || te.Err != sarama.ErrInvalidConfig || te.ErrMsg == nil || !strings.Contains(*te.ErrMsg, "cleanup.policy") {
+		t.Fatalf("compacted topic: %v, want INVALID_CONFIG naming cleanup.policy", err)
 	}
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// CommitLog segment size; defaults 72 h and 1 GiB).
 	RetentionMs  int64
 	SegmentBytes int64
+	// RetentionCheckInterval is how often topics' retention.ms and
+	// retention.bytes are applied (Kafka's
+	// log.retention.check.interval.ms; default 5 min).
+	RetentionCheckInterval time.Duration
 	// ProducerIDExpiration forgets an idempotent producer that has not
 	// produced to a partition for this long (Kafka's
 	// producer.id.expiration.ms; default 24 h).
@@ -112,6 +116,9 @@ func (c *Config) applyDefaults() {
 	if c.SegmentBytes <= 0 {
 		c.SegmentBytes = 1 << 30
 	}
+	if c.RetentionCheckInterval <= 0 {
+		c.RetentionCheckInterval = 5 * time.Minute
+	}
 	if c.ProducerIDExpiration <= 0 {
 		c.ProducerIDExpiration = 24 * time.Hour
 	}
@@ -168,8 +175,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.ln = ln
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.expireSessions()
+	go s.runRetention()
+	s.st.SetAgeHolds(s.ageHolds) // retention.go: topics retained longer than fileReservedTime
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && s.advPort.Load() == 0 {
 		s.advPort.Store(int32(a.Port))
 	}
@@ -231,9 +240,13 @@ func (s *Server) Close() error {
 	for c := range s.conns {
 		c.Close()
 	}
+	started := s.ln != nil
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	if started {
+		s.st.SetAgeHolds(nil)
+	}
 	return nil
 }
 

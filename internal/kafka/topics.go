@@ -10,10 +10,9 @@ package kafka
 // one replica each; INVALID_REPLICA_ASSIGNMENT otherwise) with
 // NumPartitions and ReplicationFactor -1 (INVALID_REQUEST otherwise). A
 // topic named twice in one request is refused, every time, with
-// INVALID_REQUEST. Topic configs are checked by configs.go: max.message.bytes
-// is kept per topic, the others accepted only at the value Keel has
-// (INVALID_CONFIG otherwise: per-topic retention or compaction cannot be
-// honoured on the shared CommitLog). Deleting a topic deletes its messages
+// INVALID_REQUEST. Topic configs are checked and kept by configs.go
+// (INVALID_CONFIG, naming the key, for what cannot be honoured, such as
+// compaction). Deleting a topic deletes its messages
 // and offsets in the whole broker (RocketMQ consumers' too).
 
 import (
@@ -93,7 +92,7 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	}
 	tc := core.NewTopicConfig(t.Topic, parts, core.PermRW)
 	for _, c := range t.Configs { // configs.go: what may be set per topic
-		if code, msg := s.applyTopicConfig(tc, tc.Attributes, c.Name, c.Value); code != errNone {
+		if code, msg := s.applyTopicConfig(tc.Attributes, c.Name, c.Value); code != errNone {
 			return code, msg
 		}
 	}

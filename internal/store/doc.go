@@ -230,7 +230,10 @@
 // deleted. Queues that settle messages one at a time (AMQP) hold their
 // first unsettled entry through SetQueueHolds: age-based retention keeps
 // the segment it points into and every later one (logged at WARN), disk
-// pressure counts the hold as a consumer group (holds.go). ConsumeQueues
+// pressure counts the hold as a consumer group (holds.go). Age holds
+// (SetAgeHolds: a Kafka topic retained longer than FileReservedTime) keep
+// segments from age-based retention alike, and disk pressure ignores
+// them. ConsumeQueues
 // and the index then drop what pointed into the deleted segments, and min
 // offsets advance.
 //

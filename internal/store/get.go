@@ -504,3 +504,38 @@ func (s *Store) Queues(topic string) []int32 {
 	slices.Sort(ids)
 	return ids
 }
+
+// QueueEntry is where one ConsumeQueue entry points: its record's
+// CommitLog offset and size (without the CRC trailer). The entries of a
+// record that holds several messages of the queue point at the same
+// record.
+type QueueEntry struct {
+	PhysOffset int64
+	Size       int32
+}
+
+// QueueEntries copies up to len(dst) entries of a queue from offset into
+// dst and returns how many: 0 at or past MaxOffset or for an unknown
+// queue; an offset below MinOffset fails.
+func (s *Store) QueueEntries(topic string, queueID int32, offset int64, dst []QueueEntry) (int, error) {
+	q := s.lookupQueue(topic, queueID)
+	if q == nil || len(dst) == 0 {
+		return 0, nil
+	}
+	var buf [64]consumequeue.Entry
+	done := 0
+	for done < len(dst) {
+		n, err := q.Get(offset+int64(done), buf[:min(len(buf), len(dst)-done)])
+		if err != nil {
+			return done, fmt.Errorf("store: entries of %s/%d at %d: %w", topic, queueID, offset+int64(done), err)
+		}
+		if n == 0 {
+			break
+		}
+		for i := range n {
+			dst[done+i] = QueueEntry{PhysOffset: buf[i].PhysOffset, Size: buf[i].Size}
+		}
+		done += n
+	}
+	return done, nil
+}

@@ -27,6 +27,16 @@ import (
 //
 // A queue the hook does not list is not held (RocketMQ's rule: messages
 // expire by age whatever the consumers did).
+//
+// Age holds (SetAgeHolds) are the first kind's weaker sibling, for a
+// topic kept longer than FileReservedTime (a Kafka topic's retention.ms):
+// age-based retention keeps what they hold exactly as above, but disk
+// pressure ignores them, so that a topic's long retention never makes the
+// broker refuse writes: under pressure its oldest segments go as
+// DiskPressureDelete decides for every queue (consumer groups' offsets).
+
+// AgeHoldGroup names an age hold in retention's log lines.
+const AgeHoldGroup = "(retention)"
 
 // HoldGroup is the consumer-group name disk-pressure retention gives a
 // hold in its log lines; parentheses are not valid in a RocketMQ group
@@ -58,6 +68,23 @@ func (s *Store) holds() QueueHolds {
 	return nil
 }
 
+// SetAgeHolds installs the age-hold hook (nil removes it): what it
+// returns is kept from age-based retention only, not from disk pressure.
+func (s *Store) SetAgeHolds(fn QueueHoldsFunc) {
+	if fn == nil {
+		s.ageHolds.Store(nil)
+		return
+	}
+	s.ageHolds.Store(&fn)
+}
+
+func (s *Store) ageHoldsNow() QueueHolds {
+	if p := s.ageHolds.Load(); p != nil {
+		return (*p)()
+	}
+	return nil
+}
+
 // withHolds returns offsets with every hold added as group HoldGroup
 // (offsets itself is not changed).
 func withHolds(offsets ConsumerOffsets, holds QueueHolds) ConsumerOffsets {
@@ -79,12 +106,25 @@ func withHolds(offsets ConsumerOffsets, holds QueueHolds) ConsumerOffsets {
 	return out
 }
 
-// heldLimit returns the lowest CommitLog offset an entry at a hold points
-// to (math.MaxInt64 if no hold pins anything) and the holds at it.
+// heldLimit returns the lowest CommitLog offset an entry at a hold (of
+// either kind) points to (math.MaxInt64 if no hold pins anything) and the
+// holds at it.
 func (s *Store) heldLimit() (int64, []lostRange, error) {
 	limit := int64(math.MaxInt64)
 	var at []lostRange
-	for topic, byID := range s.holds() {
+	if err := s.heldBy(s.holds(), HoldGroup, &limit, &at); err != nil {
+		return 0, nil, err
+	}
+	if err := s.heldBy(s.ageHoldsNow(), AgeHoldGroup, &limit, &at); err != nil {
+		return 0, nil, err
+	}
+	return limit, at, nil
+}
+
+// heldBy lowers *limit to the CommitLog offset the entry at each of holds
+// points to, gathering in *at the holds at the limit.
+func (s *Store) heldBy(holds QueueHolds, group string, limit *int64, at *[]lostRange) error {
+	for topic, byID := range holds {
 		for id, from := range byID {
 			q := s.lookupQueue(topic, id)
 			if q == nil {
@@ -97,29 +137,29 @@ func (s *Store) heldLimit() (int64, []lostRange, error) {
 			var e [1]consumequeue.Entry
 			n, err := q.Get(from, e[:])
 			if err != nil {
-				return 0, nil, fmt.Errorf("store: retention: read %s/%d at %d: %w", topic, id, from, err)
+				return fmt.Errorf("store: retention: read %s/%d at %d: %w", topic, id, from, err)
 			}
 			if n != 1 {
 				continue
 			}
-			h := lostRange{topic, id, HoldGroup, from, -1}
+			h := lostRange{topic, id, group, from, -1}
 			switch {
-			case e[0].PhysOffset < limit:
-				limit, at = e[0].PhysOffset, []lostRange{h}
-			case e[0].PhysOffset == limit:
-				at = append(at, h)
+			case e[0].PhysOffset < *limit:
+				*limit, *at = e[0].PhysOffset, []lostRange{h}
+			case e[0].PhysOffset == *limit:
+				*at = append(*at, h)
 			}
 		}
 	}
-	return limit, at, nil
+	return nil
 }
 
 // noteRetentionHeld logs, once until the hold moves, that an expired
 // segment is kept for held queues.
 func (s *Store) noteRetentionHeld(seg commitlog.Segment, held int64, at []lostRange) {
-	if s.retentionHeld.Swap(held) == held {
+	if s.retentionHeld.Swap(held+1) == held+1 { // +1: the zero value is no hold yet, and a hold may be at offset 0
 		return
 	}
-	s.logger.Warn("store: an expired CommitLog segment is kept: a queue that settles messages one at a time has not settled one in it",
+	s.logger.Warn("store: an expired CommitLog segment is kept for a queue hold: a queue that settles messages one at a time has not settled one in it ("+HoldGroup+"), or a topic is retained longer than fileReservedTime ("+AgeHoldGroup+")",
 		"segment", seg.Path, "phys_offset", held, "waiting_for", formatLost(at))
 }

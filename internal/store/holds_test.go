@@ -73,3 +73,58 @@ func TestQueueHoldsKeepWhatIsNotSettled(t *testing.T) {
 		})
 	}
 }
+
+// An age hold (SetAgeHolds) keeps segments from age-based retention like a
+// queue hold, but disk pressure ignores it: a queue consumed by its group
+// lets its segments go under pressure whatever its age hold says, where a
+// queue hold at the same offset keeps them.
+func TestAgeHoldsYieldToDiskPressure(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		at       int64 // the hold's offset
+		age      bool  // the hold is an age hold, else a queue hold
+		pressure bool
+		deletes  bool
+	}{
+		{"age retention keeps an age hold", 5, true, false, false},
+		{"age retention keeps an age hold at the first record", 0, true, false, false},
+		{"pressure ignores an age hold", 5, true, true, true},
+		{"pressure keeps a queue hold", 5, false, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs logBuffer
+			clock := newFakeClock()
+			mem := vfs.NewMem()
+			cfg := testConfig(mem)
+			cfg.Now, cfg.Logger = clock.Now, logs.logger()
+			cfg.DiskPressureDelete = PressureDeleteConsumed
+			s := mustOpen(t, cfg)
+			defer s.Close()
+			holds := func() QueueHolds { return QueueHolds{"T": {0: c.at}} }
+			if c.age {
+				s.SetAgeHolds(holds)
+			} else {
+				s.SetQueueHolds(holds)
+			}
+			s.SetConsumerOffsets(func() ConsumerOffsets { return ConsumerOffsets{"T": {"g": {0: 60}}} })
+			for i := range 60 {
+				put(t, s, newMsg("T", 0, fmt.Sprintf("%02d%s", i, strings.Repeat("x", 4000)), nil))
+			}
+			flushAll(t, s)
+			if c.pressure {
+				total, free, _ := mem.DiskUsage("/data")
+				mem.SetCapacity((total - free) * 100 / 80)
+			} else {
+				clock.Set(time.Date(2026, 1, 6, 4, 30, 0, 0, time.Local))
+			}
+			s.runRetentionOnce()
+			lo := s.MinOffset("T", 0)
+			if got := lo > c.at; got != c.deletes {
+				t.Fatalf("min offset %d after retention: deleted past the hold %v, want %v\n%s", lo, got, c.deletes, logs.String())
+			}
+			if c.age && !c.pressure && !strings.Contains(logs.String(), fmt.Sprintf("T/0 group=(retention) offset=%d", c.at)) {
+				t.Fatalf("no warning naming the held queue\n%s", logs.String())
+			}
+		})
+	}
+}

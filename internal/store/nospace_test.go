@@ -344,7 +344,7 @@ func TestNoSpaceGivesBackEveryEntryOfARecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := int64(-1)
-		r, _, _ := s.AppendRecordPatched(context.Background(), rec, func(_ []byte, _ int, qo int64) { first = qo })
+		r, _, _ := s.AppendRecordPatched(context.Background(), rec, func(_ []byte, _ int, qo, _ int64) { first = qo })
 		return r, first
 	}
 	if r, first := put(); !r.OK() || first != 0 {

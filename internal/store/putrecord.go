@@ -60,11 +60,12 @@ func (s *Store) AppendRecord(ctx context.Context, rec []byte) (r PutResult, phys
 // append lock once the record's queue offsets are assigned and before its
 // CommitLog CRC is computed, once per destination in order, with the
 // record's body (in the store's write buffer) and the first queue offset
-// the destination got. It may rewrite bytes of body in place (never its
-// length); it must not block or call the store. It may be called again
+// the destination got and the record's store time (ms). It may rewrite
+// bytes of body in place (never its length); it must not block or call
+// the store. It may be called again
 // for the same record when an append that found the disk full is retried;
 // the last call's offsets are the record's.
-type BodyPatch func(body []byte, dest int, firstQueueOffset int64)
+type BodyPatch func(body []byte, dest int, firstQueueOffset, storeTimeMs int64)
 
 // AppendRecordPatched is AppendRecord with patch (nil: none) applied to
 // the body as it is appended, so a body may carry the queue offsets the
@@ -118,7 +119,7 @@ func (s *Store) patchEnvelope(reqs []*putReq, i int, rec []byte, phys, now int64
 		qo := s.reserveQueueOffsets(string(topic), qid, n)
 		e.PatchQueueOffset(at, qo)
 		if req != nil && req.bodyPatch != nil {
-			req.bodyPatch(e.Body(), d, qo)
+			req.bodyPatch(e.Body(), d, qo, now)
 		}
 		return nil
 	})

@@ -98,7 +98,8 @@ type Store struct {
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
 	pressureKept    atomic.Pointer[string] // why the oldest segment was kept, as last logged (pressure.go); nil: not kept
 	queueHolds      atomic.Pointer[QueueHoldsFunc]
-	retentionHeld   atomic.Int64 // the CommitLog offset a hold last kept expired segments at (holds.go); logged once each
+	ageHolds        atomic.Pointer[QueueHoldsFunc] // holds.go: kept from age retention only
+	retentionHeld   atomic.Int64                   // 1 + the CommitLog offset a hold last kept expired segments at (holds.go; 0: none yet); logged once each
 
 	putGate atomic.Pointer[func() PutResult] // asked before every put (gate.go)
 

@@ -126,7 +126,7 @@ func TestEntryPerMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var hooked []int64
-	r, phys, _ := s.AppendRecordPatched(context.Background(), rec, func(body []byte, dest int, qo int64) {
+	r, phys, _ := s.AppendRecordPatched(context.Background(), rec, func(body []byte, dest int, qo, _ int64) {
 		hooked = append(hooked, int64(dest), qo)
 		binary.BigEndian.PutUint64(body[len(body)-8:], uint64(qo))
 	})
