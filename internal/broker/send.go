@@ -22,6 +22,7 @@ import (
 	"context"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,7 +296,16 @@ func (b *Broker) sendBatchWith(ctx context.Context, sc *sendCall, h sendHeader, 
 		return nil, err
 	}
 	born := peerAddr(sc.c)
-	err := message.DecodeBatch(sc.req.Body, func(it message.BatchItem) error {
+	// Counted first (at most message.MaxBatchMessages): the slab is sized
+	// once, not doubled as it fills, so the batch's memory is its count
+	// times a message, once.
+	n, err := message.BatchLen(sc.req.Body)
+	if err != nil {
+		return nil, protoErrorf(remoting.ResMessageIllegal, "bad batch body: %v", err)
+	}
+	bm.slab = slices.Grow(bm.slab[:0], n)
+	bm.ms = slices.Grow(bm.ms[:0], n)
+	err = message.DecodeBatch(sc.req.Body, func(it message.BatchItem) error {
 		if err := core.CheckBatchItem(it.Properties); err != nil {
 			return err
 		}

@@ -24,6 +24,33 @@ type rawBatchItem struct {
 	body, props []byte
 }
 
+// MaxBatchMessages bounds the messages of one client batch. Each becomes a
+// decoded message and a stored record (a few hundred bytes of memory
+// whatever its size on the wire, where an empty item is 22 bytes), so the
+// count, not the body's size, is what bounds a batch request's memory.
+const MaxBatchMessages = 65536
+
+// BatchLen validates a client batch body as DecodeBatch does and returns
+// its number of messages, refusing more than MaxBatchMessages before
+// anything is allocated for them.
+func BatchLen(body []byte) (int, error) {
+	if len(body) == 0 {
+		return 0, corrupt("empty batch")
+	}
+	n := 0
+	for off := 0; off < len(body); n++ {
+		if n == MaxBatchMessages {
+			return 0, fmt.Errorf("%w: a batch of more than %d messages", ErrTooLarge, MaxBatchMessages)
+		}
+		_, next, err := parseBatchItem(body, off, n)
+		if err != nil {
+			return 0, err
+		}
+		off = next
+	}
+	return n, nil
+}
+
 // DecodeBatch walks a client batch body (TOTALSIZE, MAGIC, BODYCRC, FLAG,
 // BODYLEN, BODY, PROPLEN int16, PROPERTIES per message), calling fn for each.
 // It never allocates a claimed size larger than the input.
