@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/amqpmgmt"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
@@ -60,6 +61,7 @@ type parts struct {
 	brokerConns func() int          // open client connections of the broker's server (metrics)
 	txn         *transaction.Engine // nil: transactional messages rejected
 	amqp        *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
+	amqpBound   []amqpmgmt.Listener // the AMQP listeners, for the management API
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/amqpmgmt"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/tlsconf"
 )
@@ -59,6 +60,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
+			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth)
 		}
 		if tlsAddr != "" {
@@ -67,6 +69,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
+			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp/ssl", Addr: ln.Addr()})
 			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth)
 		}
 		done := make(chan error, len(lns))

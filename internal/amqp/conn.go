@@ -39,6 +39,8 @@ type conn struct {
 	user       string
 	acct       *acl.Account // permissions (auth.go); nil: everything
 	vh         *vhost       // the vhost connection.open chose (set before any channel)
+	// shown is what operators see of the connection once it is open (mgmt.go).
+	shown atomic.Pointer[connShown]
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -473,6 +475,7 @@ func (c *conn) handshake() error {
 		return hard(wire.NotAllowed, m, "vhost %q not found (this broker serves %s; see amqpVhosts)", op.VirtualHost, c.srv.vhostList())
 	}
 	c.vh = v
+	c.opened(so)
 	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 // Package amqpinfo describes AMQP queues and exchanges as every part of
 // Keel reports them: the AMQP front door takes the snapshots, the RocketMQ
 // front door sends them as the JSON body of Keel's LIST_AMQP request, and
-// the admin client (`keel amqp`, the console) reads that body. One
+// the admin client (`keel amqp`, the console) reads that body; the AMQP
+// management API (internal/amqpmgmt) serves them with the connections,
+// channels, consumers and bindings described here too. One
 // definition of the shape, so the writer and the readers cannot drift
 // apart. Standard library only: it knows no protocol, store or broker.
 package amqpinfo
@@ -21,6 +23,8 @@ type Queue struct {
 	MaxLength          int64  `json:"maxLength"`
 	DeliveryLimit      int64  `json:"deliveryLimit"`
 	DeadLetterExchange string `json:"deadLetterExchange,omitempty"`
+	// Arguments are queue.declare's arguments as JSON values.
+	Arguments map[string]any `json:"arguments,omitempty"`
 
 	Ready     int64 `json:"ready"`     // messages waiting to be delivered
 	Unacked   int64 `json:"unacked"`   // delivered, not yet settled
@@ -48,4 +52,6 @@ type Exchange struct {
 	AutoDelete bool   `json:"autoDelete"`
 	Internal   bool   `json:"internal"`
 	Bindings   int    `json:"bindings"`
+	// Arguments are the exchange's arguments acted on, as JSON values.
+	Arguments map[string]any `json:"arguments,omitempty"`
 }
