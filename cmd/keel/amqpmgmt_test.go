@@ -343,9 +343,9 @@ func TestAMQPManagementACL(t *testing.T) {
 	}
 }
 
-// TestAMQPManagementExposure: a management listener beyond loopback
-// needs aclEnable=true (guest logs in from loopback only); the default
-// is off.
+// TestAMQPManagementExposure: a management listener needs the AMQP door,
+// and beyond loopback aclEnable=true (guest logs in from loopback only);
+// the default is off.
 func TestAMQPManagementExposure(t *testing.T) {
 	b, _, _, _, err := loadWith(t)
 	if err != nil {
@@ -366,6 +366,8 @@ func TestAMQPManagementExposure(t *testing.T) {
 		{"every interface", public, "", false},
 		{"every interface, httpToken", public, "httpToken=t0ken-123\n", false},
 		{"every interface, ACL", public, "aclEnable=true\n", true},
+		{"no AMQP door", local, "amqpListen=\n", false},
+		{"only amqps", local, "amqpListen=\namqpsListen=127.0.0.1:5671\ntlsServerCertPath=/c.pem\ntlsServerKeyPath=/k.pem\n", true},
 	}
 	for _, c := range cases {
 		cfg, _, _, _, err := loadWith(t, "-c", writeConf(t, "amqpManagementListen=:15672\n"+c.conf))
@@ -376,7 +378,7 @@ func TestAMQPManagementExposure(t *testing.T) {
 		if (err == nil) != c.allow {
 			t.Errorf("%s: err = %v, want allowed=%v", c.name, err, c.allow)
 		}
-		if err != nil && !strings.Contains(err.Error(), "set aclEnable=true") {
+		if err != nil && !strings.Contains(err.Error(), "set aclEnable=true") && !strings.Contains(err.Error(), "set amqpListen or amqpsListen") {
 			t.Errorf("%s: error does not say what to do: %v", c.name, err)
 		}
 	}

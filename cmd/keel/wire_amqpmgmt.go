@@ -21,14 +21,22 @@ const (
 	amqpManagementListenFlag = "amqpManagementListen in broker.conf"
 )
 
-// checkAMQPManagementExposure refuses a management listener reachable
+// checkAMQPManagementExposure refuses a management listener without an
+// AMQP door, and one reachable
 // beyond this host without aclEnable=true: its only login is then
 // guest/guest, which is accepted from loopback only, so such a listener
 // would serve no one there and answer every attempt to guess a password.
 // It runs right after the listeners are bound, before any service starts.
 func checkAMQPManagementExposure(cfg *config.Broker, ls boundListeners) error {
 	ln := ls[listenAMQPManagement]
-	if ln == nil || loopback(ln.Addr()) || cfg.ACLEnable {
+	if ln == nil {
+		return nil
+	}
+	if cfg.AMQPListen == "" && cfg.AMQPSListen == "" {
+		ls.closeAll()
+		return errors.New("amqpManagementListen needs the AMQP door it reports on: set amqpListen or amqpsListen, or leave amqpManagementListen empty")
+	}
+	if loopback(ln.Addr()) || cfg.ACLEnable {
 		return nil
 	}
 	ls.closeAll()
