@@ -39,7 +39,7 @@ func (q *queue) info(now int64) QueueInfo {
 		AutoDelete: q.autoDelete, MessageTTLMs: q.a.ttl, MaxLength: q.a.maxLen, DeliveryLimit: q.a.deliveryLimit,
 		Published: q.stats.published.Load(), Delivered: q.stats.delivered.Load(), Redelivered: q.stats.redelivered.Load(),
 		Acked: q.stats.acked.Load(), DeadLettered: q.stats.deadLettered.Load(), Dropped: q.stats.dropped.Load(),
-		Refused: q.stats.refused.Load(), OldestUnsettledAgeMs: -1, Arguments: tableJSON(q.args)}
+		Refused: q.stats.refused.Load(), OldestUnsettledAgeMs: -1}
 	if q.a.hasDLX {
 		i.DeadLetterExchange = q.a.dlx
 		if i.DeadLetterExchange == "" {
@@ -71,7 +71,7 @@ func (s *Server) Exchanges() []ExchangeInfo {
 		v.mu.Lock()
 		for _, e := range v.exchanges {
 			out = append(out, ExchangeInfo{Vhost: v.name, Name: e.name, Type: e.kind, Durable: e.durable,
-				AutoDelete: e.autoDelete, Internal: e.internal, Bindings: len(e.bindings), Arguments: exchangeArgs(e)})
+				AutoDelete: e.autoDelete, Internal: e.internal, Bindings: len(e.bindings)})
 		}
 		v.mu.Unlock()
 	}

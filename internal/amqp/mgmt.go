@@ -203,12 +203,35 @@ func (s *Server) ManagementLogin(user, pass string, remote net.Addr) bool {
 	return ok && (s.cfg.Accounts == nil || acct != nil && acct.Admin)
 }
 
-// exchangeArgs returns the arguments an exchange acts on, as JSON values.
-func exchangeArgs(e *exchange) map[string]any {
-	if e.alternate == "" {
+// QueueArguments returns a queue's queue.declare arguments as JSON
+// values; nil without arguments or without such a queue.
+func (s *Server) QueueArguments(vhost, name string) map[string]any {
+	v := s.vhosts[vhost]
+	if v == nil {
 		return nil
 	}
-	return map[string]any{"alternate-exchange": e.alternate}
+	v.mu.Lock()
+	q := v.queues[name]
+	v.mu.Unlock()
+	if q == nil {
+		return nil
+	}
+	return tableJSON(q.args) // fixed at declare
+}
+
+// ExchangeArguments returns the arguments an exchange acts on
+// (alternate-exchange) as JSON values; nil if none or no such exchange.
+func (s *Server) ExchangeArguments(vhost, name string) map[string]any {
+	v := s.vhosts[vhost]
+	if v == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e := v.exchanges[name]; e != nil && e.alternate != "" {
+		return map[string]any{"alternate-exchange": e.alternate}
+	}
+	return nil
 }
 
 // tableJSON returns a field table as JSON values, as RabbitMQ's

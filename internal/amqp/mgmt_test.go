@@ -73,10 +73,11 @@ func TestManagementSnapshots(t *testing.T) {
 	if x := bs[1]; x.Source != "hx" || x.Destination != "amq.direct" || x.DestinationType != "exchange" || x.RoutingKey != "k" {
 		t.Errorf("exchange binding %+v", x)
 	}
-	for _, e := range b.srv.Exchanges() {
-		if e.Name == "hx" && e.Arguments["alternate-exchange"] != "amq.fanout" {
-			t.Errorf("exchange hx %+v", e)
-		}
+	if a := b.srv.ExchangeArguments("/", "hx"); len(a) != 1 || a["alternate-exchange"] != "amq.fanout" {
+		t.Errorf("exchange hx arguments %v", a)
+	}
+	if a := b.srv.QueueArguments("/", "snap"); a != nil {
+		t.Errorf("queue snap arguments %v, want none", a)
 	}
 	c.Close()
 	deadline := time.Now().Add(5 * time.Second)

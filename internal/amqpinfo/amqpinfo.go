@@ -23,8 +23,6 @@ type Queue struct {
 	MaxLength          int64  `json:"maxLength"`
 	DeliveryLimit      int64  `json:"deliveryLimit"`
 	DeadLetterExchange string `json:"deadLetterExchange,omitempty"`
-	// Arguments are queue.declare's arguments as JSON values.
-	Arguments map[string]any `json:"arguments,omitempty"`
 
 	Ready     int64 `json:"ready"`     // messages waiting to be delivered
 	Unacked   int64 `json:"unacked"`   // delivered, not yet settled
@@ -52,6 +50,4 @@ type Exchange struct {
 	AutoDelete bool   `json:"autoDelete"`
 	Internal   bool   `json:"internal"`
 	Bindings   int    `json:"bindings"`
-	// Arguments are the exchange's arguments acted on, as JSON values.
-	Arguments map[string]any `json:"arguments,omitempty"`
 }

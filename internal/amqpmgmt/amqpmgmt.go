@@ -28,6 +28,10 @@ type Source interface {
 	Channels() []amqpinfo.Channel
 	Consumers() []amqpinfo.Consumer
 	VhostNames() []string
+	// QueueArguments and ExchangeArguments return an object's
+	// arguments as JSON values (nil: none).
+	QueueArguments(vhost, name string) map[string]any
+	ExchangeArguments(vhost, name string) map[string]any
 }
 
 // Listener is one AMQP listener, for /api/overview.

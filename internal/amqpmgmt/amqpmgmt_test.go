@@ -22,6 +22,8 @@ type fakeSource struct {
 	channels  []amqpinfo.Channel
 	consumers []amqpinfo.Consumer
 	vhosts    []string
+	qargs     map[string]map[string]any // by vhost/name
+	xargs     map[string]map[string]any
 }
 
 func (f *fakeSource) Queues() []amqpinfo.Queue           { return f.queues }
@@ -32,11 +34,21 @@ func (f *fakeSource) Channels() []amqpinfo.Channel       { return f.channels }
 func (f *fakeSource) Consumers() []amqpinfo.Consumer     { return f.consumers }
 func (f *fakeSource) VhostNames() []string               { return f.vhosts }
 
+func (f *fakeSource) QueueArguments(vhost, name string) map[string]any {
+	return f.qargs[vhost+"/"+name]
+}
+
+func (f *fakeSource) ExchangeArguments(vhost, name string) map[string]any {
+	return f.xargs[vhost+"/"+name]
+}
+
 func testSource() *fakeSource {
 	return &fakeSource{
 		vhosts: []string{"/", "prod"},
+		qargs:  map[string]map[string]any{"//alpha": {"x-max-length": int64(10)}},
+		xargs:  map[string]map[string]any{"//logs": {"alternate-exchange": "amq.fanout"}},
 		queues: []amqpinfo.Queue{
-			{Vhost: "/", Name: "alpha", Durable: true, Ready: 3, Unacked: 1, Consumers: 1, Published: 4, Arguments: map[string]any{"x-max-length": int64(10)}},
+			{Vhost: "/", Name: "alpha", Durable: true, Ready: 3, Unacked: 1, Consumers: 1, Published: 4},
 			{Vhost: "/", Name: "beta", Type: "quorum", Ready: 7},
 			{Vhost: "prod", Name: "alpha", Ready: 1},
 		},
@@ -229,7 +241,8 @@ func TestOtherObjects(t *testing.T) {
 	s, _ := testServer(t, testSource())
 	var ex []map[string]any
 	get(t, s, "/api/exchanges/%2F", &ex)
-	if len(ex) != 2 || ex[0]["name"] != "" || ex[0]["type"] != "direct" || ex[1]["name"] != "logs" || ex[1]["type"] != "fanout" {
+	if len(ex) != 2 || ex[0]["name"] != "" || ex[0]["type"] != "direct" || ex[1]["name"] != "logs" || ex[1]["type"] != "fanout" ||
+		ex[1]["arguments"].(map[string]any)["alternate-exchange"] != "amq.fanout" {
 		t.Errorf("exchanges of /: %v", ex)
 	}
 	var e map[string]any

@@ -27,16 +27,16 @@ func (a *api) queueJSON(q amqpinfo.Queue) object {
 	}
 	return object{
 		"name": q.Name, "vhost": q.Vhost, "durable": q.Durable, "auto_delete": q.AutoDelete, "exclusive": q.Exclusive,
-		"arguments": args(q.Arguments), "node": a.cfg.Node, "state": "running", "type": typ,
+		"arguments": args(a.cfg.Source.QueueArguments(q.Vhost, q.Name)), "node": a.cfg.Node, "state": "running", "type": typ,
 		"consumers": q.Consumers, "messages": q.Ready + q.Unacked, "messages_ready": q.Ready,
 		"messages_unacknowledged": q.Unacked, "message_stats": object{"publish": q.Published, "deliver_get": q.Delivered,
 			"redeliver": q.Redelivered, "ack": q.Acked},
 	}
 }
 
-func exchangeJSON(e amqpinfo.Exchange) object {
+func (a *api) exchangeJSON(e amqpinfo.Exchange) object {
 	return object{"name": e.Name, "vhost": e.Vhost, "type": e.Type, "durable": e.Durable, "auto_delete": e.AutoDelete,
-		"internal": e.Internal, "arguments": args(e.Arguments)}
+		"internal": e.Internal, "arguments": args(a.cfg.Source.ExchangeArguments(e.Vhost, e.Name))}
 }
 
 // defaultExchange is the nameless direct exchange every vhost has.
@@ -229,7 +229,7 @@ func (a *api) exchanges(r request) (any, error) {
 	var out []object
 	for _, e := range all {
 		if (vh == "" || e.Vhost == vh) && (!named || e.Name == name) {
-			out = append(out, exchangeJSON(e))
+			out = append(out, a.exchangeJSON(e))
 		}
 	}
 	if named {
