@@ -133,6 +133,9 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("%s: %d %q %s", m, code, h.Get("Allow"), b)
 		}
 	}
+	if code, _, b := do(t, "HEAD", s.URL+"/api/queues", "guest", "guest"); code != http.StatusOK || len(b) != 0 {
+		t.Errorf("HEAD: %d %q", code, b)
+	}
 	// Without credentials a write is refused as unauthenticated first.
 	if code, _, _ := do(t, "DELETE", s.URL+"/api/queues/%2F/alpha", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("DELETE without credentials: %d", code)
