@@ -54,7 +54,8 @@ func testSource() *fakeSource {
 		},
 		exchanges: []amqpinfo.Exchange{{Vhost: "/", Name: "logs", Type: "fanout", Durable: true}},
 		bindings:  []amqpinfo.Binding{{Vhost: "/", Source: "logs", Destination: "alpha", DestinationType: "queue", RoutingKey: ""}},
-		conns:     []amqpinfo.Connection{{Name: "127.0.0.1:1 -> 127.0.0.1:5672", Vhost: "/", User: "guest", Channels: 1}},
+		conns: []amqpinfo.Connection{{Name: "127.0.0.1:1 -> 127.0.0.1:5672", Vhost: "/", User: "guest", Channels: 1,
+			ClientProperties: map[string]any{"connection_name": "billing-worker"}}},
 		channels:  []amqpinfo.Channel{{Connection: "127.0.0.1:1 -> 127.0.0.1:5672", Number: 1, Vhost: "/", User: "guest", Consumers: 1, Unacked: 1}},
 		consumers: []amqpinfo.Consumer{{Connection: "127.0.0.1:1 -> 127.0.0.1:5672", Channel: 1, Vhost: "/", Tag: "c1", Queue: "alpha", AckRequired: true}},
 	}
@@ -262,7 +263,8 @@ func TestOtherObjects(t *testing.T) {
 	}
 	var cs []map[string]any
 	get(t, s, "/api/connections", &cs)
-	if len(cs) != 1 || cs[0]["name"] != "127.0.0.1:1 -> 127.0.0.1:5672" || cs[0]["channels"] != 1.0 || cs[0]["protocol"] != "AMQP 0-9-1" {
+	if len(cs) != 1 || cs[0]["name"] != "127.0.0.1:1 -> 127.0.0.1:5672" || cs[0]["channels"] != 1.0 || cs[0]["protocol"] != "AMQP 0-9-1" ||
+		cs[0]["user_provided_name"] != "billing-worker" || field(cs[0], "client_properties.connection_name") != "billing-worker" {
 		t.Errorf("connections: %v", cs)
 	}
 	var ch map[string]any
@@ -297,4 +299,13 @@ func TestOtherObjects(t *testing.T) {
 	if w["name"] != "guest" {
 		t.Errorf("whoami: %v", w)
 	}
+}
+
+func field(o map[string]any, path string) any {
+	var v any = o
+	for _, k := range strings.Split(path, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
 }

@@ -70,13 +70,17 @@ func (a *api) connectionJSON(c amqpinfo.Connection) object {
 	if props == nil {
 		props = map[string]any{}
 	}
-	return object{
+	o := object{
 		"name": c.Name, "node": a.cfg.Node, "vhost": c.Vhost, "user": c.User, "user_who_performed_action": c.User,
 		"auth_mechanism": c.AuthMechanism, "protocol": "AMQP 0-9-1", "type": "network", "state": "running",
 		"host": c.Host, "port": c.Port, "peer_host": c.PeerHost, "peer_port": c.PeerPort, "ssl": c.TLS,
 		"channels": c.Channels, "frame_max": c.FrameMax, "channel_max": c.ChannelMax, "timeout": c.HeartbeatSeconds,
 		"connected_at": c.ConnectedAtMs, "client_properties": props,
 	}
+	if n, ok := props["connection_name"].(string); ok {
+		o["user_provided_name"] = n // the name the client gave itself
+	}
+	return o
 }
 
 // channelName is RabbitMQ's name of a channel.
