@@ -62,24 +62,24 @@ const Realm = "Keel AMQP management"
 func Handler(cfg Config) http.Handler {
 	a := &api{cfg: cfg}
 	a.routes = map[string]route{
-		"overview":    {a.overview, 0, 0},
-		"whoami":      {a.whoami, 0, 0},
-		"vhosts":      {a.vhosts, 0, 1},
-		"queues":      {a.queues, 0, 2},
-		"exchanges":   {a.exchanges, 0, 2},
-		"bindings":    {a.bindings, 0, 1},
-		"connections": {a.connections, 0, 1},
-		"channels":    {a.channels, 0, 1},
-		"consumers":   {a.consumers, 0, 1},
+		"overview":    {a.overview, 0},
+		"whoami":      {a.whoami, 0},
+		"vhosts":      {a.vhosts, 1},
+		"queues":      {a.queues, 2},
+		"exchanges":   {a.exchanges, 2},
+		"bindings":    {a.bindings, 1},
+		"connections": {a.connections, 1},
+		"channels":    {a.channels, 1},
+		"consumers":   {a.consumers, 1},
 	}
 	return a
 }
 
-// route is one endpoint: /api/<key>/<arg>..., with min to max path
+// route is one endpoint: /api/<key>/<arg>..., with up to maxArgs path
 // arguments (a vhost, then a name; or a connection or channel name).
 type route struct {
-	fn       func(request) (any, error)
-	min, max int
+	fn      func(request) (any, error)
+	maxArgs int
 }
 
 type api struct {
@@ -116,7 +116,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rt, ok := a.routes[segs[1]]
 	args := segs[2:]
-	if !ok || len(args) < rt.min || len(args) > rt.max {
+	if !ok || len(args) > rt.maxArgs {
 		notFound(w)
 		return
 	}
