@@ -37,19 +37,23 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			amqpAddr, kafkaAddr := cfg.AMQPListen, cfg.KafkaListen
+			amqpAddr, kafkaAddr, amqpMgmtAddr := cfg.AMQPListen, cfg.KafkaListen, cfg.AMQPManagementListen
 			if cfg.BrokerRole == config.Slave {
-				amqpAddr, kafkaAddr = "", "" // a slave takes no writes: its front doors stay closed
+				amqpAddr, kafkaAddr, amqpMgmtAddr = "", "", "" // a slave takes no writes: its front doors stay closed
 				logSlaveDoors(log, cfg)
 			}
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
 				listenSpec{listenHA, haAddr, haListenFlag},
 				listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenAMQP, amqpAddr, amqpListenFlag},
-				listenSpec{listenKafka, kafkaAddr, kafkaListenFlag})
+				listenSpec{listenKafka, kafkaAddr, kafkaListenFlag},
+				listenSpec{listenAMQPManagement, amqpMgmtAddr, amqpManagementListenFlag})
 			if err != nil {
 				return err
 			}
 			if err := checkHTTPExposure(cfg, ls); err != nil {
+				return err
+			}
+			if err := checkAMQPManagementExposure(cfg, ls); err != nil {
 				return err
 			}
 			if err := checkHAExposure(cfg, ls, haAddr); err != nil {
@@ -68,7 +72,7 @@ func newBrokerCmd() *cobra.Command {
 				// A slave's log is its master's: its engines and front
 				// doors would write.
 				starters = append(starters, p.scheduleStarter(), p.transactionStarter())
-				starters = append(starters, p.amqpStarter(amqpAddr))
+				starters = append(starters, p.amqpStarter(amqpAddr), p.amqpManagementStarter(amqpMgmtAddr))
 			}
 			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(kafkaAddr))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)

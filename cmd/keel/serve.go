@@ -46,11 +46,15 @@ func (o *options) serve(cmd *cobra.Command) error {
 	ls, err := bindListeners(listenSpec{listenNamesrv, o.namesrvListen, namesrvListenFlag},
 		listenSpec{listenBroker, brokerListen, brokerListenFlag}, listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag},
 		listenSpec{listenAMQP, cfg.AMQPListen, amqpListenFlag},
+		listenSpec{listenAMQPManagement, cfg.AMQPManagementListen, amqpManagementListenFlag},
 		listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag})
 	if err != nil {
 		return err
 	}
 	if err := checkHTTPExposure(cfg, ls); err != nil {
+		return err
+	}
+	if err := checkAMQPManagementExposure(cfg, ls); err != nil {
 		return err
 	}
 	defer ls.closeAll()
@@ -61,7 +65,7 @@ func (o *options) serve(cmd *cobra.Command) error {
 	starters = append(starters, p.namesrvStarters(o.namesrvListen, true)...)
 	starters = append(starters, p.brokerStarters(brokerListen)...)
 	starters = append(starters, p.scheduleStarter(), p.transactionStarter())
-	starters = append(starters, p.amqpStarter(cfg.AMQPListen))
+	starters = append(starters, p.amqpStarter(cfg.AMQPListen), p.amqpManagementStarter(cfg.AMQPManagementListen))
 	starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(cfg.KafkaListen))
 	return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 }

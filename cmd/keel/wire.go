@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/amqpmgmt"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
@@ -58,11 +59,12 @@ type parts struct {
 	brokerBound net.Addr // where the broker's listener is bound
 	// core is the protocol-free broker, built once on the store and
 	// handed to every front door (RocketMQ, Kafka).
-	core    *core.Broker
-	broker  *broker.Broker
-	traffic doorTraffic         // every listener's traffic counters (wire_doors.go)
-	txn     *transaction.Engine // nil: transactional messages rejected
-	amqp    *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
+	core      *core.Broker
+	broker    *broker.Broker
+	traffic   doorTraffic         // every listener's traffic counters (wire_doors.go)
+	txn       *transaction.Engine // nil: transactional messages rejected
+	amqp      *amqp.Server        // nil: no AMQP listener (wire_amqp.go)
+	amqpBound []amqpmgmt.Listener // the AMQP listeners, for the management API
 	// metrics is set by the HTTP starter; the store's flush hook (started
 	// earlier, called from the flusher goroutine) reads it.
 	metrics atomic.Pointer[metrics.Metrics]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/amqpmgmt"
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/tlsconf"
@@ -62,6 +63,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
+			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
 		}
 		if tlsAddr != "" {
@@ -70,6 +72,7 @@ func (p *parts) amqpStarter(addr string) starter {
 				return fail(err)
 			}
 			lns = append(lns, ln)
+			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp/ssl", Addr: ln.Addr()})
 			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
 		}
 		done := make(chan error, len(lns))

@@ -40,6 +40,8 @@ type conn struct {
 	user       string
 	acct       *acl.Account // permissions (auth.go); nil: everything
 	vh         *vhost       // the vhost connection.open chose (set before any channel)
+	// shown is what operators see of the connection once it is open (mgmt.go).
+	shown atomic.Pointer[connShown]
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -544,6 +546,7 @@ func (c *conn) handshake() error {
 	c.infoMu.Lock()
 	c.infoVhost = v.name
 	c.infoMu.Unlock()
+	c.opened(so)
 	if err := c.send(0, &wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

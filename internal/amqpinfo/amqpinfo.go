@@ -1,7 +1,9 @@
 // Package amqpinfo describes AMQP queues and exchanges as every part of
 // Keel reports them: the AMQP front door takes the snapshots, the RocketMQ
 // front door sends them as the JSON body of Keel's LIST_AMQP request, and
-// the admin client (`keel amqp`, the console) reads that body. One
+// the admin client (`keel amqp`, the console) reads that body; the AMQP
+// management API (internal/amqpmgmt) serves them with the connections,
+// channels, consumers and bindings described here too. One
 // definition of the shape, so the writer and the readers cannot drift
 // apart. Standard library only: it knows no protocol, store or broker.
 package amqpinfo

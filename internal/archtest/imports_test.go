@@ -42,6 +42,8 @@ var layerRules = []layerRule{
 		why: "the broker is the RocketMQ adapter: it joins the core and the protocol; it talks to the NameServer over the wire"},
 	{dir: "internal/admin", internal: []string{"internal/remoting", "internal/message", "internal/acl", "internal/pendingtxn", "internal/amqpinfo", "internal/kafkainfo"},
 		why: "the admin client (CLI, console) sees a cluster only over the wire, as a remote operator does"},
+	{dir: "internal/amqpmgmt", internal: []string{"internal/amqpinfo"},
+		why: "the AMQP management API serves the AMQP door's snapshots as plain amqpinfo values; it reaches into no door, store or core"},
 	{dir: "internal/console", internal: []string{"internal/admin"},
 		why: "the console shows what the admin client reads; it never reaches into the broker or the store"},
 	{dir: "internal/metrics", internal: []string{"internal/broker", "internal/store", "internal/doorstats"}, external: []string{"github.com/prometheus/"},

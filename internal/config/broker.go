@@ -187,6 +187,10 @@ type Broker struct {
 	// AMQPMaxMessageBytes (amqpMaxMessageSize, Keel, bytes): the largest
 	// AMQP message body (RabbitMQ's max_message_size); see AMQPMaxMessage.
 	AMQPMaxMessageBytes int
+	// AMQPManagementListen (amqpManagementListen, Keel): the address of
+	// the read-only subset of RabbitMQ's management HTTP API over the
+	// AMQP door; empty (the default) = off.
+	AMQPManagementListen string
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients

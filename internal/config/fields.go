@@ -100,6 +100,7 @@ var fields = []field{
 	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
 	dur("amqpConsumerTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.AMQPConsumerTimeout }),
 	intf("amqpMaxMessageSize", func(b *Broker) *int { return &b.AMQPMaxMessageBytes }),
+	str("amqpManagementListen", func(b *Broker) *string { return &b.AMQPManagementListen }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),

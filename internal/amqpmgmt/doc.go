@@ -1,0 +1,27 @@
+// Package amqpmgmt serves the read-only subset of RabbitMQ's management
+// HTTP API that monitoring and tools read (rabbitmqadmin's list and show
+// commands, dashboards polling queue depths), over snapshots of the AMQP
+// door:
+//
+//	GET /api/overview
+//	GET /api/whoami
+//	GET /api/vhosts                 /api/vhosts/{vhost}
+//	GET /api/queues                 /api/queues/{vhost}      /api/queues/{vhost}/{name}
+//	GET /api/exchanges              /api/exchanges/{vhost}   /api/exchanges/{vhost}/{name}
+//	GET /api/bindings               /api/bindings/{vhost}
+//	GET /api/connections            /api/connections/{name}
+//	GET /api/channels               /api/channels/{name}
+//	GET /api/consumers              /api/consumers/{vhost}
+//
+// with RabbitMQ 3.10's JSON field names and shapes for the fields served
+// (the list is in docs/amqp.md) and its list query parameters: columns,
+// sort, sort_reverse, name with use_regex, page and page_size. A vhost in
+// a path is URL-encoded ("/" is %2F). Every request needs HTTP Basic
+// credentials that Config.Login accepts (401 with a JSON error
+// otherwise); the API is read-only: any method but GET and HEAD is
+// answered 405 with a JSON error. It knows no AMQP internals: the data
+// comes through Source, as plain amqpinfo values.
+//
+// Concurrency: the handler is safe for concurrent use; every request
+// takes fresh snapshots.
+package amqpmgmt
