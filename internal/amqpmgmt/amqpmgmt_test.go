@@ -26,13 +26,13 @@ type fakeSource struct {
 	xargs     map[string]map[string]any
 }
 
-func (f *fakeSource) Queues() []amqpinfo.Queue           { return f.queues }
-func (f *fakeSource) Exchanges() []amqpinfo.Exchange     { return f.exchanges }
-func (f *fakeSource) Bindings() []amqpinfo.Binding       { return f.bindings }
+func (f *fakeSource) Queues() []amqpinfo.Queue                       { return f.queues }
+func (f *fakeSource) Exchanges() []amqpinfo.Exchange                 { return f.exchanges }
+func (f *fakeSource) Bindings() []amqpinfo.Binding                   { return f.bindings }
 func (f *fakeSource) ConnectionDetails() []amqpinfo.ConnectionDetail { return f.conns }
-func (f *fakeSource) Channels() []amqpinfo.Channel       { return f.channels }
-func (f *fakeSource) Consumers() []amqpinfo.Consumer     { return f.consumers }
-func (f *fakeSource) VhostNames() []string               { return f.vhosts }
+func (f *fakeSource) Channels() []amqpinfo.Channel                   { return f.channels }
+func (f *fakeSource) Consumers() []amqpinfo.Consumer                 { return f.consumers }
+func (f *fakeSource) VhostNames() []string                           { return f.vhosts }
 
 func (f *fakeSource) QueueArguments(vhost, name string) map[string]any {
 	return f.qargs[vhost+"/"+name]
