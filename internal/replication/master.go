@@ -73,7 +73,11 @@ type MasterConfig struct {
 	// AuthTimeout bounds a new connection's TLS handshake and
 	// authentication (0 = DefaultAuthTimeout).
 	AuthTimeout time.Duration
-	Logger      *slog.Logger
+	// Epoch, if not 0, is the epoch this master starts at (a controller's
+	// master epoch); it must be above every epoch of the history. 0: the
+	// history's last epoch + 1.
+	Epoch  uint32
+	Logger *slog.Logger
 }
 
 // Master streams its store's CommitLog to the replicas that connect, and,
@@ -89,6 +93,10 @@ type Master struct {
 
 	pendingAuth chan struct{} // a token per connection not yet authenticated (auth.go)
 	refused     refusals      // log lines about refused peers (auth.go)
+
+	// fenced is the newest epoch above this master's that it learned of
+	// (Fence); from then on it takes no send and confirms nothing.
+	fenced atomic.Uint32
 
 	wg sync.WaitGroup
 }
@@ -156,7 +164,14 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		// become epoch 1's.
 		h = History{{Epoch: 1, Start: 0}}
 	}
-	h = append(h, Epoch{Epoch: h.Last().Epoch + 1, Start: end})
+	next := h.Last().Epoch + 1
+	if cfg.Epoch != 0 {
+		if cfg.Epoch < next {
+			return nil, fmt.Errorf("replication: cannot start as master at epoch %d: the epoch history already holds epoch %d", cfg.Epoch, h.Last().Epoch)
+		}
+		next = cfg.Epoch
+	}
+	h = append(h, Epoch{Epoch: next, Start: end})
 	if err := SaveHistory(cfg.FS, path, h); err != nil {
 		return nil, err
 	}
@@ -175,6 +190,38 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 // History returns the master's epoch history.
 func (m *Master) History() History { return m.hist }
 
+// Epoch is the epoch this master writes at.
+func (m *Master) Epoch() uint32 { return m.hist.Last().Epoch }
+
+// Fence tells the master that the group has, or is electing, a master at
+// epoch. Above its own epoch, it stops at once: CheckSend (and the
+// store's put gate) refuses every send, and the Replicated watermark no
+// longer moves, so a send waiting for its replicas is answered without
+// SEND_OK. It never resumes: a master of a newer epoch starts anew.
+func (m *Master) Fence(epoch uint32) {
+	if epoch <= m.Epoch() {
+		return
+	}
+	for {
+		cur := m.fenced.Load()
+		if cur >= epoch {
+			return
+		}
+		if m.fenced.CompareAndSwap(cur, epoch) {
+			break
+		}
+	}
+	if !m.cfg.Sync {
+		// An ASYNC_MASTER's store confirms its own writes; without the
+		// put gate of a SYNC_MASTER, install one now.
+		m.cfg.Store.SetPutGate(m.CheckSend)
+	}
+	m.log.Warn("replication: fenced: the group has a master at a newer epoch; this master takes no more sends", "epoch", m.Epoch(), "newer_epoch", epoch)
+}
+
+// Fenced is the newer epoch Fence was told of (0: none).
+func (m *Master) Fenced() uint32 { return m.fenced.Load() }
+
 // InSync returns how many copies are in sync, the master's included.
 func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
 
@@ -185,6 +232,10 @@ func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
 // (scheduled deliveries, retries, transaction records) are refused the
 // same way instead of waiting out the replication timeout.
 func (m *Master) CheckSend() store.PutResult {
+	if f := m.fenced.Load(); f != 0 {
+		return store.PutResult{Status: store.PutServiceNotAvailable,
+			Err: fmt.Errorf("replication: this master (epoch %d) was replaced: the group has a master at epoch %d or later; the message was not stored", m.Epoch(), f)}
+	}
 	if m.cfg.Sync {
 		if n := m.InSync(); n < m.cfg.MinInSyncReplicas {
 			return store.PutResult{Status: store.PutInSyncReplicasNotEnough,
@@ -287,7 +338,7 @@ func (m *Master) expireLocked(now time.Time) {
 // recomputeLocked moves the store's Replicated watermark to what every
 // in-sync replica holds, if enough copies are in sync.
 func (m *Master) recomputeLocked() {
-	if !m.cfg.Sync {
+	if !m.cfg.Sync || m.fenced.Load() != 0 {
 		return
 	}
 	if 1+int(m.inSync.Load()) < m.cfg.MinInSyncReplicas {
