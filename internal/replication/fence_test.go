@@ -162,3 +162,25 @@ func TestMasterAtGivenEpoch(t *testing.T) {
 		t.Fatalf("epoch 6: %v %v", m2, err)
 	}
 }
+
+// TestRequiredReplicasHoldConfirmation: a replica of the controller's
+// in-sync set that is not connected holds every confirmation (a send is
+// answered without SEND_OK) until it leaves the required set.
+func TestRequiredReplicasHoldConfirmation(t *testing.T) {
+	p := startMaster(t, vfs.NewMem(), 1)
+	defer p.stopMaster()
+	p.startSlave(t, vfs.NewMem())
+	defer p.stopSlave()
+	waitUntil(t, "slave in sync", func() bool { return p.m.InSync() == 2 })
+	if ids := p.m.InSyncIDs(); len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("in sync %v", ids)
+	}
+	p.m.SetRequired([]int64{1, 2}) // replica 2 never connected
+	if st := p.send(t, "held"); st != store.PutFlushSlaveTimeout {
+		t.Fatalf("send while a required replica is away: %v", st)
+	}
+	p.m.SetRequired([]int64{1})
+	if st := p.send(t, "after"); st != store.PutOK {
+		t.Fatalf("send once the away replica is no longer required: %v", st)
+	}
+}

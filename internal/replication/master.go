@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,11 @@ type Master struct {
 	mu       sync.Mutex
 	replicas map[*follower]struct{}
 	inSync   atomic.Int32 // followers in the in-sync set
+	// required (SetRequired) are replica ids every confirmation waits
+	// for, connected or not; acks is the highest ack seen from each
+	// replica id (guarded by mu).
+	required []int64
+	acks     map[int64]int64
 
 	pendingAuth chan struct{} // a token per connection not yet authenticated (auth.go)
 	refused     refusals      // log lines about refused peers (auth.go)
@@ -175,7 +181,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	if err := SaveHistory(cfg.FS, path, h); err != nil {
 		return nil, err
 	}
-	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{},
+	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}, acks: map[int64]int64{},
 		pendingAuth: make(chan struct{}, maxPendingAuth), refused: refusals{log: cfg.Logger}}
 	if cfg.Sync {
 		// Every put, the broker's own too, is refused at once while too
@@ -217,6 +223,40 @@ func (m *Master) Fence(epoch uint32) {
 		m.cfg.Store.SetPutGate(m.CheckSend)
 	}
 	m.log.Warn("replication: fenced: the group has a master at a newer epoch; this master takes no more sends", "epoch", m.Epoch(), "newer_epoch", epoch)
+}
+
+// SetRequired makes every later confirmation of a SYNC_MASTER wait for
+// the replicas ids (a controller's in-sync set, this master excluded),
+// whether they are connected and in sync or not: a replica the
+// controller may elect must hold every write the master confirms. nil:
+// only the replication's own in-sync set counts.
+func (m *Master) SetRequired(ids []int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.required = slices.Clone(ids)
+}
+
+// InSyncIDs returns the ids of the replicas in the in-sync set, sorted.
+func (m *Master) InSyncIDs() []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []int64
+	for f := range m.replicas {
+		if f.inSync {
+			ids = append(ids, f.id)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+func (m *Master) inSyncLocked(id int64) bool {
+	for f := range m.replicas {
+		if f.id == id && f.inSync {
+			return true
+		}
+	}
+	return false
 }
 
 // Fenced is the newer epoch Fence was told of (0: none).
@@ -346,8 +386,17 @@ func (m *Master) recomputeLocked() {
 	}
 	point := m.cfg.Store.Offset(store.Written)
 	for f := range m.replicas {
+		a := f.acked.Load()
+		m.acks[f.id] = max(m.acks[f.id], a)
 		if f.inSync {
-			point = min(point, f.acked.Load())
+			point = min(point, a)
+		}
+	}
+	for _, id := range m.required {
+		// A required replica out of the in-sync set (or gone) holds
+		// what it last acknowledged, nothing more.
+		if !m.inSyncLocked(id) {
+			point = min(point, m.acks[id])
 		}
 	}
 	m.cfg.Store.AdvanceReplicated(point)
