@@ -34,6 +34,9 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			if cfg.EnableControllerMode {
+				return runControlled(cmd.Context(), &o, cfg, log, brokerListen, haAddr, p.namesrvAddrs)
+			}
 			amqpAddr, kafkaAddr := cfg.AMQPListen, cfg.KafkaListen
 			if cfg.BrokerRole == config.Slave {
 				amqpAddr, kafkaAddr = "", "" // a slave takes no writes: its front doors stay closed
@@ -59,14 +62,7 @@ func newBrokerCmd() *cobra.Command {
 			p.listeners = ls
 			log.Info("keel broker", "version", version, "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
-			starters := append([]starter{p.storeStarter(), p.replicationStarter(haAddr)}, p.brokerStarters(brokerListen)...)
-			if cfg.BrokerRole != config.Slave {
-				// A slave's log is its master's: its engines and front
-				// doors would write.
-				starters = append(starters, p.scheduleStarter(), p.transactionStarter())
-				starters = append(starters, p.amqpStarter(amqpAddr))
-			}
-			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(kafkaAddr))
+			starters := p.roleStarters(&o, brokerListen, amqpAddr, kafkaAddr, p.replicationStarter(haAddr))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
 	}
@@ -76,4 +72,17 @@ func newBrokerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&haListen, "ha-listen", "", "replication listen address of a master (overrides haListenPort; default: the broker listen host on listenPort+1; beyond loopback it needs haAuthSecret or mutual TLS)")
 	cmd.Flags().StringVarP(&o.namesrvAddr, "namesrv-addr", "n", "", "NameServer addresses host:port[;host:port] (overrides namesrvAddr; default $"+envNamesrvAddr+" when broker.conf has none)")
 	return cmd
+}
+
+// roleStarters are the starters of a broker of p.cfg's role, in start
+// order, with repl as its replication.
+func (p *parts) roleStarters(o *options, brokerListen, amqpAddr, kafkaAddr string, repl starter) []starter {
+	starters := append([]starter{p.storeStarter(), repl}, p.brokerStarters(brokerListen)...)
+	if p.cfg.BrokerRole != config.Slave {
+		// A slave's log is its master's: its engines and front
+		// doors would write.
+		starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+		starters = append(starters, p.amqpStarter(amqpAddr))
+	}
+	return append(starters, p.httpStarter(p.cfg.HTTPListen, o.http), p.kafkaStarter(kafkaAddr))
 }
