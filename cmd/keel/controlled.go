@@ -139,7 +139,9 @@ func (c *controlled) setCur(r roleLog) {
 // the running one, ends the round (a replaced master stops acknowledging
 // at once, before its services stop).
 func (c *controlled) onView(v controller.GroupView) {
-	me := c.agent.ReplicaID()
+	// The agent's lock is taken before c.mu, never under it: the agent
+	// calls fence and logEnd holding its own.
+	me, promised := c.agent.ReplicaID(), c.agent.FencedEpoch()
 	if me == 0 || v.MasterID == 0 {
 		return // no master yet
 	}
@@ -152,7 +154,7 @@ func (c *controlled) onView(v controller.GroupView) {
 		if c.cur != nil {
 			lastEpoch, _ = c.cur.log()
 		}
-		if v.MasterEpoch <= lastEpoch || v.MasterEpoch < c.agent.FencedEpoch() {
+		if v.MasterEpoch <= lastEpoch || v.MasterEpoch < promised {
 			// A view of an election from before this process started
 			// (its epoch is in the log's history), or one a newer fence
 			// overtook: wait for the next election.

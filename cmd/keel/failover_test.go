@@ -18,7 +18,9 @@ import (
 	"github.com/keelmq/keel/internal/controller"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/replication"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // startKeelProc runs the keel binary (this test binary) with args.
@@ -78,7 +80,9 @@ func rawSend(ctx context.Context, cl *remoting.Client, topic string, queue int32
 // and a producer recording every SEND_OK. The master is killed with
 // SIGKILL; a new master is elected, sends succeed again through the
 // NameServer's route, and the old master, restarted, rejoins as a
-// slave. Every acknowledged message is in the new master's log at the
+// slave. Then the new master is paused (SIGSTOP): it is replaced the
+// same way and, running again, learns the newer epoch and rejoins as a
+// slave. Every acknowledged message is in every member's log at the
 // queue offset its SEND_OK named, and no queue offset holds two.
 func TestControllerFailoverKill9(t *testing.T) {
 	if testing.Short() {
@@ -270,6 +274,44 @@ func TestControllerFailoverKill9(t *testing.T) {
 		dump()
 		t.Fatal("the restarted old master did not start as a slave")
 	}
+
+	// A master that stops without dying (SIGSTOP) is replaced; when it
+	// runs again it learns the newer epoch, stops acknowledging, and
+	// rejoins as a slave of the newer master.
+	secondEpoch := g.MasterEpoch
+	brokers[newMaster].proc.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	for {
+		ok, why := sendOne()
+		if ok && why != brokers[newMaster].addr {
+			break
+		}
+		lastErr = why
+		if time.Since(paused) > 40*time.Second {
+			brokers[newMaster].proc.cmd.Process.Signal(syscall.SIGCONT)
+			dump()
+			t.Fatalf("no SEND_OK within 40 s of the SIGSTOP; last error: %s", lastErr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("failover: %v from SIGSTOP of the master to the first SEND_OK of the next one", time.Since(paused).Round(time.Millisecond))
+	g = group()
+	if g == nil || g.MasterID == newMasterID || g.MasterEpoch <= secondEpoch {
+		t.Fatalf("controller after the second failover: %+v", g)
+	}
+	thirdMasterID := g.MasterID
+	brokers[newMaster].proc.cmd.Process.Signal(syscall.SIGCONT)
+	waitFor(t, "the paused master back as a slave, in sync", 30*time.Second, func() bool {
+		g = group()
+		return g != nil && g.MasterID == thirdMasterID && len(g.InSync) == 3 &&
+			strings.Contains(brokers[newMaster].proc.logs.String(), "from=master to=slave")
+	})
+	for range 50 {
+		if ok, why := sendOne(); !ok {
+			dump()
+			t.Fatalf("send after the second rejoin failed: %s", why)
+		}
+	}
 	t.Logf("%d acknowledged before the kill, %d in all", before, len(acked))
 	if os.Getenv("KEEL_FAILOVER_LOGS") != "" {
 		dump()
@@ -284,12 +326,17 @@ func TestControllerFailoverKill9(t *testing.T) {
 		}
 		seen[k] = body
 	}
-	// Every acknowledged message is in the new master's log, where its
-	// SEND_OK said, and in the rejoined old master's.
-	for _, i := range []int{newMaster, oldMaster} {
+	// Every acknowledged message is in every member's log, where its
+	// SEND_OK said, and every member's epoch history ends with the last
+	// master's epoch.
+	for i := range brokers {
 		brokers[i].proc.cmd.Process.Signal(syscall.SIGTERM)
 		<-brokers[i].proc.exited
 		checkAcked(t, brokers[i].dir, topic, acked)
+		h, err := replication.LoadHistory(vfs.OS{}, replication.EpochFile(brokers[i].dir))
+		if err != nil || h.Last().Epoch != g.MasterEpoch {
+			t.Errorf("broker %d: epoch history %v (%v), want the last epoch %d", i, h, err, g.MasterEpoch)
+		}
 	}
 }
 
