@@ -386,12 +386,15 @@ func requiredOf(v controller.GroupView, me controller.ReplicaID) []int64 {
 }
 
 // inSyncStarter runs the master's side of the in-sync set: it proposes,
-// every half second, the replicas the replication layer has in sync;
-// until a removal commits, confirmations wait for the union of both sets.
+// every half second, the replicas the replication layer has in sync
+// (one out of it for less than replicaAckTimeout is kept); until a
+// removal commits, confirmations wait for the union of both sets.
 func (c *controlled) inSyncStarter(p *parts, r role) starter {
 	return func() (service, error) {
 		m := p.roleMaster
 		me := c.agent.ReplicaID()
+		grace := p.cfg.ReplicaAckTimeout
+		missing := map[int64]time.Time{} // members of the controller's set out of the replication's, since
 		return service{name: "in-sync", run: func(ctx context.Context) error {
 			t := time.NewTicker(500 * time.Millisecond)
 			defer t.Stop()
@@ -416,6 +419,30 @@ func (c *controlled) inSyncStarter(p *parts, r role) starter {
 						now = append(now, id)
 					}
 				}
+				// A member out of the replication's in-sync set leaves
+				// the controller's only after replicaAckTimeout (a slave
+				// reconnecting to a new master, or a short hiccup, does
+				// not shrink the set the next election draws from);
+				// meanwhile confirmations wait for it.
+				for id := range missing {
+					if !slices.Contains(cur, id) || slices.Contains(now, id) {
+						delete(missing, id)
+					}
+				}
+				for _, id := range cur {
+					if slices.Contains(now, id) {
+						continue
+					}
+					since, ok := missing[id]
+					if !ok {
+						missing[id] = time.Now()
+					}
+					if !ok || time.Since(since) < grace {
+						now = append(now, id)
+					}
+				}
+				slices.Sort(now)
+				now = slices.Compact(now)
 				slices.Sort(cur)
 				if slices.Equal(cur, now) {
 					m.SetRequired(cur)
