@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -327,15 +328,17 @@ func TestControllerFailoverKill9(t *testing.T) {
 		seen[k] = body
 	}
 	// Every acknowledged message is in every member's log, where its
-	// SEND_OK said, and every member's epoch history ends with the last
+	// SEND_OK said, and every member's epoch history holds the last
 	// master's epoch.
 	for i := range brokers {
 		brokers[i].proc.cmd.Process.Signal(syscall.SIGTERM)
 		<-brokers[i].proc.exited
 		checkAcked(t, brokers[i].dir, topic, acked)
+		// (Stopping the master lets the controller elect another, so
+		// the history may end with a later epoch.)
 		h, err := replication.LoadHistory(vfs.OS{}, replication.EpochFile(brokers[i].dir))
-		if err != nil || h.Last().Epoch != g.MasterEpoch {
-			t.Errorf("broker %d: epoch history %v (%v), want the last epoch %d", i, h, err, g.MasterEpoch)
+		if err != nil || !slices.ContainsFunc(h, func(e replication.Epoch) bool { return e.Epoch == g.MasterEpoch }) {
+			t.Errorf("broker %d: epoch history %v (%v) lacks the last master's epoch %d", i, h, err, g.MasterEpoch)
 		}
 	}
 }
