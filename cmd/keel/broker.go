@@ -37,6 +37,9 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			if cfg.EnableControllerMode {
+				return runControlled(cmd.Context(), &o, cfg, log, brokerListen, haAddr, p.namesrvAddrs)
+			}
 			amqpAddr, kafkaAddr, amqpMgmtAddr := cfg.AMQPListen, cfg.KafkaListen, cfg.AMQPManagementListen
 			if cfg.BrokerRole == config.Slave {
 				amqpAddr, kafkaAddr, amqpMgmtAddr = "", "", "" // a slave takes no writes: its front doors stay closed
@@ -67,14 +70,7 @@ func newBrokerCmd() *cobra.Command {
 			p.listeners = ls
 			log.Info("keel broker", "version", version, "pid", os.Getpid(), "data_dir", cfg.StorePathRootDir,
 				"flush", cfg.FlushDiskType, "namesrv", cfg.NamesrvAddr)
-			starters := append([]starter{p.storeStarter(), p.replicationStarter(haAddr)}, p.brokerStarters(brokerListen)...)
-			if cfg.BrokerRole != config.Slave {
-				// A slave's log is its master's: its engines and front
-				// doors would write.
-				starters = append(starters, p.scheduleStarter(), p.transactionStarter())
-				starters = append(starters, p.amqpStarter(amqpAddr), p.amqpManagementStarter(amqpMgmtAddr))
-			}
-			starters = append(starters, p.httpStarter(cfg.HTTPListen, o.http), p.kafkaStarter(kafkaAddr))
+			starters := p.roleStarters(&o, brokerListen, amqpAddr, kafkaAddr, amqpMgmtAddr, p.replicationStarter(haAddr))
 			return logStopped(log, runServices(cmd.Context(), log, starters...), true)
 		},
 	}
@@ -110,4 +106,17 @@ func logSlaveDoors(log *slog.Logger, cfg *config.Broker) {
 		log.Log(context.Background(), level, d.door+" door off on a SLAVE: "+d.what+", which a replica cannot take; clients connect to the master's "+d.key,
 			"door", d.door, d.key, d.addr, "role", cfg.BrokerRole)
 	}
+}
+
+// roleStarters are the starters of a broker of p.cfg's role, in start
+// order, with repl as its replication.
+func (p *parts) roleStarters(o *options, brokerListen, amqpAddr, kafkaAddr, amqpMgmtAddr string, repl starter) []starter {
+	starters := append([]starter{p.storeStarter(), repl}, p.brokerStarters(brokerListen)...)
+	if p.cfg.BrokerRole != config.Slave {
+		// A slave's log is its master's: its engines and front
+		// doors would write.
+		starters = append(starters, p.scheduleStarter(), p.transactionStarter())
+		starters = append(starters, p.amqpStarter(amqpAddr), p.amqpManagementStarter(amqpMgmtAddr))
+	}
+	return append(starters, p.httpStarter(p.cfg.HTTPListen, o.http), p.kafkaStarter(kafkaAddr))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/transaction"
 	"github.com/keelmq/keel/internal/config"
+	"github.com/keelmq/keel/internal/controller"
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/kafka"
 	"github.com/keelmq/keel/internal/metrics"
@@ -85,6 +86,13 @@ type parts struct {
 	// replCore is p.core for the replication service, which starts
 	// before the core (wire_replication_offsets.go).
 	replCore atomic.Pointer[core.Broker]
+
+	// Controller mode (controlled.go): the agent answering the
+	// controller's requests on the broker's listener, the epoch a master
+	// registers as masterEpoch, and the master's replication.
+	brokerSide  controller.BrokerSide
+	masterEpoch uint32
+	roleMaster  *replication.Master
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

@@ -85,6 +85,7 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 			bc.Version, bc.RuntimeInfo = version, p.runtimeInfo
 			bc.SendGate, bc.HAAddr = p.sendGate, p.haAdvertised(adv)
 			bc.OnMasterAddress = p.onMasterAddress
+			bc.MasterEpoch = p.masterEpoch
 			bc.SystemRecords = p.haBound != nil // a master serving slaves: metadata travels with the log
 			return p.coreService(bc)
 		},
@@ -100,6 +101,9 @@ func (p *parts) brokerStarters(listenAddr string) []starter {
 				p.registerSoon.Store(&f)
 			}
 			h = acl.Wrap(b.Handler(), p.acl)
+			if p.brokerSide != nil {
+				h = controllerHandler{inner: h, side: p.brokerSide}
+			}
 			p.log.Info("broker listening", "addr", p.brokerBound.String(), "advertised", adv, "namesrv", p.namesrvAddrs,
 				"acl", p.acl != nil, "tls", p.cfg.TLSMode, "auth", brokerAuthDescription(p.acl != nil), "reach", reach(p.brokerBound))
 			return service{

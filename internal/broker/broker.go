@@ -81,6 +81,11 @@ type Config struct {
 	// HAAddr is the replication address registered as haServerAddr
 	// (empty: AdvertisedAddr).
 	HAAddr string
+	// MasterEpoch, if not 0, is registered as masterEpoch (a Keel field
+	// official clients ignore): the controller's epoch of a master in
+	// controller mode. A NameServer ignores a brokerId 0 registration of
+	// a lower epoch than the one it holds for the group.
+	MasterEpoch uint32
 	// SystemRecords: a master serving slaves writes its metadata changes
 	// to the CommitLog (core.Config.SystemRecords).
 	SystemRecords bool

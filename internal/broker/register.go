@@ -173,6 +173,9 @@ func (r *registrar) registerAll(ctx context.Context) {
 		"enableActingMaster":     "false", "compressed": "false",
 		"bodyCrc32": strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)&0x7FFFFFFF), 10),
 	}
+	if cfg.MasterEpoch != 0 {
+		ext["masterEpoch"] = strconv.FormatUint(uint64(cfg.MasterEpoch), 10)
+	}
 	r.callAll(ctx, remoting.ReqRegisterBroker, ext, body)
 }
 

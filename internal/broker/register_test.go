@@ -160,3 +160,19 @@ func TestKickLimiter(t *testing.T) {
 		t.Fatalf("round %d after a quiet spell waits %v, want %v", registerBurst, w, registerGap)
 	}
 }
+
+// TestRegistrationCarriesMasterEpoch: a master in controller mode
+// registers its epoch as masterEpoch; without one, the field is absent.
+func TestRegistrationCarriesMasterEpoch(t *testing.T) {
+	for _, epoch := range []uint32{0, 7} {
+		ns := startFakeNamesrv(t)
+		e := startEnv(t, func(c *Config) { c.NamesrvAddrs, c.MasterEpoch = []string{ns.addr}, epoch })
+		waitFor(t, "first registration", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
+		req, _ := ns.last(remoting.ReqRegisterBroker)
+		got, ok := req.ExtFields["masterEpoch"]
+		if epoch == 0 && ok || epoch != 0 && got != fmt.Sprint(epoch) {
+			t.Errorf("epoch %d: masterEpoch %q (present %v)", epoch, got, ok)
+		}
+		e.shutdown()
+	}
+}

@@ -155,11 +155,16 @@ type Broker struct {
 	MetricsRocketMQNames bool // metricsRocketMQNames (Keel): add rocketmq-exporter's names to /metrics
 
 	// Replication (docs/replication.md).
-	HAListenPort      int           // haListenPort: the replication port; 0 = listenPort+1 (the --ha-listen flag overrides)
-	HAMasterAddress   string        // haMasterAddress: a slave's master HA address "host:port"
-	MinInSyncReplicas int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
-	ReplicaAckTimeout time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
-	SlaveReadEnable   bool          // slaveReadEnable: pull responses may suggest a slave (consumers far behind)
+	HAListenPort    int    // haListenPort: the replication port; 0 = listenPort+1 (the --ha-listen flag overrides)
+	HAMasterAddress string // haMasterAddress: a slave's master HA address "host:port"
+	// enableControllerMode: the broker's role comes from the controllers
+	// at controllerAddr (host:port[;host:port]), not from brokerRole and
+	// brokerId (docs/replication.md#controller).
+	EnableControllerMode bool
+	ControllerAddr       string
+	MinInSyncReplicas    int           // minInSyncReplicas: copies (the master's included) SYNC_MASTER needs to accept a send
+	ReplicaAckTimeout    time.Duration // replicaAckTimeoutMillis (Keel, ms): how long SYNC_MASTER waits for the slaves' acks
+	SlaveReadEnable      bool          // slaveReadEnable: pull responses may suggest a slave (consumers far behind)
 	// replicaCatchUpBytesPerSecond (Keel): the rate a master sends old data
 	// to a slave far behind (0 = as fast as the slave takes it).
 	ReplicaCatchUpBytesPerSecond int64

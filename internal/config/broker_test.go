@@ -150,7 +150,6 @@ func TestParseErrorsNameKeyLineValue(t *testing.T) {
 		{"\n\nflushDiskType=SYNC\n", `flushDiskType="SYNC" (test.conf:3): must be one of`},
 		{"brokerId=0\nbrokerName=a\nbrokerId=0\n", "test.conf:3: brokerId is already set on line 1"},
 		{"mapedFileSizeCommitLog=1\nmappedFileSizeCommitLog=2\n", "test.conf:2: mappedFileSizeCommitLog is already set on line 1"},
-		{"enableControllerMode=true\n", "test.conf:1: enableControllerMode=true: brokers do not follow a controller yet (keel controller runs one; see docs/replication.md#controller)"},
 		{"enableDLegerCommitLog = TRUE\n", "DLedger replication is not implemented"},
 		{"a=\\u00\n", "test.conf: config: properties syntax error: line 1"},
 	}

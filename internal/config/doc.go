@@ -19,7 +19,7 @@
 // Unknown keys are never silently ignored: Load returns them (with a hint
 // when Keel knows the key or a key differing only in case) and the caller
 // warns or, in strict mode, fails. Keys asking for a guarantee Keel does not
-// provide (enableDLegerCommitLog=true, enableControllerMode=true) are errors.
+// provide (enableDLegerCommitLog=true) are errors.
 //
 // The package depends only on the standard library; callers convert a Broker
 // into the configs of the store and the broker. A Broker is a plain value

@@ -88,6 +88,8 @@ var fields = []field{
 
 	intf("haListenPort", func(b *Broker) *int { return &b.HAListenPort }),
 	str("haMasterAddress", func(b *Broker) *string { return &b.HAMasterAddress }),
+	boolf("enableControllerMode", func(b *Broker) *bool { return &b.EnableControllerMode }),
+	str("controllerAddr", func(b *Broker) *string { return &b.ControllerAddr }),
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),
 	dur("replicaAckTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.ReplicaAckTimeout }),
 	int64f("replicaCatchUpBytesPerSecond", func(b *Broker) *int64 { return &b.ReplicaCatchUpBytesPerSecond }),

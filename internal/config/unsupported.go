@@ -14,8 +14,6 @@ var unsupported = map[string]struct {
 	refuseTrue bool
 }{
 	"enableDLegerCommitLog":             {"DLedger replication is not implemented", true},
-	"enableControllerMode":              {"brokers do not follow a controller yet (keel controller runs one; see docs/replication.md#controller)", true},
-	"controllerAddr":                    {"brokers do not follow a controller yet (keel controller runs one; see docs/replication.md#controller)", false},
 	"brokerIP2":                         {"the replication address is the listen host; set --ha-listen or haListenPort", false},
 	"sendMessageThreadPoolNums":         {"JVM thread pool tuning has no effect in Keel", false},
 	"pullMessageThreadPoolNums":         {"JVM thread pool tuning has no effect in Keel", false},

@@ -86,6 +86,23 @@ func (b *Broker) validateReplication(bad func(string, string, ...any)) {
 			bad("haMasterAddress", "not host:port")
 		}
 	}
+	if b.EnableControllerMode {
+		switch {
+		case b.ControllerAddr == "":
+			bad("controllerAddr", "enableControllerMode=true needs the controllers' addresses, host:port[;host:port]")
+		case b.BrokerRole != SyncMaster:
+			// An ASYNC_MASTER acknowledges without its slaves: fencing
+			// them does not stop it, and no lease exists yet.
+			bad("brokerRole", "enableControllerMode=true needs SYNC_MASTER (the role the broker takes when elected): an ASYNC_MASTER or SLAVE is not safe under a controller yet")
+		case b.HAMasterAddress != "":
+			bad("haMasterAddress", "not used with enableControllerMode=true: the controller names the master")
+		}
+		for _, a := range b.ControllerAddrs() {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				bad("controllerAddr", "%q is not host:port", a)
+			}
+		}
+	}
 	if b.MinInSyncReplicas < 1 || b.MinInSyncReplicas > MaxReplicas {
 		bad("minInSyncReplicas", "must be between 1 (the master alone) and %d", MaxReplicas)
 	}
@@ -321,4 +338,15 @@ func samePath(a, b string) bool {
 		b = x
 	}
 	return a == b
+}
+
+// ControllerAddrs splits controllerAddr on ';'.
+func (b *Broker) ControllerAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(b.ControllerAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

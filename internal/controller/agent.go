@@ -22,7 +22,8 @@ import (
 // heartbeats, delivers newer views, and answers fences after keeping the
 // promise durably. The replication layer plugs in through AgentConfig:
 // Log (its epoch history and log end), Fence (refuse masters below an
-// epoch) and OnView (promote or follow). No broker runs an Agent yet.
+// epoch) and OnView (promote or follow); keel broker runs one in
+// controller mode.
 
 // AgentFile is the file in the store directory holding an agent's
 // identity.

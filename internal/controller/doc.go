@@ -120,17 +120,20 @@
 // to a replica's registered remoting address; ServeBroker decodes both on
 // the broker's side.
 //
-// # What the broker side must do (not implemented yet)
+// # What the broker side must do
 //
-// Brokers do not talk to the controller yet. Agent (agent.go) is the part
-// of the broker's side that does not touch the data path, tested against
-// a three-node cluster over remoting: it keeps the identity (store UUID,
-// cluster id, replica id, promised epoch) in the store directory
-// (AgentFile, written durably), registers, heartbeats, answers fences
-// (ServeBroker routes them to it) and hands newer views to OnView; the
-// replication layer is to supply Log, Fence and OnView and to decide the
-// in-sync set (Agent.AlterInSync). No broker runs one yet. A broker in
-// controller mode must:
+// Agent (agent.go) is the part of the broker's side that does not touch
+// the data path, tested against a three-node cluster over remoting: it
+// keeps the identity (store UUID, cluster id, replica id, promised epoch)
+// in the store directory (AgentFile, written durably), registers,
+// heartbeats, answers fences (ServeBroker routes them to it) and hands
+// newer views to OnView. keel broker with enableControllerMode=true runs
+// it (cmd/keel/controlled.go): the replication layer supplies Log and
+// Fence (replication.Slave.Fence, replication.Master.Fence), OnView
+// restarts the broker's services in the new role, and the master
+// proposes the in-sync set (Agent.AlterInSync, confirmations waiting for
+// the union meanwhile: replication.Master.SetRequired). The rules a
+// broker in controller mode follows:
 //
 //  1. Keep in its store directory, durably, a store UUID (made with the
 //     store; a store rebuilt from nothing gets a new one), and after its

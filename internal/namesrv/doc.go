@@ -19,6 +19,17 @@
 // Removing the last address of a broker name removes that name from every
 // topic and cluster.
 //
+// Master epochs (controller mode): a registration may carry masterEpoch
+// (a Keel field; official brokers send none, which counts as 0). The
+// table keeps, per broker name, the highest epoch a brokerId 0
+// registration carried, also after the name left the routes. A brokerId
+// 0 registration below it is refused with an error and changes nothing;
+// one above it replaces the master address at once (the replaced
+// master's address leaves the routes without waiting for its expiry). So
+// one NameServer never serves two masters of one group. The epochs live
+// in memory: a restarted NameServer takes the first master that
+// registers, and learns the newer epoch from the next registration.
+//
 // TopicRouteData is written as compact JSON with quoted brokerId keys and
 // no whitespace: the Go client parses brokerAddrs as raw text and any
 // space corrupts it.

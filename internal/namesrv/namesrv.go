@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -143,6 +144,13 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 		return req.NewResponse(remoting.ResSystemError, err.Error())
 	}
 	s.mu.Lock()
+	if held, stale := s.t.staleMaster(r); stale {
+		s.mu.Unlock()
+		s.log.Warn("namesrv: ignored a master registration of an older epoch", "broker", r.name, "broker_addr", r.addr,
+			"master_epoch", r.masterEpoch, "held_epoch", held)
+		return req.NewResponse(remoting.ResSystemError, fmt.Sprintf(
+			"namesrv: broker %s: a master at epoch %d is registered; this registration as brokerId 0 at epoch %d is ignored", r.name, held, r.masterEpoch))
+	}
 	masterAddr, haAddr, isNew := s.t.register(r, c, s.cfg.Now())
 	s.mu.Unlock()
 	if isNew {
@@ -167,6 +175,13 @@ func (s *Server) decodeRegistration(req *remoting.Command) (registration, error)
 		return r, fmt.Errorf("namesrv: register broker %s: bad brokerId %q", r.addr, req.Ext("brokerId"))
 	}
 	r.id = id
+	if v := req.Ext("masterEpoch"); v != "" {
+		e, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return r, fmt.Errorf("namesrv: register broker %s: bad masterEpoch %q", r.addr, v)
+		}
+		r.masterEpoch = uint32(e)
+	}
 	if ms, err := req.ExtInt64("heartbeatTimeoutMillis"); err == nil && ms > 0 {
 		r.timeout = time.Duration(ms) * time.Millisecond
 	}

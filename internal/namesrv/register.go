@@ -18,6 +18,10 @@ type Registration struct {
 	BrokerID     int64  // 0 = master
 	HAServerAddr string
 	Topics       map[string]TopicConfig // keyed by topic name
+	// MasterEpoch, if not 0, is sent as masterEpoch: the controller's
+	// epoch of a master (the NameServer ignores a master below the epoch
+	// it holds).
+	MasterEpoch uint32
 }
 
 // RegisterResult is the NameServer's answer to a registration.
@@ -49,6 +53,9 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 		"compressed":   "false",
 		"bodyCrc32":    strconv.FormatInt(bodyCRC(body), 10),
 	}, body)
+	if reg.MasterEpoch != 0 {
+		req.ExtFields["masterEpoch"] = strconv.FormatUint(uint64(reg.MasterEpoch), 10)
+	}
 	resp, err := client.Invoke(ctx, req)
 	if err != nil {
 		return RegisterResult{}, fmt.Errorf("namesrv: register broker %s: %w", reg.BrokerAddr, err)

@@ -31,6 +31,7 @@ type liveBroker struct {
 type registration struct {
 	cluster, name, addr, haServerAddr string
 	id                                int64
+	masterEpoch                       uint32 // 0: none given
 	timeout                           time.Duration
 	topics                            map[string]wireTopicConfig
 }
@@ -41,6 +42,10 @@ type table struct {
 	brokers  map[string]*brokerEntry        // broker name -> entry
 	topics   map[string]map[string]queueData
 	live     map[string]*liveBroker // broker address -> liveness
+	// masterEpochs is the highest masterEpoch a brokerId 0 registration
+	// of each broker name carried; kept when the name leaves, so that a
+	// stale master returning later is still ignored.
+	masterEpochs map[string]uint32
 }
 
 func newTable() *table {
@@ -49,12 +54,35 @@ func newTable() *table {
 		brokers:  make(map[string]*brokerEntry),
 		topics:   make(map[string]map[string]queueData),
 		live:     make(map[string]*liveBroker),
+
+		masterEpochs: make(map[string]uint32),
 	}
 }
 
-// register applies a registration. It returns the master's address and HA
-// address for a slave, and whether the address was not live before.
+// staleMaster reports whether r is a master's registration of a lower
+// masterEpoch than the one held for its broker name (the held epoch is
+// returned): it must be ignored, so that the NameServer never serves two
+// masters of one group.
+func (t *table) staleMaster(r registration) (uint32, bool) {
+	held := t.masterEpochs[r.name]
+	return held, r.id == masterID && r.masterEpoch < held
+}
+
+// register applies a registration (staleMaster must have said no). It
+// returns the master's address and HA address for a slave, and whether
+// the address was not live before.
 func (t *table) register(r registration, conn *remoting.Conn, now time.Time) (masterAddr, haAddr string, isNew bool) {
+	if r.id == masterID && r.masterEpoch > t.masterEpochs[r.name] {
+		t.masterEpochs[r.name] = r.masterEpoch
+		if be := t.brokers[r.name]; be != nil {
+			if old := be.addrs[masterID]; old != "" && old != r.addr {
+				// The replaced master's address leaves the routes now,
+				// not when its liveness expires.
+				delete(be.addrs, masterID)
+				delete(t.live, old)
+			}
+		}
+	}
 	be := t.brokers[r.name]
 	if be == nil {
 		be = &brokerEntry{cluster: r.cluster, name: r.name, addrs: make(map[int64]string)}

@@ -65,6 +65,18 @@
 // longer than the store's ReplicationTimeout gets PutFlushSlaveTimeout.
 // An ASYNC_MASTER streams the same way and waits for nobody.
 //
+// Fencing (a controller's election): Slave.Fence(e) makes a replica
+// refuse every master below epoch e (the epoch of its history's last
+// entry, sent in HELLO_OK): a session with one is closed at once, with a
+// log line, and no DATA frame of it is applied after Fence returns
+// (ErrFencedMaster; the replica dials again and is refused until its
+// master is at e or later). SlaveConfig.FencedEpoch carries a promise
+// kept across restarts. Master.Fence(e) above the master's epoch stops
+// it for good: CheckSend and the store's put gate refuse every send, and
+// the Replicated watermark no longer moves, so a send still waiting for
+// its replicas is answered without SEND_OK. MasterConfig.Epoch starts a
+// master at the controller's epoch instead of the history's last + 1.
+//
 // State (status.go): Master.State and Slave.State are read-only snapshots
 // for operators (role, epoch, log end, confirmed offset; per replica the
 // acknowledged offset, lag in bytes and in time, in sync, last ack; a

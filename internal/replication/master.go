@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,11 @@ type MasterConfig struct {
 	// AuthTimeout bounds a new connection's TLS handshake and
 	// authentication (0 = DefaultAuthTimeout).
 	AuthTimeout time.Duration
-	Logger      *slog.Logger
+	// Epoch, if not 0, is the epoch this master starts at (a controller's
+	// master epoch); it must be above every epoch of the history. 0: the
+	// history's last epoch + 1.
+	Epoch  uint32
+	Logger *slog.Logger
 }
 
 // Master streams its store's CommitLog to the replicas that connect, and,
@@ -86,9 +91,18 @@ type Master struct {
 	mu       sync.Mutex
 	replicas map[*follower]struct{}
 	inSync   atomic.Int32 // followers in the in-sync set
+	// required (SetRequired) are replica ids every confirmation waits
+	// for, connected or not; acks is the highest ack seen from each
+	// replica id (guarded by mu).
+	required []int64
+	acks     map[int64]int64
 
 	pendingAuth chan struct{} // a token per connection not yet authenticated (auth.go)
 	refused     refusals      // log lines about refused peers (auth.go)
+
+	// fenced is the newest epoch above this master's that it learned of
+	// (Fence); from then on it takes no send and confirms nothing.
+	fenced atomic.Uint32
 
 	wg sync.WaitGroup
 }
@@ -156,11 +170,18 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		// become epoch 1's.
 		h = History{{Epoch: 1, Start: 0}}
 	}
-	h = append(h, Epoch{Epoch: h.Last().Epoch + 1, Start: end})
+	next := h.Last().Epoch + 1
+	if cfg.Epoch != 0 {
+		if cfg.Epoch < next {
+			return nil, fmt.Errorf("replication: cannot start as master at epoch %d: the epoch history already holds epoch %d", cfg.Epoch, h.Last().Epoch)
+		}
+		next = cfg.Epoch
+	}
+	h = append(h, Epoch{Epoch: next, Start: end})
 	if err := SaveHistory(cfg.FS, path, h); err != nil {
 		return nil, err
 	}
-	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{},
+	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}, acks: map[int64]int64{},
 		pendingAuth: make(chan struct{}, maxPendingAuth), refused: refusals{log: cfg.Logger}}
 	if cfg.Sync {
 		// Every put, the broker's own too, is refused at once while too
@@ -175,6 +196,72 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 // History returns the master's epoch history.
 func (m *Master) History() History { return m.hist }
 
+// Epoch is the epoch this master writes at.
+func (m *Master) Epoch() uint32 { return m.hist.Last().Epoch }
+
+// Fence tells the master that the group has, or is electing, a master at
+// epoch. Above its own epoch, it stops at once: CheckSend (and the
+// store's put gate) refuses every send, and the Replicated watermark no
+// longer moves, so a send waiting for its replicas is answered without
+// SEND_OK. It never resumes: a master of a newer epoch starts anew.
+func (m *Master) Fence(epoch uint32) {
+	if epoch <= m.Epoch() {
+		return
+	}
+	for {
+		cur := m.fenced.Load()
+		if cur >= epoch {
+			return
+		}
+		if m.fenced.CompareAndSwap(cur, epoch) {
+			break
+		}
+	}
+	if !m.cfg.Sync {
+		// An ASYNC_MASTER's store confirms its own writes; without the
+		// put gate of a SYNC_MASTER, install one now.
+		m.cfg.Store.SetPutGate(m.CheckSend)
+	}
+	m.log.Warn("replication: fenced: the group has a master at a newer epoch; this master takes no more sends", "epoch", m.Epoch(), "newer_epoch", epoch)
+}
+
+// SetRequired makes every later confirmation of a SYNC_MASTER wait for
+// the replicas ids (a controller's in-sync set, this master excluded),
+// whether they are connected and in sync or not: a replica the
+// controller may elect must hold every write the master confirms. nil:
+// only the replication's own in-sync set counts.
+func (m *Master) SetRequired(ids []int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.required = slices.Clone(ids)
+}
+
+// InSyncIDs returns the ids of the replicas in the in-sync set, sorted.
+func (m *Master) InSyncIDs() []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []int64
+	for f := range m.replicas {
+		if f.inSync {
+			ids = append(ids, f.id)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+func (m *Master) inSyncLocked(id int64) bool {
+	for f := range m.replicas {
+		if f.id == id && f.inSync {
+			return true
+		}
+	}
+	return false
+}
+
+// Fenced is the newer epoch Fence was told of (0: none).
+func (m *Master) Fenced() uint32 { return m.fenced.Load() }
+
 // InSync returns how many copies are in sync, the master's included.
 func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
 
@@ -185,6 +272,10 @@ func (m *Master) InSync() int { return 1 + int(m.inSync.Load()) }
 // (scheduled deliveries, retries, transaction records) are refused the
 // same way instead of waiting out the replication timeout.
 func (m *Master) CheckSend() store.PutResult {
+	if f := m.fenced.Load(); f != 0 {
+		return store.PutResult{Status: store.PutServiceNotAvailable,
+			Err: fmt.Errorf("replication: this master (epoch %d) was replaced: the group has a master at epoch %d or later; the message was not stored", m.Epoch(), f)}
+	}
 	if m.cfg.Sync {
 		if n := m.InSync(); n < m.cfg.MinInSyncReplicas {
 			return store.PutResult{Status: store.PutInSyncReplicasNotEnough,
@@ -287,7 +378,7 @@ func (m *Master) expireLocked(now time.Time) {
 // recomputeLocked moves the store's Replicated watermark to what every
 // in-sync replica holds, if enough copies are in sync.
 func (m *Master) recomputeLocked() {
-	if !m.cfg.Sync {
+	if !m.cfg.Sync || m.fenced.Load() != 0 {
 		return
 	}
 	if 1+int(m.inSync.Load()) < m.cfg.MinInSyncReplicas {
@@ -295,8 +386,17 @@ func (m *Master) recomputeLocked() {
 	}
 	point := m.cfg.Store.Offset(store.Written)
 	for f := range m.replicas {
+		a := f.acked.Load()
+		m.acks[f.id] = max(m.acks[f.id], a)
 		if f.inSync {
-			point = min(point, f.acked.Load())
+			point = min(point, a)
+		}
+	}
+	for _, id := range m.required {
+		// A required replica out of the in-sync set (or gone) holds
+		// what it last acknowledged, nothing more.
+		if !m.inSyncLocked(id) {
+			point = min(point, m.acks[id])
 		}
 	}
 	m.cfg.Store.AdvanceReplicated(point)

@@ -53,6 +53,10 @@ type SlaveConfig struct {
 	// AuthTimeout bounds the TLS handshake and authentication (0 =
 	// DefaultAuthTimeout).
 	AuthTimeout time.Duration
+	// FencedEpoch is the epoch this replica promised (a controller's
+	// fence) before it started: it follows no master of a lower epoch.
+	// Fence raises it.
+	FencedEpoch uint32
 	Logger      *slog.Logger
 }
 
@@ -75,6 +79,13 @@ type Slave struct {
 	diskFull    atomic.Bool  // not following: the store's disk is full (space.go)
 
 	refused refusals // log lines about failed authentication (auth.go)
+
+	// fenceMu is held while a DATA frame is checked and applied, so that
+	// once Fence returns nothing of a master below the fence is written.
+	fenceMu   sync.Mutex
+	fenced    uint32   // the promised epoch: no master below it is followed
+	sessEpoch uint32   // the epoch of the master of the current session (0: none)
+	sessConn  net.Conn // the current session's connection (nil: none)
 
 	offsMu   sync.Mutex
 	offsSent map[OffsetReport]bool // what this session reported (offsets.go)
@@ -119,7 +130,7 @@ func NewSlave(cfg SlaveConfig) (*Slave, error) {
 		}
 		h = t
 	}
-	s := &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h, refused: refusals{log: cfg.Logger}}
+	s := &Slave{cfg: cfg, log: cfg.Logger, path: path, hist: h, refused: refusals{log: cfg.Logger}, fenced: cfg.FencedEpoch}
 	s.master.addr = cfg.MasterAddr
 	return s, nil
 }
@@ -154,7 +165,13 @@ func (s *Slave) Run(ctx context.Context) error {
 			continue
 		}
 		retry := s.cfg.RetryInterval
-		if errors.Is(err, store.ErrDiskFull) {
+		if errors.Is(err, ErrFencedMaster) {
+			s.log.Warn("replication: session closed: the master's epoch is below the one this replica promised; waiting for the new master",
+				"master", s.MasterAddr(), "err", err)
+			if s.cfg.OnLinkLost != nil {
+				s.cfg.OnLinkLost()
+			}
+		} else if errors.Is(err, store.ErrDiskFull) {
 			s.waitForSpace(err) // space.go
 		} else if errors.Is(err, ErrAuth) {
 			// Not a transient fault: the configurations differ, or the
@@ -256,6 +273,10 @@ func (s *Slave) follow(c net.Conn, r *bufio.Reader, addr string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.beginSession(c, ok.Epochs.Last().Epoch); err != nil {
+		return err
+	}
+	defer s.endSession()
 	if err := s.accept(h, ok); err != nil {
 		return err
 	}
@@ -286,7 +307,7 @@ func (s *Slave) follow(c net.Conn, r *bufio.Reader, addr string) error {
 		if err := acks.failed(); err != nil {
 			return err
 		}
-		next, err := s.apply(m, end)
+		next, err := s.applyFenced(m, end)
 		if err != nil {
 			return err
 		}
@@ -299,6 +320,60 @@ func (s *Slave) follow(c net.Conn, r *bufio.Reader, addr string) error {
 		end = next
 		acks.wrote(end)
 	}
+}
+
+// ErrFencedMaster: the master's epoch is below the epoch this replica
+// promised; the session is closed and nothing of it is written.
+var ErrFencedMaster = errors.New("replication: the master was fenced")
+
+// Fence makes the replica refuse, from now on, every master below epoch:
+// a session with one is closed at once, and no frame of it is applied
+// after Fence returns (a range being applied finishes first).
+func (s *Slave) Fence(epoch uint32) {
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	if epoch <= s.fenced {
+		return
+	}
+	s.fenced = epoch
+	if s.sessConn != nil && s.sessEpoch < epoch {
+		s.log.Warn("replication: fenced: closing the session with the master of an older epoch", "master_epoch", s.sessEpoch, "promised", epoch)
+		s.sessConn.Close()
+	}
+}
+
+// FencedEpoch is the epoch promised (no master below it is followed).
+func (s *Slave) FencedEpoch() uint32 {
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	return s.fenced
+}
+
+func (s *Slave) beginSession(c net.Conn, masterEpoch uint32) error {
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	if masterEpoch < s.fenced {
+		return fmt.Errorf("%w: its epoch is %d, this replica promised %d", ErrFencedMaster, masterEpoch, s.fenced)
+	}
+	s.sessEpoch, s.sessConn = masterEpoch, c
+	return nil
+}
+
+func (s *Slave) endSession() {
+	s.fenceMu.Lock()
+	s.sessEpoch, s.sessConn = 0, nil
+	s.fenceMu.Unlock()
+}
+
+// applyFenced applies a DATA frame unless the session's master is below
+// the promised epoch.
+func (s *Slave) applyFenced(m data, end int64) (int64, error) {
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	if s.sessEpoch < s.fenced {
+		return end, fmt.Errorf("%w: DATA from a master at epoch %d, this replica promised %d", ErrFencedMaster, s.sessEpoch, s.fenced)
+	}
+	return s.apply(m, end)
 }
 
 // makeHello states what the replica's log holds.
