@@ -68,6 +68,7 @@ func New(cfg Config) *Server {
 		remoting.ReqGetBrokerClusterInfo:          s.handleClusterInfo,
 		remoting.ReqGetAllTopicListFromNameServer: s.handleTopicList,
 		remoting.ReqDeleteTopicInNamesrv:          s.handleDeleteTopic,
+		remoting.ReqGetKafkaCluster:               s.handleKafkaCluster,
 	}
 	return s
 }
@@ -143,6 +144,13 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 		return req.NewResponse(remoting.ResSystemError, err.Error())
 	}
 	s.mu.Lock()
+	if holder := s.t.kafkaConflict(r); holder != "" {
+		s.mu.Unlock()
+		msg := fmt.Sprintf("namesrv: register broker %s: kafkaNodeId %d is held by %s in cluster %s; every broker's kafkaNodeId must be unique",
+			r.addr, r.kafka.NodeID, holder, r.cluster)
+		s.log.Warn("namesrv: broker registration refused", "broker", r.name, "broker_id", r.id, "err", msg)
+		return req.NewResponse(remoting.ResSystemError, msg)
+	}
 	masterAddr, haAddr, isNew := s.t.register(r, c, s.cfg.Now())
 	s.mu.Unlock()
 	if isNew {
@@ -169,6 +177,9 @@ func (s *Server) decodeRegistration(req *remoting.Command) (registration, error)
 	r.id = id
 	if ms, err := req.ExtInt64("heartbeatTimeoutMillis"); err == nil && ms > 0 {
 		r.timeout = time.Duration(ms) * time.Millisecond
+	}
+	if r.kafka, err = decodeKafkaRegistration(req); err != nil {
+		return r, fmt.Errorf("namesrv: register broker %s: %w", r.addr, err)
 	}
 	if req.Ext("compressed") == "true" {
 		return r, fmt.Errorf("namesrv: register broker %s: compressed registration body is not supported", r.addr)

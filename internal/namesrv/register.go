@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ type Registration struct {
 	BrokerID     int64  // 0 = master
 	HAServerAddr string
 	Topics       map[string]TopicConfig // keyed by topic name
+	Kafka        *KafkaRegistration     // nil: no Kafka door
 }
 
 // RegisterResult is the NameServer's answer to a registration.
@@ -40,7 +42,7 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 	if err != nil {
 		return RegisterResult{}, err
 	}
-	req := remoting.NewRequest(remoting.ReqRegisterBroker, map[string]string{
+	ext := map[string]string{
 		"brokerName":   reg.BrokerName,
 		"brokerAddr":   reg.BrokerAddr,
 		"clusterName":  reg.Cluster,
@@ -48,7 +50,11 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 		"brokerId":     strconv.FormatInt(reg.BrokerID, 10),
 		"compressed":   "false",
 		"bodyCrc32":    strconv.FormatInt(bodyCRC(body), 10),
-	}, body)
+	}
+	if reg.Kafka != nil {
+		maps.Copy(ext, reg.Kafka.Ext())
+	}
+	req := remoting.NewRequest(remoting.ReqRegisterBroker, ext, body)
 	resp, err := client.Invoke(ctx, req)
 	if err != nil {
 		return RegisterResult{}, fmt.Errorf("namesrv: register broker %s: %w", reg.BrokerAddr, err)

@@ -70,6 +70,10 @@ const (
 	// ReqListAMQP is Keel's private request listing the AMQP queues and
 	// exchanges of a broker's AMQP front door (no ext fields).
 	ReqListAMQP = 10403
+	// ReqGetKafkaCluster is Keel's private NameServer request answering
+	// the Kafka brokers of a cluster and the groups hosting each topic
+	// (ext clusterName; JSON body, namesrv.KafkaCluster).
+	ReqGetKafkaCluster = 10440
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -165,6 +169,7 @@ var requestCodeNames = map[int16]string{
 	ReqSendReplyMessage:              "SEND_REPLY_MESSAGE",
 	ReqSendReplyMessageV2:            "SEND_REPLY_MESSAGE_V2",
 	ReqPushReplyMessageToClient:      "PUSH_REPLY_MESSAGE_TO_CLIENT",
+	ReqGetKafkaCluster:               "KEEL_GET_KAFKA_CLUSTER",
 }
 
 var responseCodeNames = map[int16]string{
