@@ -119,9 +119,17 @@ func (s *Server) deleteTopicRecords(t kmsg.DeleteRecordsRequestTopic) []kmsg.Del
 		attrs[k] = v
 	}
 	changed := false
+	cs := s.cluster(false)
 	for _, p := range t.Partitions {
 		rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 		rp.Partition, rp.LowWatermark = p.Partition, -1
+		q, code := s.localQueue(cs, t.Topic, p.Partition)
+		if code != errNone {
+			rp.ErrorCode = code
+			out = append(out, rp)
+			continue
+		}
+		p.Partition = q // this broker's queue from here on
 		if !exists || p.Partition < 0 || p.Partition >= tc.QueueNums() {
 			rp.ErrorCode = errUnknownTopicOrPartition
 			out = append(out, rp)
@@ -173,10 +181,12 @@ func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 		resp.ErrorCode, resp.ErrorMessage = errUnsupportedEndpointType, kmsg.StringPtr("only broker endpoints are served")
 		return resp
 	}
-	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, 0
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, s.cfg.NodeID
+	for _, mb := range s.cluster(true).brokers {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	resp.ClusterAuthorizedOperations = -2147483648 // not asked for, or not computed
 	return resp
 }

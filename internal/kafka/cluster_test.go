@@ -1,0 +1,373 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeCluster answers what a NameServer would from the registrations of
+// its members: every member's Kafka address and its topics' queues.
+type fakeCluster struct {
+	mu      sync.Mutex
+	members []clusterMember
+	calls   int
+}
+
+type clusterMember struct {
+	group    string
+	brokerID int64
+	nodeID   int32
+	epoch    int32
+	inSync   []int64
+	node     *testNode
+}
+
+func (f *fakeCluster) add(m clusterMember) {
+	f.mu.Lock()
+	f.members = append(f.members, m)
+	f.mu.Unlock()
+}
+
+func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	v := ClusterView{Topics: map[string][]TopicGroup{}}
+	for _, m := range f.members {
+		host, port, _ := net.SplitHostPort(m.node.addr)
+		n, _ := strconv.Atoi(port)
+		v.Brokers = append(v.Brokers, ClusterBroker{Group: m.group, BrokerID: m.brokerID, NodeID: m.nodeID,
+			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync})
+		if m.brokerID != 0 {
+			continue // the master's registration carries the queues
+		}
+		for _, tc := range m.node.core.Topics() {
+			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
+		}
+	}
+	return v, nil
+}
+
+// startClusterNode starts a member of f: group's master unless brokerID.
+func startClusterNode(t *testing.T, f *fakeCluster, group string, brokerID int64, nodeID int32) *testNode {
+	t.Helper()
+	n := startNodeWith(t, nil, Config{NodeID: nodeID, Group: group, BrokerID: brokerID, Cluster: f})
+	f.add(clusterMember{group: group, brokerID: brokerID, nodeID: nodeID, epoch: -1, node: n})
+	return n
+}
+
+func createLocalTopic(t *testing.T, n *testNode, name string, queues int32) {
+	t.Helper()
+	if _, err := n.core.EnsureTopic(name, queues, core.PermRW); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refreshViews has each node fetch the cluster view now (as it does every
+// clusterRefresh), after a test changed what the cluster holds.
+func refreshViews(nodes ...*testNode) {
+	for _, n := range nodes {
+		n.srv.refreshCluster()
+	}
+}
+
+func metadataOf(t *testing.T, addr, topic string) *kmsg.MetadataResponse {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestClusterMetadataAndLeaders: two groups (broker-b with a slave,
+// broker-a) hosting one topic; each broker answers the same Metadata:
+// every broker, partitions broker-a's queues then broker-b's, leaders the
+// masters, replicas the members, ISR and epoch as registered; produce and
+// fetch of a partition another broker leads answer
+// NOT_LEADER_OR_FOLLOWER; franz-go, seeded with one broker, produces
+// acks=all to every partition and reads every record back, each stored in
+// its group's queue.
+func TestClusterMetadataAndLeaders(t *testing.T) {
+	f := &fakeCluster{}
+	b0 := startClusterNode(t, f, "broker-b", 0, 10)
+	b1 := startClusterNode(t, f, "broker-b", 1, 11)
+	a0 := startClusterNode(t, f, "broker-a", 0, 20)
+	f.mu.Lock()
+	f.members[0].epoch, f.members[0].inSync = 4, []int64{0} // b's slave is behind
+	f.mu.Unlock()
+	createLocalTopic(t, a0, "T", 2)
+	createLocalTopic(t, b0, "T", 3)
+	createLocalTopic(t, b1, "T", 3) // as replication would
+	createLocalTopic(t, b0, "OnlyB", 1)
+	refreshViews(a0, b0, b1)
+
+	type want struct {
+		leader   int32
+		epoch    int32
+		replicas []int32
+		isr      []int32
+	}
+	wantA := want{20, 0, []int32{20}, []int32{20}}
+	wantB := want{10, 4, []int32{10, 11}, []int32{10}}
+	wantParts := []want{wantA, wantA, wantB, wantB, wantB}
+	for _, n := range []*testNode{a0, b0, b1} {
+		m := metadataOf(t, n.addr, "T")
+		if len(m.Brokers) != 3 || m.Brokers[0].NodeID != 10 || m.Brokers[1].NodeID != 11 || m.Brokers[2].NodeID != 20 ||
+			fmt.Sprint(m.Brokers[2].Port) != mustPort(t, a0.addr) {
+			t.Fatalf("%s: brokers %+v", n.addr, m.Brokers)
+		}
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 5 {
+			t.Fatalf("%s: topics %+v", n.addr, m.Topics)
+		}
+		for i, p := range m.Topics[0].Partitions {
+			w := wantParts[i]
+			if p.Partition != int32(i) || p.ErrorCode != 0 || p.Leader != w.leader || p.LeaderEpoch != w.epoch ||
+				fmt.Sprint(p.Replicas) != fmt.Sprint(w.replicas) || fmt.Sprint(p.ISR) != fmt.Sprint(w.isr) {
+				t.Errorf("%s: partition %d: %+v, want %+v", n.addr, i, p, w)
+			}
+		}
+		// A topic only another group hosts is described, not created here.
+		if m := metadataOf(t, n.addr, "OnlyB"); len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 1 || m.Topics[0].Partitions[0].Leader != 10 {
+			t.Errorf("%s: OnlyB %+v", n.addr, m.Topics)
+		}
+	}
+	if _, ok := a0.core.Topic("OnlyB"); ok {
+		t.Fatal("Metadata of a topic hosted elsewhere created it here")
+	}
+
+	// A raw produce of partition 3 (broker-b's queue 1) to broker-a, and
+	// to b's slave, is refused; so is a fetch.
+	for _, n := range []*testNode{a0, b1} {
+		if code := rawProduce(t, n.addr, "T", 3); code != errNotLeaderOrFollower {
+			t.Errorf("%s: produce of a partition it does not lead: code %d", n.addr, code)
+		}
+		if code := rawFetch(t, n.addr, "T", 3); code != errNotLeaderOrFollower {
+			t.Errorf("%s: fetch of a partition it does not lead: code %d", n.addr, code)
+		}
+	}
+	if code := rawProduce(t, a0.addr, "T", 5); code != errUnknownTopicOrPartition {
+		t.Errorf("produce beyond the partitions: code %d", code)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b1.addr), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const perPartition = 3
+	for p := int32(0); p < 5; p++ {
+		for i := 0; i < perPartition; i++ {
+			r := &kgo.Record{Topic: "T", Partition: p, Value: fmt.Appendf(nil, "p%d-%d", p, i)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce to partition %d: %v", p, err)
+			}
+			if r.Offset != int64(i) {
+				t.Fatalf("partition %d record %d at offset %d", p, i, r.Offset)
+			}
+		}
+	}
+	// Partitions 0-1 are broker-a's queues 0-1, 2-4 broker-b's 0-2.
+	for q, n := range map[int]int64{0: perPartition, 1: perPartition} {
+		if got := a0.st.MaxOffset("T", int32(q)); got != n {
+			t.Errorf("broker-a queue %d holds %d entries", q, got)
+		}
+	}
+	for q := int32(0); q < 3; q++ {
+		if got := b0.st.MaxOffset("T", q); got != perPartition {
+			t.Errorf("broker-b queue %d holds %d entries", q, got)
+		}
+	}
+	if got := b1.st.MaxOffset("T", 0); got != 0 {
+		t.Errorf("b's slave stored %d entries", got)
+	}
+
+	offsets := map[int32]kgo.Offset{}
+	for p := int32(0); p < 5; p++ {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cc, err := kgo.NewClient(kgo.SeedBrokers(a0.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"T": offsets}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	got := map[int32][]string{}
+	for n := 0; n < 5*perPartition; {
+		fs := cc.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %v: %v", got, err)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("partition %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	for p := int32(0); p < 5; p++ {
+		if fmt.Sprint(got[p]) != fmt.Sprintf("[p%d-0 p%d-1 p%d-2]", p, p, p) {
+			t.Errorf("partition %d: %v", p, got[p])
+		}
+	}
+
+	// ListOffsets and DeleteRecords: answered by the leader only, on its
+	// own queue.
+	if code, off := rawListLatest(t, b0.addr, "T", 4); code != 0 || off != perPartition {
+		t.Errorf("list offsets on the leader: code %d offset %d", code, off)
+	}
+	if code, _ := rawListLatest(t, a0.addr, "T", 4); code != errNotLeaderOrFollower {
+		t.Errorf("list offsets on another broker: code %d", code)
+	}
+	if code := rawDeleteRecords(t, a0.addr, "T", 2, 1); code != errNotLeaderOrFollower {
+		t.Errorf("delete records on another broker: code %d", code)
+	}
+	if code := rawDeleteRecords(t, b0.addr, "T", 2, 1); code != 0 {
+		t.Errorf("delete records on the leader: code %d", code)
+	}
+	if tc, _ := b0.core.Topic("T"); deletedBelow(tc, 0) != 1 {
+		t.Errorf("delete records of partition 2 did not move queue 0's start: %v", tc.Attributes)
+	}
+
+	// DescribeCluster lists every broker.
+	req := kmsg.NewPtrDescribeClusterRequest()
+	dresp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(dresp.Brokers) != 3 {
+		t.Fatalf("describe cluster: %+v %v", dresp, err)
+	}
+}
+
+// TestClusterNoMaster: a group without a live master has partitions
+// without a leader (LEADER_NOT_AVAILABLE), and its slave does not take
+// them.
+func TestClusterNoMaster(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b1 := startClusterNode(t, f, "broker-b", 1, 2)
+	createLocalTopic(t, a0, "T", 1)
+	createLocalTopic(t, b1, "T", 1)
+	refreshViews(a0, b1)
+	// The master's registration carried b's queues; with it gone only the
+	// slave's topic table knows them.
+	m := metadataOf(t, b1.addr, "T")
+	if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 {
+		t.Fatalf("topics %+v", m.Topics)
+	}
+	p := m.Topics[0].Partitions[1]
+	if p.Leader != -1 || p.ErrorCode != errLeaderNotAvailable || fmt.Sprint(p.Replicas) != "[2]" {
+		t.Fatalf("partition of the group without a master: %+v", p)
+	}
+	if code := rawProduce(t, b1.addr, "T", 1); code != errNotLeaderOrFollower {
+		t.Fatalf("slave took a produce: %d", code)
+	}
+}
+
+// TestClusterMetadataRefreshed: a Metadata answer uses a view at most
+// metadataFresh old, so a new member is seen at once.
+func TestClusterMetadataRefreshed(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	createLocalTopic(t, a0, "T", 1)
+	if m := metadataOf(t, a0.addr, "T"); len(m.Brokers) != 1 {
+		t.Fatalf("brokers %+v", m.Brokers)
+	}
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	createLocalTopic(t, b0, "T", 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := metadataOf(t, a0.addr, "T")
+		if len(m.Brokers) == 2 && len(m.Topics[0].Partitions) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new group never showed: %+v", m)
+		}
+		time.Sleep(metadataFresh / 2)
+	}
+}
+
+func mustPort(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// rawProduce sends one batch for topic's partition p to the broker at
+// addr alone and returns the partition's error code.
+func rawProduce(t *testing.T, addr, topic string, p int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, testBatch(1, 0)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 9).(*kmsg.ProduceResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+func rawFetch(t *testing.T, addr, topic string, p int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes = 12, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 12).(*kmsg.FetchResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+func rawListLatest(t *testing.T, addr, topic string, p int32) (int16, int64) {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 7).(*kmsg.ListOffsetsResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode, resp.Topics[0].Partitions[0].Offset
+}
+
+func rawDeleteRecords(t *testing.T, addr, topic string, p int32, off int64) int16 {
+	t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = p, off
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 2).(*kmsg.DeleteRecordsResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
