@@ -181,8 +181,9 @@ func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 		resp.ErrorCode, resp.ErrorMessage = errUnsupportedEndpointType, kmsg.StringPtr("only broker endpoints are served")
 		return resp
 	}
-	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, s.cfg.NodeID
-	for _, mb := range s.cluster(true).brokers {
+	cs := s.cluster(true)
+	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, cs.controller
+	for _, mb := range cs.brokers {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
 		resp.Brokers = append(resp.Brokers, b)

@@ -22,7 +22,8 @@ package kafka
 //     group's master last registered (its in-sync brokerIds, at most a
 //     registration period old), else every member; its leader epoch is
 //     the master's replication epoch (this group's from the local state,
-//     the others' as registered; 0 when unknown).
+//     the others' as registered; 0 when unknown);
+//   - the controller is the broker with the lowest node id.
 //
 // Produce, Fetch, ListOffsets and DeleteRecords on a partition this
 // broker does not lead answer NOT_LEADER_OR_FOLLOWER, so clients refresh
@@ -52,7 +53,8 @@ type ClusterView struct {
 	Topics  map[string][]TopicGroup // topic -> the groups hosting it
 }
 
-// ClusterBroker is one live broker with a Kafka door.
+// ClusterBroker is one live member with a Kafka node id; Port 0: a
+// replica without a door (a slave), in replica lists but not a broker.
 type ClusterBroker struct {
 	Group    string // brokerName
 	BrokerID int64  // 0: the group's master
@@ -132,6 +134,10 @@ type groupInfo struct {
 type clusterState struct {
 	s       *Server
 	brokers []kmsg.MetadataResponseBroker // by node id
+	// controller is the lowest node id listed: every member names the
+	// same one (Kafka clients send admin requests there; it has no other
+	// role: each broker creates topics in its own group).
+	controller int32
 	groups  map[string]*groupInfo
 	topics  map[string][]TopicGroup // from the NameServer
 }
@@ -142,7 +148,7 @@ func (s *Server) cluster(fresh bool) *clusterState {
 	self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
 	cs := &clusterState{s: s, groups: map[string]*groupInfo{}}
 	if s.cfg.Cluster == nil {
-		cs.brokers = []kmsg.MetadataResponseBroker{self}
+		cs.brokers, cs.controller = []kmsg.MetadataResponseBroker{self}, self.NodeID
 		return cs
 	}
 	s.cc.mu.Lock()
@@ -169,11 +175,14 @@ func (s *Server) cluster(fresh bool) *clusterState {
 			continue // a node id listed twice (the NameServer refuses it)
 		}
 		seen[b.NodeID] = true
-		cs.brokers = append(cs.brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+		if b.Port != 0 {
+			cs.brokers = append(cs.brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+		}
 		members[b.Group] = append(members[b.Group], b)
 	}
 	members[s.cfg.Group] = append(members[s.cfg.Group], me)
 	slices.SortFunc(cs.brokers, func(a, b kmsg.MetadataResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	cs.controller = cs.brokers[0].NodeID
 	var local LocalGroup
 	if s.cfg.LocalGroup != nil {
 		local = s.cfg.LocalGroup()

@@ -135,6 +135,9 @@ func TestClusterMetadataAndLeaders(t *testing.T) {
 			fmt.Sprint(m.Brokers[2].Port) != mustPort(t, a0.addr) {
 			t.Fatalf("%s: brokers %+v", n.addr, m.Brokers)
 		}
+		if m.ControllerID != 10 {
+			t.Errorf("%s: controller %d", n.addr, m.ControllerID)
+		}
 		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 5 {
 			t.Fatalf("%s: topics %+v", n.addr, m.Topics)
 		}
@@ -251,7 +254,7 @@ func TestClusterMetadataAndLeaders(t *testing.T) {
 	// DescribeCluster lists every broker.
 	req := kmsg.NewPtrDescribeClusterRequest()
 	dresp, err := req.RequestWith(ctx, cl)
-	if err != nil || len(dresp.Brokers) != 3 {
+	if err != nil || len(dresp.Brokers) != 3 || dresp.ControllerID != 10 {
 		t.Fatalf("describe cluster: %+v %v", dresp, err)
 	}
 }

@@ -33,7 +33,7 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	cs := s.cluster(true)
 	resp.Brokers = cs.brokers
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
-	resp.ControllerID = s.cfg.NodeID
+	resp.ControllerID = cs.controller
 	if req.Topics == nil { // all topics (v0: an empty list means all too)
 		names := map[string]bool{}
 		for _, tc := range s.core.Topics() {

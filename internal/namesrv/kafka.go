@@ -4,7 +4,8 @@ package namesrv
 // REGISTER_BROKER ext fields (which Java NameServers and RocketMQ clients
 // never read):
 //
-//	kafkaAddr    host:port its Kafka door advertises
+//	kafkaAddr    host:port its Kafka door advertises (absent: a slave,
+//	             whose door is closed, listed as a replica only)
 //	kafkaNodeId  its Kafka node id (unique in the cluster)
 //	kafkaEpoch   its replication epoch (the group's master epoch, as far
 //	             as it knows; absent: unknown)
@@ -33,7 +34,7 @@ import (
 // KafkaRegistration is what a broker with a Kafka door adds to its
 // registration.
 type KafkaRegistration struct {
-	Addr   string  // advertised host:port
+	Addr   string  // advertised host:port; empty: a replica without a door (a slave)
 	NodeID int32   // unique in the cluster
 	Epoch  int32   // the group's master epoch as the broker knows it; -1: unknown
 	InSync []int64 // a master's in-sync replicas by brokerId (nil: not reported)
@@ -41,7 +42,10 @@ type KafkaRegistration struct {
 
 // Ext returns the registration ext fields carrying k.
 func (k KafkaRegistration) Ext() map[string]string {
-	ext := map[string]string{"kafkaAddr": k.Addr, "kafkaNodeId": strconv.Itoa(int(k.NodeID))}
+	ext := map[string]string{"kafkaNodeId": strconv.Itoa(int(k.NodeID))}
+	if k.Addr != "" {
+		ext["kafkaAddr"] = k.Addr
+	}
 	if k.Epoch >= 0 {
 		ext["kafkaEpoch"] = strconv.Itoa(int(k.Epoch))
 	}
@@ -60,7 +64,7 @@ const maxInSync = 64
 
 func decodeKafkaRegistration(req *remoting.Command) (*KafkaRegistration, error) {
 	addr := req.Ext("kafkaAddr")
-	if addr == "" {
+	if _, ok := req.ExtFields["kafkaNodeId"]; !ok && addr == "" {
 		return nil, nil
 	}
 	id, err := req.ExtInt32("kafkaNodeId")
@@ -101,12 +105,13 @@ type KafkaCluster struct {
 	Topics map[string][]KafkaTopicGroup `json:"topics"`
 }
 
-// KafkaBroker is one live broker of the cluster with a Kafka door.
+// KafkaBroker is one live broker of the cluster that registered a Kafka
+// node id; KafkaAddr is empty for a replica without a door (a slave).
 type KafkaBroker struct {
 	BrokerName string  `json:"brokerName"`
 	BrokerID   int64   `json:"brokerId"`
 	Addr       string  `json:"addr"` // the RocketMQ address
-	KafkaAddr  string  `json:"kafkaAddr"`
+	KafkaAddr  string  `json:"kafkaAddr,omitempty"`
 	NodeID     int32   `json:"nodeId"`
 	Epoch      int32   `json:"epoch"`            // -1: unknown
 	InSync     []int64 `json:"inSync,omitempty"` // as the broker reported it
