@@ -138,8 +138,8 @@ type clusterState struct {
 	// same one (Kafka clients send admin requests there; it has no other
 	// role: each broker creates topics in its own group).
 	controller int32
-	groups  map[string]*groupInfo
-	topics  map[string][]TopicGroup // from the NameServer
+	groups     map[string]*groupInfo
+	topics     map[string][]TopicGroup // from the NameServer
 }
 
 // cluster returns the cluster for one request; fresh asks for a view no
