@@ -15,6 +15,7 @@ package kafka
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -84,6 +85,12 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 		return errInvalidPartitions, "topic " + t.Topic + " has " + strconv.Itoa(int(tc.QueueNums())) + " partitions; the count can only grow"
 	case t.Count > 1024:
 		return errInvalidPartitions, "partitions must be between 1 and 1024"
+	}
+	if groups := s.cluster(false).hostedElsewhere(t.Topic); len(groups) > 0 {
+		// More queues here would renumber the partitions of the groups
+		// after this one (cluster.go).
+		return errInvalidRequest, "topic " + t.Topic + " is spread over several broker groups (also " + strings.Join(groups, ", ") +
+			"): raise its queue count on every group with the RocketMQ tools (keel topic update), which renumbers its partitions"
 	}
 	if validateOnly {
 		return errNone, ""

@@ -257,6 +257,19 @@ func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) 
 	return out
 }
 
+// hostedElsewhere names the other groups hosting topic (with a Kafka
+// door), by the NameServer.
+func (cs *clusterState) hostedElsewhere(topic string) []string {
+	var out []string
+	for _, tg := range cs.topics[topic] {
+		if tg.Group != cs.s.cfg.Group && cs.groups[tg.Group] != nil {
+			out = append(out, tg.Group)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // locate finds partition p in a layout: its group and queue there.
 func locate(layout []TopicGroup, p int32) (group string, queue int32, ok bool) {
 	if p < 0 {

@@ -251,6 +251,32 @@ func TestClusterMetadataAndLeaders(t *testing.T) {
 		t.Errorf("delete records of partition 2 did not move queue 0's start: %v", tc.Attributes)
 	}
 
+	// Creating a topic another group hosts, or raising the partitions of a
+	// topic spread over groups (which would renumber those after this
+	// group's), is refused.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 5000
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "OnlyB", 1, -1
+	ct.Topics = append(ct.Topics, ctt)
+	if r := dialRaw(t, a0.addr).do(ct, 5).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != errTopicAlreadyExists {
+		t.Errorf("create a topic hosted by another group: %d", r.Topics[0].ErrorCode)
+	}
+	if _, ok := a0.core.Topic("OnlyB"); ok {
+		t.Error("CreateTopics of a topic hosted elsewhere created it here")
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 5000
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "T", 4
+	cp.Topics = append(cp.Topics, cpt)
+	if r := dialRaw(t, a0.addr).do(cp, 3).(*kmsg.CreatePartitionsResponse); r.Topics[0].ErrorCode != errInvalidRequest {
+		t.Errorf("create partitions of a topic over two groups: %d", r.Topics[0].ErrorCode)
+	}
+	if tc, _ := a0.core.Topic("T"); tc.ReadQueueNums != 2 {
+		t.Errorf("broker-a's queues of T: %d", tc.ReadQueueNums)
+	}
+
 	// DescribeCluster lists every broker.
 	req := kmsg.NewPtrDescribeClusterRequest()
 	dresp, err := req.RequestWith(ctx, cl)
