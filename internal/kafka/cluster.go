@@ -85,16 +85,28 @@ const (
 
 // clusterCache holds the last view fetched.
 type clusterCache struct {
-	mu   sync.Mutex
-	view ClusterView
-	at   time.Time  // zero: never fetched
-	ask  sync.Mutex // one fetch at a time
+	mu    sync.Mutex
+	view  ClusterView
+	tried time.Time  // of the last fetch, answered or not (zero: never)
+	ask   sync.Mutex // one fetch at a time
 }
 
 // refreshCluster fetches the view now; on failure the last one stays.
-func (s *Server) refreshCluster() {
+func (s *Server) refreshCluster() { s.refreshClusterOlder(0) }
+
+// refreshClusterOlder fetches the view unless a fetch was tried within
+// age: requests arriving together, or while the NameServers do not
+// answer, share one fetch and then the cached view.
+func (s *Server) refreshClusterOlder(age time.Duration) {
 	s.cc.ask.Lock()
 	defer s.cc.ask.Unlock()
+	s.cc.mu.Lock()
+	recent := age > 0 && time.Since(s.cc.tried) <= age
+	s.cc.tried = time.Now()
+	s.cc.mu.Unlock()
+	if recent {
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, clusterTimeout)
 	defer cancel()
 	v, err := s.cfg.Cluster.KafkaCluster(ctx)
@@ -103,7 +115,7 @@ func (s *Server) refreshCluster() {
 		return
 	}
 	s.cc.mu.Lock()
-	s.cc.view, s.cc.at = v, time.Now()
+	s.cc.view = v
 	s.cc.mu.Unlock()
 }
 
@@ -151,11 +163,8 @@ func (s *Server) cluster(fresh bool) *clusterState {
 		cs.brokers, cs.controller = []kmsg.MetadataResponseBroker{self}, self.NodeID
 		return cs
 	}
-	s.cc.mu.Lock()
-	stale := time.Since(s.cc.at) > metadataFresh
-	s.cc.mu.Unlock()
-	if fresh && stale {
-		s.refreshCluster()
+	if fresh {
+		s.refreshClusterOlder(metadataFresh)
 	}
 	s.cc.mu.Lock()
 	v := s.cc.view

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -20,6 +21,7 @@ type fakeCluster struct {
 	mu      sync.Mutex
 	members []clusterMember
 	calls   int
+	down    bool // answer an error, as when no NameServer answers
 }
 
 type clusterMember struct {
@@ -41,6 +43,9 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if f.down {
+		return ClusterView{}, errors.New("no NameServer answered")
+	}
 	v := ClusterView{Topics: map[string][]TopicGroup{}}
 	for _, m := range f.members {
 		host, port, _ := net.SplitHostPort(m.node.addr)
@@ -331,6 +336,38 @@ func TestClusterMetadataRefreshed(t *testing.T) {
 			t.Fatalf("the new group never showed: %+v", m)
 		}
 		time.Sleep(metadataFresh / 2)
+	}
+}
+
+// TestClusterNamesrvDown: while the NameServers do not answer, Metadata
+// answers from the last view, and requests arriving together share one
+// attempt.
+func TestClusterNamesrvDown(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	createLocalTopic(t, a0, "T", 1)
+	createLocalTopic(t, b0, "T", 1)
+	refreshViews(a0)
+	f.mu.Lock()
+	f.down, f.calls = true, 0
+	f.mu.Unlock()
+	rc := dialRaw(t, a0.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	start := time.Now()
+	for range 20 {
+		m := rc.do(req, 9).(*kmsg.MetadataResponse)
+		if len(m.Brokers) != 2 || len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 {
+			t.Fatalf("metadata with the NameServers down: %+v", m)
+		}
+	}
+	f.mu.Lock()
+	calls := f.calls
+	f.mu.Unlock()
+	// 20 requests in well under a second: one attempt per metadataFresh
+	// (plus the background refresh), not one each.
+	if limit := 2 + 2*int(time.Since(start)/metadataFresh) + 2; calls > limit {
+		t.Fatalf("%d attempts for 20 requests in %v", calls, time.Since(start))
 	}
 }
 
