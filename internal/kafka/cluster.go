@@ -85,10 +85,14 @@ const (
 
 // clusterCache holds the last view fetched.
 type clusterCache struct {
-	mu    sync.Mutex
-	view  ClusterView
-	tried time.Time  // of the last fetch, answered or not (zero: never)
-	ask   sync.Mutex // one fetch at a time
+	mu   sync.Mutex
+	view ClusterView
+	// derived is view's clusterState without the local replication state,
+	// for Produce, Fetch and the other per-partition requests (nil: not
+	// derived since the last fetch).
+	derived *clusterState
+	tried   time.Time  // of the last fetch, answered or not (zero: never)
+	ask     sync.Mutex // one fetch at a time
 }
 
 // refreshCluster fetches the view now; on failure the last one stays.
@@ -115,7 +119,7 @@ func (s *Server) refreshClusterOlder(age time.Duration) {
 		return
 	}
 	s.cc.mu.Lock()
-	s.cc.view = v
+	s.cc.view, s.cc.derived = v, nil
 	s.cc.mu.Unlock()
 }
 
@@ -142,7 +146,8 @@ type groupInfo struct {
 	isr      []int32
 }
 
-// clusterState is one consistent derivation of the cluster for a request.
+// clusterState is one consistent derivation of the cluster; it is not
+// changed once made (requests share it).
 type clusterState struct {
 	s       *Server
 	brokers []kmsg.MetadataResponseBroker // by node id
@@ -154,22 +159,40 @@ type clusterState struct {
 	topics     map[string][]TopicGroup // from the NameServer
 }
 
-// cluster returns the cluster for one request; fresh asks for a view no
-// older than metadataFresh (Metadata), else the cached one serves.
+// cluster returns the cluster for one request. fresh (Metadata,
+// DescribeCluster) asks for a view no older than metadataFresh and this
+// group's epoch and in-sync set from the local replication state; else
+// (the per-partition requests) the last view's derivation serves, this
+// group's epoch and in-sync set as registered.
 func (s *Server) cluster(fresh bool) *clusterState {
-	self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
-	cs := &clusterState{s: s, groups: map[string]*groupInfo{}}
 	if s.cfg.Cluster == nil {
-		cs.brokers, cs.controller = []kmsg.MetadataResponseBroker{self}, self.NodeID
-		return cs
+		self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
+		return &clusterState{s: s, groups: map[string]*groupInfo{}, brokers: []kmsg.MetadataResponseBroker{self}, controller: self.NodeID}
 	}
 	if fresh {
 		s.refreshClusterOlder(metadataFresh)
+		s.cc.mu.Lock()
+		v := s.cc.view
+		s.cc.mu.Unlock()
+		local := LocalGroup{Epoch: -1}
+		if s.cfg.LocalGroup != nil {
+			local = s.cfg.LocalGroup()
+		}
+		return s.derive(v, local)
 	}
 	s.cc.mu.Lock()
-	v := s.cc.view
-	s.cc.mu.Unlock()
-	cs.topics = v.Topics
+	defer s.cc.mu.Unlock()
+	if s.cc.derived == nil {
+		s.cc.derived = s.derive(s.cc.view, LocalGroup{Epoch: -1})
+	}
+	return s.cc.derived
+}
+
+// derive makes the clusterState of view v with this group's local
+// replication state.
+func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
+	self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
+	cs := &clusterState{s: s, groups: map[string]*groupInfo{}, topics: v.Topics}
 
 	members := map[string][]ClusterBroker{}
 	seen := map[int32]bool{s.cfg.NodeID: true}
@@ -192,12 +215,6 @@ func (s *Server) cluster(fresh bool) *clusterState {
 	members[s.cfg.Group] = append(members[s.cfg.Group], me)
 	slices.SortFunc(cs.brokers, func(a, b kmsg.MetadataResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	cs.controller = cs.brokers[0].NodeID
-	var local LocalGroup
-	if s.cfg.LocalGroup != nil {
-		local = s.cfg.LocalGroup()
-	} else {
-		local.Epoch = -1
-	}
 	for name, ms := range members {
 		slices.SortFunc(ms, func(a, b ClusterBroker) int { return cmp.Compare(a.BrokerID, b.BrokerID) })
 		g := &groupInfo{leader: -1}

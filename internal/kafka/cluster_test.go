@@ -339,6 +339,34 @@ func TestClusterMetadataRefreshed(t *testing.T) {
 	}
 }
 
+// TestClusterLocalReplicationState: a master's own Metadata takes its
+// group's epoch and in-sync set from its replication state; another
+// broker's, from the master's registration.
+func TestClusterLocalReplicationState(t *testing.T) {
+	f := &fakeCluster{}
+	b0 := startNodeWith(t, nil, Config{NodeID: 10, Group: "broker-b", Cluster: f,
+		LocalGroup: func() LocalGroup { return LocalGroup{Epoch: 7, InSync: []int64{0, 1}} }})
+	f.add(clusterMember{group: "broker-b", nodeID: 10, epoch: 4, inSync: []int64{0}, node: b0})
+	f.add(clusterMember{group: "broker-b", brokerID: 1, nodeID: 11, epoch: 4, node: b0}) // a slave (its address is not used)
+	a0 := startClusterNode(t, f, "broker-a", 0, 20)
+	createLocalTopic(t, b0, "T", 1)
+	refreshViews(a0, b0)
+	for _, c := range []struct {
+		n     *testNode
+		epoch int32
+		isr   string
+	}{{b0, 7, "[10 11]"}, {a0, 4, "[10]"}} {
+		m := metadataOf(t, c.n.addr, "T")
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 1 {
+			t.Fatalf("%+v", m.Topics)
+		}
+		p := m.Topics[0].Partitions[0]
+		if p.Leader != 10 || p.LeaderEpoch != c.epoch || fmt.Sprint(p.ISR) != c.isr || fmt.Sprint(p.Replicas) != "[10 11]" {
+			t.Errorf("through %s: %+v, want epoch %d ISR %s", c.n.addr, p, c.epoch, c.isr)
+		}
+	}
+}
+
 // TestClusterNamesrvDown: while the NameServers do not answer, Metadata
 // answers from the last view, and requests arriving together share one
 // attempt.
