@@ -19,12 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestKafkaClusterTwoGroups: a NameServer and two broker groups as
-// processes — broker-a (node 1) alone, broker-b a SYNC_MASTER (node 2)
-// with its SLAVE (node 3, its Kafka door closed as every slave's) — and a
-// topic created on every master (as `keel topic create -c CLUSTER`).
-// franz-go seeded with broker-a only sees both brokers, partitions 0-2 on
-// broker-a and 3-5 on broker-b with the slave as an in-sync replica,
+// TestKafkaClusterTwoGroups: a NameServer and two broker groups of two as
+// processes — broker-a an ASYNC_MASTER (node 1) with its SLAVE (node 4),
+// broker-b a SYNC_MASTER (node 2) with its SLAVE (node 3); a slave's Kafka
+// door is closed, as every slave's — and a topic created on every master
+// (as `keel topic create`). franz-go seeded with broker-a only sees both
+// masters as brokers, partitions 0-2 on broker-a and 3-5 on broker-b with
+// the slaves as in-sync replicas,
 // produces acks=all to every partition and reads every record back; each
 // record is in its group's queue (read over RocketMQ's protocol); a raw
 // produce to the wrong broker answers NOT_LEADER_OR_FOLLOWER; a second
@@ -39,6 +40,10 @@ func TestKafkaClusterTwoGroups(t *testing.T) {
 		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 	aKafka := awaitLog(t, "broker-a's Kafka listener", alogs, kafkaListenRE)
 	aAddr := awaitLog(t, "broker-a's broker listener", alogs, brokerListenRE)
+	aHA := awaitLog(t, "broker-a's HA listener", alogs, haListenRE)
+	startBrokerProc(t, "-n", nsAddr, "-c", writeConf(t, common+"brokerName=broker-a\nbrokerRole=SLAVE\nbrokerId=1\nkafkaNodeId=4\nhaMasterAddress="+aHA+"\n"),
+		"--data-dir", filepath.Join(dir, "a1"), "--broker-listen", "127.0.0.1:0",
+		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 	bconf := common + "brokerName=broker-b\nminInSyncReplicas=2\nreplicaAckTimeoutMillis=3000\n"
 	_, blogs := startBrokerProc(t, "-n", nsAddr, "-c", writeConf(t, bconf+"brokerRole=SYNC_MASTER\nbrokerId=0\nkafkaNodeId=2\n"),
 		"--data-dir", filepath.Join(dir, "b0"), "--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0",
@@ -71,7 +76,7 @@ func TestKafkaClusterTwoGroups(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	want := map[int32]string{1: aKafka, 2: bKafka}
 	var md kadm.Metadata
-	waitFor(t, "Metadata through broker-a to show both groups, broker-b's slave in sync", 60*time.Second, func() bool {
+	waitFor(t, "Metadata to show both groups with their slaves in sync", 60*time.Second, func() bool {
 		md, err = adm.Metadata(ctx, "orders")
 		if err != nil || len(md.Brokers) != 2 {
 			return false
@@ -86,7 +91,7 @@ func TestKafkaClusterTwoGroups(t *testing.T) {
 			return false
 		}
 		for p, pd := range td.Partitions {
-			leader, replicas := int32(1), "[1]"
+			leader, replicas := int32(1), "[1 4]"
 			if p >= 3 {
 				leader, replicas = 2, "[2 3]"
 			}
@@ -184,12 +189,29 @@ func TestKafkaClusterTwoGroups(t *testing.T) {
 		}
 	}
 
-	// A produce of partition 4 (broker-b's) sent to broker-a, and of
-	// partition 0 to broker-b, is refused with NOT_LEADER_OR_FOLLOWER.
+	// A fetch and a produce of partition 4 (broker-b's) sent to broker-a,
+	// and of partition 0 to broker-b, are refused with
+	// NOT_LEADER_OR_FOLLOWER.
 	for _, c := range []struct {
 		node int32 // the broker sent to
 		p    int32
 	}{{1, 4}, {2, 0}} {
+		freq := kmsg.NewPtrFetchRequest()
+		freq.MaxBytes = 1 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "orders"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = c.p, 1<<20, -1, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		freq.Topics = append(freq.Topics, ft)
+		fresp, err := freq.RequestWith(ctx, cl.Broker(int(c.node)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := fresp.Topics[0].Partitions[0].ErrorCode; code != 6 {
+			t.Errorf("fetch of partition %d from node %d: error code %d, want 6 (NOT_LEADER_OR_FOLLOWER)", c.p, c.node, code)
+		}
+
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
 		rt := kmsg.NewProduceRequestTopic()
