@@ -259,9 +259,9 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 }
 
 // layout is topic's partitions: the groups hosting it (with a Kafka
-// door) in brokerName order with their queue counts; this group's count
-// is its topic table's when the topic exists here (a slave that has not
-// yet replicated it has its master's, as registered).
+// door) in brokerName order with their queue counts. This group's part is
+// its own topic table's, never the NameServer's (which keeps a topic
+// deleted here until told: registrations only add).
 func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) []TopicGroup {
 	if cs.s.cfg.Cluster == nil {
 		if !here {
@@ -271,7 +271,7 @@ func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) 
 	}
 	var out []TopicGroup
 	for _, tg := range cs.topics[topic] {
-		if (tg.Group == cs.s.cfg.Group && here) || cs.groups[tg.Group] == nil {
+		if tg.Group == cs.s.cfg.Group || cs.groups[tg.Group] == nil {
 			continue
 		}
 		out = append(out, tg)

@@ -22,6 +22,9 @@ type fakeCluster struct {
 	members []clusterMember
 	calls   int
 	down    bool // answer an error, as when no NameServer answers
+	// kept: topics the NameServer keeps after their deletion (a
+	// registration never removes a topic)
+	kept map[string][]TopicGroup
 }
 
 type clusterMember struct {
@@ -47,6 +50,9 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 		return ClusterView{}, errors.New("no NameServer answered")
 	}
 	v := ClusterView{Topics: map[string][]TopicGroup{}}
+	for name, tgs := range f.kept {
+		v.Topics[name] = append(v.Topics[name], tgs...)
+	}
 	for _, m := range f.members {
 		host, port, _ := net.SplitHostPort(m.node.addr)
 		n, _ := strconv.Atoi(port)
@@ -123,6 +129,7 @@ func TestClusterMetadataAndLeaders(t *testing.T) {
 	createLocalTopic(t, b0, "T", 3)
 	createLocalTopic(t, b1, "T", 3) // as replication would
 	createLocalTopic(t, b0, "OnlyB", 1)
+	createLocalTopic(t, b1, "OnlyB", 1)
 	refreshViews(a0, b0, b1)
 
 	type want struct {
@@ -363,6 +370,27 @@ func TestClusterLocalReplicationState(t *testing.T) {
 		p := m.Topics[0].Partitions[0]
 		if p.Leader != 10 || p.LeaderEpoch != c.epoch || fmt.Sprint(p.ISR) != c.isr || fmt.Sprint(p.Replicas) != "[10 11]" {
 			t.Errorf("through %s: %+v, want epoch %d ISR %s", c.n.addr, p, c.epoch, c.isr)
+		}
+	}
+}
+
+// TestClusterDeletedTopicNotListed: a topic deleted here is gone from
+// Metadata although the NameServer still has this group's queues of it.
+func TestClusterDeletedTopicNotListed(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	createLocalTopic(t, a0, "T", 2)
+	f.mu.Lock()
+	f.kept = map[string][]TopicGroup{"T": {{Group: "broker-a", Queues: 2}}}
+	f.mu.Unlock()
+	if err := a0.core.DeleteTopic("T"); err != nil {
+		t.Fatal(err)
+	}
+	refreshViews(a0)
+	m := dialRaw(t, a0.addr).do(kmsg.NewPtrMetadataRequest(), 9).(*kmsg.MetadataResponse)
+	for _, rt := range m.Topics {
+		if *rt.Topic == "T" {
+			t.Fatalf("deleted topic listed: %+v", rt)
 		}
 	}
 }
