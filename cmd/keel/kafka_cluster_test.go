@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -29,7 +30,7 @@ import (
 // produces acks=all to every partition and reads every record back; each
 // record is in its group's queue (read over RocketMQ's protocol); a raw
 // produce to the wrong broker answers NOT_LEADER_OR_FOLLOWER; a second
-// broker taking a node id in use is refused by the NameServer.
+// broker taking a node id in use is left out of the Kafka cluster.
 func TestKafkaClusterTwoGroups(t *testing.T) {
 	ns := startRun(t, "namesrv", "--namesrv-listen", "127.0.0.1:0")
 	nsAddr := ns.await(t, "the NameServer to listen", listenRE)
@@ -229,14 +230,31 @@ func TestKafkaClusterTwoGroups(t *testing.T) {
 		}
 	}
 
-	// A broker taking node id 1, which broker-a holds, is refused.
+	// A broker taking node id 1, which broker-a holds, is left out of the
+	// Kafka cluster, and says so; its RocketMQ registration stands, and its
+	// door serves as a broker alone.
 	_, clogs := startBrokerProc(t, "-n", nsAddr, "-c", writeConf(t, common+"brokerName=broker-c\nbrokerId=0\nkafkaNodeId=1\n"),
 		"--data-dir", filepath.Join(dir, "c"), "--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0",
 		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
-	awaitLog(t, "broker-c refused", clogs, regexp.MustCompile(`kafkaNodeId (1) is held by `+regexp.QuoteMeta(aAddr)))
+	cKafka := awaitLog(t, "broker-c's Kafka listener", clogs, kafkaListenRE)
+	awaitLog(t, "broker-c's Kafka door refused", clogs,
+		regexp.MustCompile(`msg="Kafka door left out of the cluster by the NameServer.*kafkaNodeId (1) is held by `+regexp.QuoteMeta(aAddr)))
+	waitFor(t, "broker-c registered for RocketMQ clients", 30*time.Second, func() bool {
+		ms, err := ac.Masters(ctx)
+		return err == nil && len(ms) == 3
+	})
 	if md, err := adm.Metadata(ctx, "orders"); err != nil || len(md.Brokers) != 2 {
 		t.Errorf("after the refused broker: %+v %v", md.Brokers, err)
 	}
+	waitFor(t, "the refused broker's Metadata to list itself alone", 10*time.Second, func() bool {
+		ccl, err := kgo.NewClient(kgo.SeedBrokers(cKafka)) // a new client: its first request goes to the seed
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ccl.Close()
+		md, err := kadm.NewClient(ccl).BrokerMetadata(ctx)
+		return err == nil && len(md.Brokers) == 1 && md.Brokers[0].Port == mustPortOf(t, cKafka)
+	})
 }
 
 // oneRecordBatch is an uncompressed RecordBatch v2 of one record with
@@ -266,4 +284,17 @@ func oneRecordBatch(v []byte) []byte {
 	b = append(b, rec...)
 	be.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return b
+}
+
+func mustPortOf(t *testing.T, addr string) int32 {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(n)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/acl"
@@ -30,7 +32,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 				nodeID, local := p.cfg.KafkaNode(), p.kafkaLocalGroup()
 				b.SetRegisterExt(func() map[string]string {
 					return namesrv.KafkaRegistration{NodeID: nodeID, Epoch: local().Epoch}.Ext()
-				})
+				}, (&kafkaRefusal{log: p.log.With("component", "kafka")}).answer)
 			}
 			return service{name: "kafka"}, nil
 		}
@@ -74,13 +76,14 @@ func (p *parts) kafkaStarter(addr string) starter {
 		if b := p.broker; b != nil && len(p.namesrvAddrs) > 0 {
 			// A member of a cluster: its Kafka door is registered with the
 			// NameServers, and Metadata is the cluster's (cluster.go).
-			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName}
+			refusal := &kafkaRefusal{log: log}
+			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName, refusal: refusal}
 			advertised := net.JoinHostPort(host, strconv.Itoa(int(port)))
 			nodeID := kcfg.NodeID
 			b.SetRegisterExt(func() map[string]string {
 				l := local()
 				return namesrv.KafkaRegistration{Addr: advertised, NodeID: nodeID, Epoch: l.Epoch, InSync: l.InSync}.Ext()
-			})
+			}, refusal.answer)
 		}
 		srv := kafka.New(kcfg, p.core, log)
 		p.kafka.Store(srv)
@@ -153,14 +156,43 @@ func reregisterOnChange(ctx context.Context, b *broker.Broker, local func() kafk
 // registering more is left out of the topic's partitions.
 const maxRegisteredQueues = 1 << 16
 
+// kafkaRefusal follows the NameServers' answers about the Kafka door: a
+// node id taken by another broker leaves the door out of the cluster
+// (logged at Error, with the fix); the door then serves alone.
+type kafkaRefusal struct {
+	log    *slog.Logger
+	reason atomic.Pointer[string]
+}
+
+func (r *kafkaRefusal) answer(ext map[string]string) {
+	now := ext["kafkaRefused"]
+	old := r.reason.Swap(&now)
+	switch {
+	case now != "" && (old == nil || *old != now):
+		r.log.Error("Kafka door left out of the cluster by the NameServer: it serves as a broker alone until its kafkaNodeId is unique", "reason", now)
+	case now == "" && old != nil && *old != "":
+		r.log.Info("Kafka door taken into the cluster by the NameServer")
+	}
+}
+
+func (r *kafkaRefusal) refused() bool {
+	p := r.reason.Load()
+	return p != nil && *p != ""
+}
+
 // kafkaCluster is the Kafka door's view of the cluster: the NameServers'
-// GET_KAFKA_CLUSTER answer, asked over the broker's connections.
+// GET_KAFKA_CLUSTER answer, asked over the broker's connections; empty
+// while the door is refused.
 type kafkaCluster struct {
 	b       *broker.Broker
 	cluster string
+	refusal *kafkaRefusal
 }
 
 func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, error) {
+	if k.refusal.refused() {
+		return kafka.ClusterView{}, nil
+	}
 	var kc namesrv.KafkaCluster
 	err := k.b.AskNamesrv(ctx, func(c *remoting.Client) (err error) {
 		kc, err = namesrv.GetKafkaCluster(ctx, c, k.cluster)

@@ -45,8 +45,10 @@ type registrar struct {
 	// 0: never); readiness checks read it (observe.go).
 	lastOK atomic.Int64
 
-	// ext, when set, adds fields to every registration (SetRegisterExt).
-	ext atomic.Pointer[func() map[string]string]
+	// ext, when set, adds fields to every registration, and answer is told
+	// each NameServer's answer (SetRegisterExt).
+	ext    atomic.Pointer[func() map[string]string]
+	answer atomic.Pointer[func(map[string]string)]
 
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
@@ -54,9 +56,13 @@ type registrar struct {
 
 // SetRegisterExt makes every registration from now on carry the fields f
 // returns besides RocketMQ's (the Kafka door's: namesrv.KafkaRegistration;
-// the NameServers of RocketMQ ignore them), and registers soon. f must be
-// cheap and must not call into the broker.
-func (b *Broker) SetRegisterExt(f func() map[string]string) {
+// the NameServers of RocketMQ ignore them), passes the ext fields of each
+// NameServer's successful answer to answer (if not nil), and registers
+// soon. Neither may block or call into the broker.
+func (b *Broker) SetRegisterExt(f func() map[string]string, answer func(ext map[string]string)) {
+	if answer != nil {
+		b.reg.answer.Store(&answer)
+	}
 	b.reg.ext.Store(&f)
 	b.reg.kick()
 }
@@ -263,6 +269,9 @@ func (r *registrar) call(ctx context.Context, addr string, code int16, ext map[s
 	}
 	if resp.Code != remoting.ResSuccess {
 		return protoErrorf(resp.Code, "namesrv %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	if f := r.answer.Load(); f != nil && code == remoting.ReqRegisterBroker {
+		(*f)(resp.ExtFields)
 	}
 	if f := r.b.cfg.OnMasterAddress; f != nil && code == remoting.ReqRegisterBroker {
 		if ha := resp.Ext("haServerAddr"); ha != "" {

@@ -12,9 +12,10 @@ package namesrv
 //	kafkaInSync  a master's in-sync replicas, as brokerIds (comma list;
 //	             absent: not reported)
 //
-// The NameServer keeps them with the broker's live entry and refuses a
-// registration whose kafkaNodeId another live broker of the cluster, at
-// another address, holds. GET_KAFKA_CLUSTER (Keel's request 10440, ext
+// The NameServer keeps them with the broker's live entry. A registration
+// whose kafkaNodeId another live broker of the cluster, at another
+// address, holds is taken without its Kafka fields, and the answer's ext
+// kafkaRefused says why. GET_KAFKA_CLUSTER (Keel's request 10440, ext
 // clusterName) answers the cluster's Kafka brokers and, for each topic,
 // the broker groups hosting it (their master's queue data), as JSON
 // (KafkaCluster); the Kafka door derives Metadata from it.

@@ -70,34 +70,39 @@ func TestKafkaClusterView(t *testing.T) {
 }
 
 // TestKafkaNodeIDConflictRefused: a registration taking a Kafka node id a
-// live broker of the cluster at another address holds is refused, naming
-// the holder; the same broker re-registering, or the id once its holder
-// is gone, is fine.
+// live broker of the cluster at another address holds is taken without
+// its Kafka door, and the answer names the holder; the same broker
+// re-registering, or the id once its holder is gone, is fine.
 func TestKafkaNodeIDConflictRefused(t *testing.T) {
 	_, addr := startNamesrv(t, Config{})
 	cl := dial(t, addr)
 	first := Registration{Cluster: "c", BrokerName: "broker-a", BrokerAddr: "10.0.0.1:10911", Topics: topics("T"),
 		Kafka: &KafkaRegistration{Addr: "10.0.0.1:9092", NodeID: 0, Epoch: -1}}
 	register(t, cl, first)
-	register(t, cl, first) // again: the same broker
+	if res := register(t, cl, first); res.KafkaRefused != "" { // again: the same broker
+		t.Fatalf("re-registration: %+v", res)
+	}
 	second := Registration{Cluster: "c", BrokerName: "broker-b", BrokerAddr: "10.0.0.2:10911", Topics: topics("T"),
 		Kafka: &KafkaRegistration{Addr: "10.0.0.2:9092", NodeID: 0, Epoch: -1}}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	_, err := RegisterBrokerResult(ctx, cl, second)
-	if err == nil || !strings.Contains(err.Error(), "kafkaNodeId 0 is held by 10.0.0.1:10911 (brokerName broker-a, brokerId 0)") {
-		t.Fatalf("conflicting registration: %v", err)
+	res := register(t, cl, second)
+	if !strings.Contains(res.KafkaRefused, "kafkaNodeId 0 is held by 10.0.0.1:10911 (brokerName broker-a, brokerId 0)") {
+		t.Fatalf("conflicting registration: %+v", res)
 	}
-	// Refused whole: broker-b is not in the routes either.
-	if _, body := routeOf(t, cl, "T"); strings.Contains(body, "broker-b") {
-		t.Fatalf("refused broker routed: %s", body)
+	// Its RocketMQ registration stands: broker-b is routed.
+	if _, body := routeOf(t, cl, "T"); !strings.Contains(body, "broker-b") {
+		t.Fatalf("broker-b not routed: %s", body)
 	}
 	if kc := kafkaCluster(t, cl, "c"); len(kc.Brokers) != 1 || kc.Brokers[0].BrokerName != "broker-a" {
 		t.Fatalf("view %+v", kc.Brokers)
 	}
 	call(t, cl, remoting.ReqUnregisterBroker, map[string]string{"brokerName": "broker-a", "brokerAddr": "10.0.0.1:10911",
 		"clusterName": "c", "brokerId": "0"}, nil)
-	register(t, cl, second)
+	if res := register(t, cl, second); res.KafkaRefused != "" {
+		t.Fatalf("after the holder left: %+v", res)
+	}
+	if kc := kafkaCluster(t, cl, "c"); len(kc.Brokers) != 1 || kc.Brokers[0].BrokerName != "broker-b" {
+		t.Fatalf("view %+v", kc.Brokers)
+	}
 }
 
 // TestKafkaRegistrationBadFields: malformed Kafka fields refuse the

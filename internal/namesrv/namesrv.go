@@ -144,21 +144,29 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 		return req.NewResponse(remoting.ResSystemError, err.Error())
 	}
 	s.mu.Lock()
+	refused := ""
 	if holder := s.t.kafkaConflict(r); holder != "" {
-		s.mu.Unlock()
-		msg := fmt.Sprintf("namesrv: register broker %s: kafkaNodeId %d is held by %s in cluster %s; every broker's kafkaNodeId must be unique",
-			r.addr, r.kafka.NodeID, holder, r.cluster)
-		s.log.Warn("namesrv: broker registration refused", "broker", r.name, "broker_id", r.id, "err", msg)
-		return req.NewResponse(remoting.ResSystemError, msg)
+		// The RocketMQ registration stands (a cluster upgraded with
+		// every broker at its default node id keeps serving RocketMQ
+		// clients); only the Kafka door is left out.
+		refused = fmt.Sprintf("kafkaNodeId %d is held by %s in cluster %s: this broker is left out of the Kafka cluster; give every broker a unique kafkaNodeId",
+			r.kafka.NodeID, holder, r.cluster)
+		r.kafka = nil
 	}
 	masterAddr, haAddr, isNew := s.t.register(r, c, s.cfg.Now())
 	s.mu.Unlock()
+	if refused != "" {
+		s.log.Warn("namesrv: broker's Kafka door refused", "broker", r.name, "broker_id", r.id, "broker_addr", r.addr, "err", refused)
+	}
 	if isNew {
 		s.log.Info("namesrv: broker registered", "cluster", r.cluster, "broker", r.name,
 			"broker_id", r.id, "broker_addr", r.addr, "topics", len(r.topics))
 	}
 	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.ExtFields = map[string]string{"masterAddr": masterAddr, "haServerAddr": haAddr}
+	if refused != "" {
+		resp.ExtFields["kafkaRefused"] = refused
+	}
 	return resp
 }
 

@@ -26,6 +26,9 @@ type Registration struct {
 type RegisterResult struct {
 	MasterAddr   string // for a slave: its master's address, if registered
 	HAServerAddr string // for a slave: the master's HA address
+	// KafkaRefused says why the registration's Kafka door was left out
+	// (its node id is taken); the rest of the registration stands.
+	KafkaRefused string
 }
 
 // RegisterBroker sends REGISTER_BROKER with the full topic table as Java's
@@ -63,7 +66,8 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 		return RegisterResult{}, fmt.Errorf("namesrv: register broker %s: %s: %s",
 			reg.BrokerAddr, remoting.ResponseCode(resp.Code), resp.Remark)
 	}
-	return RegisterResult{MasterAddr: resp.Ext("masterAddr"), HAServerAddr: resp.Ext("haServerAddr")}, nil
+	return RegisterResult{MasterAddr: resp.Ext("masterAddr"), HAServerAddr: resp.Ext("haServerAddr"),
+		KafkaRefused: resp.Ext("kafkaRefused")}, nil
 }
 
 func encodeRegisterBody(topics map[string]TopicConfig, now time.Time) ([]byte, error) {
