@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -492,4 +494,38 @@ func rawDeleteRecords(t *testing.T, addr, topic string, p int32, off int64) int1
 	req.Topics = append(req.Topics, rt)
 	resp := dialRaw(t, addr).do(req, 2).(*kmsg.DeleteRecordsResponse)
 	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestClusterKcat: librdkafka (kcat), seeded with broker-a only, lists
+// both groups' leaders, produces acks=all to broker-b's partition and
+// reads it back; the records are in broker-b's queue.
+func TestClusterKcat(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat is not installed (apt-get install kcat): librdkafka compatibility not tested")
+	}
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	createLocalTopic(t, a0, "T", 1)
+	createLocalTopic(t, b0, "T", 1)
+	refreshViews(a0, b0)
+	meta, _ := kcat(t, "", "-L", "-b", a0.addr, "-t", "T")
+	if !strings.Contains(meta, "2 brokers:") || !strings.Contains(meta, `topic "T" with 2 partitions`) ||
+		!strings.Contains(meta, "partition 0, leader 1,") || !strings.Contains(meta, "partition 1, leader 2,") {
+		t.Fatalf("kcat -L:\n%s", meta)
+	}
+	_, stderr := kcat(t, "x\ny\nz\n", "-P", "-b", a0.addr, "-t", "T", "-p", "1", "-X", "acks=all")
+	if strings.Contains(stderr, "ERROR") {
+		t.Fatalf("kcat -P: %s", stderr)
+	}
+	if got := b0.st.MaxOffset("T", 0); got != 3 {
+		t.Fatalf("broker-b's queue 0 holds %d entries", got)
+	}
+	if got := a0.st.MaxOffset("T", 0); got != 0 {
+		t.Fatalf("broker-a's queue 0 holds %d entries", got)
+	}
+	out, _ := kcat(t, "", "-C", "-b", a0.addr, "-t", "T", "-p", "1", "-o", "beginning", "-e", "-f", "%p %o %s\n")
+	if strings.TrimSpace(out) != "1 0 x\n1 1 y\n1 2 z" {
+		t.Fatalf("kcat -C: %q", out)
+	}
 }
