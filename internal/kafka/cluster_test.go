@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,6 +37,7 @@ type clusterMember struct {
 	epoch    int32
 	inSync   []int64
 	node     *testNode
+	noDoor   bool // a slave: a replica without a Kafka door
 }
 
 func (f *fakeCluster) add(m clusterMember) {
@@ -58,6 +60,9 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 	for _, m := range f.members {
 		host, port, _ := net.SplitHostPort(m.node.addr)
 		n, _ := strconv.Atoi(port)
+		if m.noDoor {
+			host, n = "", 0
+		}
 		v.Brokers = append(v.Brokers, ClusterBroker{Group: m.group, BrokerID: m.brokerID, NodeID: m.nodeID,
 			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync})
 		if m.brokerID != 0 {
@@ -527,5 +532,73 @@ func TestClusterKcat(t *testing.T) {
 	out, _ := kcat(t, "", "-C", "-b", a0.addr, "-t", "T", "-p", "1", "-o", "beginning", "-e", "-f", "%p %o %s\n")
 	if strings.TrimSpace(out) != "1 0 x\n1 1 y\n1 2 z" {
 		t.Fatalf("kcat -C: %q", out)
+	}
+}
+
+// TestClusterSarama: sarama, seeded with broker-a only, produces with
+// WaitForAll (idempotent) to every partition of a topic over two groups,
+// one with a slave without a door among its replicas, and consumes each
+// partition back from its leader.
+func TestClusterSarama(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	f.mu.Lock()
+	f.members = append(f.members, clusterMember{group: "broker-b", brokerID: 1, nodeID: 3, epoch: -1, node: b0, noDoor: true})
+	f.members[1].inSync = []int64{0, 1}
+	f.mu.Unlock()
+	createLocalTopic(t, a0, "S", 2)
+	createLocalTopic(t, b0, "S", 2)
+	refreshViews(a0, b0)
+	m := metadataOf(t, a0.addr, "S")
+	if len(m.Brokers) != 2 || len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 4 ||
+		fmt.Sprint(m.Topics[0].Partitions[3].Replicas) != "[2 3]" || fmt.Sprint(m.Topics[0].Partitions[3].ISR) != "[2 3]" {
+		t.Fatalf("metadata: brokers %+v topics %+v", m.Brokers, m.Topics)
+	}
+	cfg := saramaConfig()
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cfg.Net.MaxOpenRequests = 1
+	p, err := sarama.NewSyncProducer([]string{a0.addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for part := int32(0); part < 4; part++ {
+		for i := range 3 {
+			gotPart, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: "S", Partition: part, Value: sarama.StringEncoder(fmt.Sprintf("s%d-%d", part, i))})
+			if err != nil || gotPart != part || off != int64(i) {
+				t.Fatalf("send to partition %d: partition %d offset %d: %v", part, gotPart, off, err)
+			}
+		}
+	}
+	for q := int32(0); q < 2; q++ {
+		if a0.st.MaxOffset("S", q) != 3 || b0.st.MaxOffset("S", q) != 3 {
+			t.Fatalf("queue %d: broker-a %d, broker-b %d entries", q, a0.st.MaxOffset("S", q), b0.st.MaxOffset("S", q))
+		}
+	}
+	c, err := sarama.NewConsumer([]string{a0.addr}, saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for part := int32(0); part < 4; part++ {
+		pc, err := c.ConsumePartition("S", part, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("partition %d: %v", part, err)
+		}
+		for i := range 3 {
+			select {
+			case m := <-pc.Messages():
+				if string(m.Value) != fmt.Sprintf("s%d-%d", part, i) || m.Offset != int64(i) {
+					t.Fatalf("partition %d: %q at %d", part, m.Value, m.Offset)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("partition %d: record %d not consumed", part, i)
+			}
+		}
+		pc.Close()
 	}
 }
