@@ -4,13 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
+	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/kafka"
+	"github.com/keelmq/keel/internal/namesrv"
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/replication"
 )
 
 // kafkaStarter serves the Kafka front door on addr (nothing if empty) on
@@ -19,6 +27,14 @@ import (
 func (p *parts) kafkaStarter(addr string) starter {
 	return func() (service, error) {
 		if addr == "" {
+			if b := p.broker; b != nil && p.cfg.BrokerRole == config.Slave && p.cfg.KafkaListen != "" && len(p.namesrvAddrs) > 0 {
+				// A slave's door is closed, but it is a replica of its
+				// master's partitions: it registers its node id alone.
+				nodeID, local := p.cfg.KafkaNode(), p.kafkaLocalGroup()
+				b.SetRegisterExt(func() map[string]string {
+					return namesrv.KafkaRegistration{NodeID: nodeID, Epoch: local().Epoch}.Ext()
+				}, (&kafkaRefusal{log: p.log.With("component", "kafka")}).answer)
+			}
 			return service{name: "kafka"}, nil
 		}
 		if p.core == nil {
@@ -49,29 +65,52 @@ func (p *parts) kafkaStarter(addr string) starter {
 		if p.acl != nil {
 			accounts = kafkaAccounts{p.acl}
 		}
-		srv := kafka.New(kafka.Config{
+		local := p.kafkaLocalGroup()
+		kcfg := kafka.Config{
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
+			NodeID: p.cfg.KafkaNode(), Group: p.cfg.BrokerName, BrokerID: p.cfg.BrokerID, LocalGroup: local,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
-		}, p.core, log)
+		}
+		if b := p.broker; b != nil && len(p.namesrvAddrs) > 0 {
+			// A member of a cluster: its Kafka door is registered with the
+			// NameServers, and Metadata is the cluster's (cluster.go).
+			refusal := &kafkaRefusal{log: log}
+			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName, refusal: refusal}
+			advertised := net.JoinHostPort(host, strconv.Itoa(int(port)))
+			nodeID := kcfg.NodeID
+			b.SetRegisterExt(func() map[string]string {
+				l := local()
+				return namesrv.KafkaRegistration{Addr: advertised, NodeID: nodeID, Epoch: l.Epoch, InSync: l.InSync}.Ext()
+			}, refusal.answer)
+		}
+		srv := kafka.New(kcfg, p.core, log)
 		p.kafka.Store(srv)
 		if p.broker != nil {
 			p.broker.SetKafka(kafkaHooks(srv))
 		}
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
+			"node_id", kcfg.NodeID, "cluster", kcfg.Cluster != nil,
 			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
 		if advertisesLoopbackToNetwork(ln.Addr(), host) {
 			log.Warn("the Kafka listener is reachable from the network but advertises "+host+
 				": clients on other hosts are told to connect to themselves; set kafkaAdvertisedListen or brokerIP1 in broker.conf",
 				"addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))))
 		}
+		run := func(context.Context) error { return srv.Serve(ln) }
+		if b := p.broker; kcfg.Cluster != nil {
+			run = func(ctx context.Context) error {
+				go reregisterOnChange(ctx, b, local)
+				return srv.Serve(ln)
+			}
+		}
 		return service{
 			name: "kafka",
-			run:  func(context.Context) error { return srv.Serve(ln) },
+			run:  run,
 			stop: func(context.Context) error {
 				if p.broker != nil {
 					p.broker.SetKafka(nil)
@@ -80,6 +119,127 @@ func (p *parts) kafkaStarter(addr string) starter {
 			},
 		}, nil
 	}
+}
+
+// kafkaLocalGroup reports the member's replication epoch and, on a
+// master, its in-sync replicas by brokerId (its own, 0, first), for the
+// Kafka door's Metadata and its registration.
+func (p *parts) kafkaLocalGroup() func() kafka.LocalGroup {
+	state := p.replicationState
+	return func() kafka.LocalGroup {
+		if state == nil {
+			return kafka.LocalGroup{Epoch: -1}
+		}
+		s := state()
+		l := kafka.LocalGroup{Epoch: -1}
+		if s.Epoch > 0 && s.Epoch <= math.MaxInt32 {
+			l.Epoch = int32(s.Epoch)
+		}
+		if s.Role != replication.RoleSlave {
+			l.InSync = []int64{0}
+			for _, r := range s.Replicas {
+				if r.InSync {
+					l.InSync = append(l.InSync, r.BrokerID)
+				}
+			}
+		}
+		return l
+	}
+}
+
+// reregisterOnChange registers again soon whenever the member's epoch or
+// in-sync set changes (checked every second), so that the other members'
+// Kafka Metadata follows within seconds rather than a registration period.
+func reregisterOnChange(ctx context.Context, b *broker.Broker, local func() kafka.LocalGroup) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := fmt.Sprint(local())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := fmt.Sprint(local()); now != last {
+			last = now
+			b.RegisterSoon()
+		}
+	}
+}
+
+// maxRegisteredQueues bounds the queues of one group's topic the Kafka
+// view takes from the NameServers (brokers allow at most 1024): a group
+// registering more is left out of the topic's partitions.
+const maxRegisteredQueues = 1 << 16
+
+// kafkaRefusal follows the NameServers' answers about the Kafka door: a
+// node id taken by another broker leaves the door out of the cluster
+// (logged at Error, with the fix); the door then serves alone.
+type kafkaRefusal struct {
+	log    *slog.Logger
+	reason atomic.Pointer[string]
+}
+
+func (r *kafkaRefusal) answer(ext map[string]string) {
+	now := ext["kafkaRefused"]
+	old := r.reason.Swap(&now)
+	switch {
+	case now != "" && (old == nil || *old != now):
+		r.log.Error("Kafka door left out of the cluster by the NameServer: it serves as a broker alone until its kafkaNodeId is unique", "reason", now)
+	case now == "" && old != nil && *old != "":
+		r.log.Info("Kafka door taken into the cluster by the NameServer")
+	}
+}
+
+func (r *kafkaRefusal) refused() bool {
+	p := r.reason.Load()
+	return p != nil && *p != ""
+}
+
+// kafkaCluster is the Kafka door's view of the cluster: the NameServers'
+// GET_KAFKA_CLUSTER answer, asked over the broker's connections; empty
+// while the door is refused.
+type kafkaCluster struct {
+	b       *broker.Broker
+	cluster string
+	refusal *kafkaRefusal
+}
+
+func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, error) {
+	if k.refusal.refused() {
+		return kafka.ClusterView{}, nil
+	}
+	var kc namesrv.KafkaCluster
+	err := k.b.AskNamesrv(ctx, func(c *remoting.Client) (err error) {
+		kc, err = namesrv.GetKafkaCluster(ctx, c, k.cluster)
+		return err
+	})
+	if err != nil {
+		return kafka.ClusterView{}, err
+	}
+	v := kafka.ClusterView{Topics: make(map[string][]kafka.TopicGroup, len(kc.Topics))}
+	for _, b := range kc.Brokers {
+		if b.KafkaAddr == "" { // a replica without a door
+			v.Brokers = append(v.Brokers, kafka.ClusterBroker{Group: b.BrokerName, BrokerID: b.BrokerID, NodeID: b.NodeID,
+				Epoch: b.Epoch, InSync: b.InSync})
+			continue
+		}
+		host, port, err := net.SplitHostPort(b.KafkaAddr)
+		n, perr := strconv.ParseUint(port, 10, 16)
+		if err != nil || perr != nil || n == 0 {
+			continue // not an address a client could dial
+		}
+		v.Brokers = append(v.Brokers, kafka.ClusterBroker{Group: b.BrokerName, BrokerID: b.BrokerID, NodeID: b.NodeID,
+			Host: host, Port: int32(n), Epoch: b.Epoch, InSync: b.InSync})
+	}
+	for topic, groups := range kc.Topics {
+		for _, g := range groups {
+			if g.ReadQueueNums > 0 && g.ReadQueueNums <= maxRegisteredQueues {
+				v.Topics[topic] = append(v.Topics[topic], kafka.TopicGroup{Group: g.BrokerName, Queues: int32(g.ReadQueueNums)})
+			}
+		}
+	}
+	return v, nil
 }
 
 // kafkaAdvertised is the host and port Metadata gives Kafka clients:

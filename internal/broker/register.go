@@ -16,7 +16,10 @@ package broker
 // concurrently with RegisterTimeout; a failed connection is re-dialled on the
 // next round. Failures are logged, never fatal: the next round retries.
 // An answer naming the master's HA address (haServerAddr, to a slave) is
-// passed to Config.OnMasterAddress.
+// passed to Config.OnMasterAddress. SetRegisterExt adds Keel's own fields
+// (the Kafka door's address and node id), which RocketMQ NameServers
+// ignore; AskNamesrv lets other parts ask the NameServers over the same
+// connections.
 // A NameServer for which Config.NamesrvTLS gives a TLS configuration is
 // dialled over TLS.
 
@@ -24,6 +27,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"hash/crc32"
 	"strconv"
 	"sync"
@@ -41,8 +45,49 @@ type registrar struct {
 	// 0: never); readiness checks read it (observe.go).
 	lastOK atomic.Int64
 
+	// ext, when set, adds fields to every registration, and answer is told
+	// each NameServer's answer (SetRegisterExt).
+	ext    atomic.Pointer[func() map[string]string]
+	answer atomic.Pointer[func(map[string]string)]
+
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
+}
+
+// SetRegisterExt makes every registration from now on carry the fields f
+// returns besides RocketMQ's (the Kafka door's: namesrv.KafkaRegistration;
+// the NameServers of RocketMQ ignore them), passes the ext fields of each
+// NameServer's successful answer to answer (if not nil), and registers
+// soon. Neither may block or call into the broker.
+func (b *Broker) SetRegisterExt(f func() map[string]string, answer func(ext map[string]string)) {
+	if answer != nil {
+		b.reg.answer.Store(&answer)
+	}
+	b.reg.ext.Store(&f)
+	b.reg.kick()
+}
+
+// AskNamesrv calls f with a client of each NameServer in turn until one
+// call succeeds, and returns the last error if none did (an error too
+// without NameServers).
+func (b *Broker) AskNamesrv(ctx context.Context, f func(*remoting.Client) error) error {
+	err := errors.New("no NameServer configured")
+	for _, addr := range b.cfg.NamesrvAddrs {
+		c, cerr := b.reg.client(ctx, addr)
+		if cerr != nil {
+			err = cerr
+			continue
+		}
+		if err = f(c); err == nil {
+			return nil
+		}
+		select {
+		case <-c.Done():
+			b.reg.drop(addr, c)
+		default:
+		}
+	}
+	return err
 }
 
 func newRegistrar(b *Broker) *registrar {
@@ -176,6 +221,13 @@ func (r *registrar) registerAll(ctx context.Context) {
 	if cfg.MasterEpoch != 0 {
 		ext["masterEpoch"] = strconv.FormatUint(uint64(cfg.MasterEpoch), 10)
 	}
+	if f := r.ext.Load(); f != nil {
+		for k, v := range (*f)() {
+			if _, ok := ext[k]; !ok { // never RocketMQ's own fields
+				ext[k] = v
+			}
+		}
+	}
 	r.callAll(ctx, remoting.ReqRegisterBroker, ext, body)
 }
 
@@ -220,6 +272,9 @@ func (r *registrar) call(ctx context.Context, addr string, code int16, ext map[s
 	}
 	if resp.Code != remoting.ResSuccess {
 		return protoErrorf(resp.Code, "namesrv %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	if f := r.answer.Load(); f != nil && code == remoting.ReqRegisterBroker {
+		(*f)(resp.ExtFields)
 	}
 	if f := r.b.cfg.OnMasterAddress; f != nil && code == remoting.ReqRegisterBroker {
 		if ha := resp.Ext("haServerAddr"); ha != "" {

@@ -199,6 +199,9 @@ type Broker struct {
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
+	// KafkaNodeID (kafkaNodeId, Keel): the broker's Kafka node id, unique
+	// in the cluster; -1 (the default) is the brokerId. See KafkaNode.
+	KafkaNodeID int64
 	// kafkaProducerIdExpirationMs (Keel, ms): an idempotent producer idle
 	// this long in a partition is forgotten there (Kafka's
 	// producer.id.expiration.ms)
@@ -251,6 +254,7 @@ func Default() *Broker {
 
 		AMQPMaxMessageBytes:             DefaultAMQPMaxMessageBytes,
 		KafkaProducerIDExpiration:       24 * time.Hour,
+		KafkaNodeID:                     -1,
 		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
 		KafkaRetentionCheckInterval:     5 * time.Minute,
 

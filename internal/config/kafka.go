@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"net"
 	"time"
 )
@@ -27,9 +28,27 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 	if b.KafkaRetentionCheckInterval < time.Second {
 		bad("kafkaRetentionCheckIntervalMs", "must be at least 1000 (one second)")
 	}
+	if b.KafkaNodeID < -1 || b.KafkaNodeID > math.MaxInt32 {
+		bad("kafkaNodeId", "must be -1 (the brokerId) or between 0 and 2147483647")
+	}
+	if b.KafkaNodeID == -1 && b.BrokerID > math.MaxInt32 {
+		bad("kafkaNodeId", "must be set: the brokerId is above 2147483647, the largest Kafka node id")
+	}
 	if b.KafkaAdvertisedListen != "" {
 		if _, _, err := net.SplitHostPort(b.KafkaAdvertisedListen); err != nil {
 			bad("kafkaAdvertisedListen", "not host:port")
 		}
 	}
+}
+
+// KafkaNode is the broker's Kafka node id: kafkaNodeId, or the brokerId
+// when it is -1 (so a single broker is node 0, and the members of one
+// group are nodes 0, 1, ... as their brokerIds). The NameServer refuses
+// a broker whose node id another live broker of the cluster holds, so
+// a cluster of several groups sets kafkaNodeId on every member.
+func (b *Broker) KafkaNode() int32 {
+	if b.KafkaNodeID >= 0 {
+		return int32(b.KafkaNodeID)
+	}
+	return int32(b.BrokerID)
 }

@@ -15,6 +15,7 @@ package kafka
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -85,6 +86,12 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 	case t.Count > 1024:
 		return errInvalidPartitions, "partitions must be between 1 and 1024"
 	}
+	if groups := s.cluster(false).hostedElsewhere(t.Topic); len(groups) > 0 {
+		// More queues here would renumber the partitions of the groups
+		// after this one (cluster.go).
+		return errInvalidRequest, "topic " + t.Topic + " is spread over several broker groups (also " + strings.Join(groups, ", ") +
+			"): raise its queue count on every group with the RocketMQ tools (keel topic update), which renumbers its partitions"
+	}
 	if validateOnly {
 		return errNone, ""
 	}
@@ -119,9 +126,17 @@ func (s *Server) deleteTopicRecords(t kmsg.DeleteRecordsRequestTopic) []kmsg.Del
 		attrs[k] = v
 	}
 	changed := false
+	cs := s.cluster(false)
 	for _, p := range t.Partitions {
 		rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 		rp.Partition, rp.LowWatermark = p.Partition, -1
+		q, code := s.localQueue(cs, t.Topic, p.Partition)
+		if code != errNone {
+			rp.ErrorCode = code
+			out = append(out, rp)
+			continue
+		}
+		p.Partition = q // this broker's queue from here on
 		if !exists || p.Partition < 0 || p.Partition >= tc.QueueNums() {
 			rp.ErrorCode = errUnknownTopicOrPartition
 			out = append(out, rp)
@@ -173,10 +188,13 @@ func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 		resp.ErrorCode, resp.ErrorMessage = errUnsupportedEndpointType, kmsg.StringPtr("only broker endpoints are served")
 		return resp
 	}
-	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, 0
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	cs := s.cluster(true)
+	resp.EndpointType, resp.ClusterID, resp.ControllerID = 1, s.cfg.ClusterID, cs.controller
+	for _, mb := range cs.brokers {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = mb.NodeID, mb.Host, mb.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	resp.ClusterAuthorizedOperations = -2147483648 // not asked for, or not computed
 	return resp
 }

@@ -5,7 +5,9 @@
 //
 // One file per request family: frame.go (framing and limits), server.go
 // (listener, connections, the dispatch), apiversions.go (the served keys
-// and advertised ranges: one table), metadata.go, produce.go, fetch.go,
+// and advertised ranges: one table), cluster.go (the cluster as Kafka
+// clients see it: brokers, the partition layout over broker groups,
+// leaders; partition to local queue), metadata.go, produce.go, fetch.go,
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
 // groups_describe.go (DescribeGroups, ListGroups), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,

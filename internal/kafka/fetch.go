@@ -77,6 +77,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 	budget = min(budget, s.cfg.MaxFetchBytes)
 	total := 0
 	var waits []core.Wait
+	cs := s.cluster(false)
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -87,7 +88,15 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			if total == 0 && limit <= 0 {
 				limit = 1 // at least one batch in the response
 			}
+			q, code := s.localQueue(cs, t.Topic, p.Partition)
+			if code != errNone {
+				rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = code, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			p.Partition = q // this broker's queue from here on
 			entries := s.fetchPartition(t.Topic, p, limit, &rp)
+			rp.Partition = t.Partitions[len(rt.Partitions)].Partition // the client's number
 			total += len(rp.RecordBatches)
 			// Every readable partition is waited on, those that answered
 			// records too: a response below MinBytes waits for more.

@@ -79,13 +79,25 @@ var errFound = errors.New("kafka: found")
 
 func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	cs := s.cluster(false)
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
+			q, code := s.localQueue(cs, t.Topic, p.Partition)
+			if code != errNone {
+				rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = code, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			p.Partition = q // this broker's queue from here on
 			s.listPartition(t.Topic, p, &rp)
+			rp.Partition = t.Partitions[len(rt.Partitions)].Partition // the client's number
+			if g := cs.groups[s.cfg.Group]; g != nil && rp.ErrorCode == errNone {
+				rp.LeaderEpoch = g.epoch
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

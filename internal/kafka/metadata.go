@@ -1,7 +1,9 @@
 package kafka
 
-// Metadata: one broker (node 0) leads every partition; Kafka topics are
-// the core's topics and a topic's partitions its read queues. A topic a
+// Metadata: the cluster's brokers and each topic's partitions over the
+// groups hosting it (cluster.go); a broker alone (no Config.Cluster) is
+// node Config.NodeID, leader of every partition, a topic's partitions its
+// read queues. A topic a
 // client asks for that does not exist is created by the core's rules
 // (autoCreateTopicEnable, the TBW102 template's queue count) when the
 // request allows it. Topic ids are derived from the name (the first 16
@@ -12,6 +14,8 @@ package kafka
 import (
 	"crypto/sha256"
 	"errors"
+	"maps"
+	"slices"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
@@ -26,13 +30,25 @@ func topicID(name string) (id [16]byte) {
 
 func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}}
+	cs := s.cluster(true)
+	resp.Brokers = cs.brokers
 	resp.ClusterID = kmsg.StringPtr(s.cfg.ClusterID)
-	resp.ControllerID = 0
+	resp.ControllerID = cs.controller
 	if req.Topics == nil { // all topics (v0: an empty list means all too)
+		names := map[string]bool{}
 		for _, tc := range s.core.Topics() {
 			if message.KindOfTopic(tc.TopicName) == message.TopicNormal {
-				resp.Topics = append(resp.Topics, metadataTopic(tc, errNone))
+				names[tc.TopicName] = true
+			}
+		}
+		for name := range cs.topics {
+			if message.KindOfTopic(name) == message.TopicNormal {
+				names[name] = true
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			if rt, ok := cs.metadataTopic(name); ok {
+				resp.Topics = append(resp.Topics, rt)
 			}
 		}
 		return resp
@@ -50,10 +66,14 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 			continue
 		}
 		name := *t.Topic
-		tc, ok := s.core.Topic(name)
+		if rt, ok := cs.metadataTopic(name); ok {
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		var err error
-		if !ok && autoCreate {
-			tc, ok, err = s.autoCreate(name)
+		ok := false
+		if autoCreate {
+			_, ok, err = s.autoCreate(name)
 		}
 		if !ok {
 			code := errUnknownTopicOrPartition
@@ -65,21 +85,40 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(tc, errNone))
+		rt, _ := cs.metadataTopic(name)
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
 }
 
-func metadataTopic(tc core.TopicConfig, code int16) kmsg.MetadataResponseTopic {
-	rt := kmsg.NewMetadataResponseTopic()
-	rt.Topic, rt.TopicID, rt.ErrorCode = kmsg.StringPtr(tc.TopicName), topicID(tc.TopicName), code
-	for q := int32(0); q < tc.ReadQueueNums; q++ {
-		p := kmsg.NewMetadataResponseTopicPartition()
-		p.Partition, p.Leader, p.LeaderEpoch = q, 0, 0
-		p.Replicas, p.ISR = []int32{0}, []int32{0}
-		rt.Partitions = append(rt.Partitions, p)
+// metadataTopic describes topic's partitions over the cluster (cluster.go);
+// ok is false when no group hosts it.
+func (cs *clusterState) metadataTopic(name string) (kmsg.MetadataResponseTopic, bool) {
+	tc, here := cs.s.core.Topic(name)
+	layout := cs.layout(name, tc, here)
+	if len(layout) == 0 {
+		return kmsg.MetadataResponseTopic{}, false
 	}
-	return rt
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.Topic, rt.TopicID = kmsg.StringPtr(name), topicID(name)
+	var part int32
+	for _, tg := range layout {
+		g := cs.groups[tg.Group]
+		if cs.s.cfg.Cluster == nil {
+			g = &groupInfo{leader: cs.s.cfg.NodeID, replicas: []int32{cs.s.cfg.NodeID}, isr: []int32{cs.s.cfg.NodeID}}
+		}
+		for q := int32(0); q < tg.Queues; q++ {
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Partition, p.Leader, p.LeaderEpoch = part, g.leader, g.epoch
+			p.Replicas, p.ISR = g.replicas, g.isr
+			if g.leader < 0 {
+				p.ErrorCode = errLeaderNotAvailable
+			}
+			rt.Partitions = append(rt.Partitions, p)
+			part++
+		}
+	}
+	return rt, true
 }
 
 // autoCreate creates topic name, unknown so far, by the core's rules

@@ -81,12 +81,20 @@ func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 		return s.produceAll(req, resp, errInvalidRecord, "transactions are not supported")
 	}
 	var until int64 = -1 // the Confirmed offset every appended batch needs
+	cs := s.cluster(false)
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
+			q, code := s.localQueue(cs, t.Topic, p.Partition)
+			if code != errNone {
+				rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = code, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			p.Partition = q // this broker's queue from here on
 			end := s.producePartition(t.Topic, p, req.Version, &rp)
 			if end > until {
 				until = end

@@ -30,6 +30,20 @@ type Config struct {
 	AdvertisedPort int32
 	// ClusterID is Metadata's cluster id.
 	ClusterID string
+	// NodeID is this broker's Kafka node id (0 by default), Group its
+	// broker group (brokerName) and BrokerID its id there (0: the master).
+	NodeID   int32
+	Group    string
+	BrokerID int64
+	// Cluster, when set, is the cluster this broker is a member of
+	// (cluster.go): Metadata lists its brokers and partitions, and this
+	// broker serves only the partitions it leads. Nil: the broker is
+	// alone, leader of every partition (a topic's partitions its queues).
+	Cluster Cluster
+	// LocalGroup, when set, reports this broker's replication epoch and,
+	// on a master, its in-sync replicas (Metadata's leader epoch and ISR
+	// for its own group). It must be cheap.
+	LocalGroup func() LocalGroup
 	// MaxRequestBytes bounds one request frame (default 16 MiB).
 	MaxRequestBytes int
 	// MaxBatchBytes bounds one produced record batch (Kafka's
@@ -141,6 +155,8 @@ type Server struct {
 
 	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
+	cc clusterCache // the cluster view (cluster.go), with Config.Cluster
+
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
 
@@ -179,6 +195,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	go s.expireSessions()
 	go s.runRetention()
 	s.st.SetAgeHolds(s.ageHolds) // retention.go: topics retained longer than fileReservedTime
+	if s.cfg.Cluster != nil {
+		s.wg.Add(1)
+		go s.runClusterRefresh()
+	}
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && s.advPort.Load() == 0 {
 		s.advPort.Store(int32(a.Port))
 	}

@@ -87,6 +87,9 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	if _, ok := s.core.Topic(t.Topic); ok {
 		return errTopicAlreadyExists, "topic " + t.Topic + " already exists"
 	}
+	if groups := s.cluster(false).hostedElsewhere(t.Topic); len(groups) > 0 {
+		return errTopicAlreadyExists, "topic " + t.Topic + " already exists on broker group " + strings.Join(groups, ", ")
+	}
 	if err := s.checkNewTopic(t.Topic); err != nil {
 		return errInvalidTopic, err.Error()
 	}

@@ -6,7 +6,8 @@
 //	clusters: cluster name -> broker names
 //	brokers:  broker name  -> cluster, brokerId -> address
 //	topics:   topic        -> broker name -> QueueData (queue counts, perm)
-//	live:     broker address -> last registration time, connection, HA address
+//	live:     broker address -> last registration time, connection, HA address,
+//	          Kafka door (address, node id, epoch, in-sync set; kafka.go)
 //
 // Semantics follow the Java NameServer: queue data is keyed by broker name
 // and comes only from the master's (brokerId 0) registration; a
@@ -33,6 +34,10 @@
 // TopicRouteData is written as compact JSON with quoted brokerId keys and
 // no whitespace: the Go client parses brokerAddrs as raw text and any
 // space corrupts it.
+//
+// GET_KAFKA_CLUSTER (Keel's request 10440) answers a cluster's Kafka
+// brokers and the groups hosting each topic, from which a broker's Kafka
+// door derives Metadata (kafka.go).
 //
 // The broker side uses RegisterBroker and UnregisterBroker over a
 // remoting.Client.

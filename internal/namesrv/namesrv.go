@@ -69,6 +69,7 @@ func New(cfg Config) *Server {
 		remoting.ReqGetBrokerClusterInfo:          s.handleClusterInfo,
 		remoting.ReqGetAllTopicListFromNameServer: s.handleTopicList,
 		remoting.ReqDeleteTopicInNamesrv:          s.handleDeleteTopic,
+		remoting.ReqGetKafkaCluster:               s.handleKafkaCluster,
 	}
 	return s
 }
@@ -151,14 +152,29 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 		return req.NewResponse(remoting.ResSystemError, fmt.Sprintf(
 			"namesrv: broker %s: a master at epoch %d is registered; this registration as brokerId 0 at epoch %d is ignored", r.name, held, r.masterEpoch))
 	}
+	refused := ""
+	if holder := s.t.kafkaConflict(r); holder != "" {
+		// The RocketMQ registration stands (a cluster upgraded with
+		// every broker at its default node id keeps serving RocketMQ
+		// clients); only the Kafka door is left out.
+		refused = fmt.Sprintf("kafkaNodeId %d is held by %s in cluster %s: this broker is left out of the Kafka cluster; give every broker a unique kafkaNodeId",
+			r.kafka.NodeID, holder, r.cluster)
+		r.kafka = nil
+	}
 	masterAddr, haAddr, isNew := s.t.register(r, c, s.cfg.Now())
 	s.mu.Unlock()
+	if refused != "" {
+		s.log.Warn("namesrv: broker's Kafka door refused", "broker", r.name, "broker_id", r.id, "broker_addr", r.addr, "err", refused)
+	}
 	if isNew {
 		s.log.Info("namesrv: broker registered", "cluster", r.cluster, "broker", r.name,
 			"broker_id", r.id, "broker_addr", r.addr, "topics", len(r.topics))
 	}
 	resp := req.NewResponse(remoting.ResSuccess, "")
 	resp.ExtFields = map[string]string{"masterAddr": masterAddr, "haServerAddr": haAddr}
+	if refused != "" {
+		resp.ExtFields["kafkaRefused"] = refused
+	}
 	return resp
 }
 
@@ -184,6 +200,9 @@ func (s *Server) decodeRegistration(req *remoting.Command) (registration, error)
 	}
 	if ms, err := req.ExtInt64("heartbeatTimeoutMillis"); err == nil && ms > 0 {
 		r.timeout = time.Duration(ms) * time.Millisecond
+	}
+	if r.kafka, err = decodeKafkaRegistration(req); err != nil {
+		return r, fmt.Errorf("namesrv: register broker %s: %w", r.addr, err)
 	}
 	if req.Ext("compressed") == "true" {
 		return r, fmt.Errorf("namesrv: register broker %s: compressed registration body is not supported", r.addr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -22,12 +23,16 @@ type Registration struct {
 	// epoch of a master (the NameServer ignores a master below the epoch
 	// it holds).
 	MasterEpoch uint32
+	Kafka       *KafkaRegistration // nil: no Kafka door
 }
 
 // RegisterResult is the NameServer's answer to a registration.
 type RegisterResult struct {
 	MasterAddr   string // for a slave: its master's address, if registered
 	HAServerAddr string // for a slave: the master's HA address
+	// KafkaRefused says why the registration's Kafka door was left out
+	// (its node id is taken); the rest of the registration stands.
+	KafkaRefused string
 }
 
 // RegisterBroker sends REGISTER_BROKER with the full topic table as Java's
@@ -44,7 +49,7 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 	if err != nil {
 		return RegisterResult{}, err
 	}
-	req := remoting.NewRequest(remoting.ReqRegisterBroker, map[string]string{
+	ext := map[string]string{
 		"brokerName":   reg.BrokerName,
 		"brokerAddr":   reg.BrokerAddr,
 		"clusterName":  reg.Cluster,
@@ -52,10 +57,14 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 		"brokerId":     strconv.FormatInt(reg.BrokerID, 10),
 		"compressed":   "false",
 		"bodyCrc32":    strconv.FormatInt(bodyCRC(body), 10),
-	}, body)
-	if reg.MasterEpoch != 0 {
-		req.ExtFields["masterEpoch"] = strconv.FormatUint(uint64(reg.MasterEpoch), 10)
 	}
+	if reg.Kafka != nil {
+		maps.Copy(ext, reg.Kafka.Ext())
+	}
+	if reg.MasterEpoch != 0 {
+		ext["masterEpoch"] = strconv.FormatUint(uint64(reg.MasterEpoch), 10)
+	}
+	req := remoting.NewRequest(remoting.ReqRegisterBroker, ext, body)
 	resp, err := client.Invoke(ctx, req)
 	if err != nil {
 		return RegisterResult{}, fmt.Errorf("namesrv: register broker %s: %w", reg.BrokerAddr, err)
@@ -64,7 +73,8 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 		return RegisterResult{}, fmt.Errorf("namesrv: register broker %s: %s: %s",
 			reg.BrokerAddr, remoting.ResponseCode(resp.Code), resp.Remark)
 	}
-	return RegisterResult{MasterAddr: resp.Ext("masterAddr"), HAServerAddr: resp.Ext("haServerAddr")}, nil
+	return RegisterResult{MasterAddr: resp.Ext("masterAddr"), HAServerAddr: resp.Ext("haServerAddr"),
+		KafkaRefused: resp.Ext("kafkaRefused")}, nil
 }
 
 func encodeRegisterBody(topics map[string]TopicConfig, now time.Time) ([]byte, error) {

@@ -25,6 +25,7 @@ type liveBroker struct {
 	lastUpdate    time.Time
 	timeout       time.Duration // 0: the server's BrokerTimeout
 	conn          *remoting.Conn
+	kafka         *KafkaRegistration // nil: no Kafka door (kafka.go)
 }
 
 // registration is a decoded REGISTER_BROKER request.
@@ -34,6 +35,7 @@ type registration struct {
 	masterEpoch                       uint32 // 0: none given
 	timeout                           time.Duration
 	topics                            map[string]wireTopicConfig
+	kafka                             *KafkaRegistration
 }
 
 // table is the route table; the Server guards it with its mutex.
@@ -110,7 +112,7 @@ func (t *table) register(r registration, conn *remoting.Conn, now time.Time) (ma
 	}
 	_, known := t.live[r.addr]
 	t.live[r.addr] = &liveBroker{cluster: r.cluster, name: r.name, id: r.id, haServerAddr: r.haServerAddr,
-		lastUpdate: now, timeout: r.timeout, conn: conn}
+		lastUpdate: now, timeout: r.timeout, conn: conn, kafka: r.kafka}
 	if r.id != masterID {
 		masterAddr = be.addrs[masterID]
 		if lb := t.live[masterAddr]; lb != nil {

@@ -88,6 +88,10 @@ const (
 	// (members, assignments) and connections of a broker's Kafka front
 	// door (no ext fields).
 	ReqListKafka = 10404
+	// ReqGetKafkaCluster is Keel's private NameServer request answering
+	// the Kafka brokers of a cluster and the groups hosting each topic
+	// (ext clusterName; JSON body, namesrv.KafkaCluster).
+	ReqGetKafkaCluster = 10440
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -199,6 +203,7 @@ var requestCodeNames = map[int16]string{
 	ReqControllerSwitchOver:          "KEEL_CONTROLLER_SWITCH_OVER",
 	ReqControllerFence:               "KEEL_CONTROLLER_FENCE",
 	ReqControllerRoleChanged:         "KEEL_CONTROLLER_ROLE_CHANGED",
+	ReqGetKafkaCluster:               "KEEL_GET_KAFKA_CLUSTER",
 }
 
 var responseCodeNames = map[int16]string{

@@ -1,0 +1,334 @@
+package kafka
+
+// The cluster as Kafka clients see it. Without Config.Cluster the door is
+// the one broker of its cluster (node Config.NodeID) and leads every
+// partition, a topic's partitions being its queues. With it, the door
+// derives the cluster from the NameServer's registrations (Cluster's
+// view, refreshed every clusterRefresh and before a Metadata answer when
+// older than metadataFresh):
+//
+//   - the brokers are the live members of every broker group of the
+//     cluster that registered a Kafka door, with their node ids;
+//   - a topic's partitions are its queues on the groups hosting it (with a
+//     Kafka door), the groups in brokerName order and each group's queues
+//     in queue id order: partition p is queue p-base(g) of the group g
+//     whose partitions start at base(g) (the number of queues of the
+//     groups before it); this group's own queue count is its topic
+//     table's, the others' the NameServer's;
+//   - a partition's leader is its group's master (brokerId 0), none
+//     (LEADER_NOT_AVAILABLE) without one; its replicas are the group's
+//     members, master first; its in-sync set is, for this group on its
+//     master, the replication state (Config.LocalGroup), else what the
+//     group's master last registered (its in-sync brokerIds, at most a
+//     registration period old), else every member; its leader epoch is
+//     the master's replication epoch (this group's from the local state,
+//     the others' as registered; 0 when unknown);
+//   - the controller is the broker with the lowest node id.
+//
+// Produce, Fetch, ListOffsets and DeleteRecords on a partition this
+// broker does not lead answer NOT_LEADER_OR_FOLLOWER, so clients refresh
+// their metadata; those it leads are translated to its local queue.
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Cluster gives the door the cluster it is part of.
+type Cluster interface {
+	// KafkaCluster returns the live Kafka brokers of the cluster and the
+	// groups hosting each topic, as the NameServer knows them.
+	KafkaCluster(ctx context.Context) (ClusterView, error)
+}
+
+// ClusterView is a cluster as the NameServer knows it.
+type ClusterView struct {
+	Brokers []ClusterBroker
+	Topics  map[string][]TopicGroup // topic -> the groups hosting it
+}
+
+// ClusterBroker is one live member with a Kafka node id; Port 0: a
+// replica without a door (a slave), in replica lists but not a broker.
+type ClusterBroker struct {
+	Group    string // brokerName
+	BrokerID int64  // 0: the group's master
+	NodeID   int32
+	Host     string
+	Port     int32
+	Epoch    int32   // its replication epoch; -1: unknown
+	InSync   []int64 // a master's in-sync replicas by brokerId; nil: not reported
+}
+
+// TopicGroup is one group's queues of a topic.
+type TopicGroup struct {
+	Group  string
+	Queues int32
+}
+
+// LocalGroup is this broker's replication state as the door reports it.
+type LocalGroup struct {
+	Epoch  int32   // -1: unknown
+	InSync []int64 // on a master: the in-sync replicas by brokerId, its own included; nil: unknown
+}
+
+const (
+	clusterRefresh = time.Second
+	metadataFresh  = 250 * time.Millisecond
+	clusterTimeout = 2 * time.Second
+)
+
+// clusterCache holds the last view fetched.
+type clusterCache struct {
+	mu   sync.Mutex
+	view ClusterView
+	// derived is view's clusterState without the local replication state,
+	// for Produce, Fetch and the other per-partition requests (nil: not
+	// derived since the last fetch).
+	derived *clusterState
+	tried   time.Time  // of the last fetch, answered or not (zero: never)
+	ask     sync.Mutex // one fetch at a time
+}
+
+// refreshCluster fetches the view now; on failure the last one stays.
+func (s *Server) refreshCluster() { s.refreshClusterOlder(0) }
+
+// refreshClusterOlder fetches the view unless a fetch was tried within
+// age: requests arriving together, or while the NameServers do not
+// answer, share one fetch and then the cached view.
+func (s *Server) refreshClusterOlder(age time.Duration) {
+	s.cc.ask.Lock()
+	defer s.cc.ask.Unlock()
+	s.cc.mu.Lock()
+	recent := age > 0 && time.Since(s.cc.tried) <= age
+	s.cc.tried = time.Now()
+	s.cc.mu.Unlock()
+	if recent {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, clusterTimeout)
+	defer cancel()
+	v, err := s.cfg.Cluster.KafkaCluster(ctx)
+	if err != nil {
+		s.log.Debug("kafka: cluster view not refreshed", "err", err)
+		return
+	}
+	s.cc.mu.Lock()
+	s.cc.view, s.cc.derived = v, nil
+	s.cc.mu.Unlock()
+}
+
+// runClusterRefresh refreshes the view every clusterRefresh until Close.
+func (s *Server) runClusterRefresh() {
+	defer s.wg.Done()
+	t := time.NewTicker(clusterRefresh)
+	defer t.Stop()
+	for {
+		s.refreshCluster()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// groupInfo is one group as Metadata describes it.
+type groupInfo struct {
+	leader   int32 // -1: no master
+	epoch    int32
+	replicas []int32
+	isr      []int32
+}
+
+// clusterState is one consistent derivation of the cluster; it is not
+// changed once made (requests share it).
+type clusterState struct {
+	s       *Server
+	brokers []kmsg.MetadataResponseBroker // by node id
+	// controller is the lowest node id listed: every member names the
+	// same one (Kafka clients send admin requests there; it has no other
+	// role: each broker creates topics in its own group).
+	controller int32
+	groups     map[string]*groupInfo
+	topics     map[string][]TopicGroup // from the NameServer
+}
+
+// cluster returns the cluster for one request. fresh (Metadata,
+// DescribeCluster) asks for a view no older than metadataFresh and this
+// group's epoch and in-sync set from the local replication state; else
+// (the per-partition requests) the last view's derivation serves, this
+// group's epoch and in-sync set as registered.
+func (s *Server) cluster(fresh bool) *clusterState {
+	if s.cfg.Cluster == nil {
+		self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
+		return &clusterState{s: s, groups: map[string]*groupInfo{}, brokers: []kmsg.MetadataResponseBroker{self}, controller: self.NodeID}
+	}
+	if fresh {
+		s.refreshClusterOlder(metadataFresh)
+		s.cc.mu.Lock()
+		v := s.cc.view
+		s.cc.mu.Unlock()
+		local := LocalGroup{Epoch: -1}
+		if s.cfg.LocalGroup != nil {
+			local = s.cfg.LocalGroup()
+		}
+		return s.derive(v, local)
+	}
+	s.cc.mu.Lock()
+	defer s.cc.mu.Unlock()
+	if s.cc.derived == nil {
+		s.cc.derived = s.derive(s.cc.view, LocalGroup{Epoch: -1})
+	}
+	return s.cc.derived
+}
+
+// derive makes the clusterState of view v with this group's local
+// replication state.
+func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
+	self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
+	cs := &clusterState{s: s, groups: map[string]*groupInfo{}, topics: v.Topics}
+
+	members := map[string][]ClusterBroker{}
+	seen := map[int32]bool{s.cfg.NodeID: true}
+	cs.brokers = append(cs.brokers, self)
+	me := ClusterBroker{Group: s.cfg.Group, BrokerID: s.cfg.BrokerID, NodeID: s.cfg.NodeID, Epoch: -1}
+	for _, b := range v.Brokers {
+		if b.Group == s.cfg.Group && b.BrokerID == s.cfg.BrokerID {
+			me.Epoch, me.InSync = b.Epoch, b.InSync // as registered; its address is the local one
+			continue
+		}
+		if seen[b.NodeID] {
+			continue // a node id listed twice (the NameServer refuses it)
+		}
+		seen[b.NodeID] = true
+		if b.Port != 0 {
+			cs.brokers = append(cs.brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+		}
+		members[b.Group] = append(members[b.Group], b)
+	}
+	members[s.cfg.Group] = append(members[s.cfg.Group], me)
+	slices.SortFunc(cs.brokers, func(a, b kmsg.MetadataResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	cs.controller = cs.brokers[0].NodeID
+	for name, ms := range members {
+		slices.SortFunc(ms, func(a, b ClusterBroker) int { return cmp.Compare(a.BrokerID, b.BrokerID) })
+		g := &groupInfo{leader: -1}
+		byID := map[int64]int32{}
+		var master *ClusterBroker
+		for i := range ms {
+			g.replicas = append(g.replicas, ms[i].NodeID)
+			byID[ms[i].BrokerID] = ms[i].NodeID
+			if ms[i].BrokerID == 0 {
+				master = &ms[i]
+			}
+		}
+		epoch, inSync := int32(-1), []int64(nil)
+		if master != nil {
+			g.leader = master.NodeID
+			epoch, inSync = master.Epoch, master.InSync
+		}
+		if name == s.cfg.Group {
+			if local.Epoch >= 0 {
+				epoch = local.Epoch
+			}
+			if s.cfg.BrokerID == 0 && local.InSync != nil {
+				inSync = local.InSync
+			}
+		}
+		g.epoch = max(epoch, 0)
+		if inSync == nil {
+			g.isr = g.replicas
+		} else {
+			for _, id := range inSync {
+				if n, ok := byID[id]; ok {
+					g.isr = append(g.isr, n)
+				}
+			}
+			if g.leader >= 0 && !slices.Contains(g.isr, g.leader) {
+				g.isr = append([]int32{g.leader}, g.isr...)
+			}
+		}
+		cs.groups[name] = g
+	}
+	return cs
+}
+
+// layout is topic's partitions: the groups hosting it (with a Kafka
+// door) in brokerName order with their queue counts. This group's part is
+// its own topic table's, never the NameServer's (which keeps a topic
+// deleted here until told: registrations only add).
+func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) []TopicGroup {
+	if cs.s.cfg.Cluster == nil {
+		if !here {
+			return nil
+		}
+		return []TopicGroup{{Group: cs.s.cfg.Group, Queues: local.ReadQueueNums}}
+	}
+	var out []TopicGroup
+	for _, tg := range cs.topics[topic] {
+		if tg.Group == cs.s.cfg.Group || cs.groups[tg.Group] == nil {
+			continue
+		}
+		out = append(out, tg)
+	}
+	if here {
+		out = append(out, TopicGroup{Group: cs.s.cfg.Group, Queues: local.ReadQueueNums})
+	}
+	slices.SortFunc(out, func(a, b TopicGroup) int { return cmp.Compare(a.Group, b.Group) })
+	return out
+}
+
+// hostedElsewhere names the other groups hosting topic (with a Kafka
+// door), by the NameServer.
+func (cs *clusterState) hostedElsewhere(topic string) []string {
+	var out []string
+	for _, tg := range cs.topics[topic] {
+		if tg.Group != cs.s.cfg.Group && cs.groups[tg.Group] != nil {
+			out = append(out, tg.Group)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// locate finds partition p in a layout: its group and queue there.
+func locate(layout []TopicGroup, p int32) (group string, queue int32, ok bool) {
+	if p < 0 {
+		return "", 0, false
+	}
+	for _, tg := range layout {
+		if p < tg.Queues {
+			return tg.Group, p, true
+		}
+		p -= tg.Queues
+	}
+	return "", 0, false
+}
+
+// localQueue translates partition p of topic into this broker's queue:
+// NOT_LEADER_OR_FOLLOWER when another broker leads it, UNKNOWN_TOPIC_OR_PARTITION
+// when the cluster has no such partition. A topic the cluster does not
+// know at all is left to the caller (p itself: it may be created here).
+func (s *Server) localQueue(cs *clusterState, topic string, p int32) (int32, int16) {
+	if s.cfg.Cluster == nil {
+		return p, errNone
+	}
+	tc, here := s.core.Topic(topic)
+	layout := cs.layout(topic, tc, here)
+	if len(layout) == 0 {
+		return p, errNone
+	}
+	g, q, ok := locate(layout, p)
+	switch {
+	case !ok:
+		return p, errUnknownTopicOrPartition
+	case g != s.cfg.Group || s.cfg.BrokerID != 0:
+		return p, errNotLeaderOrFollower
+	}
+	return q, errNone
+}

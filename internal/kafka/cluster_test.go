@@ -1,0 +1,604 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/keelmq/keel/internal/core"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeCluster answers what a NameServer would from the registrations of
+// its members: every member's Kafka address and its topics' queues.
+type fakeCluster struct {
+	mu      sync.Mutex
+	members []clusterMember
+	calls   int
+	down    bool // answer an error, as when no NameServer answers
+	// kept: topics the NameServer keeps after their deletion (a
+	// registration never removes a topic)
+	kept map[string][]TopicGroup
+}
+
+type clusterMember struct {
+	group    string
+	brokerID int64
+	nodeID   int32
+	epoch    int32
+	inSync   []int64
+	node     *testNode
+	noDoor   bool // a slave: a replica without a Kafka door
+}
+
+func (f *fakeCluster) add(m clusterMember) {
+	f.mu.Lock()
+	f.members = append(f.members, m)
+	f.mu.Unlock()
+}
+
+func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down {
+		return ClusterView{}, errors.New("no NameServer answered")
+	}
+	v := ClusterView{Topics: map[string][]TopicGroup{}}
+	for name, tgs := range f.kept {
+		v.Topics[name] = append(v.Topics[name], tgs...)
+	}
+	for _, m := range f.members {
+		host, port, _ := net.SplitHostPort(m.node.addr)
+		n, _ := strconv.Atoi(port)
+		if m.noDoor {
+			host, n = "", 0
+		}
+		v.Brokers = append(v.Brokers, ClusterBroker{Group: m.group, BrokerID: m.brokerID, NodeID: m.nodeID,
+			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync})
+		if m.brokerID != 0 {
+			continue // the master's registration carries the queues
+		}
+		for _, tc := range m.node.core.Topics() {
+			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
+		}
+	}
+	return v, nil
+}
+
+// startClusterNode starts a member of f: group's master unless brokerID.
+func startClusterNode(t *testing.T, f *fakeCluster, group string, brokerID int64, nodeID int32) *testNode {
+	t.Helper()
+	n := startNodeWith(t, nil, Config{NodeID: nodeID, Group: group, BrokerID: brokerID, Cluster: f})
+	f.add(clusterMember{group: group, brokerID: brokerID, nodeID: nodeID, epoch: -1, node: n})
+	return n
+}
+
+func createLocalTopic(t *testing.T, n *testNode, name string, queues int32) {
+	t.Helper()
+	if _, err := n.core.EnsureTopic(name, queues, core.PermRW); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refreshViews has each node fetch the cluster view now (as it does every
+// clusterRefresh), after a test changed what the cluster holds.
+func refreshViews(nodes ...*testNode) {
+	for _, n := range nodes {
+		n.srv.refreshCluster()
+	}
+}
+
+func metadataOf(t *testing.T, addr, topic string) *kmsg.MetadataResponse {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestClusterMetadataAndLeaders: two groups (broker-b with a slave,
+// broker-a) hosting one topic; each broker answers the same Metadata:
+// every broker, partitions broker-a's queues then broker-b's, leaders the
+// masters, replicas the members, ISR and epoch as registered; produce and
+// fetch of a partition another broker leads answer
+// NOT_LEADER_OR_FOLLOWER; franz-go, seeded with one broker, produces
+// acks=all to every partition and reads every record back, each stored in
+// its group's queue.
+func TestClusterMetadataAndLeaders(t *testing.T) {
+	f := &fakeCluster{}
+	b0 := startClusterNode(t, f, "broker-b", 0, 10)
+	b1 := startClusterNode(t, f, "broker-b", 1, 11)
+	a0 := startClusterNode(t, f, "broker-a", 0, 20)
+	f.mu.Lock()
+	f.members[0].epoch, f.members[0].inSync = 4, []int64{0} // b's slave is behind
+	f.mu.Unlock()
+	createLocalTopic(t, a0, "T", 2)
+	createLocalTopic(t, b0, "T", 3)
+	createLocalTopic(t, b1, "T", 3) // as replication would
+	createLocalTopic(t, b0, "OnlyB", 1)
+	createLocalTopic(t, b1, "OnlyB", 1)
+	refreshViews(a0, b0, b1)
+
+	type want struct {
+		leader   int32
+		epoch    int32
+		replicas []int32
+		isr      []int32
+	}
+	wantA := want{20, 0, []int32{20}, []int32{20}}
+	wantB := want{10, 4, []int32{10, 11}, []int32{10}}
+	wantParts := []want{wantA, wantA, wantB, wantB, wantB}
+	for _, n := range []*testNode{a0, b0, b1} {
+		m := metadataOf(t, n.addr, "T")
+		if len(m.Brokers) != 3 || m.Brokers[0].NodeID != 10 || m.Brokers[1].NodeID != 11 || m.Brokers[2].NodeID != 20 ||
+			fmt.Sprint(m.Brokers[2].Port) != mustPort(t, a0.addr) {
+			t.Fatalf("%s: brokers %+v", n.addr, m.Brokers)
+		}
+		if m.ControllerID != 10 {
+			t.Errorf("%s: controller %d", n.addr, m.ControllerID)
+		}
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 5 {
+			t.Fatalf("%s: topics %+v", n.addr, m.Topics)
+		}
+		for i, p := range m.Topics[0].Partitions {
+			w := wantParts[i]
+			if p.Partition != int32(i) || p.ErrorCode != 0 || p.Leader != w.leader || p.LeaderEpoch != w.epoch ||
+				fmt.Sprint(p.Replicas) != fmt.Sprint(w.replicas) || fmt.Sprint(p.ISR) != fmt.Sprint(w.isr) {
+				t.Errorf("%s: partition %d: %+v, want %+v", n.addr, i, p, w)
+			}
+		}
+		// A topic only another group hosts is described, not created here.
+		if m := metadataOf(t, n.addr, "OnlyB"); len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 1 || m.Topics[0].Partitions[0].Leader != 10 {
+			t.Errorf("%s: OnlyB %+v", n.addr, m.Topics)
+		}
+	}
+	if _, ok := a0.core.Topic("OnlyB"); ok {
+		t.Fatal("Metadata of a topic hosted elsewhere created it here")
+	}
+
+	// A raw produce of partition 3 (broker-b's queue 1) to broker-a, and
+	// to b's slave, is refused; so is a fetch.
+	for _, n := range []*testNode{a0, b1} {
+		if code := rawProduce(t, n.addr, "T", 3); code != errNotLeaderOrFollower {
+			t.Errorf("%s: produce of a partition it does not lead: code %d", n.addr, code)
+		}
+		if code := rawFetch(t, n.addr, "T", 3); code != errNotLeaderOrFollower {
+			t.Errorf("%s: fetch of a partition it does not lead: code %d", n.addr, code)
+		}
+	}
+	if code := rawProduce(t, a0.addr, "T", 5); code != errUnknownTopicOrPartition {
+		t.Errorf("produce beyond the partitions: code %d", code)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b1.addr), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const perPartition = 3
+	for p := int32(0); p < 5; p++ {
+		for i := 0; i < perPartition; i++ {
+			r := &kgo.Record{Topic: "T", Partition: p, Value: fmt.Appendf(nil, "p%d-%d", p, i)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce to partition %d: %v", p, err)
+			}
+			if r.Offset != int64(i) {
+				t.Fatalf("partition %d record %d at offset %d", p, i, r.Offset)
+			}
+		}
+	}
+	// Partitions 0-1 are broker-a's queues 0-1, 2-4 broker-b's 0-2.
+	for q, n := range map[int]int64{0: perPartition, 1: perPartition} {
+		if got := a0.st.MaxOffset("T", int32(q)); got != n {
+			t.Errorf("broker-a queue %d holds %d entries", q, got)
+		}
+	}
+	for q := int32(0); q < 3; q++ {
+		if got := b0.st.MaxOffset("T", q); got != perPartition {
+			t.Errorf("broker-b queue %d holds %d entries", q, got)
+		}
+	}
+	if got := b1.st.MaxOffset("T", 0); got != 0 {
+		t.Errorf("b's slave stored %d entries", got)
+	}
+
+	offsets := map[int32]kgo.Offset{}
+	for p := int32(0); p < 5; p++ {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cc, err := kgo.NewClient(kgo.SeedBrokers(a0.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"T": offsets}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	got := map[int32][]string{}
+	for n := 0; n < 5*perPartition; {
+		fs := cc.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %v: %v", got, err)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("partition %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	for p := int32(0); p < 5; p++ {
+		if fmt.Sprint(got[p]) != fmt.Sprintf("[p%d-0 p%d-1 p%d-2]", p, p, p) {
+			t.Errorf("partition %d: %v", p, got[p])
+		}
+	}
+
+	// ListOffsets and DeleteRecords: answered by the leader only, on its
+	// own queue.
+	if code, off := rawListLatest(t, b0.addr, "T", 4); code != 0 || off != perPartition {
+		t.Errorf("list offsets on the leader: code %d offset %d", code, off)
+	}
+	if code, _ := rawListLatest(t, a0.addr, "T", 4); code != errNotLeaderOrFollower {
+		t.Errorf("list offsets on another broker: code %d", code)
+	}
+	if code := rawDeleteRecords(t, a0.addr, "T", 2, 1); code != errNotLeaderOrFollower {
+		t.Errorf("delete records on another broker: code %d", code)
+	}
+	if code := rawDeleteRecords(t, b0.addr, "T", 2, 1); code != 0 {
+		t.Errorf("delete records on the leader: code %d", code)
+	}
+	if tc, _ := b0.core.Topic("T"); deletedBelow(tc, 0) != 1 {
+		t.Errorf("delete records of partition 2 did not move queue 0's start: %v", tc.Attributes)
+	}
+
+	// Creating a topic another group hosts, or raising the partitions of a
+	// topic spread over groups (which would renumber those after this
+	// group's), is refused.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 5000
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "OnlyB", 1, -1
+	ct.Topics = append(ct.Topics, ctt)
+	if r := dialRaw(t, a0.addr).do(ct, 5).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != errTopicAlreadyExists {
+		t.Errorf("create a topic hosted by another group: %d", r.Topics[0].ErrorCode)
+	}
+	if _, ok := a0.core.Topic("OnlyB"); ok {
+		t.Error("CreateTopics of a topic hosted elsewhere created it here")
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 5000
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "T", 4
+	cp.Topics = append(cp.Topics, cpt)
+	if r := dialRaw(t, a0.addr).do(cp, 3).(*kmsg.CreatePartitionsResponse); r.Topics[0].ErrorCode != errInvalidRequest {
+		t.Errorf("create partitions of a topic over two groups: %d", r.Topics[0].ErrorCode)
+	}
+	if tc, _ := a0.core.Topic("T"); tc.ReadQueueNums != 2 {
+		t.Errorf("broker-a's queues of T: %d", tc.ReadQueueNums)
+	}
+
+	// DescribeCluster lists every broker.
+	req := kmsg.NewPtrDescribeClusterRequest()
+	dresp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(dresp.Brokers) != 3 || dresp.ControllerID != 10 {
+		t.Fatalf("describe cluster: %+v %v", dresp, err)
+	}
+}
+
+// TestClusterNoMaster: a group without a live master has partitions
+// without a leader (LEADER_NOT_AVAILABLE), and its slave does not take
+// them.
+func TestClusterNoMaster(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b1 := startClusterNode(t, f, "broker-b", 1, 2)
+	createLocalTopic(t, a0, "T", 1)
+	createLocalTopic(t, b1, "T", 1)
+	refreshViews(a0, b1)
+	// The master's registration carried b's queues; with it gone only the
+	// slave's topic table knows them.
+	m := metadataOf(t, b1.addr, "T")
+	if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 {
+		t.Fatalf("topics %+v", m.Topics)
+	}
+	p := m.Topics[0].Partitions[1]
+	if p.Leader != -1 || p.ErrorCode != errLeaderNotAvailable || fmt.Sprint(p.Replicas) != "[2]" {
+		t.Fatalf("partition of the group without a master: %+v", p)
+	}
+	if code := rawProduce(t, b1.addr, "T", 1); code != errNotLeaderOrFollower {
+		t.Fatalf("slave took a produce: %d", code)
+	}
+}
+
+// TestClusterMetadataRefreshed: a Metadata answer uses a view at most
+// metadataFresh old, so a new member is seen at once.
+func TestClusterMetadataRefreshed(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	createLocalTopic(t, a0, "T", 1)
+	if m := metadataOf(t, a0.addr, "T"); len(m.Brokers) != 1 {
+		t.Fatalf("brokers %+v", m.Brokers)
+	}
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	createLocalTopic(t, b0, "T", 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := metadataOf(t, a0.addr, "T")
+		if len(m.Brokers) == 2 && len(m.Topics[0].Partitions) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new group never showed: %+v", m)
+		}
+		time.Sleep(metadataFresh / 2)
+	}
+}
+
+// TestClusterLocalReplicationState: a master's own Metadata takes its
+// group's epoch and in-sync set from its replication state; another
+// broker's, from the master's registration.
+func TestClusterLocalReplicationState(t *testing.T) {
+	f := &fakeCluster{}
+	b0 := startNodeWith(t, nil, Config{NodeID: 10, Group: "broker-b", Cluster: f,
+		LocalGroup: func() LocalGroup { return LocalGroup{Epoch: 7, InSync: []int64{0, 1}} }})
+	f.add(clusterMember{group: "broker-b", nodeID: 10, epoch: 4, inSync: []int64{0}, node: b0})
+	f.add(clusterMember{group: "broker-b", brokerID: 1, nodeID: 11, epoch: 4, node: b0}) // a slave (its address is not used)
+	a0 := startClusterNode(t, f, "broker-a", 0, 20)
+	createLocalTopic(t, b0, "T", 1)
+	refreshViews(a0, b0)
+	for _, c := range []struct {
+		n     *testNode
+		epoch int32
+		isr   string
+	}{{b0, 7, "[10 11]"}, {a0, 4, "[10]"}} {
+		m := metadataOf(t, c.n.addr, "T")
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 1 {
+			t.Fatalf("%+v", m.Topics)
+		}
+		p := m.Topics[0].Partitions[0]
+		if p.Leader != 10 || p.LeaderEpoch != c.epoch || fmt.Sprint(p.ISR) != c.isr || fmt.Sprint(p.Replicas) != "[10 11]" {
+			t.Errorf("through %s: %+v, want epoch %d ISR %s", c.n.addr, p, c.epoch, c.isr)
+		}
+	}
+}
+
+// TestClusterDeletedTopicNotListed: a topic deleted here is gone from
+// Metadata although the NameServer still has this group's queues of it.
+func TestClusterDeletedTopicNotListed(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	createLocalTopic(t, a0, "T", 2)
+	f.mu.Lock()
+	f.kept = map[string][]TopicGroup{"T": {{Group: "broker-a", Queues: 2}}}
+	f.mu.Unlock()
+	if err := a0.core.DeleteTopic("T"); err != nil {
+		t.Fatal(err)
+	}
+	refreshViews(a0)
+	m := dialRaw(t, a0.addr).do(kmsg.NewPtrMetadataRequest(), 9).(*kmsg.MetadataResponse)
+	for _, rt := range m.Topics {
+		if *rt.Topic == "T" {
+			t.Fatalf("deleted topic listed: %+v", rt)
+		}
+	}
+}
+
+// TestClusterNamesrvDown: while the NameServers do not answer, Metadata
+// answers from the last view, and requests arriving together share one
+// attempt.
+func TestClusterNamesrvDown(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	createLocalTopic(t, a0, "T", 1)
+	createLocalTopic(t, b0, "T", 1)
+	refreshViews(a0)
+	f.mu.Lock()
+	f.down, f.calls = true, 0
+	f.mu.Unlock()
+	rc := dialRaw(t, a0.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	start := time.Now()
+	for range 20 {
+		m := rc.do(req, 9).(*kmsg.MetadataResponse)
+		if len(m.Brokers) != 2 || len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 {
+			t.Fatalf("metadata with the NameServers down: %+v", m)
+		}
+	}
+	f.mu.Lock()
+	calls := f.calls
+	f.mu.Unlock()
+	// 20 requests in well under a second: one attempt per metadataFresh
+	// (plus the background refresh), not one each.
+	if limit := 2 + 2*int(time.Since(start)/metadataFresh) + 2; calls > limit {
+		t.Fatalf("%d attempts for 20 requests in %v", calls, time.Since(start))
+	}
+}
+
+func mustPort(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// rawProduce sends one batch for topic's partition p to the broker at
+// addr alone and returns the partition's error code.
+func rawProduce(t *testing.T, addr, topic string, p int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, testBatch(1, 0)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 9).(*kmsg.ProduceResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+func rawFetch(t *testing.T, addr, topic string, p int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes = 12, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 12).(*kmsg.FetchResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+func rawListLatest(t *testing.T, addr, topic string, p int32) (int16, int64) {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 7).(*kmsg.ListOffsetsResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode, resp.Topics[0].Partitions[0].Offset
+}
+
+func rawDeleteRecords(t *testing.T, addr, topic string, p int32, off int64) int16 {
+	t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = p, off
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, addr).do(req, 2).(*kmsg.DeleteRecordsResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestClusterKcat: librdkafka (kcat), seeded with broker-a only, lists
+// both groups' leaders, produces acks=all to broker-b's partition and
+// reads it back; the records are in broker-b's queue.
+func TestClusterKcat(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat is not installed (apt-get install kcat): librdkafka compatibility not tested")
+	}
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	createLocalTopic(t, a0, "T", 1)
+	createLocalTopic(t, b0, "T", 1)
+	refreshViews(a0, b0)
+	meta, _ := kcat(t, "", "-L", "-b", a0.addr, "-t", "T")
+	if !strings.Contains(meta, "2 brokers:") || !strings.Contains(meta, `topic "T" with 2 partitions`) ||
+		!strings.Contains(meta, "partition 0, leader 1,") || !strings.Contains(meta, "partition 1, leader 2,") {
+		t.Fatalf("kcat -L:\n%s", meta)
+	}
+	_, stderr := kcat(t, "x\ny\nz\n", "-P", "-b", a0.addr, "-t", "T", "-p", "1", "-X", "acks=all")
+	if strings.Contains(stderr, "ERROR") {
+		t.Fatalf("kcat -P: %s", stderr)
+	}
+	if got := b0.st.MaxOffset("T", 0); got != 3 {
+		t.Fatalf("broker-b's queue 0 holds %d entries", got)
+	}
+	if got := a0.st.MaxOffset("T", 0); got != 0 {
+		t.Fatalf("broker-a's queue 0 holds %d entries", got)
+	}
+	out, _ := kcat(t, "", "-C", "-b", a0.addr, "-t", "T", "-p", "1", "-o", "beginning", "-e", "-f", "%p %o %s\n")
+	if strings.TrimSpace(out) != "1 0 x\n1 1 y\n1 2 z" {
+		t.Fatalf("kcat -C: %q", out)
+	}
+}
+
+// TestClusterSarama: sarama, seeded with broker-a only, produces with
+// WaitForAll (idempotent) to every partition of a topic over two groups,
+// one with a slave without a door among its replicas, and consumes each
+// partition back from its leader.
+func TestClusterSarama(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 2)
+	f.mu.Lock()
+	f.members = append(f.members, clusterMember{group: "broker-b", brokerID: 1, nodeID: 3, epoch: -1, node: b0, noDoor: true})
+	f.members[1].inSync = []int64{0, 1}
+	f.mu.Unlock()
+	createLocalTopic(t, a0, "S", 2)
+	createLocalTopic(t, b0, "S", 2)
+	refreshViews(a0, b0)
+	m := metadataOf(t, a0.addr, "S")
+	if len(m.Brokers) != 2 || len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 4 ||
+		fmt.Sprint(m.Topics[0].Partitions[3].Replicas) != "[2 3]" || fmt.Sprint(m.Topics[0].Partitions[3].ISR) != "[2 3]" {
+		t.Fatalf("metadata: brokers %+v topics %+v", m.Brokers, m.Topics)
+	}
+	cfg := saramaConfig()
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cfg.Net.MaxOpenRequests = 1
+	p, err := sarama.NewSyncProducer([]string{a0.addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for part := int32(0); part < 4; part++ {
+		for i := range 3 {
+			gotPart, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: "S", Partition: part, Value: sarama.StringEncoder(fmt.Sprintf("s%d-%d", part, i))})
+			if err != nil || gotPart != part || off != int64(i) {
+				t.Fatalf("send to partition %d: partition %d offset %d: %v", part, gotPart, off, err)
+			}
+		}
+	}
+	for q := int32(0); q < 2; q++ {
+		if a0.st.MaxOffset("S", q) != 3 || b0.st.MaxOffset("S", q) != 3 {
+			t.Fatalf("queue %d: broker-a %d, broker-b %d entries", q, a0.st.MaxOffset("S", q), b0.st.MaxOffset("S", q))
+		}
+	}
+	c, err := sarama.NewConsumer([]string{a0.addr}, saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for part := int32(0); part < 4; part++ {
+		pc, err := c.ConsumePartition("S", part, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("partition %d: %v", part, err)
+		}
+		for i := range 3 {
+			select {
+			case m := <-pc.Messages():
+				if string(m.Value) != fmt.Sprintf("s%d-%d", part, i) || m.Offset != int64(i) {
+					t.Fatalf("partition %d: %q at %d", part, m.Value, m.Offset)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("partition %d: record %d not consumed", part, i)
+			}
+		}
+		pc.Close()
+	}
+}
