@@ -3,15 +3,22 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/remoting"
 )
@@ -251,4 +258,229 @@ func TestTopicClusterAndBrokerAddr(t *testing.T) {
 	if r := routeBrokers(t, ns, "T2"); !slices.Equal(r, both) {
 		t.Fatalf("T2's route after deleting T1: %v", r)
 	}
+}
+
+// waitGroupsInSync waits until keel cluster shows both masters with their
+// slave in sync (a SYNC_MASTER with minInSyncReplicas 2 takes sends then).
+func waitGroupsInSync(t *testing.T, ns string) {
+	t.Helper()
+	waitFor(t, "keel cluster to show both groups in sync", 30*time.Second, func() bool {
+		code, o, _ := keelCmd("cluster", "-n", ns)
+		return code == 0 && strings.Count(o, "SYNC_MASTER, 2 of 2 copies in sync") == 2
+	})
+}
+
+// received is what a consumer group member got: per message body, which
+// member got it from which queue.
+type received struct {
+	mu   sync.Mutex
+	gets map[string][]delivery
+}
+
+type delivery struct {
+	member int
+	queue  primitive.MessageQueue
+}
+
+func (r *received) count(body string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.gets[body])
+}
+
+func (r *received) all(bodies []string) bool {
+	for _, b := range bodies {
+		if r.count(b) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// check reports whether each body was received exactly once, and which
+// member consumed each queue (an error if two did).
+func (r *received) check(bodies []string) (owners map[primitive.MessageQueue]int, members map[int]int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	owners, members = map[primitive.MessageQueue]int{}, map[int]int{}
+	for _, b := range bodies {
+		ds := r.gets[b]
+		if len(ds) != 1 {
+			return nil, nil, fmt.Errorf("%s received %d times: %+v", b, len(ds), ds)
+		}
+		d := ds[0]
+		if o, ok := owners[d.queue]; ok && o != d.member {
+			return nil, nil, fmt.Errorf("queue %v consumed by members %d and %d", d.queue, o, d.member)
+		}
+		owners[d.queue] = d.member
+		members[d.member]++
+	}
+	return owners, members, nil
+}
+
+func sendAll(t *testing.T, p rocketmq.Producer, topic string, bodies []string) map[string]int {
+	t.Helper()
+	perBroker := map[string]int{}
+	for _, b := range bodies {
+		r, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(b)))
+		if err != nil || r.Status != primitive.SendOK {
+			t.Fatalf("send %s: %v %v", b, r, err)
+		}
+		perBroker[r.MessageQueue.BrokerName]++
+	}
+	return perBroker
+}
+
+func bodies(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return out
+}
+
+// TestOfficialClientAcrossGroups: the official RocketMQ Go client against
+// real processes, two broker groups of a master and a slave under one
+// NameServer. A topic created with keel topic create -c on both groups; the
+// producer spreads its sends over both groups' queues; a push consumer
+// group of two members divides the eight queues of both groups between
+// them and receives every message exactly once. Then one group's master is
+// killed with SIGKILL: every send goes on succeeding, on the other group
+// (the client retries on another group; a producer started after the
+// NameServer dropped the master never picks the masterless group, even
+// without retries), and the consumers receive every message sent after
+// the kill.
+func TestOfficialClientAcrossGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs five processes and the official client")
+	}
+	rlog.SetLogLevel("error")
+	g := startTwoGroups(t, true)
+	ns := g.namesrv
+	waitGroupsInSync(t, ns)
+	const topic = "Spread"
+	if code, o, e := keelCmd("topic", "create", "-n", ns, "-c", "c", "--queues", "4", topic); code != 0 {
+		t.Fatalf("topic create -c: %d\n%s%s", code, o, e)
+	}
+	waitFor(t, "the NameServer to route the topic to both groups", 30*time.Second, func() bool {
+		return slices.Equal(routeBrokers(t, ns, topic), []string{"broker-a", "broker-b"})
+	})
+
+	p, err := producer.NewDefaultProducer(producer.WithNameServer([]string{ns}),
+		producer.WithGroupName("spread-pg"), producer.WithInstanceName("spread-p"), producer.WithRetry(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+
+	got := &received{gets: map[string][]delivery{}}
+	for m := 1; m <= 2; m++ {
+		c, err := consumer.NewPushConsumer(consumer.WithNameServer([]string{ns}),
+			consumer.WithGroupName("spread-cg"), consumer.WithInstance(fmt.Sprintf("spread-c%d", m)),
+			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+			func(_ context.Context, ms ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+				got.mu.Lock()
+				defer got.mu.Unlock()
+				for _, msg := range ms {
+					got.gets[string(msg.Body)] = append(got.gets[string(msg.Body)], delivery{member: m, queue: *msg.Queue})
+				}
+				return consumer.ConsumeSuccess, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Shutdown()
+	}
+
+	// Rounds of one message per queue until a round shows the group
+	// settled: each message once, both members consuming.
+	for round := 0; ; round++ {
+		if round == 20 {
+			t.Fatal("the consumer group did not settle on one member per queue in 20 rounds")
+		}
+		probes := bodies(fmt.Sprintf("probe%d", round), 8)
+		sendAll(t, p, topic, probes)
+		waitFor(t, "the probes to arrive", 60*time.Second, func() bool { return got.all(probes) })
+		if _, members, err := got.check(probes); err == nil && len(members) == 2 {
+			break
+		}
+	}
+
+	before := bodies("before", 200)
+	perBroker := sendAll(t, p, topic, before)
+	if perBroker["broker-a"] == 0 || perBroker["broker-b"] == 0 || perBroker["broker-a"]+perBroker["broker-b"] != len(before) {
+		t.Fatalf("sends did not spread over both groups: %v", perBroker)
+	}
+	waitFor(t, "every message to be consumed", 60*time.Second, func() bool { return got.all(before) })
+	owners, members, err := got.check(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupsConsumed := map[string]bool{}
+	for q := range owners {
+		groupsConsumed[q.BrokerName] = true
+	}
+	if len(owners) != 8 || len(groupsConsumed) != 2 || len(members) != 2 {
+		t.Fatalf("consumed from queues %v (members %v), want the 8 queues of both groups divided between 2 members", owners, members)
+	}
+	t.Logf("sent %v; consumed per member %v", perBroker, members)
+
+	// kill -9 broker-b's master.
+	if err := g.masterCmd[1].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	after := bodies("after", 100)
+	if perBroker := sendAll(t, p, topic, after); perBroker["broker-a"] != len(after) {
+		t.Fatalf("sends after the kill: %v, want all on broker-a", perBroker)
+	}
+	// Once the NameServer has dropped the master, a new producer's route
+	// leaves the group out: no send picks it, even without retries.
+	ac := admin.New(admin.Config{NamesrvAddrs: []string{ns}})
+	defer ac.Close()
+	waitFor(t, "the NameServer to drop broker-b's master", 60*time.Second, func() bool {
+		bs, err := ac.Brokers(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, b := range bs {
+			if b.Name == "broker-b" && b.ID == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	p2, err := producer.NewDefaultProducer(producer.WithNameServer([]string{ns}),
+		producer.WithGroupName("spread-pg2"), producer.WithInstanceName("spread-p2"), producer.WithRetry(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Shutdown()
+	fresh := bodies("fresh", 40)
+	if perBroker := sendAll(t, p2, topic, fresh); perBroker["broker-a"] != len(fresh) {
+		t.Fatalf("sends of a producer started after the master left: %v, want all on broker-a", perBroker)
+	}
+	afterAll := append(after, fresh...)
+	waitFor(t, "the messages sent after the kill to be consumed", 60*time.Second, func() bool { return got.all(afterAll) })
+	// Nothing consumed before the kill came again.
+	if _, _, err := got.check(before); err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+	dups := 0
+	for _, b := range afterAll {
+		dups += got.count(b) - 1
+	}
+	t.Logf("after the kill: %d messages sent, all consumed (%d delivered twice)", len(afterAll), dups)
 }
