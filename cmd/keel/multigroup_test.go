@@ -348,7 +348,8 @@ func bodies(prefix string, n int) []string {
 // killed with SIGKILL: every send goes on succeeding, on the other group
 // (the client retries on another group; a producer started after the
 // NameServer dropped the master never picks the masterless group, even
-// without retries), and the consumers receive every message sent after
+// without retries), keel cluster shows broker-b without its master and
+// broker-a untouched, and the consumers receive every message sent after
 // the kill.
 func TestOfficialClientAcrossGroups(t *testing.T) {
 	if testing.Short() {
@@ -459,6 +460,13 @@ func TestOfficialClientAcrossGroups(t *testing.T) {
 		}
 		return true
 	})
+	// keel cluster: broker-a as it was, broker-b without its master.
+	code, o, _ := keelCmd("cluster", "-n", ns)
+	if code == 0 || !strings.Contains(o, "broker-a (cluster c): SYNC_MASTER, 2 of 2 copies in sync") ||
+		!strings.Contains(o, "broker-b (cluster c): NO MASTER: the master is not registered with the NameServers") ||
+		!regexp.MustCompile(`\n1\s+SLAVE\s+`+regexp.QuoteMeta(g.slave[1])+`\s`).MatchString(o) {
+		t.Errorf("keel cluster with broker-b's master killed: exit %d\n%s", code, o)
+	}
 	p2, err := producer.NewDefaultProducer(producer.WithNameServer([]string{ns}),
 		producer.WithGroupName("spread-pg2"), producer.WithInstanceName("spread-p2"), producer.WithRetry(0))
 	if err != nil {
