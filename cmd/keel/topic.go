@@ -78,9 +78,26 @@ type topicFlags struct {
 	perm                string
 	order               bool
 	brokers             []string
+	where               whereFlags
+}
+
+// whereFlags choose the masters a topic command changes (mqadmin's -c and
+// -b); neither means every master.
+type whereFlags struct{ cluster, brokerAddr string }
+
+func (w *whereFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&w.cluster, "cluster", "c", "", "only the masters of this cluster (brokerClusterName)")
+	fl.StringVarP(&w.brokerAddr, "broker-addr", "b", "", "only the master at this address (host:port)")
+	cmd.MarkFlagsMutuallyExclusive("cluster", "broker-addr")
+}
+
+func (w *whereFlags) where() admin.Where {
+	return admin.Where{Cluster: w.cluster, BrokerAddr: w.brokerAddr}
 }
 
 func (t *topicFlags) add(cmd *cobra.Command, create bool) {
+	t.where.add(cmd)
 	fl := cmd.Flags()
 	def := int32(0)
 	if create {
@@ -114,8 +131,15 @@ func newTopicCreateCmd(f *adminFlags) *cobra.Command {
 	t := &topicFlags{}
 	cmd := &cobra.Command{
 		Use:   "create TOPIC",
-		Short: "Create a topic on every master broker (or the ones named with --broker)",
-		Args:  exactArgs(1, "TOPIC"),
+		Short: "Create a topic on every master broker (or those of one cluster, one address, or the ones named)",
+		Long: `Create a topic on every master broker registered with the NameServers, or
+on the masters of one cluster (-c CLUSTER), on the one master at an address
+(-b HOST:PORT) or on the masters named with --broker. A producer of the
+official clients spreads its sends over the queues of every group the topic
+is on, and a consumer group divides all of them among its members. It fails
+if a chosen master has the topic already; a master not chosen may have it,
+so this is also how a topic reaches a broker group added later.`,
+		Args: exactArgs(1, "TOPIC"),
 		RunE: adminRun(f, func(cmd *cobra.Command, args []string, c *admin.Client) error {
 			read, write, err := t.queueCounts()
 			if err != nil {
@@ -125,7 +149,8 @@ func newTopicCreateCmd(f *adminFlags) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			spec := admin.TopicSpec{Topic: args[0], ReadQueues: read, WriteQueues: write, Perm: perm, Order: t.order, Brokers: t.brokers}
+			spec := admin.TopicSpec{Topic: args[0], ReadQueues: read, WriteQueues: write, Perm: perm, Order: t.order, Brokers: t.brokers,
+				Where: t.where.where()}
 			if err := c.CreateTopic(cmd.Context(), spec); err != nil {
 				return err
 			}
@@ -141,13 +166,19 @@ func newTopicUpdateCmd(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "update TOPIC",
 		Short: "Change a topic's queue counts, permission or order flag on every broker hosting it",
-		Args:  exactArgs(1, "TOPIC"),
+		Long: `Change a topic's queue counts, permission or order flag on every master
+hosting it. With -c CLUSTER or -b HOST:PORT the change goes to the masters of
+that cluster or the one master at that address, and a chosen master that
+does not have the topic yet gets it, configured as a master that has it with
+the change applied (as mqadmin updateTopic -c does); without a change flag
+that copy is all it does.`,
+		Args: exactArgs(1, "TOPIC"),
 		RunE: adminRun(f, func(cmd *cobra.Command, args []string, c *admin.Client) error {
 			change, err := t.change(cmd)
 			if err != nil {
 				return err
 			}
-			if err := c.UpdateTopic(cmd.Context(), args[0], change); err != nil {
+			if err := c.UpdateTopicAt(cmd.Context(), args[0], t.where.where(), change); err != nil {
 				return err
 			}
 			return showTopic(cmd, f, c, args[0], "updated")
@@ -161,6 +192,9 @@ func newTopicUpdateCmd(f *adminFlags) *cobra.Command {
 func (t *topicFlags) change(cmd *cobra.Command) (func(*admin.TopicConfig), error) {
 	set := func(name string) bool { return cmd.Flags().Changed(name) }
 	if !set("queues") && !set("read-queues") && !set("write-queues") && !set("perm") && !set("order") {
+		if t.where.cluster != "" || t.where.brokerAddr != "" {
+			return func(*admin.TopicConfig) {}, nil // copy it to the chosen masters that lack it
+		}
 		return nil, usageError{errors.New("nothing to update: give --queues, --read-queues, --write-queues, --perm or --order")}
 	}
 	for name, v := range map[string]int32{"queues": t.queues, "read-queues": t.read, "write-queues": t.write} {
@@ -207,12 +241,17 @@ func showTopic(cmd *cobra.Command, f *adminFlags, c *admin.Client, name, what st
 }
 
 func newTopicDeleteCmd(f *adminFlags) *cobra.Command {
-	return &cobra.Command{
+	var w whereFlags
+	cmd := &cobra.Command{
 		Use:   "delete TOPIC",
 		Short: "Delete a topic with its messages and consumer offsets from every broker",
-		Args:  exactArgs(1, "TOPIC"),
+		Long: `Delete a topic with its messages and consumer offsets from every master
+hosting it (its slaves follow) and its route from the NameServers. With
+-c CLUSTER or -b HOST:PORT only from the masters of that cluster or the one
+master at that address; the other groups keep the topic and its route.`,
+		Args: exactArgs(1, "TOPIC"),
 		RunE: adminRun(f, func(cmd *cobra.Command, args []string, c *admin.Client) error {
-			if err := c.DeleteTopic(cmd.Context(), args[0]); err != nil {
+			if err := c.DeleteTopicAt(cmd.Context(), args[0], w.where()); err != nil {
 				return err
 			}
 			return f.emit(cmd.OutOrStdout(), map[string]any{"topic": args[0], "deleted": true}, func(w *tabwriter.Writer) {
@@ -220,6 +259,8 @@ func newTopicDeleteCmd(f *adminFlags) *cobra.Command {
 			})
 		}),
 	}
+	w.add(cmd)
+	return cmd
 }
 
 // exactArgs is cobra.ExactArgs with a usage error naming the arguments.

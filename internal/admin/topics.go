@@ -2,8 +2,9 @@ package admin
 
 // Topics: list (GET_ALL_TOPIC_CONFIG of every master), describe
 // (GET_TOPIC_STATS_INFO), create and update (UPDATE_AND_CREATE_TOPIC on
-// every master, or the named brokers), delete (DELETE_TOPIC_IN_BROKER on
-// every broker hosting it, then DELETE_TOPIC_IN_NAMESRV).
+// every master, the masters of one cluster, one master by address or the
+// named brokers), delete (DELETE_TOPIC_IN_BROKER on the chosen masters
+// hosting it, then DELETE_TOPIC_IN_NAMESRV of their queues).
 
 import (
 	"context"
@@ -291,6 +292,17 @@ func (c *Client) queueStats(ctx context.Context, t Topic) ([]QueueStat, error) {
 	return out, nil
 }
 
+// Where chooses the masters a topic change goes to, as mqadmin's -c and
+// -b do: the zero value is every master, Cluster the masters of one
+// cluster (brokerClusterName), BrokerAddr the one master at that address.
+type Where struct {
+	Cluster    string
+	BrokerAddr string
+}
+
+// explicit reports whether w names masters rather than all of them.
+func (w Where) explicit() bool { return w.Cluster != "" || w.BrokerAddr != "" }
+
 // TopicSpec describes a topic to create.
 type TopicSpec struct {
 	Topic       string
@@ -298,23 +310,30 @@ type TopicSpec struct {
 	WriteQueues int32
 	Perm        int32
 	Order       bool
-	// Brokers names the brokers to create it on; empty means every master.
+	// Brokers names the brokers to create it on; empty means every master
+	// that Where chooses.
 	Brokers []string
+	Where
 }
 
 // CreateTopic creates a topic on the chosen masters. It fails with
-// ErrTopicExists if any master has it already (use UpdateTopic).
+// ErrTopicExists if any of them has it already (use UpdateTopic); a
+// master not chosen may have it (so a topic reaches a group added later).
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	targets, err := c.pickMasters(ctx, spec.Where, spec.Brokers)
+	if err != nil {
+		return err
+	}
 	tables, err := c.topicConfigs(ctx, true)
 	if err != nil {
 		return err
 	}
-	if _, ok := tables[spec.Topic]; ok {
-		return fmt.Errorf("%w: %q (use topic update)", ErrTopicExists, spec.Topic)
-	}
-	targets, err := c.pickMasters(ctx, spec.Brokers)
-	if err != nil {
-		return err
+	for _, b := range tables[spec.Topic] {
+		for _, tb := range targets {
+			if tb.Name == b.Broker {
+				return fmt.Errorf("%w: %q on broker %s (use topic update)", ErrTopicExists, spec.Topic, b.Broker)
+			}
+		}
 	}
 	tc := TopicConfig{Topic: spec.Topic, ReadQueues: spec.ReadQueues, WriteQueues: spec.WriteQueues,
 		Perm: spec.Perm, Order: spec.Order}
@@ -326,8 +345,11 @@ func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	return nil
 }
 
-func (c *Client) pickMasters(ctx context.Context, names []string) ([]Broker, error) {
-	masters, err := c.Masters(ctx)
+// pickMasters returns the masters w chooses, narrowed to the broker names
+// given. A cluster without a master, an address that is not a registered
+// master, or a name not among the chosen masters is an error.
+func (c *Client) pickMasters(ctx context.Context, w Where, names []string) ([]Broker, error) {
+	masters, err := c.whereMasters(ctx, w)
 	if err != nil || len(names) == 0 {
 		return masters, err
 	}
@@ -342,6 +364,43 @@ func (c *Client) pickMasters(ctx context.Context, names []string) ([]Broker, err
 		if !found {
 			return nil, fmt.Errorf("%w: broker %q", ErrNotFound, n)
 		}
+	}
+	return out, nil
+}
+
+// whereMasters returns the masters w chooses, sorted by name.
+func (c *Client) whereMasters(ctx context.Context, w Where) ([]Broker, error) {
+	if w.Cluster != "" && w.BrokerAddr != "" {
+		return nil, errors.New("admin: give a cluster or a broker address, not both")
+	}
+	if w.BrokerAddr != "" {
+		all, err := c.Brokers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range all {
+			if b.Addr != w.BrokerAddr {
+				continue
+			}
+			if b.ID != 0 {
+				return nil, fmt.Errorf("admin: broker %s is broker %d of group %s, a slave: topics are changed on the group's master", w.BrokerAddr, b.ID, b.Name)
+			}
+			return []Broker{b}, nil
+		}
+		return nil, fmt.Errorf("%w: no broker is registered at %s", ErrNotFound, w.BrokerAddr)
+	}
+	masters, err := c.Masters(ctx)
+	if err != nil || w.Cluster == "" {
+		return masters, err
+	}
+	var out []Broker
+	for _, b := range masters {
+		if b.Cluster == w.Cluster {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: cluster %q has no master registered", ErrNotFound, w.Cluster)
 	}
 	return out, nil
 }
@@ -362,12 +421,36 @@ func (c *Client) putTopic(ctx context.Context, addr string, tc TopicConfig) erro
 // UpdateTopic applies change to the topic's configuration on every broker
 // that hosts it.
 func (c *Client) UpdateTopic(ctx context.Context, name string, change func(*TopicConfig)) error {
+	return c.UpdateTopicAt(ctx, name, Where{}, change)
+}
+
+// UpdateTopicAt applies change to the topic's configuration on the masters
+// w chooses. With w naming a cluster or a broker, a chosen master that
+// does not have the topic yet gets it too, configured as the first master
+// that has it with change applied (as mqadmin updateTopic -c does); with
+// the zero w only the masters that have it are changed. ErrNotFound if no
+// master has the topic.
+func (c *Client) UpdateTopicAt(ctx context.Context, name string, w Where, change func(*TopicConfig)) error {
+	targets, err := c.whereMasters(ctx, w)
+	if err != nil {
+		return err
+	}
 	t, err := c.topic(ctx, name, true)
 	if err != nil {
 		return err
 	}
+	has := make(map[string]TopicConfig, len(t.Brokers))
 	for _, b := range t.Brokers {
-		tc := b.TopicConfig
+		has[b.Broker] = b.TopicConfig
+	}
+	for _, b := range targets {
+		tc, ok := has[b.Name]
+		if !ok && !w.explicit() {
+			continue
+		}
+		if !ok {
+			tc = t.Brokers[0].TopicConfig
+		}
 		change(&tc)
 		tc.Topic = name
 		if err := c.putTopic(ctx, b.Addr, tc); err != nil {
@@ -380,19 +463,56 @@ func (c *Client) UpdateTopic(ctx context.Context, name string, change func(*Topi
 // DeleteTopic deletes a topic, its messages and its consumer offsets from
 // every broker hosting it and its route from the NameServers.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	return c.DeleteTopicAt(ctx, name, Where{})
+}
+
+// DeleteTopicAt deletes a topic, its messages and its consumer offsets
+// from the masters w chooses that host it (their slaves follow by
+// replication), and their queues of it from the NameServers' routes.
+// ErrNotFound if none of them hosts it.
+func (c *Client) DeleteTopicAt(ctx context.Context, name string, w Where) error {
+	targets, err := c.whereMasters(ctx, w)
+	if err != nil {
+		return err
+	}
 	t, err := c.topic(ctx, name, true)
 	if err != nil {
 		return err
 	}
+	chosen := make(map[string]bool, len(targets))
+	for _, b := range targets {
+		chosen[b.Name] = true
+	}
+	var hosts []TopicOnBroker
 	for _, b := range t.Brokers {
+		if chosen[b.Broker] {
+			hosts = append(hosts, b)
+		}
+	}
+	if len(hosts) == 0 {
+		return fmt.Errorf("%w: topic %q on the chosen masters", ErrNotFound, name)
+	}
+	for _, b := range hosts {
 		if _, err := c.invoke(ctx, b.Addr, remoting.ReqDeleteTopicInBroker, map[string]string{"topic": name}, nil); err != nil {
 			return err
 		}
 	}
+	// The whole route when every host went; else only the deleted groups'
+	// queues, so the other groups keep serving it.
+	var routes []map[string]string
+	if len(hosts) == len(t.Brokers) {
+		routes = append(routes, map[string]string{"topic": name})
+	} else {
+		for _, b := range hosts {
+			routes = append(routes, map[string]string{"topic": name, "brokerName": b.Broker})
+		}
+	}
 	var errs []error
 	for _, addr := range c.cfg.NamesrvAddrs {
-		if _, err := c.invoke(ctx, addr, remoting.ReqDeleteTopicInNamesrv, map[string]string{"topic": name}, nil); err != nil {
-			errs = append(errs, err)
+		for _, ext := range routes {
+			if _, err := c.invoke(ctx, addr, remoting.ReqDeleteTopicInNamesrv, ext, nil); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -283,11 +283,11 @@ func (s *Server) handleDeleteTopic(_ *remoting.Conn, req *remoting.Command) *rem
 	if topic == "" {
 		return req.NewResponse(remoting.ResSystemError, "namesrv: delete topic: topic is required")
 	}
-	cluster := req.Ext("clusterName")
+	cluster, broker := req.Ext("clusterName"), req.Ext("brokerName")
 	s.mu.Lock()
-	s.t.deleteTopic(topic, cluster)
+	s.t.deleteTopic(topic, cluster, broker)
 	s.mu.Unlock()
-	s.log.Info("namesrv: topic deleted", "topic", topic, "cluster", cluster)
+	s.log.Info("namesrv: topic deleted", "topic", topic, "cluster", cluster, "broker", broker)
 	return req.NewResponse(remoting.ResSuccess, "")
 }
 

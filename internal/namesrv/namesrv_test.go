@@ -328,6 +328,28 @@ func TestClusterInfoTopicListDelete(t *testing.T) {
 	}
 }
 
+// TestDeleteTopicOfOneGroup: a delete naming a brokerName removes only that
+// group's queues of the topic; the topic goes with its last group.
+func TestDeleteTopicOfOneGroup(t *testing.T) {
+	_, addr := startNamesrv(t, Config{})
+	cl := dial(t, addr)
+	register(t, cl, Registration{Cluster: "C", BrokerName: "a", BrokerAddr: "h1:1", Topics: topics("T")})
+	register(t, cl, Registration{Cluster: "C", BrokerName: "b", BrokerAddr: "h2:1", Topics: topics("T")})
+	if resp := call(t, cl, remoting.ReqDeleteTopicInNamesrv, map[string]string{"topic": "T", "brokerName": "b"}, nil); resp.Code != 0 {
+		t.Fatal(resp)
+	}
+	if _, body := routeOf(t, cl, "T"); strings.Contains(body, `"brokerName":"b"`) || !strings.Contains(body, `"brokerName":"a"`) {
+		t.Fatalf("after deleting group b's queues: %s", body)
+	}
+	if resp := call(t, cl, remoting.ReqDeleteTopicInNamesrv, map[string]string{"topic": "T", "brokerName": "a"}, nil); resp.Code != 0 {
+		t.Fatal(resp)
+	}
+	resp := call(t, cl, remoting.ReqGetAllTopicListFromNameServer, nil, nil)
+	if strings.Contains(string(resp.Body), `"T"`) {
+		t.Fatalf("topic list after deleting the last group's queues %s", resp.Body)
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	_, addr := startNamesrv(t, Config{})
 	cl := dial(t, addr)

@@ -221,15 +221,18 @@ func (t *table) topicNames() []string {
 }
 
 // deleteTopic removes topic, or only its queues on the brokers of cluster
-// when cluster is not empty.
-func (t *table) deleteTopic(topic, cluster string) {
-	if cluster == "" {
+// and on the broker group broker when either is not empty.
+func (t *table) deleteTopic(topic, cluster, broker string) {
+	if cluster == "" && broker == "" {
 		delete(t.topics, topic)
 		return
 	}
 	qds := t.topics[topic]
 	for name := range t.clusters[cluster] {
 		delete(qds, name)
+	}
+	if broker != "" {
+		delete(qds, broker)
 	}
 	if len(qds) == 0 {
 		delete(t.topics, topic)
