@@ -18,6 +18,7 @@ import (
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
 //	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
 //	x-queue-type               classic or quorum: both are the same fsynced queue
+//	x-single-active-consumer   true: one consumer at a time gets deliveries (the first registered)
 type queueArgs struct {
 	ttl           int64 // ms; -1: none
 	dlx           string
@@ -29,6 +30,7 @@ type queueArgs struct {
 	deliveryLimit int64 // -1: none
 	expires       int64 // ms a queue may stay unused before it is deleted (x-expires, > 0); -1: never
 	queueType     string
+	single        bool // x-single-active-consumer
 }
 
 // parseQueueArgs validates a declare's arguments; the error text says
@@ -83,12 +85,42 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic and quorum queues)", qt)
 		}
 	}
-	for _, k := range []string{"x-max-length-bytes", "x-max-priority", "x-single-active-consumer", "x-queue-mode"} {
+	if v, ok := t["x-single-active-consumer"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return a, fmt.Errorf("invalid arg 'x-single-active-consumer': %v is not a boolean", tableString(v))
+		}
+		a.single = b
+	}
+	for _, k := range []string{"x-max-length-bytes", "x-max-priority", "x-queue-mode"} {
 		if _, ok := t[k]; ok {
 			return a, fmt.Errorf("argument '%s' is not supported by Keel", k)
 		}
 	}
 	return a, nil
+}
+
+// intValue returns a table value of an integer type.
+func intValue(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int8:
+		return int64(v), true
+	case uint8:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	}
+	return 0, false
 }
 
 // nonNegative reads an integer argument; -1 when absent.
@@ -97,25 +129,8 @@ func nonNegative(t wire.Table, k string) (int64, error) {
 	if !ok {
 		return -1, nil
 	}
-	var n int64
-	switch v := v.(type) {
-	case int8:
-		n = int64(v)
-	case uint8:
-		n = int64(v)
-	case int16:
-		n = int64(v)
-	case uint16:
-		n = int64(v)
-	case int32:
-		n = int64(v)
-	case uint32:
-		n = int64(v)
-	case int64:
-		n = v
-	case int:
-		n = int64(v)
-	default:
+	n, isInt := intValue(v)
+	if !isInt {
 		return 0, fmt.Errorf("invalid arg '%s': %v is not an integer", k, tableString(v))
 	}
 	if n < 0 {

@@ -31,6 +31,7 @@ type queue struct {
 	mu          sync.Mutex // guards what follows; taken before a channel's mu
 	consumers   []*consumer
 	rr          int            // round-robin position in consumers
+	prioritized int            // consumers with a priority other than 0
 	hadConsumer bool           // auto-delete applies only after a first consumer
 	floor       int64          // every offset below is settled
 	settled     map[int64]bool // settled offsets >= floor
@@ -75,6 +76,7 @@ type consumer struct {
 	tag      string
 	noAck    bool
 	prefetch int // 0: unlimited
+	priority int // x-priority of basic.consume: the highest with credit is served first
 	unacked  int // guarded by ch.mu
 	// ready (guarded by ch.mu): basic.consume-ok was sent, deliveries may
 	// follow; gone: the queue went before that (basic.cancel follows the
@@ -136,6 +138,7 @@ func (q *queue) deleted() {
 	q.gone = true
 	cs := q.consumers
 	q.consumers = nil
+	q.prioritized = 0
 	q.mu.Unlock()
 	for _, c := range cs {
 		c.ch.consumerGone(c)
@@ -240,7 +243,7 @@ func (q *queue) pump() {
 		}
 	}()
 	for !q.gone && len(q.consumers) > 0 {
-		c := q.pickLocked()
+		c, next := q.pickLocked()
 		if c == nil {
 			return
 		}
@@ -248,6 +251,7 @@ func (q *queue) pump() {
 		if !ok {
 			return
 		}
+		q.rr = next // the turn moves on only with a delivery
 		sent := c.ch.deliver(c, o, &m, redelivered)
 		release()
 		if sent && !slices.Contains(conns, c.ch.c) {
@@ -264,17 +268,36 @@ func (q *queue) pump() {
 	}
 }
 
-// pickLocked returns the next consumer in turn with credit, or nil.
-func (q *queue) pickLocked() *consumer {
+// pickLocked returns the consumer to deliver to next, or nil: with
+// x-single-active-consumer the first registered one (while it has
+// credit), else the next in turn with credit among those of the highest
+// priority (x-priority) that have credit; and the turn after it.
+func (q *queue) pickLocked() (*consumer, int) {
+	if q.a.single {
+		if c := q.consumers[0]; c.ch.hasCredit(c) {
+			return c, 0
+		}
+		return nil, 0
+	}
 	n := len(q.consumers)
+	best := -1
 	for i := range n {
-		c := q.consumers[(q.rr+i)%n]
+		j := (q.rr + i) % n
+		c := q.consumers[j]
+		if best >= 0 && c.priority <= q.consumers[best].priority {
+			continue
+		}
 		if c.ch.hasCredit(c) {
-			q.rr = (q.rr + i + 1) % n
-			return c
+			best = j
+			if q.prioritized == 0 {
+				break // all of priority 0: the first in turn
+			}
 		}
 	}
-	return nil
+	if best < 0 {
+		return nil, 0
+	}
+	return q.consumers[best], (best + 1) % n
 }
 
 // get implements basic.get's take.
@@ -381,6 +404,9 @@ func (q *queue) addConsumer(c *consumer) bool {
 		return false
 	}
 	q.consumers = append(q.consumers, c)
+	if c.priority != 0 {
+		q.prioritized++
+	}
 	q.hadConsumer = true
 	return true
 }
@@ -392,6 +418,9 @@ func (q *queue) removeConsumer(c *consumer) bool {
 	defer q.mu.Unlock()
 	if i := slices.Index(q.consumers, c); i >= 0 {
 		q.consumers = slices.Delete(q.consumers, i, i+1)
+		if c.priority != 0 {
+			q.prioritized--
+		}
 	}
 	q.lastUsed = nowMs()
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone

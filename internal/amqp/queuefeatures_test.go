@@ -1,0 +1,110 @@
+package amqp
+
+import (
+	"fmt"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// consumeOn opens a channel with prefetch on b and consumes queue with args.
+func consumeOn(t *testing.T, b *broker, queue, tag string, prefetch int, args amqp091.Table) (*amqp091.Channel, <-chan amqp091.Delivery) {
+	t.Helper()
+	ch := b.channel()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(queue, tag, false, false, false, false, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, ds
+}
+
+func bodies(t *testing.T, c <-chan amqp091.Delivery, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		out = append(out, string(recv(t, c).Body))
+	}
+	return out
+}
+
+// x-single-active-consumer: every basic.consume succeeds, only the first
+// registered consumer gets deliveries; when its channel closes its
+// unacknowledged messages go, in order and flagged redelivered, to the
+// next one, and when that one cancels the third takes over.
+func TestSingleActiveConsumer(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("sac", true, false, false, false, amqp091.Table{"x-single-active-consumer": true}); err != nil {
+		t.Fatal(err)
+	}
+	chA, a := consumeOn(t, b, "sac", "A", 4, nil)
+	chB, bd := consumeOn(t, b, "sac", "B", 10, nil)
+	chC, c := consumeOn(t, b, "sac", "C", 10, nil)
+	if q, err := ch.QueueDeclarePassive("sac", true, false, false, false, nil); err != nil || q.Consumers != 3 {
+		t.Fatalf("consumers: %+v %v", q, err)
+	}
+	publishConfirmed(t, ch, "sac", "1", "2", "3", "4")
+	got := bodies(t, a, 4)
+	if fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("active consumer got %v", got)
+	}
+	none(t, chB, bd, "sac")
+	none(t, chC, c, "sac")
+	// A (prefetch 4) holds 1-4 unacknowledged, 5 waits; A's channel
+	// closes: B gets 1-4 again first, then 5.
+	publishConfirmed(t, ch, "sac", "5")
+	none(t, chB, bd, "sac")
+	chA.Close()
+	for _, want := range []string{"1", "2", "3", "4", "5"} {
+		d := recv(t, bd)
+		if string(d.Body) != want || d.Redelivered != (want != "5") {
+			t.Fatalf("after the close: %q redelivered=%v, want %s", d.Body, d.Redelivered, want)
+		}
+		d.Ack(false)
+	}
+	none(t, chC, c, "sac")
+	// B cancels: C becomes active.
+	if err := chB.Cancel("B", false); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "sac", "6")
+	if d := recv(t, c); string(d.Body) != "6" {
+		t.Fatalf("after the cancel: %q", d.Body)
+	}
+	if _, err := ch.QueueDeclare("sac-bad", true, false, false, false, amqp091.Table{"x-single-active-consumer": "yes"}); !isCode(err, 406) {
+		t.Fatalf("x-single-active-consumer=\"yes\": %v, want 406", err)
+	}
+}
+
+// Consumer priorities (x-priority): deliveries go to the consumers of the
+// highest priority while they have prefetch room, in turn among equals;
+// a lower one gets a message only when none of them has room.
+func TestConsumerPriorities(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("prio", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	chLow, low := consumeOn(t, b, "prio", "low", 10, nil)
+	_, hi1 := consumeOn(t, b, "prio", "hi1", 2, amqp091.Table{"x-priority": int32(5)})
+	_, hi2 := consumeOn(t, b, "prio", "hi2", 2, amqp091.Table{"x-priority": int64(5)})
+	publishConfirmed(t, ch, "prio", "1", "2", "3", "4")
+	if g1, g2 := bodies(t, hi1, 2), bodies(t, hi2, 2); fmt.Sprint(g1, g2) != "[1 3] [2 4]" {
+		t.Fatalf("high-priority consumers got %v and %v", g1, g2)
+	}
+	none(t, chLow, low, "prio")
+	publishConfirmed(t, ch, "prio", "5") // both high ones are full
+	if d := recv(t, low); string(d.Body) != "5" {
+		t.Fatalf("low-priority consumer got %q", d.Body)
+	}
+	bad := b.channel()
+	if err := exception(t, bad, func(c *amqp091.Channel) error {
+		_, err := c.Consume("prio", "", false, false, false, false, amqp091.Table{"x-priority": "high"})
+		return err
+	}); !isCode(err, 406) {
+		t.Fatalf("x-priority=\"high\": %v, want 406", err)
+	}
+}
