@@ -14,7 +14,8 @@ import (
 //	x-dead-letter-exchange     where expired, rejected, dropped and over-delivered messages go
 //	x-dead-letter-routing-key  their routing key there (default: the message's own)
 //	x-max-length               ready messages the queue holds (>= 0)
-//	x-overflow                 drop-head (default) or reject-publish
+//	x-max-length-bytes         bytes of message bodies ready in the queue (>= 0)
+//	x-overflow                 drop-head (default), reject-publish or reject-publish-dlx (refused publishes dead-lettered)
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
 //	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
 //	x-queue-type               classic or quorum: both are the same fsynced queue
@@ -26,7 +27,9 @@ type queueArgs struct {
 	dlrk          string
 	hasDLRK       bool
 	maxLen        int64 // -1: none
-	rejectPublish bool  // x-overflow=reject-publish
+	maxBytes      int64 // -1: none
+	rejectPublish bool  // x-overflow=reject-publish or reject-publish-dlx
+	rejectDLX     bool  // x-overflow=reject-publish-dlx
 	deliveryLimit int64 // -1: none
 	expires       int64 // ms a queue may stay unused before it is deleted (x-expires, > 0); -1: never
 	queueType     string
@@ -36,12 +39,15 @@ type queueArgs struct {
 // parseQueueArgs validates a declare's arguments; the error text says
 // which argument is wrong (RabbitMQ answers 406 PRECONDITION_FAILED).
 func parseQueueArgs(t wire.Table) (queueArgs, error) {
-	a := queueArgs{ttl: -1, maxLen: -1, deliveryLimit: -1, expires: -1, queueType: "classic"}
+	a := queueArgs{ttl: -1, maxLen: -1, maxBytes: -1, deliveryLimit: -1, expires: -1, queueType: "classic"}
 	var err error
 	if a.ttl, err = nonNegative(t, "x-message-ttl"); err != nil {
 		return a, err
 	}
 	if a.maxLen, err = nonNegative(t, "x-max-length"); err != nil {
+		return a, err
+	}
+	if a.maxBytes, err = nonNegative(t, "x-max-length-bytes"); err != nil {
 		return a, err
 	}
 	if a.deliveryLimit, err = nonNegative(t, "x-delivery-limit"); err != nil {
@@ -70,8 +76,10 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 	case !ok, overflow == "drop-head":
 	case overflow == "reject-publish":
 		a.rejectPublish = true
+	case overflow == "reject-publish-dlx":
+		a.rejectPublish, a.rejectDLX = true, true
 	default:
-		return a, fmt.Errorf("invalid arg 'x-overflow': %q (Keel serves drop-head and reject-publish)", overflow)
+		return a, fmt.Errorf("invalid arg 'x-overflow': %q (drop-head, reject-publish or reject-publish-dlx)", overflow)
 	}
 	qt, ok, err := stringArg(t, "x-queue-type")
 	if err != nil {
@@ -92,7 +100,7 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		}
 		a.single = b
 	}
-	for _, k := range []string{"x-max-length-bytes", "x-max-priority", "x-queue-mode"} {
+	for _, k := range []string{"x-max-priority", "x-queue-mode"} {
 		if _, ok := t[k]; ok {
 			return a, fmt.Errorf("argument '%s' is not supported by Keel", k)
 		}
@@ -122,6 +130,9 @@ func intValue(v any) (int64, bool) {
 	}
 	return 0, false
 }
+
+// limited reports whether the queue has a length limit.
+func (a *queueArgs) limited() bool { return a.maxLen >= 0 || a.maxBytes >= 0 }
 
 // nonNegative reads an integer argument; -1 when absent.
 func nonNegative(t wire.Table, k string) (int64, error) {

@@ -22,7 +22,9 @@
 // basic.consume/cancel/get; basic.ack/nack/reject with multiple and
 // requeue; basic.qos prefetch (per consumer; global=true per channel);
 // basic.recover; queue arguments (args.go): TTL, dead-lettering, length
-// and delivery limits, queue types, single active consumer; consumer
+// limits in messages and bytes (maxbytes.go) with drop-head,
+// reject-publish and reject-publish-dlx, delivery limits, queue types,
+// single active consumer; consumer
 // priorities (x-priority); connection.blocked while the store's
 // disk is full (blocked.go); alternate exchanges; x-expires; the consumer
 // timeout (timeout.go); tx.select, tx.commit and tx.rollback (tx.go: a

@@ -46,6 +46,10 @@ type queue struct {
 	returns     map[int64]int32 // times an unsettled offset was requeued (x-delivery-limit)
 	dying       int             // offsets being dead-lettered (in inflight until their copy is stored)
 	pendingPub  int             // publishes admitted by x-overflow=reject-publish, not yet stored
+	pendingSize int64           // ... and their body bytes
+	sizedTo     int64           // x-max-length-bytes: offsets below are counted in readyBytes (maxbytes.go)
+	readyBytes  int64           // body bytes of the ready messages below sizedTo
+	heldSize    map[int64]int64 // body bytes of unsettled offsets handed out since the start
 	expSeen     bool            // a message with an expiration may be in the queue
 	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
@@ -211,9 +215,11 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		}
 		m, release, ok := q.read(o)
 		if !ok {
+			q.leftReadyLocked(o, 0)
 			q.settleLocked(o)
 			continue
 		}
+		q.leftReadyLocked(o, int64(len(m.body)))
 		if q.expiredLocked(&m, nowMs()) {
 			release()
 			q.deadLetterLocked(o, reasonExpired, nil)
@@ -334,6 +340,7 @@ func (q *queue) settleLocked(o int64) {
 	}
 	delete(q.inflight, o)
 	delete(q.returns, o)
+	delete(q.heldSize, o)
 	q.dirty = true
 	if o != q.floor {
 		if o > q.floor {
@@ -374,6 +381,7 @@ func (q *queue) requeueLocked(o int64, counted bool) {
 	delete(q.inflight, o)
 	i, _ := slices.BinarySearch(q.returned, o)
 	q.returned = slices.Insert(q.returned, i, o)
+	q.backToReadyLocked(o)
 }
 
 // purge settles every ready message and returns how many.
@@ -394,6 +402,7 @@ func (q *queue) purge() uint32 {
 		}
 	}
 	q.cursor = hi
+	q.readyBytes, q.sizedTo = 0, max(q.sizedTo, hi)
 	return n
 }
 

@@ -108,3 +108,95 @@ func TestConsumerPriorities(t *testing.T) {
 		t.Fatalf("x-priority=\"high\": %v, want 406", err)
 	}
 }
+
+// publishAcks publishes bodies to queue on a confirming channel and
+// returns each confirm.
+func publishAcks(t *testing.T, ch *amqp091.Channel, queue string, bodies ...string) []bool {
+	t.Helper()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var acks []bool
+	for _, body := range bodies {
+		dc, err := ch.PublishWithDeferredConfirm("", queue, false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, dc.Wait())
+	}
+	return acks
+}
+
+// x-max-length-bytes counts the bodies of ready messages: drop-head
+// dead-letters from the head (also with the count rebuilt after a
+// restart), reject-publish nacks a publish that would pass the limit and
+// counts neither unacknowledged messages nor, once requeued, leaves them
+// out; reject-publish-dlx also dead-letters the refused message.
+func TestMaxLengthBytes(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	declareDLX(t, ch)
+	if _, err := ch.QueueDeclare("bytes-head", true, false, false, false, amqp091.Table{
+		"x-max-length-bytes": int32(10), "x-dead-letter-exchange": "dlx"}); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "bytes-head", "aaaa", "bbbb", "cccc")
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "aaaa" || death(t, d)["reason"] != "maxlen" {
+		t.Fatalf("dropped %q %v", d.Body, d.Headers)
+	} else {
+		d.Ack(false)
+	}
+	if n := depth(t, ch, "bytes-head"); n != 2 {
+		t.Fatalf("bytes-head holds %d messages, want 2", n)
+	}
+	b.restart()
+	ch = b.channel()
+	publishConfirmed(t, ch, "bytes-head", "dd") // 10 bytes: at the limit
+	if n := depth(t, ch, "bytes-head"); n != 3 {
+		t.Fatalf("bytes-head holds %d messages, want 3", n)
+	}
+	publishConfirmed(t, ch, "bytes-head", "e")
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "bbbb" {
+		t.Fatalf("dropped %q after the restart, want bbbb", d.Body)
+	} else {
+		d.Ack(false)
+	}
+	for _, want := range []string{"cccc", "dd", "e"} {
+		if d, ok, err := ch.Get("bytes-head", true); err != nil || !ok || string(d.Body) != want {
+			t.Fatalf("bytes-head: %q %v %v, want %s", d.Body, ok, err, want)
+		}
+	}
+
+	if _, err := ch.QueueDeclare("bytes-full", true, false, false, false, amqp091.Table{
+		"x-max-length-bytes": int64(10), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	if acks := publishAcks(t, ch, "bytes-full", "666666", "4444", "1"); fmt.Sprint(acks) != "[true true false]" {
+		t.Fatalf("reject-publish confirms %v", acks)
+	}
+	d, ok, err := ch.Get("bytes-full", false) // 6 bytes unacknowledged: not counted
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if acks := publishAcks(t, ch, "bytes-full", "55555", "22"); fmt.Sprint(acks) != "[true false]" {
+		t.Fatalf("reject-publish confirms with one unacknowledged %v", acks)
+	}
+	d.Nack(false, true) // ready again: 15 bytes
+	if acks := publishAcks(t, ch, "bytes-full", ""); fmt.Sprint(acks) != "[false]" {
+		t.Fatalf("reject-publish confirm after a requeue %v", acks)
+	}
+
+	if _, err := ch.QueueDeclare("bytes-dlx", true, false, false, false, amqp091.Table{
+		"x-max-length": int32(1), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "dlx"}); err != nil {
+		t.Fatal(err)
+	}
+	if acks := publishAcks(t, ch, "bytes-dlx", "x", "y"); fmt.Sprint(acks) != "[true false]" {
+		t.Fatalf("reject-publish-dlx confirms %v", acks)
+	}
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "y" || death(t, d)["reason"] != "maxlen" || death(t, d)["queue"] != "bytes-dlx" {
+		t.Fatalf("refused publish dead-lettered as %q %v", d.Body, d.Headers)
+	}
+	if n := depth(t, ch, "bytes-dlx"); n != 1 {
+		t.Fatalf("bytes-dlx holds %d messages, want 1", n)
+	}
+}
