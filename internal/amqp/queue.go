@@ -233,8 +233,45 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 			q.delivered = o + 1
 			q.dirty = true
 		}
+		if q.a.queueType == "quorum" && redelivered {
+			m.props = q.deliveryCountLocked(o, m.props)
+		}
 		return o, m, release, redelivered, true
 	}
+}
+
+// deliveryCountLocked returns the properties of a redelivery of offset o
+// from a quorum queue: with the header x-delivery-count, the times the
+// message was returned (requeued: a nack or reject with requeue, a closed
+// channel, basic.recover), 1 on the first redelivery, as RabbitMQ's
+// quorum queues. The counts are in acks.json: a clean restart keeps them
+// (closing the channels counts their deliveries as returns). A message
+// redelivered after a crash with no return recorded counts as returned
+// once (the crash ended its delivery; under the lease it may also be one
+// that was never delivered, as its redelivered flag says); a return
+// recorded less than Config.AckStateInterval before a crash may be lost,
+// so the count after a crash can be lower than the returns, never 0.
+func (q *queue) deliveryCountLocked(o int64, props []byte) []byte {
+	if q.returns[o] == 0 && o < q.restoredD {
+		q.returns[o] = 1
+		q.dirty = true
+	}
+	n := q.returns[o]
+	if n == 0 {
+		return props // requeued without having been delivered
+	}
+	var p wire.BasicProperties
+	if p.Read(wire.NewReader(props)) != nil {
+		return props // delivered as stored; the publisher's bytes were checked on publish
+	}
+	h := make(wire.Table, len(p.Headers)+1)
+	maps.Copy(h, p.Headers)
+	h["x-delivery-count"] = int64(n)
+	p.Headers = h
+	p.Flags |= wire.FlagHeaders
+	var w wire.Writer
+	p.Write(&w)
+	return w.Buf
 }
 
 // pump delivers to consumers with credit while there are messages.

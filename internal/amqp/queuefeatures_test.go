@@ -200,3 +200,60 @@ func TestMaxLengthBytes(t *testing.T) {
 		t.Fatalf("bytes-dlx holds %d messages, want 1", n)
 	}
 }
+
+func deliveryCount(d amqp091.Delivery) any { return d.Headers["x-delivery-count"] }
+
+// x-delivery-count on redeliveries from a quorum queue: absent on the
+// first delivery, 1 on the first redelivery, one more on each return,
+// kept across a clean restart (the close's return counted); after a crash
+// a message with no return recorded is redelivered with 1. A classic
+// queue sends no such header.
+func TestDeliveryCountHeader(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("classic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "qq", "m")
+	publishConfirmed(t, ch, "classic", "m")
+	for i := range 3 {
+		d := getWithin(t, ch, "qq")
+		if want := any(int64(i)); (i == 0 && deliveryCount(d) != nil) || (i > 0 && deliveryCount(d) != want) || d.Redelivered != (i > 0) {
+			t.Fatalf("delivery %d: x-delivery-count %v redelivered=%v", i, deliveryCount(d), d.Redelivered)
+		}
+		d.Nack(false, true)
+		c := getWithin(t, ch, "classic")
+		if _, ok := c.Headers["x-delivery-count"]; ok {
+			t.Fatalf("classic queue delivery %d has x-delivery-count", i)
+		}
+		c.Nack(false, true)
+	}
+	getWithin(t, ch, "qq") // the fourth delivery, unacknowledged at the restart: a return
+	b.restart()
+	ch = b.channel()
+	if d := getWithin(t, ch, "qq"); deliveryCount(d) != int64(4) || !d.Redelivered {
+		t.Fatalf("after a restart: x-delivery-count %v redelivered=%v, want 4", deliveryCount(d), d.Redelivered)
+	} else {
+		d.Ack(false)
+	}
+	publishConfirmed(t, ch, "qq", "c")
+	getWithin(t, ch, "qq") // delivered, then the broker crashes
+	b.crash()
+	b.start()
+	ch = b.channel()
+	d := getWithin(t, ch, "qq")
+	if string(d.Body) == "m" { // its ack may not have been written before the crash
+		d.Ack(false)
+		d = getWithin(t, ch, "qq")
+	}
+	if string(d.Body) != "c" || deliveryCount(d) != int64(1) || !d.Redelivered {
+		t.Fatalf("after a crash: %q x-delivery-count %v redelivered=%v, want 1", d.Body, deliveryCount(d), d.Redelivered)
+	}
+	d.Nack(false, true)
+	if d := getWithin(t, ch, "qq"); deliveryCount(d) != int64(2) {
+		t.Fatalf("after a crash and a return: x-delivery-count %v, want 2", deliveryCount(d))
+	}
+}
