@@ -19,6 +19,7 @@ import (
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
 //	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
 //	x-queue-type               classic or quorum: both are the same fsynced queue
+//	x-max-priority             priority levels of a classic queue (0 to 255; 0: none)
 //	x-single-active-consumer   true: one consumer at a time gets deliveries (the first registered)
 type queueArgs struct {
 	ttl           int64 // ms; -1: none
@@ -28,6 +29,7 @@ type queueArgs struct {
 	hasDLRK       bool
 	maxLen        int64 // -1: none
 	maxBytes      int64 // -1: none
+	maxPriority   int   // x-max-priority (1 to 255); 0: none
 	rejectPublish bool  // x-overflow=reject-publish or reject-publish-dlx
 	rejectDLX     bool  // x-overflow=reject-publish-dlx
 	deliveryLimit int64 // -1: none
@@ -93,6 +95,14 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic and quorum queues)", qt)
 		}
 	}
+	mp, err := nonNegative(t, "x-max-priority")
+	if err != nil {
+		return a, err
+	}
+	if mp > maxPriority {
+		return a, fmt.Errorf("invalid arg 'x-max-priority': %d is above the maximum %d", mp, maxPriority)
+	}
+	a.maxPriority = int(max(mp, 0))
 	if v, ok := t["x-single-active-consumer"]; ok {
 		b, isBool := v.(bool)
 		if !isBool {
@@ -100,7 +110,7 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		}
 		a.single = b
 	}
-	for _, k := range []string{"x-max-priority", "x-queue-mode"} {
+	for _, k := range []string{"x-queue-mode"} {
 		if _, ok := t[k]; ok {
 			return a, fmt.Errorf("argument '%s' is not supported by Keel", k)
 		}
@@ -130,6 +140,10 @@ func intValue(v any) (int64, bool) {
 	}
 	return 0, false
 }
+
+// maxPriority is the highest x-max-priority, as RabbitMQ's (which
+// recommends at most 10: each level costs a scan when serving).
+const maxPriority = 255
 
 // limited reports whether the queue has a length limit.
 func (a *queueArgs) limited() bool { return a.maxLen >= 0 || a.maxBytes >= 0 }

@@ -445,6 +445,10 @@ func (q *queue) unusedFor(now int64) bool {
 
 // headLocked returns the next offset to serve without taking it.
 func (q *queue) headLocked() (int64, bool, bool) {
+	if q.byPriority() {
+		o, _, ok := q.prioHeadLocked()
+		return o, true, ok
+	}
 	if len(q.returned) > 0 {
 		return q.returned[0], true, true
 	}
@@ -457,6 +461,10 @@ func (q *queue) headLocked() (int64, bool, bool) {
 }
 
 func (q *queue) popHeadLocked(o int64, fromReturned bool) {
+	if q.byPriority() {
+		q.prioPopLocked(o)
+		return
+	}
 	if fromReturned {
 		q.returned = q.returned[1:]
 	} else {

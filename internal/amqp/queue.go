@@ -50,6 +50,8 @@ type queue struct {
 	sizedTo     int64           // x-max-length-bytes: offsets below are counted in readyBytes (maxbytes.go)
 	readyBytes  int64           // body bytes of the ready messages below sizedTo
 	heldSize    map[int64]int64 // body bytes of unsettled offsets handed out since the start
+	levels      [][]int64       // x-max-priority: ready offsets below cursor per priority, ascending (priority.go)
+	heldPrio    map[int64]uint8 // x-max-priority: the level of unsettled offsets handed out since the start
 	expSeen     bool            // a message with an expiration may be in the queue
 	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
@@ -164,6 +166,9 @@ func (q *queue) readyLocked() int64 {
 // nextLocked picks the next offset to hand out: requeued ones first (the
 // lowest: a message goes back to its place), then new ones.
 func (q *queue) nextLocked() (int64, bool, bool) {
+	if q.byPriority() {
+		return q.prioNextLocked()
+	}
 	if len(q.returned) > 0 {
 		o := q.returned[0]
 		q.returned = q.returned[1:]
@@ -378,6 +383,7 @@ func (q *queue) settleLocked(o int64) {
 	delete(q.inflight, o)
 	delete(q.returns, o)
 	delete(q.heldSize, o)
+	delete(q.heldPrio, o)
 	q.dirty = true
 	if o != q.floor {
 		if o > q.floor {
@@ -416,8 +422,12 @@ func (q *queue) requeueLocked(o int64, counted bool) {
 		}
 	}
 	delete(q.inflight, o)
-	i, _ := slices.BinarySearch(q.returned, o)
-	q.returned = slices.Insert(q.returned, i, o)
+	if q.byPriority() {
+		q.prioRequeueLocked(o)
+	} else {
+		i, _ := slices.BinarySearch(q.returned, o)
+		q.returned = slices.Insert(q.returned, i, o)
+	}
 	q.backToReadyLocked(o)
 }
 
@@ -426,6 +436,9 @@ func (q *queue) purge() uint32 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := uint32(0)
+	if q.byPriority() {
+		n = q.prioPurgeLocked()
+	}
 	for _, o := range q.returned {
 		q.settleLocked(o)
 		n++
