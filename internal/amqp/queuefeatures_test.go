@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -348,5 +349,81 @@ func TestMessagePriorities(t *testing.T) {
 	c := b.channel()
 	if _, err := c.QueueDeclare("pq-quorum", true, false, false, false, amqp091.Table{"x-max-priority": int32(3), "x-queue-type": "quorum"}); !isCode(err, 406) {
 		t.Fatalf("x-max-priority on a quorum queue: %v, want 406", err)
+	}
+}
+
+// waitDepth polls until queue holds n ready messages.
+func waitDepth(t *testing.T, ch *amqp091.Channel, queue string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for depth(t, ch, queue) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not hold %d messages after 10 s", queue, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Per-queue x-message-ttl and the expiration property keep working with
+// priorities, single active consumer and x-max-length-bytes: expired
+// messages are dead-lettered (the highest priority first) and no longer
+// count towards the byte limit.
+func TestExpiryWithQueueFeatures(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	declareDLX(t, ch)
+	for name, args := range map[string]amqp091.Table{
+		"ttl-prio":  {"x-max-priority": int32(3), "x-message-ttl": int32(40)},
+		"ttl-sac":   {"x-single-active-consumer": true, "x-message-ttl": int32(40)},
+		"ttl-bytes": {"x-max-length-bytes": int32(5), "x-overflow": "reject-publish", "x-message-ttl": int32(40)},
+		"exp-prio":  {"x-max-priority": int32(3)},
+	} {
+		args["x-dead-letter-exchange"] = "dlx"
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			t.Fatal(name, err)
+		}
+	}
+	publishPrio(t, ch, "ttl-prio", map[string]uint8{"low": 0, "high": 2}, []string{"low", "high"})
+	for _, want := range []string{"high", "low"} {
+		if d := getWithin(t, ch, "dead"); string(d.Body) != want || death(t, d)["reason"] != "expired" || death(t, d)["queue"] != "ttl-prio" {
+			t.Fatalf("ttl-prio dead-lettered %q %v, want %s", d.Body, d.Headers, want)
+		} else {
+			d.Ack(false)
+		}
+	}
+	publishConfirmed(t, ch, "ttl-sac", "s")
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "s" || death(t, d)["queue"] != "ttl-sac" {
+		t.Fatalf("ttl-sac dead-lettered %q %v", d.Body, d.Headers)
+	} else {
+		d.Ack(false)
+	}
+	if acks := publishAcks(t, ch, "ttl-bytes", "xxxx", "yy"); fmt.Sprint(acks) != "[true false]" {
+		t.Fatalf("ttl-bytes confirms %v", acks)
+	}
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "xxxx" {
+		t.Fatalf("ttl-bytes dead-lettered %q", d.Body)
+	} else {
+		d.Ack(false)
+	}
+	waitDepth(t, ch, "ttl-bytes", 0)
+	if acks := publishAcks(t, ch, "ttl-bytes", "yyyyy"); fmt.Sprint(acks) != "[true]" {
+		t.Fatalf("ttl-bytes confirm after the expiry %v (the expired message still counted)", acks)
+	}
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "yyyyy" {
+		t.Fatalf("ttl-bytes dead-lettered %q", d.Body)
+	} else {
+		d.Ack(false)
+	}
+	// The expiration property in a priority queue: the expiring
+	// high-priority message goes, the other stays.
+	if err := ch.Publish("", "exp-prio", false, false, amqp091.Publishing{Priority: 3, Expiration: "30", Body: []byte("brief")}); err != nil {
+		t.Fatal(err)
+	}
+	publishPrio(t, ch, "exp-prio", map[string]uint8{"stays": 0}, []string{"stays"})
+	if d := getWithin(t, ch, "dead"); string(d.Body) != "brief" || death(t, d)["queue"] != "exp-prio" {
+		t.Fatalf("exp-prio dead-lettered %q %v", d.Body, d.Headers)
+	}
+	if d, ok, err := ch.Get("exp-prio", true); err != nil || !ok || string(d.Body) != "stays" {
+		t.Fatalf("exp-prio: %q %v %v", d.Body, ok, err)
 	}
 }
