@@ -296,6 +296,9 @@ func (s *Server) copyStored(q *queue, o int64, qs []*queue, r store.PutResult, p
 	q.stats.deadLettered.Add(1)
 	for _, t := range qs {
 		t.stats.published.Add(1)
+		t.mu.Lock()
+		t.dropOverflowLocked() // a drop-head limit holds for copies too
+		t.mu.Unlock()
 		t.pump()
 	}
 	q.deadLettered(o, false)

@@ -427,3 +427,34 @@ func TestExpiryWithQueueFeatures(t *testing.T) {
 		t.Fatalf("exp-prio: %q %v %v", d.Body, ok, err)
 	}
 }
+
+// A dead-letter queue's x-max-length-bytes (drop-head) holds for the
+// copies dead-lettered into it.
+func TestDeadLetterTargetLimited(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if err := ch.ExchangeDeclare("dlx-small", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("small", true, false, false, false, amqp091.Table{"x-max-length-bytes": int32(4)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("small", "", "dlx-small", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("src", true, false, false, false, amqp091.Table{"x-dead-letter-exchange": "dlx-small"}); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "src", "one", "two")
+	for range 2 {
+		getWithin(t, ch, "src").Reject(false)
+	}
+	waitDepth(t, ch, "src", 0)
+	d := getWithin(t, ch, "small")
+	if string(d.Body) != "two" {
+		t.Fatalf("small holds %q first, want two (one dropped from the head)", d.Body)
+	}
+	if _, ok, err := ch.Get("small", false); err != nil || ok {
+		t.Fatalf("small holds more: %v %v", ok, err)
+	}
+}
