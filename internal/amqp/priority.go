@@ -19,7 +19,7 @@ import (
 // rebuilt from the stored messages when the queue is first served after a
 // start, so the order after a restart is the same. The cost is one store
 // read per message published to the queue, 8 bytes of memory per ready
-// message (plus one byte per unsettled delivery), and, after a start,
+// message (plus a map entry per unsettled delivery), and, after a start,
 // one read of every unsettled message of the queue before the first is
 // served. Expiry looks at the head the queue serves next, as for other
 // queues: a low-priority message past its time behind higher ones is
