@@ -14,10 +14,13 @@ import (
 //	x-dead-letter-exchange     where expired, rejected, dropped and over-delivered messages go
 //	x-dead-letter-routing-key  their routing key there (default: the message's own)
 //	x-max-length               ready messages the queue holds (>= 0)
-//	x-overflow                 drop-head (default) or reject-publish
+//	x-max-length-bytes         bytes of message bodies ready in the queue (>= 0)
+//	x-overflow                 drop-head (default), reject-publish or reject-publish-dlx (refused publishes dead-lettered)
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
 //	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
 //	x-queue-type               classic or quorum: both are the same fsynced queue
+//	x-max-priority             priority levels of a classic queue (0 to 255; 0: none)
+//	x-single-active-consumer   true: one consumer at a time gets deliveries (the first registered)
 type queueArgs struct {
 	ttl           int64 // ms; -1: none
 	dlx           string
@@ -25,21 +28,28 @@ type queueArgs struct {
 	dlrk          string
 	hasDLRK       bool
 	maxLen        int64 // -1: none
-	rejectPublish bool  // x-overflow=reject-publish
+	maxBytes      int64 // -1: none
+	maxPriority   int   // x-max-priority (1 to 255); 0: none
+	rejectPublish bool  // x-overflow=reject-publish or reject-publish-dlx
+	rejectDLX     bool  // x-overflow=reject-publish-dlx
 	deliveryLimit int64 // -1: none
 	expires       int64 // ms a queue may stay unused before it is deleted (x-expires, > 0); -1: never
 	queueType     string
+	single        bool // x-single-active-consumer
 }
 
 // parseQueueArgs validates a declare's arguments; the error text says
 // which argument is wrong (RabbitMQ answers 406 PRECONDITION_FAILED).
 func parseQueueArgs(t wire.Table) (queueArgs, error) {
-	a := queueArgs{ttl: -1, maxLen: -1, deliveryLimit: -1, expires: -1, queueType: "classic"}
+	a := queueArgs{ttl: -1, maxLen: -1, maxBytes: -1, deliveryLimit: -1, expires: -1, queueType: "classic"}
 	var err error
 	if a.ttl, err = nonNegative(t, "x-message-ttl"); err != nil {
 		return a, err
 	}
 	if a.maxLen, err = nonNegative(t, "x-max-length"); err != nil {
+		return a, err
+	}
+	if a.maxBytes, err = nonNegative(t, "x-max-length-bytes"); err != nil {
 		return a, err
 	}
 	if a.deliveryLimit, err = nonNegative(t, "x-delivery-limit"); err != nil {
@@ -68,8 +78,10 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 	case !ok, overflow == "drop-head":
 	case overflow == "reject-publish":
 		a.rejectPublish = true
+	case overflow == "reject-publish-dlx":
+		a.rejectPublish, a.rejectDLX = true, true
 	default:
-		return a, fmt.Errorf("invalid arg 'x-overflow': %q (Keel serves drop-head and reject-publish)", overflow)
+		return a, fmt.Errorf("invalid arg 'x-overflow': %q (drop-head, reject-publish or reject-publish-dlx)", overflow)
 	}
 	qt, ok, err := stringArg(t, "x-queue-type")
 	if err != nil {
@@ -83,7 +95,22 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic and quorum queues)", qt)
 		}
 	}
-	for _, k := range []string{"x-max-length-bytes", "x-max-priority", "x-single-active-consumer", "x-queue-mode"} {
+	mp, err := nonNegative(t, "x-max-priority")
+	if err != nil {
+		return a, err
+	}
+	if mp > maxPriority {
+		return a, fmt.Errorf("invalid arg 'x-max-priority': %d is above the maximum %d", mp, maxPriority)
+	}
+	a.maxPriority = int(max(mp, 0))
+	if v, ok := t["x-single-active-consumer"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return a, fmt.Errorf("invalid arg 'x-single-active-consumer': %v is not a boolean", tableString(v))
+		}
+		a.single = b
+	}
+	for _, k := range []string{"x-queue-mode"} {
 		if _, ok := t[k]; ok {
 			return a, fmt.Errorf("argument '%s' is not supported by Keel", k)
 		}
@@ -91,31 +118,44 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 	return a, nil
 }
 
+// intValue returns a table value of an integer type.
+func intValue(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int8:
+		return int64(v), true
+	case uint8:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	}
+	return 0, false
+}
+
+// maxPriority is the highest x-max-priority, as RabbitMQ's (which
+// recommends at most 10: each level costs a scan when serving).
+const maxPriority = 255
+
+// limited reports whether the queue has a length limit.
+func (a *queueArgs) limited() bool { return a.maxLen >= 0 || a.maxBytes >= 0 }
+
 // nonNegative reads an integer argument; -1 when absent.
 func nonNegative(t wire.Table, k string) (int64, error) {
 	v, ok := t[k]
 	if !ok {
 		return -1, nil
 	}
-	var n int64
-	switch v := v.(type) {
-	case int8:
-		n = int64(v)
-	case uint8:
-		n = int64(v)
-	case int16:
-		n = int64(v)
-	case uint16:
-		n = int64(v)
-	case int32:
-		n = int64(v)
-	case uint32:
-		n = int64(v)
-	case int64:
-		n = v
-	case int:
-		n = int64(v)
-	default:
+	n, isInt := intValue(v)
+	if !isInt {
 		return 0, fmt.Errorf("invalid arg '%s': %v is not an integer", k, tableString(v))
 	}
 	if n < 0 {

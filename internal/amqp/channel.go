@@ -289,13 +289,17 @@ func (ch *channel) shutdown() bool {
 	}
 	ch.txAcks = nil
 	ch.mu.Unlock()
-	for _, c := range cs {
-		ch.dropConsumer(c)
-	}
+	// The deliveries go back before the consumers go: the next consumer
+	// of a single-active-consumer queue gets them first, in order (the
+	// closing channel's consumers get nothing meanwhile).
 	pump := map[*queue]bool{}
 	for _, d := range ds {
 		d.q.requeue(d.offset)
 		pump[d.q] = true
+	}
+	for _, c := range cs {
+		ch.dropConsumer(c)
+		pump[c.q] = true
 	}
 	for q := range pump {
 		q.pump()
@@ -423,7 +427,16 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 		ch.mu.Unlock()
 		return hard(wire.NotAllowed, m, "attempt to reuse consumer tag '%s'", tag)
 	}
-	c := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, prefetch: ch.prefetch}
+	prio := 0
+	if v, ok := m.Arguments["x-priority"]; ok {
+		n, isInt := intValue(v)
+		if !isInt || n != int64(int32(n)) {
+			ch.mu.Unlock()
+			return soft(wire.PreconditionFailed, m, "invalid arg 'x-priority': %v is not an integer", tableString(v))
+		}
+		prio = int(n)
+	}
+	c := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, prefetch: ch.prefetch, priority: prio}
 	ch.consumers[tag] = c
 	ch.mu.Unlock()
 	// The queue knows the consumer before consume-ok, so that a delete in
@@ -461,10 +474,15 @@ func (ch *channel) cancel(m *wire.BasicCancel) error {
 	if c != nil {
 		ch.dropConsumer(c)
 	}
-	if m.NoWait {
-		return nil
+	if !m.NoWait {
+		if err := ch.c.send(ch.id, &wire.BasicCancelOk{ConsumerTag: m.ConsumerTag}); err != nil {
+			return err
+		}
 	}
-	return ch.c.send(ch.id, &wire.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+	if c != nil {
+		c.q.pump() // a single active consumer's successor takes over
+	}
+	return nil
 }
 
 // hasCredit reports whether c may be given one more delivery.

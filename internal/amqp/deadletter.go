@@ -32,6 +32,7 @@ package amqp
 // code hands it work under queue.mu without blocking.
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -177,38 +178,12 @@ func (s *Server) deadLetter(q *queue, o int64, reason string, done func()) {
 		done()
 		return
 	}
-	key := m.routingKey
-	if q.a.hasDLRK {
-		key = q.a.dlrk
-	}
-	props, deaths, err := deathProps(m.props, q.name, reason, &m, time.Now())
-	if err != nil {
-		release()
-		s.log.Error("amqp: dead-lettering: unreadable message properties; the message is dropped", "queue", q.name, "offset", o, "err", err)
-		q.deadLettered(o, true)
-		done()
-		return
-	}
-	qs, err := q.v.route(nil, q.a.dlx, key, props)
-	if err != nil { // the exchange does not exist: dropped, as RabbitMQ does
-		qs = nil
-	}
-	qs = slices.DeleteFunc(qs, func(t *queue) bool { return isCycle(deaths, t.name, reason) })
-	if len(qs) == 0 {
-		release()
-		q.deadLettered(o, true)
-		done()
-		return
-	}
-	dests := make([]record.Dest, len(qs))
-	for i, t := range qs {
-		dests[i] = record.Dest{Topic: t.topic, QueueID: queueID}
-	}
-	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
-		appendMessage(nil, &storedMessage{exchange: q.a.dlx, routingKey: key, props: props, body: m.body}))
+	rec, qs, err := q.deadLetterCopy(&m, reason)
 	release()
 	if err != nil {
 		s.log.Error("amqp: dead-lettering: cannot build the copy; the message is dropped", "queue", q.name, "offset", o, "err", err)
+	}
+	if len(qs) == 0 {
 		q.deadLettered(o, true)
 		done()
 		return
@@ -222,6 +197,82 @@ func (s *Server) deadLetter(q *queue, o int64, reason string, done func()) {
 	if res, phys, pending := s.store.PutRecordDeferred(s.baseCtx, rec, put); !pending {
 		put(res, phys)
 	}
+}
+
+// deadLetterCopy builds the dead-letter record of m leaving q for
+// reason, and returns the queues it goes to (none: it is dropped; the
+// dead-letter exchange does not exist, or routes it nowhere but to a
+// cycle).
+func (q *queue) deadLetterCopy(m *storedMessage, reason string) ([]byte, []*queue, error) {
+	key := m.routingKey
+	if q.a.hasDLRK {
+		key = q.a.dlrk
+	}
+	props, deaths, err := deathProps(m.props, q.name, reason, m, time.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("unreadable message properties: %w", err)
+	}
+	qs, err := q.v.route(nil, q.a.dlx, key, props)
+	if err != nil { // the exchange does not exist: dropped, as RabbitMQ does
+		qs = nil
+	}
+	qs = slices.DeleteFunc(qs, func(t *queue) bool { return isCycle(deaths, t.name, reason) })
+	if len(qs) == 0 {
+		return nil, nil, nil
+	}
+	dests := make([]record.Dest, len(qs))
+	for i, t := range qs {
+		dests[i] = record.Dest{Topic: t.topic, QueueID: queueID}
+	}
+	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
+		appendMessage(nil, &storedMessage{exchange: q.a.dlx, routingKey: key, props: props, body: m.body}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, qs, nil
+}
+
+// deadLetterRefused dead-letters (reason maxlen) a publish a full
+// x-overflow=reject-publish-dlx queue refused; the publisher's confirm
+// is a nack, sent without waiting for the copy (which, like RabbitMQ's,
+// is not confirmed to anyone: a crash before it is stored loses it).
+// It copies m and runs on the worker.
+func (s *Server) deadLetterRefused(q *queue, m *storedMessage) {
+	c := &storedMessage{exchange: m.exchange, routingKey: m.routingKey, props: slices.Clone(m.props),
+		body: slices.Clone(m.body), storeTs: nowMs()}
+	s.work.add(func() {
+		rec, qs, err := q.deadLetterCopy(c, reasonMaxLen)
+		if err != nil {
+			s.log.Error("amqp: dead-lettering a refused publish: cannot build the copy; it is dropped", "queue", q.name, "err", err)
+		}
+		if len(qs) == 0 {
+			q.stats.dropped.Add(1)
+			return
+		}
+		put := func(r store.PutResult, phys int64) {
+			s.work.add(func() {
+				if r.Status != store.PutOK {
+					s.log.Error("amqp: dead-letter copy of a refused publish not stored", "queue", q.name, "status", r.Status, "err", r.Err)
+					q.stats.dropped.Add(1)
+					return
+				}
+				if waitVisible(s.baseCtx, s.store, phys+1) != nil {
+					return
+				}
+				q.stats.deadLettered.Add(1)
+				for _, t := range qs {
+					t.stats.published.Add(1)
+					t.mu.Lock()
+					t.dropOverflowLocked()
+					t.mu.Unlock()
+					t.pump()
+				}
+			})
+		}
+		if res, phys, pending := s.store.PutRecordDeferred(s.baseCtx, rec, put); !pending {
+			put(res, phys)
+		}
+	})
 }
 
 // copyStored runs on the worker once the store answered a dead-letter
@@ -245,6 +296,9 @@ func (s *Server) copyStored(q *queue, o int64, qs []*queue, r store.PutResult, p
 	q.stats.deadLettered.Add(1)
 	for _, t := range qs {
 		t.stats.published.Add(1)
+		t.mu.Lock()
+		t.dropOverflowLocked() // a drop-head limit holds for copies too
+		t.mu.Unlock()
 		t.pump()
 	}
 	q.deadLettered(o, false)
@@ -359,10 +413,12 @@ func (q *queue) expireHead(now int64) {
 		m, release, ok := q.read(o)
 		if !ok {
 			q.popHeadLocked(o, fromReturned)
+			q.leftReadyLocked(o, 0)
 			q.settleLocked(o)
 			continue
 		}
 		at := q.expiresAt(&m)
+		size := int64(len(m.body))
 		release()
 		if now <= at {
 			q.nextExpiry = at
@@ -372,6 +428,7 @@ func (q *queue) expireHead(now int64) {
 			return
 		}
 		q.popHeadLocked(o, fromReturned)
+		q.leftReadyLocked(o, size)
 		q.deadLetterLocked(o, reasonExpired, nil)
 	}
 }
@@ -391,6 +448,10 @@ func (q *queue) unusedFor(now int64) bool {
 
 // headLocked returns the next offset to serve without taking it.
 func (q *queue) headLocked() (int64, bool, bool) {
+	if q.byPriority() {
+		o, _, ok := q.prioHeadLocked()
+		return o, true, ok
+	}
 	if len(q.returned) > 0 {
 		return q.returned[0], true, true
 	}
@@ -403,6 +464,10 @@ func (q *queue) headLocked() (int64, bool, bool) {
 }
 
 func (q *queue) popHeadLocked(o int64, fromReturned bool) {
+	if q.byPriority() {
+		q.prioPopLocked(o)
+		return
+	}
 	if fromReturned {
 		q.returned = q.returned[1:]
 	} else {
@@ -411,29 +476,48 @@ func (q *queue) popHeadLocked(o int64, fromReturned bool) {
 }
 
 // dropOverflowLocked makes the queue hold at most x-max-length ready
-// messages, dropping (dead-lettering) from the head. q.mu is held.
+// messages and x-max-length-bytes of their bodies, dropping
+// (dead-lettering) from the head. q.mu is held.
 func (q *queue) dropOverflowLocked() {
-	if q.a.maxLen < 0 || q.a.rejectPublish {
+	if !q.a.limited() || q.a.rejectPublish {
 		return
 	}
-	for q.readyLocked() > q.a.maxLen {
+	for q.overLimitLocked() {
 		o, _, ok := q.nextLocked()
 		if !ok {
 			return
+		}
+		if q.a.maxBytes >= 0 {
+			q.leftReadyLocked(o, q.bodySizeLocked(o))
 		}
 		q.inflight[o] = true // deadLetterLocked settles or keeps it in flight
 		q.deadLetterLocked(o, reasonMaxLen, nil)
 	}
 }
 
-// admitLocked reserves room for one publish in a reject-publish queue;
-// false: the queue is full. q.mu is held.
-func (q *queue) admitLocked() bool {
-	if q.readyLocked()+int64(q.pendingPub) >= q.a.maxLen {
+// admitLocked reserves room for one publish of a body of size bytes in
+// a reject-publish queue; false: the queue is full (it would hold more
+// than x-max-length messages or x-max-length-bytes, as RabbitMQ
+// decides). q.mu is held.
+func (q *queue) admitLocked(size int64) bool {
+	if q.a.maxLen >= 0 && q.readyLocked()+int64(q.pendingPub) >= q.a.maxLen {
+		return false
+	}
+	if q.a.maxBytes >= 0 && q.readyBytesLocked()+q.pendingSize+size > q.a.maxBytes {
 		return false
 	}
 	q.pendingPub++
+	q.pendingSize += size
 	return true
+}
+
+// unreserveLocked returns the room admitLocked reserved for a publish
+// (stored or not). q.mu is held.
+func (q *queue) unreserveLocked(size int64) {
+	if q.a.rejectPublish && q.a.limited() {
+		q.pendingPub--
+		q.pendingSize -= size
+	}
 }
 
 // sweep runs expireHead over every queue, and checkBlocked, every

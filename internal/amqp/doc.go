@@ -22,11 +22,17 @@
 // basic.consume/cancel/get; basic.ack/nack/reject with multiple and
 // requeue; basic.qos prefetch (per consumer; global=true per channel);
 // basic.recover; queue arguments (args.go): TTL, dead-lettering, length
-// and delivery limits, queue types; connection.blocked while the store's
+// limits in messages and bytes (maxbytes.go) with drop-head,
+// reject-publish and reject-publish-dlx, delivery limits, queue types,
+// single active consumer; consumer
+// priorities (x-priority); connection.blocked while the store's
 // disk is full (blocked.go); alternate exchanges; x-expires; the consumer
 // timeout (timeout.go); tx.select, tx.commit and tx.rollback (tx.go: a
-// commit's messages are one record). Not yet: priorities. docs/amqp.md is
-// the user's list.
+// commit's messages are one record); message priorities (x-max-priority,
+// priority.go: an in-memory ready index per level over the one
+// ConsumeQueue, rebuilt from the stored messages at start); the
+// x-delivery-count header on redeliveries from quorum queues (queue.go,
+// deliveryCountLocked). docs/amqp.md is the user's list.
 //
 // # Storage
 //

@@ -19,7 +19,8 @@ import (
 //	   .  BODY         the message body
 //
 // The properties are kept as the publisher's bytes so that a delivery
-// re-sends them byte for byte.
+// re-sends them byte for byte (but for a quorum queue's redelivery, which
+// adds the x-delivery-count header).
 //
 // A transaction's messages (tx.commit, tx.go) are one record, so that a
 // crash leaves all of them or none: the envelope's MESSAGES is their

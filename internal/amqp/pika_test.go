@@ -20,6 +20,11 @@ func TestPikaFeatures(t *testing.T) { runPika(t, "testdata/pika_features.py") }
 // of publishes and acks; confirms refused on a tx channel).
 func TestPikaTx(t *testing.T) { runPika(t, "testdata/pika_tx.py") }
 
+// TestPikaQueueFeatures runs testdata/pika_queue_features.py (message
+// and consumer priorities, single active consumer, x-delivery-count,
+// x-max-length-bytes with reject-publish-dlx).
+func TestPikaQueueFeatures(t *testing.T) { runPika(t, "testdata/pika_queue_features.py") }
+
 func runPika(t *testing.T, script string) {
 	if err := exec.Command(pythonWithPika, "-c", "import pika").Run(); err != nil {
 		t.Skipf("SKIPPED: %s cannot import pika (install Debian's python3-pika): %v", pythonWithPika, err)

@@ -109,7 +109,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		}
 		return nil
 	}
-	qs, refused := admit(qs)
+	qs, refused := admit(qs, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body})
 	if len(qs) == 0 && refused {
 		ch.c.srv.observeSend(nil, len(body), "REFUSED", start)
 		return ch.confirmed(false)
@@ -133,7 +133,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
 		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
 	if err != nil {
-		unadmit(qs)
+		unadmit(qs, len(body))
 		ch.c.srv.observeSend(qs, len(body), "MESSAGE_ILLEGAL", start)
 		return ch.confirmed(false)
 	}
@@ -153,7 +153,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 			result = "SUCCESS"
 		}
 		c.srv.observeSend(qs, size, result, start)
-		c.later(func() { ch.stored(qs, seq, r, phys, refused, expiring) })
+		c.later(func() { ch.stored(qs, seq, r, phys, refused, expiring, size) })
 	}
 	c.pubIssued++
 	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
@@ -169,12 +169,12 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 // and delivers it.
 //
 // refused: a reject-publish queue refused it (the confirm is a nack);
-// expiring: it has an expiration property.
-func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64, refused, expiring bool) {
+// expiring: it has an expiration property; size: its body's bytes.
+func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64, refused, expiring bool, size int) {
 	srv := ch.c.srv
 	defer ch.c.publishDone()
 	if r.Status != store.PutOK {
-		unadmit(qs)
+		unadmit(qs, size)
 		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
 		ch.confirmSeq(seq, false)
 		return
@@ -187,9 +187,7 @@ func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64
 	}
 	for _, q := range qs {
 		q.mu.Lock()
-		if q.a.rejectPublish && q.a.maxLen >= 0 {
-			q.pendingPub--
-		}
+		q.unreserveLocked(int64(size))
 		q.expSeen = q.expSeen || expiring
 		q.dropOverflowLocked()
 		q.mu.Unlock()
@@ -202,17 +200,22 @@ func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64
 }
 
 // admit drops from qs the reject-publish queues that are full (refused
-// reports whether there was one) and reserves room in the others.
-func admit(qs []*queue) (_ []*queue, refused bool) {
+// reports whether there was one) and reserves room for message m in the
+// others. A full reject-publish-dlx queue dead-letters m (a copy, on the
+// server's worker), as RabbitMQ does.
+func admit(qs []*queue, m *storedMessage) (_ []*queue, refused bool) {
 	out := qs[:0:0]
 	for _, q := range qs {
-		if q.a.rejectPublish && q.a.maxLen >= 0 {
+		if q.a.rejectPublish && q.a.limited() {
 			q.mu.Lock()
-			ok := q.admitLocked()
+			ok := q.admitLocked(int64(len(m.body)))
 			q.mu.Unlock()
 			if !ok {
 				q.stats.refused.Add(1)
 				refused = true
+				if q.a.rejectDLX && q.a.hasDLX {
+					q.v.srv.deadLetterRefused(q, m)
+				}
 				continue
 			}
 		}
@@ -221,14 +224,13 @@ func admit(qs []*queue) (_ []*queue, refused bool) {
 	return out, refused
 }
 
-// unadmit returns the room admit reserved for a publish not stored.
-func unadmit(qs []*queue) {
+// unadmit returns the room admit reserved for a publish (of a body of
+// size bytes) not stored.
+func unadmit(qs []*queue, size int) {
 	for _, q := range qs {
-		if q.a.rejectPublish && q.a.maxLen >= 0 {
-			q.mu.Lock()
-			q.pendingPub--
-			q.mu.Unlock()
-		}
+		q.mu.Lock()
+		q.unreserveLocked(int64(size))
+		q.mu.Unlock()
 	}
 }
 

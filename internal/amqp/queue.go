@@ -31,6 +31,7 @@ type queue struct {
 	mu          sync.Mutex // guards what follows; taken before a channel's mu
 	consumers   []*consumer
 	rr          int            // round-robin position in consumers
+	prioritized int            // consumers with a priority other than 0
 	hadConsumer bool           // auto-delete applies only after a first consumer
 	floor       int64          // every offset below is settled
 	settled     map[int64]bool // settled offsets >= floor
@@ -45,6 +46,12 @@ type queue struct {
 	returns     map[int64]int32 // times an unsettled offset was requeued (x-delivery-limit)
 	dying       int             // offsets being dead-lettered (in inflight until their copy is stored)
 	pendingPub  int             // publishes admitted by x-overflow=reject-publish, not yet stored
+	pendingSize int64           // ... and their body bytes
+	sizedTo     int64           // x-max-length-bytes: offsets below are counted in readyBytes (maxbytes.go)
+	readyBytes  int64           // body bytes of the ready messages below sizedTo
+	heldSize    map[int64]int64 // body bytes of unsettled offsets handed out since the start
+	levels      [][]int64       // x-max-priority: ready offsets below cursor per priority, ascending (priority.go)
+	heldPrio    map[int64]uint8 // x-max-priority: the level of unsettled offsets handed out since the start
 	expSeen     bool            // a message with an expiration may be in the queue
 	nextExpiry  int64           // ms: the head expires no earlier (0: look again)
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
@@ -75,6 +82,7 @@ type consumer struct {
 	tag      string
 	noAck    bool
 	prefetch int // 0: unlimited
+	priority int // x-priority of basic.consume: the highest with credit is served first
 	unacked  int // guarded by ch.mu
 	// ready (guarded by ch.mu): basic.consume-ok was sent, deliveries may
 	// follow; gone: the queue went before that (basic.cancel follows the
@@ -136,6 +144,7 @@ func (q *queue) deleted() {
 	q.gone = true
 	cs := q.consumers
 	q.consumers = nil
+	q.prioritized = 0
 	q.mu.Unlock()
 	for _, c := range cs {
 		c.ch.consumerGone(c)
@@ -157,6 +166,9 @@ func (q *queue) readyLocked() int64 {
 // nextLocked picks the next offset to hand out: requeued ones first (the
 // lowest: a message goes back to its place), then new ones.
 func (q *queue) nextLocked() (int64, bool, bool) {
+	if q.byPriority() {
+		return q.prioNextLocked()
+	}
 	if len(q.returned) > 0 {
 		o := q.returned[0]
 		q.returned = q.returned[1:]
@@ -208,9 +220,11 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		}
 		m, release, ok := q.read(o)
 		if !ok {
+			q.leftReadyLocked(o, 0)
 			q.settleLocked(o)
 			continue
 		}
+		q.leftReadyLocked(o, int64(len(m.body)))
 		if q.expiredLocked(&m, nowMs()) {
 			release()
 			q.deadLetterLocked(o, reasonExpired, nil)
@@ -224,8 +238,45 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 			q.delivered = o + 1
 			q.dirty = true
 		}
+		if q.a.queueType == "quorum" && redelivered {
+			m.props = q.deliveryCountLocked(o, m.props)
+		}
 		return o, m, release, redelivered, true
 	}
+}
+
+// deliveryCountLocked returns the properties of a redelivery of offset o
+// from a quorum queue: with the header x-delivery-count, the times the
+// message was returned (requeued: a nack or reject with requeue, a closed
+// channel, basic.recover), 1 on the first redelivery, as RabbitMQ's
+// quorum queues. The counts are in acks.json: a clean restart keeps them
+// (closing the channels counts their deliveries as returns). A message
+// redelivered after a crash with no return recorded counts as returned
+// once (the crash ended its delivery; under the lease it may also be one
+// that was never delivered, as its redelivered flag says); a return
+// recorded less than Config.AckStateInterval before a crash may be lost,
+// so the count after a crash can be lower than the returns, never 0.
+func (q *queue) deliveryCountLocked(o int64, props []byte) []byte {
+	if q.returns[o] == 0 && o < q.restoredD {
+		q.returns[o] = 1
+		q.dirty = true
+	}
+	n := q.returns[o]
+	if n == 0 {
+		return props // requeued without having been delivered
+	}
+	var p wire.BasicProperties
+	if p.Read(wire.NewReader(props)) != nil {
+		return props // delivered as stored; the publisher's bytes were checked on publish
+	}
+	h := make(wire.Table, len(p.Headers)+1)
+	maps.Copy(h, p.Headers)
+	h["x-delivery-count"] = int64(n)
+	p.Headers = h
+	p.Flags |= wire.FlagHeaders
+	var w wire.Writer
+	p.Write(&w)
+	return w.Buf
 }
 
 // pump delivers to consumers with credit while there are messages.
@@ -240,7 +291,7 @@ func (q *queue) pump() {
 		}
 	}()
 	for !q.gone && len(q.consumers) > 0 {
-		c := q.pickLocked()
+		c, next := q.pickLocked()
 		if c == nil {
 			return
 		}
@@ -248,6 +299,7 @@ func (q *queue) pump() {
 		if !ok {
 			return
 		}
+		q.rr = next // the turn moves on only with a delivery
 		sent := c.ch.deliver(c, o, &m, redelivered)
 		release()
 		if sent && !slices.Contains(conns, c.ch.c) {
@@ -264,17 +316,36 @@ func (q *queue) pump() {
 	}
 }
 
-// pickLocked returns the next consumer in turn with credit, or nil.
-func (q *queue) pickLocked() *consumer {
+// pickLocked returns the consumer to deliver to next, or nil: with
+// x-single-active-consumer the first registered one (while it has
+// credit), else the next in turn with credit among those of the highest
+// priority (x-priority) that have credit; and the turn after it.
+func (q *queue) pickLocked() (*consumer, int) {
+	if q.a.single {
+		if c := q.consumers[0]; c.ch.hasCredit(c) {
+			return c, 0
+		}
+		return nil, 0
+	}
 	n := len(q.consumers)
+	best := -1
 	for i := range n {
-		c := q.consumers[(q.rr+i)%n]
+		j := (q.rr + i) % n
+		c := q.consumers[j]
+		if best >= 0 && c.priority <= q.consumers[best].priority {
+			continue
+		}
 		if c.ch.hasCredit(c) {
-			q.rr = (q.rr + i + 1) % n
-			return c
+			best = j
+			if q.prioritized == 0 {
+				break // all of priority 0: the first in turn
+			}
 		}
 	}
-	return nil
+	if best < 0 {
+		return nil, 0
+	}
+	return q.consumers[best], (best + 1) % n
 }
 
 // get implements basic.get's take.
@@ -311,6 +382,8 @@ func (q *queue) settleLocked(o int64) {
 	}
 	delete(q.inflight, o)
 	delete(q.returns, o)
+	delete(q.heldSize, o)
+	delete(q.heldPrio, o)
 	q.dirty = true
 	if o != q.floor {
 		if o > q.floor {
@@ -349,8 +422,13 @@ func (q *queue) requeueLocked(o int64, counted bool) {
 		}
 	}
 	delete(q.inflight, o)
-	i, _ := slices.BinarySearch(q.returned, o)
-	q.returned = slices.Insert(q.returned, i, o)
+	if q.byPriority() {
+		q.prioRequeueLocked(o)
+	} else {
+		i, _ := slices.BinarySearch(q.returned, o)
+		q.returned = slices.Insert(q.returned, i, o)
+	}
+	q.backToReadyLocked(o)
 }
 
 // purge settles every ready message and returns how many.
@@ -358,6 +436,9 @@ func (q *queue) purge() uint32 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := uint32(0)
+	if q.byPriority() {
+		n = q.prioPurgeLocked()
+	}
 	for _, o := range q.returned {
 		q.settleLocked(o)
 		n++
@@ -371,6 +452,7 @@ func (q *queue) purge() uint32 {
 		}
 	}
 	q.cursor = hi
+	q.readyBytes, q.sizedTo = 0, max(q.sizedTo, hi)
 	return n
 }
 
@@ -381,6 +463,9 @@ func (q *queue) addConsumer(c *consumer) bool {
 		return false
 	}
 	q.consumers = append(q.consumers, c)
+	if c.priority != 0 {
+		q.prioritized++
+	}
 	q.hadConsumer = true
 	return true
 }
@@ -392,6 +477,9 @@ func (q *queue) removeConsumer(c *consumer) bool {
 	defer q.mu.Unlock()
 	if i := slices.Index(q.consumers, c); i >= 0 {
 		q.consumers = slices.Delete(q.consumers, i, i+1)
+		if c.priority != 0 {
+			q.prioritized--
+		}
 	}
 	q.lastUsed = nowMs()
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone

@@ -177,15 +177,16 @@ func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
 	}
 	var in []placed
 	var admitted [][]*queue
+	var sizes []int
 	for _, p := range pubs {
-		qs, refused := admit(p.qs)
+		qs, refused := admit(p.qs, &storedMessage{exchange: p.exchange, routingKey: p.key, props: p.props, body: p.body})
 		if len(qs) == 0 {
 			if p.mandatory && !refused {
 				err := c.sendContent(ch.id, &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE",
 					Exchange: p.exchange, RoutingKey: p.key}, p.props, p.body)
 				if err != nil {
-					for _, qs := range admitted {
-						unadmit(qs)
+					for i, qs := range admitted {
+						unadmit(qs, sizes[i])
 					}
 					return err
 				}
@@ -193,6 +194,7 @@ func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
 			continue
 		}
 		admitted = append(admitted, qs)
+		sizes = append(sizes, len(p.body))
 		msgs = append(msgs, appendMessage(nil, &storedMessage{exchange: p.exchange, routingKey: p.key, props: p.props, body: p.body}))
 		counts = append(counts, len(qs))
 		for _, q := range qs {
@@ -217,8 +219,8 @@ func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
 		r, phys = c.srv.store.PutRecord(c.srv.baseCtx, rec)
 	}
 	if err != nil || r.Status != store.PutOK {
-		for _, qs := range admitted {
-			unadmit(qs)
+		for i, qs := range admitted {
+			unadmit(qs, sizes[i])
 		}
 		if err == nil {
 			err = r.Err
@@ -237,12 +239,10 @@ func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
 		}
 	}
 	pump := map[*queue]bool{}
-	for _, p := range in {
+	for i, p := range in {
 		for _, q := range p.qs {
 			q.mu.Lock()
-			if q.a.rejectPublish && q.a.maxLen >= 0 {
-				q.pendingPub--
-			}
+			q.unreserveLocked(int64(sizes[i]))
 			q.expSeen = q.expSeen || p.expiring
 			q.dropOverflowLocked()
 			q.mu.Unlock()

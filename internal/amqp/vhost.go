@@ -229,6 +229,12 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 	if err != nil {
 		return nil, soft(wire.PreconditionFailed, m, "%v for queue '%s' in vhost '%s'", err, name, v.name)
 	}
+	if t, _ := keelTopic(m.Arguments); t != "" && (a.maxBytes >= 0 || a.maxPriority > 0) {
+		return nil, soft(wire.PreconditionFailed, m, "x-max-length-bytes and x-max-priority are not served on a queue over a Keel topic (queue '%s' in vhost '%s')", name, v.name)
+	}
+	if a.queueType == "quorum" && a.maxPriority > 0 {
+		return nil, soft(wire.PreconditionFailed, m, "invalid arg 'x-max-priority' for queue '%s' in vhost '%s' of queue type quorum", name, v.name)
+	}
 	if a.queueType == "quorum" && (!m.Durable || m.Exclusive || m.AutoDelete) {
 		return nil, soft(wire.PreconditionFailed, m, "invalid property 'non-durable', 'exclusive' or 'auto-delete' for quorum queue '%s' in vhost '%s'", name, v.name)
 	}
