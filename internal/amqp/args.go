@@ -17,7 +17,7 @@ import (
 //	x-overflow                 drop-head (default) or reject-publish
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
 //	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
-//	x-queue-type               classic or quorum: both are the same fsynced queue
+//	x-queue-type               classic or quorum: both are the same fsynced queue; stream (stream.go)
 type queueArgs struct {
 	ttl           int64 // ms; -1: none
 	dlx           string
@@ -29,6 +29,7 @@ type queueArgs struct {
 	deliveryLimit int64 // -1: none
 	expires       int64 // ms a queue may stay unused before it is deleted (x-expires, > 0); -1: never
 	queueType     string
+	stream        streamArgs // x-queue-type=stream (stream.go)
 }
 
 // parseQueueArgs validates a declare's arguments; the error text says
@@ -79,8 +80,12 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		switch qt {
 		case "classic", "quorum":
 			a.queueType = qt
+		case "stream":
+			a.queueType = qt
+			a.stream, err = parseStreamArgs(t) // stream.go
+			return a, err
 		default:
-			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic and quorum queues)", qt)
+			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic, quorum and stream queues)", qt)
 		}
 	}
 	for _, k := range []string{"x-max-length-bytes", "x-max-priority", "x-single-active-consumer", "x-queue-mode"} {

@@ -241,7 +241,8 @@ func TestQueueArgumentsChecked(t *testing.T) {
 		{amqp091.Table{"x-message-ttl": "10"}, true, false},
 		{amqp091.Table{"x-max-length": int32(-5)}, true, false},
 		{amqp091.Table{"x-overflow": "reject-publish-dlx"}, true, false},
-		{amqp091.Table{"x-queue-type": "stream"}, true, false},
+		{amqp091.Table{"x-queue-type": "stream"}, false, false},
+		{amqp091.Table{"x-queue-type": "lazy"}, true, false},
 		{amqp091.Table{"x-dead-letter-routing-key": "k"}, true, false},
 		{amqp091.Table{"x-queue-type": "quorum"}, false, false},
 		{amqp091.Table{"x-queue-type": "quorum"}, true, true},
@@ -252,7 +253,7 @@ func TestQueueArgumentsChecked(t *testing.T) {
 		}
 	}
 	ch := b.channel()
-	for _, qt := range []string{"classic", "quorum"} {
+	for _, qt := range []string{"classic", "quorum", "stream"} {
 		if _, err := ch.QueueDeclare("q-"+qt, true, false, false, false, amqp091.Table{"x-queue-type": qt}); err != nil {
 			t.Fatalf("%s: %v", qt, err)
 		}

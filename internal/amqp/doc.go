@@ -25,8 +25,9 @@
 // and delivery limits, queue types; connection.blocked while the store's
 // disk is full (blocked.go); alternate exchanges; x-expires; the consumer
 // timeout (timeout.go); tx.select, tx.commit and tx.rollback (tx.go: a
-// commit's messages are one record). Not yet: priorities. docs/amqp.md is
-// the user's list.
+// commit's messages are one record); stream queues (x-queue-type=stream,
+// stream.go: read without being consumed, each consumer from its
+// x-stream-offset). Not yet: priorities. docs/amqp.md is the user's list.
 //
 // # Storage
 //
@@ -54,6 +55,11 @@
 // producers writing there feed it, their records converted on delivery
 // (package translate), and what is routed to it is read by RocketMQ and
 // Kafka consumers of the topic; deleting the queue keeps the topic.
+//
+// A stream queue (stream.go) is the same topic queue read as a log: its
+// consumers have their own cursors (memory), acks only give prefetch
+// credit back, and its floor is its log start, moved by x-max-age and
+// x-max-length-bytes; it holds nothing against the store's retention.
 //
 // # Acknowledgement state
 //

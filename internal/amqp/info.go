@@ -51,7 +51,7 @@ func (q *queue) info(now int64) QueueInfo {
 	floor := q.floor
 	q.mu.Unlock()
 	st := q.v.srv.store
-	if floor < st.MaxOffset(q.topic, queueID) {
+	if floor < st.MaxOffset(q.topic, queueID) && !q.isStream() { // a stream has nothing unsettled
 		if r, err := st.GetMessage(q.topic, queueID, floor, 1, 0, nil); err == nil {
 			if r.Status == store.Found && len(r.Records) == 1 {
 				if m, err := parseMessage(r.Records[0], q.topic, floor); err == nil {

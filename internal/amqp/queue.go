@@ -51,6 +51,8 @@ type queue struct {
 
 	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
 
+	stream *streamState // stream queues: each consumer's cursor (stream.go)
+
 	// savedFloor is the floor acks.json holds (durable queues): what
 	// retention may delete below (retention.go).
 	savedFloor atomic.Int64
@@ -151,6 +153,9 @@ func (q *queue) counts() (uint32, uint32) {
 
 func (q *queue) readyLocked() int64 {
 	hi := q.v.srv.store.MaxOffset(q.topic, queueID)
+	if q.isStream() { // every message from the log start (stream.go)
+		return hi - min(max(q.floor, q.v.srv.store.MinOffset(q.topic, queueID)), hi)
+	}
 	return hi - q.floor - int64(len(q.settled)) - int64(len(q.inflight))
 }
 
@@ -230,6 +235,10 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 
 // pump delivers to consumers with credit while there are messages.
 func (q *queue) pump() {
+	if q.isStream() {
+		q.pumpStream() // stream.go
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.nextExpiry = 0  // the head may have changed
@@ -287,6 +296,9 @@ func (q *queue) get() (int64, storedMessage, func(), bool, uint32, bool) {
 }
 
 func (q *queue) settle(o int64) {
+	if q.isStream() {
+		return // an ack only gives credit back (stream.go)
+	}
 	q.mu.Lock()
 	q.settleLocked(o)
 	q.mu.Unlock()
@@ -296,6 +308,9 @@ func (q *queue) settle(o int64) {
 // dead-lettered (deadletter.go); c's methods after the reject see the
 // copy (conn.waitPublishes).
 func (q *queue) reject(o int64, c *conn) {
+	if q.isStream() {
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.inflight[o] {
@@ -328,6 +343,9 @@ func (q *queue) settleLocked(o int64) {
 // requeue puts a delivered message back (nack or reject with requeue, a
 // closed channel, basic.recover): it counts towards x-delivery-limit.
 func (q *queue) requeue(o int64) {
+	if q.isStream() {
+		return // the message stays in the stream
+	}
 	q.mu.Lock()
 	q.requeueLocked(o, true)
 	q.mu.Unlock()
@@ -392,6 +410,9 @@ func (q *queue) removeConsumer(c *consumer) bool {
 	defer q.mu.Unlock()
 	if i := slices.Index(q.consumers, c); i >= 0 {
 		q.consumers = slices.Delete(q.consumers, i, i+1)
+	}
+	if q.stream != nil {
+		delete(q.stream.readers, c)
 	}
 	q.lastUsed = nowMs()
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone
