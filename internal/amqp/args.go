@@ -80,9 +80,10 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		switch qt {
 		case "classic", "quorum":
 			a.queueType = qt
-		case "stream":
-			a.queueType = qt
-			a.stream, err = parseStreamArgs(t) // stream.go
+		case "stream": // only its own arguments, over every other one's default (stream.go)
+			sa, err := parseStreamArgs(t)
+			a, _ = parseQueueArgs(nil)
+			a.queueType, a.stream = qt, sa
 			return a, err
 		default:
 			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic, quorum and stream queues)", qt)
