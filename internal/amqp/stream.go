@@ -362,7 +362,7 @@ const streamRetentionTicks = 20
 
 // maxStreamScan bounds the entries one retention round reads per stream
 // to count its bytes (a long stream is counted over several rounds).
-var maxStreamScan = 100_000 // a variable for tests
+const maxStreamScan = 100_000
 
 // retainStreams applies every stream's x-max-age and x-max-length-bytes.
 func (s *Server) retainStreams(now int64) {
@@ -391,7 +391,7 @@ func (q *queue) retainStream(now int64) error {
 		to = max(to, min(st.OffsetByTime(q.topic, queueID, now-q.a.stream.maxAge.Milliseconds()), hi))
 	}
 	if q.a.stream.maxBytes >= 0 {
-		b, err := q.streamBytesFrom(start, hi)
+		b, err := q.streamBytesFrom(start, hi, maxStreamScan)
 		if err != nil {
 			return err
 		}
@@ -410,18 +410,15 @@ func (q *queue) retainStream(now int64) error {
 }
 
 // streamBytesFrom counts the stored bytes of [start, hi) (incrementally:
-// the count of the last round is extended by at most maxStreamScan
-// entries) and returns the first offset to keep for x-max-length-bytes
+// the count of the last round is extended by at most scan entries) and
+// returns the first offset to keep for x-max-length-bytes
 // (start if the count is not complete yet).
-func (q *queue) streamBytesFrom(start, hi int64) (int64, error) {
+func (q *queue) streamBytesFrom(start, hi int64, scan int) (int64, error) {
 	st := q.v.srv.store
 	q.mu.Lock()
 	s := q.streamLocked()
 	from, to, total := s.from, s.to, s.bytes
 	q.mu.Unlock()
-	if from != start || to < from || to > hi { // moved by the store, or never counted
-		from, to, total = start, start, 0
-	}
 	buf := make([]store.QueueEntry, 1024)
 	size := func(o int64, n int) ([]store.QueueEntry, error) {
 		k, err := st.QueueEntries(q.topic, queueID, o, buf[:min(n, len(buf))])
@@ -433,7 +430,23 @@ func (q *queue) streamBytesFrom(start, hi int64) (int64, error) {
 		}
 		return buf[:k], nil
 	}
-	for scanned := 0; to < hi && scanned < maxStreamScan; {
+	if from < start && start <= to && to <= hi { // the log start moved (x-max-age): the entries it passed leave the count
+		for from < start {
+			es, err := size(from, int(start-from))
+			if err != nil {
+				from = to + 1 // below the store's first entry: counted again below
+				break
+			}
+			for _, e := range es {
+				total -= int64(e.Size)
+			}
+			from += int64(len(es))
+		}
+	}
+	if from != start || to < from || to > hi { // moved by the store, or never counted
+		from, to, total = start, start, 0
+	}
+	for scanned := 0; to < hi && scanned < scan; {
 		es, err := size(to, int(hi-to))
 		if err != nil {
 			return start, err

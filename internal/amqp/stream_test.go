@@ -471,3 +471,33 @@ func TestStreamInfo(t *testing.T) {
 		}
 	}
 }
+
+// The byte count of x-max-length-bytes follows a log start another rule
+// moved (x-max-age) without counting the stream again from the start.
+func TestStreamByteCountFollowsLogStart(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	declareStream(t, ch, "s", amqp091.Table{"x-max-length-bytes": int64(1 << 30), "x-max-age": "1Y"})
+	publishConfirmed(t, ch, "s", bodiesN("m", 0, 10)...)
+	q := b.srv.vhosts["/"].queue("s")
+	if keep, err := q.streamBytesFrom(0, 10, maxStreamScan); err != nil || keep != 0 {
+		t.Fatalf("first count: %d %v", keep, err)
+	}
+	sizes := entrySizes(t, b, q.topic, 0, 10)
+	var rest int64
+	for _, s := range sizes[3:] {
+		rest += s
+	}
+	q.mu.Lock()
+	q.floor = 3 // as x-max-age moves it (so that the server's own rounds agree)
+	q.mu.Unlock()
+	if keep, err := q.streamBytesFrom(3, 10, 0); err != nil || keep != 3 {
+		t.Fatalf("after the log start moved: %d %v", keep, err)
+	}
+	q.mu.Lock()
+	from, to, total := q.stream.from, q.stream.to, q.stream.bytes
+	q.mu.Unlock()
+	if from != 3 || to != 10 || total != rest {
+		t.Fatalf("count [%d, %d) = %d, want [3, 10) = %d", from, to, total, rest)
+	}
+}
