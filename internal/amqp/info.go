@@ -48,6 +48,9 @@ func (q *queue) info(now int64) QueueInfo {
 	}
 	q.mu.Lock()
 	i.Ready, i.Unacked, i.Consumers = max(0, q.readyLocked()), int64(len(q.inflight)-q.dying), len(q.consumers)
+	if q.isStream() {
+		i.Unacked = q.streamUnackedLocked() // stream.go
+	}
 	floor := q.floor
 	q.mu.Unlock()
 	st := q.v.srv.store

@@ -233,6 +233,18 @@ func (q *queue) addReader(c *consumer, start int64) {
 	q.mu.Unlock()
 }
 
+// streamUnackedLocked counts the deliveries the stream's consumers have
+// not acknowledged yet; q.mu is held.
+func (q *queue) streamUnackedLocked() int64 {
+	n := 0
+	for _, c := range q.consumers {
+		c.ch.mu.Lock()
+		n += c.unacked
+		c.ch.mu.Unlock()
+	}
+	return int64(n)
+}
+
 // pumpStream delivers to each consumer with credit from its own cursor,
 // one message per consumer in turn, while there are messages.
 func (q *queue) pumpStream() {

@@ -465,11 +465,23 @@ func TestStreamInfo(t *testing.T) {
 	ch := b.channel()
 	declareStream(t, ch, "s", nil)
 	publishConfirmed(t, ch, "s", "m0", "m1")
-	for _, i := range b.srv.Queues() {
-		if i.Name == "s" && (i.Type != "stream" || i.Ready != 2 || i.OldestUnsettledAgeMs != -1) {
-			t.Fatalf("info %+v", i)
+	_, dc := streamConsumer(t, b, "s", 5, "first")
+	d := recv(t, dc)
+	recv(t, dc)
+	info := func() QueueInfo {
+		for _, i := range b.srv.Queues() {
+			if i.Name == "s" {
+				return i
+			}
 		}
+		t.Fatal("no queue s")
+		return QueueInfo{}
 	}
+	if i := info(); i.Type != "stream" || i.Ready != 2 || i.Unacked != 2 || i.Consumers != 1 || i.OldestUnsettledAgeMs != -1 {
+		t.Fatalf("info %+v", i)
+	}
+	d.Ack(false)
+	waitUntil(t, "the ack counted", func() bool { return info().Unacked == 1 })
 }
 
 // The byte count of x-max-length-bytes follows a log start another rule
