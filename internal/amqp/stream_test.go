@@ -513,3 +513,35 @@ func TestStreamByteCountFollowsLogStart(t *testing.T) {
 		t.Fatalf("count [%d, %d) = %d, want [3, 10) = %d", from, to, total, rest)
 	}
 }
+
+// A stream takes what an exchange routes to it and what a transaction
+// commits, as any queue.
+func TestStreamPublishPaths(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	declareStream(t, ch, "s", nil)
+	if err := ch.QueueBind("s", "", "amq.fanout", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dconf, err := ch.PublishWithDeferredConfirm("amq.fanout", "any", false, false, amqp091.Publishing{ContentType: "text/plain", Body: []byte("routed")})
+	if err != nil || !dconf.Wait() {
+		t.Fatalf("publish: %v", err)
+	}
+	tx := b.channel()
+	if err := tx.Tx(); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"tx0", "tx1"} {
+		if err := tx.Publish("", "s", false, false, amqp091.Publishing{ContentType: "text/plain", Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.TxCommit(); err != nil {
+		t.Fatal(err)
+	}
+	_, dc := streamConsumer(t, b, "s", 5, "first")
+	readStream(t, dc, 0, "routed", "tx0", "tx1")
+}
