@@ -18,7 +18,7 @@ import (
 //	x-overflow                 drop-head (default), reject-publish or reject-publish-dlx (refused publishes dead-lettered)
 //	x-delivery-limit           returns (requeues) before a message is dead-lettered (>= 0)
 //	x-expires                  ms a queue may go unused (no consumer, no basic.get, no redeclare) before it is deleted (> 0)
-//	x-queue-type               classic or quorum: both are the same fsynced queue
+//	x-queue-type               classic or quorum: both are the same fsynced queue; stream (stream.go)
 //	x-max-priority             priority levels of a classic queue (0 to 255; 0: none)
 //	x-single-active-consumer   true: one consumer at a time gets deliveries (the first registered)
 type queueArgs struct {
@@ -35,7 +35,8 @@ type queueArgs struct {
 	deliveryLimit int64 // -1: none
 	expires       int64 // ms a queue may stay unused before it is deleted (x-expires, > 0); -1: never
 	queueType     string
-	single        bool // x-single-active-consumer
+	single        bool       // x-single-active-consumer
+	stream        streamArgs // x-queue-type=stream (stream.go)
 }
 
 // parseQueueArgs validates a declare's arguments; the error text says
@@ -91,8 +92,13 @@ func parseQueueArgs(t wire.Table) (queueArgs, error) {
 		switch qt {
 		case "classic", "quorum":
 			a.queueType = qt
+		case "stream": // only its own arguments, over every other one's default (stream.go)
+			sa, err := parseStreamArgs(t)
+			a, _ = parseQueueArgs(nil)
+			a.queueType, a.stream = qt, sa
+			return a, err
 		default:
-			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic and quorum queues)", qt)
+			return a, fmt.Errorf("invalid arg 'x-queue-type': %q (Keel serves classic, quorum and stream queues)", qt)
 		}
 	}
 	mp, err := nonNegative(t, "x-max-priority")

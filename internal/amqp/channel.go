@@ -113,6 +113,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if err != nil {
 			return err
 		}
+		if q.isStream() {
+			return soft(wire.PreconditionFailed, m, "purge not supported by %s", q.rs())
+		}
 		n := q.purge()
 		if m.NoWait {
 			return nil
@@ -418,6 +421,12 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 	if err != nil {
 		return err
 	}
+	var start int64
+	if q.isStream() {
+		if start, err = ch.streamConsume(m, q); err != nil { // stream.go
+			return err
+		}
+	}
 	tag := m.ConsumerTag
 	if tag == "" {
 		tag = "amq.ctag-" + newTopic()[6:]
@@ -439,6 +448,9 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 	c := &consumer{ch: ch, q: q, tag: tag, noAck: m.NoAck, prefetch: ch.prefetch, priority: prio}
 	ch.consumers[tag] = c
 	ch.mu.Unlock()
+	if q.isStream() {
+		q.addReader(c, start)
+	}
 	// The queue knows the consumer before consume-ok, so that a delete in
 	// between cancels it; it gets deliveries only after consume-ok.
 	if !q.addConsumer(c) {
@@ -529,6 +541,9 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	if err != nil {
 		return err
 	}
+	if q.isStream() {
+		return hard(wire.NotImplemented, m, "basic.get not supported by stream queues %s", q.rs())
+	}
 	o, msg, release, redelivered, left, ok := q.get()
 	if !ok {
 		return ch.c.send(ch.id, &wire.BasicGetEmpty{})
@@ -569,6 +584,12 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 		}
 	} else if d, ok := ch.unacked[tag]; ok {
 		ds, tags = append(ds, d), append(tags, tag)
+	}
+	if reject {
+		if err := streamReject(m, ds); err != nil { // stream.go
+			ch.mu.Unlock()
+			return err
+		}
 	}
 	for i, t := range tags {
 		if ch.tx {

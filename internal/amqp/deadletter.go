@@ -401,7 +401,7 @@ func countOf(v any) int64 {
 func (q *queue) expireHead(now int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.gone || (q.a.ttl < 0 && !q.expSeen) || now < q.nextExpiry {
+	if q.gone || (q.a.ttl < 0 && !q.expSeen) || now < q.nextExpiry || q.isStream() {
 		return
 	}
 	for range maxExpiredPerSweep {
@@ -547,6 +547,9 @@ func (s *Server) sweep() {
 		s.checkBlocked()
 		if tick++; tick%consumerTimeoutTicks == 0 {
 			s.checkConsumerTimeouts(now)
+		}
+		if tick%streamRetentionTicks == 0 {
+			s.retainStreams(now) // stream.go
 		}
 	}
 }

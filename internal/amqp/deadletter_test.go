@@ -243,7 +243,8 @@ func TestQueueArgumentsChecked(t *testing.T) {
 		{amqp091.Table{"x-overflow": "reject-everything"}, true, false},
 		{amqp091.Table{"x-max-length-bytes": int32(-1)}, true, false},
 		{amqp091.Table{"x-single-active-consumer": int32(1)}, true, false},
-		{amqp091.Table{"x-queue-type": "stream"}, true, false},
+		{amqp091.Table{"x-queue-type": "stream"}, false, false},
+		{amqp091.Table{"x-queue-type": "lazy"}, true, false},
 		{amqp091.Table{"x-dead-letter-routing-key": "k"}, true, false},
 		{amqp091.Table{"x-queue-type": "quorum"}, false, false},
 		{amqp091.Table{"x-queue-type": "quorum"}, true, true},
@@ -254,7 +255,7 @@ func TestQueueArgumentsChecked(t *testing.T) {
 		}
 	}
 	ch := b.channel()
-	for _, qt := range []string{"classic", "quorum"} {
+	for _, qt := range []string{"classic", "quorum", "stream"} {
 		if _, err := ch.QueueDeclare("q-"+qt, true, false, false, false, amqp091.Table{"x-queue-type": qt}); err != nil {
 			t.Fatalf("%s: %v", qt, err)
 		}

@@ -32,7 +32,9 @@
 // priority.go: an in-memory ready index per level over the one
 // ConsumeQueue, rebuilt from the stored messages at start); the
 // x-delivery-count header on redeliveries from quorum queues (queue.go,
-// deliveryCountLocked). docs/amqp.md is the user's list.
+// deliveryCountLocked); stream queues (x-queue-type=stream,
+// stream.go: read without being consumed, each consumer from its
+// x-stream-offset). docs/amqp.md is the user's list.
 //
 // # Storage
 //
@@ -60,6 +62,11 @@
 // producers writing there feed it, their records converted on delivery
 // (package translate), and what is routed to it is read by RocketMQ and
 // Kafka consumers of the topic; deleting the queue keeps the topic.
+//
+// A stream queue (stream.go) is the same topic queue read as a log: its
+// consumers have their own cursors (memory), acks only give prefetch
+// credit back, and its floor is its log start, moved by x-max-age and
+// x-max-length-bytes; it holds nothing against the store's retention.
 //
 // # Acknowledgement state
 //

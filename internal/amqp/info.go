@@ -48,10 +48,13 @@ func (q *queue) info(now int64) QueueInfo {
 	}
 	q.mu.Lock()
 	i.Ready, i.Unacked, i.Consumers = max(0, q.readyLocked()), int64(len(q.inflight)-q.dying), len(q.consumers)
+	if q.isStream() {
+		i.Unacked = q.streamUnackedLocked() // stream.go
+	}
 	floor := q.floor
 	q.mu.Unlock()
 	st := q.v.srv.store
-	if floor < st.MaxOffset(q.topic, queueID) {
+	if floor < st.MaxOffset(q.topic, queueID) && !q.isStream() { // a stream has nothing unsettled
 		if r, err := st.GetMessage(q.topic, queueID, floor, 1, 0, nil); err == nil {
 			if r.Status == store.Found && len(r.Records) == 1 {
 				if m, err := parseMessage(r.Records[0], q.topic, floor); err == nil {

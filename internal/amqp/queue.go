@@ -58,6 +58,8 @@ type queue struct {
 
 	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
 
+	stream *streamState // stream queues: each consumer's cursor (stream.go)
+
 	// savedFloor is the floor acks.json holds (durable queues): what
 	// retention may delete below (retention.go).
 	savedFloor atomic.Int64
@@ -160,6 +162,9 @@ func (q *queue) counts() (uint32, uint32) {
 
 func (q *queue) readyLocked() int64 {
 	hi := q.v.srv.store.MaxOffset(q.topic, queueID)
+	if q.isStream() { // every message from the log start (stream.go)
+		return hi - min(max(q.floor, q.v.srv.store.MinOffset(q.topic, queueID)), hi)
+	}
 	return hi - q.floor - int64(len(q.settled)) - int64(len(q.inflight))
 }
 
@@ -281,6 +286,10 @@ func (q *queue) deliveryCountLocked(o int64, props []byte) []byte {
 
 // pump delivers to consumers with credit while there are messages.
 func (q *queue) pump() {
+	if q.isStream() {
+		q.pumpStream() // stream.go
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.nextExpiry = 0  // the head may have changed
@@ -358,6 +367,9 @@ func (q *queue) get() (int64, storedMessage, func(), bool, uint32, bool) {
 }
 
 func (q *queue) settle(o int64) {
+	if q.isStream() {
+		return // an ack only gives credit back (stream.go)
+	}
 	q.mu.Lock()
 	q.settleLocked(o)
 	q.mu.Unlock()
@@ -367,6 +379,9 @@ func (q *queue) settle(o int64) {
 // dead-lettered (deadletter.go); c's methods after the reject see the
 // copy (conn.waitPublishes).
 func (q *queue) reject(o int64, c *conn) {
+	if q.isStream() {
+		return
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.inflight[o] {
@@ -401,6 +416,9 @@ func (q *queue) settleLocked(o int64) {
 // requeue puts a delivered message back (nack or reject with requeue, a
 // closed channel, basic.recover): it counts towards x-delivery-limit.
 func (q *queue) requeue(o int64) {
+	if q.isStream() {
+		return // the message stays in the stream
+	}
 	q.mu.Lock()
 	q.requeueLocked(o, true)
 	q.mu.Unlock()
@@ -480,6 +498,9 @@ func (q *queue) removeConsumer(c *consumer) bool {
 		if c.priority != 0 {
 			q.prioritized--
 		}
+	}
+	if q.stream != nil {
+		delete(q.stream.readers, c)
 	}
 	q.lastUsed = nowMs()
 	return q.autoDelete && q.hadConsumer && len(q.consumers) == 0 && !q.gone

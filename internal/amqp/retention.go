@@ -30,6 +30,9 @@ func (s *Server) holds() store.QueueHolds {
 	for _, v := range s.vhosts {
 		v.mu.Lock()
 		for _, q := range v.queues {
+			if q.isStream() {
+				continue // a stream's retention is its own (stream.go)
+			}
 			out[q.topic] = map[int32]int64{queueID: q.holdFloor()}
 		}
 		v.mu.Unlock()

@@ -132,7 +132,7 @@ func (s *Server) trackTopic(q *queue, fresh bool) {
 	if q.ownsTopic() {
 		return
 	}
-	if fresh {
+	if fresh && !q.isStream() { // a stream starts at its topic's log start (stream.go)
 		q.mu.Lock()
 		end := s.store.MaxOffset(q.topic, queueID)
 		q.floor, q.cursor, q.delivered, q.restoredD, q.dirty = end, end, end, end, true

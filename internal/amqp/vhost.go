@@ -238,6 +238,11 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 	if a.queueType == "quorum" && (!m.Durable || m.Exclusive || m.AutoDelete) {
 		return nil, soft(wire.PreconditionFailed, m, "invalid property 'non-durable', 'exclusive' or 'auto-delete' for quorum queue '%s' in vhost '%s'", name, v.name)
 	}
+	if a.queueType == "stream" {
+		if err := streamDeclareCheck(m, name, v.name); err != nil { // stream.go
+			return nil, err
+		}
+	}
 	var owner *conn
 	if m.Exclusive {
 		owner = c
