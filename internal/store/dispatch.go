@@ -232,8 +232,18 @@ func (s *Store) persistProgressLocked() error {
 	if err := s.flushQueuesAndIndex(); err != nil {
 		return fmt.Errorf("store: flush consume queues and index: %w", err)
 	}
-	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: d, LastStoreTsMs: ts, WrittenAtMs: s.cfg.Now().UnixMilli()}
-	return writeCheckpoint(s.cfg.FS, s.cfg.Dir, cp)
+	cp := checkpoint{PhysFlushed: physFlushed, CQFlushed: d, IndexFlushed: d, LastStoreTsMs: ts}
+	if s.lastCheckpoint != nil && *s.lastCheckpoint == cp {
+		return nil // the file already says this, durably: an idle store writes nothing
+	}
+	written := cp
+	cp.WrittenAtMs = s.cfg.Now().UnixMilli()
+	if err := writeCheckpoint(s.cfg.FS, s.cfg.Dir, cp); err != nil {
+		s.lastCheckpoint = nil
+		return err
+	}
+	s.lastCheckpoint = &written
+	return nil
 }
 
 // A persist round flushes the ConsumeQueues (each an fdatasync, and

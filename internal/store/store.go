@@ -93,7 +93,12 @@ type Store struct {
 	// progressMu serializes persistProgress, retention and DeleteTopic
 	// (lock order: appendMu, progressMu, dispatchMu, qmu).
 	progressMu sync.Mutex
-	space      spaceState // space.go
+	// lastCheckpoint is what the last persist round wrote to the
+	// checkpoint file, WrittenAtMs left zero (nil: unknown, write the next
+	// round); a round with the same offsets skips the write. Guarded by
+	// progressMu.
+	lastCheckpoint *checkpoint
+	space          spaceState // space.go
 	// Retention under disk pressure (pressure.go).
 	consumerOffsets atomic.Pointer[ConsumerOffsetsFunc]
 	pressureKept    atomic.Pointer[string] // why the oldest segment was kept, as last logged (pressure.go); nil: not kept
