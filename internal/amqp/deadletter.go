@@ -520,18 +520,61 @@ func (q *queue) unreserveLocked(size int64) {
 	}
 }
 
+// wakeSweep wakes the sweep if it is parked; call it after adding a
+// connection or a queue.
+func (s *Server) wakeSweep() {
+	select {
+	case s.sweepWake <- struct{}{}:
+	default:
+	}
+}
+
+// nothingToSweep reports whether the server has no connection and no
+// queue: no message to expire, queue to delete, client to tell about a
+// full disk or consumer to time out.
+func (s *Server) nothingToSweep() bool {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	if n > 0 {
+		return false
+	}
+	for _, v := range s.vhosts {
+		v.mu.Lock()
+		n += len(v.queues)
+		v.mu.Unlock()
+	}
+	return n == 0
+}
+
 // sweep runs expireHead over every queue, and checkBlocked, every
-// expirySweepInterval.
+// expirySweepInterval. With no queue and no connection it has nothing to
+// look at: it parks, its ticker stopped, until one appears (wakeSweep),
+// and then sweeps at once.
 func (s *Server) sweep() {
 	defer s.wg.Done()
 	t := time.NewTicker(expirySweepInterval)
 	defer t.Stop()
 	tick := 0
 	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
+		if s.nothingToSweep() {
+			t.Stop()
+			s.sweepParked.Store(true)
+			select {
+			case <-s.stop:
+				return
+			case <-s.sweepWake:
+			}
+			s.sweepParked.Store(false)
+			t.Reset(expirySweepInterval)
+		} else {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			case <-s.sweepWake: // drained: the sweep is running anyway
+				continue
+			}
 		}
 		now := nowMs()
 		for _, v := range s.vhosts {

@@ -158,7 +158,12 @@ type Server struct {
 	closed bool
 
 	stop chan struct{}
-	wg   sync.WaitGroup
+	// sweepWake wakes a parked sweep (deadletter.go): a connection was
+	// accepted or a queue created.
+	sweepWake chan struct{}
+	// sweepParked: the sweep is parked (tests wait for it).
+	sweepParked atomic.Bool
+	wg        sync.WaitGroup
 	// baseCtx ends at Close: the context of store puts and waits.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -177,7 +182,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("amqp: MaxMessageBytes %d is above the %d bytes the store takes in one record (its MaxRecordBodyBytes)", cfg.MaxMessageBytes, limit)
 	}
 	s := &Server{cfg: cfg, store: st, log: log, dir: filepath.Join(cfg.DataDir, "amqp"),
-		conns: map[*conn]struct{}{}, stop: make(chan struct{}), work: newWorker()}
+		conns: map[*conn]struct{}{}, stop: make(chan struct{}), sweepWake: make(chan struct{}, 1), work: newWorker()}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
@@ -239,6 +244,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.wakeSweep()
 		go func() {
 			defer s.wg.Done()
 			c.serve()

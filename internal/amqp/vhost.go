@@ -253,6 +253,7 @@ func (v *vhost) declare(c *conn, m *wire.QueueDeclare) (*queue, error) {
 	}
 	q := newQueue(v, name, topic, m.Durable, m.AutoDelete, m.Arguments, a, owner)
 	v.queues[name] = q
+	v.srv.wakeSweep()
 	v.srv.trackTopic(q, true)
 	if q.persistent() {
 		if err := v.saveDefsLocked(); err != nil {
