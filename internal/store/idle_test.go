@@ -41,3 +41,47 @@ func TestCheckpointNotRewrittenWhileIdle(t *testing.T) {
 		return err == nil && cp.CQFlushed > first.CQFlushed && cp.WrittenAtMs == clock.Now().UnixMilli()
 	})
 }
+
+// Between passes the scrubber parks instead of ticking every 100 ms, and
+// starts the next pass when it is due.
+func TestScrubberParksBetweenPasses(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.ScrubBytesPerSecond = 64 << 20
+	cfg.ScrubPassInterval = 300 * time.Millisecond
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	put(t, s, newMsg("T", 0, "one", nil))
+	waitVisible(t, s, "T", 0, 1)
+	waitUntil(t, "a first pass", func() bool { return s.ScrubStatus().Passes >= 1 })
+	waitUntil(t, "the scrubber to park until the next pass", s.scrub.parked.Load)
+	passes := s.ScrubStatus().Passes
+	waitUntil(t, "the next pass once due", func() bool { return s.ScrubStatus().Passes > passes })
+}
+
+// With the scrubber off its goroutine parks; a failed write of the
+// isolated-records registry wakes it, and it retries the write until it
+// succeeds.
+func TestScrubberOffRetriesRegistryWrite(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	cfg := testConfig(efs)
+	cfg.ScrubBytesPerSecond = 0
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	waitUntil(t, "the idle scrubber to park", s.scrub.parked.Load)
+	rule := efs.InjectWriteError(isolatedName)
+	s.iso.mu.Lock()
+	s.iso.recs = append(s.iso.recs, IsolatedRecord{PhysOffset: 0, Size: 1})
+	s.persistIsolatedLocked()
+	dirty := s.iso.dirty
+	s.iso.mu.Unlock()
+	if !dirty {
+		t.Fatal("the injected write error did not leave the registry dirty")
+	}
+	efs.RemoveRule(rule)
+	waitUntil(t, "the registry write to be retried", func() bool {
+		s.iso.mu.Lock()
+		defer s.iso.mu.Unlock()
+		return !s.iso.dirty
+	})
+	waitUntil(t, "the scrubber to park again", s.scrub.parked.Load)
+}

@@ -220,6 +220,10 @@ func (s *Store) persistIsolatedLocked() {
 			s.logger.Error("store: cannot write the registry of isolated records; retrying later (the records are skipped anyway)", "err", err)
 		}
 		s.iso.dirty = true
+		select { // the scrubber's goroutine retries it
+		case s.scrubWake <- struct{}{}:
+		default:
+		}
 		return
 	}
 	s.iso.dirty = false

@@ -49,6 +49,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
@@ -82,6 +83,7 @@ const (
 // scrubber is the scrubber's state. Only its goroutine touches the fields
 // above mu.
 type scrubber struct {
+	parked    atomic.Bool // the goroutine is parked (scrubPark); tests wait for it
 	cursor    *commitlog.Scrubber
 	phase     int
 	budget    float64 // bytes it may read now (negative: debt)
@@ -123,10 +125,24 @@ func (s *Store) ScrubStatus() ScrubStatus {
 }
 
 // runScrubber is the scrubber's goroutine. With the scrubber off it only
-// retries a registry write that failed (isolate.go).
+// retries a registry write that failed (isolate.go). With nothing to do
+// (no write to retry, and the scrubber off or its pass done and the next
+// not due) it parks, its ticker stopped, until the next pass is due or a
+// registry write fails (scrubWake).
 func (s *Store) runScrubber() {
-	ticks, stop := s.scrubTicker()
-	defer stop()
+	var (
+		ticks <-chan time.Time
+		t     *time.Ticker // nil with Config.ScrubTicker: the test drives it
+	)
+	if s.cfg.ScrubTicker != nil {
+		c, stop := s.cfg.ScrubTicker()
+		defer stop()
+		ticks = c
+	} else {
+		t = time.NewTicker(scrubTick)
+		defer t.Stop()
+		ticks = t.C
+	}
 	defer func() {
 		if s.scrub.cursor != nil {
 			s.scrub.cursor.Close()
@@ -143,15 +159,55 @@ func (s *Store) runScrubber() {
 		if s.cfg.ScrubBytesPerSecond > 0 && s.Err() == nil {
 			s.scrubTickOnce()
 		}
+		if t == nil {
+			continue
+		}
+		if d, idle := s.scrubIdleFor(); idle {
+			t.Stop()
+			if !s.scrubPark(d) {
+				return
+			}
+			t.Reset(scrubTick)
+		}
 	}
 }
 
-func (s *Store) scrubTicker() (<-chan time.Time, func()) {
-	if s.cfg.ScrubTicker != nil {
-		return s.cfg.ScrubTicker()
+// scrubIdleFor reports whether the scrubber has nothing to do, and for how
+// long (0: until woken).
+func (s *Store) scrubIdleFor() (time.Duration, bool) {
+	s.iso.mu.Lock()
+	dirty := s.iso.dirty
+	s.iso.mu.Unlock()
+	switch sc := &s.scrub; {
+	case dirty:
+		return 0, false
+	case s.cfg.ScrubBytesPerSecond == 0 || s.Err() != nil:
+		return 0, true
+	case sc.phase == scrubDone && !sc.passStart.IsZero():
+		d := s.cfg.scrubPassInterval() - s.cfg.Now().Sub(sc.passStart)
+		return d, d > 0
 	}
-	t := time.NewTicker(scrubTick)
-	return t.C, t.Stop
+	return 0, false
+}
+
+// scrubPark waits for d (0: no limit), a wake or the store's stop; false:
+// stopped.
+func (s *Store) scrubPark(d time.Duration) bool {
+	var due <-chan time.Time
+	if d > 0 {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		due = tm.C
+	}
+	s.scrub.parked.Store(true)
+	defer s.scrub.parked.Store(false)
+	select {
+	case <-s.stop:
+		return false
+	case <-s.scrubWake:
+	case <-due:
+	}
+	return true
 }
 
 // scrubTickOnce adds the tick's budget and reads while it lasts.

@@ -127,6 +127,8 @@ type Store struct {
 	stats storeStats
 	iso   isolation // isolated corrupt records (isolate.go)
 	scrub scrubber  // the background scrubber's state (scrub.go)
+	// scrubWake wakes a parked scrubber: a registry write failed.
+	scrubWake chan struct{}
 }
 
 type storeStats struct {
@@ -154,6 +156,7 @@ func Open(cfg Config) (*Store, error) {
 		queues:     map[string]map[int32]*consumequeue.Queue{},
 		kick:       make(chan struct{}, 1),
 		appendIdle: make(chan struct{}, 1),
+		scrubWake:  make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}
 	if err := s.open(); err != nil {
