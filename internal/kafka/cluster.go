@@ -80,6 +80,9 @@ type LocalGroup struct {
 const (
 	clusterRefresh = time.Second
 	metadataFresh  = 250 * time.Millisecond
+	// viewStale: a per-partition request fetches a view tried longer ago
+	// (runClusterRefresh was parked); the refresh keeps it younger.
+	viewStale      = clusterRefresh + clusterRefresh/2
 	clusterTimeout = 2 * time.Second
 )
 
@@ -123,17 +126,37 @@ func (s *Server) refreshClusterOlder(age time.Duration) {
 	s.cc.mu.Unlock()
 }
 
-// runClusterRefresh refreshes the view every clusterRefresh until Close.
+// runClusterRefresh refreshes the view every clusterRefresh until Close
+// while a client is connected. With none, nobody reads the view: it parks,
+// its ticker stopped, until a client connects, and refreshes at once; a
+// request that finds the view older than viewStale (one that came before
+// that refresh) fetches it first (cluster).
 func (s *Server) runClusterRefresh() {
 	defer s.wg.Done()
 	t := time.NewTicker(clusterRefresh)
 	defer t.Stop()
 	for {
 		s.refreshCluster()
+		s.mu.Lock()
+		idle := len(s.conns) == 0
+		s.mu.Unlock()
+		if idle {
+			t.Stop()
+			s.refreshParked.Store(true)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.clusterWake:
+			}
+			s.refreshParked.Store(false)
+			t.Reset(clusterRefresh)
+			continue
+		}
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.clusterWake: // a connection while refreshing anyway
 		}
 	}
 }
@@ -179,6 +202,12 @@ func (s *Server) cluster(fresh bool) *clusterState {
 			local = s.cfg.LocalGroup()
 		}
 		return s.derive(v, local)
+	}
+	s.cc.mu.Lock()
+	stale := time.Since(s.cc.tried) > viewStale
+	s.cc.mu.Unlock()
+	if stale {
+		s.refreshClusterOlder(viewStale)
 	}
 	s.cc.mu.Lock()
 	defer s.cc.mu.Unlock()

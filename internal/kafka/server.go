@@ -156,6 +156,10 @@ type Server struct {
 	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
 	cc clusterCache // the cluster view (cluster.go), with Config.Cluster
+	// clusterWake wakes a parked runClusterRefresh: a client connected.
+	clusterWake chan struct{}
+	// refreshParked: runClusterRefresh is parked (tests wait for it).
+	refreshParked atomic.Bool
 
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
@@ -174,7 +178,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
-		groups: map[string]*group{}}
+		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1)}
 	s.scram = newScramKeys()
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
@@ -241,6 +245,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns[c] = st
 		s.wg.Add(1)
 		s.mu.Unlock()
+		select {
+		case s.clusterWake <- struct{}{}:
+		default:
+		}
 		go s.serveConn(c, st)
 	}
 }
