@@ -51,3 +51,26 @@ func TestSweepParksWhileIdleAndWakes(t *testing.T) {
 	conn.Close()
 	waitUntil(t, "the sweep to park again", b.srv.sweepParked.Load)
 }
+
+// With no acknowledgement state to write the persist loop parks; an ack
+// wakes it, the new state is written within the interval as before, and it
+// parks again.
+func TestAckPersistParksAndWakes(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "q", "one")
+	waitUntil(t, "the ack-state loop to park", b.srv.acksParked.Load)
+	q := b.srv.vhosts[defaultVhost].queue("q")
+	if f := q.savedFloor.Load(); f != 0 {
+		t.Fatalf("saved floor %d before any ack", f)
+	}
+	d := getWithin(t, ch, "q")
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the ack to be written", func() bool { return q.savedFloor.Load() == 1 })
+	waitUntil(t, "the ack-state loop to park again", b.srv.acksParked.Load)
+}

@@ -125,6 +125,13 @@ func (q *queue) restore(d ackDef, lease int64) {
 	q.expSeen = true // the messages are not looked at before they are served
 }
 
+// markDirtyLocked notes a change of the acknowledgement state (q.mu held)
+// and wakes the persist loop if it is parked.
+func (q *queue) markDirtyLocked() {
+	q.dirty = true
+	q.v.srv.wakeAcks()
+}
+
 func (q *queue) snapshot() (ackDef, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -241,7 +248,7 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		q.inflight[o] = true
 		if o+1 > q.delivered {
 			q.delivered = o + 1
-			q.dirty = true
+			q.markDirtyLocked()
 		}
 		if q.a.queueType == "quorum" && redelivered {
 			m.props = q.deliveryCountLocked(o, m.props)
@@ -264,7 +271,7 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 func (q *queue) deliveryCountLocked(o int64, props []byte) []byte {
 	if q.returns[o] == 0 && o < q.restoredD {
 		q.returns[o] = 1
-		q.dirty = true
+		q.markDirtyLocked()
 	}
 	n := q.returns[o]
 	if n == 0 {
@@ -399,7 +406,7 @@ func (q *queue) settleLocked(o int64) {
 	delete(q.returns, o)
 	delete(q.heldSize, o)
 	delete(q.heldPrio, o)
-	q.dirty = true
+	q.markDirtyLocked()
 	if o != q.floor {
 		if o > q.floor {
 			q.settled[o] = true
@@ -433,7 +440,7 @@ func (q *queue) requeueLocked(o int64, counted bool) {
 	}
 	if counted {
 		q.returns[o]++
-		q.dirty = true
+		q.markDirtyLocked()
 		if q.a.deliveryLimit >= 0 && int64(q.returns[o]) > q.a.deliveryLimit {
 			q.deadLetterLocked(o, reasonDeliveryLimit, nil)
 			return

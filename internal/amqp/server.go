@@ -163,7 +163,11 @@ type Server struct {
 	sweepWake chan struct{}
 	// sweepParked: the sweep is parked (tests wait for it).
 	sweepParked atomic.Bool
-	wg        sync.WaitGroup
+	// ackWake wakes a parked persistLoop: a queue's acknowledgement state
+	// changed; acksParked: it is parked (tests wait for it).
+	ackWake    chan struct{}
+	acksParked atomic.Bool
+	wg         sync.WaitGroup
 	// baseCtx ends at Close: the context of store puts and waits.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -182,7 +186,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("amqp: MaxMessageBytes %d is above the %d bytes the store takes in one record (its MaxRecordBodyBytes)", cfg.MaxMessageBytes, limit)
 	}
 	s := &Server{cfg: cfg, store: st, log: log, dir: filepath.Join(cfg.DataDir, "amqp"),
-		conns: map[*conn]struct{}{}, stop: make(chan struct{}), sweepWake: make(chan struct{}, 1), work: newWorker()}
+		conns: map[*conn]struct{}{}, stop: make(chan struct{}), sweepWake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1), work: newWorker()}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
@@ -311,7 +315,9 @@ func (s *Server) vhostList() string {
 }
 
 // persistLoop writes the acknowledgement state when it changed, every
-// AckStateInterval.
+// AckStateInterval. A round with nothing changed parks it, its ticker
+// stopped, until a queue's state changes (wakeAcks): that change is then
+// written AckStateInterval later at the latest, as when it ticks.
 func (s *Server) persistLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.AckStateInterval)
@@ -321,11 +327,34 @@ func (s *Server) persistLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			for _, v := range s.vhosts {
-				if err := v.saveAcks(); err != nil {
-					s.log.Error("amqp: write acknowledgement state", "vhost", v.name, "err", err)
-				}
-			}
 		}
+		changed := false
+		for _, v := range s.vhosts {
+			c, err := v.saveChangedAcks()
+			if err != nil {
+				s.log.Error("amqp: write acknowledgement state", "vhost", v.name, "err", err)
+			}
+			changed = changed || c
+		}
+		if changed {
+			continue
+		}
+		t.Stop()
+		s.acksParked.Store(true)
+		select {
+		case <-s.stop:
+			return
+		case <-s.ackWake:
+		}
+		s.acksParked.Store(false)
+		t.Reset(s.cfg.AckStateInterval)
+	}
+}
+
+// wakeAcks wakes a parked persistLoop.
+func (s *Server) wakeAcks() {
+	select {
+	case s.ackWake <- struct{}{}:
+	default:
 	}
 }

@@ -414,7 +414,8 @@ func (q *queue) retainStream(now int64) error {
 	}
 	q.mu.Lock()
 	if to > q.floor {
-		q.floor, q.dirty = to, true
+		q.floor = to
+		q.markDirtyLocked()
 	}
 	q.mu.Unlock()
 	q.pump() // consumers behind the new log start go on from it

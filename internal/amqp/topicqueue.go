@@ -135,7 +135,8 @@ func (s *Server) trackTopic(q *queue, fresh bool) {
 	if fresh && !q.isStream() { // a stream starts at its topic's log start (stream.go)
 		q.mu.Lock()
 		end := s.store.MaxOffset(q.topic, queueID)
-		q.floor, q.cursor, q.delivered, q.restoredD, q.dirty = end, end, end, end, true
+		q.floor, q.cursor, q.delivered, q.restoredD = end, end, end, end
+		q.markDirtyLocked()
 		q.mu.Unlock()
 		if q.persistent() && end > 0 {
 			// Written now rather than at the next interval: restored without

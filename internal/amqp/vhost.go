@@ -150,6 +150,12 @@ func (v *vhost) saveDefsLocked() error {
 
 // saveAcks writes acks.json if any durable queue's state changed.
 func (v *vhost) saveAcks() error {
+	_, err := v.saveChangedAcks()
+	return err
+}
+
+// saveChangedAcks is saveAcks; changed: some queue's state had changed.
+func (v *vhost) saveChangedAcks() (changed bool, err error) {
 	v.ackMu.Lock()
 	defer v.ackMu.Unlock()
 	v.mu.Lock()
@@ -165,11 +171,11 @@ func (v *vhost) saveAcks() error {
 	}
 	v.mu.Unlock()
 	if !dirty {
-		return nil
+		return false, nil
 	}
 	b, err := json.Marshal(acks)
 	if err != nil {
-		return err
+		return true, err
 	}
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
@@ -181,12 +187,12 @@ func (v *vhost) saveAcks() error {
 			q.dirty = true
 			q.mu.Unlock()
 		}
-		return err
+		return true, err
 	}
 	for topic, d := range acks {
 		qs[topic].savedFloor.Store(d.Floor)
 	}
-	return nil
+	return true, nil
 }
 
 // declare implements queue.declare; it returns the queue.
