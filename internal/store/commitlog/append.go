@@ -147,6 +147,7 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 	if l.written.Advance(end) {
 		l.written.Release()
 	}
+	l.wakeFlusher()
 	l.notify()
 	if l.noSpace {
 		l.noSpace = false

@@ -135,6 +135,10 @@ type Log struct {
 
 	flushMu sync.Mutex // serializes Flush with segment removal
 	kick    chan struct{}
+	// flusherParked: RunFlusher is parked with everything flushed;
+	// flusherWake wakes it after a write (flush.go).
+	flusherParked atomic.Bool
+	flusherWake   chan struct{}
 
 	// The flushed mark (mark.go), written under flushMu (or by Recover,
 	// before any flusher runs).
@@ -161,7 +165,7 @@ func Open(cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	l := &Log{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), flusherWake: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
 	l.ackKick = make(chan struct{}, 1)
 	l.written = watermark.New("written", nil)

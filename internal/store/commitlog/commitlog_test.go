@@ -649,3 +649,35 @@ func TestRepairInterruptedByPowerLoss(t *testing.T) {
 		}
 	}
 }
+
+// With everything flushed the periodic flusher parks (no tick every
+// interval while idle); a write wakes it and is flushed at the next
+// periodic moment without anybody asking, and it parks again.
+func TestFlusherParksWhileFlushedAndWakesOnWrite(t *testing.T) {
+	l, _ := openLog(t, vfs.NewMem(), RecoverOptions{})
+	defer l.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); l.RunFlusher(stop, 20*time.Millisecond) }()
+	defer func() { close(stop); wg.Wait() }()
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wait("the idle flusher to park", l.flusherParked.Load)
+	for i := range 3 {
+		end, err := l.Append([][]byte{rec(100, byte(i))}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait("the periodic flush of the write", func() bool { return l.FlushedOffset() >= end })
+		wait("the flusher to park again", l.flusherParked.Load)
+	}
+}

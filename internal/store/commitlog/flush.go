@@ -76,25 +76,104 @@ func (l *Log) RequestFlush() {
 
 // RunFlusher runs the flusher until stop is closed: it flushes when a
 // waiter asks (RequestFlush, WaitFlushed) and every interval (if > 0).
+// After a whole interval without a write, with everything flushed, it
+// parks, its ticker stopped, until a waiter asks or a write comes; a write
+// is then flushed at the moment the ticker would have fired had it kept
+// running (the same periodic flushes as a ticker that never stops). While
+// writes keep coming it never parks: they pay one atomic load each.
 // Exactly one flusher may run.
 func (l *Log) RunFlusher(stop <-chan struct{}, interval time.Duration) {
-	var tick <-chan time.Time
+	var (
+		t     *time.Ticker
+		tick  <-chan time.Time
+		phase time.Time // a moment the ticker fired (or started)
+	)
 	if interval > 0 {
-		t := time.NewTicker(interval)
+		t = time.NewTicker(interval)
 		defer t.Stop()
-		tick = t.C
+		tick, phase = t.C, time.Now()
 	}
+	quiet, seen := false, l.WrittenOffset() // quiet: no write during the last interval
 	for {
-		select {
-		case <-stop:
-			return
-		case <-l.kick:
-			if l.cfg.BeforeFlush != nil {
-				l.cfg.BeforeFlush()
+		asked := false
+		if t != nil && quiet && l.parkFlusher() {
+			t.Stop()
+			asked = l.parkedFlusherWait(stop, interval, phase)
+			l.flusherParked.Store(false)
+			if l.stopped(stop) {
+				return
 			}
-		case <-tick:
+			t.Reset(interval)
+			phase = time.Now()
+			quiet, seen = false, l.WrittenOffset()
+		} else {
+			select {
+			case <-stop:
+				return
+			case <-l.kick:
+				asked = true
+			case now := <-tick:
+				phase = now
+				w := l.WrittenOffset()
+				quiet, seen = w == seen, w
+			}
+		}
+		if asked && l.cfg.BeforeFlush != nil {
+			l.cfg.BeforeFlush()
 		}
 		_ = l.Flush() // a failure is recorded in the log and reported to waiters
+	}
+}
+
+// parkedFlusherWait waits, parked, for a waiter's request (true), or for a
+// write and then the next moment interval after phase, or for stop.
+func (l *Log) parkedFlusherWait(stop <-chan struct{}, interval time.Duration, phase time.Time) bool {
+	select {
+	case <-stop:
+		return false
+	case <-l.kick:
+		return true
+	case <-l.flusherWake:
+	}
+	due := time.NewTimer(interval - time.Since(phase)%interval)
+	defer due.Stop()
+	select {
+	case <-stop:
+	case <-l.kick:
+		return true
+	case <-due.C:
+	}
+	return false
+}
+
+func (l *Log) stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// parkFlusher reports whether the flusher may park: everything written is
+// flushed. It sets flusherParked first, so that a write racing with the
+// check either is seen here or sees the flag and wakes the flusher (write).
+func (l *Log) parkFlusher() bool {
+	l.flusherParked.Store(true)
+	if l.FlushedOffset() >= l.WrittenOffset() {
+		return true
+	}
+	l.flusherParked.Store(false)
+	return false
+}
+
+// wakeFlusher wakes a parked flusher after a write.
+func (l *Log) wakeFlusher() {
+	if l.flusherParked.Load() {
+		select {
+		case l.flusherWake <- struct{}{}:
+		default:
+		}
 	}
 }
 
