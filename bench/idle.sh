@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# bench/idle.sh: the CPU an idle `keel serve` uses, with every door on (NameServer,
+# broker, AMQP, HTTP, Kafka, each on a loopback port chosen at run time) and a fresh
+# data directory, and no client connected.
+#
+#   bench/idle.sh                  build ./cmd/keel at the work tree and measure it
+#   bench/idle.sh REV ...          build each git revision and measure it, in order
+#   KEEL=path bench/idle.sh        measure this binary instead of building one
+#
+# Each run starts keel serve, waits WARMUP seconds (default 10), then reads the
+# process's own CPU time (utime+stime in /proc/PID/stat) at the start and the end
+# of WINDOW seconds (default 60) and prints it as % of one core. Counting only the
+# process's own CPU time keeps other load on the machine out of the figure (it is
+# not wall-clock utilisation, and a loaded machine inflates it only a little, by
+# cache and scheduling effects). Extra broker.conf lines: CONF="k=v\nk=v".
+# Environment: KEEL_BENCH_DIR (scratch; default /var/tmp/keel-bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+warmup=${WARMUP:-10} window=${WINDOW:-60}
+scratch=${KEEL_BENCH_DIR:-/var/tmp/keel-bench}/idle
+mkdir -p "$scratch"
+hz=$(getconf CLK_TCK)
+
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+measure() { # measure BINARY LABEL
+	local bin=$1 label=$2 dir pid t0 t1 w0 w1
+	dir=$(mktemp -d "$scratch/run.XXXXXX")
+	printf '%b\n' "${CONF:-}" >"$dir/broker.conf"
+	"$bin" serve -c "$dir/broker.conf" --data-dir "$dir/data" \
+		--namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+		--amqp-listen 127.0.0.1:0 --kafka-listen 127.0.0.1:0 >"$dir/log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do
+		grep -q 'Kafka listening' "$dir/log" && break
+		kill -0 "$pid" 2>/dev/null || { cat "$dir/log" >&2; return 1; }
+		sleep 0.1
+	done
+	sleep "$warmup"
+	t0=$(cputicks "$pid") w0=$(date +%s.%N)
+	sleep "$window"
+	t1=$(cputicks "$pid") w1=$(date +%s.%N)
+	kill -TERM "$pid"
+	wait "$pid" || true
+	awk -v l="$label" -v t="$((t1 - t0))" -v hz="$hz" -v w0="$w0" -v w1="$w1" -v la="$(cut -d' ' -f1-3 /proc/loadavg)" \
+		'BEGIN { printf "%-12s %6.3f %% of one core (%d ticks of 1/%d s in %.1f s), load average %s\n", l, 100*t/hz/(w1-w0), t, hz, w1-w0, la }'
+	rm -rf "$dir"
+}
+
+if [ -n "${KEEL:-}" ]; then
+	measure "$KEEL" "$(basename "$KEEL")"
+elif [ $# -eq 0 ]; then
+	go build -o "$scratch/keel" ./cmd/keel
+	measure "$scratch/keel" "worktree"
+else
+	for rev in "$@"; do
+		src=$(mktemp -d "$scratch/src.XXXXXX")
+		git archive "$rev" | tar -x -C "$src"
+		(cd "$src" && go build -o "$scratch/keel-$rev" ./cmd/keel)
+		rm -rf "$src"
+		measure "$scratch/keel-$rev" "$(git rev-parse --short "$rev")"
+	done
+fi
