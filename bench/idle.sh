@@ -5,7 +5,7 @@
 #
 #   bench/idle.sh                  build ./cmd/keel at the work tree and measure it
 #   bench/idle.sh REV ...          build each git revision and measure it, in order
-#   KEEL=path bench/idle.sh        measure this binary instead of building one
+#   KEEL=path bench/idle.sh        (no REV) measure this binary instead of building one
 #
 # Each run starts keel serve, waits WARMUP seconds (default 10), then reads the
 # process's own CPU time (utime+stime in /proc/PID/stat) at the start and the end
@@ -47,7 +47,7 @@ measure() { # measure BINARY LABEL
 	rm -rf "$dir"
 }
 
-if [ -n "${KEEL:-}" ]; then
+if [ $# -eq 0 ] && [ -n "${KEEL:-}" ]; then
 	measure "$KEEL" "$(basename "$KEEL")"
 elif [ $# -eq 0 ]; then
 	go build -o "$scratch/keel" ./cmd/keel
