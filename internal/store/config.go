@@ -174,6 +174,7 @@ type Config struct {
 	ScrubPassInterval time.Duration
 	// ScrubTicker, if set, replaces the scrubber's 100 ms ticker (tests
 	// drive it with Now): it returns the tick channel and a stop function.
+	// With it the scrubber never parks between passes.
 	ScrubTicker func() (<-chan time.Time, func())
 
 	// OnFlush, if set, is called after each successful CommitLog fdatasync
