@@ -35,6 +35,7 @@ var layerRules = []layerRule{
 	{dir: "internal/netlimit", why: "the request budget and connection limits are shared by every listener: standard library only"},
 	{dir: "internal/amqpinfo", why: "the description of AMQP queues and exchanges is plain data shared by the AMQP door and the admin client: standard library only"},
 	{dir: "internal/kafkainfo", why: "the description of Kafka groups and connections is plain data shared by the Kafka door and the admin client: standard library only"},
+	{dir: "internal/heapwatch", why: "the hostile-input tests' heap measurement: standard library only"},
 	{dir: "internal/pendingtxn", why: "the description of undecided transactions is plain data shared by the engine and the admin client: standard library only"},
 	{dir: "internal/core", internal: []string{"internal/store", "internal/message", "internal/vfs", "internal/pendingtxn"},
 		why: "the core is protocol-free: every front door (RocketMQ, Kafka and AMQP) shares it"},
@@ -103,14 +104,17 @@ func (r layerRule) check(m *module, imp string) string {
 	return "third-party module not allowed"
 }
 
-// TestTestClusterOnlyInTests keeps the shared in-process cluster harness out
-// of production code: only _test.go files may import it.
+// TestTestClusterOnlyInTests keeps the shared test harnesses (the
+// in-process cluster, the heap watch of the hostile-input tests) out of
+// production code: only _test.go files may import them.
 func TestTestClusterOnlyInTests(t *testing.T) {
 	m := load(t)
-	harness := m.path + "/internal/testcluster"
-	for _, p := range m.sorted() {
-		if p.imports[harness] {
-			t.Errorf("%s imports internal/testcluster from a non-test file: it is a test harness", m.rel(p.path))
+	for _, h := range []string{"internal/testcluster", "internal/heapwatch"} {
+		harness := m.path + "/" + h
+		for _, p := range m.sorted() {
+			if p.imports[harness] {
+				t.Errorf("%s imports %s from a non-test file: it is a test harness", m.rel(p.path), h)
+			}
 		}
 	}
 }
