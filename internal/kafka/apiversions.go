@@ -42,7 +42,10 @@ var apis = map[int16]apiRange{
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
+	43: {0, 2},  // ElectLeaders (replicas.go)
 	44: {0, 1},  // IncrementalAlterConfigs
+	45: {0, 1},  // AlterPartitionAssignments (replicas.go)
+	46: {0, 0},  // ListPartitionReassignments (replicas.go)
 	47: {0, 0},  // OffsetDelete
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
 }

@@ -9,7 +9,9 @@
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
 // groups_describe.go (DescribeGroups, ListGroups), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
-// DescribeCluster, DeleteGroups), configs.go (DescribeConfigs,
+// DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
+// reassignment APIs: a partition's one replica is node 0),
+// offsetsview.go (why __consumer_offsets is not a topic), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
 // the topic's attributes), offsets.go (OffsetCommit, OffsetFetch),
 // idempotence.go (InitProducerId, producer sequence windows and

@@ -409,6 +409,12 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.incrementalAlterConfigs(b)
 	case *kmsg.DescribeClusterRequest:
 		return s.describeCluster(b)
+	case *kmsg.ElectLeadersRequest:
+		return s.electLeaders(b)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return s.alterPartitionAssignments(b)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return s.listPartitionReassignments(b)
 	}
 	return nil
 }
