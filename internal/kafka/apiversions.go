@@ -37,6 +37,9 @@ var apis = map[int16]apiRange{
 	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+	29: {0, 3},  // DescribeAcls (acls.go)
+	30: {0, 3},  // CreateAcls
+	31: {0, 3},  // DeleteAcls
 	36: {0, 2},  // SaslAuthenticate (advertised with access control on)
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs

@@ -20,7 +20,7 @@ package kafka
 //	CreatePartitions, DeleteRecords,         admin codes)
 //	AlterConfigs, IncrementalAlterConfigs,
 //	DeleteGroups, ElectLeaders, the
-//	reassignment APIs
+//	reassignment APIs, the ACL APIs
 //	InitProducerId, DescribeCluster,         any authenticated account
 //	broker configs
 //
@@ -226,7 +226,8 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		return r
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.DeleteRecordsRequest,
 		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.DeleteGroupsRequest,
-		*kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest:
+		*kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest,
+		*kmsg.DescribeACLsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest:
 		if !acct.acc.Admin(acct.user) {
 			return adminDenied(req.body)
 		}

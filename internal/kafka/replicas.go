@@ -120,5 +120,5 @@ func clusterDenied(body kmsg.Request, msg *string) kmsg.Response {
 		r.ErrorCode, r.ErrorMessage = errClusterAuthorization, msg
 		return r
 	}
-	return nil
+	return aclDenied(body, msg)
 }

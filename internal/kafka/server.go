@@ -415,6 +415,12 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.alterPartitionAssignments(b)
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return s.listPartitionReassignments(b)
+	case *kmsg.DescribeACLsRequest:
+		return s.describeACLs(b)
+	case *kmsg.CreateACLsRequest:
+		return s.createACLs(b)
+	case *kmsg.DeleteACLsRequest:
+		return s.deleteACLs(b)
 	}
 	return nil
 }
