@@ -488,5 +488,5 @@ func aclDenied(body kmsg.Request, msg *string) kmsg.Response {
 		}
 		return r
 	}
-	return nil
+	return scramDenied(body, msg)
 }

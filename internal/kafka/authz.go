@@ -20,7 +20,8 @@ package kafka
 //	CreatePartitions, DeleteRecords,         admin codes)
 //	AlterConfigs, IncrementalAlterConfigs,
 //	DeleteGroups, ElectLeaders, the
-//	reassignment APIs, the ACL APIs
+//	reassignment APIs, the ACL and SCRAM
+//	credential APIs
 //	InitProducerId, DescribeCluster,         any authenticated account
 //	broker configs
 //
@@ -227,7 +228,8 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.DeleteRecordsRequest,
 		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.DeleteGroupsRequest,
 		*kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest,
-		*kmsg.DescribeACLsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest:
+		*kmsg.DescribeACLsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest,
+		*kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
 		if !acct.acc.Admin(acct.user) {
 			return adminDenied(req.body)
 		}

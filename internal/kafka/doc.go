@@ -18,7 +18,8 @@
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL), acls.go
 // (DescribeAcls, CreateAcls, DeleteAcls over plain_acl.yml's accounts,
-// Config.ACL as a RuleEditor); batch.go
+// Config.ACL as a RuleEditor), scram.go (DescribeUserScramCredentials,
+// AlterUserScramCredentials over the same accounts); batch.go
 // validates record batches, partition.go reads the Kafka view of
 // ConsumeQueue entries, oldformat.go finds partitions holding batches of
 // an earlier release, errors.go is the one table from the core's error

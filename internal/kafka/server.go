@@ -421,6 +421,10 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.createACLs(b)
 	case *kmsg.DeleteACLsRequest:
 		return s.deleteACLs(b)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return s.describeUserSCRAMCredentials(b)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return s.alterUserSCRAMCredentials(b)
 	}
 	return nil
 }
