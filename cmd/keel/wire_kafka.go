@@ -53,6 +53,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay,
+			DataDir:               p.cfg.StorePathRootDir, FS: storeFS,
 		}, p.core, log)
 		p.kafka.Store(srv)
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),

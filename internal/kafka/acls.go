@@ -488,5 +488,8 @@ func aclDenied(body kmsg.Request, msg *string) kmsg.Response {
 		}
 		return r
 	}
-	return scramDenied(body, msg)
+	if r := scramDenied(body, msg); r != nil {
+		return r
+	}
+	return quotaDenied(body, msg)
 }

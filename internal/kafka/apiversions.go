@@ -50,6 +50,8 @@ var apis = map[int16]apiRange{
 	45: {0, 1},  // AlterPartitionAssignments (replicas.go)
 	46: {0, 0},  // ListPartitionReassignments (replicas.go)
 	47: {0, 0},  // OffsetDelete
+	48: {0, 1},  // DescribeClientQuotas (quotas.go)
+	49: {0, 1},  // AlterClientQuotas (quotas.go)
 	50: {0, 0},  // DescribeUserScramCredentials (scram.go)
 	51: {0, 0},  // AlterUserScramCredentials (scram.go)
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)

@@ -20,8 +20,8 @@ package kafka
 //	CreatePartitions, DeleteRecords,         admin codes)
 //	AlterConfigs, IncrementalAlterConfigs,
 //	DeleteGroups, ElectLeaders, the
-//	reassignment APIs, the ACL and SCRAM
-//	credential APIs
+//	reassignment APIs, the ACL, SCRAM
+//	credential and client quota APIs
 //	InitProducerId, DescribeCluster,         any authenticated account
 //	broker configs
 //
@@ -229,7 +229,8 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.DeleteGroupsRequest,
 		*kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest,
 		*kmsg.DescribeACLsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest,
-		*kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
+		*kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest,
+		*kmsg.DescribeClientQuotasRequest, *kmsg.AlterClientQuotasRequest:
 		if !acct.acc.Admin(acct.user) {
 			return adminDenied(req.body)
 		}

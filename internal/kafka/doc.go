@@ -19,7 +19,9 @@
 // and authz.go (per-request checks against Config.ACL), acls.go
 // (DescribeAcls, CreateAcls, DeleteAcls over plain_acl.yml's accounts,
 // Config.ACL as a RuleEditor), scram.go (DescribeUserScramCredentials,
-// AlterUserScramCredentials over the same accounts); batch.go
+// AlterUserScramCredentials over the same accounts), quotas.go
+// (DescribeClientQuotas, AlterClientQuotas, and the byte-rate meters
+// that throttle Produce and Fetch); batch.go
 // validates record batches, partition.go reads the Kafka view of
 // ConsumeQueue entries, oldformat.go finds partitions holding batches of
 // an earlier release, errors.go is the one table from the core's error
@@ -104,5 +106,8 @@
 // appendMu is held across the idempotence check and the store's append
 // (AppendRecordPatched), never across a flush: acks=-1 waits for
 // Confirmed after it is released. The old-format check (oldformat.go) has
-// its own mutex, held while it reads the store, taken alone.
+// its own mutex, held while it reads the store, taken alone; so have the
+// client quotas (quotas.go: wmu serialises changes and their file
+// writes, mu guards the quotas and meters), and a throttled connection
+// sleeps with none held.
 package kafka

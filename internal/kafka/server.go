@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	// SASL as one of its accounts and checks every request against the
 	// account's permissions (sasl.go, authz.go); nil: no authentication.
 	ACL Accounts
+	// DataDir and FS hold the door's own files (the client quotas,
+	// quotas.go); an empty DataDir keeps them in memory.
+	DataDir string
+	FS      vfs.FS
 }
 
 func (c *Config) applyDefaults() {
@@ -109,6 +114,8 @@ type Server struct {
 	parts *partitions
 
 	scram   *scramKeys   // SCRAM salts and derived keys (sasl.go)
+	quotas  *quotaTable  // client quotas and their meters (quotas.go)
+	loadErr error        // why the quotas could not be read (Serve fails)
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
@@ -133,6 +140,9 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}}
 	s.scram = newScramKeys()
+	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
+		s.quotas, _ = loadQuotas(nil, "")
+	}
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
@@ -141,6 +151,10 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 
 // Serve accepts connections on ln until Close; it returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.loadErr != nil {
+		ln.Close()
+		return s.loadErr
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -264,7 +278,9 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		req.host = host
+		produced := producedBytes(req)
 		resp, keep := s.serveRequest(auth, req, log)
+		mute, after := s.throttle(auth, req, produced, resp) // quotas.go
 		if resp == nil {
 			if !keep {
 				return
@@ -273,11 +289,20 @@ func (s *Server) serveConn(c net.Conn) {
 				log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
 				return
 			}
+			if mute > 0 && !s.pause(mute) {
+				return
+			}
 			continue // acks=0
+		}
+		if mute > 0 && !after && !s.pause(mute) {
+			return
 		}
 		out = appendResponse(out[:0], req.correlation, resp)
 		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		if _, err := c.Write(out); err != nil || !keep {
+			return
+		}
+		if mute > 0 && after && !s.pause(mute) {
 			return
 		}
 		if cap(out) > 1<<20 {
@@ -425,6 +450,10 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.describeUserSCRAMCredentials(b)
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		return s.alterUserSCRAMCredentials(b)
+	case *kmsg.DescribeClientQuotasRequest:
+		return s.describeClientQuotas(b)
+	case *kmsg.AlterClientQuotasRequest:
+		return s.alterClientQuotas(b)
 	}
 	return nil
 }
