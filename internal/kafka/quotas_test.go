@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -275,5 +278,52 @@ func TestQuotaAPIsNeedAdmin(t *testing.T) {
 	rs, err := user.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: clientEntity(&slow), Ops: []kadm.AlterClientQuotaOp{{Key: quotaProduce, Value: 1000}}}})
 	if !errors.As(err, &ae) && (len(rs) != 1 || !errors.Is(rs[0].Err, kerr.ClusterAuthorizationFailed)) {
 		t.Fatalf("alter: %v %+v", err, rs)
+	}
+}
+
+// TestQuotaMutesTheConnection: the broker itself holds a throttled
+// connection, whatever the client does: for Produce v7 (KIP-219) the
+// response comes at once and the connection's next request is not
+// answered before the throttle ends; for Produce v5 the response itself
+// is held that long.
+func TestQuotaMutesTheConnection(t *testing.T) {
+	n := quotaNode(t, vfs.NewMem())
+	_, adm := adminClient(t, n.addr)
+	if _, err := adm.CreateTopic(ctx30(t), 1, 1, nil, "muted"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(c)
+	client := "test" // frameOf's client id
+	for i, v := range []int16{7, 5} {
+		setQuota(t, adm, clientEntity(&client), quotaProduce, 50000) // a fresh meter
+		corr := int32(10 * (i + 1))
+		sent := time.Now()
+		c.Write(frameOf(produceReq(1, "muted", bigBatch(50)), v, corr)) // 100 kB: 2 s at the quota
+		body := readResponse(t, r, corr)
+		answered := time.Now()
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(v)
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || resp.ThrottleMillis <= 0 {
+			t.Fatalf("v%d: %+v, throttle %d ms", v, p, resp.ThrottleMillis)
+		}
+		throttle := time.Duration(resp.ThrottleMillis-1) * time.Millisecond // reported rounded up
+		c.Write(frameOf(kmsg.NewPtrMetadataRequest(), 1, corr+1))
+		readResponse(t, r, corr+1)
+		next := time.Now()
+		if v >= 6 && next.Sub(sent) < throttle {
+			t.Fatalf("v%d: the next request was answered %v after the throttled one, throttle %v", v, next.Sub(sent), throttle)
+		}
+		if v < 6 && answered.Sub(sent) < throttle {
+			t.Fatalf("v%d: the throttled response came after %v, throttle %v", v, answered.Sub(sent), throttle)
+		}
 	}
 }
