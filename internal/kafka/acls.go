@@ -249,12 +249,19 @@ func (s *Server) createACLs(req *kmsg.CreateACLsRequest) kmsg.Response {
 	}
 	err := ed.EditRules(func(accts map[string]*AccountRules) error {
 		changed := false
-		for i, c := range req.Creations {
-			ch, m := createACL(accts, c)
-			if m != "" {
-				resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = errInvalidRequest, kmsg.StringPtr(m)
+		// DESCRIBE last: it holds where a READ or WRITE of the same
+		// request grants it (kafka-acls.sh sends them in any order).
+		for _, describe := range []bool{false, true} {
+			for i, c := range req.Creations {
+				if (c.Operation == kmsg.ACLOperationDescribe) != describe {
+					continue
+				}
+				ch, m := createACL(accts, c)
+				if m != "" {
+					resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = errInvalidRequest, kmsg.StringPtr(m)
+				}
+				changed = changed || ch
 			}
-			changed = changed || ch
 		}
 		if !changed {
 			return errNoChange

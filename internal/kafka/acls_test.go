@@ -182,7 +182,7 @@ func TestKadmACLs(t *testing.T) {
 	if err := producer.ProduceSync(ctx, r).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("produce before the grant: %v", err)
 	}
-	cs, err := admin.CreateACLs(ctx, kadm.NewACLs().Topics("payments").Allow("User:producer1").Operations(kadm.OpWrite, kadm.OpDescribe))
+	cs, err := admin.CreateACLs(ctx, kadm.NewACLs().Topics("payments").Allow("User:producer1").Operations(kadm.OpDescribe, kadm.OpWrite))
 	if err != nil || len(cs) != 2 || cs[0].Err != nil || cs[1].Err != nil {
 		t.Fatalf("create: %v %+v", err, cs)
 	}
