@@ -9,6 +9,7 @@ package acl
 // finds the content it already has.
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -70,7 +71,9 @@ func (r *Rules) Marshal() []byte {
 // ErrNoFile is returned by Update for rules not read from a file.
 var ErrNoFile = errors.New("acl: the rules were not read from a file")
 
-// Update calls change with a copy of the rules in force; if it returns
+// Update calls change with a copy of the rules in force (the file's, if
+// it changed since it was last read and parses; if it does not parse,
+// Update fails and changes nothing); if change returns
 // nil, the changed rules are checked (written and parsed back), written
 // over the file durably and installed, all before Update returns. Updates
 // and reloads are serialised. Rules made by NewWithRules (no file) are
@@ -78,6 +81,19 @@ var ErrNoFile = errors.New("acl: the rules were not read from a file")
 func (a *Authorizer) Update(change func(*Rules) error) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.cfg.Path != "" { // start from the file: an edit the poll has not seen yet is kept
+		data, err := a.cfg.ReadFile(a.cfg.Path)
+		if err != nil {
+			return fmt.Errorf("acl: read ACL file: %w", err)
+		}
+		if sha256.Sum256(data) != a.loaded {
+			r, err := Parse(a.cfg.Path, data)
+			if err != nil {
+				return fmt.Errorf("acl: the ACL file was changed and does not parse; fix it first: %w", err)
+			}
+			a.install(r, data)
+		}
+	}
 	r := a.rules.Load().Clone()
 	if err := change(r); err != nil {
 		return err

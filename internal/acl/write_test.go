@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -87,5 +88,29 @@ func TestUpdateRewritesTheFile(t *testing.T) {
 	}
 	if _, ok := a.Account("producer1").TopicPerms["bad name=x"]; ok {
 		t.Fatal("a failed update changed the rules in force")
+	}
+
+	// An edit of the file the poll has not seen yet is kept.
+	edited := strings.Replace(writeTestACL, "audit=DENY", "audit=SUB", 1)
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(func(r *Rules) error {
+		r.Accounts["admin01"].TopicPerms = map[string]Perm{"ops": Sub}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if acct := a.Account("producer1"); !acct.MayTopic("audit", Sub) || acct.TopicPerms["payments"] != 0 || !a.Account("admin01").MayTopic("ops", Sub) {
+		t.Fatalf("the file's edit is lost: %+v", acct)
+	}
+	if err := os.WriteFile(path, []byte("accounts: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(func(*Rules) error { return nil }); err == nil {
+		t.Fatal("an update over a file that does not parse was accepted")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "accounts: [\n" {
+		t.Fatalf("the broken file was overwritten: %q", b)
 	}
 }

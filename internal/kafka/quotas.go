@@ -31,7 +31,9 @@ package kafka
 // is muted that long: for versions where the client waits by itself
 // (KIP-219: Produce 6+, Fetch 8+) after the response is sent, before it
 // for older versions, as Kafka does; acks=0 produce requests, which get
-// no response, mute the connection alike.
+// no response, mute the connection alike. At most maxQuotaMeters meters
+// are kept: past it, those behind now are forgotten, and if all are
+// ahead the new users and client ids of an entity share one meter.
 
 import (
 	"encoding/json"
@@ -329,14 +331,21 @@ func (q *quotaTable) charge(key, user, client string, n int, now time.Time) time
 	if !ok {
 		return 0
 	}
-	if len(q.meters) >= maxQuotaMeters { // forget the meters that are behind now
+	t, known := q.meters[mk]
+	if !known && len(q.meters) >= maxQuotaMeters { // forget the meters that are behind now
 		for k, t := range q.meters {
 			if t.Before(now) {
 				delete(q.meters, k)
 			}
 		}
+		if len(q.meters) >= maxQuotaMeters {
+			// Still full: the entity's users and client ids beyond the
+			// bound share one meter (throttled more, never less).
+			mk.user, mk.client = "", "\x00overflow"
+			t = q.meters[mk]
+			known = true
+		}
 	}
-	t, known := q.meters[mk]
 	if !known { // the request's strings may share its frame
 		mk.user, mk.client = strings.Clone(mk.user), strings.Clone(mk.client)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -325,5 +326,23 @@ func TestQuotaMutesTheConnection(t *testing.T) {
 		if v < 6 && answered.Sub(sent) < throttle {
 			t.Fatalf("v%d: the throttled response came after %v, throttle %v", v, answered.Sub(sent), throttle)
 		}
+	}
+}
+
+// TestQuotaMetersBounded: past maxQuotaMeters client ids, a default
+// quota's new client ids share one meter rather than growing the table
+// or going unmetered.
+func TestQuotaMetersBounded(t *testing.T) {
+	q, _ := loadQuotas(nil, "")
+	q.quotas[quotaEntity{HasClient: true, ClientDefault: true}] = map[string]float64{quotaProduce: 1000}
+	now := time.Now()
+	for i := range maxQuotaMeters + 50 {
+		q.charge(quotaProduce, anonymousUser, fmt.Sprintf("c%d", i), 1000, now) // 1 s ahead each
+	}
+	if len(q.meters) > maxQuotaMeters+1 {
+		t.Fatalf("%d meters", len(q.meters))
+	}
+	if d := q.charge(quotaProduce, anonymousUser, "one-more", 1000, now); d <= 0 {
+		t.Fatalf("a client id past the bound is not throttled on the shared meter (%v)", d)
 	}
 }
