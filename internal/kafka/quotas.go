@@ -47,6 +47,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/vfs"
@@ -111,6 +112,8 @@ type quotaTable struct {
 	path string // "": in memory only
 
 	wmu sync.Mutex // serialises changes and their writes
+
+	active atomic.Bool // there are quotas (read without mu on every request)
 
 	mu     sync.RWMutex
 	quotas map[quotaEntity]map[string]float64
@@ -183,6 +186,7 @@ func loadQuotas(fs vfs.FS, dataDir string) (*quotaTable, error) {
 			q.quotas[e] = qe.Values
 		}
 	}
+	q.active.Store(len(q.quotas) > 0)
 	return q, nil
 }
 
@@ -319,10 +323,7 @@ func (q *quotaTable) rate(key, user, client string) (float64, quotaMeterKey, boo
 // charge counts n bytes of key for user and client at now and returns
 // how long the connection is to be throttled.
 func (q *quotaTable) charge(key, user, client string, n int, now time.Time) time.Duration {
-	q.mu.RLock()
-	empty := len(q.quotas) == 0
-	q.mu.RUnlock()
-	if empty || n <= 0 {
+	if !q.active.Load() || n <= 0 {
 		return 0
 	}
 	q.mu.Lock()
@@ -503,6 +504,7 @@ func (s *Server) alterClientQuotas(req *kmsg.AlterClientQuotasRequest) kmsg.Resp
 	q.mu.Lock()
 	q.quotas = next
 	clear(q.meters)
+	q.active.Store(len(next) > 0)
 	q.mu.Unlock()
 	return resp
 }
@@ -534,6 +536,9 @@ func producedBytes(req *request) int {
 // and returns how long to mute the connection and whether after the
 // response (else before it); it sets the response's throttle_time_ms.
 func (s *Server) throttle(a *connAuth, req *request, produced int, resp kmsg.Response) (time.Duration, bool) {
+	if !s.quotas.active.Load() {
+		return 0, false
+	}
 	var d time.Duration
 	switch r := resp.(type) {
 	case *kmsg.FetchResponse:

@@ -335,6 +335,7 @@ func TestQuotaMutesTheConnection(t *testing.T) {
 func TestQuotaMetersBounded(t *testing.T) {
 	q, _ := loadQuotas(nil, "")
 	q.quotas[quotaEntity{HasClient: true, ClientDefault: true}] = map[string]float64{quotaProduce: 1000}
+	q.active.Store(true)
 	now := time.Now()
 	for i := range maxQuotaMeters + 50 {
 		q.charge(quotaProduce, anonymousUser, fmt.Sprintf("c%d", i), 1000, now) // 1 s ahead each
