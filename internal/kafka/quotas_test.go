@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -345,5 +346,28 @@ func TestQuotaMetersBounded(t *testing.T) {
 	}
 	if d := q.charge(quotaProduce, anonymousUser, "one-more", 1000, now); d <= 0 {
 		t.Fatalf("a client id past the bound is not throttled on the shared meter (%v)", d)
+	}
+}
+
+// TestQuotaFileRefusedAtStart: a quotas file that does not parse stops
+// the door from serving (it must not run without the quotas it was
+// given), with an error naming the file.
+func TestQuotaFileRefusedAtStart(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/data/config", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := vfs.WriteFileDurable(fs, "/data/config/kafkaQuotas.json", []byte(`{"version":1,"quotas":[{"entity":[{"type":"ip","name":"1.2.3.4"}],"values":{"producer_byte_rate":10}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := quotaNode(t, fs)
+	select {
+	case err := <-n.done:
+		n.done <- err // for stop
+		if err == nil || !strings.Contains(err.Error(), "kafkaQuotas.json") {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve runs with a quotas file it cannot read")
 	}
 }
