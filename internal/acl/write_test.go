@@ -1,11 +1,17 @@
 package acl
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 const writeTestACL = `
@@ -112,5 +118,60 @@ func TestUpdateRewritesTheFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "accounts: [\n" {
 		t.Fatalf("the broken file was overwritten: %q", b)
+	}
+}
+
+// memReader reads files of a MemFS.
+func memReader(fs *vfs.MemFS) func(string) ([]byte, error) {
+	return func(path string) ([]byte, error) {
+		f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		size, err := f.Size()
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, size)
+		if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return b, nil
+	}
+}
+
+// TestUpdateSurvivesPowerLoss: once Update returns, a power loss (torn
+// unsynced writes, several seeds) leaves the new file, whole.
+func TestUpdateSurvivesPowerLoss(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := vfs.MkdirAllDurable(fs, "/etc", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := vfs.WriteFileDurable(fs, "/etc/plain_acl.yml", []byte(writeTestACL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Path: "/etc/plain_acl.yml", FS: fs, ReadFile: memReader(fs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("topic%d", i)
+		if err := a.Update(func(r *Rules) error {
+			r.Accounts["producer1"].TopicPerms[name] = Sub
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for seed := range uint64(4) {
+			survived := fs.CrashCloneWith(rand.New(rand.NewPCG(seed, uint64(i))))
+			b, err := New(Config{Path: "/etc/plain_acl.yml", FS: survived, ReadFile: memReader(survived)})
+			if err != nil {
+				t.Fatalf("change %d, seed %d: %v", i, seed, err)
+			}
+			if !b.Account("producer1").MayTopic(name, Sub) {
+				t.Fatalf("change %d, seed %d: the change is lost", i, seed)
+			}
+		}
 	}
 }
