@@ -22,9 +22,10 @@ package kafka
 // reason): DENY, PREFIXED patterns, hosts other than *, CLUSTER,
 // TRANSACTIONAL_ID, DELEGATION_TOKEN and USER resources, other operations,
 // unknown accounts, and a first rule for an admin without rules (it would
-// take away its access to everything else). Deleting never grants: a rule
-// left with no permission becomes DENY where a default would otherwise
-// apply. Creations and deletions need an admin account, as does
+// take away its access to everything else). Creating never takes away: a
+// new rule starts from what the default grants. Deleting never grants: a
+// rule left with no permission becomes DENY where a default would
+// otherwise apply. Creations and deletions need an admin account, as does
 // describing; they rewrite plain_acl.yml durably (RuleEditor.EditRules)
 // before they are answered. Without access control (aclEnable=false) the
 // three answer SECURITY_DISABLED (54), as Kafka without an authorizer.
@@ -343,6 +344,9 @@ func createACL(accts map[string]*AccountRules, c kmsg.CreateACLsRequestCreation)
 	old, ok := (*rules)[c.ResourceName]
 	if ok && old&GrantDeny != 0 {
 		return false, fmt.Sprintf("%s's rule for %s is DENY (an ALL DENY binding, which wins): delete it first", user, c.ResourceName)
+	}
+	if !ok && *def&GrantDeny == 0 {
+		old = *def // a rule overrides the default: it keeps what the default gave
 	}
 	if *rules == nil {
 		*rules = map[string]Grant{}

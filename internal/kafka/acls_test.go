@@ -258,6 +258,21 @@ func TestKadmACLs(t *testing.T) {
 	}
 }
 
+// TestACLCreationNeverTakesAway: a first rule for a topic keeps what the
+// account's default gave it there (a rule overrides the default).
+func TestACLCreationNeverTakesAway(t *testing.T) {
+	a := &AccountRules{User: "u", DefaultTopic: GrantPub}
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeLiteral
+	c.Principal, c.Host, c.Operation, c.PermissionType = "User:u", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	if changed, m := createACL(map[string]*AccountRules{"u": a}, c); !changed || m != "" {
+		t.Fatal(changed, m)
+	}
+	if a.Topics["t"] != GrantPub|GrantSub {
+		t.Fatalf("rule %v, want PUB|SUB", a.Topics["t"])
+	}
+}
+
 // TestACLDeletionNeverGrants: removing an account's last permission on a
 // topic whose default grants more leaves a DENY rule, not the default.
 func TestACLDeletionNeverGrants(t *testing.T) {
