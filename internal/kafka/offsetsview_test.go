@@ -43,6 +43,10 @@ func TestConsumerOffsetsIsNotATopic(t *testing.T) {
 	if _, ok := n.core.Topic(name); ok {
 		t.Fatalf("a Metadata request created %s", name)
 	}
+	req.AllowAutoTopicCreation = false
+	if resp, err = req.RequestWith(ctx, cl); err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != errUnknownTopicOrPartition {
+		t.Fatalf("metadata of %s without auto-creation: %v %+v", name, err, resp)
+	}
 	cr, err := adm.CreateTopic(ctx, 1, 1, nil, name)
 	if !errors.Is(err, kerr.InvalidTopicException) && !errors.Is(cr.Err, kerr.InvalidTopicException) {
 		t.Fatalf("create %s: %v %+v", name, err, cr)
