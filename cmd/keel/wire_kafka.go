@@ -75,6 +75,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
+			DataDir: p.cfg.StorePathRootDir, FS: storeFS,
 		}
 		if b := p.broker; b != nil && len(p.namesrvAddrs) > 0 {
 			// A member of a cluster: its Kafka door is registered with the

@@ -18,6 +18,7 @@ import (
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/netlimit"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -97,6 +98,10 @@ type Config struct {
 	// and fetched records (observe.go).
 	Traffic  *doorstats.Counters
 	Observer Observer
+	// DataDir and FS hold the door's own files (the client quotas,
+	// quotas.go); an empty DataDir keeps them in memory.
+	DataDir string
+	FS      vfs.FS
 }
 
 func (c *Config) applyDefaults() {
@@ -150,6 +155,8 @@ type Server struct {
 	parts *partitions
 
 	scram   *scramKeys   // SCRAM salts and derived keys (sasl.go)
+	quotas  *quotaTable  // client quotas and their meters (quotas.go)
+	loadErr error        // why the quotas could not be read (Serve fails)
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
@@ -176,6 +183,9 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}}
 	s.scram = newScramKeys()
+	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
+		s.quotas, _ = loadQuotas(nil, "")
+	}
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
@@ -184,6 +194,10 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 
 // Serve accepts connections on ln until Close; it returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.loadErr != nil {
+		ln.Close()
+		return s.loadErr
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -381,7 +395,9 @@ func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host
 		// group's other members), which must be able to claim budget.
 		claim.Release()
 	}
+	produced := producedBytes(req)
 	resp, keep := s.serveRequest(auth, req, log)
+	mute, after := s.throttle(auth, req, produced, resp) // quotas.go
 	if resp == nil {
 		if !keep {
 			tr.Error()
@@ -392,16 +408,22 @@ func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host
 			log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
 			return false
 		}
-		return true // acks=0 goes on
+		return mute <= 0 || s.pause(mute) // acks=0 goes on
 	}
 	if !keep {
 		tr.Error() // answered, then closed: a failed authentication
+	}
+	if mute > 0 && !after && !s.pause(mute) {
+		return false
 	}
 	*out = appendResponse((*out)[:0], req.correlation, resp)
 	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	k, err := c.Write(*out)
 	tr.Out(k)
 	if err != nil || !keep {
+		return false
+	}
+	if mute > 0 && after && !s.pause(mute) {
 		return false
 	}
 	if cap(*out) > 1<<20 {
@@ -541,6 +563,26 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.incrementalAlterConfigs(b)
 	case *kmsg.DescribeClusterRequest:
 		return s.describeCluster(b)
+	case *kmsg.ElectLeadersRequest:
+		return s.electLeaders(b)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return s.alterPartitionAssignments(b)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return s.listPartitionReassignments(b)
+	case *kmsg.DescribeACLsRequest:
+		return s.describeACLs(b)
+	case *kmsg.CreateACLsRequest:
+		return s.createACLs(b)
+	case *kmsg.DeleteACLsRequest:
+		return s.deleteACLs(b)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return s.describeUserSCRAMCredentials(b)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return s.alterUserSCRAMCredentials(b)
+	case *kmsg.DescribeClientQuotasRequest:
+		return s.describeClientQuotas(b)
+	case *kmsg.AlterClientQuotasRequest:
+		return s.alterClientQuotas(b)
 	}
 	return nil
 }
