@@ -76,8 +76,9 @@ func scrapeSeries(url string) map[string]float64 {
 }
 
 // TestFailoverExampleScript keeps examples/failover/run.sh working as
-// docs/replication.md and examples/README.md say: run as a user would
-// (it builds keel), on a port range chosen now, it starts three
+// docs/replication.md and examples/README.md say. With --check it starts
+// everything, waits for the master and stops. Run as a user would (it
+// builds keel), on a port range chosen now, it starts three
 // controllers, a NameServer and three brokers in controller mode, reports
 // the elected master, prints what to run; the controllers' and the
 // brokers' /metrics show the election; Ctrl-C (SIGINT) stops every
@@ -103,7 +104,29 @@ func TestFailoverExampleScript(t *testing.T) {
 			t.Errorf("%s does not mention %s", doc, want)
 		}
 	}
+	// --check: start, wait for the master, stop, exit 0.
 	base := freePortRange(t, failoverExamplePorts)
+	check := exec.Command(bash, filepath.Join(root, "examples", "failover", "run.sh"), "--check")
+	check.Env = append(os.Environ(), "KEEL_FAILOVER_BASE="+strconv.Itoa(base), "KEEL_FAILOVER_DIR="+t.TempDir())
+	check.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var checkOut syncBuffer
+	check.Stdout, check.Stderr = &checkOut, &checkOut
+	if err := check.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-check.Process.Pid, syscall.SIGKILL) })
+	checkDone := make(chan error, 1)
+	go func() { checkDone <- check.Wait() }()
+	select {
+	case err := <-checkDone:
+		if err != nil || !strings.Contains(checkOut.String(), "MASTER=127.0.0.1:") || !strings.Contains(checkOut.String(), "stopped; data and logs are in") {
+			t.Fatalf("run.sh --check: %v\n%s", err, checkOut.String())
+		}
+	case <-time.After(120 * time.Second): // a cold build cache makes the build long
+		t.Fatalf("run.sh --check did not end within 120 s\n%s", checkOut.String())
+	}
+
+	base = freePortRange(t, failoverExamplePorts)
 	work := t.TempDir()
 	cmd := exec.Command(bash, filepath.Join(root, "examples", "failover", "run.sh"))
 	cmd.Env = append(os.Environ(), "KEEL_FAILOVER_BASE="+strconv.Itoa(base), "KEEL_FAILOVER_DIR="+work)

@@ -7,7 +7,7 @@
 # builds keel, starts three controller voters (bootstrapped), a NameServer
 # and a group of three SYNC_MASTER brokers in controller mode, waits until
 # the controllers elected a master, prints how to watch a failover, and
-# stops everything on Ctrl-C.
+# stops everything on Ctrl-C (or SIGTERM to the script).
 #
 #   examples/failover/run.sh --check   start, wait for the master, stop (exit 0)
 #
@@ -56,11 +56,15 @@ pids=()
 names=()
 stop() {
 	trap - EXIT INT TERM
-	if ((${#pids[@]})); then
+	local live=()
+	for pid in "${pids[@]}"; do
+		kill -0 "$pid" 2>/dev/null && live+=("$pid")
+	done
+	if ((${#live[@]})); then
 		echo
-		echo "stopping ${#pids[@]} processes"
-		kill "${pids[@]}" 2>/dev/null || true
-		wait "${pids[@]}" 2>/dev/null || true
+		echo "stopping ${#live[@]} processes"
+		kill "${live[@]}" 2>/dev/null || true
+		wait "${live[@]}" 2>/dev/null || true
 	fi
 	echo "stopped; data and logs are in $work"
 }
@@ -110,7 +114,7 @@ done
 status() { "$keel" controller status --controller-addr "$ctrl_list" --timeout 2s 2>/dev/null; }
 
 echo "waiting for the controllers to elect a master (logs: $work/*.log)"
-master=""
+replica="" master=""
 for _ in $(seq 1 600); do
 	for j in "${!pids[@]}"; do
 		if ! kill -0 "${pids[$j]}" 2>/dev/null; then
@@ -120,11 +124,11 @@ for _ in $(seq 1 600); do
 		fi
 	done
 	# The master's row of the status table: REPLICA master ADDRESS ...
-	master=$(status | awk '$2 == "master" { print $3; exit }') || true
-	[[ -n "$master" ]] && break
+	read -r replica master < <(status | awk '$2 == "master" { print $1, $3; exit }') || true
+	[[ -n "${master:-}" ]] && break
 	sleep 0.1
 done
-if [[ -z "$master" ]]; then
+if [[ -z "${master:-}" ]]; then
 	echo "no master elected within 60 s; the status:" >&2
 	status >&2 || true
 	exit 1
@@ -133,7 +137,7 @@ mi=0
 for i in 0 1 2; do
 	[[ "${broker[$i]}" == "$master" ]] && mi=$i
 done
-echo "master elected: broker-$((mi + 1)) at $master (pid ${pids[$((4 + mi))]})"
+echo "master elected: broker-$((mi + 1)) (replica $replica) at $master, pid ${pids[$((4 + mi))]}"
 echo "MASTER=$master"
 
 if [[ $mode == check ]]; then
