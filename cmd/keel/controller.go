@@ -370,10 +370,15 @@ func controllerTable(w io.Writer, st controller.Status) {
 			row(w, r.ID, role, r.Addr, r.HAAddr, r.StoreUUID, age, epoch, end)
 		}
 		for _, e := range g.History {
-			fmt.Fprintf(w, "  %s %s epoch %d: %s -> %s%s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339), e.Kind, e.Epoch,
-				replicaName(e.OldMasterID), replicaName(e.MasterID), noteOf(e))
+			eventLine(w, e)
 		}
 	}
+}
+
+// eventLine writes one entry of a group's history, indented.
+func eventLine(w io.Writer, e controller.Event) {
+	fmt.Fprintf(w, "  %s %s epoch %d: %s -> %s%s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339), e.Kind, e.Epoch,
+		replicaName(e.OldMasterID), replicaName(e.MasterID), noteOf(e))
 }
 
 func sortedReplicas(g *controller.Group) []*controller.Replica {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -235,6 +237,46 @@ func TestFailoverExampleScript(t *testing.T) {
 		}
 		return true
 	})
+
+	// keel cluster --controller-addr: the group with the controller's
+	// view (master, epoch, the initial election) beside the brokers'.
+	nsAddr := "127.0.0.1:" + strconv.Itoa(base)
+	ctrlAddrs := fmt.Sprintf("127.0.0.1:%d;127.0.0.1:%d;127.0.0.1:%d", base+2, base+3, base+4)
+	wantLines := []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^broker-a \(cluster FailoverCluster\): SYNC_MASTER, 3 of 3 copies in sync`),
+		regexp.MustCompile(`(?m)^  controller: master replica \d+ at ` + regexp.QuoteMeta(master) + `, master epoch 1, in-sync \[\d+ \d+ \d+\] \(epoch \d+\)$`),
+		regexp.MustCompile(`(?m)^  \S+Z initial epoch 1: none -> replica \d+ \(fenced \d+@0:0 \d+@0:0 \d+@0:0\)$`),
+	}
+	var clusterOut string
+	waitFor(t, "keel cluster to show the group with the controller's view", 30*time.Second, func() bool {
+		code, o, _ := keelCmd("cluster", "-n", nsAddr, "--controller-addr", ctrlAddrs)
+		clusterOut = o
+		for _, re := range wantLines {
+			if !re.MatchString(o) {
+				return false
+			}
+		}
+		return code == 0
+	})
+	code, o, _ := keelCmd("cluster", "-n", nsAddr, "--controller-addr", ctrlAddrs, "-o", "json")
+	var js []struct {
+		Name       string `json:"brokerName"`
+		Members    []json.RawMessage
+		Controller *controllerGroup
+	}
+	if err := json.Unmarshal([]byte(o), &js); code != 0 || err != nil || len(js) != 1 || js[0].Name != "broker-a" || len(js[0].Members) != 3 ||
+		js[0].Controller == nil || js[0].Controller.MasterEpoch != 1 || js[0].Controller.MasterAddr != master ||
+		len(js[0].Controller.Elections) != 1 || js[0].Controller.Elections[0].Kind != "initial" {
+		t.Errorf("keel cluster -o json (exit %d, %v):\n%s", code, err, o)
+	}
+	// Controllers that do not answer: the groups are still listed, and
+	// the command fails saying why.
+	dead := reserveLoopbackPorts(t, 1)[0]
+	code, o, e := keelCmd("cluster", "-n", nsAddr, "--controller-addr", dead, "--timeout", "2s")
+	if code == 0 || !strings.Contains(o, "broker-a (cluster FailoverCluster)") || strings.Contains(o, "  controller:") || !strings.Contains(e, "controller:") {
+		t.Errorf("keel cluster with no controller answering: exit %d\n%s\n%s", code, o, e)
+	}
+	t.Logf("keel cluster --controller-addr:\n%s", clusterOut)
 
 	// Ctrl-C: the script stops every process and exits.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
