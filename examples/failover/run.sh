@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A local failover cluster on loopback, in one step (docs/replication.md,
-# "Try it: a failover on your machine"):
+# "A failover on your machine"):
 #
 #   examples/failover/run.sh
 #
