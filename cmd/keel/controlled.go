@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/controller"
+	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/replication"
 	"github.com/keelmq/keel/internal/store"
@@ -103,6 +104,16 @@ type controlled struct {
 	running role
 	next    *role              // set when a view ends the round
 	cancel  context.CancelFunc // ends the running round
+	changes uint64             // rounds started in a new role, for /metrics
+}
+
+// stats are the broker's controller-mode figures for /metrics.
+func (c *controlled) stats() metrics.ControlledStats {
+	c.mu.Lock()
+	r, changes := c.running, c.changes
+	c.mu.Unlock()
+	return metrics.ControlledStats{Role: r.kind.String(), MasterEpoch: r.epoch, PromisedEpoch: c.agent.FencedEpoch(),
+		Fences: c.agent.Fences(), RoleChanges: changes}
 }
 
 func (c *controlled) logEnd() (uint32, int64) {
@@ -252,6 +263,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		r := c.running
 		if c.next != nil {
 			r, c.next = *c.next, nil
+			c.changes++
 		}
 		c.running = r
 		rctx, cancel := context.WithCancel(ctx)
@@ -261,7 +273,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		rcfg := *cfg
 		rcfg.HTTPListen = addrs[listenHTTP]
 		amqpAddr, kafkaAddr := addrs[listenAMQP], addrs[listenKafka]
-		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent}
+		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent, controlledStats: c.stats}
 		if first {
 			p.listeners = ls
 		}
