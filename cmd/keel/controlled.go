@@ -260,6 +260,9 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 
 		rcfg := *cfg
 		rcfg.HTTPListen = addrs[listenHTTP]
+		// The Kafka node id stays with the replica whatever its role
+		// (its brokerId does not: 0 as master).
+		rcfg.KafkaNodeID = kafkaNodeOf(cfg.KafkaNodeID, c.agent.ReplicaID())
 		amqpAddr, kafkaAddr := addrs[listenAMQP], addrs[listenKafka]
 		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent}
 		if first {
@@ -315,6 +318,13 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			log.Warn("controller mode: the round stopped with an error; starting the next role", "err", err)
 		}
 	}
+}
+
+// kafkaNodeOf is a replica's Kafka node id in controller mode: its
+// replica id, plus kafkaNodeId when that is set (a base, so that groups
+// sharing a NameServer have distinct node ids).
+func kafkaNodeOf(base int64, id controller.ReplicaID) int64 {
+	return max(base, 0) + int64(id)
 }
 
 // replicationStarter is the round's replication: a master at the
