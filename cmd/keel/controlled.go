@@ -8,8 +8,11 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/controller"
 	"github.com/keelmq/keel/internal/remoting"
@@ -103,6 +106,9 @@ type controlled struct {
 	running role
 	next    *role              // set when a view ends the round
 	cancel  context.CancelFunc // ends the running round
+	// amqp is the running master's AMQP door (nil: none), told when this
+	// master is replaced.
+	amqp atomic.Pointer[amqp.Server]
 }
 
 func (c *controlled) logEnd() (uint32, int64) {
@@ -174,6 +180,11 @@ func (c *controlled) onView(v controller.GroupView) {
 	}
 	if c.running.kind == roleMaster && c.cur != nil && want.epoch > c.running.epoch {
 		c.cur.fence(want.epoch)
+		if srv := c.amqp.Load(); srv != nil {
+			// Before the services stop: the clients learn why.
+			srv.CloseConnections(wire.ConnectionForced, fmt.Sprintf("CONNECTION_FORCED - broker %s was replaced as master (epoch %d): the group's master is at epoch %d; connect to it",
+				c.cfg.BrokerName, c.running.epoch, want.epoch))
+		}
 	}
 	c.log.Info("controller: role change", "from", c.running.kind, "to", want.kind, "epoch", want.epoch, "master_ha", want.masterHA)
 	c.next = &want
@@ -269,6 +280,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			p.listeners = ls
 		}
 		if r.kind == roleMaster {
+			p.amqpStarted = func(srv *amqp.Server) { c.amqp.Store(srv) }
 			rcfg.BrokerRole, rcfg.BrokerID = config.SyncMaster, 0
 			p.namesrvAddrs, p.masterEpoch = namesrvAddrs, r.epoch
 		} else {
@@ -295,6 +307,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		log.Info("controller mode: starting", "role", r.kind, "epoch", r.epoch, "broker_id", rcfg.BrokerID, "master_ha", r.masterHA)
 		err := runServices(rctx, log, starters...)
 		cancel()
+		c.amqp.Store(nil)
 		c.mu.Lock()
 		if c.cur != nil {
 			e, end := c.cur.log()

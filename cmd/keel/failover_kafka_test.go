@@ -19,11 +19,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// kafkaFailoverCluster starts three controllers, a NameServer and a
-// group of three brokers in controller mode, each with a Kafka door on a
-// port chosen now; it returns the brokers, their Kafka addresses and a
-// function reading the group from the controllers.
-func kafkaFailoverCluster(t *testing.T) ([]*failoverBroker, []string, func() *controller.Group) {
+// doorFailoverCluster starts three controllers, a NameServer and a group
+// of three brokers in controller mode, each with one door (doorFlag:
+// --kafka-listen or --amqp-listen) on a port chosen now; it returns the
+// brokers, their doors' addresses and a function reading the group from
+// the controllers.
+func doorFailoverCluster(t *testing.T, doorFlag string) ([]*failoverBroker, []string, func() *controller.Group) {
 	t.Helper()
 	ports := reserveLoopbackPorts(t, 3+1+3*3)
 	ctrl, nsAddr := ports[:3], ports[3]
@@ -44,7 +45,7 @@ func kafkaFailoverCluster(t *testing.T) ([]*failoverBroker, []string, func() *co
 	bconf := filepath.Join(confDir, "broker.conf")
 	if err := os.WriteFile(bconf, []byte("brokerClusterName=FailoverCluster\nbrokerName=broker-a\nbrokerRole=SYNC_MASTER\n"+
 		"enableControllerMode=true\ncontrollerAddr="+strings.Join(ctrl, ";")+"\nminInSyncReplicas=2\nflushDiskType=SYNC_FLUSH\n"+
-		"replicaAckTimeoutMillis=2000\nhttpListen=\namqpListen=\nbrokerIP1=127.0.0.1\n"), 0o600); err != nil {
+		"replicaAckTimeoutMillis=2000\nhttpListen=\namqpListen=\nkafkaListen=\nbrokerIP1=127.0.0.1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	brokers := make([]*failoverBroker, 3)
@@ -53,7 +54,7 @@ func kafkaFailoverCluster(t *testing.T) ([]*failoverBroker, []string, func() *co
 		b := &failoverBroker{dir: t.TempDir(), addr: ports[4+3*i]}
 		kafkaAddrs[i] = ports[6+3*i]
 		b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", nsAddr, "--broker-listen", b.addr,
-			"--ha-listen", ports[5+3*i], "--kafka-listen", kafkaAddrs[i]}
+			"--ha-listen", ports[5+3*i], doorFlag, kafkaAddrs[i]}
 		b.proc = startKeelProc(t, b.args...)
 		brokers[i] = b
 	}
@@ -99,7 +100,7 @@ func TestControllerFailoverKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven processes")
 	}
-	brokers, kafkaAddrs, group := kafkaFailoverCluster(t)
+	brokers, kafkaAddrs, group := doorFailoverCluster(t, "--kafka-listen")
 	dump := func() {
 		for i, b := range brokers {
 			t.Logf("broker %d (%s) log:\n%s", i, b.addr, b.proc.logs.String())

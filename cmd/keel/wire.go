@@ -93,6 +93,8 @@ type parts struct {
 	brokerSide  controller.BrokerSide
 	masterEpoch uint32
 	roleMaster  *replication.Master
+	// amqpStarted, when set, is told of the AMQP door once it serves.
+	amqpStarted func(*amqp.Server)
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:
