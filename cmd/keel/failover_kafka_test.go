@@ -159,6 +159,57 @@ func TestControllerFailoverKafka(t *testing.T) {
 		return checkLeader(oldMasterID, firstEpoch, 3)
 	})
 
+	// The consumer: every partition from its start, polling throughout
+	// the failover; it must read every acknowledged record at its offset
+	// and no value twice.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart(), 3: kgo.NewOffset().AtStart()}}),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	type pos struct {
+		partition int32
+		offset    int64
+	}
+	var cmu sync.Mutex
+	stored := map[pos]string{}
+	seen := map[string]pos{}
+	var quiet bool         // the last poll found nothing
+	var readAt []time.Time // when each poll with records returned
+	cctx, ccancel := context.WithCancel(ctx)
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for cctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(cctx, time.Second)
+			fs := cons.PollFetches(pctx)
+			pcancel()
+			cmu.Lock()
+			quiet = fs.NumRecords() == 0
+			if !quiet {
+				readAt = append(readAt, time.Now())
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				p := pos{r.Partition, r.Offset}
+				if prev, ok := stored[p]; ok {
+					if prev != string(r.Value) {
+						t.Errorf("offset %d of partition %d read as %q and as %q", r.Offset, r.Partition, prev, r.Value)
+					}
+					return
+				}
+				stored[p] = string(r.Value)
+				if q, ok := seen[string(r.Value)]; ok {
+					t.Errorf("%s stored twice: partition %d offset %d and partition %d offset %d", r.Value, q.partition, q.offset, p.partition, p.offset)
+				}
+				seen[string(r.Value)] = p
+			})
+			cmu.Unlock()
+		}
+	}()
+
 	prod, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
 		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second),
@@ -242,25 +293,15 @@ func TestControllerFailoverKafka(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// Read every partition from its start on the new master: every
-	// acknowledged record at its offset, no value twice.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-		topic: {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart(), 3: kgo.NewOffset().AtStart()}}),
-		kgo.MetadataMinAge(100*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	type pos struct {
-		partition int32
-		offset    int64
-	}
-	stored := map[pos]string{}
-	seen := map[string]pos{}
 	want := map[pos]string{}
+	mu.Lock()
 	for v, a := range acked {
 		want[pos{a.partition, a.offset}] = v
 	}
+	mu.Unlock()
+	// Until every acknowledged record is read and a poll finds nothing
+	// more (the records after them too: a copy stored twice would be
+	// there).
 	missing := func() int {
 		n := 0
 		for p := range want {
@@ -270,31 +311,18 @@ func TestControllerFailoverKafka(t *testing.T) {
 		}
 		return n
 	}
-	// Until every acknowledged record is read and a poll finds nothing
-	// more (the records after them too: a copy stored twice would be
-	// there).
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		fs := cons.PollFetches(pctx)
-		pcancel()
-		if fs.NumRecords() == 0 && missing() == 0 {
+	waitFor(t, "the consumer reading every acknowledged record", 60*time.Second, func() bool {
+		cmu.Lock()
+		defer cmu.Unlock()
+		return missing() == 0 && quiet
+	})
+	ccancel()
+	<-consumed
+	for _, at := range readAt {
+		if at.After(killAt) {
+			t.Logf("consumer: first records read after the kill at +%v", at.Sub(killAt).Round(time.Millisecond))
 			break
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			p := pos{r.Partition, r.Offset}
-			if prev, ok := stored[p]; ok {
-				if prev != string(r.Value) {
-					t.Errorf("offset %d of partition %d read as %q and as %q", r.Offset, r.Partition, prev, r.Value)
-				}
-				return
-			}
-			stored[p] = string(r.Value)
-			if q, ok := seen[string(r.Value)]; ok {
-				t.Errorf("%s stored twice: partition %d offset %d and partition %d offset %d", r.Value, q.partition, q.offset, p.partition, p.offset)
-			}
-			seen[string(r.Value)] = p
-		})
 	}
 	for p, v := range want {
 		if got, ok := stored[p]; !ok {
