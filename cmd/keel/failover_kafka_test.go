@@ -177,8 +177,8 @@ func TestControllerFailoverKafka(t *testing.T) {
 	var cmu sync.Mutex
 	stored := map[pos]string{}
 	seen := map[string]pos{}
-	var quiet bool         // the last poll found nothing
-	var readAt []time.Time // when each poll with records returned
+	var quiet bool                   // the last poll found nothing
+	readAt := map[string]time.Time{} // when each value was first read
 	cctx, ccancel := context.WithCancel(ctx)
 	consumed := make(chan struct{})
 	go func() {
@@ -189,9 +189,7 @@ func TestControllerFailoverKafka(t *testing.T) {
 			pcancel()
 			cmu.Lock()
 			quiet = fs.NumRecords() == 0
-			if !quiet {
-				readAt = append(readAt, time.Now())
-			}
+			now := time.Now()
 			fs.EachRecord(func(r *kgo.Record) {
 				p := pos{r.Partition, r.Offset}
 				if prev, ok := stored[p]; ok {
@@ -205,6 +203,7 @@ func TestControllerFailoverKafka(t *testing.T) {
 					t.Errorf("%s stored twice: partition %d offset %d and partition %d offset %d", r.Value, q.partition, q.offset, p.partition, p.offset)
 				}
 				seen[string(r.Value)] = p
+				readAt[string(r.Value)] = now
 			})
 			cmu.Unlock()
 		}
@@ -318,12 +317,15 @@ func TestControllerFailoverKafka(t *testing.T) {
 	})
 	ccancel()
 	<-consumed
-	for _, at := range readAt {
-		if at.After(killAt) {
-			t.Logf("consumer: first records read after the kill at +%v", at.Sub(killAt).Round(time.Millisecond))
-			break
+	firstRead := time.Time{}
+	mu.Lock()
+	for v, at := range readAt {
+		if a, ok := acked[v]; ok && a.sent.After(killAt) && (firstRead.IsZero() || at.Before(firstRead)) {
+			firstRead = at
 		}
 	}
+	mu.Unlock()
+	t.Logf("kill -9 of the master to the consumer's first read of a record produced after it: %v", firstRead.Sub(killAt).Round(time.Millisecond))
 	for p, v := range want {
 		if got, ok := stored[p]; !ok {
 			t.Errorf("acknowledged %s (partition %d offset %d) not read back", v, p.partition, p.offset)

@@ -330,9 +330,10 @@ func (s *Server) leads() bool {
 }
 
 // localEpoch is this group's leader epoch as the local replication state
-// says (-1: unknown).
+// says (-1: unknown). A broker alone (no Cluster) answers Metadata with
+// epoch 0 whatever its replication epoch: it checks no leader epoch.
 func (s *Server) localEpoch() int32 {
-	if s.cfg.LocalGroup == nil {
+	if s.cfg.LocalGroup == nil || s.cfg.Cluster == nil {
 		return -1
 	}
 	return s.cfg.LocalGroup().Epoch

@@ -96,15 +96,27 @@ func TestLeaderEpochChecked(t *testing.T) {
 		}
 	}
 	// Fetch v8 has no CurrentLeaderEpoch: never checked.
+	if got := fetchWithEpoch(t, n.addr, 8, 0); got != errNone {
+		t.Errorf("fetch v8: code %d, want none", got)
+	}
+	// A broker alone answers Metadata with leader epoch 0, so it checks
+	// none (its replication epoch is not what clients were told).
+	alone := startNodeWith(t, nil, Config{LocalGroup: func() LocalGroup { return LocalGroup{Epoch: 5, InSync: []int64{0}} }})
+	createLocalTopic(t, alone, "T", 1)
+	if got := fetchWithEpoch(t, alone.addr, 12, 0); got != errNone {
+		t.Errorf("fetch v12 with epoch 0 from a broker alone: code %d, want none", got)
+	}
+}
+
+func fetchWithEpoch(t *testing.T, addr string, version int16, current int32) int16 {
+	t.Helper()
 	freq := kmsg.NewPtrFetchRequest()
-	freq.Version, freq.MaxBytes = 8, 1<<20
+	freq.Version, freq.MaxBytes = version, 1<<20
 	ft := kmsg.NewFetchRequestTopic()
 	ft.Topic = "T"
 	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1<<20, 0, -1
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1<<20, current, -1
 	ft.Partitions = append(ft.Partitions, fp)
 	freq.Topics = append(freq.Topics, ft)
-	if got := dialRaw(t, n.addr).do(freq, 8).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode; got != errNone {
-		t.Errorf("fetch v8: code %d, want none", got)
-	}
+	return dialRaw(t, addr).do(freq, version).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
 }
