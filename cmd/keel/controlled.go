@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -274,6 +275,10 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		// The Kafka node id stays with the replica whatever its role
 		// (its brokerId does not: 0 as master).
 		rcfg.KafkaNodeID = kafkaNodeOf(cfg.KafkaNodeID, c.agent.ReplicaID())
+		if rcfg.KafkaNodeID > math.MaxInt32 {
+			cancel()
+			return fmt.Errorf("kafkaNodeId %d plus replica id %d is above 2147483647, the largest Kafka node id", cfg.KafkaNodeID, c.agent.ReplicaID())
+		}
 		amqpAddr, kafkaAddr := addrs[listenAMQP], addrs[listenKafka]
 		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent}
 		if first {
