@@ -93,9 +93,9 @@ func kafkaMetadata(ctx context.Context, addr, topic string) (*kmsg.MetadataRespo
 // acks=all producer and a consumer run while the master is killed with
 // SIGKILL. Metadata names the new master as leader at the new master
 // epoch, node ids stay with their replicas, the producer continues (the
-// time from the kill to its first acknowledgement after is logged), and
-// every acknowledged record is read back once, at its offset; no record
-// is stored twice.
+// time from the kill to its first acknowledgement after is logged),
+// every acknowledged record is read back once, at its offset, no record
+// is stored twice, and a group consumer gets every acknowledged record.
 func TestControllerFailoverKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven processes")
@@ -181,6 +181,31 @@ func TestControllerFailoverKafka(t *testing.T) {
 	readAt := map[string]time.Time{} // when each value was first read
 	cctx, ccancel := context.WithCancel(ctx)
 	consumed := make(chan struct{})
+
+	// A group consumer too: its coordinator is the master, so it moves;
+	// it must get every acknowledged record (at least once: offsets
+	// committed after the last confirmed commit are read again).
+	gcons, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs...), kgo.ConsumeTopics(topic), kgo.ConsumerGroup("failover-group"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(200*time.Millisecond),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gcons.Close()
+	groupGot := map[string]bool{}
+	groupDone := make(chan struct{})
+	go func() {
+		defer close(groupDone)
+		for cctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(cctx, time.Second)
+			fs := gcons.PollFetches(pctx)
+			pcancel()
+			cmu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { groupGot[string(r.Value)] = true })
+			cmu.Unlock()
+		}
+	}()
 	go func() {
 		defer close(consumed)
 		for cctx.Err() == nil {
@@ -315,8 +340,32 @@ func TestControllerFailoverKafka(t *testing.T) {
 		defer cmu.Unlock()
 		return missing() == 0 && quiet
 	})
+	groupMissing := func() []string {
+		var out []string
+		for _, v := range want {
+			if !groupGot[v] {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	deadlineG := time.Now().Add(60 * time.Second)
+	for {
+		cmu.Lock()
+		gm := groupMissing()
+		cmu.Unlock()
+		if len(gm) == 0 {
+			break
+		}
+		if time.Now().After(deadlineG) {
+			t.Errorf("the group consumer did not get %d acknowledged records, e.g. %v", len(gm), gm[:min(len(gm), 5)])
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	ccancel()
 	<-consumed
+	<-groupDone
 	firstRead := time.Time{}
 	mu.Lock()
 	for v, at := range readAt {

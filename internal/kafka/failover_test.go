@@ -120,3 +120,22 @@ func fetchWithEpoch(t *testing.T, addr string, version int16, current int32) int
 	freq.Topics = append(freq.Topics, ft)
 	return dialRaw(t, addr).do(freq, version).(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode
 }
+
+// TestFindCoordinatorNamesItsNode: the coordinator a broker names is
+// itself by its own node id (a member of a cluster, or in controller mode,
+// is not node 0).
+func TestFindCoordinatorNamesItsNode(t *testing.T) {
+	n := startNodeWith(t, nil, Config{NodeID: 7})
+	for _, v := range []int16{3, 4} {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g"}
+		resp := dialRaw(t, n.addr).do(req, v).(*kmsg.FindCoordinatorResponse)
+		node := resp.NodeID
+		if v >= 4 {
+			node = resp.Coordinators[0].NodeID
+		}
+		if node != 7 {
+			t.Errorf("FindCoordinator v%d names node %d, want 7", v, node)
+		}
+	}
+}
