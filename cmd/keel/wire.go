@@ -95,6 +95,8 @@ type parts struct {
 	masterEpoch     uint32
 	roleMaster      *replication.Master
 	controlledStats func() metrics.ControlledStats
+	// amqpStarted, when set, is told of the AMQP door once it serves.
+	amqpStarted func(*amqp.Server)
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:
