@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/controller"
 	"github.com/spf13/cobra"
 )
 
@@ -16,6 +20,7 @@ import (
 
 func newClusterCmd() *cobra.Command {
 	f := &adminFlags{}
+	var controllerAddrs string
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Show every broker group and the replication state of each member",
@@ -34,15 +39,22 @@ columns. A broker that does not answer is shown with its error and makes the
 command exit non-zero after the others are listed. A group whose master is
 down (not registered, or not answering) says NO MASTER with since when its
 slaves have not heard from it, and lists a master no longer registered as
-unreachable; that too makes the command exit non-zero.`,
+unreachable; that too makes the command exit non-zero.
+
+With --controller-addr (groups in controller mode), each group the
+controllers hold also shows the controller's view: its master, master epoch,
+in-sync set, whether it is without a master, and its last elections (keel
+controller status has the whole history); a group the controllers hold that
+no member registered with the NameServers is listed too. Controllers that do
+not answer make the command exit non-zero.`,
 		Args: cobra.NoArgs,
 		RunE: adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
-			gs, err := c.BrokerGroups(cmd.Context())
+			bgs, err := c.BrokerGroups(cmd.Context())
 			if err != nil {
 				return err
 			}
 			var failed int
-			for _, g := range gs {
+			for _, g := range bgs {
 				for _, m := range g.Members {
 					if m.Err != "" {
 						failed++
@@ -52,26 +64,49 @@ unreachable; that too makes the command exit non-zero.`,
 					failed++ // the master does not answer either
 				}
 			}
+			gs := make([]clusterGroup, len(bgs))
+			for i, g := range bgs {
+				gs[i].BrokerGroup = g
+			}
+			var ctlErr error
+			if controllerAddrs != "" {
+				if gs, ctlErr = withController(cmd.Context(), gs, controllerAddrs, f.timeout); ctlErr != nil {
+					ctlErr = fmt.Errorf("controller: %w", ctlErr)
+				}
+			}
 			err = f.emit(cmd.OutOrStdout(), gs, func(w *tabwriter.Writer) { clusterTable(w, gs, time.Now()) })
-			if err == nil && failed > 0 {
+			switch {
+			case err != nil:
+			case ctlErr != nil:
+				err = ctlErr
+			case failed > 0:
 				err = fmt.Errorf("%d broker(s) did not answer", failed)
 			}
 			return err
 		}),
 	}
 	f.add(cmd)
+	cmd.Flags().StringVar(&controllerAddrs, "controller-addr", "",
+		"also ask these controllers host:port[;host:port] (RocketMQ's controllerAddr) for each group's master epoch and last elections")
 	return cmd
 }
 
 // clusterTable writes, per group, a heading line and a row per member.
-func clusterTable(w io.Writer, gs []admin.BrokerGroup, now time.Time) {
-	for i, g := range gs {
+func clusterTable(w io.Writer, gs []clusterGroup, now time.Time) {
+	for i, cg := range gs {
 		if i > 0 {
 			io.WriteString(w, "\n")
+		}
+		g := cg.BrokerGroup
+		if len(g.Members) == 0 && g.MasterDown == nil && cg.Controller != nil {
+			fmt.Fprintf(w, "%s: no member registered with the NameServers\n", g.Name)
+			controllerLines(w, cg.Controller)
+			continue
 		}
 		master, _ := g.Master()
 		ms := master.Replication
 		fmt.Fprintf(w, "%s (cluster %s): %s\n", g.Name, g.Cluster, groupSummary(g, ms, now))
+		controllerLines(w, cg.Controller)
 		row(w, "ID", "ROLE", "ADDRESS", "EPOCH", "LOG_END", "CONFIRMED", "IN_SYNC", "LAG_BYTES", "LAG", "LAST_ACK", "LINK")
 		if d := g.MasterDown; d != nil && !d.Registered {
 			addr := "(not registered)"
@@ -175,4 +210,91 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// clusterGroup is a group as keel cluster shows it: what the NameServers
+// and the brokers say, and with --controller-addr what the controllers
+// hold.
+type clusterGroup struct {
+	admin.BrokerGroup
+	Controller *controllerGroup `json:"controller,omitempty"`
+}
+
+// controllerGroupElections is how many of a group's last elections keel
+// cluster shows.
+const controllerGroupElections = 3
+
+// controllerGroup is the controllers' view of a group.
+type controllerGroup struct {
+	MasterID    controller.ReplicaID `json:"masterId"`
+	MasterAddr  string               `json:"masterAddr,omitempty"`
+	MasterEpoch uint32               `json:"masterEpoch"`
+	InSync      []controller.Member  `json:"inSync"`
+	InSyncEpoch uint32               `json:"inSyncEpoch"`
+	// WithoutMasterSinceMillis: the acting leader found the group without
+	// a live master and could not elect one, since then (Unix ms).
+	WithoutMasterSinceMillis int64 `json:"withoutMasterSinceMillis,omitempty"`
+	// Elections are the last elections and operator actions, oldest
+	// first.
+	Elections []controller.Event `json:"elections,omitempty"`
+}
+
+// withController adds the controllers' view to the groups, and the groups
+// they hold that no member registered.
+func withController(ctx context.Context, gs []clusterGroup, addrs string, timeout time.Duration) ([]clusterGroup, error) {
+	var list []string
+	for _, a := range strings.FieldsFunc(addrs, func(r rune) bool { return r == ';' || r == ',' }) {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	if len(list) == 0 {
+		return gs, usageError{fmt.Errorf("--controller-addr is empty")}
+	}
+	cl := controller.NewClient(list)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return gs, err
+	}
+	by := map[string]int{}
+	for i, g := range gs {
+		by[g.Name] = i
+	}
+	for _, g := range st.Groups {
+		cg := &controllerGroup{MasterID: g.MasterID, MasterEpoch: g.MasterEpoch, InSync: g.InSync, InSyncEpoch: g.InSyncEpoch,
+			WithoutMasterSinceMillis: st.WithoutMaster[g.Name]}
+		if r := g.Replicas[g.MasterID]; r != nil {
+			cg.MasterAddr = r.Addr
+		}
+		cg.Elections = g.History[max(0, len(g.History)-controllerGroupElections):]
+		if i, ok := by[g.Name]; ok {
+			gs[i].Controller = cg
+		} else {
+			gs = append(gs, clusterGroup{BrokerGroup: admin.BrokerGroup{Name: g.Name}, Controller: cg})
+		}
+	}
+	slices.SortStableFunc(gs, func(a, b clusterGroup) int { return strings.Compare(a.Name, b.Name) })
+	return gs, nil
+}
+
+// controllerLines writes the controllers' view of a group under its
+// heading (nothing without one).
+func controllerLines(w io.Writer, c *controllerGroup) {
+	if c == nil {
+		return
+	}
+	master := replicaName(c.MasterID)
+	if c.MasterAddr != "" {
+		master += " at " + c.MasterAddr
+	}
+	fmt.Fprintf(w, "  controller: master %s, master epoch %d, in-sync %s (epoch %d)\n", master, c.MasterEpoch, members(c.InSync), c.InSyncEpoch)
+	if c.WithoutMasterSinceMillis != 0 {
+		fmt.Fprintf(w, "  WITHOUT A MASTER since %s: no live in-sync replica answered\n", time.UnixMilli(c.WithoutMasterSinceMillis).UTC().Format(time.RFC3339))
+	}
+	for _, e := range c.Elections {
+		eventLine(w, e)
+	}
 }

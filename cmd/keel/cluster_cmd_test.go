@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/controller"
 )
 
 // keelCmd runs a keel command to completion and returns its exit code and
@@ -83,5 +84,28 @@ func TestClusterShowsReplication(t *testing.T) {
 	})
 	if !strings.Contains(out, "1 of 1 copies in sync, minInSyncReplicas 2: TOO FEW IN SYNC, sends are refused") {
 		t.Errorf("keel cluster with the slave gone:\n%s", out)
+	}
+}
+
+// A group the controllers hold that no member registered is listed with
+// the controller's view, saying it is without a master.
+func TestClusterTableControllerOnlyGroup(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	gs := []clusterGroup{{BrokerGroup: admin.BrokerGroup{Name: "broker-b"}, Controller: &controllerGroup{
+		MasterID: 2, MasterAddr: "127.0.0.1:10921", MasterEpoch: 3, InSync: []controller.Member{{ID: 2}, {ID: 3}}, InSyncEpoch: 5,
+		WithoutMasterSinceMillis: at.UnixMilli(),
+		Elections: []controller.Event{{Kind: controller.EventElect, TimeMillis: at.Add(-time.Minute).UnixMilli(), Epoch: 3, OldMasterID: 1, MasterID: 2,
+			Fenced: []controller.Fenced{{ID: 2, LastEpoch: 2, LogEnd: 900}, {ID: 3, LastEpoch: 2, LogEnd: 800}}}},
+	}}}
+	var b bytes.Buffer
+	tw := newTable(&b)
+	clusterTable(tw, gs, at)
+	tw.Flush()
+	want := "broker-b: no member registered with the NameServers\n" +
+		"  controller: master replica 2 at 127.0.0.1:10921, master epoch 3, in-sync [2 3] (epoch 5)\n" +
+		"  WITHOUT A MASTER since 2026-12-01T10:00:00Z: no live in-sync replica answered\n" +
+		"  2026-12-01T09:59:00Z elect epoch 3: replica 1 -> replica 2 (fenced 2@2:900 3@2:800)\n"
+	if b.String() != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/amqp"
+	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/controller"
+	"github.com/keelmq/keel/internal/metrics"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/replication"
 	"github.com/keelmq/keel/internal/store"
@@ -103,6 +108,19 @@ type controlled struct {
 	running role
 	next    *role              // set when a view ends the round
 	cancel  context.CancelFunc // ends the running round
+	changes uint64             // rounds started in a new role, for /metrics
+	// amqp is the running master's AMQP door (nil: none), told when this
+	// master is replaced.
+	amqp atomic.Pointer[amqp.Server]
+}
+
+// stats are the broker's controller-mode figures for /metrics.
+func (c *controlled) stats() metrics.ControlledStats {
+	c.mu.Lock()
+	r, changes := c.running, c.changes
+	c.mu.Unlock()
+	return metrics.ControlledStats{Role: r.kind.String(), MasterEpoch: r.epoch, PromisedEpoch: c.agent.FencedEpoch(),
+		Fences: c.agent.Fences(), RoleChanges: changes}
 }
 
 func (c *controlled) logEnd() (uint32, int64) {
@@ -174,6 +192,11 @@ func (c *controlled) onView(v controller.GroupView) {
 	}
 	if c.running.kind == roleMaster && c.cur != nil && want.epoch > c.running.epoch {
 		c.cur.fence(want.epoch)
+		if srv := c.amqp.Load(); srv != nil {
+			// Before the services stop: the clients learn why.
+			srv.CloseConnections(wire.ConnectionForced, fmt.Sprintf("CONNECTION_FORCED - broker %s was replaced as master (epoch %d): the group's master is at epoch %d; connect to it",
+				c.cfg.BrokerName, c.running.epoch, want.epoch))
+		}
 	}
 	c.log.Info("controller: role change", "from", c.running.kind, "to", want.kind, "epoch", want.epoch, "master_ha", want.masterHA)
 	c.next = &want
@@ -252,6 +275,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		r := c.running
 		if c.next != nil {
 			r, c.next = *c.next, nil
+			c.changes++
 		}
 		c.running = r
 		rctx, cancel := context.WithCancel(ctx)
@@ -260,12 +284,20 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 
 		rcfg := *cfg
 		rcfg.HTTPListen = addrs[listenHTTP]
+		// The Kafka node id stays with the replica whatever its role
+		// (its brokerId does not: 0 as master).
+		rcfg.KafkaNodeID = kafkaNodeOf(cfg.KafkaNodeID, c.agent.ReplicaID())
+		if rcfg.KafkaNodeID > math.MaxInt32 {
+			cancel()
+			return fmt.Errorf("kafkaNodeId %d plus replica id %d is above 2147483647, the largest Kafka node id", cfg.KafkaNodeID, c.agent.ReplicaID())
+		}
 		amqpAddr, kafkaAddr := addrs[listenAMQP], addrs[listenKafka]
-		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent}
+		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent, controlledStats: c.stats}
 		if first {
 			p.listeners = ls
 		}
 		if r.kind == roleMaster {
+			p.amqpStarted = func(srv *amqp.Server) { c.amqp.Store(srv) }
 			rcfg.BrokerRole, rcfg.BrokerID = config.SyncMaster, 0
 			p.namesrvAddrs, p.masterEpoch = namesrvAddrs, r.epoch
 		} else {
@@ -292,6 +324,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		log.Info("controller mode: starting", "role", r.kind, "epoch", r.epoch, "broker_id", rcfg.BrokerID, "master_ha", r.masterHA)
 		err := runServices(rctx, log, starters...)
 		cancel()
+		c.amqp.Store(nil)
 		c.mu.Lock()
 		if c.cur != nil {
 			e, end := c.cur.log()
@@ -315,6 +348,13 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			log.Warn("controller mode: the round stopped with an error; starting the next role", "err", err)
 		}
 	}
+}
+
+// kafkaNodeOf is a replica's Kafka node id in controller mode: its
+// replica id, plus kafkaNodeId when that is set (a base, so that groups
+// sharing a NameServer have distinct node ids).
+func kafkaNodeOf(base int64, id controller.ReplicaID) int64 {
+	return max(base, 0) + int64(id)
 }
 
 // replicationStarter is the round's replication: a master at the

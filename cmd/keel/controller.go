@@ -36,6 +36,7 @@ type controllerOptions struct {
 	advertise    string
 	nodeID       string
 	bootstrap    string
+	httpListen   string // keel controller only: /metrics and /healthz (empty: off)
 }
 
 func newControllerCmd() *cobra.Command {
@@ -56,7 +57,8 @@ A new cluster is bootstrapped once, on one node, with the voter list:
 
 The other voters start without --bootstrap and join when the first contacts
 them. --bootstrap is refused when the data directory already holds state.
-Brokers do not follow the controller yet (docs/replication.md, "Controller").`,
+Brokers with enableControllerMode=true follow it (docs/replication.md,
+"Controller"). --http-listen serves the voter's Prometheus /metrics.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && o.bootstrap == bootstrapFromConfig {
 				return usageError{fmt.Errorf("give the voters as --bootstrap=LIST (with '='), not --bootstrap LIST")}
@@ -73,6 +75,7 @@ Brokers do not follow the controller yet (docs/replication.md, "Controller").`,
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.dataDir, "data-dir", config.DefaultController().StorePath, "data directory (overrides controllerStorePath)")
 	f.StringVar(&o.listen, "controller-listen", config.DefaultControllerListen, "listen address for raft and the controller's requests (overrides controllerListen)")
+	f.StringVar(&o.httpListen, "http-listen", "", "serve Prometheus /metrics and /healthz here (empty: no HTTP listener)")
 	o.addIdentityFlags(cmd)
 	cmd.AddCommand(newControllerStatusCmd(), newControllerSwitchOverCmd(), newControllerAllowUncleanCmd())
 	return cmd
@@ -160,14 +163,17 @@ func runController(cmd *cobra.Command, o *controllerOptions) error {
 	if err != nil {
 		return err
 	}
-	ls, err := bindListeners(listenSpec{listenController, cc.Listen, controllerListenFlag})
+	ls, err := bindListeners(listenSpec{listenController, cc.Listen, controllerListenFlag},
+		listenSpec{listenHTTP, o.httpListen, "--http-listen"})
 	if err != nil {
 		return err
 	}
 	defer ls.closeAll()
 	p := &parts{log: log, listeners: ls}
 	log.Info("keel controller", "version", version, "listen", cc.Listen, "data_dir", cc.StorePath)
-	return logStopped(log, runServices(cmd.Context(), log, p.controllerStarter(cc, voters)), false)
+	var node *controller.Controller
+	return logStopped(log, runServices(cmd.Context(), log, p.controllerStarter(cc, voters, &node),
+		p.controllerHTTPStarter(o.httpListen, &node)), false)
 }
 
 // controllerFlags are the flags of the commands that talk to a controller
@@ -364,10 +370,15 @@ func controllerTable(w io.Writer, st controller.Status) {
 			row(w, r.ID, role, r.Addr, r.HAAddr, r.StoreUUID, age, epoch, end)
 		}
 		for _, e := range g.History {
-			fmt.Fprintf(w, "  %s %s epoch %d: %s -> %s%s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339), e.Kind, e.Epoch,
-				replicaName(e.OldMasterID), replicaName(e.MasterID), noteOf(e))
+			eventLine(w, e)
 		}
 	}
+}
+
+// eventLine writes one entry of a group's history, indented.
+func eventLine(w io.Writer, e controller.Event) {
+	fmt.Fprintf(w, "  %s %s epoch %d: %s -> %s%s\n", time.UnixMilli(e.TimeMillis).UTC().Format(time.RFC3339), e.Kind, e.Epoch,
+		replicaName(e.OldMasterID), replicaName(e.MasterID), noteOf(e))
 }
 
 func sortedReplicas(g *controller.Group) []*controller.Replica {

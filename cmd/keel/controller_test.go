@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -234,5 +236,40 @@ func TestNamesrvEmbedsController(t *testing.T) {
 	var errOut bytes.Buffer
 	if code := run(context.Background(), []string{"namesrv", "--namesrv-listen", "127.0.0.1:0", "--bootstrap=" + addr}, &bytes.Buffer{}, &errOut); code != exitUsage {
 		t.Fatalf("--bootstrap without --controller-listen exited %d: %s", code, errOut.String())
+	}
+}
+
+// keel controller --http-listen serves the controller's metrics: a
+// single-voter cluster acts as leader, and says so at /metrics.
+func TestControllerHTTPMetrics(t *testing.T) {
+	ports := reserveLoopbackPorts(t, 2)
+	p := startControllerProc(t, t.TempDir(), ports[0], "--bootstrap="+ports[0], "--http-listen", ports[1])
+	base := "http://" + ports[1]
+	var body string
+	waitFor(t, "the acting leader in /metrics", 30*time.Second, func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return strings.Contains(body, "\nkeel_controller_acting_leader 1\n")
+	})
+	for _, want := range []string{`keel_controller_raft_state{state="Leader"} 1`, "keel_controller_raft_voter 1",
+		"keel_controller_raft_leader_known 1", `keel_controller_elections_total{kind="elect"} 0`, "keel_controller_groups 0",
+		"keel_controller_groups_without_master 0", "go_goroutines "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "keel_store_") || strings.Contains(body, "keel_send_") {
+		t.Error("a controller exports broker metrics")
+	}
+	if code, b := httpGet(t, base+"/healthz"); code != 200 || b != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, b)
+	}
+	if !strings.Contains(p.logs.String(), `msg="HTTP listening"`) {
+		t.Errorf("no HTTP listening line in the log:\n%s", p.logs.String())
 	}
 }

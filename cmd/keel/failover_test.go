@@ -89,17 +89,25 @@ func TestControllerFailoverKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven processes")
 	}
-	ports := reserveLoopbackPorts(t, 3+1+3*2)
+	ports := reserveLoopbackPorts(t, 3+1+3*2+3+3)
 	ctrl, nsAddr := ports[:3], ports[3]
+	ctrlHTTP, brokerHTTP := ports[10:13], ports[13:16]
 	confDir := t.TempDir()
 	cconf := filepath.Join(confDir, "controller.conf")
 	if err := os.WriteFile(cconf, []byte("controllerHeartBeatTimeoutMills=2000\nscanInactiveMasterInterval=200\ncontrollerFenceTimeoutMillis=1000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startControllerProc(t, t.TempDir(), ctrl[0], "-c", cconf, "--bootstrap="+strings.Join(ctrl, ","))
+	cps := []*controllerProc{startControllerProc(t, t.TempDir(), ctrl[0], "-c", cconf, "--bootstrap="+strings.Join(ctrl, ","), "--http-listen", ctrlHTTP[0])}
 	for i := 1; i < 3; i++ {
-		startControllerProc(t, t.TempDir(), ctrl[i], "-c", cconf)
+		cps = append(cps, startControllerProc(t, t.TempDir(), ctrl[i], "-c", cconf, "--http-listen", ctrlHTTP[i]))
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, p := range cps {
+				t.Logf("controller %d log:\n%s", i, p.logs.String())
+			}
+		}
+	})
 	waitFor(t, "an acting controller leader", 30*time.Second, func() bool {
 		st, ok := controllerStatus(t, ctrl)
 		return ok && st.Acting && len(st.Voters) == 3
@@ -115,7 +123,8 @@ func TestControllerFailoverKill9(t *testing.T) {
 	brokers := make([]*failoverBroker, 3)
 	for i := range brokers {
 		b := &failoverBroker{dir: t.TempDir(), addr: ports[4+2*i]}
-		b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", nsAddr, "--broker-listen", b.addr, "--ha-listen", ports[5+2*i]}
+		b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", nsAddr, "--broker-listen", b.addr, "--ha-listen", ports[5+2*i],
+			"--http-listen", brokerHTTP[i]}
 		b.proc = startKeelProc(t, b.args...)
 		brokers[i] = b
 	}
@@ -313,6 +322,36 @@ func TestControllerFailoverKill9(t *testing.T) {
 			t.Fatalf("send after the second rejoin failed: %s", why)
 		}
 	}
+	// The metrics tell the story: the controllers committed the first
+	// election and two automatic ones (the kill, the pause), none
+	// unclean, and fenced the live replicas at each; the paused master is
+	// a slave at the newest epoch, having promised the epoch it was
+	// elected at (the election that replaced it fenced the others), after
+	// three role changes (fenced, slave, master, slave).
+	waitFor(t, "the controllers' and the brokers' /metrics to show the failovers", 20*time.Second, func() bool {
+		var initial, elect, unclean, fenced, acting float64
+		for _, a := range ctrlHTTP {
+			m := scrapeSeries("http://" + a + "/metrics")
+			if m == nil {
+				return false
+			}
+			initial += m[`keel_controller_elections_total{kind="initial"}`]
+			elect += m[`keel_controller_elections_total{kind="elect"}`]
+			unclean += m[`keel_controller_elections_total{kind="unclean"}`]
+			fenced += m["keel_controller_fenced_replicas_total"]
+			acting += m["keel_controller_acting_leader"]
+			if m[`keel_controller_group_master_epoch{group="broker-a"}`] != float64(g.MasterEpoch) {
+				return false
+			}
+		}
+		if initial != 1 || elect < 2 || unclean != 0 || fenced < 3+2+2 || acting != 1 {
+			return false
+		}
+		m := scrapeSeries("http://" + brokerHTTP[newMaster] + "/metrics")
+		return m != nil && m[`keel_controlled_role{role="slave"}`] == 1 && m["keel_controlled_master_epoch"] == float64(g.MasterEpoch) &&
+			m["keel_controlled_promised_epoch"] == float64(secondEpoch) && m["keel_controlled_role_changes_total"] >= 3 &&
+			m["keel_controlled_fences_total"] >= 2
+	})
 	t.Logf("%d acknowledged before the kill, %d in all", before, len(acked))
 	if os.Getenv("KEEL_FAILOVER_LOGS") != "" {
 		dump()

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,42 +19,12 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/keelmq/keel/internal/heapwatch"
 )
 
 // isConnReset reports a connection reset by the peer (a close with
 // unread bytes in its receive buffer).
 func isConnReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
-
-// heapWatch samples the heap's object bytes (live and not yet swept)
-// every millisecond until stop, which returns the largest sample.
-func heapWatch() (stop func() uint64) {
-	done, peak := make(chan struct{}), make(chan uint64)
-	go func() {
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		var top uint64
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			metrics.Read(s)
-			top = max(top, s[0].Value.Uint64())
-			select {
-			case <-done:
-				peak <- top
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 { close(done); return <-peak }
-}
-
-// heapNow is the heap's object bytes after a collection.
-func heapNow() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 // hostileRemotingFrames are the costliest headers per byte of each type,
 // as whole frames of about size bytes: a JSON header whose extFields holds
@@ -172,8 +140,8 @@ func TestServeRemotingHostileHeaders(t *testing.T) {
 
 	const conns, frameBytes = 8, 4 << 20
 	jsonFrame, binaryFrame := hostileRemotingFrames(frameBytes)
-	base := heapNow()
-	stopWatch := heapWatch()
+	base := heapwatch.Now()
+	stopWatch := heapwatch.Watch()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var refused, rounds [conns]atomic.Int64

@@ -72,7 +72,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 		}
 		m := metrics.New(metrics.Config{IncludeGoMetrics: true, RocketMQNames: p.cfg.MetricsRocketMQNames, Sources: metrics.Sources{
 			Broker: p.broker, Store: p.store, Doors: p.doorSnapshots, Transactions: p.transactionStats(), AMQP: p.amqpStats(),
-			Replication: p.replicationStats(), NetLimits: p.netLimitStats,
+			Replication: p.replicationStats(), NetLimits: p.netLimitStats, Controlled: p.controlledStats,
 			DiskUsage: func() (uint64, uint64, error) { return storeFS.DiskUsage(p.cfg.StorePathRootDir) },
 		}})
 		p.metrics.Store(m)

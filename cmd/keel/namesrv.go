@@ -45,7 +45,7 @@ func newNamesrvCmd() *cobra.Command {
 			p := &parts{log: log, listeners: ls}
 			starters := p.namesrvStarters(o.namesrvListen, false)
 			if cc != nil {
-				starters = append(starters, p.controllerStarter(cc, voters))
+				starters = append(starters, p.controllerStarter(cc, voters, nil))
 			}
 			log.Info("keel namesrv", "version", version, "pid", os.Getpid(), "listen", o.namesrvListen, "controller", co.listen)
 			return logStopped(log, runServices(cmd.Context(), log, starters...), false)

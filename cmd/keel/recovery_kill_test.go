@@ -162,8 +162,12 @@ func TestKill9ThenDamageBelowTheFlushedMarkIsNeverCut(t *testing.T) {
 			}
 		})
 	}
-	// Long enough for the checkpoint (written about once a second) to lag.
-	waitFor(t, "3000 acknowledged records", 60*time.Second, func() bool {
+	// Long enough for the checkpoint (written about once a second) to
+	// exist and lag.
+	waitFor(t, "3000 acknowledged records and a checkpoint", 60*time.Second, func() bool {
+		if _, err := os.Stat(filepath.Join(dir, "checkpoint")); err != nil {
+			return false
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) >= 3000

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/heapwatch"
 )
 
 // soakDuration is how long TestMixedSoakHostile runs: KEEL_SOAK_DURATION
@@ -317,7 +317,7 @@ func TestMixedSoakHostile(t *testing.T) {
 	tick := time.NewTicker(time.Second)
 	for time.Since(start) < dur {
 		<-tick.C
-		samples = append(samples, heapObjects())
+		samples = append(samples, heapwatch.Objects())
 	}
 	tick.Stop()
 	close(stop)
@@ -355,11 +355,4 @@ func TestMixedSoakHostile(t *testing.T) {
 	kcancel()
 	sub.Close()
 	wg.Wait()
-}
-
-// heapObjects is the heap's object bytes now (live and not yet swept).
-func heapObjects() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }

@@ -89,10 +89,14 @@ type parts struct {
 
 	// Controller mode (controlled.go): the agent answering the
 	// controller's requests on the broker's listener, the epoch a master
-	// registers as masterEpoch, and the master's replication.
-	brokerSide  controller.BrokerSide
-	masterEpoch uint32
-	roleMaster  *replication.Master
+	// registers as masterEpoch, the master's replication, and the
+	// figures of /metrics (nil outside controller mode).
+	brokerSide      controller.BrokerSide
+	masterEpoch     uint32
+	roleMaster      *replication.Master
+	controlledStats func() metrics.ControlledStats
+	// amqpStarted, when set, is told of the AMQP door once it serves.
+	amqpStarted func(*amqp.Server)
 }
 
 // advertisedAddr is the "ip:port" the broker registers and clients dial:

@@ -46,6 +46,9 @@ func (p *parts) amqpStarter(addr string) starter {
 			return service{}, err
 		}
 		p.amqp = srv
+		if p.amqpStarted != nil {
+			p.amqpStarted(srv)
+		}
 		if p.broker != nil {
 			p.broker.SetAMQPInfo(func() (any, any, any) { return srv.Queues(), srv.Exchanges(), srv.Connections() })
 		}

@@ -75,6 +75,12 @@ func (p *parts) kafkaStarter(addr string) starter {
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
+			DataDir: p.cfg.StorePathRootDir, FS: storeFS,
+		}
+		if m := p.roleMaster; m != nil {
+			// Controller mode: a master fenced above its epoch leads
+			// nothing from then on, until its restart as a slave.
+			kcfg.Replaced = func() bool { return m.Fenced() != 0 }
 		}
 		if b := p.broker; b != nil && len(p.namesrvAddrs) > 0 {
 			// A member of a cluster: its Kafka door is registered with the

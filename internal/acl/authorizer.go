@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // DefaultPollInterval is how often the ACL file is checked for changes.
@@ -30,7 +31,9 @@ type Config struct {
 	// ReadFile reads the file (tests inject failures); nil = os.ReadFile
 	// limited to MaxFileBytes.
 	ReadFile func(path string) ([]byte, error)
-	Logger   *slog.Logger
+	// FS is where Update rewrites the file; nil = vfs.OS.
+	FS     vfs.FS
+	Logger *slog.Logger
 	// DenyLogsPerSecond bounds Warn lines for denied requests (a client
 	// retrying with a wrong key must not flood the log); the rest are
 	// counted and the count reported with the next line. Default 20.

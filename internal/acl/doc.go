@@ -37,5 +37,8 @@
 //
 // An Authorizer is safe for concurrent use. The rules are an immutable
 // *Rules swapped atomically by Reload (called by Run every PollInterval);
-// a file that fails to read or parse keeps the rules in force.
+// a file that fails to read or parse keeps the rules in force. Update
+// (write.go: front doors' admin APIs changing topic and group rules)
+// rewrites the file durably from changed rules and swaps them in,
+// serialised with Reload.
 package acl

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,38 +13,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/heapwatch"
 )
-
-// heapWatch samples the heap's object bytes (live and not yet swept)
-// every millisecond until stop, which returns the largest sample.
-func heapWatch() (stop func() uint64) {
-	done, peak := make(chan struct{}), make(chan uint64)
-	go func() {
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		var top uint64
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			metrics.Read(s)
-			top = max(top, s[0].Value.Uint64())
-			select {
-			case <-done:
-				peak <- top
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 { close(done); return <-peak }
-}
-
-// heapNow is the heap's object bytes after a collection.
-func heapNow() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 // hostileTable is a table of one field, an array of n void elements: the
 // most heap per wire byte a table can ask for (one byte per element, each
@@ -185,8 +153,8 @@ func TestHostileTablesUnderLoad(t *testing.T) {
 	frameMax := uint32(DefaultMaxFrameBytes)
 	reqs := hostileAMQPRequests(int(frameMax))
 	minRounds := int64(5 * len(reqs)) // each request five times per connection
-	base := heapNow()
-	stopWatch := heapWatch()
+	base := heapwatch.Now()
+	stopWatch := heapwatch.Watch()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var rounds [conns]atomic.Int64

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
@@ -257,6 +258,30 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			s.cfg.Traffic.Close()
 		}()
+	}
+}
+
+// CloseConnections sends connection.close with code and reason on every
+// open connection, so that clients learn why before their sockets close
+// (Close closes them; it does not wait for the clients' close-ok). A
+// connection still negotiating is left to Close. Each write is bounded by
+// a second.
+func (s *Server) CloseConnections(code uint16, reason string) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	deadline := time.Now().Add(time.Second)
+	for _, c := range conns {
+		if c.shown.Load() == nil {
+			continue
+		}
+		c.nc.SetWriteDeadline(deadline)
+		if err := c.send(0, &wire.ConnectionClose{ReplyCode: code, ReplyText: reason}); err != nil {
+			s.log.Debug("amqp: connection.close not sent", "err", err)
+		}
 	}
 }
 

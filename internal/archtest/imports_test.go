@@ -28,13 +28,14 @@ var layerRules = []layerRule{
 	{dir: "internal/namesrv", internal: []string{"internal/remoting"},
 		why: "the NameServer is a route registry on the remoting layer"},
 	{dir: "internal/config", why: "config holds plain values; callers convert them"},
-	{dir: "internal/acl", internal: []string{"internal/remoting"},
+	{dir: "internal/acl", internal: []string{"internal/remoting", "internal/vfs"},
 		why: "access control wraps the protocol layer's handlers; it does not reach into the broker"},
 	{dir: "internal/tlsconf", internal: []string{"internal/remoting"},
 		why: "TLS wraps the protocol layer's listeners"},
 	{dir: "internal/netlimit", why: "the request budget and connection limits are shared by every listener: standard library only"},
 	{dir: "internal/amqpinfo", why: "the description of AMQP queues and exchanges is plain data shared by the AMQP door and the admin client: standard library only"},
 	{dir: "internal/kafkainfo", why: "the description of Kafka groups and connections is plain data shared by the Kafka door and the admin client: standard library only"},
+	{dir: "internal/heapwatch", why: "the hostile-input tests' heap measurement: standard library only"},
 	{dir: "internal/pendingtxn", why: "the description of undecided transactions is plain data shared by the engine and the admin client: standard library only"},
 	{dir: "internal/core", internal: []string{"internal/store", "internal/message", "internal/vfs", "internal/pendingtxn"},
 		why: "the core is protocol-free: every front door (RocketMQ, Kafka and AMQP) shares it"},
@@ -52,7 +53,7 @@ var layerRules = []layerRule{
 		why: "replication copies the store's CommitLog over its own protocol; it knows no broker, protocol front door or config"},
 	{dir: "internal/testcluster", internal: []string{"internal/broker", "internal/namesrv", "internal/remoting", "internal/store", "internal/vfs"},
 		why: "the shared test harness assembles a NameServer and a broker (with its schedule, transaction and dedup engines) only"},
-	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message", "internal/translate", "internal/doorstats", "internal/kafkainfo", "internal/netlimit"},
+	{dir: "internal/kafka", internal: []string{"internal/core", "internal/store", "internal/message", "internal/translate", "internal/doorstats", "internal/kafkainfo", "internal/netlimit", "internal/vfs"},
 		external: []string{"github.com/twmb/franz-go/pkg/kmsg"},
 		why:      "the Kafka front door joins the core and the Kafka protocol (kmsg's codecs)"},
 	{dir: "internal/controller", internal: []string{"internal/remoting", "internal/vfs"},
@@ -103,14 +104,17 @@ func (r layerRule) check(m *module, imp string) string {
 	return "third-party module not allowed"
 }
 
-// TestTestClusterOnlyInTests keeps the shared in-process cluster harness out
-// of production code: only _test.go files may import it.
+// TestTestClusterOnlyInTests keeps the shared test harnesses (the
+// in-process cluster, the heap watch of the hostile-input tests) out of
+// production code: only _test.go files may import them.
 func TestTestClusterOnlyInTests(t *testing.T) {
 	m := load(t)
-	harness := m.path + "/internal/testcluster"
-	for _, p := range m.sorted() {
-		if p.imports[harness] {
-			t.Errorf("%s imports internal/testcluster from a non-test file: it is a test harness", m.rel(p.path))
+	for _, h := range []string{"internal/testcluster", "internal/heapwatch"} {
+		harness := m.path + "/" + h
+		for _, p := range m.sorted() {
+			if p.imports[harness] {
+				t.Errorf("%s imports %s from a non-test file: it is a test harness", m.rel(p.path), h)
+			}
 		}
 	}
 }

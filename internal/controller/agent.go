@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelmq/keel/internal/vfs"
@@ -69,6 +70,8 @@ type Agent struct {
 
 	mu sync.Mutex // guards st and its file
 	st agentState
+
+	fences atomic.Uint64 // fence requests answered with a promise
 
 	viewMu sync.Mutex
 	view   GroupView     // newest view seen
@@ -302,8 +305,13 @@ func (a *Agent) Fence(req FenceRequest) (FenceResponse, error) {
 		return FenceResponse{}, fmt.Errorf("controller: fence at %d: %w", req.Epoch, err)
 	}
 	lastEpoch, logEnd := a.cfg.Log()
+	a.fences.Add(1)
 	return FenceResponse{ReplicaID: a.st.ReplicaID, Incarnation: a.incarnation, FencedEpoch: req.Epoch, LastEpoch: lastEpoch, LogEnd: logEnd}, nil
 }
+
+// Fences counts the fence requests answered with a promise since the
+// agent opened.
+func (a *Agent) Fences() uint64 { return a.fences.Load() }
 
 // RoleChanged serves the leader's notification (BrokerSide).
 func (a *Agent) RoleChanged(v GroupView) {

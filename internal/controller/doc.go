@@ -185,6 +185,17 @@
 //     when it lapses. The controller grants no lease yet, so controller
 //     mode is safe for SYNC_MASTER groups only.
 //
+// # Figures
+//
+// Stats (stats.go) is a node's figures for the metrics (internal/metrics
+// reads them; this package does not import Prometheus): raft state,
+// voter, leader known, acting; the elections this node committed as
+// leader by kind and the fence answers it received, counted in process
+// memory since it started (a cluster's totals are the sums over the
+// voters); per group the master epoch and, on the acting leader, since
+// when the group has had no live master (its master's last heartbeat,
+// or when the leader found it without one).
+//
 // # Concurrency
 //
 // raft calls FSM.Apply, Snapshot and Restore from one goroutine; readers

@@ -33,6 +33,12 @@ type leaderState struct {
 	// retryAt: after a failed election, the Clock time before which the
 	// group's next attempt does not start (one FenceTimeout), by group.
 	retryAt map[string]time.Time
+	// down is, by group, when this leader found it without a live master
+	// (the master's last heartbeat if it had one): for Stats.
+	down map[string]time.Time
+	// counts are this process's counters for Stats; they survive
+	// stepping down and taking over.
+	counts statsCounters
 	// scans counts checkGroups passes (tests wait for a pass to have seen
 	// a clock time before asserting that nothing happened).
 	scans atomic.Uint64
@@ -114,6 +120,7 @@ func (c *Controller) takeOver(term uint64) bool {
 	c.lead.electing = map[string]bool{}
 	c.lead.noMaster = map[string]time.Time{}
 	c.lead.retryAt = map[string]time.Time{}
+	c.lead.down = map[string]time.Time{}
 	c.lead.mu.Unlock()
 	c.log.Info("controller leader: acting; no election before a full detection period",
 		"node_id", c.cfg.NodeID, "term", term, "detection_period", c.cfg.DetectionPeriod)
@@ -165,6 +172,15 @@ func (c *Controller) checkGroups(ctx context.Context) {
 	}
 	for _, n := range names {
 		g := st.Groups[n]
+		if g.MasterID != 0 && l.masterAlive(g, now, d) {
+			delete(l.down, n)
+		} else if _, ok := l.down[n]; !ok {
+			since := now
+			if h, ok := l.live[g.MasterID]; ok && g.MasterID != 0 {
+				since = h.at
+			}
+			l.down[n] = since
+		}
 		if l.electing[n] || now.Sub(l.seen[n]) < d || now.Before(l.retryAt[n]) {
 			continue
 		}
@@ -320,6 +336,7 @@ func (c *Controller) fence(ctx context.Context, g *Group, epoch uint32, cands []
 		}()
 	}
 	wg.Wait()
+	c.countFenced(len(out))
 	slices.SortFunc(out, func(a, b Fenced) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }

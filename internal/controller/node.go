@@ -447,6 +447,9 @@ func (c *Controller) apply(cmd *Command) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("controller: apply returned %T", f.Response())
 	}
+	if cmd.Elect != nil && r.Err == nil {
+		c.countElection(cmd.Elect.Kind)
+	}
 	return r, nil
 }
 

@@ -37,13 +37,23 @@ var apis = map[int16]apiRange{
 	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+	29: {0, 3},  // DescribeAcls (acls.go)
+	30: {0, 3},  // CreateAcls
+	31: {0, 3},  // DeleteAcls
 	36: {0, 2},  // SaslAuthenticate (advertised with access control on)
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
+	43: {0, 2},  // ElectLeaders (replicas.go)
 	44: {0, 1},  // IncrementalAlterConfigs
+	45: {0, 1},  // AlterPartitionAssignments (replicas.go)
+	46: {0, 0},  // ListPartitionReassignments (replicas.go)
 	47: {0, 0},  // OffsetDelete
+	48: {0, 1},  // DescribeClientQuotas (quotas.go)
+	49: {0, 1},  // AlterClientQuotas (quotas.go)
+	50: {0, 0},  // DescribeUserScramCredentials (scram.go)
+	51: {0, 0},  // AlterUserScramCredentials (scram.go)
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
 }
 

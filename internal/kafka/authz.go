@@ -19,7 +19,9 @@ package kafka
 //	CreateTopics, DeleteTopics,              an admin account (RocketMQ's
 //	CreatePartitions, DeleteRecords,         admin codes)
 //	AlterConfigs, IncrementalAlterConfigs,
-//	DeleteGroups
+//	DeleteGroups, ElectLeaders, the
+//	reassignment APIs, the ACL, SCRAM
+//	credential and client quota APIs
 //	InitProducerId, DescribeCluster,         any authenticated account
 //	broker configs
 //
@@ -224,7 +226,11 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		r.Groups, _ = splitBy(r.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return groupOK(g.Group, PermAny) })
 		return r
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.DeleteRecordsRequest,
-		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.DeleteGroupsRequest:
+		*kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.DeleteGroupsRequest,
+		*kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest,
+		*kmsg.DescribeACLsRequest, *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest,
+		*kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest,
+		*kmsg.DescribeClientQuotasRequest, *kmsg.AlterClientQuotasRequest:
 		if !acct.acc.Admin(acct.user) {
 			return adminDenied(req.body)
 		}
@@ -376,7 +382,7 @@ func adminDenied(body kmsg.Request) kmsg.Response {
 		}
 		return r
 	}
-	return nil
+	return clusterDenied(body, msg)
 }
 
 func resourceDenied(t kmsg.ConfigResourceType) int16 {

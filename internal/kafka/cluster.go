@@ -32,6 +32,7 @@ package kafka
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -227,9 +228,21 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 	seen := map[int32]bool{s.cfg.NodeID: true}
 	cs.brokers = append(cs.brokers, self)
 	me := ClusterBroker{Group: s.cfg.Group, BrokerID: s.cfg.BrokerID, NodeID: s.cfg.NodeID, Epoch: -1}
+	replaced := s.cfg.BrokerID == 0 && !s.leads()
+	if replaced {
+		// A master that learned of a newer one is listed as a replica,
+		// after the members; the new master, once registered, leads.
+		me.BrokerID = math.MaxInt64
+		local = LocalGroup{Epoch: -1}
+	}
 	for _, b := range v.Brokers {
-		if b.Group == s.cfg.Group && b.BrokerID == s.cfg.BrokerID {
-			me.Epoch, me.InSync = b.Epoch, b.InSync // as registered; its address is the local one
+		if b.Group == s.cfg.Group && b.NodeID == s.cfg.NodeID {
+			// Itself (matched by node id, which stays with a replica
+			// across role changes), as registered; its address is the
+			// local one.
+			if !replaced {
+				me.Epoch, me.InSync = b.Epoch, b.InSync
+			}
 			continue
 		}
 		if seen[b.NodeID] {
@@ -265,7 +278,7 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 			if local.Epoch >= 0 {
 				epoch = local.Epoch
 			}
-			if s.cfg.BrokerID == 0 && local.InSync != nil {
+			if me.BrokerID == 0 && local.InSync != nil {
 				inSync = local.InSync
 			}
 		}
@@ -339,6 +352,39 @@ func locate(layout []TopicGroup, p int32) (group string, queue int32, ok bool) {
 	return "", 0, false
 }
 
+// leads reports whether this broker leads its group's partitions: it is
+// the group's master and was not replaced.
+func (s *Server) leads() bool {
+	return s.cfg.BrokerID == 0 && (s.cfg.Replaced == nil || !s.cfg.Replaced())
+}
+
+// localEpoch is this group's leader epoch as the local replication state
+// says (-1: unknown). A broker alone (no Cluster) answers Metadata with
+// epoch 0 whatever its replication epoch: it checks no leader epoch.
+func (s *Server) localEpoch() int32 {
+	if s.cfg.LocalGroup == nil || s.cfg.Cluster == nil {
+		return -1
+	}
+	return s.cfg.LocalGroup().Epoch
+}
+
+// checkLeaderEpoch checks a request's CurrentLeaderEpoch (-1: not given)
+// against the leader's epoch (-1: unknown), as Kafka does: an older one is
+// FENCED_LEADER_EPOCH (the client's metadata is stale: it refreshes), a
+// newer one UNKNOWN_LEADER_EPOCH (this broker is behind: the client
+// retries).
+func checkLeaderEpoch(current, epoch int32) int16 {
+	switch {
+	case current < 0 || epoch < 0:
+		return errNone
+	case current < epoch:
+		return errFencedLeaderEpoch
+	case current > epoch:
+		return errUnknownLeaderEpoch
+	}
+	return errNone
+}
+
 // localQueue translates partition p of topic into this broker's queue:
 // NOT_LEADER_OR_FOLLOWER when another broker leads it, UNKNOWN_TOPIC_OR_PARTITION
 // when the cluster has no such partition. A topic the cluster does not
@@ -356,7 +402,7 @@ func (s *Server) localQueue(cs *clusterState, topic string, p int32) (int32, int
 	switch {
 	case !ok:
 		return p, errUnknownTopicOrPartition
-	case g != s.cfg.Group || s.cfg.BrokerID != 0:
+	case g != s.cfg.Group || !s.leads():
 		return p, errNotLeaderOrFollower
 	}
 	return q, errNone

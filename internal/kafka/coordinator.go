@@ -1,6 +1,6 @@
 package kafka
 
-// FindCoordinator: this broker (node 0) is the coordinator of every group.
+// FindCoordinator: this broker (its node id) is the coordinator of every group.
 // Transaction coordinators (key type 1) are refused with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal
 // rather than retrying: transactions are not supported. FindCoordinator
@@ -22,7 +22,7 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key, c.ErrorCode, c.ErrorMessage = k, code, msg
 			if code == errNone {
-				c.NodeID, c.Host, c.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
+				c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.cfg.AdvertisedHost, s.advPort.Load()
 			} else {
 				c.NodeID, c.Port = -1, -1
 			}
@@ -32,7 +32,7 @@ func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	}
 	resp.ErrorCode, resp.ErrorMessage = code, msg
 	if code == errNone {
-		resp.NodeID, resp.Host, resp.Port = 0, s.cfg.AdvertisedHost, s.advPort.Load()
+		resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, s.cfg.AdvertisedHost, s.advPort.Load()
 	} else {
 		resp.NodeID, resp.Port = -1, -1
 	}

@@ -11,7 +11,9 @@
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
 // groups_describe.go (DescribeGroups, ListGroups), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
-// DescribeCluster, DeleteGroups), configs.go (DescribeConfigs,
+// DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
+// reassignment APIs: a partition's one replica is node 0),
+// offsetsview.go (why __consumer_offsets is not a topic), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
 // the topic's attributes), retention.go (retention.ms and
 // retention.bytes: a background task moving partitions' log starts, and
@@ -19,7 +21,12 @@
 // offsets.go (OffsetCommit, OffsetFetch),
 // idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
-// and authz.go (per-request checks against Config.ACL); batch.go
+// and authz.go (per-request checks against Config.ACL), acls.go
+// (DescribeAcls, CreateAcls, DeleteAcls over plain_acl.yml's accounts,
+// Config.ACL as a RuleEditor), scram.go (DescribeUserScramCredentials,
+// AlterUserScramCredentials over the same accounts), quotas.go
+// (DescribeClientQuotas, AlterClientQuotas, and the byte-rate meters
+// that throttle Produce and Fetch); batch.go
 // validates record batches, partition.go reads the Kafka view of
 // ConsumeQueue entries, oldformat.go finds partitions holding batches of
 // an earlier release, errors.go is the one table from the core's error
@@ -117,5 +124,8 @@
 // appendMu is held across the idempotence check and the store's append
 // (AppendRecordPatched), never across a flush: acks=-1 waits for
 // Confirmed after it is released. The old-format check (oldformat.go) has
-// its own mutex, held while it reads the store, taken alone.
+// its own mutex, held while it reads the store, taken alone; so have the
+// client quotas (quotas.go: wmu serialises changes and their file
+// writes, mu guards the quotas and meters), and a throttled connection
+// sleeps with none held.
 package kafka

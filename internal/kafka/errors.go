@@ -27,6 +27,8 @@ const (
 	errInvalidRequest          int16 = 42
 	errPolicyViolation         int16 = 44
 	errKafkaStorage            int16 = 56
+	errFencedLeaderEpoch       int16 = 74
+	errUnknownLeaderEpoch      int16 = 75
 	errInvalidRecord           int16 = 87
 )
 

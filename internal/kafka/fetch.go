@@ -78,6 +78,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 	total := 0
 	var waits []core.Wait
 	cs := s.cluster(false)
+	epoch := int32(-1)
+	if req.Version >= 9 { // CurrentLeaderEpoch is in the request
+		epoch = s.localEpoch()
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -89,6 +93,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 				limit = 1 // at least one batch in the response
 			}
 			q, code := s.localQueue(cs, t.Topic, p.Partition)
+			if code == errNone && req.Version >= 9 {
+				code = checkLeaderEpoch(p.CurrentLeaderEpoch, epoch)
+			}
 			if code != errNone {
 				rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = code, -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)

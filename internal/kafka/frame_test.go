@@ -52,8 +52,8 @@ func TestDecodeRequestRefusals(t *testing.T) {
 		}
 	}
 	for _, f := range [][]byte{
-		frameOf(kmsg.NewPtrDescribeACLsRequest(), 1, 2)[4:], // not served
-		frameOf(kmsg.NewPtrFetchRequest(), 13, 3)[4:],       // above the range
+		frameOf(kmsg.NewPtrDescribeDelegationTokenRequest(), 1, 2)[4:], // not served
+		frameOf(kmsg.NewPtrFetchRequest(), 13, 3)[4:],                  // above the range
 		frameOf(kmsg.NewPtrApiVersionsRequest(), 4, 4)[4:],
 	} {
 		req, err := decodeRequest(f)

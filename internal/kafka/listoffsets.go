@@ -80,6 +80,7 @@ var errFound = errors.New("kafka: found")
 func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	cs := s.cluster(false)
+	epoch := s.localEpoch()
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -87,6 +88,9 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			q, code := s.localQueue(cs, t.Topic, p.Partition)
+			if code == errNone && req.Version >= 4 { // CurrentLeaderEpoch is in the request
+				code = checkLeaderEpoch(p.CurrentLeaderEpoch, epoch)
+			}
 			if code != errNone {
 				rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = code, -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
@@ -97,6 +101,9 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			rp.Partition = t.Partitions[len(rt.Partitions)].Partition // the client's number
 			if g := cs.groups[s.cfg.Group]; g != nil && rp.ErrorCode == errNone {
 				rp.LeaderEpoch = g.epoch
+				if epoch >= 0 {
+					rp.LeaderEpoch = epoch
+				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -105,6 +105,12 @@ func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	}
 	if req.Acks == -1 && until >= 0 {
 		if code := s.waitConfirmed(until, req.TimeoutMillis); code != errNone {
+			if !s.leads() {
+				// Replaced while waiting: not confirmed here, and maybe
+				// never; the client retries on the new master (its
+				// idempotent sequence tells a copy that did get there).
+				code = errNotLeaderOrFollower
+			}
 			for i := range resp.Topics {
 				for j := range resp.Topics[i].Partitions {
 					if rp := &resp.Topics[i].Partitions[j]; rp.ErrorCode == errNone {
@@ -237,8 +243,11 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	if r.Status != store.PutOK {
 		s.log.Warn("kafka: produce refused by the store", "topic", topic, "queue_id", qid, "status", r.Status, "err", r.Err)
 		code := errKafkaStorage
-		if r.Status == store.PutMessageIllegal {
+		switch {
+		case r.Status == store.PutMessageIllegal:
 			code = errMessageTooLarge
+		case !s.leads():
+			code = errNotLeaderOrFollower // replaced while the batch came in
 		}
 		msg := r.Status.String()
 		if r.Err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/netlimit"
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -44,6 +45,12 @@ type Config struct {
 	// on a master, its in-sync replicas (Metadata's leader epoch and ISR
 	// for its own group). It must be cheap.
 	LocalGroup func() LocalGroup
+	// Replaced, when set, reports that this master learned a newer
+	// master of its group (a controller fenced it above its epoch): from
+	// then on it leads nothing, and Produce, Fetch, ListOffsets and
+	// DeleteRecords answer NOT_LEADER_OR_FOLLOWER so clients refresh
+	// their metadata. It must be cheap.
+	Replaced func() bool
 	// MaxRequestBytes bounds one request frame (default 16 MiB).
 	MaxRequestBytes int
 	// MaxBatchBytes bounds one produced record batch (Kafka's
@@ -97,6 +104,10 @@ type Config struct {
 	// and fetched records (observe.go).
 	Traffic  *doorstats.Counters
 	Observer Observer
+	// DataDir and FS hold the door's own files (the client quotas,
+	// quotas.go); an empty DataDir keeps them in memory.
+	DataDir string
+	FS      vfs.FS
 }
 
 func (c *Config) applyDefaults() {
@@ -150,6 +161,8 @@ type Server struct {
 	parts *partitions
 
 	scram   *scramKeys   // SCRAM salts and derived keys (sasl.go)
+	quotas  *quotaTable  // client quotas and their meters (quotas.go)
+	loadErr error        // why the quotas could not be read (Serve fails)
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
@@ -180,6 +193,9 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1)}
 	s.scram = newScramKeys()
+	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
+		s.quotas, _ = loadQuotas(nil, "")
+	}
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
@@ -188,6 +204,10 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 
 // Serve accepts connections on ln until Close; it returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.loadErr != nil {
+		ln.Close()
+		return s.loadErr
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -389,7 +409,9 @@ func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host
 		// group's other members), which must be able to claim budget.
 		claim.Release()
 	}
+	produced := producedBytes(req)
 	resp, keep := s.serveRequest(auth, req, log)
+	mute, after := s.throttle(auth, req, produced, resp) // quotas.go
 	if resp == nil {
 		if !keep {
 			tr.Error()
@@ -400,16 +422,22 @@ func (s *Server) serveFrame(c net.Conn, r io.Reader, n int, auth *connAuth, host
 			log.Warn("kafka: unsupported request, closing", "api", kmsg.NameForKey(req.key), "key", req.key, "version", req.version)
 			return false
 		}
-		return true // acks=0 goes on
+		return mute <= 0 || s.pause(mute) // acks=0 goes on
 	}
 	if !keep {
 		tr.Error() // answered, then closed: a failed authentication
+	}
+	if mute > 0 && !after && !s.pause(mute) {
+		return false
 	}
 	*out = appendResponse((*out)[:0], req.correlation, resp)
 	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	k, err := c.Write(*out)
 	tr.Out(k)
 	if err != nil || !keep {
+		return false
+	}
+	if mute > 0 && after && !s.pause(mute) {
 		return false
 	}
 	if cap(*out) > 1<<20 {
@@ -549,6 +577,26 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.incrementalAlterConfigs(b)
 	case *kmsg.DescribeClusterRequest:
 		return s.describeCluster(b)
+	case *kmsg.ElectLeadersRequest:
+		return s.electLeaders(b)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return s.alterPartitionAssignments(b)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return s.listPartitionReassignments(b)
+	case *kmsg.DescribeACLsRequest:
+		return s.describeACLs(b)
+	case *kmsg.CreateACLsRequest:
+		return s.createACLs(b)
+	case *kmsg.DeleteACLsRequest:
+		return s.deleteACLs(b)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return s.describeUserSCRAMCredentials(b)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return s.alterUserSCRAMCredentials(b)
+	case *kmsg.DescribeClientQuotasRequest:
+		return s.describeClientQuotas(b)
+	case *kmsg.AlterClientQuotasRequest:
+		return s.alterClientQuotas(b)
 	}
 	return nil
 }

@@ -145,6 +145,9 @@ func checkReplicaAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment)
 // collision with an existing topic once '.' is read as '_' (metric names
 // conflate the two).
 func (s *Server) checkNewTopic(name string) error {
+	if err := checkNotInternal(name); err != nil {
+		return err
+	}
 	if err := core.ValidateKafkaTopic(name); err != nil {
 		return err
 	}

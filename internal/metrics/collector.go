@@ -86,6 +86,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range netLimitDescs {
 		ch <- d
 	}
+	for _, d := range controlledDescs {
+		ch <- d
+	}
 	if c.m.cfg.RocketMQNames {
 		for _, d := range compatDescs {
 			ch <- d
@@ -119,6 +122,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectReplication(ch) // replication.go
 	c.collectAMQP(ch)
 	c.collectNetLimits(ch)
+	c.collectControlled(ch) // controller.go
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

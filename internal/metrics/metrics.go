@@ -43,6 +43,9 @@ type Sources struct {
 	// NetLimits returns the request budget's and the listeners' figures
 	// (netlimit.go).
 	NetLimits func() NetLimitStats
+	// Controlled returns a broker's side of controller mode
+	// (controller.go); nil outside controller mode.
+	Controlled func() ControlledStats
 }
 
 // Config configures Metrics.

@@ -298,6 +298,7 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		c.RocketMQNames = true
 		c.Replication = func() ReplicationStats { return repl }
 		c.NetLimits = func() NetLimitStats { return sampleNetLimits }
+		c.Controlled = func() ControlledStats { return sampleControlled }
 	})
 	e.invoke(remoting.ReqHeartBeat, nil, []byte(heartbeat))
 	e.send("T", "x")
@@ -329,6 +330,12 @@ func TestDocumentedMetricsExist(t *testing.T) {
 				exported[familyName(name)] = true
 			}
 		}
+	}
+	// A controller process's metrics.
+	ctl := NewController(func() ControllerStats { return sampleController }, func() time.Time { return ctlNow }, false)
+	for series := range scrapeHandler(t, ctl.Handler()) {
+		name, _, _ := strings.Cut(series, "{")
+		exported[familyName(name)] = true
 	}
 	nameRE := regexp.MustCompile(`(keel|rocketmq)_[a-z_0-9]*[a-z0-9]`)
 	documented := map[string]bool{}
@@ -387,5 +394,55 @@ func TestTopicsByKind(t *testing.T) {
 	}
 	if want := float64(len(e.b.Topics())); sum != want {
 		t.Errorf("keel_topics sums to %v, the broker has %v topics", sum, want)
+	}
+}
+
+// Every rule of docs/alerts.yml has an expression and a severity and is
+// in docs/metrics.md's table of alerts, and the table lists no rule that
+// does not exist (the metric names of the rules are checked by
+// TestDocumentedMetricsExist).
+func TestAlertRulesDocumented(t *testing.T) {
+	rules, err := os.ReadFile("../../docs/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alertRE := regexp.MustCompile(`(?m)^      - alert: (\w+)$`)
+	idx := alertRE.FindAllStringSubmatchIndex(string(rules), -1)
+	if len(idx) == 0 {
+		t.Fatal("no rules in docs/alerts.yml")
+	}
+	inRules := map[string]bool{}
+	for i, m := range idx {
+		name := string(rules[m[2]:m[3]])
+		end := len(rules)
+		if i+1 < len(idx) {
+			end = idx[i+1][0]
+		}
+		body := string(rules[m[1]:end])
+		if inRules[name] {
+			t.Errorf("rule %s twice", name)
+		}
+		inRules[name] = true
+		if !regexp.MustCompile(`(?m)^        expr: \S`).MatchString(body) {
+			t.Errorf("rule %s has no expr", name)
+		}
+		if !regexp.MustCompile(`(?m)^        labels: \{severity: (critical|warning|info)\}$`).MatchString(body) {
+			t.Errorf("rule %s has no severity (critical, warning or info)", name)
+		}
+		if !strings.Contains(body, "summary: ") {
+			t.Errorf("rule %s has no summary", name)
+		}
+		if !strings.Contains(string(doc), "| `"+name+"` |") {
+			t.Errorf("rule %s is not in docs/metrics.md's table of alerts", name)
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(Keel\\w+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+		if !inRules[m[1]] {
+			t.Errorf("docs/metrics.md lists alert %s, which docs/alerts.yml does not have", m[1])
+		}
 	}
 }

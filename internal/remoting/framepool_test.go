@@ -58,21 +58,22 @@ func drainPool() {
 }
 
 func TestFramePoolBounds(t *testing.T) {
-	var p framePool
+	// A new pool for each part: a trim a part armed reads its own pool.
+	p := new(framePool)
 	for i := 0; i < maxIdleFrameBytes/maxPooledFrame+4; i++ {
 		p.put(make([]byte, maxPooledFrame))
 	}
 	if idle := p.idle.Load(); idle != maxIdleFrameBytes {
 		t.Fatalf("idle %d bytes after filling, bound %d", idle, maxIdleFrameBytes)
 	}
-	p = framePool{}
+	p = new(framePool)
 	for i := 0; i < 2*maxIdlePerClass; i++ {
 		p.put(make([]byte, 1<<minFrameClassShift))
 	}
 	if n := len(p.classes[0].free); n != maxIdlePerClass {
 		t.Fatalf("class 0 holds %d buffers, bound %d", n, maxIdlePerClass)
 	}
-	p = framePool{}
+	p = new(framePool)
 	_, size, _ := frameClass(40 << 10)
 	p.put(make([]byte, size+1))           // not a class size
 	p.put(make([]byte, 2*maxPooledFrame)) // above maxPooledFrame

@@ -6,47 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/heapwatch"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
-
-// heapWatch samples the heap's object bytes (live and not yet swept)
-// every millisecond until stop, which returns the largest sample.
-func heapWatch() (stop func() uint64) {
-	done, peak := make(chan struct{}), make(chan uint64)
-	go func() {
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		var top uint64
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			metrics.Read(s)
-			top = max(top, s[0].Value.Uint64())
-			select {
-			case <-done:
-				peak <- top
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 { close(done); return <-peak }
-}
-
-// heapNow is the heap's object bytes after a collection.
-func heapNow() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 // TestHostileHellosUnderLoad: 200 connections at once keep opening the
 // master's replication port with a HELLO that announces the most the
@@ -79,8 +47,8 @@ func TestHostileHellosUnderLoad(t *testing.T) {
 	const conns = 200
 	hostile := binary.BigEndian.AppendUint32(nil, 1<<20)
 	hostile = append(hostile, typeHello, 0, protocolVersion, 0, 1)
-	base := heapNow()
-	stopWatch := heapWatch()
+	base := heapwatch.Now()
+	stopWatch := heapwatch.Watch()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var rounds atomic.Int64

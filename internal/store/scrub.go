@@ -419,7 +419,14 @@ func (s *Store) scrubQueueStep(maxBytes int64) (int64, error) {
 		// ends when they have used the budget.
 		read, i := int64(0), 0
 		for i < n && (i == 0 || read < maxBytes) {
-			read += consumequeue.EntrySize + s.scrubEntry(ref, sc.entryAt+int64(i), ents[i])
+			r, later := s.scrubEntry(ref, sc.entryAt+int64(i), ents[i])
+			read += consumequeue.EntrySize + r
+			if later {
+				// Its record is being dispatched, and so are the entries
+				// after it: the queue's tail waits for the next pass.
+				sc.queueAt, sc.entryAt = sc.queueAt+1, -1
+				return read, nil
+			}
 			i++
 		}
 		sc.entryAt += int64(i)
@@ -429,16 +436,21 @@ func (s *Store) scrubQueueStep(maxBytes int64) (int64, error) {
 }
 
 // scrubEntry checks one ConsumeQueue entry and returns the CommitLog bytes
-// it read to do so (only for an entry repeating the one before it).
-func (s *Store) scrubEntry(ref queueRef, qo int64, e consumequeue.Entry) (read int64) {
+// it read to do so (only for an entry repeating the one before it). later
+// reports an entry not checked yet: the dispatcher writes a record's
+// entries before the dispatched (visible) offset passes the record, so an
+// entry past that offset but within the written log is one being
+// dispatched (or, on a SYNC_MASTER, of a tail not yet shown), checked by a
+// later pass; only one past the written log is a problem.
+func (s *Store) scrubEntry(ref queueRef, qo int64, e consumequeue.Entry) (read int64, later bool) {
 	sc := &s.scrub
 	defer func() {
-		if e.PhysOffset > sc.lastPhys {
+		if !later && e.PhysOffset > sc.lastPhys {
 			sc.lastPhys, sc.lastSize = e.PhysOffset, e.Size
 		}
 	}()
 	if e.PhysOffset < s.log.MinOffset() {
-		return 0 // retired with its segment
+		return 0, false // retired with its segment
 	}
 	var why string
 	end := e.PhysOffset + int64(e.Size) + commitlog.TrailerBytes
@@ -449,8 +461,10 @@ func (s *Store) scrubEntry(ref queueRef, qo int64, e consumequeue.Entry) (read i
 		why, read = s.scrubRepeat(ref, qo, e) // the entry before had these bounds checked
 	case e.Size != holeEntrySize && (e.Size < int32(min(message.MinRecordBytes, record.HeaderBytes)) || int64(e.Size) > s.cfg.maxRecordBytes()):
 		why = fmt.Sprintf("size %d out of range", e.Size)
+	case end > s.VisibleOffset() && end <= s.log.WrittenOffset():
+		return 0, true // being dispatched
 	case end > s.VisibleOffset():
-		why = fmt.Sprintf("points past the dispatched offset %d", s.VisibleOffset())
+		why = fmt.Sprintf("points past the dispatched offset %d and the written log", s.VisibleOffset())
 	case s.log.SegmentStart(e.PhysOffset) != s.log.SegmentStart(end-1):
 		why = "crosses a segment boundary"
 	case e.Size == holeEntrySize:
@@ -460,7 +474,7 @@ func (s *Store) scrubEntry(ref queueRef, qo int64, e consumequeue.Entry) (read i
 		s.scrubProblem(Problem{File: s.queuePath(ref.topic, ref.id), Offset: qo,
 			Msg: fmt.Sprintf("entry points at %d (size %d): %s", e.PhysOffset, e.Size, why)})
 	}
-	return read
+	return read, false
 }
 
 // scrubHoleEntry checks an entry of the size that stands for a record lost
