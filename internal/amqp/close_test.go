@@ -46,9 +46,7 @@ func TestCloseWhilePublishing(t *testing.T) {
 				sent.Add(1)
 			}
 		}()
-		for sent.Load() < 2000 {
-			time.Sleep(time.Millisecond)
-		}
+		waitUntil(t, "2000 messages published", func() bool { return sent.Load() >= 2000 })
 		if err := conn.Close(); err != nil {
 			t.Fatalf("round %d: Close while publishing (%d sent): %v", round, sent.Load(), err)
 		}

@@ -183,6 +183,18 @@ func retentionNode(t *testing.T) *testNode {
 	return startNodeWith(t, nil, Config{RetentionCheckInterval: 20 * time.Millisecond})
 }
 
+// waitRounds waits until the door's retention task has done n rounds.
+func waitRounds(t *testing.T, n *testNode, rounds uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.srv.retentionRounds.Load() < rounds {
+		if time.Now().After(deadline) {
+			t.Fatalf("retention did %d rounds in 10 s, want %d", n.srv.retentionRounds.Load(), rounds)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // earliest is the partition's log start by ListOffsets.
 func earliest(t *testing.T, adm *kadm.Client, topic string, p int32) int64 {
 	t.Helper()
@@ -249,7 +261,8 @@ func TestRetentionMsMovesLogStart(t *testing.T) {
 	produceAt(t, cl, "aged", old, "old-0", "old-1", "old-2")
 	produceAt(t, cl, "aged", time.Now(), "new-3")
 	produceAt(t, cl, "aged", old, "old-behind-new-4") // behind a young batch: kept, as Kafka keeps a segment
-	time.Sleep(100 * time.Millisecond)                // several rounds with retention.ms=-1
+	rounds := n.srv.retentionRounds.Load()
+	waitRounds(t, n, rounds+3) // rounds with retention.ms=-1
 	if got := earliest(t, adm, "aged", 0); got != 0 {
 		t.Fatalf("retention.ms=-1 moved the log start to %d", got)
 	}

@@ -77,6 +77,7 @@ func (s *Server) runRetention() {
 			return
 		case <-t.C:
 			s.applyRetention(s.parts.now())
+			s.retentionRounds.Add(1)
 		}
 	}
 }

@@ -154,6 +154,10 @@ func (c *Config) applyDefaults() {
 
 // Server is the Kafka front door over a core and its store.
 type Server struct {
+	// retentionRounds counts the rounds of per-topic retention done
+	// (retention.go), which tests wait on.
+	retentionRounds atomic.Uint64
+
 	cfg   Config
 	core  *core.Broker
 	st    *store.Store

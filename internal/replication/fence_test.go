@@ -79,13 +79,14 @@ func TestFencedSlaveRefusesOlderMaster(t *testing.T) {
 			t.Fatal("a master below the replica's promise acknowledged a send")
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // reconnections are refused meanwhile (RetryInterval 20 ms)
+	// Each refused session logs the line: three of them are reconnections
+	// to the old master refused after the fence, none of which wrote.
+	waitUntil(t, "three refused sessions", func() bool {
+		return strings.Count(logs.String(), "session closed: the master's epoch is below the one this replica promised") >= 3
+	})
 	if got := sst.Offset(store.Written); got != held {
 		t.Fatalf("the fenced replica wrote %d bytes of the old master", got-held)
 	}
-	waitUntil(t, "the log line", func() bool {
-		return strings.Contains(logs.String(), "session closed: the master's epoch is below the one this replica promised")
-	})
 
 	// The master elected at the promised epoch, on the old master's log.
 	stopOld()
