@@ -25,26 +25,9 @@ func TestControllerFailoverAMQP(t *testing.T) {
 		t.Skip("starts seven processes")
 	}
 	brokers, amqpAddrs, group := doorFailoverCluster(t, "--amqp-listen")
-	dump := func() {
-		for i, b := range brokers {
-			t.Logf("broker %d (%s) log:\n%s", i, b.addr, b.proc.logs.String())
-		}
-	}
-	var g *controller.Group
-	waitFor(t, "a master elected and all three in sync", 40*time.Second, func() bool {
-		g = group()
-		return g != nil && g.MasterID != 0 && len(g.InSync) == 3
-	})
-	memberOf := func(id controller.ReplicaID) int {
-		for i, b := range brokers {
-			if r := g.Replicas[id]; r != nil && r.Addr == b.addr {
-				return i
-			}
-		}
-		dump()
-		t.Fatalf("replica %d is none of the brokers", id)
-		return -1
-	}
+	dump := func() { dumpBrokers(t, brokers) }
+	g := waitMasterElected(t, brokers, group)
+	memberOf := func(id controller.ReplicaID) int { return brokerOf(t, brokers, g, id) }
 	firstEpoch, oldMasterID := g.MasterEpoch, g.MasterID
 	oldMaster := memberOf(oldMasterID)
 

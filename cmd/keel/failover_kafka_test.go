@@ -58,18 +58,7 @@ func doorFailoverCluster(t *testing.T, doorFlag string) ([]*failoverBroker, []st
 		b.proc = startKeelProc(t, b.args...)
 		brokers[i] = b
 	}
-	group := func() *controller.Group {
-		st, ok := controllerStatus(t, ctrl)
-		if !ok {
-			return nil
-		}
-		for _, g := range st.Groups {
-			if g.Name == "broker-a" {
-				return g
-			}
-		}
-		return nil
-	}
+	group := groupFromControllers(t, ctrl, "broker-a")
 	return brokers, kafkaAddrs, group
 }
 
@@ -101,26 +90,9 @@ func TestControllerFailoverKafka(t *testing.T) {
 		t.Skip("starts seven processes")
 	}
 	brokers, kafkaAddrs, group := doorFailoverCluster(t, "--kafka-listen")
-	dump := func() {
-		for i, b := range brokers {
-			t.Logf("broker %d (%s) log:\n%s", i, b.addr, b.proc.logs.String())
-		}
-	}
-	var g *controller.Group
-	waitFor(t, "a master elected and all three in sync", 40*time.Second, func() bool {
-		g = group()
-		return g != nil && g.MasterID != 0 && len(g.InSync) == 3
-	})
-	memberOf := func(id controller.ReplicaID) int {
-		for i, b := range brokers {
-			if r := g.Replicas[id]; r != nil && r.Addr == b.addr {
-				return i
-			}
-		}
-		dump()
-		t.Fatalf("replica %d is none of the brokers", id)
-		return -1
-	}
+	dump := func() { dumpBrokers(t, brokers) }
+	g := waitMasterElected(t, brokers, group)
+	memberOf := func(id controller.ReplicaID) int { return brokerOf(t, brokers, g, id) }
 	firstEpoch, oldMasterID := g.MasterEpoch, g.MasterID
 	oldMaster := memberOf(oldMasterID)
 	t.Logf("master: replica %d (broker %d) at epoch %d", oldMasterID, oldMaster, firstEpoch)

@@ -128,39 +128,11 @@ func TestControllerFailoverKill9(t *testing.T) {
 		b.proc = startKeelProc(t, b.args...)
 		brokers[i] = b
 	}
-	group := func() *controller.Group {
-		st, ok := controllerStatus(t, ctrl)
-		if !ok {
-			return nil
-		}
-		for _, g := range st.Groups {
-			if g.Name == "broker-a" {
-				return g
-			}
-		}
-		return nil
-	}
-	dump := func() {
-		for i, b := range brokers {
-			t.Logf("broker %d (%s) log:\n%s", i, b.addr, b.proc.logs.String())
-		}
-	}
-	var g *controller.Group
-	waitFor(t, "a master elected and all three in sync", 40*time.Second, func() bool {
-		g = group()
-		return g != nil && g.MasterID != 0 && len(g.InSync) == 3
-	})
+	group := groupFromControllers(t, ctrl, "broker-a")
+	dump := func() { dumpBrokers(t, brokers) }
+	g := waitMasterElected(t, brokers, group)
 	firstEpoch, oldMasterID := g.MasterEpoch, g.MasterID
-	oldMaster := -1
-	for i, b := range brokers {
-		if g.Replicas[oldMasterID] != nil && g.Replicas[oldMasterID].Addr == b.addr {
-			oldMaster = i
-		}
-	}
-	if oldMaster < 0 {
-		dump()
-		t.Fatalf("master %d at %+v is none of the brokers", oldMasterID, g.Replicas[oldMasterID])
-	}
+	oldMaster := brokerOf(t, brokers, g, oldMasterID)
 	t.Logf("master: replica %d (broker %d) at epoch %d", oldMasterID, oldMaster, firstEpoch)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -416,4 +388,53 @@ func checkAcked(t *testing.T, dir, topic string, acked map[string]ackedSend) {
 		}
 	}
 	t.Logf("%s: %d messages, all %d acknowledged ones in place", dir, len(at), len(acked))
+}
+
+// groupFromControllers returns a function that reads group name from the
+// controllers at addrs (nil while they do not answer or hold it).
+func groupFromControllers(t *testing.T, addrs []string, name string) func() *controller.Group {
+	return func() *controller.Group {
+		st, ok := controllerStatus(t, addrs)
+		if !ok {
+			return nil
+		}
+		for _, g := range st.Groups {
+			if g.Name == name {
+				return g
+			}
+		}
+		return nil
+	}
+}
+
+// dumpBrokers logs every broker's log (a failing test's context).
+func dumpBrokers(t *testing.T, brokers []*failoverBroker) {
+	for i, b := range brokers {
+		t.Logf("broker %d (%s) log:\n%s", i, b.addr, b.proc.logs.String())
+	}
+}
+
+// waitMasterElected waits until the group has a master and all three
+// members in its in-sync set, and returns it.
+func waitMasterElected(t *testing.T, brokers []*failoverBroker, group func() *controller.Group) *controller.Group {
+	t.Helper()
+	var g *controller.Group
+	waitFor(t, "a master elected and all three in sync", 40*time.Second, func() bool {
+		g = group()
+		return g != nil && g.MasterID != 0 && len(g.InSync) == 3
+	})
+	return g
+}
+
+// brokerOf is the index in brokers of replica id of g.
+func brokerOf(t *testing.T, brokers []*failoverBroker, g *controller.Group, id controller.ReplicaID) int {
+	t.Helper()
+	for i, b := range brokers {
+		if r := g.Replicas[id]; r != nil && r.Addr == b.addr {
+			return i
+		}
+	}
+	dumpBrokers(t, brokers)
+	t.Fatalf("replica %d (%+v) is none of the brokers", id, g.Replicas[id])
+	return -1
 }
