@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -24,15 +25,23 @@ func newAMQPCmd() *cobra.Command {
 // amqpAdmin runs show over every master's AMQP report; a broker that does
 // not answer is shown with its error and makes the command exit non-zero.
 func amqpAdmin(f *adminFlags, show func(w *tabwriter.Writer, out []admin.BrokerAMQP)) func(*cobra.Command, []string) error {
+	return doorAdmin(f, (*admin.Client).AMQP, func(b admin.BrokerAMQP) (string, string, string) { return b.Broker, b.Addr, b.Err }, show)
+}
+
+// doorAdmin runs show over every master's report of a front door (fetch);
+// a broker that does not answer (who gives its name, address and error)
+// is shown with its error and makes the command exit non-zero.
+func doorAdmin[T any](f *adminFlags, fetch func(*admin.Client, context.Context) ([]T, error),
+	who func(T) (broker, addr, err string), show func(w *tabwriter.Writer, out []T)) func(*cobra.Command, []string) error {
 	return adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
-		out, err := c.AMQP(cmd.Context())
+		out, err := fetch(c, cmd.Context())
 		if err != nil {
 			return err
 		}
 		var failed []string
 		for _, b := range out {
-			if b.Err != "" {
-				failed = append(failed, fmt.Sprintf("broker %s (%s): %s", b.Broker, b.Addr, b.Err))
+			if name, addr, e := who(b); e != "" {
+				failed = append(failed, fmt.Sprintf("broker %s (%s): %s", name, addr, e))
 			}
 		}
 		if err := f.emit(cmd.OutOrStdout(), out, func(w *tabwriter.Writer) { show(w, out) }); err != nil {

@@ -7,7 +7,6 @@ package main
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,25 +29,7 @@ func newKafkaCmd() *cobra.Command {
 // does not answer is shown with its error and makes the command exit
 // non-zero.
 func kafkaAdmin(f *adminFlags, show func(w *tabwriter.Writer, out []admin.BrokerKafka)) func(*cobra.Command, []string) error {
-	return adminRun(f, func(cmd *cobra.Command, _ []string, c *admin.Client) error {
-		out, err := c.Kafka(cmd.Context())
-		if err != nil {
-			return err
-		}
-		var failed []string
-		for _, b := range out {
-			if b.Err != "" {
-				failed = append(failed, fmt.Sprintf("broker %s (%s): %s", b.Broker, b.Addr, b.Err))
-			}
-		}
-		if err := f.emit(cmd.OutOrStdout(), out, func(w *tabwriter.Writer) { show(w, out) }); err != nil {
-			return err
-		}
-		if len(failed) > 0 {
-			return fmt.Errorf("%s", strings.Join(failed, "; "))
-		}
-		return nil
-	})
+	return doorAdmin(f, (*admin.Client).Kafka, func(b admin.BrokerKafka) (string, string, string) { return b.Broker, b.Addr, b.Err }, show)
 }
 
 func newKafkaGroupsCmd(f *adminFlags) *cobra.Command {
