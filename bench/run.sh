@@ -62,7 +62,7 @@ if [ -z "$out" ]; then
 	[ -n "$quick" ] && out="bench/out/benchmarks-quick.md"
 fi
 
-# The order of the target table.
+# The order of the workload table in docs/benchmarks.md.
 embedded_workloads="sync-async-send sync-batch async-batch sync-64-senders sync-one-sender e2e-paced e2e-half-max"
 process_workloads="compare-clients backlog-drain many-topics"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The protocol-neutral core (issue 15) against the revision before it: the five
+# The protocol-neutral core against the revision before it: the five
 # produce workloads, alternately on each, in this sitting (bench/compare.sh).
 # KEEL_CORE_BEFORE (default 7d810b1) and KEEL_CORE_ROUNDS (default 2) override.
 set -euo pipefail

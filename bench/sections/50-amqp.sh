@@ -127,5 +127,5 @@ publish to delivery (end to end).
 | Keel | $(num "$work/keel.json" confirmedPerSec) | $(num "$work/keel.json" consumedPerSec) | $(num "$work/keel.json" confirmP50Ms) | $(num "$work/keel.json" confirmP99Ms) | $(num "$work/keel.json" endToEndP50Ms) | $(num "$work/keel.json" endToEndP99Ms) | $(field "$work/keel.json" nacked) | $(field "$work/keel.json" unconsumedAtStop) |
 | RabbitMQ $rversion | $(num "$work/rabbit.json" confirmedPerSec) | $(num "$work/rabbit.json" consumedPerSec) | $(num "$work/rabbit.json" confirmP50Ms) | $(num "$work/rabbit.json" confirmP99Ms) | $(num "$work/rabbit.json" endToEndP50Ms) | $(num "$work/rabbit.json" endToEndP99Ms) | $(field "$work/rabbit.json" nacked) | $(field "$work/rabbit.json" unconsumedAtStop) |
 
-Issue 18's goal: at least 2× RabbitMQ's confirmed-publish throughput at no worse p99.
+The target: at least 2× RabbitMQ's confirmed-publish throughput at no worse confirm p99.
 MD
