@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# amqp-suite.sh runs amqp091-go's own integration suite (integration_test.go,
-# build tag integration) against a `keel serve` started on loopback ports
-# chosen at run time. The module source is the version go.mod requires,
+# amqp-suite.sh runs amqp091-go's own integration suite (integration_test.go
+# and the connection-recovery tests of recovery_test.go, build tag
+# integration) against a `keel serve` started on loopback ports chosen at
+# run time, its AMQP management API included (the recovery tests close
+# connections through it). The module source is the version go.mod requires,
 # copied from the module cache to a temporary directory.
 #
 #   scripts/amqp-suite.sh            # the suite, minus SKIP below
@@ -46,22 +48,31 @@ grep -q 'server == "Keel"' "$work/amqp091-go/integration_test.go" ||
 go build -o "$work/keel" ./cmd/keel
 
 mkdir "$work/data"
-"$work/keel" serve --data-dir "$work/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+echo "amqpManagementListen=127.0.0.1:0" >"$work/broker.conf"
+"$work/keel" serve -c "$work/broker.conf" --data-dir "$work/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
   --amqp-listen 127.0.0.1:0 --kafka-listen "" --http-listen "" 2>"$work/keel.log" &
 pid=$!
 addr=
+mgmt=
 for _ in $(seq 300); do
   addr=$(sed -n 's/.*msg="amqp listening" addr=\([^ ]*\).*/\1/p' "$work/keel.log" | head -1)
-  [ -n "$addr" ] && break
+  mgmt=$(sed -n 's/.*msg="amqp management listening".* addr=\([^ ]*\).*/\1/p' "$work/keel.log" | head -1)
+  [ -n "$addr" ] && [ -n "$mgmt" ] && break
   kill -0 "$pid" 2>/dev/null || { cat "$work/keel.log" >&2; echo "amqp-suite: keel serve exited" >&2; exit 2; }
   sleep 0.1
 done
-[ -n "$addr" ] || { cat "$work/keel.log" >&2; echo "amqp-suite: no AMQP listener after 30 s" >&2; exit 2; }
-echo "amqp-suite: amqp091-go $version against keel serve on $addr"
+[ -n "$addr" ] && [ -n "$mgmt" ] || { cat "$work/keel.log" >&2; echo "amqp-suite: no AMQP or management listener after 30 s" >&2; exit 2; }
+echo "amqp-suite: amqp091-go $version against keel serve on $addr (management API on $mgmt)"
+# The recovery tests reach the management API at localhost:15672: point
+# them at this run's port instead (the second change made to the copy).
+sed -i "s#http://localhost:15672/#http://$mgmt/#; s#\"http://localhost:\"+port+#\"http://127.0.0.1:\"+port+#" "$work/amqp091-go/internal/utils/http.go"
+sed -i "s#utils.DropConnection(url.PathEscape(targetConnName), \"15672\")#utils.DropConnection(url.PathEscape(targetConnName), \"${mgmt##*:}\")#" "$work/amqp091-go/recovery_test.go"
+grep -q "$mgmt" "$work/amqp091-go/internal/utils/http.go" && grep -q "\"${mgmt##*:}\")" "$work/amqp091-go/recovery_test.go" ||
+  { echo "amqp-suite: the recovery tests' management address not found; update the script" >&2; exit 2; }
 
-# Every test of integration_test.go (the other files' integration tests
-# need RabbitMQ's management API or a TLS broker: connection recovery).
-names=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$work/amqp091-go/integration_test.go" | paste -sd'|')
+# Every test of integration_test.go and recovery_test.go (the other files'
+# integration tests need a TLS broker or RabbitMQ's own tooling).
+names=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$work/amqp091-go/integration_test.go" "$work/amqp091-go/recovery_test.go" | paste -sd'|')
 run="^(${SUITE_RUN:-$names})\$"
 skip="^($(IFS='|'; echo "${SKIP[*]}"))\$"
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -310,8 +311,37 @@ func TestAMQPManagementAPI(t *testing.T) {
 		t.Error("the DELETE removed the queue")
 	}
 
-	// The consumer's connection goes: its deliveries are ready again.
-	c1.Close()
+	// An operator closes the consumer's connection (rabbitmqadmin's close
+	// connection): the client is told 320 with the reason, its deliveries
+	// are ready again. A name that is not open is 404.
+	closed := c1.NotifyClose(make(chan *amqp091.Error, 1))
+	del := func(name, reason string) int {
+		req, _ := http.NewRequest("DELETE", "http://"+mgmt+"/api/connections/"+url.PathEscape(name), nil)
+		req.SetBasicAuth("guest", "guest")
+		if reason != "" {
+			req.Header.Set("X-Reason", reason)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := del("127.0.0.1:1 -> "+amqpAddr, ""); code != http.StatusNotFound {
+		t.Errorf("DELETE of a connection that is not open: %d, want 404", code)
+	}
+	if code := del(name1, "maintenance window"); code != http.StatusNoContent {
+		t.Fatalf("DELETE /api/connections/%s: %d, want 204", name1, code)
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != 320 || !e.Server || e.Reason != "CONNECTION_FORCED - maintenance window" {
+			t.Errorf("the closed client got %+v, want 320 CONNECTION_FORCED - maintenance window from the server", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not closed")
+	}
 	waitFor(t, "the closed connection's deliveries back", 10*time.Second, func() bool {
 		q := mgmtObject(t, mgmt, "/api/queues/%2F/orders")
 		return mismatch(q, map[string]any{"messages_ready": 10, "messages_unacknowledged": 0, "consumers": 0}) == "" &&
@@ -319,6 +349,9 @@ func TestAMQPManagementAPI(t *testing.T) {
 	})
 	if !strings.Contains(logs.String(), `msg="amqp management: login refused"`) {
 		t.Error("refused logins were not logged")
+	}
+	if !strings.Contains(logs.String(), `msg="amqp: connection closed by an operator"`) {
+		t.Error("the operator's close was not logged")
 	}
 }
 
@@ -447,6 +480,16 @@ func TestAMQPManagementRabbitmqadmin(t *testing.T) {
 	}
 	if out := run("show", "overview"); !strings.Contains(out, "3.10.8") {
 		t.Errorf("show overview:\n%s", out)
+	}
+	closed := c.NotifyClose(make(chan *amqp091.Error, 1))
+	run("close", "connection", "name="+c.LocalAddr().String()+" -> "+amqpAddr)
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != 320 || !strings.Contains(e.Reason, "Closed via management plugin") {
+			t.Errorf("close connection: the client got %+v, want 320 Closed via management plugin", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("close connection: the client was not closed")
 	}
 	out, err := exec.Command(pythonWithPika, admin, "-H", "127.0.0.1", "-P", port, "declare", "queue", "name=other").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "405") {

@@ -42,6 +42,10 @@ type conn struct {
 	vh         *vhost       // the vhost connection.open chose (set before any channel)
 	// shown is what operators see of the connection once it is open (mgmt.go).
 	shown atomic.Pointer[connShown]
+	// forced is set when an operator closes the connection (ForceClose):
+	// the reader, woken by a read deadline in the past, sends it as
+	// connection.close instead of reading on.
+	forced atomic.Pointer[amqpError]
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -196,13 +200,26 @@ func (c *conn) serve() {
 		if c.heartbeat > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
 		}
+		// After the deadline is set: a ForceClose whose deadline this one
+		// overwrote is seen here (it stores forced before its deadline).
+		if e := c.forced.Load(); e != nil {
+			c.closeWith(e)
+			return
+		}
 		claimed, err := c.claimFrame()
 		if err != nil {
+			if e := c.forced.Load(); e != nil {
+				c.closeWith(e)
+			}
 			return // the socket failed, or the server is closing
 		}
 		f, err := c.fr.ReadFrame(c.frameMax)
 		if err != nil {
 			c.returnFrameClaim(claimed)
+			if e := c.forced.Load(); e != nil {
+				c.closeWith(e)
+				return
+			}
 			c.fail(frameError(err))
 			return
 		}
@@ -269,6 +286,12 @@ func (c *conn) fail(err error) {
 	}
 	c.srv.cfg.Traffic.Error()
 	c.logException(0, ae)
+	c.closeWith(ae)
+}
+
+// closeWith sends connection.close with ae and reads (dropping what comes)
+// until the client's close-ok or a second has passed.
+func (c *conn) closeWith(ae *amqpError) {
 	c.send(0, &wire.ConnectionClose{ReplyCode: ae.code, ReplyText: ae.replyText(), ClassId: ae.classID, MethodId: ae.methodID})
 	c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	for {

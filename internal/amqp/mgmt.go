@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/amqpinfo"
@@ -281,4 +282,25 @@ func valueJSON(v any) any {
 		return x
 	}
 	return v // bool, integers, nil
+}
+
+// ForceClose closes the open connection named name (as ConnectionDetails
+// names it) for an operator: the client gets connection.close 320
+// CONNECTION_FORCED with reason, its unacknowledged deliveries go back to
+// their queues, as when it closes itself. It reports whether such a
+// connection was open; the close completes on the connection's own
+// reader, within a second of the call.
+func (s *Server) ForceClose(name, reason string) bool {
+	cs, shown := s.openConns()
+	for i, c := range cs {
+		if shown[i].name != name {
+			continue
+		}
+		s.log.Info("amqp: connection closed by an operator", "connection", name, "user", shown[i].user,
+			"vhost", shown[i].vhost, "reason", reason)
+		c.forced.Store(hard(wire.ConnectionForced, nil, "%s", reason))
+		c.nc.SetReadDeadline(time.Now().Add(-time.Second)) // wakes the reader
+		return true
+	}
+	return false
 }

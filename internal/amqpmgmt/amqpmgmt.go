@@ -32,6 +32,9 @@ type Source interface {
 	// arguments as JSON values (nil: none).
 	QueueArguments(vhost, name string) map[string]any
 	ExchangeArguments(vhost, name string) map[string]any
+	// ForceClose closes the open connection named name with 320
+	// CONNECTION_FORCED and reason; false if there is none.
+	ForceClose(name, reason string) bool
 }
 
 // Listener is one AMQP listener, for /api/overview.
@@ -148,13 +151,55 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, errorBody{"not_authorized", "Login failed"})
 		return
 	}
+	if r.Method == http.MethodDelete {
+		a.delete(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method_not_allowed",
-			"this management API is read-only: only GET and HEAD are served"})
+			"this management API changes nothing but the connections it closes: only GET, HEAD and DELETE /api/connections/{name} are served"})
 		return
 	}
 	a.serve(w, r)
+}
+
+// closeReason is RabbitMQ's default reason for a connection closed
+// through its management API; the X-Reason header gives another.
+const closeReason = "Closed via management plugin"
+
+// delete serves DELETE /api/connections/{name}, RabbitMQ's way to close a
+// client's connection: 204 once the close is under way, 404 when no such
+// connection is open. Every other DELETE is 405.
+func (a *api) delete(w http.ResponseWriter, r *http.Request) {
+	segs := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	if len(segs) != 3 || segs[0] != "api" || segs[1] != "connections" {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{"method_not_allowed",
+			"only connections can be deleted (closed) through this management API"})
+		return
+	}
+	name, err := url.PathUnescape(segs[2])
+	if err != nil || name == "" {
+		notFound(w)
+		return
+	}
+	reason := r.Header.Get("X-Reason")
+	if reason == "" {
+		reason = closeReason
+	}
+	if len(reason) > 200 {
+		reason = reason[:200] // the close's reply text is a short string
+	}
+	if !a.cfg.Source.ForceClose(name, reason) {
+		notFound(w)
+		return
+	}
+	user, _, _ := r.BasicAuth()
+	if a.cfg.Log != nil {
+		a.cfg.Log.Info("amqp management: connection closed", "connection", name, "by", user, "remote", r.RemoteAddr)
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // remoteAddr parses a request's RemoteAddr; nil if it is not host:port.

@@ -2,10 +2,12 @@ package amqpmgmt
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ type fakeSource struct {
 	vhosts    []string
 	qargs     map[string]map[string]any // by vhost/name
 	xargs     map[string]map[string]any
+	closed    []string // "name: reason" of every ForceClose that found its connection
 }
 
 func (f *fakeSource) Queues() []amqpinfo.Queue                       { return f.queues }
@@ -33,6 +36,16 @@ func (f *fakeSource) ConnectionDetails() []amqpinfo.ConnectionDetail { return f.
 func (f *fakeSource) Channels() []amqpinfo.Channel                   { return f.channels }
 func (f *fakeSource) Consumers() []amqpinfo.Consumer                 { return f.consumers }
 func (f *fakeSource) VhostNames() []string                           { return f.vhosts }
+
+func (f *fakeSource) ForceClose(name, reason string) bool {
+	for _, c := range f.conns {
+		if c.Name == name {
+			f.closed = append(f.closed, name+": "+reason)
+			return true
+		}
+	}
+	return false
+}
 
 func (f *fakeSource) QueueArguments(vhost, name string) map[string]any {
 	return f.qargs[vhost+"/"+name]
@@ -122,6 +135,40 @@ func TestLoginRequired(t *testing.T) {
 	}
 	if ta, ok := (*remotes)[0].(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
 		t.Errorf("login saw remote %v, want the loopback peer", (*remotes)[0])
+	}
+}
+
+// TestCloseConnection: DELETE /api/connections/{name} closes that
+// connection with RabbitMQ's default reason or X-Reason; 404 for a name
+// that is not open; no other DELETE is served.
+func TestCloseConnection(t *testing.T) {
+	src := testSource()
+	s, _ := testServer(t, src)
+	name := src.conns[0].Name
+	path := s.URL + "/api/connections/" + url.PathEscape(name)
+	if code, _, b := do(t, "DELETE", path, "guest", "guest"); code != http.StatusNoContent || len(b) != 0 {
+		t.Errorf("DELETE %s: %d %q, want 204", name, code, b)
+	}
+	req, _ := http.NewRequest("DELETE", path, nil)
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("X-Reason", "moving to another node")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("DELETE with X-Reason: %d", resp.StatusCode)
+	}
+	want := []string{name + ": Closed via management plugin", name + ": moving to another node"}
+	if fmt.Sprint(src.closed) != fmt.Sprint(want) {
+		t.Errorf("closed %q, want %q", src.closed, want)
+	}
+	if code, _, _ := do(t, "DELETE", s.URL+"/api/connections/nobody", "guest", "guest"); code != http.StatusNotFound {
+		t.Errorf("DELETE of an unknown connection: %d, want 404", code)
+	}
+	if code, _, _ := do(t, "DELETE", path, "", ""); code != http.StatusUnauthorized || len(src.closed) != 2 {
+		t.Errorf("DELETE without credentials: %d (closed %d)", code, len(src.closed))
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package amqpmgmt serves the read-only subset of RabbitMQ's management
+// Package amqpmgmt serves the subset of RabbitMQ's management
 // HTTP API that monitoring and tools read (rabbitmqadmin's list and show
 // commands, dashboards polling queue depths), over snapshots of the AMQP
 // door:
@@ -10,6 +10,7 @@
 //	GET /api/exchanges              /api/exchanges/{vhost}   /api/exchanges/{vhost}/{name}
 //	GET /api/bindings               /api/bindings/{vhost}
 //	GET /api/connections            /api/connections/{name}
+//	DELETE /api/connections/{name}  (closes it: 320 CONNECTION_FORCED, reason X-Reason)
 //	GET /api/channels               /api/channels/{name}
 //	GET /api/consumers              /api/consumers/{vhost}
 //
@@ -18,8 +19,8 @@
 // sort, sort_reverse, name with use_regex, page and page_size. A vhost in
 // a path is URL-encoded ("/" is %2F). Every request needs HTTP Basic
 // credentials that Config.Login accepts (401 with a JSON error
-// otherwise); the API is read-only: any method but GET and HEAD is
-// answered 405 with a JSON error. It knows no AMQP internals: the data
+// otherwise); the API changes nothing but the connections an operator
+// closes: any other method or DELETE is answered 405 with a JSON error. It knows no AMQP internals: the data
 // comes through Source, as plain amqpinfo values.
 //
 // Concurrency: the handler is safe for concurrent use; every request
