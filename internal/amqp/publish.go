@@ -72,6 +72,7 @@ func (ch *channel) content(f wire.Frame) error {
 		if uint64(len(ch.body)+len(f.Payload)) > ch.hdr.BodySize {
 			return hard(wire.FrameError, ch.pub, "body of more than the %d bytes the header announced", ch.hdr.BodySize)
 		}
+		ch.body = growBody(ch.body, len(f.Payload), ch.hdr.BodySize)
 		ch.body = append(ch.body, f.Payload...)
 	}
 	if uint64(len(ch.body)) < ch.hdr.BodySize {
@@ -80,6 +81,22 @@ func (ch *channel) content(f wire.Frame) error {
 	pub, hdr, body := ch.pub, ch.hdr, ch.body
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
 	return ch.publish(pub, hdr, body)
+}
+
+// growBody makes room in body for n more bytes of a body of size bytes in
+// all: at least doubling what has arrived, never beyond size. So a body
+// costs at most twice its bytes in allocations, the last one exactly its
+// size, and the room never runs ahead of the bytes received by more than
+// what has arrived (a header's announced size reserves nothing).
+func growBody(body []byte, n int, size uint64) []byte {
+	if len(body)+n <= cap(body) {
+		return body
+	}
+	c := uint64(max(2*cap(body), len(body)+n, 4096))
+	c = min(c, size)
+	nb := make([]byte, len(body), c)
+	copy(nb, body)
+	return nb
 }
 
 // publish routes and stores a complete message, then answers: basic.return
