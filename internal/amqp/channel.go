@@ -46,6 +46,9 @@ type channel struct {
 	pub        *wire.BasicPublish
 	hdr        *wire.Header
 	body       []byte
+	// bodyClaim is what reserveBody took from the frame budget for the
+	// body arriving now (0: none); reader goroutine only.
+	bodyClaim int64
 }
 
 func newChannel(c *conn, id uint16) *channel {
@@ -256,7 +259,7 @@ func (ch *channel) permitted(m wire.Method) error {
 // channel holds; frames are then dropped until close-ok.
 func (ch *channel) close(e *amqpError) {
 	first := ch.shutdown()
-	ch.pub, ch.hdr, ch.body = nil, nil, nil
+	ch.dropBody()
 	ch.txPubs, ch.txBytes, ch.txDests = nil, 0, 0
 	if first {
 		ch.c.srv.cfg.Traffic.Error()

@@ -76,19 +76,21 @@ func (b *countingBudget) ClaimBytes(n int64, done <-chan struct{}) bool {
 	return true
 }
 
+func (b *countingBudget) TryClaimBytes(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.claims++
+	b.held += n
+	return true
+}
+
+func (b *countingBudget) CapacityBytes() int64 { return 1 << 30 }
+
 func (b *countingBudget) ReleaseBytes(n int64) {
 	b.mu.Lock()
 	b.held -= n
 	b.mu.Unlock()
 }
 
-// frameBudgetOrNil is b.frameBudget as the Config's interface: nil when unset.
-func (b *broker) frameBudgetOrNil() interface {
-	ClaimBytes(int64, <-chan struct{}) bool
-	ReleaseBytes(int64)
-} {
-	if b.frameBudget == nil {
-		return nil
-	}
-	return b.frameBudget
-}
+// frameBudgetOrNil is b.frameBudget for the Config.
+func (b *broker) frameBudgetOrNil() FrameBudget { return b.frameBudget }

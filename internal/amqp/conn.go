@@ -72,6 +72,11 @@ type conn struct {
 
 	// publishSlots bounds the publishes stored and not yet confirmed.
 	publishSlots chan struct{}
+	// bodyHeld is the bytes the connection's channels hold in the frame
+	// budget for bodies arriving now (reserveBody); while it is above 0
+	// the connection's frames are read on that account, unclaimed
+	// (claimFrame). Reader goroutine only.
+	bodyHeld int64
 	// pubIssued (reader only) counts the publishes handed to the store,
 	// pubDone those whose confirmer step (stored) ran; pubSig is kicked at
 	// each. A method that must see the connection's earlier publishes
@@ -241,7 +246,11 @@ func (c *conn) serve() {
 // frame-max is left for ReadFrame to refuse.
 func (c *conn) claimFrame() (int64, error) {
 	fb := c.srv.cfg.FrameBudget
-	if fb == nil {
+	if fb == nil || c.bodyHeld > 0 {
+		// With a body's reservation held, a frame waiting for budget
+		// could wait for bytes only this connection's own body would
+		// release: its frames (at most frame-max each, one at a time)
+		// are read on the reservation's account instead.
 		return 0, nil
 	}
 	h, err := c.br.Peek(7)
@@ -342,6 +351,7 @@ func (c *conn) cleanup() {
 	c.chMu.Unlock()
 	for _, ch := range chs {
 		ch.shutdown()
+		ch.dropBody()
 	}
 	if c.vh != nil {
 		c.vh.connClosed(c)

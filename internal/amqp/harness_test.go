@@ -47,7 +47,7 @@ type broker struct {
 	// the store takes in one record, as cmd/keel sets them).
 	maxMessage int
 	// frameBudget is the server's Config.FrameBudget.
-	frameBudget *countingBudget
+	frameBudget FrameBudget
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }

@@ -60,6 +60,9 @@ func (ch *channel) content(f wire.Frame) error {
 				return nil
 			}
 		}
+		if err := ch.reserveBody(int64(h.BodySize)); err != nil {
+			return err
+		}
 		ch.hdr = &h
 		// The body's room grows with the body frames that come, not with
 		// the size the header announces: a header costs the client a few
@@ -80,7 +83,50 @@ func (ch *channel) content(f wire.Frame) error {
 	}
 	pub, hdr, body := ch.pub, ch.hdr, ch.body
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
-	return ch.publish(pub, hdr, body)
+	err := ch.publish(pub, hdr, body)
+	ch.dropBody() // stored (or refused): the body's bytes are the store's now
+	return err
+}
+
+// reserveBody takes a body's bytes from the frame budget when its content
+// header arrives, so that bodies being received count against the
+// broker's budget (maxInFlightRequestBytes) however slowly they come, and
+// holds them until the message is stored or dropped (dropBody). A body
+// above half the budget reserves half: such a message may be as large as
+// amqpMaxMessageSize allows, and the budget must stay shared. With no
+// body of its own arriving, the connection waits for the bytes (its
+// reader stops, which pushes back on the client). With another body
+// arriving on one of its channels it cannot wait (that body's frames come
+// after this header on the same socket): it takes the bytes if they fit
+// now, else the connection is closed with 506 RESOURCE_ERROR.
+func (ch *channel) reserveBody(size int64) error {
+	c := ch.c
+	fb := c.srv.cfg.FrameBudget
+	if fb == nil || size == 0 {
+		return nil
+	}
+	n := min(size, max(fb.CapacityBytes()/2, 1))
+	if c.bodyHeld == 0 {
+		if !fb.ClaimBytes(n, c.srv.stop) {
+			return errConnClosed // the server is closing
+		}
+	} else if !fb.TryClaimBytes(n) {
+		return hard(wire.ResourceError, ch.pub, "the broker's budget for message bodies being received is full while another message's body (%d bytes held) is still arriving on this connection: publish one message at a time per connection", c.bodyHeld)
+	}
+	ch.bodyClaim = n
+	c.bodyHeld += n
+	return nil
+}
+
+// dropBody forgets the body arriving on the channel, if any, and gives
+// its reservation back.
+func (ch *channel) dropBody() {
+	ch.pub, ch.hdr, ch.body = nil, nil, nil
+	if ch.bodyClaim > 0 {
+		ch.c.srv.cfg.FrameBudget.ReleaseBytes(ch.bodyClaim)
+		ch.c.bodyHeld -= ch.bodyClaim
+		ch.bodyClaim = 0
+	}
 }
 
 // growBody makes room in body for n more bytes of a body of size bytes in

@@ -23,6 +23,16 @@ import (
 	"github.com/keelmq/keel/internal/vfs"
 )
 
+// FrameBudget is the broker-wide budget of bytes held by requests being
+// read (internal/netlimit's Door is one).
+type FrameBudget interface {
+	ClaimBytes(n int64, done <-chan struct{}) bool
+	// TryClaimBytes takes n bytes only if they fit now.
+	TryClaimBytes(n int64) bool
+	ReleaseBytes(n int64)
+	CapacityBytes() int64
+}
+
 // Config is the AMQP listener's configuration.
 type Config struct {
 	// DataDir is the broker's data directory; definitions and
@@ -43,11 +53,10 @@ type Config struct {
 	// handshake) once its header has arrived and before its payload is
 	// read, and given them back once the frame is handled (a broker-wide
 	// request budget): ClaimBytes waits while they do not fit and reports
-	// false if done closes first (the server is closing).
-	FrameBudget interface {
-		ClaimBytes(n int64, done <-chan struct{}) bool
-		ReleaseBytes(n int64)
-	}
+	// false if done closes first (the server is closing). A message's
+	// body is claimed whole when its content header arrives and held
+	// until the message is stored or dropped (publish.go's reserveBody).
+	FrameBudget FrameBudget
 	// MaxChannels is the channel-max offered in connection.tune.
 	MaxChannels uint16
 	// Heartbeat is the heartbeat interval offered in connection.tune (0: none).

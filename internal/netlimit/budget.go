@@ -109,6 +109,25 @@ func (d *Door) ClaimBytes(n int64, done <-chan struct{}) bool {
 	return err == nil
 }
 
+// TryClaimBytes is ClaimBytes without the wait: it takes n bytes only if
+// they fit now without overtaking a waiter, and reports whether it did.
+func (d *Door) TryClaimBytes(n int64) bool {
+	if n < 0 {
+		panic(fmt.Sprintf("netlimit: claim %d bytes", n))
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.growers) > 0 || len(b.acquirers) > 0 || b.heldBytes+n > b.capacityBytes {
+		return false
+	}
+	b.takeLocked(d, n)
+	return true
+}
+
+// CapacityBytes returns the capacity of the budget the door shares.
+func (d *Door) CapacityBytes() int64 { return d.b.capacityBytes }
+
 // ReleaseBytes gives back n bytes taken with ClaimBytes.
 func (d *Door) ReleaseBytes(n int64) {
 	c := Claim{d: d, n: n}
