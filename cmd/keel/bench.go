@@ -450,3 +450,32 @@ func readJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// cpuProfileEnv names a file to which keel serve and keel broker write a
+// CPU profile of their whole run (until they stop): the way to profile a
+// broker under clients that run in other processes (docs/benchmarks.md).
+const cpuProfileEnv = "KEEL_CPUPROFILE"
+
+// startEnvCPUProfile starts the CPU profile KEEL_CPUPROFILE asks for; the
+// returned function stops it and writes the file.
+func startEnvCPUProfile(log *slog.Logger) (func(), error) {
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	log.Warn("writing a CPU profile of this run (" + cpuProfileEnv + ")", "file", path)
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Error("CPU profile not written", "file", path, "err", err)
+		}
+	}, nil
+}

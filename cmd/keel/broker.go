@@ -23,6 +23,11 @@ func newBrokerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stopProfile, err := startEnvCPUProfile(log)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			cfg, err := o.loadBroker(cmd, log)
 			if err != nil {
 				return err

@@ -34,6 +34,11 @@ func (o *options) serve(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startEnvCPUProfile(log)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	cfg, err := o.loadBroker(cmd, log)
 	if err != nil {
 		return err
