@@ -43,4 +43,3 @@ func BenchmarkPublishConfirmed(b *testing.B) {
 		}
 	}
 }
-
