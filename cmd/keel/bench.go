@@ -471,7 +471,7 @@ func startEnvCPUProfile(log *slog.Logger) (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
 	}
-	log.Warn("writing a CPU profile of this run (" + cpuProfileEnv + ")", "file", path)
+	log.Warn("writing a CPU profile of this run ("+cpuProfileEnv+")", "file", path)
 	return func() {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
