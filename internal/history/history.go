@@ -138,6 +138,19 @@ func (h *History) Delivered(family string, groups ...string) (missing int) {
 	return missing
 }
 
+// Sends are the sends of family recorded so far.
+func (h *History) Sends(family string) []Send {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Send
+	for _, s := range h.sends {
+		if s.Family == family {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Acked is the number of acknowledged sends of family.
 func (h *History) Acked(family string) int {
 	h.mu.Lock()
