@@ -587,8 +587,7 @@ func TestControllerHistory(t *testing.T) {
 	acked := map[string]ackedSend{}
 	for _, s := range h.Sends("rocketmq") {
 		if s.Acked {
-			q, _ := strconv.Atoi(s.Queue[strings.LastIndexByte(s.Queue, '/')+1:])
-			acked[string(historyBody(s.ID, idSeq(s.ID)))] = ackedSend{queue: int32(q), offset: s.Offset}
+			acked[string(historyBody(s.ID, idSeq(s.ID)))] = ackedSend{queue: int32(queueNum(s.Queue)), offset: s.Offset}
 		}
 	}
 	for _, b := range hc.brokers {
@@ -596,6 +595,12 @@ func TestControllerHistory(t *testing.T) {
 		<-b.proc.exited
 		checkAcked(t, b.dir, rtopic, acked)
 	}
+}
+
+// queueNum is the queue id of a history queue ("broker-a/3" is 3).
+func queueNum(q string) int {
+	n, _ := strconv.Atoi(q[strings.LastIndexByte(q, '/')+1:])
+	return n
 }
 
 // idSeq is the sequence number of a history id ("r-000042" is 42).

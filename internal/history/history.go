@@ -151,6 +151,19 @@ func (h *History) Sends(family string) []Send {
 	return out
 }
 
+// Deliveries are the deliveries of family to group recorded so far.
+func (h *History) Deliveries(family, group string) []Delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Delivery
+	for _, d := range h.deliveries {
+		if d.Family == family && d.Group == group {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Acked is the number of acknowledged sends of family.
 func (h *History) Acked(family string) int {
 	h.mu.Lock()
