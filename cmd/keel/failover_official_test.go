@@ -129,6 +129,7 @@ func TestControllerFailoverOfficialClient(t *testing.T) {
 	if err := p1.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p1Started := time.Now()
 	defer p1.Shutdown()
 	stopP1 := make(chan struct{})
 	var wg sync.WaitGroup
@@ -230,7 +231,8 @@ func TestControllerFailoverOfficialClient(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("kill -9 of the master to the first SEND_OK of the producer started before it (the client's 30 s route refresh): %v", first.Round(time.Millisecond))
+	t.Logf("kill -9 of the master to the first SEND_OK of the producer started %v before it (the client's 30 s route refresh): %v",
+		killAt.Sub(p1Started).Round(time.Millisecond), first.Round(time.Millisecond))
 	waitFor(t, "100 more SEND_OK after the failover", 30*time.Second, func() bool {
 		n := 0
 		for _, s := range h.Sends("rocketmq") {

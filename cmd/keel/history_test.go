@@ -143,25 +143,36 @@ var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, f
 // durations drawn from its fixed seed.
 var ciFaultKinds = []string{faultKillMaster, faultHoldReplication, faultCutCtrl, faultStopLeader, faultSlowReplication}
 
-// faultSchedule draws a schedule from seed: every kind of kinds once in a
-// random order (long: kinds drawn at random until total is used up).
-func faultSchedule(seed uint64, kinds []string, long bool, total time.Duration) []historyFault {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	dur := func() time.Duration { return time.Duration(2500+r.IntN(3000)) * time.Millisecond }
-	var s []historyFault
+// faultSchedule draws faults from seed: in the short run every kind of
+// kinds once, in a random order; in the long one kinds at random, for as
+// long as the caller asks (next reports false when the short run's list
+// is done). The same seed gives the same sequence.
+type faultSchedule struct {
+	r     *rand.Rand
+	kinds []string
+	order []int // short run: the permutation left
+	long  bool
+}
+
+func newFaultSchedule(seed uint64, kinds []string, long bool) *faultSchedule {
+	s := &faultSchedule{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), kinds: kinds, long: long}
 	if !long {
-		for _, i := range r.Perm(len(kinds)) {
-			s = append(s, historyFault{kind: kinds[i], dur: dur()})
-		}
-		return s
-	}
-	var sum time.Duration
-	for sum < total {
-		f := historyFault{kind: kinds[r.IntN(len(kinds))], dur: dur()}
-		s = append(s, f)
-		sum += f.dur + 8*time.Second // about what a heal and the recovery take
+		s.order = s.r.Perm(len(kinds))
 	}
 	return s
+}
+
+func (s *faultSchedule) next() (historyFault, bool) {
+	var k string
+	if s.long {
+		k = s.kinds[s.r.IntN(len(s.kinds))]
+	} else {
+		if len(s.order) == 0 {
+			return historyFault{}, false
+		}
+		k, s.order = s.kinds[s.order[0]], s.order[1:]
+	}
+	return historyFault{kind: k, dur: time.Duration(2500+s.r.IntN(3000)) * time.Millisecond}, true
 }
 
 // inject starts fault f on hc and returns what heals it. It logs a skip
@@ -485,8 +496,12 @@ func TestControllerHistory(t *testing.T) {
 	if long {
 		kinds = allFaultKinds
 	}
-	schedule := faultSchedule(seed, kinds, long, total)
-	t.Logf("fault schedule (seed %d, replay with KEEL_HISTORY_SEED=%d%s): %v", seed, seed, map[bool]string{true: " KEEL_LONG=1", false: ""}[long], schedule)
+	schedule := newFaultSchedule(seed, kinds, long)
+	replay := fmt.Sprintf("KEEL_HISTORY_SEED=%d", seed)
+	if long {
+		replay = fmt.Sprintf("KEEL_LONG=1 KEEL_HISTORY_SEED=%d KEEL_HISTORY_DURATION=%v", seed, total)
+	}
+	t.Logf("fault schedule: seed %d (replay: %s)", seed, replay)
 	t.Log("fault kind network namespace: not injected (the proxies cut, hold and slow the links; no namespace is set up)")
 	t.Log("client family amqp: left out (AMQP queue definitions and acknowledgement state do not fail over: docs/replication.md)")
 
@@ -528,11 +543,18 @@ func TestControllerHistory(t *testing.T) {
 		return true
 	})
 
-	for i, f := range schedule {
+	faultsEnd := time.Now().Add(total)
+	var done []historyFault
+	for i := 0; ; i++ {
+		f, ok := schedule.next()
+		if !ok || long && time.Now().After(faultsEnd) {
+			break
+		}
 		heal := hc.inject(t, f)
 		if heal == nil {
 			continue
 		}
+		done = append(done, f)
 		idx := h.AddFault(f.kind, time.Now())
 		t.Logf("fault %d: %s for %v", i, f.kind, f.dur)
 		time.Sleep(f.dur) // the fault's planned duration
@@ -543,7 +565,7 @@ func TestControllerHistory(t *testing.T) {
 		for !hc.recovered(t) {
 			if time.Now().After(deadline) {
 				dumpBrokers(t, hc.brokers)
-				t.Fatalf("no master with all three in sync within 60 s of healing fault %d (%s; seed %d)", i, f.kind, seed)
+				t.Fatalf("no master with all three in sync within 60 s of healing fault %d (%s; %s; faults %v)", i, f.kind, replay, done)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -575,7 +597,7 @@ func TestControllerHistory(t *testing.T) {
 	rep.Log(t.Logf)
 	if !rep.OK() {
 		dumpBrokers(t, hc.brokers)
-		t.Fatalf("%d anomalies in the history (seed %d, schedule %v)", len(rep.Anomalies), seed, schedule)
+		t.Fatalf("%d anomalies in the history (%s; faults %v)", len(rep.Anomalies), replay, done)
 	}
 
 	// Every message the RocketMQ producer was acknowledged is in every

@@ -206,6 +206,11 @@ type FamilyReport struct {
 	// PerFault is, per fault, the time from it to the first
 	// acknowledgement of a send started after it (-1: none).
 	PerFault []time.Duration
+	// FaultErrors is, per fault, the distinct errors (at most four) of
+	// the sends that started after it and failed before that first
+	// acknowledgement, and FaultFailures how many failed.
+	FaultErrors   [][]string
+	FaultFailures []int
 }
 
 // Report is the result of Check.
@@ -375,6 +380,18 @@ func availability(fr *FamilyReport, sends []Send, faults []Fault) {
 			}
 		}
 		fr.PerFault = append(fr.PerFault, best)
+		var errs []string
+		n := 0
+		for _, s := range sends {
+			if s.Family != fr.Family || s.Acked || s.Start.Before(f.At) || best >= 0 && s.End.After(f.At.Add(best)) {
+				continue
+			}
+			n++
+			if e := s.Err; len(errs) < 4 && !slices.Contains(errs, e) {
+				errs = append(errs, e)
+			}
+		}
+		fr.FaultErrors, fr.FaultFailures = append(fr.FaultErrors, errs), append(fr.FaultFailures, n)
 	}
 }
 
@@ -394,8 +411,8 @@ func (r Report) Log(logf func(string, ...any)) {
 				logf("%s: fault %d (%s at %s): no acknowledged send started after it", fr.Family, i, f.Name, f.At.Format("15:04:05.000"))
 				continue
 			}
-			logf("%s: fault %d (%s at %s): first acknowledgement of a send started after it %v later", fr.Family, i, f.Name,
-				f.At.Format("15:04:05.000"), d.Round(time.Millisecond))
+			logf("%s: fault %d (%s at %s): first acknowledgement of a send started after it %v later (%d failed before it: %q)", fr.Family, i, f.Name,
+				f.At.Format("15:04:05.000"), d.Round(time.Millisecond), fr.FaultFailures[i], fr.FaultErrors[i])
 		}
 	}
 }

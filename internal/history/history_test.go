@@ -148,6 +148,9 @@ func TestAvailability(t *testing.T) {
 	if len(fr.PerFault) != 2 || fr.PerFault[0] != 4460*time.Millisecond || fr.PerFault[1] != -1 {
 		t.Errorf("per fault %v, want [4.46s -1]", fr.PerFault)
 	}
+	if len(fr.FaultFailures) != 2 || fr.FaultFailures[0] != 0 || fr.FaultFailures[1] != 1 {
+		t.Errorf("failed sends per fault %v, want [0 1] (a send started before a fault is not its)", fr.FaultFailures)
+	}
 	var lines []string
 	r.Log(func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
 	if len(lines) != 3 || !strings.Contains(lines[2], "no acknowledged send started after it") {
