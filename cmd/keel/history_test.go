@@ -550,6 +550,10 @@ func TestControllerHistory(t *testing.T) {
 		if !ok || long && time.Now().After(faultsEnd) {
 			break
 		}
+		var epochBefore uint32
+		if g := hc.group(); g != nil {
+			epochBefore = g.MasterEpoch
+		}
 		heal := hc.inject(t, f)
 		if heal == nil {
 			continue
@@ -572,6 +576,11 @@ func TestControllerHistory(t *testing.T) {
 		if g := hc.group(); g != nil {
 			t.Logf("fault %d: %s healed; %v later the group had a master (replica %d, epoch %d) and all three in sync", i, f.kind,
 				time.Since(healed).Round(time.Millisecond), g.MasterID, g.MasterEpoch)
+			if (f.kind == faultCutCtrl || f.kind == faultCutCtrlOneWay) && g.MasterEpoch == epochBefore {
+				// The controller client follows a follower's redirect to
+				// the raft leader's own address, which no proxy covers.
+				t.Logf("fault %d: %s did not isolate the master (still at epoch %d): it reached the raft leader directly, at the address a redirect named", i, f.kind, epochBefore)
+			}
 		}
 		time.Sleep(time.Second) // traffic between faults
 	}
