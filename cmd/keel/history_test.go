@@ -140,8 +140,12 @@ var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, f
 	faultHoldReplication, faultCutReplication, faultSlowReplication}
 
 // ciFaultKinds are the short run's faults, one each, in an order and with
-// durations drawn from its fixed seed.
-var ciFaultKinds = []string{faultKillMaster, faultHoldReplication, faultCutCtrl, faultStopLeader, faultSlowReplication}
+// durations drawn from its fixed seed. The cuts of the master's links to
+// the controllers are left to the long run: a broker's controller client
+// follows a redirect to the raft leader's own address, which no proxy
+// covers, so such a cut isolates the master only when it had not been
+// redirected (the run logs which did not).
+var ciFaultKinds = []string{faultKillMaster, faultHoldReplication, faultCutReplication, faultStopMaster, faultStopLeader, faultSlowReplication}
 
 // faultSchedule draws faults from seed: in the short run every kind of
 // kinds once, in a random order; in the long one kinds at random, for as
