@@ -36,6 +36,8 @@ import (
 type historyCluster struct {
 	ctrl    []string
 	cprocs  []*controllerProc
+	cdirs   []string
+	cconf   string
 	ns      string
 	brokers []*failoverBroker
 	kafka   []string
@@ -66,9 +68,14 @@ func startHistoryCluster(t *testing.T) *historyCluster {
 	if err := os.WriteFile(cconf, []byte("controllerHeartBeatTimeoutMills=2000\nscanInactiveMasterInterval=200\ncontrollerFenceTimeoutMillis=1000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hc.cprocs = append(hc.cprocs, startControllerProc(t, t.TempDir(), hc.ctrl[0], "-c", cconf, "--bootstrap="+strings.Join(hc.ctrl, ",")))
-	for i := 1; i < 3; i++ {
-		hc.cprocs = append(hc.cprocs, startControllerProc(t, t.TempDir(), hc.ctrl[i], "-c", cconf))
+	hc.cconf = cconf
+	for i := range 3 {
+		hc.cdirs = append(hc.cdirs, t.TempDir())
+		extra := []string{"-c", cconf}
+		if i == 0 {
+			extra = append(extra, "--bootstrap="+strings.Join(hc.ctrl, ","))
+		}
+		hc.cprocs = append(hc.cprocs, startControllerProc(t, hc.cdirs[i], hc.ctrl[i], extra...))
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -129,6 +136,7 @@ const (
 	faultKillSlave       = "kill -9 slave"
 	faultStopMaster      = "SIGSTOP master"
 	faultStopLeader      = "SIGSTOP controller leader"
+	faultKillLeader      = "kill -9 controller leader"
 	faultCutCtrl         = "cut master-controllers"
 	faultCutCtrlOneWay   = "cut master-to-controllers one way"
 	faultHoldReplication = "hold master replication"
@@ -136,7 +144,7 @@ const (
 	faultSlowReplication = "slow master replication"
 )
 
-var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, faultStopLeader, faultCutCtrl, faultCutCtrlOneWay,
+var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, faultStopLeader, faultKillLeader, faultCutCtrl, faultCutCtrlOneWay,
 	faultHoldReplication, faultCutReplication, faultSlowReplication}
 
 // ciFaultKinds are the short run's faults, one each, in an order and with
@@ -145,7 +153,8 @@ var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, f
 // follows a redirect to the raft leader's own address, which no proxy
 // covers, so such a cut isolates the master only when it had not been
 // redirected (the run logs which did not).
-var ciFaultKinds = []string{faultKillMaster, faultHoldReplication, faultCutReplication, faultStopMaster, faultStopLeader, faultSlowReplication}
+var ciFaultKinds = []string{faultKillMaster, faultHoldReplication, faultCutReplication, faultStopMaster, faultStopLeader, faultKillLeader,
+	faultSlowReplication}
 
 // faultSchedule draws faults from seed: in the short run every kind of
 // kinds once, in a random order; in the long one kinds at random, for as
@@ -204,7 +213,7 @@ func (hc *historyCluster) inject(t *testing.T, f historyFault) func() {
 		p := hc.brokers[master].proc
 		p.cmd.Process.Signal(syscall.SIGSTOP)
 		return func() { p.cmd.Process.Signal(syscall.SIGCONT) }
-	case faultStopLeader:
+	case faultStopLeader, faultKillLeader:
 		st, ok := controllerStatus(t, hc.ctrl)
 		i := slices.Index(hc.ctrl, st.LeaderAddr)
 		if !ok || i < 0 {
@@ -212,6 +221,12 @@ func (hc *historyCluster) inject(t *testing.T, f historyFault) func() {
 			return nil
 		}
 		p := hc.cprocs[i]
+		if f.kind == faultKillLeader {
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.exited
+			// Restarted from its data directory, without --bootstrap.
+			return func() { hc.cprocs[i] = startControllerProc(t, hc.cdirs[i], hc.ctrl[i], "-c", hc.cconf) }
+		}
 		p.cmd.Process.Signal(syscall.SIGSTOP)
 		return func() { p.cmd.Process.Signal(syscall.SIGCONT) }
 	case faultCutCtrl, faultCutCtrlOneWay:
