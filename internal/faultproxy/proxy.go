@@ -13,6 +13,7 @@
 package faultproxy
 
 import (
+	"bufio"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -55,9 +56,32 @@ type Proxy struct {
 	links   map[*link]struct{}
 	closed  bool
 
+	frames [2]framing // per direction; set before traffic flows
+
 	forwarded [2]atomic.Int64 // bytes written on, per direction
 	accepted  atomic.Int64
 	wg        sync.WaitGroup
+}
+
+// framing makes a direction carry whole frames, each rewritten.
+type framing struct {
+	read    func(*bufio.Reader) ([]byte, error)
+	rewrite func([]byte) []byte
+}
+
+// RewriteFrames makes direction d (Forward or Backward) of every later
+// connection read whole frames with read (it returns one frame, bytes
+// and all) and deliver rewrite(frame) instead: a test changes what a
+// protocol says in passing, such as an address that would lead a client
+// around the proxy. Call it before any connection is made.
+func (p *Proxy) RewriteFrames(d Dir, read func(*bufio.Reader) ([]byte, error), rewrite func([]byte) []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := 0
+	if d == Backward {
+		i = 1
+	}
+	p.frames[i] = framing{read: read, rewrite: rewrite}
 }
 
 // link is one proxied connection: the accepted one and the one to the
@@ -253,11 +277,29 @@ type chunk struct {
 // so a held direction stops reading and the sender's socket buffers fill.
 func (p *Proxy) pump(l *link, d int, src, dst net.Conn) {
 	q := make(chan chunk, 16)
+	p.mu.Lock()
+	fr := p.frames[d]
+	p.mu.Unlock()
+	var br *bufio.Reader
+	if fr.read != nil {
+		br = bufio.NewReaderSize(src, 64<<10)
+	}
 	go func() {
 		defer close(q)
 		for {
-			b := make([]byte, 32<<10)
-			n, err := src.Read(b)
+			var b []byte
+			var n int
+			var err error
+			if br != nil {
+				b, err = fr.read(br)
+				if len(b) > 0 && fr.rewrite != nil {
+					b = fr.rewrite(b)
+				}
+				n = len(b)
+			} else {
+				b = make([]byte, 32<<10)
+				n, err = src.Read(b)
+			}
 			if n > 0 {
 				p.mu.Lock()
 				delay := p.state[d].delay

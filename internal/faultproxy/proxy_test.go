@@ -246,3 +246,35 @@ func TestSlowDelays(t *testing.T) {
 func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// lineFrame reads one line, newline included: the frames of the rewrite
+// test.
+func lineFrame(r *bufio.Reader) ([]byte, error) { return r.ReadBytes('\n') }
+
+// TestRewriteFrames: the answers are rewritten frame by frame, also when
+// a frame arrives in pieces; the requests pass unchanged.
+func TestRewriteFrames(t *testing.T) {
+	p, err := New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.RewriteFrames(Backward, lineFrame, func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("leader=A"), []byte("leader=B")) })
+	c := dial(t, p.Addr())
+	r := bufio.NewReader(c)
+	if got, err := roundTrip(c, r, "x leader=A y", 5*time.Second); err != nil || got != "x leader=B y" {
+		t.Fatalf("rewritten answer %q, %v", got, err)
+	}
+	// In two writes, split inside the pattern: the echo server may answer
+	// each piece at once, and the frame is still rewritten whole.
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "leader")
+	time.Sleep(50 * time.Millisecond) // let the first piece cross on its own
+	io.WriteString(c, "=A\n")
+	if got, err := r.ReadString('\n'); err != nil || got != "leader=B\n" {
+		t.Fatalf("a frame in two pieces: %q, %v", got, err)
+	}
+	if f := p.Forwarded(Forward); f != int64(len("x leader=A y\n")+len("leader=A\n")) {
+		t.Errorf("forwarded %d bytes of requests, unchanged they are %d", f, len("x leader=A y\n")+len("leader=A\n"))
+	}
+}
