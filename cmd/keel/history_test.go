@@ -169,6 +169,8 @@ type historyFault struct {
 	dur  time.Duration
 }
 
+func (f historyFault) String() string { return f.kind + " for " + f.dur.String() }
+
 // The fault kinds. Every one is healed (a killed process restarted, a
 // stopped one continued, a link healed) before the next begins, once
 // the group has a master and all three in sync again.
