@@ -178,6 +178,8 @@ const (
 	faultKillMaster      = "kill -9 master"
 	faultKillSlave       = "kill -9 slave"
 	faultStopMaster      = "SIGSTOP master"
+	faultStopSlave       = "SIGSTOP slave"
+	faultKillFollower    = "kill -9 controller follower"
 	faultStopLeader      = "SIGSTOP controller leader"
 	faultKillLeader      = "kill -9 controller leader"
 	faultCutCtrl         = "cut master-controllers"
@@ -187,8 +189,8 @@ const (
 	faultSlowReplication = "slow master replication"
 )
 
-var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, faultStopLeader, faultKillLeader, faultCutCtrl, faultCutCtrlOneWay,
-	faultHoldReplication, faultCutReplication, faultSlowReplication}
+var allFaultKinds = []string{faultKillMaster, faultKillSlave, faultStopMaster, faultStopSlave, faultStopLeader, faultKillLeader,
+	faultKillFollower, faultCutCtrl, faultCutCtrlOneWay, faultHoldReplication, faultCutReplication, faultSlowReplication}
 
 // ciFaultKinds are the short run's faults, one each, in an order and with
 // durations drawn from its fixed seed.
@@ -255,19 +257,26 @@ func (hc *historyCluster) inject(t *testing.T, f historyFault) func() {
 		b.proc.cmd.Process.Signal(syscall.SIGKILL)
 		<-b.proc.exited
 		return func() { b.proc = startKeelProc(t, b.args...) }
-	case faultStopMaster:
-		p := hc.brokers[master].proc
+	case faultStopMaster, faultStopSlave:
+		i := master
+		if f.kind == faultStopSlave {
+			i = slave
+		}
+		p := hc.brokers[i].proc
 		p.cmd.Process.Signal(syscall.SIGSTOP)
 		return func() { p.cmd.Process.Signal(syscall.SIGCONT) }
-	case faultStopLeader, faultKillLeader:
+	case faultStopLeader, faultKillLeader, faultKillFollower:
 		st, ok := controllerStatus(t, hc.ctrl)
 		i := slices.Index(hc.ctrl, st.LeaderAddr)
 		if !ok || i < 0 {
 			t.Logf("fault %s: skipped, no leader known (%+v)", f.kind, st)
 			return nil
 		}
+		if f.kind == faultKillFollower {
+			i = (i + 1) % len(hc.ctrl)
+		}
 		p := hc.cprocs[i]
-		if f.kind == faultKillLeader {
+		if f.kind != faultStopLeader {
 			p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.exited
 			// Restarted from its data directory, without --bootstrap.
