@@ -230,7 +230,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	if err != nil {
 		return err
 	}
-	haAdv := (&parts{haBound: ls[listenHA].Addr()}).haAdvertised(adv)
+	haAdv := (&parts{cfg: cfg, haBound: ls[listenHA].Addr()}).haAdvertised(adv)
 	if err := os.MkdirAll(cfg.StorePathRootDir, 0o755); err != nil {
 		return err
 	}

@@ -143,12 +143,17 @@ func (p *parts) replicationStarter(haAddr string) starter {
 	}
 }
 
-// haAdvertised is the haServerAddr registered with the NameServers: the
-// advertised broker host on the bound HA port, or the bound address when
-// it is a loopback one ("" for a slave).
+// haAdvertised is the haServerAddr registered with the NameServers (and
+// the HA address a controller-mode broker registers with the
+// controllers): haAdvertisedAddress when set, else the advertised broker
+// host on the bound HA port, or the bound address when it is a loopback
+// one ("" for a slave).
 func (p *parts) haAdvertised(adv string) string {
 	if p.haBound == nil {
 		return ""
+	}
+	if p.cfg != nil && p.cfg.HAAdvertisedAddress != "" {
+		return p.cfg.HAAdvertisedAddress
 	}
 	host, _, err := net.SplitHostPort(adv)
 	if err != nil {

@@ -36,6 +36,8 @@ var layerRules = []layerRule{
 	{dir: "internal/amqpinfo", why: "the description of AMQP queues and exchanges is plain data shared by the AMQP door and the admin client: standard library only"},
 	{dir: "internal/kafkainfo", why: "the description of Kafka groups and connections is plain data shared by the Kafka door and the admin client: standard library only"},
 	{dir: "internal/heapwatch", why: "the hostile-input tests' heap measurement: standard library only"},
+	{dir: "internal/faultproxy", why: "the fault-injecting TCP proxy of the failover tests: standard library only"},
+	{dir: "internal/history", why: "the failover tests' client history and its checker: standard library only"},
 	{dir: "internal/pendingtxn", why: "the description of undecided transactions is plain data shared by the engine and the admin client: standard library only"},
 	{dir: "internal/core", internal: []string{"internal/store", "internal/message", "internal/vfs", "internal/pendingtxn"},
 		why: "the core is protocol-free: every front door (RocketMQ, Kafka and AMQP) shares it"},
@@ -105,11 +107,12 @@ func (r layerRule) check(m *module, imp string) string {
 }
 
 // TestTestClusterOnlyInTests keeps the shared test harnesses (the
-// in-process cluster, the heap watch of the hostile-input tests) out of
+// in-process cluster, the heap watch of the hostile-input tests, the
+// failover tests' fault proxy and history checker) out of
 // production code: only _test.go files may import them.
 func TestTestClusterOnlyInTests(t *testing.T) {
 	m := load(t)
-	for _, h := range []string{"internal/testcluster", "internal/heapwatch"} {
+	for _, h := range []string{"internal/testcluster", "internal/heapwatch", "internal/faultproxy", "internal/history"} {
 		harness := m.path + "/" + h
 		for _, p := range m.sorted() {
 			if p.imports[harness] {

@@ -157,6 +157,11 @@ type Broker struct {
 	// Replication (docs/replication.md).
 	HAListenPort    int    // haListenPort: the replication port; 0 = listenPort+1 (the --ha-listen flag overrides)
 	HAMasterAddress string // haMasterAddress: a slave's master HA address "host:port"
+	// haAdvertisedAddress (Keel): the replication address "host:port" this
+	// broker names to the NameServers and the controllers when its
+	// replicas reach its HA listener through another address (a port
+	// mapping, a proxy); empty: the listener's own.
+	HAAdvertisedAddress string
 	// enableControllerMode: the broker's role comes from the controllers
 	// at controllerAddr (host:port[;host:port]), not from brokerRole and
 	// brokerId (docs/replication.md#controller).

@@ -88,6 +88,7 @@ var fields = []field{
 
 	intf("haListenPort", func(b *Broker) *int { return &b.HAListenPort }),
 	str("haMasterAddress", func(b *Broker) *string { return &b.HAMasterAddress }),
+	str("haAdvertisedAddress", func(b *Broker) *string { return &b.HAAdvertisedAddress }),
 	boolf("enableControllerMode", func(b *Broker) *bool { return &b.EnableControllerMode }),
 	str("controllerAddr", func(b *Broker) *string { return &b.ControllerAddr }),
 	intf("minInSyncReplicas", func(b *Broker) *int { return &b.MinInSyncReplicas }),

@@ -86,6 +86,11 @@ func (b *Broker) validateReplication(bad func(string, string, ...any)) {
 			bad("haMasterAddress", "not host:port")
 		}
 	}
+	if a := b.HAAdvertisedAddress; a != "" {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" || port == "0" {
+			bad("haAdvertisedAddress", "not host:port (a host and a port other than 0)")
+		}
+	}
 	if b.EnableControllerMode {
 		switch {
 		case b.ControllerAddr == "":

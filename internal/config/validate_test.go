@@ -16,6 +16,8 @@ func TestValidate(t *testing.T) {
 		{"sync master id", "brokerRole=SYNC_MASTER\nbrokerId=1", []string{"must be 0 for a master (brokerRole=SYNC_MASTER)"}},
 		{"ha port", "haListenPort=70000", []string{"haListenPort"}},
 		{"ha master address", "haMasterAddress=nohost", []string{`haMasterAddress="nohost" (c:1): not host:port`}},
+		{"ha advertised address", "haAdvertisedAddress=nohost", []string{`haAdvertisedAddress="nohost" (c:1): not host:port`}},
+		{"ha advertised port 0", "haAdvertisedAddress=127.0.0.1:0", []string{"haAdvertisedAddress"}},
 		{"min in-sync", "minInSyncReplicas=0", []string{"minInSyncReplicas"}},
 		{"replica ack timeout", "replicaAckTimeoutMillis=0", []string{"replicaAckTimeoutMillis"}},
 		// The secret is never printed back, also when it is refused.
