@@ -38,6 +38,7 @@ type conn struct {
 	channelMax uint16 // negotiated: the server's, or the client's if lower
 	heartbeat  time.Duration
 	user       string
+	secret     string       // the password the client logged in with (forward.go dials as the client)
 	acct       *acl.Account // permissions (auth.go); nil: everything
 	vh         *vhost       // the vhost connection.open chose (set before any channel)
 	// shown is what operators see of the connection once it is open (mgmt.go).
@@ -53,6 +54,9 @@ type conn struct {
 
 	chMu     sync.Mutex
 	channels map[uint16]*channel
+
+	fwd      connForward // connections to other groups' doors (forward.go)
+	fromPeer bool        // another group's door forwarding for its client: nothing is forwarded on
 
 	// What Connections reports (info.go): since is set at accept; the
 	// user and vhost once negotiated, under infoMu (the reader writes
@@ -323,6 +327,7 @@ func (c *conn) cleanup() {
 	if c.vh != nil {
 		c.vh.connClosed(c)
 	}
+	c.closeUpstreams() // forward.go
 }
 
 func (c *conn) beat() {
@@ -504,10 +509,11 @@ func (c *conn) handshake() error {
 	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
-	c.acct = acct
+	c.acct, c.secret = acct, pass
 	c.infoMu.Lock()
 	c.infoUser = user
 	c.infoMu.Unlock()
+	c.fromPeer = so.ClientProperties[peerProperty] == true // forward.go
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg

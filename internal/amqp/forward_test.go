@@ -1,0 +1,296 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// staticCluster is a Cluster whose peers the test sets.
+type staticCluster struct {
+	mu    sync.Mutex
+	peers []Peer
+}
+
+func (s *staticCluster) Peers(context.Context) ([]Peer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Peer(nil), s.peers...), nil
+}
+
+// startPair starts two brokers, groups "a" and "b", each knowing the
+// other as its peer.
+func startPair(t *testing.T) (a, b *broker) {
+	ca, cb := &staticCluster{}, &staticCluster{}
+	a = &broker{t: t, dir: t.TempDir(), cluster: ca}
+	a.start()
+	t.Cleanup(a.stop)
+	b = &broker{t: t, dir: t.TempDir(), cluster: cb}
+	b.start()
+	t.Cleanup(b.stop)
+	ca.peers = []Peer{{Group: "b", Addr: b.addr}}
+	cb.peers = []Peer{{Group: "a", Addr: a.addr}}
+	return a, b
+}
+
+// declared reports whether b's own vhost "/" has queue name.
+func declared(b *broker, name string) bool { return b.srv.vhosts["/"].queue(name) != nil }
+
+// queueCount is the message count b's door answers for queue name.
+func queueCount(t *testing.T, b *broker, name string) int {
+	t.Helper()
+	q, err := b.channel().QueueDeclarePassive(name, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// TestForwardDeclareHome: a queue declared through b lives on b; through
+// a, a redeclare is answered by b (406 on other arguments, passive finds
+// it with b's count); a name no group has is declared on the member the
+// client is connected to.
+func TestForwardDeclareHome(t *testing.T) {
+	a, b := startPair(t)
+	args := amqp091.Table{"x-max-length": int32(10)}
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, b.channel(), "qb", "one")
+	cha := a.channel()
+	q, err := cha.QueueDeclare("qb", true, false, false, false, args)
+	if err != nil || q.Messages != 1 {
+		t.Fatalf("redeclare through a: %+v %v", q, err)
+	}
+	if q, err := cha.QueueDeclarePassive("qb", true, false, false, false, nil); err != nil || q.Messages != 1 {
+		t.Fatalf("passive through a: %+v %v", q, err)
+	}
+	err = exception(t, cha, func(ch *amqp091.Channel) error {
+		_, err := ch.QueueDeclare("qb", true, false, false, false, amqp091.Table{"x-max-length": int32(11)})
+		return err
+	})
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || !strings.Contains(ae.Reason, "x-max-length") {
+		t.Fatalf("other arguments through a: %v", err)
+	}
+	if declared(a, "qb") {
+		t.Fatal("a stores qb")
+	}
+	if _, err := a.channel().QueueDeclare("qnew", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !declared(a, "qnew") || declared(b, "qnew") {
+		t.Fatalf("qnew on a %v, on b %v", declared(a, "qnew"), declared(b, "qnew"))
+	}
+	// Purge and delete through a reach b.
+	if n, err := a.channel().QueuePurge("qb", false); err != nil || n != 1 {
+		t.Fatalf("purge through a: %d %v", n, err)
+	}
+	if _, err := a.channel().QueueDelete("qb", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if declared(b, "qb") {
+		t.Fatal("qb still on b after a delete through a")
+	}
+}
+
+// TestForwardConsumeSettle: messages published through a to b's queue,
+// consumed through a: ack (multiple), reject and nack with requeue are
+// carried out on b; what is unacknowledged when the channel closes is
+// back on b, redelivered.
+func TestForwardConsumeSettle(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for i := range 10 {
+		bodies = append(bodies, fmt.Sprint("m", i))
+	}
+	publishConfirmed(t, a.channel(), "qb", bodies...)
+	if n := queueCount(t, b, "qb"); n != 10 {
+		t.Fatalf("b has %d messages", n)
+	}
+	ch := a.channel()
+	ds, err := ch.Consume("qb", "c1", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []amqp091.Delivery
+	for range 10 {
+		got = append(got, recv(t, ds))
+	}
+	for i, d := range got {
+		if string(d.Body) != bodies[i] || d.Redelivered || d.ConsumerTag != "c1" {
+			t.Fatalf("delivery %d: %q redelivered %v tag %q", i, d.Body, d.Redelivered, d.ConsumerTag)
+		}
+	}
+	if err := got[2].Ack(true); err != nil { // m0..m2
+		t.Fatal(err)
+	}
+	if err := got[3].Reject(false); err != nil { // m3 dropped
+		t.Fatal(err)
+	}
+	if err := got[4].Nack(false, true); err != nil { // m4 back, to this consumer again
+		t.Fatal(err)
+	}
+	d := recv(t, ds)
+	if string(d.Body) != "m4" || !d.Redelivered {
+		t.Fatalf("after nack: %q redelivered %v", d.Body, d.Redelivered)
+	}
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close() // m5..m9 unacknowledged
+	waitForCond(t, "m5..m9 back on b", func() bool { return queueCount(t, b, "qb") == 5 })
+	m, ok, err := a.channel().Get("qb", true)
+	if err != nil || !ok || string(m.Body) != "m5" || !m.Redelivered || m.MessageCount != 4 {
+		t.Fatalf("get through a: %q ok %v redelivered %v count %d %v", m.Body, ok, m.Redelivered, m.MessageCount, err)
+	}
+}
+
+// TestForwardMandatoryReturn: a queue gone from its home after a learnt
+// where it was: a mandatory publish through a comes back with
+// basic.return before its ack, as for a local unroutable one.
+func TestForwardMandatoryReturn(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch := a.channel()
+	publishConfirmed(t, ch, "qb", "known") // a learns qb's home
+	if _, err := b.channel().QueueDelete("qb", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
+	dc, err := ch.PublishWithDeferredConfirm("", "qb", true, false, amqp091.Publishing{Body: []byte("lost")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dc.Wait() {
+		t.Fatal("nacked")
+	}
+	select {
+	case r := <-returns:
+		if r.ReplyCode != amqp091.NoRoute || string(r.Body) != "lost" || r.RoutingKey != "qb" {
+			t.Fatalf("return %+v", r)
+		}
+	default:
+		t.Fatal("no basic.return before the ack")
+	}
+}
+
+// TestForwardExchangeBoth: an exchange of a bound to a queue of its own
+// and one of b's: a confirmed publish is in both; the binding to b's queue
+// is durable (a restarted a still routes there).
+func TestForwardExchangeBoth(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch := a.channel()
+	if _, err := ch.QueueDeclare("qa", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare("x", "direct", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"qa", "qb"} {
+		if err := ch.QueueBind(q, "k", "x", false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishX := func(body string) {
+		t.Helper()
+		ch := a.channel()
+		if err := ch.Confirm(false); err != nil {
+			t.Fatal(err)
+		}
+		returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
+		dc, err := ch.PublishWithDeferredConfirm("x", "k", true, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish %s: %v", body, err)
+		}
+		select {
+		case r := <-returns:
+			t.Fatalf("returned %+v", r)
+		default:
+		}
+	}
+	publishX("both")
+	if queueCount(t, a, "qa") != 1 || queueCount(t, b, "qb") != 1 {
+		t.Fatalf("qa %d, qb %d", queueCount(t, a, "qa"), queueCount(t, b, "qb"))
+	}
+	a.restart()
+	publishX("again")
+	if queueCount(t, a, "qa") != 2 || queueCount(t, b, "qb") != 2 {
+		t.Fatalf("after a restart: qa %d, qb %d", queueCount(t, a, "qa"), queueCount(t, b, "qb"))
+	}
+	if err := a.channel().QueueUnbind("qb", "k", "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	publishX("only-a")
+	if queueCount(t, a, "qa") != 3 || queueCount(t, b, "qb") != 2 {
+		t.Fatalf("after unbind: qa %d, qb %d", queueCount(t, a, "qa"), queueCount(t, b, "qb"))
+	}
+}
+
+// TestForwardHomeDown: with b gone, a publish through a to b's queue is
+// nacked, a consume fails naming b, and a consumer of it through a has
+// its channel closed.
+func TestForwardHomeDown(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	cons := a.channel()
+	closed := cons.NotifyClose(make(chan *amqp091.Error, 1))
+	if _, err := cons.Consume("qb", "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.crash()
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp091.NotFound || !strings.Contains(e.Reason, "broker group b") {
+			t.Fatalf("consumer's channel closed with %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the consumer's channel stayed open")
+	}
+	ch := a.channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirm("", "qb", false, false, amqp091.Publishing{Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.Wait() {
+		t.Fatal("a publish to the queue of a group that is down was acked")
+	}
+	err = exception(t, a.channel(), func(ch *amqp091.Channel) error {
+		_, err := ch.Consume("qb", "", false, false, false, false, nil)
+		return err
+	})
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || !strings.Contains(ae.Reason, "down or inaccessible") {
+		t.Fatalf("consume with b down: %v", err)
+	}
+}
+
+func waitForCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
