@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,7 +55,15 @@ type Cluster interface {
 // Peer is another group's master door.
 type Peer struct {
 	Group string // brokerName
-	Addr  string // host:port of its AMQP door
+	Addr  string // host:port of its AMQP door ("": no master registered now)
+}
+
+// String names the peer in what clients are told.
+func (p Peer) String() string {
+	if p.Addr == "" {
+		return "broker group " + p.Group + ", no master registered"
+	}
+	return "broker group " + p.Group + ", " + p.Addr
 }
 
 // Cache lifetimes of the home look-ups.
@@ -76,11 +85,14 @@ type homes struct {
 	mu      sync.Mutex
 	peers   []Peer
 	peersAt time.Time
-	byName  map[string]homeEntry // vhost + "\x00" + queue
+	// seen are the groups Cluster ever named since the start: one missing
+	// from its answer now (its master down) may hold any name.
+	seen   map[string]bool
+	byName map[string]homeEntry // vhost + "\x00" + queue
 }
 
 type homeEntry struct {
-	peer  Peer // zero Group: on no group
+	group string // "": on no group
 	until time.Time
 }
 
@@ -90,7 +102,7 @@ func (h *homes) get(key string, now time.Time) (homeEntry, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e, ok := h.byName[key]
-	if ok && e.peer.Group == "" && now.After(e.until) {
+	if ok && e.group == "" && now.After(e.until) {
 		delete(h.byName, key)
 		return homeEntry{}, false
 	}
@@ -112,29 +124,42 @@ func (h *homes) forget(key string) {
 	h.mu.Unlock()
 }
 
-// clusterPeers returns the other groups' doors (cached for peersTTL).
-func (s *Server) clusterPeers() ([]Peer, error) {
+// clusterPeers returns the other groups' doors (cached for peersTTL)
+// and the groups seen before that are missing from them now.
+func (s *Server) clusterPeers() (peers []Peer, missing []string, err error) {
 	h := &s.homes
 	h.mu.Lock()
-	if h.peers != nil && time.Since(h.peersAt) < peersTTL {
-		ps := h.peers
-		h.mu.Unlock()
-		return ps, nil
-	}
+	fresh := h.peers != nil && time.Since(h.peersAt) < peersTTL
 	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(s.baseCtx, forwardTimeout)
-	defer cancel()
-	ps, err := s.cfg.Cluster.Peers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if ps == nil {
-		ps = []Peer{}
+	if !fresh {
+		ctx, cancel := context.WithTimeout(s.baseCtx, forwardTimeout)
+		defer cancel()
+		ps, err := s.cfg.Cluster.Peers(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ps == nil {
+			ps = []Peer{}
+		}
+		h.mu.Lock()
+		h.peers, h.peersAt = ps, time.Now()
+		if h.seen == nil {
+			h.seen = map[string]bool{}
+		}
+		for _, p := range ps {
+			h.seen[p.Group] = true
+		}
+		h.mu.Unlock()
 	}
 	h.mu.Lock()
-	h.peers, h.peersAt = ps, time.Now()
-	h.mu.Unlock()
-	return ps, nil
+	defer h.mu.Unlock()
+	for g := range h.seen {
+		if !slices.ContainsFunc(h.peers, func(p Peer) bool { return p.Group == g }) {
+			missing = append(missing, g)
+		}
+	}
+	slices.Sort(missing)
+	return h.peers, missing, nil
 }
 
 // errHomeUnknown: a group that might hold the queue did not answer.
@@ -145,14 +170,24 @@ var errHomeUnknown = errors.New("amqp: forward: home unknown")
 // be there.
 func (c *conn) lookupHome(name string) (Peer, bool, error) {
 	key := homeKey(c.vh.name, name)
-	if e, ok := c.srv.homes.get(key, time.Now()); ok {
-		return e.peer, e.peer.Group != "", nil
-	}
-	peers, err := c.srv.clusterPeers()
+	peers, missing, err := c.srv.clusterPeers()
 	if err != nil {
 		return Peer{}, false, fmt.Errorf("%w: the cluster's members: %v", errHomeUnknown, err)
 	}
+	if e, ok := c.srv.homes.get(key, time.Now()); ok {
+		if e.group == "" {
+			return Peer{}, false, nil
+		}
+		// The group's door as registered now (its master may have moved).
+		if i := slices.IndexFunc(peers, func(p Peer) bool { return p.Group == e.group }); i >= 0 {
+			return peers[i], true, nil
+		}
+		return Peer{Group: e.group}, true, nil // not registered now: fails as down
+	}
 	var down []string
+	for _, g := range missing {
+		down = append(down, g+" (no master registered)")
+	}
 	for _, p := range peers {
 		has, err := c.askHas(p, name)
 		if err != nil {
@@ -160,7 +195,7 @@ func (c *conn) lookupHome(name string) (Peer, bool, error) {
 			continue
 		}
 		if has {
-			c.srv.homes.put(key, homeEntry{peer: p})
+			c.srv.homes.put(key, homeEntry{group: p.Group})
 			return p, true, nil
 		}
 	}
@@ -208,6 +243,9 @@ type connForward struct {
 // upstream returns the connection's upstream connection to p, dialled
 // on first use (and again after it ended).
 func (c *conn) upstream(p Peer) (*upstream, error) {
+	if p.Addr == "" {
+		return nil, fmt.Errorf("no master of broker group %s is registered with the NameServers", p.Group)
+	}
 	f := &c.fwd
 	f.mu.Lock()
 	u := f.ups[p.Group]
@@ -466,8 +504,8 @@ func (ch *channel) upstreamError(m wire.Method, p Peer, queue string, err error)
 		}
 		return soft(rc.code, m, "%s", text)
 	}
-	return soft(wire.NotFound, m, "home node of queue '%s' in vhost '%s' (broker group %s, %s) is down or inaccessible: %v",
-		queue, ch.c.vh.name, p.Group, p.Addr, err)
+	return soft(wire.NotFound, m, "home node of queue '%s' in vhost '%s' (%s) is down or inaccessible: %v",
+		queue, ch.c.vh.name, p, err)
 }
 
 func (ch *channel) forwardDeclare(m *wire.QueueDeclare) (bool, error) {
@@ -791,6 +829,6 @@ func (fc *fwdChan) ended(err error) {
 		ch.timeOut(soft(rc.code, nil, "broker group %s: %s", fc.peer.Group, text))
 		return
 	}
-	ch.timeOut(soft(wire.NotFound, nil, "home node (broker group %s, %s) of a queue consumed on this channel is down or inaccessible: %v",
-		fc.peer.Group, fc.peer.Addr, err))
+	ch.timeOut(soft(wire.NotFound, nil, "home node (%s) of a queue consumed on this channel is down or inaccessible: %v",
+		fc.peer, err))
 }

@@ -294,3 +294,57 @@ func waitForCond(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestForwardGroupGone: once a group's master is no longer registered,
+// a publish to a queue a knew there is nacked, and a name no group that
+// answers has cannot be declared (the missing group may hold it: two
+// homes) until the group is back.
+func TestForwardGroupGone(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, a.channel(), "qb", "known")
+	setPeers := func(ps []Peer) {
+		cl := a.cluster.(*staticCluster)
+		cl.mu.Lock()
+		cl.peers = ps
+		cl.mu.Unlock()
+		h := &a.srv.homes
+		h.mu.Lock()
+		h.peersAt = time.Time{} // asked again at the next look-up
+		h.mu.Unlock()
+	}
+	bPeer := Peer{Group: "b", Addr: b.addr}
+	setPeers(nil)
+	ch := a.channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirm("", "qb", false, false, amqp091.Publishing{Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.Wait() {
+		t.Fatal("a publish to the queue of a group without a master was acked")
+	}
+	err = exception(t, a.channel(), func(ch *amqp091.Channel) error {
+		_, err := ch.QueueDeclare("fresh", true, false, false, false, nil)
+		return err
+	})
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || !strings.Contains(ae.Reason, "b (no master registered)") {
+		t.Fatalf("declare with b unregistered: %v", err)
+	}
+	if declared(a, "fresh") {
+		t.Fatal("declared while a group that may hold it was missing")
+	}
+	setPeers([]Peer{bPeer})
+	if _, err := a.channel().QueueDeclare("fresh", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !declared(a, "fresh") {
+		t.Fatal("fresh not declared on a once b answered")
+	}
+	publishConfirmed(t, a.channel(), "qb", "back")
+}
