@@ -335,3 +335,27 @@ func TestAMQPAcrossGroups(t *testing.T) {
 		t.Fatalf("consume with broker-b down: %v", err)
 	}
 }
+
+// TestAMQPPikaAcrossGroups: the pika examples across two groups: the
+// durable publisher run against broker-b (the queue's home) and then
+// against broker-a (its declare and confirmed publish forwarded to
+// broker-b), the consumer run against broker-a: both messages, once
+// each, acknowledged on broker-b.
+func TestAMQPPikaAcrossGroups(t *testing.T) {
+	needPika(t)
+	g := startAMQPGroups(t)
+	for _, addr := range []string{g.amqp[1], g.amqp[0]} {
+		if out := runPika(t, addr, "durable_publish.py"); !strings.Contains(out, "Sent") {
+			t.Fatalf("publisher through %s said %q", addr, out)
+		}
+	}
+	out := runPika(t, g.amqp[0], "consume_ack.py")
+	if n := strings.Count(out, "Hello, durable queue! delivery_mode=2 redelivered=False"); n != 2 || strings.Count(out, "\n") != 2 {
+		t.Fatalf("consumer through broker-a:\n%s", out)
+	}
+	ch := openChannel(t, dialAMQP(t, g.amqp[1]))
+	waitFor(t, "the queue empty on broker-b", 10*time.Second, func() bool {
+		q, err := ch.QueueDeclarePassive("my_durable_queue", true, false, false, false, nil)
+		return err == nil && q.Messages == 0
+	})
+}
