@@ -359,6 +359,7 @@ func (ch *channel) fwdChan(p Peer) (*fwdChan, error) {
 		uc.onReturn = fc.returned
 		uc.onCancel = fc.cancelled
 		uc.onEnd = fc.ended
+		uc.oldest = fc.oldest
 	})
 	if err != nil {
 		return nil, err

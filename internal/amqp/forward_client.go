@@ -32,7 +32,15 @@ const (
 	// upstreamMaxChannels bounds the channels of one upstream connection
 	// (one per client channel that touched the peer, and the look-ups).
 	upstreamMaxChannels = 2047
+	// watchInterval is how often a connection looks for a publish past
+	// confirmTimeout.
+	watchInterval = time.Second
 )
+
+// confirmTimeout bounds how long a publish waits for its home's confirm:
+// a home that takes longer is treated as stuck (the connection is
+// closed, what it has not confirmed is nacked). A variable for tests.
+var confirmTimeout = 4 * forwardTimeout
 
 // errUpstreamClosed reports that an upstream connection or channel ended.
 var errUpstreamClosed = errors.New("amqp: forward: connection to the queue's home closed")
@@ -74,6 +82,9 @@ type upChan struct {
 	onReturn  func(m *wire.BasicReturn, props, body []byte)
 	onCancel  func(tag string)
 	onEnd     func(err error) // the peer or the connection ended it
+	// oldest reports when its oldest unconfirmed publish was sent (zero:
+	// none), for the connection's watch.
+	oldest func() time.Time
 
 	mu       sync.Mutex
 	closed   bool
@@ -103,7 +114,40 @@ func dialUpstream(peer Peer, user, pass, vhost string, maxFrame uint32) (*upstre
 	}
 	nc.SetDeadline(time.Time{})
 	go u.read()
+	go u.watch()
 	return u, nil
+}
+
+// watch closes the connection when a publish on it has waited longer
+// than confirmTimeout for its confirm.
+func (u *upstream) watch() {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.done:
+			return
+		case <-t.C:
+		}
+		u.mu.Lock()
+		var stuck bool
+		for _, c := range u.chans {
+			if c.oldest == nil {
+				continue
+			}
+			if at := c.oldest(); !at.IsZero() && time.Since(at) > confirmTimeout {
+				stuck = true
+				break
+			}
+		}
+		if stuck && u.err == nil {
+			u.err = fmt.Errorf("%s confirmed nothing for %v", u.peer.Group, confirmTimeout)
+		}
+		u.mu.Unlock()
+		if stuck {
+			u.nc.Close() // the reader ends and fails every channel
+		}
+	}
 }
 
 func (u *upstream) handshake(user, pass, vhost string, maxFrame uint32) error {
@@ -208,6 +252,7 @@ func (u *upstream) read() {
 	if u.err == nil {
 		u.err = err
 	}
+	err = u.err
 	chans := u.chans
 	u.chans = map[uint16]*upChan{}
 	u.mu.Unlock()

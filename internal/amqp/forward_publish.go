@@ -21,6 +21,7 @@ package amqp
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
@@ -44,6 +45,7 @@ type fwdPart struct {
 	jid         uint64
 	key         string
 	props, body []byte
+	sent        time.Time
 	returned    bool // the home returned it (guarded by fc.mu)
 }
 
@@ -156,7 +158,7 @@ func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []b
 		c.pubIssued++
 		fc.mu.Lock()
 		fc.seq++
-		part := &fwdPart{upSeq: fc.seq, jid: jid, key: d.queue, props: h.Raw, body: body}
+		part := &fwdPart{upSeq: fc.seq, jid: jid, key: d.queue, props: h.Raw, body: body, sent: time.Now()}
 		fc.pending = append(fc.pending, part)
 		fc.mu.Unlock()
 		if err := fc.uc.publish(&wire.BasicPublish{RoutingKey: d.queue, Mandatory: true}, h.Raw, body); err != nil {
@@ -166,6 +168,16 @@ func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []b
 		}
 	}
 	return len(qs) == 0, nil
+}
+
+// oldest is when the oldest part not yet confirmed was sent (zero: none).
+func (fc *fwdChan) oldest() time.Time {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.pending) == 0 {
+		return time.Time{}
+	}
+	return fc.pending[0].sent
 }
 
 // take removes part from the pending ones; false if it is no longer

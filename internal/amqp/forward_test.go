@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,4 +350,88 @@ func TestForwardGroupGone(t *testing.T) {
 		t.Fatal("fresh not declared on a once b answered")
 	}
 	publishConfirmed(t, a.channel(), "qb", "back")
+}
+
+// freezer is a TCP relay to addr whose answers (addr to client) stop
+// while frozen: a home alive on TCP that answers nothing.
+type freezer struct {
+	ln     net.Listener
+	frozen atomic.Bool
+}
+
+func startFreezer(t *testing.T, addr string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := up.Read(buf)
+					for f.frozen.Load() {
+						time.Sleep(10 * time.Millisecond)
+					}
+					if n > 0 {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				c.Close()
+			}()
+		}
+	}()
+	return f
+}
+
+// TestForwardStuckHome: a home that stops answering (alive on TCP) has
+// the publishes waiting for its confirm nacked after confirmTimeout.
+func TestForwardStuckHome(t *testing.T) {
+	old := confirmTimeout
+	confirmTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { confirmTimeout = old })
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := startFreezer(t, b.addr)
+	cl := a.cluster.(*staticCluster)
+	cl.mu.Lock()
+	cl.peers = []Peer{{Group: "b", Addr: f.ln.Addr().String()}}
+	cl.mu.Unlock()
+	ch := a.channel()
+	publishConfirmed(t, ch, "qb", "through the relay")
+	f.frozen.Store(true)
+	dc, err := ch.PublishWithDeferredConfirm("", "qb", false, false, amqp091.Publishing{Body: []byte("stuck")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool, 1)
+	go func() { done <- dc.Wait() }()
+	select {
+	case acked := <-done:
+		if acked {
+			t.Fatal("acked while the home answered nothing")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no confirm 10 s after the home stopped answering")
+	}
+	f.frozen.Store(false)
 }
