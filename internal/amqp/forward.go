@@ -430,6 +430,14 @@ func (ch *channel) forward(m wire.Method) (done bool, err error) {
 		return true, ch.forwardCall(m, p, m.Queue, &wire.QueueDelete{Queue: m.Queue, IfUnused: m.IfUnused, IfEmpty: m.IfEmpty}, m.NoWait)
 	case *wire.BasicConsume:
 		p, ok, err := ch.remoteHome(m, m.Queue)
+		if !ok && err == nil && m.ConsumerTag != "" {
+			ch.mu.Lock()
+			_, dup := ch.fwd.cons[m.ConsumerTag]
+			ch.mu.Unlock()
+			if dup { // a local consumer may not take a forwarded one's tag
+				return true, hard(wire.NotAllowed, m, "attempt to reuse consumer tag '%s'", m.ConsumerTag)
+			}
+		}
 		if !ok || err != nil {
 			return ok, err
 		}

@@ -435,3 +435,35 @@ func TestForwardStuckHome(t *testing.T) {
 	}
 	f.frozen.Store(false)
 }
+
+// TestForwardConsumerTagShared: a channel's consumer tags are one set
+// over its local and forwarded consumers (530, as for a reused tag).
+func TestForwardConsumerTagShared(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.channel().QueueDeclare("qa", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, order := range [][2]string{{"qb", "qa"}, {"qa", "qb"}} {
+		conn := a.dial()
+		closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.Consume(order[0], "t", false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		ch.Consume(order[1], "t", false, false, false, false, nil)
+		select {
+		case e := <-closed:
+			if e == nil || e.Code != amqp091.NotAllowed {
+				t.Fatalf("%s then %s: closed with %v", order[0], order[1], e)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s then %s: the tag was taken twice", order[0], order[1])
+		}
+	}
+}
