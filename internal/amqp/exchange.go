@@ -114,6 +114,7 @@ func (v *vhost) openExchanges() error {
 			if v.durableDest(b) {
 				e.bindings = append(e.bindings, b)
 				e.hadBinding = true
+				v.remoteBound.Store(v.remoteBound.Load() || b.Home != "")
 			}
 		}
 	}

@@ -87,6 +87,7 @@ func (v *vhost) bindRemote(m wire.Method, exch, queue, home, key string, args wi
 		b.Home = home
 		e.bindings = append(e.bindings, b)
 		e.hadBinding = true
+		v.remoteBound.Store(true)
 	default:
 		return nil
 	}

@@ -72,6 +72,9 @@ func (ch *channel) remoteDests(m *wire.BasicPublish, props []byte, qs []*queue) 
 		}
 		names = []string{m.RoutingKey}
 	} else {
+		if !ch.c.vh.remoteBound.Load() {
+			return nil, nil
+		}
 		_, remote, err := ch.c.vh.routeAll(m, m.Exchange, m.RoutingKey, props)
 		if err != nil || len(remote) == 0 {
 			return nil, nil // the local path answers an exchange gone meanwhile
