@@ -467,3 +467,38 @@ func TestForwardConsumerTagShared(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardAckMultipleMixed: one ack with multiple=true on a channel
+// consuming a local and a forwarded queue settles the deliveries of both.
+func TestForwardAckMultipleMixed(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.channel().QueueDeclare("qa", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, a.channel(), "qa", "a1", "a2")
+	publishConfirmed(t, a.channel(), "qb", "b1", "b2")
+	ch := a.channel()
+	var last amqp091.Delivery
+	for _, q := range []string{"qa", "qb"} {
+		ds, err := ch.Consume(q, "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if d := recv(t, ds); d.DeliveryTag > last.DeliveryTag {
+				last = d
+			}
+		}
+	}
+	if err := last.Ack(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclarePassive("qa", true, false, false, false, nil); err != nil {
+		t.Fatal(err) // a round trip: the ack was taken
+	}
+	ch.Close()
+	waitForCond(t, "both queues settled", func() bool { return queueCount(t, a, "qa") == 0 && queueCount(t, b, "qb") == 0 })
+}
