@@ -31,14 +31,36 @@ func (a amqpCluster) Peers(ctx context.Context) ([]amqp.Peer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return amqpPeers(ac, a.group), nil
+}
+
+// amqpPeers are the doors of the other groups' masters in ac. A door on
+// a loopback address of a member on another host (its RocketMQ address's
+// host is not this member's) cannot be reached from here: it is listed
+// as unreachable, so that its queues fail clearly instead of a dial to
+// this host's own loopback.
+func amqpPeers(ac namesrv.AMQPCluster, group string) []amqp.Peer {
+	self := ""
+	for _, m := range ac.Members {
+		if m.BrokerName == group && m.BrokerID == 0 {
+			self, _, _ = net.SplitHostPort(m.Addr)
+		}
+	}
 	var ps []amqp.Peer
 	for _, m := range ac.Members {
-		if m.BrokerID != 0 || m.BrokerName == a.group { // a master's door of another group only
+		if m.BrokerID != 0 || m.BrokerName == group { // a master's door of another group only
 			continue
 		}
-		ps = append(ps, amqp.Peer{Group: m.BrokerName, Addr: m.AMQPAddr})
+		p := amqp.Peer{Group: m.BrokerName, Addr: m.AMQPAddr}
+		host, _, _ := net.SplitHostPort(m.AMQPAddr)
+		peerHost, _, _ := net.SplitHostPort(m.Addr)
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() && self != "" && peerHost != self {
+			p.Unreachable = "its AMQP door listens on " + m.AMQPAddr + " (loopback) on another host (" + peerHost +
+				"): set amqpListen there to an address the other members reach"
+		}
+		ps = append(ps, p)
 	}
-	return ps, nil
+	return ps
 }
 
 // amqpClusterAddr is the address the other members dial for the AMQP

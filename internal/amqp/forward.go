@@ -56,11 +56,17 @@ type Cluster interface {
 type Peer struct {
 	Group string // brokerName
 	Addr  string // host:port of its AMQP door ("": no master registered now)
+	// Unreachable, if set, says why this member cannot reach the door
+	// (its queues then fail as on a group that is down).
+	Unreachable string
 }
 
 // String names the peer in what clients are told.
 func (p Peer) String() string {
-	if p.Addr == "" {
+	switch {
+	case p.Unreachable != "":
+		return "broker group " + p.Group + ", " + p.Unreachable
+	case p.Addr == "":
 		return "broker group " + p.Group + ", no master registered"
 	}
 	return "broker group " + p.Group + ", " + p.Addr
@@ -243,6 +249,9 @@ type connForward struct {
 // upstream returns the connection's upstream connection to p, dialled
 // on first use (and again after it ended).
 func (c *conn) upstream(p Peer) (*upstream, error) {
+	if p.Unreachable != "" {
+		return nil, errors.New(p.Unreachable)
+	}
 	if p.Addr == "" {
 		return nil, fmt.Errorf("no master of broker group %s is registered with the NameServers", p.Group)
 	}
