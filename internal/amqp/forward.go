@@ -131,31 +131,21 @@ func (h *homes) forget(key string) {
 }
 
 // clusterPeers returns the other groups' doors (cached for peersTTL)
-// and the groups seen before that are missing from them now.
+// and the groups seen before that are missing from them now. When they
+// cannot be asked, the last answer stands.
 func (s *Server) clusterPeers() (peers []Peer, missing []string, err error) {
 	h := &s.homes
 	h.mu.Lock()
-	fresh := h.peers != nil && time.Since(h.peersAt) < peersTTL
+	known := h.peers != nil
+	fresh := known && time.Since(h.peersAt) < peersTTL
 	h.mu.Unlock()
 	if !fresh {
-		ctx, cancel := context.WithTimeout(s.baseCtx, forwardTimeout)
-		defer cancel()
-		ps, err := s.cfg.Cluster.Peers(ctx)
-		if err != nil {
-			return nil, nil, err
+		if err := s.refreshPeers(); err != nil {
+			if !known {
+				return nil, nil, err
+			}
+			s.log.Warn("amqp: cannot refresh the cluster's AMQP doors; the last list stands", "err", err)
 		}
-		if ps == nil {
-			ps = []Peer{}
-		}
-		h.mu.Lock()
-		h.peers, h.peersAt = ps, time.Now()
-		if h.seen == nil {
-			h.seen = map[string]bool{}
-		}
-		for _, p := range ps {
-			h.seen[p.Group] = true
-		}
-		h.mu.Unlock()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -166,6 +156,32 @@ func (s *Server) clusterPeers() (peers []Peer, missing []string, err error) {
 	}
 	slices.Sort(missing)
 	return h.peers, missing, nil
+}
+
+// refreshPeers asks Config.Cluster for the peers; on an error the list
+// is kept, and asked again after peersTTL.
+func (s *Server) refreshPeers() error {
+	ctx, cancel := context.WithTimeout(s.baseCtx, forwardTimeout)
+	defer cancel()
+	ps, err := s.cfg.Cluster.Peers(ctx)
+	h := &s.homes
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.peersAt = time.Now()
+	if err != nil {
+		return err
+	}
+	if ps == nil {
+		ps = []Peer{}
+	}
+	h.peers = ps
+	if h.seen == nil {
+		h.seen = map[string]bool{}
+	}
+	for _, p := range ps {
+		h.seen[p.Group] = true
+	}
+	return nil
 }
 
 // errHomeUnknown: a group that might hold the queue did not answer.

@@ -19,11 +19,15 @@ import (
 type staticCluster struct {
 	mu    sync.Mutex
 	peers []Peer
+	err   error // what Peers answers instead, if set
 }
 
 func (s *staticCluster) Peers(context.Context) ([]Peer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
 	return append([]Peer(nil), s.peers...), nil
 }
 
@@ -501,4 +505,28 @@ func TestForwardAckMultipleMixed(t *testing.T) {
 	}
 	ch.Close()
 	waitForCond(t, "both queues settled", func() bool { return queueCount(t, a, "qa") == 0 && queueCount(t, b, "qb") == 0 })
+}
+
+// TestForwardPeersUnanswered: when the cluster's doors cannot be asked
+// (the NameServers are down), the last list stands: a queue of b is
+// still used through a.
+func TestForwardPeersUnanswered(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, a.channel(), "qb", "before")
+	cl := a.cluster.(*staticCluster)
+	cl.mu.Lock()
+	cl.err = errors.New("no NameServer answered")
+	cl.mu.Unlock()
+	h := &a.srv.homes
+	h.mu.Lock()
+	h.peersAt = time.Time{}
+	h.byName = nil // asked of b again, too
+	h.mu.Unlock()
+	publishConfirmed(t, a.channel(), "qb", "after")
+	if n := queueCount(t, b, "qb"); n != 2 {
+		t.Fatalf("qb has %d messages", n)
+	}
 }
