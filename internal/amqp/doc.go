@@ -102,9 +102,10 @@
 // With Config.Cluster set, queues homed on other groups are used through
 // this door (forward.go): their methods are forwarded to the home's door
 // over upstream connections opened as the client (forward_client.go, on
-// package wire), publishes confirmed once every home confirmed
-// (forward_publish.go), and an exchange here may bind another group's
-// queue (forward_bind.go).
+// package wire), homes found by asking the other groups (forward_home.go),
+// deliveries and their settlements relayed (forward_consume.go),
+// publishes confirmed once every home confirmed (forward_publish.go), and
+// an exchange here may bind another group's queue (forward_bind.go).
 //
 // # Concurrency
 //
