@@ -276,9 +276,12 @@ func (u *upstream) readLoop() error {
 			if err != nil {
 				return err
 			}
-			if cl, ok := m.(*wire.ConnectionClose); ok {
+			switch m := m.(type) {
+			case *wire.ConnectionClose:
 				u.sendFrame(0, &wire.ConnectionCloseOk{})
-				return &remoteClose{code: cl.ReplyCode, text: cl.ReplyText}
+				return &remoteClose{code: m.ReplyCode, text: m.ReplyText}
+			case *wire.ConnectionCloseOk: // of close
+				return errUpstreamClosed
 			}
 			continue // connection.blocked/unblocked: the writes wait on TCP
 		}
@@ -499,10 +502,22 @@ func (c *upChan) close() {
 	// The id stays taken until the close-ok arrives (method).
 }
 
+// closeWait bounds how long close waits for the home's close-ok.
+const closeWait = 2 * time.Second
+
 // close ends the connection: its home requeues every delivery not
-// acknowledged on it, as for any client that goes away.
+// acknowledged on it, as for any client that goes away. It waits for the
+// home's close-ok (up to closeWait) before closing the socket: closing it
+// with the home's deliveries unread would reset the connection, and the
+// home could lose the acknowledgements sent just before.
 func (u *upstream) close() {
 	u.sendFrame(0, &wire.ConnectionClose{ReplyCode: wire.ReplySuccess, ReplyText: "closed"})
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-u.done:
+	case <-t.C:
+	}
 	u.nc.Close()
 	<-u.done
 }

@@ -530,3 +530,50 @@ func TestForwardPeersUnanswered(t *testing.T) {
 		t.Fatalf("qb has %d messages", n)
 	}
 }
+
+// TestForwardAcksBeforeClose: acknowledgements a client sends just before
+// it closes its connection reach the home, though the home is still
+// sending deliveries then (closing the upstream socket with them unread
+// would reset it and could lose the acks): exactly the unacknowledged
+// messages stay.
+func TestForwardAcksBeforeClose(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n, acked = 600, 200
+	body := strings.Repeat("x", 16<<10)
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = body
+	}
+	publishConfirmed(t, b.channel(), "qb", bodies...)
+	for round := range 3 {
+		conn := a.dial()
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Qos(100, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := ch.Consume("qb", "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range acked / 3 {
+			if err := recv(t, ds).Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close()
+		want := n - (round+1)*(acked/3)
+		waitForCond(t, "the unacknowledged messages back on b", func() bool {
+			q, err := b.channel().QueueDeclarePassive("qb", true, false, false, false, nil)
+			return err == nil && q.Consumers == 0 && q.Messages <= want
+		})
+		if got := queueCount(t, b, "qb"); got != want {
+			t.Fatalf("round %d: %d messages on b, want %d", round, got, want)
+		}
+	}
+}
