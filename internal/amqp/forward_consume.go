@@ -161,18 +161,24 @@ func (ch *channel) forwardGet(m *wire.BasicGet, p Peer) error {
 		RoutingKey: ok.RoutingKey, MessageCount: ok.MessageCount}, r.props, r.body)
 }
 
+// forwardCancel cancels a forwarded consumer. What the home delivered
+// before its cancel-ok still goes to the client (the consumer is dropped
+// only then), as AMQP has it.
 func (ch *channel) forwardCancel(m *wire.BasicCancel) (bool, error) {
 	ch.mu.Lock()
 	fc := ch.fwd.cons[m.ConsumerTag]
-	delete(ch.fwd.cons, m.ConsumerTag)
-	if fc != nil {
-		delete(fc.consumers, m.ConsumerTag)
-	}
 	ch.mu.Unlock()
 	if fc == nil {
 		return false, nil
 	}
-	if _, err := fc.uc.call(&wire.BasicCancel{ConsumerTag: m.ConsumerTag}); err != nil && !errors.Is(err, errUpstreamClosed) {
+	_, err := fc.uc.call(&wire.BasicCancel{ConsumerTag: m.ConsumerTag})
+	ch.mu.Lock()
+	if ch.fwd.cons[m.ConsumerTag] == fc {
+		delete(ch.fwd.cons, m.ConsumerTag)
+	}
+	delete(fc.consumers, m.ConsumerTag)
+	ch.mu.Unlock()
+	if err != nil && !errors.Is(err, errUpstreamClosed) {
 		return true, ch.upstreamError(m, fc.peer, "", err)
 	}
 	if m.NoWait {

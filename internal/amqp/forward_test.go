@@ -577,3 +577,36 @@ func TestForwardAcksBeforeClose(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardCancelInFlight: what the home delivered before its
+// cancel-ok reaches the client: after a cancel, every message of the
+// queue is either delivered to the client or ready on the home, none
+// left unacknowledged where the client cannot see it.
+func TestForwardCancelInFlight(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprint("m", i)
+	}
+	publishConfirmed(t, b.channel(), "qb", bodies...)
+	ch := a.channel()
+	ds, err := ch.Consume("qb", "c", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ds)
+	if err := ch.Cancel("c", false); err != nil {
+		t.Fatal(err)
+	}
+	got := 1
+	for range ds { // closed after cancel-ok
+		got++
+	}
+	if ready := queueCount(t, b, "qb"); ready+got != n {
+		t.Fatalf("%d delivered, %d ready on b: %d unaccounted for", got, ready, n-got-ready)
+	}
+}
