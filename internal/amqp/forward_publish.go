@@ -106,6 +106,10 @@ func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []b
 		return false, nil
 	}
 	dests, err := ch.remoteDests(m, h.Raw, qs)
+	if err != nil && ch.tx { // a transaction may not lose one of its messages
+		ch.close(soft(wire.NotFound, m, "cannot tell where the message's queues live: %v", err))
+		return true, nil
+	}
 	if err != nil {
 		// The key's queue may be on a group that cannot be asked: not
 		// confirmed, as the message reached no queue for sure.

@@ -346,6 +346,20 @@ func TestForwardGroupGone(t *testing.T) {
 	if declared(a, "fresh") {
 		t.Fatal("declared while a group that may hold it was missing")
 	}
+	// In a transaction such a publish closes the channel (a commit would
+	// otherwise leave it out).
+	err = exception(t, a.channel(), func(ch *amqp091.Channel) error {
+		if err := ch.Tx(); err != nil {
+			return err
+		}
+		if err := ch.Publish("", "fresh", false, false, amqp091.Publishing{Body: []byte("tx")}); err != nil {
+			return err
+		}
+		return ch.TxCommit()
+	})
+	if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || !strings.Contains(ae.Reason, "no master registered") {
+		t.Fatalf("transactional publish with b unregistered: %v", err)
+	}
 	setPeers([]Peer{bPeer})
 	if _, err := a.channel().QueueDeclare("fresh", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
