@@ -125,9 +125,12 @@ func (c *conn) closeUpstreams() {
 	ups := f.ups
 	f.ups = nil
 	f.mu.Unlock()
+	var wg sync.WaitGroup // each waits for its home's close-ok: together
 	for _, u := range ups {
-		u.close()
+		wg.Add(1)
+		go func() { defer wg.Done(); u.close() }()
 	}
+	wg.Wait()
 }
 
 // fwdChan is a client channel's upstream channel to one group.
