@@ -624,3 +624,32 @@ func TestForwardCancelInFlight(t *testing.T) {
 		t.Fatalf("%d delivered, %d ready on b: %d unaccounted for", got, ready, n-got-ready)
 	}
 }
+
+// TestForwardStream: a stream queue of b read through a from its first
+// offset, twice (a stream is read, not consumed).
+func TestForwardStream(t *testing.T) {
+	a, b := startPair(t)
+	args := amqp091.Table{"x-queue-type": "stream"}
+	if _, err := b.channel().QueueDeclare("sb", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, a.channel(), "sb", "s0", "s1", "s2")
+	for range 2 {
+		ch := a.channel()
+		if err := ch.Qos(10, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := ch.Consume("sb", "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			d := recv(t, ds)
+			if string(d.Body) != fmt.Sprint("s", i) {
+				t.Fatalf("delivery %d: %q", i, d.Body)
+			}
+			d.Ack(false)
+		}
+		ch.Close()
+	}
+}
