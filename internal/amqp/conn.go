@@ -704,7 +704,8 @@ func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
 	if !ok {
 		return hard(wire.NotAllowed, m, "New secret was refused for user '%s'", c.user)
 	}
-	c.acct = acct
+	c.acct, c.secret = acct, string(m.NewSecret)
+	c.updateUpstreams(m) // forward.go
 	c.srv.log.Info("amqp: connection updated its secret", "remote", c.nc.RemoteAddr().String(), "user", c.user, "reason", m.Reason)
 	return c.send(0, &wire.ConnectionUpdateSecretOk{})
 }

@@ -117,6 +117,24 @@ func (c *conn) upstream(p Peer) (*upstream, error) {
 	return u, nil
 }
 
+// updateUpstreams passes a connection.update-secret on to the
+// connection's upstream connections, so that each home applies the
+// account as it is now (a home that refuses the secret closes its
+// connection, which fails what went through it). The home's
+// update-secret-ok is not waited for.
+func (c *conn) updateUpstreams(m *wire.ConnectionUpdateSecret) {
+	f := &c.fwd
+	f.mu.Lock()
+	ups := make([]*upstream, 0, len(f.ups))
+	for _, u := range f.ups {
+		ups = append(ups, u)
+	}
+	f.mu.Unlock()
+	for _, u := range ups {
+		u.sendFrame(0, &wire.ConnectionUpdateSecret{NewSecret: m.NewSecret, Reason: m.Reason})
+	}
+}
+
 // closeUpstreams ends the connection's upstream connections (at its
 // end): their homes requeue what they delivered unacknowledged.
 func (c *conn) closeUpstreams() {

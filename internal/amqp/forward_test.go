@@ -13,6 +13,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelmq/keel/internal/acl"
 )
 
 // staticCluster is a Cluster whose peers the test sets.
@@ -651,5 +653,69 @@ func TestForwardStream(t *testing.T) {
 			d.Ack(false)
 		}
 		ch.Close()
+	}
+}
+
+// TestForwardUpdateSecret: after connection.update-secret through a, a
+// new connection to b logs in with the new secret, and an open one has b
+// apply the account as it is now.
+func TestForwardUpdateSecret(t *testing.T) {
+	parse := func(text string) *acl.Rules {
+		r, err := acl.Parse("plain_acl.yml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	const before = "accounts:\n  - accessKey: worker01\n    secretKey: secret-1\n    defaultTopicPerm: DENY\n    topicPerms:\n      - feed=SUB\n" +
+		"  - accessKey: admin01\n    secretKey: admin-secret\n    admin: true\n"
+	var rules atomic.Pointer[acl.Rules]
+	rules.Store(parse(before))
+	accounts := func() *acl.Rules { return rules.Load() }
+	ca, cb := &staticCluster{}, &staticCluster{}
+	a := &broker{t: t, dir: t.TempDir(), cluster: ca, accounts: accounts}
+	a.start()
+	t.Cleanup(a.stop)
+	b := &broker{t: t, dir: t.TempDir(), cluster: cb, accounts: accounts}
+	b.start()
+	t.Cleanup(b.stop)
+	ca.peers, cb.peers = []Peer{{Group: "b", Addr: b.addr}}, []Peer{{Group: "a", Addr: a.addr}}
+	admin, err := amqp091.Dial("amqp://admin01:admin-secret@" + b.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ach, err := admin.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"feed", "jobs"} {
+		if _, err := ach.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, rotate := range []bool{false, true} {
+		rules.Store(parse(before))
+		c, err := amqp091.Dial("amqp://worker01:secret-1@" + a.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rotate { // the connection to b is open before the rotation
+			if _, err := ch.Consume("feed", "", false, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rules.Store(parse(strings.Replace(strings.Replace(before, "secret-1", "secret-2", 1), "feed=SUB", "jobs=SUB", 1)))
+		if err := c.UpdateSecret("secret-2", "rotated"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.Consume("jobs", "", false, false, false, false, nil); err != nil {
+			t.Fatalf("case %d: consume jobs through a after the rotation: %v", i, err)
+		}
 	}
 }
