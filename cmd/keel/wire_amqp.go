@@ -12,6 +12,7 @@ import (
 	"github.com/keelmq/keel/internal/amqpmgmt"
 	"github.com/keelmq/keel/internal/doorstats"
 	"github.com/keelmq/keel/internal/metrics"
+	"github.com/keelmq/keel/internal/namesrv"
 	"github.com/keelmq/keel/internal/tlsconf"
 )
 
@@ -41,6 +42,10 @@ func (p *parts) amqpStarter(addr string) starter {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }
 			auth = "ACL accounts (plain_acl.yml)"
 		}
+		clustered := p.broker != nil && len(p.namesrvAddrs) > 0 && addr != ""
+		if clustered { // wire_amqp_cluster.go
+			cfg.Cluster = amqpCluster{b: p.broker, cluster: p.cfg.BrokerClusterName, group: p.cfg.BrokerName}
+		}
 		srv, err := amqp.New(cfg, p.store, p.log.With("component", "amqp"))
 		if err != nil {
 			return service{}, err
@@ -68,6 +73,10 @@ func (p *parts) amqpStarter(addr string) starter {
 			lns = append(lns, ln)
 			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
+			if clustered {
+				ext := namesrv.AMQPExt(p.amqpClusterAddr(ln.Addr()))
+				p.broker.AddRegisterExt("amqp", func() map[string]string { return ext })
+			}
 		}
 		if tlsAddr != "" {
 			ln, err := p.amqpsListener(tlsAddr)
@@ -98,6 +107,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			stop: func(context.Context) error {
 				if p.broker != nil {
 					p.broker.SetAMQPInfo(nil)
+					p.broker.AddRegisterExt("amqp", nil)
 				}
 				return srv.Close()
 			},

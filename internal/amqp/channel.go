@@ -35,6 +35,9 @@ type channel struct {
 	// out of unacked, still counted against prefetch.
 	txAcks []txAck
 
+	// fwd is what is forwarded to other groups (forward.go).
+	fwd chanForward
+
 	// Reader goroutine only.
 	confirm    bool
 	tx         bool        // tx.select: publishes and acks held until tx.commit (tx.go)
@@ -92,6 +95,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if err := ch.c.waitPublishes(); err != nil {
 			return err
 		}
+	}
+	if done, err := ch.forward(m); done { // a queue homed on another group
+		return err
 	}
 	switch m := m.(type) {
 	case *wire.ChannelClose:
@@ -295,6 +301,7 @@ func (ch *channel) shutdown() bool {
 	}
 	ch.txAcks = nil
 	ch.mu.Unlock()
+	ch.closeForwards()
 	// The deliveries go back before the consumers go: the next consumer
 	// of a single-active-consumer queue gets them first, in order (the
 	// closing channel's consumers get nothing meanwhile).

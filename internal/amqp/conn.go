@@ -38,6 +38,7 @@ type conn struct {
 	channelMax uint16 // negotiated: the server's, or the client's if lower
 	heartbeat  time.Duration
 	user       string
+	secret     string       // the password the client logged in with (forward.go dials as the client)
 	acct       *acl.Account // permissions (auth.go); nil: everything
 	vh         *vhost       // the vhost connection.open chose (set before any channel)
 	// shown is what operators see of the connection once it is open (mgmt.go).
@@ -57,6 +58,9 @@ type conn struct {
 
 	chMu     sync.Mutex
 	channels map[uint16]*channel
+
+	fwd      connForward // connections to other groups' doors (forward.go)
+	fromPeer bool        // another group's door forwarding for its client: nothing is forwarded on
 
 	// What Connections reports (info.go): since is set at accept; the
 	// user and vhost once negotiated, under infoMu (the reader writes
@@ -356,6 +360,7 @@ func (c *conn) cleanup() {
 	if c.vh != nil {
 		c.vh.connClosed(c)
 	}
+	c.closeUpstreams() // forward.go
 }
 
 func (c *conn) beat() {
@@ -593,10 +598,11 @@ func (c *conn) handshake() error {
 	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
-	c.acct = acct
+	c.acct, c.secret = acct, pass
 	c.infoMu.Lock()
 	c.infoUser = user
 	c.infoMu.Unlock()
+	c.fromPeer = so.ClientProperties[peerProperty] == true // forward.go
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
 	cfg := &c.srv.cfg
@@ -787,7 +793,8 @@ func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
 	if !ok {
 		return hard(wire.NotAllowed, m, "New secret was refused for user '%s'", c.user)
 	}
-	c.acct = acct
+	c.acct, c.secret = acct, string(m.NewSecret)
+	c.updateUpstreams(m) // forward.go
 	c.srv.log.Info("amqp: connection updated its secret", "remote", c.nc.RemoteAddr().String(), "user", c.user, "reason", m.Reason)
 	return c.send(0, &wire.ConnectionUpdateSecretOk{})
 }

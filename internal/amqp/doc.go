@@ -97,6 +97,16 @@
 // deadletter.go; a dead-letter copy is stored before its original is
 // settled.
 //
+// # A cluster of broker groups
+//
+// With Config.Cluster set, queues homed on other groups are used through
+// this door (forward.go): their methods are forwarded to the home's door
+// over upstream connections opened as the client (forward_client.go, on
+// package wire), homes found by asking the other groups (forward_home.go),
+// deliveries and their settlements relayed (forward_consume.go),
+// publishes confirmed once every home confirmed (forward_publish.go), and
+// an exchange here may bind another group's queue (forward_bind.go).
+//
 // # Concurrency
 //
 // One reader goroutine per connection runs every method of it; the
@@ -106,7 +116,9 @@
 // acknowledger queues for it (conn.later: confirms and the deliveries of
 // new messages; the acknowledger must not block). Queue pumps deliver
 // from whichever goroutine made progress possible (a stored publish, ack,
-// consume, qos, a closing channel). Lock order:
+// consume, qos, a closing channel). An upstream connection's reader
+// goroutine hands its deliveries to the client under the channel's mu and
+// its confirms to the confirmer (conn.later). Lock order:
 // vhost.mu, then queue.mu, then channel.mu, then conn.wmu (the socket
 // write); a channel's mu is never held while taking a queue's.
 package amqp

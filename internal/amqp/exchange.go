@@ -52,6 +52,9 @@ type binding struct {
 	Exchange string `json:"exchange,omitempty"`
 	Key      string `json:"key"`
 	Args     []byte `json:"args,omitempty"`
+	// Home is the broker group storing Queue when another group does
+	// (forward_bind.go); "": the queue is here.
+	Home string `json:"home,omitempty"`
 
 	args wire.Table // Args decoded
 }
@@ -111,6 +114,7 @@ func (v *vhost) openExchanges() error {
 			if v.durableDest(b) {
 				e.bindings = append(e.bindings, b)
 				e.hadBinding = true
+				v.remoteBound.Store(v.remoteBound.Load() || b.Home != "")
 			}
 		}
 	}
@@ -123,6 +127,9 @@ func (v *vhost) durableDest(b binding) bool {
 	if b.Exchange != "" {
 		d := v.exchanges[b.Exchange]
 		return d != nil && d.durable
+	}
+	if b.Home != "" {
+		return true // its home keeps the queue (forward_bind.go)
 	}
 	q := v.queues[b.Queue]
 	return q != nil && q.persistent()
@@ -335,30 +342,37 @@ func (v *vhost) unbindQueueLocked(queue string) bool {
 // nil when not known yet) goes to, each once, or an error for a missing
 // or internal exchange.
 func (v *vhost) route(m wire.Method, exch, key string, props []byte) ([]*queue, error) {
+	qs, _, err := v.routeAll(m, exch, key, props)
+	return qs, err
+}
+
+// routeAll is route that also returns the names of the queues homed on
+// other groups the message goes to (bindings made by forward_bind.go).
+func (v *vhost) routeAll(m wire.Method, exch, key string, props []byte) ([]*queue, []string, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if exch == "" || exch == "amq.default" {
 		if q := v.queues[key]; q != nil {
-			return []*queue{q}, nil
+			return []*queue{q}, nil, nil
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	e := v.exchanges[exch]
 	if e == nil {
-		return nil, soft(wire.NotFound, m, "no exchange '%s' in vhost '%s'", exch, v.name)
+		return nil, nil, soft(wire.NotFound, m, "no exchange '%s' in vhost '%s'", exch, v.name)
 	}
 	if e.internal && m != nil {
-		return nil, soft(wire.AccessRefused, m, "cannot publish to internal exchange '%s' in vhost '%s'", exch, v.name)
+		return nil, nil, soft(wire.AccessRefused, m, "cannot publish to internal exchange '%s' in vhost '%s'", exch, v.name)
 	}
 	if props == nil {
-		return nil, nil // the exchange's checks only
+		return nil, nil, nil // the exchange's checks only
 	}
 	r := router{v: v, key: key, props: props, seen: map[string]bool{}}
 	r.walk(e, 0)
 	// Routed nowhere: the exchange's alternate exchange (and its own, in
 	// turn) gets the message, as RabbitMQ does. An alternate that does
 	// not exist routes nowhere.
-	for hops := 0; len(r.qs) == 0 && e.alternate != "" && hops < maxRouteHops; hops++ {
+	for hops := 0; len(r.qs) == 0 && len(r.remote) == 0 && e.alternate != "" && hops < maxRouteHops; hops++ {
 		ae := v.exchanges[e.alternate]
 		if ae == nil || r.seen[ae.name] {
 			break
@@ -366,7 +380,7 @@ func (v *vhost) route(m wire.Method, exch, key string, props []byte) ([]*queue, 
 		r.walk(ae, 0)
 		e = ae
 	}
-	return r.qs, nil
+	return r.qs, r.remote, nil
 }
 
 // router collects the queues of one route over exchange-to-exchange
@@ -379,6 +393,7 @@ type router struct {
 	decoded bool
 	seen    map[string]bool
 	qs      []*queue
+	remote  []string // queues homed on other groups
 }
 
 func (r *router) walk(e *exchange, hops int) {
@@ -398,6 +413,8 @@ func (r *router) walk(e *exchange, hops int) {
 		}
 		if q := r.v.queues[b.Queue]; q != nil && !slices.Contains(r.qs, q) {
 			r.qs = append(r.qs, q)
+		} else if q == nil && b.Home != "" && !slices.Contains(r.remote, b.Queue) {
+			r.remote = append(r.remote, b.Queue)
 		}
 	}
 }

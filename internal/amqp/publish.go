@@ -166,6 +166,9 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 			}
 		}
 	}
+	if done, err := ch.publishForward(m, h, body, qs); done || err != nil { // forward_publish.go
+		return err
+	}
 	if ch.tx {
 		if err := ch.holdPublish(m, h, qs, body); err != nil {
 			ch.close(err.(*amqpError))
@@ -324,7 +327,7 @@ func (ch *channel) confirmSeq(seq uint64, ok bool) {
 	ch.mu.Lock()
 	closing := ch.closing
 	ch.mu.Unlock()
-	if seq == 0 || closing {
+	if seq == 0 || closing || ch.localPart(seq, ok) {
 		return
 	}
 	if ok && seq == ch.confirmLow {

@@ -86,6 +86,9 @@ type Config struct {
 	// publish and delivery (observe.go).
 	Traffic  *doorstats.Counters
 	Observer Observer
+	// Cluster, when set, names the other broker groups' doors: queues
+	// homed there are used through this door (forward.go).
+	Cluster Cluster
 }
 
 // Defaults.
@@ -168,6 +171,8 @@ type Server struct {
 	closed bool
 
 	stop chan struct{}
+	// homes caches where queues not declared here live (forward.go).
+	homes homes
 	// sweepWake wakes a parked sweep (deadletter.go): a connection was
 	// accepted or a queue created.
 	sweepWake chan struct{}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/vfs"
@@ -33,6 +34,10 @@ type vhost struct {
 	mu        sync.Mutex // guards queues and exchanges; taken before any queue's mu
 	queues    map[string]*queue
 	exchanges map[string]*exchange
+	// remoteBound: some exchange has (or had) a binding to another
+	// group's queue (forward_bind.go); until then a publish through an
+	// exchange is not routed a second time for them.
+	remoteBound atomic.Bool
 
 	saveMu sync.Mutex // serialises writes of the state files
 	// ackMu makes saveAcks one at a time from snapshot to write: a later

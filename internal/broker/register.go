@@ -50,6 +50,10 @@ type registrar struct {
 	ext    atomic.Pointer[func() map[string]string]
 	answer atomic.Pointer[func(map[string]string)]
 
+	// more holds the fields of the other doors (AddRegisterExt), by door.
+	moreMu sync.Mutex
+	more   map[string]func() map[string]string
+
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
 }
@@ -64,6 +68,24 @@ func (b *Broker) SetRegisterExt(f func() map[string]string, answer func(ext map[
 		b.reg.answer.Store(&answer)
 	}
 	b.reg.ext.Store(&f)
+	b.reg.kick()
+}
+
+// AddRegisterExt makes every registration from now on carry the fields f
+// returns besides RocketMQ's and SetRegisterExt's, under door's name (a
+// second call for door replaces the first; nil removes it), and registers
+// soon. f may not block or call into the broker.
+func (b *Broker) AddRegisterExt(door string, f func() map[string]string) {
+	b.reg.moreMu.Lock()
+	if b.reg.more == nil {
+		b.reg.more = map[string]func() map[string]string{}
+	}
+	if f == nil {
+		delete(b.reg.more, door)
+	} else {
+		b.reg.more[door] = f
+	}
+	b.reg.moreMu.Unlock()
 	b.reg.kick()
 }
 
@@ -221,12 +243,24 @@ func (r *registrar) registerAll(ctx context.Context) {
 	if cfg.MasterEpoch != 0 {
 		ext["masterEpoch"] = strconv.FormatUint(uint64(cfg.MasterEpoch), 10)
 	}
-	if f := r.ext.Load(); f != nil {
-		for k, v := range (*f)() {
+	add := func(f func() map[string]string) {
+		for k, v := range f() {
 			if _, ok := ext[k]; !ok { // never RocketMQ's own fields
 				ext[k] = v
 			}
 		}
+	}
+	if f := r.ext.Load(); f != nil {
+		add(*f)
+	}
+	r.moreMu.Lock()
+	more := make([]func() map[string]string, 0, len(r.more))
+	for _, f := range r.more {
+		more = append(more, f)
+	}
+	r.moreMu.Unlock()
+	for _, f := range more {
+		add(f)
 	}
 	r.callAll(ctx, remoting.ReqRegisterBroker, ext, body)
 }

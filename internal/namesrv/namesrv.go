@@ -70,6 +70,7 @@ func New(cfg Config) *Server {
 		remoting.ReqGetAllTopicListFromNameServer: s.handleTopicList,
 		remoting.ReqDeleteTopicInNamesrv:          s.handleDeleteTopic,
 		remoting.ReqGetKafkaCluster:               s.handleKafkaCluster,
+		remoting.ReqGetAMQPCluster:                s.handleAMQPCluster,
 	}
 	return s
 }
@@ -200,6 +201,9 @@ func (s *Server) decodeRegistration(req *remoting.Command) (registration, error)
 	}
 	if ms, err := req.ExtInt64("heartbeatTimeoutMillis"); err == nil && ms > 0 {
 		r.timeout = time.Duration(ms) * time.Millisecond
+	}
+	if r.amqpAddr, err = decodeAMQPAddr(req); err != nil {
+		return r, fmt.Errorf("namesrv: register broker %s: %w", r.addr, err)
 	}
 	if r.kafka, err = decodeKafkaRegistration(req); err != nil {
 		return r, fmt.Errorf("namesrv: register broker %s: %w", r.addr, err)

@@ -24,6 +24,7 @@ type Registration struct {
 	// it holds).
 	MasterEpoch uint32
 	Kafka       *KafkaRegistration // nil: no Kafka door
+	AMQPAddr    string             // "": no AMQP door (amqp.go)
 }
 
 // RegisterResult is the NameServer's answer to a registration.
@@ -60,6 +61,9 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 	}
 	if reg.Kafka != nil {
 		maps.Copy(ext, reg.Kafka.Ext())
+	}
+	if reg.AMQPAddr != "" {
+		maps.Copy(ext, AMQPExt(reg.AMQPAddr))
 	}
 	if reg.MasterEpoch != 0 {
 		ext["masterEpoch"] = strconv.FormatUint(uint64(reg.MasterEpoch), 10)

@@ -26,6 +26,7 @@ type liveBroker struct {
 	timeout       time.Duration // 0: the server's BrokerTimeout
 	conn          *remoting.Conn
 	kafka         *KafkaRegistration // nil: no Kafka door (kafka.go)
+	amqpAddr      string             // "": no AMQP door (amqp.go)
 }
 
 // registration is a decoded REGISTER_BROKER request.
@@ -36,6 +37,7 @@ type registration struct {
 	timeout                           time.Duration
 	topics                            map[string]wireTopicConfig
 	kafka                             *KafkaRegistration
+	amqpAddr                          string
 }
 
 // table is the route table; the Server guards it with its mutex.
@@ -112,7 +114,7 @@ func (t *table) register(r registration, conn *remoting.Conn, now time.Time) (ma
 	}
 	_, known := t.live[r.addr]
 	t.live[r.addr] = &liveBroker{cluster: r.cluster, name: r.name, id: r.id, haServerAddr: r.haServerAddr,
-		lastUpdate: now, timeout: r.timeout, conn: conn, kafka: r.kafka}
+		lastUpdate: now, timeout: r.timeout, conn: conn, kafka: r.kafka, amqpAddr: r.amqpAddr}
 	if r.id != masterID {
 		masterAddr = be.addrs[masterID]
 		if lb := t.live[masterAddr]; lb != nil {

@@ -92,6 +92,10 @@ const (
 	// the Kafka brokers of a cluster and the groups hosting each topic
 	// (ext clusterName; JSON body, namesrv.KafkaCluster).
 	ReqGetKafkaCluster = 10440
+	// ReqGetAMQPCluster is Keel's private NameServer request answering
+	// the AMQP doors of a cluster's members (ext clusterName; JSON body,
+	// namesrv.AMQPCluster).
+	ReqGetAMQPCluster = 10441
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -204,6 +208,7 @@ var requestCodeNames = map[int16]string{
 	ReqControllerFence:               "KEEL_CONTROLLER_FENCE",
 	ReqControllerRoleChanged:         "KEEL_CONTROLLER_ROLE_CHANGED",
 	ReqGetKafkaCluster:               "KEEL_GET_KAFKA_CLUSTER",
+	ReqGetAMQPCluster:                "KEEL_GET_AMQP_CLUSTER",
 }
 
 var responseCodeNames = map[int16]string{
