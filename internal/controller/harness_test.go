@@ -56,6 +56,12 @@ type fakeBroker struct {
 	view        GroupView // the newest view it learned
 	notified    int
 	client      *Client
+	// leaseEpoch is the epoch its heartbeats ask a lease at (0: none);
+	// lease the last grant (0: none) and leaseAt the clock time of the
+	// heartbeat that got it.
+	leaseEpoch uint32
+	lease      time.Duration
+	leaseAt    time.Time
 }
 
 func (b *fakeBroker) setLog(epoch uint32, end int64) {
@@ -325,12 +331,18 @@ func (h *harness) beat() {
 		}
 		b.mu.Lock()
 		req := HeartbeatRequest{ClusterID: b.view.ClusterID, Group: "broker-a", ReplicaID: b.id, Incarnation: b.incarnation,
-			LastEpoch: b.lastEpoch, LogEnd: b.logEnd, FencedEpoch: b.fencedEpoch}
+			LastEpoch: b.lastEpoch, LogEnd: b.logEnd, FencedEpoch: b.fencedEpoch, LeaseEpoch: b.leaseEpoch}
 		b.mu.Unlock()
 		v, err := b.client.Heartbeat(ctxT(h.t), req)
 		if err != nil {
 			h.t.Fatalf("heartbeat of replica %d: %v", req.ReplicaID, err)
 		}
+		b.mu.Lock()
+		b.lease = 0
+		if req.LeaseEpoch != 0 && v.LeaseEpoch == req.LeaseEpoch {
+			b.lease, b.leaseAt = time.Duration(v.LeaseMillis)*time.Millisecond, h.clock.Now()
+		}
+		b.mu.Unlock()
 		b.learn(v)
 	}
 }
