@@ -69,12 +69,22 @@ type roleLog interface {
 }
 
 type masterLog struct {
-	m  *replication.Master
-	st *store.Store
+	m      *replication.Master
+	st     *store.Store
+	leased bool
 }
 
 func (r masterLog) log() (uint32, int64) { return r.m.Epoch(), r.st.Offset(store.Written) }
 func (r masterLog) fence(e uint32)       { r.m.Fence(e) }
+
+// leaseEpoch is the epoch a master asks a lease at: an ASYNC_MASTER's
+// (it acknowledges only under a lease), 0 for a SYNC_MASTER.
+func (r masterLog) leaseEpoch() uint32 {
+	if r.leased {
+		return r.m.Epoch()
+	}
+	return 0
+}
 
 type slaveLog struct {
 	s  *replication.Slave
@@ -142,6 +152,27 @@ func (c *controlled) fence(epoch uint32) error {
 	return nil
 }
 
+// leaseEpoch is the agent's Lease: the epoch the running ASYNC_MASTER
+// writes at (0: no lease wanted).
+func (c *controlled) leaseEpoch() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.cur.(masterLog); ok {
+		return m.leaseEpoch()
+	}
+	return 0
+}
+
+// onLease is the agent's OnLease: a grant at the running master's epoch
+// lets it acknowledge until until.
+func (c *controlled) onLease(epoch uint32, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.cur.(masterLog); ok && m.leased && m.m.Epoch() == epoch {
+		m.m.SetLease(until)
+	}
+}
+
 func (c *controlled) setCur(r roleLog) {
 	c.mu.Lock()
 	c.cur = r
@@ -150,6 +181,9 @@ func (c *controlled) setCur(r roleLog) {
 	// previous round's log only: apply the promise to this one too.
 	if r != nil {
 		r.fence(c.agent.FencedEpoch())
+	}
+	if m, ok := r.(masterLog); ok && m.leased {
+		c.agent.HeartbeatNow() // the first lease, without waiting a heartbeat interval
 	}
 }
 
@@ -236,7 +270,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	}
 	c := &controlled{o: o, cfg: cfg, log: log}
 	c.agent, err = controller.OpenAgent(controller.AgentConfig{Group: cfg.BrokerName, Dir: cfg.StorePathRootDir, Addr: adv, HAAddr: haAdv,
-		Controllers: cfg.ControllerAddrs(), Log: c.logEnd, Fence: c.fence, OnView: c.onView,
+		Controllers: cfg.ControllerAddrs(), Log: c.logEnd, Fence: c.fence, OnView: c.onView, Lease: c.leaseEpoch, OnLease: c.onLease,
 		Logger: log.With("component", "controller-agent")})
 	if err != nil {
 		return err
@@ -298,7 +332,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		}
 		if r.kind == roleMaster {
 			p.amqpStarted = func(srv *amqp.Server) { c.amqp.Store(srv) }
-			rcfg.BrokerRole, rcfg.BrokerID = config.SyncMaster, 0
+			rcfg.BrokerRole, rcfg.BrokerID = cfg.BrokerRole, 0 // SYNC_MASTER or ASYNC_MASTER
 			p.namesrvAddrs, p.masterEpoch = namesrvAddrs, r.epoch
 		} else {
 			rcfg.BrokerRole, rcfg.BrokerID = config.Slave, max(int64(c.agent.ReplicaID()), 1)
@@ -389,8 +423,11 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 			log.Info("replication: slave (controller mode)", "role", r.kind, "master", r.masterHA, "epochs", s.History(), "promised_epoch", c.agent.FencedEpoch())
 			return service{name: "replication", run: s.Run}, nil
 		}
+		// An ASYNC_MASTER acknowledges without its slaves, so only while
+		// it holds a lease from the controllers (Leased).
+		leased := b.BrokerRole == config.AsyncMaster
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
-			BrokerName: b.BrokerName, Sync: true, Epoch: r.epoch,
+			BrokerName: b.BrokerName, Sync: !leased, Leased: leased, Epoch: r.epoch,
 			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout,
 			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, OnReplicaOffsets: p.mergeReplicaOffsets,
 			Secret: prot.secret, TLS: prot.server, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store)})
@@ -398,7 +435,7 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 			return service{}, err
 		}
 		m.SetRequired(requiredOf(r.view, c.agent.ReplicaID()))
-		c.setCur(masterLog{m: m, st: p.store})
+		c.setCur(masterLog{m: m, st: p.store, leased: leased})
 		started()
 		ln, err := p.listen(listenHA, haAddr)
 		if err != nil {

@@ -84,6 +84,8 @@ type Agent struct {
 	// every third of it).
 	leaseMillis atomic.Int64
 
+	beat chan struct{} // HeartbeatNow (capacity 1)
+
 	viewMu sync.Mutex
 	view   GroupView     // newest view seen
 	newer  chan struct{} // signalled when view changed (capacity 1: coalesces)
@@ -104,7 +106,7 @@ func OpenAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &Agent{cfg: cfg, client: NewClient(cfg.Controllers), newer: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, client: NewClient(cfg.Controllers), newer: make(chan struct{}, 1), beat: make(chan struct{}, 1)}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -201,7 +203,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-a.beat:
+			t.Stop() // Reset above re-arms it (no stale tick since Go 1.23)
 		}
+	}
+}
+
+// HeartbeatNow has the next heartbeat sent at once (a new ASYNC_MASTER
+// asks for its first lease without waiting an interval).
+func (a *Agent) HeartbeatNow() {
+	select {
+	case a.beat <- struct{}{}:
+	default:
 	}
 }
 

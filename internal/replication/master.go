@@ -431,12 +431,17 @@ func (m *Master) watch(ctx context.Context) {
 
 // watchLeased confirms a Leased master's writes as its own log confirms
 // them (woken by each), while its lease holds; at least every 10 ms, so a
-// renewed lease confirms what waited.
+// renewed lease confirms what waited. It also expires in-sync replicas.
 func (m *Master) watchLeased(ctx context.Context) {
 	st := m.cfg.Store
 	stage := st.LocalStage()
 	for {
 		m.confirmLeased()
+		// The in-sync set (the controller's candidates) loses a replica
+		// that stopped acknowledging, as a SYNC_MASTER's does.
+		m.mu.Lock()
+		m.expireLocked(time.Now())
+		m.mu.Unlock()
 		w := st.Offset(stage)
 		if err := st.WaitFor(ctx, stage, w+1, 10*time.Millisecond); ctx.Err() != nil {
 			return
