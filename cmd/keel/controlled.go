@@ -122,15 +122,23 @@ type controlled struct {
 	// amqp is the running master's AMQP door (nil: none), told when this
 	// master is replaced.
 	amqp atomic.Pointer[amqp.Server]
+	// lostRecords and lostBytes count what was cut below what this
+	// broker had shown (cutLost), since the process started.
+	lostRecords, lostBytes atomic.Uint64
 }
 
 // stats are the broker's controller-mode figures for /metrics.
 func (c *controlled) stats() metrics.ControlledStats {
 	c.mu.Lock()
 	r, changes := c.running, c.changes
+	var leased, held bool
+	if m, ok := c.cur.(masterLog); ok && m.leased {
+		leased, held = true, m.m.LeaseHeld(time.Now())
+	}
 	c.mu.Unlock()
 	return metrics.ControlledStats{Role: r.kind.String(), MasterEpoch: r.epoch, PromisedEpoch: c.agent.FencedEpoch(),
-		Fences: c.agent.Fences(), RoleChanges: changes}
+		Fences: c.agent.Fences(), RoleChanges: changes, Leased: leased, LeaseHeld: held,
+		LostRecords: c.lostRecords.Load(), LostBytes: c.lostBytes.Load()}
 }
 
 func (c *controlled) logEnd() (uint32, int64) {
@@ -309,7 +317,9 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		r := c.running
 		if c.next != nil {
 			r, c.next = *c.next, nil
-			c.changes++
+			if r.kind != c.running.kind || r.epoch != c.running.epoch || r.masterHA != c.running.masterHA {
+				c.changes++
+			}
 		}
 		c.running = r
 		rctx, cancel := context.WithCancel(ctx)
@@ -366,6 +376,20 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		}
 		switched := c.next != nil
 		c.mu.Unlock()
+		var shown *replication.ShownTruncation
+		if errors.As(err, &shown) && ctx.Err() == nil {
+			// The services and the store are stopped: cut the log where
+			// the group's master agrees with it, then follow again.
+			if terr := c.cutLost(shown); terr != nil {
+				return errors.Join(err, terr)
+			}
+			if !switched {
+				c.mu.Lock()
+				c.next = &r
+				c.mu.Unlock()
+			}
+			continue
+		}
 		if ctx.Err() != nil {
 			select {
 			case <-agentDone:
@@ -382,6 +406,21 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			log.Warn("controller mode: the round stopped with an error; starting the next role", "err", err)
 		}
 	}
+}
+
+// cutLost cuts a stopped store below what it showed (store.TruncateClosed;
+// the next round's open finishes it): records this broker acknowledged
+// as an ASYNC_MASTER that no replica got before the failover. They are
+// lost; the log and /metrics say how many.
+func (c *controlled) cutLost(t *replication.ShownTruncation) error {
+	if err := store.TruncateClosed(nil, c.cfg.StorePathRootDir, t.Offset); err != nil {
+		return err
+	}
+	c.lostRecords.Add(uint64(t.Records))
+	c.lostBytes.Add(uint64(t.LogEnd - t.Offset))
+	c.log.Error("controller mode: cutting records this broker acknowledged as ASYNC_MASTER that the group's new master does not hold: they are lost",
+		"records", t.Records, "bytes", t.LogEnd-t.Offset, "offset", t.Offset, "log_end", t.LogEnd)
+	return nil
 }
 
 // kafkaNodeOf is a replica's Kafka node id in controller mode: its
@@ -405,7 +444,10 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 		if r.kind != roleMaster {
 			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: r.masterHA, FencedEpoch: c.agent.FencedEpoch(),
-				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets,
+				// An ASYNC_MASTER group: a former master may hold records it
+				// acknowledged that no replica got; they are cut (lost).
+				TruncateShown: c.cfg.BrokerRole == config.AsyncMaster,
+				SyncFlush:     b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets,
 				Secret: prot.secret, TLS: prot.client, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store)})
 			if err != nil {
 				return service{}, err
