@@ -444,11 +444,11 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 		if r.kind != roleMaster {
 			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: r.masterHA, FencedEpoch: c.agent.FencedEpoch(),
+				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets,
+				Secret: prot.secret, TLS: prot.client, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store),
 				// An ASYNC_MASTER group: a former master may hold records it
 				// acknowledged that no replica got; they are cut (lost).
-				TruncateShown: c.cfg.BrokerRole == config.AsyncMaster,
-				SyncFlush:     b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets,
-				Secret: prot.secret, TLS: prot.client, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store)})
+				TruncateShown: c.cfg.BrokerRole == config.AsyncMaster})
 			if err != nil {
 				return service{}, err
 			}
