@@ -1,7 +1,10 @@
 package replication
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -103,5 +106,130 @@ func TestLeasedMasterAcknowledgesUnderLeaseOnly(t *testing.T) {
 	m2.Fence(m2.Epoch() + 1)
 	if r := st2.PutMessage(ctx, msg("T", "fenced")); r.OK() {
 		t.Fatal("a fenced leased master took a put")
+	}
+}
+
+// runSlave starts a slave of addr on a replica store opened in fs; Run's
+// result arrives on the channel.
+func runSlave(t *testing.T, fs vfs.FS, addr string, truncateShown bool) (*store.Store, context.CancelFunc, chan error) {
+	t.Helper()
+	cfg := storeConfig(fs)
+	cfg.Replica = true
+	st := openStore(t, cfg)
+	s, err := NewSlave(SlaveConfig{Store: st, FS: fs, DataDir: "/data", BrokerName: "broker-a", BrokerID: 1, MasterAddr: addr,
+		SyncFlush: true, HeartbeatInterval: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond, TruncateShown: truncateShown,
+		Logger: testLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return st, cancel, done
+}
+
+// TestFormerAsyncMasterCutsWhatTheNewMasterLacks: an ASYNC_MASTER's
+// acknowledged tail that its slave never got is in no other log; when
+// the slave is the next master and the old one follows it, the old one
+// (TruncateShown) stops with a ShownTruncation naming the cut and the
+// records lost, instead of ErrDiverged; cut (store.TruncateClosed) and
+// started again, it follows the new master byte for byte.
+func TestFormerAsyncMasterCutsWhatTheNewMasterLacks(t *testing.T) {
+	ctx := context.Background()
+	afs, bfs := vfs.NewMem(), vfs.NewMem()
+	ast := openStore(t, (*pair)(nil).masterStoreConfig(afs))
+	am, err := NewMaster(MasterConfig{Store: ast, FS: afs, DataDir: "/data", BrokerName: "broker-a", Leased: true, Epoch: 1,
+		HeartbeatInterval: 50 * time.Millisecond, Logger: testLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	am.SetLease(time.Now().Add(time.Minute))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, acancel := context.WithCancel(ctx)
+	adone := make(chan struct{})
+	go func() { am.Serve(actx, ln); close(adone) }()
+	bst, bcancel, bdone := runSlave(t, bfs, ln.Addr().String(), false)
+	for i := range 5 {
+		if r := ast.PutMessage(ctx, msg("T", fmt.Sprintf("replicated-%d", i))); !r.OK() {
+			t.Fatal(r.Err)
+		}
+	}
+	waitUntil(t, "the slave holding the first five", func() bool { return bst.Offset(store.Written) == ast.Offset(store.Written) })
+	bcancel()
+	if err := <-bdone; err != nil {
+		t.Fatal(err)
+	}
+	bst.Close()
+	for i := range 3 {
+		if r := ast.PutMessage(ctx, msg("T", fmt.Sprintf("acknowledged-only-here-%d", i))); !r.OK() {
+			t.Fatal(r.Err)
+		}
+	}
+	waitUntil(t, "the old master showing its tail", func() bool { return ast.VisibleOffset() == ast.Offset(store.Written) })
+	acancel()
+	<-adone
+	ast.Close()
+
+	// B, elected at epoch 2, writes other records at those offsets.
+	bst = openStore(t, (*pair)(nil).masterStoreConfig(bfs))
+	defer func() { bst.Close() }()
+	bm, err := NewMaster(MasterConfig{Store: bst, FS: bfs, DataDir: "/data", BrokerName: "broker-a", Leased: true, Epoch: 2,
+		HeartbeatInterval: 50 * time.Millisecond, Logger: testLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm.SetLease(time.Now().Add(time.Minute))
+	bln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, bstop := context.WithCancel(ctx)
+	defer bstop()
+	go bm.Serve(bctx, bln)
+	cut := bst.Offset(store.Written)
+	for i := range 4 {
+		if r := bst.PutMessage(ctx, msg("T", fmt.Sprintf("new-master-%d", i))); !r.OK() {
+			t.Fatal(r.Err)
+		}
+	}
+
+	// Strict (a SYNC_MASTER group): the old master stops, diverged.
+	a, cancel, done := runSlave(t, afs, bln.Addr().String(), false)
+	if err := <-done; !errors.Is(err, ErrDiverged) {
+		t.Fatalf("without TruncateShown: %v", err)
+	}
+	cancel()
+	a.Close()
+
+	a, cancel, done = runSlave(t, afs, bln.Addr().String(), true)
+	err = <-done
+	cancel()
+	end := a.Offset(store.Written)
+	a.Close()
+	var shown *ShownTruncation
+	if !errors.As(err, &shown) || shown.Offset != cut || shown.LogEnd != end || shown.Records != 3 {
+		t.Fatalf("with TruncateShown: %v (%+v), want a cut at %d of 3 records up to %d", err, shown, cut, end)
+	}
+	if err := store.TruncateClosed(afs, "/data", shown.Offset); err != nil {
+		t.Fatal(err)
+	}
+	a, cancel, done = runSlave(t, afs, bln.Addr().String(), true)
+	defer func() { cancel(); <-done; a.Close() }()
+	waitUntil(t, "the old master following the new one", func() bool { return a.Offset(store.Written) == bst.Offset(store.Written) })
+	for off := int64(0); off < bst.Offset(store.Written); off += 64 {
+		n := min(64, bst.Offset(store.Written)-off)
+		x, y := make([]byte, n), make([]byte, n)
+		if err := bst.ReadCommitLog(x, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ReadCommitLog(y, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(x, y) {
+			t.Fatalf("logs differ at %d", off)
+		}
 	}
 }
