@@ -394,6 +394,18 @@ func TestControllerFailoverAsyncMaster(t *testing.T) {
 		}
 	}
 	sendN("after the second failover", 50)
+	// The cut master, which learns nothing, goes on refusing: wait for a
+	// refusal of a send made after the one in flight when its lease ended.
+	waitFor(t, "the cut master's refusal for want of a lease", 15*time.Second, func() bool {
+		pmu.Lock()
+		defer pmu.Unlock()
+		for _, a := range pinned {
+			if !a.ok && a.sent.After(cutAt) && !strings.HasPrefix(a.err, "code 12:") {
+				return true
+			}
+		}
+		return false
+	})
 	close(stopPinned)
 	<-pinnedDone
 
