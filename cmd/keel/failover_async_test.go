@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -460,6 +462,26 @@ func TestControllerFailoverAsyncMaster(t *testing.T) {
 
 	// What was lost is counted: a message acknowledged and not in the
 	// final master's log was cut from a former master, which said so.
+	// The console of a member shows the three elections.
+	var el struct {
+		ControllerMode bool `json:"controllerMode"`
+		Groups         []struct {
+			Group     string `json:"group"`
+			Elections []struct {
+				Epoch uint32 `json:"epoch"`
+				Kind  string `json:"kind"`
+			} `json:"elections"`
+		} `json:"groups"`
+	}
+	resp, err := http.Get("http://" + brokerHTTP[third] + "/api/elections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&el)
+	resp.Body.Close()
+	if err != nil || !el.ControllerMode || len(el.Groups) != 1 || fmt.Sprint(el.Groups[0].Elections) != "[{1 initial} {2 clean} {3 clean}]" {
+		t.Fatalf("console's elections: %+v (%v)", el, err)
+	}
 	var lost float64
 	for _, h := range brokerHTTP {
 		m := scrapeSeries("http://" + h + "/metrics")
