@@ -253,12 +253,16 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
 		listenSpec{listenHA, haAddr, haListenFlag},
 		listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenAMQP, cfg.AMQPListen, amqpListenFlag},
-		listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag})
+		listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag},
+		listenSpec{listenAMQPManagement, cfg.AMQPManagementListen, amqpManagementListenFlag})
 	if err != nil {
 		return err
 	}
 	defer ls.closeAll()
 	if err := checkHTTPExposure(cfg, ls); err != nil {
+		return err
+	}
+	if err := checkAMQPManagementExposure(cfg, ls); err != nil {
 		return err
 	}
 	if err := checkHAExposure(cfg, ls, haAddr); err != nil {
@@ -335,7 +339,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			cancel()
 			return fmt.Errorf("kafkaNodeId %d plus replica id %d is above 2147483647, the largest Kafka node id", cfg.KafkaNodeID, c.agent.ReplicaID())
 		}
-		amqpAddr, kafkaAddr := addrs[listenAMQP], addrs[listenKafka]
+		amqpAddr, kafkaAddr, amqpMgmtAddr := addrs[listenAMQP], addrs[listenKafka], addrs[listenAMQPManagement]
 		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent, controlledStats: c.stats}
 		if first {
 			p.listeners = ls
@@ -346,12 +350,12 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			p.namesrvAddrs, p.masterEpoch = namesrvAddrs, r.epoch
 		} else {
 			rcfg.BrokerRole, rcfg.BrokerID = config.Slave, max(int64(c.agent.ReplicaID()), 1)
-			amqpAddr, kafkaAddr = "", ""
+			amqpAddr, kafkaAddr, amqpMgmtAddr = "", "", ""
 			if r.kind == roleSlave {
 				p.namesrvAddrs = namesrvAddrs
 			}
 			if first {
-				for _, name := range []string{listenHA, listenAMQP, listenKafka} {
+				for _, name := range []string{listenHA, listenAMQP, listenKafka, listenAMQPManagement} {
 					if ln := ls[name]; ln != nil {
 						ln.Close()
 						delete(ls, name)
@@ -361,7 +365,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		}
 		first = false
 		repl := c.replicationStarter(p, r, addrs[listenHA], startAgent)
-		starters := p.roleStarters(c.o, addrs[listenBroker], amqpAddr, kafkaAddr, "", repl) // no management API in controller mode yet
+		starters := p.roleStarters(c.o, addrs[listenBroker], amqpAddr, kafkaAddr, amqpMgmtAddr, repl)
 		if r.kind == roleMaster {
 			starters = append(starters, c.inSyncStarter(p, r))
 		}
