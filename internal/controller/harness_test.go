@@ -62,6 +62,9 @@ type fakeBroker struct {
 	leaseEpoch uint32
 	lease      time.Duration
 	leaseAt    time.Time
+	// fenceWait, if set, holds its fence answers until closed (or the
+	// fence's context ends).
+	fenceWait chan struct{}
 }
 
 func (b *fakeBroker) setLog(epoch uint32, end int64) {
@@ -100,10 +103,20 @@ func (fb *fakeBrokers) get(addr string) (*fakeBroker, error) {
 	return b, nil
 }
 
-func (fb *fakeBrokers) Fence(_ context.Context, r Replica, req FenceRequest) (FenceResponse, error) {
+func (fb *fakeBrokers) Fence(ctx context.Context, r Replica, req FenceRequest) (FenceResponse, error) {
 	b, err := fb.get(r.Addr)
 	if err != nil {
 		return FenceResponse{}, err
+	}
+	b.mu.Lock()
+	wait := b.fenceWait
+	b.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return FenceResponse{}, ctx.Err()
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

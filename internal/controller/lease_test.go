@@ -158,3 +158,51 @@ func TestAgentLease(t *testing.T) {
 		t.Fatalf("grant %+v: want epoch 1, ending %v after the heartbeat was sent", g, lease)
 	}
 }
+
+// TestLeaseNotGrantedWhileElecting: a master whose heartbeats stopped for
+// the detection period is being replaced; a heartbeat of it arriving
+// while the election runs (its fences are slow) gets no lease, so the
+// election never overlaps a lease it did not wait for.
+func TestLeaseNotGrantedWhileElecting(t *testing.T) {
+	h := newHarness(t)
+	b1, b2, _ := h.groupOfThree()
+	b1.leaseEpoch = 1
+	h.beat()
+	if b1.lease == 0 {
+		t.Fatal("no lease before the test")
+	}
+	wait := make(chan struct{})
+	b2.mu.Lock()
+	b2.fenceWait = wait
+	b2.mu.Unlock()
+	b1.mu.Lock()
+	b1.cut = true
+	b1.mu.Unlock()
+	l := h.nodes[h.leader()]
+	electing := func() bool {
+		l.lead.mu.Lock()
+		defer l.lead.mu.Unlock()
+		return l.lead.electing["broker-a"]
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !electing() {
+		if time.Now().After(deadline) {
+			t.Fatal("no election started")
+		}
+		h.clock.Advance(time.Second)
+		h.beat()
+		time.Sleep(20 * time.Millisecond) // real time for the leader's scans (every 5 ms)
+	}
+	b1.mu.Lock()
+	b1.cut = false
+	b1.mu.Unlock()
+	h.beat() // the old master's late heartbeat, during the election
+	stillElecting := electing()
+	close(wait)
+	if !stillElecting {
+		t.Skip("the election ended before the late heartbeat (a slow machine); nothing was checked")
+	}
+	if b1.lease != 0 {
+		t.Fatalf("a lease of %v granted during an election of the group", b1.lease)
+	}
+}
