@@ -316,6 +316,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	}()
 
 	first := true
+	lastCut := int64(-1) // the offset of the last cut below what was shown (cutLost)
 	for {
 		c.mu.Lock()
 		r := c.running
@@ -384,9 +385,13 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		if errors.As(err, &shown) && ctx.Err() == nil {
 			// The services and the store are stopped: cut the log where
 			// the group's master agrees with it, then follow again.
+			if shown.Offset == lastCut {
+				return fmt.Errorf("controller mode: the cut of the log at %d did not take: %w", lastCut, err)
+			}
 			if terr := c.cutLost(shown); terr != nil {
 				return errors.Join(err, terr)
 			}
+			lastCut = shown.Offset
 			if !switched {
 				c.mu.Lock()
 				c.next = &r
