@@ -69,12 +69,22 @@ type roleLog interface {
 }
 
 type masterLog struct {
-	m  *replication.Master
-	st *store.Store
+	m      *replication.Master
+	st     *store.Store
+	leased bool
 }
 
 func (r masterLog) log() (uint32, int64) { return r.m.Epoch(), r.st.Offset(store.Written) }
 func (r masterLog) fence(e uint32)       { r.m.Fence(e) }
+
+// leaseEpoch is the epoch a master asks a lease at: an ASYNC_MASTER's
+// (it acknowledges only under a lease), 0 for a SYNC_MASTER.
+func (r masterLog) leaseEpoch() uint32 {
+	if r.leased {
+		return r.m.Epoch()
+	}
+	return 0
+}
 
 type slaveLog struct {
 	s  *replication.Slave
@@ -112,15 +122,23 @@ type controlled struct {
 	// amqp is the running master's AMQP door (nil: none), told when this
 	// master is replaced.
 	amqp atomic.Pointer[amqp.Server]
+	// lostRecords and lostBytes count what was cut below what this
+	// broker had shown (cutLost), since the process started.
+	lostRecords, lostBytes atomic.Uint64
 }
 
 // stats are the broker's controller-mode figures for /metrics.
 func (c *controlled) stats() metrics.ControlledStats {
 	c.mu.Lock()
 	r, changes := c.running, c.changes
+	var leased, held bool
+	if m, ok := c.cur.(masterLog); ok && m.leased {
+		leased, held = true, m.m.LeaseHeld(time.Now())
+	}
 	c.mu.Unlock()
 	return metrics.ControlledStats{Role: r.kind.String(), MasterEpoch: r.epoch, PromisedEpoch: c.agent.FencedEpoch(),
-		Fences: c.agent.Fences(), RoleChanges: changes}
+		Fences: c.agent.Fences(), RoleChanges: changes, Leased: leased, LeaseHeld: held,
+		LostRecords: c.lostRecords.Load(), LostBytes: c.lostBytes.Load()}
 }
 
 func (c *controlled) logEnd() (uint32, int64) {
@@ -142,6 +160,27 @@ func (c *controlled) fence(epoch uint32) error {
 	return nil
 }
 
+// leaseEpoch is the agent's Lease: the epoch the running ASYNC_MASTER
+// writes at (0: no lease wanted).
+func (c *controlled) leaseEpoch() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.cur.(masterLog); ok {
+		return m.leaseEpoch()
+	}
+	return 0
+}
+
+// onLease is the agent's OnLease: a grant at the running master's epoch
+// lets it acknowledge until until.
+func (c *controlled) onLease(epoch uint32, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.cur.(masterLog); ok && m.leased && m.m.Epoch() == epoch {
+		m.m.SetLease(until)
+	}
+}
+
 func (c *controlled) setCur(r roleLog) {
 	c.mu.Lock()
 	c.cur = r
@@ -150,6 +189,9 @@ func (c *controlled) setCur(r roleLog) {
 	// previous round's log only: apply the promise to this one too.
 	if r != nil {
 		r.fence(c.agent.FencedEpoch())
+	}
+	if m, ok := r.(masterLog); ok && m.leased {
+		c.agent.HeartbeatNow() // the first lease, without waiting a heartbeat interval
 	}
 }
 
@@ -211,12 +253,16 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
 		listenSpec{listenHA, haAddr, haListenFlag},
 		listenSpec{listenHTTP, cfg.HTTPListen, httpListenFlag}, listenSpec{listenAMQP, cfg.AMQPListen, amqpListenFlag},
-		listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag})
+		listenSpec{listenKafka, cfg.KafkaListen, kafkaListenFlag},
+		listenSpec{listenAMQPManagement, cfg.AMQPManagementListen, amqpManagementListenFlag})
 	if err != nil {
 		return err
 	}
 	defer ls.closeAll()
 	if err := checkHTTPExposure(cfg, ls); err != nil {
+		return err
+	}
+	if err := checkAMQPManagementExposure(cfg, ls); err != nil {
 		return err
 	}
 	if err := checkHAExposure(cfg, ls, haAddr); err != nil {
@@ -236,7 +282,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	}
 	c := &controlled{o: o, cfg: cfg, log: log}
 	c.agent, err = controller.OpenAgent(controller.AgentConfig{Group: cfg.BrokerName, Dir: cfg.StorePathRootDir, Addr: adv, HAAddr: haAdv,
-		Controllers: cfg.ControllerAddrs(), Log: c.logEnd, Fence: c.fence, OnView: c.onView,
+		Controllers: cfg.ControllerAddrs(), Log: c.logEnd, Fence: c.fence, OnView: c.onView, Lease: c.leaseEpoch, OnLease: c.onLease,
 		Logger: log.With("component", "controller-agent")})
 	if err != nil {
 		return err
@@ -270,12 +316,15 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	}()
 
 	first := true
+	lastCut := int64(-1) // the offset of the last cut below what was shown (cutLost)
 	for {
 		c.mu.Lock()
 		r := c.running
 		if c.next != nil {
 			r, c.next = *c.next, nil
-			c.changes++
+			if r.kind != c.running.kind || r.epoch != c.running.epoch || r.masterHA != c.running.masterHA {
+				c.changes++
+			}
 		}
 		c.running = r
 		rctx, cancel := context.WithCancel(ctx)
@@ -291,23 +340,23 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			cancel()
 			return fmt.Errorf("kafkaNodeId %d plus replica id %d is above 2147483647, the largest Kafka node id", cfg.KafkaNodeID, c.agent.ReplicaID())
 		}
-		amqpAddr, kafkaAddr := addrs[listenAMQP], addrs[listenKafka]
+		amqpAddr, kafkaAddr, amqpMgmtAddr := addrs[listenAMQP], addrs[listenKafka], addrs[listenAMQPManagement]
 		p := &parts{cfg: &rcfg, log: log, repairCorruption: o.repairCorruption, brokerSide: c.agent, controlledStats: c.stats}
 		if first {
 			p.listeners = ls
 		}
 		if r.kind == roleMaster {
 			p.amqpStarted = func(srv *amqp.Server) { c.amqp.Store(srv) }
-			rcfg.BrokerRole, rcfg.BrokerID = config.SyncMaster, 0
+			rcfg.BrokerRole, rcfg.BrokerID = cfg.BrokerRole, 0 // SYNC_MASTER or ASYNC_MASTER
 			p.namesrvAddrs, p.masterEpoch = namesrvAddrs, r.epoch
 		} else {
 			rcfg.BrokerRole, rcfg.BrokerID = config.Slave, max(int64(c.agent.ReplicaID()), 1)
-			amqpAddr, kafkaAddr = "", ""
+			amqpAddr, kafkaAddr, amqpMgmtAddr = "", "", ""
 			if r.kind == roleSlave {
 				p.namesrvAddrs = namesrvAddrs
 			}
 			if first {
-				for _, name := range []string{listenHA, listenAMQP, listenKafka} {
+				for _, name := range []string{listenHA, listenAMQP, listenKafka, listenAMQPManagement} {
 					if ln := ls[name]; ln != nil {
 						ln.Close()
 						delete(ls, name)
@@ -317,7 +366,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		}
 		first = false
 		repl := c.replicationStarter(p, r, addrs[listenHA], startAgent)
-		starters := p.roleStarters(c.o, addrs[listenBroker], amqpAddr, kafkaAddr, "", repl) // no management API in controller mode yet
+		starters := p.roleStarters(c.o, addrs[listenBroker], amqpAddr, kafkaAddr, amqpMgmtAddr, repl)
 		if r.kind == roleMaster {
 			starters = append(starters, c.inSyncStarter(p, r))
 		}
@@ -332,6 +381,24 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		}
 		switched := c.next != nil
 		c.mu.Unlock()
+		var shown *replication.ShownTruncation
+		if errors.As(err, &shown) && ctx.Err() == nil {
+			// The services and the store are stopped: cut the log where
+			// the group's master agrees with it, then follow again.
+			if shown.Offset == lastCut {
+				return fmt.Errorf("controller mode: the cut of the log at %d did not take: %w", lastCut, err)
+			}
+			if terr := c.cutLost(shown); terr != nil {
+				return errors.Join(err, terr)
+			}
+			lastCut = shown.Offset
+			if !switched {
+				c.mu.Lock()
+				c.next = &r
+				c.mu.Unlock()
+			}
+			continue
+		}
 		if ctx.Err() != nil {
 			select {
 			case <-agentDone:
@@ -348,6 +415,21 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			log.Warn("controller mode: the round stopped with an error; starting the next role", "err", err)
 		}
 	}
+}
+
+// cutLost cuts a stopped store below what it showed (store.TruncateClosed;
+// the next round's open finishes it): records this broker acknowledged
+// as an ASYNC_MASTER that no replica got before the failover. They are
+// lost; the log and /metrics say how many.
+func (c *controlled) cutLost(t *replication.ShownTruncation) error {
+	if err := store.TruncateClosed(nil, c.cfg.StorePathRootDir, t.Offset); err != nil {
+		return err
+	}
+	c.lostRecords.Add(uint64(t.Records))
+	c.lostBytes.Add(uint64(t.LogEnd - t.Offset))
+	c.log.Error("controller mode: cutting records this broker acknowledged as ASYNC_MASTER that the group's new master does not hold: they are lost",
+		"records", t.Records, "bytes", t.LogEnd-t.Offset, "offset", t.Offset, "log_end", t.LogEnd)
+	return nil
 }
 
 // kafkaNodeOf is a replica's Kafka node id in controller mode: its
@@ -372,7 +454,10 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 			s, err := replication.NewSlave(replication.SlaveConfig{Store: p.store, DataDir: b.StorePathRootDir,
 				BrokerName: b.BrokerName, BrokerID: b.BrokerID, MasterAddr: r.masterHA, FencedEpoch: c.agent.FencedEpoch(),
 				SyncFlush: b.FlushDiskType == config.SyncFlush, LocalOffsets: p.replicaOffsets,
-				Secret: prot.secret, TLS: prot.client, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store)})
+				Secret: prot.secret, TLS: prot.client, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store),
+				// An ASYNC_MASTER group: a former master may hold records it
+				// acknowledged that no replica got; they are cut (lost).
+				TruncateShown: c.cfg.BrokerRole == config.AsyncMaster})
 			if err != nil {
 				return service{}, err
 			}
@@ -389,8 +474,11 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 			log.Info("replication: slave (controller mode)", "role", r.kind, "master", r.masterHA, "epochs", s.History(), "promised_epoch", c.agent.FencedEpoch())
 			return service{name: "replication", run: s.Run}, nil
 		}
+		// An ASYNC_MASTER acknowledges without its slaves, so only while
+		// it holds a lease from the controllers (Leased).
+		leased := b.BrokerRole == config.AsyncMaster
 		m, err := replication.NewMaster(replication.MasterConfig{Store: p.store, DataDir: b.StorePathRootDir,
-			BrokerName: b.BrokerName, Sync: true, Epoch: r.epoch,
+			BrokerName: b.BrokerName, Sync: !leased, Leased: leased, Epoch: r.epoch,
 			MinInSyncReplicas: b.MinInSyncReplicas, AckTimeout: b.ReplicaAckTimeout,
 			CatchUpBytesPerSecond: b.ReplicaCatchUpBytesPerSecond, OnReplicaOffsets: p.mergeReplicaOffsets,
 			Secret: prot.secret, TLS: prot.server, Logger: log, MaxFrameBytes: replicationFrameBytes(p.store)})
@@ -398,7 +486,7 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 			return service{}, err
 		}
 		m.SetRequired(requiredOf(r.view, c.agent.ReplicaID()))
-		c.setCur(masterLog{m: m, st: p.store})
+		c.setCur(masterLog{m: m, st: p.store, leased: leased})
 		started()
 		ln, err := p.listen(listenHA, haAddr)
 		if err != nil {

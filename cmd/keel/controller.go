@@ -263,8 +263,14 @@ func newControllerSwitchOverCmd() *cobra.Command {
 next epoch (it stops taking writes), waits until the replica's heartbeats show
 it has the master's whole log, fences it, and elects it. If the replica does
 not catch up within 5 s, the old master is elected again at the next epoch and
-the command fails. Brokers do not follow the controller yet: today this
-changes the controller's metadata only.`,
+the command fails.
+
+The brokers follow at once: the new master restarts its services as master at
+the new epoch and registers with the NameServers as brokerId 0; the old master
+restarts as its slave and stays in the in-sync set. Clients see the brokers'
+ports close for a moment and reconnect; sends refused meanwhile are retried.
+Nothing acknowledged is lost, in SYNC_MASTER and ASYNC_MASTER groups alike:
+the new master holds the old one's whole log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, ctx, cancel, err := f.client(cmd)

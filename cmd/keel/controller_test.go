@@ -273,3 +273,21 @@ func TestControllerHTTPMetrics(t *testing.T) {
 		t.Errorf("no HTTP listening line in the log:\n%s", p.logs.String())
 	}
 }
+
+// TestControllerSwitchOverHelp: the help says what the brokers do on a
+// switch-over (they follow it), not that they ignore it.
+func TestControllerSwitchOverHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"controller", "switch-over", "--help"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	help := out.String()
+	for _, want := range []string{"restarts as its slave", "registers with the NameServers as brokerId 0", "Nothing acknowledged is lost"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "do not follow") {
+		t.Errorf("help still says the brokers do not follow:\n%s", help)
+	}
+}

@@ -358,6 +358,19 @@ func TestControllerFailoverKill9(t *testing.T) {
 // acknowledged message is at the queue offset its SEND_OK named.
 func checkAcked(t *testing.T, dir, topic string, acked map[string]ackedSend) {
 	t.Helper()
+	at := storedAt(t, dir, topic)
+	for body, a := range acked {
+		if got := at[[2]int64{int64(a.queue), a.offset}]; got != body {
+			t.Errorf("%s: acknowledged %s at queue %d offset %d holds %q", dir, body, a.queue, a.offset, got)
+		}
+	}
+	t.Logf("%s: %d messages, all %d acknowledged ones in place", dir, len(at), len(acked))
+}
+
+// storedAt opens the stopped store in dir and returns the body of every
+// message of topic's four queues by (queue, queue offset).
+func storedAt(t *testing.T, dir, topic string) map[[2]int64]string {
+	t.Helper()
 	cfg := config.Default()
 	cfg.StorePathRootDir = dir
 	sc := storeConfig(cfg, &parts{cfg: cfg, log: slog.New(slog.DiscardHandler)})
@@ -382,12 +395,7 @@ func checkAcked(t *testing.T, dir, topic string, acked map[string]ackedSend) {
 			r.Release()
 		}
 	}
-	for body, a := range acked {
-		if got := at[[2]int64{int64(a.queue), a.offset}]; got != body {
-			t.Errorf("%s: acknowledged %s at queue %d offset %d holds %q", dir, body, a.queue, a.offset, got)
-		}
-	}
-	t.Logf("%s: %d messages, all %d acknowledged ones in place", dir, len(at), len(acked))
+	return at
 }
 
 // groupFromControllers returns a function that reads group name from the

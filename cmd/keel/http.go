@@ -79,8 +79,19 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 		ac := admin.New(admin.Config{NamesrvAddrs: p.namesrvAddrs, TLS: p.embeddedNamesrvTLS,
 			AccessKey: os.Getenv(envAccessKey), SecretKey: os.Getenv(envSecretKey)})
 		log := p.log.With("component", "http")
-		con := console.New(console.Config{Admin: ac, Write: ho.consoleWrite, Version: version,
-			Logger: p.log.With("component", "console"), Local: p.localStats})
+		ccfg := console.Config{Admin: ac, Write: ho.consoleWrite, Version: version,
+			Logger: p.log.With("component", "console"), Local: p.localStats}
+		ctl := controllerClientOf(p.cfg)
+		if ctl != nil {
+			ccfg.Elections = consoleElections(ctl) // the Replication page's election history
+		}
+		closeAll := func() {
+			ac.Close()
+			if ctl != nil {
+				ctl.Close()
+			}
+		}
+		con := console.New(ccfg)
 		guarded := http.NewServeMux()
 		guarded.Handle("GET /metrics", m.Handler())
 		guarded.Handle("/", con.Handler())
@@ -90,7 +101,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 		mux.Handle("/", httpauth.Guard(p.httpAuth(), guarded, log))
 		ln, err := p.listen(listenHTTP, addr)
 		if err != nil {
-			ac.Close()
+			closeAll()
 			return service{}, err
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
@@ -112,7 +123,7 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			stop: func(ctx context.Context) error {
 				err := srv.Shutdown(ctx)
 				ln.Close()
-				ac.Close()
+				closeAll()
 				return err
 			},
 		}, nil

@@ -11,6 +11,7 @@ import (
 
 func newNamesrvCmd() *cobra.Command {
 	var o options
+	var dataDir string
 	co := controllerOptions{dataDirFlag: "controller-data-dir"}
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -42,7 +43,7 @@ func newNamesrvCmd() *cobra.Command {
 				return err
 			}
 			defer ls.closeAll()
-			p := &parts{log: log, listeners: ls}
+			p := &parts{log: log, listeners: ls, namesrvDataDir: dataDir}
 			starters := p.namesrvStarters(o.namesrvListen, false)
 			if cc != nil {
 				starters = append(starters, p.controllerStarter(cc, voters, nil))
@@ -52,6 +53,7 @@ func newNamesrvCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the NameServer's state here: the highest master epoch of each group (controller mode),\nso that after a restart it still refuses a replaced master (empty: in memory only)")
 	o.addNamesrvFlags(cmd)
 	co.addEmbeddedFlags(cmd)
 	return cmd

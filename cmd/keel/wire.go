@@ -33,6 +33,8 @@ import (
 // ones. Starters run one after another before any service runs, so these
 // fields are written before any goroutine reads them.
 type parts struct {
+	// namesrvDataDir: keel namesrv --data-dir (empty: its state in memory).
+	namesrvDataDir   string
 	cfg              *config.Broker
 	log              *slog.Logger
 	repairCorruption bool // --repair-corruption

@@ -28,7 +28,7 @@ func (p *parts) controllerStarter(cc *config.Controller, voters []controller.Vot
 		}
 		c, err := controller.Open(controller.Config{
 			NodeID: id, Addr: adv, Listener: ln, DataDir: cc.StorePath, Bootstrap: voters,
-			DetectionPeriod: cc.DetectionPeriod, ScanInterval: cc.ScanInterval, FenceTimeout: cc.FenceTimeout,
+			DetectionPeriod: cc.DetectionPeriod, ScanInterval: cc.ScanInterval, FenceTimeout: cc.FenceTimeout, LeaseDuration: cc.LeaseDuration,
 			AllowUnclean: cc.ElectUncleanMaster, NotifyRoleChange: cc.NotifyBrokerRoleChanged,
 			Logger: p.log.With("component", "controller"),
 		})

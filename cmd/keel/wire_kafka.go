@@ -79,8 +79,9 @@ func (p *parts) kafkaStarter(addr string) starter {
 		}
 		if m := p.roleMaster; m != nil {
 			// Controller mode: a master fenced above its epoch leads
-			// nothing from then on, until its restart as a slave.
-			kcfg.Replaced = func() bool { return m.Fenced() != 0 }
+			// nothing from then on, until its restart as a slave; an
+			// ASYNC_MASTER leads nothing while it holds no lease.
+			kcfg.Replaced = func() bool { return !m.Acknowledges() }
 		}
 		if b := p.broker; b != nil && len(p.namesrvAddrs) > 0 {
 			// A member of a cluster: its Kafka door is registered with the

@@ -41,7 +41,10 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.OnFlush = p.onFlush
 	c.TagsCode = scheduleTagsCode(b)
 	c.IndexKeys = indexKeys
-	c.ExternalReplication = b.BrokerRole == config.SyncMaster
+	// An ASYNC_MASTER in controller mode confirms through its lease
+	// (replication.MasterConfig.Leased), so its Replicated watermark is
+	// moved by its replication too.
+	c.ExternalReplication = b.BrokerRole == config.SyncMaster || b.BrokerRole == config.AsyncMaster && b.EnableControllerMode
 	c.ReplicationTimeout = b.ReplicaAckTimeout
 	c.Replica = b.BrokerRole == config.Slave
 	c.Logger = p.log.With("component", "store")

@@ -47,6 +47,10 @@ type Controller struct {
 	// FenceTimeout (controllerFenceTimeoutMillis, Keel, ms): how long an
 	// election waits for the candidates' fence answers.
 	FenceTimeout time.Duration
+	// LeaseDuration (controllerLeaseMillis, Keel, ms): the lease an
+	// ASYNC_MASTER gets with each heartbeat answer; 0 = half the
+	// detection period.
+	LeaseDuration time.Duration
 }
 
 // DefaultControllerListen is the controller's listen address by default.
@@ -110,6 +114,7 @@ var controllerFields = []controllerField{
 	cms("scanInactiveMasterInterval", func(c *Controller) *time.Duration { return &c.ScanInterval }),
 	cms("controllerHeartBeatTimeoutMills", func(c *Controller) *time.Duration { return &c.DetectionPeriod }),
 	cms("controllerFenceTimeoutMillis", func(c *Controller) *time.Duration { return &c.FenceTimeout }),
+	cms("controllerLeaseMillis", func(c *Controller) *time.Duration { return &c.LeaseDuration }),
 }
 
 // controllerUnsupported are RocketMQ controller keys Keel reads but does
@@ -225,6 +230,12 @@ func (c *Controller) Validate() error {
 	}
 	if c.FenceTimeout <= 0 || c.FenceTimeout >= c.DetectionPeriod {
 		bad("controllerFenceTimeoutMillis", "must be above 0 and below controllerHeartBeatTimeoutMills")
+	}
+	if l := c.LeaseDuration; l != 0 && (l < 100*time.Millisecond || l+l/10 > c.DetectionPeriod) {
+		// A new raft leader waits one detection period before electing:
+		// a lease an earlier leader granted (and its tenth as a margin
+		// for clock rates) must end within it.
+		bad("controllerLeaseMillis", "must be 0 (half of controllerHeartBeatTimeoutMills) or at least 100 ms, and with a tenth added at most controllerHeartBeatTimeoutMills")
 	}
 	return errors.Join(errs...)
 }

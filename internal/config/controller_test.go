@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,24 @@ func TestControllerValidate(t *testing.T) {
 	for _, key := range []string{"scanInactiveMasterInterval", "controllerHeartBeatTimeoutMills", "controllerFenceTimeoutMillis", "controllerListen", "controllerAdvertise"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("Validate does not report %s: %v", key, err)
+		}
+	}
+}
+
+// TestControllerLeaseValidate: a lease (plus its tenth) must end within
+// the detection period, which a new raft leader waits before electing.
+func TestControllerLeaseValidate(t *testing.T) {
+	for _, tt := range []struct {
+		lease time.Duration
+		ok    bool
+	}{{0, true}, {3 * time.Second, true}, {5400 * time.Millisecond, true}, {5500 * time.Millisecond, false}, {50 * time.Millisecond, false}} {
+		c := DefaultController()
+		if err := c.Set("controllerLeaseMillis", fmt.Sprint(tt.lease.Milliseconds())); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		if tt.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "controllerLeaseMillis") {
+			t.Errorf("lease %v under a 6 s detection period: %v", tt.lease, err)
 		}
 	}
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // TestControllerModeValidation: enableControllerMode needs controllerAddr
-// of host:port entries and SYNC_MASTER, and takes no haMasterAddress.
+// of host:port entries and a master role (SYNC_MASTER or ASYNC_MASTER),
+// and takes no haMasterAddress.
 func TestControllerModeValidation(t *testing.T) {
 	for _, tt := range []struct {
 		set  map[string]string
@@ -15,7 +16,9 @@ func TestControllerModeValidation(t *testing.T) {
 		{map[string]string{"brokerRole": "SYNC_MASTER", "controllerAddr": "127.0.0.1:9878;127.0.0.1:9879"}, ""},
 		{map[string]string{"brokerRole": "SYNC_MASTER"}, "controllerAddr"},
 		{map[string]string{"brokerRole": "SYNC_MASTER", "controllerAddr": "nohostport"}, `"nohostport" is not host:port`},
-		{map[string]string{"brokerRole": "ASYNC_MASTER", "controllerAddr": "127.0.0.1:9878"}, "needs SYNC_MASTER"},
+		// An ASYNC_MASTER acknowledges under the controllers' lease.
+		{map[string]string{"brokerRole": "ASYNC_MASTER", "controllerAddr": "127.0.0.1:9878;127.0.0.1:9879"}, ""},
+		{map[string]string{"brokerRole": "SLAVE", "brokerId": "1", "controllerAddr": "127.0.0.1:9878"}, "not SLAVE"},
 		{map[string]string{"brokerRole": "SYNC_MASTER", "controllerAddr": "127.0.0.1:9878", "haMasterAddress": "127.0.0.1:10912"}, "haMasterAddress"},
 	} {
 		b := Default()

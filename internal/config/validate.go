@@ -95,10 +95,10 @@ func (b *Broker) validateReplication(bad func(string, string, ...any)) {
 		switch {
 		case b.ControllerAddr == "":
 			bad("controllerAddr", "enableControllerMode=true needs the controllers' addresses, host:port[;host:port]")
-		case b.BrokerRole != SyncMaster:
-			// An ASYNC_MASTER acknowledges without its slaves: fencing
-			// them does not stop it, and no lease exists yet.
-			bad("brokerRole", "enableControllerMode=true needs SYNC_MASTER (the role the broker takes when elected): an ASYNC_MASTER or SLAVE is not safe under a controller yet")
+		case b.BrokerRole == Slave:
+			// The role is the one the broker takes when elected; an
+			// ASYNC_MASTER acknowledges only under the controllers' lease.
+			bad("brokerRole", "enableControllerMode=true needs SYNC_MASTER or ASYNC_MASTER (the role the broker takes when elected), not SLAVE: the controller names the master")
 		case b.HAMasterAddress != "":
 			bad("haMasterAddress", "not used with enableControllerMode=true: the controller names the master")
 		}

@@ -43,8 +43,11 @@ type Config struct {
 	SampleInterval time.Duration // DefaultSampleInterval
 	HistoryPoints  int           // DefaultHistoryPoints
 	Version        string
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// Elections, if set (a broker in controller mode), reads every
+	// group's election history from the controllers (elections.go).
+	Elections ElectionsFunc
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Console serves the web console. Create it with New.
@@ -145,6 +148,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /api/transactions", c.apiTransactions)
 	c.mux.HandleFunc("GET /api/corrupt", c.apiCorrupt)         // corrupt.go
 	c.mux.HandleFunc("GET /api/replication", c.apiReplication) // replication.go
+	c.mux.HandleFunc("GET /api/elections", c.apiElections)     // elections.go
 	c.mux.HandleFunc("GET /api/amqp", c.apiAMQP)               // amqp.go
 	c.mux.HandleFunc("GET /api/kafka", c.apiKafka)             // kafka.go
 	c.mux.HandleFunc("GET /api/kafka/groups/{group}", c.apiKafkaGroup)

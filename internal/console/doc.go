@@ -21,6 +21,8 @@
 //	GET  /api/transactions              undecided transactional half messages
 //	GET  /api/corrupt                   records isolated as corrupt, scrubber status, per broker
 //	GET  /api/replication               broker groups, each member's replication state (keel cluster)
+//	GET  /api/elections                 controller mode: each group's election history (time, epoch,
+//	                                    old and new master, kind clean/unclean/switch-over)
 //	GET  /api/amqp                      AMQP queues, exchanges and connections, per broker
 //	GET  /api/kafka                     Kafka consumer groups (members, assignments) and connections, per broker
 //	GET  /api/kafka/groups/{group}      a Kafka group as kafka-consumer-groups.sh --describe

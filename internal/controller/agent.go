@@ -59,7 +59,15 @@ type AgentConfig struct {
 	// MasterEpoch is above the last one delivered (views in between may
 	// be skipped).
 	OnView func(GroupView)
-	Logger *slog.Logger
+	// Lease, if set, names the master epoch at which the broker asks for
+	// a lease in its heartbeats (an ASYNC_MASTER: lease.go); 0 asks for
+	// none. OnLease then receives each grant: the broker may acknowledge
+	// writes at epoch until the given time, on its monotonic clock,
+	// measured from when the heartbeat was sent. While a lease is asked
+	// for, heartbeats go at least every third of the lease.
+	Lease   func() uint32
+	OnLease func(epoch uint32, until time.Time)
+	Logger  *slog.Logger
 }
 
 // Agent runs a broker's registration and heartbeats.
@@ -72,6 +80,11 @@ type Agent struct {
 	st agentState
 
 	fences atomic.Uint64 // fence requests answered with a promise
+	// leaseMillis is the last lease granted (heartbeats then go at least
+	// every third of it).
+	leaseMillis atomic.Int64
+
+	beat chan struct{} // HeartbeatNow (capacity 1)
 
 	viewMu sync.Mutex
 	view   GroupView     // newest view seen
@@ -93,7 +106,7 @@ func OpenAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &Agent{cfg: cfg, client: NewClient(cfg.Controllers), newer: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, client: NewClient(cfg.Controllers), newer: make(chan struct{}, 1), beat: make(chan struct{}, 1)}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -164,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.deliver(ctx)
 	}()
 	defer func() { cancel(); <-done }()
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	t := time.NewTimer(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	registered := false
 	for {
@@ -181,12 +194,36 @@ func (a *Agent) Run(ctx context.Context) error {
 				return err // another cluster, or a copied store: never go on
 			}
 		}
+		next := a.cfg.HeartbeatInterval
+		if l := time.Duration(a.leaseMillis.Load()) * time.Millisecond; l > 0 && a.leaseEpoch() != 0 {
+			next = min(next, l/3)
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-a.beat:
+			t.Stop() // Reset above re-arms it (no stale tick since Go 1.23)
 		}
 	}
+}
+
+// HeartbeatNow has the next heartbeat sent at once (a new ASYNC_MASTER
+// asks for its first lease without waiting an interval).
+func (a *Agent) HeartbeatNow() {
+	select {
+	case a.beat <- struct{}{}:
+	default:
+	}
+}
+
+// leaseEpoch is the epoch a lease is asked for at (0: none).
+func (a *Agent) leaseEpoch() uint32 {
+	if a.cfg.Lease == nil || a.cfg.OnLease == nil {
+		return 0
+	}
+	return a.cfg.Lease()
 }
 
 func (a *Agent) register(ctx context.Context) error {
@@ -216,16 +253,29 @@ func (a *Agent) register(ctx context.Context) error {
 }
 
 func (a *Agent) heartbeat(ctx context.Context) error {
+	lease := a.leaseEpoch()
 	lastEpoch, logEnd := a.cfg.Log()
 	a.mu.Lock()
 	req := HeartbeatRequest{ClusterID: a.st.ClusterID, Group: a.cfg.Group, ReplicaID: a.st.ReplicaID, Incarnation: a.incarnation,
-		LastEpoch: lastEpoch, LogEnd: logEnd, FencedEpoch: a.st.FencedEpoch}
+		LastEpoch: lastEpoch, LogEnd: logEnd, FencedEpoch: a.st.FencedEpoch, LeaseEpoch: lease}
 	a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 2*a.cfg.HeartbeatInterval+time.Second)
+	wait := 2*a.cfg.HeartbeatInterval + time.Second
+	if l := time.Duration(a.leaseMillis.Load()) * time.Millisecond; lease != 0 && l > 0 {
+		wait = min(wait, l) // a grant arriving later would have ended already
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	// A lease runs from before the request left (time.Now carries the
+	// monotonic clock): the grant reaches the broker later than the
+	// leader gave it, so delays only shorten the lease here.
+	sent := time.Now()
 	v, err := a.client.Heartbeat(ctx, req)
 	if err != nil {
 		return err
+	}
+	if lease != 0 && v.LeaseEpoch == lease && v.LeaseMillis > 0 {
+		a.leaseMillis.Store(v.LeaseMillis)
+		a.cfg.OnLease(lease, sent.Add(time.Duration(v.LeaseMillis)*time.Millisecond))
 	}
 	a.learn(v)
 	return nil

@@ -48,14 +48,14 @@ func (ta *testAgent) lastView() GroupView {
 
 // startAgent starts a broker process on dir (a restart when dir holds an
 // agent file).
-func startAgent(t *testing.T, h *harness, dir string, epoch uint32, end int64) *testAgent {
+func startAgent(t *testing.T, h *harness, dir string, epoch uint32, end int64, opts ...func(*AgentConfig)) *testAgent {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ta := &testAgent{dir: dir, addr: ln.Addr().String(), epoch: epoch, end: end, done: make(chan struct{})}
-	ta.agent, err = OpenAgent(AgentConfig{Group: "broker-a", Dir: dir, Addr: ta.addr, HAAddr: ta.addr + "-ha", Controllers: h.addrs,
+	cfg := AgentConfig{Group: "broker-a", Dir: dir, Addr: ta.addr, HAAddr: ta.addr + "-ha", Controllers: h.addrs,
 		HeartbeatInterval: 20 * time.Millisecond,
 		Log: func() (uint32, int64) {
 			ta.mu.Lock()
@@ -73,7 +73,11 @@ func startAgent(t *testing.T, h *harness, dir string, epoch uint32, end int64) *
 			ta.views = append(ta.views, v)
 			ta.mu.Unlock()
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ta.agent, err = OpenAgent(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

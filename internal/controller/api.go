@@ -44,6 +44,12 @@ type GroupView struct {
 	InSync       []Member  `json:"inSync"`
 	InSyncEpoch  uint32    `json:"inSyncEpoch"`
 	Replicas     []Replica `json:"replicas"`
+	// LeaseEpoch and LeaseMillis are set only in the answer to a
+	// heartbeat that asked for a lease (lease.go) and got one: the
+	// master may acknowledge writes at LeaseEpoch for LeaseMillis from
+	// when it sent that heartbeat.
+	LeaseEpoch  uint32 `json:"leaseEpoch,omitempty"`
+	LeaseMillis int64  `json:"leaseMillis,omitempty"`
 }
 
 func viewOf(cluster string, g *Group) GroupView {
@@ -85,6 +91,9 @@ type HeartbeatRequest struct {
 	// leader treats it as gone and elects (it is a candidate itself), so a
 	// fence whose election never committed does not leave the group stuck.
 	FencedEpoch uint32 `json:"fencedEpoch,omitempty"`
+	// LeaseEpoch, if not 0, asks for a lease (lease.go): an ASYNC_MASTER
+	// names the master epoch it writes at.
+	LeaseEpoch uint32 `json:"leaseEpoch,omitempty"`
 }
 
 // FenceRequest is the controller's request to a candidate (the broker
@@ -166,7 +175,11 @@ func (c *Controller) Heartbeat(req HeartbeatRequest) (GroupView, error) {
 		c.lead.live[r.ID] = liveness{incarnation: req.Incarnation, lastEpoch: req.LastEpoch, logEnd: req.LogEnd, fencedEpoch: req.FencedEpoch, at: now}
 	}
 	c.lead.mu.Unlock()
-	return viewOf(cluster, g), nil
+	v := viewOf(cluster, g)
+	if d := c.grantLease(g, req); d > 0 {
+		v.LeaseEpoch, v.LeaseMillis = req.LeaseEpoch, d.Milliseconds()
+	}
+	return v, nil
 }
 
 // AlterInSync commits the master's change of its in-sync set.
@@ -237,6 +250,10 @@ type Status struct {
 	// WithoutMaster: groups the leader found without a live master and
 	// could not elect for, with the Clock time (ms) it first saw that.
 	WithoutMaster map[string]int64 `json:"withoutMaster,omitempty"`
+	// LeaseEnds: per group of an ASYNC_MASTER, the Clock time (ms) its
+	// newest lease from this leader ends, margin included: no election
+	// of the group starts before it.
+	LeaseEnds map[string]int64 `json:"leaseEnds,omitempty"`
 }
 
 // ReplicaLiveness is a replica's latest heartbeat as the leader holds it.
@@ -275,6 +292,14 @@ func (c *Controller) Status() (Status, error) {
 		for rid, h := range c.lead.live {
 			s.Live = append(s.Live, ReplicaLiveness{ID: rid, Incarnation: h.incarnation, LastEpoch: h.lastEpoch,
 				LogEnd: h.logEnd, AgeMillis: now.Sub(h.at).Milliseconds()})
+		}
+		for n := range c.lead.leases.grants {
+			if _, end := c.lead.leases.leaseHeldLocked(n, now); !end.IsZero() {
+				if s.LeaseEnds == nil {
+					s.LeaseEnds = map[string]int64{}
+				}
+				s.LeaseEnds[n] = end.UnixMilli()
+			}
 		}
 		if len(c.lead.noMaster) > 0 {
 			s.WithoutMaster = map[string]int64{}

@@ -180,10 +180,18 @@
 //     ExpectInSyncEpoch; on ErrStaleInSyncEpoch read the group again; on
 //     ErrNotMaster stop acting as master.
 //  8. An ASYNC_MASTER acknowledges without its slaves, so fencing them
-//     does not stop it: it needs a lease (an answer to its heartbeat valid
-//     for less than the detection period) and must stop taking writes
-//     when it lapses. The controller grants no lease yet, so controller
-//     mode is safe for SYNC_MASTER groups only.
+//     does not stop it: it asks for a lease in every heartbeat
+//     (HeartbeatRequest.LeaseEpoch, lease.go), measures a grant
+//     (GroupView.LeaseMillis) on its monotonic clock from when it sent
+//     that heartbeat, heartbeats at least every third of the lease, and
+//     confirms nothing, and takes no write, while it holds none
+//     (replication.MasterConfig.Leased). The leader grants one only to
+//     the master at its epoch and incarnation, after VerifyLeader, never
+//     while the group elects, and elects no successor before the lease it
+//     recorded ended plus LeaseMargin; LeaseDuration plus its margin is
+//     below the detection period, which a new leader waits. What such a
+//     master acknowledged and no replica copied is lost on a failover:
+//     rejoining as a slave it cuts it (replication.SlaveConfig.TruncateShown).
 //
 // # Figures
 //

@@ -56,6 +56,15 @@ type fakeBroker struct {
 	view        GroupView // the newest view it learned
 	notified    int
 	client      *Client
+	// leaseEpoch is the epoch its heartbeats ask a lease at (0: none);
+	// lease the last grant (0: none) and leaseAt the clock time of the
+	// heartbeat that got it.
+	leaseEpoch uint32
+	lease      time.Duration
+	leaseAt    time.Time
+	// fenceWait, if set, holds its fence answers until closed (or the
+	// fence's context ends).
+	fenceWait chan struct{}
 }
 
 func (b *fakeBroker) setLog(epoch uint32, end int64) {
@@ -94,10 +103,20 @@ func (fb *fakeBrokers) get(addr string) (*fakeBroker, error) {
 	return b, nil
 }
 
-func (fb *fakeBrokers) Fence(_ context.Context, r Replica, req FenceRequest) (FenceResponse, error) {
+func (fb *fakeBrokers) Fence(ctx context.Context, r Replica, req FenceRequest) (FenceResponse, error) {
 	b, err := fb.get(r.Addr)
 	if err != nil {
 		return FenceResponse{}, err
+	}
+	b.mu.Lock()
+	wait := b.fenceWait
+	b.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return FenceResponse{}, ctx.Err()
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -325,12 +344,18 @@ func (h *harness) beat() {
 		}
 		b.mu.Lock()
 		req := HeartbeatRequest{ClusterID: b.view.ClusterID, Group: "broker-a", ReplicaID: b.id, Incarnation: b.incarnation,
-			LastEpoch: b.lastEpoch, LogEnd: b.logEnd, FencedEpoch: b.fencedEpoch}
+			LastEpoch: b.lastEpoch, LogEnd: b.logEnd, FencedEpoch: b.fencedEpoch, LeaseEpoch: b.leaseEpoch}
 		b.mu.Unlock()
 		v, err := b.client.Heartbeat(ctxT(h.t), req)
 		if err != nil {
 			h.t.Fatalf("heartbeat of replica %d: %v", req.ReplicaID, err)
 		}
+		b.mu.Lock()
+		b.lease = 0
+		if req.LeaseEpoch != 0 && v.LeaseEpoch == req.LeaseEpoch {
+			b.lease, b.leaseAt = time.Duration(v.LeaseMillis)*time.Millisecond, h.clock.Now()
+		}
+		b.mu.Unlock()
 		b.learn(v)
 	}
 }

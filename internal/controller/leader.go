@@ -36,6 +36,9 @@ type leaderState struct {
 	// down is, by group, when this leader found it without a live master
 	// (the master's last heartbeat if it had one): for Stats.
 	down map[string]time.Time
+	// leases are the leases this leader granted to ASYNC_MASTERs
+	// (lease.go).
+	leases leaseState
 	// counts are this process's counters for Stats; they survive
 	// stepping down and taking over.
 	counts statsCounters
@@ -121,6 +124,10 @@ func (c *Controller) takeOver(term uint64) bool {
 	c.lead.noMaster = map[string]time.Time{}
 	c.lead.retryAt = map[string]time.Time{}
 	c.lead.down = map[string]time.Time{}
+	// A lease an earlier leader granted ends before this one's first
+	// election: it waits a detection period, longer than a lease and its
+	// margin (lease.go).
+	c.lead.leases = leaseState{grants: map[string]leaseGrant{}, margin: LeaseMargin(c.cfg.LeaseDuration), waiting: map[string]bool{}}
 	c.lead.mu.Unlock()
 	c.log.Info("controller leader: acting; no election before a full detection period",
 		"node_id", c.cfg.NodeID, "term", term, "detection_period", c.cfg.DetectionPeriod)
@@ -188,6 +195,16 @@ func (c *Controller) checkGroups(ctx context.Context) {
 			delete(l.noMaster, n)
 			continue
 		}
+		if held, end := l.leases.leaseHeldLocked(n, now); held {
+			// The old master may still acknowledge until its lease ends.
+			if !l.leases.waiting[n] {
+				l.leases.waiting[n] = true
+				c.log.Warn("controller: the group's master is gone; waiting for its lease to end before electing", "group", n,
+					"master", g.MasterID, "epoch", g.MasterEpoch, "lease_end", end)
+			}
+			continue
+		}
+		delete(l.leases.waiting, n)
 		cands := l.candidates(g, now, d, false)
 		if len(cands) == 0 && !(g.MasterID != 0 && (g.AllowUnclean || c.cfg.AllowUnclean)) {
 			if _, ok := l.noMaster[n]; !ok {

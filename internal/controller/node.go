@@ -96,6 +96,11 @@ type Config struct {
 	// NotifyRoleChange sends every replica of a group the new view after
 	// an election (notifyBrokerRoleChanged); brokers also poll.
 	NotifyRoleChange bool
+	// LeaseDuration (controllerLeaseMillis) is the lease an ASYNC_MASTER
+	// is granted by each heartbeat answer (lease.go); default
+	// DetectionPeriod/2. It must leave room for its drift margin below
+	// DetectionPeriod: LeaseDuration + LeaseMargin(LeaseDuration) <= D.
+	LeaseDuration time.Duration
 
 	// Raft timing; zero values take raft's defaults (1 s, 1 s, 500 ms).
 	HeartbeatTimeout   time.Duration
@@ -122,6 +127,13 @@ func (c *Config) withDefaults() error {
 	}
 	if c.FenceTimeout <= 0 {
 		c.FenceTimeout = DefaultFenceTimeout
+	}
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = c.DetectionPeriod / 2
+	}
+	if c.LeaseDuration+LeaseMargin(c.LeaseDuration) > c.DetectionPeriod {
+		return fmt.Errorf("controller: a lease of %v plus its margin %v is above the detection period %v",
+			c.LeaseDuration, LeaseMargin(c.LeaseDuration), c.DetectionPeriod)
 	}
 	if c.Clock == nil {
 		c.Clock = wallClock{}

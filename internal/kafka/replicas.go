@@ -1,46 +1,68 @@
 package kafka
 
-// Leaders and replica assignments: a partition is a queue of this broker
-// group, its one Kafka replica node 0, always its leader (the group's
-// slaves copy the whole CommitLog, not partitions, and are not Kafka
-// replicas). So:
+// Leaders and replica assignments: a partition is a queue of a broker
+// group; its replicas are the group's members (their Kafka node ids, the
+// master first, as Metadata lists them) and its leader the group's
+// master, which is therefore always the preferred replica. Which member
+// is master is the broker group's business (fixed by brokerRole, or
+// elected by the controllers: keel controller switch-over moves it), not
+// a Kafka client's. So:
 //
 //	ElectLeaders                  ELECTION_NOT_NEEDED (84) for each
-//	                              partition named (preferred or unclean:
-//	                              the leader is the preferred replica and
-//	                              alive); all partitions (null topics):
-//	                              an empty answer, as Kafka leaves out
-//	                              the partitions that need no election
+//	                              partition named whose group has a
+//	                              master (preferred or unclean: the
+//	                              leader is the preferred replica and
+//	                              alive), the message naming its node id;
+//	                              PREFERRED_LEADER_NOT_AVAILABLE (80), or
+//	                              ELIGIBLE_LEADERS_NOT_AVAILABLE (83) for
+//	                              unclean, while the group has none (in
+//	                              controller mode the controllers elect
+//	                              one); all partitions (null topics): an
+//	                              empty answer, as Kafka leaves out the
+//	                              partitions that need no election
 //	ListPartitionReassignments    no reassignment is ever in progress: an
 //	                              empty answer
-//	AlterPartitionReassignments   replicas [0] (the partition's own) is
-//	                              accepted and changes nothing; any other
-//	                              assignment INVALID_REPLICA_ASSIGNMENT
-//	                              (39), a cancellation (null replicas)
+//	AlterPartitionAssignments     the partition's own replicas (as
+//	                              Metadata lists them) are accepted and
+//	                              change nothing; any other assignment
+//	                              INVALID_REPLICA_ASSIGNMENT (39), a
+//	                              cancellation (null replicas)
 //	                              NO_REASSIGNMENT_IN_PROGRESS (85)
 //
 // An unknown topic or partition gets UNKNOWN_TOPIC_OR_PARTITION (3).
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const (
+	errPreferredLeaderNotAvailable  int16 = 80
+	errEligibleLeadersNotAvailable  int16 = 83
 	errElectionNotNeeded            int16 = 84
 	errNoReassignmentInProgress     int16 = 85
-	msgReassignmentNotSupported           = "reassignment is not supported: a partition's replicas are its broker group (node 0 only)"
-	msgElectionNotNeeded                  = "the partition's leader is its preferred replica, node 0, the broker group's only Kafka replica"
 	msgNoReassignmentToCancel             = "no reassignment is in progress: a partition's replicas are its broker group"
 	msgUnknownTopicOrPartitionElect       = "unknown topic or partition"
 )
 
-// partitionExists reports whether topic has partition p.
-func (s *Server) partitionExists(topic string, p int32) (topicKnown, partKnown bool) {
-	tc, ok := s.core.Topic(topic)
+// partitionGroup is the broker group hosting partition p of topic, as
+// Metadata describes it (leader -1: the group has no master now), and the
+// group's name.
+func (s *Server) partitionGroup(topic string, p int32) (*groupInfo, string, bool) {
+	cs := s.cluster(false)
+	tc, here := s.core.Topic(topic)
+	g, _, ok := locate(cs.layout(topic, tc, here), p)
 	if !ok {
-		return false, false
+		return nil, "", false
 	}
-	return true, p >= 0 && p < tc.ReadQueueNums
+	if s.cfg.Cluster == nil {
+		id := s.cfg.NodeID
+		return &groupInfo{leader: id, replicas: []int32{id}, isr: []int32{id}}, g, true
+	}
+	gi := cs.groups[g]
+	return gi, g, gi != nil
 }
 
 func (s *Server) electLeaders(req *kmsg.ElectLeadersRequest) kmsg.Response {
@@ -51,10 +73,19 @@ func (s *Server) electLeaders(req *kmsg.ElectLeadersRequest) kmsg.Response {
 		for _, p := range t.Partitions {
 			rp := kmsg.NewElectLeadersResponseTopicPartition()
 			rp.Partition = p
-			if _, ok := s.partitionExists(t.Topic, p); ok {
-				rp.ErrorCode, rp.ErrorMessage = errElectionNotNeeded, kmsg.StringPtr(msgElectionNotNeeded)
-			} else {
+			g, name, ok := s.partitionGroup(t.Topic, p)
+			switch {
+			case !ok:
 				rp.ErrorCode, rp.ErrorMessage = errUnknownTopicOrPartition, kmsg.StringPtr(msgUnknownTopicOrPartitionElect)
+			case g.leader < 0:
+				rp.ErrorCode = errPreferredLeaderNotAvailable
+				if req.ElectionType == 1 {
+					rp.ErrorCode = errEligibleLeadersNotAvailable
+				}
+				rp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("broker group %s has no master now; its master is elected by the broker group (or its controllers), not by ElectLeaders", name))
+			default:
+				rp.ErrorCode, rp.ErrorMessage = errElectionNotNeeded, kmsg.StringPtr(fmt.Sprintf(
+					"the partition's leader is node %d, its preferred replica: the master of broker group %s (in controller mode, keel controller switch-over moves it)", g.leader, name))
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -71,16 +102,17 @@ func (s *Server) alterPartitionAssignments(req *kmsg.AlterPartitionAssignmentsRe
 		for _, p := range t.Partitions {
 			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			rp.Partition = p.Partition
-			_, ok := s.partitionExists(t.Topic, p.Partition)
+			g, name, ok := s.partitionGroup(t.Topic, p.Partition)
 			switch {
 			case !ok:
 				rp.ErrorCode, rp.ErrorMessage = errUnknownTopicOrPartition, kmsg.StringPtr(msgUnknownTopicOrPartitionElect)
 			case p.Replicas == nil:
 				rp.ErrorCode, rp.ErrorMessage = errNoReassignmentInProgress, kmsg.StringPtr(msgNoReassignmentToCancel)
-			case len(p.Replicas) == 1 && p.Replicas[0] == 0:
+			case slices.Equal(p.Replicas, g.replicas):
 				// The partition's own assignment: nothing to move.
 			default:
-				rp.ErrorCode, rp.ErrorMessage = errInvalidReplicaAssignment, kmsg.StringPtr(msgReassignmentNotSupported)
+				rp.ErrorCode, rp.ErrorMessage = errInvalidReplicaAssignment, kmsg.StringPtr(fmt.Sprintf(
+					"reassignment is not supported: a partition's replicas are its broker group %s, nodes %v", name, g.replicas))
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -45,11 +45,12 @@ type Config struct {
 	// on a master, its in-sync replicas (Metadata's leader epoch and ISR
 	// for its own group). It must be cheap.
 	LocalGroup func() LocalGroup
-	// Replaced, when set, reports that this master learned a newer
-	// master of its group (a controller fenced it above its epoch): from
-	// then on it leads nothing, and Produce, Fetch, ListOffsets and
-	// DeleteRecords answer NOT_LEADER_OR_FOLLOWER so clients refresh
-	// their metadata. It must be cheap.
+	// Replaced, when set, reports that this master does not lead now: it
+	// learned a newer master of its group (a controller fenced it above
+	// its epoch), or, an ASYNC_MASTER, it holds no lease from the
+	// controllers. While it does, it leads nothing, and Produce, Fetch,
+	// ListOffsets and DeleteRecords answer NOT_LEADER_OR_FOLLOWER so
+	// clients refresh their metadata. It must be cheap.
 	Replaced func() bool
 	// MaxRequestBytes bounds one request frame (default 16 MiB).
 	MaxRequestBytes int

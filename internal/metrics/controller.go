@@ -47,6 +47,12 @@ type ControlledStats struct {
 	PromisedEpoch uint32
 	Fences        uint64
 	RoleChanges   uint64
+	// Leased: the broker is an ASYNC_MASTER, which acknowledges only
+	// while LeaseHeld (a lease from the controllers).
+	Leased, LeaseHeld bool
+	// LostRecords and LostBytes: what it cut below what it had shown
+	// (acknowledged as an ASYNC_MASTER, not on the new master).
+	LostRecords, LostBytes uint64
 }
 
 // The election kinds, always exported (0 until one happens), so rate()
@@ -70,9 +76,13 @@ var (
 	dBrokerCtlPromise = desc("keel_controlled_promised_epoch", "Broker in controller mode: the highest master epoch it promised in a fence.")
 	dBrokerCtlFences  = desc("keel_controlled_fences_total", "Broker in controller mode: fence requests it answered with a promise.")
 	dBrokerCtlChanges = desc("keel_controlled_role_changes_total", "Broker in controller mode: role changes it began (each restarts its services in the new role).")
+	dBrokerCtlLease   = desc("keel_controlled_lease_held", "Broker in controller mode, ASYNC_MASTER: 1 while it holds a lease from the controllers (it acknowledges sends only then); absent on other roles.")
+	dBrokerCtlLostRec = desc("keel_controlled_lost_records_total", "Broker in controller mode: records it had acknowledged as ASYNC_MASTER, or shown, that the group's new master does not hold, cut when it rejoined as a slave.")
+	dBrokerCtlLostB   = desc("keel_controlled_lost_bytes_total", "Broker in controller mode: CommitLog bytes of those records.")
 )
 
-var controlledDescs = []*prometheus.Desc{dBrokerCtlRole, dBrokerCtlEpoch, dBrokerCtlPromise, dBrokerCtlFences, dBrokerCtlChanges}
+var controlledDescs = []*prometheus.Desc{dBrokerCtlRole, dBrokerCtlEpoch, dBrokerCtlPromise, dBrokerCtlFences, dBrokerCtlChanges,
+	dBrokerCtlLease, dBrokerCtlLostRec, dBrokerCtlLostB}
 
 func (c *collector) collectControlled(ch chan<- prometheus.Metric) {
 	if c.m.cfg.Controlled == nil {
@@ -84,6 +94,11 @@ func (c *collector) collectControlled(ch chan<- prometheus.Metric) {
 	gauge(ch, dBrokerCtlPromise, float64(s.PromisedEpoch))
 	counter(ch, dBrokerCtlFences, float64(s.Fences))
 	counter(ch, dBrokerCtlChanges, float64(s.RoleChanges))
+	if s.Leased {
+		gauge(ch, dBrokerCtlLease, boolGauge(s.LeaseHeld))
+	}
+	counter(ch, dBrokerCtlLostRec, float64(s.LostRecords))
+	counter(ch, dBrokerCtlLostB, float64(s.LostBytes))
 }
 
 // ControllerMetrics owns the registry of a controller process.

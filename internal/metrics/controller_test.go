@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-var sampleControlled = ControlledStats{Role: "master", MasterEpoch: 4, PromisedEpoch: 4, Fences: 3, RoleChanges: 2}
+var sampleControlled = ControlledStats{Role: "master", MasterEpoch: 4, PromisedEpoch: 4, Fences: 3, RoleChanges: 2,
+	Leased: true, LeaseHeld: true, LostRecords: 7, LostBytes: 1400}
 
 var ctlNow = time.Unix(1_700_000_000, 0)
 
@@ -107,6 +108,9 @@ func TestControlledBrokerMetrics(t *testing.T) {
 		`keel_controlled_promised_epoch`:      4,
 		`keel_controlled_fences_total`:        3,
 		`keel_controlled_role_changes_total`:  2,
+		`keel_controlled_lease_held`:          1,
+		`keel_controlled_lost_records_total`:  7,
+		`keel_controlled_lost_bytes_total`:    1400,
 	})
 	// Outside controller mode: none of them.
 	e = startEnv(t)

@@ -27,9 +27,12 @@
 // 0 registration below it is refused with an error and changes nothing;
 // one above it replaces the master address at once (the replaced
 // master's address leaves the routes without waiting for its expiry). So
-// one NameServer never serves two masters of one group. The epochs live
-// in memory: a restarted NameServer takes the first master that
-// registers, and learns the newer epoch from the next registration.
+// one NameServer never serves two masters of one group. With
+// Config.SaveMasterEpochs (keel namesrv --data-dir) the table is kept
+// durably before a registration that raises it is applied, and
+// Config.MasterEpochs loads it at start, so a restarted NameServer still
+// refuses a stale master; without, the epochs live in memory and a
+// restarted NameServer takes the first master that registers.
 //
 // TopicRouteData is written as compact JSON with quoted brokerId keys and
 // no whitespace: the Go client parses brokerAddrs as raw text and any

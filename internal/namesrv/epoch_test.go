@@ -3,7 +3,9 @@ package namesrv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -73,5 +75,50 @@ func TestMasterEpochNeverTwoMasters(t *testing.T) {
 	}
 	if got := masters(); got["0"] != "10.0.0.2:10911" || got["1"] != "10.0.0.1:10911" {
 		t.Fatalf("after the rejoin: %v", got)
+	}
+}
+
+// TestMasterEpochsKept: the epochs a previous run kept refuse a stale
+// master at once; a raised epoch is saved before the registration is
+// applied, and a failed save refuses it and changes nothing.
+func TestMasterEpochsKept(t *testing.T) {
+	var mu sync.Mutex // the server saves on its goroutines
+	var saved []map[string]uint32
+	fail := false
+	setFail := func(f bool) { mu.Lock(); fail = f; mu.Unlock() }
+	savedNow := func() []map[string]uint32 { mu.Lock(); defer mu.Unlock(); return saved }
+	_, addr := startNamesrv(t, Config{MasterEpochs: map[string]uint32{"broker-a": 5},
+		SaveMasterEpochs: func(e map[string]uint32) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return errors.New("disk gone")
+			}
+			saved = append(saved, e)
+			return nil
+		}})
+	cl := dial(t, addr)
+	ctx := context.Background()
+	reg := Registration{Cluster: "C", BrokerName: "broker-a", BrokerAddr: "10.0.0.1:10911", Topics: topics("T"), MasterEpoch: 4}
+	if _, err := RegisterBrokerResult(ctx, cl, reg); err == nil || !strings.Contains(err.Error(), "a master at epoch 5 is registered") {
+		t.Fatalf("a master below the kept epoch: %v", err)
+	}
+	reg.MasterEpoch = 5
+	register(t, cl, reg) // the kept epoch itself: nothing to save
+	if s := savedNow(); len(s) != 0 {
+		t.Fatalf("saved %v without a raise", s)
+	}
+	setFail(true)
+	reg.BrokerAddr, reg.MasterEpoch = "10.0.0.2:10911", 6
+	if _, err := RegisterBrokerResult(ctx, cl, reg); err == nil || !strings.Contains(err.Error(), "not kept") {
+		t.Fatalf("a raise that could not be saved: %v", err)
+	}
+	if _, body := routeOf(t, cl, "T"); !strings.Contains(body, "10.0.0.1:10911") || strings.Contains(body, "10.0.0.2") {
+		t.Fatalf("route after the refused raise: %s", body)
+	}
+	setFail(false)
+	register(t, cl, reg)
+	if s := savedNow(); len(s) != 1 || s[0]["broker-a"] != 6 {
+		t.Fatalf("saved %v, want broker-a at 6", s)
 	}
 }

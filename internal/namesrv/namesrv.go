@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +31,15 @@ type Config struct {
 	MaxTopicsPerRegistration int
 	Now                      func() time.Time // clock; default time.Now
 	Logger                   *slog.Logger
+	// MasterEpochs are the highest master epochs per broker name a
+	// previous run kept (SaveMasterEpochs): a restarted NameServer still
+	// refuses a master below them.
+	MasterEpochs map[string]uint32
+	// SaveMasterEpochs, if set, keeps the table of master epochs durably
+	// each time a registration raises one, before that registration is
+	// applied and answered; an error refuses the registration (the
+	// broker registers again) and changes nothing. Nil: in memory only.
+	SaveMasterEpochs func(map[string]uint32) error
 }
 
 // Server is the NameServer's state and request handler.
@@ -62,6 +72,9 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), t: newTable()}
+	for name, e := range cfg.MasterEpochs {
+		s.t.masterEpochs[name] = e
+	}
 	s.handlers = map[int16]func(*remoting.Conn, *remoting.Command) *remoting.Command{
 		remoting.ReqRegisterBroker:                s.handleRegister,
 		remoting.ReqUnregisterBroker:              s.handleUnregister,
@@ -152,6 +165,16 @@ func (s *Server) handleRegister(c *remoting.Conn, req *remoting.Command) *remoti
 			"master_epoch", r.masterEpoch, "held_epoch", held)
 		return req.NewResponse(remoting.ResSystemError, fmt.Sprintf(
 			"namesrv: broker %s: a master at epoch %d is registered; this registration as brokerId 0 at epoch %d is ignored", r.name, held, r.masterEpoch))
+	}
+	if save := s.cfg.SaveMasterEpochs; save != nil && r.id == masterID && r.masterEpoch > s.t.masterEpochs[r.name] {
+		next := maps.Clone(s.t.masterEpochs)
+		next[r.name] = r.masterEpoch
+		if err := save(next); err != nil {
+			s.mu.Unlock()
+			s.log.Error("namesrv: cannot keep a new master epoch; the registration is refused", "broker", r.name,
+				"broker_addr", r.addr, "master_epoch", r.masterEpoch, "err", err)
+			return req.NewResponse(remoting.ResSystemError, fmt.Sprintf("namesrv: broker %s: master epoch %d not kept: %v", r.name, r.masterEpoch, err))
+		}
 	}
 	refused := ""
 	if holder := s.t.kafkaConflict(r); holder != "" {

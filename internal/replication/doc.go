@@ -77,6 +77,19 @@
 // its replicas is answered without SEND_OK. MasterConfig.Epoch starts a
 // master at the controller's epoch instead of the history's last + 1.
 //
+// Leases (an ASYNC_MASTER under a controller, MasterConfig.Leased): the
+// store runs with ExternalReplication and the master moves Replicated to
+// what its own log confirmed (Flushed under SYNC_FLUSH, Written under
+// ASYNC_FLUSH: store.LocalStage) only if, after reading that offset, it
+// still holds the lease SetLease gave it (a monotonic instant); without
+// one CheckSend and the put gate refuse every send. A member of such a
+// group (SlaveConfig.TruncateShown) whose new master's truncation point
+// is below what it showed — a tail it acknowledged as master that no
+// replica got — does not stop on ErrDiverged: Run returns a
+// *ShownTruncation (the point, its log end, the records past it) for the
+// caller to cut the closed store there (store.TruncateClosed) and follow
+// again; those records are lost.
+//
 // State (status.go): Master.State and Slave.State are read-only snapshots
 // for operators (role, epoch, log end, confirmed offset; per replica the
 // acknowledged offset, lag in bytes and in time, in sync, last ack; a

@@ -74,6 +74,13 @@ type MasterConfig struct {
 	// AuthTimeout bounds a new connection's TLS handshake and
 	// authentication (0 = DefaultAuthTimeout).
 	AuthTimeout time.Duration
+	// Leased: an ASYNC_MASTER under a controller, whose store has
+	// ExternalReplication. It acknowledges without its replicas, and
+	// only while it holds a lease from the controller (SetLease): it
+	// then confirms (moves Replicated) what its own log confirmed, and
+	// once the lease ends it confirms nothing more and refuses every send
+	// until a new lease comes. Ignored with Sync.
+	Leased bool
 	// Epoch, if not 0, is the epoch this master starts at (a controller's
 	// master epoch); it must be above every epoch of the history. 0: the
 	// history's last epoch + 1.
@@ -103,6 +110,11 @@ type Master struct {
 	// fenced is the newest epoch above this master's that it learned of
 	// (Fence); from then on it takes no send and confirms nothing.
 	fenced atomic.Uint32
+
+	// leaseUntil is when the newest lease (Leased) ends, on the monotonic
+	// clock; nil: none yet. leaseLost is set once a lapse was logged.
+	leaseUntil atomic.Pointer[time.Time]
+	leaseLost  atomic.Bool
 
 	wg sync.WaitGroup
 }
@@ -184,8 +196,12 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}, acks: map[int64]int64{},
 		pendingAuth: make(chan struct{}, maxPendingAuth), refused: refusals{log: cfg.Logger}}
 	if cfg.Sync {
+		cfg.Leased = false
+		m.cfg.Leased = false
+	}
+	if cfg.Sync || cfg.Leased {
 		// Every put, the broker's own too, is refused at once while too
-		// few copies are in sync (store.SetPutGate).
+		// few copies are in sync, or without a lease (store.SetPutGate).
 		cfg.Store.SetPutGate(m.CheckSend)
 	}
 	m.log.Info("replication: master", "epoch", h.Last().Epoch, "epoch_start", end, "sync", cfg.Sync,
@@ -217,7 +233,7 @@ func (m *Master) Fence(epoch uint32) {
 			break
 		}
 	}
-	if !m.cfg.Sync {
+	if !m.cfg.Sync && !m.cfg.Leased {
 		// An ASYNC_MASTER's store confirms its own writes; without the
 		// put gate of a SYNC_MASTER, install one now.
 		m.cfg.Store.SetPutGate(m.CheckSend)
@@ -276,6 +292,10 @@ func (m *Master) CheckSend() store.PutResult {
 		return store.PutResult{Status: store.PutServiceNotAvailable,
 			Err: fmt.Errorf("replication: this master (epoch %d) was replaced: the group has a master at epoch %d or later; the message was not stored", m.Epoch(), f)}
 	}
+	if m.cfg.Leased && !m.LeaseHeld(time.Now()) {
+		return store.PutResult{Status: store.PutServiceNotAvailable,
+			Err: fmt.Errorf("replication: this master (epoch %d) holds no lease from the controllers (it may be cut off from them): it takes no sends until a lease is renewed; the message was not stored", m.Epoch())}
+	}
 	if m.cfg.Sync {
 		if n := m.InSync(); n < m.cfg.MinInSyncReplicas {
 			return store.PutResult{Status: store.PutInSyncReplicasNotEnough,
@@ -283,6 +303,60 @@ func (m *Master) CheckSend() store.PutResult {
 		}
 	}
 	return store.PutResult{Status: store.PutOK}
+}
+
+// SetLease records a lease from the controllers (Leased): the master may
+// acknowledge writes until until (a time.Now-based instant, so compared
+// on the monotonic clock). A lease ending before the one held changes
+// nothing.
+func (m *Master) SetLease(until time.Time) {
+	for {
+		cur := m.leaseUntil.Load()
+		if cur != nil && !until.After(*cur) {
+			return
+		}
+		if m.leaseUntil.CompareAndSwap(cur, &until) {
+			break
+		}
+	}
+	if time.Now().Before(until) && m.leaseLost.CompareAndSwap(true, false) {
+		m.log.Info("replication: lease renewed; taking sends again", "epoch", m.Epoch())
+	}
+}
+
+// LeaseHeld reports whether a Leased master holds a lease at now (always
+// true without Leased).
+func (m *Master) LeaseHeld(now time.Time) bool {
+	if !m.cfg.Leased {
+		return true
+	}
+	u := m.leaseUntil.Load()
+	return u != nil && now.Before(*u)
+}
+
+// Acknowledges reports whether the master acknowledges writes now: it was
+// not fenced, and a Leased master holds its lease.
+func (m *Master) Acknowledges() bool {
+	return m.fenced.Load() == 0 && m.LeaseHeld(time.Now())
+}
+
+// confirmLeased moves the Replicated watermark of a Leased master to what
+// its own log confirmed, if it holds its lease after that was read: so
+// every write it acknowledges was confirmed by a master that held the
+// lease then.
+func (m *Master) confirmLeased() {
+	if m.fenced.Load() != 0 {
+		return
+	}
+	off := m.cfg.Store.Offset(m.cfg.Store.LocalStage())
+	if !m.LeaseHeld(time.Now()) {
+		if m.leaseUntil.Load() != nil && m.leaseLost.CompareAndSwap(false, true) {
+			m.log.Warn("replication: the lease from the controllers ended: this master acknowledges nothing until it is renewed",
+				"epoch", m.Epoch(), "confirmed", m.cfg.Store.Offset(store.Confirmed), "written", m.cfg.Store.Offset(store.Written))
+		}
+		return
+	}
+	m.cfg.Store.AdvanceReplicated(off)
 }
 
 // Serve accepts replicas on ln until ctx ends, then closes ln and every
@@ -326,6 +400,10 @@ func (m *Master) Serve(ctx context.Context, ln net.Listener) error {
 // in-sync replicas that stopped acknowledging.
 func (m *Master) watch(ctx context.Context) {
 	defer m.wg.Done()
+	if m.cfg.Leased {
+		m.watchLeased(ctx)
+		return
+	}
 	if !m.cfg.Sync {
 		return
 	}
@@ -348,6 +426,32 @@ func (m *Master) watch(ctx context.Context) {
 		m.expireLocked(time.Now())
 		m.recomputeLocked()
 		m.mu.Unlock()
+	}
+}
+
+// watchLeased confirms a Leased master's writes as its own log confirms
+// them (woken by each), while its lease holds; at least every 10 ms, so a
+// renewed lease confirms what waited. It also expires in-sync replicas.
+func (m *Master) watchLeased(ctx context.Context) {
+	st := m.cfg.Store
+	stage := st.LocalStage()
+	for {
+		m.confirmLeased()
+		// The in-sync set (the controller's candidates) loses a replica
+		// that stopped acknowledging, as a SYNC_MASTER's does.
+		m.mu.Lock()
+		m.expireLocked(time.Now())
+		m.mu.Unlock()
+		w := st.Offset(stage)
+		if err := st.WaitFor(ctx, stage, w+1, 10*time.Millisecond); ctx.Err() != nil {
+			return
+		} else if err != nil && !isTimeout(err) {
+			select { // the store failed or closed
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	}
 }
 

@@ -57,8 +57,35 @@ type SlaveConfig struct {
 	// fence) before it started: it follows no master of a lower epoch.
 	// Fence raises it.
 	FencedEpoch uint32
-	Logger      *slog.Logger
+	// TruncateShown: a member of an ASYNC_MASTER group in controller
+	// mode, which may hold records it acknowledged as master that no
+	// replica got. When the new master's truncation point is below what
+	// this replica showed, Run returns a *ShownTruncation instead of
+	// stopping on ErrDiverged: the caller closes the store, cuts it
+	// (store.TruncateClosed) and follows again. Those records are lost.
+	TruncateShown bool
+	Logger        *slog.Logger
 }
+
+// ErrTruncateShown: a replica must take back records it showed (see
+// SlaveConfig.TruncateShown).
+var ErrTruncateShown = errors.New("replication: the new master's log does not hold records this replica showed")
+
+// ShownTruncation is what Run returns with TruncateShown: the log must be
+// cut at Offset, losing LogEnd-Offset bytes, Records records, that this
+// replica showed (or acknowledged as master) and the group's master does
+// not hold.
+type ShownTruncation struct {
+	Offset, LogEnd int64
+	Records        int
+}
+
+func (e *ShownTruncation) Error() string {
+	return fmt.Sprintf("replication: the master's log agrees with this replica's up to offset %d only: %d records (%d bytes) this replica showed are not in the group's log and must be cut",
+		e.Offset, e.Records, e.LogEnd-e.Offset)
+}
+
+func (e *ShownTruncation) Unwrap() error { return ErrTruncateShown }
 
 // Slave copies its master's CommitLog into its store: it connects, says
 // what it has (log end, epoch history), checks every range it receives
@@ -153,6 +180,12 @@ func (s *Slave) Run(ctx context.Context) error {
 		err := s.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		var shown *ShownTruncation
+		if errors.As(err, &shown) {
+			s.log.Error("replication: stopped: the log must be cut below what this replica showed (records acknowledged before a failover of an ASYNC_MASTER group)",
+				"offset", shown.Offset, "log_end", shown.LogEnd, "records", shown.Records)
+			return shown
 		}
 		if errors.Is(err, ErrDiverged) || errors.Is(err, errFatal) {
 			s.log.Error("replication: stopped", "err", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/commitlog"
 )
 
 // Truncation of a diverged replica (KIP-101/279 style). The master
@@ -99,6 +100,13 @@ func (s *Slave) truncateTo(off int64, tail []byte) error {
 	s.log.Warn("replication: truncating the replica's log to where it agrees with the master's",
 		"offset", off, "log_end", end, "bytes", end-off)
 	if err := st.TruncateReplica(off); err != nil {
+		if errors.Is(err, store.ErrTruncateVisible) && s.cfg.TruncateShown {
+			n, cerr := countRecords(st, off, end)
+			if cerr != nil {
+				return fmt.Errorf("%w: counting the records past the truncation point %d: %w", ErrDiverged, off, cerr)
+			}
+			return fmt.Errorf("%w", &ShownTruncation{Offset: off, LogEnd: end, Records: n})
+		}
 		if errors.Is(err, store.ErrTruncateVisible) {
 			return fmt.Errorf("%w: %w (an operator must decide: see docs/replication.md)", ErrDiverged, err)
 		}
@@ -124,6 +132,32 @@ func (s *Slave) truncateTo(off int64, tail []byte) error {
 	}
 	s.truncations.Add(1)
 	return nil
+}
+
+// countRecords counts the records of the log in [off, end) (blank
+// segment ends not included).
+func countRecords(st *store.Store, off, end int64) (int, error) {
+	n := 0
+	var buf []byte
+	for pos := off; pos < end; {
+		raw, next, err := st.ReadReplication(pos, end, 1<<20, buf)
+		if err != nil {
+			return n, err
+		}
+		if next <= pos {
+			return n, fmt.Errorf("no progress reading at %d", pos)
+		}
+		if _, err := commitlog.WalkRaw(raw, pos, st.SegmentBytes(), func(_ int64, _ []byte, blank bool) error {
+			if !blank {
+				n++
+			}
+			return nil
+		}); err != nil {
+			return n, err
+		}
+		pos, buf = next, raw
+	}
+	return n, nil
 }
 
 // masterTail returns the master's CRC trailer of the record ending at off

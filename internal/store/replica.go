@@ -149,6 +149,17 @@ func (s *Store) localConfirmed() int64 {
 	return s.log.WrittenOffset()
 }
 
+// LocalStage is the watermark the local log confirms a put at: Flushed
+// under SYNC_FLUSH, Written under ASYNC_FLUSH. A replication service that
+// confirms for the master alone (an ASYNC_MASTER under a lease) waits on
+// it.
+func (s *Store) LocalStage() Watermark {
+	if s.cfg.FlushDiskType == SyncFlush {
+		return Flushed
+	}
+	return Written
+}
+
 // confirmTimeout bounds a put's wait for Confirmed.
 func (s *Store) confirmTimeout() time.Duration {
 	if s.cfg.ExternalReplication && s.cfg.ReplicationTimeout > 0 {

@@ -164,6 +164,26 @@ func (s *Store) refollowQueueOffsets(vis, off int64) error {
 	return s.log.CheckBoundary(vis, off, func(_ int64, rec []byte) { s.followQueueOffsets(rec) })
 }
 
+// TruncateClosed has the next Open of the closed store in dir cut its
+// CommitLog at off, below what it showed too: it only writes the intent
+// (durably), which Open finishes before it opens the log (its
+// ConsumeQueues and index then drop the entries past the cut, and it
+// shows nothing past it). It is the one way to take back records a
+// consumer may have read, for a former ASYNC_MASTER in controller mode
+// whose acknowledged tail no replica holds: the group's new master has
+// other records at those offsets, and the caller logs the loss. off must
+// be an entry boundary of the log; Open checks the log it leaves like any
+// other.
+func TruncateClosed(fs vfs.FS, dir string, off int64) error {
+	if fs == nil {
+		fs = vfs.OS{}
+	}
+	if off < 0 {
+		return fmt.Errorf("store: truncation offset %d", off)
+	}
+	return writeTruncateIntent(fs, dir, off)
+}
+
 // finishTruncation completes a truncation whose intent Open found: on the
 // files, before the CommitLog is opened.
 func (s *Store) finishTruncation() error {

@@ -280,3 +280,42 @@ func TestCheckpointCappedAfterLostTail(t *testing.T) {
 		t.Fatalf("replica failed: %v", err)
 	}
 }
+
+// TestTruncateClosedBelowShown: a closed replica told to cut below what
+// it showed opens with its log ending there, its queues without the
+// entries past it, showing nothing past it, and takes the master's bytes
+// from there.
+func TestTruncateClosedBelowShown(t *testing.T) {
+	f, replica := newTruncFixture(t, 60, 40)
+	if err := replica.Close(); err != nil {
+		t.Fatal(err)
+	}
+	T := f.ends[20]
+	if err := TruncateClosed(f.fs, f.cfg.Dir, T); err != nil {
+		t.Fatal(err)
+	}
+	replica = mustOpen(t, f.cfg)
+	defer replica.Close()
+	if got := replica.Offset(Written); got != T {
+		t.Fatalf("written %d after the cut at %d", got, T)
+	}
+	if v := replica.VisibleOffset(); v > T {
+		t.Fatalf("visible %d past the cut at %d", v, T)
+	}
+	if got := replica.MaxOffset("R", 0); got != 21 {
+		t.Fatalf("queue R/0 ends at %d after the cut, want 21", got)
+	}
+	r, err := replica.GetMessage("R", 0, 20, 64, 1<<20, nil)
+	if err != nil || len(r.Records) != 1 {
+		t.Fatalf("read entry 20: %v, %d records", err, len(r.Records))
+	}
+	r.Release()
+	raw, _, err := f.master.ReadReplication(T, 0, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.AppendReplicated(T, raw); err != nil {
+		t.Fatalf("append at the cut: %v", err)
+	}
+	f.sameBytes(t, replica)
+}

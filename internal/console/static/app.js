@@ -266,12 +266,14 @@ const pages = {
 
   // Broker groups and the replication state of each member.
   async replication() {
-    const gs = await api("replication");
+    const [gs, el] = await Promise.all([api("replication"),
+      api("elections").catch(e => ({ controllerMode: true, error: e.message, groups: [] }))]);
     const replicated = gs.filter(g => !g.masterDown && g.members.some(m => m.brokerId === 0 && m.replication));
     const down = gs.filter(g => g.masterDown);
     return `<h1>Replication <span class="sub">${num(replicated.length)} of ${num(gs.length)} broker group${gs.length === 1 ? "" : "s"} replicated` +
       (down.length ? ` · ${num(down.length)} without a master` : "") + `</span></h1>` +
-      (gs.length ? gs.map(replicationPanel).join("") : `<div class="panel"><p class="muted">No broker is registered.</p></div>`);
+      (gs.length ? gs.map(replicationPanel).join("") : `<div class="panel"><p class="muted">No broker is registered.</p></div>`) +
+      (el.controllerMode ? electionsPanel(el) : "");
   },
 
   // Records isolated because they failed verification (never delivered;
@@ -420,6 +422,21 @@ function replicationPanel(g) {
       ["Last ack", m => m.asReplica && m.asReplica.lastAck ? esc(ago(Date.now() - new Date(m.asReplica.lastAck))) + " ago" : "–"],
       ["Link", link],
     ], rows)}</div>`;
+}
+
+// electionsPanel shows each group's election history as the controllers
+// hold it (controller mode), newest first.
+function electionsPanel(el) {
+  const master = id => id ? "replica " + num(id) : "–";
+  const kind = k => `<span class="pill ${k === "unclean" ? "dlq" : "ok"}">${esc(k)}</span>`;
+  const groups = (el.groups || []).map(g => `<h3>${esc(g.group)} <span class="sub">master ${esc(master(g.masterId))} at epoch ${num(g.masterEpoch)}</span></h3>` +
+    table([
+      ["Time", e => when(e.time)], ["Epoch", e => num(e.epoch), "num"],
+      ["Old master", e => esc(master(e.oldMasterId))], ["New master", e => esc(master(e.masterId))],
+      ["Kind", e => kind(e.kind)], ["Note", e => e.note ? `<span class="clip" title="${esc(e.note)}">${esc(e.note)}</span>` : ""],
+    ], (g.elections || []).slice().reverse(), "No election yet.")).join("");
+  return `<div class="panel"><h2>Elections <span class="sub">from the controllers: the last 32 per group, newest first</span></h2>` +
+    (el.error ? errorBox(el.error) : "") + (groups || `<p class="muted">The controllers hold no group.</p>`) + `</div>`;
 }
 
 // sinceText says since when a master has been unreachable (its slaves'
