@@ -48,6 +48,8 @@ type broker struct {
 	maxMessage int
 	// frameBudget is the server's Config.FrameBudget.
 	frameBudget *countingBudget
+	// systemRecords is the server's Config.SystemRecords.
+	systemRecords bool
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -92,7 +94,7 @@ func (b *broker) start() {
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
 		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
-		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil()}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil(), SystemRecords: b.systemRecords}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	// publish and delivery (observe.go).
 	Traffic  *doorstats.Counters
 	Observer Observer
+	// SystemRecords makes a master serving slaves write every change of
+	// its durable definitions and acknowledgement state to the CommitLog
+	// as system records (replicate.go), so that its slaves have them.
+	SystemRecords bool
 }
 
 // Defaults.
@@ -146,6 +150,8 @@ type Server struct {
 	// vhosts are the virtual hosts served: "/" and Config.Vhosts; fixed
 	// at New.
 	vhosts map[string]*vhost
+	// sys writes the system records (Config.SystemRecords; nil: none).
+	sys *sysLog
 	// work runs dead-letter copies in order (deadletter.go).
 	work *worker
 	// blocked: connection.blocked was sent (the store refuses writes).
@@ -199,6 +205,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 		s.vhosts[name] = v
+		v.initSysLog()
+	}
+	if cfg.SystemRecords {
+		s.sys = newSysLog(st)
 	}
 	st.SetQueueHolds(s.holds) // retention keeps every unsettled message (retention.go)
 	s.watchTopics()

@@ -1,0 +1,575 @@
+package amqp
+
+// The AMQP state that travels with the log (docs/replication.md, "What
+// travels with the log").
+//
+// A master serving slaves (Config.SystemRecords) writes every change of
+// its durable definitions and of its durable queues' acknowledgement
+// state to its CommitLog as system records (package record: KindAMQPQueues,
+// KindAMQPExchanges, KindAMQPAcks), before the file that holds it is
+// written:
+//
+//   - Definitions: each write of queues.json or exchanges.json first logs
+//     the entries that changed since the last one (set: the entry's JSON
+//     as the file holds it; removed: no JSON) and waits until the record
+//     is Flushed, under the vhost's lock, so the records of a vhost are in
+//     the order of its file writes. Like the core's topic records they do
+//     not wait for the slaves: a confirmed publish to the queue follows
+//     the record in the log, so a slave that holds the message holds the
+//     queue.
+//   - Acknowledgement state: coalesced per AckStateInterval as acks.json
+//     is, one record of the queues whose state changed (each queue's whole
+//     state and its delivery lease), which waits until it is Confirmed
+//     (replicated on a SYNC_MASTER); a lease raised before deliveries is
+//     logged and Confirmed before they are handed out, so a new master
+//     flags every message the old one may have delivered.
+//
+// Every member keeps the state from the records with a Mirror (the core's
+// SystemTable for these kinds): at start it applies the records after its
+// snapshot point (DataDir/amqp/logpoint.json) to the files and writes
+// them before the AMQP door opens them; on a replica it applies each
+// record as it is dispatched and writes the files at the core's offset
+// flushes. Applying is idempotent: a definition entry is set or removed
+// whole, and acknowledgement states are merged (the highest floor,
+// delivered mark and lease, the union of settled offsets), so a replay
+// from an older point, or records of one queue out of order (a lease
+// logged between a snapshot and its record), end in the same state.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// pointFile is the Mirror's snapshot point, under DataDir/amqp.
+const pointFile = "logpoint.json"
+
+// maxRecordEntryBytes bounds the entries of one record: a bigger change
+// is several records (each entry stands on its own).
+const maxRecordEntryBytes = 256 << 10
+
+// rescanBytes: a point further behind the end of the start's replay is
+// moved to it (and written), so that an idle AMQP state does not make
+// every start read the log from an old point.
+const rescanBytes = 64 << 20
+
+// ackEntry is a queue's acknowledgement state as a KindAMQPAcks record
+// carries it: acks.json's entry and the delivery lease.
+type ackEntry struct {
+	ackDef
+	Lease int64 `json:"lease,omitempty"`
+}
+
+// sysLog appends the records of a master serving slaves.
+type sysLog struct {
+	st      *store.Store
+	timeout time.Duration
+}
+
+func newSysLog(st *store.Store) *sysLog {
+	t := st.ConfirmTimeout()
+	if t <= 0 {
+		t = 10 * time.Second
+	}
+	return &sysLog{st: st, timeout: t}
+}
+
+// errNotLogged: the record is not in the log (the change must not be
+// acted on as replicated).
+var errNotLogged = errors.New("amqp: change not written to the CommitLog")
+
+// write appends the entries as records of kind (split by size) and waits
+// until they reach mark. logged reports whether every record is in the
+// log (then err is a wait that failed).
+func (w *sysLog) write(kind record.Kind, vhost string, entries []record.ConfigEntry, mark store.Watermark) (logged bool, err error) {
+	if len(entries) == 0 {
+		return true, nil
+	}
+	end := int64(-1)
+	for from := 0; from < len(entries); {
+		to, size := from, 0
+		for to < len(entries) && (to == from || size+len(entries[to].Name)+len(entries[to].Config) < maxRecordEntryBytes) {
+			size += len(entries[to].Name) + len(entries[to].Config)
+			to++
+		}
+		rec, err := record.AppendSystemRecord(nil, &record.SystemRecord{Kind: kind, Vhost: vhost, Configs: entries[from:to]})
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", errNotLogged, err)
+		}
+		res, _, e := w.st.AppendRecord(context.Background(), rec)
+		if !res.OK() {
+			return false, fmt.Errorf("%w: %v: %w", errNotLogged, res.Status, res.Err)
+		}
+		end, from = e, to
+	}
+	if err := w.st.WaitFor(context.Background(), mark, end, w.timeout); err != nil {
+		return true, fmt.Errorf("amqp: %v written to the CommitLog but not %v: %w", kind, mark, err)
+	}
+	return true, nil
+}
+
+// sysLogState is a vhost's side of the records: the definitions as last
+// logged (the base of the next change). Guarded by vhost.mu.
+type sysLogState struct {
+	queues    map[string][]byte
+	exchanges map[string][]byte
+}
+
+// initSysLog takes the definitions loaded at open as logged (they are
+// what the files, and the records before them, hold).
+func (v *vhost) initSysLog() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.logged.queues, v.logged.exchanges = map[string][]byte{}, map[string][]byte{}
+	for _, d := range v.queueDefsLocked() {
+		v.logged.queues[d.Name], _ = json.Marshal(d)
+	}
+	for _, d := range v.exchangeDefsLocked() {
+		v.logged.exchanges[d.Name], _ = json.Marshal(d)
+	}
+}
+
+// queueDefsLocked are the durable queues as queues.json holds them.
+func (v *vhost) queueDefsLocked() []queueDef {
+	defs := []queueDef{}
+	for _, q := range v.queues {
+		if q.persistent() {
+			var w wire.Writer
+			w.Table(q.args)
+			defs = append(defs, queueDef{Name: q.name, Topic: q.topic, Args: w.Buf})
+		}
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
+	return defs
+}
+
+// logDefsLocked logs the entries of defs (name -> JSON) that differ from
+// logged, and makes defs the logged ones once they are in the log.
+// v.mu is held.
+func (v *vhost) logDefsLocked(kind record.Kind, logged map[string][]byte, defs map[string][]byte) error {
+	w := v.srv.sys
+	if w == nil {
+		return nil
+	}
+	var entries []record.ConfigEntry
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		if string(logged[name]) != string(defs[name]) {
+			entries = append(entries, record.ConfigEntry{Name: name, Config: defs[name]})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(logged)) {
+		if _, ok := defs[name]; !ok {
+			entries = append(entries, record.ConfigEntry{Name: name})
+		}
+	}
+	logged2, err := w.write(kind, v.name, entries, store.Flushed)
+	if logged2 {
+		for _, e := range entries {
+			if e.Config == nil {
+				delete(logged, e.Name)
+			} else {
+				logged[e.Name] = e.Config
+			}
+		}
+	}
+	return err
+}
+
+// logQueueDefsLocked logs the change of the durable queues (before
+// queues.json is written). v.mu is held.
+func (v *vhost) logQueueDefsLocked(defs []queueDef) error {
+	if v.srv.sys == nil {
+		return nil
+	}
+	m := make(map[string][]byte, len(defs))
+	for _, d := range defs {
+		b, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		m[d.Name] = b
+	}
+	return v.logDefsLocked(record.KindAMQPQueues, v.logged.queues, m)
+}
+
+// logExchangeDefsLocked logs the change of the durable exchanges and
+// their bindings (before exchanges.json is written). v.mu is held.
+func (v *vhost) logExchangeDefsLocked(defs []exchangeDef) error {
+	if v.srv.sys == nil {
+		return nil
+	}
+	m := make(map[string][]byte, len(defs))
+	for _, d := range defs {
+		b, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		m[d.Name] = b
+	}
+	return v.logDefsLocked(record.KindAMQPExchanges, v.logged.exchanges, m)
+}
+
+// logAcks logs the acknowledgement state of the queues in changed (of
+// acks, taken for acks.json) with their leases and waits until the
+// record is Confirmed (Flushed once the server is closing: a master
+// being replaced would wait for confirmations that do not come). A
+// record the log did not take sets the queues dirty again.
+func (v *vhost) logAcks(acks map[string]ackDef, changed []*queue) error {
+	w := v.srv.sys
+	if w == nil || len(changed) == 0 {
+		return nil
+	}
+	entries := make([]record.ConfigEntry, 0, len(changed))
+	for _, q := range changed {
+		q.mu.Lock()
+		lease := q.leased
+		q.mu.Unlock()
+		b, err := json.Marshal(ackEntry{ackDef: acks[q.topic], Lease: lease})
+		if err != nil {
+			return err
+		}
+		entries = append(entries, record.ConfigEntry{Name: q.topic, Config: b})
+	}
+	mark := store.Confirmed
+	if v.srv.isClosed() {
+		mark = store.Flushed
+	}
+	logged, err := w.write(record.KindAMQPAcks, v.name, entries, mark)
+	if !logged {
+		for _, q := range changed {
+			q.mu.Lock()
+			q.dirty = true
+			q.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// logLeaseLocked logs the queue's state with a lease raised to lease and
+// waits until it is Confirmed, before the deliveries it covers. q.mu is
+// held.
+func (q *queue) logLeaseLocked(lease int64) error {
+	w := q.v.srv.sys
+	if w == nil || !q.persistent() {
+		return nil
+	}
+	d := ackDef{Floor: q.floor, Delivered: q.delivered}
+	for o := range q.settled {
+		d.Settled = append(d.Settled, o)
+	}
+	slices.Sort(d.Settled)
+	if len(q.returns) > 0 {
+		d.Returns = maps.Clone(q.returns)
+	}
+	b, err := json.Marshal(ackEntry{ackDef: d, Lease: lease})
+	if err != nil {
+		return err
+	}
+	_, err = w.write(record.KindAMQPAcks, q.v.name, []record.ConfigEntry{{Name: q.topic, Config: b}}, store.Confirmed)
+	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Mirror keeps the AMQP state of the records (the core's SystemTable
+// for the AMQP kinds) in the files the AMQP door opens: queues.json,
+// exchanges.json and acks.json of each vhost, with its snapshot point in
+// DataDir/amqp/logpoint.json, written after them. Safe for concurrent
+// use.
+type Mirror struct {
+	fs  vfs.FS
+	dir string // DataDir/amqp
+	log *slog.Logger
+
+	mu      sync.Mutex
+	point   int64 // the point as the file has it (or pulled back)
+	reached int64 // end of the last record applied
+	pointOK bool  // the file exists (with the point)
+	vhosts  map[string]*mirrorVhost
+	dirty   bool // some vhost or the point changed since the last write
+
+	flushMu sync.Mutex // one write of the files at a time
+}
+
+// mirrorVhost is a vhost's state as its files hold it.
+type mirrorVhost struct {
+	dir       string
+	queues    map[string]queueDef
+	exchanges map[string]json.RawMessage
+	acks      map[string]ackDef
+	dirty     bool
+}
+
+// NewMirror opens the snapshot point under dataDir/amqp (fsys nil:
+// vfs.OS). A directory without one (written by an earlier release, or
+// never by a master serving slaves) has the point 0.
+func NewMirror(fsys vfs.FS, dataDir string, log *slog.Logger) (*Mirror, error) {
+	if fsys == nil {
+		fsys = vfs.OS{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Mirror{fs: fsys, dir: filepath.Join(dataDir, "amqp"), log: log, vhosts: map[string]*mirrorVhost{}}
+	var p struct {
+		Point *int64 `json:"keelLogOffset"`
+	}
+	if err := readJSON(fsys, filepath.Join(m.dir, pointFile), &p); err != nil {
+		return nil, err
+	}
+	if p.Point != nil {
+		if *p.Point < 0 {
+			return nil, fmt.Errorf("amqp: %s: keelLogOffset %d", pointFile, *p.Point)
+		}
+		m.point, m.reached, m.pointOK = *p.Point, *p.Point, true
+	}
+	return m, nil
+}
+
+// Owns reports whether k is an AMQP kind.
+func (m *Mirror) Owns(k record.Kind) bool { return k.IsAMQP() }
+
+// SnapshotPoint returns the point (0: none).
+func (m *Mirror) SnapshotPoint() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.point
+}
+
+// PullBack lowers the point to end.
+func (m *Mirror) PullBack(end int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.point > end {
+		m.point, m.reached, m.dirty = end, end, true
+	}
+}
+
+// vhostLocked returns the state of vhost name, read from its files the
+// first time. m.mu is held.
+func (m *Mirror) vhostLocked(name string) (*mirrorVhost, error) {
+	if mv := m.vhosts[name]; mv != nil {
+		return mv, nil
+	}
+	mv := &mirrorVhost{dir: vhostDir(m.dir, name), queues: map[string]queueDef{}, exchanges: map[string]json.RawMessage{}, acks: map[string]ackDef{}}
+	var defs []queueDef
+	if err := readJSON(m.fs, filepath.Join(mv.dir, queuesFile), &defs); err != nil {
+		return nil, err
+	}
+	for _, d := range defs {
+		mv.queues[d.Name] = d
+	}
+	var exs []json.RawMessage
+	if err := readJSON(m.fs, filepath.Join(mv.dir, exchangesFile), &exs); err != nil {
+		return nil, err
+	}
+	for _, raw := range exs {
+		var d exchangeDef
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("amqp: %s: %w", exchangesFile, err)
+		}
+		mv.exchanges[d.Name] = raw
+	}
+	if err := readJSON(m.fs, filepath.Join(mv.dir, acksFile), &mv.acks); err != nil {
+		return nil, err
+	}
+	m.vhosts[name] = mv
+	return mv, nil
+}
+
+// Apply applies an AMQP record at phys ending at end, unless the files
+// already hold it (phys below the point).
+func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if phys < m.point {
+		return nil
+	}
+	mv, err := m.vhostLocked(r.Vhost)
+	if err != nil {
+		return err
+	}
+	switch r.Kind {
+	case record.KindAMQPQueues:
+		for _, e := range r.Configs {
+			old, had := mv.queues[e.Name]
+			if e.Config == nil {
+				delete(mv.queues, e.Name)
+				if had {
+					delete(mv.acks, old.Topic)
+				}
+				continue
+			}
+			var d queueDef
+			if err := json.Unmarshal(e.Config, &d); err != nil || d.Name != e.Name || d.Topic == "" {
+				return fmt.Errorf("amqp: %v record: queue %q: not a queue definition (%v)", r.Kind, e.Name, err)
+			}
+			if had && old.Topic != d.Topic {
+				delete(mv.acks, old.Topic) // deleted and declared again: a new topic
+			}
+			mv.queues[e.Name] = d
+		}
+	case record.KindAMQPExchanges:
+		for _, e := range r.Configs {
+			if e.Config == nil {
+				delete(mv.exchanges, e.Name)
+				continue
+			}
+			var d exchangeDef
+			if err := json.Unmarshal(e.Config, &d); err != nil || d.Name != e.Name {
+				return fmt.Errorf("amqp: %v record: exchange %q: not an exchange definition (%v)", r.Kind, e.Name, err)
+			}
+			mv.exchanges[e.Name] = append(json.RawMessage(nil), e.Config...)
+		}
+	case record.KindAMQPAcks:
+		for _, e := range r.Configs {
+			var a ackEntry
+			if e.Config == nil || json.Unmarshal(e.Config, &a) != nil {
+				return fmt.Errorf("amqp: %v record: queue topic %q: not an acknowledgement state", r.Kind, e.Name)
+			}
+			mv.acks[e.Name] = mergeAcks(mv.acks[e.Name], a)
+		}
+	default:
+		return fmt.Errorf("amqp: system record of %v: not an AMQP kind", r.Kind)
+	}
+	mv.dirty, m.dirty = true, true
+	m.reached = max(m.reached, end)
+	return nil
+}
+
+// mergeAcks merges a logged state into a queue's state: every component
+// only grows on the master (the floor, the delivered mark and the lease,
+// the settled offsets, the return counts of unsettled offsets), so the
+// merge is the state of whichever is newer, in any order.
+func mergeAcks(d ackDef, a ackEntry) ackDef {
+	out := ackDef{Floor: max(d.Floor, a.Floor), Delivered: max(d.Delivered, a.Delivered, a.Lease)}
+	settled := map[int64]bool{}
+	for _, o := range slices.Concat(d.Settled, a.Settled) {
+		if o >= out.Floor && !settled[o] {
+			settled[o] = true
+			out.Settled = append(out.Settled, o)
+		}
+	}
+	slices.Sort(out.Settled)
+	for _, src := range []map[int64]int32{d.Returns, a.Returns} {
+		for o, n := range src {
+			if o < out.Floor || settled[o] {
+				continue
+			}
+			if out.Returns == nil {
+				out.Returns = map[int64]int32{}
+			}
+			out.Returns[o] = max(out.Returns[o], n)
+		}
+	}
+	return out
+}
+
+// Replayed ends the start's replay at end: the files get what it applied
+// and the point moves to end when they changed, when there was no point,
+// or when it is far behind.
+func (m *Mirror) Replayed(end int64) error {
+	m.mu.Lock()
+	if m.dirty || !m.pointOK || end-m.point > rescanBytes {
+		m.reached = max(m.reached, end)
+		m.dirty = true
+	}
+	m.mu.Unlock()
+	return m.Flush()
+}
+
+// Flush writes the files of the vhosts that changed, then the point
+// reached.
+func (m *Mirror) Flush() error {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
+	m.mu.Lock()
+	if !m.dirty {
+		m.mu.Unlock()
+		return nil
+	}
+	type file struct {
+		path string
+		data []byte
+	}
+	var files []file
+	var dirs []string
+	var changed []*mirrorVhost
+	for _, mv := range m.vhosts {
+		if !mv.dirty {
+			continue
+		}
+		changed = append(changed, mv)
+		dirs = append(dirs, mv.dir)
+		qs := make([]queueDef, 0, len(mv.queues))
+		for _, name := range slices.Sorted(maps.Keys(mv.queues)) {
+			qs = append(qs, mv.queues[name])
+		}
+		exs := make([]json.RawMessage, 0, len(mv.exchanges))
+		for _, name := range slices.Sorted(maps.Keys(mv.exchanges)) {
+			exs = append(exs, mv.exchanges[name])
+		}
+		for _, f := range []struct {
+			name string
+			v    any
+		}{{queuesFile, qs}, {exchangesFile, exs}, {acksFile, mv.acks}} {
+			b, err := json.Marshal(f.v)
+			if err != nil {
+				m.mu.Unlock()
+				return err
+			}
+			files = append(files, file{filepath.Join(mv.dir, f.name), b})
+		}
+		mv.dirty = false
+	}
+	point := m.reached
+	m.dirty = false
+	m.mu.Unlock()
+	fail := func(err error) error {
+		m.mu.Lock()
+		for _, mv := range changed {
+			mv.dirty = true
+		}
+		m.dirty = true
+		m.mu.Unlock()
+		return fmt.Errorf("amqp: write the replicated AMQP state: %w", err)
+	}
+	for _, d := range dirs {
+		if err := vfs.MkdirAllDurable(m.fs, d, 0o755); err != nil {
+			return fail(err)
+		}
+	}
+	for _, f := range files {
+		if err := vfs.WriteFileDurable(m.fs, f.path, f.data, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if err := vfs.MkdirAllDurable(m.fs, m.dir, 0o755); err != nil {
+		return fail(err)
+	}
+	b, _ := json.Marshal(map[string]int64{"keelLogOffset": point})
+	if err := vfs.WriteFileDurable(m.fs, filepath.Join(m.dir, pointFile), b, 0o644); err != nil {
+		return fail(err)
+	}
+	m.mu.Lock()
+	m.point, m.pointOK = max(m.point, point), true
+	m.mu.Unlock()
+	return nil
+}
