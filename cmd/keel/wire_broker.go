@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/amqp"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/core"
@@ -127,6 +128,15 @@ func (p *parts) coreService(bc broker.Config) (service, error) {
 	if err != nil {
 		return service{}, err
 	}
+	// The AMQP door's state travels with the log (internal/amqp
+	// replicate.go): every role keeps it from the records, so that a
+	// slave promoted in place, or restarted as a master, opens its AMQP
+	// door with the queues of its log.
+	mirror, err := amqp.NewMirror(cc.FS, cc.DataDir, p.log.With("component", "amqp-state"))
+	if err != nil {
+		return service{}, err
+	}
+	cc.Tables = append(cc.Tables, mirror)
 	c, err := core.New(cc, p.store, p.log.With("component", "core"))
 	if err != nil {
 		return service{}, err
