@@ -307,7 +307,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 				p.namesrvAddrs = namesrvAddrs
 			}
 			if first {
-				for _, name := range []string{listenHA, listenAMQP, listenKafka} {
+				for _, name := range []string{listenHA, listenKafka} {
 					if ln := ls[name]; ln != nil {
 						ln.Close()
 						delete(ls, name)
@@ -320,6 +320,8 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		starters := p.roleStarters(c.o, addrs[listenBroker], amqpAddr, kafkaAddr, "", repl) // no management API in controller mode yet
 		if r.kind == roleMaster {
 			starters = append(starters, c.inSyncStarter(p, r))
+		} else if a := addrs[listenAMQP]; a != "" {
+			starters = append(starters, c.amqpRefusalStarter(p, r, a))
 		}
 		log.Info("controller mode: starting", "role", r.kind, "epoch", r.epoch, "broker_id", rcfg.BrokerID, "master_ha", r.masterHA)
 		err := runServices(rctx, log, starters...)
@@ -530,4 +532,47 @@ func (h controllerHandler) RunsInline(req *remoting.Command) bool {
 		return false
 	}
 	return remoting.RunsInline(h.inner, req)
+}
+
+// amqpRefusalStarter is the AMQP door of a slave or fenced member: it
+// takes connections and answers connection.open with 530 NOT_ALLOWED
+// naming the group's master (a client given every member's address then
+// tries the next one), instead of a refused socket that says nothing.
+func (c *controlled) amqpRefusalStarter(p *parts, r role, addr string) starter {
+	return func() (service, error) {
+		ln, err := p.listen(listenAMQP, addr)
+		if err != nil {
+			return service{}, err
+		}
+		why := fmt.Sprintf("broker %s is fenced (controller mode): no master is elected for it yet; AMQP is served by the group's master only, connect to its AMQP address",
+			p.cfg.BrokerName)
+		if r.kind == roleSlave {
+			why = fmt.Sprintf("broker %s is a slave (controller mode): AMQP is served by the group's master only, the broker at %s (master epoch %d); connect to its AMQP address",
+				p.cfg.BrokerName, r.view.MasterAddr, r.epoch)
+		}
+		log := p.log.With("component", "amqp")
+		log.Info("amqp listening to refuse connections: not the master", "addr", ln.Addr().String(), "role", r.kind)
+		finished := make(chan error, 1)
+		go func() { finished <- amqp.ServeRefusals(ln, func() string { return why }, log) }()
+		return service{
+			name: "amqp (refusing: not master)",
+			run: func(ctx context.Context) error {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-finished:
+					return errors.New("amqp refusal listener stopped")
+				}
+			},
+			stop: func(ctx context.Context) error {
+				ln.Close() // the port is free for the next round; refusals under way end on their own
+				select {
+				case err := <-finished:
+					return err
+				case <-ctx.Done():
+					return nil
+				}
+			},
+		}, nil
+	}
 }

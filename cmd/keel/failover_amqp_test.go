@@ -1,8 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 
 // TestControllerFailoverAMQP is what AMQP clients get across an automatic
 // failover, in real processes on loopback (a group of three brokers in
-// controller mode, each with an AMQP door): a slave's door is closed; a
+// controller mode, each with an AMQP door): a slave's door answers
+// connection.open with 530 NOT_ALLOWED naming the master's broker; a
 // client of a master that is paused (SIGSTOP) and replaced gets
 // connection.close 320 CONNECTION_FORCED once it runs again and learns
 // the newer epoch; and the new master has the durable queue declared on
@@ -29,15 +31,24 @@ func TestControllerFailoverAMQP(t *testing.T) {
 	firstEpoch, oldMasterID := g.MasterEpoch, g.MasterID
 	oldMaster := memberOf(oldMasterID)
 
-	// A slave's AMQP door is closed.
+	// A slave's AMQP door refuses at connection.open, naming the master.
 	for i := range brokers {
 		if i == oldMaster {
 			continue
 		}
-		if c, err := net.DialTimeout("tcp", amqpAddrs[i], time.Second); err == nil {
-			c.Close()
-			t.Errorf("slave %d accepts AMQP connections on %s", i, amqpAddrs[i])
-		}
+		var last error
+		waitFor(t, fmt.Sprintf("slave %d's AMQP refusal naming the master", i), 20*time.Second, func() bool {
+			c, err := amqp091.Dial("amqp://guest:guest@" + amqpAddrs[i] + "/")
+			if err == nil {
+				c.Close()
+				t.Fatalf("slave %d took an AMQP connection on %s", i, amqpAddrs[i])
+			}
+			last = err
+			var ae *amqp091.Error
+			return errors.As(err, &ae) && ae.Code == amqp091.NotAllowed && strings.Contains(ae.Reason, "is a slave") &&
+				strings.Contains(ae.Reason, brokers[oldMaster].addr)
+		})
+		t.Logf("slave %d: %v", i, last)
 	}
 
 	var conn *amqp091.Connection
