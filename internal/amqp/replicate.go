@@ -318,8 +318,7 @@ type mirrorVhost struct {
 }
 
 // NewMirror opens the snapshot point under dataDir/amqp (fsys nil:
-// vfs.OS). A directory without one (written by an earlier release, or
-// never by a master serving slaves) has the point 0.
+// vfs.OS).
 func NewMirror(fsys vfs.FS, dataDir string, log *slog.Logger) (*Mirror, error) {
 	if fsys == nil {
 		fsys = vfs.OS{}
@@ -346,11 +345,14 @@ func NewMirror(fsys vfs.FS, dataDir string, log *slog.Logger) (*Mirror, error) {
 // Owns reports whether k is an AMQP kind.
 func (m *Mirror) Owns(k record.Kind) bool { return k.IsAMQP() }
 
-// SnapshotPoint returns the point (0: none).
-func (m *Mirror) SnapshotPoint() int64 {
+// SnapshotPoint returns the point; ok false: the directory has none (a
+// directory of an earlier release, or new: the log holds no AMQP record
+// before the core's own replay, since Replayed writes the point before
+// the door logs anything).
+func (m *Mirror) SnapshotPoint() (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.point
+	return m.point, m.pointOK
 }
 
 // PullBack lowers the point to end.

@@ -123,8 +123,8 @@ func TestReplicatedStateServesAfterAMasterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.SnapshotPoint() != 0 {
-		t.Fatalf("a new directory's point is %d", m.SnapshotPoint())
+	if p, ok := m.SnapshotPoint(); ok {
+		t.Fatalf("a new directory has the point %d", p)
 	}
 	kinds := map[record.Kind]int{}
 	end, err := b.st.SubscribeSystem(0, func(phys, end int64, body []byte) error {
@@ -280,8 +280,8 @@ func TestMirrorAppliesAndReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m2.SnapshotPoint() != 300 {
-		t.Fatalf("point %d, want 300", m2.SnapshotPoint())
+	if p, ok := m2.SnapshotPoint(); !ok || p != 300 {
+		t.Fatalf("point %d (%v), want 300", p, ok)
 	}
 	recs := mirrorRecords()
 	recs[2], recs[3] = recs[3], recs[2] // acknowledgement records out of order
@@ -345,7 +345,7 @@ func TestMirrorPointFollowsItsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := m2.SnapshotPoint(); p != recs[0].end {
+	if p, _ := m2.SnapshotPoint(); p != recs[0].end {
 		t.Fatalf("point after the failed write and a crash: %d, want %d (the last one written with its files)", p, recs[0].end)
 	}
 	fsys.target = ""

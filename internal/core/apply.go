@@ -185,11 +185,15 @@ func (b *Broker) loadMetadata() error {
 		d.mu.Unlock()
 	}
 	for _, t := range b.cfg.Tables {
-		if p := t.SnapshotPoint(); p > logEnd {
-			t.PullBack(logEnd)
-			pulledBack = true
+		p, ok := t.SnapshotPoint()
+		if !ok {
+			continue
 		}
-		from = min(from, t.SnapshotPoint())
+		if p > logEnd {
+			t.PullBack(logEnd)
+			p, pulledBack = logEnd, true
+		}
+		from = min(from, p)
 	}
 	noPoints := from == 0 && !b.sys.replica
 	if noPoints && !b.cfg.SystemRecords {

@@ -16,9 +16,12 @@ import "github.com/keelmq/keel/internal/store/record"
 type SystemTable interface {
 	// Owns reports whether the table keeps records of kind k.
 	Owns(k record.Kind) bool
-	// SnapshotPoint is where its replay starts (0: no point: from the
-	// log's start).
-	SnapshotPoint() int64
+	// SnapshotPoint is where its replay starts; ok false: the table has
+	// no point, which means the log holds none of its records before the
+	// replay the core does for its own tables (a table writes its point
+	// at its first start, in Replayed, before any of its records can be
+	// written: a directory of an earlier release has none).
+	SnapshotPoint() (point int64, ok bool)
 	// PullBack lowers the point to end (the log lost a tail the files
 	// had seen); the next Flush writes it.
 	PullBack(end int64)

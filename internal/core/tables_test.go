@@ -13,14 +13,15 @@ import (
 // fakeTable records what the core hands it.
 type fakeTable struct {
 	point    int64
+	noPoint  bool
 	applied  []int64 // phys of each record applied
 	replayed int64
 	flushes  int
 }
 
-func (f *fakeTable) Owns(k record.Kind) bool { return k.IsAMQP() }
-func (f *fakeTable) SnapshotPoint() int64    { return f.point }
-func (f *fakeTable) PullBack(end int64)      { f.point = end }
+func (f *fakeTable) Owns(k record.Kind) bool      { return k.IsAMQP() }
+func (f *fakeTable) SnapshotPoint() (int64, bool) { return f.point, !f.noPoint }
+func (f *fakeTable) PullBack(end int64)           { f.point = end }
 func (f *fakeTable) Apply(phys, end int64, r *record.SystemRecord) error {
 	if phys >= f.point {
 		f.applied = append(f.applied, phys)
@@ -98,6 +99,16 @@ func TestTablesGetTheirKinds(t *testing.T) {
 	}
 	if len(tab3.applied) != 0 {
 		t.Errorf("a record before the point was applied: %v", tab3.applied)
+	}
+	// No point: the replay is the core's (from its own points, after
+	// the record).
+	tab5 := &fakeTable{noPoint: true}
+	cfg.Tables = []SystemTable{tab5}
+	if _, err := New(cfg, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(tab5.applied) != 0 {
+		t.Errorf("a table without a point made the replay start before the core's points: %v", tab5.applied)
 	}
 	// A point beyond the log is pulled back.
 	tab4 := &fakeTable{point: 1 << 40}
