@@ -141,6 +141,10 @@ func (p *parts) coreService(bc broker.Config) (service, error) {
 	if err != nil {
 		return service{}, err
 	}
+	// Until an AMQP door installs its own (a master's), retention keeps
+	// what the records say is unsettled: a slave's log holds the messages
+	// a new master would deliver.
+	p.store.SetQueueHolds(mirror.Holds)
 	p.core = c
 	p.replCore.Store(c) // the replication service, started before, reads it
 	return service{

@@ -37,9 +37,11 @@ package amqp
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -339,7 +341,43 @@ func NewMirror(fsys vfs.FS, dataDir string, log *slog.Logger) (*Mirror, error) {
 		}
 		m.point, m.reached, m.pointOK = *p.Point, *p.Point, true
 	}
+	// Every vhost with files is read now: Holds covers their queues.
+	names := []string{defaultVhost}
+	entries, err := m.fs.List(filepath.Join(m.dir, "vhosts"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("amqp: %w", err)
+	}
+	for _, e := range entries {
+		if b, err := hex.DecodeString(e); err == nil && len(b) > 0 {
+			names = append(names, string(b))
+		}
+	}
+	for _, name := range names {
+		if _, err := m.vhostLocked(name); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// Holds is the store's QueueHoldsFunc on a member whose AMQP door does
+// not serve (a slave): every durable queue's settled floor as the records
+// say, so that the member's retention keeps what a new master would
+// still deliver (stream queues hold nothing, as on the master).
+func (m *Mirror) Holds() store.QueueHolds {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := store.QueueHolds{}
+	for _, mv := range m.vhosts {
+		for _, d := range mv.queues {
+			r := wire.NewReader(d.Args)
+			if a, err := parseQueueArgs(r.Table()); r.Err() == nil && err == nil && a.queueType == "stream" {
+				continue
+			}
+			out[d.Topic] = map[int32]int64{queueID: mv.acks[d.Topic].Floor}
+		}
+	}
+	return out
 }
 
 // Owns reports whether k is an AMQP kind.

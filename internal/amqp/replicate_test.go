@@ -283,6 +283,11 @@ func TestMirrorAppliesAndReplays(t *testing.T) {
 	if p, ok := m2.SnapshotPoint(); !ok || p != 300 {
 		t.Fatalf("point %d (%v), want 300", p, ok)
 	}
+	// Opened from the files (every vhost's): the floors hold the
+	// replica's retention.
+	if h := fmt.Sprint(m2.Holds()); h != "map[%AMQP%a:map[0:3] %AMQP%c:map[0:0]]" {
+		t.Errorf("holds %s, want queue a's floor 3 and queue c's (vhost v2) 0", h)
+	}
 	recs := mirrorRecords()
 	recs[2], recs[3] = recs[3], recs[2] // acknowledgement records out of order
 	for _, x := range recs {
