@@ -391,3 +391,41 @@ func TestMirrorRefusesBadEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorOnAnEarlierReleasesDirectory: files written by an earlier
+// release (no snapshot point) are kept as they are; the first start
+// writes the point (the end of its replay) and nothing else, and the
+// queues they hold are held against retention.
+func TestMirrorOnAnEarlierReleasesDirectory(t *testing.T) {
+	mem := vfs.NewMem()
+	queues := `[{"name":"old","topic":"%AMQP%old"}]`
+	acks := `{"%AMQP%old":{"floor":7,"delivered":9}}`
+	for path, data := range map[string]string{"/d/amqp/queues.json": queues, "/d/amqp/acks.json": acks} {
+		if err := vfs.MkdirAllDurable(mem, "/d/amqp", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := vfs.WriteFileDurable(mem, path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := NewMirror(mem, "/d", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.SnapshotPoint(); ok {
+		t.Fatal("a directory without logpoint.json has a point")
+	}
+	if h := fmt.Sprint(m.Holds()); h != "map[%AMQP%old:map[0:7]]" {
+		t.Errorf("holds %s, want the old queue's floor 7", h)
+	}
+	if err := m.Replayed(4096); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, mem, "/d/amqp/queues.json", "/d/amqp/acks.json", "/d/amqp/logpoint.json")
+	if got["/d/amqp/queues.json"] != queues || got["/d/amqp/acks.json"] != acks {
+		t.Errorf("the earlier release's files were rewritten: %v", got)
+	}
+	if got["/d/amqp/logpoint.json"] != `{"keelLogOffset":4096}` {
+		t.Errorf("point %s, want 4096", got["/d/amqp/logpoint.json"])
+	}
+}
