@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
@@ -427,5 +428,63 @@ func TestMirrorOnAnEarlierReleasesDirectory(t *testing.T) {
 	}
 	if got["/d/amqp/logpoint.json"] != `{"keelLogOffset":4096}` {
 		t.Errorf("point %s, want 4096", got["/d/amqp/logpoint.json"])
+	}
+}
+
+// TestReplicatedLeaseFlagsDeliveries: deliveries made after the last
+// write of the acknowledgement state (here: none is written, the
+// interval is an hour) are covered by the lease the master logged
+// before them, so the new master flags them redelivered.
+func TestReplicatedLeaseFlagsDeliveries(t *testing.T) {
+	b := &broker{t: t, dir: t.TempDir(), systemRecords: true, ackInterval: time.Hour}
+	b.start()
+	t.Cleanup(b.stop)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("held", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "held", "a", "b", "c")
+	ds, err := ch.Consume("held", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if d := recv(t, ds); d.Redelivered {
+			t.Fatalf("first delivery of %q flagged", d.Body)
+		}
+	}
+	waitUntil(t, "every record dispatched", func() bool { return b.st.VisibleOffset() >= b.st.Offset(store.Written) })
+	replica := t.TempDir()
+	m, err := NewMirror(nil, replica, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := b.st.SubscribeSystem(0, func(phys, end int64, body []byte) error {
+		r, err := record.DecodeSystem(body)
+		if err != nil || !m.Owns(r.Kind) {
+			return err
+		}
+		return m.Apply(phys, end, r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Replayed(end); err != nil {
+		t.Fatal(err)
+	}
+	b.st.SubscribeSystem(end, func(int64, int64, []byte) error { return nil })
+	b.crash()
+	copyTree(t, b.dir, replica, "amqp")
+	nb := &broker{t: t, dir: replica}
+	nb.start()
+	t.Cleanup(nb.stop)
+	nds, err := nb.channel().Consume("held", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a", "b", "c"} {
+		if d := recv(t, nds); string(d.Body) != want || !d.Redelivered {
+			t.Fatalf("after the failover: %q redelivered=%v, want %q redelivered", d.Body, d.Redelivered, want)
+		}
 	}
 }
