@@ -19,10 +19,12 @@ package amqp
 //     queue.
 //   - Acknowledgement state: coalesced per AckStateInterval as acks.json
 //     is, one record of the queues whose state changed (each queue's whole
-//     state and its delivery lease), which waits until it is Confirmed
-//     (replicated on a SYNC_MASTER); a lease raised before deliveries is
-//     logged and Confirmed before they are handed out, so a new master
-//     flags every message the old one may have delivered.
+//     state), which waits until it is Confirmed (replicated on a
+//     SYNC_MASTER). Each change of a queue's delivery lease is a record of
+//     its own, written under the queue's lock (so in the order of the
+//     changes): a lease raised before deliveries is Confirmed before they
+//     are handed out, so a new master flags every message the old one may
+//     have delivered; the lease trimmed at a clean shutdown is logged too.
 //
 // Every member keeps the state from the records with a Mirror (the core's
 // SystemTable for these kinds): at start it applies the records after its
@@ -30,10 +32,11 @@ package amqp
 // them before the AMQP door opens them; on a replica it applies each
 // record as it is dispatched and writes the files at the core's offset
 // flushes. Applying is idempotent: a definition entry is set or removed
-// whole, and acknowledgement states are merged (the highest floor,
-// delivered mark and lease, the union of settled offsets), so a replay
-// from an older point, or records of one queue out of order (a lease
-// logged between a snapshot and its record), end in the same state.
+// whole, acknowledgement states are merged (the highest floor and
+// delivered mark, the union of settled offsets), and a lease is the last
+// one logged, so a replay from an older point, or acknowledgement records
+// of one queue out of order (a lease record between a snapshot and its
+// record), end in the same state.
 
 import (
 	"context"
@@ -47,6 +50,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,7 +73,8 @@ const maxRecordEntryBytes = 256 << 10
 const rescanBytes = 64 << 20
 
 // ackEntry is a queue's acknowledgement state as a KindAMQPAcks record
-// carries it: acks.json's entry and the delivery lease.
+// carries it: acks.json's entry and, in a lease record, the delivery
+// lease (lease-<topic>; 0: not a lease record).
 type ackEntry struct {
 	ackDef
 	Lease int64 `json:"lease,omitempty"`
@@ -225,7 +230,7 @@ func (v *vhost) logExchangeDefsLocked(defs []exchangeDef) error {
 }
 
 // logAcks logs the acknowledgement state of the queues in changed (of
-// acks, taken for acks.json) with their leases and waits until the
+// acks, taken for acks.json) and waits until the
 // record is Confirmed (Flushed once the server is closing: a master
 // being replaced would wait for confirmations that do not come). A
 // record the log did not take sets the queues dirty again.
@@ -236,10 +241,7 @@ func (v *vhost) logAcks(acks map[string]ackDef, changed []*queue) error {
 	}
 	entries := make([]record.ConfigEntry, 0, len(changed))
 	for _, q := range changed {
-		q.mu.Lock()
-		lease := q.leased
-		q.mu.Unlock()
-		b, err := json.Marshal(ackEntry{ackDef: acks[q.topic], Lease: lease})
+		b, err := json.Marshal(ackEntry{ackDef: acks[q.topic]})
 		if err != nil {
 			return err
 		}
@@ -260,12 +262,13 @@ func (v *vhost) logAcks(acks map[string]ackDef, changed []*queue) error {
 	return err
 }
 
-// logLeaseLocked logs the queue's state with a lease raised to lease and
-// waits until it is Confirmed, before the deliveries it covers. q.mu is
-// held.
+// logLeaseLocked logs the queue's state with its lease changed to lease
+// and waits until it is Confirmed, before the deliveries it covers
+// (Flushed once the server is closing: the trim of a clean shutdown).
+// q.mu is held.
 func (q *queue) logLeaseLocked(lease int64) error {
 	w := q.v.srv.sys
-	if w == nil || !q.persistent() {
+	if w == nil || !q.persistent() || lease <= 0 {
 		return nil
 	}
 	d := ackDef{Floor: q.floor, Delivered: q.delivered}
@@ -280,7 +283,11 @@ func (q *queue) logLeaseLocked(lease int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.write(record.KindAMQPAcks, q.v.name, []record.ConfigEntry{{Name: q.topic, Config: b}}, store.Confirmed)
+	mark := store.Confirmed
+	if q.v.srv.isClosed() {
+		mark = store.Flushed
+	}
+	_, err = w.write(record.KindAMQPAcks, q.v.name, []record.ConfigEntry{{Name: q.topic, Config: b}}, mark)
 	return err
 }
 
@@ -316,6 +323,8 @@ type mirrorVhost struct {
 	queues    map[string]queueDef
 	exchanges map[string]json.RawMessage
 	acks      map[string]ackDef
+	leases    map[string]int64 // leases logged since the last write (topic -> lease)
+	dropped   []string         // topics of deleted queues whose lease file goes
 	dirty     bool
 }
 
@@ -408,7 +417,8 @@ func (m *Mirror) vhostLocked(name string) (*mirrorVhost, error) {
 	if mv := m.vhosts[name]; mv != nil {
 		return mv, nil
 	}
-	mv := &mirrorVhost{dir: vhostDir(m.dir, name), queues: map[string]queueDef{}, exchanges: map[string]json.RawMessage{}, acks: map[string]ackDef{}}
+	mv := &mirrorVhost{dir: vhostDir(m.dir, name), queues: map[string]queueDef{}, exchanges: map[string]json.RawMessage{}, acks: map[string]ackDef{},
+		leases: map[string]int64{}}
 	var defs []queueDef
 	if err := readJSON(m.fs, filepath.Join(mv.dir, queuesFile), &defs); err != nil {
 		return nil, err
@@ -453,7 +463,7 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 			if e.Config == nil {
 				delete(mv.queues, e.Name)
 				if had {
-					delete(mv.acks, old.Topic)
+					mv.dropTopic(old.Topic)
 				}
 				continue
 			}
@@ -462,7 +472,7 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 				return fmt.Errorf("amqp: %v record: queue %q: not a queue definition (%v)", r.Kind, e.Name, err)
 			}
 			if had && old.Topic != d.Topic {
-				delete(mv.acks, old.Topic) // deleted and declared again: a new topic
+				mv.dropTopic(old.Topic) // deleted and declared again: a new topic
 			}
 			mv.queues[e.Name] = d
 		}
@@ -485,6 +495,9 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 				return fmt.Errorf("amqp: %v record: queue topic %q: not an acknowledgement state", r.Kind, e.Name)
 			}
 			mv.acks[e.Name] = mergeAcks(mv.acks[e.Name], a)
+			if a.Lease > 0 {
+				mv.leases[e.Name] = a.Lease
+			}
 		}
 	default:
 		return fmt.Errorf("amqp: system record of %v: not an AMQP kind", r.Kind)
@@ -494,12 +507,19 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 	return nil
 }
 
+// dropTopic forgets the state of a deleted queue's topic.
+func (mv *mirrorVhost) dropTopic(topic string) {
+	delete(mv.acks, topic)
+	delete(mv.leases, topic)
+	mv.dropped = append(mv.dropped, topic)
+}
+
 // mergeAcks merges a logged state into a queue's state: every component
-// only grows on the master (the floor, the delivered mark and the lease,
-// the settled offsets, the return counts of unsettled offsets), so the
-// merge is the state of whichever is newer, in any order.
+// only grows on the master (the floor, the delivered mark, the settled
+// offsets, the return counts of unsettled offsets), so the merge is the
+// state of whichever is newer, in any order.
 func mergeAcks(d ackDef, a ackEntry) ackDef {
-	out := ackDef{Floor: max(d.Floor, a.Floor), Delivered: max(d.Delivered, a.Delivered, a.Lease)}
+	out := ackDef{Floor: max(d.Floor, a.Floor), Delivered: max(d.Delivered, a.Delivered)}
 	settled := map[int64]bool{}
 	for _, o := range slices.Concat(d.Settled, a.Settled) {
 		if o >= out.Floor && !settled[o] {
@@ -550,8 +570,14 @@ func (m *Mirror) Flush() error {
 		data []byte
 	}
 	var files []file
-	var dirs []string
+	var dirs, gone []string
 	var changed []*mirrorVhost
+	type lease struct {
+		mv    *mirrorVhost
+		topic string
+		v     int64
+	}
+	var leases []lease
 	for _, mv := range m.vhosts {
 		if !mv.dirty {
 			continue
@@ -577,6 +603,14 @@ func (m *Mirror) Flush() error {
 			}
 			files = append(files, file{filepath.Join(mv.dir, f.name), b})
 		}
+		for topic, v := range mv.leases {
+			files = append(files, file{filepath.Join(mv.dir, "lease-"+topic), []byte(strconv.FormatInt(v, 10))})
+			leases = append(leases, lease{mv, topic, v})
+		}
+		for _, topic := range mv.dropped {
+			gone = append(gone, filepath.Join(mv.dir, "lease-"+topic))
+		}
+		mv.dropped = nil
 		mv.dirty = false
 	}
 	point := m.reached
@@ -610,6 +644,16 @@ func (m *Mirror) Flush() error {
 	}
 	m.mu.Lock()
 	m.point, m.pointOK = max(m.point, point), true
+	for _, l := range leases {
+		if l.mv.leases[l.topic] == l.v {
+			delete(l.mv.leases, l.topic) // written; a later record sets it again
+		}
+	}
 	m.mu.Unlock()
+	for _, path := range gone {
+		if err := m.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.log.Warn("amqp: remove the delivery lease of a deleted queue", "path", path, "err", err)
+		}
+	}
 	return nil
 }

@@ -236,7 +236,7 @@ func readAll(t *testing.T, fsys vfs.FS, paths ...string) map[string]string {
 	return out
 }
 
-var mirrorFiles = []string{"/d/amqp/queues.json", "/d/amqp/exchanges.json", "/d/amqp/acks.json", "/d/amqp/logpoint.json",
+var mirrorFiles = []string{"/d/amqp/queues.json", "/d/amqp/exchanges.json", "/d/amqp/acks.json", "/d/amqp/lease-%AMQP%a", "/d/amqp/logpoint.json",
 	"/d/amqp/vhosts/7632/queues.json"}
 
 // TestMirrorAppliesAndReplays: the Mirror's files after the records; the
@@ -265,8 +265,11 @@ func TestMirrorAppliesAndReplays(t *testing.T) {
 	}
 	var acks map[string]ackDef
 	json.Unmarshal([]byte(want["/d/amqp/acks.json"]), &acks)
-	if a := acks["%AMQP%a"]; a.Floor != 3 || fmt.Sprint(a.Settled) != "[4 5]" || a.Delivered != 263 || fmt.Sprint(a.Returns) != "map[3:1]" {
-		t.Errorf("merged state %+v, want floor 3, settled [4 5], delivered 263 (the lease), the return of unsettled offset 3", a)
+	if a := acks["%AMQP%a"]; a.Floor != 3 || fmt.Sprint(a.Settled) != "[4 5]" || a.Delivered != 7 || fmt.Sprint(a.Returns) != "map[3:1]" {
+		t.Errorf("merged state %+v, want floor 3, settled [4 5], delivered 7, the return of unsettled offset 3", a)
+	}
+	if l, err := readLease(mem, "/d/amqp/lease-%AMQP%a"); err != nil || l != 263 {
+		t.Errorf("lease file %d %v, want the logged lease 263", l, err)
 	}
 	if _, ok := acks["%AMQP%b"]; ok || strings.Contains(want["/d/amqp/queues.json"], `"b"`) {
 		t.Errorf("the deleted queue is still there: %s %v", want["/d/amqp/queues.json"], acks)
@@ -300,7 +303,7 @@ func TestMirrorAppliesAndReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readAll(t, mem, mirrorFiles...)
-	for _, p := range mirrorFiles[:3] {
+	for _, p := range mirrorFiles[:4] {
 		if got[p] != want[p] {
 			t.Errorf("%s after the replay:\n%s\nwant\n%s", p, got[p], want[p])
 		}
@@ -485,6 +488,74 @@ func TestReplicatedLeaseFlagsDeliveries(t *testing.T) {
 	for _, want := range []string{"a", "b", "c"} {
 		if d := recv(t, nds); string(d.Body) != want || !d.Redelivered {
 			t.Fatalf("after the failover: %q redelivered=%v, want %q redelivered", d.Body, d.Redelivered, want)
+		}
+	}
+}
+
+// mirrorOf replays b's log into a Mirror of a new directory and returns
+// the directory.
+func mirrorOf(t *testing.T, b *broker) string {
+	t.Helper()
+	waitUntil(t, "every record dispatched", func() bool { return b.st.VisibleOffset() >= b.st.Offset(store.Written) })
+	dir := t.TempDir()
+	m, err := NewMirror(nil, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := b.st.SubscribeSystem(0, func(phys, end int64, body []byte) error {
+		r, err := record.DecodeSystem(body)
+		if err != nil || !m.Owns(r.Kind) {
+			return err
+		}
+		return m.Apply(phys, end, r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Replayed(end); err != nil {
+		t.Fatal(err)
+	}
+	b.st.SubscribeSystem(end, func(int64, int64, []byte) error { return nil })
+	return dir
+}
+
+// TestReplicatedLeaseTrim: the lease trimmed at a clean shutdown is
+// logged too, so a new master flags exactly the messages handed out
+// before (not the ones below the lease that were never delivered).
+func TestReplicatedLeaseTrim(t *testing.T) {
+	b := &broker{t: t, dir: t.TempDir(), systemRecords: true}
+	b.start()
+	t.Cleanup(b.stop)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("trim", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "trim", "a", "b", "c")
+	ds, err := ch.Consume("trim", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		recv(t, ds)
+	}
+	b.stop() // clean: the deliveries go back, the lease is trimmed to 3
+	b.start()
+	replica := mirrorOf(t, b)
+	b.crash()
+	copyTree(t, b.dir, replica, "amqp")
+	nb := &broker{t: t, dir: replica}
+	nb.start()
+	t.Cleanup(nb.stop)
+	nch := nb.channel()
+	publishConfirmed(t, nch, "trim", "d")
+	nds, err := nch.Consume("trim", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a", "b", "c", "d"} {
+		d := recv(t, nds)
+		if string(d.Body) != want || d.Redelivered != (want != "d") {
+			t.Fatalf("after the switch-over: %q redelivered=%v, want %q redelivered=%v", d.Body, d.Redelivered, want, want != "d")
 		}
 	}
 }
