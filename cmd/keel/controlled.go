@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -236,6 +237,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	}
 	c := &controlled{o: o, cfg: cfg, log: log}
 	c.agent, err = controller.OpenAgent(controller.AgentConfig{Group: cfg.BrokerName, Dir: cfg.StorePathRootDir, Addr: adv, HAAddr: haAdv,
+		AMQPAddr:    amqpAdvertised(adv, addrs[listenAMQP]),
 		Controllers: cfg.ControllerAddrs(), Log: c.logEnd, Fence: c.fence, OnView: c.onView,
 		Logger: log.With("component", "controller-agent")})
 	if err != nil {
@@ -547,8 +549,12 @@ func (c *controlled) amqpRefusalStarter(p *parts, r role, addr string) starter {
 		why := fmt.Sprintf("broker %s is fenced (controller mode): no master is elected for it yet; AMQP is served by the group's master only, connect to its AMQP address",
 			p.cfg.BrokerName)
 		if r.kind == roleSlave {
-			why = fmt.Sprintf("broker %s is a slave (controller mode): AMQP is served by the group's master only, the broker at %s (master epoch %d); connect to its AMQP address",
-				p.cfg.BrokerName, r.view.MasterAddr, r.epoch)
+			to := "connect to its AMQP address"
+			if a := r.view.MasterAMQPAddr; a != "" {
+				to = "its AMQP address is " + a
+			}
+			why = fmt.Sprintf("broker %s is a slave (controller mode): AMQP is served by the group's master only, the broker at %s (master epoch %d); %s",
+				p.cfg.BrokerName, r.view.MasterAddr, r.epoch, to)
 		}
 		log := p.log.With("component", "amqp")
 		log.Info("amqp listening to refuse connections: not the master", "addr", ln.Addr().String(), "role", r.kind)
@@ -575,4 +581,20 @@ func (c *controlled) amqpRefusalStarter(p *parts, r role, addr string) starter {
 			},
 		}, nil
 	}
+}
+
+// amqpAdvertised is the AMQP address a member registers with the
+// controller (its group's slaves name it to AMQP clients): the host of
+// the broker's advertised address and the port the AMQP listener bound
+// ("" without one).
+func amqpAdvertised(adv, bound string) string {
+	if bound == "" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(adv)
+	_, port, err2 := net.SplitHostPort(bound)
+	if err != nil || err2 != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, port)
 }

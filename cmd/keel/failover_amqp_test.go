@@ -15,7 +15,8 @@ import (
 // TestControllerFailoverAMQP is what AMQP clients get across an automatic
 // failover, in real processes on loopback (a group of three brokers in
 // controller mode, each with an AMQP door): a slave's door answers
-// connection.open with 530 NOT_ALLOWED naming the master's broker; a
+// connection.open with 530 NOT_ALLOWED naming the master's broker and
+// its AMQP address; a
 // client of a master that is paused (SIGSTOP) and replaced gets
 // connection.close 320 CONNECTION_FORCED once it runs again and learns
 // the newer epoch; and the new master has the durable queue declared on
@@ -46,7 +47,7 @@ func TestControllerFailoverAMQP(t *testing.T) {
 			last = err
 			var ae *amqp091.Error
 			return errors.As(err, &ae) && ae.Code == amqp091.NotAllowed && strings.Contains(ae.Reason, "is a slave") &&
-				strings.Contains(ae.Reason, brokers[oldMaster].addr)
+				strings.Contains(ae.Reason, brokers[oldMaster].addr) && strings.Contains(ae.Reason, "its AMQP address is "+amqpAddrs[oldMaster])
 		})
 		t.Logf("slave %d: %v", i, last)
 	}
