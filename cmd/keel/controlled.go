@@ -546,7 +546,7 @@ func (c *controlled) amqpRefusalStarter(p *parts, r role, addr string) starter {
 		if err != nil {
 			return service{}, err
 		}
-		why := fmt.Sprintf("broker %s is fenced (controller mode): no master is elected for it yet; AMQP is served by the group's master only, connect to its AMQP address",
+		why := fmt.Sprintf("broker %s is fenced (controller mode): it is not the master and does not follow one yet; AMQP is served by the group's master only, connect to its AMQP address",
 			p.cfg.BrokerName)
 		if r.kind == roleSlave {
 			to := "connect to its AMQP address"
