@@ -136,6 +136,9 @@ func (p *parts) coreService(bc broker.Config) (service, error) {
 	if err != nil {
 		return service{}, err
 	}
+	if p.store.Replica() {
+		mirror.DeleteTopic = p.store.DeleteReplicatedTopic // the master deleted a deleted queue's topic
+	}
 	cc.Tables = append(cc.Tables, mirror)
 	c, err := core.New(cc, p.store, p.log.With("component", "core"))
 	if err != nil {

@@ -51,6 +51,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -315,6 +316,12 @@ type Mirror struct {
 	dirty   bool // some vhost or the point changed since the last write
 
 	flushMu sync.Mutex // one write of the files at a time
+
+	// DeleteTopic, if set (a replica: store.DeleteReplicatedTopic), is
+	// called, from Apply, for the store topic of each deleted queue that
+	// had one of its own (not an x-keel-topic), with the end of the
+	// record that deleted it: the master deleted that topic too.
+	DeleteTopic func(topic string, end int64) error
 }
 
 // mirrorVhost is a vhost's state as its files hold it.
@@ -464,6 +471,9 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 				delete(mv.queues, e.Name)
 				if had {
 					mv.dropTopic(old.Topic)
+					if err := m.deleteTopic(old, end); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -473,6 +483,9 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 			}
 			if had && old.Topic != d.Topic {
 				mv.dropTopic(old.Topic) // deleted and declared again: a new topic
+				if err := m.deleteTopic(old, end); err != nil {
+					return err
+				}
 			}
 			mv.queues[e.Name] = d
 		}
@@ -504,6 +517,27 @@ func (m *Mirror) Apply(phys, end int64, r *record.SystemRecord) error {
 	}
 	mv.dirty, m.dirty = true, true
 	m.reached = max(m.reached, end)
+	return nil
+}
+
+// deleteTopic calls DeleteTopic for a deleted queue's own store topic.
+func (m *Mirror) deleteTopic(d queueDef, end int64) error {
+	if m.DeleteTopic == nil {
+		return nil
+	}
+	if !strings.HasPrefix(d.Topic, "%AMQP%") {
+		return nil // not a topic newTopic made: a Keel topic the queue was declared over stays
+	}
+	if len(d.Args) > 0 {
+		r := wire.NewReader(d.Args)
+		args := r.Table()
+		if t, _ := keelTopic(args); r.Err() != nil || t != "" {
+			return nil // over a Keel topic (or not known): it stays
+		}
+	}
+	if err := m.DeleteTopic(d.Topic, end); err != nil {
+		return fmt.Errorf("amqp: delete the store topic of deleted queue %q as the master did: %w", d.Name, err)
+	}
 	return nil
 }
 

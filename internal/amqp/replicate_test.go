@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/vfs"
@@ -557,5 +558,34 @@ func TestReplicatedLeaseTrim(t *testing.T) {
 		if string(d.Body) != want || d.Redelivered != (want != "d") {
 			t.Fatalf("after the switch-over: %q redelivered=%v, want %q redelivered=%v", d.Body, d.Redelivered, want, want != "d")
 		}
+	}
+}
+
+// TestMirrorDeletesADeletedQueuesTopic: on a replica the Mirror has the
+// store delete the topic of each deleted queue, as the master did, at
+// the record's end, but never a Keel topic a queue was declared over.
+func TestMirrorDeletesADeletedQueuesTopic(t *testing.T) {
+	m, _ := NewMirror(vfs.NewMem(), "/d", nil)
+	var deleted []string
+	m.DeleteTopic = func(topic string, end int64) error {
+		deleted = append(deleted, fmt.Sprintf("%s@%d", topic, end))
+		return nil
+	}
+	var w wire.Writer
+	w.Table(wire.Table{ArgKeelTopic: "orders"})
+	over, _ := json.Marshal(queueDef{Name: "over", Topic: "orders", Args: w.Buf})
+	own, _ := json.Marshal(queueDef{Name: "own", Topic: "%AMQP%01"})
+	again, _ := json.Marshal(queueDef{Name: "own", Topic: "%AMQP%02"})
+	for i, r := range []*record.SystemRecord{
+		{Kind: record.KindAMQPQueues, Vhost: "/", Configs: []record.ConfigEntry{{Name: "over", Config: over}, {Name: "own", Config: own}}},
+		{Kind: record.KindAMQPQueues, Vhost: "/", Configs: []record.ConfigEntry{{Name: "over"}, {Name: "own", Config: again}}},
+		{Kind: record.KindAMQPQueues, Vhost: "/", Configs: []record.ConfigEntry{{Name: "own"}}},
+	} {
+		if err := m.Apply(int64(100*i), int64(100*i+50), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(deleted); got != "[%AMQP%01@150 %AMQP%02@250]" {
+		t.Fatalf("deleted %s, want the own topics at their records' ends (the Keel topic kept)", got)
 	}
 }
