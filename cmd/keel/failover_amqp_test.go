@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,10 @@ import (
 	"github.com/keelmq/keel/internal/controller"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
+
+// topicDeletedRE is the store's log line of a replica deleting an AMQP
+// queue's topic as its master did.
+var topicDeletedRE = regexp.MustCompile(`store: topic deleted as on the master.*topic=%AMQP%`)
 
 // TestControllerFailoverAMQP is what AMQP clients get across an automatic
 // failover, in real processes on loopback (a group of three brokers in
@@ -80,6 +85,26 @@ func TestControllerFailoverAMQP(t *testing.T) {
 		}
 	}
 
+	// A durable queue with a message, deleted: its slaves delete its
+	// store topic as the master did.
+	if _, err := ch.QueueDeclare("temp", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if dc, err := ch.PublishWithDeferredConfirm("", "temp", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("x")}); err != nil || !dc.Wait() {
+		t.Fatalf("publish to temp: %v", err)
+	}
+	if _, err := ch.QueueDelete("temp", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range brokers {
+		if i != oldMaster {
+			b := brokers[i]
+			waitFor(t, fmt.Sprintf("slave %d to delete the deleted queue's topic", i), 20*time.Second, func() bool {
+				return topicDeletedRE.MatchString(b.proc.logs.String())
+			})
+		}
+	}
+
 	// Pause the master until a new one is elected, then let it run.
 	p := brokers[oldMaster].proc.cmd.Process
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
@@ -134,5 +159,8 @@ func TestControllerFailoverAMQP(t *testing.T) {
 	}
 	if q.Messages != 10 {
 		t.Fatalf("the new master's queue holds %d messages, want the 10 confirmed", q.Messages)
+	}
+	if _, err := nch.QueueDeclarePassive("temp", true, false, false, false, nil); err == nil {
+		t.Fatal("the deleted queue is on the new master")
 	}
 }
