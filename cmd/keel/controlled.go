@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -282,6 +283,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 	}
 	c := &controlled{o: o, cfg: cfg, log: log}
 	c.agent, err = controller.OpenAgent(controller.AgentConfig{Group: cfg.BrokerName, Dir: cfg.StorePathRootDir, Addr: adv, HAAddr: haAdv,
+		AMQPAddr:    amqpAdvertised(adv, addrs[listenAMQP]),
 		Controllers: cfg.ControllerAddrs(), Log: c.logEnd, Fence: c.fence, OnView: c.onView, Lease: c.leaseEpoch, OnLease: c.onLease,
 		Logger: log.With("component", "controller-agent")})
 	if err != nil {
@@ -356,7 +358,7 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 				p.namesrvAddrs = namesrvAddrs
 			}
 			if first {
-				for _, name := range []string{listenHA, listenAMQP, listenKafka, listenAMQPManagement} {
+				for _, name := range []string{listenHA, listenKafka, listenAMQPManagement} {
 					if ln := ls[name]; ln != nil {
 						ln.Close()
 						delete(ls, name)
@@ -369,6 +371,8 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 		starters := p.roleStarters(c.o, addrs[listenBroker], amqpAddr, kafkaAddr, amqpMgmtAddr, repl)
 		if r.kind == roleMaster {
 			starters = append(starters, c.inSyncStarter(p, r))
+		} else if a := addrs[listenAMQP]; a != "" {
+			starters = append(starters, c.amqpRefusalStarter(p, r, a))
 		}
 		log.Info("controller mode: starting", "role", r.kind, "epoch", r.epoch, "broker_id", rcfg.BrokerID, "master_ha", r.masterHA)
 		err := runServices(rctx, log, starters...)
@@ -618,4 +622,67 @@ func (h controllerHandler) RunsInline(req *remoting.Command) bool {
 		return false
 	}
 	return remoting.RunsInline(h.inner, req)
+}
+
+// amqpRefusalStarter is the AMQP door of a slave or fenced member: it
+// takes connections and answers connection.open with 530 NOT_ALLOWED
+// naming the group's master (a client given every member's address then
+// tries the next one), instead of a refused socket that says nothing.
+func (c *controlled) amqpRefusalStarter(p *parts, r role, addr string) starter {
+	return func() (service, error) {
+		ln, err := p.listen(listenAMQP, addr)
+		if err != nil {
+			return service{}, err
+		}
+		why := fmt.Sprintf("broker %s is fenced (controller mode): it is not the master and does not follow one yet; AMQP is served by the group's master only, connect to its AMQP address",
+			p.cfg.BrokerName)
+		if r.kind == roleSlave {
+			to := "connect to its AMQP address"
+			if a := r.view.MasterAMQPAddr; a != "" {
+				to = "its AMQP address is " + a
+			}
+			why = fmt.Sprintf("broker %s is a slave (controller mode): AMQP is served by the group's master only, the broker at %s (master epoch %d); %s",
+				p.cfg.BrokerName, r.view.MasterAddr, r.epoch, to)
+		}
+		log := p.log.With("component", "amqp")
+		log.Info("amqp listening to refuse connections: not the master", "addr", ln.Addr().String(), "role", r.kind)
+		finished := make(chan error, 1)
+		go func() { finished <- amqp.ServeRefusals(ln, func() string { return why }, log) }()
+		return service{
+			name: "amqp (refusing: not master)",
+			run: func(ctx context.Context) error {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-finished:
+					return errors.New("amqp refusal listener stopped")
+				}
+			},
+			stop: func(ctx context.Context) error {
+				ln.Close() // the port is free for the next round; refusals under way end on their own
+				select {
+				case err := <-finished:
+					return err
+				case <-ctx.Done():
+					return nil
+				}
+			},
+		}, nil
+	}
+}
+
+// amqpAdvertised is the AMQP address a member registers with the
+// controller (its group's slaves name it to AMQP clients): the host of
+// the broker's advertised address and the port the AMQP listener bound
+// ("" without one).
+func amqpAdvertised(adv, bound string) string {
+	if bound == "" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(adv)
+	_, port, err2 := net.SplitHostPort(bound)
+	if err != nil || err2 != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -36,7 +36,10 @@ func (p *parts) amqpStarter(addr string) starter {
 		cfg := amqp.Config{DataDir: p.cfg.StorePathRootDir, Vhosts: p.cfg.AMQPVhostList(),
 			ConsumerTimeout: p.cfg.AMQPConsumerTimeoutOrNever(), MaxMessageBytes: p.cfg.AMQPMaxMessage(),
 			Traffic: &p.traffic.amqp, Observer: doorObserver{p, doorstats.AMQP},
-			FrameBudget: p.requestBudget().Door("amqp")}
+			FrameBudget: p.requestBudget().Door("amqp"),
+			// A master serving slaves: definitions and acknowledgement
+			// state travel with the log.
+			SystemRecords: p.haBound != nil}
 		auth := "guest from loopback only"
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }

@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	"github.com/keelmq/keel/internal/acl"
+	"github.com/keelmq/keel/internal/amqp"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/config"
 	"github.com/keelmq/keel/internal/core"
@@ -127,10 +128,26 @@ func (p *parts) coreService(bc broker.Config) (service, error) {
 	if err != nil {
 		return service{}, err
 	}
+	// The AMQP door's state travels with the log (internal/amqp
+	// replicate.go): every role keeps it from the records, so that a
+	// slave promoted in place, or restarted as a master, opens its AMQP
+	// door with the queues of its log.
+	mirror, err := amqp.NewMirror(cc.FS, cc.DataDir, p.log.With("component", "amqp-state"))
+	if err != nil {
+		return service{}, err
+	}
+	if p.store.Replica() {
+		mirror.DeleteTopic = p.store.DeleteReplicatedTopic // the master deleted a deleted queue's topic
+	}
+	cc.Tables = append(cc.Tables, mirror)
 	c, err := core.New(cc, p.store, p.log.With("component", "core"))
 	if err != nil {
 		return service{}, err
 	}
+	// Until an AMQP door installs its own (a master's), retention keeps
+	// what the records say is unsettled: a slave's log holds the messages
+	// a new master would deliver.
+	p.store.SetQueueHolds(mirror.Holds)
 	p.core = c
 	p.replCore.Store(c) // the replication service, started before, reads it
 	return service{

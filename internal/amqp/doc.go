@@ -90,6 +90,11 @@
 // a loss, and the redelivered flag is never missing after a crash (it
 // may be set on up to leaseStep messages that were never delivered,
 // which "may have been delivered" allows).
+// On a master serving slaves (Config.SystemRecords) every change of the
+// definitions and of the acknowledgement state is first a system record
+// of the CommitLog (replicate.go), and every member keeps them in its
+// files through a Mirror, so a slave promoted to master serves the queues
+// of its log with their state.
 // Every queue holds its settled floor against the store's retention
 // (store.SetQueueHolds; retention.go): unsettled messages are not deleted
 // by age, and disk pressure treats the floor as a consumer group's

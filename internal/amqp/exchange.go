@@ -138,6 +138,22 @@ func (v *vhost) durableDest(b binding) bool {
 // saveExchangesLocked writes the durable exchanges with their bindings to
 // persistent queues. v.mu is held.
 func (v *vhost) saveExchangesLocked() error {
+	defs := v.exchangeDefsLocked()
+	if err := v.logExchangeDefsLocked(defs); err != nil { // replicate.go
+		return err
+	}
+	b, err := json.Marshal(defs)
+	if err != nil {
+		return err
+	}
+	v.saveMu.Lock()
+	defer v.saveMu.Unlock()
+	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, exchangesFile), b, 0o644)
+}
+
+// exchangeDefsLocked are the durable exchanges as exchanges.json holds
+// them. v.mu is held.
+func (v *vhost) exchangeDefsLocked() []exchangeDef {
 	defs := []exchangeDef{}
 	for _, e := range v.exchanges {
 		if !e.durable {
@@ -155,13 +171,7 @@ func (v *vhost) saveExchangesLocked() error {
 		defs = append(defs, d)
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
-	b, err := json.Marshal(defs)
-	if err != nil {
-		return err
-	}
-	v.saveMu.Lock()
-	defer v.saveMu.Unlock()
-	return vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, exchangesFile), b, 0o644)
+	return defs
 }
 
 func (v *vhost) declareExchange(m *wire.ExchangeDeclare) error {

@@ -50,6 +50,8 @@ type broker struct {
 	frameBudget FrameBudget
 	// cluster is the server's Config.Cluster.
 	cluster Cluster
+	// systemRecords is the server's Config.SystemRecords.
+	systemRecords bool
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -94,7 +96,7 @@ func (b *broker) start() {
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
 		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
-		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil(), Cluster: b.cluster}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil(), Cluster: b.cluster, SystemRecords: b.systemRecords}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

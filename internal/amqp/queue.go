@@ -531,6 +531,11 @@ func (q *queue) raiseLeaseLocked(to int64) {
 		q.v.srv.log.Error("amqp: write the delivery lease", "queue", q.name, "err", err)
 		return
 	}
+	if to != q.leased {
+		if err := q.logLeaseLocked(to); err != nil { // replicate.go: on the slaves too
+			q.v.srv.log.Error("amqp: log the delivery lease", "queue", q.name, "err", err)
+		}
+	}
 	q.leased = to
 }
 

@@ -89,6 +89,10 @@ type Config struct {
 	// Cluster, when set, names the other broker groups' doors: queues
 	// homed there are used through this door (forward.go).
 	Cluster Cluster
+	// SystemRecords makes a master serving slaves write every change of
+	// its durable definitions and acknowledgement state to the CommitLog
+	// as system records (replicate.go), so that its slaves have them.
+	SystemRecords bool
 }
 
 // Defaults.
@@ -158,6 +162,8 @@ type Server struct {
 	// vhosts are the virtual hosts served: "/" and Config.Vhosts; fixed
 	// at New.
 	vhosts map[string]*vhost
+	// sys writes the system records (Config.SystemRecords; nil: none).
+	sys *sysLog
 	// work runs dead-letter copies in order (deadletter.go).
 	work *worker
 	// blocked: connection.blocked was sent (the store refuses writes).
@@ -213,6 +219,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 		s.vhosts[name] = v
+		v.initSysLog()
+	}
+	if cfg.SystemRecords {
+		s.sys = newSysLog(st)
 	}
 	st.SetQueueHolds(s.holds) // retention keeps every unsettled message (retention.go)
 	s.watchTopics()

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -38,6 +37,8 @@ type vhost struct {
 	// group's queue (forward_bind.go); until then a publish through an
 	// exchange is not routed a second time for them.
 	remoteBound atomic.Bool
+
+	logged sysLogState // the definitions as last logged (replicate.go); guarded by mu
 
 	saveMu sync.Mutex // serialises writes of the state files
 	// ackMu makes saveAcks one at a time from snapshot to write: a later
@@ -135,15 +136,10 @@ func newTopic() string {
 
 // saveDefsLocked writes queues.json. v.mu is held.
 func (v *vhost) saveDefsLocked() error {
-	defs := []queueDef{}
-	for _, q := range v.queues {
-		if q.persistent() {
-			var w wire.Writer
-			w.Table(q.args)
-			defs = append(defs, queueDef{Name: q.name, Topic: q.topic, Args: w.Buf})
-		}
+	defs := v.queueDefsLocked()
+	if err := v.logQueueDefsLocked(defs); err != nil { // replicate.go
+		return err
 	}
-	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
 	b, err := json.Marshal(defs)
 	if err != nil {
 		return err
@@ -166,22 +162,25 @@ func (v *vhost) saveChangedAcks() (changed bool, err error) {
 	v.mu.Lock()
 	acks := map[string]ackDef{}
 	qs := map[string]*queue{}
-	dirty := false
+	var changedQs []*queue
 	for _, q := range v.queues {
 		if q.persistent() {
 			d, changed := q.snapshot()
 			acks[q.topic], qs[q.topic] = d, q
-			dirty = dirty || changed
+			if changed {
+				changedQs = append(changedQs, q)
+			}
 		}
 	}
 	v.mu.Unlock()
-	if !dirty {
+	if len(changedQs) == 0 {
 		return false, nil
 	}
 	b, err := json.Marshal(acks)
 	if err != nil {
 		return true, err
 	}
+	logErr := v.logAcks(acks, changedQs) // replicate.go: the record first
 	v.saveMu.Lock()
 	defer v.saveMu.Unlock()
 	if err := vfs.WriteFileDurable(v.srv.cfg.FS, filepath.Join(v.dir, acksFile), b, 0o644); err != nil {
@@ -197,7 +196,7 @@ func (v *vhost) saveChangedAcks() (changed bool, err error) {
 	for topic, d := range acks {
 		qs[topic].savedFloor.Store(d.Floor)
 	}
-	return true, nil
+	return true, logErr
 }
 
 // declare implements queue.declare; it returns the queue.

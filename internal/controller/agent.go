@@ -44,6 +44,7 @@ type AgentConfig struct {
 	Dir         string   // the broker's store directory (AgentFile lives there)
 	Addr        string   // the broker's remoting address (it routes the controller's requests to ServeBroker)
 	HAAddr      string   // the broker's replication address
+	AMQPAddr    string   // the broker's AMQP address ("": none)
 	Controllers []string // controllerAddr
 	// HeartbeatInterval defaults to 1 s.
 	HeartbeatInterval time.Duration
@@ -229,7 +230,7 @@ func (a *Agent) leaseEpoch() uint32 {
 func (a *Agent) register(ctx context.Context) error {
 	a.mu.Lock()
 	req := RegisterRequest{ClusterID: a.st.ClusterID, Group: a.cfg.Group, StoreUUID: a.st.StoreUUID, ReplicaID: a.st.ReplicaID,
-		Addr: a.cfg.Addr, HAAddr: a.cfg.HAAddr, Incarnation: a.incarnation}
+		Addr: a.cfg.Addr, HAAddr: a.cfg.HAAddr, AMQPAddr: a.cfg.AMQPAddr, Incarnation: a.incarnation}
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 2*a.cfg.HeartbeatInterval+time.Second)
 	defer cancel()

@@ -40,10 +40,12 @@ type GroupView struct {
 	MasterID     ReplicaID `json:"masterId"`
 	MasterAddr   string    `json:"masterAddr,omitempty"`
 	MasterHAAddr string    `json:"masterHaAddr,omitempty"`
-	MasterEpoch  uint32    `json:"masterEpoch"`
-	InSync       []Member  `json:"inSync"`
-	InSyncEpoch  uint32    `json:"inSyncEpoch"`
-	Replicas     []Replica `json:"replicas"`
+	// MasterAMQPAddr is the master's AMQP address ("": none or not told).
+	MasterAMQPAddr string    `json:"masterAmqpAddr,omitempty"`
+	MasterEpoch    uint32    `json:"masterEpoch"`
+	InSync         []Member  `json:"inSync"`
+	InSyncEpoch    uint32    `json:"inSyncEpoch"`
+	Replicas       []Replica `json:"replicas"`
 	// LeaseEpoch and LeaseMillis are set only in the answer to a
 	// heartbeat that asked for a lease (lease.go) and got one: the
 	// master may acknowledge writes at LeaseEpoch for LeaseMillis from
@@ -60,7 +62,7 @@ func viewOf(cluster string, g *Group) GroupView {
 	}
 	slices.SortFunc(v.Replicas, func(a, b Replica) int { return cmp.Compare(a.ID, b.ID) })
 	if m := g.Replicas[g.MasterID]; m != nil {
-		v.MasterAddr, v.MasterHAAddr = m.Addr, m.HAAddr
+		v.MasterAddr, v.MasterHAAddr, v.MasterAMQPAddr = m.Addr, m.HAAddr, m.AMQPAddr
 	}
 	return v
 }

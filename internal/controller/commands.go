@@ -39,6 +39,7 @@ type RegisterReplica struct {
 	ReplicaID   ReplicaID `json:"replicaId,omitempty"`
 	Addr        string    `json:"addr"`
 	HAAddr      string    `json:"haAddr"`
+	AMQPAddr    string    `json:"amqpAddr,omitempty"`
 	Incarnation uint64    `json:"incarnation"`
 }
 
@@ -137,7 +138,7 @@ func (c *Command) validate() error {
 		names = []string{c.Init.ClusterID}
 	case c.Register != nil:
 		r := c.Register
-		names = []string{r.ClusterID, r.Group, r.StoreUUID, r.Addr, r.HAAddr}
+		names = []string{r.ClusterID, r.Group, r.StoreUUID, r.Addr, r.HAAddr, r.AMQPAddr}
 	case c.Elect != nil:
 		names, lists = []string{c.Elect.Group, c.Elect.Kind, c.Elect.Note}, len(c.Elect.Fenced)
 	case c.AlterInSync != nil:

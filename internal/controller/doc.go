@@ -7,7 +7,8 @@
 // The raft state machine (FSM, State) holds only group metadata: the
 // cluster id (a UUID fixed at bootstrap) and, per broker group
 // (brokerName), its replicas (a permanent ReplicaID per store UUID, with
-// the broker's remoting and HA addresses and its current incarnation),
+// the broker's remoting, HA and AMQP addresses and its current
+// incarnation),
 // the master, the master epoch, the in-sync set (replica id and
 // incarnation) and its epoch, whether unclean elections are allowed, and
 // a bounded history of elections and operator actions. Liveness
@@ -143,7 +144,7 @@
 //     brokerId 0 registration, until a view from the controller gives it
 //     its role.
 //  3. Register (Client.Register) with its group (brokerName), store UUID,
-//     kept replica id (0 the first time), remoting and HA addresses and
+//     kept replica id (0 the first time), remoting, HA and AMQP addresses and
 //     incarnation; keep the answer's cluster id and replica id durably
 //     before acting on it. ErrClusterMismatch or ErrReplicaIDMismatch:
 //     refuse to start (wrong controller cluster, or a copied store).

@@ -181,7 +181,7 @@ func (s *State) applyInit(c *InitCluster) *Result {
 }
 
 func (s *State) applyRegister(c *RegisterReplica) *Result {
-	for _, v := range [][3]any{{"group", c.Group, true}, {"store uuid", c.StoreUUID, true}, {"addr", c.Addr, true}, {"ha addr", c.HAAddr, false}} {
+	for _, v := range [][3]any{{"group", c.Group, true}, {"store uuid", c.StoreUUID, true}, {"addr", c.Addr, true}, {"ha addr", c.HAAddr, false}, {"amqp addr", c.AMQPAddr, false}} {
 		if err := validName(v[0].(string), v[1].(string), v[2].(bool)); err != nil {
 			return &Result{Err: err}
 		}
@@ -218,7 +218,7 @@ func (s *State) applyRegister(c *RegisterReplica) *Result {
 		g.Replicas[r.ID] = r
 	}
 	s.Groups[c.Group] = g
-	r.Addr, r.HAAddr, r.Incarnation = c.Addr, c.HAAddr, c.Incarnation
+	r.Addr, r.HAAddr, r.AMQPAddr, r.Incarnation = c.Addr, c.HAAddr, c.AMQPAddr, c.Incarnation
 	return &Result{Replica: r.ID, Group: g.clone()}
 }
 

@@ -356,3 +356,29 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// TestFSMKeepsTheAMQPAddress: a registration's AMQP address is kept with
+// the replica (also through a snapshot) and named in the group's view as
+// the master's; a registration without one clears it.
+func TestFSMKeepsTheAMQPAddress(t *testing.T) {
+	l := newFSMLog(t)
+	l.ok(&Command{Init: &InitCluster{ClusterID: testCluster}})
+	c := register("broker-a", "s1", 0, 10)
+	c.Register.AMQPAddr = "127.0.0.1:5672"
+	l.ok(c)
+	l.ok(&Command{TimeMillis: 1000, Elect: &ElectMaster{Group: "broker-a", ExpectEpoch: 0, NewMaster: 1, Kind: EventInitial}})
+	if v := viewOf(testCluster, l.fsm.Group("broker-a")); v.MasterAMQPAddr != "127.0.0.1:5672" {
+		t.Fatalf("view names the master's AMQP address %q", v.MasterAMQPAddr)
+	}
+	restored := &FSM{}
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, l.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	if r := restored.Group("broker-a").Replicas[1]; r == nil || r.AMQPAddr != "127.0.0.1:5672" {
+		t.Fatalf("after a snapshot: %+v", r)
+	}
+	l.ok(register("broker-a", "s1", 1, 11))
+	if r := l.fsm.Group("broker-a").Replicas[1]; r.AMQPAddr != "" {
+		t.Fatalf("a registration without an AMQP address kept %q", r.AMQPAddr)
+	}
+}

@@ -62,11 +62,14 @@ type Group struct {
 // (remoting) and its slaves (HA), and the incarnation (a random number a
 // broker process draws at start) of its latest registration.
 type Replica struct {
-	ID          ReplicaID `json:"id"`
-	StoreUUID   string    `json:"storeUuid"`
-	Addr        string    `json:"addr"`
-	HAAddr      string    `json:"haAddr"`
-	Incarnation uint64    `json:"incarnation"`
+	ID        ReplicaID `json:"id"`
+	StoreUUID string    `json:"storeUuid"`
+	Addr      string    `json:"addr"`
+	HAAddr    string    `json:"haAddr"`
+	// AMQPAddr is the broker's AMQP address ("": none), which its
+	// group's other members name to AMQP clients when it is master.
+	AMQPAddr    string `json:"amqpAddr,omitempty"`
+	Incarnation uint64 `json:"incarnation"`
 }
 
 // Member is one in-sync replica at one incarnation.

@@ -184,6 +184,17 @@ func (b *Broker) loadMetadata() error {
 		from = min(from, d.logEnd)
 		d.mu.Unlock()
 	}
+	for _, t := range b.cfg.Tables {
+		p, ok := t.SnapshotPoint()
+		if !ok {
+			continue
+		}
+		if p > logEnd {
+			t.PullBack(logEnd)
+			p, pulledBack = logEnd, true
+		}
+		from = min(from, p)
+	}
 	noPoints := from == 0 && !b.sys.replica
 	if noPoints && !b.cfg.SystemRecords {
 		// No file has a snapshot point and this broker does not log: it
@@ -196,6 +207,11 @@ func (b *Broker) loadMetadata() error {
 	end, err := b.st.SubscribeSystem(from, b.onSystem)
 	if err != nil {
 		return fmt.Errorf("core: replay metadata from the CommitLog: %w", err)
+	}
+	for _, t := range b.cfg.Tables {
+		if err := t.Replayed(end); err != nil {
+			return fmt.Errorf("core: replay metadata from the CommitLog: %w", err)
+		}
 	}
 	b.sys.serving.Store(true)
 	firstLogged := noPoints && b.cfg.SystemRecords
@@ -252,6 +268,9 @@ func (b *Broker) onSystem(phys, end int64, body []byte) error {
 			b.sys.delay.apply(r, phys, end)
 		}
 	default:
+		if t := b.tableOf(r.Kind); t != nil {
+			return t.Apply(phys, end, r)
+		}
 		return fmt.Errorf("core: system record of %v: %w", r.Kind, errors.ErrUnsupported)
 	}
 	return nil

@@ -67,6 +67,9 @@ type Config struct {
 	// that they reach its slaves (syslog.go). A replica's core applies the
 	// records it receives whatever this says.
 	SystemRecords bool
+	// Tables keep the system record kinds the core does not own
+	// (tables.go); a kind none owns stops the store.
+	Tables []SystemTable
 
 	Now func() time.Time // nil = time.Now
 }

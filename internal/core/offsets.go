@@ -365,7 +365,11 @@ func (b *Broker) FlushOffsets() error {
 	if d := b.sys.delay; d != nil {
 		delayErr = d.flush() // delay.go
 	}
-	return errors.Join(b.offsets.flush(), b.topics.flushReplayed(), b.groups.flushReplayed(), delayErr)
+	errs := []error{b.offsets.flush(), b.topics.flushReplayed(), b.groups.flushReplayed(), delayErr}
+	for _, t := range b.cfg.Tables {
+		errs = append(errs, t.Flush())
+	}
+	return errors.Join(errs...)
 }
 
 // OffsetsByTopic returns the committed offsets as topic -> group -> queue

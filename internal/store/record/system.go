@@ -27,6 +27,18 @@ package record
 //	                  (an empty blob)
 //	KindDelayProgress u32 N, N × (topic string, queue i32, offset i64): the
 //	                  schedule service's cursors
+//	KindAMQPQueues    AMQP FORMAT (u8, AMQPFormat), vhost string, u32 N,
+//	KindAMQPExchanges N × (name string, definition blob): the AMQP door's
+//	                  durable queues (queues.json's entries) or durable
+//	                  exchanges with their bindings (exchanges.json's) set
+//	                  (the entry's JSON) or removed (an empty blob)
+//	KindAMQPAcks      AMQP FORMAT, vhost string, u32 N, N × (store topic
+//	                  string, state blob): durable queues' acknowledgement
+//	                  state (acks.json's entries, with the delivery lease)
+//
+// The AMQP kinds carry a format byte of their own, so that their payload
+// can change without a new SystemVersion; a format this release does not
+// know is ErrUnknownType, as an unknown kind.
 //
 // A version or kind this release does not know is an error wrapping
 // ErrUnknownType (a record written by a newer release: a reader must stop,
@@ -52,7 +64,17 @@ const (
 	KindTopicConfig   Kind = 3
 	KindGroupConfig   Kind = 4
 	KindDelayProgress Kind = 5
+	KindAMQPQueues    Kind = 6
+	KindAMQPExchanges Kind = 7
+	KindAMQPAcks      Kind = 8
 )
+
+// AMQPFormat is the format of the AMQP kinds' payload this release
+// writes and reads.
+const AMQPFormat = 1
+
+// IsAMQP reports whether k is one of the AMQP door's kinds.
+func (k Kind) IsAMQP() bool { return k >= KindAMQPQueues && k <= KindAMQPAcks }
 
 func (k Kind) String() string {
 	switch k {
@@ -66,6 +88,12 @@ func (k Kind) String() string {
 		return "subscription group config"
 	case KindDelayProgress:
 		return "delay progress"
+	case KindAMQPQueues:
+		return "AMQP queues"
+	case KindAMQPExchanges:
+		return "AMQP exchanges"
+	case KindAMQPAcks:
+		return "AMQP acknowledgement state"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -106,6 +134,9 @@ type SystemRecord struct {
 	Configs                          []ConfigEntry
 	// KindDelayProgress.
 	Cursors []QueueCursor
+	// The AMQP kinds: the vhost, and in Configs the entries (queue or
+	// exchange name, or store topic, with its JSON; nil: removed).
+	Vhost string
 }
 
 // MaxSystemStringBytes bounds a string of a system record.
@@ -130,12 +161,7 @@ func AppendSystem(dst []byte, r *SystemRecord) ([]byte, error) {
 	case KindTopicConfig, KindGroupConfig:
 		e.u64(uint64(r.VersionTimestamp))
 		e.u64(uint64(r.VersionCounter))
-		e.u32(uint32(len(r.Configs)))
-		for _, c := range r.Configs {
-			e.str(c.Name)
-			e.u32(uint32(len(c.Config)))
-			e.b = append(e.b, c.Config...)
-		}
+		e.entries(r.Configs)
 	case KindDelayProgress:
 		e.u32(uint32(len(r.Cursors)))
 		for _, c := range r.Cursors {
@@ -143,6 +169,10 @@ func AppendSystem(dst []byte, r *SystemRecord) ([]byte, error) {
 			e.u32(uint32(c.QueueID))
 			e.u64(uint64(c.Offset))
 		}
+	case KindAMQPQueues, KindAMQPExchanges, KindAMQPAcks:
+		e.b = append(e.b, AMQPFormat)
+		e.str(r.Vhost)
+		e.entries(r.Configs)
 	default:
 		return dst, fmt.Errorf("record: cannot encode a system record of %v", r.Kind)
 	}
@@ -187,21 +217,19 @@ func DecodeSystem(body []byte) (*SystemRecord, error) {
 		}
 	case KindTopicConfig, KindGroupConfig:
 		r.VersionTimestamp, r.VersionCounter = int64(d.u64()), int64(d.u64())
-		n := d.count(2 + 4)
-		r.Configs = make([]ConfigEntry, 0, n)
-		for range n {
-			c := ConfigEntry{Name: d.str()}
-			if blob := d.blob(); len(blob) > 0 {
-				c.Config = blob
-			}
-			r.Configs = append(r.Configs, c)
-		}
+		r.Configs = d.entries()
 	case KindDelayProgress:
 		n := d.count(2 + 4 + 8)
 		r.Cursors = make([]QueueCursor, 0, n)
 		for range n {
 			r.Cursors = append(r.Cursors, QueueCursor{Topic: d.str(), QueueID: int32(d.u32()), Offset: int64(d.u64())})
 		}
+	case KindAMQPQueues, KindAMQPExchanges, KindAMQPAcks:
+		if f := d.need(1); f != nil && f[0] != AMQPFormat {
+			return nil, fmt.Errorf("%w: %v system record of format %d (this release reads %d; written by a newer release of Keel?)", ErrUnknownType, r.Kind, f[0], AMQPFormat)
+		}
+		r.Vhost = d.str()
+		r.Configs = d.entries()
 	default:
 		return nil, fmt.Errorf("%w: system record of unknown kind %d (written by a newer release of Keel?)", ErrUnknownType, body[1])
 	}
@@ -224,6 +252,16 @@ func CheckSystem(body []byte) error {
 type sysEnc struct {
 	b   []byte
 	err error
+}
+
+// entries appends u32 N and N × (name string, blob).
+func (e *sysEnc) entries(cs []ConfigEntry) {
+	e.u32(uint32(len(cs)))
+	for _, c := range cs {
+		e.str(c.Name)
+		e.u32(uint32(len(c.Config)))
+		e.b = append(e.b, c.Config...)
+	}
 }
 
 func (e *sysEnc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
@@ -292,6 +330,20 @@ func (d *sysDec) blob() []byte {
 		return nil
 	}
 	return append([]byte(nil), d.need(int(n))...)
+}
+
+// entries reads what sysEnc.entries wrote; an empty blob is nil.
+func (d *sysDec) entries() []ConfigEntry {
+	n := d.count(2 + 4)
+	cs := make([]ConfigEntry, 0, n)
+	for range n {
+		c := ConfigEntry{Name: d.str()}
+		if blob := d.blob(); len(blob) > 0 {
+			c.Config = blob
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // count reads an entry count and checks that the rest can hold that many

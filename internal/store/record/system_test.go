@@ -17,6 +17,10 @@ func systemSamples() []*SystemRecord {
 			Configs: []ConfigEntry{{Name: "t", Config: []byte(`{"topicName":"t"}`)}, {Name: "gone"}}},
 		{Kind: KindGroupConfig, VersionCounter: 1, Configs: []ConfigEntry{{Name: "g", Config: []byte(`{}`)}}},
 		{Kind: KindDelayProgress, Cursors: []QueueCursor{{"SCHEDULE_TOPIC_XXXX", 2, 40}}},
+		{Kind: KindAMQPQueues, Vhost: "/", Configs: []ConfigEntry{{Name: "orders", Config: []byte(`{"name":"orders"}`)}, {Name: "gone"}}},
+		{Kind: KindAMQPExchanges, Vhost: "shop", Configs: []ConfigEntry{{Name: "ex", Config: []byte(`{"name":"ex","type":"direct"}`)}}},
+		{Kind: KindAMQPAcks, Vhost: "/", Configs: []ConfigEntry{{Name: "%AMQP%00", Config: []byte(`{"floor":3,"delivered":9}`)}}},
+		{Kind: KindAMQPAcks, Vhost: "/", Configs: []ConfigEntry{}},
 	}
 }
 
@@ -41,6 +45,7 @@ func TestSystemRecordRoundTrip(t *testing.T) {
 
 func TestSystemRecordRejects(t *testing.T) {
 	good, _ := AppendSystem(nil, systemSamples()[0])
+	amqpGood, _ := AppendSystem(nil, &SystemRecord{Kind: KindAMQPQueues, Vhost: "/", Configs: []ConfigEntry{{Name: "q", Config: []byte(`{}`)}}})
 	for name, c := range map[string]struct {
 		body    []byte
 		unknown bool
@@ -51,6 +56,9 @@ func TestSystemRecordRejects(t *testing.T) {
 		"truncated":      {body: good[:len(good)-1]},
 		"trailing bytes": {body: append(append([]byte(nil), good...), 0)},
 		"forged count":   {body: []byte{SystemVersion, byte(KindOffsets), 0xff, 0xff, 0xff, 0xff}},
+		"AMQP format":    {body: append([]byte{SystemVersion, byte(KindAMQPQueues), AMQPFormat + 1}, amqpGood[3:]...), unknown: true},
+		"AMQP truncated": {body: amqpGood[:len(amqpGood)-2]},
+		"AMQP no format": {body: []byte{SystemVersion, byte(KindAMQPAcks)}},
 	} {
 		err := CheckSystem(c.body)
 		switch {
