@@ -215,7 +215,7 @@ func (s *Server) deleteGroups(req *kmsg.DeleteGroupsRequest) kmsg.Response {
 		rg.Group = name
 		s.gmu.Lock()
 		g := s.groups[name]
-		busy := g != nil && len(g.members) > 0
+		busy := g != nil && len(g.members) > 0 || s.consumerGroupBusy(name)
 		if !busy && g != nil {
 			delete(s.groups, name)
 		}

@@ -31,7 +31,10 @@ func (s *Server) describeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.State = name, "Dead"
-		if g := s.groups[name]; g != nil {
+		if cg := s.cg.groups[name]; cg != nil && len(cg.members) > 0 {
+			rg.ErrorCode = errGroupIDUnknown // a consumer group: ConsumerGroupDescribe describes it
+			rg.ErrorMessage = kmsg.StringPtr("Group " + name + " is not a classic group.")
+		} else if g := s.groups[name]; g != nil {
 			rg.State, rg.ProtocolType, rg.Protocol = g.state.String(), g.protocolType, g.protocol
 			if g.state == groupPreparing {
 				rg.Protocol = ""
@@ -81,5 +84,6 @@ func (s *Server) listGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
 		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = name, g.protocolType, g.state.String(), "classic"
 		resp.Groups = append(resp.Groups, rg)
 	}
+	s.listConsumerGroups(resp, want) // group848_describe.go
 	return resp
 }

@@ -178,8 +178,9 @@ type Server struct {
 	// refreshParked: runClusterRefresh is parked (tests wait for it).
 	refreshParked atomic.Bool
 
-	gmu    sync.Mutex        // guards groups and every group's state
+	gmu    sync.Mutex        // guards groups, cg and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
+	cg     cgState           // consumer groups of KIP-848 (group848.go)
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -554,7 +555,14 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(b)
 	case *kmsg.OffsetFetchRequest:
+		if b.Version >= 8 {
+			return s.offsetFetchGroups(b, func(one *kmsg.OffsetFetchRequest) kmsg.Response { return s.offsetFetch(one) })
+		}
 		return s.offsetFetch(b)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return s.consumerGroupHeartbeat(b, req.clientID, req.host)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return s.consumerGroupDescribe(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
 	case *kmsg.CreateTopicsRequest:

@@ -1,0 +1,426 @@
+package kafka
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cgTest is a node with topics t4 (4 partitions) and t2 (2), driven by
+// kmsg requests handed to its server.
+type cgTest struct {
+	t *testing.T
+	n *testNode
+}
+
+func newCGTest(t *testing.T) *cgTest {
+	t.Helper()
+	n := startNode(t, nil)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	for name, parts := range map[string]int32{"t4": 4, "t2": 2} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, parts, 1
+		req.Topics = append(req.Topics, rt)
+	}
+	for _, rt := range n.srv.createTopics(req).(*kmsg.CreateTopicsResponse).Topics {
+		if rt.ErrorCode != 0 {
+			t.Fatalf("create %s: %d", rt.Topic, rt.ErrorCode)
+		}
+	}
+	return &cgTest{t: t, n: n}
+}
+
+// join is an epoch-0 heartbeat subscribing to topics.
+func join(member string, topics ...string) *kmsg.ConsumerGroupHeartbeatRequest {
+	req := hb(member, 0, nil)
+	req.RebalanceTimeoutMillis = 30000
+	req.SubscribedTopicNames = topics
+	req.ServerAssignor = kmsg.StringPtr(assignorUniform)
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	return req
+}
+
+// hb is a heartbeat of member at epoch; owned nil is "unchanged".
+func hb(member string, epoch int32, owned map[string][]int32) *kmsg.ConsumerGroupHeartbeatRequest {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "cg", member, epoch
+	if owned != nil {
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		for _, topic := range slices.Sorted(maps.Keys(owned)) {
+			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: topicID(topic), Partitions: owned[topic]})
+		}
+	}
+	return req
+}
+
+func (c *cgTest) send(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	c.t.Helper()
+	resp := c.n.srv.consumerGroupHeartbeat(req, "client", "127.0.0.1").(*kmsg.ConsumerGroupHeartbeatResponse)
+	c.checkExclusive()
+	return resp
+}
+
+// ok sends req and fails unless it succeeds; it returns the answer's
+// assignment (nil: none sent) and epoch.
+func (c *cgTest) ok(req *kmsg.ConsumerGroupHeartbeatRequest) (map[string][]int32, int32) {
+	c.t.Helper()
+	resp := c.send(req)
+	if resp.ErrorCode != 0 {
+		c.t.Fatalf("heartbeat of %s at %d: error %d %s", req.MemberID, req.MemberEpoch, resp.ErrorCode, deref(resp.ErrorMessage))
+	}
+	if resp.Assignment == nil {
+		return nil, resp.MemberEpoch
+	}
+	names := map[[16]byte]string{topicID("t4"): "t4", topicID("t2"): "t2"}
+	out := map[string][]int32{}
+	for _, t := range resp.Assignment.Topics {
+		out[names[t.TopicID]] = t.Partitions
+	}
+	return out, resp.MemberEpoch
+}
+
+func (c *cgTest) code(req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
+	c.t.Helper()
+	return c.send(req).ErrorCode
+}
+
+// checkExclusive fails when a partition is owned (assigned or being
+// revoked) by two members, or the owner table disagrees.
+func (c *cgTest) checkExclusive() {
+	c.t.Helper()
+	s := c.n.srv
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	for _, g := range s.cg.groups {
+		seen := map[tpKey]string{}
+		for id, m := range g.members {
+			for _, set := range []map[tpKey]int32{m.assigned, m.revoking} {
+				for k := range set {
+					if other, ok := seen[k]; ok {
+						c.t.Fatalf("partition %v owned by %s and %s", k, other, id)
+					}
+					seen[k] = id
+					if g.owners[k] != id {
+						c.t.Fatalf("partition %v: owner table says %q, member %s owns it", k, g.owners[k], id)
+					}
+				}
+			}
+		}
+		if len(seen) != len(g.owners) {
+			c.t.Fatalf("owner table has %d partitions, members own %d", len(g.owners), len(seen))
+		}
+	}
+}
+
+func count(a map[string][]int32) int {
+	n := 0
+	for _, ps := range a {
+		n += len(ps)
+	}
+	return n
+}
+
+// TestConsumerGroupRevokeBeforeReassign: the first member gets every
+// partition; when a second joins, the first is told to keep half (its
+// epoch unchanged) and the second gets nothing of it until the first
+// reports it no longer owns the other half; then both are at the new
+// epoch with two partitions each. No partition is ever owned twice.
+func TestConsumerGroupRevokeBeforeReassign(t *testing.T) {
+	c := newCGTest(t)
+	a, ea := c.ok(join("A", "t4"))
+	if count(a) != 4 || ea != 1 {
+		t.Fatalf("first member: %v at epoch %d, want t4 0-3 at 1", a, ea)
+	}
+	if got, _ := c.ok(hb("A", ea, nil)); got != nil {
+		t.Fatalf("a keepalive without changes got an assignment: %v", got)
+	}
+	b, eb := c.ok(join("B", "t4"))
+	if count(b) != 0 || eb != 2 {
+		t.Fatalf("second member: %v at epoch %d, want nothing yet at epoch 2", b, eb)
+	}
+	keep, e := c.ok(hb("A", ea, nil))
+	if count(keep) != 2 || e != ea {
+		t.Fatalf("first member told %v at %d, want 2 partitions at its epoch %d", keep, e, ea)
+	}
+	if got, _ := c.ok(hb("B", eb, map[string][]int32{})); count(got) != 0 {
+		t.Fatalf("second member got %v while the first still owns it", got)
+	}
+	// Still reporting all four: nothing is released.
+	c.ok(hb("A", ea, a))
+	if got, _ := c.ok(hb("B", eb, map[string][]int32{})); count(got) != 0 {
+		t.Fatalf("second member got %v before the revocation was reported", got)
+	}
+	got, e := c.ok(hb("A", ea, keep))
+	if e != 2 || count(got) != 2 {
+		t.Fatalf("after revoking: %v at %d, want 2 partitions at epoch 2", got, e)
+	}
+	b, eb = c.ok(hb("B", eb, map[string][]int32{}))
+	if count(b) != 2 || eb != 2 {
+		t.Fatalf("second member then got %v at %d, want 2 partitions at 2", b, eb)
+	}
+	for _, p := range b["t4"] {
+		if slices.Contains(keep["t4"], p) {
+			t.Fatalf("partition %d given to both: %v and %v", p, keep, b)
+		}
+	}
+	c.n.srv.gmu.Lock()
+	st := c.n.srv.cg.groups["cg"].state()
+	c.n.srv.gmu.Unlock()
+	if st != "Stable" {
+		t.Fatalf("group state %s, want Stable", st)
+	}
+}
+
+// TestConsumerGroupEpochFencing: an epoch above the member's is fenced, a
+// previous epoch passes only with partitions the member holds (a lost
+// answer), an unknown member id is UNKNOWN_MEMBER_ID, and malformed joins
+// are refused as Kafka refuses them.
+func TestConsumerGroupEpochFencing(t *testing.T) {
+	c := newCGTest(t)
+	a, ea := c.ok(join("A", "t4"))
+	c.ok(join("B", "t4"))
+	keep, _ := c.ok(hb("A", ea, nil))
+	_, ea2 := c.ok(hb("A", ea, keep))
+	if ea2 != 2 {
+		t.Fatalf("epoch %d, want 2", ea2)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.ConsumerGroupHeartbeatRequest
+		want int16
+	}{
+		{"epoch above", hb("A", ea2+1, keep), errFencedMemberEpoch},
+		{"previous epoch, keepalive", hb("A", ea, nil), errFencedMemberEpoch},
+		{"previous epoch, partitions it no longer holds", hb("A", ea, a), errFencedMemberEpoch},
+		{"previous epoch, partitions it holds", hb("A", ea, keep), errNone},
+		{"unknown member", hb("nobody", 1, nil), errUnknownMemberID},
+		{"join owning partitions", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C", "t4")
+			r.Topics = hb("C", 0, a).Topics
+			return r
+		}(), errInvalidRequest},
+		{"join without subscription", func() *kmsg.ConsumerGroupHeartbeatRequest { r := join("C"); r.SubscribedTopicNames = nil; return r }(), errInvalidRequest},
+		{"join without rebalance timeout", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C", "t4")
+			r.RebalanceTimeoutMillis = -1
+			return r
+		}(), errInvalidRequest},
+		{"unknown assignor", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C", "t4")
+			r.ServerAssignor = kmsg.StringPtr("sticky")
+			return r
+		}(), errUnsupportedAssignor},
+		{"bad regex", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C")
+			r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, kmsg.StringPtr("t(")
+			return r
+		}(), errInvalidRegex},
+		{"empty member id", hb("", 1, nil), errInvalidRequest},
+		{"static leave without instance", hb("A", -2, nil), errInvalidRequest},
+	} {
+		if got := c.code(tc.req); got != tc.want {
+			t.Errorf("%s: error %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestConsumerGroupLeave: a member leaving with epoch -1 frees its
+// partitions at once (the other gets them at its next heartbeat, at a new
+// epoch), and its heartbeats then are UNKNOWN_MEMBER_ID; a rejoin at epoch
+// 0 with a known member id gets its assignment again.
+func TestConsumerGroupLeave(t *testing.T) {
+	c := newCGTest(t)
+	_, ea := c.ok(join("A", "t4"))
+	c.ok(join("B", "t4"))
+	keep, _ := c.ok(hb("A", ea, nil))
+	_, ea = c.ok(hb("A", ea, keep))
+	b, eb := c.ok(hb("B", 2, map[string][]int32{}))
+	if count(b) != 2 {
+		t.Fatalf("B got %v", b)
+	}
+	// A lost its answer and rejoins with its member id: same partitions.
+	again, e := c.ok(join("A", "t4"))
+	if e != ea || !maps.EqualFunc(again, keep, slices.Equal) {
+		t.Fatalf("rejoin in place: %v at %d, want %v at %d", again, e, keep, ea)
+	}
+	if resp := c.send(hb("B", -1, nil)); resp.ErrorCode != 0 || resp.MemberEpoch != -1 {
+		t.Fatalf("leave: error %d epoch %d", resp.ErrorCode, resp.MemberEpoch)
+	}
+	if code := c.code(hb("B", eb, nil)); code != errUnknownMemberID {
+		t.Fatalf("heartbeat after leaving: %d, want UNKNOWN_MEMBER_ID", code)
+	}
+	all, e := c.ok(hb("A", ea, keep))
+	if count(all) != 4 || e <= ea {
+		t.Fatalf("after B left A has %v at %d, want all 4 at an epoch above %d", all, e, ea)
+	}
+}
+
+// TestConsumerGroupStaticMember: a static member leaving with -2 keeps its
+// partitions (no rebalance); a new member id with its instance id takes
+// its place, epoch and partitions; the instance id is refused to another
+// join while held (UNRELEASED_INSTANCE_ID); a -2 member whose session
+// times out is removed and its partitions go to the others.
+func TestConsumerGroupStaticMember(t *testing.T) {
+	c := newCGTest(t)
+	ja := join("A", "t4")
+	ja.InstanceID = kmsg.StringPtr("inst")
+	_, ea := c.ok(ja)
+	_, eb := c.ok(join("B", "t4"))
+	keep, _ := c.ok(hb("A", ea, nil))
+	_, ea = c.ok(hb("A", ea, keep))
+	c.ok(hb("B", eb, map[string][]int32{}))
+	leave := hb("A", -2, nil)
+	leave.InstanceID = kmsg.StringPtr("inst")
+	if resp := c.send(leave); resp.ErrorCode != 0 || resp.MemberEpoch != -2 {
+		t.Fatalf("static leave: %d epoch %d", resp.ErrorCode, resp.MemberEpoch)
+	}
+	c.n.srv.gmu.Lock()
+	groupEpoch := c.n.srv.cg.groups["cg"].epoch
+	c.n.srv.gmu.Unlock()
+	if got, _ := c.ok(hb("B", eb, nil)); got != nil {
+		t.Fatalf("B got %v while the static member is away", got)
+	}
+	j2 := join("A2", "t4")
+	j2.InstanceID = kmsg.StringPtr("inst")
+	got, e := c.ok(j2)
+	if e != ea || !maps.EqualFunc(got, keep, slices.Equal) {
+		t.Fatalf("the instance's new member id got %v at %d, want %v at %d", got, e, keep, ea)
+	}
+	c.n.srv.gmu.Lock()
+	after := c.n.srv.cg.groups["cg"].epoch
+	c.n.srv.gmu.Unlock()
+	if after != groupEpoch {
+		t.Fatalf("group epoch moved from %d to %d on a static rejoin", groupEpoch, after)
+	}
+	j3 := join("A3", "t4")
+	j3.InstanceID = kmsg.StringPtr("inst")
+	if code := c.code(j3); code != errUnreleasedInstanceID {
+		t.Fatalf("join with a held instance id: %d, want UNRELEASED_INSTANCE_ID", code)
+	}
+	leave.MemberID = "A2"
+	c.ok(leave)
+	c.n.srv.gmu.Lock()
+	c.n.srv.expireConsumerGroups(time.Now().Add(cgDefaultSession + time.Second))
+	c.n.srv.gmu.Unlock()
+	c.checkExclusive()
+	// B's session ended too (no heartbeat in the window); it rejoins.
+	all, _ := c.ok(join("B", "t4"))
+	if count(all) != 4 {
+		t.Fatalf("after the static member's session B got %v, want all 4", all)
+	}
+}
+
+// TestConsumerGroupRebalanceTimeout: a member that does not revoke within
+// its rebalance timeout is removed; the other gets every partition.
+func TestConsumerGroupRebalanceTimeout(t *testing.T) {
+	c := newCGTest(t)
+	_, ea := c.ok(join("A", "t4"))
+	_, eb := c.ok(join("B", "t4"))
+	c.ok(hb("A", ea, nil)) // told to revoke two; never reports it
+	c.n.srv.gmu.Lock()
+	c.n.srv.expireConsumerGroups(time.Now().Add(time.Second)) // within both timeouts
+	c.n.srv.gmu.Unlock()
+	if got, _ := c.ok(hb("B", eb, map[string][]int32{})); count(got) != 0 {
+		t.Fatalf("B got %v while A is revoking", got)
+	}
+	c.n.srv.gmu.Lock()
+	c.n.srv.expireConsumerGroups(time.Now().Add(31 * time.Second)) // past A's 30 s rebalance timeout
+	c.n.srv.gmu.Unlock()
+	if code := c.code(hb("A", ea, nil)); code != errUnknownMemberID {
+		t.Fatalf("A after its rebalance timeout: %d, want UNKNOWN_MEMBER_ID", code)
+	}
+	if got, _ := c.ok(hb("B", eb, map[string][]int32{})); count(got) != 4 {
+		t.Fatalf("B got %v, want all 4", got)
+	}
+}
+
+// TestConsumerGroupSubscriptionsAndRegex: members subscribing to different
+// topics get only those; a regex matches whole names; a topic created
+// later that matches is assigned at the next heartbeat after the refresh.
+func TestConsumerGroupSubscriptionsAndRegex(t *testing.T) {
+	c := newCGTest(t)
+	a, _ := c.ok(join("A", "t2"))
+	if count(a) != 2 || len(a["t2"]) != 2 {
+		t.Fatalf("A: %v", a)
+	}
+	jb := join("B")
+	jb.SubscribedTopicNames, jb.SubscribedTopicRegex = nil, kmsg.StringPtr("t[4-9]")
+	b, eb := c.ok(jb)
+	if count(b) != 4 || len(b["t4"]) != 4 {
+		t.Fatalf("B (regex t[4-9]): %v, want t4 0-3", b)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t5", 1, 1
+	req.Topics = append(req.Topics, rt)
+	c.n.srv.createTopics(req)
+	c.n.srv.gmu.Lock()
+	c.n.srv.cg.groups["cg"].regexAt = time.Time{} // the refresh is due
+	c.n.srv.gmu.Unlock()
+	resp := c.send(hb("B", eb, b))
+	if resp.ErrorCode != 0 || resp.Assignment == nil || len(resp.Assignment.Topics) != 2 || resp.MemberEpoch <= eb {
+		t.Fatalf("after t5 was created: %+v", resp)
+	}
+}
+
+// TestConsumerGroupClassicMixing: one group id is a classic group or a
+// consumer group while it has members, as Kafka refuses mixing; an empty
+// group of either kind becomes the other.
+func TestConsumerGroupClassicMixing(t *testing.T) {
+	c := newCGTest(t)
+	c.ok(join("A", "t4"))
+	jg := joinReq("cg", "", "")
+	jg.SetVersion(3)
+	if r := c.n.srv.joinGroup(jg, "client", "host").(*kmsg.JoinGroupResponse); r.ErrorCode != errInconsistentGroupProtocol {
+		t.Fatalf("classic join to a consumer group: %d, want INCONSISTENT_GROUP_PROTOCOL", r.ErrorCode)
+	}
+	c.ok(hb("A", -1, nil))
+	r := c.n.srv.joinGroup(jg, "client", "host").(*kmsg.JoinGroupResponse)
+	if r.ErrorCode != 0 {
+		t.Fatalf("classic join to the emptied group: %d", r.ErrorCode)
+	}
+	if code := c.code(join("B", "t4")); code != errGroupIDUnknown {
+		t.Fatalf("heartbeat to a classic group: %d, want GROUP_ID_NOT_FOUND", code)
+	}
+	d := kmsg.NewPtrConsumerGroupDescribeRequest()
+	d.Groups = []string{"cg"}
+	if rg := c.n.srv.consumerGroupDescribe(d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; rg.ErrorCode != errGroupIDUnknown {
+		t.Fatalf("describing a classic group: %d, want GROUP_ID_NOT_FOUND", rg.ErrorCode)
+	}
+}
+
+// TestConsumerGroupDescribeAndList: ConsumerGroupDescribe shows epochs,
+// members, assignments and targets; ListGroups lists the group as a
+// consumer group; DescribeGroups does not describe it.
+func TestConsumerGroupDescribeAndList(t *testing.T) {
+	c := newCGTest(t)
+	_, ea := c.ok(join("A", "t4"))
+	c.ok(join("B", "t4"))
+	c.ok(hb("A", ea, nil))
+	d := kmsg.NewPtrConsumerGroupDescribeRequest()
+	d.Version, d.Groups = 1, []string{"cg", "nope"}
+	r := c.n.srv.consumerGroupDescribe(d).(*kmsg.ConsumerGroupDescribeResponse)
+	g := r.Groups[0]
+	if g.ErrorCode != 0 || g.State != "Reconciling" || g.Epoch != 2 || g.AssignmentEpoch != 2 || g.AssignorName != assignorUniform || len(g.Members) != 2 {
+		t.Fatalf("described %+v", g)
+	}
+	ma := g.Members[0]
+	if ma.MemberID != "A" || ma.MemberEpoch != 1 || len(ma.Assignment.TopicPartitions[0].Partitions) != 2 || len(ma.TargetAssignment.TopicPartitions[0].Partitions) != 2 || ma.MemberType != 1 {
+		t.Fatalf("member A described %+v", ma)
+	}
+	if r.Groups[1].ErrorCode != errGroupIDUnknown {
+		t.Fatalf("unknown group: %d", r.Groups[1].ErrorCode)
+	}
+	lg := c.n.srv.listGroups(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
+	if len(lg.Groups) != 1 || lg.Groups[0].GroupType != "consumer" || lg.Groups[0].GroupState != "Reconciling" {
+		t.Fatalf("listed %+v", lg.Groups)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"cg"}
+	if rg := c.n.srv.describeGroups(dg).(*kmsg.DescribeGroupsResponse).Groups[0]; rg.ErrorCode != errGroupIDUnknown {
+		t.Fatalf("DescribeGroups of a consumer group: %d", rg.ErrorCode)
+	}
+}
