@@ -424,3 +424,108 @@ func TestConsumerGroupDescribeAndList(t *testing.T) {
 		t.Fatalf("DescribeGroups of a consumer group: %d", rg.ErrorCode)
 	}
 }
+
+func commitReq(version int16, member string, epoch int32, parts ...int32) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.MemberID, req.Generation = version, "cg", member, epoch
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "t4"
+	for _, p := range parts {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, 0
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func commitCodes(s *Server, req *kmsg.OffsetCommitRequest) map[int32]int16 {
+	out := map[int32]int16{}
+	for _, p := range s.offsetCommit(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions {
+		out[p.Partition] = p.ErrorCode
+	}
+	return out
+}
+
+// TestConsumerGroupCommitEpochs: OffsetCommit v9 to a consumer group is
+// checked against the member's epoch: its epoch commits anything, an
+// epoch above is fenced, an older epoch commits only the partitions the
+// member got at or before it (others STALE_MEMBER_EPOCH); an unknown
+// member, a commit without a member and a member's commit below v9 are
+// refused; the offsets are the broker's, read back by OffsetFetch v8
+// naming several groups, and OffsetFetch v9 checks the member.
+func TestConsumerGroupCommitEpochs(t *testing.T) {
+	c := newCGTest(t)
+	s := c.n.srv
+	_, ea := c.ok(join("A", "t4")) // epoch 1: t4 0-3
+	c.ok(join("B", "t4"))          // epoch 2
+	keep, _ := c.ok(hb("A", ea, nil))
+	_, ea2 := c.ok(hb("A", ea, keep)) // A at 2 with two partitions got at 1
+	c.ok(hb("B", 2, map[string][]int32{}))
+	c.ok(hb("B", -1, nil))               // epoch 3: A's target is all four again
+	all, ea3 := c.ok(hb("A", ea2, keep)) // the other two come at epoch 3
+	if count(all) != 4 || ea3 != 3 {
+		t.Fatalf("A: %v at %d", all, ea3)
+	}
+	fresh := []int32{}
+	for _, p := range all["t4"] {
+		if !slices.Contains(keep["t4"], p) {
+			fresh = append(fresh, p)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  *kmsg.OffsetCommitRequest
+		want map[int32]int16
+	}{
+		{"its epoch", commitReq(9, "A", ea3, 0, 1, 2, 3), map[int32]int16{0: 0, 1: 0, 2: 0, 3: 0}},
+		{"epoch above", commitReq(9, "A", ea3+1, 0), map[int32]int16{0: errFencedMemberEpoch}},
+		{"older epoch", commitReq(9, "A", ea, keep["t4"][0], fresh[0]), map[int32]int16{keep["t4"][0]: 0, fresh[0]: errStaleMemberEpoch}},
+		{"unknown member", commitReq(9, "nobody", ea3, 0), map[int32]int16{0: errUnknownMemberID}},
+		{"no member", commitReq(9, "", -1, 0), map[int32]int16{0: errUnknownMemberID}},
+		{"below v9", commitReq(8, "A", ea3, 0), map[int32]int16{0: errUnsupportedVersion}},
+	} {
+		if got := commitCodes(s, tc.req); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A committed offset 0 for every partition above; commit 7 on one and
+	// read it back with another group in the same request.
+	up := commitReq(9, "A", ea3, 2)
+	up.Topics[0].Partitions[0].Offset = 7
+	if got := commitCodes(s, up); got[2] != 0 {
+		t.Fatalf("commit: %v", got)
+	}
+	f := kmsg.NewPtrOffsetFetchRequest()
+	f.Version = 8
+	for _, g := range []string{"cg", "other"} {
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = g
+		rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t4", Partitions: []int32{2, 3}}}
+		f.Groups = append(f.Groups, rg)
+	}
+	r := s.handle(&request{key: 9, version: 8, body: f}).(*kmsg.OffsetFetchResponse)
+	if len(r.Groups) != 2 || r.Groups[0].Group != "cg" || r.Groups[1].Group != "other" {
+		t.Fatalf("fetched groups %+v", r.Groups)
+	}
+	if ps := r.Groups[0].Topics[0].Partitions; ps[0].Offset != 7 || ps[1].Offset != 0 {
+		t.Fatalf("cg offsets %+v, want 7 and 0", ps)
+	}
+	if ps := r.Groups[1].Topics[0].Partitions; ps[0].Offset != -1 || ps[1].Offset != -1 {
+		t.Fatalf("other's offsets %+v, want none (-1)", ps)
+	}
+	f.Version = 9
+	f.Groups = f.Groups[:1]
+	f.Groups[0].MemberID, f.Groups[0].MemberEpoch = kmsg.StringPtr("nobody"), 1
+	if code := s.handle(&request{key: 9, version: 9, body: f}).(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode; code != errUnknownMemberID {
+		t.Fatalf("fetch by an unknown member: %d", code)
+	}
+	f.Groups[0].MemberID, f.Groups[0].MemberEpoch = kmsg.StringPtr("A"), ea3+1
+	if code := s.handle(&request{key: 9, version: 9, body: f}).(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode; code != errStaleMemberEpoch {
+		t.Fatalf("fetch above the member's epoch: %d", code)
+	}
+	f.Groups[0].MemberEpoch = ea3
+	if rg := s.handle(&request{key: 9, version: 9, body: f}).(*kmsg.OffsetFetchResponse).Groups[0]; rg.ErrorCode != 0 || rg.Topics[0].Partitions[0].Offset != 7 {
+		t.Fatalf("fetch by the member: %+v", rg)
+	}
+}

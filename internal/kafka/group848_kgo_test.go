@@ -1,0 +1,217 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ownership records which consumer holds each partition, as the clients'
+// callbacks say, and every time one was given a partition another held.
+type ownership struct {
+	mu         sync.Mutex
+	owner      map[int32]string
+	violations []string
+	assigns    int
+}
+
+func (o *ownership) assigned(me string, ps []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		if other, ok := o.owner[p]; ok && other != me {
+			o.violations = append(o.violations, fmt.Sprintf("partition %d given to %s while %s owns it", p, me, other))
+		}
+		o.owner[p] = me
+		o.assigns++
+	}
+}
+
+func (o *ownership) released(me string, ps []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		if o.owner[p] == me {
+			delete(o.owner, p)
+		}
+	}
+}
+
+// consumed is the set of record values the consumers polled.
+type consumed struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (c *consumed) add(v string) {
+	c.mu.Lock()
+	c.seen[v]++
+	c.mu.Unlock()
+}
+
+func (c *consumed) missing(total int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for i := 0; i < total; i++ {
+		if c.seen[fmt.Sprintf("v-%d", i)] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// member848 is a franz-go consumer of the next group protocol polling
+// until it is closed, committing after every poll and when partitions are
+// revoked.
+type member848 struct {
+	cl   *kgo.Client
+	done chan struct{}
+}
+
+func startMember848(t *testing.T, addr, name, topic string, bal kgo.GroupBalancer, own *ownership, got *consumed) *member848 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("g848"), kgo.ConsumeTopics(topic),
+		kgo.ServerSideBalancer(), kgo.Balancers(bal), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { own.assigned(name, a[topic]) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, r map[string][]int32) {
+			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+				t.Logf("%s: commit on revoke: %v", name, err)
+			}
+			own.released(name, r[topic])
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, l map[string][]int32) { own.released(name, l[topic]) }),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &member848{cl: cl, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) { got.add(string(r.Value)) })
+			if err := cl.CommitUncommittedOffsets(context.Background()); err != nil {
+				t.Logf("%s: commit: %v", name, err)
+			}
+		}
+	}()
+	return m
+}
+
+func (m *member848) close() {
+	m.cl.Close()
+	<-m.done
+}
+
+// TestKgo848JoinLeaveWhileProducing: three franz-go consumers of the next
+// protocol (server-side assignment) join and leave one group while records
+// are produced; every record is consumed, the group's committed offsets
+// reach every partition's end, and no partition is ever held by two
+// consumers at once (their assignment callbacks are recorded and
+// checked). Once with each assignor.
+func TestKgo848JoinLeaveWhileProducing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bal  kgo.GroupBalancer
+	}{{"uniform", kgo.CooperativeStickyBalancer()}, {"range", kgo.RangeBalancer()}} {
+		t.Run(tc.name, func(t *testing.T) { testKgo848(t, tc.bal) })
+	}
+}
+
+func testKgo848(t *testing.T, bal kgo.GroupBalancer) {
+	n := startNode(t, nil)
+	n.srv.gmu.Lock()
+	n.srv.cg.heartbeat = 100 * time.Millisecond
+	n.srv.gmu.Unlock()
+	const topic, parts = "e848", 6
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1
+	req.Topics = append(req.Topics, rt)
+	if code := n.srv.createTopics(req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create: %d", code)
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	total := 0
+	produce := func(k int) {
+		t.Helper()
+		var rs []*kgo.Record
+		for i := 0; i < k; i++ {
+			rs = append(rs, &kgo.Record{Key: fmt.Appendf(nil, "k-%d", total), Value: fmt.Appendf(nil, "v-%d", total)})
+			total++
+		}
+		if err := p.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := &ownership{owner: map[int32]string{}}
+	got := &consumed{seen: map[string]int{}}
+	// holders says who holds the partitions now.
+	holders := func() map[string]int {
+		own.mu.Lock()
+		defer own.mu.Unlock()
+		out := map[string]int{}
+		for _, who := range own.owner {
+			out[who]++
+		}
+		return out
+	}
+	c1 := startMember848(t, n.addr, "c1", topic, bal, own, got)
+	waitUntil(t, "c1 to hold every partition", func() bool { return holders()["c1"] == parts })
+	produce(300)
+	c2 := startMember848(t, n.addr, "c2", topic, bal, own, got)
+	waitUntil(t, "c2 to get partitions", func() bool { return holders()["c2"] > 0 })
+	produce(300)
+	c3 := startMember848(t, n.addr, "c3", topic, bal, own, got)
+	waitUntil(t, "c3 to get partitions", func() bool { h := holders(); return h["c3"] > 0 && h["c1"] > 0 && h["c2"] > 0 })
+	produce(300)
+	c1.close()
+	waitUntil(t, "c2 and c3 to hold every partition", func() bool { h := holders(); return h["c2"]+h["c3"] == parts })
+	produce(300)
+	c2.close()
+	waitUntil(t, "c3 to hold every partition", func() bool { return holders()["c3"] == parts })
+	produce(300)
+	waitUntil(t, "every record to be consumed", func() bool { return got.missing(total) == 0 })
+	// The last member commits what it polled; then every partition's
+	// committed offset is its end.
+	waitUntil(t, "the committed offsets to reach the partitions' ends", func() bool {
+		for q := int32(0); q < parts; q++ {
+			off, ok := n.core.ConsumerOffset("g848", topic, q, false)
+			hw := n.srv.parts.highWatermark(n.srv.parts.get(topic, q))
+			if !ok || off != hw {
+				return false
+			}
+		}
+		return true
+	})
+	n.srv.gmu.Lock()
+	g := n.srv.cg.groups["g848"]
+	members := len(g.members)
+	n.srv.gmu.Unlock()
+	if members != 1 {
+		t.Fatalf("the consumer group has %d members, want the one left", members)
+	}
+	c3.close()
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	for _, v := range own.violations {
+		t.Error(v)
+	}
+	if own.assigns < parts {
+		t.Fatalf("only %d partition assignments recorded", own.assigns)
+	}
+}
