@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/keelmq/keel/internal/kafkainfo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -96,4 +97,28 @@ func (s *Server) listConsumerGroups(resp *kmsg.ListGroupsResponse, want map[stri
 		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = name, "consumer", st, "consumer"
 		resp.Groups = append(resp.Groups, rg)
 	}
+}
+
+// consumerGroupInfos describes the consumer groups (or only the one named
+// only) for Info: the assignor as the protocol, the group epoch as the
+// generation, each member's assigned partitions. gmu is held.
+func (s *Server) consumerGroupInfos(only string) []kafkainfo.Group {
+	var out []kafkainfo.Group
+	for name, g := range s.cg.groups {
+		if only != "" && name != only {
+			continue
+		}
+		gi := kafkainfo.Group{Name: name, State: g.state(), ProtocolType: "consumer", Protocol: g.assignor,
+			Generation: g.epoch, Members: []kafkainfo.Member{}}
+		for _, id := range slices.Sorted(maps.Keys(g.members)) {
+			m := g.members[id]
+			mi := kafkainfo.Member{MemberID: id, ClientID: m.clientID, Host: m.host, Assignment: []kafkainfo.Assignment{}}
+			for _, t := range groupByTopic(m.assigned) {
+				mi.Assignment = append(mi.Assignment, kafkainfo.Assignment{Topic: t.topic, Partitions: t.parts})
+			}
+			gi.Members = append(gi.Members, mi)
+		}
+		out = append(out, gi)
+	}
+	return out
 }

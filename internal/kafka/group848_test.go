@@ -394,7 +394,8 @@ func TestConsumerGroupClassicMixing(t *testing.T) {
 
 // TestConsumerGroupDescribeAndList: ConsumerGroupDescribe shows epochs,
 // members, assignments and targets; ListGroups lists the group as a
-// consumer group; DescribeGroups does not describe it.
+// consumer group, Info (keel kafka, the console) and GroupCounts report
+// it; DescribeGroups does not describe it.
 func TestConsumerGroupDescribeAndList(t *testing.T) {
 	c := newCGTest(t)
 	_, ea := c.ok(join("A", "t4"))
@@ -417,6 +418,14 @@ func TestConsumerGroupDescribeAndList(t *testing.T) {
 	lg := c.n.srv.listGroups(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
 	if len(lg.Groups) != 1 || lg.Groups[0].GroupType != "consumer" || lg.Groups[0].GroupState != "Reconciling" {
 		t.Fatalf("listed %+v", lg.Groups)
+	}
+	info := c.n.srv.Info().Groups
+	if len(info) != 1 || info[0].Name != "cg" || info[0].Protocol != assignorUniform || info[0].Generation != 2 || len(info[0].Members) != 2 ||
+		len(info[0].Members[0].Assignment) != 1 || len(info[0].Members[0].Assignment[0].Partitions) != 2 {
+		t.Fatalf("Info reported %+v", info)
+	}
+	if groups, members := c.n.srv.GroupCounts(); groups != 1 || members != 2 {
+		t.Fatalf("GroupCounts: %d groups, %d members", groups, members)
 	}
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups = []string{"cg"}
