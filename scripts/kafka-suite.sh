@@ -64,7 +64,8 @@ serve() {
 	pids+=("$pid")
 	addr=""
 	for _ in $(seq 1 200); do
-		addr=$(sed -n 's/.*msg="Kafka listening" .*addr=\([^ ]*\).*/\1/p' "$tmp/$1.log" | head -n1)
+		# The log may not exist yet: the shell opens it as the process starts.
+		addr=$(sed -n 's/.*msg="Kafka listening" .*addr=\([^ ]*\).*/\1/p' "$tmp/$1.log" 2>/dev/null | head -n1 || true)
 		[ -n "$addr" ] && return 0
 		kill -0 "$pid" 2>/dev/null || { cat "$tmp/$1.log" >&2; exit 1; }
 		sleep 0.1
