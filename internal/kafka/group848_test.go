@@ -538,3 +538,59 @@ func TestConsumerGroupCommitEpochs(t *testing.T) {
 		t.Fatalf("fetch by the member: %+v", rg)
 	}
 }
+
+// TestConsumerGroupAuthorization: with access control, a heartbeat needs
+// SUB on the group, ConsumerGroupDescribe PUB or SUB, and each group of an
+// OffsetFetch v8 is checked as an OffsetFetch of it alone (the group, then
+// its topics).
+func TestConsumerGroupAuthorization(t *testing.T) {
+	n := startACLNode(t)
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"orders", "audit"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 2, 1
+		ct.Topics = append(ct.Topics, rt)
+	}
+	n.srv.createTopics(ct)
+	as := func(body kmsg.Request) kmsg.Response {
+		return n.srv.authorized(principal{n.srv.cfg.ACL, "consumer1"}, &request{key: body.Key(), version: body.GetVersion(), body: body})
+	}
+	j := join("m1", "orders")
+	j.Group = "other"
+	if code := as(j).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode; code != errGroupAuthorization {
+		t.Fatalf("heartbeat to a group without SUB: %d", code)
+	}
+	j.Group = "billing"
+	if r := as(j).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 || r.Assignment == nil || len(r.Assignment.Topics) != 1 {
+		t.Fatalf("heartbeat to billing: %+v", r)
+	}
+	d := kmsg.NewPtrConsumerGroupDescribeRequest()
+	d.Groups = []string{"billing", "other"}
+	dr := as(d).(*kmsg.ConsumerGroupDescribeResponse)
+	codes := map[string]int16{}
+	for _, g := range dr.Groups {
+		codes[g.Group] = g.ErrorCode
+	}
+	if codes["billing"] != 0 || codes["other"] != errGroupAuthorization {
+		t.Fatalf("describe: %v", codes)
+	}
+	f := kmsg.NewPtrOffsetFetchRequest()
+	f.Version = 8
+	for _, g := range []string{"billing", "other"} {
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = g
+		rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: "orders", Partitions: []int32{0}}, {Topic: "audit", Partitions: []int32{0}}}
+		f.Groups = append(f.Groups, rg)
+	}
+	fr := as(f).(*kmsg.OffsetFetchResponse)
+	if len(fr.Groups) != 2 || fr.Groups[0].ErrorCode != 0 || fr.Groups[1].ErrorCode != errGroupAuthorization {
+		t.Fatalf("offset fetch groups: %+v", fr.Groups)
+	}
+	topics := map[string]int16{}
+	for _, tp := range fr.Groups[0].Topics {
+		topics[tp.Topic] = tp.Partitions[0].ErrorCode
+	}
+	if topics["orders"] != 0 || topics["audit"] != errTopicAuthorization {
+		t.Fatalf("billing's topics: %v", topics)
+	}
+}
