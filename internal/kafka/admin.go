@@ -273,8 +273,9 @@ func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
 			}
 		}
 	}
+	cgKnown := s.consumerGroupSubscriptions(req.Group, subscribed) // group848_describe.go
 	s.gmu.Unlock()
-	known := g != nil
+	known := g != nil || cgKnown
 	if !known {
 		_, known = s.core.Group(req.Group)
 	}

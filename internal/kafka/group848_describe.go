@@ -122,3 +122,17 @@ func (s *Server) consumerGroupInfos(only string) []kafkainfo.Group {
 	}
 	return out
 }
+
+// consumerGroupSubscriptions adds the topics the members of consumer group
+// name subscribe to (names and regex matches) to into, and reports whether
+// the group exists (OffsetDelete refuses those topics). gmu is held.
+func (s *Server) consumerGroupSubscriptions(name string, into map[string]bool) bool {
+	g := s.cg.groups[name]
+	if g == nil {
+		return false
+	}
+	for _, t := range g.subscribedTopics() {
+		into[t] = true
+	}
+	return true
+}

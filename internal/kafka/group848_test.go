@@ -594,3 +594,42 @@ func TestConsumerGroupAuthorization(t *testing.T) {
 		t.Fatalf("billing's topics: %v", topics)
 	}
 }
+
+// TestConsumerGroupWire: ConsumerGroupHeartbeat v0 (the coordinator makes
+// the member id) and ConsumerGroupDescribe over a connection; OffsetDelete
+// refuses a topic a member subscribes to.
+func TestConsumerGroupWire(t *testing.T) {
+	c := newCGTest(t)
+	rc := dialRaw(t, c.n.addr)
+	j := join("", "t2")
+	j.Version = 0
+	r := rc.do(j, 0).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 || r.MemberID == nil || len(*r.MemberID) < 16 || r.MemberEpoch != 1 || r.HeartbeatIntervalMillis != 5000 || r.Assignment == nil {
+		t.Fatalf("v0 join: %+v", r)
+	}
+	d := kmsg.NewPtrConsumerGroupDescribeRequest()
+	d.Groups = []string{"cg"}
+	dr := rc.do(d, 1).(*kmsg.ConsumerGroupDescribeResponse)
+	if len(dr.Groups) != 1 || dr.Groups[0].State != "Stable" || len(dr.Groups[0].Members) != 1 || dr.Groups[0].Members[0].MemberID != *r.MemberID {
+		t.Fatalf("describe: %+v", dr.Groups)
+	}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "cg"
+	for _, topic := range []string{"t2", "t4"} {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}
+		od.Topics = append(od.Topics, rt)
+	}
+	codes := map[string]int16{}
+	odr := c.n.srv.offsetDelete(od).(*kmsg.OffsetDeleteResponse)
+	if odr.ErrorCode != 0 {
+		t.Fatalf("offset delete: %d", odr.ErrorCode)
+	}
+	for _, rt := range odr.Topics {
+		codes[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	if codes["t2"] != errGroupSubscribedToTopic || codes["t4"] != 0 {
+		t.Fatalf("offset delete codes %v, want t2 refused as subscribed", codes)
+	}
+}
