@@ -10,6 +10,7 @@ package kafka
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
@@ -92,70 +93,87 @@ func assignRange(in assignInput) map[string]map[tpKey]bool {
 // subscribes to, gives the rest to the least loaded subscriber, then moves
 // partitions from a member to a less loaded subscriber while that member
 // has two more than it (so the loads differ by at most one among members
-// that could take each other's partitions).
+// that could take each other's partitions). Members are indexed by
+// integers so that a pass over P partitions with M subscribers each costs
+// P*M cheap steps: it runs under the groups' lock (Server.gmu), and
+// BenchmarkAssignUniform's largest case, 8192 partitions over 1,000
+// members, took about 15 ms in a test run on a loaded 2-core machine (a
+// first version keyed by member id took 1.7 s).
 func assignUniform(in assignInput) map[string]map[tpKey]bool {
-	out := emptyTargets(in)
-	eligible := map[string][]string{} // topic -> subscribers, sorted
-	for id, topics := range in.subs {
-		for _, t := range topics {
-			eligible[t] = append(eligible[t], id)
-		}
+	ids := slices.Sorted(maps.Keys(in.subs))
+	index := make(map[string]int, len(ids))
+	for i, id := range ids {
+		index[id] = i
 	}
-	var all []tpKey
-	for topic, ids := range eligible {
-		slices.Sort(ids)
-		for p := int32(0); p < in.parts[topic]; p++ {
-			all = append(all, tpKey{topic, p})
-		}
-	}
-	slices.SortFunc(all, compareTP)
-	owner := make(map[tpKey]string, len(all))
-	subscribes := func(id, topic string) bool { return slices.Contains(in.subs[id], topic) }
-	for id, prev := range in.prev {
-		if _, ok := in.subs[id]; !ok {
-			continue
-		}
-		for k := range prev {
-			if k.part < in.parts[k.topic] && subscribes(id, k.topic) {
-				owner[k] = id
-				out[id][k] = true
+	eligible := map[string][]int{} // topic -> subscribers, in index order
+	subscribes := make([]map[string]bool, len(ids))
+	for i, id := range ids {
+		subscribes[i] = map[string]bool{}
+		for _, t := range in.subs[id] {
+			if !subscribes[i][t] {
+				subscribes[i][t] = true
+				eligible[t] = append(eligible[t], i)
 			}
 		}
 	}
-	load := func(id string) int { return len(out[id]) }
-	least := func(ids []string) string {
-		best := ids[0]
-		for _, id := range ids[1:] {
-			if load(id) < load(best) {
-				best = id
+	topics := slices.Sorted(maps.Keys(eligible))
+	owner := map[string][]int{} // topic -> partition -> member index, -1 none
+	for _, t := range topics {
+		owner[t] = slices.Repeat([]int{-1}, int(in.parts[t]))
+	}
+	load := make([]int, len(ids))
+	for id, prev := range in.prev {
+		i, ok := index[id]
+		if !ok {
+			continue
+		}
+		for k := range prev {
+			if subscribes[i][k.topic] && k.part < in.parts[k.topic] && owner[k.topic][k.part] < 0 {
+				owner[k.topic][k.part] = i
+				load[i]++
+			}
+		}
+	}
+	least := func(cands []int) int {
+		best := cands[0]
+		for _, c := range cands[1:] {
+			if load[c] < load[best] {
+				best = c
 			}
 		}
 		return best
 	}
-	for _, k := range all {
-		if _, ok := owner[k]; ok {
-			continue
+	for _, t := range topics {
+		for p, o := range owner[t] {
+			if o < 0 {
+				to := least(eligible[t])
+				owner[t][p] = to
+				load[to]++
+			}
 		}
-		id := least(eligible[k.topic])
-		owner[k] = id
-		out[id][k] = true
 	}
 	// Balance: each move lowers the sum of squared loads, so this ends;
 	// the bound is a guard, not a tuning knob.
-	for range len(all) + 1 {
+	for range len(load) + 1 {
 		moved := false
-		for _, k := range all {
-			from := owner[k]
-			to := least(eligible[k.topic])
-			if load(to)+1 < load(from) {
-				delete(out[from], k)
-				out[to][k] = true
-				owner[k] = to
-				moved = true
+		for _, t := range topics {
+			for p, from := range owner[t] {
+				if to := least(eligible[t]); load[to]+1 < load[from] {
+					owner[t][p] = to
+					load[from]--
+					load[to]++
+					moved = true
+				}
 			}
 		}
 		if !moved {
 			break
+		}
+	}
+	out := emptyTargets(in)
+	for _, t := range topics {
+		for p, o := range owner[t] {
+			out[ids[o]][tpKey{t, int32(p)}] = true
 		}
 	}
 	return out

@@ -103,3 +103,28 @@ func TestAssignRange(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAssignUniform: a member joins a group of members subscribing
+// to 8 topics of 1024 partitions (the previous target kept where balance
+// allows): the work a join does under the groups' lock.
+func BenchmarkAssignUniform(b *testing.B) {
+	for _, members := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
+			in := assignInput{subs: map[string][]string{}, parts: map[string]int32{}}
+			var topics []string
+			for i := 0; i < 8; i++ {
+				topics = append(topics, fmt.Sprintf("t%d", i))
+				in.parts[topics[i]] = 1024
+			}
+			for m := 0; m < members; m++ {
+				in.subs[fmt.Sprintf("m%04d", m)] = topics
+			}
+			in.prev = assign(assignorUniform, in)
+			in.subs["joining"] = topics
+			b.ReportAllocs()
+			for b.Loop() {
+				assign(assignorUniform, in)
+			}
+		})
+	}
+}
