@@ -64,8 +64,11 @@ const (
 	cgDefaultHeartbeat = 5 * time.Second  // group.consumer.heartbeat.interval.ms
 	// maxConsumerGroupMembers bounds a group (GROUP_MAX_SIZE_REACHED).
 	maxConsumerGroupMembers = 1000
-	// maxSubscriptionRegexBytes bounds a subscribed regex.
+	// maxSubscriptionRegexBytes bounds a subscribed regex,
+	// maxSubscribedTopicNames a member's list of names (what a group
+	// keeps and looks up at each heartbeat follows them).
 	maxSubscriptionRegexBytes = 4096
+	maxSubscribedTopicNames   = 10000
 	// regexRefreshInterval: a group's regexes are matched against the
 	// topics at most this often (and whenever a subscription changes).
 	regexRefreshInterval = time.Second
@@ -171,6 +174,8 @@ func validateCGHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string
 		return errInvalidRequest, "RackId can't be empty."
 	case req.InstanceID != nil && *req.InstanceID == "":
 		return errInvalidRequest, "InstanceId can't be empty."
+	case len(req.SubscribedTopicNames) > maxSubscribedTopicNames:
+		return errInvalidRequest, fmt.Sprintf("SubscribedTopicNames lists more than %d topics.", maxSubscribedTopicNames)
 	}
 	if req.MemberEpoch == 0 {
 		switch {

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -219,6 +220,13 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 			return r
 		}(), errInvalidRegex},
 		{"empty member id", hb("", 1, nil), errInvalidRequest},
+		{"too many topics", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C")
+			for i := 0; i <= maxSubscribedTopicNames; i++ {
+				r.SubscribedTopicNames = append(r.SubscribedTopicNames, fmt.Sprintf("t%d", i))
+			}
+			return r
+		}(), errInvalidRequest},
 		{"static leave without instance", hb("A", -2, nil), errInvalidRequest},
 	} {
 		if got := c.code(tc.req); got != tc.want {
