@@ -21,7 +21,9 @@ package kafka
 //     is FENCED_MEMBER_EPOCH; an unknown member id UNKNOWN_MEMBER_ID.
 //   - Epoch 0 joins (a member id the group knows rejoins in place and gets
 //     its assignment again); -1 leaves; -2 is a static member's temporary
-//     leave: it keeps its partitions until its session times out, and a
+//     leave (the member id names it; Kafka also wants the instance id,
+//     which franz-go leaves out): it keeps its partitions until its
+//     session times out, and a
 //     join with its instance id and a new member id takes its place (while
 //     the holder has not left: UNRELEASED_INSTANCE_ID).
 //
@@ -168,8 +170,6 @@ func validateCGHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string
 		return errInvalidRequest, "MemberId can't be empty."
 	case req.MemberEpoch < -2:
 		return errInvalidRequest, "MemberEpoch is invalid."
-	case req.MemberEpoch == -2 && deref(req.InstanceID) == "":
-		return errInvalidRequest, "InstanceId can't be null when MemberEpoch is -2."
 	case req.RackID != nil && *req.RackID == "":
 		return errInvalidRequest, "RackId can't be empty."
 	case req.InstanceID != nil && *req.InstanceID == "":
@@ -647,7 +647,14 @@ func (s *Server) cgLeave(req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.Con
 		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Member %s is not a member of group %s.", req.MemberID, req.Group))
 		return resp
 	}
-	if req.MemberEpoch == -2 && m.instanceID != "" {
+	if req.MemberEpoch == -2 {
+		// Kafka wants the instance id in a -2 leave; franz-go sends only
+		// the member id, which names the static member as well.
+		if m.instanceID == "" {
+			resp.ErrorCode = errInvalidRequest
+			resp.ErrorMessage = kmsg.StringPtr("MemberEpoch -2 is for static members: the member has no instance id.")
+			return resp
+		}
 		if m.epoch != -2 {
 			m.prevEpoch, m.epoch = m.epoch, -2
 		}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -74,11 +75,11 @@ type member848 struct {
 	done chan struct{}
 }
 
-func startMember848(t *testing.T, addr, name, topic string, bal kgo.GroupBalancer, own *ownership, got *consumed) *member848 {
+func startMember848(t *testing.T, addr, name, topic string, bal kgo.GroupBalancer, own *ownership, got *consumed, opts ...kgo.Opt) *member848 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("g848"), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("g848"), kgo.ConsumeTopics(topic),
 		kgo.ServerSideBalancer(), kgo.Balancers(bal), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { own.assigned(name, a[topic]) }),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, r map[string][]int32) {
 			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
@@ -87,7 +88,7 @@ func startMember848(t *testing.T, addr, name, topic string, bal kgo.GroupBalance
 			own.released(name, r[topic])
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, l map[string][]int32) { own.released(name, l[topic]) }),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +129,14 @@ func TestKgo848JoinLeaveWhileProducing(t *testing.T) {
 	}
 }
 
-func testKgo848(t *testing.T, bal kgo.GroupBalancer) {
+// start848Node is a node telling members to heartbeat every 100 ms, with
+// topic of parts partitions.
+func start848Node(t *testing.T, topic string, parts int32) *testNode {
+	t.Helper()
 	n := startNode(t, nil)
 	n.srv.gmu.Lock()
 	n.srv.cg.heartbeat = 100 * time.Millisecond
 	n.srv.gmu.Unlock()
-	const topic, parts = "e848", 6
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1
@@ -141,6 +144,12 @@ func testKgo848(t *testing.T, bal kgo.GroupBalancer) {
 	if code := n.srv.createTopics(req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
 		t.Fatalf("create: %d", code)
 	}
+	return n
+}
+
+func testKgo848(t *testing.T, bal kgo.GroupBalancer) {
+	const topic, parts = "e848", 6
+	n := start848Node(t, topic, parts)
 	p, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
@@ -213,5 +222,54 @@ func testKgo848(t *testing.T, bal kgo.GroupBalancer) {
 	}
 	if own.assigns < parts {
 		t.Fatalf("only %d partition assignments recorded", own.assigns)
+	}
+}
+
+// TestKgo848StaticMemberRestart: a static member (instance id) of the next
+// protocol closes (a -2 leave) and a new client with its instance id takes
+// its partitions back; the other member never gets them meanwhile.
+func TestKgo848StaticMemberRestart(t *testing.T) {
+	const topic, parts = "s848", 4
+	n := start848Node(t, topic, parts)
+	own := &ownership{owner: map[int32]string{}}
+	got := &consumed{seen: map[string]int{}}
+	holding := func(who string) []int32 {
+		own.mu.Lock()
+		defer own.mu.Unlock()
+		var ps []int32
+		for p, w := range own.owner {
+			if w == who {
+				ps = append(ps, p)
+			}
+		}
+		slices.Sort(ps)
+		return ps
+	}
+	static := kgo.InstanceID("inst-s")
+	s1 := startMember848(t, n.addr, "s1", topic, kgo.CooperativeStickyBalancer(), own, got, static)
+	d := startMember848(t, n.addr, "d", topic, kgo.CooperativeStickyBalancer(), own, got)
+	defer d.close()
+	waitUntil(t, "both members to hold partitions", func() bool { return len(holding("s1")) == 2 && len(holding("d")) == 2 })
+	mine := holding("s1")
+	s1.close()
+	n.srv.gmu.Lock()
+	epoch := n.srv.cg.groups["g848"].epoch
+	n.srv.gmu.Unlock()
+	s2 := startMember848(t, n.addr, "s2", topic, kgo.CooperativeStickyBalancer(), own, got, static)
+	defer s2.close()
+	waitUntil(t, "the restarted instance to get its partitions back", func() bool { return slices.Equal(holding("s2"), mine) })
+	n.srv.gmu.Lock()
+	after := n.srv.cg.groups["g848"].epoch
+	n.srv.gmu.Unlock()
+	if after != epoch {
+		t.Fatalf("group epoch moved from %d to %d across the static restart", epoch, after)
+	}
+	if len(holding("d")) != 2 {
+		t.Fatalf("the other member holds %v", holding("d"))
+	}
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	for _, v := range own.violations {
+		t.Error(v)
 	}
 }

@@ -227,7 +227,7 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 			}
 			return r
 		}(), errInvalidRequest},
-		{"static leave without instance", hb("A", -2, nil), errInvalidRequest},
+		{"static leave of a dynamic member", hb("A", -2, nil), errInvalidRequest},
 	} {
 		if got := c.code(tc.req); got != tc.want {
 			t.Errorf("%s: error %d, want %d", tc.name, got, tc.want)
