@@ -164,7 +164,7 @@ func (v topicView) names() []string {
 func validateCGHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 	switch {
 	case req.Group == "":
-		return errInvalidGroupID, "GroupId can't be empty."
+		return errInvalidRequest, "GroupId can't be empty."
 	case req.MemberID == "" && (req.Version >= 1 || req.MemberEpoch != 0):
 		// v0 joins without one and gets it from the coordinator.
 		return errInvalidRequest, "MemberId can't be empty."
@@ -181,7 +181,7 @@ func validateCGHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string
 		switch {
 		case req.RebalanceTimeoutMillis < 0:
 			return errInvalidRequest, "RebalanceTimeoutMs must be provided in first request."
-		case len(req.Topics) > 0:
+		case req.Topics == nil || len(req.Topics) > 0:
 			return errInvalidRequest, "TopicPartitions must be empty when (re-)joining."
 		case req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
 			return errInvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
@@ -258,10 +258,7 @@ func (s *Server) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest,
 	m.deadline = now.Add(s.cg.sessionTimeout())
 	changed := g.updateSubscription(m, req) || added
 	g.refresh(view, now, changed)
-	owned := g.ownedOf(m, req.Topics)
-	if req.MemberEpoch == 0 && req.Topics == nil {
-		owned = map[tpKey]bool{} // a join owns nothing
-	}
+	owned := g.ownedOf(m, req.Topics) // at a join: empty
 	sent := g.reconcile(m, owned, now)
 	resp.MemberID, resp.MemberEpoch = kmsg.StringPtr(m.id), m.epoch
 	resp.HeartbeatIntervalMillis = int32(s.cg.heartbeatInterval().Milliseconds())

@@ -203,6 +203,16 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 			r.Topics = hb("C", 0, a).Topics
 			return r
 		}(), errInvalidRequest},
+		{"join with owned partitions null", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C", "t4")
+			r.Topics = nil
+			return r
+		}(), errInvalidRequest},
+		{"empty group id", func() *kmsg.ConsumerGroupHeartbeatRequest {
+			r := join("C", "t4")
+			r.Group = ""
+			return r
+		}(), errInvalidRequest},
 		{"join without subscription", func() *kmsg.ConsumerGroupHeartbeatRequest { r := join("C"); r.SubscribedTopicNames = nil; return r }(), errInvalidRequest},
 		{"join without rebalance timeout", func() *kmsg.ConsumerGroupHeartbeatRequest {
 			r := join("C", "t4")
