@@ -6,13 +6,14 @@ package kafka
 //
 // OffsetCommit v9 carries the member epoch in the generation field. To a
 // consumer group with members, a commit must name a member
-// (UNKNOWN_MEMBER_ID), at v9 or above (UNSUPPORTED_VERSION), with an
-// epoch not above the member's (FENCED_MEMBER_EPOCH). At the member's
-// epoch any partition may be committed, as Kafka allows; at an older epoch
-// only the partitions the member still owns and got at or before that
-// epoch, others STALE_MEMBER_EPOCH (as Kafka's assignment epochs, so a
-// commit that crossed a heartbeat is not refused for partitions it owns).
-// An empty consumer group takes commits without a member (-1).
+// (UNKNOWN_MEMBER_ID), at v9 or above (UNSUPPORTED_VERSION); a partition
+// is committed only if the member owns it (assigned, or being revoked)
+// and the commit's epoch lies between the epoch at which the member got
+// it and the member's epoch, else STALE_MEMBER_EPOCH: Kafka's assignment
+// epochs (KIP-1251), so a commit that crossed a heartbeat is not refused
+// for partitions the member still owns, and a member's commit of a
+// partition it gave up is. An empty consumer group takes commits without
+// a member (-1).
 //
 // OffsetFetch v8+ names several groups: each is answered as an OffsetFetch
 // of one group would be, with its own error code. At v9 a member of a
@@ -43,9 +44,7 @@ func (s *Server) consumerCommitCheck(req *kmsg.OffsetCommitRequest) func(topic s
 	case req.Version < 9:
 		return all(errUnsupportedVersion)
 	case req.Generation > m.epoch:
-		return all(errFencedMemberEpoch)
-	case req.Generation == m.epoch:
-		return all(errNone)
+		return all(errStaleMemberEpoch)
 	}
 	codes := map[tpKey]int16{}
 	for _, t := range req.Topics {

@@ -475,11 +475,11 @@ func commitCodes(s *Server, req *kmsg.OffsetCommitRequest) map[int32]int16 {
 }
 
 // TestConsumerGroupCommitEpochs: OffsetCommit v9 to a consumer group is
-// checked against the member's epoch: its epoch commits anything, an
-// epoch above is fenced, an older epoch commits only the partitions the
-// member got at or before it (others STALE_MEMBER_EPOCH); an unknown
-// member, a commit without a member and a member's commit below v9 are
-// refused; the offsets are the broker's, read back by OffsetFetch v8
+// checked against the member's assignment epochs: it commits the
+// partitions it owns at its epoch, at an older epoch only those it got at
+// or before it, never a partition it does not own nor above its epoch
+// (STALE_MEMBER_EPOCH); an unknown member, a commit without a member and
+// a member's commit below v9 are refused; the offsets are the broker's, read back by OffsetFetch v8
 // naming several groups, and OffsetFetch v9 checks the member.
 func TestConsumerGroupCommitEpochs(t *testing.T) {
 	c := newCGTest(t)
@@ -506,7 +506,12 @@ func TestConsumerGroupCommitEpochs(t *testing.T) {
 		want map[int32]int16
 	}{
 		{"its epoch", commitReq(9, "A", ea3, 0, 1, 2, 3), map[int32]int16{0: 0, 1: 0, 2: 0, 3: 0}},
-		{"epoch above", commitReq(9, "A", ea3+1, 0), map[int32]int16{0: errFencedMemberEpoch}},
+		{"epoch above", commitReq(9, "A", ea3+1, 0), map[int32]int16{0: errStaleMemberEpoch}},
+		{"a partition it does not own", func() *kmsg.OffsetCommitRequest {
+			r := commitReq(9, "A", ea3, 0)
+			r.Topics[0].Topic = "t2"
+			return r
+		}(), map[int32]int16{0: errStaleMemberEpoch}},
 		{"older epoch", commitReq(9, "A", ea, keep["t4"][0], fresh[0]), map[int32]int16{keep["t4"][0]: 0, fresh[0]: errStaleMemberEpoch}},
 		{"unknown member", commitReq(9, "nobody", ea3, 0), map[int32]int16{0: errUnknownMemberID}},
 		{"no member", commitReq(9, "", -1, 0), map[int32]int16{0: errUnknownMemberID}},
