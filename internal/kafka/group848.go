@@ -28,8 +28,9 @@ package kafka
 //     the holder has not left: UNRELEASED_INSTANCE_ID).
 //
 // A member that sends nothing for the session timeout (Kafka's
-// group.consumer.session.timeout.ms, 45 s) is removed; the heartbeat
-// interval told to members is 5 s. A group id is either a classic group or
+// group.consumer.session.timeout.ms, 45 s by default) is removed; the
+// heartbeat interval told to members is 5 s by default
+// (Config.ConsumerGroupSessionTimeout, ConsumerGroupHeartbeatInterval). A group id is either a classic group or
 // a consumer group while it has members: a heartbeat for a classic group
 // with members is GROUP_ID_NOT_FOUND, a JoinGroup for a consumer group
 // with members INCONSISTENT_GROUP_PROTOCOL; an empty group of either kind
@@ -77,7 +78,7 @@ const (
 )
 
 // cgState is the door's consumer groups (under Server.gmu); the zero value
-// is ready, with the default timings.
+// is ready, with the default timings (Config's, when set).
 type cgState struct {
 	groups    map[string]*cgroup
 	session   time.Duration // 0: cgDefaultSession

@@ -133,10 +133,7 @@ func TestKgo848JoinLeaveWhileProducing(t *testing.T) {
 // topic of parts partitions.
 func start848Node(t *testing.T, topic string, parts int32) *testNode {
 	t.Helper()
-	n := startNode(t, nil)
-	n.srv.gmu.Lock()
-	n.srv.cg.heartbeat = 100 * time.Millisecond
-	n.srv.gmu.Unlock()
+	n := startNodeWith(t, nil, Config{ConsumerGroupHeartbeatInterval: 100 * time.Millisecond})
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1

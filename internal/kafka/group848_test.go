@@ -656,3 +656,22 @@ func TestConsumerGroupWire(t *testing.T) {
 		t.Fatalf("offset delete codes %v, want t2 refused as subscribed", codes)
 	}
 }
+
+// TestConsumerGroupConfiguredTimings: the heartbeat interval members are
+// told and the session timeout are Config's when set.
+func TestConsumerGroupConfiguredTimings(t *testing.T) {
+	n := startNodeWith(t, nil, Config{ConsumerGroupSessionTimeout: 2 * time.Second, ConsumerGroupHeartbeatInterval: 250 * time.Millisecond})
+	r := n.srv.consumerGroupHeartbeat(join("A", "x"), "client", "host").(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 250 {
+		t.Fatalf("join: %d, interval %d ms", r.ErrorCode, r.HeartbeatIntervalMillis)
+	}
+	n.srv.gmu.Lock()
+	n.srv.expireConsumerGroups(time.Now().Add(time.Second))
+	within := len(n.srv.cg.groups["cg"].members)
+	n.srv.expireConsumerGroups(time.Now().Add(3 * time.Second))
+	after := len(n.srv.cg.groups["cg"].members)
+	n.srv.gmu.Unlock()
+	if within != 1 || after != 0 {
+		t.Fatalf("members within the 2 s session: %d, after it: %d", within, after)
+	}
+}

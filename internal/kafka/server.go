@@ -87,6 +87,13 @@ type Config struct {
 	// generation (Kafka's group.initial.rebalance.delay.ms; broker.conf's
 	// default is 3 s; zero here: no delay).
 	InitialRebalanceDelay time.Duration
+	// ConsumerGroupSessionTimeout and ConsumerGroupHeartbeatInterval are a
+	// KIP-848 consumer group member's session timeout and the heartbeat
+	// interval it is told (Kafka's group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms; zero: their defaults, 45 s and
+	// 5 s; group848.go).
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
 	// MaxProducers bounds the idempotent producers remembered per
 	// partition (default 10000); beyond it the longest idle is forgotten.
 	MaxProducers int
@@ -198,6 +205,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1)}
 	s.scram = newScramKeys()
+	s.cg.session, s.cg.heartbeat = cfg.ConsumerGroupSessionTimeout, cfg.ConsumerGroupHeartbeatInterval
 	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
 		s.quotas, _ = loadQuotas(nil, "")
 	}
