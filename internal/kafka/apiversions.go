@@ -30,7 +30,7 @@ var apis = map[int16]apiRange{
 	13: {0, 5},  // LeaveGroup
 	14: {0, 5},  // SyncGroup
 	15: {0, 5},  // DescribeGroups
-	16: {0, 4},  // ListGroups
+	16: {0, 5},  // ListGroups (v5: types filter)
 	17: {0, 1},  // SaslHandshake (advertised with access control on)
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics

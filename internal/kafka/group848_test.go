@@ -412,8 +412,8 @@ func TestConsumerGroupClassicMixing(t *testing.T) {
 
 // TestConsumerGroupDescribeAndList: ConsumerGroupDescribe shows epochs,
 // members, assignments and targets; ListGroups lists the group as a
-// consumer group, Info (keel kafka, the console) and GroupCounts report
-// it; DescribeGroups does not describe it.
+// consumer group (ListGroups v5 filters by type), Info (keel kafka, the
+// console) and GroupCounts report it; DescribeGroups does not describe it.
 func TestConsumerGroupDescribeAndList(t *testing.T) {
 	c := newCGTest(t)
 	_, ea := c.ok(join("A", "t4"))
@@ -449,6 +449,20 @@ func TestConsumerGroupDescribeAndList(t *testing.T) {
 	dg.Groups = []string{"cg"}
 	if rg := c.n.srv.describeGroups(dg).(*kmsg.DescribeGroupsResponse).Groups[0]; rg.ErrorCode != errGroupIDUnknown {
 		t.Fatalf("DescribeGroups of a consumer group: %d", rg.ErrorCode)
+	}
+	// A classic group beside it; ListGroups v5 filters by type.
+	jg := joinReq("classic-g", "", "")
+	jg.SetVersion(3)
+	if r := c.n.srv.joinGroup(jg, "client", "host").(*kmsg.JoinGroupResponse); r.ErrorCode != 0 {
+		t.Fatalf("classic join: %d", r.ErrorCode)
+	}
+	for filter, want := range map[string]string{"consumer": "cg", "Classic": "classic-g"} {
+		l := kmsg.NewPtrListGroupsRequest()
+		l.Version, l.TypesFilter = 5, []string{filter}
+		got := c.n.srv.listGroups(l).(*kmsg.ListGroupsResponse).Groups
+		if len(got) != 1 || got[0].Group != want {
+			t.Fatalf("ListGroups v5 of type %s: %+v, want %s only", filter, got, want)
+		}
 	}
 }
 
