@@ -22,8 +22,8 @@ var apis = map[int16]apiRange{
 	1:  {4, 12}, // Fetch
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata
-	8:  {2, 9},  // OffsetCommit (v9: KIP-848 member epochs; v10 names topics by id)
-	9:  {1, 9},  // OffsetFetch (v8: several groups, v9: member epochs; v10 names topics by id)
+	8:  {2, 10}, // OffsetCommit (v9: KIP-848 member epochs; v10: topics by id)
+	9:  {1, 10}, // OffsetFetch (v8: several groups, v9: member epochs; v10: topics by id)
 	10: {0, 4},  // FindCoordinator
 	11: {0, 9},  // JoinGroup
 	12: {0, 4},  // Heartbeat

@@ -139,6 +139,11 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 			return r
 		}
 	case *kmsg.OffsetCommitRequest:
+		if b.Version >= 10 { // topics by id: named, then checked as v9
+			return s.offsetCommitByID(b, func(named *kmsg.OffsetCommitRequest) kmsg.Response {
+				return s.authorized(acct, &request{key: req.key, version: named.Version, clientID: req.clientID, host: req.host, body: named})
+			})
+		}
 		groupDenied := !groupOK(b.Group, PermSub)
 		var denied []kmsg.OffsetCommitRequestTopic
 		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return !groupDenied && topicOK(t.Topic, PermSub) })

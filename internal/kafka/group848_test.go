@@ -689,3 +689,74 @@ func TestConsumerGroupConfiguredTimings(t *testing.T) {
 		t.Fatalf("members within the 2 s session: %d, after it: %d", within, after)
 	}
 }
+
+// TestOffsetsByTopicID: OffsetCommit and OffsetFetch v10 name topics by
+// id: known ids are committed and read back under their ids, an unknown id
+// is UNKNOWN_TOPIC_ID; with access control the topic behind the id is
+// checked.
+func TestOffsetsByTopicID(t *testing.T) {
+	c := newCGTest(t)
+	s := c.n.srv
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version, commit.Group = 10, "plain"
+	bogus := [16]byte{1, 2, 3}
+	for _, id := range [][16]byte{topicID("t4"), bogus} {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.TopicID = id
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 1, 5
+		rt.Partitions = append(rt.Partitions, rp)
+		commit.Topics = append(commit.Topics, rt)
+	}
+	r := s.handle(&request{key: 8, version: 10, body: commit}).(*kmsg.OffsetCommitResponse)
+	codes := map[[16]byte]int16{}
+	for _, rt := range r.Topics {
+		codes[rt.TopicID] = rt.Partitions[0].ErrorCode
+	}
+	if r.GetVersion() != 10 || len(codes) != 2 || codes[topicID("t4")] != 0 || codes[bogus] != errUnknownTopicID {
+		t.Fatalf("commit v10: version %d, codes %v", r.GetVersion(), codes)
+	}
+	if off, ok := c.n.core.ConsumerOffset("plain", "t4", 1, false); !ok || off != 5 {
+		t.Fatalf("committed %d %v, want 5", off, ok)
+	}
+	f := kmsg.NewPtrOffsetFetchRequest()
+	f.Version = 10
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = "plain"
+	rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{{TopicID: topicID("t4"), Partitions: []int32{1}}, {TopicID: bogus, Partitions: []int32{1}}}
+	f.Groups = append(f.Groups, rg)
+	fr := s.handle(&request{key: 9, version: 10, body: f}).(*kmsg.OffsetFetchResponse)
+	got := map[[16]byte]kmsg.OffsetFetchResponseGroupTopicPartition{}
+	for _, tp := range fr.Groups[0].Topics {
+		got[tp.TopicID] = tp.Partitions[0]
+	}
+	if got[topicID("t4")].Offset != 5 || got[topicID("t4")].ErrorCode != 0 || got[bogus].ErrorCode != errUnknownTopicID {
+		t.Fatalf("fetch v10: %+v", got)
+	}
+	// On the wire at v10 the answer carries the ids.
+	back := kmsg.NewPtrOffsetCommitResponse()
+	back.SetVersion(10)
+	if err := back.ReadFrom(r.AppendTo(nil)); err != nil || len(back.Topics) != 2 || back.Topics[0].TopicID != r.Topics[0].TopicID || back.Topics[0].TopicID == ([16]byte{}) {
+		t.Fatalf("commit answer read back at v10: %v %+v", err, back.Topics)
+	}
+
+	a := startACLNode(t)
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"orders", "audit"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		ct.Topics = append(ct.Topics, rt)
+	}
+	a.srv.createTopics(ct)
+	commit.Group = "billing"
+	commit.Topics[0].TopicID, commit.Topics[1].TopicID = topicID("orders"), topicID("audit")
+	commit.Topics[0].Partitions[0].Partition, commit.Topics[1].Partitions[0].Partition = 0, 0
+	ar := a.srv.authorized(principal{a.srv.cfg.ACL, "consumer1"}, &request{key: 8, version: 10, body: commit}).(*kmsg.OffsetCommitResponse)
+	codes = map[[16]byte]int16{}
+	for _, rt := range ar.Topics {
+		codes[rt.TopicID] = rt.Partitions[0].ErrorCode
+	}
+	if codes[topicID("orders")] != 0 || codes[topicID("audit")] != errTopicAuthorization {
+		t.Fatalf("commit v10 under access control: %v", codes)
+	}
+}

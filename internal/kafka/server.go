@@ -561,6 +561,9 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.LeaveGroupRequest:
 		return s.leaveGroup(b)
 	case *kmsg.OffsetCommitRequest:
+		if b.Version >= 10 { // topics by id (group848_offsets.go)
+			return s.offsetCommitByID(b, func(named *kmsg.OffsetCommitRequest) kmsg.Response { return s.offsetCommit(named) })
+		}
 		return s.offsetCommit(b)
 	case *kmsg.OffsetFetchRequest:
 		if b.Version >= 8 {
