@@ -13,7 +13,8 @@
 // groups of KIP-848: ConsumerGroupHeartbeat, epochs, reconciliation),
 // group848_assign.go (the uniform and range assignors),
 // group848_describe.go (ConsumerGroupDescribe), group848_offsets.go
-// (their commits' epoch checks, OffsetFetch v8+), topics.go
+// (their commits' epoch checks, OffsetFetch v8+, OffsetCommit and
+// OffsetFetch v10 by topic id), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
 // reassignment APIs: a partition's one replica is node 0),
