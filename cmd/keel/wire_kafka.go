@@ -73,6 +73,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
+			ConsumerGroupSessionTimeout: p.cfg.KafkaConsumerGroupSessionTimeout, ConsumerGroupHeartbeatInterval: p.cfg.KafkaConsumerGroupHeartbeatInterval,
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
 			DataDir: p.cfg.StorePathRootDir, FS: storeFS,

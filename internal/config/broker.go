@@ -215,6 +215,12 @@ type Broker struct {
 	// rebalance of an empty consumer group waits for more members
 	// (Kafka's group.initial.rebalance.delay.ms); 0 = not at all
 	KafkaGroupInitialRebalanceDelay time.Duration
+	// kafkaConsumerGroupSessionTimeoutMs and
+	// kafkaConsumerGroupHeartbeatIntervalMs (Keel, ms): a KIP-848
+	// consumer group member's session timeout and the heartbeat interval
+	// it is told (Kafka's group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms)
+	KafkaConsumerGroupSessionTimeout, KafkaConsumerGroupHeartbeatInterval time.Duration
 	// kafkaRetentionCheckIntervalMs (Keel, ms): how often topics'
 	// retention.ms and retention.bytes are applied (Kafka's
 	// log.retention.check.interval.ms)
@@ -262,6 +268,8 @@ func Default() *Broker {
 		KafkaNodeID:                     -1,
 		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
 		KafkaRetentionCheckInterval:     5 * time.Minute,
+
+		KafkaConsumerGroupSessionTimeout: 45 * time.Second, KafkaConsumerGroupHeartbeatInterval: 5 * time.Second,
 
 		StorePathRootDir:           DefaultStorePathRootDir,
 		FlushDiskType:              SyncFlush,

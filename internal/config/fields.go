@@ -109,6 +109,8 @@ var fields = []field{
 	int64f("kafkaNodeId", func(b *Broker) *int64 { return &b.KafkaNodeID }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
 	dur("kafkaGroupInitialRebalanceDelayMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaGroupInitialRebalanceDelay }),
+	dur("kafkaConsumerGroupSessionTimeoutMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaConsumerGroupSessionTimeout }),
+	dur("kafkaConsumerGroupHeartbeatIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaConsumerGroupHeartbeatInterval }),
 	dur("kafkaRetentionCheckIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaRetentionCheckInterval }),
 }
 

@@ -25,6 +25,12 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 	if b.KafkaGroupInitialRebalanceDelay < 0 || b.KafkaGroupInitialRebalanceDelay > 5*time.Minute {
 		bad("kafkaGroupInitialRebalanceDelayMs", "must be between 0 and 300000 (five minutes)")
 	}
+	if b.KafkaConsumerGroupSessionTimeout < time.Second || b.KafkaConsumerGroupSessionTimeout > 30*time.Minute {
+		bad("kafkaConsumerGroupSessionTimeoutMs", "must be between 1000 and 1800000 (30 minutes)")
+	}
+	if b.KafkaConsumerGroupHeartbeatInterval < 100*time.Millisecond || b.KafkaConsumerGroupHeartbeatInterval >= b.KafkaConsumerGroupSessionTimeout {
+		bad("kafkaConsumerGroupHeartbeatIntervalMs", "must be at least 100 and below kafkaConsumerGroupSessionTimeoutMs")
+	}
 	if b.KafkaRetentionCheckInterval < time.Second {
 		bad("kafkaRetentionCheckIntervalMs", "must be at least 1000 (one second)")
 	}

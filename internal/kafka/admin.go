@@ -215,7 +215,7 @@ func (s *Server) deleteGroups(req *kmsg.DeleteGroupsRequest) kmsg.Response {
 		rg.Group = name
 		s.gmu.Lock()
 		g := s.groups[name]
-		busy := g != nil && len(g.members) > 0
+		busy := g != nil && len(g.members) > 0 || s.consumerGroupBusy(name)
 		if !busy && g != nil {
 			delete(s.groups, name)
 		}
@@ -273,8 +273,9 @@ func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
 			}
 		}
 	}
+	cgKnown := s.consumerGroupSubscriptions(req.Group, subscribed) // group848_describe.go
 	s.gmu.Unlock()
-	known := g != nil
+	known := g != nil || cgKnown
 	if !known {
 		_, known = s.core.Group(req.Group)
 	}

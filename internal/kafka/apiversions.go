@@ -22,15 +22,15 @@ var apis = map[int16]apiRange{
 	1:  {4, 12}, // Fetch
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata
-	8:  {2, 8},  // OffsetCommit (v9+: KIP-848 member epochs)
-	9:  {1, 7},  // OffsetFetch (v8+: several groups per request)
+	8:  {2, 10}, // OffsetCommit (v9: KIP-848 member epochs; v10: topics by id)
+	9:  {1, 10}, // OffsetFetch (v8: several groups, v9: member epochs; v10: topics by id)
 	10: {0, 4},  // FindCoordinator
 	11: {0, 9},  // JoinGroup
 	12: {0, 4},  // Heartbeat
 	13: {0, 5},  // LeaveGroup
 	14: {0, 5},  // SyncGroup
 	15: {0, 5},  // DescribeGroups
-	16: {0, 4},  // ListGroups
+	16: {0, 5},  // ListGroups (v5: types filter)
 	17: {0, 1},  // SaslHandshake (advertised with access control on)
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
@@ -55,6 +55,8 @@ var apis = map[int16]apiRange{
 	50: {0, 0},  // DescribeUserScramCredentials (scram.go)
 	51: {0, 0},  // AlterUserScramCredentials (scram.go)
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
+	68: {0, 1},  // ConsumerGroupHeartbeat (KIP-848, group848.go)
+	69: {0, 1},  // ConsumerGroupDescribe (group848_describe.go)
 }
 
 func (s *Server) apiKeys() []kmsg.ApiVersionsResponseApiKey {

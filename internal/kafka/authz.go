@@ -12,9 +12,12 @@ package kafka
 //	                                         creating one on Metadata
 //	                                         needs PUB)
 //	JoinGroup, SyncGroup, Heartbeat,         SUB on the group
-//	LeaveGroup, OffsetCommit, OffsetFetch,
+//	LeaveGroup, OffsetCommit, OffsetFetch
+//	(each group of v8+),
+//	ConsumerGroupHeartbeat,
 //	OffsetDelete (and SUB on its topics)
 //	FindCoordinator, DescribeGroups,         PUB or SUB on the group
+//	ConsumerGroupDescribe,
 //	ListGroups (filtered)
 //	CreateTopics, DeleteTopics,              an admin account (RocketMQ's
 //	CreatePartitions, DeleteRecords,         admin codes)
@@ -136,6 +139,11 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 			return r
 		}
 	case *kmsg.OffsetCommitRequest:
+		if b.Version >= 10 { // topics by id: named, then checked as v9
+			return s.offsetCommitByID(b, func(named *kmsg.OffsetCommitRequest) kmsg.Response {
+				return s.authorized(acct, &request{key: req.key, version: named.Version, clientID: req.clientID, host: req.host, body: named})
+			})
+		}
 		groupDenied := !groupOK(b.Group, PermSub)
 		var denied []kmsg.OffsetCommitRequestTopic
 		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return !groupDenied && topicOK(t.Topic, PermSub) })
@@ -155,6 +163,11 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		}
 		return r
 	case *kmsg.OffsetFetchRequest:
+		if b.Version >= 8 { // each group as a request of its own, checked as one
+			return s.offsetFetchGroups(b, func(one *kmsg.OffsetFetchRequest) kmsg.Response {
+				return s.authorized(acct, &request{key: req.key, version: one.Version, clientID: req.clientID, host: req.host, body: one})
+			})
+		}
 		if !groupOK(b.Group, PermSub) {
 			r := b.ResponseKind().(*kmsg.OffsetFetchResponse)
 			r.ErrorCode = errGroupAuthorization
@@ -177,6 +190,22 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		if !groupOK(b.Group, PermSub) {
+			r := b.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			r.ErrorCode = errGroupAuthorization
+			return r
+		}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		var denied []string
+		b.Groups, denied = splitBy(b.Groups, func(g string) bool { return groupOK(g, PermAny) })
+		r := s.consumerGroupDescribe(b).(*kmsg.ConsumerGroupDescribeResponse)
+		for _, g := range denied {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = g, errGroupAuthorization
+			r.Groups = append(r.Groups, rg)
 		}
 		return r
 	case *kmsg.FindCoordinatorRequest:

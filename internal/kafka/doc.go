@@ -9,7 +9,12 @@
 // clients see it: brokers, the partition layout over broker groups,
 // leaders; partition to local queue), metadata.go, produce.go, fetch.go,
 // listoffsets.go, coordinator.go, groups.go (the classic group protocol),
-// groups_describe.go (DescribeGroups, ListGroups), topics.go
+// groups_describe.go (DescribeGroups, ListGroups), group848.go (consumer
+// groups of KIP-848: ConsumerGroupHeartbeat, epochs, reconciliation),
+// group848_assign.go (the uniform and range assignors),
+// group848_describe.go (ConsumerGroupDescribe), group848_offsets.go
+// (their commits' epoch checks, OffsetFetch v8+, OffsetCommit and
+// OffsetFetch v10 by topic id), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
 // reassignment APIs: a partition's one replica is node 0),
@@ -119,7 +124,8 @@
 // One goroutine per connection, one that expires group sessions, and one
 // that applies topics' retention (retention.go; it alone uses a
 // partition's size cache, and writes log starts under topicMu). The
-// groups' state is under Server.gmu; a JoinGroup or SyncGroup waiting for
+// groups' state, classic and KIP-848, is under Server.gmu (the expiry
+// goroutine serves both; a ConsumerGroupHeartbeat never waits); a JoinGroup or SyncGroup waiting for
 // its rebalance waits on a channel with gmu released. A partition's
 // appendMu is held across the idempotence check and the store's append
 // (AppendRecordPatched), never across a flush: acks=-1 waits for

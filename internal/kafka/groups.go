@@ -142,6 +142,10 @@ func (s *Server) joinGroup(req *kmsg.JoinGroupRequest, clientID, host string) km
 		return fail(errInvalidSessionTimeout)
 	}
 	s.gmu.Lock()
+	if s.consumerGroupBusy(req.Group) { // a KIP-848 group with members (group848.go)
+		s.gmu.Unlock()
+		return fail(errInconsistentGroupProtocol)
+	}
 	g := s.group(req.Group)
 	if len(g.members) > 0 && g.protocolType != req.ProtocolType || !g.supportsAny(req.Protocols) {
 		s.gmu.Unlock()
@@ -614,6 +618,7 @@ func (s *Server) expireSessions() {
 			return
 		case now := <-t.C:
 			s.gmu.Lock()
+			s.expireConsumerGroups(now) // group848.go
 			for _, g := range s.groups {
 				for id, m := range g.members {
 					if m.joining == nil && now.Sub(m.lastSeen) > m.session {

@@ -8,6 +8,7 @@ package kafka
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -31,7 +32,10 @@ func (s *Server) describeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.State = name, "Dead"
-		if g := s.groups[name]; g != nil {
+		if cg := s.cg.groups[name]; cg != nil && len(cg.members) > 0 {
+			rg.ErrorCode = errGroupIDUnknown // a consumer group: ConsumerGroupDescribe describes it
+			rg.ErrorMessage = kmsg.StringPtr("Group " + name + " is not a classic group.")
+		} else if g := s.groups[name]; g != nil {
 			rg.State, rg.ProtocolType, rg.Protocol = g.state.String(), g.protocolType, g.protocol
 			if g.state == groupPreparing {
 				rg.Protocol = ""
@@ -61,9 +65,12 @@ func (s *Server) describeGroups(req *kmsg.DescribeGroupsRequest) kmsg.Response {
 
 func (s *Server) listGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	want := map[string]bool{}
+	want, types := map[string]bool{}, map[string]bool{}
 	for _, f := range req.StatesFilter {
 		want[f] = true
+	}
+	for _, f := range req.TypesFilter { // v5: "classic", "consumer" (KIP-848)
+		types[strings.ToLower(f)] = true
 	}
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
@@ -74,12 +81,15 @@ func (s *Server) listGroups(req *kmsg.ListGroupsRequest) kmsg.Response {
 	sort.Strings(names)
 	for _, name := range names {
 		g := s.groups[name]
-		if len(want) > 0 && !want[g.state.String()] {
+		if len(want) > 0 && !want[g.state.String()] || len(types) > 0 && !types["classic"] {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
 		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = name, g.protocolType, g.state.String(), "classic"
 		resp.Groups = append(resp.Groups, rg)
+	}
+	if len(types) == 0 || types["consumer"] {
+		s.listConsumerGroups(resp, want) // group848_describe.go
 	}
 	return resp
 }

@@ -73,6 +73,12 @@ func (s *Server) GroupCounts() (groups, members int) {
 			members += n
 		}
 	}
+	for _, g := range s.cg.groups { // KIP-848 groups (group848.go)
+		if n := len(g.members); n > 0 {
+			groups++
+			members += n
+		}
+	}
 	return groups, members
 }
 
@@ -97,6 +103,7 @@ func (s *Server) groupInfos(only string) []kafkainfo.Group {
 		sort.Slice(gi.Members, func(i, j int) bool { return gi.Members[i].MemberID < gi.Members[j].MemberID })
 		out = append(out, gi)
 	}
+	out = append(out, s.consumerGroupInfos(only)...) // group848_describe.go
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

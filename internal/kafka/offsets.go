@@ -34,6 +34,7 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 		}
 		s.gmu.Unlock()
 	}
+	check := s.consumerCommitCheck(req) // a KIP-848 group's member epochs (group848_offsets.go)
 	committed := false
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
@@ -41,7 +42,10 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
-			if code == errNone {
+			if code == errNone && check != nil {
+				rp.ErrorCode = check(t.Topic, p.Partition)
+			}
+			if rp.ErrorCode == errNone {
 				rp.ErrorCode = s.commitPartition(req.Group, t.Topic, p.Partition, p.Offset)
 				committed = committed || rp.ErrorCode == errNone
 			}

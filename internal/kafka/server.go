@@ -88,6 +88,13 @@ type Config struct {
 	// generation (Kafka's group.initial.rebalance.delay.ms; broker.conf's
 	// default is 3 s; zero here: no delay).
 	InitialRebalanceDelay time.Duration
+	// ConsumerGroupSessionTimeout and ConsumerGroupHeartbeatInterval are a
+	// KIP-848 consumer group member's session timeout and the heartbeat
+	// interval it is told (Kafka's group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms; zero: their defaults, 45 s and
+	// 5 s; group848.go).
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
 	// MaxProducers bounds the idempotent producers remembered per
 	// partition (default 10000); beyond it the longest idle is forgotten.
 	MaxProducers int
@@ -179,8 +186,9 @@ type Server struct {
 	// refreshParked: runClusterRefresh is parked (tests wait for it).
 	refreshParked atomic.Bool
 
-	gmu    sync.Mutex        // guards groups and every group's state
+	gmu    sync.Mutex        // guards groups, cg and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
+	cg     cgState           // consumer groups of KIP-848 (group848.go)
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -198,6 +206,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
 		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1)}
 	s.scram = newScramKeys()
+	s.cg.session, s.cg.heartbeat = cfg.ConsumerGroupSessionTimeout, cfg.ConsumerGroupHeartbeatInterval
 	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
 		s.quotas, _ = loadQuotas(nil, "")
 	}
@@ -553,9 +562,19 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.LeaveGroupRequest:
 		return s.leaveGroup(b)
 	case *kmsg.OffsetCommitRequest:
+		if b.Version >= 10 { // topics by id (group848_offsets.go)
+			return s.offsetCommitByID(b, func(named *kmsg.OffsetCommitRequest) kmsg.Response { return s.offsetCommit(named) })
+		}
 		return s.offsetCommit(b)
 	case *kmsg.OffsetFetchRequest:
+		if b.Version >= 8 {
+			return s.offsetFetchGroups(b, func(one *kmsg.OffsetFetchRequest) kmsg.Response { return s.offsetFetch(one) })
+		}
 		return s.offsetFetch(b)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return s.consumerGroupHeartbeat(b, req.clientID, req.host)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return s.consumerGroupDescribe(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
 	case *kmsg.CreateTopicsRequest:
