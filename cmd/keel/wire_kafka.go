@@ -75,7 +75,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			InitialRebalanceDelay: p.cfg.KafkaGroupInitialRebalanceDelay, RetentionCheckInterval: p.cfg.KafkaRetentionCheckInterval,
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
-			DataDir: p.cfg.StorePathRootDir, FS: storeFS,
+			DataDir: p.cfg.StorePathRootDir, FS: storeFS, CompactionInterval: p.cfg.KafkaCompactionInterval,
 		}
 		if m := p.roleMaster; m != nil {
 			// Controller mode: a master fenced above its epoch leads

@@ -109,6 +109,7 @@ var fields = []field{
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
 	dur("kafkaGroupInitialRebalanceDelayMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaGroupInitialRebalanceDelay }),
 	dur("kafkaRetentionCheckIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaRetentionCheckInterval }),
+	dur("kafkaCompactionIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaCompactionInterval }),
 }
 
 // byKey maps every key and alias to its field.

@@ -18,6 +18,10 @@
 // the topic's attributes), retention.go (retention.ms and
 // retention.bytes: a background task moving partitions' log starts, and
 // the store's age holds for topics kept longer than fileReservedTime),
+// compact.go (cleanup.policy=compact: the cleaner, and reads of a
+// partition's compacted copy below its cleaned point), compactfile.go
+// (the copy's file format and its crash-safe replacement),
+// compactclean.go (cleaning one record batch),
 // offsets.go (OffsetCommit, OffsetFetch),
 // idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
@@ -116,9 +120,12 @@
 //
 // # Concurrency
 //
-// One goroutine per connection, one that expires group sessions, and one
+// One goroutine per connection, one that expires group sessions, one
 // that applies topics' retention (retention.go; it alone uses a
-// partition's size cache, and writes log starts under topicMu). The
+// partition's size cache, and writes log starts under topicMu), and one
+// that cleans compacted topics (compact.go: one pass at a time under
+// compactor.passMu; a copy is read under its partition's RWMutex, which a
+// pass takes exclusively only to swap in the new copy). The
 // groups' state is under Server.gmu; a JoinGroup or SyncGroup waiting for
 // its rebalance waits on a channel with gmu released. A partition's
 // appendMu is held across the idempotence check and the store's append

@@ -97,7 +97,7 @@ func (s *Server) topicRetention(tc core.TopicConfig) (ms, bytes int64) {
 func (s *Server) applyRetention(now time.Time) {
 	for _, tc := range s.core.Topics() {
 		ms, bytes := s.topicRetention(tc)
-		if ms < 0 && bytes < 0 {
+		if ms < 0 && bytes < 0 || isCompacted(tc) { // compact,delete: the cleaner applies them (compact.go)
 			continue
 		}
 		for more := true; more && s.ctx.Err() == nil; {
@@ -332,5 +332,5 @@ func (s *Server) ageHolds() store.QueueHolds {
 		}
 		out[tc.TopicName] = byID
 	}
-	return out
+	return s.compact.holdsInto(out) // compacted topics: from their cleaned points
 }

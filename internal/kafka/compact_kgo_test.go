@@ -1,0 +1,204 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/vfs"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// compactNode is a node whose door keeps compacted copies under /data and
+// cleans every interval.
+func compactNode(t *testing.T, fs *vfs.MemFS, interval time.Duration) *testNode {
+	t.Helper()
+	if fs == nil {
+		fs = vfs.NewMem()
+	}
+	return startNodeWith(t, fs, Config{DataDir: "/data", FS: fs, CompactionInterval: interval})
+}
+
+// cleanedTo waits until partition (topic, q)'s copy covers the whole
+// partition (its cleaned point is the high watermark) and a round ran
+// after that.
+func cleanedTo(t *testing.T, n *testNode, topic string, q int32) {
+	t.Helper()
+	hwm := n.st.MaxOffset(topic, q)
+	waitUntil(t, "the cleaner to reach "+fmt.Sprint(hwm), func() bool {
+		p := n.srv.compact.lookup(queueKey{topic, q})
+		if p == nil {
+			return false
+		}
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return p.cp != nil && p.cp.cleaned == hwm
+	})
+}
+
+// readAll consumes partition 0 of topic from the start to its high
+// watermark with franz-go.
+func readAll(t *testing.T, addr, topic string) []*kgo.Record {
+	t.Helper()
+	_, adm := adminClient(t, addr)
+	ctx := ctx30(t)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm := ends[topic][0].Offset
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchMaxBytes(4096), kgo.FetchMaxPartitionBytes(4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []*kgo.Record
+	for len(got) == 0 || got[len(got)-1].Offset < hwm-1 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d records, the last below %d: %v", len(got), hwm, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		got = append(got, fs.Records()...)
+	}
+	return got
+}
+
+// latestOf is what a reader from the start ends with: the last value read
+// per key (nil for a tombstone), checking offsets rise.
+func latestOf(t *testing.T, rs []*kgo.Record) (map[string][]byte, int) {
+	t.Helper()
+	out, gaps := map[string][]byte{}, 0
+	for i, r := range rs {
+		if i > 0 && r.Offset <= rs[i-1].Offset {
+			t.Fatalf("offset %d after %d", r.Offset, rs[i-1].Offset)
+		}
+		if i > 0 && r.Offset > rs[i-1].Offset+1 {
+			gaps++
+		}
+		out[string(r.Key)] = r.Value
+	}
+	return out, gaps
+}
+
+// TestKgoCompactedTopic: franz-go produces 10 versions of 40 keys and
+// tombstones for 10 of them, in batches of 20 records, and a last record, to a compacted
+// topic; once cleaned, a reader from the start gets exactly the latest
+// record of every key (values and tombstones) at their original offsets,
+// with gaps; a record without a key is refused with INVALID_RECORD; after
+// delete.retention.ms the tombstones are gone too; a restart serves the
+// same from the copy.
+func TestKgoCompactedTopic(t *testing.T) {
+	fs := vfs.NewMem()
+	n := compactNode(t, fs, 10*time.Millisecond)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
+		"delete.retention.ms": kmsg.StringPtr("3600000"), "min.cleanable.dirty.ratio": kmsg.StringPtr("0")}, "cmp")
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	want := map[string][]byte{}
+	var offsets = map[string]int64{}
+	for v := range 10 {
+		for half := range 2 {
+			var rs []*kgo.Record
+			for k := half * 20; k < half*20+20; k++ {
+				key := fmt.Sprintf("k%02d", k)
+				val := fmt.Appendf(nil, "v%d-%s", v, key)
+				rs = append(rs, &kgo.Record{Topic: "cmp", Key: []byte(key), Value: val})
+				want[key] = val
+			}
+			res := cl.ProduceSync(ctx, rs...)
+			if err := res.FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			for _, pr := range res {
+				offsets[string(pr.Record.Key)] = pr.Record.Offset
+			}
+		}
+	}
+	var tomb []*kgo.Record
+	for k := range 10 {
+		key := fmt.Sprintf("k%02d", k*4)
+		tomb = append(tomb, &kgo.Record{Topic: "cmp", Key: []byte(key)})
+		want[key] = nil
+	}
+	// The last record lives on, so that a reader knows it read the whole
+	// partition once it read it.
+	tomb = append(tomb, &kgo.Record{Topic: "cmp", Key: []byte("zz"), Value: []byte("end")})
+	want["zz"] = []byte("end")
+	res := cl.ProduceSync(ctx, tomb...)
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range res {
+		offsets[string(pr.Record.Key)] = pr.Record.Offset
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cmp", Value: []byte("no key")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("a record without a key: %v, want INVALID_RECORD", err)
+	}
+
+	cleanedTo(t, n, "cmp", 0)
+	got := readAll(t, n.addr, "cmp")
+	latest, gaps := latestOf(t, got)
+	if len(got) != len(want) || gaps == 0 {
+		t.Fatalf("read %d records with %d gaps, want the %d latest with gaps", len(got), gaps, len(want))
+	}
+	for _, r := range got {
+		if w := want[string(r.Key)]; string(r.Value) != string(w) || (w == nil) != (r.Value == nil) || r.Offset != offsets[string(r.Key)] {
+			t.Fatalf("key %s: %q at %d, want %q at %d", r.Key, r.Value, r.Offset, w, offsets[string(r.Key)])
+		}
+	}
+	if len(latest) != len(want) {
+		t.Fatalf("%d keys, want %d", len(latest), len(want))
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, "cmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rcs.On("cmp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.Configs {
+		if e.Key == "cleanup.policy" && (e.MaybeValue() != "compact" || e.Source != kmsg.ConfigSourceDynamicTopicConfig) {
+			t.Fatalf("cleanup.policy described as %q from %v", e.MaybeValue(), e.Source)
+		}
+	}
+
+	// The tombstones' time comes: the next pass removes them.
+	passes := n.srv.compact.passes.Load()
+	n.srv.compact.skewMs.Store(3600001)
+	waitUntil(t, "a pass removing the tombstones", func() bool { return n.srv.compact.passes.Load() > passes })
+	got = readAll(t, n.addr, "cmp")
+	for _, r := range got {
+		if r.Value == nil {
+			t.Fatalf("tombstone of %s at %d still read after delete.retention.ms", r.Key, r.Offset)
+		}
+	}
+	if len(got) != 31 {
+		t.Fatalf("%d records after the tombstones went, want 31", len(got))
+	}
+
+	// A restart serves the copy as it was.
+	n.stop()
+	n2 := compactNode(t, fs, time.Hour)
+	again := readAll(t, n2.addr, "cmp")
+	if len(again) != len(got) {
+		t.Fatalf("after a restart %d records, before %d", len(again), len(got))
+	}
+	for i := range again {
+		if again[i].Offset != got[i].Offset || string(again[i].Value) != string(got[i].Value) {
+			t.Fatalf("after a restart record %d: %d %q, before %d %q", i, again[i].Offset, again[i].Value, got[i].Offset, got[i].Value)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
