@@ -1,0 +1,122 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/translate"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cleanTestBatch is a batch of records k0..k<n-1> at offsets base.., record 2 a
+// tombstone, compressed with codec.
+func cleanTestBatch(t *testing.T, base int64, n int, codec int) []byte {
+	t.Helper()
+	var rs []translate.KafkaRecord
+	for i := range n {
+		r := translate.KafkaRecord{Offset: base + int64(i), Timestamp: 1000 + int64(i), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}
+		if i == 2 {
+			r.Value = nil
+		}
+		rs = append(rs, r)
+	}
+	b := translate.AppendKafkaBatch(nil, rs)
+	if codec != translate.CodecNone {
+		var err error
+		if b, err = translate.RecompressKafkaBatch(b, codec, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// TestFilterBatch: a batch losing records keeps its header (base offset,
+// last offset delta, codec, timestamps) and the survivors as they were,
+// with recordsCount, length and CRC recomputed; one losing none is kept
+// byte for byte, one losing all is dropped, a control batch is kept whole.
+func TestFilterBatch(t *testing.T) {
+	for _, codec := range []int{translate.CodecNone, translate.CodecGzip, translate.CodecSnappy, translate.CodecLZ4, translate.CodecZstd} {
+		b := cleanTestBatch(t, 100, 5, codec)
+		out, err := filterBatch(b, 1<<20, func(r cleanRecord) bool { return r.offset == 101 || r.offset == 102 || r.offset == 104 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := parseBatchHeader(out)
+		if err != nil {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+		if h.baseOffset != 100 || h.lastOffsetDelta != 4 || h.records != 3 || translate.KafkaBatchCodec(out) != codec ||
+			binary.BigEndian.Uint64(out[27:]) != binary.BigEndian.Uint64(b[27:]) || binary.BigEndian.Uint64(out[35:]) != binary.BigEndian.Uint64(b[35:]) {
+			t.Fatalf("codec %d: header %+v codec %d", codec, h, translate.KafkaBatchCodec(out))
+		}
+		var got []string
+		err = translate.EachKafkaRecord(out, 1<<20, func(r *translate.KafkaRecord) error {
+			got = append(got, fmt.Sprintf("%d:%s=%s:%d:%v", r.Offset, r.Key, r.Value, r.Timestamp, r.Value == nil))
+			return nil
+		})
+		if err != nil || fmt.Sprint(got) != "[101:k1=v1:1001:false 102:k2=:1002:true 104:k4=v4:1004:false]" {
+			t.Fatalf("codec %d: %v %v", codec, got, err)
+		}
+		if same, err := filterBatch(b, 1<<20, func(cleanRecord) bool { return true }); err != nil || &same[0] != &b[0] || len(same) != len(b) {
+			t.Fatalf("codec %d: a batch losing nothing was rewritten (%v)", codec, err)
+		}
+		if none, err := filterBatch(b, 1<<20, func(cleanRecord) bool { return false }); err != nil || none != nil {
+			t.Fatalf("codec %d: a batch losing everything: %d bytes %v", codec, len(none), err)
+		}
+	}
+	ctl := cleanTestBatch(t, 7, 1, translate.CodecNone)
+	binary.BigEndian.PutUint16(ctl[21:], attrControl)
+	binary.BigEndian.PutUint32(ctl[17:], crc32.Checksum(ctl[21:], castagnoli))
+	if out, err := filterBatch(ctl, 1<<20, func(cleanRecord) bool { return false }); err != nil || len(out) != len(ctl) {
+		t.Fatalf("a control batch: %d bytes %v, want kept whole", len(out), err)
+	}
+	if _, err := filterBatch(ctl[:len(ctl)-1], 1<<20, func(cleanRecord) bool { return true }); err == nil {
+		t.Fatal("a cut batch was cleaned")
+	}
+}
+
+// TestCompactLagAndRetention: min.compaction.lag.ms keeps young batches
+// uncleaned; with compact,delete, retention.ms drops the copy's oldest
+// batches and moves the log start past them.
+func TestCompactLagAndRetention(t *testing.T) {
+	n := compactNode(t, nil, time.Hour)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact,delete"),
+		"min.compaction.lag.ms": kmsg.StringPtr("3600000"), "retention.ms": kmsg.StringPtr("7200000"),
+		"min.cleanable.dirty.ratio": kmsg.StringPtr("0")}, "lag"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	now := time.Now()
+	old := &kgo.Record{Topic: "lag", Key: []byte("old"), Value: []byte("x"), Timestamp: now.Add(-90 * time.Minute)}
+	if err := cl.ProduceSync(ctx, old).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	young := &kgo.Record{Topic: "lag", Key: []byte("young"), Value: []byte("y"), Timestamp: now}
+	if err := cl.ProduceSync(ctx, young).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	x := n.srv.compact
+	if err := x.clean("lag", 0); err != nil {
+		t.Fatal(err)
+	}
+	p := x.lookup(queueKey{"lag", 0})
+	if p == nil || p.cp == nil || p.cp.cleaned != 1 {
+		t.Fatalf("with min.compaction.lag.ms 1 h: %+v, want only the 90-minute-old batch cleaned", p)
+	}
+	x.skewMs.Store(int64(2 * time.Hour / time.Millisecond)) // the young one is 2 h old, the old one 3.5 h: past retention.ms
+	if err := x.clean("lag", 0); err != nil {
+		t.Fatal(err)
+	}
+	start, hwm, err := n.srv.partitionBounds("lag", n.srv.parts.get("lag", 0))
+	if err != nil || start != 1 || hwm != 2 || p.cp.cleaned != 2 {
+		t.Fatalf("after retention: log start %d, high watermark %d, cleaned %d (%v); want 1, 2, 2", start, hwm, p.cp.cleaned, err)
+	}
+	if got := readLatest(t, n, "lag"); len(got) != 1 || got["young"] != "y" {
+		t.Fatalf("read %v, want only the young record", got)
+	}
+}
