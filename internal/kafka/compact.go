@@ -315,6 +315,17 @@ func (x *compactor) clean(topic string, q int32) error {
 	logStart := deletedBelow(tc, q)
 	storeStart, hwm := x.st.MinOffset(topic, q), x.st.MaxOffset(topic, q)
 	from, cleaned := max(storeStart, logStart), max(storeStart, logStart)
+	if old != nil && old.cleaned > hwm {
+		// The store holds fewer entries than the copy covers: the topic was
+		// made again under its name without this door knowing (deleted and
+		// created through another protocol while it was down). Its records
+		// are not this copy's: the partition is not served.
+		p.mu.Lock()
+		p.err = fmt.Errorf("the copy covers offsets up to %d, the partition holds %d", old.cleaned, hwm)
+		p.mu.Unlock()
+		x.log.Error("kafka: compaction: a compacted copy ahead of its partition; the partition is not served", "topic", topic, "partition", q, "cleaned", old.cleaned, "high_watermark", hwm)
+		return nil
+	}
 	if old != nil {
 		from, cleaned = max(old.from, logStart), old.cleaned
 		if storeStart > cleaned {

@@ -120,3 +120,42 @@ func TestCompactLagAndRetention(t *testing.T) {
 		t.Fatalf("read %v, want only the young record", got)
 	}
 }
+
+// TestCompactCopyAheadOfPartition: a copy covering more offsets than its
+// partition holds (the topic deleted and made again behind the door's
+// back) is never served: the partition answers KAFKA_STORAGE_ERROR.
+func TestCompactCopyAheadOfPartition(t *testing.T) {
+	n := compactNode(t, nil, time.Hour)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	configs := map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}
+	if r, err := adm.CreateTopic(ctx, 1, 1, configs, "again"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: []byte("k"), Value: fmt.Appendf(nil, "old-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.srv.compact.clean("again", 0); err != nil {
+		t.Fatal(err)
+	}
+	tc, _ := n.core.Topic("again")
+	if err := n.core.DeleteTopic("again"); err != nil { // the RocketMQ side: the door is not told
+		t.Fatal(err)
+	}
+	if err := n.core.UpdateKafkaTopic(tc); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: []byte("k"), Value: []byte("new")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.srv.compact.clean("again", 0); err != nil {
+		t.Fatal(err)
+	}
+	var rp kmsg.FetchResponseTopicPartition
+	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
+	if rp.ErrorCode != errKafkaStorage {
+		t.Fatalf("fetch of a partition behind its copy: error %d with %d bytes, want KAFKA_STORAGE_ERROR", rp.ErrorCode, len(rp.RecordBatches))
+	}
+}

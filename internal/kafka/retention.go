@@ -22,6 +22,9 @@ package kafka
 //	                 each CommitLog record (the batch and its envelope)
 //	                 from the log start to the high watermark. -1: none.
 //
+// A compacted topic (cleanup.policy=compact,delete) is not retained here:
+// its cleaner applies them to its compacted copy (compact.go).
+//
 // A topic that sets neither keeps the broker's retention alone: the
 // store's age retention (fileReservedTime, whole segments) and disk
 // pressure. The log start is written durably (topics.json) before
