@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/vfs"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -200,5 +201,67 @@ func TestKgoCompactedTopic(t *testing.T) {
 	}
 	if err := ctx.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCompactPolicyConfigs: cleanup.policy is a list: IncrementalAlterConfigs
+// APPEND and SUBTRACT move a topic between delete, compact,delete and
+// compact (described as set), AlterConfigs sets it whole; Produce refuses
+// records without a key exactly while the policy compacts.
+func TestCompactPolicyConfigs(t *testing.T) {
+	n := compactNode(t, nil, time.Hour)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, nil, "pol"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	policy := func() string {
+		rcs, err := adm.DescribeTopicConfigs(ctx, "pol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rcs.On("pol", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range c.Configs {
+			if e.Key == "cleanup.policy" {
+				return e.MaybeValue()
+			}
+		}
+		return ""
+	}
+	keyless := func() error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: "pol", Value: []byte("no key")}).FirstErr()
+	}
+	incr := func(op kadm.IncrementalOp, v string) {
+		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "cleanup.policy", Value: kmsg.StringPtr(v)}}, "pol")
+		if err != nil || rs[0].Err != nil {
+			t.Fatalf("%v %s: %v %+v", op, v, err, rs)
+		}
+	}
+	if err := keyless(); err != nil {
+		t.Fatalf("a keyless record to a delete topic: %v", err)
+	}
+	incr(kadm.AppendConfig, "compact")
+	if p := policy(); p != "delete,compact" {
+		t.Fatalf("after APPEND compact: %q", p)
+	}
+	if err := keyless(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("a keyless record to a delete,compact topic: %v, want INVALID_RECORD", err)
+	}
+	incr(kadm.SubtractConfig, "delete")
+	if p := policy(); p != "compact" {
+		t.Fatalf("after SUBTRACT delete: %q", p)
+	}
+	rs, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}, "pol")
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("AlterConfigs cleanup.policy=delete: %v %+v", err, rs)
+	}
+	if p := policy(); p != "delete" {
+		t.Fatalf("after AlterConfigs delete: %q", p)
+	}
+	if err := keyless(); err != nil {
+		t.Fatalf("a keyless record after the policy went back to delete: %v", err)
 	}
 }
