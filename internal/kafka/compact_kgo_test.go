@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -263,5 +265,59 @@ func TestCompactPolicyConfigs(t *testing.T) {
 	}
 	if err := keyless(); err != nil {
 		t.Fatalf("a keyless record after the policy went back to delete: %v", err)
+	}
+}
+
+// TestCompactedCopyOutlivesCommitLog: with the store's own age retention
+// running (fileReservedTime 50 ms, 64 KiB segments), a compacted topic
+// holds the CommitLog only from its cleaned point: once the whole
+// partition is cleaned, every segment holding its records goes (its store
+// start reaches its end) and a reader from the start still gets the
+// latest record of every key, from the copy, the log start unchanged.
+func TestCompactedCopyOutlivesCommitLog(t *testing.T) {
+	fs := vfs.NewMem()
+	n := startNodeStore(t, fs, Config{MaxBatchBytes: 8 << 10, RetentionMs: 50, DataDir: "/data", FS: fs, CompactionInterval: 10 * time.Millisecond},
+		func(c *store.Config) {
+			c.CommitLogSegmentBytes, c.MaxMessageBytes = 64<<10, 8<<10
+			c.FileReservedTime, c.RetentionCheckInterval = 50*time.Millisecond, 20*time.Millisecond
+			c.DeleteWhen = "00;01;02;03;04;05;06;07;08;09;10;11;12;13;14;15;16;17;18;19;20;21;22;23"
+		})
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
+		"min.cleanable.dirty.ratio": kmsg.StringPtr("0")}, "cmpseg"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	if r, err := adm.CreateTopic(ctx, 1, 1, nil, "other"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	want := map[string]string{}
+	value := make([]byte, 3000)
+	for v := range 6 {
+		for k := range 10 {
+			rand.Read(value)
+			val := fmt.Sprintf("%d-%x", v, value)
+			key := fmt.Sprintf("k%d", k)
+			want[key] = val
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cmpseg", Partition: 0, Key: []byte(key), Value: []byte(val)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cleanedTo(t, n, "cmpseg", 0)
+	noise := make([]byte, 4000)
+	hwm := n.st.MaxOffset("cmpseg", 0)
+	waitUntil(t, "the store to delete every segment of the compacted topic's records", func() bool {
+		rand.Read(noise) // other traffic rolls the segments
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "other", Partition: 0, Value: noise}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return n.st.MinOffset("cmpseg", 0) == hwm
+	})
+	if got := readLatest(t, n, "cmpseg"); sameLatest(got, want) != nil {
+		t.Fatalf("with the CommitLog below %d gone: %v", n.st.MinOffset("cmpseg", 0), sameLatest(got, want))
+	}
+	if got := earliest(t, adm, "cmpseg", 0); got != 0 {
+		t.Fatalf("log start %d, want 0 (the copy's)", got)
 	}
 }
