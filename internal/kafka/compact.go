@@ -660,6 +660,49 @@ func (x *compactor) read(k queueKey, off int64, limit int, rp *kmsg.FetchRespons
 	return c.cleaned, len(rp.RecordBatches) >= limit, nil
 }
 
+// byTime is, for ListOffsets by time, the first record of k's copy at or
+// after offset from whose timestamp is at least ts (found), and the
+// copy's cleaned point (0 without a copy), where the search goes on in
+// the store otherwise.
+func (x *compactor) byTime(k queueKey, from, ts int64) (off, recTs, cleaned int64, found bool, err error) {
+	p := x.lookup(k)
+	if p == nil {
+		return 0, 0, 0, false, nil
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.err != nil {
+		return 0, 0, 0, false, fmt.Errorf("%w: %v", errCopyUnreadable, p.err)
+	}
+	c := p.cp
+	if c == nil {
+		return 0, 0, 0, false, nil
+	}
+	var buf []byte
+	for i, fr := range c.frames {
+		if fr.last < from || fr.maxTs < ts {
+			continue // no record of the batch is that late
+		}
+		if buf, err = c.batch(i, buf); err != nil {
+			return 0, 0, 0, false, err
+		}
+		err = translate.EachKafkaRecord(buf, compactLimit, func(r *translate.KafkaRecord) error {
+			if r.Offset >= from && r.Timestamp >= ts {
+				off, recTs, found = r.Offset, r.Timestamp, true
+				return errFound
+			}
+			return nil
+		})
+		if found {
+			return off, recTs, c.cleaned, true, nil
+		}
+		if err != nil {
+			return 0, 0, 0, false, err
+		}
+	}
+	return 0, 0, c.cleaned, false, nil
+}
+
 // holdsInto adds to out the age holds of the compacted partitions: from
 // the cleaned point (the first record not in the copy), or the log start
 // while never cleaned.

@@ -273,7 +273,8 @@ func TestCompactPolicyConfigs(t *testing.T) {
 // holds the CommitLog only from its cleaned point: once the whole
 // partition is cleaned, every segment holding its records goes (its store
 // start reaches its end) and a reader from the start still gets the
-// latest record of every key, from the copy, the log start unchanged.
+// latest record of every key, from the copy, the log start unchanged;
+// ListOffsets by time finds records in the copy.
 func TestCompactedCopyOutlivesCommitLog(t *testing.T) {
 	fs := vfs.NewMem()
 	n := startNodeStore(t, fs, Config{MaxBatchBytes: 8 << 10, RetentionMs: 50, DataDir: "/data", FS: fs, CompactionInterval: 10 * time.Millisecond},
@@ -319,5 +320,15 @@ func TestCompactedCopyOutlivesCommitLog(t *testing.T) {
 	}
 	if got := earliest(t, adm, "cmpseg", 0); got != 0 {
 		t.Fatalf("log start %d, want 0 (the copy's)", got)
+	}
+	// ListOffsets by time searches the copy: the first record at or
+	// after a time before them all is the copy's first.
+	first := readAll(t, n.addr, "cmpseg")[0]
+	los, err := adm.ListOffsetsAfterMilli(ctx, time.Now().Add(-time.Hour).UnixMilli(), "cmpseg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, ok := los.Lookup("cmpseg", 0); !ok || lo.Err != nil || lo.Offset != first.Offset || lo.Timestamp != first.Timestamp.UnixMilli() {
+		t.Fatalf("by time: %+v, want the copy's first record, offset %d at %d", lo, first.Offset, first.Timestamp.UnixMilli())
 	}
 }
