@@ -79,7 +79,10 @@
 // ConsumeQueue keeps it). Fetch at offset o reads entry o and serves its
 // batch whole (clients skip the records below o), and goes on at the
 // entry after the batch's last (the other entries of a batch locate the
-// same record). ListOffsets by time takes the first entry the store's
+// same record). A compacted partition (cleanup.policy=compact, compact.go)
+// is read from its compacted copy below its cleaned point, batches with
+// gaps at their original offsets, and its log start is the copy's.
+// ListOffsets by time takes the first entry the store's
 // search by time gives whose store time is at or after it.
 //
 // # Entries of other protocols
