@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/translate"
+	"github.com/keelmq/keel/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -157,5 +159,35 @@ func TestCompactCopyAheadOfPartition(t *testing.T) {
 	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
 	if rp.ErrorCode != errKafkaStorage {
 		t.Fatalf("fetch of a partition behind its copy: error %d with %d bytes, want KAFKA_STORAGE_ERROR", rp.ErrorCode, len(rp.RecordBatches))
+	}
+}
+
+// TestCompactCleansOnlyDurable: under ASYNC_FLUSH the cleaner leaves
+// records not yet flushed alone (a power loss could take them and their
+// offsets be given to others).
+func TestCompactCleansOnlyDurable(t *testing.T) {
+	fs := vfs.NewMem()
+	n := startNodeStore(t, fs, Config{DataDir: "/data", FS: fs, CompactionInterval: time.Hour}, func(c *store.Config) {
+		c.FlushDiskType, c.FlushInterval = store.AsyncFlush, time.Hour
+	})
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "async"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	flushed := n.st.Offset(store.Flushed)
+	for i := range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "async", Key: []byte("k"), Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.st.Offset(store.Flushed) != flushed {
+		t.Skip("the store flushed meanwhile")
+	}
+	if err := n.srv.compact.clean("async", 0); err != nil {
+		t.Fatal(err)
+	}
+	if p := n.srv.compact.lookup(queueKey{"async", 0}); p != nil && p.cp != nil {
+		t.Fatalf("records not flushed were cleaned (copy to %d)", p.cp.cleaned)
 	}
 }
