@@ -191,3 +191,45 @@ func TestCompactCleansOnlyDurable(t *testing.T) {
 		t.Fatalf("records not flushed were cleaned (copy to %d)", p.cp.cleaned)
 	}
 }
+
+// TestCompactDirtyRatioAndMaxLag: a partition whose uncleaned bytes are
+// below min.cleanable.dirty.ratio of the whole is left alone, until its
+// oldest uncleaned batch is older than max.compaction.lag.ms.
+func TestCompactDirtyRatioAndMaxLag(t *testing.T) {
+	n := compactNode(t, nil, time.Hour)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
+		"min.cleanable.dirty.ratio": kmsg.StringPtr("0.9"), "max.compaction.lag.ms": kmsg.StringPtr("600000")}, "ratio"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	produce := func(keys int, prefix string) {
+		var rs []*kgo.Record
+		for k := range keys {
+			rs = append(rs, &kgo.Record{Topic: "ratio", Key: fmt.Appendf(nil, "k%d", k), Value: fmt.Appendf(nil, "%s%d", prefix, k)})
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := n.srv.compact
+	cleaned := func() int64 {
+		p := x.lookup(queueKey{"ratio", 0})
+		if p == nil || p.cp == nil {
+			return -1
+		}
+		return p.cp.cleaned
+	}
+	produce(50, "a")
+	if err := x.clean("ratio", 0); err != nil || cleaned() != 50 {
+		t.Fatalf("first pass: cleaned %d %v, want 50 (a first pass needs no ratio)", cleaned(), err)
+	}
+	produce(2, "b") // a few bytes against the copy's
+	if err := x.clean("ratio", 0); err != nil || cleaned() != 50 {
+		t.Fatalf("below the dirty ratio: cleaned %d %v, want 50 (left alone)", cleaned(), err)
+	}
+	x.skewMs.Store(600001) // the uncleaned batch is now older than max.compaction.lag.ms
+	if err := x.clean("ratio", 0); err != nil || cleaned() != 52 {
+		t.Fatalf("past max.compaction.lag.ms: cleaned %d %v, want 52", cleaned(), err)
+	}
+}
