@@ -84,9 +84,11 @@ type compactor struct {
 	passes atomic.Uint64 // partition passes that wrote a copy
 
 	passMu sync.Mutex // one pass at a time; a topic is dropped between passes
+	closed atomic.Bool
 
 	mu    sync.Mutex
 	parts map[queueKey]*compactPart
+	gone  map[string]bool // topics deleted since the last round (guarded by mu)
 }
 
 // compactPart is one partition's copy.
@@ -99,7 +101,7 @@ type compactPart struct {
 
 // newCompactor opens the copies under dir.
 func newCompactor(fs vfs.FS, dir string, st *store.Store, c *core.Broker, log *slog.Logger) (*compactor, error) {
-	x := &compactor{fs: fs, dir: dir, st: st, core: c, log: log, parts: map[queueKey]*compactPart{}}
+	x := &compactor{fs: fs, dir: dir, st: st, core: c, log: log, parts: map[queueKey]*compactPart{}, gone: map[string]bool{}}
 	if err := vfs.MkdirAllDurable(fs, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kafka: compacted copies' directory: %w", err)
 	}
@@ -119,7 +121,43 @@ func newCompactor(fs vfs.FS, dir string, st *store.Store, c *core.Broker, log *s
 		}
 		x.parts[k] = p
 	}
+	c.OnTopicsChanged(x.topicsChanged)
 	return x, nil
+}
+
+// errTopicGone: the topic of a copy was deleted (the copy goes at the
+// next round).
+var errTopicGone = errors.New("kafka: the topic of this compacted copy was deleted")
+
+// topicsChanged is the core's hook after a topic was created, changed or
+// deleted (through any door, or replicated to a slave): a copy whose
+// topic is gone is not served from now on, and the next round removes
+// it, even if a topic of the same name is made again meanwhile (its
+// offsets start anew; the copy is not its).
+func (x *compactor) topicsChanged() {
+	if x.closed.Load() {
+		return
+	}
+	exists := map[string]bool{}
+	for _, tc := range x.core.Topics() {
+		exists[tc.TopicName] = true
+	}
+	var stale []*compactPart
+	x.mu.Lock()
+	for k, p := range x.parts {
+		if !exists[k.topic] {
+			x.gone[k.topic] = true
+			stale = append(stale, p)
+		}
+	}
+	x.mu.Unlock()
+	for _, p := range stale {
+		p.mu.Lock()
+		if p.err == nil {
+			p.err = errTopicGone
+		}
+		p.mu.Unlock()
+	}
 }
 
 // part is partition k's state (created on first use).
@@ -149,6 +187,7 @@ func (x *compactor) close() {
 	if x == nil {
 		return
 	}
+	x.closed.Store(true)
 	x.passMu.Lock()
 	defer x.passMu.Unlock()
 	x.mu.Lock()
@@ -224,6 +263,13 @@ func settingsOf(tc core.TopicConfig) compactSettings {
 // round is one cleaning round over every compacted topic; it also
 // removes the copies of topics that no longer exist.
 func (x *compactor) round(stop func() bool) {
+	x.mu.Lock()
+	deleted := x.gone
+	x.gone = map[string]bool{}
+	x.mu.Unlock()
+	for t := range deleted {
+		x.dropTopic(t)
+	}
 	topics := x.core.Topics()
 	exists := make(map[string]bool, len(topics))
 	for _, tc := range topics {

@@ -123,15 +123,58 @@ func TestCompactLagAndRetention(t *testing.T) {
 	}
 }
 
-// TestCompactCopyAheadOfPartition: a copy covering more offsets than its
-// partition holds (the topic deleted and made again behind the door's
-// back) is never served: the partition answers KAFKA_STORAGE_ERROR.
-func TestCompactCopyAheadOfPartition(t *testing.T) {
+// TestCompactCopyOfDeletedTopic: a topic deleted and made again through
+// another door (the core's RocketMQ side) while the door runs: its old
+// copy is not served from the deletion on (KAFKA_STORAGE_ERROR), and the
+// next round removes it, after which the new topic's records are read.
+func TestCompactCopyOfDeletedTopic(t *testing.T) {
 	n := compactNode(t, nil, time.Hour)
 	cl, adm := adminClient(t, n.addr)
 	ctx := ctx30(t)
-	configs := map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}
-	if r, err := adm.CreateTopic(ctx, 1, 1, configs, "again"); err != nil || r.Err != nil {
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "again"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	produce := func(prefix string, n int) {
+		for i := range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce("old", 3)
+	x := n.srv.compact
+	if err := x.clean("again", 0); err != nil {
+		t.Fatal(err)
+	}
+	tc, _ := n.core.Topic("again")
+	if err := n.core.DeleteTopic("again"); err != nil { // the RocketMQ side
+		t.Fatal(err)
+	}
+	if err := n.core.UpdateKafkaTopic(tc); err != nil {
+		t.Fatal(err)
+	}
+	produce("new", 5) // more records than the old copy covered
+	var rp kmsg.FetchResponseTopicPartition
+	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
+	if rp.ErrorCode != errKafkaStorage {
+		t.Fatalf("fetch of a deleted topic's copy: error %d with %d bytes, want KAFKA_STORAGE_ERROR", rp.ErrorCode, len(rp.RecordBatches))
+	}
+	x.round(func() bool { return false })
+	got := readLatest(t, n, "again")
+	if len(got) != 5 || got["k0"] != "new-0" || got["k4"] != "new-4" {
+		t.Fatalf("after the round: %v, want the new topic's 5 records", got)
+	}
+}
+
+// TestCompactCopyAheadOfPartition: a copy covering more offsets than its
+// partition holds (the topic deleted and made again while the door was
+// down) is never served: the partition answers KAFKA_STORAGE_ERROR.
+func TestCompactCopyAheadOfPartition(t *testing.T) {
+	fs := vfs.NewMem()
+	n := compactNode(t, fs, time.Hour)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "again"); err != nil || r.Err != nil {
 		t.Fatal(err, r.Err)
 	}
 	for i := range 5 {
@@ -142,16 +185,22 @@ func TestCompactCopyAheadOfPartition(t *testing.T) {
 	if err := n.srv.compact.clean("again", 0); err != nil {
 		t.Fatal(err)
 	}
-	tc, _ := n.core.Topic("again")
-	if err := n.core.DeleteTopic("again"); err != nil { // the RocketMQ side: the door is not told
+	n.stop()
+	// The door down (a node without compaction): the topic made again.
+	d := startNodeWith(t, fs, Config{})
+	tc, _ := d.core.Topic("again")
+	if err := d.core.DeleteTopic("again"); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.core.UpdateKafkaTopic(tc); err != nil {
+	if err := d.core.UpdateKafkaTopic(tc); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: []byte("k"), Value: []byte("new")}).FirstErr(); err != nil {
+	dc, _ := adminClient(t, d.addr)
+	if err := dc.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: []byte("k"), Value: []byte("new")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	d.stop()
+	n = compactNode(t, fs, time.Hour)
 	if err := n.srv.compact.clean("again", 0); err != nil {
 		t.Fatal(err)
 	}
