@@ -25,7 +25,7 @@ func compactedCopyCleaned(dir string) int64 {
 		return -1
 	}
 	b, err := os.ReadFile(names[0])
-	if err != nil || len(b) < 48 {
+	if err != nil || len(b) < 64 {
 		return -1
 	}
 	return int64(binary.BigEndian.Uint64(b[16:]))

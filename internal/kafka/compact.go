@@ -116,13 +116,41 @@ func newCompactor(fs vfs.FS, dir string, st *store.Store, c *core.Broker, log *s
 	}
 	for k, gen := range latest {
 		p := &compactPart{gen: gen}
-		if p.cp, p.err = openCopy(fs, dir, k, gen); p.err != nil {
+		if p.cp, p.err = openCopy(fs, dir, k, gen); p.err == nil {
+			if p.err = x.checkAnchor(k, p.cp); p.err != nil {
+				p.cp.f.Close()
+				p.cp = nil
+			}
+		}
+		if p.err != nil {
 			log.Error("kafka: compacted copy not readable; the partition is not served until it is repaired", "topic", k.topic, "partition", k.queueID, "err", p.err)
 		}
 		x.parts[k] = p
 	}
 	c.OnTopicsChanged(x.topicsChanged)
 	return x, nil
+}
+
+// entryPhys is the CommitLog offset of the record at entry off of k.
+func (x *compactor) entryPhys(k queueKey, off int64) (int64, bool) {
+	var e [1]store.QueueEntry
+	if n, err := x.st.QueueEntries(k.topic, k.queueID, off, e[:]); err != nil || n != 1 {
+		return 0, false
+	}
+	return e[0].PhysOffset, true
+}
+
+// checkAnchor says why c is not partition k's copy: the entry at its
+// anchor, while the store has it, locates another record (the topic was
+// deleted and made again under its name unseen).
+func (x *compactor) checkAnchor(k queueKey, c *compactCopy) error {
+	if c.anchor < 0 || c.anchor < x.st.MinOffset(k.topic, k.queueID) || c.anchor >= x.st.MaxOffset(k.topic, k.queueID) {
+		return nil // the entry is gone (or not there yet): nothing to tell by
+	}
+	if phys, ok := x.entryPhys(k, c.anchor); ok && phys != c.anchorPhys {
+		return fmt.Errorf("%w: entry %d locates CommitLog offset %d, the copy began at %d: another topic of the same name", errCopyCorrupt, c.anchor, phys, c.anchorPhys)
+	}
+	return nil
 }
 
 // errTopicGone: the topic of a copy was deleted (the copy goes at the
@@ -361,15 +389,20 @@ func (x *compactor) clean(topic string, q int32) error {
 	logStart := deletedBelow(tc, q)
 	storeStart, hwm := x.st.MinOffset(topic, q), x.st.MaxOffset(topic, q)
 	from, cleaned := max(storeStart, logStart), max(storeStart, logStart)
+	var wrong error
 	if old != nil && old.cleaned > hwm {
-		// The store holds fewer entries than the copy covers: the topic was
-		// made again under its name without this door knowing (deleted and
-		// created through another protocol while it was down). Its records
-		// are not this copy's: the partition is not served.
+		wrong = fmt.Errorf("the copy covers offsets up to %d, the partition holds %d", old.cleaned, hwm)
+	} else if old != nil {
+		wrong = x.checkAnchor(k, old)
+	}
+	if wrong != nil {
+		// The topic was made again under its name without this door
+		// knowing (deleted and created while it was down). Its records are
+		// not this copy's: the partition is not served.
 		p.mu.Lock()
-		p.err = fmt.Errorf("the copy covers offsets up to %d, the partition holds %d", old.cleaned, hwm)
+		p.err = wrong
 		p.mu.Unlock()
-		x.log.Error("kafka: compaction: a compacted copy ahead of its partition; the partition is not served", "topic", topic, "partition", q, "cleaned", old.cleaned, "high_watermark", hwm)
+		x.log.Error("kafka: compaction: a compacted copy not of its partition; the partition is not served", "topic", topic, "partition", q, "err", wrong)
 		return nil
 	}
 	if old != nil {
@@ -388,7 +421,13 @@ func (x *compactor) clean(topic string, q int32) error {
 		return nil
 	}
 	cleaned = max(cleaned, dirtyEnd)
-	next, err := x.writeCopy(k, p.gen+1, old, kept, dirty, from, cleaned, set, now)
+	anchor, anchorPhys := int64(-1), int64(-1) // the copy's first record, where it began
+	if old != nil {
+		anchor, anchorPhys = old.anchor, old.anchorPhys
+	} else if phys, ok := x.entryPhys(k, dirtyStart); ok {
+		anchor, anchorPhys = dirtyStart, phys
+	}
+	next, err := x.writeCopy(k, p.gen+1, old, kept, dirty, from, cleaned, [2]int64{anchor, anchorPhys}, set, now)
 	if err != nil {
 		return err
 	}
@@ -585,7 +624,7 @@ func (x *compactor) durableBound(k queueKey, off, hwm int64) (int64, error) {
 
 // writeCopy writes generation gen of k's copy: the kept frames of old and
 // the dirty batches, each with its key's last record only.
-func (x *compactor) writeCopy(k queueKey, gen uint64, old *compactCopy, kept []int, dirty []dirtyBatch, from, cleaned int64, set compactSettings, now int64) (*compactCopy, error) {
+func (x *compactor) writeCopy(k queueKey, gen uint64, old *compactCopy, kept []int, dirty []dirtyBatch, from, cleaned int64, anchor [2]int64, set compactSettings, now int64) (*compactCopy, error) {
 	last := map[string]int64{} // key: its last offset
 	note := func(r cleanRecord) {
 		if r.key != nil {
@@ -651,7 +690,7 @@ func (x *compactor) writeCopy(k queueKey, gen uint64, old *compactCopy, kept []i
 			return nil, err
 		}
 	}
-	return w.finish(from, cleaned)
+	return w.finish(from, cleaned, anchor[0], anchor[1])
 }
 
 // copyFrom is the log start partition k's copy gives (ok false: none).

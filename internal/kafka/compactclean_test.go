@@ -166,10 +166,18 @@ func TestCompactCopyOfDeletedTopic(t *testing.T) {
 	}
 }
 
-// TestCompactCopyAheadOfPartition: a copy covering more offsets than its
-// partition holds (the topic deleted and made again while the door was
-// down) is never served: the partition answers KAFKA_STORAGE_ERROR.
-func TestCompactCopyAheadOfPartition(t *testing.T) {
+// TestCompactCopyOfTopicMadeAgainWhileDown: a copy left by a topic deleted
+// and made again under its name while the door was down is never served,
+// whether the new partition holds fewer offsets than the copy covers or
+// more (its first entry locates another record than the copy began at):
+// the partition answers KAFKA_STORAGE_ERROR.
+func TestCompactCopyOfTopicMadeAgainWhileDown(t *testing.T) {
+	for _, records := range []int{1, 8} {
+		t.Run(fmt.Sprint(records), func(t *testing.T) { copyOfTopicMadeAgain(t, records) })
+	}
+}
+
+func copyOfTopicMadeAgain(t *testing.T, records int) {
 	fs := vfs.NewMem()
 	n := compactNode(t, fs, time.Hour)
 	cl, adm := adminClient(t, n.addr)
@@ -196,8 +204,10 @@ func TestCompactCopyAheadOfPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc, _ := adminClient(t, d.addr)
-	if err := dc.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: []byte("k"), Value: []byte("new")}).FirstErr(); err != nil {
-		t.Fatal(err)
+	for range records {
+		if err := dc.ProduceSync(ctx, &kgo.Record{Topic: "again", Key: []byte("k"), Value: []byte("new")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	d.stop()
 	n = compactNode(t, fs, time.Hour)
@@ -207,7 +217,7 @@ func TestCompactCopyAheadOfPartition(t *testing.T) {
 	var rp kmsg.FetchResponseTopicPartition
 	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
 	if rp.ErrorCode != errKafkaStorage {
-		t.Fatalf("fetch of a partition behind its copy: error %d with %d bytes, want KAFKA_STORAGE_ERROR", rp.ErrorCode, len(rp.RecordBatches))
+		t.Fatalf("fetch of a partition of %d records under a copy of 5: error %d with %d bytes, want KAFKA_STORAGE_ERROR", records, rp.ErrorCode, len(rp.RecordBatches))
 	}
 }
 

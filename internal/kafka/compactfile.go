@@ -5,7 +5,7 @@ package kafka
 // original offsets (compact.go says how it is made and read). Layout,
 // big-endian:
 //
-//	header (48 bytes)
+//	header (64 bytes)
 //	  0  4 magic "KCC1"
 //	  4  2 version = 1
 //	  6  2 reserved (0)
@@ -16,8 +16,13 @@ package kafka
 //	 24  4 frames   the number of frames that follow
 //	 28  4 reserved (0)
 //	 32  8 body     the bytes of the frames
-//	 40  4 CRC-32C of bytes 0-39
-//	 44  4 reserved (0)
+//	 40  8 anchor   an offset of the partition when the copy began (its
+//	                log start then) ...
+//	 48  8 anchorPhys ... and the CommitLog offset of its record: while
+//	                the store has that entry it must locate that record,
+//	                else the copy is another topic's of the same name
+//	 56  4 CRC-32C of bytes 0-55
+//	 60  4 reserved (0)
 //	frames, in offset order, each:
 //	  0  4 batchLen   the bytes of the batch
 //	  4  8 horizonMs  a tombstone in the batch is removed by the first
@@ -52,7 +57,7 @@ import (
 const (
 	copyMagic       = 0x4B434331 // "KCC1"
 	copyVersion     = 1
-	copyHeaderBytes = 48
+	copyHeaderBytes = 64
 	frameHeaderSize = 16
 	copySuffix      = ".kcc"
 	tmpSuffix       = ".tmp"
@@ -72,13 +77,15 @@ type copyFrame struct {
 
 // compactCopy is one generation of a partition's copy, open for reading.
 type compactCopy struct {
-	gen     uint64
-	path    string
-	f       vfs.File
-	from    int64
-	cleaned int64
-	frames  []copyFrame
-	bytes   int64 // the frames' bytes
+	gen        uint64
+	path       string
+	f          vfs.File
+	from       int64
+	cleaned    int64
+	anchor     int64 // the partition's offset whose record is at anchorPhys
+	anchorPhys int64
+	frames     []copyFrame
+	bytes      int64 // the frames' bytes
 }
 
 // copyName is the file name of generation gen of partition k's copy (the
@@ -166,10 +173,11 @@ func readCopy(f vfs.File) (*compactCopy, error) {
 	switch {
 	case be.Uint32(h[0:]) != copyMagic || be.Uint16(h[4:]) != copyVersion:
 		return nil, fmt.Errorf("%w: magic %#x version %d", errCopyCorrupt, be.Uint32(h[0:]), be.Uint16(h[4:]))
-	case crc32.Checksum(h[:40], castagnoli) != be.Uint32(h[40:]):
+	case crc32.Checksum(h[:56], castagnoli) != be.Uint32(h[56:]):
 		return nil, fmt.Errorf("%w: header CRC", errCopyCorrupt)
 	}
-	c := &compactCopy{f: f, from: int64(be.Uint64(h[8:])), cleaned: int64(be.Uint64(h[16:])), bytes: int64(be.Uint64(h[32:]))}
+	c := &compactCopy{f: f, from: int64(be.Uint64(h[8:])), cleaned: int64(be.Uint64(h[16:])), bytes: int64(be.Uint64(h[32:])),
+		anchor: int64(be.Uint64(h[40:])), anchorPhys: int64(be.Uint64(h[48:]))}
 	n := int(be.Uint32(h[24:]))
 	if size != copyHeaderBytes+c.bytes || c.from > c.cleaned || int64(n) > c.bytes/(frameHeaderSize+batchHeaderBytes) {
 		return nil, fmt.Errorf("%w: %d bytes for a body of %d in %d frames, offsets %d-%d", errCopyCorrupt, size, c.bytes, n, c.from, c.cleaned)
@@ -304,7 +312,7 @@ func (w *copyWriter) flush() error {
 // generation's name and syncs the directory: from then on it is the
 // partition's copy, also after a crash. It returns the copy open for
 // reading.
-func (w *copyWriter) finish(from, cleaned int64) (*compactCopy, error) {
+func (w *copyWriter) finish(from, cleaned, anchor, anchorPhys int64) (*compactCopy, error) {
 	if err := w.flush(); err != nil {
 		return nil, err
 	}
@@ -316,7 +324,9 @@ func (w *copyWriter) finish(from, cleaned int64) (*compactCopy, error) {
 	be.PutUint64(h[16:], uint64(cleaned))
 	be.PutUint32(h[24:], uint32(len(w.frames)))
 	be.PutUint64(h[32:], uint64(w.body))
-	be.PutUint32(h[40:], crc32.Checksum(h[:40], castagnoli))
+	be.PutUint64(h[40:], uint64(anchor))
+	be.PutUint64(h[48:], uint64(anchorPhys))
+	be.PutUint32(h[56:], crc32.Checksum(h[:56], castagnoli))
 	if _, err := w.f.WriteAt(h[:], 0); err != nil {
 		return nil, fmt.Errorf("kafka: write compacted copy: %w", err)
 	}
@@ -330,7 +340,8 @@ func (w *copyWriter) finish(from, cleaned int64) (*compactCopy, error) {
 	if err := w.fs.SyncDir(w.dir); err != nil {
 		return nil, fmt.Errorf("kafka: sync compacted copies' directory: %w", err)
 	}
-	c := &compactCopy{gen: w.gen, path: final, f: w.f, from: from, cleaned: cleaned, frames: w.frames, bytes: w.body}
+	c := &compactCopy{gen: w.gen, path: final, f: w.f, from: from, cleaned: cleaned, anchor: anchor, anchorPhys: anchorPhys,
+		frames: w.frames, bytes: w.body}
 	w.f = nil
 	return c, nil
 }

@@ -24,7 +24,7 @@ func validCopy(t testing.TB) []byte {
 			t.Fatal(err)
 		}
 	}
-	c, err := w.finish(0, 30)
+	c, err := w.finish(0, 30, 0, 1234)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestReadCopyRefusesDamage(t *testing.T) {
 	for i := range good {
 		bad := append([]byte(nil), good...)
 		bad[i] ^= 0x40
-		if _, err := open(bad); err == nil && (i < 44 || i >= copyHeaderBytes) { // 44-47: reserved, not read
+		if _, err := open(bad); err == nil && (i < 60 || i >= copyHeaderBytes) { // 60-63: reserved, not read
 			t.Fatalf("byte %d changed: accepted", i)
 		}
 	}
