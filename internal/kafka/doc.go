@@ -128,7 +128,9 @@
 // partition's size cache, and writes log starts under topicMu), and one
 // that cleans compacted topics (compact.go: one pass at a time under
 // compactor.passMu; a copy is read under its partition's RWMutex, which a
-// pass takes exclusively only to swap in the new copy). The
+// pass takes exclusively only to swap in the new copy; lock order passMu,
+// compactor.mu, a partition's mu; the core's OnTopicsChanged hook takes
+// compactor.mu and then, released, partitions' mu). The
 // groups' state is under Server.gmu; a JoinGroup or SyncGroup waiting for
 // its rebalance waits on a channel with gmu released. A partition's
 // appendMu is held across the idempotence check and the store's append
