@@ -35,7 +35,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 					return namesrv.KafkaRegistration{NodeID: nodeID, Epoch: local().Epoch}.Ext()
 				}, (&kafkaRefusal{log: p.log.With("component", "kafka")}).answer)
 			}
-			return service{name: "kafka"}, nil
+			return p.kafkaCleanerService()
 		}
 		if p.core == nil {
 			return service{}, errors.New("kafka: the core must be built first")
@@ -76,7 +76,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			ConsumerGroupSessionTimeout: p.cfg.KafkaConsumerGroupSessionTimeout, ConsumerGroupHeartbeatInterval: p.cfg.KafkaConsumerGroupHeartbeatInterval,
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
-			DataDir: p.cfg.StorePathRootDir, FS: storeFS,
+			DataDir: p.cfg.StorePathRootDir, FS: storeFS, CompactionInterval: p.cfg.KafkaCompactionInterval,
 		}
 		if m := p.roleMaster; m != nil {
 			// Controller mode: a master fenced above its epoch leads
@@ -127,6 +127,22 @@ func (p *parts) kafkaStarter(addr string) starter {
 			},
 		}, nil
 	}
+}
+
+// kafkaCleanerService cleans the compacted Kafka topics of a broker whose
+// door is off (a slave, or a master without kafkaListen), so that its
+// copies are there, and its CommitLog held for them, when it becomes a
+// master with a door (kafka.Cleaner).
+func (p *parts) kafkaCleanerService() (service, error) {
+	if p.core == nil {
+		return service{name: "kafka"}, nil
+	}
+	cl, err := kafka.NewCleaner(kafka.Config{DataDir: p.cfg.StorePathRootDir, FS: storeFS, CompactionInterval: p.cfg.KafkaCompactionInterval},
+		p.core, p.log.With("component", "kafka-cleaner"))
+	if err != nil {
+		return service{}, err
+	}
+	return service{name: "kafka-cleaner", run: cl.Run, stop: func(context.Context) error { return cl.Close() }}, nil
 }
 
 // kafkaLocalGroup reports the member's replication epoch and, on a

@@ -225,6 +225,9 @@ type Broker struct {
 	// retention.ms and retention.bytes are applied (Kafka's
 	// log.retention.check.interval.ms)
 	KafkaRetentionCheckInterval time.Duration
+	// kafkaCompactionIntervalMs (Keel, ms): how often compacted Kafka
+	// topics are cleaned (Kafka's log.cleaner.backoff.ms)
+	KafkaCompactionInterval time.Duration
 
 	// origin records where each key was last set ("broker.conf:12",
 	// "--data-dir"), for error messages.
@@ -268,6 +271,7 @@ func Default() *Broker {
 		KafkaNodeID:                     -1,
 		KafkaGroupInitialRebalanceDelay: 3 * time.Second,
 		KafkaRetentionCheckInterval:     5 * time.Minute,
+		KafkaCompactionInterval:         15 * time.Second,
 
 		KafkaConsumerGroupSessionTimeout: 45 * time.Second, KafkaConsumerGroupHeartbeatInterval: 5 * time.Second,
 

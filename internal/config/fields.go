@@ -112,6 +112,7 @@ var fields = []field{
 	dur("kafkaConsumerGroupSessionTimeoutMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaConsumerGroupSessionTimeout }),
 	dur("kafkaConsumerGroupHeartbeatIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaConsumerGroupHeartbeatInterval }),
 	dur("kafkaRetentionCheckIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaRetentionCheckInterval }),
+	dur("kafkaCompactionIntervalMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaCompactionInterval }),
 }
 
 // byKey maps every key and alias to its field.

@@ -34,6 +34,9 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 	if b.KafkaRetentionCheckInterval < time.Second {
 		bad("kafkaRetentionCheckIntervalMs", "must be at least 1000 (one second)")
 	}
+	if b.KafkaCompactionInterval < 10*time.Millisecond {
+		bad("kafkaCompactionIntervalMs", "must be at least 10")
+	}
 	if b.KafkaNodeID < -1 || b.KafkaNodeID > math.MaxInt32 {
 		bad("kafkaNodeId", "must be -1 (the brokerId) or between 0 and 2147483647")
 	}

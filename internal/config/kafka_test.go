@@ -70,3 +70,15 @@ func TestKafkaRetentionCheckInterval(t *testing.T) {
 		t.Fatalf("999 ms: %v, want refused", err)
 	}
 }
+
+// TestKafkaCompactionInterval: 15 s by default, at least 10 ms.
+func TestKafkaCompactionInterval(t *testing.T) {
+	b := Default()
+	if b.KafkaCompactionInterval != 15*time.Second || b.validateKafkaOnly() != nil {
+		t.Fatalf("default %v: %v", b.KafkaCompactionInterval, b.validateKafkaOnly())
+	}
+	b.KafkaCompactionInterval = 9 * time.Millisecond
+	if err := b.validateKafkaOnly(); err == nil || !strings.Contains(err.Error(), "kafkaCompactionIntervalMs") {
+		t.Fatalf("9 ms: %v, want refused", err)
+	}
+}

@@ -51,6 +51,9 @@ func (s *Server) partitionBounds(topic string, part *partition) (start, hwm int6
 		return 0, 0, err
 	}
 	hwm, start = s.parts.highWatermark(part), s.parts.logStart(part)
+	if from, ok := s.compact.copyFrom(part.key); ok { // a compacted partition: its copy holds what is below the store's
+		start = min(from, hwm)
+	}
 	if tc, ok := s.core.Topic(topic); ok {
 		start = min(max(start, deletedBelow(tc, part.key.queueID)), hwm)
 	}

@@ -10,7 +10,10 @@ package kafka
 //	honoured     retention.ms, retention.bytes (retention.go),
 //	             max.message.bytes (Produce), message.timestamp.type
 //	             (LogAppendTime stamped at append, produce.go),
-//	             cleanup.policy=delete, compression.type (recompressed
+//	             cleanup.policy (delete, compact, compact,delete;
+//	             compact.go), delete.retention.ms, min.compaction.lag.ms,
+//	             max.compaction.lag.ms, min.cleanable.dirty.ratio (the
+//	             cleaner), compression.type (recompressed
 //	             at produce, produce.go), message.timestamp.*.max.ms
 //	             (checked at produce)
 //	accepted     kept and described, no effect, each for the reason its
@@ -19,7 +22,8 @@ package kafka
 //	             throttles, tiered storage off, ...)
 //	refused      INVALID_CONFIG naming the key and why, where honouring
 //	             is impossible and accepting would mislead:
-//	             cleanup.policy=compact, min.insync.replicas above 1,
+//	             cleanup.policy=compact without a data directory,
+//	             min.insync.replicas above 1,
 //	             remote.storage.enable=true, flush.* under ASYNC_FLUSH
 //	             other than Kafka's default
 //
@@ -105,8 +109,8 @@ var topicConfigs = map[string]topicConfig{
 		check: only("message.timestamp.type must be CreateTime or LogAppendTime", "CreateTime", "LogAppendTime"),
 		doc:   "honoured: LogAppendTime stamps each batch with its store time at append (the batch's LogAppendTime attribute and maxTimestamp, the CRC recomputed)"},
 	"cleanup.policy": {typ: kmsg.ConfigTypeList, broker: "log.cleanup.policy", def: constant("delete"),
-		check: only("cleanup.policy=compact is not supported: this broker does not compact topics (records go by retention only, cleanup.policy=delete)", "delete"),
-		doc:   "delete: records go by retention"},
+		check: policyCheck,
+		doc:   "honoured: delete, records go by retention; compact, the latest record of each key is kept (a copy per partition, docs/kafka.md \"Compaction\"); compact,delete, both"},
 	"compression.type": {typ: kmsg.ConfigTypeString, broker: "compression.type", def: constant("producer"),
 		check: compressionCheck,
 		doc:   "honoured: producer stores batches as the producer compressed them; uncompressed, gzip, snappy, lz4 or zstd recompresses every batch in another codec to it as it is produced"},
@@ -130,7 +134,7 @@ var topicConfigs = map[string]topicConfig{
 		def: func(s *Server) string { return itoa(s.cfg.SegmentBytes) },
 		doc: noEffect("the CommitLog's segments (mapedFileSizeCommitLog) are shared by all topics; retention moves a partition's log start batch by batch, whatever the segment size")},
 	"segment.ms": {typ: kmsg.ConfigTypeLong, broker: "log.roll.ms", def: constant("604800000"), lo: num(1),
-		doc: noEffect("the CommitLog's segments are shared by all topics and roll when full; retention works batch by batch")},
+		doc: noEffect("the CommitLog's segments are shared by all topics and roll when full; retention works batch by batch, and the cleaner of a compacted topic cleans every durable batch older than min.compaction.lag.ms (there is no active segment it leaves alone)")},
 	"segment.jitter.ms": {typ: kmsg.ConfigTypeLong, broker: "log.roll.jitter.ms", def: constant("0"), lo: num(0),
 		doc: noEffect("segments are shared by all topics")},
 	"segment.index.bytes": {typ: kmsg.ConfigTypeInt, broker: "log.index.size.max.bytes", def: constant("10485760"), lo: num(4),
@@ -142,13 +146,13 @@ var topicConfigs = map[string]topicConfig{
 	"preallocate": {typ: kmsg.ConfigTypeBoolean, broker: "log.preallocate", def: constant("false"),
 		doc: noEffect("segments are shared by all topics (the broker's settings create them)")},
 	"delete.retention.ms": {typ: kmsg.ConfigTypeLong, broker: "log.cleaner.delete.retention.ms", def: constant("86400000"), lo: num(0),
-		doc: noEffect("a compaction setting, and topics are not compacted (cleanup.policy=delete), as in Kafka for a delete topic")},
+		doc: "honoured on compacted topics: a tombstone (null value) is removed by the first cleaning at least this long after the cleaning that first kept it; no effect with cleanup.policy=delete"},
 	"min.compaction.lag.ms": {typ: kmsg.ConfigTypeLong, broker: "log.cleaner.min.compaction.lag.ms", def: constant("0"), lo: num(0),
-		doc: noEffect("a compaction setting, and topics are not compacted (cleanup.policy=delete)")},
+		doc: "honoured on compacted topics: a batch younger than this (its max timestamp, else its store time) and every later one stay uncleaned"},
 	"max.compaction.lag.ms": {typ: kmsg.ConfigTypeLong, broker: "log.cleaner.max.compaction.lag.ms", def: constant(maxLong), lo: num(1),
-		doc: noEffect("a compaction setting, and topics are not compacted (cleanup.policy=delete)")},
+		doc: "honoured on compacted topics: a partition whose oldest uncleaned batch is older than this is cleaned at the next cleaner round whatever its dirty ratio"},
 	"min.cleanable.dirty.ratio": {typ: kmsg.ConfigTypeDouble, broker: "log.cleaner.min.cleanable.ratio", def: constant("0.5"), lo: num(0), hi: num(1),
-		doc: noEffect("a compaction setting, and topics are not compacted (cleanup.policy=delete)")},
+		doc: "honoured on compacted topics: a partition is cleaned when its uncleaned bytes are at least this share of its compacted copy and uncleaned bytes together (or a tombstone's time has come, or max.compaction.lag.ms passed)"},
 	"message.format.version": {typ: kmsg.ConfigTypeString, broker: "log.message.format.version", def: constant("3.0-IV1"),
 		doc: noEffect("batches are stored in format v2 (magic 2), as Kafka 3 ignores it")},
 	"message.downconversion.enable": {typ: kmsg.ConfigTypeBoolean, broker: "log.message.downconversion.enable", def: constant("false"),
@@ -173,6 +177,23 @@ var topicConfigs = map[string]topicConfig{
 		doc: noEffect("the broker recompresses at the codecs' default levels")},
 	"compression.zstd.level": {typ: kmsg.ConfigTypeInt, broker: "compression.zstd.level", def: constant("3"), lo: num(-131072), hi: num(22),
 		doc: noEffect("the broker recompresses at the codecs' default levels")},
+}
+
+// policyCheck takes delete, compact, or both (a list, in any order);
+// compaction needs the door's data directory for its copies.
+func policyCheck(s *Server, v string) string {
+	seen := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.ToLower(strings.TrimSpace(p))
+		if p != "delete" && p != "compact" || seen[p] {
+			return "cleanup.policy must be delete, compact or compact,delete"
+		}
+		seen[p] = true
+	}
+	if seen["compact"] && s.compact == nil {
+		return "cleanup.policy=compact needs the broker's data directory for the compacted copies, and this door has none"
+	}
+	return ""
 }
 
 func compressionCheck(_ *Server, v string) string {

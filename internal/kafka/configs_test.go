@@ -142,8 +142,9 @@ func TestTopicConfigRefusals(t *testing.T) {
 		t.Fatal(err, r.Err)
 	}
 	for _, c := range []struct{ name, value, says string }{
-		{"cleanup.policy", "compact", "does not compact"},
-		{"cleanup.policy", "compact,delete", "does not compact"},
+		{"cleanup.policy", "compact", "data directory"}, // this node's door has none
+		{"cleanup.policy", "shred", "must be delete, compact or compact,delete"},
+		{"cleanup.policy", "compact,compact", "must be delete, compact or compact,delete"},
 		{"compression.type", "brotli", "must be one of"},
 		{"min.insync.replicas", "2", "acks=all"},
 		{"remote.storage.enable", "true", "tiered storage"},

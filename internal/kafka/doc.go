@@ -23,6 +23,10 @@
 // the topic's attributes), retention.go (retention.ms and
 // retention.bytes: a background task moving partitions' log starts, and
 // the store's age holds for topics kept longer than fileReservedTime),
+// compact.go (cleanup.policy=compact: the cleaner, and reads of a
+// partition's compacted copy below its cleaned point), compactfile.go
+// (the copy's file format and its crash-safe replacement),
+// compactclean.go (cleaning one record batch),
 // offsets.go (OffsetCommit, OffsetFetch),
 // idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
@@ -80,7 +84,10 @@
 // ConsumeQueue keeps it). Fetch at offset o reads entry o and serves its
 // batch whole (clients skip the records below o), and goes on at the
 // entry after the batch's last (the other entries of a batch locate the
-// same record). ListOffsets by time takes the first entry the store's
+// same record). A compacted partition (cleanup.policy=compact, compact.go)
+// is read from its compacted copy below its cleaned point, batches with
+// gaps at their original offsets, and its log start is the copy's.
+// ListOffsets by time takes the first entry the store's
 // search by time gives whose store time is at or after it.
 //
 // # Entries of other protocols
@@ -121,9 +128,14 @@
 //
 // # Concurrency
 //
-// One goroutine per connection, one that expires group sessions, and one
+// One goroutine per connection, one that expires group sessions, one
 // that applies topics' retention (retention.go; it alone uses a
-// partition's size cache, and writes log starts under topicMu). The
+// partition's size cache, and writes log starts under topicMu), and one
+// that cleans compacted topics (compact.go: one pass at a time under
+// compactor.passMu; a copy is read under its partition's RWMutex, which a
+// pass takes exclusively only to swap in the new copy; lock order passMu,
+// compactor.mu, a partition's mu; the core's OnTopicsChanged hook takes
+// compactor.mu and then, released, partitions' mu). The
 // groups' state, classic and KIP-848, is under Server.gmu (the expiry
 // goroutine serves both; a ConsumerGroupHeartbeat never waits); a JoinGroup or SyncGroup waiting for
 // its rebalance waits on a channel with gmu released. A partition's

@@ -145,7 +145,11 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	case limit <= 0:
 		return entries // the response is full: the next fetch reads this partition
 	}
-	if err := s.readBatches(part, p.FetchOffset, limit, rp); err != nil {
+	off, full, err := s.compact.read(part.key, p.FetchOffset, limit, rp) // compact.go: below the cleaned point
+	if err == nil && !full {
+		err = s.readBatches(part, off, limit, rp)
+	}
+	if err != nil {
 		s.log.Error("kafka: fetch: read", "topic", topic, "queue_id", p.Partition, "offset", p.FetchOffset, "err", err)
 		rp.ErrorCode = errKafkaStorage
 		return -1

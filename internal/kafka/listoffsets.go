@@ -10,7 +10,8 @@ package kafka
 // more than that ahead of the broker's clock is found only from where
 // its store time puts it. A batch whose maxTimestamp is older is skipped
 // from its header; messages of other protocols count with the timestamp
-// a fetch shows them with.
+// a fetch shows them with. A compacted partition's copy is searched
+// first, the store from its cleaned point after (compact.go).
 
 import (
 	"encoding/binary"
@@ -132,7 +133,17 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 	default:
 		rp.Offset = hwm
 		lo := max(s.st.OffsetByTime(topic, p.Partition, ts-listOffsetsClockLead.Milliseconds()), start)
-		for idx := lo; idx < hwm; {
+		off, recTs, cleaned, found, err := s.compact.byTime(part.key, start, ts) // compact.go: the copy first
+		if err != nil {
+			s.log.Error("kafka: list offsets by time", "topic", topic, "queue_id", p.Partition, "err", err)
+			rp.ErrorCode = errKafkaStorage
+			return
+		}
+		if found {
+			rp.Offset, rp.Timestamp = off, recTs
+			break
+		}
+		for idx := max(lo, cleaned); idx < hwm; {
 			off, recTs, end, found, err := s.parts.firstAtOrAfter(part.key, idx, start, ts)
 			if err != nil {
 				s.log.Error("kafka: list offsets by time", "topic", topic, "queue_id", p.Partition, "offset", idx, "err", err)

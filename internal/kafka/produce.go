@@ -145,7 +145,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		}
 		return fail(coreCode(err), err.Error())
 	}
-	maxBytes, logAppend, codec := s.cfg.MaxBatchBytes, false, -1
+	maxBytes, logAppend, codec, compacted := s.cfg.MaxBatchBytes, false, -1, false
 	before, after := int64(math.MaxInt64), int64(math.MaxInt64)
 	if tc, ok := s.core.Topic(topic); ok {
 		maxBytes = s.maxBatchBytes(tc)
@@ -154,6 +154,7 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		v, _ = s.topicValue(tc, "compression.type")
 		codec = topicCodec(v)
 		before, after = s.timestampBounds(tc)
+		compacted = isCompacted(tc)
 	}
 	if version < 3 { // a message set of magic 0 or 1: upgraded to a batch, as Kafka does
 		up, err := translate.UpgradeMessageSet(p.Records, maxBytes)
@@ -186,6 +187,11 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	if !logAppend && (before < math.MaxInt64 || after < math.MaxInt64) {
 		if msg := checkTimestamps(p.Records, s.parts.now().UnixMilli(), before, after, max(maxBytes, translate.DefaultLimit)); msg != "" {
 			return fail(errInvalidTimestamp, msg)
+		}
+	}
+	if compacted { // compact.go: every record needs a key
+		if msg := keylessRecord(p.Records, topic, p.Partition, max(maxBytes, translate.DefaultLimit)); msg != "" {
+			return fail(errInvalidRecord, msg)
 		}
 	}
 	if len(p.Records) > maxBytes {

@@ -22,6 +22,9 @@ package kafka
 //	                 each CommitLog record (the batch and its envelope)
 //	                 from the log start to the high watermark. -1: none.
 //
+// A compacted topic (cleanup.policy=compact,delete) is not retained here:
+// its cleaner applies them to its compacted copy (compact.go).
+//
 // A topic that sets neither keeps the broker's retention alone: the
 // store's age retention (fileReservedTime, whole segments) and disk
 // pressure. The log start is written durably (topics.json) before
@@ -97,7 +100,7 @@ func (s *Server) topicRetention(tc core.TopicConfig) (ms, bytes int64) {
 func (s *Server) applyRetention(now time.Time) {
 	for _, tc := range s.core.Topics() {
 		ms, bytes := s.topicRetention(tc)
-		if ms < 0 && bytes < 0 {
+		if ms < 0 && bytes < 0 || isCompacted(tc) { // compact,delete: the cleaner applies them (compact.go)
 			continue
 		}
 		for more := true; more && s.ctx.Err() == nil; {
@@ -332,5 +335,5 @@ func (s *Server) ageHolds() store.QueueHolds {
 		}
 		out[tc.TopicName] = byID
 	}
-	return out
+	return s.compact.holdsInto(out) // compacted topics: from their cleaned points
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -113,9 +114,13 @@ type Config struct {
 	Traffic  *doorstats.Counters
 	Observer Observer
 	// DataDir and FS hold the door's own files (the client quotas,
-	// quotas.go); an empty DataDir keeps them in memory.
+	// quotas.go; the compacted topics' copies, compact.go); an empty
+	// DataDir keeps the quotas in memory and refuses compacted topics.
 	DataDir string
 	FS      vfs.FS
+	// CompactionInterval is how often compacted topics are cleaned
+	// (Kafka's log.cleaner.backoff.ms; default 15 s).
+	CompactionInterval time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -158,6 +163,9 @@ func (c *Config) applyDefaults() {
 	if c.MaxProducers <= 0 {
 		c.MaxProducers = 10000
 	}
+	if c.CompactionInterval <= 0 {
+		c.CompactionInterval = 15 * time.Second
+	}
 }
 
 // Server is the Kafka front door over a core and its store.
@@ -171,10 +179,13 @@ type Server struct {
 	st    *store.Store
 	log   *slog.Logger
 	parts *partitions
+	// compact cleans compacted topics and serves their copies
+	// (compact.go); nil without a DataDir.
+	compact *compactor
 
 	scram   *scramKeys   // SCRAM salts and derived keys (sasl.go)
 	quotas  *quotaTable  // client quotas and their meters (quotas.go)
-	loadErr error        // why the quotas could not be read (Serve fails)
+	loadErr error        // why the quotas or the compacted copies could not be read (Serve fails)
 	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
 	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
 
@@ -210,6 +221,9 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
 		s.quotas, _ = loadQuotas(nil, "")
 	}
+	if s.loadErr == nil && cfg.DataDir != "" && cfg.FS != nil {
+		s.compact, s.loadErr = newCompactor(cfg.FS, path.Join(cfg.DataDir, compactDir), s.st, c, logger)
+	}
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.nextPID.Store(pidBase(time.Now()))
 	s.advPort.Store(cfg.AdvertisedPort)
@@ -232,6 +246,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.wg.Add(2)
 	go s.expireSessions()
 	go s.runRetention()
+	if s.compact != nil {
+		s.wg.Add(1)
+		go s.runCompaction()
+	}
 	s.st.SetAgeHolds(s.ageHolds) // retention.go: topics retained longer than fileReservedTime
 	if s.cfg.Cluster != nil {
 		s.wg.Add(1)
@@ -309,6 +327,7 @@ func (s *Server) Close() error {
 	if started {
 		s.st.SetAgeHolds(nil)
 	}
+	s.compact.close()
 	return nil
 }
 

@@ -109,6 +109,7 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 		return coreCode(err), err.Error()
 	}
 	s.parts.forget(t.Topic)
+	s.compact.dropTopic(t.Topic) // a copy left by a topic of the same name
 	return errNone, ""
 }
 
@@ -194,6 +195,7 @@ func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			rt.ErrorCode, rt.ErrorMessage = coreCode(err), kmsg.StringPtr(err.Error())
 		}
 		s.parts.forget(name)
+		s.compact.dropTopic(name)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
