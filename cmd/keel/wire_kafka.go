@@ -87,6 +87,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			// NameServers, and Metadata is the cluster's (cluster.go).
 			refusal := &kafkaRefusal{log: log}
 			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName, refusal: refusal}
+			kcfg.Peers = newKafkaPeers()
 			advertised := net.JoinHostPort(host, strconv.Itoa(int(port)))
 			nodeID := kcfg.NodeID
 			b.SetRegisterExt(func() map[string]string {
@@ -121,7 +122,11 @@ func (p *parts) kafkaStarter(addr string) starter {
 				if p.broker != nil {
 					p.broker.SetKafka(nil)
 				}
-				return srv.Close()
+				err := srv.Close()
+				if peers, ok := kcfg.Peers.(*kafkaPeers); ok {
+					peers.close()
+				}
+				return err
 			},
 		}, nil
 	}
@@ -227,7 +232,7 @@ func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, erro
 	for _, b := range kc.Brokers {
 		if b.KafkaAddr == "" { // a replica without a door
 			v.Brokers = append(v.Brokers, kafka.ClusterBroker{Group: b.BrokerName, BrokerID: b.BrokerID, NodeID: b.NodeID,
-				Epoch: b.Epoch, InSync: b.InSync})
+				Epoch: b.Epoch, InSync: b.InSync, Addr: b.Addr})
 			continue
 		}
 		host, port, err := net.SplitHostPort(b.KafkaAddr)
@@ -236,7 +241,7 @@ func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, erro
 			continue // not an address a client could dial
 		}
 		v.Brokers = append(v.Brokers, kafka.ClusterBroker{Group: b.BrokerName, BrokerID: b.BrokerID, NodeID: b.NodeID,
-			Host: host, Port: int32(n), Epoch: b.Epoch, InSync: b.InSync})
+			Host: host, Port: int32(n), Epoch: b.Epoch, InSync: b.InSync, Addr: b.Addr})
 	}
 	for topic, groups := range kc.Topics {
 		for _, g := range groups {

@@ -60,7 +60,7 @@ func needs(req *remoting.Command) ([]resource, error) {
 		rs.group(ext["consumerGroup"], Sub)
 	case remoting.ReqQueryMessage:
 		rs.topic(ext["topic"], Sub)
-	case remoting.ReqQueryConsumerOffset, remoting.ReqUpdateConsumerOffset:
+	case remoting.ReqQueryConsumerOffset, remoting.ReqUpdateConsumerOffset, remoting.ReqKafkaGroupOffsets:
 		rs.group(ext["consumerGroup"], Sub)
 		rs.topic(ext["topic"], Sub)
 	case remoting.ReqSearchOffsetByTimestamp, remoting.ReqGetMaxOffset,

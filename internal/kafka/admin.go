@@ -14,6 +14,7 @@ package kafka
 // clients skip the records below the offset they asked for.
 
 import (
+	"context"
 	"strconv"
 	"strings"
 
@@ -286,26 +287,49 @@ func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
 		return resp
 	}
 	deleted := false
-	for _, t := range req.Topics {
+	cs := s.cluster(false)
+	type slot struct{ t, p int }
+	remote := map[groupTopic][]int32{}
+	slots := map[groupTopic][]slot{}
+	var keys []groupTopic
+	for ti, t := range req.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
-		_, exists := s.core.Topic(t.Topic)
-		for _, p := range t.Partitions {
+		tc, here := s.core.Topic(t.Topic)
+		exists := here || s.cfg.Cluster != nil && len(cs.layout(t.Topic, tc, here)) > 0
+		for pi, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
-			switch {
+			switch pl := s.place(cs, t.Topic, p.Partition); {
 			case !exists:
 				rp.ErrorCode = errUnknownTopicOrPartition
 			case subscribed[t.Topic]:
 				rp.ErrorCode = errGroupSubscribedToTopic
-			default:
-				if s.core.DeleteOffset(req.Group, t.Topic, p.Partition) {
+			case pl.code != errNone:
+				rp.ErrorCode = pl.code
+			case pl.local:
+				if s.core.DeleteOffset(req.Group, t.Topic, pl.queue) {
 					deleted = true
 				}
+			default:
+				k := groupTopic{pl.group, t.Topic}
+				if slots[k] == nil {
+					keys = append(keys, k)
+				}
+				remote[k] = append(remote[k], pl.queue)
+				slots[k] = append(slots[k], slot{ti, pi})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	errs := s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+		return s.cfg.Peers.DeleteOffsets(ctx, addr, req.Group, k.topic, remote[k])
+	})
+	for k, err := range errs {
+		for _, sl := range slots[k] {
+			resp.Topics[sl.t].Partitions[sl.p].ErrorCode = peerCode(err)
+		}
 	}
 	if deleted {
 		if err := s.core.FlushOffsets(); err != nil {

@@ -62,6 +62,7 @@ type ClusterBroker struct {
 	NodeID   int32
 	Host     string
 	Port     int32
+	Addr     string  // its RocketMQ address (Peers' requests); empty: unknown
 	Epoch    int32   // its replication epoch; -1: unknown
 	InSync   []int64 // a master's in-sync replicas by brokerId; nil: not reported
 }
@@ -164,10 +165,11 @@ func (s *Server) runClusterRefresh() {
 
 // groupInfo is one group as Metadata describes it.
 type groupInfo struct {
-	leader   int32 // -1: no master
-	epoch    int32
-	replicas []int32
-	isr      []int32
+	leader     int32  // -1: no master
+	leaderAddr string // the master's RocketMQ address (Peers), "" for this group or when unknown
+	epoch      int32
+	replicas   []int32
+	isr        []int32
 }
 
 // clusterState is one consistent derivation of the cluster; it is not
@@ -271,7 +273,7 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 		}
 		epoch, inSync := int32(-1), []int64(nil)
 		if master != nil {
-			g.leader = master.NodeID
+			g.leader, g.leaderAddr = master.NodeID, master.Addr
 			epoch, inSync = master.Epoch, master.InSync
 		}
 		if name == s.cfg.Group {

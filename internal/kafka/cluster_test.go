@@ -64,7 +64,7 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 			host, n = "", 0
 		}
 		v.Brokers = append(v.Brokers, ClusterBroker{Group: m.group, BrokerID: m.brokerID, NodeID: m.nodeID,
-			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync})
+			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync, Addr: m.node.addr})
 		if m.brokerID != 0 {
 			continue // the master's registration carries the queues
 		}

@@ -41,6 +41,11 @@ type Config struct {
 	// broker serves only the partitions it leads. Nil: the broker is
 	// alone, leader of every partition (a topic's partitions its queues).
 	Cluster Cluster
+	// Peers, with Cluster, reaches the other broker groups' masters: the
+	// committed offsets of their partitions live there (offsets.go).
+	// Nil: those partitions' offsets cannot be committed or read here
+	// (COORDINATOR_NOT_AVAILABLE).
+	Peers Peers
 	// LocalGroup, when set, reports this broker's replication epoch and,
 	// on a master, its in-sync replicas (Metadata's leader epoch and ISR
 	// for its own group). It must be cheap.
@@ -530,6 +535,9 @@ func (s *Server) handle(req *request) kmsg.Response {
 		}
 		return nil
 	}
+	if resp := s.notCoordinated(req.body); resp != nil {
+		return resp
+	}
 	switch b := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return s.apiVersions(b)
@@ -562,11 +570,11 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(b)
 	case *kmsg.DescribeGroupsRequest:
-		return s.describeGroups(b)
+		return s.describeGroupsHere(b)
 	case *kmsg.ListGroupsRequest:
-		return s.listGroups(b)
+		return s.listGroupsHere(b)
 	case *kmsg.DeleteGroupsRequest:
-		return s.deleteGroups(b)
+		return s.deleteGroupsHere(b)
 	case *kmsg.OffsetDeleteRequest:
 		return s.offsetDelete(b)
 	case *kmsg.CreatePartitionsRequest:

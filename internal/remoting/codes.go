@@ -92,6 +92,11 @@ const (
 	// the Kafka brokers of a cluster and the groups hosting each topic
 	// (ext clusterName; JSON body, namesrv.KafkaCluster).
 	ReqGetKafkaCluster = 10440
+	// ReqKafkaGroupOffsets is Keel's private broker request a Kafka group
+	// coordinator sends another group's master: commit, read or drop the
+	// group's offsets of the queues it hosts (ext consumerGroup, topic,
+	// op; JSON body, broker.KafkaOffsets).
+	ReqKafkaGroupOffsets = 10450
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -204,6 +209,7 @@ var requestCodeNames = map[int16]string{
 	ReqControllerFence:               "KEEL_CONTROLLER_FENCE",
 	ReqControllerRoleChanged:         "KEEL_CONTROLLER_ROLE_CHANGED",
 	ReqGetKafkaCluster:               "KEEL_GET_KAFKA_CLUSTER",
+	ReqKafkaGroupOffsets:             "KEEL_KAFKA_GROUP_OFFSETS",
 }
 
 var responseCodeNames = map[int16]string{

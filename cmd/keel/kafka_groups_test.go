@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/remoting"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kafkaGroups is a NameServer and two broker groups (broker-a, broker-b
+// of cluster c), each a SYNC_MASTER (node 1, 11) and its SLAVE (node 2,
+// 12) as processes, every Kafka door on a loopback port chosen at run
+// time. The slaves take their master's HA address from the NameServer,
+// so a master restarted on other ports is followed.
+type kafkaGroups struct {
+	t       *testing.T
+	ns      string
+	dir     string
+	names   [2]string
+	conf    [2]string // the groups' broker.conf without role and ids
+	master  [2]*exec.Cmd
+	kafka   [2]string // the masters' Kafka addresses
+	rmq     [2]string // the masters' RocketMQ addresses
+	slave   [2]string // the slaves' RocketMQ addresses
+	slaveKf [2]string // the slaves' Kafka addresses ("" while their door is closed)
+}
+
+func startKafkaGroups(t *testing.T, extra string) *kafkaGroups {
+	t.Helper()
+	ns := startRun(t, "namesrv", "--namesrv-listen", "127.0.0.1:0")
+	g := &kafkaGroups{t: t, ns: ns.await(t, "the NameServer to listen", listenRE), dir: t.TempDir(), names: [2]string{"broker-a", "broker-b"}}
+	for i, name := range g.names {
+		g.conf[i] = "brokerClusterName=c\nbrokerName=" + name + "\nflushDiskType=SYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n" +
+			"autoCreateTopicEnable=false\nminInSyncReplicas=2\nreplicaAckTimeoutMillis=3000\nkafkaGroupInitialRebalanceDelayMs=0\n" + extra
+		g.startMaster(i)
+		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, g.conf[i]+"brokerRole=SLAVE\nbrokerId=1\nkafkaNodeId="+strconv.Itoa(i*10+2)+"\n"),
+			"--data-dir", filepath.Join(g.dir, name+"-1"), "--broker-listen", "127.0.0.1:0",
+			"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
+		g.slave[i] = awaitLog(t, name+"'s slave broker listener", logs, brokerListenRE)
+		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
+			g.slaveKf[i] = m[1]
+		}
+	}
+	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.ns}})
+	defer ac.Close()
+	waitFor(t, "the four brokers to register", 30*time.Second, func() bool {
+		bs, err := ac.Brokers(context.Background())
+		return err == nil && len(bs) == 4
+	})
+	return g
+}
+
+// startMaster starts (or restarts, on its data) group i's master.
+func (g *kafkaGroups) startMaster(i int) {
+	t := g.t
+	t.Helper()
+	name := g.names[i]
+	cmd, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, g.conf[i]+"brokerRole=SYNC_MASTER\nbrokerId=0\nkafkaNodeId="+strconv.Itoa(i*10+1)+"\n"),
+		"--data-dir", filepath.Join(g.dir, name+"-0"), "--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0",
+		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
+	g.master[i] = cmd
+	g.kafka[i] = awaitLog(t, name+"'s Kafka listener", logs, kafkaListenRE)
+	g.rmq[i] = awaitLog(t, name+"'s broker listener", logs, brokerListenRE)
+}
+
+// kill9 kills group i's master at once (SIGKILL) and waits for its exit.
+func (g *kafkaGroups) kill9(i int) {
+	g.t.Helper()
+	if err := g.master[i].Process.Kill(); err != nil {
+		g.t.Fatal(err)
+	}
+	waitFor(g.t, g.names[i]+"'s master to exit", 10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", g.rmq[i], time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
+// queueOffset is group's committed offset of topic's queue q at the
+// broker at addr over RocketMQ's QUERY_CONSUMER_OFFSET (-1: none).
+func queueOffset(t *testing.T, addr, group, topic string, q int) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.ReqQueryConsumerOffset,
+		map[string]string{"consumerGroup": group, "topic": topic, "queueId": strconv.Itoa(q), "setZeroIfNotFound": "false"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != remoting.ResSuccess {
+		return -1
+	}
+	n, _ := strconv.ParseInt(resp.ExtFields["offset"], 10, 64)
+	return n
+}
+
+// TestKafkaConsumerGroupAcrossGroups: an 8-partition topic over two broker
+// groups of two (4 queues each), real processes. Every broker names the
+// same coordinator for the group; a franz-go consumer group seeded with
+// the other master reads every record acks=all produced, in order per
+// partition, and commits. Each partition's offset is in the offset table
+// of the group hosting it under its queue id, as RocketMQ's
+// QUERY_CONSUMER_OFFSET shows on the master and, replicated, on its
+// slave. The coordinator's master killed with -9 and restarted, and then
+// the other master, kadm reads all eight offsets back each time.
+func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
+	g := startKafkaGroups(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.ns}})
+	defer ac.Close()
+	if err := ac.CreateTopic(ctx, admin.TopicSpec{Topic: "orders", ReadQueues: 4, WriteQueues: 4, Perm: admin.PermRW}); err != nil {
+		t.Fatal(err)
+	}
+	seeds := func() []string { return []string{g.kafka[0], g.kafka[1]} }
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	waitFor(t, "Metadata to show 8 partitions with leaders 1 and 11", 60*time.Second, func() bool {
+		md, err := adm.Metadata(ctx, "orders")
+		if err != nil || len(md.Topics["orders"].Partitions) != 8 {
+			return false
+		}
+		for p, pd := range md.Topics["orders"].Partitions {
+			if want := int32(1 + 10*(p/4)); pd.Err != nil || pd.Leader != want || len(pd.ISR) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+
+	const group = "billing"
+	coord := int32(-1)
+	for _, addr := range seeds() {
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = group
+		resp, err := req.RequestWith(ctx, c)
+		c.Close()
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("FindCoordinator at %s: %+v %v", addr, resp, err)
+		}
+		if coord >= 0 && resp.NodeID != coord {
+			t.Fatalf("brokers name different coordinators: %d and %d", coord, resp.NodeID)
+		}
+		coord = resp.NodeID
+	}
+	ci := int(coord / 10) // the coordinator's group
+	other := 1 - ci
+
+	perPartition := func(p int) int { return 3 + p }
+	for p := 0; p < 8; p++ {
+		for i := 0; i < perPartition(p); i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: int32(p), Value: fmt.Appendf(nil, "%d-%d", p, i)}).FirstErr(); err != nil {
+				t.Fatalf("produce to %d: %v", p, err)
+			}
+		}
+	}
+	cc, err := kgo.NewClient(kgo.SeedBrokers(g.kafka[other]), kgo.ConsumerGroup(group), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	got := map[int32][]string{}
+	total := 0
+	for p := 0; p < 8; p++ {
+		total += perPartition(p)
+	}
+	for n := 0; n < total; {
+		fs := cc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d: %v", n, total, ctx.Err())
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got[r.Partition] = append(got[r.Partition], string(r.Value)); n++ })
+	}
+	for p := 0; p < 8; p++ {
+		var want []string
+		for i := 0; i < perPartition(p); i++ {
+			want = append(want, fmt.Sprintf("%d-%d", p, i))
+		}
+		if !slices.Equal(got[int32(p)], want) {
+			t.Errorf("partition %d read %v, want %v", p, got[int32(p)], want)
+		}
+	}
+	if err := cc.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cc.Close()
+
+	// Each offset with its queue: partitions 0-3 broker-a's queues 0-3,
+	// 4-7 broker-b's; on the slaves once replicated.
+	for p := 0; p < 8; p++ {
+		i, q := p/4, p%4
+		if off := queueOffset(t, g.rmq[i], group, "orders", q); off != int64(perPartition(p)) {
+			t.Errorf("%s queue %d: offset %d, want %d", g.names[i], q, off, perPartition(p))
+		}
+		waitFor(t, fmt.Sprintf("%s's slave to hold queue %d's offset", g.names[i], q), 30*time.Second, func() bool {
+			return queueOffset(t, g.slave[i], group, "orders", q) == int64(perPartition(p))
+		})
+	}
+
+	readBack := func(what string) {
+		t.Helper()
+		c, err := kgo.NewClient(kgo.SeedBrokers(seeds()...), kgo.MetadataMinAge(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var offs kadm.OffsetResponses
+		waitFor(t, "the offsets read back "+what, 60*time.Second, func() bool {
+			offs, err = kadm.NewClient(c).FetchOffsets(ctx, group)
+			if err != nil {
+				return false
+			}
+			for p := 0; p < 8; p++ {
+				if o, ok := offs.Lookup("orders", int32(p)); !ok || o.Err != nil || o.At != int64(perPartition(p)) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	readBack("before any restart")
+	g.kill9(ci)
+	g.startMaster(ci)
+	readBack("after kill -9 and restart of the coordinator's master")
+	g.kill9(other)
+	g.startMaster(other)
+	readBack("after kill -9 and restart of the other master")
+}
