@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -112,24 +114,26 @@ func queueOffset(t *testing.T, addr, group, topic string, q int) int64 {
 	return n
 }
 
-// TestKafkaConsumerGroupAcrossGroups: an 8-partition topic over two broker
-// groups of two (4 queues each), real processes. Every broker names the
-// same coordinator for the group; a franz-go consumer group seeded with
-// the other master reads every record acks=all produced, in order per
-// partition, and commits. Each partition's offset is in the offset table
-// of the group hosting it under its queue id, as RocketMQ's
-// QUERY_CONSUMER_OFFSET shows on the master and, replicated, on its
-// slave. The coordinator's master killed with -9 and restarted, and then
-// the other master, kadm reads all eight offsets back each time.
+// TestKafkaConsumerGroupAcrossGroups: real processes, two broker groups
+// of two (a SYNC_MASTER and its SLAVE each). kadm's CreateTopics spreads
+// an 8-partition topic over both groups (4 queues each); franz-go, kcat
+// and sarama produce with acks=all to every partition; a produce and a
+// fetch sent to the wrong broker answer NOT_LEADER_OR_FOLLOWER. Every
+// broker names the same coordinator for the group; a franz-go consumer
+// group seeded with the other master reads every acknowledged record
+// once, in order per partition, and commits. Each partition's offset is
+// in the offset table of the group hosting it under its queue id, as
+// RocketMQ's QUERY_CONSUMER_OFFSET shows on the master and, replicated,
+// on its slave. The coordinator's master killed with -9 and restarted,
+// and then the other master, kadm reads all eight offsets back each
+// time. CreatePartitions to 10 adds broker-b's queues 4-5: partitions
+// 0-7 keep their records.
 func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	g := startKafkaGroups(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.ns}})
 	defer ac.Close()
-	if err := ac.CreateTopic(ctx, admin.TopicSpec{Topic: "orders", ReadQueues: 4, WriteQueues: 4, Perm: admin.PermRW}); err != nil {
-		t.Fatal(err)
-	}
 	seeds := func() []string { return []string{g.kafka[0], g.kafka[1]} }
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds()...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
@@ -138,6 +142,16 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
+		md, err := adm.BrokerMetadata(ctx)
+		return err == nil && len(md.Brokers) == 2
+	})
+	if r, err := adm.CreateTopic(ctx, 8, -1, nil, "orders"); err != nil || r.Err != nil || r.NumPartitions != 8 {
+		t.Fatalf("create orders: %+v %v", r, err)
+	}
+	if q := topicQueues(t, ac, "orders"); !sameQueues(q, map[string]int32{"broker-a": 4, "broker-b": 4}) {
+		t.Fatalf("orders' queues: %v", q)
+	}
 	waitFor(t, "Metadata to show 8 partitions with leaders 1 and 11", 60*time.Second, func() bool {
 		md, err := adm.Metadata(ctx, "orders")
 		if err != nil || len(md.Topics["orders"].Partitions) != 8 {
@@ -150,6 +164,88 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 		}
 		return true
 	})
+
+	// Every acknowledged record, per partition in the order acknowledged.
+	acked := map[int32][]string{}
+	for p := int32(0); p < 8; p++ {
+		for i := 0; i < 2; i++ {
+			v := fmt.Sprintf("kgo-%d-%d", p, i)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: p, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("franz-go produce to %d: %v", p, err)
+			}
+			acked[p] = append(acked[p], v)
+		}
+	}
+	if _, err := exec.LookPath("kcat"); err == nil {
+		for p := int32(0); p < 8; p++ {
+			in := fmt.Sprintf("kcat-%d-0\nkcat-%d-1\n", p, p)
+			c := exec.CommandContext(ctx, "kcat", "-P", "-b", g.kafka[0], "-t", "orders", "-p", strconv.Itoa(int(p)), "-X", "acks=all")
+			c.Stdin = strings.NewReader(in)
+			if out, err := c.CombinedOutput(); err != nil || strings.Contains(string(out), "ERROR") {
+				t.Fatalf("kcat -P to %d: %v\n%s", p, err, out)
+			}
+			acked[p] = append(acked[p], fmt.Sprintf("kcat-%d-0", p), fmt.Sprintf("kcat-%d-1", p))
+		}
+	} else {
+		t.Log("kcat is not installed: librdkafka's produce not exercised")
+	}
+	scfg := sarama.NewConfig()
+	scfg.Version = sarama.V3_6_0_0
+	scfg.Metadata.Retry.Backoff = 50 * time.Millisecond
+	scfg.Producer.RequiredAcks = sarama.WaitForAll
+	scfg.Producer.Idempotent = true
+	scfg.Producer.Return.Successes = true
+	scfg.Producer.Partitioner = sarama.NewManualPartitioner
+	scfg.Net.MaxOpenRequests = 1
+	sp, err := sarama.NewSyncProducer([]string{g.kafka[1]}, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 8; p++ {
+		for i := 0; i < 2; i++ {
+			v := fmt.Sprintf("sarama-%d-%d", p, i)
+			if gotP, _, err := sp.SendMessage(&sarama.ProducerMessage{Topic: "orders", Partition: p, Value: sarama.StringEncoder(v)}); err != nil || gotP != p {
+				t.Fatalf("sarama send to %d: partition %d: %v", p, gotP, err)
+			}
+			acked[p] = append(acked[p], v)
+		}
+	}
+	sp.Close()
+
+	// The wrong broker: partition 5 (broker-b's queue 1) at broker-a,
+	// partition 2 (broker-a's) at broker-b.
+	for _, c := range []struct{ node, p int32 }{{1, 5}, {11, 2}} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = c.p, oneRecordBatch([]byte("misdirected"))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(c.node)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 6 {
+			t.Errorf("produce of partition %d to node %d: code %d, want 6 (NOT_LEADER_OR_FOLLOWER)", c.p, c.node, code)
+		}
+		freq := kmsg.NewPtrFetchRequest()
+		freq.MaxBytes = 1 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "orders"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = c.p, 1<<20, -1, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		freq.Topics = append(freq.Topics, ft)
+		fresp, err := freq.RequestWith(ctx, cl.Broker(int(c.node)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := fresp.Topics[0].Partitions[0].ErrorCode; code != 6 {
+			t.Errorf("fetch of partition %d from node %d: code %d, want 6", c.p, c.node, code)
+		}
+	}
 
 	const group = "billing"
 	coord := int32(-1)
@@ -173,14 +269,7 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	ci := int(coord / 10) // the coordinator's group
 	other := 1 - ci
 
-	perPartition := func(p int) int { return 3 + p }
-	for p := 0; p < 8; p++ {
-		for i := 0; i < perPartition(p); i++ {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: int32(p), Value: fmt.Appendf(nil, "%d-%d", p, i)}).FirstErr(); err != nil {
-				t.Fatalf("produce to %d: %v", p, err)
-			}
-		}
-	}
+	perPartition := func(p int) int { return len(acked[int32(p)]) }
 	cc, err := kgo.NewClient(kgo.SeedBrokers(g.kafka[other]), kgo.ConsumerGroup(group), kgo.ConsumeTopics("orders"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
@@ -200,13 +289,9 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %d: %v", p, err) })
 		fs.EachRecord(func(r *kgo.Record) { got[r.Partition] = append(got[r.Partition], string(r.Value)); n++ })
 	}
-	for p := 0; p < 8; p++ {
-		var want []string
-		for i := 0; i < perPartition(p); i++ {
-			want = append(want, fmt.Sprintf("%d-%d", p, i))
-		}
-		if !slices.Equal(got[int32(p)], want) {
-			t.Errorf("partition %d read %v, want %v", p, got[int32(p)], want)
+	for p := int32(0); p < 8; p++ {
+		if !slices.Equal(got[p], acked[p]) {
+			t.Errorf("partition %d read %v, want %v", p, got[p], acked[p])
 		}
 	}
 	if err := cc.CommitUncommittedOffsets(ctx); err != nil {
@@ -254,4 +339,29 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	g.kill9(other)
 	g.startMaster(other)
 	readBack("after kill -9 and restart of the other master")
+
+	// CreatePartitions to 10: the new queues go to broker-b, the last
+	// group; partitions 0-7 are the queues they were. (A new client: the
+	// masters listen on other ports since their restarts.)
+	ncl, err := kgo.NewClient(kgo.SeedBrokers(seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncl.Close()
+	if rs, err := kadm.NewClient(ncl).CreatePartitions(ctx, 2, "orders"); err != nil || rs.Error() != nil {
+		t.Fatalf("create partitions: %+v %v", rs, err)
+	}
+	if q := topicQueues(t, ac, "orders"); !sameQueues(q, map[string]int32{"broker-a": 4, "broker-b": 6}) {
+		t.Fatalf("orders' queues after CreatePartitions to 10: %v", q)
+	}
+	lo, err := kadm.NewClient(ncl).ListEndOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 10; p++ {
+		want := int64(len(acked[p]))
+		if o, ok := lo.Lookup("orders", p); !ok || o.Err != nil || o.Offset != want {
+			t.Errorf("end offset of partition %d after CreatePartitions: %+v, want %d", p, o, want)
+		}
+	}
 }

@@ -9,11 +9,13 @@ import (
 
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/core"
+	"github.com/keelmq/keel/internal/kafka"
 	"github.com/keelmq/keel/internal/remoting"
 )
 
 // kafkaPeers is the Kafka door's way to the other broker groups' masters
-// (kafka.Peers): Keel's KEEL_KAFKA_GROUP_OFFSETS request over one remoting
+// (kafka.Peers): Keel's KEEL_KAFKA_GROUP_OFFSETS and KEEL_KAFKA_TOPIC requests
+// (and DELETE_TOPIC_IN_BROKER) over one remoting
 // connection per master, dialed when first needed and again after it
 // closed. It dials plain TCP, as the brokers' NameServer registrations do.
 type kafkaPeers struct {
@@ -126,4 +128,55 @@ func (k *kafkaPeers) FetchOffsets(ctx context.Context, addr, group, topic string
 func (k *kafkaPeers) DeleteOffsets(ctx context.Context, addr, group, topic string, queues []int32) error {
 	_, err := k.invoke(ctx, addr, group, topic, "delete", &broker.KafkaOffsets{Queues: queues})
 	return err
+}
+
+// topic sends KEEL_KAFKA_TOPIC.
+func (k *kafkaPeers) topic(ctx context.Context, addr, topic, op string, queues int32, attrs map[string]string) error {
+	c, err := k.client(ctx, addr)
+	if err != nil {
+		return err
+	}
+	var data []byte
+	if len(attrs) > 0 {
+		if data, err = json.Marshal(broker.KafkaTopic{Attributes: attrs}); err != nil {
+			return err
+		}
+	}
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.ReqKafkaTopic,
+		map[string]string{"topic": topic, "op": op, "queues": strconv.Itoa(int(queues))}, data))
+	if err != nil {
+		return err
+	}
+	switch resp.Code {
+	case remoting.ResSuccess:
+		return nil
+	case remoting.ResKeelTopicExists:
+		return fmt.Errorf("%s: %s: %w", addr, resp.Remark, kafka.ErrTopicExists)
+	case remoting.ResTopicNotExist:
+		return core.Errorf(core.ErrTopicNotFound, "%s: %s", addr, resp.Remark)
+	}
+	return fmt.Errorf("%s answered %s (%d): %s", addr, remoting.ResponseCode(resp.Code), resp.Code, resp.Remark)
+}
+
+func (k *kafkaPeers) CreateTopic(ctx context.Context, addr, topic string, queues int32, attrs map[string]string) error {
+	return k.topic(ctx, addr, topic, "create", queues, attrs)
+}
+
+func (k *kafkaPeers) GrowTopic(ctx context.Context, addr, topic string, queues int32) error {
+	return k.topic(ctx, addr, topic, "grow", queues, nil)
+}
+
+func (k *kafkaPeers) DeleteTopic(ctx context.Context, addr, topic string) error {
+	c, err := k.client(ctx, addr)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.ReqDeleteTopicInBroker, map[string]string{"topic": topic}, nil))
+	if err != nil {
+		return err
+	}
+	if resp.Code != remoting.ResSuccess {
+		return fmt.Errorf("%s answered %s (%d): %s", addr, remoting.ResponseCode(resp.Code), resp.Code, resp.Remark)
+	}
+	return nil
 }

@@ -319,6 +319,7 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqListAMQP:                      b.handleListAMQP,          // admin_amqp.go
 		remoting.ReqListKafka:                     b.handleListKafka,         // admin_kafka.go
 		remoting.ReqKafkaGroupOffsets:             b.handleKafkaGroupOffsets, // kafka_offsets.go
+		remoting.ReqKafkaTopic:                    b.handleKafkaTopic,        // kafka_topics.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

@@ -16,7 +16,6 @@ package kafka
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -77,6 +76,18 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 	s.topicMu.Lock()
 	defer s.topicMu.Unlock()
 	tc, ok := s.core.Topic(t.Topic)
+	cs := s.cluster(false)
+	if layout := cs.layout(t.Topic, tc, ok); len(layout) > 1 || len(layout) == 1 && !ok {
+		// Spread over groups (or hosted by another): the new queues go to
+		// the last group, so that no partition is renumbered (spread.go).
+		if len(t.Assignment) > 0 {
+			return errInvalidRequest, "replica assignments are not supported"
+		}
+		if s.cfg.Peers == nil && layout[len(layout)-1].Group != s.cfg.Group {
+			return errInvalidRequest, "topic " + t.Topic + " is hosted by broker group " + layout[len(layout)-1].Group + ": ask its master"
+		}
+		return s.growSpread(cs, t.Topic, layout, t.Count, validateOnly)
+	}
 	switch {
 	case !ok:
 		return errUnknownTopicOrPartition, "topic " + t.Topic + " does not exist"
@@ -86,12 +97,6 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 		return errInvalidPartitions, "topic " + t.Topic + " has " + strconv.Itoa(int(tc.QueueNums())) + " partitions; the count can only grow"
 	case t.Count > 1024:
 		return errInvalidPartitions, "partitions must be between 1 and 1024"
-	}
-	if groups := s.cluster(false).hostedElsewhere(t.Topic); len(groups) > 0 {
-		// More queues here would renumber the partitions of the groups
-		// after this one (cluster.go).
-		return errInvalidRequest, "topic " + t.Topic + " is spread over several broker groups (also " + strings.Join(groups, ", ") +
-			"): raise its queue count on every group with the RocketMQ tools (keel topic update), which renumbers its partitions"
 	}
 	if validateOnly {
 		return errNone, ""

@@ -28,6 +28,9 @@ type fakeCluster struct {
 	// kept: topics the NameServer keeps after their deletion (a
 	// registration never removes a topic)
 	kept map[string][]TopicGroup
+	// hidden: topics the NameServer has not heard of yet (a registration
+	// still to come)
+	hidden map[string]bool
 }
 
 type clusterMember struct {
@@ -69,6 +72,9 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 			continue // the master's registration carries the queues
 		}
 		for _, tc := range m.node.core.Topics() {
+			if f.hidden[tc.TopicName] {
+				continue
+			}
 			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
 		}
 	}
@@ -270,9 +276,9 @@ func TestClusterMetadataAndLeaders(t *testing.T) {
 		t.Errorf("delete records of partition 2 did not move queue 0's start: %v", tc.Attributes)
 	}
 
-	// Creating a topic another group hosts, or raising the partitions of a
-	// topic spread over groups (which would renumber those after this
-	// group's), is refused.
+	// Creating a topic another group hosts is refused; so is raising the
+	// partitions of a topic whose last group (which takes the new queues)
+	// this broker cannot reach (no Peers).
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	ct.TimeoutMillis = 5000
 	ctt := kmsg.NewCreateTopicsRequestTopic()

@@ -320,3 +320,39 @@ func TestCoordinatorAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func (p *fakePeers) CreateTopic(_ context.Context, addr, topic string, queues int32, attrs map[string]string) error {
+	n, err := p.node(addr)
+	if err != nil {
+		return err
+	}
+	if _, ok := n.core.Topic(topic); ok {
+		return ErrTopicExists
+	}
+	tc := core.NewTopicConfig(topic, queues, core.PermRW)
+	for k, v := range attrs {
+		tc.Attributes[k] = v
+	}
+	return n.core.UpdateKafkaTopic(tc)
+}
+
+func (p *fakePeers) GrowTopic(_ context.Context, addr, topic string, queues int32) error {
+	n, err := p.node(addr)
+	if err != nil {
+		return err
+	}
+	tc, ok := n.core.Topic(topic)
+	if !ok {
+		return core.Errorf(core.ErrTopicNotFound, "no %s", topic)
+	}
+	tc.ReadQueueNums, tc.WriteQueueNums = queues, queues
+	return n.core.UpdateKafkaTopic(tc)
+}
+
+func (p *fakePeers) DeleteTopic(_ context.Context, addr, topic string) error {
+	n, err := p.node(addr)
+	if err != nil {
+		return err
+	}
+	return n.core.DeleteTopic(topic)
+}

@@ -51,6 +51,15 @@ type Peers interface {
 	// DeleteOffsets drops group's committed offsets of topic's queues
 	// on that master, durably.
 	DeleteOffsets(ctx context.Context, addr, group, topic string, queues []int32) error
+	// CreateTopic creates topic, absent there, with queues queues and the
+	// Kafka topic configs attrs (the topic's attributes) on that master
+	// (its share of a topic created here, topics.go). An error wrapping
+	// ErrTopicExists: it exists there.
+	CreateTopic(ctx context.Context, addr, topic string, queues int32, attrs map[string]string) error
+	// GrowTopic raises topic's queue count on that master to queues.
+	GrowTopic(ctx context.Context, addr, topic string, queues int32) error
+	// DeleteTopic deletes topic on that master (undoing a CreateTopic).
+	DeleteTopic(ctx context.Context, addr, topic string) error
 }
 
 // peerTimeout bounds one forwarded request (a commit waits for the
@@ -147,6 +156,10 @@ func (s *Server) forward(cs *clusterState, keys []groupTopic, call func(ctx cont
 	wg.Wait()
 	return out
 }
+
+// ErrTopicExists is what a Peers' CreateTopic wraps when the topic exists
+// on that master.
+var ErrTopicExists = errors.New("kafka: the topic exists on that broker group")
 
 var errNoPeer = errors.New("kafka: the group hosting the partition has no known master")
 
