@@ -197,6 +197,15 @@ func (s *Server) notCoordinated(body kmsg.Request) kmsg.Response {
 	return nil
 }
 
+// coordinated serves a group request with serve when this broker
+// coordinates its group, else answers it as notCoordinated does.
+func (s *Server) coordinated(body kmsg.Request, serve func() kmsg.Response) kmsg.Response {
+	if r := s.notCoordinated(body); r != nil {
+		return r
+	}
+	return serve()
+}
+
 // describeGroupsHere answers DescribeGroups, NOT_COORDINATOR (or
 // COORDINATOR_NOT_AVAILABLE) for the groups this broker does not
 // coordinate.

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // fakePeers reaches the other members' cores as a master's
@@ -355,4 +359,64 @@ func (p *fakePeers) DeleteTopic(_ context.Context, addr, topic string) error {
 		return err
 	}
 	return n.core.DeleteTopic(topic)
+}
+
+// TestClusterCoordinatorUnderACL: with access control on, the group
+// requests the authorizer serves itself (OffsetCommit, OffsetFetch,
+// OffsetDelete, DescribeGroups, ListGroups) answer NOT_COORDINATOR at a
+// broker that does not coordinate the group, as the others do.
+func TestClusterCoordinatorUnderACL(t *testing.T) {
+	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := testAccounts{acl.NewWithRules(rules, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	f := &fakeCluster{}
+	peers := &fakePeers{}
+	var nodes []*testNode
+	for _, m := range []struct {
+		group string
+		id    int32
+	}{{"broker-b", 10}, {"broker-a", 20}} {
+		n := startNodeWith(t, nil, Config{NodeID: m.id, Group: m.group, Cluster: f, Peers: peers, ACL: accounts})
+		f.add(clusterMember{group: m.group, nodeID: m.id, epoch: -1, node: n})
+		nodes = append(nodes, n)
+	}
+	b0, a0 := nodes[0], nodes[1]
+	createLocalTopic(t, a0, "orders", 1)
+	createLocalTopic(t, b0, "orders", 1)
+	refreshViews(a0, b0)
+	id := groupCoordinatedBy(t, a0, 10)
+	cl := saslClient(t, a0.addr, plain.Auth{User: "admin01", Pass: "admin-secret"}.AsMechanism())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = id, -1
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "orders", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	cr, err := commit.RequestWith(ctx, cl.Broker(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := cr.Topics[0].Partitions[0].ErrorCode; code != errNotCoordinator {
+		t.Errorf("OffsetCommit at the other broker under ACL: code %d", code)
+	}
+	if _, ok := a0.core.ConsumerOffset(id, "orders", 0, false); ok {
+		t.Error("the commit was stored")
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = id
+	fetch.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "orders", Partitions: []int32{0}}}
+	if fr, err := fetch.RequestWith(ctx, cl.Broker(20)); err != nil || fr.ErrorCode != errNotCoordinator {
+		t.Errorf("OffsetFetch at the other broker under ACL: %+v %v", fr, err)
+	}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = id
+	if r, err := od.RequestWith(ctx, cl.Broker(20)); err != nil || r.ErrorCode != errNotCoordinator {
+		t.Errorf("OffsetDelete at the other broker under ACL: %+v %v", r, err)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{id}
+	if r, err := dg.RequestWith(ctx, cl.Broker(20)); err != nil || len(r.Groups) != 1 || r.Groups[0].ErrorCode != errNotCoordinator {
+		t.Errorf("DescribeGroups at the other broker under ACL: %+v %v", r, err)
+	}
 }
