@@ -77,6 +77,18 @@ func (p *parts) kafkaStarter(addr string) starter {
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
 			DataDir: p.cfg.StorePathRootDir, FS: storeFS,
 		}
+		if h := p.epochHistory; h != nil {
+			kcfg.EpochHistory = func() []kafka.EpochStart {
+				hist := h()
+				out := make([]kafka.EpochStart, 0, len(hist))
+				for _, e := range hist {
+					if e.Epoch <= math.MaxInt32 {
+						out = append(out, kafka.EpochStart{Epoch: int32(e.Epoch), Start: e.Start})
+					}
+				}
+				return out
+			}
+		}
 		if m := p.roleMaster; m != nil {
 			// Controller mode: a master fenced above its epoch leads
 			// nothing from then on, until its restart as a slave.

@@ -48,7 +48,8 @@
 //	                    entries, TAGSCODE 8 = 0)
 //	                  + body: the RecordBatch v2 as the producer sent it,
 //	                    except baseOffset (bytes 0-7: QUEUEOFFSET) and
-//	                    partitionLeaderEpoch (bytes 12-15: 0); the
+//	                    partitionLeaderEpoch (bytes 12-15: the leader's
+//	                    epoch, 0 when unknown: epochs.go); the
 //	                    batch's CRC-32C does not cover either, so it is
 //	                    stored and served unchanged, compressed batches
 //	                    compressed; a topic's compression.type codec

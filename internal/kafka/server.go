@@ -50,6 +50,12 @@ type Config struct {
 	// on a master, its in-sync replicas (Metadata's leader epoch and ISR
 	// for its own group). It must be cheap.
 	LocalGroup func() LocalGroup
+	// EpochHistory, when set, returns this master's epoch history (the
+	// replication's: each epoch and the CommitLog offset it started
+	// writing at, oldest first): OffsetsForLeaderEpoch answers from it,
+	// and produced batches carry its last epoch as their
+	// partitionLeaderEpoch (epochs.go). It must be cheap.
+	EpochHistory func() []EpochStart
 	// Replaced, when set, reports that this master learned a newer
 	// master of its group (a controller fenced it above its epoch): from
 	// then on it leads nothing, and Produce, Fetch, ListOffsets and
@@ -563,6 +569,8 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.offsetCommit(b)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(b)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.offsetForLeaderEpoch(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
 	case *kmsg.CreateTopicsRequest:
