@@ -36,22 +36,38 @@ type kafkaGroups struct {
 	rmq     [2]string // the masters' RocketMQ addresses
 	slave   [2]string // the slaves' RocketMQ addresses
 	slaveKf [2]string // the slaves' Kafka addresses ("" while their door is closed)
+	slaveHT [2]string // the slaves' HTTP addresses (with racks)
 }
 
 func startKafkaGroups(t *testing.T, extra string) *kafkaGroups {
+	t.Helper()
+	return startKafkaGroupsRacks(t, extra, false)
+}
+
+// startKafkaGroupsRacks is startKafkaGroups with, if racks, group i's
+// master in rack "m<i>" and its slave in rack "s<i>" (its Kafka door open
+// for follower fetching) serving HTTP.
+func startKafkaGroupsRacks(t *testing.T, extra string, racks bool) *kafkaGroups {
 	t.Helper()
 	ns := startRun(t, "namesrv", "--namesrv-listen", "127.0.0.1:0")
 	g := &kafkaGroups{t: t, ns: ns.await(t, "the NameServer to listen", listenRE), dir: t.TempDir(), names: [2]string{"broker-a", "broker-b"}}
 	for i, name := range g.names {
 		g.conf[i] = "brokerClusterName=c\nbrokerName=" + name + "\nflushDiskType=SYNC_FLUSH\nmapedFileSizeCommitLog=16777216\n" +
 			"autoCreateTopicEnable=false\nminInSyncReplicas=2\nreplicaAckTimeoutMillis=3000\nkafkaGroupInitialRebalanceDelayMs=0\n" + extra
+		slaveConf, httpListen := g.conf[i], ""
+		if racks {
+			g.conf[i] += "kafkaBrokerRack=m" + strconv.Itoa(i) + "\n"
+			slaveConf += "kafkaBrokerRack=s" + strconv.Itoa(i) + "\n"
+			httpListen = "127.0.0.1:0"
+		}
 		g.startMaster(i)
-		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, g.conf[i]+"brokerRole=SLAVE\nbrokerId=1\nkafkaNodeId="+strconv.Itoa(i*10+2)+"\n"),
+		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, slaveConf+"brokerRole=SLAVE\nbrokerId=1\nkafkaNodeId="+strconv.Itoa(i*10+2)+"\n"),
 			"--data-dir", filepath.Join(g.dir, name+"-1"), "--broker-listen", "127.0.0.1:0",
-			"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
+			"--http-listen", httpListen, "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 		g.slave[i] = awaitLog(t, name+"'s slave broker listener", logs, brokerListenRE)
-		if m := kafkaListenRE.FindStringSubmatch(logs.String()); m != nil {
-			g.slaveKf[i] = m[1]
+		if racks {
+			g.slaveKf[i] = awaitLog(t, name+"'s slave Kafka listener", logs, kafkaListenRE)
+			g.slaveHT[i] = awaitLog(t, name+"'s slave HTTP listener", logs, httpListenRE)
 		}
 	}
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.ns}})
@@ -354,14 +370,19 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	if q := topicQueues(t, ac, "orders"); !sameQueues(q, map[string]int32{"broker-a": 4, "broker-b": 6}) {
 		t.Fatalf("orders' queues after CreatePartitions to 10: %v", q)
 	}
-	lo, err := kadm.NewClient(ncl).ListEndOffsets(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := int32(0); p < 10; p++ {
-		want := int64(len(acked[p]))
-		if o, ok := lo.Lookup("orders", p); !ok || o.Err != nil || o.Offset != want {
-			t.Errorf("end offset of partition %d after CreatePartitions: %+v, want %d", p, o, want)
+	// (A restarted master shows its tail again once its slave confirmed
+	// it anew: wait for that.)
+	var lo kadm.ListedOffsets
+	waitFor(t, "every partition's end offset after CreatePartitions", 30*time.Second, func() bool {
+		lo, err = kadm.NewClient(ncl).ListEndOffsets(ctx, "orders")
+		if err != nil {
+			return false
 		}
-	}
+		for p := int32(0); p < 10; p++ {
+			if o, ok := lo.Lookup("orders", p); !ok || o.Err != nil || o.Offset != int64(len(acked[p])) {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -76,7 +76,7 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 	s.topicMu.Lock()
 	defer s.topicMu.Unlock()
 	tc, ok := s.core.Topic(t.Topic)
-	cs := s.cluster(false)
+	cs := s.cluster(true)
 	if layout := cs.layout(t.Topic, tc, ok); len(layout) > 1 || len(layout) == 1 && !ok {
 		// Spread over groups (or hosted by another): the new queues go to
 		// the last group, so that no partition is renumbered (spread.go).

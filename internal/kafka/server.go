@@ -41,6 +41,16 @@ type Config struct {
 	// broker serves only the partitions it leads. Nil: the broker is
 	// alone, leader of every partition (a topic's partitions its queues).
 	Cluster Cluster
+	// Rack is this member's rack (kafkaBrokerRack; "": none), in
+	// Metadata: a consumer of the same client.rack is told to fetch from
+	// a slave of this rack (follower fetching, follower.go).
+	Rack string
+	// Follower: this door is a slave's. It serves what a consumer needs
+	// to read from it — ApiVersions, Metadata (creating nothing), Fetch of
+	// its group's partitions up to what the master confirmed,
+	// FindCoordinator, DescribeCluster, SASL — and closes a connection
+	// sending anything else (follower.go).
+	Follower bool
 	// Peers, with Cluster, reaches the other broker groups' masters: the
 	// committed offsets of their partitions live there (offsets.go).
 	// Nil: those partitions' offsets cannot be committed or read here
@@ -230,9 +240,12 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.ln = ln
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go s.expireSessions()
-	go s.runRetention()
+	if !s.cfg.Follower { // a slave's topics are its master's: it moves no log start
+		s.wg.Add(1)
+		go s.runRetention()
+	}
 	s.st.SetAgeHolds(s.ageHolds) // retention.go: topics retained longer than fileReservedTime
 	if s.cfg.Cluster != nil {
 		s.wg.Add(1)
@@ -517,6 +530,10 @@ func (s *Server) serveRequest(auth *connAuth, req *request, log *slog.Logger) (r
 			return s.apiVersionsUnsupported(), true
 		}
 		return nil, true
+	}
+	if s.cfg.Follower && !followerServes(req.body) {
+		log.Warn("kafka: a slave's door serves consumers only, closing", "api", kmsg.NameForKey(req.key))
+		return nil, false
 	}
 	if auth.trusted {
 		return s.handle(req), true

@@ -87,7 +87,7 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	if _, ok := s.core.Topic(t.Topic); ok {
 		return errTopicAlreadyExists, "topic " + t.Topic + " already exists", 0
 	}
-	cs := s.cluster(false)
+	cs := s.cluster(true) // a view at most metadataFresh old: the groups to spread over
 	if groups := cs.hostedElsewhere(t.Topic); len(groups) > 0 {
 		return errTopicAlreadyExists, "topic " + t.Topic + " already exists on broker group " + strings.Join(groups, ", "), 0
 	}
