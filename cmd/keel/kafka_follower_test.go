@@ -42,8 +42,9 @@ func metricValue(t *testing.T, addr, series string) float64 {
 // reads every record of broker-a's partition in order, and the records
 // are delivered by broker-a's slave (its metrics count them); the
 // slave's high watermark is never above the master's, a fetch past it
-// answers OFFSET_NOT_AVAILABLE, and a produce to the slave
-// NOT_LEADER_OR_FOLLOWER, storing nothing.
+// answers OFFSET_NOT_AVAILABLE, a produce to the slave
+// NOT_LEADER_OR_FOLLOWER, storing nothing, and a CreateTopics sent to it
+// closes the connection, creating nothing.
 func TestKafkaFollowerFetch(t *testing.T) {
 	g := startKafkaGroupsRacks(t, "", true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -150,5 +151,25 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	}
 	if p := fetch(2, 0); p.HighWatermark != n {
 		t.Errorf("the slave's high watermark moved to %d", p.HighWatermark)
+	}
+	// A request a slave does not serve closes the connection and changes
+	// nothing: a CreateTopics sent to it creates no topic anywhere.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 5000
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "fromslave", 2, -1
+	ct.Topics = append(ct.Topics, ctt)
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	if r, err := ct.RequestWith(sctx, cl.Broker(2)); err == nil {
+		t.Errorf("CreateTopics at the slave answered %+v", r)
+	}
+	scancel()
+	if md, err := adm.Metadata(ctx, "fromslave"); err != nil || md.Topics["fromslave"].Err == nil {
+		t.Errorf("fromslave after a CreateTopics at the slave: %+v %v", md.Topics, err)
+	}
+	for i := range g.names {
+		if off := queueOffset(t, g.slave[i], "none", "fromslave", 0); off != -1 {
+			t.Errorf("%s's slave holds fromslave", g.names[i])
+		}
 	}
 }

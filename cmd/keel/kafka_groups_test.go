@@ -143,7 +143,8 @@ func queueOffset(t *testing.T, addr, group, topic string, q int) int64 {
 // on its slave. The coordinator's master killed with -9 and restarted,
 // and then the other master, kadm reads all eight offsets back each
 // time. CreatePartitions to 10 adds broker-b's queues 4-5: partitions
-// 0-7 keep their records.
+// 0-7 keep their records. DeleteRecords of a partition of each group,
+// sent through kadm, moves exactly those two log starts (ListOffsets).
 func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	g := startKafkaGroups(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -385,4 +386,28 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 		}
 		return true
 	})
+
+	// DeleteRecords and ListOffsets over both groups, each at its leader:
+	// partition 1 (broker-a's queue 1) and 6 (broker-b's queue 2) start at
+	// 2 afterwards, the others at 0.
+	dr, err := kadm.NewClient(ncl).DeleteRecords(ctx, kadm.Offsets{"orders": {
+		1: {Topic: "orders", Partition: 1, At: 2, LeaderEpoch: -1},
+		6: {Topic: "orders", Partition: 6, At: 2, LeaderEpoch: -1},
+	}})
+	if err != nil || dr.Error() != nil {
+		t.Fatalf("delete records: %+v %v", dr, err)
+	}
+	so, err := kadm.NewClient(ncl).ListStartOffsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 10; p++ {
+		want := int64(0)
+		if p == 1 || p == 6 {
+			want = 2
+		}
+		if o, ok := so.Lookup("orders", p); !ok || o.Err != nil || o.Offset != want {
+			t.Errorf("start offset of partition %d after DeleteRecords: %+v, want %d", p, o, want)
+		}
+	}
 }

@@ -5,12 +5,15 @@ package kafka
 // consumers only (Config.Follower): Fetch of its group's partitions, up
 // to its high watermark — what its store made visible, which on a slave
 // is never beyond what the master confirmed — and the requests a
-// consumer needs beside (ApiVersions, Metadata, FindCoordinator,
-// DescribeCluster, ListOffsets, SASL); a produce or a group request is
+// consumer or a client picking any broker needs beside (ApiVersions,
+// Metadata, FindCoordinator, DescribeCluster, ListOffsets,
+// OffsetForLeaderEpoch, InitProducerId without a transactional id, the
+// Describe and List admin reads, SASL); a produce or a group request is
 // answered as by any broker that does not lead or coordinate
-// (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR), and anything else closes
-// the connection, so that a slave never changes its store on a client's
-// request. A fetch past the slave's high watermark (the master has
+// (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR), and anything else — every
+// request that would change something — closes the connection (clients
+// retry at another broker), so that a slave never changes its store on a
+// client's request. A fetch past the slave's high watermark (the master has
 // confirmed more than the slave shows yet) answers OFFSET_NOT_AVAILABLE,
 // which clients retry; one below its log start OFFSET_OUT_OF_RANGE, as
 // on the leader.
@@ -33,14 +36,22 @@ import (
 // watermark.
 const errOffsetNotAvailable int16 = 78
 
-// followerServes reports whether a slave's door serves body.
+// followerServes reports whether a slave's door serves body: the reads,
+// and the requests every broker that does not lead or coordinate answers
+// with an error (a produce, the group requests), and InitProducerId
+// without a transactional id, which writes nothing.
 func followerServes(body kmsg.Request) bool {
-	switch body.(type) {
+	switch b := body.(type) {
 	case *kmsg.ApiVersionsRequest, *kmsg.MetadataRequest, *kmsg.FetchRequest, *kmsg.ListOffsetsRequest,
-		*kmsg.FindCoordinatorRequest, *kmsg.DescribeClusterRequest, *kmsg.ProduceRequest,
+		*kmsg.OffsetForLeaderEpochRequest, *kmsg.FindCoordinatorRequest, *kmsg.DescribeClusterRequest,
+		*kmsg.DescribeConfigsRequest, *kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest,
+		*kmsg.DescribeACLsRequest, *kmsg.DescribeClientQuotasRequest, *kmsg.DescribeUserSCRAMCredentialsRequest,
+		*kmsg.ListPartitionReassignmentsRequest, *kmsg.ProduceRequest,
 		*kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest,
 		*kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest, *kmsg.OffsetDeleteRequest:
 		return true
+	case *kmsg.InitProducerIDRequest:
+		return b.TransactionalID == nil
 	}
 	return false
 }
