@@ -8,7 +8,12 @@
 // and advertised ranges: one table), cluster.go (the cluster as Kafka
 // clients see it: brokers, the partition layout over broker groups,
 // leaders; partition to local queue), metadata.go, produce.go, fetch.go,
-// listoffsets.go, coordinator.go, groups.go (the classic group protocol),
+// listoffsets.go, coordinator.go (FindCoordinator and the one
+// coordinator of each group in the cluster, coordinatorFor), groups.go
+// (the classic group protocol), spread.go (topics spread over the
+// cluster's groups by CreateTopics and CreatePartitions), follower.go
+// (a slave's consumer-only door, the preferred read replica), epochs.go
+// (leader epochs of batches, OffsetForLeaderEpoch),
 // groups_describe.go (DescribeGroups, ListGroups), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
@@ -18,7 +23,8 @@
 // the topic's attributes), retention.go (retention.ms and
 // retention.bytes: a background task moving partitions' log starts, and
 // the store's age holds for topics kept longer than fileReservedTime),
-// offsets.go (OffsetCommit, OffsetFetch),
+// offsets.go (OffsetCommit, OffsetFetch: an offset lives with its
+// partition's group, other groups' reached through Config.Peers),
 // idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL), acls.go
