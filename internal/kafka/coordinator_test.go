@@ -364,7 +364,8 @@ func (p *fakePeers) DeleteTopic(_ context.Context, addr, topic string) error {
 // TestClusterCoordinatorUnderACL: with access control on, the group
 // requests the authorizer serves itself (OffsetCommit, OffsetFetch,
 // OffsetDelete, DescribeGroups, ListGroups) answer NOT_COORDINATOR at a
-// broker that does not coordinate the group, as the others do.
+// broker that does not coordinate the group, as the others do; and
+// CreateTopics creates the topic in the receiving group only.
 func TestClusterCoordinatorUnderACL(t *testing.T) {
 	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
 	if err != nil {
@@ -418,5 +419,22 @@ func TestClusterCoordinatorUnderACL(t *testing.T) {
 	dg.Groups = []string{id}
 	if r, err := dg.RequestWith(ctx, cl.Broker(20)); err != nil || len(r.Groups) != 1 || r.Groups[0].ErrorCode != errNotCoordinator {
 		t.Errorf("DescribeGroups at the other broker under ACL: %+v %v", r, err)
+	}
+
+	// Under access control CreateTopics does not spread (the requests to
+	// the other masters are not signed): the receiving group holds all.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 5000
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "local", 4, -1
+	ct.Topics = append(ct.Topics, ctt)
+	if r, err := ct.RequestWith(ctx, cl.Broker(20)); err != nil || r.Topics[0].ErrorCode != 0 || r.Topics[0].NumPartitions != 4 {
+		t.Fatalf("CreateTopics under ACL: %+v %v", r, err)
+	}
+	if tc, ok := a0.core.Topic("local"); !ok || tc.ReadQueueNums != 4 {
+		t.Errorf("broker-a's queues of local: %+v %v", tc, ok)
+	}
+	if _, ok := b0.core.Topic("local"); ok {
+		t.Error("CreateTopics under ACL created a share on broker-b")
 	}
 }

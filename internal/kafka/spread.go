@@ -31,10 +31,12 @@ const layoutWait = 5 * time.Second
 
 // spreadGroups is the broker groups a topic created here is spread over:
 // those with a live master this broker can reach (itself or through
-// Peers), in brokerName order; nil without a cluster or Peers.
+// Peers), in brokerName order; nil without a cluster or Peers, and with
+// access control on (the requests to the other masters are not signed:
+// the topic is created in this group only, as a broker alone does).
 func (cs *clusterState) spreadGroups() []string {
 	s := cs.s
-	if s.cfg.Cluster == nil || s.cfg.Peers == nil || !s.leads() {
+	if s.cfg.Cluster == nil || s.cfg.Peers == nil || s.cfg.ACL != nil || !s.leads() {
 		return nil
 	}
 	var out []string
