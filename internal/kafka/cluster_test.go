@@ -41,6 +41,7 @@ type clusterMember struct {
 	inSync   []int64
 	node     *testNode
 	noDoor   bool // a slave: a replica without a Kafka door
+	rack     string
 }
 
 func (f *fakeCluster) add(m clusterMember) {
@@ -67,7 +68,7 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 			host, n = "", 0
 		}
 		v.Brokers = append(v.Brokers, ClusterBroker{Group: m.group, BrokerID: m.brokerID, NodeID: m.nodeID,
-			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync, Addr: m.node.addr})
+			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync, Addr: m.node.addr, Rack: m.rack})
 		if m.brokerID != 0 {
 			continue // the master's registration carries the queues
 		}

@@ -139,3 +139,49 @@ func TestClusterCreateTopicsSpread(t *testing.T) {
 		t.Error("broker-a's share of F was not undone")
 	}
 }
+
+// TestPreferredReadReplica: the leader of broker-a (rack m) names its
+// slave (node 2, rack s, a follower door) as the preferred read replica
+// of a consumer in rack s while the slave is in sync, with no records;
+// not for its own rack, an unknown one or none, nor once the slave is
+// out of sync; the slave itself never redirects.
+func TestPreferredReadReplica(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startNodeWith(t, nil, Config{NodeID: 1, Group: "broker-a", Cluster: f, Rack: "m"})
+	s1 := startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
+	f.add(clusterMember{group: "broker-a", nodeID: 1, epoch: -1, node: a0, rack: "m", inSync: []int64{0, 1}})
+	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
+	createLocalTopic(t, a0, "P", 1)
+	createLocalTopic(t, s1, "P", 1)
+	refreshViews(a0, s1)
+	if got := rawProduce(t, a0.addr, "P", 0); got != 0 {
+		t.Fatalf("produce: %d", got)
+	}
+	for rack, want := range map[string]int32{"s": 2, "m": -1, "x": -1, "": -1} {
+		if got := a0.srv.cluster(false).preferredReader(rack); got != want {
+			t.Errorf("leader, rack %q: preferred %d, want %d", rack, got, want)
+		}
+	}
+	if got := s1.srv.cluster(false).preferredReader("s"); got != -1 {
+		t.Errorf("the slave redirects to %d", got)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes, req.Rack = 12, 1<<20, "s"
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "P"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	p := dialRaw(t, a0.addr).do(req, 12).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.PreferredReadReplica != 2 || len(p.RecordBatches) != 0 || p.HighWatermark != 1 {
+		t.Errorf("fetch from rack s at the leader: %+v", p)
+	}
+	f.mu.Lock()
+	f.members[0].inSync = []int64{0} // the slave fell behind
+	f.mu.Unlock()
+	refreshViews(a0)
+	if got := a0.srv.cluster(false).preferredReader("s"); got != -1 {
+		t.Errorf("an out-of-sync slave is preferred: %d", got)
+	}
+}
