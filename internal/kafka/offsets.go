@@ -127,12 +127,18 @@ func peerCode(err error) int16 {
 // topic.
 type groupTopic struct{ group, topic string }
 
-// forward runs call for each key in parallel and returns the error of
-// each; a group without a known master address gets errNoPeer.
+// maxForwards bounds the forwarded requests of one request in flight at
+// once.
+const maxForwards = 16
+
+// forward runs call for each key, up to maxForwards at once, and returns
+// the error of each; a group without a known master address gets
+// errNoPeer.
 func (s *Server) forward(cs *clusterState, keys []groupTopic, call func(ctx context.Context, addr string, k groupTopic) error) map[groupTopic]error {
 	out := make(map[groupTopic]error, len(keys))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxForwards)
 	for _, k := range keys {
 		g := cs.groups[k.group]
 		if s.cfg.Peers == nil || g == nil || g.leader < 0 || g.leaderAddr == "" {
@@ -140,8 +146,9 @@ func (s *Server) forward(cs *clusterState, keys []groupTopic, call func(ctx cont
 			continue
 		}
 		wg.Add(1)
+		slots <- struct{}{}
 		go func(k groupTopic, addr string) {
-			defer wg.Done()
+			defer func() { <-slots; wg.Done() }()
 			ctx, cancel := context.WithTimeout(s.ctx, peerTimeout)
 			defer cancel()
 			err := call(ctx, addr, k)
