@@ -100,7 +100,16 @@ func (p *parts) kafkaStarter(addr string) starter {
 			// NameServers, and Metadata is the cluster's (cluster.go).
 			refusal := &kafkaRefusal{log: log}
 			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName, refusal: refusal}
-			kcfg.Peers = newKafkaPeers()
+			peers := newKafkaPeers()
+			if a := p.acl; a != nil {
+				peers.secret = func(user string) (string, bool) {
+					if acct := a.Account(user); acct != nil {
+						return acct.SecretKey(), true
+					}
+					return "", false
+				}
+			}
+			kcfg.Peers = peers
 			advertised := net.JoinHostPort(host, strconv.Itoa(int(port)))
 			nodeID := kcfg.NodeID
 			b.SetRegisterExt(func() map[string]string {

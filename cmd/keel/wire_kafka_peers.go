@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/kafka"
@@ -18,9 +19,15 @@ import (
 // (and DELETE_TOPIC_IN_BROKER) over one remoting
 // connection per master, dialed when first needed and again after it
 // closed. It dials plain TCP, as the brokers' NameServer registrations do.
+// With access control on, a request made for an authenticated client
+// (kafka.PeerUser) is signed as that client's account, so the other
+// master checks the client's own permissions; one for no account goes
+// unsigned (it passes only from a globalWhiteRemoteAddresses address).
 type kafkaPeers struct {
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
+	// secret returns an account's secret key (nil: access control off).
+	secret func(user string) (string, bool)
 }
 
 func newKafkaPeers() *kafkaPeers { return &kafkaPeers{clients: map[string]*remoting.Client{}} }
@@ -54,6 +61,19 @@ func (k *kafkaPeers) client(ctx context.Context, addr string) (*remoting.Client,
 	return c, nil
 }
 
+// sign signs req as the account of the client it is made for, if any.
+func (k *kafkaPeers) sign(ctx context.Context, req *remoting.Command) *remoting.Command {
+	if k.secret == nil {
+		return req
+	}
+	if user := kafka.PeerUser(ctx); user != "" {
+		if sk, ok := k.secret(user); ok {
+			acl.SignRequest(req, user, sk)
+		}
+	}
+	return req
+}
+
 // close closes every connection (the door stopped).
 func (k *kafkaPeers) close() {
 	k.mu.Lock()
@@ -75,8 +95,8 @@ func (k *kafkaPeers) invoke(ctx context.Context, addr, group, topic, op string, 
 			return nil, err
 		}
 	}
-	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.ReqKafkaGroupOffsets,
-		map[string]string{"consumerGroup": group, "topic": topic, "op": op}, data))
+	resp, err := c.Invoke(ctx, k.sign(ctx, remoting.NewRequest(remoting.ReqKafkaGroupOffsets,
+		map[string]string{"consumerGroup": group, "topic": topic, "op": op}, data)))
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +162,8 @@ func (k *kafkaPeers) topic(ctx context.Context, addr, topic, op string, queues i
 			return err
 		}
 	}
-	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.ReqKafkaTopic,
-		map[string]string{"topic": topic, "op": op, "queues": strconv.Itoa(int(queues))}, data))
+	resp, err := c.Invoke(ctx, k.sign(ctx, remoting.NewRequest(remoting.ReqKafkaTopic,
+		map[string]string{"topic": topic, "op": op, "queues": strconv.Itoa(int(queues))}, data)))
 	if err != nil {
 		return err
 	}
@@ -171,7 +191,7 @@ func (k *kafkaPeers) DeleteTopic(ctx context.Context, addr, topic string) error 
 	if err != nil {
 		return err
 	}
-	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.ReqDeleteTopicInBroker, map[string]string{"topic": topic}, nil))
+	resp, err := c.Invoke(ctx, k.sign(ctx, remoting.NewRequest(remoting.ReqDeleteTopicInBroker, map[string]string{"topic": topic}, nil)))
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ var adminCodes = map[int16]bool{
 	remoting.ReqUpdateAndCreateTopic:        true,
 	remoting.ReqUpdateBrokerConfig:          true,
 	remoting.ReqDeleteTopicInBroker:         true,
+	remoting.ReqKafkaTopic:                  true,
 	remoting.ReqUpdateAndCreateSubscription: true,
 	remoting.ReqDeleteSubscriptionGroup:     true,
 }

@@ -57,12 +57,12 @@ func (s *Server) partitionBounds(topic string, part *partition) (start, hwm int6
 	return start, hwm, nil
 }
 
-func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
+func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
-		code, msg := s.createTopicPartitions(t, req.ValidateOnly)
+		code, msg := s.createTopicPartitions(t, req.ValidateOnly, user)
 		rt.ErrorCode = code
 		if msg != "" {
 			rt.ErrorMessage = kmsg.StringPtr(msg)
@@ -72,7 +72,7 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 	return resp
 }
 
-func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int16, string) {
+func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, validateOnly bool, user string) (int16, string) {
 	s.topicMu.Lock()
 	defer s.topicMu.Unlock()
 	tc, ok := s.core.Topic(t.Topic)
@@ -86,7 +86,7 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 		if s.cfg.Peers == nil && layout[len(layout)-1].Group != s.cfg.Group {
 			return errInvalidRequest, "topic " + t.Topic + " is hosted by broker group " + layout[len(layout)-1].Group + ": ask its master"
 		}
-		return s.growSpread(cs, t.Topic, layout, t.Count, validateOnly)
+		return s.growSpread(cs, user, t.Topic, layout, t.Count, validateOnly)
 	}
 	switch {
 	case !ok:
@@ -259,7 +259,7 @@ const errGroupSubscribedToTopic int16 = 86
 // offsetDelete drops a group's committed offsets of some partitions; a
 // topic a member of the group subscribes to (its consumer protocol
 // metadata names it) is refused with GROUP_SUBSCRIBED_TO_TOPIC, as Kafka.
-func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
+func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	s.gmu.Lock()
 	subscribed := map[string]bool{}
@@ -328,7 +328,7 @@ func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	errs := s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+	errs := s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 		return s.cfg.Peers.DeleteOffsets(ctx, addr, req.Group, k.topic, remote[k])
 	})
 	for k, err := range errs {

@@ -139,7 +139,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		groupDenied := !groupOK(b.Group, PermSub)
 		var denied []kmsg.OffsetCommitRequestTopic
 		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return !groupDenied && topicOK(t.Topic, PermSub) })
-		r := s.coordinated(b, func() kmsg.Response { return s.offsetCommit(b) }).(*kmsg.OffsetCommitResponse)
+		r := s.coordinated(b, func() kmsg.Response { return s.offsetCommit(b, acct.user) }).(*kmsg.OffsetCommitResponse)
 		for _, t := range denied {
 			rt := kmsg.NewOffsetCommitResponseTopic()
 			rt.Topic = t.Topic
@@ -164,7 +164,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		if b.Topics != nil {
 			b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return topicOK(t.Topic, PermSub) })
 		}
-		r := s.coordinated(b, func() kmsg.Response { return s.offsetFetch(b) }).(*kmsg.OffsetFetchResponse)
+		r := s.coordinated(b, func() kmsg.Response { return s.offsetFetch(b, acct.user) }).(*kmsg.OffsetFetchResponse)
 		if b.Topics == nil {
 			r.Topics, _ = splitBy(r.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return topicOK(t.Topic, PermSub) })
 		}
@@ -199,7 +199,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		}
 		var denied []kmsg.OffsetDeleteRequestTopic
 		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return topicOK(t.Topic, PermSub) })
-		r := s.coordinated(b, func() kmsg.Response { return s.offsetDelete(b) }).(*kmsg.OffsetDeleteResponse)
+		r := s.coordinated(b, func() kmsg.Response { return s.offsetDelete(b, acct.user) }).(*kmsg.OffsetDeleteResponse)
 		for _, t := range denied {
 			rt := kmsg.NewOffsetDeleteResponseTopic()
 			rt.Topic = t.Topic

@@ -239,7 +239,7 @@ func (s *Server) listGroupsHere(req *kmsg.ListGroupsRequest) kmsg.Response {
 // deleteGroupsHere deletes the groups of req this broker coordinates and
 // answers NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE) for the others,
 // which it leaves alone.
-func (s *Server) deleteGroupsHere(req *kmsg.DeleteGroupsRequest) kmsg.Response {
+func (s *Server) deleteGroupsHere(req *kmsg.DeleteGroupsRequest, user string) kmsg.Response {
 	mine := *req
 	mine.Groups = nil
 	var others []kmsg.DeleteGroupsResponseGroup
@@ -255,7 +255,7 @@ func (s *Server) deleteGroupsHere(req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	resp := s.deleteGroups(&mine).(*kmsg.DeleteGroupsResponse)
 	for i := range resp.Groups {
 		if resp.Groups[i].ErrorCode == errNone {
-			resp.Groups[i].ErrorCode = s.deleteOffsetsElsewhere(resp.Groups[i].Group)
+			resp.Groups[i].ErrorCode = s.deleteOffsetsElsewhere(resp.Groups[i].Group, user)
 		}
 	}
 	resp.Groups = append(resp.Groups, others...)
@@ -264,7 +264,7 @@ func (s *Server) deleteGroupsHere(req *kmsg.DeleteGroupsRequest) kmsg.Response {
 
 // deleteOffsetsElsewhere drops group's committed offsets on the other
 // broker groups' masters (those of the partitions they host).
-func (s *Server) deleteOffsetsElsewhere(group string) int16 {
+func (s *Server) deleteOffsetsElsewhere(group, user string) int16 {
 	if s.cfg.Cluster == nil {
 		return errNone
 	}
@@ -275,7 +275,7 @@ func (s *Server) deleteOffsetsElsewhere(group string) int16 {
 			keys = append(keys, groupTopic{group: name})
 		}
 	}
-	errs := s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+	errs := s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 		offs, err := s.cfg.Peers.FetchOffsets(ctx, addr, group, "")
 		if err != nil {
 			return err

@@ -134,7 +134,7 @@ const maxForwards = 16
 // forward runs call for each key, up to maxForwards at once, and returns
 // the error of each; a group without a known master address gets
 // errNoPeer.
-func (s *Server) forward(cs *clusterState, keys []groupTopic, call func(ctx context.Context, addr string, k groupTopic) error) map[groupTopic]error {
+func (s *Server) forward(cs *clusterState, user string, keys []groupTopic, call func(ctx context.Context, addr string, k groupTopic) error) map[groupTopic]error {
 	out := make(map[groupTopic]error, len(keys))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -149,7 +149,7 @@ func (s *Server) forward(cs *clusterState, keys []groupTopic, call func(ctx cont
 		slots <- struct{}{}
 		go func(k groupTopic, addr string) {
 			defer func() { <-slots; wg.Done() }()
-			ctx, cancel := context.WithTimeout(s.ctx, peerTimeout)
+			ctx, cancel := context.WithTimeout(WithPeerUser(s.ctx, user), peerTimeout)
 			defer cancel()
 			err := call(ctx, addr, k)
 			if err != nil {
@@ -168,9 +168,28 @@ func (s *Server) forward(cs *clusterState, keys []groupTopic, call func(ctx cont
 // on that master.
 var ErrTopicExists = errors.New("kafka: the topic exists on that broker group")
 
+// peerUserKey carries, in a forwarded request's context, the SASL
+// account of the client it is forwarded for (PeerUser).
+type peerUserKey struct{}
+
+// PeerUser is the SASL account of the client a Peers request is made for
+// ("": none, the connection was not authenticated): a Peers
+// implementation signs the request as that account, so the other master
+// checks the client's own permissions.
+func PeerUser(ctx context.Context) string {
+	u, _ := ctx.Value(peerUserKey{}).(string)
+	return u
+}
+
+// WithPeerUser returns ctx carrying user as the PeerUser of a Peers
+// request (for tests of a Peers implementation).
+func WithPeerUser(ctx context.Context, user string) context.Context {
+	return context.WithValue(ctx, peerUserKey{}, user)
+}
+
 var errNoPeer = errors.New("kafka: the group hosting the partition has no known master")
 
-func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
+func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	code := errNone
 	if req.Generation >= 0 || req.MemberID != "" {
@@ -233,7 +252,7 @@ func (s *Server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 			flushErr = s.core.FlushOffsets()
 		}()
 	}
-	errs := s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+	errs := s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 		return s.cfg.Peers.CommitOffsets(ctx, addr, req.Group, k.topic, remote[k])
 	})
 	for k, err := range errs {
@@ -274,11 +293,11 @@ func (s *Server) commitPartition(group, topic string, q int32, off int64) int16 
 	return errNone
 }
 
-func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
+func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	cs := s.cluster(false)
 	if req.Topics == nil {
-		return s.offsetFetchAll(cs, req, resp)
+		return s.offsetFetchAll(cs, req, resp, user)
 	}
 	type slot struct{ t, p int }
 	slots := map[groupTopic][]slot{}
@@ -310,7 +329,7 @@ func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 	}
 	got := map[groupTopic]map[int32]int64{}
 	var mu sync.Mutex
-	errs := s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+	errs := s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 		offs, err := s.cfg.Peers.FetchOffsets(ctx, addr, req.Group, k.topic)
 		mu.Lock()
 		got[k] = offs[k.topic]
@@ -337,7 +356,7 @@ func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 
 // offsetFetchAll answers an OffsetFetch of every topic the group
 // committed for: this group's queues and every other master's.
-func (s *Server) offsetFetchAll(cs *clusterState, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse) kmsg.Response {
+func (s *Server) offsetFetchAll(cs *clusterState, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse, user string) kmsg.Response {
 	parts := map[string]map[int32]int64{} // topic -> partition -> offset (-1: none)
 	var order []string
 	topic := func(name string) map[int32]int64 {
@@ -385,7 +404,7 @@ func (s *Server) offsetFetchAll(cs *clusterState, req *kmsg.OffsetFetchRequest, 
 	}
 	got := map[string]map[string]map[int32]int64{}
 	var mu sync.Mutex
-	errs := s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+	errs := s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 		offs, err := s.cfg.Peers.FetchOffsets(ctx, addr, req.Group, "")
 		mu.Lock()
 		got[k.group] = offs

@@ -509,6 +509,7 @@ func readFrame(r io.Reader, n int) ([]byte, error) {
 // serveRequest answers req on a connection in state auth; keep false
 // closes the connection (after writing resp, if any).
 func (s *Server) serveRequest(auth *connAuth, req *request, log *slog.Logger) (resp kmsg.Response, keep bool) {
+	req.user = auth.user
 	switch b := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return s.apiVersions(b), true
@@ -583,9 +584,9 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.LeaveGroupRequest:
 		return s.leaveGroup(b)
 	case *kmsg.OffsetCommitRequest:
-		return s.offsetCommit(b)
+		return s.offsetCommit(b, req.user)
 	case *kmsg.OffsetFetchRequest:
-		return s.offsetFetch(b)
+		return s.offsetFetch(b, req.user)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return s.offsetForLeaderEpoch(b)
 	case *kmsg.InitProducerIDRequest:
@@ -599,11 +600,11 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.ListGroupsRequest:
 		return s.listGroupsHere(b)
 	case *kmsg.DeleteGroupsRequest:
-		return s.deleteGroupsHere(b)
+		return s.deleteGroupsHere(b, req.user)
 	case *kmsg.OffsetDeleteRequest:
-		return s.offsetDelete(b)
+		return s.offsetDelete(b, req.user)
 	case *kmsg.CreatePartitionsRequest:
-		return s.createPartitions(b)
+		return s.createPartitions(b, req.user)
 	case *kmsg.DeleteRecordsRequest:
 		return s.deleteRecords(b)
 	case *kmsg.DescribeConfigsRequest:

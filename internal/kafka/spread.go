@@ -92,7 +92,7 @@ func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []st
 	}
 	var errs map[groupTopic]error
 	if localCode == errNone {
-		errs = s.forward(cs, keys, func(ctx context.Context, addr string, k groupTopic) error {
+		errs = s.forward(cs, "", keys, func(ctx context.Context, addr string, k groupTopic) error {
 			return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, share[k.group], tc.Attributes)
 		})
 	}
@@ -114,7 +114,7 @@ func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []st
 			undo = append(undo, k)
 		}
 	}
-	s.forward(cs, undo, func(ctx context.Context, addr string, k groupTopic) error {
+	s.forward(cs, "", undo, func(ctx context.Context, addr string, k groupTopic) error {
 		return s.cfg.Peers.DeleteTopic(ctx, addr, k.topic)
 	})
 	if local {
@@ -134,7 +134,7 @@ func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []st
 
 // growSpread raises the partitions of a topic spread over layout to
 // count by adding queues to its last group.
-func (s *Server) growSpread(cs *clusterState, topic string, layout []TopicGroup, count int32, validateOnly bool) (int16, string) {
+func (s *Server) growSpread(cs *clusterState, user, topic string, layout []TopicGroup, count int32, validateOnly bool) (int16, string) {
 	var total int32
 	for _, tg := range layout {
 		total += tg.Queues
@@ -159,7 +159,7 @@ func (s *Server) growSpread(cs *clusterState, topic string, layout []TopicGroup,
 			return errInvalidPartitions, err.Error()
 		}
 	} else {
-		errs := s.forward(cs, []groupTopic{{last.Group, topic}}, func(ctx context.Context, addr string, k groupTopic) error {
+		errs := s.forward(cs, user, []groupTopic{{last.Group, topic}}, func(ctx context.Context, addr string, k groupTopic) error {
 			return s.cfg.Peers.GrowTopic(ctx, addr, topic, queues)
 		})
 		if err := errs[groupTopic{last.Group, topic}]; err != nil {
