@@ -39,8 +39,9 @@ func metricValue(t *testing.T, addr, series string) float64 {
 // member with a rack (masters m0, m1; slaves s0, s1, whose Kafka doors
 // open for follower fetching). Metadata lists the slaves as brokers with
 // their racks, the controller a master. A franz-go consumer in rack s0
-// reads every record of broker-a's partition in order, and the records
-// are delivered by broker-a's slave (its metrics count them); the
+// reads every record of broker-a's partition in order, those produced
+// while it waits too, and the records are delivered by broker-a's slave
+// (its metrics count them); the
 // slave's high watermark is never above the master's, a fetch past it
 // answers OFFSET_NOT_AVAILABLE, a produce to the slave
 // NOT_LEADER_OR_FOLLOWER, storing nothing, and a CreateTopics sent to it
@@ -109,6 +110,26 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	if d := metricValue(t, g.slaveHT[0], series) - before; d < n {
 		t.Errorf("broker-a's slave delivered %v records of near, want %d (the consumer in its rack reads from it)", d, n)
 	}
+	// Records produced while the consumer waits at the slave reach it as
+	// the slave's store shows them.
+	for i := n; i < n+5; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "near", Partition: 0, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(got) < n+5 {
+		fs := cc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %v: %v", got, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if got[n+4] != fmt.Sprintf("r%d", n+4) {
+		t.Errorf("read %v", got[n:])
+	}
+	if d := metricValue(t, g.slaveHT[0], series) - before; d < n+5 {
+		t.Errorf("broker-a's slave delivered %v records of near, want %d", d, n+5)
+	}
 
 	// Raw requests to the slave (node 2).
 	fetch := func(node int, off int64) kmsg.FetchResponseTopicPartition {
@@ -128,10 +149,10 @@ func TestKafkaFollowerFetch(t *testing.T) {
 		return resp.Topics[0].Partitions[0]
 	}
 	master, slave := fetch(1, 0), fetch(2, 0)
-	if slave.ErrorCode != 0 || slave.HighWatermark > master.HighWatermark || slave.HighWatermark != n {
+	if slave.ErrorCode != 0 || slave.HighWatermark > master.HighWatermark || slave.HighWatermark != n+5 {
 		t.Errorf("slave's high watermark %d (code %d), master's %d", slave.HighWatermark, slave.ErrorCode, master.HighWatermark)
 	}
-	if p := fetch(2, n+5); p.ErrorCode != 78 {
+	if p := fetch(2, n+10); p.ErrorCode != 78 {
 		t.Errorf("fetch past the slave's high watermark: code %d, want 78 (OFFSET_NOT_AVAILABLE)", p.ErrorCode)
 	}
 	req := kmsg.NewPtrProduceRequest()
@@ -149,7 +170,7 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	if code := presp.Topics[0].Partitions[0].ErrorCode; code != 6 {
 		t.Errorf("produce to the slave: code %d, want 6", code)
 	}
-	if p := fetch(2, 0); p.HighWatermark != n {
+	if p := fetch(2, 0); p.HighWatermark != n+5 {
 		t.Errorf("the slave's high watermark moved to %d", p.HighWatermark)
 	}
 	// A request a slave does not serve closes the connection and changes
