@@ -48,6 +48,9 @@ func newBrokerCmd() *cobra.Command {
 			amqpAddr, kafkaAddr, amqpMgmtAddr := cfg.AMQPListen, cfg.KafkaListen, cfg.AMQPManagementListen
 			if cfg.BrokerRole == config.Slave {
 				amqpAddr, kafkaAddr, amqpMgmtAddr = "", "", "" // a slave takes no writes: its front doors stay closed
+				if cfg.KafkaBrokerRack != "" {
+					kafkaAddr = cfg.KafkaListen // but for consumers of its rack (follower fetching)
+				}
 				logSlaveDoors(log, cfg)
 			}
 			ls, err := bindListeners(listenSpec{listenBroker, brokerListen, brokerListenFlag},
@@ -96,8 +99,14 @@ func newBrokerCmd() *cobra.Command {
 func logSlaveDoors(log *slog.Logger, cfg *config.Broker) {
 	log.Info("broker door on a SLAVE: serves pulls, queries and admin reads; sends are refused (SERVICE_NOT_AVAILABLE: a replica takes no writes)",
 		"door", "rocketmq")
+	kafkaAddr := cfg.KafkaListen
+	if cfg.KafkaBrokerRack != "" && kafkaAddr != "" {
+		log.Info("Kafka door on a SLAVE: serves fetches of consumers in its rack (follower fetching); produce and group requests go to the master",
+			"door", "kafka", "rack", cfg.KafkaBrokerRack)
+		kafkaAddr = ""
+	}
 	for _, d := range []struct{ door, key, addr, what string }{
-		{"kafka", "kafkaListen", cfg.KafkaListen, "Kafka clients produce and commit offsets"},
+		{"kafka", "kafkaListen", kafkaAddr, "Kafka clients produce and commit offsets"},
 		{"amqp", "amqpListen", cfg.AMQPListen, "AMQP clients publish, acknowledge and declare queues"},
 		{"amqps", "amqpsListen", cfg.AMQPSListen, "AMQP clients publish, acknowledge and declare queues"},
 	} {

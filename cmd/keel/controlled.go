@@ -499,6 +499,7 @@ func (c *controlled) replicationStarter(p *parts, r role, haAddr string, started
 		p.haBound = ln.Addr()
 		p.sendGate = m.CheckSend
 		p.setReplicationState(func() replication.State { return m.State(time.Now()) })
+		p.epochHistory = m.History
 		p.roleMaster = m
 		log.Info("replication listening (controller mode: master)", "addr", ln.Addr().String(), "epoch", m.Epoch(),
 			"tls", prot.tlsDescription(), "auth", prot.authDescription())

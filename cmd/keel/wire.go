@@ -85,6 +85,9 @@ type parts struct {
 	// replicationState is the group member's state (nil: not in a group);
 	// the metrics read it (wire_replication_status.go).
 	replicationState func() replication.State
+	// epochHistory is a master's epoch history (nil: not a master
+	// serving slaves), for the Kafka door's OffsetsForLeaderEpoch.
+	epochHistory func() replication.History
 	// replCore is p.core for the replication service, which starts
 	// before the core (wire_replication_offsets.go).
 	replCore atomic.Pointer[core.Broker]

@@ -32,7 +32,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 				// master's partitions: it registers its node id alone.
 				nodeID, local := p.cfg.KafkaNode(), p.kafkaLocalGroup()
 				b.SetRegisterExt(func() map[string]string {
-					return namesrv.KafkaRegistration{NodeID: nodeID, Epoch: local().Epoch}.Ext()
+					return namesrv.KafkaRegistration{NodeID: nodeID, Epoch: local().Epoch, Rack: p.cfg.KafkaBrokerRack}.Ext()
 				}, (&kafkaRefusal{log: p.log.With("component", "kafka")}).answer)
 			}
 			return p.kafkaCleanerService()
@@ -69,6 +69,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 		kcfg := kafka.Config{
 			AdvertisedHost: host, AdvertisedPort: port, ClusterID: p.cfg.BrokerClusterName,
 			NodeID: p.cfg.KafkaNode(), Group: p.cfg.BrokerName, BrokerID: p.cfg.BrokerID, LocalGroup: local,
+			Rack: p.cfg.KafkaBrokerRack, Follower: p.cfg.BrokerRole == config.Slave,
 			MaxRequestBytes: p.cfg.MaxFrameBytes, MaxBatchBytes: p.cfg.MaxMessageBytes,
 			RetentionMs: p.cfg.FileReservedTime.Milliseconds(), SegmentBytes: p.cfg.CommitLogSegmentBytes,
 			ACL: accounts, ProducerIDExpiration: p.cfg.KafkaProducerIDExpiration,
@@ -77,6 +78,18 @@ func (p *parts) kafkaStarter(addr string) starter {
 			Traffic: &p.traffic.kafka, Observer: doorObserver{p, doorstats.Kafka},
 			MaxConns: p.cfg.MaxConnections, Budget: p.requestBudget().Door("kafka"),
 			DataDir: p.cfg.StorePathRootDir, FS: storeFS, CompactionInterval: p.cfg.KafkaCompactionInterval,
+		}
+		if h := p.epochHistory; h != nil {
+			kcfg.EpochHistory = func() []kafka.EpochStart {
+				hist := h()
+				out := make([]kafka.EpochStart, 0, len(hist))
+				for _, e := range hist {
+					if e.Epoch <= math.MaxInt32 {
+						out = append(out, kafka.EpochStart{Epoch: int32(e.Epoch), Start: e.Start})
+					}
+				}
+				return out
+			}
 		}
 		if m := p.roleMaster; m != nil {
 			// Controller mode: a master fenced above its epoch leads
@@ -89,11 +102,21 @@ func (p *parts) kafkaStarter(addr string) starter {
 			// NameServers, and Metadata is the cluster's (cluster.go).
 			refusal := &kafkaRefusal{log: log}
 			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName, refusal: refusal}
+			peers := newKafkaPeers()
+			if a := p.acl; a != nil {
+				peers.secret = func(user string) (string, bool) {
+					if acct := a.Account(user); acct != nil {
+						return acct.SecretKey(), true
+					}
+					return "", false
+				}
+			}
+			kcfg.Peers = peers
 			advertised := net.JoinHostPort(host, strconv.Itoa(int(port)))
 			nodeID := kcfg.NodeID
 			b.SetRegisterExt(func() map[string]string {
 				l := local()
-				return namesrv.KafkaRegistration{Addr: advertised, NodeID: nodeID, Epoch: l.Epoch, InSync: l.InSync}.Ext()
+				return namesrv.KafkaRegistration{Addr: advertised, NodeID: nodeID, Epoch: l.Epoch, InSync: l.InSync, Rack: p.cfg.KafkaBrokerRack}.Ext()
 			}, refusal.answer)
 		}
 		srv := kafka.New(kcfg, p.core, log)
@@ -102,7 +125,7 @@ func (p *parts) kafkaStarter(addr string) starter {
 			p.broker.SetKafka(kafkaHooks(srv))
 		}
 		log.Info("Kafka listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
-			"node_id", kcfg.NodeID, "cluster", kcfg.Cluster != nil,
+			"node_id", kcfg.NodeID, "cluster", kcfg.Cluster != nil, "rack", kcfg.Rack, "follower", kcfg.Follower,
 			"auth", kafkaAuthDescription(p.acl != nil), "tls", p.cfg.TLSMode, "reach", reach(ln.Addr()))
 		if advertisesLoopbackToNetwork(ln.Addr(), host) {
 			log.Warn("the Kafka listener is reachable from the network but advertises "+host+
@@ -123,7 +146,11 @@ func (p *parts) kafkaStarter(addr string) starter {
 				if p.broker != nil {
 					p.broker.SetKafka(nil)
 				}
-				return srv.Close()
+				err := srv.Close()
+				if peers, ok := kcfg.Peers.(*kafkaPeers); ok {
+					peers.close()
+				}
+				return err
 			},
 		}, nil
 	}
@@ -245,7 +272,7 @@ func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, erro
 	for _, b := range kc.Brokers {
 		if b.KafkaAddr == "" { // a replica without a door
 			v.Brokers = append(v.Brokers, kafka.ClusterBroker{Group: b.BrokerName, BrokerID: b.BrokerID, NodeID: b.NodeID,
-				Epoch: b.Epoch, InSync: b.InSync})
+				Epoch: b.Epoch, InSync: b.InSync, Addr: b.Addr, Rack: b.Rack})
 			continue
 		}
 		host, port, err := net.SplitHostPort(b.KafkaAddr)
@@ -254,7 +281,7 @@ func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, erro
 			continue // not an address a client could dial
 		}
 		v.Brokers = append(v.Brokers, kafka.ClusterBroker{Group: b.BrokerName, BrokerID: b.BrokerID, NodeID: b.NodeID,
-			Host: host, Port: int32(n), Epoch: b.Epoch, InSync: b.InSync})
+			Host: host, Port: int32(n), Epoch: b.Epoch, InSync: b.InSync, Addr: b.Addr, Rack: b.Rack})
 	}
 	for topic, groups := range kc.Topics {
 		for _, g := range groups {

@@ -137,6 +137,7 @@ func (p *parts) replicationStarter(haAddr string) starter {
 		p.haBound = ln.Addr()
 		p.sendGate = m.CheckSend
 		p.setReplicationState(func() replication.State { return m.State(time.Now()) })
+		p.epochHistory = m.History
 		log.Info("replication listening", "addr", ln.Addr().String(), "role", b.BrokerRole,
 			"tls", prot.tlsDescription(), "auth", prot.authDescription(), "reach", reach(ln.Addr()))
 		return service{name: "replication", run: func(ctx context.Context) error { return m.Serve(ctx, ln) }}, nil

@@ -36,6 +36,7 @@ var adminCodes = map[int16]bool{
 	remoting.ReqUpdateAndCreateTopic:        true,
 	remoting.ReqUpdateBrokerConfig:          true,
 	remoting.ReqDeleteTopicInBroker:         true,
+	remoting.ReqKafkaTopic:                  true,
 	remoting.ReqUpdateAndCreateSubscription: true,
 	remoting.ReqDeleteSubscriptionGroup:     true,
 }
@@ -60,7 +61,7 @@ func needs(req *remoting.Command) ([]resource, error) {
 		rs.group(ext["consumerGroup"], Sub)
 	case remoting.ReqQueryMessage:
 		rs.topic(ext["topic"], Sub)
-	case remoting.ReqQueryConsumerOffset, remoting.ReqUpdateConsumerOffset:
+	case remoting.ReqQueryConsumerOffset, remoting.ReqUpdateConsumerOffset, remoting.ReqKafkaGroupOffsets:
 		rs.group(ext["consumerGroup"], Sub)
 		rs.topic(ext["topic"], Sub)
 	case remoting.ReqSearchOffsetByTimestamp, remoting.ReqGetMaxOffset,

@@ -315,9 +315,11 @@ func (b *Broker) dispatchTable() map[int16]handlerFunc {
 		remoting.ReqConsumerSendMsgBack:           b.handleSendBack,
 		remoting.ReqEndTransaction:                b.handleEndTransaction,
 		remoting.ReqListTransactions:              b.handleListTransactions,
-		remoting.ReqListIsolatedRecords:           b.handleListIsolated, // admin_isolated.go
-		remoting.ReqListAMQP:                      b.handleListAMQP,     // admin_amqp.go
-		remoting.ReqListKafka:                     b.handleListKafka,    // admin_kafka.go
+		remoting.ReqListIsolatedRecords:           b.handleListIsolated,      // admin_isolated.go
+		remoting.ReqListAMQP:                      b.handleListAMQP,          // admin_amqp.go
+		remoting.ReqListKafka:                     b.handleListKafka,         // admin_kafka.go
+		remoting.ReqKafkaGroupOffsets:             b.handleKafkaGroupOffsets, // kafka_offsets.go
+		remoting.ReqKafkaTopic:                    b.handleKafkaTopic,        // kafka_topics.go
 		remoting.ReqUpdateAndCreateTopic:          b.handleCreateTopic,
 		remoting.ReqDeleteTopicInBroker:           b.handleDeleteTopic,
 		remoting.ReqGetAllSubscriptionGroupConfig: b.handleGetAllGroups,

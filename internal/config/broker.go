@@ -204,6 +204,10 @@ type Broker struct {
 	// Kafka front door (kafka.go).
 	KafkaListen           string // kafkaListen (Keel): Kafka listener address; empty = off
 	KafkaAdvertisedListen string // kafkaAdvertisedListen (Keel): host:port Metadata gives clients
+	// KafkaBrokerRack (kafkaBrokerRack, Keel): the member's rack (Kafka's
+	// broker.rack), in Metadata; a consumer with the same client.rack
+	// reads from it (follower fetching). Empty: none.
+	KafkaBrokerRack string
 	// KafkaNodeID (kafkaNodeId, Keel): the broker's Kafka node id, unique
 	// in the cluster; -1 (the default) is the brokerId. See KafkaNode.
 	KafkaNodeID int64

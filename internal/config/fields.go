@@ -106,6 +106,7 @@ var fields = []field{
 	str("amqpManagementListen", func(b *Broker) *string { return &b.AMQPManagementListen }),
 	str("kafkaListen", func(b *Broker) *string { return &b.KafkaListen }),
 	str("kafkaAdvertisedListen", func(b *Broker) *string { return &b.KafkaAdvertisedListen }),
+	str("kafkaBrokerRack", func(b *Broker) *string { return &b.KafkaBrokerRack }),
 	int64f("kafkaNodeId", func(b *Broker) *int64 { return &b.KafkaNodeID }),
 	dur("kafkaProducerIdExpirationMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaProducerIDExpiration }),
 	dur("kafkaGroupInitialRebalanceDelayMs", time.Millisecond, func(b *Broker) *time.Duration { return &b.KafkaGroupInitialRebalanceDelay }),

@@ -3,6 +3,7 @@ package config
 import (
 	"math"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -42,6 +43,9 @@ func (b *Broker) validateKafka(bad func(string, string, ...any)) {
 	}
 	if b.KafkaNodeID == -1 && b.BrokerID > math.MaxInt32 {
 		bad("kafkaNodeId", "must be set: the brokerId is above 2147483647, the largest Kafka node id")
+	}
+	if len(b.KafkaBrokerRack) > 64 || strings.ContainsAny(b.KafkaBrokerRack, ",\n\r") {
+		bad("kafkaBrokerRack", "at most 64 characters, no comma or line break")
 	}
 	if b.KafkaAdvertisedListen != "" {
 		if _, _, err := net.SplitHostPort(b.KafkaAdvertisedListen); err != nil {

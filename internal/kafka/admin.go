@@ -14,8 +14,8 @@ package kafka
 // clients skip the records below the offset they asked for.
 
 import (
+	"context"
 	"strconv"
-	"strings"
 
 	"github.com/keelmq/keel/internal/core"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,12 +60,12 @@ func (s *Server) partitionBounds(topic string, part *partition) (start, hwm int6
 	return start, hwm, nil
 }
 
-func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
+func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
-		code, msg := s.createTopicPartitions(t, req.ValidateOnly)
+		code, msg := s.createTopicPartitions(t, req.ValidateOnly, user)
 		rt.ErrorCode = code
 		if msg != "" {
 			rt.ErrorMessage = kmsg.StringPtr(msg)
@@ -75,10 +75,22 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 	return resp
 }
 
-func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int16, string) {
+func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, validateOnly bool, user string) (int16, string) {
 	s.topicMu.Lock()
 	defer s.topicMu.Unlock()
 	tc, ok := s.core.Topic(t.Topic)
+	cs := s.cluster(true)
+	if layout := cs.layout(t.Topic, tc, ok); len(layout) > 1 || len(layout) == 1 && !ok {
+		// Spread over groups (or hosted by another): the new queues go to
+		// the last group, so that no partition is renumbered (spread.go).
+		if len(t.Assignment) > 0 {
+			return errInvalidRequest, "replica assignments are not supported"
+		}
+		if s.cfg.Peers == nil && layout[len(layout)-1].Group != s.cfg.Group {
+			return errInvalidRequest, "topic " + t.Topic + " is hosted by broker group " + layout[len(layout)-1].Group + ": ask its master"
+		}
+		return s.growSpread(cs, user, t.Topic, layout, t.Count, validateOnly)
+	}
 	switch {
 	case !ok:
 		return errUnknownTopicOrPartition, "topic " + t.Topic + " does not exist"
@@ -88,12 +100,6 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 		return errInvalidPartitions, "topic " + t.Topic + " has " + strconv.Itoa(int(tc.QueueNums())) + " partitions; the count can only grow"
 	case t.Count > 1024:
 		return errInvalidPartitions, "partitions must be between 1 and 1024"
-	}
-	if groups := s.cluster(false).hostedElsewhere(t.Topic); len(groups) > 0 {
-		// More queues here would renumber the partitions of the groups
-		// after this one (cluster.go).
-		return errInvalidRequest, "topic " + t.Topic + " is spread over several broker groups (also " + strings.Join(groups, ", ") +
-			"): raise its queue count on every group with the RocketMQ tools (keel topic update), which renumbers its partitions"
 	}
 	if validateOnly {
 		return errNone, ""
@@ -256,7 +262,7 @@ const errGroupSubscribedToTopic int16 = 86
 // offsetDelete drops a group's committed offsets of some partitions; a
 // topic a member of the group subscribes to (its consumer protocol
 // metadata names it) is refused with GROUP_SUBSCRIBED_TO_TOPIC, as Kafka.
-func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
+func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	s.gmu.Lock()
 	subscribed := map[string]bool{}
@@ -290,26 +296,49 @@ func (s *Server) offsetDelete(req *kmsg.OffsetDeleteRequest) kmsg.Response {
 		return resp
 	}
 	deleted := false
-	for _, t := range req.Topics {
+	cs := s.cluster(false)
+	type slot struct{ t, p int }
+	remote := map[groupTopic][]int32{}
+	slots := map[groupTopic][]slot{}
+	var keys []groupTopic
+	for ti, t := range req.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
-		_, exists := s.core.Topic(t.Topic)
-		for _, p := range t.Partitions {
+		tc, here := s.core.Topic(t.Topic)
+		exists := here || s.cfg.Cluster != nil && len(cs.layout(t.Topic, tc, here)) > 0
+		for pi, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
-			switch {
+			switch pl := s.place(cs, t.Topic, p.Partition); {
 			case !exists:
 				rp.ErrorCode = errUnknownTopicOrPartition
 			case subscribed[t.Topic]:
 				rp.ErrorCode = errGroupSubscribedToTopic
-			default:
-				if s.core.DeleteOffset(req.Group, t.Topic, p.Partition) {
+			case pl.code != errNone:
+				rp.ErrorCode = pl.code
+			case pl.local:
+				if s.core.DeleteOffset(req.Group, t.Topic, pl.queue) {
 					deleted = true
 				}
+			default:
+				k := groupTopic{pl.group, t.Topic}
+				if slots[k] == nil {
+					keys = append(keys, k)
+				}
+				remote[k] = append(remote[k], pl.queue)
+				slots[k] = append(slots[k], slot{ti, pi})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	errs := s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
+		return s.cfg.Peers.DeleteOffsets(ctx, addr, req.Group, k.topic, remote[k])
+	})
+	for k, err := range errs {
+		for _, sl := range slots[k] {
+			resp.Topics[sl.t].Partitions[sl.p].ErrorCode = peerCode(err)
+		}
 	}
 	if deleted {
 		if err := s.core.FlushOffsets(); err != nil {

@@ -37,6 +37,7 @@ var apis = map[int16]apiRange{
 	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+	23: {0, 4},  // OffsetForLeaderEpoch (epochs.go)
 	29: {0, 3},  // DescribeAcls (acls.go)
 	30: {0, 3},  // CreateAcls
 	31: {0, 3},  // DeleteAcls

@@ -147,7 +147,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		groupDenied := !groupOK(b.Group, PermSub)
 		var denied []kmsg.OffsetCommitRequestTopic
 		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return !groupDenied && topicOK(t.Topic, PermSub) })
-		r := s.offsetCommit(b).(*kmsg.OffsetCommitResponse)
+		r := s.coordinated(b, func() kmsg.Response { return s.offsetCommit(b, acct.user) }).(*kmsg.OffsetCommitResponse)
 		for _, t := range denied {
 			rt := kmsg.NewOffsetCommitResponseTopic()
 			rt.Topic = t.Topic
@@ -177,7 +177,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		if b.Topics != nil {
 			b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return topicOK(t.Topic, PermSub) })
 		}
-		r := s.offsetFetch(b).(*kmsg.OffsetFetchResponse)
+		r := s.coordinated(b, func() kmsg.Response { return s.offsetFetch(b, acct.user) }).(*kmsg.OffsetFetchResponse)
 		if b.Topics == nil {
 			r.Topics, _ = splitBy(r.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return topicOK(t.Topic, PermSub) })
 		}
@@ -228,7 +228,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		}
 		var denied []kmsg.OffsetDeleteRequestTopic
 		b.Topics, denied = splitBy(b.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return topicOK(t.Topic, PermSub) })
-		r := s.offsetDelete(b).(*kmsg.OffsetDeleteResponse)
+		r := s.coordinated(b, func() kmsg.Response { return s.offsetDelete(b, acct.user) }).(*kmsg.OffsetDeleteResponse)
 		for _, t := range denied {
 			rt := kmsg.NewOffsetDeleteResponseTopic()
 			rt.Topic = t.Topic
@@ -243,7 +243,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 	case *kmsg.DescribeGroupsRequest:
 		var denied []string
 		b.Groups, denied = splitBy(b.Groups, func(g string) bool { return groupOK(g, PermAny) })
-		r := s.describeGroups(b).(*kmsg.DescribeGroupsResponse)
+		r := s.describeGroupsHere(b).(*kmsg.DescribeGroupsResponse)
 		for _, g := range denied {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group, rg.ErrorCode, rg.AuthorizedOperations = g, errGroupAuthorization, -2147483648
@@ -251,7 +251,7 @@ func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 		}
 		return r
 	case *kmsg.ListGroupsRequest:
-		r := s.listGroups(b).(*kmsg.ListGroupsResponse)
+		r := s.listGroupsHere(b).(*kmsg.ListGroupsResponse)
 		r.Groups, _ = splitBy(r.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return groupOK(g.Group, PermAny) })
 		return r
 	case *kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.DeleteRecordsRequest,

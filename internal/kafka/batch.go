@@ -5,7 +5,7 @@ package kafka
 //	off size field
 //	  0    8 baseOffset            assigned here (not covered by the CRC)
 //	  8    4 batchLength           bytes after this field
-//	 12    4 partitionLeaderEpoch  set to 0 here (not covered by the CRC)
+//	 12    4 partitionLeaderEpoch  set to the leader's epoch here (not covered by the CRC; epochs.go)
 //	 16    1 magic                 2
 //	 17    4 crc                   CRC-32C of bytes 21..end
 //	 21    2 attributes            bits 0-2 codec, 3 log-append time,
@@ -126,9 +126,9 @@ func checkRecords(recs []byte, n int32) error {
 }
 
 // assignBase sets the batch's base offset and leader epoch in place.
-func assignBase(b []byte, base int64) {
+func assignBase(b []byte, base int64, epoch int32) {
 	binary.BigEndian.PutUint64(b, uint64(base))
-	binary.BigEndian.PutUint32(b[12:], 0)
+	binary.BigEndian.PutUint32(b[12:], uint32(epoch))
 }
 
 // attrLogAppendTime is the batch attribute bit of timestampType

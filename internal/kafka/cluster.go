@@ -62,6 +62,8 @@ type ClusterBroker struct {
 	NodeID   int32
 	Host     string
 	Port     int32
+	Addr     string  // its RocketMQ address (Peers' requests); empty: unknown
+	Rack     string  // kafkaBrokerRack; empty: none
 	Epoch    int32   // its replication epoch; -1: unknown
 	InSync   []int64 // a master's in-sync replicas by brokerId; nil: not reported
 }
@@ -164,10 +166,14 @@ func (s *Server) runClusterRefresh() {
 
 // groupInfo is one group as Metadata describes it.
 type groupInfo struct {
-	leader   int32 // -1: no master
-	epoch    int32
-	replicas []int32
-	isr      []int32
+	leader     int32  // -1: no master
+	leaderAddr string // the master's RocketMQ address (Peers), "" for this group or when unknown
+	epoch      int32
+	replicas   []int32
+	isr        []int32
+	// readers are the group's slaves with a Kafka door, by node id, with
+	// their racks (follower fetching, fetch.go).
+	readers map[int32]string
 }
 
 // clusterState is one consistent derivation of the cluster; it is not
@@ -221,13 +227,13 @@ func (s *Server) cluster(fresh bool) *clusterState {
 // derive makes the clusterState of view v with this group's local
 // replication state.
 func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
-	self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load()}
+	self := kmsg.MetadataResponseBroker{NodeID: s.cfg.NodeID, Host: s.cfg.AdvertisedHost, Port: s.advPort.Load(), Rack: rackPtr(s.cfg.Rack)}
 	cs := &clusterState{s: s, groups: map[string]*groupInfo{}, topics: v.Topics}
 
 	members := map[string][]ClusterBroker{}
 	seen := map[int32]bool{s.cfg.NodeID: true}
 	cs.brokers = append(cs.brokers, self)
-	me := ClusterBroker{Group: s.cfg.Group, BrokerID: s.cfg.BrokerID, NodeID: s.cfg.NodeID, Epoch: -1}
+	me := ClusterBroker{Group: s.cfg.Group, BrokerID: s.cfg.BrokerID, NodeID: s.cfg.NodeID, Epoch: -1, Rack: s.cfg.Rack, Port: self.Port}
 	replaced := s.cfg.BrokerID == 0 && !s.leads()
 	if replaced {
 		// A master that learned of a newer one is listed as a replica,
@@ -250,13 +256,13 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 		}
 		seen[b.NodeID] = true
 		if b.Port != 0 {
-			cs.brokers = append(cs.brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+			cs.brokers = append(cs.brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: rackPtr(b.Rack)})
 		}
 		members[b.Group] = append(members[b.Group], b)
 	}
 	members[s.cfg.Group] = append(members[s.cfg.Group], me)
 	slices.SortFunc(cs.brokers, func(a, b kmsg.MetadataResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })
-	cs.controller = cs.brokers[0].NodeID
+	cs.controller = -1
 	for name, ms := range members {
 		slices.SortFunc(ms, func(a, b ClusterBroker) int { return cmp.Compare(a.BrokerID, b.BrokerID) })
 		g := &groupInfo{leader: -1}
@@ -270,8 +276,19 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 			}
 		}
 		epoch, inSync := int32(-1), []int64(nil)
+		for i := range ms {
+			if ms[i].BrokerID != 0 && ms[i].BrokerID != math.MaxInt64 && ms[i].Port != 0 {
+				if g.readers == nil {
+					g.readers = map[int32]string{}
+				}
+				g.readers[ms[i].NodeID] = ms[i].Rack
+			}
+		}
 		if master != nil {
-			g.leader = master.NodeID
+			g.leader, g.leaderAddr = master.NodeID, master.Addr
+			if master.Port != 0 && (cs.controller < 0 || master.NodeID < cs.controller) {
+				cs.controller = master.NodeID
+			}
 			epoch, inSync = master.Epoch, master.InSync
 		}
 		if name == s.cfg.Group {
@@ -297,7 +314,18 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 		}
 		cs.groups[name] = g
 	}
+	if cs.controller < 0 { // no master with a door: the lowest node id
+		cs.controller = cs.brokers[0].NodeID
+	}
 	return cs
+}
+
+// rackPtr is Metadata's rack of a broker (nil: none).
+func rackPtr(r string) *string {
+	if r == "" {
+		return nil
+	}
+	return &r
 }
 
 // layout is topic's partitions: the groups hosting it (with a Kafka

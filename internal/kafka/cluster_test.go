@@ -28,6 +28,9 @@ type fakeCluster struct {
 	// kept: topics the NameServer keeps after their deletion (a
 	// registration never removes a topic)
 	kept map[string][]TopicGroup
+	// hidden: topics the NameServer has not heard of yet (a registration
+	// still to come)
+	hidden map[string]bool
 }
 
 type clusterMember struct {
@@ -38,6 +41,7 @@ type clusterMember struct {
 	inSync   []int64
 	node     *testNode
 	noDoor   bool // a slave: a replica without a Kafka door
+	rack     string
 }
 
 func (f *fakeCluster) add(m clusterMember) {
@@ -64,11 +68,14 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 			host, n = "", 0
 		}
 		v.Brokers = append(v.Brokers, ClusterBroker{Group: m.group, BrokerID: m.brokerID, NodeID: m.nodeID,
-			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync})
+			Host: host, Port: int32(n), Epoch: m.epoch, InSync: m.inSync, Addr: m.node.addr, Rack: m.rack})
 		if m.brokerID != 0 {
 			continue // the master's registration carries the queues
 		}
 		for _, tc := range m.node.core.Topics() {
+			if f.hidden[tc.TopicName] {
+				continue
+			}
 			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
 		}
 	}
@@ -270,9 +277,9 @@ func TestClusterMetadataAndLeaders(t *testing.T) {
 		t.Errorf("delete records of partition 2 did not move queue 0's start: %v", tc.Attributes)
 	}
 
-	// Creating a topic another group hosts, or raising the partitions of a
-	// topic spread over groups (which would renumber those after this
-	// group's), is refused.
+	// Creating a topic another group hosts is refused; so is raising the
+	// partitions of a topic whose last group (which takes the new queues)
+	// this broker cannot reach (no Peers).
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	ct.TimeoutMillis = 5000
 	ctt := kmsg.NewCreateTopicsRequestTopic()

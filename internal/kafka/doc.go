@@ -8,7 +8,12 @@
 // and advertised ranges: one table), cluster.go (the cluster as Kafka
 // clients see it: brokers, the partition layout over broker groups,
 // leaders; partition to local queue), metadata.go, produce.go, fetch.go,
-// listoffsets.go, coordinator.go, groups.go (the classic group protocol),
+// listoffsets.go, coordinator.go (FindCoordinator and the one
+// coordinator of each group in the cluster, coordinatorFor), groups.go
+// (the classic group protocol), spread.go (topics spread over the
+// cluster's groups by CreateTopics and CreatePartitions), follower.go
+// (a slave's consumer-only door, the preferred read replica), epochs.go
+// (leader epochs of batches, OffsetForLeaderEpoch),
 // groups_describe.go (DescribeGroups, ListGroups), group848.go (consumer
 // groups of KIP-848: ConsumerGroupHeartbeat, epochs, reconciliation),
 // group848_assign.go (the uniform and range assignors),
@@ -27,7 +32,8 @@
 // partition's compacted copy below its cleaned point), compactfile.go
 // (the copy's file format and its crash-safe replacement),
 // compactclean.go (cleaning one record batch),
-// offsets.go (OffsetCommit, OffsetFetch),
+// offsets.go (OffsetCommit, OffsetFetch: an offset lives with its
+// partition's group, other groups' reached through Config.Peers),
 // idempotence.go (InitProducerId, producer sequence windows and
 // their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL), acls.go
@@ -57,7 +63,8 @@
 //	                    entries, TAGSCODE 8 = 0)
 //	                  + body: the RecordBatch v2 as the producer sent it,
 //	                    except baseOffset (bytes 0-7: QUEUEOFFSET) and
-//	                    partitionLeaderEpoch (bytes 12-15: 0); the
+//	                    partitionLeaderEpoch (bytes 12-15: the leader's
+//	                    epoch, 0 when unknown: epochs.go); the
 //	                    batch's CRC-32C does not cover either, so it is
 //	                    stored and served unchanged, compressed batches
 //	                    compressed; a topic's compression.type codec

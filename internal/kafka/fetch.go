@@ -92,7 +92,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			if total == 0 && limit <= 0 {
 				limit = 1 // at least one batch in the response
 			}
-			q, code := s.localQueue(cs, t.Topic, p.Partition)
+			q, code := s.fetchQueue(cs, t.Topic, p.Partition)
 			if code == errNone && req.Version >= 9 {
 				code = checkLeaderEpoch(p.CurrentLeaderEpoch, epoch)
 			}
@@ -102,7 +102,17 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 				continue
 			}
 			p.Partition = q // this broker's queue from here on
+			reader := int32(-1)
+			if req.Version >= 11 {
+				reader = cs.preferredReader(req.Rack)
+			}
+			if reader >= 0 {
+				limit = 0 // the client reads from the slave (follower.go)
+			}
 			entries := s.fetchPartition(t.Topic, p, limit, &rp)
+			if reader >= 0 && rp.ErrorCode == errNone {
+				rp.PreferredReadReplica, entries = reader, -1
+			}
 			rp.Partition = t.Partitions[len(rt.Partitions)].Partition // the client's number
 			total += len(rp.RecordBatches)
 			// Every readable partition is waited on, those that answered
@@ -137,6 +147,9 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	}
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hwm, hwm, start
 	switch {
+	case p.FetchOffset > hwm && s.cfg.Follower:
+		rp.ErrorCode = errOffsetNotAvailable // the master may have it: retried (follower.go)
+		return -1
 	case p.FetchOffset < rp.LogStartOffset || p.FetchOffset > hwm:
 		rp.ErrorCode = errOffsetOutOfRange
 		return -1

@@ -27,6 +27,7 @@ type request struct {
 	correlation int32
 	clientID    string
 	host        string // the client's address (set by the connection)
+	user        string // the connection's SASL account ("": none), set before it is served
 	// body is nil when the key is not served or the version is outside the
 	// advertised range (unsupported says which).
 	body        kmsg.Request

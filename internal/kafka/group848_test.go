@@ -482,7 +482,7 @@ func commitReq(version int16, member string, epoch int32, parts ...int32) *kmsg.
 
 func commitCodes(s *Server, req *kmsg.OffsetCommitRequest) map[int32]int16 {
 	out := map[int32]int16{}
-	for _, p := range s.offsetCommit(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions {
+	for _, p := range s.offsetCommit(req, "").(*kmsg.OffsetCommitResponse).Topics[0].Partitions {
 		out[p.Partition] = p.ErrorCode
 	}
 	return out
@@ -659,7 +659,7 @@ func TestConsumerGroupWire(t *testing.T) {
 		od.Topics = append(od.Topics, rt)
 	}
 	codes := map[string]int16{}
-	odr := c.n.srv.offsetDelete(od).(*kmsg.OffsetDeleteResponse)
+	odr := c.n.srv.offsetDelete(od, "").(*kmsg.OffsetDeleteResponse)
 	if odr.ErrorCode != 0 {
 		t.Fatalf("offset delete: %d", odr.ErrorCode)
 	}

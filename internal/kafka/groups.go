@@ -1,7 +1,7 @@
 package kafka
 
 // Consumer groups: the classic protocol (JoinGroup, SyncGroup, Heartbeat,
-// LeaveGroup) with this broker as the coordinator of every group, state
+// LeaveGroup) on the group's coordinator (coordinator.go), state
 // in memory (a restart makes members rejoin, as a coordinator change does
 // in Kafka). A group moves
 //

@@ -57,7 +57,7 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 		req.Topics = nil
 		return s.metadata(req)
 	}
-	autoCreate := req.AllowAutoTopicCreation || req.Version < 4
+	autoCreate := (req.AllowAutoTopicCreation || req.Version < 4) && !s.cfg.Follower // a slave creates nothing
 	for _, t := range req.Topics {
 		if t.Topic == nil {
 			rt := kmsg.NewMetadataResponseTopic()

@@ -234,8 +234,9 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 	// the first is its base offset, written into the body before the
 	// record is sealed (the batch CRC does not cover it).
 	base, appendMs := int64(-1), int64(-1)
+	epoch := s.writeEpoch()
 	r, _, end := s.st.AppendRecordPatched(s.ctx, rec, func(body []byte, _ int, first, storeMs int64) {
-		assignBase(body, first)
+		assignBase(body, first, epoch)
 		base = first
 		if logAppend { // message.timestamp.type=LogAppendTime: the store time, as Kafka stamps it
 			stampLogAppendTime(body, storeMs)

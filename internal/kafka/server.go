@@ -42,10 +42,31 @@ type Config struct {
 	// broker serves only the partitions it leads. Nil: the broker is
 	// alone, leader of every partition (a topic's partitions its queues).
 	Cluster Cluster
+	// Rack is this member's rack (kafkaBrokerRack; "": none), in
+	// Metadata: a consumer of the same client.rack is told to fetch from
+	// a slave of this rack (follower fetching, follower.go).
+	Rack string
+	// Follower: this door is a slave's. It serves what a consumer needs
+	// to read from it — ApiVersions, Metadata (creating nothing), Fetch of
+	// its group's partitions up to what the master confirmed,
+	// FindCoordinator, DescribeCluster, SASL — and closes a connection
+	// sending anything else (follower.go).
+	Follower bool
+	// Peers, with Cluster, reaches the other broker groups' masters: the
+	// committed offsets of their partitions live there (offsets.go).
+	// Nil: those partitions' offsets cannot be committed or read here
+	// (COORDINATOR_NOT_AVAILABLE).
+	Peers Peers
 	// LocalGroup, when set, reports this broker's replication epoch and,
 	// on a master, its in-sync replicas (Metadata's leader epoch and ISR
 	// for its own group). It must be cheap.
 	LocalGroup func() LocalGroup
+	// EpochHistory, when set, returns this master's epoch history (the
+	// replication's: each epoch and the CommitLog offset it started
+	// writing at, oldest first): OffsetsForLeaderEpoch answers from it,
+	// and produced batches carry its last epoch as their
+	// partitionLeaderEpoch (epochs.go). It must be cheap.
+	EpochHistory func() []EpochStart
 	// Replaced, when set, reports that this master does not lead now: it
 	// learned a newer master of its group (a controller fenced it above
 	// its epoch), or, an ASYNC_MASTER, it holds no lease from the
@@ -243,9 +264,12 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.ln = ln
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go s.expireSessions()
-	go s.runRetention()
+	if !s.cfg.Follower { // a slave's topics are its master's: it moves no log start
+		s.wg.Add(1)
+		go s.runRetention()
+	}
 	if s.compact != nil {
 		s.wg.Add(1)
 		go s.runCompaction()
@@ -514,6 +538,7 @@ func readFrame(r io.Reader, n int) ([]byte, error) {
 // serveRequest answers req on a connection in state auth; keep false
 // closes the connection (after writing resp, if any).
 func (s *Server) serveRequest(auth *connAuth, req *request, log *slog.Logger) (resp kmsg.Response, keep bool) {
+	req.user = auth.user
 	switch b := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return s.apiVersions(b), true
@@ -535,6 +560,10 @@ func (s *Server) serveRequest(auth *connAuth, req *request, log *slog.Logger) (r
 			return s.apiVersionsUnsupported(), true
 		}
 		return nil, true
+	}
+	if s.cfg.Follower && !followerServes(req.body) {
+		log.Warn("kafka: a slave's door serves consumers only, closing", "api", kmsg.NameForKey(req.key))
+		return nil, false
 	}
 	if auth.trusted {
 		return s.handle(req), true
@@ -559,6 +588,9 @@ func (s *Server) handle(req *request) kmsg.Response {
 		}
 		return nil
 	}
+	if resp := s.notCoordinated(req.body); resp != nil {
+		return resp
+	}
 	switch b := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return s.apiVersions(b)
@@ -582,18 +614,22 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.leaveGroup(b)
 	case *kmsg.OffsetCommitRequest:
 		if b.Version >= 10 { // topics by id (group848_offsets.go)
-			return s.offsetCommitByID(b, func(named *kmsg.OffsetCommitRequest) kmsg.Response { return s.offsetCommit(named) })
+			return s.offsetCommitByID(b, func(named *kmsg.OffsetCommitRequest) kmsg.Response { return s.offsetCommit(named, req.user) })
 		}
-		return s.offsetCommit(b)
+		return s.offsetCommit(b, req.user)
 	case *kmsg.OffsetFetchRequest:
 		if b.Version >= 8 {
-			return s.offsetFetchGroups(b, func(one *kmsg.OffsetFetchRequest) kmsg.Response { return s.offsetFetch(one) })
+			return s.offsetFetchGroups(b, func(one *kmsg.OffsetFetchRequest) kmsg.Response {
+				return s.coordinated(one, func() kmsg.Response { return s.offsetFetch(one, req.user) })
+			})
 		}
-		return s.offsetFetch(b)
+		return s.offsetFetch(b, req.user)
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		return s.consumerGroupHeartbeat(b, req.clientID, req.host)
 	case *kmsg.ConsumerGroupDescribeRequest:
 		return s.consumerGroupDescribe(b)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.offsetForLeaderEpoch(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
 	case *kmsg.CreateTopicsRequest:
@@ -601,15 +637,15 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(b)
 	case *kmsg.DescribeGroupsRequest:
-		return s.describeGroups(b)
+		return s.describeGroupsHere(b)
 	case *kmsg.ListGroupsRequest:
-		return s.listGroups(b)
+		return s.listGroupsHere(b)
 	case *kmsg.DeleteGroupsRequest:
-		return s.deleteGroups(b)
+		return s.deleteGroupsHere(b, req.user)
 	case *kmsg.OffsetDeleteRequest:
-		return s.offsetDelete(b)
+		return s.offsetDelete(b, req.user)
 	case *kmsg.CreatePartitionsRequest:
-		return s.createPartitions(b)
+		return s.createPartitions(b, req.user)
 	case *kmsg.DeleteRecordsRequest:
 		return s.deleteRecords(b)
 	case *kmsg.DescribeConfigsRequest:

@@ -43,18 +43,16 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
 		code, msg := errInvalidRequest, "topic "+t.Topic+" is named more than once in the request"
+		var parts int32
 		if named[t.Topic] == 1 {
-			code, msg = s.createTopic(t, req.ValidateOnly)
+			code, msg, parts = s.createTopic(t, req.ValidateOnly)
 		}
 		rt.ErrorCode = code
 		if msg != "" {
 			rt.ErrorMessage = kmsg.StringPtr(msg)
 		}
 		if code == errNone {
-			rt.TopicID = topicID(t.Topic)
-			if tc, ok := s.core.Topic(t.Topic); ok {
-				rt.NumPartitions = tc.ReadQueueNums
-			}
+			rt.TopicID, rt.NumPartitions = topicID(t.Topic), parts
 		} else {
 			rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		}
@@ -63,54 +61,61 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 	return resp
 }
 
-func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (int16, string) {
+// createTopic creates topic t (checks only, with validateOnly) and
+// returns its partition count.
+func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (int16, string, int32) {
 	parts := t.NumPartitions
 	if parts == -1 {
 		parts = s.core.DefaultQueueNums()
 	}
 	if len(t.ReplicaAssignment) > 0 {
 		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
-			return errInvalidRequest, "with a replica assignment, the partition count and replication factor must be -1"
+			return errInvalidRequest, "with a replica assignment, the partition count and replication factor must be -1", 0
 		}
 		n, code, msg := checkReplicaAssignment(t.ReplicaAssignment)
 		if code != errNone {
-			return code, msg
+			return code, msg, 0
 		}
 		parts = n
 	}
 	switch {
 	case t.ReplicationFactor != -1 && t.ReplicationFactor != 1:
-		return errInvalidReplicationFactor, "a single-node broker: the replication factor must be 1"
+		return errInvalidReplicationFactor, "a single-node broker: the replication factor must be 1", 0
 	case parts < 1 || parts > 1024:
-		return errInvalidPartitions, "partitions must be between 1 and 1024"
+		return errInvalidPartitions, "partitions must be between 1 and 1024", 0
 	}
 	if _, ok := s.core.Topic(t.Topic); ok {
-		return errTopicAlreadyExists, "topic " + t.Topic + " already exists"
+		return errTopicAlreadyExists, "topic " + t.Topic + " already exists", 0
 	}
-	if groups := s.cluster(false).hostedElsewhere(t.Topic); len(groups) > 0 {
-		return errTopicAlreadyExists, "topic " + t.Topic + " already exists on broker group " + strings.Join(groups, ", ")
+	cs := s.cluster(true) // a view at most metadataFresh old: the groups to spread over
+	if groups := cs.hostedElsewhere(t.Topic); len(groups) > 0 {
+		return errTopicAlreadyExists, "topic " + t.Topic + " already exists on broker group " + strings.Join(groups, ", "), 0
 	}
 	if err := s.checkNewTopic(t.Topic); err != nil {
-		return errInvalidTopic, err.Error()
+		return errInvalidTopic, err.Error(), 0
 	}
 	tc := core.NewTopicConfig(t.Topic, parts, core.PermRW)
 	for _, c := range t.Configs { // configs.go: what may be set per topic
 		if code, msg := s.applyTopicConfig(tc.Attributes, c.Name, c.Value); code != errNone {
-			return code, msg
+			return code, msg, 0
 		}
 	}
 	if validateOnly {
-		return errNone, ""
+		return errNone, "", parts
+	}
+	if groups := cs.spreadGroups(); len(groups) > 1 && len(t.ReplicaAssignment) == 0 {
+		code, msg := s.createSpread(cs, tc, groups)
+		return code, msg, parts
 	}
 	if err := s.core.UpdateKafkaTopic(tc); err != nil {
 		if errors.Is(err, core.ErrInvalidArgument) {
-			return errInvalidTopic, err.Error()
+			return errInvalidTopic, err.Error(), 0
 		}
-		return coreCode(err), err.Error()
+		return coreCode(err), err.Error(), 0
 	}
 	s.parts.forget(t.Topic)
 	s.compact.dropTopic(t.Topic) // a copy left by a topic of the same name
-	return errNone, ""
+	return errNone, "", parts
 }
 
 // checkReplicaAssignment checks an explicit assignment as Kafka does and

@@ -11,6 +11,7 @@ package namesrv
 //	             as it knows; absent: unknown)
 //	kafkaInSync  a master's in-sync replicas, as brokerIds (comma list;
 //	             absent: not reported)
+//	kafkaRack    its rack (kafkaBrokerRack; absent: none)
 //
 // The NameServer keeps them with the broker's live entry. A registration
 // whose kafkaNodeId another live broker of the cluster, at another
@@ -39,6 +40,7 @@ type KafkaRegistration struct {
 	NodeID int32   // unique in the cluster
 	Epoch  int32   // the group's master epoch as the broker knows it; -1: unknown
 	InSync []int64 // a master's in-sync replicas by brokerId (nil: not reported)
+	Rack   string  // its rack ("": none)
 }
 
 // Ext returns the registration ext fields carrying k.
@@ -46,6 +48,9 @@ func (k KafkaRegistration) Ext() map[string]string {
 	ext := map[string]string{"kafkaNodeId": strconv.Itoa(int(k.NodeID))}
 	if k.Addr != "" {
 		ext["kafkaAddr"] = k.Addr
+	}
+	if k.Rack != "" {
+		ext["kafkaRack"] = k.Rack
 	}
 	if k.Epoch >= 0 {
 		ext["kafkaEpoch"] = strconv.Itoa(int(k.Epoch))
@@ -60,6 +65,9 @@ func (k KafkaRegistration) Ext() map[string]string {
 	return ext
 }
 
+// maxRack bounds a registration's kafkaRack.
+const maxRack = 64
+
 // maxInSync bounds the kafkaInSync list a registration may carry.
 const maxInSync = 64
 
@@ -72,7 +80,10 @@ func decodeKafkaRegistration(req *remoting.Command) (*KafkaRegistration, error) 
 	if err != nil || id < 0 {
 		return nil, fmt.Errorf("bad kafkaNodeId %q", req.Ext("kafkaNodeId"))
 	}
-	k := &KafkaRegistration{Addr: addr, NodeID: id, Epoch: -1}
+	k := &KafkaRegistration{Addr: addr, NodeID: id, Epoch: -1, Rack: req.Ext("kafkaRack")}
+	if len(k.Rack) > maxRack {
+		return nil, fmt.Errorf("kafkaRack is longer than %d bytes", maxRack)
+	}
 	if req.Ext("kafkaEpoch") != "" {
 		e, err := req.ExtInt32("kafkaEpoch")
 		if err != nil || e < 0 {
@@ -116,6 +127,7 @@ type KafkaBroker struct {
 	NodeID     int32   `json:"nodeId"`
 	Epoch      int32   `json:"epoch"`            // -1: unknown
 	InSync     []int64 `json:"inSync,omitempty"` // as the broker reported it
+	Rack       string  `json:"rack,omitempty"`
 }
 
 // KafkaTopicGroup is one group's queues of a topic.
@@ -148,7 +160,7 @@ func (t *table) kafkaCluster(cluster string) KafkaCluster {
 			continue
 		}
 		kc.Brokers = append(kc.Brokers, KafkaBroker{BrokerName: lb.name, BrokerID: lb.id, Addr: addr,
-			KafkaAddr: lb.kafka.Addr, NodeID: lb.kafka.NodeID, Epoch: lb.kafka.Epoch, InSync: lb.kafka.InSync})
+			KafkaAddr: lb.kafka.Addr, NodeID: lb.kafka.NodeID, Epoch: lb.kafka.Epoch, InSync: lb.kafka.InSync, Rack: lb.kafka.Rack})
 	}
 	slices.SortFunc(kc.Brokers, func(a, b KafkaBroker) int {
 		if c := strings.Compare(a.BrokerName, b.BrokerName); c != 0 {

@@ -30,7 +30,7 @@ func TestKafkaClusterView(t *testing.T) {
 	a0 := Registration{Cluster: "c", BrokerName: "broker-b", BrokerAddr: "10.0.0.1:10911", Topics: topics("T", "OnlyB"),
 		Kafka: &KafkaRegistration{Addr: "10.0.0.1:9092", NodeID: 7, Epoch: 3, InSync: []int64{0, 1}}}
 	a1 := Registration{Cluster: "c", BrokerName: "broker-b", BrokerAddr: "10.0.0.2:10911", BrokerID: 1,
-		Kafka: &KafkaRegistration{NodeID: 8, Epoch: -1}} // a slave: a replica without a door
+		Kafka: &KafkaRegistration{NodeID: 8, Epoch: -1, Rack: "r1"}} // a slave: a replica without a door
 	b0 := Registration{Cluster: "c", BrokerName: "broker-a", BrokerAddr: "10.0.0.3:10911", Topics: topics("T"),
 		Kafka: &KafkaRegistration{Addr: "10.0.0.3:9092", NodeID: 1, Epoch: 0}}
 	noKafka := Registration{Cluster: "c", BrokerName: "broker-c", BrokerAddr: "10.0.0.4:10911", Topics: topics("T")}
@@ -43,7 +43,7 @@ func TestKafkaClusterView(t *testing.T) {
 	want := []KafkaBroker{
 		{BrokerName: "broker-a", BrokerID: 0, Addr: "10.0.0.3:10911", KafkaAddr: "10.0.0.3:9092", NodeID: 1, Epoch: 0},
 		{BrokerName: "broker-b", BrokerID: 0, Addr: "10.0.0.1:10911", KafkaAddr: "10.0.0.1:9092", NodeID: 7, Epoch: 3, InSync: []int64{0, 1}},
-		{BrokerName: "broker-b", BrokerID: 1, Addr: "10.0.0.2:10911", NodeID: 8, Epoch: -1},
+		{BrokerName: "broker-b", BrokerID: 1, Addr: "10.0.0.2:10911", NodeID: 8, Epoch: -1, Rack: "r1"},
 	}
 	if !reflect.DeepEqual(kc.Brokers, want) {
 		t.Fatalf("brokers\n got %+v\nwant %+v", kc.Brokers, want)
@@ -116,6 +116,7 @@ func TestKafkaRegistrationBadFields(t *testing.T) {
 	for _, bad := range []map[string]string{
 		{}, {"kafkaNodeId": "-1"}, {"kafkaNodeId": ""}, {"kafkaNodeId": "x"}, {"kafkaNodeId": "1", "kafkaEpoch": "-2"},
 		{"kafkaNodeId": "1", "kafkaInSync": "0,x"}, {"kafkaNodeId": "1", "kafkaInSync": long},
+		{"kafkaNodeId": "1", "kafkaRack": strings.Repeat("r", maxRack+1)},
 	} {
 		ext := map[string]string{}
 		for k, v := range base {

@@ -96,6 +96,16 @@ const (
 	// the AMQP doors of a cluster's members (ext clusterName; JSON body,
 	// namesrv.AMQPCluster).
 	ReqGetAMQPCluster = 10441
+	// ReqKafkaGroupOffsets is Keel's private broker request a Kafka group
+	// coordinator sends another group's master: commit, read or drop the
+	// group's offsets of the queues it hosts (ext consumerGroup, topic,
+	// op; JSON body, broker.KafkaOffsets).
+	ReqKafkaGroupOffsets = 10450
+	// ReqKafkaTopic is Keel's private broker request a Kafka door sends
+	// another group's master to create its share of a topic spread over
+	// the cluster, or to raise a spread topic's queue count (ext topic,
+	// op, queues; JSON body, broker.KafkaTopic).
+	ReqKafkaTopic = 10451
 )
 
 // Response codes (Java ResponseCode and RemotingSysResponseCode).
@@ -136,6 +146,8 @@ const (
 	// rejection (controller.ErrStaleEpoch is STALE_EPOCH, ...).
 	ResControllerNotLeader = 10430
 	ResControllerRejected  = 10431
+	// ResKeelTopicExists: KEEL_KAFKA_TOPIC's create found the topic.
+	ResKeelTopicExists = 10452
 )
 
 // RequestCode names a request code for logs: RequestCode(cmd.Code).String().
@@ -209,6 +221,8 @@ var requestCodeNames = map[int16]string{
 	ReqControllerRoleChanged:         "KEEL_CONTROLLER_ROLE_CHANGED",
 	ReqGetKafkaCluster:               "KEEL_GET_KAFKA_CLUSTER",
 	ReqGetAMQPCluster:                "KEEL_GET_AMQP_CLUSTER",
+	ReqKafkaGroupOffsets:             "KEEL_KAFKA_GROUP_OFFSETS",
+	ReqKafkaTopic:                    "KEEL_KAFKA_TOPIC",
 }
 
 var responseCodeNames = map[int16]string{
@@ -243,6 +257,7 @@ var responseCodeNames = map[int16]string{
 	ResGoAway:                    "GO_AWAY",
 	ResControllerNotLeader:       "KEEL_CONTROLLER_NOT_LEADER",
 	ResControllerRejected:        "KEEL_CONTROLLER_REJECTED",
+	ResKeelTopicExists:           "KEEL_TOPIC_EXISTS",
 }
 
 // String returns the Java name of the code, or "REQUEST_<n>" when unknown.

@@ -1,0 +1,187 @@
+package kafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestShares(t *testing.T) {
+	for _, c := range []struct {
+		n    int32
+		g    int
+		want string
+	}{{8, 2, "[4 4]"}, {5, 2, "[3 2]"}, {7, 3, "[3 2 2]"}, {1, 3, "[1 0 0]"}} {
+		if got := fmtInts(shares(c.n, c.g)); got != c.want {
+			t.Errorf("shares(%d, %d) = %s, want %s", c.n, c.g, got, c.want)
+		}
+	}
+}
+
+func fmtInts(v []int32) string {
+	out := "["
+	for i, n := range v {
+		if i > 0 {
+			out += " "
+		}
+		out += itoa32(n)
+	}
+	return out + "]"
+}
+
+// TestClusterCreateTopicsSpread: over two groups (broker-a node 20,
+// broker-b node 10), kadm's CreateTopics of 5 partitions through broker-a
+// creates 3 queues on broker-a and 2 on broker-b (with the topic's
+// configs on both) and answers 5; Metadata from either broker agrees.
+// CreatePartitions to 7 through broker-a adds broker-b's queues 2-3
+// (partitions 5-6): partition 4 is still broker-b's queue 1, with its
+// record. A group failing its share undoes the others' and refuses the
+// topic: TOPIC_ALREADY_EXISTS when the topic is there,
+// COORDINATOR_NOT_AVAILABLE when its master does not answer.
+func TestClusterCreateTopicsSpread(t *testing.T) {
+	f := &fakeCluster{}
+	peers := &fakePeers{}
+	b0 := startPeerNode(t, f, peers, "broker-b", 10)
+	a0 := startPeerNode(t, f, peers, "broker-a", 20)
+	refreshViews(a0, b0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a0.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ret := "3600000"
+	cr, err := adm.CreateTopic(ctx, 5, -1, map[string]*string{"retention.ms": &ret}, "S")
+	if err != nil || cr.Err != nil || cr.NumPartitions != 5 {
+		t.Fatalf("create S: %+v %v", cr, err)
+	}
+	for _, w := range []struct {
+		n *testNode
+		q int32
+	}{{a0, 3}, {b0, 2}} {
+		tc, ok := w.n.core.Topic("S")
+		if !ok || tc.ReadQueueNums != w.q || tc.WriteQueueNums != w.q || tc.Attributes["kafka.retention.ms"] != ret {
+			t.Errorf("%s: S %+v %v, want %d queues with retention.ms", w.n.addr, tc, ok, w.q)
+		}
+	}
+	for _, n := range []*testNode{a0, b0} {
+		m := metadataOf(t, n.addr, "S")
+		var leaders []int32
+		for _, p := range m.Topics[0].Partitions {
+			leaders = append(leaders, p.Leader)
+		}
+		if fmtInts(leaders) != "[20 20 20 10 10]" {
+			t.Errorf("%s: S's leaders %v", n.addr, leaders)
+		}
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "S", Partition: 4, Value: []byte("p4")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if hw := b0.core.MaxOffset("S", 1); hw != 1 {
+		t.Fatalf("partition 4's record not in broker-b's queue 1: max offset %d", hw)
+	}
+
+	if _, err := adm.CreatePartitions(ctx, 2, "S"); err != nil {
+		t.Fatal(err)
+	}
+	if tc, _ := b0.core.Topic("S"); tc.ReadQueueNums != 4 {
+		t.Errorf("broker-b's queues of S after CreatePartitions to 7: %d", tc.ReadQueueNums)
+	}
+	if tc, _ := a0.core.Topic("S"); tc.ReadQueueNums != 3 {
+		t.Errorf("broker-a's queues of S after CreatePartitions to 7: %d", tc.ReadQueueNums)
+	}
+	if m := metadataOf(t, b0.addr, "S"); len(m.Topics[0].Partitions) != 7 {
+		t.Errorf("S has %d partitions after CreatePartitions to 7", len(m.Topics[0].Partitions))
+	}
+	cc, err := kgo.NewClient(kgo.SeedBrokers(a0.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"S": {4: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	fs := cc.PollFetches(ctx)
+	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "p4" || recs[0].Partition != 4 {
+		t.Fatalf("partition 4 after CreatePartitions: %+v %v", recs, fs.Errors())
+	}
+
+	// broker-b holds X already, its registration not seen yet.
+	f.mu.Lock()
+	f.hidden = map[string]bool{"X": true}
+	f.mu.Unlock()
+	createLocalTopic(t, b0, "X", 1)
+	create := func(name string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 4, -1
+		req.Topics = append(req.Topics, rt)
+		return requestTo(t, a0.addr, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
+	}
+	if code := create("X"); code != errTopicAlreadyExists {
+		t.Errorf("create X, which broker-b has: code %d", code)
+	}
+	if _, ok := a0.core.Topic("X"); ok {
+		t.Error("broker-a's share of X was not undone")
+	}
+	peers.mu.Lock()
+	peers.down = true
+	peers.mu.Unlock()
+	if code := create("F"); code != errCoordinatorNotAvailable {
+		t.Errorf("create F with broker-b unreachable: code %d", code)
+	}
+	if _, ok := a0.core.Topic("F"); ok {
+		t.Error("broker-a's share of F was not undone")
+	}
+}
+
+// TestPreferredReadReplica: the leader of broker-a (rack m) names its
+// slave (node 2, rack s, a follower door) as the preferred read replica
+// of a consumer in rack s while the slave is in sync, with no records;
+// not for its own rack, an unknown one or none, nor once the slave is
+// out of sync; the slave itself never redirects.
+func TestPreferredReadReplica(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startNodeWith(t, nil, Config{NodeID: 1, Group: "broker-a", Cluster: f, Rack: "m"})
+	s1 := startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
+	f.add(clusterMember{group: "broker-a", nodeID: 1, epoch: -1, node: a0, rack: "m", inSync: []int64{0, 1}})
+	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
+	createLocalTopic(t, a0, "P", 1)
+	createLocalTopic(t, s1, "P", 1)
+	refreshViews(a0, s1)
+	if got := rawProduce(t, a0.addr, "P", 0); got != 0 {
+		t.Fatalf("produce: %d", got)
+	}
+	for rack, want := range map[string]int32{"s": 2, "m": -1, "x": -1, "": -1} {
+		if got := a0.srv.cluster(false).preferredReader(rack); got != want {
+			t.Errorf("leader, rack %q: preferred %d, want %d", rack, got, want)
+		}
+	}
+	if got := s1.srv.cluster(false).preferredReader("s"); got != -1 {
+		t.Errorf("the slave redirects to %d", got)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes, req.Rack = 12, 1<<20, "s"
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "P"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	p := dialRaw(t, a0.addr).do(req, 12).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.PreferredReadReplica != 2 || len(p.RecordBatches) != 0 || p.HighWatermark != 1 {
+		t.Errorf("fetch from rack s at the leader: %+v", p)
+	}
+	f.mu.Lock()
+	f.members[0].inSync = []int64{0} // the slave fell behind
+	f.mu.Unlock()
+	refreshViews(a0)
+	if got := a0.srv.cluster(false).preferredReader("s"); got != -1 {
+		t.Errorf("an out-of-sync slave is preferred: %d", got)
+	}
+}
