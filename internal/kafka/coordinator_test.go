@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -203,6 +204,7 @@ func TestClusterCoordinator(t *testing.T) {
 			t.Errorf("LeaveGroup %s at the other broker: code %d", id, r.ErrorCode)
 		}
 		commit := kmsg.NewPtrOffsetCommitRequest()
+		commit.Version = 8 // topics by name
 		commit.Group, commit.Generation = id, -1
 		commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "T", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
 		if r := requestTo(t, c.other.addr, commit).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != errNotCoordinator {
@@ -291,6 +293,7 @@ func TestClusterCoordinator(t *testing.T) {
 	peers.down = true
 	peers.mu.Unlock()
 	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 8 // topics by name
 	commit.Group, commit.Generation = id, -1
 	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "T", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7}, {Partition: 4, Offset: 7}}}}
 	r := requestTo(t, b0.addr, commit).(*kmsg.OffsetCommitResponse)
@@ -388,10 +391,13 @@ func TestClusterCoordinatorUnderACL(t *testing.T) {
 	createLocalTopic(t, b0, "orders", 1)
 	refreshViews(a0, b0)
 	id := groupCoordinatedBy(t, a0, 10)
-	cl := saslClient(t, a0.addr, plain.Auth{User: "admin01", Pass: "admin-secret"}.AsMechanism())
+	// Pinned to Kafka 2.8's versions: OffsetCommit v8 and OffsetFetch v7
+	// name topics and one group.
+	cl := saslClient(t, a0.addr, plain.Auth{User: "admin01", Pass: "admin-secret"}.AsMechanism(), kgo.MaxVersions(kversion.V2_8_0()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 8 // topics by name
 	commit.Group, commit.Generation = id, -1
 	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "orders", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
 	cr, err := commit.RequestWith(ctx, cl.Broker(20))
@@ -405,7 +411,7 @@ func TestClusterCoordinatorUnderACL(t *testing.T) {
 		t.Error("the commit was stored")
 	}
 	fetch := kmsg.NewPtrOffsetFetchRequest()
-	fetch.Group = id
+	fetch.Version, fetch.Group = 7, id // one group, topics by name
 	fetch.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "orders", Partitions: []int32{0}}}
 	if fr, err := fetch.RequestWith(ctx, cl.Broker(20)); err != nil || fr.ErrorCode != errNotCoordinator {
 		t.Errorf("OffsetFetch at the other broker under ACL: %+v %v", fr, err)
