@@ -251,6 +251,10 @@ func (b *Broker) onSystem(phys, end int64, body []byte) error {
 		if b.sys.delay != nil { // a master's schedule service has its own file
 			b.sys.delay.apply(r, phys, end)
 		}
+	case record.KindKafkaTxn:
+		// The Kafka door's transaction coordinator: the door reads these
+		// back itself when it starts (store.ScanSystem); nothing of the
+		// core's.
 	default:
 		return fmt.Errorf("core: system record of %v: %w", r.Kind, errors.ErrUnsupported)
 	}

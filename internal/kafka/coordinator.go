@@ -1,21 +1,22 @@
 package kafka
 
-// FindCoordinator: this broker (its node id) is the coordinator of every group.
-// Transaction coordinators (key type 1) are refused with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal
-// rather than retrying: transactions are not supported. FindCoordinator
-// v0 stays in range: librdkafka enables LZ4 and groups only with it.
+// FindCoordinator: this broker (its node id) is the coordinator of every
+// group (key type 0) and of every transactional id (key type 1, txn.go).
+// Other key types are refused with INVALID_REQUEST. FindCoordinator v0
+// stays in range: librdkafka enables LZ4 and groups only with it.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
-
-const errTransactionalIDAuthorization int16 = 53
 
 func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	code := errNone
 	var msg *string
-	if req.CoordinatorType != 0 {
-		code, msg = errTransactionalIDAuthorization, kmsg.StringPtr("transactions are not supported by this broker")
+	switch req.CoordinatorType {
+	case 0:
+	case 1:
+		code = s.txnReady()
+	default:
+		code, msg = errInvalidRequest, kmsg.StringPtr("unknown coordinator type")
 	}
 	if req.Version >= 4 {
 		for _, k := range req.CoordinatorKeys {

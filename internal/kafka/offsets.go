@@ -9,7 +9,9 @@ package kafka
 // its reset policy; lag is counted from the high watermark). A commit is acknowledged only after the offsets file is
 // written durably (core.FlushOffsets). Commit metadata is not kept.
 // Offsets are keyed by group name, shared with a RocketMQ group of the
-// same name.
+// same name. Offsets a transaction commits (TxnOffsetCommit, txn.go) are
+// committed here when it commits; until then OffsetFetch with
+// RequireStable answers UNSTABLE_OFFSET_COMMIT for them.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -103,6 +105,9 @@ func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 			rp.Metadata = kmsg.StringPtr("")
 			if off, ok := s.core.ConsumerOffset(req.Group, t.Topic, p, false); ok {
 				rp.Offset = off
+			}
+			if req.RequireStable && s.txnPendingOffset(req.Group, t.Topic, p) {
+				rp.ErrorCode = errUnstableOffsetCommit // an open transaction commits it (txn.go)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -105,9 +105,18 @@ type Config struct {
 	Traffic  *doorstats.Counters
 	Observer Observer
 	// DataDir and FS hold the door's own files (the client quotas,
-	// quotas.go); an empty DataDir keeps them in memory.
+	// quotas.go; the transactions' snapshot, txnlog.go); an empty DataDir
+	// keeps them in memory.
 	DataDir string
 	FS      vfs.FS
+	// MaxTransactionTimeout bounds a producer's transaction.timeout.ms
+	// (Kafka's transaction.max.timeout.ms; default 15 min);
+	// TxnRetryInterval is how soon a transaction completion that failed
+	// is tried again (default 1 s); TxnSnapshotInterval how long after a
+	// change the transactions' snapshot is written (default 1 min).
+	MaxTransactionTimeout time.Duration
+	TxnRetryInterval      time.Duration
+	TxnSnapshotInterval   time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -150,6 +159,15 @@ func (c *Config) applyDefaults() {
 	if c.MaxProducers <= 0 {
 		c.MaxProducers = 10000
 	}
+	if c.MaxTransactionTimeout <= 0 {
+		c.MaxTransactionTimeout = 15 * time.Minute
+	}
+	if c.TxnRetryInterval <= 0 {
+		c.TxnRetryInterval = time.Second
+	}
+	if c.TxnSnapshotInterval <= 0 {
+		c.TxnSnapshotInterval = time.Minute
+	}
 }
 
 // Server is the Kafka front door over a core and its store.
@@ -181,6 +199,10 @@ type Server struct {
 	gmu    sync.Mutex        // guards groups and every group's state
 	groups map[string]*group // consumer groups by name (groups.go)
 
+	txn       *txnCoord   // the transaction coordinator (txn.go)
+	txnLoaded atomic.Bool // its state is replayed (Serve)
+	txnSnapMu sync.Mutex  // serializes its snapshot writes (txnlog.go)
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]*connStats // what Info reports of each (info.go)
@@ -195,7 +217,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
-		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1)}
+		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1), txn: newTxnCoord()}
 	s.scram = newScramKeys()
 	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
 		s.quotas, _ = loadQuotas(nil, "")
@@ -212,6 +234,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return s.loadErr
 	}
+	if err := s.loadTxns(); err != nil {
+		ln.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -219,9 +245,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	s.ln = ln
-	s.wg.Add(2)
+	s.wg.Add(4)
 	go s.expireSessions()
 	go s.runRetention()
+	go s.runTxnTimeouts()
+	go s.runTxnSnapshots()
 	s.st.SetAgeHolds(s.ageHolds) // retention.go: topics retained longer than fileReservedTime
 	if s.cfg.Cluster != nil {
 		s.wg.Add(1)
@@ -298,6 +326,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	if started {
 		s.st.SetAgeHolds(nil)
+		s.closeTxns()
 	}
 	return nil
 }
@@ -557,6 +586,14 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.offsetFetch(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
+	case *kmsg.AddPartitionsToTxnRequest:
+		return s.addPartitionsToTxn(b)
+	case *kmsg.AddOffsetsToTxnRequest:
+		return s.addOffsetsToTxn(b)
+	case *kmsg.TxnOffsetCommitRequest:
+		return s.txnOffsetCommit(b)
+	case *kmsg.EndTxnRequest:
+		return s.endTxn(b)
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(b)
 	case *kmsg.DeleteTopicsRequest:

@@ -27,6 +27,10 @@ package record
 //	                  (an empty blob)
 //	KindDelayProgress u32 N, N × (topic string, queue i32, offset i64): the
 //	                  schedule service's cursors
+//	KindKafkaTxn      blob: a change of the Kafka door's transaction
+//	                  coordinator, in the door's own encoding (package
+//	                  internal/kafka, txnlog.go); the core passes it
+//	                  over, the door reads it back when it starts
 //
 // A version or kind this release does not know is an error wrapping
 // ErrUnknownType (a record written by a newer release: a reader must stop,
@@ -52,6 +56,7 @@ const (
 	KindTopicConfig   Kind = 3
 	KindGroupConfig   Kind = 4
 	KindDelayProgress Kind = 5
+	KindKafkaTxn      Kind = 6
 )
 
 func (k Kind) String() string {
@@ -66,6 +71,8 @@ func (k Kind) String() string {
 		return "subscription group config"
 	case KindDelayProgress:
 		return "delay progress"
+	case KindKafkaTxn:
+		return "kafka transaction"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -106,6 +113,8 @@ type SystemRecord struct {
 	Configs                          []ConfigEntry
 	// KindDelayProgress.
 	Cursors []QueueCursor
+	// KindKafkaTxn: the door's encoding of the change.
+	Payload []byte
 }
 
 // MaxSystemStringBytes bounds a string of a system record.
@@ -143,6 +152,9 @@ func AppendSystem(dst []byte, r *SystemRecord) ([]byte, error) {
 			e.u32(uint32(c.QueueID))
 			e.u64(uint64(c.Offset))
 		}
+	case KindKafkaTxn:
+		e.u32(uint32(len(r.Payload)))
+		e.b = append(e.b, r.Payload...)
 	default:
 		return dst, fmt.Errorf("record: cannot encode a system record of %v", r.Kind)
 	}
@@ -202,6 +214,8 @@ func DecodeSystem(body []byte) (*SystemRecord, error) {
 		for range n {
 			r.Cursors = append(r.Cursors, QueueCursor{Topic: d.str(), QueueID: int32(d.u32()), Offset: int64(d.u64())})
 		}
+	case KindKafkaTxn:
+		r.Payload = d.blob()
 	default:
 		return nil, fmt.Errorf("%w: system record of unknown kind %d (written by a newer release of Keel?)", ErrUnknownType, body[1])
 	}

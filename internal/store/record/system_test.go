@@ -17,6 +17,7 @@ func systemSamples() []*SystemRecord {
 			Configs: []ConfigEntry{{Name: "t", Config: []byte(`{"topicName":"t"}`)}, {Name: "gone"}}},
 		{Kind: KindGroupConfig, VersionCounter: 1, Configs: []ConfigEntry{{Name: "g", Config: []byte(`{}`)}}},
 		{Kind: KindDelayProgress, Cursors: []QueueCursor{{"SCHEDULE_TOPIC_XXXX", 2, 40}}},
+		{Kind: KindKafkaTxn, Payload: []byte(`{"id":"tx"}`)},
 	}
 }
 
