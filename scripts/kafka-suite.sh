@@ -35,11 +35,11 @@ chmod -R u+w "$tmp/franz-go"
 go build -o "$tmp/keel" ./cmd/keel
 
 # Tests that need what Keel does not offer (docs/kafka.md lists why):
-# TestTxnEtl needs transactions; TestConsumeRegex expects Kafka's internal
+# TestConsumeRegex expects Kafka's internal
 # __consumer_offsets topic. KIP-848, share-group and OAUTHBEARER tests skip
 # themselves (their APIs are not advertised, or KGO_TEST_OAUTH_SEEDS is
 # not set); the SCRAM tests run against a second keel with aclEnable=true.
-skip='^(TestTxnEtl|TestConsumeRegex)$'
+skip='^(TestConsumeRegex)$'
 
 # TestIssueFetchLargerThanBrokerMaxReadBytes creates a topic with
 # max.message.bytes=10485760, which Keel allows up to maxMessageSize.

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // txnProducer is a franz-go transactional producer on addr.
@@ -191,5 +194,59 @@ func TestTxnGroupTransactSession(t *testing.T) {
 	all := consumeValues(t, n.addr, "etl-out", 0, false, records+1)
 	if len(all) <= records {
 		t.Fatalf("read_uncommitted read %d records: the aborted ones are missing", len(all))
+	}
+}
+
+// TestTxnACL: with access control, a transaction may add only partitions
+// of topics its account may produce to (else nothing is added: the
+// denied topic answers TOPIC_AUTHORIZATION_FAILED, the others
+// OPERATION_NOT_ATTEMPTED), and offsets only for a group it may consume
+// as.
+func TestTxnACL(t *testing.T) {
+	n := startACLNode(t)
+	ctx := ctx30(t)
+	admin := saslClient(t, n.addr, scram.Auth{User: "admin01", Pass: "admin-secret"}.AsSha256Mechanism())
+	for _, topic := range []string{"orders", "secret"} {
+		if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := newTxnRaw(t, n.addr, "acl-tx")
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "PLAIN"
+	if r := x.rc.do(hs, 1).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+		t.Fatalf("handshake: %+v", r)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.SASLAuthBytes = []byte("\x00producer1\x00producer-secret")
+	if r := x.rc.do(au, 2).(*kmsg.SASLAuthenticateResponse); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	if r := x.init(60000); r.ErrorCode != 0 {
+		t.Fatalf("init: %+v", r)
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = x.id, x.pid, x.epoch
+	for _, topic := range []string{"orders", "secret"} {
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := x.rc.do(req, 3).(*kmsg.AddPartitionsToTxnResponse)
+	codes := map[string]int16{}
+	for _, rt := range resp.Topics {
+		codes[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	if codes["secret"] != errTopicAuthorization || codes["orders"] != errOperationNotAttempted {
+		t.Fatalf("AddPartitionsToTxn of a permitted and a denied topic: %v", codes)
+	}
+	if e := n.srv.txn.entry(n.srv.txn.slot("acl-tx")); e == nil || len(e.Parts) != 0 {
+		t.Fatalf("partitions added despite the denial: %+v", e)
+	}
+	if code := x.addOffsets("billing"); code != errGroupAuthorization {
+		t.Fatalf("AddOffsetsToTxn of a denied group: %d", code)
+	}
+	if c := x.addParts("orders", 0); c[0] != 0 {
+		t.Fatalf("AddPartitionsToTxn of a permitted topic: %v", c)
 	}
 }
