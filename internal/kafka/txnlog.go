@@ -18,7 +18,8 @@ package kafka
 // each time once the records up to its point are Confirmed. At start
 // (Serve) the door loads the snapshot and replays the records from its
 // point to the log's written end (store.ScanSystem); without a snapshot
-// (the first start, a slave just promoted) from the log's first offset.
+// (the first start, a slave just promoted), or with one whose point is
+// past the log's end, from the log's first offset.
 // Aborts whose marker is below their partition's log start are dropped
 // from the snapshot.
 
@@ -125,6 +126,12 @@ func (s *Server) loadTxns() error {
 			var snap txnSnapshot
 			if err := json.Unmarshal(data, &snap); err != nil {
 				return fmt.Errorf("kafka: transactions: parse %s: %w", path, err)
+			}
+			if end := s.st.Offset(store.Written); snap.Point > end {
+				// The log ends before what the snapshot reflects (cut
+				// since, as a slave's truncation does): read it all.
+				s.log.Warn("kafka: transactions snapshot ahead of the CommitLog; replaying the log from its start", "point", snap.Point, "log_end", end)
+				break
 			}
 			c.mu.Lock()
 			for _, e := range snap.Txns {
