@@ -293,6 +293,25 @@ func (s *Server) initTxnProducer(req *kmsg.InitProducerIDRequest) kmsg.Response 
 		}
 		e = c.entry(sl)
 	}
+	if e != nil && e.State == txnOngoing {
+		// The open transaction is aborted under a bumped epoch, which
+		// fences the producer that opened it; the epoch the caller gets
+		// is bumped again below (Kafka's client retries and gets that).
+		abort := e.clone()
+		abort.State = txnPrepareAbort
+		if abort.Epoch < 32766 {
+			abort.Epoch++
+		}
+		if code := s.logTxnWait(abort, nil); code != errNone {
+			resp.ErrorCode = code
+			return resp
+		}
+		if code := s.completeTxn(sl, abort); code != errNone {
+			resp.ErrorCode = code
+			return resp
+		}
+		e = c.entry(sl)
+	}
 	var next *txnEntry
 	if e == nil || e.Epoch >= 32766 { // a new producer id (epoch exhausted: as Kafka, a new id)
 		next = &txnEntry{ID: id, PID: s.nextPID.Add(1)}
@@ -301,25 +320,10 @@ func (s *Server) initTxnProducer(req *kmsg.InitProducerIDRequest) kmsg.Response 
 		next.Epoch++
 	}
 	next.TimeoutMs = req.TransactionTimeoutMillis
-	if e != nil && e.State == txnOngoing {
-		// The open transaction is aborted under the new epoch, which
-		// fences the producer that opened it.
-		next.State = txnPrepareAbort
-		if code := s.logTxnWait(next, nil); code != errNone {
-			resp.ErrorCode = code
-			return resp
-		}
-		if code := s.completeTxn(sl, next); code != errNone {
-			resp.ErrorCode = code
-			return resp
-		}
-		next = c.entry(sl).clone()
-	} else {
-		next.State, next.StartMs, next.Parts, next.Groups, next.Offsets = txnEmpty, 0, nil, nil, nil
-		if code := s.logTxnWait(next, nil); code != errNone {
-			resp.ErrorCode = code
-			return resp
-		}
+	next.State, next.StartMs, next.Parts, next.Groups, next.Offsets = txnEmpty, 0, nil, nil, nil
+	if code := s.logTxnWait(next, nil); code != errNone {
+		resp.ErrorCode = code
+		return resp
 	}
 	resp.ProducerID, resp.ProducerEpoch = next.PID, next.Epoch
 	return resp

@@ -259,7 +259,8 @@ func TestTxnFencing(t *testing.T) {
 		t.Fatalf("%+v", rp)
 	}
 	b := newTxnRaw(t, n.addr, "fence-1")
-	if r := b.init(60000); r.ErrorCode != 0 || r.ProducerID != a.pid || r.ProducerEpoch != a.epoch+1 {
+	// As in Kafka: one bump for the abort of a's transaction, one for b.
+	if r := b.init(60000); r.ErrorCode != 0 || r.ProducerID != a.pid || r.ProducerEpoch != a.epoch+2 {
 		t.Fatalf("second init: %+v (first: pid %d epoch %d)", r, a.pid, a.epoch)
 	}
 	if rp := a.produce("fence", 0, 1); rp.ErrorCode != errInvalidProducerEpoch {
@@ -501,5 +502,60 @@ func TestTxnRecoveryAfterPowerLoss(t *testing.T) {
 	rc3 := dialRaw(t, n3.addr)
 	if f := fetchTxn(rc3, "rec", 0, 0, true); f.LastStableOffset != f.HighWatermark || len(f.AbortedTransactions) != 1 {
 		t.Fatalf("partition 0 after the restart: hwm %d lso %d aborted %+v", f.HighWatermark, f.LastStableOffset, f.AbortedTransactions)
+	}
+}
+
+// TestTxnEpochExhausted: at the last epoch InitProducerId gives the id a
+// new producer id, and the open transaction of the old one is aborted
+// under the old id (its marker and aborted entry name it).
+func TestTxnEpochExhausted(t *testing.T) {
+	n := startNode(t, nil)
+	if _, _, err := n.srv.autoCreate("exh"); err != nil {
+		t.Fatal(err)
+	}
+	x := newTxnRaw(t, n.addr, "exh-1")
+	x.init(60000)
+	sl := n.srv.txn.slot("exh-1")
+	sl.mu.Lock()
+	last := n.srv.txn.entry(sl).clone()
+	last.Epoch = 32766
+	code := n.srv.logTxnWait(last, nil)
+	sl.mu.Unlock()
+	if code != 0 {
+		t.Fatal(code)
+	}
+	x.epoch = 32766
+	x.addParts("exh", 0)
+	if rp := x.produce("exh", 0, 2); rp.ErrorCode != 0 {
+		t.Fatalf("%+v", rp)
+	}
+	y := newTxnRaw(t, n.addr, "exh-1")
+	if r := y.init(60000); r.ErrorCode != 0 || r.ProducerID == x.pid || r.ProducerEpoch != 0 {
+		t.Fatalf("init at the last epoch: %+v (old pid %d)", r, x.pid)
+	}
+	f := fetchTxn(dialRaw(t, n.addr), "exh", 0, 0, true)
+	if f.LastStableOffset != 3 || len(f.AbortedTransactions) != 1 || f.AbortedTransactions[0].ProducerID != x.pid {
+		t.Fatalf("lso %d aborted %+v, want the old producer id %d aborted", f.LastStableOffset, f.AbortedTransactions, x.pid)
+	}
+}
+
+// TestTxnSnapshotPastLogEnd: a snapshot whose point is past the log's
+// end (the log was cut since) is not used: the state comes from the log.
+func TestTxnSnapshotPastLogEnd(t *testing.T) {
+	fs := vfs.NewMem()
+	n := startNodeWith(t, fs, Config{DataDir: "/data", FS: fs})
+	x := newTxnRaw(t, n.addr, "snap-a")
+	if r := x.init(60000); r.ErrorCode != 0 {
+		t.Fatal(r)
+	}
+	n.stop()
+	bogus := []byte(`{"keelLogOffset":1099511627776,"transactions":[],"aborted":[]}`)
+	if err := vfs.WriteFileDurable(fs, "/data/config/kafkaTransactions.json", bogus, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n2 := startNodeWith(t, fs, Config{DataDir: "/data", FS: fs})
+	waitTxnLoaded(t, n2.srv)
+	if e := n2.srv.txn.entry(n2.srv.txn.slot("snap-a")); e == nil || e.PID != x.pid {
+		t.Fatalf("state after a snapshot past the log's end: %+v, want producer id %d", e, x.pid)
 	}
 }
