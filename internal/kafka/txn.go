@@ -151,6 +151,8 @@ type txnCoord struct {
 	byID    map[string]*txnSlot
 	byPID   map[int64]*txnSlot
 	open    map[queueKey]map[int64]int64 // per partition: producer id -> first possible offset
+	active  map[string]*txnSlot          // the ids whose transaction is open (the timeout loop reads these only)
+	pending map[string]int               // per group: open transactions holding offsets of it
 	aborted map[queueKey][]abortedTxn    // per partition, in marker order
 	lastEnd int64                        // CommitLog end of the last record applied (the snapshot point)
 	dirty   bool                         // changed since the last snapshot
@@ -160,6 +162,7 @@ type txnCoord struct {
 
 func newTxnCoord() *txnCoord {
 	return &txnCoord{byID: map[string]*txnSlot{}, byPID: map[int64]*txnSlot{}, open: map[queueKey]map[int64]int64{},
+		active: map[string]*txnSlot{}, pending: map[string]int{},
 		aborted: map[queueKey][]abortedTxn{}, wake: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 }
 
@@ -190,6 +193,13 @@ func (c *txnCoord) installLocked(next *txnEntry, ab []txnAbortEntry) {
 		c.byID[next.ID] = sl
 	}
 	if old := sl.e; old != nil {
+		if old.State.open() {
+			for g := range old.Offsets {
+				if c.pending[g]--; c.pending[g] <= 0 {
+					delete(c.pending, g)
+				}
+			}
+		}
 		for _, p := range old.Parts {
 			k := queueKey{p.Topic, p.Queue}
 			if m := c.open[k]; m != nil {
@@ -205,7 +215,12 @@ func (c *txnCoord) installLocked(next *txnEntry, ab []txnAbortEntry) {
 	}
 	sl.e = next
 	c.byPID[next.PID] = sl
+	delete(c.active, next.ID)
 	if next.State.open() {
+		c.active[next.ID] = sl
+		for g := range next.Offsets {
+			c.pending[g]++
+		}
 		for _, p := range next.Parts {
 			k := queueKey{p.Topic, p.Queue}
 			if c.open[k] == nil {
@@ -622,7 +637,7 @@ func (s *Server) runTxnTimeouts() {
 		}
 		var todo []due
 		c.mu.Lock()
-		for _, sl := range c.byID {
+		for _, sl := range c.active {
 			e := sl.e
 			switch {
 			case e == nil:
@@ -728,11 +743,11 @@ func (s *Server) txnPendingOffset(group, topic string, partition int32) bool {
 	c := s.txn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, sl := range c.byID {
+	if c.pending[group] == 0 {
+		return false
+	}
+	for _, sl := range c.active {
 		e := sl.e
-		if e == nil || !e.State.open() {
-			continue
-		}
 		for _, o := range e.Offsets[group] {
 			if o.Topic == topic && o.Partition == partition {
 				return true
