@@ -2,9 +2,12 @@ package kafka
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/translate"
 	"github.com/keelmq/keel/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -557,5 +560,39 @@ func TestTxnSnapshotPastLogEnd(t *testing.T) {
 	waitTxnLoaded(t, n2.srv)
 	if e := n2.srv.txn.entry(n2.srv.txn.slot("snap-a")); e == nil || e.PID != x.pid {
 		t.Fatalf("state after a snapshot past the log's end: %+v, want producer id %d", e, x.pid)
+	}
+}
+
+// TestTxnMarkerNotConverted: a RocketMQ pull (or AMQP delivery) meeting a
+// marker converts it into no message, without an error, and the index
+// takes no key of it.
+func TestTxnMarkerNotConverted(t *testing.T) {
+	n := startNode(t, nil)
+	if _, _, err := n.srv.autoCreate("conv"); err != nil {
+		t.Fatal(err)
+	}
+	x := newTxnRaw(t, n.addr, "conv-1")
+	x.init(60000)
+	x.addParts("conv", 0)
+	x.produce("conv", 0, 2)
+	if code := x.end(true, 3); code != 0 {
+		t.Fatal(code)
+	}
+	r, err := n.st.GetMessage("conv", 0, 2, 1, 1, nil) // the marker's entry
+	if err != nil || r.Status != store.Found || len(r.Records) != 1 {
+		t.Fatalf("marker entry: %v %v", err, r.Status)
+	}
+	defer r.Release()
+	b, err := kafkaView(r.Records[0], queueKey{"conv", 0})
+	if err != nil || !b.control {
+		t.Fatalf("entry 2 is not a marker: %+v %v", b, err)
+	}
+	out, msgs, err := translate.AppendRocketMQEntries(nil, r.Records[0], "conv", 0, 2, 3, netip.MustParseAddrPort("127.0.0.1:10911"), translate.DefaultLimit)
+	if err != nil || msgs != 0 || len(out) != 0 {
+		t.Fatalf("marker converted for RocketMQ: %d messages, %d bytes, %v", msgs, len(out), err)
+	}
+	keys := 0
+	if err := translate.IndexKeys(r.Records[0], translate.DefaultLimit, func([]byte) { keys++ }); err != nil || keys != 0 {
+		t.Fatalf("index keys of a marker: %d, %v", keys, err)
 	}
 }
