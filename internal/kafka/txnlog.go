@@ -133,6 +133,11 @@ func (s *Server) loadTxns() error {
 				s.log.Warn("kafka: transactions snapshot ahead of the CommitLog; replaying the log from its start", "point", snap.Point, "log_end", end)
 				break
 			}
+			for _, e := range snap.Txns {
+				if e == nil || e.ID == "" || e.State > txnCompleteAbort {
+					return fmt.Errorf("kafka: transactions: %s: an entry that does not parse: %+v", path, e)
+				}
+			}
 			c.mu.Lock()
 			for _, e := range snap.Txns {
 				c.installLocked(e, nil)
@@ -151,7 +156,7 @@ func (s *Server) loadTxns() error {
 			return err
 		}
 		var tr txnRecord
-		if err := json.Unmarshal(r.Payload, &tr); err != nil || tr.E == nil || tr.E.ID == "" {
+		if err := json.Unmarshal(r.Payload, &tr); err != nil || tr.E == nil || tr.E.ID == "" || tr.E.State > txnCompleteAbort {
 			return fmt.Errorf("kafka: transaction record at %d does not parse: %v", phys, err)
 		}
 		c.mu.Lock()
