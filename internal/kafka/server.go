@@ -114,9 +114,14 @@ type Config struct {
 	// TxnRetryInterval is how soon a transaction completion that failed
 	// is tried again (default 1 s); TxnSnapshotInterval how long after a
 	// change the transactions' snapshot is written (default 1 min).
-	MaxTransactionTimeout time.Duration
-	TxnRetryInterval      time.Duration
-	TxnSnapshotInterval   time.Duration
+	// TransactionalIDExpiration forgets a transactional id without an
+	// open transaction that has not changed for this long (Kafka's
+	// transactional.id.expiration.ms; default 7 days), at the snapshot
+	// writes.
+	MaxTransactionTimeout     time.Duration
+	TxnRetryInterval          time.Duration
+	TxnSnapshotInterval       time.Duration
+	TransactionalIDExpiration time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -167,6 +172,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.TxnSnapshotInterval <= 0 {
 		c.TxnSnapshotInterval = time.Minute
+	}
+	if c.TransactionalIDExpiration <= 0 {
+		c.TransactionalIDExpiration = 7 * 24 * time.Hour
 	}
 }
 

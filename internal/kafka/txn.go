@@ -111,7 +111,8 @@ type txnEntry struct {
 	StartMs   int64                  `json:"startMs,omitempty"` // when it became Ongoing
 	Parts     []txnPart              `json:"parts,omitempty"`
 	Groups    []string               `json:"groups,omitempty"`
-	Offsets   map[string][]txnOffset `json:"offsets,omitempty"` // by group
+	Offsets   map[string][]txnOffset `json:"offsets,omitempty"`   // by group
+	UpdatedMs int64                  `json:"updatedMs,omitempty"` // when it last changed
 }
 
 func (e *txnEntry) clone() *txnEntry {
@@ -755,4 +756,27 @@ func (s *Server) txnPendingOffset(group, topic string, partition int32) bool {
 		}
 	}
 	return false
+}
+
+// expireTxnIDsLocked forgets the transactional ids without an open
+// transaction that have not changed for Config.TransactionalIDExpiration
+// (Kafka's transactional.id.expiration.ms), as Kafka does: a producer
+// coming back with one gets a new producer id. An id whose mutex a request
+// holds is left for the next sweep. c.mu is held.
+func (s *Server) expireTxnIDsLocked(nowMs int64) {
+	c := s.txn
+	limit := s.cfg.TransactionalIDExpiration.Milliseconds()
+	for id, sl := range c.byID {
+		e := sl.e
+		if e == nil || e.State.open() || nowMs-e.UpdatedMs <= limit || !sl.mu.TryLock() {
+			continue
+		}
+		delete(c.byID, id)
+		if c.byPID[e.PID] == sl {
+			delete(c.byPID, e.PID)
+		}
+		sl.e = nil
+		sl.mu.Unlock()
+		c.dirty = true
+	}
 }

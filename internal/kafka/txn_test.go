@@ -596,3 +596,32 @@ func TestTxnMarkerNotConverted(t *testing.T) {
 		t.Fatalf("index keys of a marker: %d, %v", keys, err)
 	}
 }
+
+// TestTxnIDExpires: a transactional id idle (no open transaction) for
+// longer than the expiration is forgotten: the producer coming back gets
+// a new producer id; an id with an open transaction is kept.
+func TestTxnIDExpires(t *testing.T) {
+	n := startNodeWith(t, nil, Config{TransactionalIDExpiration: time.Hour})
+	if _, _, err := n.srv.autoCreate("exp"); err != nil {
+		t.Fatal(err)
+	}
+	idle := newTxnRaw(t, n.addr, "exp-idle")
+	idle.init(60000)
+	open := newTxnRaw(t, n.addr, "exp-open")
+	open.init(60000)
+	open.addParts("exp", 0)
+	c := n.srv.txn
+	c.mu.Lock()
+	n.srv.expireTxnIDsLocked(time.Now().Add(30 * time.Minute).UnixMilli())
+	kept := c.byID["exp-idle"] != nil
+	n.srv.expireTxnIDsLocked(time.Now().Add(2 * time.Hour).UnixMilli())
+	gone, openKept := c.byID["exp-idle"] == nil, c.byID["exp-open"] != nil
+	c.mu.Unlock()
+	if !kept || !gone || !openKept {
+		t.Fatalf("kept before the expiration %v, forgotten after it %v, open transaction kept %v", kept, gone, openKept)
+	}
+	again := newTxnRaw(t, n.addr, "exp-idle")
+	if r := again.init(60000); r.ErrorCode != 0 || r.ProducerID == idle.pid || r.ProducerEpoch != 0 {
+		t.Fatalf("init of an expired id: %+v (old producer id %d)", r, idle.pid)
+	}
+}

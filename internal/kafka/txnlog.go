@@ -65,6 +65,7 @@ type txnSnapshot struct {
 // entry of its id, and waits until the record is Confirmed. The slot's
 // mutex is held.
 func (s *Server) logTxnWait(next *txnEntry, ab []txnAbortEntry) int16 {
+	next.UpdatedMs = s.parts.now().UnixMilli()
 	payload, err := json.Marshal(txnRecord{E: next, AB: ab})
 	if err != nil {
 		return errKafkaStorage
@@ -181,18 +182,18 @@ func (s *Server) loadTxns() error {
 	return nil
 }
 
-// snapshotTxns writes the snapshot if the state changed since the last
-// one, once the records it reflects are Confirmed.
+// snapshotTxns forgets the expired transactional ids and writes the
+// snapshot if the state changed since the last one, once the records it
+// reflects are Confirmed.
 func (s *Server) snapshotTxns(ctx context.Context) error {
 	path := s.txnSnapshotPath()
-	if path == "" {
-		return nil
-	}
 	c := s.txn
 	s.txnSnapMu.Lock()
 	defer s.txnSnapMu.Unlock()
 	c.mu.Lock()
-	if !c.dirty {
+	s.expireTxnIDsLocked(s.parts.now().UnixMilli())
+	if path == "" || !c.dirty {
+		c.dirty = c.dirty && path != ""
 		c.mu.Unlock()
 		return nil
 	}
