@@ -178,6 +178,18 @@ func (c *txnCoord) slot(id string) *txnSlot {
 	return sl
 }
 
+// existing returns the slot of id, or a slot of its own with no entry
+// (not kept) when the id is unknown: only InitProducerId makes an id
+// known, so requests naming random ids leave nothing behind.
+func (c *txnCoord) existing(id string) *txnSlot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sl := c.byID[id]; sl != nil {
+		return sl
+	}
+	return &txnSlot{}
+}
+
 // entry returns the slot's entry (nil if none). Any lock.
 func (c *txnCoord) entry(sl *txnSlot) *txnEntry {
 	c.mu.Lock()
@@ -386,7 +398,7 @@ func (s *Server) addPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) kmsg.Re
 		return all(code)
 	}
 	c := s.txn
-	sl := c.slot(req.TransactionalID)
+	sl := c.existing(req.TransactionalID)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	e := c.entry(sl)
@@ -449,7 +461,7 @@ func (s *Server) addOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response
 		return resp
 	}
 	c := s.txn
-	sl := c.slot(req.TransactionalID)
+	sl := c.existing(req.TransactionalID)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	e := c.entry(sl)
@@ -503,7 +515,7 @@ func (s *Server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 		}
 	}
 	c := s.txn
-	sl := c.slot(req.TransactionalID)
+	sl := c.existing(req.TransactionalID)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	e := c.entry(sl)
@@ -550,7 +562,7 @@ func (s *Server) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 		return resp
 	}
 	c := s.txn
-	sl := c.slot(req.TransactionalID)
+	sl := c.existing(req.TransactionalID)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	e := c.entry(sl)

@@ -625,3 +625,33 @@ func TestTxnIDExpires(t *testing.T) {
 		t.Fatalf("init of an expired id: %+v (old producer id %d)", r, idle.pid)
 	}
 }
+
+// TestTxnUnknownIDLeavesNothing: coordinator requests naming an id no
+// InitProducerId made known are refused (INVALID_PRODUCER_ID_MAPPING)
+// and keep no state for it.
+func TestTxnUnknownIDLeavesNothing(t *testing.T) {
+	n := startNode(t, nil)
+	if _, _, err := n.srv.autoCreate("unk"); err != nil {
+		t.Fatal(err)
+	}
+	x := newTxnRaw(t, n.addr, "never-initialized")
+	x.pid, x.epoch = 12345, 0
+	if c := x.addParts("unk", 0); c[0] != errInvalidProducerIDMapping {
+		t.Fatalf("AddPartitionsToTxn: %v", c)
+	}
+	if c := x.addOffsets("g"); c != errInvalidProducerIDMapping {
+		t.Fatalf("AddOffsetsToTxn: %d", c)
+	}
+	if c := x.commitOffset("g", "unk", 0, 1); c != errInvalidProducerIDMapping {
+		t.Fatalf("TxnOffsetCommit: %d", c)
+	}
+	if c := x.end(true, 3); c != errInvalidProducerIDMapping {
+		t.Fatalf("EndTxn: %d", c)
+	}
+	n.srv.txn.mu.Lock()
+	ids := len(n.srv.txn.byID)
+	n.srv.txn.mu.Unlock()
+	if ids != 0 {
+		t.Fatalf("%d transactional ids kept after requests naming an unknown one", ids)
+	}
+}
