@@ -113,6 +113,10 @@ type txnEntry struct {
 	Groups    []string               `json:"groups,omitempty"`
 	Offsets   map[string][]txnOffset `json:"offsets,omitempty"`   // by group
 	UpdatedMs int64                  `json:"updatedMs,omitempty"` // when it last changed
+	// TimedOut is the epoch a timeout abort fenced (Kafka's
+	// lastProducerEpoch): its producer may recover with InitProducerId
+	// naming it (KIP-360); nil once an InitProducerId bumped the epoch.
+	TimedOut *int16 `json:"timedOut,omitempty"`
 }
 
 func (e *txnEntry) clone() *txnEntry {
@@ -304,7 +308,7 @@ func (s *Server) initTxnProducer(req *kmsg.InitProducerIDRequest) kmsg.Response 
 		case req.ProducerID != e.PID:
 			resp.ErrorCode = errInvalidProducerIDMapping
 			return resp
-		case req.ProducerEpoch != e.Epoch:
+		case req.ProducerEpoch != e.Epoch && (e.TimedOut == nil || *e.TimedOut != req.ProducerEpoch):
 			resp.ErrorCode = errProducerFenced
 			if req.Version < 4 {
 				resp.ErrorCode = errInvalidProducerEpoch
@@ -347,7 +351,7 @@ func (s *Server) initTxnProducer(req *kmsg.InitProducerIDRequest) kmsg.Response 
 		next = e.clone()
 		next.Epoch++
 	}
-	next.TimeoutMs = req.TransactionTimeoutMillis
+	next.TimeoutMs, next.TimedOut = req.TransactionTimeoutMillis, nil
 	next.State, next.StartMs, next.Parts, next.Groups, next.Offsets = txnEmpty, 0, nil, nil, nil
 	if code := s.logTxnWait(next, nil); code != errNone {
 		resp.ErrorCode = code
@@ -711,7 +715,9 @@ func (s *Server) expireTxn(sl *txnSlot, seen *txnEntry) {
 		next := e.clone()
 		next.State = txnPrepareAbort
 		if next.Epoch < 32766 {
+			fencedEpoch := next.Epoch
 			next.Epoch++ // fences the producer, as Kafka does at a timeout
+			next.TimedOut = &fencedEpoch
 		}
 		s.log.Info("kafka: transaction timed out, aborting", "transactional_id", e.ID, "producer_id", e.PID, "timeout_ms", e.TimeoutMs)
 		if code := s.logTxnWait(next, nil); code != errNone {

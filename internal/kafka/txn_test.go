@@ -351,6 +351,22 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if f.LastStableOffset != 3 || len(f.AbortedTransactions) != 1 {
 		t.Fatalf("lso %d aborted %+v", f.LastStableOffset, f.AbortedTransactions)
 	}
+	// As Kafka (KIP-360): the producer whose transaction timed out may
+	// recover by naming its producer id and its fenced epoch; an older
+	// epoch may not.
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr("tmo-1"), 60000
+	req.ProducerID, req.ProducerEpoch = x.pid, x.epoch-1
+	if r := x.rc.do(req, 4).(*kmsg.InitProducerIDResponse); r.ErrorCode != errProducerFenced {
+		t.Fatalf("InitProducerId with an epoch older than the fenced one: %+v", r)
+	}
+	req.ProducerEpoch = x.epoch
+	if r := x.rc.do(req, 4).(*kmsg.InitProducerIDResponse); r.ErrorCode != 0 || r.ProducerID != x.pid || r.ProducerEpoch != x.epoch+2 {
+		t.Fatalf("InitProducerId naming the epoch the timeout fenced: %+v", r)
+	}
+	if r := x.rc.do(req, 4).(*kmsg.InitProducerIDResponse); r.ErrorCode != errProducerFenced {
+		t.Fatalf("the fenced epoch named again after the recovery: %+v", r)
+	}
 }
 
 // offsetFetch asks OffsetFetch v7 for group's offset of topic/p.
