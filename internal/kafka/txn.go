@@ -647,13 +647,16 @@ func (s *Server) runTxnTimeouts() {
 	c := s.txn
 	for {
 		wait := time.Duration(-1)
-		now := s.parts.now().UnixMilli()
+		var now int64
 		type due struct {
 			sl *txnSlot
 			e  *txnEntry
 		}
 		var todo []due
 		c.mu.Lock()
+		if len(c.active) > 0 { // the clock is read only when needed
+			now = s.parts.now().UnixMilli()
+		}
 		for _, sl := range c.active {
 			e := sl.e
 			switch {

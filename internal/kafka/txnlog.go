@@ -174,9 +174,11 @@ func (s *Server) loadTxns() error {
 	n := len(c.byID)
 	c.mu.Unlock()
 	s.log.Info("kafka: transactions replayed from the CommitLog", "from", from, "to", end, "transactional_ids", n)
-	select { // a snapshot at the replay's end, so the next start reads less
-	case c.changed <- struct{}{}:
-	default:
+	if n > 0 || end > from {
+		select { // a snapshot at the replay's end, so the next start reads less
+		case c.changed <- struct{}{}:
+		default:
+		}
 	}
 	s.txnLoaded.Store(true)
 	return nil
