@@ -613,7 +613,7 @@ func (s *Server) completeTxn(sl *txnSlot, e *txnEntry) int16 {
 	}
 	if until >= 0 {
 		if code := s.waitConfirmed(until, int32(s.st.ConfirmTimeout().Milliseconds())+1000); code != errNone {
-			return code
+			return errCoordinatorNotAvailable // the markers are written: a retry goes on
 		}
 	}
 	if commit && len(e.Offsets) > 0 {
@@ -626,7 +626,7 @@ func (s *Server) completeTxn(sl *txnSlot, e *txnEntry) int16 {
 		}
 		if err := s.core.FlushOffsets(); err != nil {
 			s.log.Error("kafka: transaction offsets not durable", "transactional_id", e.ID, "err", err)
-			return errKafkaStorage
+			return errCoordinatorNotAvailable
 		}
 	}
 	next := e.clone()

@@ -671,3 +671,18 @@ func TestTxnUnknownIDLeavesNothing(t *testing.T) {
 		t.Fatalf("%d transactional ids kept after requests naming an unknown one", ids)
 	}
 }
+
+// TestTxnUnconfirmedIsRetriable: when the coordinator's record is not
+// confirmed in time (a SYNC_MASTER without its slave), the request is
+// answered COORDINATOR_NOT_AVAILABLE, which clients retry, not a storage
+// error.
+func TestTxnUnconfirmedIsRetriable(t *testing.T) {
+	n := startNodeStore(t, nil, Config{}, func(c *store.Config) {
+		c.ExternalReplication = true
+		c.ReplicationTimeout = 200 * time.Millisecond
+	})
+	x := newTxnRaw(t, n.addr, "unconf")
+	if r := x.init(60000); r.ErrorCode != errCoordinatorNotAvailable {
+		t.Fatalf("InitProducerId without confirmation: %+v", r)
+	}
+}

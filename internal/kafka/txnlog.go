@@ -63,7 +63,9 @@ type txnSnapshot struct {
 
 // logTxnWait appends the record of next (and the aborts ab), makes it the
 // entry of its id, and waits until the record is Confirmed. The slot's
-// mutex is held.
+// mutex is held. A refused append or a confirmation that does not come
+// answers COORDINATOR_NOT_AVAILABLE (clients retry), as Kafka answers a
+// failed write of its transaction log.
 func (s *Server) logTxnWait(next *txnEntry, ab []txnAbortEntry) int16 {
 	next.UpdatedMs = s.parts.now().UnixMilli()
 	payload, err := json.Marshal(txnRecord{E: next, AB: ab})
@@ -84,7 +86,7 @@ func (s *Server) logTxnWait(next *txnEntry, ab []txnAbortEntry) int16 {
 		if !s.leads() {
 			return errNotCoordinator
 		}
-		return errKafkaStorage
+		return errCoordinatorNotAvailable // retriable, as Kafka answers a failed append to its transaction log
 	}
 	c.installLocked(next, ab)
 	c.lastEnd = max(c.lastEnd, end)
@@ -101,7 +103,8 @@ func (s *Server) logTxnWait(next *txnEntry, ab []txnAbortEntry) int16 {
 	}
 	if err := s.st.WaitFor(s.ctx, store.Confirmed, end, timeout); err != nil {
 		s.log.Warn("kafka: transaction record not confirmed", "transactional_id", next.ID, "err", err)
-		return errKafkaStorage
+		// In memory and in the log already: a retry goes on from it.
+		return errCoordinatorNotAvailable
 	}
 	return errNone
 }

@@ -81,7 +81,7 @@ func (s *Server) writeMarker(topic string, qid int32, pid int64, epoch int16, co
 		if !s.leads() {
 			return -1, -1, errNotCoordinator
 		}
-		return -1, -1, errKafkaStorage
+		return -1, -1, errCoordinatorNotAvailable // the completion is retried
 	}
 	return base, end, errNone
 }
