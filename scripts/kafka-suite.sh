@@ -35,13 +35,13 @@ chmod -R u+w "$tmp/franz-go"
 go build -o "$tmp/keel" ./cmd/keel
 
 # Tests that need what Keel does not offer (docs/kafka.md lists why):
-# TestTxnEtl needs transactions; TestConsumeRegex and
-# Test848RegexBrokerResolves expect Kafka's internal __consumer_offsets
-# topic. The KIP-848 variants of the group tests run (ConsumerGroupHeartbeat
-# v1 is advertised). Share-group and OAUTHBEARER tests skip themselves
-# (ShareFetch is not advertised, KGO_TEST_OAUTH_SEEDS is not set); the
-# SCRAM tests run against a second keel with aclEnable=true.
-skip='^(TestTxnEtl|TestConsumeRegex|Test848RegexBrokerResolves)$'
+# TestConsumeRegex and Test848RegexBrokerResolves expect Kafka's internal
+# __consumer_offsets topic. The KIP-848 variants of the group tests run
+# (ConsumerGroupHeartbeat v1 is advertised), and so does TestTxnEtl.
+# Share-group and OAUTHBEARER tests skip themselves (ShareFetch is not
+# advertised, KGO_TEST_OAUTH_SEEDS is not set); the SCRAM tests run
+# against a second keel with aclEnable=true.
+skip='^(TestConsumeRegex|Test848RegexBrokerResolves)$'
 
 # TestIssueFetchLargerThanBrokerMaxReadBytes creates a topic with
 # max.message.bytes=10485760, which Keel allows up to maxMessageSize.

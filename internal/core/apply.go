@@ -267,6 +267,10 @@ func (b *Broker) onSystem(phys, end int64, body []byte) error {
 		if b.sys.delay != nil { // a master's schedule service has its own file
 			b.sys.delay.apply(r, phys, end)
 		}
+	case record.KindKafkaTxn:
+		// The Kafka door's transaction coordinator: the door reads these
+		// back itself when it starts (store.ScanSystem); nothing of the
+		// core's.
 	default:
 		if t := b.tableOf(r.Kind); t != nil {
 			return t.Apply(phys, end, r)

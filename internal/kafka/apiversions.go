@@ -36,8 +36,12 @@ var apis = map[int16]apiRange{
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics (v6 may name topics by id)
 	21: {0, 2},  // DeleteRecords
-	22: {0, 4},  // InitProducerId (idempotence; transactional ids refused)
+	22: {0, 4},  // InitProducerId (idempotence; transactional ids: txn.go)
 	23: {0, 4},  // OffsetForLeaderEpoch (epochs.go)
+	24: {0, 3},  // AddPartitionsToTxn (v4+: the broker-to-broker form)
+	25: {0, 3},  // AddOffsetsToTxn
+	26: {0, 3},  // EndTxn
+	28: {0, 3},  // TxnOffsetCommit
 	29: {0, 3},  // DescribeAcls (acls.go)
 	30: {0, 3},  // CreateAcls
 	31: {0, 3},  // DeleteAcls

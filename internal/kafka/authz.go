@@ -51,6 +51,9 @@ func (p principal) MayGroup(group string, need Perm) bool { return p.acc.MayGrou
 func (s *Server) authorized(acct principal, req *request) kmsg.Response {
 	topicOK := func(t string, p Perm) bool { return acct.MayTopic(t, p) }
 	groupOK := func(g string, p Perm) bool { return acct.MayGroup(g, p) }
+	if r, ok := s.authorizedTxn(acct, req.body); ok { // txnauthz.go
+		return r
+	}
 	switch b := req.body.(type) {
 	case *kmsg.ProduceRequest:
 		var denied []kmsg.ProduceRequestTopic

@@ -74,7 +74,8 @@ func refuse(code int16, format string, args ...any) *batchError {
 }
 
 // checkBatch validates a produced batch: one whole v2 batch, its CRC-32C,
-// codec, no control or transactional bits, lastOffsetDelta = count-1, at
+// codec, no control bit (a transactional batch is judged by the
+// produce path, txn.go), lastOffsetDelta = count-1, at
 // most maxBytes, and for an uncompressed batch that the records' lengths
 // add up and their number is the count. Compressed records are stored as
 // received without being decompressed (not checked yet; docs/kafka.md).
@@ -97,8 +98,6 @@ func checkBatch(b []byte, maxBytes int, produceVersion int16) (batchHeader, *bat
 		return h, refuse(errInvalidRecord, "zstd needs Produce v7 or later (got v%d)", produceVersion)
 	case h.attributes&0x20 != 0:
 		return h, refuse(errInvalidRecord, "control batches are written by the broker only")
-	case h.attributes&0x10 != 0:
-		return h, refuse(errInvalidRecord, "transactional batches are not supported")
 	case h.records < 1 || h.lastOffsetDelta != h.records-1:
 		return h, refuse(errInvalidRecord, "recordsCount %d with lastOffsetDelta %d", h.records, h.lastOffsetDelta)
 	}

@@ -70,7 +70,6 @@ func TestCheckBatch(t *testing.T) {
 		{"codec 5", mod(func(b []byte) []byte { b[22] |= 5; return recrc(b) }), 1 << 20, 9, errCorruptMessage},
 		{"zstd before v7", mod(func(b []byte) []byte { b[22] |= 4; return recrc(b) }), 1 << 20, 6, errInvalidRecord},
 		{"control", mod(func(b []byte) []byte { b[22] |= 0x20; return recrc(b) }), 1 << 20, 9, errInvalidRecord},
-		{"transactional", mod(func(b []byte) []byte { b[22] |= 0x10; return recrc(b) }), 1 << 20, 9, errInvalidRecord},
 		{"count mismatch", mod(func(b []byte) []byte { b[60] = 4; return recrc(b) }), 1 << 20, 9, errInvalidRecord},
 		{"records short", mod(func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[23:], 3)

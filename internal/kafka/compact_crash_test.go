@@ -85,7 +85,7 @@ func readLatest(t *testing.T, n *testNode, topic string) map[string]string {
 	out := map[string]string{}
 	for off := start; off < hwm; {
 		var rp kmsg.FetchResponseTopicPartition
-		n.srv.fetchPartition(topic, kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
+		n.srv.fetchPartition(topic, kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: off, PartitionMaxBytes: 1 << 20}, 1<<20, false, &rp)
 		if rp.ErrorCode != errNone {
 			t.Fatalf("fetch at %d: error %d", off, rp.ErrorCode)
 		}

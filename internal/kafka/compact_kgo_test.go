@@ -332,3 +332,36 @@ func TestCompactedCopyOutlivesCommitLog(t *testing.T) {
 		t.Fatalf("by time: %+v, want the copy's first record, offset %d at %d", lo, first.Offset, first.Timestamp.UnixMilli())
 	}
 }
+
+// TestCompactedTopicRefusesTransactions: a transactional producer cannot
+// add a compacted topic's partition to its transaction (the cleaner keeps
+// records whatever their transaction: an aborted one could outlive its
+// marker), and a transactional batch sent there anyway is refused; the
+// same producer's transaction on a plain topic commits.
+func TestCompactedTopicRefusesTransactions(t *testing.T) {
+	n := compactNode(t, nil, time.Hour)
+	_, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, "cmp-txn")
+	if err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	cl := txnProducer(t, n.addr, "txn-on-compacted")
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "cmp-txn", Key: []byte("k"), Value: []byte("v")}).FirstErr()
+	if !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("a transactional produce to a compacted topic: %v, want POLICY_VIOLATION", err)
+	}
+	if hwm := n.st.MaxOffset("cmp-txn", 0); hwm != 0 {
+		t.Fatalf("the compacted topic holds %d records", hwm)
+	}
+	// franz-go takes POLICY_VIOLATION as fatal for its producer id: a
+	// new producer of the same id goes on, on a plain topic.
+	cl.Close()
+	produceTxn(t, txnProducer(t, n.addr, "txn-on-compacted"), "plain-txn", 0, "p", 3, true)
+	if got := consumeValues(t, n.addr, "plain-txn", 0, true, 3); len(got) != 3 {
+		t.Fatalf("read_committed read %d records of the committed transaction", len(got))
+	}
+}

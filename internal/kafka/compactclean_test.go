@@ -155,7 +155,7 @@ func TestCompactCopyOfDeletedTopic(t *testing.T) {
 	}
 	produce("new", 5) // more records than the old copy covered
 	var rp kmsg.FetchResponseTopicPartition
-	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
+	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, false, &rp)
 	if rp.ErrorCode != errKafkaStorage {
 		t.Fatalf("fetch of a deleted topic's copy: error %d with %d bytes, want KAFKA_STORAGE_ERROR", rp.ErrorCode, len(rp.RecordBatches))
 	}
@@ -215,7 +215,7 @@ func copyOfTopicMadeAgain(t *testing.T, records int) {
 		t.Fatal(err)
 	}
 	var rp kmsg.FetchResponseTopicPartition
-	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, &rp)
+	n.srv.fetchPartition("again", kmsg.FetchRequestTopicPartition{Partition: 0, FetchOffset: 0, PartitionMaxBytes: 1 << 20}, 1<<20, false, &rp)
 	if rp.ErrorCode != errKafkaStorage {
 		t.Fatalf("fetch of a partition of %d records under a copy of 5: error %d with %d bytes, want KAFKA_STORAGE_ERROR", records, rp.ErrorCode, len(rp.RecordBatches))
 	}

@@ -17,10 +17,11 @@ package kafka
 // committed offsets live with the partitions (offsets.go), so they do not
 // move with it.
 //
-// Transaction coordinators (key type 1) are refused with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal
-// rather than retrying: transactions are not supported. FindCoordinator
-// v0 stays in range: librdkafka enables LZ4 and groups only with it.
+// The coordinator of a transactional id (key type 1, txn.go) is the
+// broker asked: each broker coordinates the transactions of the
+// partitions it leads. Other key types are refused with INVALID_REQUEST.
+// FindCoordinator v0 stays in range: librdkafka enables LZ4 and groups
+// only with it.
 
 import (
 	"context"
@@ -31,10 +32,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const (
-	errTransactionalIDAuthorization int16 = 53
-	errNotCoordinator               int16 = 16
-)
 
 // coordinator is the broker coordinating a consumer group, or code why
 // there is none now (COORDINATOR_NOT_AVAILABLE).
@@ -95,11 +92,16 @@ func (s *Server) coordinates(id string) int16 {
 func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	answer := func(key string) (c coordinator, msg *string) {
-		if req.CoordinatorType != 0 {
-			return coordinator{node: -1, port: -1, code: errTransactionalIDAuthorization},
-				kmsg.StringPtr("transactions are not supported by this broker")
+		switch req.CoordinatorType {
+		case 0:
+			return s.coordinatorFor(key), nil
+		case 1:
+			if code := s.txnReady(); code != errNone {
+				return coordinator{node: -1, port: -1, code: code}, nil
+			}
+			return coordinator{node: s.cfg.NodeID, host: s.cfg.AdvertisedHost, port: s.advPort.Load()}, nil
 		}
-		return s.coordinatorFor(key), nil
+		return coordinator{node: -1, port: -1, code: errInvalidRequest}, kmsg.StringPtr("unknown coordinator type")
 	}
 	if req.Version >= 4 {
 		for _, k := range req.CoordinatorKeys {

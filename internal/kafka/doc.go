@@ -35,7 +35,12 @@
 // offsets.go (OffsetCommit, OffsetFetch: an offset lives with its
 // partition's group, other groups' reached through Config.Peers),
 // idempotence.go (InitProducerId, producer sequence windows and
-// their expiry), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
+// their expiry), txn.go (the transaction coordinator: InitProducerId with
+// a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+// TxnOffsetCommit, EndTxn, timeouts), txnlog.go (its state as system
+// records of the CommitLog and its snapshot), txnmarker.go (the commit
+// and abort markers, the last stable offset and the aborted transactions
+// of a read_committed Fetch), txnauthz.go (their access checks), sasl.go (SaslHandshake, SaslAuthenticate: PLAIN, SCRAM)
 // and authz.go (per-request checks against Config.ACL), acls.go
 // (DescribeAcls, CreateAcls, DeleteAcls over plain_acl.yml's accounts,
 // Config.ACL as a RuleEditor), scram.go (DescribeUserScramCredentials,
@@ -117,6 +122,22 @@
 // store, RocketMQ and AMQP consumers read it as before (docs/kafka.md,
 // "Upgrading").
 //
+// # Transactions
+//
+// A transactional batch is stored like any batch, in its partition at
+// once; the coordinator's EndTxn then writes a control batch (a marker:
+// one record, one entry, one offset) into each partition of the
+// transaction. The last stable offset is the first offset an open
+// transaction may have written (the high watermark when it added the
+// partition); a read_committed Fetch serves below it and names the
+// aborted transactions of the range, which clients drop. The
+// coordinator's state lives in system records (record.KindKafkaTxn)
+// that the core passes over and the door replays at Serve from its
+// snapshot's point (store.ScanSystem).
+//
+//	entries:  [batch pid 7: 0 1][RocketMQ 2][batch pid 7: 3][commit pid 7: 4]
+//	          LSO 0 while pid 7's transaction is open, 5 after its marker
+//
 // # Limits
 //
 // A request frame is at most Config.MaxRequestBytes (the broker's
@@ -152,5 +173,11 @@
 // its own mutex, held while it reads the store, taken alone; so have the
 // client quotas (quotas.go: wmu serialises changes and their file
 // writes, mu guards the quotas and meters), and a throttled connection
-// sleeps with none held.
+// sleeps with none held. The transaction coordinator (txn.go) holds a
+// transactional id's mutex across a request on it, markers' appends
+// included (each under its partition's appendMu), and its maps' mutex
+// only briefly, never across a store wait; Produce takes that mutex
+// under appendMu to judge a transactional batch. One goroutine aborts
+// the transactions past their timeout (parked while none is open), one
+// writes the snapshot (parked while nothing changes).
 package kafka

@@ -10,8 +10,10 @@ package kafka
 // moves the consumer (a partition reached once the response is full is
 // answered with its offsets and no records). Never past the high
 // watermark: the store shows only visible entries, and visible never
-// passes Confirmed. LastStableOffset = high watermark (no transactions);
-// fetch sessions are not kept (SessionID 0: clients send full fetches).
+// passes Confirmed. LastStableOffset is the high watermark but for open
+// transactions (txnmarker.go); with isolation_level read_committed (1)
+// only batches below it are served, with the aborted transactions of the
+// range; fetch sessions are not kept (SessionID 0: clients send full fetches).
 // While the response holds fewer than MinBytes (at least 1) and
 // MaxWaitMillis > 0, the request waits through
 // the core's Hold, one wait per partition sharing one wake-up, for the
@@ -22,6 +24,7 @@ package kafka
 
 import (
 	"cmp"
+	"math"
 	"sync"
 	"time"
 
@@ -109,7 +112,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			if reader >= 0 {
 				limit = 0 // the client reads from the slave (follower.go)
 			}
-			entries := s.fetchPartition(t.Topic, p, limit, &rp)
+			entries := s.fetchPartition(t.Topic, p, limit, req.IsolationLevel == 1, &rp)
 			if reader >= 0 && rp.ErrorCode == errNone {
 				rp.PreferredReadReplica, entries = reader, -1
 			}
@@ -129,7 +132,7 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 
 // fetchPartition fills rp; it returns the queue's entry count (-1 on an
 // error).
-func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition, limit int, rp *kmsg.FetchResponseTopicPartition) int64 {
+func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition, limit int, committed bool, rp *kmsg.FetchResponseTopicPartition) int64 {
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 	// Empty, not null: librdkafka refuses a null record set (size -1).
 	rp.RecordBatches = []byte{}
@@ -145,7 +148,12 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 		rp.ErrorCode = errKafkaStorage
 		return -1
 	}
-	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hwm, hwm, start
+	lso := s.lastStable(part, hwm)
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hwm, lso, start
+	stop := int64(math.MaxInt64) // read_uncommitted: what the queue shows
+	if committed {
+		stop = lso
+	}
 	switch {
 	case p.FetchOffset > hwm && s.cfg.Follower:
 		rp.ErrorCode = errOffsetNotAvailable // the master may have it: retried (follower.go)
@@ -153,14 +161,17 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	case p.FetchOffset < rp.LogStartOffset || p.FetchOffset > hwm:
 		rp.ErrorCode = errOffsetOutOfRange
 		return -1
-	case p.FetchOffset == hwm:
+	case p.FetchOffset == hwm, p.FetchOffset >= stop:
 		return entries
 	case limit <= 0:
 		return entries // the response is full: the next fetch reads this partition
 	}
+	if committed {
+		rp.AbortedTransactions = s.abortedIn(part, p.FetchOffset, lso)
+	}
 	off, full, err := s.compact.read(part.key, p.FetchOffset, limit, rp) // compact.go: below the cleaned point
 	if err == nil && !full {
-		err = s.readBatches(part, off, limit, rp)
+		err = s.readBatches(part, off, stop, limit, rp)
 	}
 	if err != nil {
 		s.log.Error("kafka: fetch: read", "topic", topic, "queue_id", p.Partition, "offset", p.FetchOffset, "err", err)
@@ -173,8 +184,9 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 // readBatches appends what the queue holds from entry off: each Kafka
 // batch as stored (the one holding off may start before it), other
 // protocols' messages converted, and after a batch goes on at the entry
-// after its last record (its other entries locate the same record).
-func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.FetchResponseTopicPartition) error {
+// after its last record (its other entries locate the same record); it
+// serves nothing at or after entry stop (a read_committed fetch's LSO).
+func (s *Server) readBatches(part *partition, off, stop int64, limit int, rp *kmsg.FetchResponseTopicPartition) error {
 	k := part.key
 	idx := off                       // the next entry not served
 	var w translate.KafkaBatchWriter // other protocols' records, converted
@@ -204,6 +216,10 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 				if b.end <= idx {
 					continue // another entry of a batch already served
 				}
+				if b.base >= stop {
+					full = true
+					break
+				}
 				body := rec[len(rec)-b.bodyLen:]
 				if len(rp.RecordBatches) > 0 && len(rp.RecordBatches)+len(body) > limit {
 					full = true
@@ -216,6 +232,10 @@ func (s *Server) readBatches(part *partition, off int64, limit int, rp *kmsg.Fet
 			qo, ok := translate.QueueOffset(rec, k.topic, k.queueID)
 			if !ok || qo < idx {
 				continue
+			}
+			if qo >= stop {
+				full = true
+				break
 			}
 			_, isFull, err := s.appendForeign(part, &w, rec, qo, limit, rp)
 			if err != nil {

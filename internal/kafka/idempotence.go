@@ -26,7 +26,8 @@ package kafka
 // forgotten first, so memory stays bounded whatever clients do. Producer ids are the start time in ms shifted left by 12
 // bits plus a counter: unique across restarts without a file, as long as
 // the clock does not go back and fewer than 4096 ids are asked for per ms
-// on average. Transactional ids are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+// on average. With a transactional id the transaction coordinator
+// answers (txn.go).
 
 import (
 	"cmp"
@@ -75,8 +76,7 @@ func (s *Server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = errTransactionalIDAuthorization
-		return resp
+		return s.initTxnProducer(req) // txn.go
 	}
 	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < 32767 {
 		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1 // KIP-360 bump
@@ -205,7 +205,7 @@ func (ps *partitions) loadProducers(p *partition) error {
 			i--
 			continue
 		}
-		if b.pid >= 0 && nowMs-b.storeMs <= ps.lim.expireMs {
+		if b.pid >= 0 && !b.control && nowMs-b.storeMs <= ps.lim.expireMs { // a marker has no sequence
 			found = append(found, b)
 		}
 		i = min(b.base, i) - 1 // (a read past a lost entry may return a later batch)

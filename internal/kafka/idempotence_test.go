@@ -94,8 +94,8 @@ func TestIdempotentProducer(t *testing.T) {
 	if e := n2.st.MaxOffset("idem", 0); e != 11 { // and 4 + 1
 		t.Fatalf("%d entries stored after the restart, want 11", e)
 	}
-	init.TransactionalID = kmsg.StringPtr("txn")
-	if ir := rc.do(init, 4).(*kmsg.InitProducerIDResponse); ir.ErrorCode != errTransactionalIDAuthorization {
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr("txn"), 60000
+	if ir := rc.do(init, 4).(*kmsg.InitProducerIDResponse); ir.ErrorCode != 0 || ir.ProducerEpoch != 0 || ir.ProducerID <= 0 {
 		t.Fatalf("transactional InitProducerId: %+v", ir)
 	}
 }

@@ -1,6 +1,7 @@
 package kafka
 
-// ListOffsets: -1 latest (the high watermark), -2 earliest (the log start),
+// ListOffsets: -1 latest (the high watermark; with isolation_level
+// read_committed the last stable offset), -2 earliest (the log start),
 // -3 (v7, max timestamp) answered as latest, and a timestamp: as Kafka,
 // the offset and timestamp of the first record in log order whose
 // timestamp (the producer's CreateTime, or the batch's LogAppendTime) is
@@ -98,7 +99,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				continue
 			}
 			p.Partition = q // this broker's queue from here on
-			s.listPartition(t.Topic, p, &rp)
+			s.listPartition(t.Topic, p, req.IsolationLevel == 1, &rp)
 			rp.Partition = t.Partitions[len(rt.Partitions)].Partition // the client's number
 			if g := cs.groups[s.cfg.Group]; g != nil && rp.ErrorCode == errNone {
 				rp.LeaderEpoch = g.epoch
@@ -113,7 +114,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	return resp
 }
 
-func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicPartition, rp *kmsg.ListOffsetsResponseTopicPartition) {
+func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicPartition, committed bool, rp *kmsg.ListOffsetsResponseTopicPartition) {
 	rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, 0
 	if rp.ErrorCode = s.checkRead(topic, p.Partition); rp.ErrorCode != errNone {
 		return
@@ -124,6 +125,9 @@ func (s *Server) listPartition(topic string, p kmsg.ListOffsetsRequestTopicParti
 		s.log.Error("kafka: list offsets", "topic", topic, "queue_id", p.Partition, "err", err)
 		rp.ErrorCode = errKafkaStorage
 		return
+	}
+	if committed { // read_committed: the last stable offset (txnmarker.go)
+		hwm = s.lastStable(part, hwm)
 	}
 	switch ts := p.Timestamp; {
 	case ts == -2:

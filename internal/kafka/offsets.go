@@ -22,6 +22,9 @@ package kafka
 // before it answers. A commit is acknowledged only after every owner
 // made it durable (core.FlushOffsets: the offsets file written and, on a
 // master serving slaves, the offsets record confirmed).
+// Offsets a transaction commits (TxnOffsetCommit, txn.go) are
+// committed here when it commits; until then OffsetFetch with
+// RequireStable answers UNSTABLE_OFFSET_COMMIT for them.
 
 import (
 	"context"
@@ -326,6 +329,9 @@ func (s *Server) offsetFetch(req *kmsg.OffsetFetchRequest, user string) kmsg.Res
 					keys = append(keys, k)
 				}
 				slots[k] = append(slots[k], slot{ti, pi})
+			}
+			if req.RequireStable && s.txnPendingOffset(req.Group, t.Topic, p) {
+				rp.ErrorCode = errUnstableOffsetCommit // an open transaction commits it (txn.go)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -73,6 +73,7 @@ type batchAt struct {
 	epoch     int16
 	seq       int32
 	old       bool // a batch of an earlier release: one entry for all its records
+	control   bool // a transaction marker (txnmarker.go)
 	ok        bool
 }
 
@@ -104,7 +105,7 @@ func kafkaView(rec []byte, k queueKey) (batchAt, error) {
 		return batchAt{}, fmt.Errorf("kafka: stored batch: %w", err)
 	}
 	b := batchAt{storeMs: e.StoreTimestamp(), bodyLen: len(e.Body()),
-		pid: h.producerID, epoch: h.epoch, seq: h.baseSequence, ok: true}
+		pid: h.producerID, epoch: h.epoch, seq: h.baseSequence, control: h.attributes&attrControl != 0, ok: true}
 	if e.Flags()&record.FlagEntryPerMessage == 0 {
 		b.old = true
 		b.base, b.end = h.baseOffset, h.baseOffset+int64(h.lastOffsetDelta)+1

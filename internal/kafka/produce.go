@@ -77,9 +77,6 @@ func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return s.produceAll(req, resp, errInvalidRequiredAcks, "acks must be -1, 0 or 1")
 	}
-	if req.TransactionID != nil {
-		return s.produceAll(req, resp, errInvalidRecord, "transactions are not supported")
-	}
 	var until int64 = -1 // the Confirmed offset every appended batch needs
 	cs := s.cluster(false)
 	for _, t := range req.Topics {
@@ -95,7 +92,7 @@ func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 				continue
 			}
 			p.Partition = q // this broker's queue from here on
-			end := s.producePartition(t.Topic, p, req.Version, &rp)
+			end := s.producePartition(t.Topic, p, req.Version, req.TransactionID, &rp)
 			if end > until {
 				until = end
 			}
@@ -125,7 +122,7 @@ func (s *Server) produceAnswer(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 
 // producePartition stores one partition's batch and fills rp; it returns
 // the CommitLog offset the batch ends at (-1 if not stored).
-func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartition, version int16, rp *kmsg.ProduceResponseTopicPartition) int64 {
+func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartition, version int16, txnID *string, rp *kmsg.ProduceResponseTopicPartition) int64 {
 	rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
 	fail := func(code int16, msg string) int64 {
 		rp.ErrorCode, rp.ErrorMessage = code, kmsg.StringPtr(msg)
@@ -189,6 +186,11 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 			return fail(errInvalidTimestamp, msg)
 		}
 	}
+	if compacted && h.attributes&attrTransactional != 0 {
+		// The cleaner (compact.go) keeps records without regard to
+		// their transaction: an aborted one could outlive its marker.
+		return fail(errPolicyViolation, "topic "+topic+" is compacted (cleanup.policy=compact): it takes no transactional records")
+	}
 	if compacted { // compact.go: every record needs a key
 		if msg := keylessRecord(p.Records, topic, p.Partition, max(maxBytes, translate.DefaultLimit)); msg != "" {
 			return fail(errInvalidRecord, msg)
@@ -217,6 +219,12 @@ func (s *Server) producePartition(topic string, p kmsg.ProduceRequestTopicPartit
 		part.appendMu.Unlock()
 		s.log.Error("kafka: produce: producer state", "topic", topic, "queue_id", qid, "err", err)
 		return fail(errKafkaStorage, err.Error())
+	}
+	if h.attributes&attrTransactional != 0 { // its transaction must be open with this partition (txn.go)
+		if code, msg := s.txnProduceCheck(txnID, h.producerID, h.epoch, part.key); code != errNone {
+			part.appendMu.Unlock()
+			return fail(code, msg)
+		}
 	}
 	if h.producerID >= 0 {
 		dup, code := part.checkSequence(h, s.parts.now().UnixMilli(), s.parts.lim)

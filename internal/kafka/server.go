@@ -135,13 +135,27 @@ type Config struct {
 	Traffic  *doorstats.Counters
 	Observer Observer
 	// DataDir and FS hold the door's own files (the client quotas,
-	// quotas.go; the compacted topics' copies, compact.go); an empty
-	// DataDir keeps the quotas in memory and refuses compacted topics.
+	// quotas.go; the compacted topics' copies, compact.go; the
+	// transactions' snapshot, txnlog.go); an empty DataDir keeps the
+	// quotas and transactions in memory and refuses compacted topics.
 	DataDir string
 	FS      vfs.FS
 	// CompactionInterval is how often compacted topics are cleaned
 	// (Kafka's log.cleaner.backoff.ms; default 15 s).
 	CompactionInterval time.Duration
+	// MaxTransactionTimeout bounds a producer's transaction.timeout.ms
+	// (Kafka's transaction.max.timeout.ms; default 15 min);
+	// TxnRetryInterval is how soon a transaction completion that failed
+	// is tried again (default 1 s); TxnSnapshotInterval how long after a
+	// change the transactions' snapshot is written (default 1 min).
+	// TransactionalIDExpiration forgets a transactional id without an
+	// open transaction that has not changed for this long (Kafka's
+	// transactional.id.expiration.ms; default 7 days), at the snapshot
+	// writes.
+	MaxTransactionTimeout     time.Duration
+	TxnRetryInterval          time.Duration
+	TxnSnapshotInterval       time.Duration
+	TransactionalIDExpiration time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -187,6 +201,18 @@ func (c *Config) applyDefaults() {
 	if c.CompactionInterval <= 0 {
 		c.CompactionInterval = 15 * time.Second
 	}
+	if c.MaxTransactionTimeout <= 0 {
+		c.MaxTransactionTimeout = 15 * time.Minute
+	}
+	if c.TxnRetryInterval <= 0 {
+		c.TxnRetryInterval = time.Second
+	}
+	if c.TxnSnapshotInterval <= 0 {
+		c.TxnSnapshotInterval = time.Minute
+	}
+	if c.TransactionalIDExpiration <= 0 {
+		c.TransactionalIDExpiration = 7 * 24 * time.Hour
+	}
 }
 
 // Server is the Kafka front door over a core and its store.
@@ -222,6 +248,10 @@ type Server struct {
 	groups map[string]*group // consumer groups by name (groups.go)
 	cg     cgState           // consumer groups of KIP-848 (group848.go)
 
+	txn       *txnCoord   // the transaction coordinator (txn.go)
+	txnLoaded atomic.Bool // its state is replayed (Serve)
+	txnSnapMu sync.Mutex  // serializes its snapshot writes (txnlog.go)
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]*connStats // what Info reports of each (info.go)
@@ -236,7 +266,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	cfg.applyDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, core: c, st: c.Store(), log: logger, conns: map[net.Conn]*connStats{}, ctx: ctx, cancel: cancel,
-		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1)}
+		groups: map[string]*group{}, clusterWake: make(chan struct{}, 1), txn: newTxnCoord()}
 	s.scram = newScramKeys()
 	s.cg.session, s.cg.heartbeat = cfg.ConsumerGroupSessionTimeout, cfg.ConsumerGroupHeartbeatInterval
 	if s.quotas, s.loadErr = loadQuotas(cfg.FS, cfg.DataDir); s.loadErr != nil {
@@ -257,6 +287,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return s.loadErr
 	}
+	if err := s.loadTxns(); err != nil {
+		ln.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -266,9 +300,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.wg.Add(1)
 	go s.expireSessions()
-	if !s.cfg.Follower { // a slave's topics are its master's: it moves no log start
-		s.wg.Add(1)
+	if !s.cfg.Follower { // a slave's topics are its master's: it moves no log start, coordinates no transaction
+		s.wg.Add(3)
 		go s.runRetention()
+		go s.runTxnTimeouts()
+		go s.runTxnSnapshots()
 	}
 	if s.compact != nil {
 		s.wg.Add(1)
@@ -350,6 +386,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	if started {
 		s.st.SetAgeHolds(nil)
+		s.closeTxns()
 	}
 	s.compact.close()
 	return nil
@@ -632,6 +669,14 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.offsetForLeaderEpoch(b)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(b)
+	case *kmsg.AddPartitionsToTxnRequest:
+		return s.addPartitionsToTxn(b)
+	case *kmsg.AddOffsetsToTxnRequest:
+		return s.addOffsetsToTxn(b)
+	case *kmsg.TxnOffsetCommitRequest:
+		return s.txnOffsetCommit(b)
+	case *kmsg.EndTxnRequest:
+		return s.endTxn(b)
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(b)
 	case *kmsg.DeleteTopicsRequest:

@@ -39,6 +39,10 @@ package record
 // The AMQP kinds carry a format byte of their own, so that their payload
 // can change without a new SystemVersion; a format this release does not
 // know is ErrUnknownType, as an unknown kind.
+//	KindKafkaTxn      blob: a change of the Kafka door's transaction
+//	                  coordinator, in the door's own encoding (package
+//	                  internal/kafka, txnlog.go); the core passes it
+//	                  over, the door reads it back when it starts
 //
 // A version or kind this release does not know is an error wrapping
 // ErrUnknownType (a record written by a newer release: a reader must stop,
@@ -67,6 +71,7 @@ const (
 	KindAMQPQueues    Kind = 6
 	KindAMQPExchanges Kind = 7
 	KindAMQPAcks      Kind = 8
+	KindKafkaTxn      Kind = 9
 )
 
 // AMQPFormat is the format of the AMQP kinds' payload this release
@@ -94,6 +99,8 @@ func (k Kind) String() string {
 		return "AMQP exchanges"
 	case KindAMQPAcks:
 		return "AMQP acknowledgement state"
+	case KindKafkaTxn:
+		return "kafka transaction"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -137,6 +144,8 @@ type SystemRecord struct {
 	// The AMQP kinds: the vhost, and in Configs the entries (queue or
 	// exchange name, or store topic, with its JSON; nil: removed).
 	Vhost string
+	// KindKafkaTxn: the door's encoding of the change.
+	Payload []byte
 }
 
 // MaxSystemStringBytes bounds a string of a system record.
@@ -173,6 +182,9 @@ func AppendSystem(dst []byte, r *SystemRecord) ([]byte, error) {
 		e.b = append(e.b, AMQPFormat)
 		e.str(r.Vhost)
 		e.entries(r.Configs)
+	case KindKafkaTxn:
+		e.u32(uint32(len(r.Payload)))
+		e.b = append(e.b, r.Payload...)
 	default:
 		return dst, fmt.Errorf("record: cannot encode a system record of %v", r.Kind)
 	}
@@ -230,6 +242,8 @@ func DecodeSystem(body []byte) (*SystemRecord, error) {
 		}
 		r.Vhost = d.str()
 		r.Configs = d.entries()
+	case KindKafkaTxn:
+		r.Payload = d.blob()
 	default:
 		return nil, fmt.Errorf("%w: system record of unknown kind %d (written by a newer release of Keel?)", ErrUnknownType, body[1])
 	}

@@ -21,6 +21,7 @@ func systemSamples() []*SystemRecord {
 		{Kind: KindAMQPExchanges, Vhost: "shop", Configs: []ConfigEntry{{Name: "ex", Config: []byte(`{"name":"ex","type":"direct"}`)}}},
 		{Kind: KindAMQPAcks, Vhost: "/", Configs: []ConfigEntry{{Name: "%AMQP%00", Config: []byte(`{"floor":3,"delivered":9}`)}}},
 		{Kind: KindAMQPAcks, Vhost: "/", Configs: []ConfigEntry{}},
+		{Kind: KindKafkaTxn, Payload: []byte(`{"id":"tx"}`)},
 	}
 }
 
