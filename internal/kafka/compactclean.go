@@ -25,7 +25,6 @@ type cleanRecord struct {
 	raw       []byte // the record's bytes with its length prefix
 }
 
-
 // eachCleanRecord calls fn for every record of the whole batch b, in
 // order (decompressed up to limit bytes); a control batch has none. The
 // slices alias b or its decompressed copy.

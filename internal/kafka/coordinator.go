@@ -32,7 +32,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-
 // coordinator is the broker coordinating a consumer group, or code why
 // there is none now (COORDINATOR_NOT_AVAILABLE).
 type coordinator struct {
