@@ -171,11 +171,19 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 	seeds := append(append([]string(nil), c.kafka["broker-a"]...), c.kafka["broker-b"]...)
 	// Partitions follow the groups in brokerName order: broker-a's queues
 	// are partitions 0-3, broker-b's 4-7.
+	lastMD := ""
+	defer func() {
+		if t.Failed() {
+			t.Logf("last Metadata: %s", lastMD)
+		}
+	}()
 	waitFor(t, "Metadata of the topic over both groups", 30*time.Second, func() bool {
-		md, err := kafkaMetadata(ctx, seeds[0], topic)
+		md, err := kafkaMetadata(ctx, c.kafka["broker-a"][masters["broker-a"]], topic) // a slave's door is closed
 		if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 2*queues {
+			lastMD = fmt.Sprintf("%+v %v", md, err)
 			return false
 		}
+		lastMD = fmt.Sprintf("brokers %+v partitions %+v", md.Brokers, md.Topics[0].Partitions)
 		for _, p := range md.Topics[0].Partitions {
 			if p.ErrorCode != 0 || p.Leader < 0 {
 				return false
