@@ -336,13 +336,21 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 		}
 		defer c.Close()
 		var offs kadm.OffsetResponses
+		last := ""
+		defer func() {
+			if t.Failed() {
+				t.Logf("last read back: %s", last)
+			}
+		}()
 		waitFor(t, "the offsets read back "+what, 60*time.Second, func() bool {
 			offs, err = kadm.NewClient(c).FetchOffsets(ctx, group)
 			if err != nil {
+				last = err.Error()
 				return false
 			}
 			for p := 0; p < 8; p++ {
 				if o, ok := offs.Lookup("orders", int32(p)); !ok || o.Err != nil || o.At != int64(perPartition(p)) {
+					last = fmt.Sprintf("partition %d: %+v %v (all: %+v)", p, o, ok, offs)
 					return false
 				}
 			}
