@@ -58,7 +58,8 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 		return s.metadata(req)
 	}
 	autoCreate := (req.AllowAutoTopicCreation || req.Version < 4) && !s.cfg.Follower // a slave creates nothing
-	var byID map[[16]byte]string                                                     // the topics' ids, made at the first topic asked by id
+	// The topics' ids, made at the first topic asked by id.
+	var byID map[[16]byte]string
 	for _, t := range req.Topics {
 		if t.Topic == nil { // by id (v10+): clients resolve the ids other responses name
 			if byID == nil {
