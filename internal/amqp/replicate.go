@@ -202,15 +202,24 @@ func (v *vhost) logQueueDefsLocked(defs []queueDef) error {
 	if v.srv.sys == nil {
 		return nil
 	}
+	m, err := marshalDefs(defs, func(d queueDef) string { return d.Name })
+	if err != nil {
+		return err
+	}
+	return v.logDefsLocked(record.KindAMQPQueues, v.logged.queues, m)
+}
+
+// marshalDefs is each definition's JSON by its name.
+func marshalDefs[D any](defs []D, name func(D) string) (map[string][]byte, error) {
 	m := make(map[string][]byte, len(defs))
 	for _, d := range defs {
 		b, err := json.Marshal(d)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		m[d.Name] = b
+		m[name(d)] = b
 	}
-	return v.logDefsLocked(record.KindAMQPQueues, v.logged.queues, m)
+	return m, nil
 }
 
 // logExchangeDefsLocked logs the change of the durable exchanges and
@@ -219,13 +228,9 @@ func (v *vhost) logExchangeDefsLocked(defs []exchangeDef) error {
 	if v.srv.sys == nil {
 		return nil
 	}
-	m := make(map[string][]byte, len(defs))
-	for _, d := range defs {
-		b, err := json.Marshal(d)
-		if err != nil {
-			return err
-		}
-		m[d.Name] = b
+	m, err := marshalDefs(defs, func(d exchangeDef) string { return d.Name })
+	if err != nil {
+		return err
 	}
 	return v.logDefsLocked(record.KindAMQPExchanges, v.logged.exchanges, m)
 }
