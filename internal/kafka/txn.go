@@ -267,6 +267,22 @@ func fenced(v int16) int16 {
 	return errProducerFenced
 }
 
+// lockProducer takes the lock of transactional id's slot and checks the
+// request's producer id and epoch against its entry: it returns the slot
+// (locked: the caller unlocks sl.mu) and its entry, or the code a refused
+// request answers (then nothing is held).
+func (s *Server) lockProducer(id string, pid int64, epoch, version int16) (*txnSlot, *txnEntry, int16) {
+	c := s.txn
+	sl := c.existing(id)
+	sl.mu.Lock()
+	e := c.entry(sl)
+	if code := checkProducer(e, pid, epoch, version); code != errNone {
+		sl.mu.Unlock()
+		return nil, nil, code
+	}
+	return sl, e, errNone
+}
+
 // checkProducer checks the producer id and epoch a coordinator request
 // names against the entry.
 func checkProducer(e *txnEntry, pid int64, epoch int16, version int16) int16 {
@@ -401,14 +417,11 @@ func (s *Server) addPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) kmsg.Re
 	if code := s.txnReady(); code != errNone {
 		return all(code)
 	}
-	c := s.txn
-	sl := c.existing(req.TransactionalID)
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	e := c.entry(sl)
-	if code := checkProducer(e, req.ProducerID, req.ProducerEpoch, req.Version); code != errNone {
+	sl, e, code := s.lockProducer(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version)
+	if code != errNone {
 		return all(code)
 	}
+	defer sl.mu.Unlock()
 	if e.State == txnPrepareCommit || e.State == txnPrepareAbort {
 		return all(errConcurrentTransactions)
 	}
@@ -467,14 +480,11 @@ func (s *Server) addOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response
 	if resp.ErrorCode = s.txnReady(); resp.ErrorCode != errNone {
 		return resp
 	}
-	c := s.txn
-	sl := c.existing(req.TransactionalID)
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	e := c.entry(sl)
-	if resp.ErrorCode = checkProducer(e, req.ProducerID, req.ProducerEpoch, req.Version); resp.ErrorCode != errNone {
+	sl, e, code := s.lockProducer(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version)
+	if resp.ErrorCode = code; code != errNone {
 		return resp
 	}
+	defer sl.mu.Unlock()
 	if e.State == txnPrepareCommit || e.State == txnPrepareAbort {
 		resp.ErrorCode = errConcurrentTransactions
 		return resp
@@ -521,14 +531,11 @@ func (s *Server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 			return all(code)
 		}
 	}
-	c := s.txn
-	sl := c.existing(req.TransactionalID)
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	e := c.entry(sl)
-	if code := checkProducer(e, req.ProducerID, req.ProducerEpoch, req.Version); code != errNone {
+	sl, e, code := s.lockProducer(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version)
+	if code != errNone {
 		return all(code)
 	}
+	defer sl.mu.Unlock()
 	if e.State != txnOngoing || !slices.Contains(e.Groups, req.Group) {
 		return all(errInvalidTxnState) // AddOffsetsToTxn comes first
 	}
@@ -568,14 +575,11 @@ func (s *Server) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	if resp.ErrorCode = s.txnReady(); resp.ErrorCode != errNone {
 		return resp
 	}
-	c := s.txn
-	sl := c.existing(req.TransactionalID)
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	e := c.entry(sl)
-	if resp.ErrorCode = checkProducer(e, req.ProducerID, req.ProducerEpoch, req.Version); resp.ErrorCode != errNone {
+	sl, e, code := s.lockProducer(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Version)
+	if resp.ErrorCode = code; code != errNone {
 		return resp
 	}
+	defer sl.mu.Unlock()
 	switch {
 	case e.State == txnOngoing:
 		next := e.clone()
