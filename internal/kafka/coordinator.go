@@ -182,19 +182,7 @@ func (s *Server) notCoordinated(body kmsg.Request) kmsg.Response {
 		}
 		return resp
 	case *kmsg.OffsetFetchRequest:
-		resp := b.ResponseKind().(*kmsg.OffsetFetchResponse)
-		resp.ErrorCode = code // v2+: the group's error
-		for _, t := range b.Topics {
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
+		return offsetFetchFailed(b, b.ResponseKind().(*kmsg.OffsetFetchResponse), code)
 	case *kmsg.OffsetDeleteRequest:
 		resp := b.ResponseKind().(*kmsg.OffsetDeleteResponse)
 		resp.ErrorCode = code
