@@ -193,6 +193,18 @@ func TestClusterCoordinator(t *testing.T) {
 		if r := requestTo(t, c.other.addr, hb).(*kmsg.HeartbeatResponse); r.ErrorCode != errNotCoordinator {
 			t.Errorf("Heartbeat %s at the other broker: code %d", id, r.ErrorCode)
 		}
+		// A KIP-848 heartbeat and each group of an OffsetFetch v8+ as well.
+		chb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		chb.Group, chb.MemberID, chb.MemberEpoch, chb.RebalanceTimeoutMillis, chb.SubscribedTopicNames = id, "m848", 0, 10000, []string{"T"}
+		if r := requestTo(t, c.other.addr, chb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != errNotCoordinator {
+			t.Errorf("ConsumerGroupHeartbeat %s at the other broker: code %d", id, r.ErrorCode)
+		}
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Version = 8
+		of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: id}}
+		if r := requestTo(t, c.other.addr, of).(*kmsg.OffsetFetchResponse); len(r.Groups) != 1 || r.Groups[0].ErrorCode != errNotCoordinator {
+			t.Errorf("OffsetFetch v8 of %s at the other broker: %+v", id, r.Groups)
+		}
 		sync := kmsg.NewPtrSyncGroupRequest()
 		sync.Group, sync.MemberID, sync.Generation = id, "m", 1
 		if r := requestTo(t, c.other.addr, sync).(*kmsg.SyncGroupResponse); r.ErrorCode != errNotCoordinator {
