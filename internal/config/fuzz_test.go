@@ -68,6 +68,8 @@ func escapeProperty(s string, key bool) string {
 			b.WriteString(`\r`)
 		case '\f':
 			b.WriteString(`\f`)
+		case '\ufeff': // at the start of the file the parser skips it as a BOM
+			b.WriteString(`\uFEFF`)
 		case ' ':
 			b.WriteString(`\ `)
 		case '=', ':':
