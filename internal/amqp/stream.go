@@ -183,7 +183,7 @@ func (q *queue) streamStart(v any, nowMs int64) (int64, error) {
 	case wire.Timestamp:
 		return byTime(int64(v) * 1000), nil
 	}
-	n, ok := integer(v)
+	n, ok := intValue(v)
 	if !ok {
 		return 0, fmt.Errorf("%v (%T) is not first, last, next, an offset, a timestamp or an interval", tableString(v), v)
 	}
@@ -191,28 +191,6 @@ func (q *queue) streamStart(v any, nowMs int64) (int64, error) {
 		return 0, fmt.Errorf("offset %d is negative", n)
 	}
 	return min(n, hi), nil // past the end: next; below the log start: moved up to it when read
-}
-
-func integer(v any) (int64, bool) {
-	switch v := v.(type) {
-	case int8:
-		return int64(v), true
-	case uint8:
-		return int64(v), true
-	case int16:
-		return int64(v), true
-	case uint16:
-		return int64(v), true
-	case int32:
-		return int64(v), true
-	case uint32:
-		return int64(v), true
-	case int64:
-		return v, true
-	case int:
-		return int64(v), true
-	}
-	return 0, false
 }
 
 // logStart is the stream's first offset still served: its floor (moved
