@@ -329,7 +329,16 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 		return true
 	})
 	start := time.Now()
-	time.Sleep(time.Second) // traffic before the kill
+	// Traffic before the kill: every client acknowledged again since start.
+	everyFlow := []*flow{kafkaFlows["broker-a"], kafkaFlows["broker-b"], rmqFlow, amqpFlow}
+	waitFor(t, "every client acknowledged 20 more before the kill", 30*time.Second, func() bool {
+		for _, f := range everyFlow {
+			if n, _, _ := f.report(start, time.Now()); n < 20 {
+				return false
+			}
+		}
+		return true
+	})
 	old := c.groups["broker-a"][masters["broker-a"]]
 	killAt := time.Now()
 	if err := old.proc.cmd.Process.Kill(); err != nil {
@@ -347,7 +356,20 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 		aFirst = kafkaFlows["broker-a"].firstAfter(killAt)
 		return aFirst > 0
 	})
-	time.Sleep(2 * time.Second) // traffic after the failover
+	// Traffic after the failover: every client acknowledged sends started
+	// after broker-a's first one on its new master.
+	resumed := killAt.Add(aFirst)
+	waitFor(t, "every client acknowledging after the failover", 30*time.Second, func() bool {
+		for _, f := range everyFlow {
+			if f.firstAfter(resumed) == 0 {
+				return false
+			}
+			if n, _, _ := f.report(resumed, time.Now()); n < 20 {
+				return false
+			}
+		}
+		return true
+	})
 	end := time.Now()
 	close(stop)
 	wg.Wait()
@@ -359,7 +381,7 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 	// a loaded machine; the failover took aFirst).
 	for name, f := range map[string]*flow{"franz-go on broker-b": kafkaFlows["broker-b"], "official RocketMQ on broker-b": rmqFlow, "amqp091-go on broker-b": amqpFlow} {
 		n, failures, gap := f.report(start, end)
-		t.Logf("%s: %d acknowledged from 1 s before the kill to the end, longest without one %v, %d failures", name, n, gap.Round(time.Millisecond), len(failures))
+		t.Logf("%s: %d acknowledged from 20 sends before the kill to the end, longest without one %v, %d failures", name, n, gap.Round(time.Millisecond), len(failures))
 		if len(failures) > 0 {
 			dump()
 			t.Errorf("%s failed while broker-a failed over: %v", name, failures)

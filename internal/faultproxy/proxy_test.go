@@ -268,8 +268,15 @@ func TestRewriteFrames(t *testing.T) {
 	// In two writes, split inside the pattern: the echo server may answer
 	// each piece at once, and the frame is still rewritten whole.
 	c.SetDeadline(time.Now().Add(5 * time.Second))
+	sent := p.Forwarded(Forward)
 	io.WriteString(c, "leader")
-	time.Sleep(50 * time.Millisecond) // let the first piece cross on its own
+	// The first piece crosses on its own before the second is written.
+	for deadline := time.Now().Add(5 * time.Second); p.Forwarded(Forward) < sent+int64(len("leader")); {
+		if time.Now().After(deadline) {
+			t.Fatal("the first piece did not cross the proxy")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	io.WriteString(c, "=A\n")
 	if got, err := r.ReadString('\n'); err != nil || got != "leader=B\n" {
 		t.Fatalf("a frame in two pieces: %q, %v", got, err)
