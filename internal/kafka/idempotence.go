@@ -33,6 +33,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,7 +71,29 @@ type producerLimits struct {
 	max      int
 }
 
-func pidBase(now time.Time) int64 { return now.UnixMilli() << 12 }
+// Producer ids are unique across the brokers of a cluster without asking
+// one another: an id is ms<<20 | node<<12 | n, where ms is the broker's
+// start (in Unix milliseconds), node the low 8 bits of its Kafka node id
+// (unique in a cluster), and n counts the ids it handed out; the 4,097th id
+// of a broker carries into ms, as if it had started a millisecond later.
+// A broker that restarts starts from its new start, so its new ids follow
+// the old ones unless it handed out more than 4,096 ids per millisecond it
+// ran. Two members whose node ids are equal modulo 256 could meet; a
+// cluster has fewer members than that.
+type pidAllocator struct {
+	base int64        // ms<<20 | node<<12
+	n    atomic.Int64 // ids handed out
+}
+
+func newPIDAllocator(start time.Time, node int32) *pidAllocator {
+	return &pidAllocator{base: start.UnixMilli()<<20 | int64(node&0xff)<<12}
+}
+
+// next is a producer id no broker of the cluster has handed out.
+func (a *pidAllocator) next() int64 {
+	n := a.n.Add(1)
+	return a.base + n&0xfff + (n>>12)<<20
+}
 
 func (s *Server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
@@ -82,7 +105,7 @@ func (s *Server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1 // KIP-360 bump
 		return resp
 	}
-	resp.ProducerID, resp.ProducerEpoch = s.nextPID.Add(1), 0
+	resp.ProducerID, resp.ProducerEpoch = s.pids.next(), 0
 	return resp
 }
 

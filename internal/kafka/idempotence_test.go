@@ -153,3 +153,33 @@ func TestProducerStateExpires(t *testing.T) {
 		t.Fatalf("the newest producer's retry was stored again: %+v", got)
 	}
 }
+
+// TestPIDAllocatorUniqueAcrossBrokers: brokers that start in the same
+// millisecond hand out disjoint producer ids, also past 4,096 ids, and a
+// broker that restarts later hands out ids above the ones it handed out.
+func TestPIDAllocatorUniqueAcrossBrokers(t *testing.T) {
+	start := time.UnixMilli(1_790_000_000_000)
+	seen := map[int64]int32{}
+	for _, node := range []int32{0, 1, 7, 255} {
+		a := newPIDAllocator(start, node)
+		for i := 0; i < 10_000; i++ {
+			id := a.next()
+			if id <= 0 {
+				t.Fatalf("node %d: id %d is not positive", node, id)
+			}
+			if other, dup := seen[id]; dup {
+				t.Fatalf("id %d handed out by node %d and node %d", id, other, node)
+			}
+			seen[id] = node
+		}
+	}
+	a := newPIDAllocator(start, 3)
+	var last int64
+	for i := 0; i < 8192; i++ { // two milliseconds' worth
+		last = a.next()
+	}
+	b := newPIDAllocator(start.Add(3*time.Millisecond), 3) // restarted later
+	if first := b.next(); first <= last {
+		t.Fatalf("after a restart the first id %d is not above the last one %d", first, last)
+	}
+}

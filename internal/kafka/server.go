@@ -230,11 +230,11 @@ type Server struct {
 	// (compact.go); nil without a DataDir.
 	compact *compactor
 
-	scram   *scramKeys   // SCRAM salts and derived keys (sasl.go)
-	quotas  *quotaTable  // client quotas and their meters (quotas.go)
-	loadErr error        // why the quotas or the compacted copies could not be read (Serve fails)
-	nextPID atomic.Int64 // the last producer id handed out (idempotence.go)
-	advPort atomic.Int32 // the advertised port (Config's, else the listener's)
+	scram   *scramKeys    // SCRAM salts and derived keys (sasl.go)
+	quotas  *quotaTable   // client quotas and their meters (quotas.go)
+	loadErr error         // why the quotas or the compacted copies could not be read (Serve fails)
+	pids    *pidAllocator // producer ids (idempotence.go)
+	advPort atomic.Int32  // the advertised port (Config's, else the listener's)
 
 	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
@@ -276,7 +276,7 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 		s.compact, s.loadErr = newCompactor(cfg.FS, path.Join(cfg.DataDir, compactDir), s.st, c, logger)
 	}
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
-	s.nextPID.Store(pidBase(time.Now()))
+	s.pids = newPIDAllocator(time.Now(), cfg.NodeID)
 	s.advPort.Store(cfg.AdvertisedPort)
 	return s
 }

@@ -362,7 +362,7 @@ func (s *Server) initTxnProducer(req *kmsg.InitProducerIDRequest) kmsg.Response 
 	}
 	var next *txnEntry
 	if e == nil || e.Epoch >= 32766 { // a new producer id (epoch exhausted: as Kafka, a new id)
-		next = &txnEntry{ID: id, PID: s.nextPID.Add(1)}
+		next = &txnEntry{ID: id, PID: s.pids.next()}
 	} else {
 		next = e.clone()
 		next.Epoch++
