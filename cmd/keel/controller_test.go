@@ -209,9 +209,10 @@ func TestNamesrvEmbedsController(t *testing.T) {
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
+	tempDir := t.TempDir() // made before the run starts, so removed only after it stopped
 	go func() {
 		done <- run(ctx, []string{"namesrv", "--namesrv-listen", "127.0.0.1:0", "--controller-listen", addr,
-			"--controller-data-dir", t.TempDir(), "--bootstrap=" + addr}, &bytes.Buffer{}, &logs)
+			"--controller-data-dir", tempDir, "--bootstrap=" + addr}, &bytes.Buffer{}, &logs)
 	}()
 	ns := namesrvAddrFromLogs(t, &logs)
 	waitFor(t, "the embedded controller to act", 30*time.Second, func() bool {

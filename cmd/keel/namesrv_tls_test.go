@@ -52,8 +52,9 @@ func serveConf(t *testing.T, conf string) (*syncBuffer, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan int, 1)
+	tempDir := t.TempDir() // made before the run starts, so removed only after it stopped
 	go func() {
-		done <- run(ctx, []string{"serve", "-c", writeConf(t, conf), "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+		done <- run(ctx, []string{"serve", "-c", writeConf(t, conf), "--data-dir", tempDir, "--namesrv-listen", "127.0.0.1:0",
 			"--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", ""}, &bytes.Buffer{}, logs)
 	}()
 	t.Cleanup(func() {

@@ -605,8 +605,9 @@ func TestNamesrvFlagDoorAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan int, 1)
+	tempDir := t.TempDir() // made before the run starts, so removed only after it stopped
 	go func() {
-		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
+		done <- run(ctx, []string{"serve", "--data-dir", tempDir, "--namesrv-listen", "127.0.0.1:0",
 			"--broker-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--http-listen", ""},
 			&bytes.Buffer{}, logs)
 	}()

@@ -23,8 +23,9 @@ func TestServeWithOfficialClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, logs syncBuffer
 	done := make(chan int, 1)
+	tempDir := t.TempDir() // made before the run starts, so removed only after it stopped
 	go func() {
-		done <- run(ctx, []string{"serve", "--data-dir", t.TempDir(),
+		done <- run(ctx, []string{"serve", "--data-dir", tempDir,
 			"--namesrv-listen", "127.0.0.1:0", "--amqp-listen", "", "--broker-listen", "127.0.0.1:0", "--kafka-listen", "", "--http-listen", "127.0.0.1:0"}, &stdout, &logs)
 	}()
 	defer func() {
