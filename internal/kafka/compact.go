@@ -36,6 +36,7 @@ package kafka
 // Config.CompactionInterval, one partition at a time.
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -625,40 +626,43 @@ func (x *compactor) durableBound(k queueKey, off, hwm int64) (int64, error) {
 // writeCopy writes generation gen of k's copy: the kept frames of old and
 // the dirty batches, each with its key's last record only.
 func (x *compactor) writeCopy(k queueKey, gen uint64, old *compactCopy, kept []int, dirty []dirtyBatch, from, cleaned int64, anchor [2]int64, set compactSettings, now int64) (*compactCopy, error) {
-	last := map[string]int64{} // key: its last offset
-	note := func(r cleanRecord) {
-		if r.key != nil {
-			last[string(r.key)] = r.offset
+	// The old copy holds each key once, so a record of it is the latest
+	// unless its key comes again in the dirty batches, and the map needs
+	// only theirs: its size is bounded by a pass's dirty bytes, not by the
+	// keys of the partition. Keys are held as SHA-256 sums (a collision
+	// would drop a latest record; at 2^-128 per pair, never seen).
+	last := map[[sha256.Size]byte]int64{} // a dirty key: its last offset
+	for _, d := range dirty {
+		if err := eachCleanRecord(d.b, compactLimit, func(r cleanRecord) {
+			if r.key != nil {
+				last[sha256.Sum256(r.key)] = r.offset
+			}
+		}); err != nil {
+			return nil, err
 		}
 	}
 	var buf []byte
 	var err error
-	for _, i := range kept {
-		if buf, err = old.batch(i, buf); err != nil {
-			return nil, err
-		}
-		if err := eachCleanRecord(buf, compactLimit, note); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range dirty {
-		if err := eachCleanRecord(d.b, compactLimit, note); err != nil {
-			return nil, err
-		}
-	}
 	w, err := newCopyWriter(x.fs, x.dir, k, gen)
 	if err != nil {
 		return nil, err
 	}
 	defer w.abort()
-	latest := func(r cleanRecord) bool { return r.key != nil && last[string(r.key)] == r.offset }
+	keptLatest := func(r cleanRecord) bool {
+		_, again := last[sha256.Sum256(r.key)]
+		return r.key != nil && !again
+	}
+	latest := func(r cleanRecord) bool {
+		o, ok := last[sha256.Sum256(r.key)]
+		return r.key != nil && ok && o == r.offset
+	}
 	for _, i := range kept {
 		fr := old.frames[i]
 		if buf, err = old.batch(i, buf); err != nil {
 			return nil, err
 		}
 		gone := fr.horizon >= 0 && fr.horizon <= now // its tombstones go
-		out, err := filterBatch(buf, compactLimit, func(r cleanRecord) bool { return latest(r) && !(r.tombstone && gone) })
+		out, err := filterBatch(buf, compactLimit, func(r cleanRecord) bool { return keptLatest(r) && !(r.tombstone && gone) })
 		if err != nil {
 			return nil, err
 		}

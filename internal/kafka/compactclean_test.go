@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"runtime"
 	"testing"
 	"time"
 
@@ -290,5 +291,55 @@ func TestCompactDirtyRatioAndMaxLag(t *testing.T) {
 	x.skewMs.Store(600001) // the uncleaned batch is now older than max.compaction.lag.ms
 	if err := x.clean("ratio", 0); err != nil || cleaned() != 52 {
 		t.Fatalf("past max.compaction.lag.ms: cleaned %d %v, want 52", cleaned(), err)
+	}
+}
+
+// TestCompactPassMemoryFollowsDirty: a pass over a copy of many keys and a
+// few new records does not hold the copy's keys: it makes far fewer
+// allocations than the copy has keys (it used to map every key of the
+// partition, one allocation and map entry each, so a pass's memory grew
+// with the partition's keys, not with the records it cleaned).
+func TestCompactPassMemoryFollowsDirty(t *testing.T) {
+	n := compactNode(t, nil, time.Hour)
+	cl, adm := adminClient(t, n.addr)
+	ctx := ctx30(t)
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact"),
+		"min.cleanable.dirty.ratio": kmsg.StringPtr("0")}, "wide"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	const keys, keyLen = 20_000, 512
+	key := func(i int) []byte { return append(fmt.Appendf(nil, "%08d-", i), make([]byte, keyLen-9)...) }
+	for i := 0; i < keys; i += 500 {
+		rs := make([]*kgo.Record, 0, 500)
+		for j := i; j < i+500; j++ {
+			rs = append(rs, &kgo.Record{Topic: "wide", Key: key(j), Value: []byte("v")})
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := n.srv.compact
+	if err := x.clean("wide", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "wide", Key: key(7), Value: []byte("w")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := x.clean("wide", 0); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if p := x.lookup(queueKey{"wide", 0}); p == nil || p.cp == nil || p.cp.cleaned != keys+1 {
+		t.Fatalf("the second pass did not clean the new record: %+v", p)
+	}
+	if got := after.Mallocs - before.Mallocs; got > keys/4 {
+		t.Fatalf("a pass over %d kept keys and 1 new record made %d allocations", keys, got)
+	}
+	got := readLatest(t, n, "wide")
+	if len(got) != keys || got[string(key(7))] != "w" || got[string(key(8))] != "v" {
+		t.Fatalf("read %d keys (key 7 %q, key 8 %q), want %d with key 7 rewritten", len(got), got[string(key(7))], got[string(key(8))], keys)
 	}
 }
