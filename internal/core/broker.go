@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -121,7 +122,7 @@ type Broker struct {
 	locks     *QueueLocks // orderly consumers' queue locks (locks.go)
 
 	topicsChangedMu sync.Mutex
-	topicsChanged   atomic.Pointer[[]func()] // OnTopicsChanged subscribers
+	topicsChanged   atomic.Pointer[[]*func()] // OnTopicsChanged subscribers
 
 	scheduler    atomic.Pointer[schedulerBox] // hooks.go
 	transactions atomic.Pointer[transactionsBox]
@@ -209,15 +210,28 @@ func (b *Broker) Close() { b.waits.closeAll() }
 
 // OnTopicsChanged adds fn to what is called after a topic was created,
 // changed or deleted (the RocketMQ adapter re-registers with the
-// NameServers). fn must not block.
-func (b *Broker) OnTopicsChanged(fn func()) {
+// NameServers; a Kafka door's compactor forgets deleted topics' copies),
+// until the returned cancel is called (a door that closes). fn must not
+// block.
+func (b *Broker) OnTopicsChanged(fn func()) (cancel func()) {
+	sub := &fn
+	b.setTopicsChanged(func(fns []*func()) []*func() { return append(fns, sub) })
+	return func() {
+		b.setTopicsChanged(func(fns []*func()) []*func() {
+			return slices.DeleteFunc(fns, func(f *func()) bool { return f == sub })
+		})
+	}
+}
+
+// setTopicsChanged replaces the subscribers by edit of a copy of them.
+func (b *Broker) setTopicsChanged(edit func([]*func()) []*func()) {
 	b.topicsChangedMu.Lock()
 	defer b.topicsChangedMu.Unlock()
-	var fns []func()
+	var fns []*func()
 	if p := b.topicsChanged.Load(); p != nil {
 		fns = append(fns, *p...)
 	}
-	fns = append(fns, fn)
+	fns = edit(fns)
 	b.topicsChanged.Store(&fns)
 }
 
@@ -228,7 +242,7 @@ func (b *Broker) Store() *store.Store { return b.st }
 func (b *Broker) announce() {
 	if p := b.topicsChanged.Load(); p != nil {
 		for _, fn := range *p {
-			fn()
+			(*fn)()
 		}
 	}
 }

@@ -71,3 +71,27 @@ func TestDomainErrorsAreTyped(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestOnTopicsChangedCancel: every subscriber hears a topic change until
+// it cancels; a cancelled one hears no more, the others still do.
+func TestOnTopicsChangedCancel(t *testing.T) {
+	b := newTestBroker(t, nil)
+	var a, c int
+	cancelA := b.OnTopicsChanged(func() { a++ })
+	b.OnTopicsChanged(func() { c++ })
+	if _, err := b.EnsureTopic("t1", 4, 6); err != nil {
+		t.Fatal(err)
+	}
+	if a == 0 || c == 0 {
+		t.Fatalf("after a topic was made: heard %d and %d times, want both", a, c)
+	}
+	cancelA()
+	cancelA() // twice is harmless
+	a0, c0 := a, c
+	if _, err := b.EnsureTopic("t2", 4, 6); err != nil {
+		t.Fatal(err)
+	}
+	if a != a0 || c == c0 {
+		t.Fatalf("after cancel: the cancelled one heard %d more, the other %d more; want 0 and some", a-a0, c-c0)
+	}
+}

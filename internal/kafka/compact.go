@@ -86,6 +86,7 @@ type compactor struct {
 
 	passMu sync.Mutex // one pass at a time; a topic is dropped between passes
 	closed atomic.Bool
+	unsub  func() // stops the core's topic announcements (close)
 
 	mu    sync.Mutex
 	parts map[queueKey]*compactPart
@@ -128,7 +129,7 @@ func newCompactor(fs vfs.FS, dir string, st *store.Store, c *core.Broker, log *s
 		}
 		x.parts[k] = p
 	}
-	c.OnTopicsChanged(x.topicsChanged)
+	x.unsub = c.OnTopicsChanged(x.topicsChanged)
 	return x, nil
 }
 
@@ -217,6 +218,7 @@ func (x *compactor) close() {
 		return
 	}
 	x.closed.Store(true)
+	x.unsub()
 	x.passMu.Lock()
 	defer x.passMu.Unlock()
 	x.mu.Lock()
