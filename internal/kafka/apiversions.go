@@ -60,6 +60,9 @@ var apis = map[int16]apiRange{
 	50: {0, 0},  // DescribeUserScramCredentials (scram.go)
 	51: {0, 0},  // AlterUserScramCredentials (scram.go)
 	60: {0, 1},  // DescribeCluster (v2: fenced brokers, KRaft only)
+	61: {0, 0},  // DescribeProducers (txnadmin.go)
+	65: {0, 0},  // DescribeTransactions (txnadmin.go)
+	66: {0, 1},  // ListTransactions (v2: an id pattern)
 	68: {0, 1},  // ConsumerGroupHeartbeat (KIP-848, group848.go)
 	69: {0, 1},  // ConsumerGroupDescribe (group848_describe.go)
 }

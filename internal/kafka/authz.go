@@ -26,7 +26,10 @@ package kafka
 //	reassignment APIs, the ACL, SCRAM
 //	credential and client quota APIs
 //	InitProducerId, DescribeCluster,         any authenticated account
-//	broker configs
+//	broker configs, ListTransactions,        (DescribeTransactions lists
+//	DescribeTransactions                     only the topics with PUB or
+//	                                         SUB; txnadmin.go)
+//	DescribeProducers                        PUB or SUB on the topic
 //
 // A denied topic, partition or group gets TOPIC_AUTHORIZATION_FAILED (29)
 // or GROUP_AUTHORIZATION_FAILED (30) in its place of the response, as

@@ -677,6 +677,12 @@ func (s *Server) handle(req *request) kmsg.Response {
 		return s.txnOffsetCommit(b)
 	case *kmsg.EndTxnRequest:
 		return s.endTxn(b)
+	case *kmsg.ListTransactionsRequest:
+		return s.listTransactions(b)
+	case *kmsg.DescribeTransactionsRequest:
+		return s.describeTransactions(b, func(string) bool { return true })
+	case *kmsg.DescribeProducersRequest:
+		return s.describeProducers(b, func(string) bool { return true })
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(b)
 	case *kmsg.DeleteTopicsRequest:

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
@@ -206,7 +207,7 @@ func TestTxnACL(t *testing.T) {
 	n := startACLNode(t)
 	ctx := ctx30(t)
 	admin := saslClient(t, n.addr, scram.Auth{User: "admin01", Pass: "admin-secret"}.AsSha256Mechanism())
-	for _, topic := range []string{"orders", "secret"} {
+	for _, topic := range []string{"orders", "secret", "audit"} {
 		if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
@@ -248,5 +249,42 @@ func TestTxnACL(t *testing.T) {
 	}
 	if c := x.addParts("orders", 0); c[0] != 0 {
 		t.Fatalf("AddPartitionsToTxn of a permitted topic: %v", c)
+	}
+	if c := x.addParts("audit", 0); c[0] != 0 {
+		t.Fatalf("AddPartitionsToTxn of a permitted topic: %v", c)
+	}
+	// Another account describes the transaction: only the topics it may
+	// read or write are shown; the producers of a topic it may not
+	// touch are refused.
+	consumer := kadm.NewClient(saslClient(t, n.addr, plain.Auth{User: "consumer1", Pass: "consumer-secret"}.AsMechanism()))
+	d, err := consumer.DescribeTransactions(ctx, "acl-tx")
+	if err != nil || d["acl-tx"].Err != nil || d["acl-tx"].State != "Ongoing" {
+		t.Fatalf("DescribeTransactions by another account: %+v %v", d, err)
+	}
+	if ts := d["acl-tx"].Topics; len(ts) != 1 || len(ts["orders"]) != 1 {
+		t.Fatalf("DescribeTransactions by an account with SUB on orders only: topics %v, want orders alone", ts)
+	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	for _, topic := range []string{"audit", "orders"} {
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		dp.Topics = append(dp.Topics, rt)
+	}
+	rc := dialRaw(t, n.addr) // to this broker itself, as kafka-transactions.sh asks each leader
+	hs.Mechanism = "PLAIN"
+	if r := rc.do(hs, 1).(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+		t.Fatalf("handshake: %+v", r)
+	}
+	au.SASLAuthBytes = []byte("\x00consumer1\x00consumer-secret")
+	if r := rc.do(au, 2).(*kmsg.SASLAuthenticateResponse); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	dpr := rc.do(dp, 0).(*kmsg.DescribeProducersResponse)
+	codes = map[string]int16{}
+	for _, rt := range dpr.Topics {
+		codes[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	if codes["audit"] != errTopicAuthorization || codes["orders"] != 0 {
+		t.Fatalf("DescribeProducers of a topic the account may not touch and of one it may read: %v", codes)
 	}
 }

@@ -2,7 +2,9 @@ package kafka
 
 // Access control of the transaction requests (authz.go): a
 // transactional id is not a resource of plain_acl.yml, so any
-// authenticated account may use one (as InitProducerId); the partitions
+// authenticated account may use one (as InitProducerId) and list and
+// describe them (txnadmin.go: a description's topics and DescribeProducers'
+// partitions need PUB or SUB on the topic); the partitions
 // a transaction adds need PUB on their topic, the group of
 // AddOffsetsToTxn and TxnOffsetCommit SUB, and the topics of
 // TxnOffsetCommit SUB, as OffsetCommit.
@@ -12,7 +14,12 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // authorizedTxn answers a transaction request acct may not make in full;
 // ok false lets it be served.
 func (s *Server) authorizedTxn(acct principal, body kmsg.Request) (kmsg.Response, bool) {
+	readable := func(t string) bool { return acct.MayTopic(t, PermPub) || acct.MayTopic(t, PermSub) }
 	switch b := body.(type) {
+	case *kmsg.DescribeTransactionsRequest: // txnadmin.go
+		return s.describeTransactions(b, readable), true
+	case *kmsg.DescribeProducersRequest:
+		return s.describeProducers(b, readable), true
 	case *kmsg.AddPartitionsToTxnRequest:
 		denied := false
 		for _, t := range b.Topics {
