@@ -92,7 +92,7 @@ func (b *Broker) convertForeign(p pullRequest, res *store.GetResult) (int, error
 				break
 			}
 		}
-		conv, n, err := translate.AppendRocketMQEntries(nil, r, p.topic, p.queueID, from, from+int64(run), b.storeHost, translate.DefaultLimit)
+		conv, n, err := translate.AppendRocketMQEntries(nil, r, p.topic, p.queueID, from, from+int64(run), b.reader(), translate.DefaultLimit)
 		i += run - 1
 		if err != nil {
 			b.log.Error("pull: a record of another protocol does not convert for RocketMQ consumers; skipped",

@@ -71,8 +71,8 @@ func (b *Broker) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 // is there.
 func (b *Broker) convertedByID(key string, begin, end int64) []byte {
 	id, ok := message.ParseConvertedID(key)
-	if !ok {
-		return nil
+	if !ok || id.Group != 0 && id.Group != message.GroupTag(b.cfg.BrokerName) {
+		return nil // another group's record: its offset means nothing here
 	}
 	rec, err := b.core.LookMessage(id.PhysOffset)
 	if err != nil {
@@ -92,6 +92,12 @@ func (b *Broker) convertedByID(key string, begin, end int64) []byte {
 	return rec
 }
 
+// reader is this broker as the reader of converted messages: its store
+// host, and its group's tag in their ids (message.ConvertedID).
+func (b *Broker) reader() translate.Broker {
+	return translate.Broker{Host: b.storeHost, Group: message.GroupTag(b.cfg.BrokerName)}
+}
+
 // appendFound appends a record a look-up found as a RocketMQ reader gets
 // it: a RocketMQ message as stored, a record of another type converted
 // (only its messages with key, unless key is ""; in topic, unless topic
@@ -100,7 +106,7 @@ func (b *Broker) appendFound(dst, rec []byte, topic, key string) []byte {
 	if t, err := record.TypeOf(rec); err == nil && t == record.RocketMQ {
 		return append(dst, rec...)
 	}
-	out, _, err := translate.AppendRocketMQFound(dst, rec, topic, key, b.storeHost, translate.DefaultLimit)
+	out, _, err := translate.AppendRocketMQFound(dst, rec, topic, key, b.reader(), translate.DefaultLimit)
 	if err != nil {
 		b.log.Error("query: a record of another protocol does not convert for RocketMQ readers; left out", "topic", topic, "err", err)
 		return dst

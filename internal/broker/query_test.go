@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"context"
 	"testing"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
+	"github.com/keelmq/keel/internal/store/record"
+	"github.com/keelmq/keel/internal/translate"
 )
 
 func TestQueryMessageByKeyAndUniqKey(t *testing.T) {
@@ -51,4 +54,59 @@ func TestViewMessageByID(t *testing.T) {
 	}
 	wantCode(t, cl.invoke(remoting.ReqViewMessageByID, map[string]string{"offset": "123456789"}, nil), remoting.ResSystemError)
 	wantCode(t, cl.invoke(remoting.ReqViewMessageByID, map[string]string{"offset": "x"}, nil), remoting.ResInvalidParameter)
+}
+
+// TestConvertedIDsOfTwoGroups: one Kafka record stored at the same
+// CommitLog offset by brokers of two groups reaches RocketMQ consumers with
+// two different message ids, and each group finds only its own by id: the
+// other group's id names an offset that means nothing there.
+func TestConvertedIDsOfTwoGroups(t *testing.T) {
+	ids := map[string]string{}
+	envs := map[string]*env{}
+	for _, name := range []string{"broker-a", "broker-b"} {
+		e := startEnv(t, func(c *Config) { c.BrokerName = name })
+		if _, err := e.b.Core().EnsureTopic("T", 1, 6); err != nil {
+			t.Fatal(err)
+		}
+		batch := translate.AppendKafkaBatch(nil, []translate.KafkaRecord{{Offset: 0, Timestamp: 1000, Key: []byte("k"), Value: []byte("same")}})
+		rec, err := record.AppendEnvelope(nil, record.KafkaBatch, 1, []record.Dest{{Topic: "T", QueueID: 0}}, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := e.st.PutRecord(context.Background(), rec); !res.OK() {
+			t.Fatalf("put record: %+v", res)
+		}
+		e.waitMax("T", 0, 1)
+		cl := e.dial()
+		wantCode(t, cl.heartbeat("c1", "g", "T", "*", "CLUSTERING"), remoting.ResSuccess)
+		resp := cl.invoke(remoting.ReqPullMessage, pullExt("g", "T", 0, 0, 0, 0), nil)
+		wantCode(t, resp, remoting.ResSuccess)
+		ms := splitRecords(t, resp.Body)
+		if len(ms) != 1 {
+			t.Fatalf("%s: pulled %d messages, want 1", name, len(ms))
+		}
+		if ms[0].PhysOffset != 0 {
+			t.Fatalf("%s: the record is at %d, want 0 (the first of the CommitLog)", name, ms[0].PhysOffset)
+		}
+		ids[name], envs[name] = message.ParseProperties(ms[0].Properties)[message.PropUniqKey], e
+	}
+	if ids["broker-a"] == "" || ids["broker-a"] == ids["broker-b"] {
+		t.Fatalf("the record at offset 0 of broker-a and of broker-b: ids %q and %q", ids["broker-a"], ids["broker-b"])
+	}
+	byID := func(e *env, id string) int {
+		cl := e.dial()
+		resp := cl.invoke(remoting.ReqQueryMessage, map[string]string{"topic": "T", "key": id, "maxNum": "10",
+			"beginTimestamp": "0", "endTimestamp": "99999999999999", "_UNIQUE_KEY_QUERY": "true"}, nil)
+		if resp.Code == remoting.ResQueryNotFound {
+			return 0
+		}
+		wantCode(t, resp, remoting.ResSuccess)
+		return len(splitRecords(t, resp.Body))
+	}
+	if n := byID(envs["broker-a"], ids["broker-a"]); n != 1 {
+		t.Fatalf("broker-a found its own message %d times by id", n)
+	}
+	if n := byID(envs["broker-a"], ids["broker-b"]); n != 0 {
+		t.Fatalf("broker-a found broker-b's message id %d times", n)
+	}
 }

@@ -603,7 +603,7 @@ func TestTxnMarkerNotConverted(t *testing.T) {
 	if err != nil || !b.control {
 		t.Fatalf("entry 2 is not a marker: %+v %v", b, err)
 	}
-	out, msgs, err := translate.AppendRocketMQEntries(nil, r.Records[0], "conv", 0, 2, 3, netip.MustParseAddrPort("127.0.0.1:10911"), translate.DefaultLimit)
+	out, msgs, err := translate.AppendRocketMQEntries(nil, r.Records[0], "conv", 0, 2, 3, translate.Broker{Host: netip.MustParseAddrPort("127.0.0.1:10911")}, translate.DefaultLimit)
 	if err != nil || msgs != 0 || len(out) != 0 {
 		t.Fatalf("marker converted for RocketMQ: %d messages, %d bytes, %v", msgs, len(out), err)
 	}

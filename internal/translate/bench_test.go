@@ -29,7 +29,7 @@ func BenchmarkKafkaToRocketMQ(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var err error
-				if dst, _, err = AppendRocketMQ(dst[:0], rec, "t", 0, storeHost, DefaultLimit); err != nil {
+				if dst, _, err = AppendRocketMQ(dst[:0], rec, "t", 0, Broker{Host: storeHost}, DefaultLimit); err != nil {
 					b.Fatal(err)
 				}
 			}

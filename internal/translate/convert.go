@@ -99,11 +99,18 @@ func envelopeDest(e record.Envelope, topic string, queueID int32) (int64, error)
 // (record.FlagEntryPerMessage: the Kafka batches this release stores)
 // gives each message its own entry's queue offset; an older batch, with
 // one entry for all its records, gives them all that entry's offset.
-// storeHost is the broker's address (the messages' store host). A record
+// reader is the broker that reads it (the messages' store host, its
+// group's tag in their ids). A record
 // that inflates or converts beyond limit bytes is refused (ErrTooLarge).
 // It returns the extended dst and the number of messages appended.
-func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost netip.AddrPort, limit int) ([]byte, int, error) {
-	return AppendRocketMQEntries(dst, rec, topic, queueID, -1, -1, storeHost, limit)
+func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, reader Broker, limit int) ([]byte, int, error) {
+	return AppendRocketMQEntries(dst, rec, topic, queueID, -1, -1, reader, limit)
+}
+
+// Broker is the broker converted messages are read from.
+type Broker struct {
+	Host  netip.AddrPort // its address: the messages' store host
+	Group uint32         // message.GroupTag of its brokerName (0: none), in the messages' ids
 }
 
 // AppendRocketMQEntries is AppendRocketMQ for the messages of rec at the
@@ -111,7 +118,7 @@ func AppendRocketMQ(dst, rec []byte, topic string, queueID int32, storeHost neti
 // < 0: all), each with its own queue offset: what a pull that read those
 // entries of a record with one entry per message delivers. For a record
 // with one entry, from and to do not matter: it converts whole.
-func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, to int64, storeHost netip.AddrPort, limit int) ([]byte, int, error) {
+func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, to int64, reader Broker, limit int) ([]byte, int, error) {
 	if err := record.CheckEnvelope(rec); err != nil {
 		return dst, 0, err
 	}
@@ -125,7 +132,7 @@ func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, t
 		from, to = qo, qo+e.Entries()
 	}
 	m := message.Message{Topic: topic, QueueID: queueID, QueueOffset: qo, PhysOffset: e.PhysOffset(),
-		StoreTimestamp: e.StoreTimestamp(), StoreHost: storeHost, BornHost: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)}
+		StoreTimestamp: e.StoreTimestamp(), StoreHost: reader.Host, BornHost: netip.AddrPortFrom(netip.IPv4Unspecified(), 0)}
 	start, n := len(dst), 0
 	var pb []byte
 	add := func(nm *neutral, o origin, kafkaOffset int64) error {
@@ -149,7 +156,7 @@ func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, t
 		var i int32
 		err = EachKafkaRecord(e.Body(), limit, func(r *KafkaRecord) error {
 			at := qo + int64(i) // the record's own entry
-			o := origin{PhysOffset: e.PhysOffset(), Index: i, Kind: message.ConvertedKafka}
+			o := origin{PhysOffset: e.PhysOffset(), Index: i, Kind: message.ConvertedKafka, Group: reader.Group}
 			i++
 			if perEntry {
 				if at < from {
@@ -169,7 +176,7 @@ func AppendRocketMQEntries(dst, rec []byte, topic string, queueID int32, from, t
 	case record.AMQP:
 		var nm neutral
 		if nm, err = neutralOfAMQP(e); err == nil {
-			err = add(&nm, origin{PhysOffset: e.PhysOffset(), Kind: message.ConvertedAMQP}, -1)
+			err = add(&nm, origin{PhysOffset: e.PhysOffset(), Kind: message.ConvertedAMQP, Group: reader.Group}, -1)
 		}
 	default:
 		err = fmt.Errorf("translate: a %v is not converted for RocketMQ consumers", e.Type())

@@ -32,7 +32,8 @@
 // has one per record; the records of a batch of an earlier release, one
 // entry, share it), the record's CommitLog offset as
 // its physical offset, the broker as store host and a deterministic
-// UNIQ_KEY (the record's offset, the message's index in it, the type). A
+// UNIQ_KEY (the record's offset, the message's index in it, the type, the
+// broker group's tag: message.ConvertedID). A
 // header that cannot be a property — a name or value with RocketMQ's
 // separator bytes or invalid UTF-8, a null value, a name the broker or
 // client acts on (UNIQ_KEY, KEYS, DELAY, RETRY_TOPIC, ...) — is left out.

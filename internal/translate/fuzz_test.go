@@ -36,7 +36,7 @@ func FuzzEachKafkaRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, _, err := AppendRocketMQ(nil, rec, "t", 0, storeHost, fuzzLimit)
+		out, _, err := AppendRocketMQ(nil, rec, "t", 0, Broker{Host: storeHost}, fuzzLimit)
 		if err == nil && len(out) > fuzzLimit {
 			t.Fatalf("%d bytes converted under a %d limit", len(out), fuzzLimit)
 		}
@@ -72,7 +72,7 @@ func FuzzAMQPRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		AppendRocketMQ(nil, rec, "q", 0, storeHost, fuzzLimit)
+		AppendRocketMQ(nil, rec, "q", 0, Broker{Host: storeHost}, fuzzLimit)
 		KafkaRecordOf(rec, 0, fuzzLimit)
 	})
 }

@@ -66,7 +66,7 @@ func TestAppendRocketMQFound(t *testing.T) {
 	for _, c := range []struct{ topic, key, want string }{
 		{"k", "a", "1 3"}, {"k", "c", "2"}, {"k", "b c", "2"}, {"k", id, "2"}, {"k", "", "1 2 3"}, {"", "", "1 2 3"}, {"other", "", ""}, {"k", "z", ""},
 	} {
-		out, n, err := AppendRocketMQFound([]byte("x"), rec, c.topic, c.key, storeHost, DefaultLimit)
+		out, n, err := AppendRocketMQFound([]byte("x"), rec, c.topic, c.key, Broker{Host: storeHost}, DefaultLimit)
 		if err != nil || string(out[:1]) != "x" {
 			t.Fatalf("%+v: %v", c, err)
 		}

@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/binary"
-	"net/netip"
 
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store/record"
@@ -18,7 +17,7 @@ import (
 // AMQP message-id or correlation-id) or as their message id
 // (message.ConvertedID). It returns the extended dst and the number of
 // messages appended; a record with no destination in topic appends none.
-func AppendRocketMQFound(dst, rec []byte, topic, key string, storeHost netip.AddrPort, limit int) ([]byte, int, error) {
+func AppendRocketMQFound(dst, rec []byte, topic, key string, reader Broker, limit int) ([]byte, int, error) {
 	if err := record.CheckEnvelope(rec); err != nil {
 		return dst, 0, err
 	}
@@ -34,7 +33,7 @@ func AppendRocketMQFound(dst, rec []byte, topic, key string, storeHost netip.Add
 		return dst, 0, nil
 	}
 	start := len(dst)
-	dst, n, err := AppendRocketMQ(dst, rec, string(dt), qid, storeHost, limit)
+	dst, n, err := AppendRocketMQ(dst, rec, string(dt), qid, reader, limit)
 	if err != nil || key == "" {
 		return dst, n, err
 	}

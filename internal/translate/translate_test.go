@@ -169,7 +169,7 @@ func TestKafkaToRocketMQ(t *testing.T) {
 		t.Run(codecName(c), func(t *testing.T) {
 			want := sampleRecords(5)
 			rec := stored(t, record.KafkaBatch, 5, "orders", 3, 42, 4096, 1_700_000_001_000, kafkaBatch(t, c, 100, 1_700_000_000_000, want))
-			out, n, err := AppendRocketMQ(nil, rec, "orders", 3, storeHost, DefaultLimit)
+			out, n, err := AppendRocketMQ(nil, rec, "orders", 3, Broker{Host: storeHost}, DefaultLimit)
 			if err != nil || n != 5 {
 				t.Fatalf("%d messages, %v", n, err)
 			}
@@ -194,7 +194,7 @@ func TestKafkaToRocketMQ(t *testing.T) {
 				}
 				ids[id] = true
 			}
-			again, _, _ := AppendRocketMQ(nil, rec, "orders", 3, storeHost, DefaultLimit)
+			again, _, _ := AppendRocketMQ(nil, rec, "orders", 3, Broker{Host: storeHost}, DefaultLimit)
 			if !bytes.Equal(again, out) {
 				t.Error("the conversion is not deterministic")
 			}
@@ -210,7 +210,7 @@ func TestKafkaToRocketMQUnmappable(t *testing.T) {
 		{Key: "ok", Value: []byte("yes")}, {Key: "bin", Value: []byte{0xff}}, {Key: "sep", Value: []byte("a\x02b")},
 		{Key: "RETRY_TOPIC", Value: []byte("x")}, {Key: "UNIQ_KEY", Value: []byte("forged")}, {Key: "nil"}}}}
 	rec := stored(t, record.KafkaBatch, 1, "t", 0, 0, 0, 1, kafkaBatch(t, codecNone, 0, 1, recs))
-	out, _, err := AppendRocketMQ(nil, rec, "t", 0, storeHost, DefaultLimit)
+	out, _, err := AppendRocketMQ(nil, rec, "t", 0, Broker{Host: storeHost}, DefaultLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestRoundTripKafkaRocketMQKafka(t *testing.T) {
 		}
 		codec := codecs[iter%len(codecs)]
 		rec := stored(t, record.KafkaBatch, int32(n), "t", 1, 9, 512, 99, kafkaBatch(t, codec, 50, 1_600_000_000_000, recs))
-		out, got, err := AppendRocketMQ(nil, rec, "t", 1, storeHost, DefaultLimit)
+		out, got, err := AppendRocketMQ(nil, rec, "t", 1, Broker{Host: storeHost}, DefaultLimit)
 		if err != nil || got != n {
 			t.Fatalf("iter %d: %d of %d, %v", iter, got, n, err)
 		}
@@ -333,7 +333,7 @@ func TestAMQPToRocketMQAndBack(t *testing.T) {
 	p := amqpProps()
 	raw := AppendAMQPProperties(nil, p)
 	rec := stored(t, record.AMQP, 1, "q", 0, 5, 8192, 1_700_000_000_500, amqpRecord("amq.direct", "rk", raw, []byte("hello")))
-	out, n, err := AppendRocketMQ(nil, rec, "q", 0, storeHost, DefaultLimit)
+	out, n, err := AppendRocketMQ(nil, rec, "q", 0, Broker{Host: storeHost}, DefaultLimit)
 	if err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
@@ -451,7 +451,7 @@ func TestManyHeadersBounded(t *testing.T) {
 		hs = append(hs, kmsg.Header{Key: "h" + strconv.Itoa(i), Value: []byte("v")}, kmsg.Header{Key: "dup", Value: []byte("later")})
 	}
 	rec := stored(t, record.KafkaBatch, 1, "t", 0, 0, 0, 1, kafkaBatch(t, codecNone, 0, 1, []kmsg.Record{{Value: []byte("x"), Headers: hs}}))
-	out, _, err := AppendRocketMQ(nil, rec, "t", 0, storeHost, DefaultLimit)
+	out, _, err := AppendRocketMQ(nil, rec, "t", 0, Broker{Host: storeHost}, DefaultLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestManyHeadersBounded(t *testing.T) {
 // AMQP door only) is refused, not misread as one message.
 func TestAMQPTransactionRecordNotConverted(t *testing.T) {
 	rec := stored(t, record.AMQP, 2, "q", 0, 5, 8192, 1_700_000_000_500, amqpRecord("", "rk", nil, []byte("hello")))
-	if _, _, err := AppendRocketMQ(nil, rec, "q", 0, storeHost, DefaultLimit); err == nil {
+	if _, _, err := AppendRocketMQ(nil, rec, "q", 0, Broker{Host: storeHost}, DefaultLimit); err == nil {
 		t.Fatal("a transaction record was converted for RocketMQ")
 	}
 	if _, err := KafkaRecordOf(rec, 0, DefaultLimit); err == nil {
