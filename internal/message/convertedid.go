@@ -22,6 +22,7 @@ import (
 // too large for those fields) the form is
 //
 //	PHYS 8 | INDEX 4 | 'K' 'E' 'L' KIND 1 It is the same on every member of a broker
+//
 // group (one CommitLog, one brokerName), and a broker resolves it without
 // its index.
 type ConvertedID struct {
