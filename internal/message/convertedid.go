@@ -21,10 +21,10 @@ import (
 // different ids. Without a tag (earlier releases, and an offset or index
 // too large for those fields) the form is
 //
-//	PHYS 8 | INDEX 4 | 'K' 'E' 'L' KIND 1 It is the same on every member of a broker
+//	PHYS 8 | INDEX 4 | 'K' 'E' 'L' KIND 1
 //
-// group (one CommitLog, one brokerName), and a broker resolves it without
-// its index.
+// It is the same on every member of a broker group (one CommitLog, one
+// brokerName), and a broker resolves it without its index.
 type ConvertedID struct {
 	PhysOffset int64
 	Index      int32
