@@ -67,6 +67,7 @@ func memberCert(t *testing.T, dir, name string) (string, string) {
 type tlsGroups struct {
 	ns          string
 	kafka, amqp [2]string // broker-a's, broker-b's Kafka and amqps doors
+	mgmt        [2]string // their AMQP management listeners (plain HTTP)
 	logs        [2]*syncBuffer
 	client      *tls.Config // the clients' TLS: the members' certificate, trusting it
 }
@@ -92,13 +93,14 @@ func startTLSGroups(t *testing.T, trust [2]string) *tlsGroups {
 			"autoCreateTopicEnable=false\nkafkaGroupInitialRebalanceDelayMs=0\nkafkaNodeId=" + strconv.Itoa(i+1) + "\n" +
 			"tlsMode=enforcing\ntlsServerCertPath=" + cert + "\ntlsServerKeyPath=" + key + "\n" +
 			"tlsServerTrustCertPath=" + cert + "\ntlsServerNeedClientAuth=require\n" +
-			"tlsClientTrustCertPath=" + trust[i] + "\namqpsListen=127.0.0.1:0\n"
+			"tlsClientTrustCertPath=" + trust[i] + "\namqpsListen=127.0.0.1:0\namqpManagementListen=127.0.0.1:0\n"
 		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, conf), "--data-dir", filepath.Join(dir, name),
 			"--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--http-listen", "",
 			"--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 		g.logs[i] = logs
 		g.kafka[i] = awaitLog(t, name+"'s Kafka listener", logs, kafkaListenRE)
 		g.amqp[i] = awaitLog(t, name+"'s amqps listener", logs, amqpsListenRE)
+		g.mgmt[i] = awaitLog(t, name+"'s management listener", logs, amqpMgmtListenRE)
 	}
 	c, err := remoting.Dial(context.Background(), g.ns, remoting.ClientConfig{})
 	if err != nil {
@@ -137,7 +139,9 @@ func (g *tlsGroups) dialAMQP(t *testing.T, i int) *amqp091.Connection {
 // groups, a franz-go group consumer reads every record of both groups'
 // partitions and commits, and kadm reads every offset back; amqp091-go
 // publishes with confirms through broker-a to a queue broker-b stores,
-// every message confirmed, and consumes them all through broker-a.
+// every message confirmed, and consumes them all through broker-a; the
+// management API of broker-a lists qb with its node, read from broker-b
+// over TLS.
 func TestClusterTLS(t *testing.T) {
 	g := startTLSGroups(t, [2]string{})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -234,6 +238,10 @@ func TestClusterTLS(t *testing.T) {
 	if q, err := chb.QueueDeclarePassive("qb", true, false, false, false, nil); err != nil || q.Messages != n {
 		t.Fatalf("broker-b counts %d messages in qb (%v), want %d", q.Messages, err, n)
 	}
+	if code, body := mgmtGet(t, g.mgmt[0], "/api/queues/%2F/qb", "guest", "guest"); code != 200 ||
+		!strings.Contains(string(body), `"node":"keel@broker-b"`) || !strings.Contains(string(body), `"messages":50,`) {
+		t.Fatalf("broker-a's management API on qb: %d %s", code, body)
+	}
 	ds, err := cha.Consume("qb", "", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +267,8 @@ func TestClusterTLS(t *testing.T) {
 // certificate. Its forwards fail at the handshake, promptly and clearly:
 // kadm's CreateTopics through broker-a (the controller) gets an error, a
 // passive declare through broker-a of broker-b's queue 404 naming the
-// refused certificate, and broker-a's log names the cause for both.
+// refused certificate, broker-a's log names the cause for both, and its
+// management API shows broker-b as a node that did not answer, with why.
 func TestClusterTLSWrongCA(t *testing.T) {
 	other, _ := memberCert(t, t.TempDir(), "other")
 	g := startTLSGroups(t, [2]string{other, ""})
@@ -304,4 +313,8 @@ func TestClusterTLSWrongCA(t *testing.T) {
 	waitFor(t, "broker-a's log to name the refused door", 10*time.Second, func() bool {
 		return strings.Contains(g.logs[0].String(), "cannot reach another broker group's door")
 	})
+	code, body := mgmtGet(t, g.mgmt[0], "/api/nodes/keel@broker-b", "guest", "guest")
+	if code != 200 || !strings.Contains(string(body), `"running":false`) || !strings.Contains(string(body), "not signed by a trusted CA") {
+		t.Fatalf("broker-a's management API on broker-b: %d %s", code, body)
+	}
 }

@@ -63,7 +63,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			p.amqpStarted(srv)
 		}
 		if p.broker != nil {
-			p.broker.SetAMQPInfo(func() (any, any, any) { return srv.Queues(), srv.Exchanges(), srv.Connections() })
+			p.broker.SetAMQPInfo(func() (any, any, any) { return amqpReportQueues(srv), srv.Exchanges(), srv.Connections() })
 		}
 		var lns []net.Listener
 		var door, tlsDoor string // the addresses registered for the cluster
@@ -145,6 +145,17 @@ func (p *parts) amqpsListener(addr string) (net.Listener, error) {
 	}
 	ln = p.limitListener("AMQPS", ln)
 	return tls.NewListener(ln, tc), nil
+}
+
+// amqpReportQueues are the queues of LIST_AMQP: with their arguments,
+// for the other members' management API (wire_amqp_listing.go).
+func amqpReportQueues(srv *amqp.Server) []amqpmgmt.Queue {
+	qs := srv.Queues()
+	out := make([]amqpmgmt.Queue, len(qs))
+	for i, q := range qs {
+		out[i] = amqpmgmt.Queue{Queue: q, Arguments: srv.QueueArguments(q.Vhost, q.Name)}
+	}
+	return out
 }
 
 // amqpStats is metrics.Sources.AMQP: the AMQP queues, nil without an AMQP
