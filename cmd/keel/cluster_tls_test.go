@@ -8,11 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/admin"
 	"github.com/keelmq/keel/internal/namesrv"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/tlsconf"
@@ -68,6 +71,7 @@ type tlsGroups struct {
 	ns          string
 	kafka, amqp [2]string // broker-a's, broker-b's Kafka and amqps doors
 	mgmt        [2]string // their AMQP management listeners (plain HTTP)
+	http        [2]string // their HTTP listeners (the console)
 	logs        [2]*syncBuffer
 	client      *tls.Config // the clients' TLS: the members' certificate, trusting it
 }
@@ -95,9 +99,10 @@ func startTLSGroups(t *testing.T, trust [2]string) *tlsGroups {
 			"tlsServerTrustCertPath=" + cert + "\ntlsServerNeedClientAuth=require\n" +
 			"tlsClientTrustCertPath=" + trust[i] + "\namqpsListen=127.0.0.1:0\namqpManagementListen=127.0.0.1:0\n"
 		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, conf), "--data-dir", filepath.Join(dir, name),
-			"--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--http-listen", "",
+			"--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 			"--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 		g.logs[i] = logs
+		g.http[i] = awaitLog(t, name+"'s HTTP listener", logs, httpListenRE)
 		g.kafka[i] = awaitLog(t, name+"'s Kafka listener", logs, kafkaListenRE)
 		g.amqp[i] = awaitLog(t, name+"'s amqps listener", logs, amqpsListenRE)
 		g.mgmt[i] = awaitLog(t, name+"'s management listener", logs, amqpMgmtListenRE)
@@ -141,7 +146,8 @@ func (g *tlsGroups) dialAMQP(t *testing.T, i int) *amqp091.Connection {
 // publishes with confirms through broker-a to a queue broker-b stores,
 // every message confirmed, and consumes them all through broker-a; the
 // management API of broker-a lists qb with its node, read from broker-b
-// over TLS.
+// over TLS, and so does broker-a's console (its AMQP page asks every
+// master over TLS).
 func TestClusterTLS(t *testing.T) {
 	g := startTLSGroups(t, [2]string{})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -241,6 +247,17 @@ func TestClusterTLS(t *testing.T) {
 	if code, body := mgmtGet(t, g.mgmt[0], "/api/queues/%2F/qb", "guest", "guest"); code != 200 ||
 		!strings.Contains(string(body), `"node":"keel@broker-b"`) || !strings.Contains(string(body), `"messages":50,`) {
 		t.Fatalf("broker-a's management API on qb: %d %s", code, body)
+	}
+	resp, err := http.Get("http://" + g.http[0] + "/api/amqp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bs []admin.BrokerAMQP
+	err = json.NewDecoder(resp.Body).Decode(&bs)
+	resp.Body.Close()
+	if err != nil || len(bs) != 2 || bs[1].Broker != "broker-b" || bs[1].Err != "" || len(bs[1].Queues) != 1 || bs[1].Queues[0].Name != "qb" ||
+		bs[0].Err != "" {
+		t.Fatalf("broker-a's console AMQP page: %+v %v", bs, err)
 	}
 	ds, err := cha.Consume("qb", "", false, false, false, false, nil)
 	if err != nil {
