@@ -282,8 +282,9 @@ func TestClusterTLS(t *testing.T) {
 // TestClusterTLSWrongCA: as TestClusterTLS, but broker-a trusts another
 // CA (tlsClientTrustCertPath) than the one that signed broker-b's
 // certificate. Its forwards fail at the handshake, promptly and clearly:
-// kadm's CreateTopics through broker-a (the controller) gets an error, a
-// passive declare through broker-a of broker-b's queue 404 naming the
+// kadm's CreateTopics through broker-a (the controller) gets an error,
+// publishes with confirms through broker-a to broker-b's queue are all
+// nacked, a passive declare through broker-a of broker-b's queue 404 naming the
 // refused certificate, broker-a's log names the cause for both, and its
 // management API shows broker-b as a node that did not answer, with why.
 func TestClusterTLSWrongCA(t *testing.T) {
@@ -318,9 +319,13 @@ func TestClusterTLSWrongCA(t *testing.T) {
 	if _, err := chb.QueueDeclare("qb", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	cha, err := g.dialAMQP(t, 0).Channel()
+	conna := g.dialAMQP(t, 0)
+	cha, err := conna.Channel()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if acked, nacked := publishConfirmed(t, cha, "qb", "m", 5, false); acked != 0 || nacked != 5 {
+		t.Fatalf("publish through broker-a to broker-b's queue: %d acks, %d nacks of 5, want every one nacked", acked, nacked)
 	}
 	_, err = cha.QueueDeclarePassive("qb", true, false, false, false, nil)
 	var ae *amqp091.Error
