@@ -27,7 +27,8 @@ import (
 // queues` lists both under their brokers. broker-b killed with SIGKILL,
 // broker-a's API still answers within its bound: broker-b's queue gone
 // from the list and broker-b shown as an unreachable node (overview and
-// /api/nodes), not dropped.
+// /api/nodes), not dropped; `keel amqp queues` shows broker-b's error
+// (broker-a's door saw it in the cluster) and exits non-zero.
 func TestAMQPClusterListing(t *testing.T) {
 	ns := startRun(t, "namesrv", "--namesrv-listen", "127.0.0.1:0")
 	nsAddr := ns.await(t, "the NameServer to listen", listenRE)
@@ -151,4 +152,15 @@ func TestAMQPClusterListing(t *testing.T) {
 		t.Fatalf("nodes with broker-b down: %+v", nodes)
 	}
 	t.Logf("broker-b: %s", nodes[1].Reason)
+	// keel amqp queues (and the console, which reads the same) shows
+	// broker-b as down, from broker-a's door, and exits non-zero.
+	var code int
+	var table, errOut string
+	waitFor(t, "keel amqp queues to show broker-b down", 30*time.Second, func() bool {
+		code, table, errOut = cl.keel("amqp", "queues")
+		return code != exitOK && regexp.MustCompile(`(?m)^broker-b\s+ERROR: no master of broker group broker-b`).MatchString(table)
+	})
+	if !regexp.MustCompile(`(?m)^broker-a\s+/\s+qa\s`).MatchString(table) || !strings.Contains(errOut, "broker broker-b") {
+		t.Fatalf("keel amqp queues with broker-b down: exit %d\n%s\n%s", code, table, errOut)
+	}
 }

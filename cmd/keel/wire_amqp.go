@@ -97,6 +97,7 @@ func (p *parts) amqpStarter(addr string) starter {
 		if clustered { // the doors the other members forward to
 			ext := namesrv.AMQPExt(door, tlsDoor)
 			p.broker.AddRegisterExt("amqp", func() map[string]string { return ext })
+			p.broker.SetAMQPMissing(srv.UnreachableGroups)
 		}
 		done := make(chan error, len(lns))
 		for _, ln := range lns {
@@ -118,6 +119,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			stop: func(context.Context) error {
 				if p.broker != nil {
 					p.broker.SetAMQPInfo(nil)
+					p.broker.SetAMQPMissing(nil)
 					p.broker.AddRegisterExt("amqp", nil)
 				}
 				return srv.Close()
