@@ -76,8 +76,16 @@ func (p *parts) httpStarter(addr string, ho httpOptions) starter {
 			DiskUsage: func() (uint64, uint64, error) { return storeFS.DiskUsage(p.cfg.StorePathRootDir) },
 		}})
 		p.metrics.Store(m)
-		ac := admin.New(admin.Config{NamesrvAddrs: p.namesrvAddrs, TLS: p.embeddedNamesrvTLS,
-			AccessKey: os.Getenv(envAccessKey), SecretKey: os.Getenv(envSecretKey)})
+		acfg := admin.Config{NamesrvAddrs: p.namesrvAddrs, TLS: p.embeddedNamesrvTLS,
+			AccessKey: os.Getenv(envAccessKey), SecretKey: os.Getenv(envSecretKey)}
+		if p.embeddedNamesrv == "" { // external NameServers (plain TCP): the brokers as the other members dial them
+			tc, err := p.peerTLS()
+			if err != nil {
+				return service{}, err
+			}
+			acfg.BrokerTLS = tc
+		}
+		ac := admin.New(acfg)
 		log := p.log.With("component", "http")
 		ccfg := console.Config{Admin: ac, Write: ho.consoleWrite, Version: version,
 			Logger: p.log.With("component", "console"), Local: p.localStats}

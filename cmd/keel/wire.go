@@ -57,6 +57,8 @@ type parts struct {
 	// embeddedNamesrvTLS the broker's TLS to it (nil: plain TCP).
 	embeddedNamesrv    string
 	embeddedNamesrvTLS *tls.Config
+	// peerTLSConf is the TLS to the other groups' masters (memberTLS).
+	peerTLSConf *tls.Config
 
 	store       *store.Store
 	brokerBound net.Addr // where the broker's listener is bound

@@ -45,9 +45,14 @@ func (p *parts) amqpStarter(addr string) starter {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }
 			auth = "ACL accounts (plain_acl.yml)"
 		}
-		clustered := p.broker != nil && len(p.namesrvAddrs) > 0 && addr != ""
+		clustered := p.broker != nil && len(p.namesrvAddrs) > 0
 		if clustered { // wire_amqp_cluster.go
-			cfg.Cluster = amqpCluster{b: p.broker, cluster: p.cfg.BrokerClusterName, group: p.cfg.BrokerName}
+			tc, err := p.memberTLS()
+			if err != nil {
+				return service{}, err
+			}
+			cfg.Cluster = amqpCluster{b: p.broker, cluster: p.cfg.BrokerClusterName, group: p.cfg.BrokerName,
+				tls: tc, preferTLS: p.cfg.PeersTLS()}
 		}
 		srv, err := amqp.New(cfg, p.store, p.log.With("component", "amqp"))
 		if err != nil {
@@ -58,9 +63,10 @@ func (p *parts) amqpStarter(addr string) starter {
 			p.amqpStarted(srv)
 		}
 		if p.broker != nil {
-			p.broker.SetAMQPInfo(func() (any, any, any) { return srv.Queues(), srv.Exchanges(), srv.Connections() })
+			p.broker.SetAMQPInfo(func() (any, any, any) { return amqpReportQueues(srv), srv.Exchanges(), srv.Connections() })
 		}
 		var lns []net.Listener
+		var door, tlsDoor string // the addresses registered for the cluster
 		fail := func(err error) (service, error) {
 			for _, ln := range lns {
 				ln.Close()
@@ -76,10 +82,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			lns = append(lns, ln)
 			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 			p.log.Info("amqp listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
-			if clustered {
-				ext := namesrv.AMQPExt(p.amqpClusterAddr(ln.Addr()))
-				p.broker.AddRegisterExt("amqp", func() map[string]string { return ext })
-			}
+			door = p.amqpClusterAddr(ln.Addr())
 		}
 		if tlsAddr != "" {
 			ln, err := p.amqpsListener(tlsAddr)
@@ -89,6 +92,12 @@ func (p *parts) amqpStarter(addr string) starter {
 			lns = append(lns, ln)
 			p.amqpBound = append(p.amqpBound, amqpmgmt.Listener{Protocol: "amqp/ssl", Addr: ln.Addr()})
 			p.log.Info("amqps listening", "addr", ln.Addr().String(), "auth", auth, "reach", reach(ln.Addr()))
+			tlsDoor = p.amqpClusterAddr(ln.Addr())
+		}
+		if clustered { // the doors the other members forward to
+			ext := namesrv.AMQPExt(door, tlsDoor)
+			p.broker.AddRegisterExt("amqp", func() map[string]string { return ext })
+			p.broker.SetAMQPMissing(srv.UnreachableGroups)
 		}
 		done := make(chan error, len(lns))
 		for _, ln := range lns {
@@ -110,6 +119,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			stop: func(context.Context) error {
 				if p.broker != nil {
 					p.broker.SetAMQPInfo(nil)
+					p.broker.SetAMQPMissing(nil)
 					p.broker.AddRegisterExt("amqp", nil)
 				}
 				return srv.Close()
@@ -137,6 +147,17 @@ func (p *parts) amqpsListener(addr string) (net.Listener, error) {
 	}
 	ln = p.limitListener("AMQPS", ln)
 	return tls.NewListener(ln, tc), nil
+}
+
+// amqpReportQueues are the queues of LIST_AMQP: with their arguments,
+// for the other members' management API (wire_amqp_listing.go).
+func amqpReportQueues(srv *amqp.Server) []amqpmgmt.Queue {
+	qs := srv.Queues()
+	out := make([]amqpmgmt.Queue, len(qs))
+	for i, q := range qs {
+		out[i] = amqpmgmt.Queue{Queue: q, Arguments: srv.QueueArguments(q.Vhost, q.Name)}
+	}
+	return out
 }
 
 // amqpStats is metrics.Sources.AMQP: the AMQP queues, nil without an AMQP

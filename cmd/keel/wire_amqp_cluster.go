@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 
 	"github.com/keelmq/keel/internal/amqp"
@@ -19,7 +20,11 @@ import (
 type amqpCluster struct {
 	b       *broker.Broker
 	cluster string
-	group   string // this member's brokerName, left out
+	group   string      // this member's brokerName, left out
+	tls     *tls.Config // how amqps doors are dialled (parts.memberTLS)
+	// preferTLS: a door with both listeners is dialled on its amqps one
+	// (config.PeersTLS).
+	preferTLS bool
 }
 
 func (a amqpCluster) Peers(ctx context.Context) ([]amqp.Peer, error) {
@@ -31,7 +36,16 @@ func (a amqpCluster) Peers(ctx context.Context) ([]amqp.Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return amqpPeers(ac, a.group), nil
+	return amqpPeers(ac, a.group, a.door), nil
+}
+
+// door chooses the address m's door is dialled on: its amqps door when
+// this member prefers TLS or it has no plain one, else its plain one.
+func (a amqpCluster) door(m namesrv.AMQPMember) (string, *tls.Config) {
+	if m.AMQPSAddr != "" && (a.preferTLS || m.AMQPAddr == "") {
+		return m.AMQPSAddr, a.tls
+	}
+	return m.AMQPAddr, nil
 }
 
 // amqpPeers are the doors of the other groups' masters in ac. A door on
@@ -39,7 +53,7 @@ func (a amqpCluster) Peers(ctx context.Context) ([]amqp.Peer, error) {
 // host is not this member's) cannot be reached from here: it is listed
 // as unreachable, so that its queues fail clearly instead of a dial to
 // this host's own loopback.
-func amqpPeers(ac namesrv.AMQPCluster, group string) []amqp.Peer {
+func amqpPeers(ac namesrv.AMQPCluster, group string, door func(namesrv.AMQPMember) (string, *tls.Config)) []amqp.Peer {
 	self := ""
 	for _, m := range ac.Members {
 		if m.BrokerName == group && m.BrokerID == 0 {
@@ -51,12 +65,17 @@ func amqpPeers(ac namesrv.AMQPCluster, group string) []amqp.Peer {
 		if m.BrokerID != 0 || m.BrokerName == group { // a master's door of another group only
 			continue
 		}
-		p := amqp.Peer{Group: m.BrokerName, Addr: m.AMQPAddr}
-		host, _, _ := net.SplitHostPort(m.AMQPAddr)
+		p := amqp.Peer{Group: m.BrokerName}
+		p.Addr, p.TLS = door(m)
+		host, _, _ := net.SplitHostPort(p.Addr)
 		peerHost, _, _ := net.SplitHostPort(m.Addr)
 		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() && self != "" && peerHost != self {
-			p.Unreachable = "its AMQP door listens on " + m.AMQPAddr + " (loopback) on another host (" + peerHost +
-				"): set amqpListen there to an address the other members reach"
+			key := "amqpListen"
+			if p.TLS != nil {
+				key = "amqpsListen"
+			}
+			p.Unreachable = "its AMQP door listens on " + p.Addr + " (loopback) on another host (" + peerHost +
+				"): set " + key + " there to an address the other members reach"
 		}
 		ps = append(ps, p)
 	}

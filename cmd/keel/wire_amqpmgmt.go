@@ -62,8 +62,25 @@ func (p *parts) amqpManagementStarter(addr string) starter {
 			auth = "ACL admin accounts (plain_acl.yml)"
 		}
 		log := p.log.With("component", "amqp-management")
-		h := amqpmgmt.Handler(amqpmgmt.Config{Source: srv, Login: srv.ManagementLogin, Node: "keel@" + p.cfg.BrokerName,
-			Version: version, Listeners: p.amqpBound, Log: log})
+		mcfg := amqpmgmt.Config{Source: srv, Login: srv.ManagementLogin, Node: amqpNode(p.cfg.BrokerName),
+			Version: version, Listeners: p.amqpBound, Log: log}
+		if p.broker != nil && len(p.namesrvAddrs) > 0 { // a cluster's member: its queues (wire_amqp_listing.go)
+			tc, err := p.peerTLS()
+			if err != nil {
+				return service{}, err
+			}
+			l := newAMQPListing(p.broker, p.cfg.BrokerClusterName, p.cfg.BrokerName, tc)
+			if a := p.acl; a != nil {
+				l.secret = func(user string) (string, bool) {
+					if acct := a.Account(user); acct != nil {
+						return acct.SecretKey(), true
+					}
+					return "", false
+				}
+			}
+			mcfg.Cluster = l.groups
+		}
+		h := amqpmgmt.Handler(mcfg)
 		ln, err := p.listen(listenAMQPManagement, addr)
 		if err != nil {
 			return service{}, err

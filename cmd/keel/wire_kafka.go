@@ -102,7 +102,12 @@ func (p *parts) kafkaStarter(addr string) starter {
 			// NameServers, and Metadata is the cluster's (cluster.go).
 			refusal := &kafkaRefusal{log: log}
 			kcfg.Cluster = kafkaCluster{b: b, cluster: p.cfg.BrokerClusterName, refusal: refusal}
-			peers := newKafkaPeers()
+			peerTLS, err := p.peerTLS()
+			if err != nil {
+				ln.Close()
+				return service{}, err
+			}
+			peers := newKafkaPeers(peerTLS)
 			if a := p.acl; a != nil {
 				peers.secret = func(user string) (string, bool) {
 					if acct := a.Account(user); acct != nil {

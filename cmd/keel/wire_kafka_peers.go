@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -18,7 +19,9 @@ import (
 // (kafka.Peers): Keel's KEEL_KAFKA_GROUP_OFFSETS and KEEL_KAFKA_TOPIC requests
 // (and DELETE_TOPIC_IN_BROKER) over one remoting
 // connection per master, dialed when first needed and again after it
-// closed. It dials plain TCP, as the brokers' NameServer registrations do.
+// closed: over TLS when tls is set (parts.peerTLS: tlsEnable, or
+// tlsMode=enforcing), else plain TCP. A failed handshake fails the request
+// it was dialled for, as a master that does not answer does.
 // With access control on, a request made for an authenticated client
 // (kafka.PeerUser) is signed as that client's account, so the other
 // master checks the client's own permissions; one for no account goes
@@ -26,11 +29,14 @@ import (
 type kafkaPeers struct {
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
+	tls     *tls.Config // nil: plain TCP
 	// secret returns an account's secret key (nil: access control off).
 	secret func(user string) (string, bool)
 }
 
-func newKafkaPeers() *kafkaPeers { return &kafkaPeers{clients: map[string]*remoting.Client{}} }
+func newKafkaPeers(tc *tls.Config) *kafkaPeers {
+	return &kafkaPeers{clients: map[string]*remoting.Client{}, tls: tc}
+}
 
 func (k *kafkaPeers) client(ctx context.Context, addr string) (*remoting.Client, error) {
 	k.mu.Lock()
@@ -43,7 +49,7 @@ func (k *kafkaPeers) client(ctx context.Context, addr string) (*remoting.Client,
 			return c, nil
 		}
 	}
-	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{})
+	c, err := remoting.Dial(ctx, addr, remoting.ClientConfig{TLS: k.tls})
 	if err != nil {
 		return nil, err
 	}

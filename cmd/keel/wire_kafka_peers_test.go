@@ -46,7 +46,7 @@ func TestKafkaPeersSignAsTheClient(t *testing.T) {
 	if _, err := c.Broker().Core().EnsureTopic("orders", 2, core.PermRW); err != nil {
 		t.Fatal(err)
 	}
-	peers := newKafkaPeers()
+	peers := newKafkaPeers(nil)
 	defer peers.close()
 	peers.secret = func(user string) (string, bool) {
 		if acct := a.Account(user); acct != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/keelmq/keel/internal/acl"
@@ -108,4 +109,31 @@ func (p *parts) namesrvClientTLS(addr string) *tls.Config {
 		return p.embeddedNamesrvTLS
 	}
 	return nil
+}
+
+// peerTLS is the TLS with which this member dials the other broker groups'
+// masters' broker listeners (the Kafka door's forwards): nil (plain TCP)
+// unless config.PeersTLS.
+func (p *parts) peerTLS() (*tls.Config, error) {
+	if p.cfg == nil || !p.cfg.PeersTLS() {
+		return nil, nil
+	}
+	return p.memberTLS()
+}
+
+// memberTLS is the TLS client configuration of this member towards the
+// other groups' masters: it presents the listeners' certificate to a peer
+// that asks for one and checks the peer against tlsClientTrustCertPath
+// (tlsconf.MemberClient). Loaded once; a bad file stops the start.
+func (p *parts) memberTLS() (*tls.Config, error) {
+	if p.peerTLSConf != nil {
+		return p.peerTLSConf, nil
+	}
+	tc, err := tlsconf.MemberClient(tlsconf.MemberConfig{CertFile: p.cfg.TLSServerCertPath, KeyFile: p.cfg.TLSServerKeyPath,
+		TrustCertFile: p.cfg.TLSClientTrustCertPath})
+	if err != nil {
+		return nil, fmt.Errorf("tlsEnable: %w", err)
+	}
+	p.peerTLSConf = tc
+	return tc, nil
 }

@@ -29,6 +29,9 @@ type BrokerAMQP struct {
 	Exchanges   []AMQPExchange   `json:"exchanges"`
 	Connections []AMQPConnection `json:"connections"`
 	Err         string           `json:"error,omitempty"`
+	// MissingGroups are the groups its AMQP door saw in the cluster and
+	// that have no master registered now.
+	MissingGroups []string `json:"missingGroups,omitempty"`
 }
 
 // AMQP asks every master for its AMQP queues and exchanges (a group
@@ -63,5 +66,26 @@ func (c *Client) AMQP(ctx context.Context) ([]BrokerAMQP, error) {
 		}
 		out = append(out, ba)
 	}
-	return out, nil
+	return appendMissing(out), nil
+}
+
+// appendMissing adds, for each group a broker's door saw in the cluster
+// that has no master registered now (and so is not among out), an entry
+// with the error saying so: a group that is down is shown, not left out.
+func appendMissing(out []BrokerAMQP) []BrokerAMQP {
+	listed := map[string]bool{}
+	for _, b := range out {
+		listed[b.Broker] = true
+	}
+	for _, b := range out {
+		for _, g := range b.MissingGroups {
+			if listed[g] {
+				continue
+			}
+			listed[g] = true
+			out = append(out, BrokerAMQP{Broker: g, Queues: []AMQPQueue{}, Exchanges: []AMQPExchange{}, Connections: []AMQPConnection{},
+				Err: fmt.Sprintf("no master of broker group %s is registered with the NameServers (broker %s's AMQP door saw it in the cluster)", g, b.Broker)})
+		}
+	}
+	return out
 }

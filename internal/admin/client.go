@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,8 +72,11 @@ type Config struct {
 	// AccessKey is set; admin requests need an admin account.
 	AccessKey, SecretKey string
 	// TLS, if set, dials every NameServer and broker with TLS.
-	TLS    *tls.Config
-	Logger *slog.Logger
+	TLS *tls.Config
+	// BrokerTLS, if set, dials the brokers (every address but
+	// NamesrvAddrs) with it instead of TLS.
+	BrokerTLS *tls.Config
+	Logger    *slog.Logger
 	// OnSlaveRead, if set, is told of each broker group read from its
 	// slave because its master is missing (ReadBrokers), once per group
 	// and slave while the master stays missing.
@@ -132,7 +136,11 @@ func (c *Client) conn(ctx context.Context, addr string) (*remoting.Client, error
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	cl, err := remoting.Dial(dctx, addr, remoting.ClientConfig{Logger: c.log, TLS: c.cfg.TLS})
+	tc := c.cfg.TLS
+	if c.cfg.BrokerTLS != nil && !slices.Contains(c.cfg.NamesrvAddrs, addr) {
+		tc = c.cfg.BrokerTLS
+	}
+	cl, err := remoting.Dial(dctx, addr, remoting.ClientConfig{Logger: c.log, TLS: tc})
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}

@@ -31,6 +31,7 @@ package amqp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,6 +55,9 @@ type Cluster interface {
 type Peer struct {
 	Group string // brokerName
 	Addr  string // host:port of its AMQP door ("": no master registered now)
+	// TLS, if set, is the client configuration its door (an amqps one) is
+	// dialled with; nil: plain TCP.
+	TLS *tls.Config
 	// Unreachable, if set, says why this member cannot reach the door
 	// (its queues then fail as on a group that is down).
 	Unreachable string
@@ -101,6 +105,7 @@ func (c *conn) upstream(p Peer) (*upstream, error) {
 	}
 	u, err := dialUpstream(p, c.user, c.secret, c.vh.name, c.srv.cfg.MaxFrameBytes)
 	if err != nil {
+		c.srv.dialFailures.warn(c.srv.log, p, err)
 		return nil, err
 	}
 	f.mu.Lock()

@@ -15,8 +15,11 @@ package amqp
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -98,12 +101,12 @@ type upReply struct {
 	props, body []byte
 }
 
-// dialUpstream opens a connection to peer's door as user with pass in
-// vhost.
+// dialUpstream opens a connection to peer's door (over TLS with
+// peer.TLS) as user with pass in vhost.
 func dialUpstream(peer Peer, user, pass, vhost string, maxFrame uint32) (*upstream, error) {
-	nc, err := net.DialTimeout("tcp", peer.Addr, forwardTimeout)
+	nc, err := dialPeer(peer)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", peer.Addr, err)
+		return nil, err
 	}
 	u := &upstream{peer: peer, nc: nc, fr: wire.NewFrameReader(bufio.NewReaderSize(nc, readBufferBytes)),
 		frameMax: wire.FrameMinSize, chans: map[uint16]*upChan{}, done: make(chan struct{})}
@@ -116,6 +119,54 @@ func dialUpstream(peer Peer, user, pass, vhost string, maxFrame uint32) (*upstre
 	go u.read()
 	go u.watch()
 	return u, nil
+}
+
+// dialPeer connects to peer's door, the TLS handshake included, within
+// forwardTimeout.
+func dialPeer(peer Peer) (net.Conn, error) {
+	d := &net.Dialer{Timeout: forwardTimeout}
+	if peer.TLS == nil {
+		nc, err := d.Dial("tcp", peer.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", peer.Addr, err)
+		}
+		return nc, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	nc, err := (&tls.Dialer{NetDialer: d, Config: peer.TLS}).DialContext(ctx, "tcp", peer.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s over TLS: %w", peer.Addr, err)
+	}
+	return nc, nil
+}
+
+// dialLogInterval is how often a failed dial to one group's door is
+// logged at most (each client is told every time).
+const dialLogInterval = 10 * time.Second
+
+// dialLog logs failed dials to other groups' doors, once per group per
+// dialLogInterval.
+type dialLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time // by group
+}
+
+func (d *dialLog) warn(log *slog.Logger, p Peer, err error) {
+	now := time.Now()
+	d.mu.Lock()
+	if d.last == nil || len(d.last) > upstreamMaxChannels {
+		d.last = map[string]time.Time{}
+	}
+	quiet := now.Sub(d.last[p.Group]) < dialLogInterval
+	if !quiet {
+		d.last[p.Group] = now
+	}
+	d.mu.Unlock()
+	if !quiet {
+		log.Warn("amqp: forward: cannot reach another broker group's door", "group", p.Group, "addr", p.Addr,
+			"tls", p.TLS != nil, "err", err)
+	}
 }
 
 // watch closes the connection when a publish on it has waited longer

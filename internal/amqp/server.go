@@ -179,6 +179,9 @@ type Server struct {
 	stop chan struct{}
 	// homes caches where queues not declared here live (forward.go).
 	homes homes
+	// dialFailures limits the log of failed dials to other groups'
+	// doors (forward_client.go).
+	dialFailures dialLog
 	// sweepWake wakes a parked sweep (deadletter.go): a connection was
 	// accepted or a queue created.
 	sweepWake chan struct{}

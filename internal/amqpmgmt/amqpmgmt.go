@@ -54,6 +54,9 @@ type Config struct {
 	// Version is Keel's version (product_version).
 	Version   string
 	Listeners []Listener
+	// Cluster, if set, gives the queues of the cluster's other broker
+	// groups (cluster.go); nil: this member's own only.
+	Cluster Cluster
 	// Log receives refused logins at Warn (never the password); nil: none.
 	Log *slog.Logger
 }
@@ -74,6 +77,7 @@ func Handler(cfg Config) http.Handler {
 		"connections": {a.connections, 1},
 		"channels":    {a.channels, 1},
 		"consumers":   {a.consumers, 1},
+		"nodes":       {a.nodes, 1},
 	}
 	return a
 }

@@ -13,6 +13,7 @@
 //	DELETE /api/connections/{name}  (closes it: 320 CONNECTION_FORCED, reason X-Reason)
 //	GET /api/channels               /api/channels/{name}
 //	GET /api/consumers              /api/consumers/{vhost}
+//	GET /api/nodes                  /api/nodes/{name}
 //
 // with RabbitMQ 3.10's JSON field names and shapes for the fields served
 // (the list is in docs/amqp.md) and its list query parameters: columns,
@@ -21,7 +22,9 @@
 // credentials that Config.Login accepts (401 with a JSON error
 // otherwise); the API changes nothing but the connections an operator
 // closes: any other method or DELETE is answered 405 with a JSON error. It knows no AMQP internals: the data
-// comes through Source, as plain amqpinfo values.
+// comes through Source, as plain amqpinfo values, and, in a cluster of
+// broker groups, the other groups' queues through Config.Cluster
+// (cluster.go): each queue's node is the group that stores it.
 //
 // Concurrency: the handler is safe for concurrent use; every request
 // takes fresh snapshots.

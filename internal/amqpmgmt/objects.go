@@ -20,14 +20,18 @@ func args(a map[string]any) map[string]any {
 	return a
 }
 
-func (a *api) queueJSON(q amqpinfo.Queue) object {
+func (a *api) queueJSON(q nodeQueue) object {
 	typ := q.Type
 	if typ == "" {
 		typ = "classic"
 	}
+	arguments := q.Arguments
+	if !q.remote {
+		arguments = a.cfg.Source.QueueArguments(q.Vhost, q.Name)
+	}
 	return object{
 		"name": q.Name, "vhost": q.Vhost, "durable": q.Durable, "auto_delete": q.AutoDelete, "exclusive": q.Exclusive,
-		"arguments": args(a.cfg.Source.QueueArguments(q.Vhost, q.Name)), "node": a.cfg.Node, "state": "running", "type": typ,
+		"arguments": args(arguments), "node": q.node, "state": "running", "type": typ,
 		"consumers": q.Consumers, "messages": q.Ready + q.Unacked, "messages_ready": q.Ready,
 		"messages_unacknowledged": q.Unacked, "message_stats": object{"publish": q.Published, "deliver_get": q.Delivered,
 			"redeliver": q.Redelivered, "ack": q.Acked},
@@ -116,7 +120,7 @@ var exchangeTypes = []object{
 
 func (a *api) overview(r request) (any, error) {
 	src := a.cfg.Source
-	qs := src.Queues()
+	qs, down := a.clusterQueues(r.Context(), r.user)
 	var ready, unacked int64
 	var pub, del, redel, acked uint64
 	consumers := 0
@@ -137,6 +141,9 @@ func (a *api) overview(r request) (any, error) {
 			"consumers": consumers, "queues": len(qs), "exchanges": len(src.Exchanges()) + len(src.VhostNames())},
 		"queue_totals":  object{"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
 		"message_stats": object{"publish": pub, "deliver_get": del, "redeliver": redel, "ack": acked},
+	}
+	if a.cfg.Cluster != nil {
+		o["unreachable_nodes"] = unreachable(down)
 	}
 	return one(r, o)
 }
@@ -165,7 +172,8 @@ func (a *api) vhosts(r request) (any, error) {
 	}
 	type counts struct{ ready, unacked int64 }
 	per := map[string]counts{}
-	for _, q := range a.cfg.Source.Queues() {
+	qs, _ := a.clusterQueues(r.Context(), r.user)
+	for _, q := range qs {
 		c := per[q.Vhost]
 		per[q.Vhost] = counts{c.ready + q.Ready, c.unacked + q.Unacked}
 	}
@@ -196,7 +204,8 @@ func (a *api) queues(r request) (any, error) {
 	}
 	name, named := r.arg(1), r.arg(1) != ""
 	var out []object
-	for _, q := range a.cfg.Source.Queues() {
+	qs, _ := a.clusterQueues(r.Context(), r.user)
+	for _, q := range qs {
 		if (vh == "" || q.Vhost == vh) && (!named || q.Name == name) {
 			out = append(out, a.queueJSON(q))
 		}

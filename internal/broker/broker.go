@@ -223,7 +223,9 @@ type Broker struct {
 
 	observer atomic.Pointer[observerBox]  // observe.go
 	amqpInfo atomic.Pointer[AMQPInfoFunc] // admin_amqp.go
-	kafka    atomic.Pointer[KafkaHooks]   // admin_kafka.go
+	// amqpMissing names the AMQP cluster's groups seen and gone (admin_amqp.go).
+	amqpMissing atomic.Pointer[func() []string]
+	kafka       atomic.Pointer[KafkaHooks] // admin_kafka.go
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close

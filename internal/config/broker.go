@@ -144,6 +144,15 @@ type Broker struct {
 	TLSServerKeyPath        string        // tlsServerKeyPath (tls.server.keyPath)
 	TLSServerTrustCertPath  string        // tlsServerTrustCertPath (tls.server.trustCertPath)
 	TLSServerNeedClientAuth TLSClientAuth // tlsServerNeedClientAuth (tls.server.need.client.auth)
+	// TLSEnable (tlsEnable, RocketMQ's tls.enable): this member dials the
+	// other broker groups' masters (Kafka forwards, AMQP doors) over TLS;
+	// always so under tlsMode=enforcing (PeersTLS).
+	TLSEnable bool
+	// TLSClientTrustCertPath (tlsClientTrustCertPath, tls.client.trustCertPath):
+	// the CA bundle that signs the other members' certificates, checked
+	// when this member dials them over TLS; empty: the system's roots and
+	// the dialled host.
+	TLSClientTrustCertPath string
 
 	// Transactions.
 	RejectTransactionMessage bool          // rejectTransactionMessage
@@ -334,6 +343,11 @@ func (b *Broker) HAPort() int {
 func (b *Broker) HAProtected() bool {
 	return b.HAAuthSecret != "" || b.HAAuthSecretFile != "" || (b.HATLSEnabled() && b.HATLSTrustCertPath != "")
 }
+
+// PeersTLS reports whether this member dials the other groups' masters
+// over TLS: tlsEnable, or tlsMode=enforcing (the cluster's members are
+// then taken to serve TLS only too), as RocketMQ's tls.enable defaults.
+func (b *Broker) PeersTLS() bool { return b.TLSEnable || b.TLSMode == TLSEnforcing }
 
 // HATLSEnabled reports whether the replication link runs over TLS: when
 // tlsMode is permissive or enforcing (the link itself is TLS only).

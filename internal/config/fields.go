@@ -78,6 +78,8 @@ var fields = []field{
 	alias(str("tlsServerTrustCertPath", func(b *Broker) *string { return &b.TLSServerTrustCertPath }), "tls.server.trustCertPath"),
 	alias(enum("tlsServerNeedClientAuth", func(b *Broker) *TLSClientAuth { return &b.TLSServerNeedClientAuth },
 		TLSClientAuthNone, TLSClientAuthOptional, TLSClientAuthRequire), "tls.server.need.client.auth"),
+	alias(boolf("tlsEnable", func(b *Broker) *bool { return &b.TLSEnable }), "tls.enable"),
+	alias(str("tlsClientTrustCertPath", func(b *Broker) *string { return &b.TLSClientTrustCertPath }), "tls.client.trustCertPath"),
 
 	boolf("rejectTransactionMessage", func(b *Broker) *bool { return &b.RejectTransactionMessage }),
 	dur("transactionTimeOut", time.Millisecond, func(b *Broker) *time.Duration { return &b.TransactionTimeout }),

@@ -65,3 +65,36 @@ func TestValidateSecurity(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersTLS: tlsEnable (tls.enable) and tlsClientTrustCertPath
+// (tls.client.trustCertPath) parse under both names; the member dials
+// its peers over TLS with tlsEnable or under tlsMode=enforcing, not under
+// permissive alone.
+func TestPeersTLS(t *testing.T) {
+	tls := "tlsServerCertPath=c\ntlsServerKeyPath=k\n"
+	for _, c := range []struct {
+		conf string
+		want bool
+	}{
+		{"", false},
+		{"tlsMode=permissive\n" + tls, false},
+		{"tlsMode=permissive\ntls.enable=true\n" + tls, true},
+		{"tlsMode=enforcing\n" + tls, true},
+		{"tlsEnable=true\n", true},
+	} {
+		b, unknown, err := Parse([]byte(c.conf+"tls.client.trustCertPath=/etc/keel/cluster-ca.pem\n"), "c")
+		if err != nil || len(unknown) != 0 {
+			t.Fatalf("%q: %v %v", c.conf, unknown, err)
+		}
+		if err := b.Validate(); err != nil {
+			t.Fatalf("%q: %v", c.conf, err)
+		}
+		if b.PeersTLS() != c.want || b.TLSClientTrustCertPath != "/etc/keel/cluster-ca.pem" {
+			t.Errorf("%q: PeersTLS %t (want %t), trust %q", c.conf, b.PeersTLS(), c.want, b.TLSClientTrustCertPath)
+		}
+	}
+	b, _, err := Parse([]byte("tlsClientTrustCertPath=/x\n"), "c")
+	if err != nil || b.TLSClientTrustCertPath != "/x" || b.TLSEnable {
+		t.Fatalf("tlsClientTrustCertPath: %+v %v", b.TLSClientTrustCertPath, err)
+	}
+}

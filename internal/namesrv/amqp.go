@@ -5,9 +5,10 @@ package namesrv
 // never read):
 //
 //	amqpAddr     host:port its AMQP door listens on for the cluster's
-//	             members (absent: no AMQP door)
+//	             members (absent: no plain AMQP door)
+//	amqpsAddr    host:port of its AMQP-over-TLS door (absent: none)
 //
-// The NameServer keeps it with the broker's live entry.
+// The NameServer keeps them with the broker's live entry.
 // GET_AMQP_CLUSTER (Keel's request 10441, ext clusterName) answers the
 // live members of the cluster that registered one, as JSON
 // (AMQPCluster). An AMQP door finds there the other groups' doors it
@@ -25,19 +26,27 @@ import (
 	"github.com/keelmq/keel/internal/remoting"
 )
 
-// AMQPExt returns the registration ext field carrying an AMQP door's
-// address.
-func AMQPExt(addr string) map[string]string {
-	return map[string]string{"amqpAddr": addr}
+// AMQPExt returns the registration ext fields carrying an AMQP door's
+// addresses: plain and TLS ("": none).
+func AMQPExt(addr, tlsAddr string) map[string]string {
+	ext := map[string]string{}
+	if addr != "" {
+		ext["amqpAddr"] = addr
+	}
+	if tlsAddr != "" {
+		ext["amqpsAddr"] = tlsAddr
+	}
+	return ext
 }
 
-func decodeAMQPAddr(req *remoting.Command) (string, error) {
-	addr := req.Ext("amqpAddr")
+// decodeAMQPAddr reads the ext field key (amqpAddr, amqpsAddr).
+func decodeAMQPAddr(req *remoting.Command, key string) (string, error) {
+	addr := req.Ext(key)
 	if addr == "" {
 		return "", nil
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", fmt.Errorf("bad amqpAddr %q: %v", addr, err)
+		return "", fmt.Errorf("bad %s %q: %v", key, addr, err)
 	}
 	return addr, nil
 }
@@ -51,17 +60,19 @@ type AMQPCluster struct {
 type AMQPMember struct {
 	BrokerName string `json:"brokerName"`
 	BrokerID   int64  `json:"brokerId"`
-	Addr       string `json:"addr"` // the RocketMQ address
-	AMQPAddr   string `json:"amqpAddr"`
+	Addr       string `json:"addr"`                // the RocketMQ address
+	AMQPAddr   string `json:"amqpAddr"`            // "": no plain door
+	AMQPSAddr  string `json:"amqpsAddr,omitempty"` // its AMQP-over-TLS door ("": none)
 }
 
 func (t *table) amqpCluster(cluster string) AMQPCluster {
 	ac := AMQPCluster{Members: []AMQPMember{}}
 	for addr, lb := range t.live {
-		if lb.cluster != cluster || lb.amqpAddr == "" {
+		if lb.cluster != cluster || lb.amqpAddr == "" && lb.amqpsAddr == "" {
 			continue
 		}
-		ac.Members = append(ac.Members, AMQPMember{BrokerName: lb.name, BrokerID: lb.id, Addr: addr, AMQPAddr: lb.amqpAddr})
+		ac.Members = append(ac.Members, AMQPMember{BrokerName: lb.name, BrokerID: lb.id, Addr: addr, AMQPAddr: lb.amqpAddr,
+			AMQPSAddr: lb.amqpsAddr})
 	}
 	slices.SortFunc(ac.Members, func(a, b AMQPMember) int {
 		if c := strings.Compare(a.BrokerName, b.BrokerName); c != 0 {

@@ -225,7 +225,10 @@ func (s *Server) decodeRegistration(req *remoting.Command) (registration, error)
 	if ms, err := req.ExtInt64("heartbeatTimeoutMillis"); err == nil && ms > 0 {
 		r.timeout = time.Duration(ms) * time.Millisecond
 	}
-	if r.amqpAddr, err = decodeAMQPAddr(req); err != nil {
+	if r.amqpAddr, err = decodeAMQPAddr(req, "amqpAddr"); err != nil {
+		return r, fmt.Errorf("namesrv: register broker %s: %w", r.addr, err)
+	}
+	if r.amqpsAddr, err = decodeAMQPAddr(req, "amqpsAddr"); err != nil {
 		return r, fmt.Errorf("namesrv: register broker %s: %w", r.addr, err)
 	}
 	if r.kafka, err = decodeKafkaRegistration(req); err != nil {

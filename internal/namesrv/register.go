@@ -25,6 +25,7 @@ type Registration struct {
 	MasterEpoch uint32
 	Kafka       *KafkaRegistration // nil: no Kafka door
 	AMQPAddr    string             // "": no AMQP door (amqp.go)
+	AMQPSAddr   string             // "": no AMQP-over-TLS door
 }
 
 // RegisterResult is the NameServer's answer to a registration.
@@ -62,9 +63,7 @@ func RegisterBrokerResult(ctx context.Context, client *remoting.Client, reg Regi
 	if reg.Kafka != nil {
 		maps.Copy(ext, reg.Kafka.Ext())
 	}
-	if reg.AMQPAddr != "" {
-		maps.Copy(ext, AMQPExt(reg.AMQPAddr))
-	}
+	maps.Copy(ext, AMQPExt(reg.AMQPAddr, reg.AMQPSAddr))
 	if reg.MasterEpoch != 0 {
 		ext["masterEpoch"] = strconv.FormatUint(uint64(reg.MasterEpoch), 10)
 	}

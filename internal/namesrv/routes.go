@@ -27,6 +27,7 @@ type liveBroker struct {
 	conn          *remoting.Conn
 	kafka         *KafkaRegistration // nil: no Kafka door (kafka.go)
 	amqpAddr      string             // "": no AMQP door (amqp.go)
+	amqpsAddr     string             // "": no AMQP-over-TLS door
 }
 
 // registration is a decoded REGISTER_BROKER request.
@@ -37,7 +38,7 @@ type registration struct {
 	timeout                           time.Duration
 	topics                            map[string]wireTopicConfig
 	kafka                             *KafkaRegistration
-	amqpAddr                          string
+	amqpAddr, amqpsAddr               string
 }
 
 // table is the route table; the Server guards it with its mutex.
@@ -114,7 +115,7 @@ func (t *table) register(r registration, conn *remoting.Conn, now time.Time) (ma
 	}
 	_, known := t.live[r.addr]
 	t.live[r.addr] = &liveBroker{cluster: r.cluster, name: r.name, id: r.id, haServerAddr: r.haServerAddr,
-		lastUpdate: now, timeout: r.timeout, conn: conn, kafka: r.kafka, amqpAddr: r.amqpAddr}
+		lastUpdate: now, timeout: r.timeout, conn: conn, kafka: r.kafka, amqpAddr: r.amqpAddr, amqpsAddr: r.amqpsAddr}
 	if r.id != masterID {
 		masterAddr = be.addrs[masterID]
 		if lb := t.live[masterAddr]; lb != nil {

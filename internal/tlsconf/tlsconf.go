@@ -16,6 +16,8 @@
 // Peer (peer.go) builds both ends of a link between two members of a
 // broker group (replication), each presenting the same certificate as the
 // listeners: mutual TLS against the group's CA bundle, or encryption only.
+// MemberClient (member.go) is the client end with which a member dials
+// another broker group's master.
 package tlsconf
 
 import (
