@@ -34,6 +34,9 @@ type channel struct {
 	// txAcks are the acknowledgements a transaction holds (tx.go): taken
 	// out of unacked, still counted against prefetch.
 	txAcks []txAck
+	// txFwdAcks are the held settlements of deliveries from other
+	// groups' queues (tx.go), taken out of fwd.tags.
+	txFwdAcks []txFwdAck
 
 	// fwd is what is forwarded to other groups (forward.go).
 	fwd chanForward
@@ -300,6 +303,7 @@ func (ch *channel) shutdown() bool {
 		ds[a.tag] = a.d
 	}
 	ch.txAcks = nil
+	ch.txFwdAcks = nil // their homes requeue them when closeForwards ends their channels
 	ch.mu.Unlock()
 	ch.closeForwards()
 	// The deliveries go back before the consumers go: the next consumer

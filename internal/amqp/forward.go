@@ -17,10 +17,13 @@ package amqp
 //	  per delivery tag upstream)
 //	basic.publish to a queue homed elsewhere (forward_publish.go):
 //	  confirmed to the client once the home confirmed
+//	tx.commit of a transaction that touched queues homed elsewhere:
+//	  each group's part committed on it, then the local one (tx.go)
 //
 // Per client channel there is one upstream channel per group it touched
-// (in confirm mode), per client connection one upstream connection per
-// group; when the client's channel or connection ends they end too, and
+// (put in confirm mode by its first publish, or in tx mode by the first
+// commit of a transactional channel that touched the group: tx.go), per
+// client connection one upstream connection per group; when the client's channel or connection ends they end too, and
 // the home requeues what it delivered unacknowledged.
 //
 // The home of a queue is found by asking the other groups' doors
@@ -157,11 +160,18 @@ type fwdChan struct {
 	peer Peer
 	uc   *upChan
 	qos  int // the prefetch last set upstream
+	// mode is the upstream channel's mode: modeNone until a publish puts
+	// it in confirm mode or a transaction's commit in tx mode (the two
+	// exclude each other there as here). Reader only.
+	mode int
 
 	// Publishes sent and not confirmed (forward_publish.go).
 	mu      sync.Mutex
 	seq     uint64
 	pending []*fwdPart
+	// txSent are the messages of the transaction part being committed
+	// on it (tx.go), for the home's basic.return.
+	txSent []*txSent
 
 	// Guarded by ch.mu: its consumers (tag: no-ack) and whether it was
 	// dropped from the channel.
@@ -179,6 +189,35 @@ type heldDeliver struct {
 	m           *wire.BasicDeliver
 	props, body []byte
 }
+
+// Modes of an upstream channel.
+const (
+	modeNone = iota
+	modeConfirm
+	modeTx
+)
+
+// setMode puts the upstream channel in confirm or tx mode (once; a
+// channel in the other mode is an error). Reader only.
+func (fc *fwdChan) setMode(mode int) error {
+	if fc.mode == mode {
+		return nil
+	}
+	if fc.mode != modeNone {
+		return fmt.Errorf("the channel to broker group %s is already in %s mode", fc.peer.Group, modeNames[fc.mode])
+	}
+	var m wire.Method = &wire.ConfirmSelect{}
+	if mode == modeTx {
+		m = &wire.TxSelect{}
+	}
+	if _, err := fc.uc.call(m); err != nil {
+		return err
+	}
+	fc.mode = mode
+	return nil
+}
+
+var modeNames = [...]string{modeNone: "no", modeConfirm: "confirm", modeTx: "tx"}
 
 // remoteTag is the upstream side of a delivery tag the client holds.
 type remoteTag struct {
@@ -199,7 +238,7 @@ type chanForward struct {
 }
 
 // fwdChan returns the channel's upstream channel to p (opened on first
-// use, in confirm mode). Reader only (which alone changes ch.fwd.chans,
+// use, in no mode: setMode). Reader only (which alone changes ch.fwd.chans,
 // under ch.mu, so it reads it without).
 func (ch *channel) fwdChan(p Peer) (*fwdChan, error) {
 	if fc := ch.fwd.chans[p.Group]; fc != nil {
@@ -225,10 +264,6 @@ func (ch *channel) fwdChan(p Peer) (*fwdChan, error) {
 		return nil, err
 	}
 	fc.uc = uc
-	if _, err := uc.call(&wire.ConfirmSelect{}); err != nil {
-		uc.close()
-		return nil, err
-	}
 	ch.mu.Lock()
 	if ch.fwd.chans == nil {
 		ch.fwd.chans = map[string]*fwdChan{}
@@ -348,9 +383,6 @@ func (ch *channel) remoteHome(m wire.Method, name string) (Peer, bool, error) {
 	p, ok, err := ch.c.lookupHome(name)
 	if err != nil {
 		return Peer{}, true, soft(wire.NotFound, m, "home of queue '%s' in vhost '%s' unknown: %v", name, ch.c.vh.name, err)
-	}
-	if ok && ch.tx {
-		return Peer{}, true, soft(wire.NotImplemented, m, "queue '%s' is stored by broker group %s: transactions over another group's queue are not supported", name, p.Group)
 	}
 	return p, ok, nil
 }
