@@ -48,6 +48,7 @@ func (p *parts) amqpStarter(addr string) starter {
 		clustered := p.broker != nil && len(p.namesrvAddrs) > 0 && addr != ""
 		if clustered { // wire_amqp_cluster.go
 			cfg.Cluster = amqpCluster{b: p.broker, cluster: p.cfg.BrokerClusterName, group: p.cfg.BrokerName}
+			cfg.Group = p.cfg.BrokerName
 		}
 		srv, err := amqp.New(cfg, p.store, p.log.With("component", "amqp"))
 		if err != nil {

@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
@@ -48,7 +49,8 @@ type channel struct {
 	txBytes    int         // their bytes (bounded by txMaxBytes)
 	txDests    int         // their (message, queue) pairs (bounded by record.MaxDests)
 	publishSeq uint64
-	lastQueue  string // the last queue declared, for "" in later methods
+	lastQueue  string    // the last queue declared, for "" in later methods
+	lookupAt   time.Time // forwardDeclare found no home for the queue declared (claim.go)
 	pub        *wire.BasicPublish
 	hdr        *wire.Header
 	body       []byte
@@ -360,6 +362,12 @@ func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
 func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	if m.Queue == "" && ch.lastQueue != "" && m.Passive {
 		m.Queue = ch.lastQueue
+	}
+	if a, ok := m.Arguments[claimArg]; ok && m.Passive && ch.c.fromPeer {
+		return ch.answerClaimMethod(m, a) // claim.go
+	}
+	if done, err := ch.claimDeclare(m); done {
+		return err
 	}
 	q, err := ch.c.vh.declare(ch.c, m)
 	if err != nil {

@@ -11,7 +11,9 @@ package amqp
 //
 //	queue.declare (a name not declared here): asked of the other groups
 //	  first (passive declare); the home answers, with its argument
-//	  equivalence checks; unknown everywhere: declared here, home here
+//	  equivalence checks; unknown everywhere: the name is claimed from
+//	  its arbiter (claim.go), declared here if it names this group, else
+//	  forwarded to the group it names
 //	queue.purge, queue.delete, basic.consume, basic.get, basic.cancel
 //	basic.ack, basic.nack, basic.reject of a forwarded delivery (one
 //	  per delivery tag upstream)
@@ -38,6 +40,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
@@ -417,6 +420,7 @@ func (ch *channel) forwardDeclare(m *wire.QueueDeclare) (bool, error) {
 	if name == "" || m.Exclusive || strings.HasPrefix(name, "amq.") || ch.c.vh.queue(name) != nil {
 		return false, nil
 	}
+	lookupAt := time.Now().Add(-negativeHomeTTL) // a cached answer is at most that old
 	p, ok, err := ch.c.lookupHome(name)
 	if err != nil {
 		// A group that may hold it did not answer: declaring it here
@@ -424,27 +428,34 @@ func (ch *channel) forwardDeclare(m *wire.QueueDeclare) (bool, error) {
 		return true, soft(wire.NotFound, m, "cannot tell where queue '%s' in vhost '%s' lives: %v", name, ch.c.vh.name, err)
 	}
 	if !ok {
-		return false, nil // home here
+		ch.lookupAt = lookupAt // no group has it: claimed by the local path (claim.go)
+		return false, nil
 	}
+	return true, ch.forwardDeclareTo(m, p, name)
+}
+
+// forwardDeclareTo forwards a queue.declare of name to p's door and
+// answers the client with its reply.
+func (ch *channel) forwardDeclareTo(m *wire.QueueDeclare, p Peer, name string) error {
 	fc, err := ch.fwdChan(p)
 	if err != nil {
-		return true, ch.upstreamError(m, p, name, err)
+		return ch.upstreamError(m, p, name, err)
 	}
 	up := *m
 	up.Queue, up.NoWait = name, false
 	r, err := fc.uc.call(&up)
 	if err != nil {
-		return true, ch.upstreamError(m, p, name, err)
+		return ch.upstreamError(m, p, name, err)
 	}
 	ok2, isOk := r.m.(*wire.QueueDeclareOk)
 	if !isOk {
-		return true, ch.upstreamError(m, p, name, fmt.Errorf("answered %s", r.m.Name()))
+		return ch.upstreamError(m, p, name, fmt.Errorf("answered %s", r.m.Name()))
 	}
 	ch.lastQueue = name
 	if m.NoWait {
-		return true, nil
+		return nil
 	}
-	return true, ch.c.send(ch.id, ok2)
+	return ch.c.send(ch.id, ok2)
 }
 
 // forwardCall sends up (purge, delete) to p and answers the client with

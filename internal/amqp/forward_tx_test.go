@@ -13,19 +13,21 @@ import (
 func startGroups(t *testing.T, n int) []*broker {
 	var bs []*broker
 	var cls []*staticCluster
-	for range n {
+	for i := range n {
 		cl := &staticCluster{}
-		b := &broker{t: t, dir: t.TempDir(), cluster: cl}
+		b := &broker{t: t, dir: t.TempDir(), cluster: cl, group: string(rune('a' + i))}
 		b.start()
 		t.Cleanup(b.stop)
 		bs, cls = append(bs, b), append(cls, cl)
 	}
 	for i, cl := range cls {
+		var ps []Peer
 		for j, b := range bs {
 			if j != i {
-				cl.peers = append(cl.peers, Peer{Group: string(rune('a' + j)), Addr: b.addr})
+				ps = append(ps, Peer{Group: string(rune('a' + j)), Addr: b.addr})
 			}
 		}
+		cl.set(ps)
 	}
 	return bs
 }
