@@ -186,6 +186,9 @@ type Server struct {
 	homes homes
 	// claims are the names this member arbitrates (claim.go).
 	claims claims
+	// remoteDL sends dead-letter copies to other groups' queues
+	// (deadletter_remote.go).
+	remoteDL remoteDL
 	// sweepWake wakes a parked sweep (deadletter.go): a connection was
 	// accepted or a queue created.
 	sweepWake chan struct{}
