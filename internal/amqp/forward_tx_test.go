@@ -274,3 +274,40 @@ func TestForwardTxMandatoryReturn(t *testing.T) {
 		t.Fatal("no basic.return before commit-ok")
 	}
 }
+
+// TestForwardTxSelectAfterPublish: a channel that published to b's queue
+// outside a transaction may select tx (its confirm-mode channel to b is
+// replaced) and commit over b; one that also consumes from b is refused
+// with 406.
+func TestForwardTxSelectAfterPublish(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch := a.channel()
+	pubTx(t, ch, "qb", "before")
+	if _, err := ch.QueueDeclarePassive("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Tx(); err != nil {
+		t.Fatalf("tx.select after a publish to b: %v", err)
+	}
+	pubTx(t, ch, "qb", "in-tx")
+	if err := ch.TxCommit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, b.channel(), "qb"); len(got) != 2 || got[0] != "before" || got[1] != "in-tx" {
+		t.Fatalf("qb: %q", got)
+	}
+
+	busy := a.channel()
+	pubTx(t, busy, "qb", "x")
+	if _, err := busy.Consume("qb", "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := exception(t, busy, func(ch *amqp091.Channel) error { return ch.Tx() })
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || !strings.Contains(ae.Reason, "broker group b") {
+		t.Fatalf("tx.select on a channel publishing to and consuming from b: %v", err)
+	}
+}
