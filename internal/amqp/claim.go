@@ -22,10 +22,10 @@ package amqp
 // look-up that began after the queue was created, which found it.
 //
 // The records are memory only. An arbiter that restarts refuses claims
-// until claimTTL (and claimMarkEvery) after the last answer it gave
-// (claims.json in the door's directory: the time of the last answer,
-// written durably before an answer when the one there is claimMarkEvery
-// old); an arbiter down or not registered fails the declare with an error
+// until claimTTL after the last answer it gave: claims.json in the door's
+// directory holds a time no earlier than every answer given (written
+// durably, claimMarkEvery ahead, before an answer it no longer covers),
+// and the arbiter answers again claimTTL after it; an arbiter down or not registered fails the declare with an error
 // naming it: no queue is created without an answer. A member that claims
 // over its connection to the arbiter's door sends a passive queue.declare
 // carrying claimArg (its group) and gets declare-ok naming the owner.
@@ -55,8 +55,8 @@ const (
 	// claimValid bounds the time from a member's look-up to the claim's
 	// answer it creates the queue on.
 	claimValid = 4 * time.Second
-	// claimMarkEvery is how stale claims.json may be before an answer
-	// rewrites it.
+	// claimMarkEvery is how far ahead of an answer claims.json is
+	// written (one write covers the answers of that long).
 	claimMarkEvery = time.Second
 	// maxClaims: past it the lapsed records are dropped.
 	maxClaims  = 1 << 14
@@ -68,7 +68,7 @@ type claims struct {
 	mu     sync.Mutex
 	byName map[string]claimRec // homeKey
 	from   time.Time           // no answer before (a restart)
-	mark   time.Time           // what claims.json holds
+	mark   time.Time           // what claims.json holds: no answer after it
 }
 
 type claimRec struct {
@@ -77,7 +77,7 @@ type claimRec struct {
 }
 
 type claimsMark struct {
-	LastAnswerMs int64 `json:"lastAnswerMs"`
+	AnswersUntilMs int64 `json:"answersUntilMs"`
 }
 
 // openClaims reads claims.json: an arbiter that answered within claimTTL
@@ -87,9 +87,9 @@ func (s *Server) openClaims() error {
 	if err := readJSON(s.cfg.FS, filepath.Join(s.dir, claimsFile), &mk); err != nil {
 		return err
 	}
-	if mk.LastAnswerMs > 0 {
-		s.claims.mark = time.UnixMilli(mk.LastAnswerMs)
-		s.claims.from = s.claims.mark.Add(claimTTL + claimMarkEvery)
+	if mk.AnswersUntilMs > 0 {
+		s.claims.mark = time.UnixMilli(mk.AnswersUntilMs)
+		s.claims.from = s.claims.mark.Add(claimTTL)
 	}
 	return nil
 }
@@ -131,8 +131,8 @@ func (s *Server) answerClaim(v *vhost, name, claimer string) (string, error) {
 		r.group = claimer
 	}
 	r.at = now
-	if now.Sub(c.mark) >= claimMarkEvery {
-		b := fmt.Appendf(nil, `{"lastAnswerMs":%d}`, now.Add(claimMarkEvery).UnixMilli())
+	if !now.Before(c.mark) { // claims.json must cover this answer
+		b := fmt.Appendf(nil, `{"answersUntilMs":%d}`, now.Add(claimMarkEvery).UnixMilli())
 		if err := vfs.WriteFileDurable(s.cfg.FS, filepath.Join(s.dir, claimsFile), b, 0o644); err != nil {
 			return "", fmt.Errorf("broker group %s cannot record its answer: %v", s.cfg.Group, err)
 		}

@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -101,5 +102,32 @@ func TestClaimArbiterRestart(t *testing.T) {
 	}
 	if _, err := a.channel().QueueDeclare(names[0], true, false, false, false, nil); err != nil {
 		t.Fatalf("redeclare of a queue a has: %v", err)
+	}
+}
+
+// TestClaimsFileCoversAnswers: claims.json always holds a time no earlier
+// than the last answer, also when the time it held has just passed.
+func TestClaimsFileCoversAnswers(t *testing.T) {
+	b := startBroker(t)
+	s := b.srv
+	s.cfg.Group = "g"
+	v := s.vhosts["/"]
+	for i := range 3 {
+		if i > 0 { // the last write covered answers until just now
+			s.claims.mu.Lock()
+			s.claims.mark = time.Now().Add(-time.Millisecond)
+			s.claims.mu.Unlock()
+		}
+		if _, err := s.answerClaim(v, fmt.Sprint("n", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+		answered := time.Now()
+		var mk claimsMark
+		if err := readJSON(s.cfg.FS, filepath.Join(s.dir, claimsFile), &mk); err != nil {
+			t.Fatal(err)
+		}
+		if at := time.UnixMilli(mk.AnswersUntilMs); at.Before(answered.Add(-time.Millisecond)) {
+			t.Fatalf("answer %d at %v, claims.json covers until %v", i, answered, at)
+		}
 	}
 }
