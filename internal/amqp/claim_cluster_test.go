@@ -10,6 +10,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelmq/keel/internal/vfs"
 )
 
 // TestForwardConcurrentDeclare: many new names, each declared at the same
@@ -113,9 +115,14 @@ func TestClaimsFileCoversAnswers(t *testing.T) {
 	s.cfg.Group = "g"
 	v := s.vhosts["/"]
 	for i := range 3 {
-		if i > 0 { // the last write covered answers until just now
+		if i > 0 { // as if the last write covered answers until just now
+			until := time.Now().Add(-time.Millisecond)
+			b := fmt.Appendf(nil, `{"answersUntilMs":%d}`, until.UnixMilli())
+			if err := vfs.WriteFileDurable(s.cfg.FS, filepath.Join(s.dir, claimsFile), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			s.claims.mu.Lock()
-			s.claims.mark = time.Now().Add(-time.Millisecond)
+			s.claims.mark = until
 			s.claims.mu.Unlock()
 		}
 		if _, err := s.answerClaim(v, fmt.Sprint("n", i), "x"); err != nil {
