@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -144,6 +145,7 @@ func drain(t *testing.T, ds <-chan amqp091.Delivery, want int) []amqp091.Deliver
 // broker-a (acks forwarded: a consumer that acks half of them and leaves
 // has exactly the other half redelivered, redelivered=true, through
 // broker-b), basic.get through either member; then broker-b is killed:
+// new names declared at once through both members get one queue each;
 // a transaction through broker-a over qa and qb (publish to both, ack of
 // a qb delivery) commits both parts; a message rejected on broker-a's
 // queue is dead-lettered to broker-b's; then broker-b is killed:
@@ -367,6 +369,41 @@ func TestAMQPAcrossGroups(t *testing.T) {
 	txPub("qb", "never")
 	if _, err := txc.QueueDeclarePassive("qa", true, false, false, false, nil); err != nil {
 		t.Fatal(err) // a round trip: the publishes were taken
+	}
+
+	// New names declared at the same moment through both members: one
+	// queue each (a publish through each member lands in the same queue).
+	var decl []*amqp091.Channel
+	for _, addr := range []string{g.amqp[0], g.amqp[0], g.amqp[1], g.amqp[1]} {
+		decl = append(decl, openChannel(t, dialAMQP(t, addr)))
+	}
+	for i := range 20 {
+		name := "race-" + strconv.Itoa(i)
+		var wg sync.WaitGroup
+		errs := make([]error, len(decl))
+		for j, ch := range decl {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[j] = ch.QueueDeclare(name, true, false, false, false, nil)
+			}()
+		}
+		wg.Wait()
+		for j, err := range errs {
+			if err != nil {
+				t.Fatalf("declare %s (connection %d): %v", name, j, err)
+			}
+		}
+		for _, via := range []*amqp091.Connection{a, b} {
+			if acked, _ := publishConfirmed(t, openChannel(t, via), name, "r", 1, false); acked != 1 {
+				t.Fatalf("publish to %s not acked", name)
+			}
+		}
+		for k, ch := range []*amqp091.Channel{cha, chb} {
+			if st, err := ch.QueueDeclarePassive(name, true, false, false, false, nil); err != nil || st.Messages != 2 {
+				t.Fatalf("%s through broker-%c: %d messages (%v), want the 2 published through both", name, 'a'+k, st.Messages, err)
+			}
+		}
 	}
 
 	// A message rejected on broker-a's queue, dead-lettered to broker-b's.

@@ -451,6 +451,9 @@ func (ch *channel) forwardDeclareTo(m *wire.QueueDeclare, p Peer, name string) e
 	if !isOk {
 		return ch.upstreamError(m, p, name, fmt.Errorf("answered %s", r.m.Name()))
 	}
+	// The queue is there now (a "nowhere" cached before the declare would
+	// drop this client's next publishes).
+	ch.c.srv.homes.put(homeKey(ch.c.vh.name, name), homeEntry{group: p.Group})
 	ch.lastQueue = name
 	if m.NoWait {
 		return nil
