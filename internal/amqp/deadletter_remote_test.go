@@ -123,3 +123,37 @@ func TestForwardDeadLetterAcrossGroups(t *testing.T) {
 		t.Fatalf("dlq after b came back: %q", got)
 	}
 }
+
+// TestForwardDeadLetterKeptOverRestart: a message expired on a while the
+// dead-letter target's home b is down is kept over a restart of a (the
+// original is unsettled: dead-lettered again after the start) and its copy
+// reaches b once b is back.
+func TestForwardDeadLetterKeptOverRestart(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := b.channel().QueueDeclare("dlq", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	args := amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq", "x-message-ttl": int32(1)}
+	if _, err := a.channel().QueueDeclare("src", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	b.crash()
+	publishConfirmed(t, a.channel(), "src", "kept")
+	inFlight := func() int {
+		q := a.srv.vhosts["/"].queue("src")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.inflight)
+	}
+	waitForCond(t, "the expired message taken out for dead-lettering", func() bool { return inFlight() == 1 })
+	a.restart()
+	waitForCond(t, "the message expired again after the restart", func() bool { return inFlight() == 1 })
+	b.start()
+	waitForCond(t, "the original settled once b is back", func() bool { return inFlight() == 0 })
+	if got := drain(t, b.channel(), "dlq"); len(got) != 1 || got[0] != "kept" {
+		t.Fatalf("dlq: %q", got)
+	}
+	if n := queueCount(t, a, "src"); n != 0 {
+		t.Fatalf("src holds %d", n)
+	}
+}
