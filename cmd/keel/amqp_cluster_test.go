@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -144,8 +145,14 @@ func drain(t *testing.T, ds <-chan amqp091.Delivery, want int) []amqp091.Deliver
 // broker-a (acks forwarded: a consumer that acks half of them and leaves
 // has exactly the other half redelivered, redelivered=true, through
 // broker-b), basic.get through either member; then broker-b is killed:
-// publishes through broker-a to its queue are nacked and consuming it
-// fails with a channel error naming broker-b.
+// new names declared at once through both members get one queue each;
+// a transaction through broker-a over qa and qb (publish to both, ack of
+// a qb delivery) commits both parts; a message rejected on broker-a's
+// queue is dead-lettered to broker-b's; then broker-b is killed:
+// publishes through broker-a to its queue are nacked, consuming it fails
+// with a channel error naming broker-b, and a transaction held over the
+// kill fails its commit with a channel error, its part on broker-a not
+// applied.
 func TestAMQPAcrossGroups(t *testing.T) {
 	g := startAMQPGroups(t)
 	a, b := dialAMQP(t, g.amqp[0]), dialAMQP(t, g.amqp[1])
@@ -320,6 +327,107 @@ func TestAMQPAcrossGroups(t *testing.T) {
 		t.Fatal("no basic.return for an unroutable mandatory publish")
 	}
 
+	// A transaction through broker-a over qa (here) and qb (broker-b's):
+	// a publish to each and the ack of a qb delivery, committed together.
+	if acked, _ := publishConfirmed(t, openChannel(t, b), "qb", "tx-old", 1, false); acked != 1 {
+		t.Fatal("publish to qb not acked")
+	}
+	txc := openChannel(t, a)
+	if err := txc.Tx(); err != nil {
+		t.Fatal(err)
+	}
+	old, ok, err := txc.Get("qb", false)
+	if err != nil || !ok || string(old.Body) != "tx-old-0" {
+		t.Fatalf("get qb in a transaction: %q %v %v", old.Body, ok, err)
+	}
+	txPub := func(q, body string) {
+		t.Helper()
+		if err := txc.Publish("", q, false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txPub("qa", "tx-a")
+	txPub("qb", "tx-b")
+	if err := old.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := txc.TxCommit(); err != nil {
+		t.Fatalf("commit over both groups: %v", err)
+	}
+	for i, via := range []*amqp091.Channel{cha, chb} {
+		q, want := []string{"qa", "qb"}[i], []string{"tx-a", "tx-b"}[i]
+		m, ok, err := via.Get(q, true)
+		if err != nil || !ok || string(m.Body) != want {
+			t.Fatalf("%s after the commit: %q %v %v", q, m.Body, ok, err)
+		}
+		if st, err := via.QueueDeclarePassive(q, true, false, false, false, nil); err != nil || st.Messages != 0 {
+			t.Fatalf("%s after the commit: %d more (%v)", q, st.Messages, err)
+		}
+	}
+	// Another transaction held when broker-b dies: its commit fails.
+	txPub("qa", "never")
+	txPub("qb", "never")
+	if _, err := txc.QueueDeclarePassive("qa", true, false, false, false, nil); err != nil {
+		t.Fatal(err) // a round trip: the publishes were taken
+	}
+
+	// New names declared at the same moment through both members: one
+	// queue each (a publish through each member lands in the same queue).
+	var decl []*amqp091.Channel
+	for _, addr := range []string{g.amqp[0], g.amqp[0], g.amqp[1], g.amqp[1]} {
+		decl = append(decl, openChannel(t, dialAMQP(t, addr)))
+	}
+	for i := range 20 {
+		name := "race-" + strconv.Itoa(i)
+		var wg sync.WaitGroup
+		errs := make([]error, len(decl))
+		for j, ch := range decl {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[j] = ch.QueueDeclare(name, true, false, false, false, nil)
+			}()
+		}
+		wg.Wait()
+		for j, err := range errs {
+			if err != nil {
+				t.Fatalf("declare %s (connection %d): %v", name, j, err)
+			}
+		}
+		for _, via := range []*amqp091.Connection{a, b} {
+			if acked, _ := publishConfirmed(t, openChannel(t, via), name, "r", 1, false); acked != 1 {
+				t.Fatalf("publish to %s not acked", name)
+			}
+		}
+		for k, ch := range []*amqp091.Channel{cha, chb} {
+			if st, err := ch.QueueDeclarePassive(name, true, false, false, false, nil); err != nil || st.Messages != 2 {
+				t.Fatalf("%s through broker-%c: %d messages (%v), want the 2 published through both", name, 'a'+k, st.Messages, err)
+			}
+		}
+	}
+
+	// A message rejected on broker-a's queue, dead-lettered to broker-b's.
+	if _, err := cha.QueueDeclare("qdl", true, false, false, false, amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "qb"}); err != nil {
+		t.Fatal(err)
+	}
+	if acked, _ := publishConfirmed(t, openChannel(t, a), "qdl", "dl", 1, false); acked != 1 {
+		t.Fatal("publish to qdl not acked")
+	}
+	dm, ok, err := cha.Get("qdl", false)
+	if err != nil || !ok {
+		t.Fatalf("get qdl: %v %v", ok, err)
+	}
+	if err := dm.Reject(false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dead-letter copy on broker-b", 10*time.Second, func() bool {
+		st, err := chb.QueueDeclarePassive("qb", true, false, false, false, nil)
+		return err == nil && st.Messages == 1
+	})
+	if m, ok, err := chb.Get("qb", true); err != nil || !ok || string(m.Body) != "dl-0" || m.Headers["x-death"] == nil {
+		t.Fatalf("dead-letter copy on broker-b: %q %v %v %v", m.Body, m.Headers, ok, err)
+	}
+
 	// broker-b dies: its queue fails clearly through broker-a.
 	g.kill[1]()
 	waitFor(t, "broker-b's door gone", 30*time.Second, func() bool {
@@ -333,6 +441,15 @@ func TestAMQPAcrossGroups(t *testing.T) {
 	_, err = openChannel(t, a).Consume("qb", "", false, false, false, false, nil)
 	if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || !strings.Contains(ae.Reason, "broker-b") || !strings.Contains(ae.Reason, "down or inaccessible") {
 		t.Fatalf("consume with broker-b down: %v", err)
+	}
+	// The transaction held over the kill: a channel error, never
+	// commit-ok, and its part here not applied.
+	err = txc.TxCommit()
+	if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || !strings.Contains(ae.Reason, "transaction not committed") || !strings.Contains(ae.Reason, "broker-b") {
+		t.Fatalf("commit with broker-b killed: %v", err)
+	}
+	if st, err := openChannel(t, a).QueueDeclarePassive("qa", true, false, false, false, nil); err != nil || st.Messages != 0 {
+		t.Fatalf("qa after the failed commit: %d messages (%v)", st.Messages, err)
 	}
 }
 

@@ -53,6 +53,7 @@ func (p *parts) amqpStarter(addr string) starter {
 			}
 			cfg.Cluster = amqpCluster{b: p.broker, cluster: p.cfg.BrokerClusterName, group: p.cfg.BrokerName,
 				tls: tc, preferTLS: p.cfg.PeersTLS()}
+			cfg.Group = p.cfg.BrokerName
 		}
 		srv, err := amqp.New(cfg, p.store, p.log.With("component", "amqp"))
 		if err != nil {

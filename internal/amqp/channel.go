@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/acl"
 	"github.com/keelmq/keel/internal/amqp/wire"
@@ -34,6 +35,9 @@ type channel struct {
 	// txAcks are the acknowledgements a transaction holds (tx.go): taken
 	// out of unacked, still counted against prefetch.
 	txAcks []txAck
+	// txFwdAcks are the held settlements of deliveries from other
+	// groups' queues (tx.go), taken out of fwd.tags.
+	txFwdAcks []txFwdAck
 
 	// fwd is what is forwarded to other groups (forward.go).
 	fwd chanForward
@@ -45,7 +49,8 @@ type channel struct {
 	txBytes    int         // their bytes (bounded by txMaxBytes)
 	txDests    int         // their (message, queue) pairs (bounded by record.MaxDests)
 	publishSeq uint64
-	lastQueue  string // the last queue declared, for "" in later methods
+	lastQueue  string    // the last queue declared, for "" in later methods
+	lookupAt   time.Time // forwardDeclare found no home for the queue declared (claim.go)
 	pub        *wire.BasicPublish
 	hdr        *wire.Header
 	body       []byte
@@ -300,6 +305,7 @@ func (ch *channel) shutdown() bool {
 		ds[a.tag] = a.d
 	}
 	ch.txAcks = nil
+	ch.txFwdAcks = nil // their homes requeue them when closeForwards ends their channels
 	ch.mu.Unlock()
 	ch.closeForwards()
 	// The deliveries go back before the consumers go: the next consumer
@@ -356,6 +362,12 @@ func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
 func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	if m.Queue == "" && ch.lastQueue != "" && m.Passive {
 		m.Queue = ch.lastQueue
+	}
+	if a, ok := m.Arguments[claimArg]; ok && m.Passive && ch.c.fromPeer {
+		return ch.answerClaimMethod(m, a) // claim.go
+	}
+	if done, err := ch.claimDeclare(m); done {
+		return err
 	}
 	q, err := ch.c.vh.declare(ch.c, m)
 	if err != nil {

@@ -25,7 +25,8 @@ package amqp
 // (kept as the entry's original-expiration). A copy routed back to a
 // queue its x-death already names, with no rejection in its history, is
 // not delivered there (a cycle), as RabbitMQ does. A dead-letter exchange
-// that does not exist drops the message (RabbitMQ's rule too).
+// that does not exist drops the message (RabbitMQ's rule too). A copy
+// for queues of other groups goes to their homes (deadletter_remote.go).
 //
 // Dead-letter copies are stored and confirmed on the server's worker
 // goroutine (Server.work), which runs queued functions in order; queue
@@ -178,10 +179,14 @@ func (s *Server) deadLetter(q *queue, o int64, reason string, done func()) {
 		done()
 		return
 	}
-	rec, qs, err := q.deadLetterCopy(&m, reason)
+	rec, qs, remote, _, err := q.deadLetterCopy(&m, reason)
 	release()
 	if err != nil {
 		s.log.Error("amqp: dead-lettering: cannot build the copy; the message is dropped", "queue", q.name, "offset", o, "err", err)
+	}
+	if len(remote) > 0 { // queues of other groups (deadletter_remote.go)
+		s.remoteDL.add(s, &dlItem{q: q, o: o, reason: reason, done: done})
+		return
 	}
 	if len(qs) == 0 {
 		q.deadLettered(o, true)
@@ -200,25 +205,35 @@ func (s *Server) deadLetter(q *queue, o int64, reason string, done func()) {
 }
 
 // deadLetterCopy builds the dead-letter record of m leaving q for
-// reason, and returns the queues it goes to (none: it is dropped; the
-// dead-letter exchange does not exist, or routes it nowhere but to a
-// cycle).
-func (q *queue) deadLetterCopy(m *storedMessage, reason string) ([]byte, []*queue, error) {
+// reason, and returns the queues here it goes to (rec nil when none),
+// the names of queues it may go to on other groups (in a cluster: the
+// dead-letter routing key through the default exchange when no queue
+// here has that name, or the dead-letter exchange's bindings to other
+// groups' queues) and the copy's content properties. No queue at all: it
+// is dropped (the dead-letter exchange does not exist, or routes it
+// nowhere but to a cycle).
+func (q *queue) deadLetterCopy(m *storedMessage, reason string) ([]byte, []*queue, []string, []byte, error) {
 	key := m.routingKey
 	if q.a.hasDLRK {
 		key = q.a.dlrk
 	}
 	props, deaths, err := deathProps(m.props, q.name, reason, m, time.Now())
 	if err != nil {
-		return nil, nil, fmt.Errorf("unreadable message properties: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("unreadable message properties: %w", err)
 	}
-	qs, err := q.v.route(nil, q.a.dlx, key, props)
+	qs, remote, err := q.v.routeAll(nil, q.a.dlx, key, props)
 	if err != nil { // the exchange does not exist: dropped, as RabbitMQ does
-		qs = nil
+		qs, remote = nil, nil
+	}
+	if q.v.srv.cfg.Cluster == nil {
+		remote = nil
+	} else if (q.a.dlx == "" || q.a.dlx == "amq.default") && len(qs) == 0 && key != "" {
+		remote = []string{key}
 	}
 	qs = slices.DeleteFunc(qs, func(t *queue) bool { return isCycle(deaths, t.name, reason) })
+	remote = slices.DeleteFunc(remote, func(name string) bool { return isCycle(deaths, name, reason) })
 	if len(qs) == 0 {
-		return nil, nil, nil
+		return nil, nil, remote, props, nil
 	}
 	dests := make([]record.Dest, len(qs))
 	for i, t := range qs {
@@ -227,9 +242,9 @@ func (q *queue) deadLetterCopy(m *storedMessage, reason string) ([]byte, []*queu
 	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
 		appendMessage(nil, &storedMessage{exchange: q.a.dlx, routingKey: key, props: props, body: m.body}))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return rec, qs, nil
+	return rec, qs, remote, props, nil
 }
 
 // deadLetterRefused dead-letters (reason maxlen) a publish a full
@@ -241,7 +256,7 @@ func (s *Server) deadLetterRefused(q *queue, m *storedMessage) {
 	c := &storedMessage{exchange: m.exchange, routingKey: m.routingKey, props: slices.Clone(m.props),
 		body: slices.Clone(m.body), storeTs: nowMs()}
 	s.work.add(func() {
-		rec, qs, err := q.deadLetterCopy(c, reasonMaxLen)
+		rec, qs, _, _, err := q.deadLetterCopy(c, reasonMaxLen) // queues of this group only
 		if err != nil {
 			s.log.Error("amqp: dead-lettering a refused publish: cannot build the copy; it is dropped", "queue", q.name, "err", err)
 		}

@@ -108,6 +108,9 @@
 // this door (forward.go): their methods are forwarded to the home's door
 // over upstream connections opened as the client (forward_client.go, on
 // package wire), homes found by asking the other groups (forward_home.go),
+// a new name created by the one group its arbiter names (claim.go),
+// dead-letter copies for other groups' queues confirmed by their homes
+// before the original is settled (deadletter_remote.go),
 // deliveries and their settlements relayed (forward_consume.go),
 // publishes confirmed once every home confirmed (forward_publish.go), and
 // an exchange here may bind another group's queue (forward_bind.go).

@@ -11,16 +11,21 @@ package amqp
 //
 //	queue.declare (a name not declared here): asked of the other groups
 //	  first (passive declare); the home answers, with its argument
-//	  equivalence checks; unknown everywhere: declared here, home here
+//	  equivalence checks; unknown everywhere: the name is claimed from
+//	  its arbiter (claim.go), declared here if it names this group, else
+//	  forwarded to the group it names
 //	queue.purge, queue.delete, basic.consume, basic.get, basic.cancel
 //	basic.ack, basic.nack, basic.reject of a forwarded delivery (one
 //	  per delivery tag upstream)
 //	basic.publish to a queue homed elsewhere (forward_publish.go):
 //	  confirmed to the client once the home confirmed
+//	tx.commit of a transaction that touched queues homed elsewhere:
+//	  each group's part committed on it, then the local one (tx.go)
 //
 // Per client channel there is one upstream channel per group it touched
-// (in confirm mode), per client connection one upstream connection per
-// group; when the client's channel or connection ends they end too, and
+// (put in confirm mode by its first publish, or in tx mode by the first
+// commit of a transactional channel that touched the group: tx.go), per
+// client connection one upstream connection per group; when the client's channel or connection ends they end too, and
 // the home requeues what it delivered unacknowledged.
 //
 // The home of a queue is found by asking the other groups' doors
@@ -36,6 +41,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
@@ -162,11 +168,18 @@ type fwdChan struct {
 	peer Peer
 	uc   *upChan
 	qos  int // the prefetch last set upstream
+	// mode is the upstream channel's mode: modeNone until a publish puts
+	// it in confirm mode or a transaction's commit in tx mode (the two
+	// exclude each other there as here). Reader only.
+	mode int
 
 	// Publishes sent and not confirmed (forward_publish.go).
 	mu      sync.Mutex
 	seq     uint64
 	pending []*fwdPart
+	// txSent are the messages of the transaction part being committed
+	// on it (tx.go), for the home's basic.return.
+	txSent []*txSent
 
 	// Guarded by ch.mu: its consumers (tag: no-ack) and whether it was
 	// dropped from the channel.
@@ -184,6 +197,35 @@ type heldDeliver struct {
 	m           *wire.BasicDeliver
 	props, body []byte
 }
+
+// Modes of an upstream channel.
+const (
+	modeNone = iota
+	modeConfirm
+	modeTx
+)
+
+// setMode puts the upstream channel in confirm or tx mode (once; a
+// channel in the other mode is an error). Reader only.
+func (fc *fwdChan) setMode(mode int) error {
+	if fc.mode == mode {
+		return nil
+	}
+	if fc.mode != modeNone {
+		return fmt.Errorf("the channel to broker group %s is already in %s mode", fc.peer.Group, modeNames[fc.mode])
+	}
+	var m wire.Method = &wire.ConfirmSelect{}
+	if mode == modeTx {
+		m = &wire.TxSelect{}
+	}
+	if _, err := fc.uc.call(m); err != nil {
+		return err
+	}
+	fc.mode = mode
+	return nil
+}
+
+var modeNames = [...]string{modeNone: "no", modeConfirm: "confirm", modeTx: "tx"}
 
 // remoteTag is the upstream side of a delivery tag the client holds.
 type remoteTag struct {
@@ -204,7 +246,7 @@ type chanForward struct {
 }
 
 // fwdChan returns the channel's upstream channel to p (opened on first
-// use, in confirm mode). Reader only (which alone changes ch.fwd.chans,
+// use, in no mode: setMode). Reader only (which alone changes ch.fwd.chans,
 // under ch.mu, so it reads it without).
 func (ch *channel) fwdChan(p Peer) (*fwdChan, error) {
 	if fc := ch.fwd.chans[p.Group]; fc != nil {
@@ -230,10 +272,6 @@ func (ch *channel) fwdChan(p Peer) (*fwdChan, error) {
 		return nil, err
 	}
 	fc.uc = uc
-	if _, err := uc.call(&wire.ConfirmSelect{}); err != nil {
-		uc.close()
-		return nil, err
-	}
 	ch.mu.Lock()
 	if ch.fwd.chans == nil {
 		ch.fwd.chans = map[string]*fwdChan{}
@@ -354,9 +392,6 @@ func (ch *channel) remoteHome(m wire.Method, name string) (Peer, bool, error) {
 	if err != nil {
 		return Peer{}, true, soft(wire.NotFound, m, "home of queue '%s' in vhost '%s' unknown: %v", name, ch.c.vh.name, err)
 	}
-	if ok && ch.tx {
-		return Peer{}, true, soft(wire.NotImplemented, m, "queue '%s' is stored by broker group %s: transactions over another group's queue are not supported", name, p.Group)
-	}
 	return p, ok, nil
 }
 
@@ -390,6 +425,7 @@ func (ch *channel) forwardDeclare(m *wire.QueueDeclare) (bool, error) {
 	if name == "" || m.Exclusive || strings.HasPrefix(name, "amq.") || ch.c.vh.queue(name) != nil {
 		return false, nil
 	}
+	lookupAt := time.Now().Add(-negativeHomeTTL) // a cached answer is at most that old
 	p, ok, err := ch.c.lookupHome(name)
 	if err != nil {
 		// A group that may hold it did not answer: declaring it here
@@ -397,27 +433,37 @@ func (ch *channel) forwardDeclare(m *wire.QueueDeclare) (bool, error) {
 		return true, soft(wire.NotFound, m, "cannot tell where queue '%s' in vhost '%s' lives: %v", name, ch.c.vh.name, err)
 	}
 	if !ok {
-		return false, nil // home here
+		ch.lookupAt = lookupAt // no group has it: claimed by the local path (claim.go)
+		return false, nil
 	}
+	return true, ch.forwardDeclareTo(m, p, name)
+}
+
+// forwardDeclareTo forwards a queue.declare of name to p's door and
+// answers the client with its reply.
+func (ch *channel) forwardDeclareTo(m *wire.QueueDeclare, p Peer, name string) error {
 	fc, err := ch.fwdChan(p)
 	if err != nil {
-		return true, ch.upstreamError(m, p, name, err)
+		return ch.upstreamError(m, p, name, err)
 	}
 	up := *m
 	up.Queue, up.NoWait = name, false
 	r, err := fc.uc.call(&up)
 	if err != nil {
-		return true, ch.upstreamError(m, p, name, err)
+		return ch.upstreamError(m, p, name, err)
 	}
 	ok2, isOk := r.m.(*wire.QueueDeclareOk)
 	if !isOk {
-		return true, ch.upstreamError(m, p, name, fmt.Errorf("answered %s", r.m.Name()))
+		return ch.upstreamError(m, p, name, fmt.Errorf("answered %s", r.m.Name()))
 	}
+	// The queue is there now (a "nowhere" cached before the declare would
+	// drop this client's next publishes).
+	ch.c.srv.homes.put(homeKey(ch.c.vh.name, name), homeEntry{group: p.Group})
 	ch.lastQueue = name
 	if m.NoWait {
-		return true, nil
+		return nil
 	}
-	return true, ch.c.send(ch.id, ok2)
+	return ch.c.send(ch.id, ok2)
 }
 
 // forwardCall sends up (purge, delete) to p and answers the client with

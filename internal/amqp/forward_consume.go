@@ -207,7 +207,8 @@ func (fc *fwdChan) cancelled(tag string) {
 // that came from another group (each tag on its own upstream: one ack
 // with multiple=true there could cover a delivery the client has not
 // settled). A multiple settlement that also covers local deliveries goes
-// on to the local path too.
+// on to the local path too. On a transactional channel the settlements
+// are held for the commit (tx.go).
 func (ch *channel) forwardSettle(m wire.Method, tag uint64, multiple bool, up func(uint64) wire.Method) (bool, error) {
 	ch.mu.Lock()
 	if len(ch.fwd.tags) == 0 {
@@ -215,15 +216,16 @@ func (ch *channel) forwardSettle(m wire.Method, tag uint64, multiple bool, up fu
 		return false, nil
 	}
 	var rs []remoteTag
+	var ts []uint64
 	if multiple {
 		for t, r := range ch.fwd.tags {
 			if tag == 0 || t <= tag {
-				rs = append(rs, r)
+				rs, ts = append(rs, r), append(ts, t)
 				delete(ch.fwd.tags, t)
 			}
 		}
 	} else if r, ok := ch.fwd.tags[tag]; ok {
-		rs = append(rs, r)
+		rs, ts = append(rs, r), append(ts, tag)
 		delete(ch.fwd.tags, tag)
 	}
 	local := false
@@ -235,12 +237,17 @@ func (ch *channel) forwardSettle(m wire.Method, tag uint64, multiple bool, up fu
 			}
 		}
 	}
+	if ch.tx {
+		for i, r := range rs {
+			ch.txFwdAcks = append(ch.txFwdAcks, txFwdAck{tag: ts[i], r: r, m: up(r.tag)})
+		}
+	}
 	ch.mu.Unlock()
 	if len(rs) == 0 {
 		return false, nil
 	}
 	if ch.tx {
-		return true, soft(wire.NotImplemented, m, "transactions over another group's queue are not supported")
+		return !local, nil
 	}
 	for _, r := range rs {
 		// A failed upstream channel requeued the delivery already there.

@@ -3,8 +3,9 @@ package amqp
 // Publishing to queues homed on other groups (forward.go). A message
 // routed to such a queue is published to it on its home, through the
 // default exchange with the queue's name as routing key and
-// mandatory=true, on the channel's upstream channel to that group (in
-// confirm mode). The client's confirm waits for every part: the local
+// mandatory=true, on the channel's upstream channel to that group (put
+// in confirm mode). On a transactional channel it is held for the
+// commit instead (tx.go). The client's confirm waits for every part: the local
 // store's answer (if the message also went to queues here) and each
 // home's confirm; it is an ack only if all were acks. A home that
 // returns the part (the queue is gone there) counts as not routed: a
@@ -119,9 +120,10 @@ func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []b
 	if len(dests) == 0 {
 		return false, nil
 	}
-	if ch.tx {
-		ch.close(soft(wire.NotImplemented, m, "queue '%s' is stored by broker group %s: transactions over another group's queue are not supported",
-			dests[0].queue, dests[0].peer.Group))
+	if ch.tx { // held for the commit (tx.go)
+		if err := ch.holdPublish(m, h, qs, dests, body); err != nil {
+			ch.close(err.(*amqpError))
+		}
 		return true, nil
 	}
 	c := ch.c
@@ -152,6 +154,9 @@ func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []b
 	})
 	for _, d := range dests {
 		fc, err := ch.fwdChan(d.peer)
+		if err == nil {
+			err = fc.setMode(modeConfirm)
+		}
 		if err != nil {
 			c.srv.log.Warn("amqp: publish to another group's queue failed", "queue", d.queue, "group", d.peer.Group, "err", err)
 			c.later(func() { ch.joinPart(jid, false, false) })
@@ -240,6 +245,12 @@ func (fc *fwdChan) returned(m *wire.BasicReturn, props, body []byte) {
 	defer fc.mu.Unlock()
 	for _, p := range fc.pending {
 		if !p.returned && p.key == m.RoutingKey && bytes.Equal(p.props, props) && bytes.Equal(p.body, body) {
+			p.returned = true
+			return
+		}
+	}
+	for _, p := range fc.txSent { // a transaction's part being committed (tx.go)
+		if !p.returned && p.queue == m.RoutingKey && bytes.Equal(p.props, props) && bytes.Equal(p.body, body) {
 			p.returned = true
 			return
 		}

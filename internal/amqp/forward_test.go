@@ -33,18 +33,26 @@ func (s *staticCluster) Peers(context.Context) ([]Peer, error) {
 	return append([]Peer(nil), s.peers...), nil
 }
 
+// set sets the peers (under the lock: a client that is not a goroutine
+// of the test's, such as pika, gives the race detector no order).
+func (s *staticCluster) set(ps []Peer) {
+	s.mu.Lock()
+	s.peers = ps
+	s.mu.Unlock()
+}
+
 // startPair starts two brokers, groups "a" and "b", each knowing the
 // other as its peer.
 func startPair(t *testing.T) (a, b *broker) {
 	ca, cb := &staticCluster{}, &staticCluster{}
-	a = &broker{t: t, dir: t.TempDir(), cluster: ca}
+	a = &broker{t: t, dir: t.TempDir(), cluster: ca, group: "a"}
 	a.start()
 	t.Cleanup(a.stop)
-	b = &broker{t: t, dir: t.TempDir(), cluster: cb}
+	b = &broker{t: t, dir: t.TempDir(), cluster: cb, group: "b"}
 	b.start()
 	t.Cleanup(b.stop)
-	ca.peers = []Peer{{Group: "b", Addr: b.addr}}
-	cb.peers = []Peer{{Group: "a", Addr: a.addr}}
+	ca.set([]Peer{{Group: "b", Addr: b.addr}})
+	cb.set([]Peer{{Group: "a", Addr: a.addr}})
 	return a, b
 }
 
@@ -673,10 +681,10 @@ func TestForwardUpdateSecret(t *testing.T) {
 	rules.Store(parse(before))
 	accounts := func() *acl.Rules { return rules.Load() }
 	ca, cb := &staticCluster{}, &staticCluster{}
-	a := &broker{t: t, dir: t.TempDir(), cluster: ca, accounts: accounts}
+	a := &broker{t: t, dir: t.TempDir(), cluster: ca, group: "a", accounts: accounts}
 	a.start()
 	t.Cleanup(a.stop)
-	b := &broker{t: t, dir: t.TempDir(), cluster: cb, accounts: accounts}
+	b := &broker{t: t, dir: t.TempDir(), cluster: cb, group: "b", accounts: accounts}
 	b.start()
 	t.Cleanup(b.stop)
 	ca.peers, cb.peers = []Peer{{Group: "b", Addr: b.addr}}, []Peer{{Group: "a", Addr: a.addr}}

@@ -48,8 +48,9 @@ type broker struct {
 	maxMessage int
 	// frameBudget is the server's Config.FrameBudget.
 	frameBudget FrameBudget
-	// cluster is the server's Config.Cluster.
+	// cluster and group are the server's Config.Cluster and Group.
 	cluster Cluster
+	group   string
 	// systemRecords is the server's Config.SystemRecords.
 	systemRecords bool
 }
@@ -96,7 +97,7 @@ func (b *broker) start() {
 	}
 	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
 		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
-		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil(), Cluster: b.cluster, SystemRecords: b.systemRecords}, st, slog.New(slog.NewTextHandler(logs, nil)))
+		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil(), Cluster: b.cluster, Group: b.group, SystemRecords: b.systemRecords}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)
 	}

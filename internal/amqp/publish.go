@@ -170,7 +170,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		return err
 	}
 	if ch.tx {
-		if err := ch.holdPublish(m, h, qs, body); err != nil {
+		if err := ch.holdPublish(m, h, qs, nil, body); err != nil {
 			ch.close(err.(*amqpError))
 		}
 		return nil

@@ -87,8 +87,10 @@ type Config struct {
 	Traffic  *doorstats.Counters
 	Observer Observer
 	// Cluster, when set, names the other broker groups' doors: queues
-	// homed there are used through this door (forward.go).
+	// homed there are used through this door (forward.go). Group is
+	// this member's group (brokerName), required with Cluster.
 	Cluster Cluster
+	Group   string
 	// SystemRecords makes a master serving slaves write every change of
 	// its durable definitions and acknowledgement state to the CommitLog
 	// as system records (replicate.go), so that its slaves have them.
@@ -115,6 +117,9 @@ const (
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("amqp: DataDir is required")
+	}
+	if c.Cluster != nil && c.Group == "" {
+		return errors.New("amqp: Group is required with Cluster")
 	}
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = DefaultMaxFrameBytes
@@ -182,6 +187,11 @@ type Server struct {
 	// dialFailures limits the log of failed dials to other groups'
 	// doors (forward_client.go).
 	dialFailures dialLog
+	// claims are the names this member arbitrates (claim.go).
+	claims claims
+	// remoteDL sends dead-letter copies to other groups' queues
+	// (deadletter_remote.go).
+	remoteDL remoteDL
 	// sweepWake wakes a parked sweep (deadletter.go): a connection was
 	// accepted or a queue created.
 	sweepWake chan struct{}
@@ -214,6 +224,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	if err := vfs.MkdirAllDurable(cfg.FS, s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("amqp: %w", err)
+	}
+	if err := s.openClaims(); err != nil { // claim.go
+		return nil, err
 	}
 	s.vhosts = map[string]*vhost{}
 	for _, name := range append([]string{defaultVhost}, cfg.Vhosts...) {

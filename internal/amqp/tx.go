@@ -19,6 +19,29 @@ package amqp
 // published messages and the acked ones unacknowledged (redelivered),
 // never a loss.
 //
+// In a cluster of groups (forward.go) a transaction may publish to and
+// settle deliveries of queues homed on other groups. Those are held here
+// too, and tx.commit commits them part by part: first each other group's
+// part, in the order of the groups' names, on the channel's upstream
+// channel to it (put in tx mode: its messages published through the
+// default exchange, mandatory, its settlements sent with the home's
+// delivery tags, then the home's own tx.commit, which stores that part
+// as one record there); then the local part. commit-ok is sent only
+// after every part was committed. A part that fails (its home down,
+// unreachable, or refusing it) stops the commit: the client's channel
+// is closed with an error naming the group, the parts not committed yet
+// are discarded (an upstream channel's close rolls its home's part back;
+// the settlements of the local part are not applied), and the parts
+// committed before it stay committed. Each group's part is atomic, the
+// whole is not: there is no prepare phase, so a failure between parts
+// leaves the earlier parts applied (as a retry by the client may then
+// duplicate their messages: at least once). A home whose commit-ok is
+// lost to a connection's end may or may not have committed its part; the
+// client gets the channel error all the same, never commit-ok.
+// A channel that published to a group outside a transaction and still
+// consumes from it refuses tx.select (406): its upstream channel there is
+// in confirm mode.
+//
 // Routing and the permission checks happen at publish (as in RabbitMQ);
 // x-overflow=reject-publish admission, mandatory basic.return and the
 // delivery happen at commit. A transaction is bounded: record.MaxDests
@@ -28,6 +51,9 @@ package amqp
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/store"
@@ -36,7 +62,8 @@ import (
 
 // txPublish is a publish held by a transaction.
 type txPublish struct {
-	qs        []*queue // routed to (at publish)
+	qs        []*queue     // routed to (at publish)
+	remote    []remoteDest // and to these queues of other groups
 	mandatory bool
 	exchange  string
 	key       string
@@ -50,6 +77,23 @@ type txAck struct {
 	tag             uint64
 	d               *delivery
 	reject, requeue bool
+}
+
+// txFwdAck is a settlement of a delivery from another group's queue
+// held by a transaction.
+type txFwdAck struct {
+	tag uint64    // the client's delivery tag
+	r   remoteTag // the home's
+	m   wire.Method
+}
+
+// txSent is a message of a transaction's part sent to its home and not
+// yet committed there (guarded by its fwdChan's mu).
+type txSent struct {
+	pub         int // its index in the transaction's publishes
+	queue       string
+	props, body []byte
+	returned    bool
 }
 
 // txEntryBytes is what a held publish counts beyond its bytes.
@@ -68,30 +112,51 @@ func (ch *channel) txSelect(m *wire.TxSelect) error {
 	if ch.confirm {
 		return soft(wire.PreconditionFailed, m, "cannot switch from confirm to tx mode")
 	}
+	if !ch.tx {
+		// An upstream channel that published in confirm mode cannot be
+		// put in tx mode: one that serves nothing else is dropped (a new
+		// one is opened for the transactions).
+		for _, fc := range ch.fwd.chans {
+			if fc.mode != modeConfirm {
+				continue
+			}
+			ch.mu.Lock()
+			busy := len(fc.consumers) > 0
+			for _, r := range ch.fwd.tags {
+				busy = busy || r.fc == fc
+			}
+			ch.mu.Unlock()
+			if busy {
+				return soft(wire.PreconditionFailed, m, "this channel published to broker group %s outside a transaction and still consumes from it: select tx before that", fc.peer.Group)
+			}
+			ch.dropFwdChan(fc)
+			fc.failPending()
+		}
+	}
 	ch.tx = true
 	return ch.c.send(ch.id, &wire.TxSelectOk{})
 }
 
 // holdPublish keeps a routed publish for the commit.
-func (ch *channel) holdPublish(m *wire.BasicPublish, h *wire.Header, qs []*queue, body []byte) error {
+func (ch *channel) holdPublish(m *wire.BasicPublish, h *wire.Header, qs []*queue, remote []remoteDest, body []byte) error {
 	for _, q := range qs {
 		if !q.ownsTopic() {
 			return soft(wire.PreconditionFailed, m, "queue '%s' in vhost '%s' is over Keel topic '%s': not served in a transaction", q.name, ch.c.vh.name, q.topic)
 		}
 	}
-	if len(qs) == 0 && !m.Mandatory {
+	if len(qs) == 0 && len(remote) == 0 && !m.Mandatory {
 		return nil // nothing to store, nothing to return
 	}
 	n := len(m.Exchange) + len(m.RoutingKey) + len(h.Raw) + len(body) + txEntryBytes
 	if limit := ch.txMaxBytes(); len(ch.txPubs) > 0 && ch.txBytes+n > limit {
 		return soft(wire.PreconditionFailed, m, "transaction of more than %d bytes of messages", limit)
 	}
-	if ch.txDests+len(qs) > record.MaxDests {
+	if ch.txDests+len(qs)+len(remote) > record.MaxDests {
 		return soft(wire.PreconditionFailed, m, "transaction of more than %d messages and queues (each message once per queue it is routed to)", record.MaxDests)
 	}
 	ch.txBytes += n
-	ch.txDests += len(qs)
-	ch.txPubs = append(ch.txPubs, txPublish{qs: qs, mandatory: m.Mandatory, exchange: m.Exchange, key: m.RoutingKey,
+	ch.txDests += len(qs) + len(remote)
+	ch.txPubs = append(ch.txPubs, txPublish{qs: qs, remote: remote, mandatory: m.Mandatory, exchange: m.Exchange, key: m.RoutingKey,
 		props: h.Raw, body: body, expiring: h.Props.Flags&wire.FlagExpiration != 0})
 	return nil
 }
@@ -114,6 +179,13 @@ func (ch *channel) txRollback(m *wire.TxRollback) error {
 		ch.unacked[a.tag] = a.d // unacknowledged again
 	}
 	ch.txAcks = nil
+	for _, a := range ch.txFwdAcks {
+		if ch.fwd.tags == nil {
+			ch.fwd.tags = map[uint64]remoteTag{}
+		}
+		ch.fwd.tags[a.tag] = a.r
+	}
+	ch.txFwdAcks = nil
 	ch.mu.Unlock()
 	return ch.c.send(ch.id, &wire.TxRollbackOk{})
 }
@@ -124,7 +196,15 @@ func (ch *channel) txCommit(m *wire.TxCommit) error {
 	}
 	pubs := ch.txPubs
 	ch.txPubs, ch.txBytes, ch.txDests = nil, 0, 0
-	if err := ch.commitPublishes(m, pubs); err != nil {
+	ch.mu.Lock()
+	fwdAcks := ch.txFwdAcks
+	ch.txFwdAcks = nil
+	ch.mu.Unlock()
+	routed, err := ch.commitRemote(m, pubs, fwdAcks)
+	if err != nil {
+		return err // the channel closes: the local part is not applied
+	}
+	if err := ch.commitPublishes(m, pubs, routed); err != nil {
 		return err
 	}
 	ch.mu.Lock()
@@ -164,9 +244,10 @@ func (ch *channel) txCommit(m *wire.TxCommit) error {
 	return ch.c.send(ch.id, &wire.TxCommitOk{})
 }
 
-// commitPublishes stores a transaction's publishes as one record and
-// puts them in their queues; it returns once they are there.
-func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
+// commitPublishes stores a transaction's publishes to queues here as one
+// record and puts them in their queues; it returns once they are there.
+// routed[i] counts the queues of other groups that took pubs[i].
+func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish, routed []int) error {
 	c := ch.c
 	var msgs [][]byte
 	var counts []int
@@ -178,10 +259,10 @@ func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
 	var in []placed
 	var admitted [][]*queue
 	var sizes []int
-	for _, p := range pubs {
+	for i, p := range pubs {
 		qs, refused := admit(p.qs, &storedMessage{exchange: p.exchange, routingKey: p.key, props: p.props, body: p.body})
 		if len(qs) == 0 {
-			if p.mandatory && !refused {
+			if p.mandatory && !refused && routed[i] == 0 {
 				err := c.sendContent(ch.id, &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE",
 					Exchange: p.exchange, RoutingKey: p.key}, p.props, p.body)
 				if err != nil {
@@ -254,4 +335,128 @@ func (ch *channel) commitPublishes(m *wire.TxCommit, pubs []txPublish) error {
 		q.pump()
 	}
 	return nil
+}
+
+// txPart is what one transaction commits on one upstream channel.
+type txPart struct {
+	fc   *fwdChan
+	pubs []int // indexes into the publishes, once per queue of the group
+	qs   []string
+	acks []txFwdAck
+}
+
+// commitRemote commits the parts of a transaction that concern other
+// groups' queues, one group after the other (by name), and returns per
+// publish how many of those queues took it. An error (a channel
+// exception) stops at the first part that failed. Reader only.
+func (ch *channel) commitRemote(m *wire.TxCommit, pubs []txPublish, acks []txFwdAck) ([]int, error) {
+	routed := make([]int, len(pubs))
+	var parts []*txPart
+	part := func(fc *fwdChan) *txPart {
+		for _, p := range parts {
+			if p.fc == fc {
+				return p
+			}
+		}
+		p := &txPart{fc: fc}
+		parts = append(parts, p)
+		return p
+	}
+	var failed error
+	for i, p := range pubs {
+		for _, d := range p.remote {
+			fc, err := ch.fwdChan(d.peer)
+			if err != nil {
+				if failed == nil {
+					failed = ch.txPartError(m, d.peer, nil, err)
+				}
+				continue
+			}
+			tp := part(fc)
+			tp.pubs, tp.qs = append(tp.pubs, i), append(tp.qs, d.queue)
+		}
+	}
+	for _, a := range acks {
+		tp := part(a.r.fc)
+		tp.acks = append(tp.acks, a)
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	slices.SortStableFunc(parts, func(a, b *txPart) int { return strings.Compare(a.fc.peer.Group, b.fc.peer.Group) })
+	var done []string
+	for _, tp := range parts {
+		if err := ch.commitPart(tp, pubs, routed); err != nil {
+			return nil, ch.txPartError(m, tp.fc.peer, done, err)
+		}
+		done = append(done, tp.fc.peer.Group)
+	}
+	return routed, nil
+}
+
+// commitPart sends one part to its home and commits it there.
+func (ch *channel) commitPart(tp *txPart, pubs []txPublish, routed []int) error {
+	fc := tp.fc
+	if err := fc.uc.failed(); err != nil {
+		return err
+	}
+	if err := fc.setMode(modeTx); err != nil {
+		return err
+	}
+	sent := make([]*txSent, len(tp.pubs))
+	for i, pi := range tp.pubs {
+		sent[i] = &txSent{pub: pi, queue: tp.qs[i], props: pubs[pi].props, body: pubs[pi].body}
+	}
+	fc.mu.Lock()
+	fc.txSent = sent
+	fc.mu.Unlock()
+	defer func() {
+		fc.mu.Lock()
+		fc.txSent = nil
+		fc.mu.Unlock()
+	}()
+	for _, s := range sent {
+		if err := fc.uc.publish(&wire.BasicPublish{RoutingKey: s.queue, Mandatory: true}, s.props, s.body); err != nil {
+			return err
+		}
+	}
+	for _, a := range tp.acks {
+		if err := fc.uc.send(a.m); err != nil {
+			return err
+		}
+	}
+	// The home's basic.return of a part's message comes before its
+	// commit-ok, on the same channel: counted by then.
+	r, err := fc.uc.call(&wire.TxCommit{})
+	if err != nil {
+		return err
+	}
+	if _, ok := r.m.(*wire.TxCommitOk); !ok {
+		return fmt.Errorf("answered %s to tx.commit", r.m.Name())
+	}
+	fc.mu.Lock()
+	for _, s := range sent {
+		if !s.returned {
+			routed[s.pub]++
+		}
+	}
+	fc.mu.Unlock()
+	return nil
+}
+
+// txPartError is the channel exception of a commit whose part on p's
+// group failed; done names the groups whose parts were committed.
+func (ch *channel) txPartError(m *wire.TxCommit, p Peer, done []string, err error) error {
+	kept := "no part was committed"
+	if len(done) > 0 {
+		kept = "the parts of broker group " + strings.Join(done, ", ") + " stay committed"
+	}
+	code := uint16(wire.NotFound)
+	why := fmt.Sprintf("%s is down or inaccessible: %v", p, err)
+	var rc *remoteClose
+	if errors.As(err, &rc) && rc.code < 500 {
+		code = rc.code
+		why = fmt.Sprintf("broker group %s refused it: %s", p.Group, strings.TrimPrefix(rc.text, codeNames[rc.code]+" - "))
+	}
+	return soft(code, m, "transaction not committed: its part on %s; %s, the rest is discarded", why, kept)
 }
