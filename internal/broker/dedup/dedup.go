@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,12 @@ type Config struct {
 	MaxEntries int
 	// Index finds originals the table does not hold (after a restart, or
 	// evicted at MaxEntries). Required when Window > 0.
-	Index        Index
+	Index Index
+	// StartsEmpty says that the store held no record when the
+	// de-duplicator was made and is filled only by this process's puts (a
+	// master, not a replica): nothing stored predates the table, so it is
+	// complete from the start and a miss never needs the index.
+	StartsEmpty  bool
 	ShadowTopics []string         // nil = DefaultShadowTopics
 	Now          func() time.Time // nil = time.Now; the store's clock
 	Logger       *slog.Logger
@@ -106,9 +112,13 @@ func New(cfg Config) (*Deduplicator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	complete := cfg.Now().UnixMilli()
+	if cfg.StartsEmpty {
+		complete = math.MinInt64
+	}
 	return &Deduplicator{
 		cfg: cfg, log: cfg.Logger, table: map[string]*entry{}, inflight: map[string]chan struct{}{},
-		ring: make([]*entry, cfg.MaxEntries), complete: cfg.Now().UnixMilli(),
+		ring: make([]*entry, cfg.MaxEntries), complete: complete,
 	}, nil
 }
 
