@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -521,6 +522,13 @@ func (d *jsonDecoder) digits() int {
 func (d *jsonDecoder) stringBytes() ([]byte, error) {
 	d.pos++ // opening quote
 	start := d.pos
+	// Most strings are printable ASCII up to the next quote: find the quote
+	// at once and check the bytes before it in a tight loop.
+	if q := bytes.IndexByte(d.data[start:], '"'); q >= 0 && plainASCII(d.data[start:start+q]) {
+		d.pos = start + q + 1
+		d.strStart, d.strPlain = start, true
+		return d.data[start : start+q], nil
+	}
 	for d.pos < len(d.data) {
 		b := d.data[d.pos]
 		switch {
@@ -542,6 +550,17 @@ func (d *jsonDecoder) stringBytes() ([]byte, error) {
 		}
 	}
 	return nil, d.errorf("unterminated string")
+}
+
+// plainASCII reports whether b holds only printable ASCII other than a
+// backslash: a string body that decodes to itself.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // slowString decodes a string with escapes or invalid UTF-8 (replaced by
