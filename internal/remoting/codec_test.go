@@ -380,3 +380,24 @@ func TestSetExtOnListedRequest(t *testing.T) {
 		t.Fatalf("after SetExt: list %v, map %v", c.ext, c.ExtFields)
 	}
 }
+
+// TestListedExtManyFields: a listed request with more ext fields than the
+// decoder collects on its stack gets a map (also when duplicates leave
+// fewer), and reads the same either way.
+func TestListedExtManyFields(t *testing.T) {
+	b := []byte(`{"code":310,"extFields":{`)
+	for i := range maxStackExtFields + 1 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `"k%d":"v%d"`, i%(maxStackExtFields-1), i)
+	}
+	b = append(b, "}}"...)
+	c, err := decodeJSONHeader(b, listAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ext != nil || len(c.ExtFields) != maxStackExtFields-1 || c.Ext("k0") != fmt.Sprint("v", maxStackExtFields-1) {
+		t.Fatalf("list %v, map %v", c.ext, c.ExtFields)
+	}
+}
