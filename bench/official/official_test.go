@@ -11,11 +11,15 @@
 //
 // (paths absolute: go test runs in bench/official). KEEL_BENCH_QUICK=1
 // shortens the workload like --quick. The result is keel bench's JSON
-// Result, so `keel bench report` takes it. Only produce mode is driven:
-// async sends with inflightPerProducer in flight per producer (each
-// producer is its own client instance and connection), or syncSenders
-// SendSync callers, batches of batchSize through the client's batch send,
-// paced at producerRate. The client picks queues itself (round robin).
+// Result, so `keel bench report` takes it. Produce and produce-consume
+// modes are driven: async sends with inflightPerProducer in flight per
+// producer (each producer is its own client instance and connection), or
+// syncSenders SendSync callers, batches of batchSize through the client's
+// batch send, paced at producerRate. The client picks queues itself (round
+// robin). In produce-consume mode, consumers push consumers of one group
+// (each its own client instance; the client balances the queues among
+// them) receive every topic from the start and record end-to-end latency
+// from the send stamp in each body (push.go).
 // Without KEEL_BENCH_WORKLOAD, TestOfficialClientSmoke checks the driver
 // for a second against an in-process broker.
 package official
@@ -103,14 +107,21 @@ func (c *counters) snap() snap {
 
 // drive runs w's produce side through the official client.
 func drive(ctx context.Context, w bench.Workload, ns, flush string) (*bench.Result, error) {
-	if w.Mode != bench.ModeProduce {
-		return nil, fmt.Errorf("the official-client driver runs produce workloads only, not %s", w.Mode)
+	if w.Mode != bench.ModeProduce && w.Mode != bench.ModeProduceConsume {
+		return nil, fmt.Errorf("the official-client driver runs produce and produce-consume workloads only, not %s", w.Mode)
 	}
 	topics, err := bench.SetupTopics(ctx, w, bench.Options{NamesrvAddr: ns, TopicPrefix: "keel-bench-official"})
 	if err != nil {
 		return nil, err
 	}
 	var c counters
+	var rc *receivers
+	if w.Mode == bench.ModeProduceConsume {
+		if rc, err = startConsumers(w, ns, topics); err != nil {
+			return nil, err
+		}
+		defer rc.shutdown()
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -130,11 +141,15 @@ func drive(ctx context.Context, w bench.Workload, ns, flush string) (*bench.Resu
 		go func() { defer wg.Done(); s.run(stop, i) }()
 	}
 	time.Sleep(w.Warmup) // the senders run; nothing else to wait for
-	base := c.snap()
+	base, rbase := c.snap(), rc.snap()
 	time.Sleep(w.Duration)
-	end := c.snap()
+	end, rend := c.snap(), rc.snap()
 	close(stop)
 	wg.Wait()
+	if rc != nil && !rc.drain(c.sent.Load(), drainTimeout) {
+		return nil, fmt.Errorf("consumers received %d of %d messages sent in %v after the producers stopped",
+			rc.received.Load(), c.sent.Load(), drainTimeout)
+	}
 	d := end.at.Sub(base.at)
 	tp := bench.Throughput{Messages: end.sent - base.sent, Bytes: end.bytes - base.bytes, Seconds: d.Seconds(),
 		Errors: end.errs - base.errs, Latency: end.lat.Sub(base.lat).Summarize()}
@@ -145,6 +160,10 @@ func drive(ctx context.Context, w bench.Workload, ns, flush string) (*bench.Resu
 	res := &bench.Result{Workload: w, Started: start, Elapsed: time.Since(start).Seconds(), Send: &tp,
 		TotalSent: c.sent.Load(), TotalSendErrors: c.errs.Load(),
 		Broker: bench.BrokerInfo{FlushDiskType: flush, NamesrvAddr: ns}}
+	if rc != nil {
+		res.Receive = rc.throughput(rbase, rend)
+		res.TotalReceived = rc.received.Load()
+	}
 	if c.firstErr != nil {
 		res.Errors = map[string]uint64{"send: " + c.firstErr.Error(): c.errs.Load()}
 	}

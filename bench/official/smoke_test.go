@@ -44,3 +44,26 @@ func startCluster(t *testing.T) string {
 		testcluster.WithStoreConfig(func(c *store.Config) { c.CommitLogSegmentBytes = 64 << 20 }))
 	return c.NamesrvAddr()
 }
+
+// TestOfficialClientSmokePush runs the produce-consume driver for a
+// moment: every message sent reaches the push consumers.
+func TestOfficialClientSmokePush(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the official Go client races internally (see internal/broker/e2e)")
+	}
+	ns := startCluster(t)
+	w := bench.DefaultWorkload()
+	w.Name, w.Mode, w.QueuesPerTopic, w.MessageSize = "official-smoke-push", bench.ModeProduceConsume, 2, 256
+	w.Producers, w.InflightPerProducer, w.Consumers, w.ProducerRate = 2, 4, 2, 400
+	w.Warmup, w.Duration = 200*time.Millisecond, 700*time.Millisecond
+	res, err := drive(context.Background(), w, ns, "ASYNC_FLUSH")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TotalSendErrors != 0 || res.TotalSent == 0 || res.TotalReceived < res.TotalSent {
+		t.Fatalf("sent %d (errors %d), received %d: %v", res.TotalSent, res.TotalSendErrors, res.TotalReceived, res.Errors)
+	}
+	if l := res.Receive.Latency; res.Receive.Messages == 0 || l.P50 <= 0 || l.P50 > l.P99 {
+		t.Fatalf("receive %+v", res.Receive)
+	}
+}

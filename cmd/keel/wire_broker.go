@@ -173,6 +173,8 @@ func (l lateHandler) BorrowsBody(code int16) bool { return remoting.BorrowsBody(
 
 func (l lateHandler) RunsInline(req *remoting.Command) bool { return remoting.RunsInline(*l.h, req) }
 
+func (l lateHandler) ListsExt(code int16) bool { return remoting.ListsExt(*l.h, code) }
+
 // runtimeInfo adds the recent send and flush latency to the broker's
 // GET_BROKER_RUNTIME_INFO once the metrics exist (the console shows them).
 func (p *parts) runtimeInfo() map[string]string {

@@ -20,8 +20,10 @@ func (p *parts) transactionStarter() starter {
 			return service{}, fmt.Errorf("transactions: the store, the core and the broker must start first")
 		}
 		if p.cfg.DuplicationWindow > 0 {
+			// A master that opens an empty log has nothing older than its
+			// table: a new key needs no index lookup in the first window.
 			dd, err := dedup.New(dedup.Config{Window: p.cfg.DuplicationWindow, Index: p.store,
-				Logger: p.log.With("component", "dedup")})
+				StartsEmpty: p.store.Empty() && !p.store.Replica(), Logger: p.log.With("component", "dedup")})
 			if err != nil {
 				return service{}, err
 			}

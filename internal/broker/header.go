@@ -26,16 +26,19 @@ func protoErrorf(code int16, format string, args ...any) error {
 	return &protoError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// ext reads request ext fields, remembering the first error.
+// ext reads request ext fields, remembering the first error. It reads
+// them only through the Command's accessors, never ExtFields: requests
+// whose codes the handler lists (brokerHandler.ListsExt) have them as a
+// list.
 type ext struct {
 	req *remoting.Command
 	err error
 }
 
-func (e *ext) str(key string) string { return e.req.ExtFields[key] }
+func (e *ext) str(key string) string { return e.req.Ext(key) }
 
 func (e *ext) required(key string) string {
-	v, ok := e.req.ExtFields[key]
+	v, ok := e.req.LookupExt(key)
 	if (!ok || v == "") && e.err == nil {
 		e.err = protoErrorf(remoting.ResInvalidParameter, "the custom field <%s> is null", key)
 	}
@@ -43,7 +46,7 @@ func (e *ext) required(key string) string {
 }
 
 func (e *ext) int64(key string, def int64, required bool) int64 {
-	v, ok := e.req.ExtFields[key]
+	v, ok := e.req.LookupExt(key)
 	if !ok || v == "" {
 		if required && e.err == nil {
 			e.err = protoErrorf(remoting.ResInvalidParameter, "the custom field <%s> is null", key)
@@ -72,7 +75,7 @@ func (e *ext) int32(key string, def int32, required bool) int32 {
 }
 
 func (e *ext) bool(key string) bool {
-	v := e.req.ExtFields[key]
+	v := e.req.Ext(key)
 	return v == "true" || v == "TRUE" || v == "True"
 }
 

@@ -65,7 +65,7 @@ func (b *Broker) observeSend(req, resp *remoting.Command, bodyLen int, start tim
 			msgs = strings.Count(ids, ",") + 1
 		}
 	}
-	o.OnSend(req.ExtFields[k[remoting.SendTopic]], msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
+	o.OnSend(req.Ext(k[remoting.SendTopic]), msgs, bodyLen, remoting.ResponseCode(resp.Code).String(), time.Since(start))
 }
 
 // observePull reports a pull request to the Observer (no response and no
@@ -85,7 +85,7 @@ func (b *Broker) observePull(req, resp *remoting.Command, err error) {
 	case resp != nil:
 		result = remoting.ResponseCode(resp.Code).String()
 	}
-	o.OnPull(req.ExtFields["topic"], req.ExtFields["consumerGroup"], result)
+	o.OnPull(req.Ext("topic"), req.Ext("consumerGroup"), result)
 }
 
 // observeDeliver reports msgs records a pull delivered from topic.

@@ -98,6 +98,18 @@ func (brokerHandler) RunsInline(req *remoting.Command) bool {
 	return false
 }
 
+// ListsExt implements remoting.ExtLister: the send and pull requests'
+// ext fields are decoded as a list (their handlers read them only through
+// ext and the Command's accessors), which saves the map every one of them
+// would otherwise build.
+func (brokerHandler) ListsExt(code int16) bool {
+	switch code {
+	case remoting.ReqSendMessage, remoting.ReqSendMessageV2, remoting.ReqSendBatchMessage, remoting.ReqPullMessage:
+		return true
+	}
+	return false
+}
+
 type sendHeader struct {
 	producerGroup     string
 	topic             string

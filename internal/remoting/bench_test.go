@@ -84,6 +84,22 @@ func sendMessageV2Request() *Command {
 
 func BenchmarkDecodeSendRequestV2JSON(b *testing.B) { benchDecode(b, sendMessageV2Request()) }
 
+// BenchmarkDecodeSendRequestV2JSONListed decodes the header as a server
+// whose handler lists the send codes does (ExtLister).
+func BenchmarkDecodeSendRequestV2JSONListed(b *testing.B) {
+	frame, err := EncodeFrame(nil, sendMessageV2Request())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodePayloadFor(frame[4:], listAll{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // borrowAll borrows every request body and answers SUCCESS without one.
 type borrowAll struct{}
 

@@ -30,7 +30,7 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	var stack [maxStackExtFields]extPair
-	for _, f := range sortedFields(stack[:0], c.ExtFields) {
+	for _, f := range sortedFields(stack[:0], c) {
 		k, v := f.key, f.value
 		if len(k) > math.MaxInt16 {
 			return nil, fmt.Errorf("%w: ext key of %d bytes exceeds int16", ErrBadHeader, len(k))

@@ -153,7 +153,7 @@ func TestDecodeTolerantJSON(t *testing.T) {
 			Command{Language: "GO", ExtFields: map[string]string{"a": "b"}}},
 	}
 	for _, tc := range cases {
-		c, err := decodeJSONHeader([]byte(tc.hdr))
+		c, err := decodeJSONHeader([]byte(tc.hdr), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.hdr, err)
 		}
@@ -179,7 +179,7 @@ func TestDecodeJSONExtFieldOrder(t *testing.T) {
 		hdr.WriteString(`"k0":"again","k1":null,"k2":null,"k2":"back","late":"x"}}`)
 		want["k0"], want["k2"], want["late"] = "again", "back", "x"
 		delete(want, "k1")
-		c, err := decodeJSONHeader([]byte(hdr.String()))
+		c, err := decodeJSONHeader([]byte(hdr.String()), nil)
 		if err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
@@ -200,7 +200,7 @@ func TestDecodeJSONRejects(t *testing.T) {
 		`{"code":70000,"code":}`,
 		strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100),
 	} {
-		if c, err := decodeJSONHeader([]byte(hdr)); err == nil {
+		if c, err := decodeJSONHeader([]byte(hdr), nil); err == nil {
 			t.Errorf("%q: accepted as %+v", hdr, c)
 		} else if !errors.Is(err, ErrBadHeader) {
 			t.Errorf("%q: error %v is not ErrBadHeader", hdr, err)
@@ -326,5 +326,78 @@ func TestEncodeExtFieldsSorted(t *testing.T) {
 				t.Fatalf("n=%d: binary ext fields not in sorted order", n)
 			}
 		}
+	}
+}
+
+// goClientSendHeader is a SEND_MESSAGE_V2 header as the official Go client
+// writes it (13 ext fields, past the 8 a map holds in one group).
+const goClientSendHeader = `{"code":310,"language":"GO","version":317,"opaque":7,"flag":0,"remark":"","extFields":` +
+	`{"a":"pg","b":"TopicTest","c":"TBW102","d":"4","e":"3","f":"0","g":"1764633600000","h":"0",` +
+	`"i":"UNIQ_KEY\u00017F0000010000000000000001\u0002WAIT\u0001true\u0002","j":"0","k":"false","l":"0","m":"false"}}`
+
+// TestListedExtCostsOneAllocation: a request whose code the handler lists
+// decodes its ext fields into one list where the map takes four or more
+// allocations, and reads the same through the accessors. (Both also make
+// the command, the header copy and, for the escaped properties value, its
+// decoding buffer and string.)
+func TestListedExtCostsOneAllocation(t *testing.T) {
+	hdr := []byte(goClientSendHeader)
+	mapped, err := decodeJSONHeader(hdr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := decodeJSONHeader(hdr, listAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listed.ExtFields != nil || len(listed.ext) != 13 || len(mapped.ExtFields) != 13 {
+		t.Fatalf("listed: map %v, list of %d; mapped: %d fields", listed.ExtFields, len(listed.ext), len(mapped.ExtFields))
+	}
+	for k, v := range mapped.ExtFields {
+		if got, ok := listed.LookupExt(k); !ok || got != v {
+			t.Fatalf("%s: listed %q %v, mapped %q", k, got, ok, v)
+		}
+	}
+	if n, err := listed.ExtInt64("g"); err != nil || n != 1764633600000 {
+		t.Fatalf("ExtInt64(g) = %d, %v", n, err)
+	}
+	listedAllocs := testing.AllocsPerRun(100, func() { decodeJSONHeader(hdr, listAll{}) })
+	mapAllocs := testing.AllocsPerRun(100, func() { decodeJSONHeader(hdr, nil) })
+	if listedAllocs > 5 || mapAllocs < listedAllocs+3 {
+		t.Fatalf("allocations per decode: listed %.0f (want at most 5), map %.0f", listedAllocs, mapAllocs)
+	}
+	t.Logf("allocations per decode: listed %.0f, map %.0f", listedAllocs, mapAllocs)
+}
+
+// TestSetExtOnListedRequest: SetExt on a listed request keeps its fields.
+func TestSetExtOnListedRequest(t *testing.T) {
+	c, err := decodeJSONHeader([]byte(goClientSendHeader), listAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetExt("z", "1")
+	if c.ext != nil || len(c.ExtFields) != 14 || c.Ext("b") != "TopicTest" || c.Ext("z") != "1" {
+		t.Fatalf("after SetExt: list %v, map %v", c.ext, c.ExtFields)
+	}
+}
+
+// TestListedExtManyFields: a listed request with more ext fields than the
+// decoder collects on its stack gets a map (also when duplicates leave
+// fewer), and reads the same either way.
+func TestListedExtManyFields(t *testing.T) {
+	b := []byte(`{"code":310,"extFields":{`)
+	for i := range maxStackExtFields + 1 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `"k%d":"v%d"`, i%(maxStackExtFields-1), i)
+	}
+	b = append(b, "}}"...)
+	c, err := decodeJSONHeader(b, listAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ext != nil || len(c.ExtFields) != maxStackExtFields-1 || c.Ext("k0") != fmt.Sprint("v", maxStackExtFields-1) {
+		t.Fatalf("list %v, map %v", c.ext, c.ExtFields)
 	}
 }

@@ -31,12 +31,16 @@ const (
 
 // Command is one remoting request or response.
 type Command struct {
-	Code      int16
-	Language  string
-	Version   int16
-	Opaque    int32
-	Flag      int32
-	Remark    string
+	Code     int16
+	Language string
+	Version  int16
+	Opaque   int32
+	Flag     int32
+	Remark   string
+	// ExtFields are the header's ext fields. A request decoded for a
+	// handler that lists its code (ExtLister) has them in a list instead
+	// and ExtFields nil: read them with Ext, LookupExt, ExtInt64, ExtInt32,
+	// ExtBool or RangeExt, which see either.
 	ExtFields map[string]string
 	Body      []byte
 	// BodyParts, written after Body in the same vectored write, are the
@@ -65,6 +69,9 @@ type Command struct {
 	keepBody bool
 	// reply is set by Conn.Defer.
 	reply *Reply
+	// ext holds the ext fields of a request decoded as a list (ExtLister),
+	// each key once, in header order; nil when ExtFields is used.
+	ext []extPair
 }
 
 // BodyLen is the length of the whole body: Body and every BodyParts part.
@@ -123,19 +130,51 @@ func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 
 // Ext returns the ext field key, or "" when absent.
-func (c *Command) Ext(key string) string { return c.ExtFields[key] }
+func (c *Command) Ext(key string) string {
+	v, _ := c.LookupExt(key)
+	return v
+}
 
-// SetExt sets an ext field, creating the map when needed.
+// LookupExt returns the ext field key and whether it is present.
+func (c *Command) LookupExt(key string) (string, bool) {
+	if c.ext == nil {
+		v, ok := c.ExtFields[key]
+		return v, ok
+	}
+	for i := range c.ext {
+		if c.ext[i].key == key {
+			return c.ext[i].value, true
+		}
+	}
+	return "", false
+}
+
+// RangeExt calls fn with every ext field, in no particular order.
+func (c *Command) RangeExt(fn func(key, value string)) {
+	for k, v := range c.ExtFields {
+		fn(k, v)
+	}
+	for _, f := range c.ext {
+		fn(f.key, f.value)
+	}
+}
+
+// SetExt sets an ext field, creating the map when needed (a list becomes
+// the map first).
 func (c *Command) SetExt(key, value string) {
 	if c.ExtFields == nil {
-		c.ExtFields = make(map[string]string, 8)
+		c.ExtFields = make(map[string]string, max(8, len(c.ext)+1))
 	}
+	for _, f := range c.ext {
+		c.ExtFields[f.key] = f.value
+	}
+	c.ext = nil
 	c.ExtFields[key] = value
 }
 
 // ExtInt64 parses the ext field key as a decimal int64.
 func (c *Command) ExtInt64(key string) (int64, error) {
-	s, ok := c.ExtFields[key]
+	s, ok := c.LookupExt(key)
 	if !ok {
 		return 0, fmt.Errorf("%w: %s", ErrExtMissing, key)
 	}
@@ -148,7 +187,7 @@ func (c *Command) ExtInt64(key string) (int64, error) {
 
 // ExtInt32 parses the ext field key as a decimal int32.
 func (c *Command) ExtInt32(key string) (int32, error) {
-	s, ok := c.ExtFields[key]
+	s, ok := c.LookupExt(key)
 	if !ok {
 		return 0, fmt.Errorf("%w: %s", ErrExtMissing, key)
 	}
@@ -162,7 +201,7 @@ func (c *Command) ExtInt32(key string) (int32, error) {
 // ExtBool parses the ext field key as "true" or "false" (case-insensitive,
 // like Java's Boolean.parseBoolean, but anything else is an error).
 func (c *Command) ExtBool(key string) (bool, error) {
-	s, ok := c.ExtFields[key]
+	s, ok := c.LookupExt(key)
 	if !ok {
 		return false, fmt.Errorf("%w: %s", ErrExtMissing, key)
 	}
@@ -181,8 +220,13 @@ func (c *Command) String() string {
 	if c.IsResponse() {
 		kind = "response"
 	}
+	ext := c.ExtFields
+	if c.ext != nil {
+		ext = make(map[string]string, len(c.ext))
+		c.RangeExt(func(k, v string) { ext[k] = v })
+	}
 	return fmt.Sprintf("%s code=%d opaque=%d flag=%d remark=%q ext=%v body=%dB",
-		kind, c.Code, c.Opaque, c.Flag, c.Remark, c.ExtFields, c.BodyLen())
+		kind, c.Code, c.Opaque, c.Flag, c.Remark, ext, c.BodyLen())
 }
 
 // languageNames maps the ROCKETMQ language byte to its Java enum name.

@@ -75,6 +75,25 @@ func RunsInline(h Handler, req *Command) bool {
 	return ok && r.RunsInline(req)
 }
 
+// ExtLister is implemented by a Handler that reads the ext fields of the
+// requests with some codes only through Command's accessors (Ext,
+// LookupExt, ExtInt64, ExtInt32, ExtBool, RangeExt, SetExt), never
+// ExtFields: the connection then decodes a JSON header's ext fields of such
+// a request into a list, which costs one allocation where a map of a
+// dozen fields costs several, and leaves ExtFields nil. A handler that
+// wraps another passes ListsExt on only if it reads no ExtFields itself.
+type ExtLister interface {
+	Handler
+	ListsExt(code int16) bool
+}
+
+// ListsExt reports whether h is an ExtLister that lists code (for
+// handlers that delegate to another).
+func ListsExt(h Handler, code int16) bool {
+	l, ok := h.(ExtLister)
+	return ok && l.ListsExt(code)
+}
+
 // connConfig is the part of ServerConfig/ClientConfig a Conn uses.
 type connConfig struct {
 	maxFrameBytes int
@@ -588,7 +607,8 @@ func (c *Conn) readLoop() error {
 			return c.readError(err)
 		}
 		c.cfg.traffic.In(4 + len(p))
-		cmd, err := decodePayload(p)
+		lister, _ := h.(ExtLister)
+		cmd, err := decodePayloadFor(p, lister)
 		c.returnFrameClaim(claimed)
 		if err != nil {
 			return err

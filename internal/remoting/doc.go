@@ -31,6 +31,11 @@
 // with a log line naming the limit, as RocketMQ closes a connection whose
 // frame does not decode.
 //
+// A handler may list request codes whose ext fields it reads only through
+// Command's accessors (ExtLister): a JSON header of such a request keeps
+// its ext fields (at most 32; more go to the map) as one list instead of a
+// map, and ExtFields stays nil.
+//
 // # Concurrency
 //
 // A Conn (server or client side) owns one reader goroutine and one writer

@@ -113,7 +113,11 @@ func DecodeFrame(frame []byte) (*Command, error) {
 
 // decodePayload decodes a frame without its length field: the
 // header-length word, the header and the body. Body aliases p.
-func decodePayload(p []byte) (*Command, error) {
+func decodePayload(p []byte) (*Command, error) { return decodePayloadFor(p, nil) }
+
+// decodePayloadFor is decodePayload for a connection whose handler may
+// list request codes whose JSON ext fields stay a list (ExtLister).
+func decodePayloadFor(p []byte, lister ExtLister) (*Command, error) {
 	if len(p) < 4 {
 		return nil, fmt.Errorf("%w: frame length %d is shorter than the header-length word", ErrBadFrame, len(p))
 	}
@@ -127,7 +131,7 @@ func decodePayload(p []byte) (*Command, error) {
 	var err error
 	switch serType {
 	case SerializeJSON:
-		c, err = decodeJSONHeader(p[:hdrLen])
+		c, err = decodeJSONHeader(p[:hdrLen], lister)
 	case SerializeRocketMQ:
 		c, err = decodeBinaryHeader(p[:hdrLen])
 	default:

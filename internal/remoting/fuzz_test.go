@@ -113,9 +113,11 @@ func FuzzDecodeJSONHeader(f *testing.F) {
 	f.Add(jsonHeaderWithExt(MaxExtFields))
 	f.Add(jsonHeaderWithExt(MaxExtFields + 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		checkHeaderAllocs(t, decodeJSONHeader, data)
-		got, err := decodeJSONHeader(data)
+		checkHeaderAllocs(t, func(b []byte) (*Command, error) { return decodeJSONHeader(b, nil) }, data)
+		checkHeaderAllocs(t, func(b []byte) (*Command, error) { return decodeJSONHeader(b, listAll{}) }, data)
+		got, err := decodeJSONHeader(data, nil)
 		checkPrecountAgrees(t, data, got, err)
+		checkListAgrees(t, data, got, err)
 		ref, refErr := referenceDecodeJSON(data)
 		switch {
 		case err == nil && refErr != nil:
@@ -135,12 +137,52 @@ func FuzzDecodeJSONHeader(f *testing.F) {
 	})
 }
 
+// listAll lists every request code: ext fields decode as a list.
+type listAll struct{ Handler }
+
+func (listAll) ListsExt(int16) bool { return true }
+
+// checkListAgrees decodes data again with its ext fields as a list: the
+// outcome, every field read through the accessors and the encoding are
+// those of the map.
+func checkListAgrees(t *testing.T, data []byte, c *Command, err error) {
+	t.Helper()
+	lc, lerr := decodeJSONHeader(data, listAll{})
+	if (err == nil) != (lerr == nil) || errors.Is(err, ErrHeaderLimit) != errors.Is(lerr, ErrHeaderLimit) {
+		t.Fatalf("%q: %v; as a list: %v", data, err, lerr)
+	}
+	if err != nil {
+		return
+	}
+	if lc.ExtFields != nil && lc.ext != nil {
+		t.Fatalf("%q: both a map and a list", data)
+	}
+	got := map[string]string{}
+	lc.RangeExt(func(k, v string) { got[k] = v })
+	if !maps.Equal(got, c.ExtFields) {
+		t.Fatalf("%q: as a list %v, as a map %v", data, got, c.ExtFields)
+	}
+	for k, v := range c.ExtFields {
+		if lv, ok := lc.LookupExt(k); !ok || lv != v || lc.Ext(k) != v {
+			t.Fatalf("%q: LookupExt(%q) = %q, %v; the map has %q", data, k, lv, ok, v)
+		}
+	}
+	if _, ok := lc.LookupExt("\x00absent"); ok {
+		t.Fatalf("%q: an absent key was found", data)
+	}
+	mf, merr := EncodeFrame(nil, c)
+	lf, lerr := EncodeFrame(nil, lc)
+	if (merr == nil) != (lerr == nil) || !bytes.Equal(mf, lf) {
+		t.Fatalf("%q: encoded from the list %q (%v), from the map %q (%v)", data, lf, lerr, mf, merr)
+	}
+}
+
 // checkPrecountAgrees decodes data again behind enough spaces to take the
 // path that counts a large header first: the outcome must be the same.
 func checkPrecountAgrees(t *testing.T, data []byte, c *Command, err error) {
 	t.Helper()
 	padded := append(bytes.Repeat([]byte{' '}, precountHeaderBytes), data...)
-	pc, perr := decodeJSONHeader(padded)
+	pc, perr := decodeJSONHeader(padded, nil)
 	switch {
 	case (err == nil) != (perr == nil) || errors.Is(err, ErrHeaderLimit) != errors.Is(perr, ErrHeaderLimit):
 		t.Fatalf("%q: %v; counted first: %v", data, err, perr)

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -102,5 +103,40 @@ func TestInlineRequestsHoldTheReader(t *testing.T) {
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// listingHandler lists ReqSendMessageV2 and answers every request with
+// whether its ext fields arrived as a map and its field "b".
+type listingHandler struct{}
+
+func (listingHandler) Handle(_ context.Context, _ *Conn, req *Command) *Command {
+	resp := req.NewResponse(ResSuccess, "")
+	resp.SetExt("mapped", strconv.FormatBool(req.ExtFields != nil))
+	resp.SetExt("b", req.Ext("b"))
+	return resp
+}
+
+func (listingHandler) ListsExt(code int16) bool { return code == ReqSendMessageV2 }
+
+// TestServerDecodesListedCodesAsList: the server decodes the ext fields of
+// a request whose code its handler lists as a list, the others (and every
+// response, at the client) as a map; both read the same.
+func TestServerDecodesListedCodesAsList(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{}, listingHandler{})
+	cl := dialClient(t, addr, ClientConfig{})
+	for _, tc := range []struct {
+		code   int16
+		mapped string
+	}{{ReqSendMessageV2, "false"}, {ReqSendMessage, "true"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		resp, err := cl.Invoke(ctx, NewRequest(tc.code, map[string]string{"a": "pg", "b": "TopicTest"}, nil))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ExtFields == nil || resp.Ext("mapped") != tc.mapped || resp.Ext("b") != "TopicTest" {
+			t.Fatalf("code %d: response ext %v, want mapped=%s b=TopicTest", tc.code, resp.ExtFields, tc.mapped)
+		}
 	}
 }

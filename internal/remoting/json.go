@@ -30,7 +30,7 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
 	var stack [maxStackExtFields]extPair
-	for i, f := range sortedFields(stack[:0], c.ExtFields) {
+	for i, f := range sortedFields(stack[:0], c) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -41,12 +41,14 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	return append(dst, "}}"...)
 }
 
-// sortedFields appends the fields of m to dst sorted by key. Keys and
-// values are taken in one pass over the map, so encoding looks nothing up.
-func sortedFields(dst []extPair, m map[string]string) []extPair {
-	for k, v := range m {
+// sortedFields appends the ext fields of c to dst sorted by key. Keys and
+// values are taken in one pass over the map (or list), so encoding looks
+// nothing up.
+func sortedFields(dst []extPair, c *Command) []extPair {
+	for k, v := range c.ExtFields {
 		dst = append(dst, extPair{k, v})
 	}
+	dst = append(dst, c.ext...)
 	if len(dst) > insertionSortMax {
 		slices.SortFunc(dst, func(a, b extPair) int { return strings.Compare(a.key, b.key) })
 		return dst

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,7 +19,11 @@ const maxJSONDepth = 64
 // missing or null, and extFields values that are numbers or booleans
 // (stringified). It is hand-written because every request passes through
 // it; the behaviour matches encoding/json on valid input (tested).
-func decodeJSONHeader(data []byte) (*Command, error) {
+//
+// The ext fields of a request whose code lister lists (ExtLister) are kept
+// as a list (Command.ext) and ExtFields is left nil; other commands get the
+// map. lister may be nil.
+func decodeJSONHeader(data []byte, lister ExtLister) (*Command, error) {
 	if len(data) > precountHeaderBytes {
 		if err := precountJSONHeader(data); err != nil {
 			return nil, err
@@ -30,6 +35,13 @@ func decodeJSONHeader(data []byte) (*Command, error) {
 	c := &Command{SerializeType: SerializeJSON}
 	if err := d.header(c); err != nil {
 		return nil, err
+	}
+	if c.ext != nil && (lister == nil || c.IsResponse() || !lister.ListsExt(c.Code)) {
+		c.ExtFields = make(map[string]string, len(c.ext))
+		for _, f := range c.ext {
+			c.ExtFields[f.key] = f.value
+		}
+		c.ext = nil
 	}
 	return c, nil
 }
@@ -261,7 +273,7 @@ func (d *jsonDecoder) headerField(c *Command, key []byte) error {
 	case "remark":
 		c.Remark, _, err = d.looseString(0)
 	case "extFields":
-		c.ExtFields, err = d.extFields()
+		c.ExtFields, c.ext, err = d.extFields()
 	default:
 		err = d.skipValue(0)
 	}
@@ -306,13 +318,14 @@ func (d *jsonDecoder) language() (string, error) {
 	return "", d.errorf("language must be a string or number")
 }
 
-// extFields reads the extFields object; null leaves it nil. The fields are
-// collected first and the map is made with room for exactly them: a map
-// that grows while it is filled allocates again and rehashes (a send
-// request has 11 to 13 fields, past the 8 a map holds before it grows).
-func (d *jsonDecoder) extFields() (map[string]string, error) {
+// extFields reads the extFields object; null leaves both results nil.
+// Up to maxStackExtFields fields are collected on the stack and returned
+// as a list of exactly the fields that remain (each key once, a later value
+// or null overriding an earlier one), which the caller keeps or turns into a
+// map of the right size; more fields are put in a map as they come.
+func (d *jsonDecoder) extFields() (map[string]string, []extPair, error) {
 	if d.literal("null") {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var stack [maxStackExtFields]extField
 	fields := stack[:0]
@@ -339,13 +352,33 @@ func (d *jsonDecoder) extFields() (map[string]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if m == nil {
-		m = make(map[string]string, len(fields))
-		setExtFields(m, fields)
+	if m != nil {
+		return m, nil, nil
 	}
-	return m, nil
+	return nil, resolveExtFields(fields), nil
+}
+
+// resolveExtFields applies fields in order to an empty list, as
+// setExtFields does to a map.
+func resolveExtFields(fields []extField) []extPair {
+	out := make([]extPair, 0, len(fields))
+	for _, f := range fields {
+		i := 0
+		for i < len(out) && out[i].key != f.key {
+			i++
+		}
+		switch {
+		case i < len(out) && f.ok:
+			out[i].value = f.value
+		case f.ok:
+			out = append(out, extPair{f.key, f.value})
+		case i < len(out):
+			out = append(out[:i], out[i+1:]...)
+		}
+	}
+	return out
 }
 
 // maxStackExtFields is how many ext fields extFields collects before it
@@ -489,6 +522,13 @@ func (d *jsonDecoder) digits() int {
 func (d *jsonDecoder) stringBytes() ([]byte, error) {
 	d.pos++ // opening quote
 	start := d.pos
+	// Most strings are printable ASCII up to the next quote: find the quote
+	// at once and check the bytes before it in a tight loop.
+	if q := bytes.IndexByte(d.data[start:], '"'); q >= 0 && plainASCII(d.data[start:start+q]) {
+		d.pos = start + q + 1
+		d.strStart, d.strPlain = start, true
+		return d.data[start : start+q], nil
+	}
 	for d.pos < len(d.data) {
 		b := d.data[d.pos]
 		switch {
@@ -510,6 +550,17 @@ func (d *jsonDecoder) stringBytes() ([]byte, error) {
 		}
 	}
 	return nil, d.errorf("unterminated string")
+}
+
+// plainASCII reports whether b holds only printable ASCII other than a
+// backslash: a string body that decodes to itself.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // slowString decodes a string with escapes or invalid UTF-8 (replaced by

@@ -77,7 +77,7 @@ func TestHeaderExtFieldsBounded(t *testing.T) {
 		fields func(n int) int // distinct fields decoded from header(n)
 		huge   int             // fields in a header of about 16 MiB
 	}{
-		{"json", jsonHeaderWithExt, decodeJSONHeader, func(n int) int { return n }, 1_680_000},
+		{"json", jsonHeaderWithExt, func(b []byte) (*Command, error) { return decodeJSONHeader(b, nil) }, func(n int) int { return n }, 1_680_000},
 		{"rocketmq", binaryHeaderWithExt, decodeBinaryHeader, func(int) int { return 1 }, (16<<20 - 64) / 6},
 	} {
 		c, err := tc.dec(tc.header(MaxExtFields))
@@ -105,7 +105,7 @@ func TestJSONHeaderKeysBounded(t *testing.T) {
 		b[len(b)-1] = ','
 	}
 	b = append(b[:len(b)-1], '}')
-	if _, err := decodeJSONHeader(b); !errors.Is(err, ErrHeaderLimit) {
+	if _, err := decodeJSONHeader(b, nil); !errors.Is(err, ErrHeaderLimit) {
 		t.Fatalf("two extFields of %d fields: %v, want ErrHeaderLimit", MaxExtFields/2+1, err)
 	}
 	keys := func(n int) []byte {
@@ -118,13 +118,13 @@ func TestJSONHeaderKeysBounded(t *testing.T) {
 		}
 		return append(b, '}')
 	}
-	if _, err := decodeJSONHeader(keys(maxJSONHeaderKeys)); err == nil || errors.Is(err, ErrHeaderLimit) {
+	if _, err := decodeJSONHeader(keys(maxJSONHeaderKeys), nil); err == nil || errors.Is(err, ErrHeaderLimit) {
 		t.Fatalf("%d keys: %v, want the bad code", maxJSONHeaderKeys, err)
 	}
-	if _, err := decodeJSONHeader(keys(maxJSONHeaderKeys + 1)); !errors.Is(err, ErrHeaderLimit) {
+	if _, err := decodeJSONHeader(keys(maxJSONHeaderKeys+1), nil); !errors.Is(err, ErrHeaderLimit) {
 		t.Fatalf("%d keys: %v, want ErrHeaderLimit", maxJSONHeaderKeys+1, err)
 	}
-	checkHeaderAllocs(t, decodeJSONHeader, keys(1<<20))
+	checkHeaderAllocs(t, func(b []byte) (*Command, error) { return decodeJSONHeader(b, nil) }, keys(1<<20))
 }
 
 // The official clients' headers stay far below the limits: the largest
@@ -165,11 +165,11 @@ func TestLargeHeaderCountedFirst(t *testing.T) {
 	b = append(b, `,"extFields":{"a":"1"},"pad":"`...)
 	b = append(b, strings.Repeat("x", precountHeaderBytes)...)
 	b = append(b, `"}`...)
-	if got, err := decodeJSONHeader(b); err != nil || len(got.ExtFields) != 1 {
+	if got, err := decodeJSONHeader(b, nil); err != nil || len(got.ExtFields) != 1 {
 		t.Fatalf("an unknown key's object of %d fields: %v", 2*MaxExtFields, err)
 	}
 	huge := jsonHeaderWithExt(precountHeaderBytes)
-	if n := allocatedBytes(func() { decodeJSONHeader(huge) }); n > 4<<10 {
+	if n := allocatedBytes(func() { decodeJSONHeader(huge, nil) }); n > 4<<10 {
 		t.Fatalf("a %d-byte header over the limit allocated %d bytes", len(huge), n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,19 +44,30 @@ type Config struct {
 	MaxEntries int
 	// Index finds originals the table does not hold (after a restart, or
 	// evicted at MaxEntries). Required when Window > 0.
-	Index        Index
+	Index Index
+	// StartsEmpty says that the store held no record when the
+	// de-duplicator was made and is filled only by this process's puts (a
+	// master, not a replica): nothing stored predates the table, so it is
+	// complete from the start and a miss never needs the index.
+	StartsEmpty  bool
 	ShadowTopics []string         // nil = DefaultShadowTopics
 	Now          func() time.Time // nil = time.Now; the store's clock
 	Logger       *slog.Logger
 }
 
-// entry is one stored message as its send was answered.
+// entry is one stored message as its send was answered, or, while
+// pending, the marker of a send of its key being stored (in the table, not
+// yet in the ring).
 type entry struct {
 	key         string
 	queueID     int32
 	queueOffset int64
 	phys        int64
 	storeTs     int64 // ms
+	// Guarded by Deduplicator.mu. wake is made by the first send that
+	// waits for a pending entry and closed when the entry is settled.
+	pending, released bool
+	wake              chan struct{}
 }
 
 // Stats are the de-duplicator's counters.
@@ -74,11 +86,10 @@ type Deduplicator struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	table    map[string]*entry
-	ring     []*entry // insertion order, circular, len == MaxEntries
-	head, n  int
-	inflight map[string]chan struct{}
+	mu      sync.Mutex
+	table   map[string]*entry // stored entries and pending markers
+	ring    []*entry          // stored entries in insertion order, circular, len == MaxEntries
+	head, n int
 	// complete: every message this process stored at or after this store
 	// time (ms) is in the table unless its window has passed.
 	complete int64
@@ -106,9 +117,13 @@ func New(cfg Config) (*Deduplicator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	complete := cfg.Now().UnixMilli()
+	if cfg.StartsEmpty {
+		complete = math.MinInt64
+	}
 	return &Deduplicator{
-		cfg: cfg, log: cfg.Logger, table: map[string]*entry{}, inflight: map[string]chan struct{}{},
-		ring: make([]*entry, cfg.MaxEntries), complete: cfg.Now().UnixMilli(),
+		cfg: cfg, log: cfg.Logger, table: map[string]*entry{},
+		ring: make([]*entry, cfg.MaxEntries), complete: complete,
 	}, nil
 }
 
@@ -134,7 +149,15 @@ func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*messa
 	key := topic + "#" + uniqKey
 	for {
 		d.mu.Lock()
-		if ch := d.inflight[key]; ch != nil {
+		now := d.cfg.Now().UnixMilli()
+		from := now - d.cfg.Window.Milliseconds()
+		d.expireLocked(from)
+		e := d.table[key]
+		if e != nil && e.pending {
+			if e.wake == nil {
+				e.wake = make(chan struct{})
+			}
+			ch := e.wake
 			d.mu.Unlock()
 			d.waits.Add(1)
 			select {
@@ -144,59 +167,66 @@ func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*messa
 				return nil, nil, ctx.Err()
 			}
 		}
-		now := d.cfg.Now().UnixMilli()
-		from := now - d.cfg.Window.Milliseconds()
-		d.expireLocked(from)
-		if e := d.table[key]; e != nil && e.storeTs >= from {
+		if e != nil && e.storeTs >= from {
 			d.mu.Unlock()
 			d.dups.Add(1)
 			return e.message(), noRelease, nil
 		}
-		ch := make(chan struct{})
-		d.inflight[key] = ch
+		p := &entry{key: key, pending: true}
+		d.table[key] = p // an expired entry of the key leaves the table here, the ring at its turn
 		needIndex := from < d.complete
 		d.mu.Unlock()
 		if needIndex {
-			e, err := d.lookup(topic, uniqKey, key, from, now)
+			e, err := d.lookup(topic, uniqKey, from, now)
 			if err != nil || e != nil {
-				d.finish(key, ch, e)
+				d.settle(p, e)
 				if err != nil {
 					return nil, nil, err
 				}
 				d.dups.Add(1)
 				d.indexHits.Add(1)
-				return e.message(), noRelease, nil
+				return e, noRelease, nil
 			}
 		}
-		var once sync.Once
 		return nil, func(stored *message.Message, res store.PutResult) {
-			once.Do(func() {
-				var e *entry
-				if stored != nil && (res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout) {
-					e = &entry{key: key, queueID: stored.QueueID, queueOffset: stored.QueueOffset,
-						phys: stored.PhysOffset, storeTs: stored.StoreTimestamp}
-				}
-				d.finish(key, ch, e)
-			})
+			if stored != nil && (res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout) {
+				d.settle(p, stored)
+				return
+			}
+			d.settle(p, nil)
 		}, nil
 	}
 }
 
-// finish ends the in-flight marker of key, recording e when non-nil.
-func (d *Deduplicator) finish(key string, ch chan struct{}, e *entry) {
+// settle ends the pending marker p: with stored non-nil it becomes the
+// key's entry, else it leaves the table. Sends waiting for it look again.
+// Only the first call for p counts.
+func (d *Deduplicator) settle(p *entry, stored *message.Message) {
 	d.mu.Lock()
-	if e != nil {
-		d.insertLocked(e)
+	if p.released {
+		d.mu.Unlock()
+		return
 	}
-	delete(d.inflight, key)
+	p.released, p.pending = true, false
+	if stored != nil {
+		p.queueID, p.queueOffset, p.phys, p.storeTs = stored.QueueID, stored.QueueOffset, stored.PhysOffset, stored.StoreTimestamp
+		d.insertLocked(p) // a pending entry stays its key's until settled: nothing replaces or evicts it
+	} else {
+		delete(d.table, p.key)
+	}
+	wake := p.wake
+	p.wake = nil
 	d.mu.Unlock()
-	close(ch)
+	if wake != nil {
+		close(wake)
+	}
 }
 
 func (e *entry) message() *message.Message {
 	return &message.Message{QueueID: e.queueID, QueueOffset: e.queueOffset, PhysOffset: e.phys, StoreTimestamp: e.storeTs}
 }
 
+// insertLocked adds e, already the table's entry of its key, to the ring.
 func (d *Deduplicator) insertLocked(e *entry) {
 	if d.n == len(d.ring) {
 		old := d.ring[d.head]
@@ -206,7 +236,6 @@ func (d *Deduplicator) insertLocked(e *entry) {
 	}
 	d.ring[(d.head+d.n)%len(d.ring)] = e
 	d.n++
-	d.table[e.key] = e
 }
 
 func (d *Deduplicator) dropHeadLocked() {
@@ -229,17 +258,17 @@ func (d *Deduplicator) expireLocked(from int64) {
 // lookup searches the key index for the oldest record of (topic, uniq)
 // stored since from: on topic itself, or on a shadow topic with
 // REAL_TOPIC = topic (reported with its REAL_QID). A hit is recorded.
-func (d *Deduplicator) lookup(topic, uniq, key string, from, now int64) (*entry, error) {
+func (d *Deduplicator) lookup(topic, uniq string, from, now int64) (*message.Message, error) {
 	d.lookups.Add(1)
-	var best *entry
+	var best *message.Message
 	for _, t := range append([]string{topic}, d.cfg.ShadowTopics...) {
 		offs, err := d.cfg.Index.QueryByKey(t, uniq, indexQueryMax, max(from, 0), now)
 		if err != nil {
 			return nil, err
 		}
 		for _, off := range offs {
-			e := d.candidate(t, topic, uniq, key, off, from)
-			if e != nil && (best == nil || e.storeTs < best.storeTs) {
+			e := d.candidate(t, topic, uniq, off, from)
+			if e != nil && (best == nil || e.StoreTimestamp < best.StoreTimestamp) {
 				best = e
 			}
 		}
@@ -247,7 +276,7 @@ func (d *Deduplicator) lookup(topic, uniq, key string, from, now int64) (*entry,
 	return best, nil
 }
 
-func (d *Deduplicator) candidate(recTopic, topic, uniq, key string, off, from int64) *entry {
+func (d *Deduplicator) candidate(recTopic, topic, uniq string, off, from int64) *message.Message {
 	rec, err := d.cfg.Index.LookMessageByOffset(off)
 	if err != nil {
 		return nil
@@ -256,7 +285,7 @@ func (d *Deduplicator) candidate(recTopic, topic, uniq, key string, off, from in
 	if string(v.UniqKey()) != uniq || v.StoreTimestamp() < from {
 		return nil
 	}
-	e := &entry{key: key, queueID: v.QueueID(), queueOffset: v.QueueOffset(), phys: v.PhysOffset(), storeTs: v.StoreTimestamp()}
+	e := &message.Message{QueueID: v.QueueID(), QueueOffset: v.QueueOffset(), PhysOffset: v.PhysOffset(), StoreTimestamp: v.StoreTimestamp()}
 	if recTopic != topic {
 		rt, _ := v.Property(message.PropRealTopic)
 		qs, _ := v.Property(message.PropRealQueueID)
@@ -264,7 +293,7 @@ func (d *Deduplicator) candidate(recTopic, topic, uniq, key string, off, from in
 		if string(rt) != topic || err != nil {
 			return nil
 		}
-		e.queueID = int32(q)
+		e.QueueID = int32(q)
 	}
 	return e
 }

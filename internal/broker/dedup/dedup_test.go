@@ -430,3 +430,43 @@ func TestBatchDeduplicatedPerMessage(t *testing.T) {
 		t.Fatalf("batch retry after restart ids %v, first %v", afterRestart, first)
 	}
 }
+
+// countingIndex counts the key-index lookups a miss makes.
+type countingIndex struct{ queries atomic.Int64 }
+
+func (c *countingIndex) QueryByKey(string, string, int, int64, int64) ([]int64, error) {
+	c.queries.Add(1)
+	return nil, nil
+}
+func (*countingIndex) LookMessageByOffset(int64) ([]byte, error) { return nil, nil }
+
+// TestStartsEmptyNeedsNoIndex: a de-duplicator made over a store that was
+// empty answers a new key from its table alone; one made over a store with
+// data looks the key up in the index for the first window.
+func TestStartsEmptyNeedsNoIndex(t *testing.T) {
+	clk := &fakeClock{}
+	clk.ns.Store(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	for _, empty := range []bool{true, false} {
+		idx := &countingIndex{}
+		d, err := dedup.New(dedup.Config{Window: time.Minute, Index: idx, Now: clk.Now, StartsEmpty: empty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		orig, release, err := d.Check(context.Background(), "Orders", "K1")
+		if err != nil || orig != nil {
+			t.Fatalf("empty %v: new key: orig %v, err %v", empty, orig, err)
+		}
+		release(&message.Message{StoreTimestamp: clk.Now().UnixMilli()}, store.PutResult{Status: store.PutOK})
+		if orig, _, _ := d.Check(context.Background(), "Orders", "K1"); orig == nil {
+			t.Fatalf("empty %v: the retry was not found in the table", empty)
+		}
+		lookups := d.Stats().IndexLookups
+		if empty && (lookups != 0 || idx.queries.Load() != 0) {
+			t.Fatalf("empty store: %d index lookups (%d queries), want none", lookups, idx.queries.Load())
+		}
+		if !empty && lookups != 1 {
+			t.Fatalf("store with data: %d index lookups, want 1", lookups)
+		}
+	}
+}

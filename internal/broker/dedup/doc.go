@@ -36,8 +36,10 @@
 //  3. The store's key index (every UNIQ_KEY is indexed as "topic#key"):
 //     the table is complete — holds every key this process stored — only
 //     for store times at or after `complete`, which starts at the process
-//     start and moves past every evicted entry. When the window reaches
-//     further back than that (the first window after a restart, or under a
+//     start (at the beginning of time for a master whose store was empty
+//     then: Config.StartsEmpty) and moves past every evicted entry. When
+//     the window reaches further back than that (the first window after a
+//     restart with data, or under a
 //     load above MaxEntries per window), a miss is checked with
 //     store.QueryByKey on the topic and on the shadow topics (half and
 //     schedule topics, matched by REAL_TOPIC); the oldest record in the
@@ -52,7 +54,7 @@
 // (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB). Index
 // lookups (one per topic in ShadowTopics + 1, each a hash-slot read and a
 // record read per candidate) happen only for misses while the table is not
-// complete for the window: for one window after a restart, and
+// complete for the window: for one window after a restart with data, and
 // permanently when more than MaxEntries messages are sent per window.
 //
 // # Concurrency
