@@ -678,7 +678,7 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.EndTxnRequest:
 		return s.endTxn(b)
 	case *kmsg.CreateTopicsRequest:
-		return s.createTopics(b)
+		return s.createTopics(b, req.user)
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(b)
 	case *kmsg.DescribeGroupsRequest:
