@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/admin"
+	"github.com/keelmq/keel/internal/namesrv"
+	"github.com/keelmq/keel/internal/remoting"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,6 +52,7 @@ func TestKafkaSpreadUnderACL(t *testing.T) {
 	nsAddr := ns.await(t, "the NameServer to listen", listenRE)
 	dir := t.TempDir()
 	kafkaAddrs := make([]string, 2)
+	var brokerLogs []*syncBuffer
 	for i, name := range []string{"broker-a", "broker-b"} {
 		aclFile := filepath.Join(dir, name+"-acl.yml")
 		if err := os.WriteFile(aclFile, []byte([]string{spreadACLA, spreadACLB}[i]), 0o600); err != nil {
@@ -59,6 +63,7 @@ func TestKafkaSpreadUnderACL(t *testing.T) {
 		_, logs := startBrokerProc(t, "-n", nsAddr, "-c", writeConf(t, conf), "--data-dir", filepath.Join(dir, name),
 			"--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0", "--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 		kafkaAddrs[i] = awaitLog(t, name+"'s Kafka listener", logs, kafkaListenRE)
+		brokerLogs = append(brokerLogs, logs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -72,8 +77,25 @@ func TestKafkaSpreadUnderACL(t *testing.T) {
 		return kadm.NewClient(cl)
 	}
 	adm, ops := as("admin001", "admin-secret"), as("operator1", "ops-secret")
-	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
+	last := ""
+	defer func() {
+		if t.Failed() {
+			t.Logf("last broker metadata: %s", last)
+			if nc, err := remoting.Dial(context.Background(), nsAddr, remoting.ClientConfig{}); err == nil {
+				kc, err := namesrv.GetKafkaCluster(context.Background(), nc, "c")
+				t.Logf("the NameServer's Kafka cluster: %+v %v", kc, err)
+				nc.Close()
+			}
+			for i, l := range brokerLogs {
+				t.Logf("broker %d log:\n%s", i, l.String())
+			}
+		}
+	}()
+	// 60 s: under load a member's Kafka registration has been seen to
+	// reach the other's view only with the 30 s re-registration.
+	waitFor(t, "both masters in the Kafka cluster", 60*time.Second, func() bool {
 		md, err := adm.BrokerMetadata(ctx)
+		last = fmt.Sprintf("%+v %v", md, err)
 		return err == nil && len(md.Brokers) == 2
 	})
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{nsAddr}, AccessKey: "admin001", SecretKey: "admin-secret"})
