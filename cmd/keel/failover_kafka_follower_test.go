@@ -23,9 +23,9 @@ import (
 // rackFailoverCluster starts three controllers, a NameServer and a group
 // of three brokers in controller mode, member i in rack "rack<i>" with a
 // Kafka door and an HTTP listener, every port chosen now; it returns the
-// brokers, their Kafka and HTTP addresses and a function reading the
-// group from the controllers.
-func rackFailoverCluster(t *testing.T) ([]*failoverBroker, []string, []string, func() *controller.Group) {
+// brokers, their Kafka and HTTP addresses, a function reading the group
+// from the controllers and the controllers' addresses.
+func rackFailoverCluster(t *testing.T) ([]*failoverBroker, []string, []string, func() *controller.Group, []string) {
 	t.Helper()
 	ports := reserveLoopbackPorts(t, 3+1+3*4)
 	ctrl, nsAddr := ports[:3], ports[3]
@@ -59,7 +59,7 @@ func rackFailoverCluster(t *testing.T) ([]*failoverBroker, []string, []string, f
 		b.proc = startKeelProc(t, b.args...)
 		brokers[i] = b
 	}
-	return brokers, kafkaAddrs, httpAddrs, groupFromControllers(t, ctrl, "broker-a")
+	return brokers, kafkaAddrs, httpAddrs, groupFromControllers(t, ctrl, "broker-a"), ctrl
 }
 
 // TestControllerFollowerFetch: follower fetching in controller mode, in
@@ -76,12 +76,14 @@ func rackFailoverCluster(t *testing.T) ([]*failoverBroker, []string, []string, f
 // master, restarted, returns as a slave: its door refuses produces
 // (NOT_LEADER_OR_FOLLOWER, storing nothing), its high watermark is never
 // above the new master's, and a consumer in its rack reads every record
-// from it.
+// from it. Last, a switch-over makes it master again: its door takes
+// produces, and the master it replaced, now a slave, refuses them and
+// serves a consumer of its rack every record.
 func TestControllerFollowerFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven processes")
 	}
-	brokers, kafkaAddrs, httpAddrs, group := rackFailoverCluster(t)
+	brokers, kafkaAddrs, httpAddrs, group, ctrl := rackFailoverCluster(t)
 	g := waitMasterElected(t, brokers, group)
 	memberOf := func(id controller.ReplicaID) int { return brokerOf(t, brokers, g, id) }
 	oldMasterID, firstEpoch := g.MasterID, g.MasterEpoch
@@ -148,6 +150,17 @@ func TestControllerFollowerFetch(t *testing.T) {
 	}
 	waitUntil("Metadata listing the slave's door with its rack, in sync", 30*time.Second, func() bool {
 		return listed(oldMaster, oldMasterID, slave, slaveID)
+	})
+
+	waitFor(t, "every door's Metadata naming the master as the partition's leader", 30*time.Second, func() bool {
+		for i := range brokers {
+			md, err := kafkaMetadata(ctx, kafkaAddrs[i], topic)
+			if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 || md.Topics[0].Partitions[0].ErrorCode != 0 ||
+				md.Topics[0].Partitions[0].Leader != int32(oldMasterID) {
+				return false
+			}
+		}
+		return true
 	})
 
 	prod, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs...), kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -413,6 +426,72 @@ func TestControllerFollowerFetch(t *testing.T) {
 		t.Errorf("the returned member delivered %v records, want at least %d (the consumer in its rack reads from it)", d, len(want))
 	}
 	t.Logf("%d records acknowledged, %d before the kill; %d produce errors", len(want), before, len(errsAfter))
+
+	// A switch-over back to the returned member: the master it replaces
+	// is demoted in place, and its door becomes the consumer-only one.
+	waitFor(t, "the returned member in the controllers' in-sync set", 30*time.Second, func() bool {
+		g := group()
+		if g == nil {
+			return false
+		}
+		for _, m := range g.InSync {
+			if m.ID == oldMasterID {
+				return true
+			}
+		}
+		return false
+	})
+	var out, errOut strings.Builder
+	if code := run(ctx, []string{"controller", "switch-over", "--controller-addr", strings.Join(ctrl, ";"), "--group", "broker-a",
+		"--to", strconv.Itoa(int(oldMasterID))}, &out, &errOut); code != exitOK {
+		t.Fatalf("switch-over to replica %d exited %d: %s %s", oldMasterID, code, out.String(), errOut.String())
+	}
+	waitUntil("Metadata at the returned member naming it leader, the demoted master's door listed with its rack, in sync", 60*time.Second, func() bool {
+		return listed(oldMaster, oldMasterID, newMaster, newMasterID)
+	})
+	if code := produceAt(newMasterID); code != errNotLeaderCode {
+		t.Errorf("produce to the demoted master: code %d, want %d (NOT_LEADER_OR_FOLLOWER)", code, errNotLeaderCode)
+	}
+	const more = 10
+	for range more {
+		produce()
+	}
+	mu.Lock()
+	for off, v := range acked {
+		want[off] = v
+		top = max(top, off)
+	}
+	mu.Unlock()
+	waitUntil("the demoted master's high watermark to reach its master's, both in sync", 30*time.Second, func() bool {
+		m, err1 := tryFetchAt(oldMasterID, 0)
+		s, err2 := tryFetchAt(newMasterID, 0)
+		return err1 == nil && err2 == nil && m.ErrorCode == 0 && s.ErrorCode == 0 && s.HighWatermark == top+1 && m.HighWatermark == top+1 &&
+			listed(oldMaster, oldMasterID, newMaster, newMasterID)
+	})
+	demoted, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs[oldMaster]), kgo.Rack(rackOf(newMaster)),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer demoted.Close()
+	deliveredBefore := metricValue(t, httpAddrs[newMaster], series)
+	got = map[int64]string{}
+	for int64(len(got)) <= top && ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := demoted.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(r *kgo.Record) { got[r.Offset] = string(r.Value) })
+	}
+	for off, v := range want {
+		if got[off] != v {
+			t.Errorf("offset %d read back as %q from the demoted master's rack, want %q", off, got[off], v)
+		}
+	}
+	if d := metricValue(t, httpAddrs[newMaster], series) - deliveredBefore; d < float64(len(want)) {
+		t.Errorf("the demoted master delivered %v records, want at least %d (the consumer in its rack reads from it)", d, len(want))
+	}
 	ok = !t.Failed()
 }
 
