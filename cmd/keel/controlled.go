@@ -362,10 +362,10 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			if r.kind == roleSlave {
 				p.namesrvAddrs = namesrvAddrs
 				if cfg.KafkaBrokerRack != "" {
-					// A slave of a master with a rack: its Kafka door
-					// serves that rack's consumers (follower fetching),
-					// up to what its store shows, which is what the
-					// master confirmed.
+					// A slave with a rack: its Kafka door serves the
+					// consumers of that rack (follower fetching), up to
+					// what its store shows, which is what the master
+					// confirmed.
 					slaveKafka = kafkaAddr
 				}
 			}
