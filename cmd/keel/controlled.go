@@ -36,6 +36,11 @@ import (
 // recomputes every queue's next offset from its log), or slave of the
 // view's master (its replication truncates what the master never
 // confirmed). The listeners bind again at the ports of the first round.
+// The Kafka door is a master's door in a master round and, with
+// kafkaBrokerRack set, a consumer-only door (kafka.Config.Follower) in a
+// slave round; a fenced round has none. A promotion or demotion thus
+// replaces the door with the other kind: the old one is closed with its
+// connections, its groups and its transaction tasks.
 
 type roleKind int
 
@@ -353,10 +358,18 @@ func runControlled(ctx context.Context, o *options, cfg *config.Broker, log *slo
 			p.namesrvAddrs, p.masterEpoch = namesrvAddrs, r.epoch
 		} else {
 			rcfg.BrokerRole, rcfg.BrokerID = config.Slave, max(int64(c.agent.ReplicaID()), 1)
-			amqpAddr, kafkaAddr, amqpMgmtAddr = "", "", ""
+			slaveKafka := ""
 			if r.kind == roleSlave {
 				p.namesrvAddrs = namesrvAddrs
+				if cfg.KafkaBrokerRack != "" {
+					// A slave with a rack: its Kafka door serves the
+					// consumers of that rack (follower fetching), up to
+					// what its store shows, which is what the master
+					// confirmed.
+					slaveKafka = kafkaAddr
+				}
 			}
+			amqpAddr, kafkaAddr, amqpMgmtAddr = "", slaveKafka, ""
 			if first {
 				for _, name := range []string{listenHA, listenKafka, listenAMQPManagement} {
 					if ln := ls[name]; ln != nil {

@@ -180,6 +180,8 @@ func (k *kafkaPeers) topic(ctx context.Context, addr, topic, op string, queues i
 		return fmt.Errorf("%s: %s: %w", addr, resp.Remark, kafka.ErrTopicExists)
 	case remoting.ResTopicNotExist:
 		return core.Errorf(core.ErrTopicNotFound, "%s: %s", addr, resp.Remark)
+	case remoting.ResNoPermission: // the client's account may not do it there
+		return core.Errorf(core.ErrForbidden, "%s answered NO_PERMISSION: %s", addr, resp.Remark)
 	}
 	return fmt.Errorf("%s answered %s (%d): %s", addr, remoting.ResponseCode(resp.Code), resp.Code, resp.Remark)
 }

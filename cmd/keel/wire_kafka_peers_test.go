@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -28,6 +29,9 @@ accounts:
     defaultTopicPerm: DENY
     defaultGroupPerm: DENY
     topicPerms: [orders=SUB]
+  - accessKey: admin01
+    secretKey: admin-secret
+    admin: true
 `
 
 // TestKafkaPeersSignAsTheClient: with access control on the other
@@ -35,7 +39,9 @@ accounts:
 // as that client's account and passes the client's permissions there;
 // one for an account without the group's permission, or unsigned (no
 // account), is refused and stores nothing. KEEL_KAFKA_TOPIC needs an admin
-// account.
+// account: made for one, the topic is created and grown; for another,
+// or for none, it is refused with an error wrapping core.ErrForbidden
+// (the Kafka door's TOPIC_AUTHORIZATION_FAILED) and changes nothing.
 func TestKafkaPeersSignAsTheClient(t *testing.T) {
 	rules, err := acl.Parse("plain_acl.yml", []byte(peersACL))
 	if err != nil {
@@ -77,10 +83,27 @@ func TestKafkaPeersSignAsTheClient(t *testing.T) {
 	if off, _ := c.Broker().Core().ConsumerOffset("billing", "orders", 1, false); off != 4 {
 		t.Fatalf("a refused commit moved the offset to %d", off)
 	}
-	if err := peers.CreateTopic(as("consumer1"), c.BrokerAddr(), "made", 1, nil); err == nil {
-		t.Error("KEEL_KAFKA_TOPIC as a non-admin account was accepted")
+	for _, user := range []string{"consumer1", ""} {
+		if err := peers.CreateTopic(as(user), c.BrokerAddr(), "made", 1, nil); !errors.Is(err, core.ErrForbidden) {
+			t.Errorf("KEEL_KAFKA_TOPIC create as %q: %v, want NO_PERMISSION (core.ErrForbidden)", user, err)
+		}
 	}
 	if _, ok := c.Broker().Core().Topic("made"); ok {
 		t.Error("the refused topic was created")
+	}
+	if err := peers.CreateTopic(as("admin01"), c.BrokerAddr(), "made", 2, nil); err != nil {
+		t.Fatalf("KEEL_KAFKA_TOPIC create as admin01: %v", err)
+	}
+	if err := peers.GrowTopic(as("consumer1"), c.BrokerAddr(), "made", 4); !errors.Is(err, core.ErrForbidden) {
+		t.Errorf("KEEL_KAFKA_TOPIC grow as consumer1: %v, want NO_PERMISSION (core.ErrForbidden)", err)
+	}
+	if tc, ok := c.Broker().Core().Topic("made"); !ok || tc.ReadQueueNums != 2 {
+		t.Fatalf("made after a refused grow: %+v %v, want 2 queues", tc, ok)
+	}
+	if err := peers.GrowTopic(as("admin01"), c.BrokerAddr(), "made", 4); err != nil {
+		t.Fatalf("KEEL_KAFKA_TOPIC grow as admin01: %v", err)
+	}
+	if tc, _ := c.Broker().Core().Topic("made"); tc.ReadQueueNums != 4 {
+		t.Errorf("made after the grow: %d queues, want 4", tc.ReadQueueNums)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +31,24 @@ type fakePeers struct {
 	nodes map[string]*testNode
 	calls int
 	down  bool // every request fails, as when the master is unreachable
+	// admin, when set, is whether the other masters let an account
+	// (PeerUser; "": none) create and grow topics there, as their ACL
+	// would (refused: an error wrapping core.ErrForbidden).
+	admin      func(user string) bool
+	topicUsers []string // the PeerUser of every CreateTopic and GrowTopic
+}
+
+// topicNode is node for a CreateTopic or GrowTopic made for ctx's PeerUser.
+func (p *fakePeers) topicNode(ctx context.Context, addr string) (*testNode, error) {
+	user := PeerUser(ctx)
+	p.mu.Lock()
+	p.topicUsers = append(p.topicUsers, user)
+	admin := p.admin
+	p.mu.Unlock()
+	if admin != nil && !admin(user) {
+		return nil, core.Errorf(core.ErrForbidden, "%s answered NO_PERMISSION: %q is not an admin account", addr, user)
+	}
+	return p.node(addr)
 }
 
 func (p *fakePeers) node(addr string) (*testNode, error) {
@@ -340,8 +360,8 @@ func TestCoordinatorAlone(t *testing.T) {
 	}
 }
 
-func (p *fakePeers) CreateTopic(_ context.Context, addr, topic string, queues int32, attrs map[string]string) error {
-	n, err := p.node(addr)
+func (p *fakePeers) CreateTopic(ctx context.Context, addr, topic string, queues int32, attrs map[string]string) error {
+	n, err := p.topicNode(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -355,8 +375,8 @@ func (p *fakePeers) CreateTopic(_ context.Context, addr, topic string, queues in
 	return n.core.UpdateKafkaTopic(tc)
 }
 
-func (p *fakePeers) GrowTopic(_ context.Context, addr, topic string, queues int32) error {
-	n, err := p.node(addr)
+func (p *fakePeers) GrowTopic(ctx context.Context, addr, topic string, queues int32) error {
+	n, err := p.topicNode(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -379,8 +399,11 @@ func (p *fakePeers) DeleteTopic(_ context.Context, addr, topic string) error {
 // TestClusterCoordinatorUnderACL: with access control on, the group
 // requests the authorizer serves itself (OffsetCommit, OffsetFetch,
 // OffsetDelete, DescribeGroups, ListGroups) answer NOT_COORDINATOR at a
-// broker that does not coordinate the group, as the others do; and
-// CreateTopics creates the topic in the receiving group only.
+// broker that does not coordinate the group, as the others do.
+// CreateTopics and CreatePartitions spread over the groups, the other
+// master's share asked for the client's account; refused there, the
+// topic (or the new partitions) is refused with
+// TOPIC_AUTHORIZATION_FAILED and broker-a's share undone.
 func TestClusterCoordinatorUnderACL(t *testing.T) {
 	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
 	if err != nil {
@@ -397,6 +420,12 @@ func TestClusterCoordinatorUnderACL(t *testing.T) {
 		n := startNodeWith(t, nil, Config{NodeID: m.id, Group: m.group, Cluster: f, Peers: peers, ACL: accounts})
 		f.add(clusterMember{group: m.group, nodeID: m.id, epoch: -1, node: n})
 		nodes = append(nodes, n)
+		peers.mu.Lock()
+		if peers.nodes == nil {
+			peers.nodes = map[string]*testNode{}
+		}
+		peers.nodes[n.addr] = n
+		peers.mu.Unlock()
 	}
 	b0, a0 := nodes[0], nodes[1]
 	createLocalTopic(t, a0, "orders", 1)
@@ -439,20 +468,87 @@ func TestClusterCoordinatorUnderACL(t *testing.T) {
 		t.Errorf("DescribeGroups at the other broker under ACL: %+v %v", r, err)
 	}
 
-	// Under access control CreateTopics does not spread (the requests to
-	// the other masters are not signed): the receiving group holds all.
-	ct := kmsg.NewPtrCreateTopicsRequest()
-	ct.TimeoutMillis = 5000
-	ctt := kmsg.NewCreateTopicsRequestTopic()
-	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "local", 4, -1
-	ct.Topics = append(ct.Topics, ctt)
-	if r, err := ct.RequestWith(ctx, cl.Broker(20)); err != nil || r.Topics[0].ErrorCode != 0 || r.Topics[0].NumPartitions != 4 {
-		t.Fatalf("CreateTopics under ACL: %+v %v", r, err)
+	// CreateTopics spreads under access control too, the share of
+	// broker-b asked for the client's account; CreatePartitions adds the
+	// new queues to broker-b the same way.
+	setAdmin := func(admin func(string) bool) {
+		peers.mu.Lock()
+		peers.admin, peers.topicUsers = admin, nil
+		peers.mu.Unlock()
 	}
-	if tc, ok := a0.core.Topic("local"); !ok || tc.ReadQueueNums != 4 {
-		t.Errorf("broker-a's queues of local: %+v %v", tc, ok)
+	users := func() []string {
+		peers.mu.Lock()
+		defer peers.mu.Unlock()
+		return slices.Clone(peers.topicUsers)
 	}
-	if _, ok := b0.core.Topic("local"); ok {
-		t.Error("CreateTopics under ACL created a share on broker-b")
+	createTopic := func(name string) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		ct := kmsg.NewPtrCreateTopicsRequest()
+		ct.TimeoutMillis = 5000
+		ctt := kmsg.NewCreateTopicsRequestTopic()
+		ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = name, 4, -1
+		ct.Topics = append(ct.Topics, ctt)
+		r, err := ct.RequestWith(ctx, cl.Broker(20))
+		if err != nil || len(r.Topics) != 1 {
+			t.Fatalf("CreateTopics %s under ACL: %+v %v", name, r, err)
+		}
+		return r.Topics[0]
+	}
+	growTopic := func(name string, count int32) int16 {
+		t.Helper()
+		cp := kmsg.NewPtrCreatePartitionsRequest()
+		cp.TimeoutMillis = 5000
+		cpt := kmsg.NewCreatePartitionsRequestTopic()
+		cpt.Topic, cpt.Count = name, count
+		cp.Topics = append(cp.Topics, cpt)
+		r, err := cp.RequestWith(ctx, cl.Broker(20))
+		if err != nil || len(r.Topics) != 1 {
+			t.Fatalf("CreatePartitions %s under ACL: %+v %v", name, r, err)
+		}
+		return r.Topics[0].ErrorCode
+	}
+	queuesOf := func(n *testNode, topic string) int32 {
+		tc, ok := n.core.Topic(topic)
+		if !ok {
+			return -1
+		}
+		return tc.ReadQueueNums
+	}
+	setAdmin(func(user string) bool { return user == "admin01" })
+	if r := createTopic("spread"); r.ErrorCode != 0 || r.NumPartitions != 4 {
+		t.Fatalf("CreateTopics under ACL: %+v", r)
+	}
+	if a, b := queuesOf(a0, "spread"), queuesOf(b0, "spread"); a != 2 || b != 2 {
+		t.Errorf("spread's queues under ACL: broker-a %d, broker-b %d; want 2 and 2", a, b)
+	}
+	if u := users(); !slices.Equal(u, []string{"admin01"}) {
+		t.Errorf("broker-b's share asked for %q, want the client's account admin01", u)
+	}
+
+	// broker-b refuses the account: the topic is refused with the
+	// client's authorization error and broker-a's share undone; a
+	// CreatePartitions whose queues go to broker-b is refused alike.
+	setAdmin(func(string) bool { return false })
+	if r := createTopic("refused"); r.ErrorCode != errTopicAuthorization || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "broker-b") {
+		t.Errorf("CreateTopics refused by broker-b: %+v, want TOPIC_AUTHORIZATION_FAILED naming broker-b", r)
+	}
+	if a, b := queuesOf(a0, "refused"), queuesOf(b0, "refused"); a != -1 || b != -1 {
+		t.Errorf("a refused topic left queues: broker-a %d, broker-b %d", a, b)
+	}
+	if code := growTopic("spread", 6); code != errTopicAuthorization {
+		t.Errorf("CreatePartitions refused by broker-b: code %d, want TOPIC_AUTHORIZATION_FAILED", code)
+	}
+	if b := queuesOf(b0, "spread"); b != 2 {
+		t.Errorf("a refused CreatePartitions left broker-b with %d queues of spread", b)
+	}
+	setAdmin(func(user string) bool { return user == "admin01" })
+	if code := growTopic("spread", 6); code != 0 {
+		t.Errorf("CreatePartitions under ACL: code %d", code)
+	}
+	if a, b := queuesOf(a0, "spread"), queuesOf(b0, "spread"); a != 2 || b != 4 {
+		t.Errorf("spread's queues after CreatePartitions to 6: broker-a %d, broker-b %d; want 2 and 4", a, b)
+	}
+	if u := users(); !slices.Equal(u, []string{"admin01"}) {
+		t.Errorf("broker-b's queues asked for %q, want the client's account admin01", u)
 	}
 }

@@ -1,9 +1,15 @@
 package kafka
 
 import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/keelmq/keel/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -137,5 +143,58 @@ func TestFindCoordinatorNamesItsNode(t *testing.T) {
 		if node != 7 {
 			t.Errorf("FindCoordinator v%d names node %d, want 7", v, node)
 		}
+	}
+}
+
+// TestReplacedMasterAnswersInFlight: a produce waiting for its
+// confirmation when the master is replaced and its door closes (a role
+// change in controller mode) is answered NOT_LEADER_OR_FOLLOWER, so its
+// client retries at the new leader, rather than see its connection
+// broken; Close then takes no further request.
+func TestReplacedMasterAnswersInFlight(t *testing.T) {
+	var replaced atomic.Bool
+	// ExternalReplication with no replication: a put is never confirmed.
+	n := startNodeStore(t, nil, Config{NodeID: 1, Replaced: replaced.Load}, func(c *store.Config) { c.ExternalReplication = true })
+	createLocalTopic(t, n, "T", 1)
+	c, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	req := produceReq(-1, "T", testBatch(1, 0))
+	req.TimeoutMillis = 15000
+	written := n.st.Offset(store.Written)
+	if _, err := c.Write(frameOf(req, 9, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the record written, waiting for its confirmation", func() bool {
+		return n.st.Offset(store.Written) > written
+	})
+	replaced.Store(true)
+	closed := make(chan struct{})
+	go func() { n.srv.Close(); close(closed) }()
+	r := bufio.NewReader(c)
+	var h [8]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		t.Fatalf("the in-flight produce got no answer: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(h[:])-4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.SetVersion(9)
+	if err := resp.ReadFrom(body[1:]); err != nil { // v9 is flexible: a header tag byte
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != errNotLeaderOrFollower {
+		t.Errorf("in-flight produce at a replaced master's close: code %d, want NOT_LEADER_OR_FOLLOWER", code)
+	}
+	<-closed
+	// The connection takes nothing more.
+	c.Write(frameOf(kmsg.NewPtrApiVersionsRequest(), 3, 2))
+	if _, err := io.ReadFull(r, h[:]); err == nil {
+		t.Error("a request after Close was answered")
 	}
 }

@@ -138,7 +138,7 @@ func start848Node(t *testing.T, topic string, parts int32) *testNode {
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, 1
 	req.Topics = append(req.Topics, rt)
-	if code := n.srv.createTopics(req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+	if code := n.srv.createTopics(req, "").(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
 		t.Fatalf("create: %d", code)
 	}
 	return n

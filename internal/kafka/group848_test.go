@@ -26,7 +26,7 @@ func newCGTest(t *testing.T) *cgTest {
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, parts, 1
 		req.Topics = append(req.Topics, rt)
 	}
-	for _, rt := range n.srv.createTopics(req).(*kmsg.CreateTopicsResponse).Topics {
+	for _, rt := range n.srv.createTopics(req, "").(*kmsg.CreateTopicsResponse).Topics {
 		if rt.ErrorCode != 0 {
 			t.Fatalf("create %s: %d", rt.Topic, rt.ErrorCode)
 		}
@@ -374,7 +374,7 @@ func TestConsumerGroupSubscriptionsAndRegex(t *testing.T) {
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t5", 1, 1
 	req.Topics = append(req.Topics, rt)
-	c.n.srv.createTopics(req)
+	c.n.srv.createTopics(req, "")
 	c.n.srv.gmu.Lock()
 	c.n.srv.cg.groups["cg"].regexAt = time.Time{} // the refresh is due
 	c.n.srv.gmu.Unlock()
@@ -588,7 +588,7 @@ func TestConsumerGroupAuthorization(t *testing.T) {
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 2, 1
 		ct.Topics = append(ct.Topics, rt)
 	}
-	n.srv.createTopics(ct)
+	n.srv.createTopics(ct, "")
 	as := func(body kmsg.Request) kmsg.Response {
 		return n.srv.authorized(principal{n.srv.cfg.ACL, "consumer1"}, &request{key: body.Key(), version: body.GetVersion(), body: body})
 	}
@@ -747,7 +747,7 @@ func TestOffsetsByTopicID(t *testing.T) {
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
 		ct.Topics = append(ct.Topics, rt)
 	}
-	a.srv.createTopics(ct)
+	a.srv.createTopics(ct, "")
 	commit.Group = "billing"
 	commit.Topics[0].TopicID, commit.Topics[1].TopicID = topicID("orders"), topicID("audit")
 	commit.Topics[0].Partitions[0].Partition, commit.Topics[1].Partitions[0].Partition = 0, 0

@@ -256,9 +256,12 @@ type Server struct {
 	ln     net.Listener
 	conns  map[net.Conn]*connStats // what Info reports of each (info.go)
 	closed bool
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
+	// draining: Close has begun; a connection reads no further request
+	// (the one it serves is answered first, drainTimeout at most).
+	draining atomic.Bool
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // New returns a server; Serve starts it.
@@ -365,7 +368,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close stops accepting, closes every connection and waits for their
+// drainTimeout bounds how long Close lets the requests in progress be
+// answered before it closes their connections.
+const drainTimeout = 2 * time.Second
+
+// Close stops accepting and reading requests, answers those in progress
+// (their waits end at once: a produce waiting for its confirmation on a
+// master that was replaced answers NOT_LEADER_OR_FOLLOWER, so its client
+// retries at the new leader rather than see a broken connection), for
+// drainTimeout at most, then closes every connection and waits for their
 // goroutines. It is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
@@ -377,12 +388,28 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
+	s.draining.Store(true)
+	now := time.Now()
 	for c := range s.conns {
-		c.Close()
+		c.SetReadDeadline(now) // an idle connection's read ends now
 	}
 	started := s.ln != nil
 	s.mu.Unlock()
 	s.cancel()
+	for deadline := time.Now().Add(drainTimeout); ; {
+		s.mu.Lock()
+		left := len(s.conns)
+		s.mu.Unlock()
+		if left == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	if started {
 		s.st.SetAgeHolds(nil)
@@ -413,6 +440,9 @@ func (s *Server) serveConn(c net.Conn, st *connStats) {
 	auth := &connAuth{trusted: s.cfg.ACL == nil || s.cfg.ACL.Trusted(c.RemoteAddr())}
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if s.draining.Load() { // Close began: no further request
+			return
+		}
 		if _, err := io.ReadFull(r, size[:]); err != nil {
 			return
 		}
@@ -684,7 +714,7 @@ func (s *Server) handle(req *request) kmsg.Response {
 	case *kmsg.DescribeProducersRequest:
 		return s.describeProducers(b, func(string) bool { return true })
 	case *kmsg.CreateTopicsRequest:
-		return s.createTopics(b)
+		return s.createTopics(b, req.user)
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(b)
 	case *kmsg.DescribeGroupsRequest:

@@ -31,12 +31,10 @@ const layoutWait = 5 * time.Second
 
 // spreadGroups is the broker groups a topic created here is spread over:
 // those with a live master this broker can reach (itself or through
-// Peers), in brokerName order; nil without a cluster or Peers, and with
-// access control on (the requests to the other masters are not signed:
-// the topic is created in this group only, as a broker alone does).
+// Peers), in brokerName order; nil without a cluster or Peers.
 func (cs *clusterState) spreadGroups() []string {
 	s := cs.s
-	if s.cfg.Cluster == nil || s.cfg.Peers == nil || s.cfg.ACL != nil || !s.leads() {
+	if s.cfg.Cluster == nil || s.cfg.Peers == nil || !s.leads() {
 		return nil
 	}
 	var out []string
@@ -62,8 +60,9 @@ func shares(n int32, g int) []int32 {
 }
 
 // createSpread creates tc (its queue count the topic's partitions) over
-// groups: this group's share here, the others' on their masters.
-func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []string) (int16, string) {
+// groups: this group's share here, the others' on their masters, asked
+// for user (the client's SASL account, "" for none).
+func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig, groups []string) (int16, string) {
 	parts := tc.ReadQueueNums
 	share := map[string]int32{}
 	var keys []groupTopic
@@ -92,7 +91,7 @@ func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []st
 	}
 	var errs map[groupTopic]error
 	if localCode == errNone {
-		errs = s.forward(cs, "", keys, func(ctx context.Context, addr string, k groupTopic) error {
+		errs = s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 			return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, share[k.group], tc.Attributes)
 		})
 	}
@@ -114,7 +113,7 @@ func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []st
 			undo = append(undo, k)
 		}
 	}
-	s.forward(cs, "", undo, func(ctx context.Context, addr string, k groupTopic) error {
+	s.forward(cs, user, undo, func(ctx context.Context, addr string, k groupTopic) error {
 		return s.cfg.Peers.DeleteTopic(ctx, addr, k.topic)
 	})
 	if local {
@@ -126,8 +125,11 @@ func (s *Server) createSpread(cs *clusterState, tc core.TopicConfig, groups []st
 	if localCode != errNone {
 		return localCode, localMsg
 	}
-	if errors.Is(failed, ErrTopicExists) {
+	switch {
+	case errors.Is(failed, ErrTopicExists):
 		return errTopicAlreadyExists, "topic " + tc.TopicName + " already exists on broker group " + failedGroup
+	case errors.Is(failed, core.ErrForbidden):
+		return errTopicAuthorization, "broker group " + failedGroup + " refused its share of the topic to this account: " + failed.Error()
 	}
 	return errCoordinatorNotAvailable, "broker group " + failedGroup + " could not create its share of the topic: " + failed.Error()
 }
@@ -162,7 +164,9 @@ func (s *Server) growSpread(cs *clusterState, user, topic string, layout []Topic
 		errs := s.forward(cs, user, []groupTopic{{last.Group, topic}}, func(ctx context.Context, addr string, k groupTopic) error {
 			return s.cfg.Peers.GrowTopic(ctx, addr, topic, queues)
 		})
-		if err := errs[groupTopic{last.Group, topic}]; err != nil {
+		if err := errs[groupTopic{last.Group, topic}]; errors.Is(err, core.ErrForbidden) {
+			return errTopicAuthorization, "broker group " + last.Group + " refused to add the queues for this account: " + err.Error()
+		} else if err != nil {
 			return errCoordinatorNotAvailable, "broker group " + last.Group + " could not add the queues: " + err.Error()
 		}
 	}

@@ -33,7 +33,7 @@ const (
 	errUnknownTopicID           int16 = 100
 )
 
-func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
+func (s *Server) createTopics(req *kmsg.CreateTopicsRequest, user string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	named := make(map[string]int, len(req.Topics))
 	for _, t := range req.Topics {
@@ -45,7 +45,7 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 		code, msg := errInvalidRequest, "topic "+t.Topic+" is named more than once in the request"
 		var parts int32
 		if named[t.Topic] == 1 {
-			code, msg, parts = s.createTopic(t, req.ValidateOnly)
+			code, msg, parts = s.createTopic(t, req.ValidateOnly, user)
 		}
 		rt.ErrorCode = code
 		if msg != "" {
@@ -61,9 +61,9 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 	return resp
 }
 
-// createTopic creates topic t (checks only, with validateOnly) and
-// returns its partition count.
-func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (int16, string, int32) {
+// createTopic creates topic t (checks only, with validateOnly) for user
+// (the client's SASL account, "": none) and returns its partition count.
+func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool, user string) (int16, string, int32) {
 	parts := t.NumPartitions
 	if parts == -1 {
 		parts = s.core.DefaultQueueNums()
@@ -104,7 +104,7 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 		return errNone, "", parts
 	}
 	if groups := cs.spreadGroups(); len(groups) > 1 && len(t.ReplicaAssignment) == 0 {
-		code, msg := s.createSpread(cs, tc, groups)
+		code, msg := s.createSpread(cs, user, tc, groups)
 		return code, msg, parts
 	}
 	if err := s.core.UpdateKafkaTopic(tc); err != nil {
