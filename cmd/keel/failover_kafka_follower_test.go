@@ -238,9 +238,12 @@ func TestControllerFollowerFetch(t *testing.T) {
 
 	// Raw requests to the slave's door: it takes no produce, and a fetch
 	// past its high watermark waits for the master's confirmation.
-	tryFetchAt := func(node controller.ReplicaID, off int64) (kmsg.FetchResponseTopicPartition, error) {
+	tryFetchRack := func(node controller.ReplicaID, off int64, rack string) (kmsg.FetchResponseTopicPartition, error) {
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxBytes = 1 << 20
+		if rack != "" {
+			req.Rack = rack
+		}
 		ft := kmsg.NewFetchRequestTopic()
 		ft.Topic = topic
 		fp := kmsg.NewFetchRequestTopicPartition()
@@ -252,6 +255,9 @@ func TestControllerFollowerFetch(t *testing.T) {
 			return kmsg.FetchResponseTopicPartition{}, fmt.Errorf("fetch at node %d: %+v %v", node, resp, err)
 		}
 		return resp.Topics[0].Partitions[0], nil
+	}
+	tryFetchAt := func(node controller.ReplicaID, off int64) (kmsg.FetchResponseTopicPartition, error) {
+		return tryFetchRack(node, off, "")
 	}
 	fetchAt := func(node controller.ReplicaID, off int64) kmsg.FetchResponseTopicPartition {
 		t.Helper()
@@ -467,6 +473,13 @@ func TestControllerFollowerFetch(t *testing.T) {
 		s, err2 := tryFetchAt(newMasterID, 0)
 		return err1 == nil && err2 == nil && m.ErrorCode == 0 && s.ErrorCode == 0 && s.HighWatermark == top+1 && m.HighWatermark == top+1 &&
 			listed(oldMaster, oldMasterID, newMaster, newMasterID)
+	})
+	// The leader sends a consumer of the demoted master's rack there once
+	// its view of the cluster has the demoted door in sync (a consumer
+	// started before would read everything from the leader).
+	waitUntil("the leader naming the demoted master the preferred read replica of its rack", 30*time.Second, func() bool {
+		p, err := tryFetchRack(oldMasterID, 0, rackOf(newMaster))
+		return err == nil && p.ErrorCode == 0 && p.PreferredReadReplica == int32(newMasterID)
 	})
 	demoted, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs[oldMaster]), kgo.Rack(rackOf(newMaster)),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),

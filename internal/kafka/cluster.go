@@ -174,6 +174,8 @@ type groupInfo struct {
 	// readers are the group's slaves with a Kafka door, by node id, with
 	// their racks (follower fetching, fetch.go).
 	readers map[int32]string
+	// nodes maps the members' brokerIds to their node ids.
+	nodes map[int64]int32
 }
 
 // clusterState is one consistent derivation of the cluster; it is not
@@ -265,8 +267,8 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 	cs.controller = -1
 	for name, ms := range members {
 		slices.SortFunc(ms, func(a, b ClusterBroker) int { return cmp.Compare(a.BrokerID, b.BrokerID) })
-		g := &groupInfo{leader: -1}
 		byID := map[int64]int32{}
+		g := &groupInfo{leader: -1, nodes: byID}
 		var master *ClusterBroker
 		for i := range ms {
 			g.replicas = append(g.replicas, ms[i].NodeID)

@@ -86,9 +86,24 @@ func (cs *clusterState) preferredReader(rack string) int32 {
 	if g == nil {
 		return -1
 	}
+	// In sync as the replication knows it now, as Metadata tells the
+	// clients, not as last registered: a registration trails a role change
+	// by a heartbeat, and the clients would be sent to the follower and
+	// back.
+	isr := g.isr
+	if s.cfg.LocalGroup != nil {
+		if local := s.cfg.LocalGroup(); local.InSync != nil {
+			isr = nil
+			for _, id := range local.InSync {
+				if n, ok := g.nodes[id]; ok {
+					isr = append(isr, n)
+				}
+			}
+		}
+	}
 	best := int32(-1)
 	for node, r := range g.readers {
-		if r == rack && slices.Contains(g.isr, node) && (best < 0 || node < best) {
+		if r == rack && slices.Contains(isr, node) && (best < 0 || node < best) {
 			best = node
 		}
 	}
