@@ -46,9 +46,15 @@
 // exchange, routing key, the publisher's raw content-header properties,
 // body) with one destination per queue it is routed to: a message an
 // exchange routes to several queues is stored once and located from
-// each queue's ConsumeQueue. It is appended with Store.PutRecordDeferred
-// on the connection's reader (so one channel's messages are stored in
-// publish order) and confirmed when the store answers, which under
+// each queue's ConsumeQueue. The reader lays out the records of the
+// publishes of one read burst (the frames already in its buffer) and
+// stores them (at most 256 publishes or 1 MiB at a time) with one
+// Store.PutRecordsDeferred (publishbatch.go: one
+// append, in publish order, so one channel's messages are stored in
+// publish order) before it reads the socket again or runs any other
+// method; a publish refused before the store (unroutable, a full
+// reject-publish queue) is answered on its own. Each is confirmed when
+// the store answers, which under
 // SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
 // after the Visible watermark passed it too (so a method sent after the
 // confirm sees the message); then it is delivered. Up to
