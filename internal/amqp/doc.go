@@ -89,8 +89,11 @@
 // Config.AckStateInterval when they changed, and at Close. Before a
 // message is handed out beyond a durable queue's lease, the lease
 // (DataDir/amqp/lease-<topic>: a bound on delivered) is raised by
-// leaseStep (256) with a durable write; a clean Close trims it back to
-// delivered. A restart serves every unsettled offset from floor again;
+// leaseStep (256) with a durable write: once half of the lease is used,
+// the next is written off the queue's lock (queue.raiseLeaseEarly), so
+// deliveries, publishes and acks of the queue do not wait for its fsyncs;
+// a delivery that reaches the lease before that write is done waits for
+// it. A clean Close trims the lease back to delivered. A restart serves every unsettled offset from floor again;
 // one below max(delivered, lease) carries redelivered=true. A settlement
 // not yet written when the broker dies is therefore a redelivery, never
 // a loss, and the redelivered flag is never missing after a crash (it
