@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -240,5 +242,74 @@ func TestPublishBurstPowerLoss(t *testing.T) {
 			t.Fatalf("round %d: %d of the %d publishes confirmed before the power went are in the queue", round, found, len(atLoss))
 		}
 		t.Logf("round %d: %d messages in %d appends; %d confirmed before the power went, all there; the queue kept the first %d", round, msgs, appends, len(atLoss), next)
+	}
+}
+
+// deadlineConn counts the read deadlines the server sets on a connection.
+type deadlineConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c deadlineConn) SetReadDeadline(t time.Time) error {
+	c.n.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+type deadlineListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return deadlineConn{c, l.n}, nil
+}
+
+// TestReadDeadlinePerBurst: with heartbeats on, the reader sets its read
+// deadline once per read from the socket, not once per frame: a burst of
+// 50 publishes (150 frames) sent in one write costs a few deadlines.
+func TestReadDeadlinePerBurst(t *testing.T) {
+	var deadlines atomic.Int64
+	b := &broker{t: t, dir: t.TempDir(), wrapListener: func(ln net.Listener) net.Listener { return deadlineListener{ln, &deadlines} }}
+	b.start()
+	t.Cleanup(b.stop)
+	rc := dialRaw(t, b)
+	rc.send(wire.ProtocolHeader)
+	rc.method() // start
+	rc.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	rc.method() // tune
+	rc.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096, Heartbeat: 60}))
+	rc.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "/"}))
+	rc.method() // open-ok
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+	rc.method()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.QueueDeclare{Queue: "q", Durable: true}))
+	rc.method()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	rc.method()
+	const n = 50
+	var burst []byte
+	for i := range n {
+		body := []byte(fmt.Sprint("m", i))
+		burst = wire.AppendMethodFrame(burst, 1, &wire.BasicPublish{RoutingKey: "q"})
+		burst = wire.AppendFrame(burst, wire.FrameHeader, 1, wire.AppendHeader(nil, uint64(len(body)), []byte{0, 0}))
+		burst = wire.AppendFrame(burst, wire.FrameBody, 1, body)
+	}
+	before := deadlines.Load()
+	rc.send(burst)
+	for acked := uint64(0); acked < n; {
+		switch m := rc.method().(type) {
+		case *wire.BasicAck:
+			acked = m.DeliveryTag
+		default:
+			t.Fatalf("got %s, want basic.ack", m.Name())
+		}
+	}
+	if got := deadlines.Load() - before; got > 5 {
+		t.Fatalf("a burst of %d publishes (%d frames) set %d read deadlines", n, 3*n, got)
 	}
 }
