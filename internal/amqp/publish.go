@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/keelmq/keel/internal/acl"
@@ -265,6 +266,9 @@ func recordOverheadBytes(dests []record.Dest) int {
 // others. A full reject-publish-dlx queue dead-letters m (a copy, on the
 // server's worker), as RabbitMQ does.
 func admit(qs []*queue, m *storedMessage) (_ []*queue, refused bool) {
+	if !slices.ContainsFunc(qs, func(q *queue) bool { return q.a.rejectPublish && q.a.limited() }) {
+		return qs, false // nothing to admit: qs as routed
+	}
 	out := qs[:0:0]
 	for _, q := range qs {
 		if q.a.rejectPublish && q.a.limited() {
