@@ -10,10 +10,13 @@
 #
 #   bench/sections/50-amqp.sh                 # 20 s per broker
 #   AMQP_BENCH_DURATION=3s bench/sections/50-amqp.sh   # a quick check
+#   KEEL_AMQP_BEFORE=2b725ff bench/sections/50-amqp.sh # also Keel at that revision
 #
 # Environment: AMQP_BENCH_DURATION (20s), AMQP_BENCH_INFLIGHT (256
 # confirms in flight), AMQP_BENCH_PREFETCH (256), KEEL_BENCH_DIR (scratch
-# data, default a temporary directory under /var/tmp).
+# data, default a temporary directory under /var/tmp), KEEL_AMQP_BEFORE (a
+# revision: its keel, built from `git archive` of it, runs the same
+# workload first, in the same sitting, as the table's "before" row).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,6 +47,13 @@ log() { echo "50-amqp: $*" >&2; }
 
 go build -o "$work/keel" ./cmd/keel
 go test -c -o "$work/amqpbench.test" ./bench/amqp
+before=${KEEL_AMQP_BEFORE:-}
+if [ -n "$before" ]; then
+	before=$(git rev-parse --short "$before")
+	mkdir "$work/before-src"
+	git archive "$before" | tar -x -C "$work/before-src"
+	(cd "$work/before-src" && go build -o "$work/keel-before" ./cmd/keel)
+fi
 
 # bench drives one broker: URL, then the JSON result file.
 bench() {
@@ -52,22 +62,28 @@ bench() {
 		"$work/amqpbench.test" -test.run '^TestAMQPBench$' -test.timeout 10m >&2
 }
 
-# Keel.
-mkdir "$work/keel-data"
-"$work/keel" serve --data-dir "$work/keel-data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
-	--amqp-listen 127.0.0.1:0 --kafka-listen "" --http-listen "" 2>"$work/keel.log" &
-keel_pid=$!
-addr=
-for _ in $(seq 300); do
-	addr=$(sed -n 's/.*msg="amqp listening" addr=\([^ ]*\).*/\1/p' "$work/keel.log" | head -1)
-	[ -n "$addr" ] && break
-	kill -0 "$keel_pid" 2>/dev/null || { cat "$work/keel.log" >&2; exit 1; }
-	sleep 0.1
-done
-[ -n "$addr" ] || { log "keel serve did not listen"; exit 1; }
-log "Keel on $addr"
-bench "amqp://guest:guest@$addr/" "$work/keel.json"
-kill "$keel_pid"; wait "$keel_pid" 2>/dev/null || true; keel_pid=
+# runkeel BINARY NAME: keel serve from BINARY on a fresh data directory,
+# the workload against it into $work/NAME.json.
+runkeel() {
+	mkdir "$work/$2-data"
+	"$1" serve --data-dir "$work/$2-data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+		--amqp-listen 127.0.0.1:0 --kafka-listen "" --http-listen "" 2>"$work/$2.log" &
+	keel_pid=$!
+	local addr=
+	for _ in $(seq 300); do
+		addr=$(sed -n 's/.*msg="amqp listening" addr=\([^ ]*\).*/\1/p' "$work/$2.log" | head -1)
+		[ -n "$addr" ] && break
+		kill -0 "$keel_pid" 2>/dev/null || { cat "$work/$2.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	[ -n "$addr" ] || { log "keel serve ($2) did not listen"; exit 1; }
+	log "Keel ($2) on $addr"
+	bench "amqp://guest:guest@$addr/" "$work/$2.json"
+	kill "$keel_pid"; wait "$keel_pid" 2>/dev/null || true; keel_pid=
+	rm -rf "$work/$2-data"
+}
+[ -z "$before" ] || runkeel "$work/keel-before" keel-before
+runkeel "$work/keel" keel
 
 # RabbitMQ.
 if ! [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
@@ -103,6 +119,7 @@ bench "amqp://guest:guest@127.0.0.1:$rport/" "$work/rabbit.json"
 
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 num() { python3 -c "import sys; v=float(sys.argv[1]); print(f'{v:,.0f}' if v >= 100 else f'{v:.2f}')" "$(field "$1" "$2")"; }
+ratio() { python3 -c "import json,sys; a,b=(json.load(open(f))['confirmedPerSec'] for f in sys.argv[1:]); print(f'{a/b:.2f}')" "$1" "$2"; }
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 cat <<MD
@@ -115,17 +132,19 @@ connection consumes them with manual acknowledgements (one \`basic.ack\` per
 message, prefetch $prefetch), for $duration per broker; one broker at a time,
 same machine, same run. Keel: \`keel serve\` with its defaults
 (\`flushDiskType=SYNC_FLUSH\`: a confirm follows the group-commit
-fdatasync), revision $rev. RabbitMQ: Debian's rabbitmq-server $rversion, a
+fdatasync), revision $rev$([ -z "$before" ] || echo " and, first, revision $before (the row \"before\")"). RabbitMQ: Debian's rabbitmq-server $rversion, a
 quorum queue (a confirm follows Ra's WAL fsync), default configuration but
 \`disk_free_limit.absolute = 50MB\`. Latencies: publish to confirm, and
 publish to delivery (end to end).
 
-    bench/sections/50-amqp.sh     # AMQP_BENCH_DURATION=$duration
+    $([ -z "$before" ] || echo "KEEL_AMQP_BEFORE=$before ")bench/sections/50-amqp.sh     # AMQP_BENCH_DURATION=$duration
 
 | broker | confirmed msg/s | consumed msg/s | confirm p50 ms | confirm p99 ms | end-to-end p50 ms | end-to-end p99 ms | nacked | left unconsumed |
 |---|---|---|---|---|---|---|---|---|
-| Keel | $(num "$work/keel.json" confirmedPerSec) | $(num "$work/keel.json" consumedPerSec) | $(num "$work/keel.json" confirmP50Ms) | $(num "$work/keel.json" confirmP99Ms) | $(num "$work/keel.json" endToEndP50Ms) | $(num "$work/keel.json" endToEndP99Ms) | $(field "$work/keel.json" nacked) | $(field "$work/keel.json" unconsumedAtStop) |
+$([ -z "$before" ] || echo "| Keel before ($before) | $(num "$work/keel-before.json" confirmedPerSec) | $(num "$work/keel-before.json" consumedPerSec) | $(num "$work/keel-before.json" confirmP50Ms) | $(num "$work/keel-before.json" confirmP99Ms) | $(num "$work/keel-before.json" endToEndP50Ms) | $(num "$work/keel-before.json" endToEndP99Ms) | $(field "$work/keel-before.json" nacked) | $(field "$work/keel-before.json" unconsumedAtStop) |")
+| Keel ($rev) | $(num "$work/keel.json" confirmedPerSec) | $(num "$work/keel.json" consumedPerSec) | $(num "$work/keel.json" confirmP50Ms) | $(num "$work/keel.json" confirmP99Ms) | $(num "$work/keel.json" endToEndP50Ms) | $(num "$work/keel.json" endToEndP99Ms) | $(field "$work/keel.json" nacked) | $(field "$work/keel.json" unconsumedAtStop) |
 | RabbitMQ $rversion | $(num "$work/rabbit.json" confirmedPerSec) | $(num "$work/rabbit.json" consumedPerSec) | $(num "$work/rabbit.json" confirmP50Ms) | $(num "$work/rabbit.json" confirmP99Ms) | $(num "$work/rabbit.json" endToEndP50Ms) | $(num "$work/rabbit.json" endToEndP99Ms) | $(field "$work/rabbit.json" nacked) | $(field "$work/rabbit.json" unconsumedAtStop) |
 
-The target: at least 2× RabbitMQ's confirmed-publish throughput at no worse confirm p99.
+Keel's confirmed msg/s over RabbitMQ's: $(ratio "$work/keel.json" "$work/rabbit.json")×$([ -z "$before" ] || echo "; before ($before): $(ratio "$work/keel-before.json" "$work/rabbit.json")×").
+The target: at least 3× RabbitMQ's confirmed-publish throughput at no worse confirm p99.
 MD

@@ -88,6 +88,9 @@ type conn struct {
 	pubIssued uint64
 	pubDone   atomic.Uint64
 	pubSig    chan struct{}
+	// batch holds the publishes of the read burst not yet stored
+	// (publishbatch.go); reader goroutine only.
+	batch pubBatch
 	// pendingDL counts the dead-letter copies of this connection's
 	// rejects not yet in their queues (waitPublishes waits for them too).
 	pendingDL atomic.Int64
@@ -206,8 +209,14 @@ func (c *conn) serve() {
 		go c.beat()
 	}
 	for {
-		if c.heartbeat > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
+		if !c.frameBuffered() {
+			// The burst read so far is handled: its publishes are stored
+			// before the reader may wait for the socket, and the read
+			// deadline is set once per burst, not per frame.
+			c.flushPublishes()
+			if c.heartbeat > 0 {
+				c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
+			}
 		}
 		// After the deadline is set: a ForceClose whose deadline this one
 		// overwrote is seen here (it stores forced before its deadline).
@@ -243,6 +252,17 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// frameBuffered reports whether the next frame is whole in the read
+// buffer, so that reading it does not wait for the socket.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < wire.FrameHeaderBytes {
+		return false
+	}
+	h, _ := c.br.Peek(wire.FrameHeaderBytes)
+	return int64(n) >= int64(binary.BigEndian.Uint32(h[3:]))+wire.FrameOverheadBytes
 }
 
 // claimFrame claims the next frame's bytes (Config.FrameBudget) once its
@@ -348,6 +368,7 @@ func (c *conn) cleanup() {
 		return
 	}
 	c.cleaned = true
+	c.flushPublishes() // received whole: stored as they would have been alone
 	close(c.done)
 	c.chMu.Lock()
 	chs := c.channels
@@ -706,6 +727,11 @@ func (c *conn) frame(f wire.Frame) error {
 		}
 		return nil
 	}
+	if f.Type == wire.FrameMethod && !isBasicPublish(f.Payload) {
+		// Every method sees the publishes before it stored, as when each
+		// was stored on its own (basic.get, a queue's counts, tx.commit).
+		c.flushPublishes()
+	}
 	if f.Channel == 0 {
 		return c.connectionMethod(f)
 	}
@@ -728,6 +754,12 @@ func (c *conn) frame(f wire.Frame) error {
 		return hard(wire.ChannelError, m, "channel %d is not open", f.Channel)
 	}
 	return ch.method(m)
+}
+
+// isBasicPublish reports whether a method frame's payload is basic.publish.
+func isBasicPublish(p []byte) bool {
+	class, method := (*wire.BasicPublish).ID(nil)
+	return len(p) >= 4 && binary.BigEndian.Uint16(p) == class && binary.BigEndian.Uint16(p[2:]) == method
 }
 
 func (c *conn) connectionMethod(f wire.Frame) error {

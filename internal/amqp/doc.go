@@ -46,9 +46,15 @@
 // exchange, routing key, the publisher's raw content-header properties,
 // body) with one destination per queue it is routed to: a message an
 // exchange routes to several queues is stored once and located from
-// each queue's ConsumeQueue. It is appended with Store.PutRecordDeferred
-// on the connection's reader (so one channel's messages are stored in
-// publish order) and confirmed when the store answers, which under
+// each queue's ConsumeQueue. The reader lays out the records of the
+// publishes of one read burst (the frames already in its buffer) and
+// stores them (at most 256 publishes or 1 MiB at a time) with one
+// Store.PutRecordsDeferred (publishbatch.go: one
+// append, in publish order, so one channel's messages are stored in
+// publish order) before it reads the socket again or runs any other
+// method; a publish refused before the store (unroutable, a full
+// reject-publish queue) is answered on its own. Each is confirmed when
+// the store answers, which under
 // SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
 // after the Visible watermark passed it too (so a method sent after the
 // confirm sees the message); then it is delivered. Up to
@@ -83,8 +89,11 @@
 // Config.AckStateInterval when they changed, and at Close. Before a
 // message is handed out beyond a durable queue's lease, the lease
 // (DataDir/amqp/lease-<topic>: a bound on delivered) is raised by
-// leaseStep (256) with a durable write; a clean Close trims it back to
-// delivered. A restart serves every unsettled offset from floor again;
+// leaseStep (256) with a durable write: once half of the lease is used,
+// the next is written off the queue's lock (queue.raiseLeaseEarly), so
+// deliveries, publishes and acks of the queue do not wait for its fsyncs;
+// a delivery that reaches the lease before that write is done waits for
+// it. A clean Close trims the lease back to delivered. A restart serves every unsettled offset from floor again;
 // one below max(delivered, lease) carries redelivered=true. A settlement
 // not yet written when the broker dies is therefore a redelivery, never
 // a loss, and the redelivered flag is never missing after a crash (it

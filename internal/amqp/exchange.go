@@ -349,8 +349,9 @@ func (v *vhost) unbindQueueLocked(queue string) bool {
 
 // route returns the queues a message published to exch with key (and,
 // for headers exchanges, the headers of props: raw content properties,
-// nil when not known yet) goes to, each once, or an error for a missing
-// or internal exchange.
+// nil when not known yet: then only the exchange is checked, and no queue
+// returned) goes to, each once, or an error for a missing or internal
+// exchange.
 func (v *vhost) route(m wire.Method, exch, key string, props []byte) ([]*queue, error) {
 	qs, _, err := v.routeAll(m, exch, key, props)
 	return qs, err
@@ -362,10 +363,10 @@ func (v *vhost) routeAll(m wire.Method, exch, key string, props []byte) ([]*queu
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if exch == "" || exch == "amq.default" {
-		if q := v.queues[key]; q != nil {
+		if q := v.queues[key]; q != nil && props != nil {
 			return []*queue{q}, nil, nil
 		}
-		return nil, nil, nil
+		return nil, nil, nil // routed nowhere, or the checks only (there are none)
 	}
 	e := v.exchanges[exch]
 	if e == nil {

@@ -53,6 +53,8 @@ type broker struct {
 	group   string
 	// systemRecords is the server's Config.SystemRecords.
 	systemRecords bool
+	// wrapListener, if set, wraps the listener the server accepts on.
+	wrapListener func(net.Listener) net.Listener
 }
 
 func startBroker(t *testing.T) *broker { return startBrokerTB(t) }
@@ -110,6 +112,9 @@ func (b *broker) start() {
 		b.t.Fatal(err)
 	}
 	b.st, b.srv, b.addr, b.done = st, srv, ln.Addr().String(), make(chan error, 1)
+	if b.wrapListener != nil {
+		ln = b.wrapListener(ln)
+	}
 	go func() { b.done <- srv.Serve(ln) }()
 }
 

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/keelmq/keel/internal/acl"
@@ -166,6 +167,10 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 			}
 		}
 	}
+	c := ch.c
+	if c.forwards() {
+		c.flushPublishes() // forwarded publishes keep their place among the stored ones
+	}
 	if done, err := ch.publishForward(m, h, body, qs); done || err != nil { // forward_publish.go
 		return err
 	}
@@ -175,14 +180,15 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		}
 		return nil
 	}
-	qs, refused := admit(qs, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body})
+	sm := storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}
+	qs, refused := admit(qs, &sm)
 	if len(qs) == 0 && refused {
-		ch.c.srv.observeSend(nil, len(body), "REFUSED", start)
+		c.srv.observeSend(nil, len(body), "REFUSED", start)
 		return ch.confirmed(false)
 	}
 	if len(qs) == 0 {
 		if m.Mandatory {
-			err := ch.c.sendContent(ch.id, &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE",
+			err := c.sendContent(ch.id, &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE",
 				Exchange: m.Exchange, RoutingKey: m.RoutingKey}, h.Raw, body)
 			if err != nil {
 				return err
@@ -190,79 +196,69 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		}
 		return ch.confirmed(true)
 	}
-	dests := make([]record.Dest, len(qs))
-	for i, q := range qs {
-		dests[i] = record.Dest{Topic: q.topic, QueueID: queueID}
-	}
 	// One record, one ConsumeQueue entry per queue (fan-out stores the
-	// message once).
-	rec, err := record.AppendEnvelope(nil, record.AMQP, 1, dests,
-		appendMessage(nil, &storedMessage{exchange: m.Exchange, routingKey: m.RoutingKey, props: h.Raw, body: body}))
+	// message once), laid out in the connection's batch: the publishes of
+	// one read burst are stored with one append (publishbatch.go).
+	b := &c.batch
+	var one [1]record.Dest
+	dests := one[:0]
+	if len(qs) > 1 {
+		dests = make([]record.Dest, 0, len(qs))
+	}
+	for _, q := range qs {
+		dests = append(dests, record.Dest{Topic: q.topic, QueueID: queueID})
+	}
+	b.msg = appendMessage(b.msg[:0], &sm)
+	if len(b.buf) > 0 && len(b.buf)+len(b.msg)+recordOverheadBytes(dests) > c.batchLimit() {
+		c.flushPublishes()
+	}
+	at := len(b.buf)
+	buf, err := record.AppendEnvelope(b.buf, record.AMQP, 1, dests, b.msg)
+	if cap(b.msg) > 2*maxBatchBytes {
+		b.msg = nil
+	}
+	if err == nil {
+		err = c.srv.store.CheckRecord(buf[at:])
+	}
 	if err != nil {
+		b.buf = buf[:at]
 		unadmit(qs, len(body))
-		ch.c.srv.observeSend(qs, len(body), "MESSAGE_ILLEGAL", start)
+		c.srv.observeSend(qs, len(body), "MESSAGE_ILLEGAL", start)
 		return ch.confirmed(false)
 	}
-	expiring := h.Props.Flags&wire.FlagExpiration != 0
-	c := ch.c
+	b.buf = buf
 	select {
 	case c.publishSlots <- struct{}{}:
-	case <-c.done:
-		return errConnClosed
-	}
-	seq := ch.publishSeq
-	size := len(body)
-	finish := func(r store.PutResult, phys int64) {
-		<-c.publishSlots
-		result := r.Status.String()
-		if r.Status == store.PutOK {
-			result = "SUCCESS"
+	default:
+		// Every slot is taken: what the batch holds goes to the store
+		// first (its confirms free slots), then the reader waits.
+		b.buf = b.buf[:at]
+		c.flushPublishes()
+		b.buf = append(b.buf, buf[at:]...)
+		select {
+		case c.publishSlots <- struct{}{}:
+		case <-c.done:
+			b.buf = b.buf[:0]
+			unadmit(qs, len(body))
+			return errConnClosed
 		}
-		c.srv.observeSend(qs, size, result, start)
-		c.later(func() { ch.stored(qs, seq, r, phys, refused, expiring, size) })
 	}
-	c.pubIssued++
-	res, phys, pending := c.srv.store.PutRecordDeferred(c.srv.baseCtx, rec, finish)
-	if !pending {
-		finish(res, phys)
+	b.ends = append(b.ends, len(b.buf))
+	b.pubs = append(b.pubs, batchedPub{ch: ch, qs: qs, seq: ch.publishSeq, refused: refused,
+		expiring: h.Props.Flags&wire.FlagExpiration != 0, size: len(body), start: start})
+	if len(b.pubs) >= maxBatchPublishes || len(b.buf) >= c.batchLimit() {
+		c.flushPublishes()
 	}
 	return nil
 }
 
-// stored runs on the connection's confirmer once the store answered a
-// publish: it waits until the message is in its queues, confirms it
-// (so that a method the client sends after the confirm sees the message)
-// and delivers it.
-//
-// refused: a reject-publish queue refused it (the confirm is a nack);
-// expiring: it has an expiration property; size: its body's bytes.
-func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64, refused, expiring bool, size int) {
-	srv := ch.c.srv
-	defer ch.c.publishDone()
-	if r.Status != store.PutOK {
-		unadmit(qs, size)
-		srv.log.Error("amqp: publish not stored", "status", r.Status, "err", r.Err)
-		ch.confirmSeq(seq, false)
-		return
+// recordOverheadBytes bounds what a record's envelope adds to its body.
+func recordOverheadBytes(dests []record.Dest) int {
+	n := 256
+	for _, d := range dests {
+		n += len(d.Topic) + 32
 	}
-	if srv.store.VisibleOffset() < phys+1 {
-		ch.c.flushAcks() // before waiting: what is confirmed goes out
-		if waitVisible(srv.baseCtx, srv.store, phys+1) != nil {
-			return // the store closed
-		}
-	}
-	for _, q := range qs {
-		q.mu.Lock()
-		q.unreserveLocked(int64(size))
-		q.expSeen = q.expSeen || expiring
-		q.dropOverflowLocked()
-		q.mu.Unlock()
-		q.stats.published.Add(1)
-	}
-	ch.confirmSeq(seq, !refused)
-	for _, q := range qs {
-		q.pump()
-	}
+	return n
 }
 
 // admit drops from qs the reject-publish queues that are full (refused
@@ -270,6 +266,9 @@ func (ch *channel) stored(qs []*queue, seq uint64, r store.PutResult, phys int64
 // others. A full reject-publish-dlx queue dead-letters m (a copy, on the
 // server's worker), as RabbitMQ does.
 func admit(qs []*queue, m *storedMessage) (_ []*queue, refused bool) {
+	if !slices.ContainsFunc(qs, func(q *queue) bool { return q.a.rejectPublish && q.a.limited() }) {
+		return qs, false // nothing to admit: qs as routed
+	}
 	out := qs[:0:0]
 	for _, q := range qs {
 		if q.a.rejectPublish && q.a.limited() {

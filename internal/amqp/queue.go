@@ -41,6 +41,7 @@ type queue struct {
 	delivered   int64          // one past the highest offset ever handed out
 	restoredD   int64          // delivered as restored: below it, a message may have been delivered before a restart
 	leased      int64          // durable bound on delivered (the lease file): raised before a delivery would pass it
+	leaseEarly  bool           // an early raise of the lease is being written (raiseLeaseEarly)
 	dirty       bool           // the state changed since snapshot
 	gone        bool
 	returns     map[int64]int32 // times an unsettled offset was requeued (x-delivery-limit)
@@ -57,6 +58,14 @@ type queue struct {
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
 
 	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
+
+	// leaseMu orders the writes of the lease file (taken after mu when
+	// both are held); leaseDisk is what it last wrote there, leaseDone is
+	// set when the file was trimmed at shutdown or removed with the queue:
+	// an early raise then writes nothing.
+	leaseMu   sync.Mutex
+	leaseDisk int64
+	leaseDone bool
 
 	stream *streamState // stream queues: each consumer's cursor (stream.go)
 
@@ -115,6 +124,7 @@ func (q *queue) persistent() bool { return q.durable && q.owner == nil }
 func (q *queue) restore(d ackDef, lease int64) {
 	d.Delivered = max(d.Delivered, lease)
 	q.floor, q.cursor, q.delivered, q.restoredD, q.leased = d.Floor, d.Floor, d.Delivered, d.Delivered, lease
+	q.leaseDisk = lease
 	q.savedFloor.Store(d.Floor)
 	for _, o := range d.Settled {
 		q.settled[o] = true
@@ -242,8 +252,17 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 			q.deadLetterLocked(o, reasonExpired, nil)
 			continue
 		}
-		if o+1 > q.leased && q.persistent() {
-			q.raiseLeaseLocked(o + 1 + leaseStep)
+		if q.persistent() {
+			switch {
+			case o+1 > q.leased:
+				q.raiseLeaseLocked(o + 1 + leaseStep)
+			case o+1+leaseStep/2 > q.leased && !q.leaseEarly:
+				// Half the lease is used: the next one is written off the
+				// queue's lock, so that deliveries, publishes and acks
+				// do not wait for its fsyncs.
+				q.leaseEarly = true
+				go q.raiseLeaseEarly(q.leased + leaseStep)
+			}
 		}
 		q.inflight[o] = true
 		if o+1 > q.delivered {
@@ -526,17 +545,53 @@ func (q *queue) leasePath() string { return filepath.Join(q.v.dir, "lease-"+q.to
 // delivered, which the specification's "may have been delivered"
 // allows). A failed write is logged and the delivery goes on.
 func (q *queue) raiseLeaseLocked(to int64) {
-	err := vfs.WriteFileDurable(q.v.srv.cfg.FS, q.leasePath(), []byte(strconv.FormatInt(to, 10)), 0o644)
-	if err != nil {
-		q.v.srv.log.Error("amqp: write the delivery lease", "queue", q.name, "err", err)
+	if !q.writeLease(to, false) {
 		return
 	}
+	q.setLeaseLocked(to)
+}
+
+// setLeaseLocked makes to the lease once its file says so: logged for the
+// slaves first (replicate.go).
+func (q *queue) setLeaseLocked(to int64) {
 	if to != q.leased {
 		if err := q.logLeaseLocked(to); err != nil { // replicate.go: on the slaves too
 			q.v.srv.log.Error("amqp: log the delivery lease", "queue", q.name, "err", err)
 		}
 	}
 	q.leased = to
+}
+
+// writeLease durably writes to as the lease file's value. An early raise
+// writes only a value above the file's and nothing once the file was
+// trimmed or removed (leaseDone); it reports whether it wrote.
+func (q *queue) writeLease(to int64, early bool) bool {
+	q.leaseMu.Lock()
+	defer q.leaseMu.Unlock()
+	if early && (q.leaseDone || to <= q.leaseDisk) {
+		return false
+	}
+	err := vfs.WriteFileDurable(q.v.srv.cfg.FS, q.leasePath(), []byte(strconv.FormatInt(to, 10)), 0o644)
+	if err != nil {
+		q.v.srv.log.Error("amqp: write the delivery lease", "queue", q.name, "err", err)
+		return false
+	}
+	q.leaseDisk = to
+	return true
+}
+
+// raiseLeaseEarly raises the lease to to before the deliveries need it,
+// without the queue's lock while the file is written; deliveries reach
+// the new lease only once it is durable (and logged), as with
+// raiseLeaseLocked.
+func (q *queue) raiseLeaseEarly(to int64) {
+	wrote := q.writeLease(to, true)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.leaseEarly = false
+	if wrote && to > q.leased && !q.gone {
+		q.setLeaseLocked(to)
+	}
 }
 
 // readLease returns a queue's lease (0 if it has none).
@@ -556,4 +611,7 @@ func (q *queue) trimLease() {
 	if q.persistent() && q.leased > q.delivered {
 		q.raiseLeaseLocked(q.delivered)
 	}
+	q.leaseMu.Lock()
+	q.leaseDone = true // no early raise after the trim
+	q.leaseMu.Unlock()
 }

@@ -316,9 +316,12 @@ func (v *vhost) remove(q *queue) error {
 		return err
 	}
 	if q.persistent() {
+		q.leaseMu.Lock()
+		q.leaseDone = true // an early raise under way writes no new file
 		if err := v.srv.cfg.FS.Remove(q.leasePath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			v.srv.log.Error("amqp: remove the delivery lease of a deleted queue", "queue", q.name, "err", err)
 		}
+		q.leaseMu.Unlock()
 	}
 	v.srv.untrackTopic(q)
 	if !q.ownsTopic() {

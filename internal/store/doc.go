@@ -133,7 +133,8 @@
 // with a context and a timeout; Notify calls back instead, costing no
 // goroutine, from the goroutine that moves the watermark (the broker's
 // deferred send replies, PutMessagesDeferred, and the AMQP front door's
-// confirms, PutRecordDeferred, use it on Confirmed; the
+// confirms, PutRecordDeferred and PutRecordsDeferred (the records of a
+// read burst in one append, all or none), use it on Confirmed; the
 // transaction engine waits on Confirmed for a half message it was asked to
 // end). Waiting on Flushed, Replicated or Confirmed asks for a flush. The
 // Visible watermark also has per-queue subscribers (OnVisible, any

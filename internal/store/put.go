@@ -27,6 +27,10 @@ type putReq struct {
 	logical   int64
 	recPhys   int64
 	bodyPatch BodyPatch // AppendRecordPatched's hook (nil: none)
+	// recsPhys, when set (AppendRecords), gets each record's CommitLog
+	// offset at append; nils backs msgs for a request of several records.
+	recsPhys []int64
+	nils     []*message.Message
 
 	// Set by the combining writer under appendMu.
 	done bool
@@ -143,7 +147,7 @@ func releaseReq(req *putReq) {
 	if cap(buf) > maxPooledEncodeBuf {
 		buf = nil
 	}
-	*req = putReq{recs: req.recs[:0], starts: req.starts[:0], buf: buf}
+	*req = putReq{recs: req.recs[:0], starts: req.starts[:0], buf: buf, nils: req.nils[:0]}
 	putReqPool.Put(req)
 }
 

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"github.com/keelmq/keel/internal/message"
 
 	"github.com/keelmq/keel/internal/store/record"
 )
@@ -125,6 +128,9 @@ func (s *Store) patchEnvelope(reqs []*putReq, i int, rec []byte, phys, now int64
 	})
 	if req != nil {
 		req.recPhys = phys
+		if req.recsPhys != nil {
+			req.recsPhys[i] = phys
+		}
 	}
 }
 
@@ -137,3 +143,90 @@ func returnEnvelopeOffsets(s *Store, rec []byte) {
 		return nil
 	})
 }
+
+// AppendRecords is AppendRecord for several records with one combined
+// append: one group-commit entry, written in order, all or none. Each of
+// recs must be a record AppendRecord takes (CheckRecord tells); phys,
+// of len(recs), gets each record's CommitLog offset (-1 if not written). It returns the
+// offset the last record's bytes end at (-1 if not written): under
+// SYNC_FLUSH the caller acknowledges every record once Confirmed reached
+// it (Notify, WaitFor). recs are not kept.
+func (s *Store) AppendRecords(ctx context.Context, recs [][]byte, phys []int64) (r PutResult, end int64) {
+	if len(recs) == 0 || len(phys) != len(recs) {
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: append records: %d records, %d offsets", len(recs), len(phys))}, -1
+	}
+	for i := range phys {
+		phys[i] = -1
+	}
+	size := 0
+	for _, rec := range recs {
+		if err := s.CheckRecord(rec); err != nil {
+			return PutResult{Status: PutMessageIllegal, Err: err}, -1
+		}
+		size += len(rec)
+	}
+	if n := int64(size); n > s.maxBatchBytes() {
+		return PutResult{Status: PutMessageIllegal, Err: fmt.Errorf("store: append records: %d bytes exceed the limit %d", n, s.maxBatchBytes())}, -1
+	}
+	req := putReqPool.Get().(*putReq)
+	req.buf = slices.Grow(req.buf[:0], size)
+	var logical int64
+	for _, rec := range recs {
+		at := len(req.buf)
+		req.buf = append(req.buf, rec...)
+		req.recs = append(req.recs, req.buf[at:len(req.buf):len(req.buf)])
+		logical += int64(record.Envelope(rec).Messages())
+	}
+	req.nils = append(req.nils[:0], make([]*message.Message, len(recs))...)
+	req.msgs = req.nils
+	req.logical = logical
+	req.recsPhys = phys
+	s.appending.Add(1)
+	end, r = s.putAppend(ctx, req, req.msgs)
+	s.appendDone()
+	clear(req.nils)
+	releaseReq(req)
+	if r.Status != PutOK {
+		for i := range phys {
+			phys[i] = -1
+		}
+		return r, -1
+	}
+	s.stats.puts.Add(1)
+	s.stats.putMsgs.Add(logical)
+	return r, end
+}
+
+// CheckRecord reports whether AppendRecord would take rec: a well-formed
+// record of an enveloped type within the record size limits.
+func (s *Store) CheckRecord(rec []byte) error {
+	if err := checkRecord(rec); err != nil {
+		return fmt.Errorf("store: put record: %w", err)
+	}
+	if t := recordType(rec); !t.Enveloped() {
+		return fmt.Errorf("store: put record: a %v goes through PutMessages", t)
+	}
+	if n := int64(len(rec)); n > s.maxBatchBytes() || n > s.cfg.maxRecordBytes() {
+		return fmt.Errorf("store: record of %d bytes exceeds the limit %d", n, min(s.maxBatchBytes(), s.cfg.maxRecordBytes()))
+	}
+	return nil
+}
+
+// PutRecordsDeferred is PutRecordDeferred for several records put with
+// one AppendRecords: all written or none, phys set as there, and one
+// result for all (every record is confirmed when the last is). When the
+// result is known at once it is returned with pending false and done is
+// never called; otherwise done is called exactly once, from the store's
+// acknowledger goroutine (done must not block), possibly before
+// PutRecordsDeferred returns.
+func (s *Store) PutRecordsDeferred(ctx context.Context, recs [][]byte, phys []int64, done func(PutResult)) (res PutResult, pending bool) {
+	r, end := s.AppendRecords(ctx, recs, phys)
+	if r.Status != PutOK || !s.waitsForConfirmed() {
+		return r, false
+	}
+	s.marks.confirmed.Notify(end, s.confirmTimeout(), func(err error) { done(s.confirmResult(end, err)) })
+	return PutResult{}, true
+}
+
+// MaxAppendBytes is the most bytes of records AppendRecords takes at once.
+func (s *Store) MaxAppendBytes() int64 { return s.maxBatchBytes() }

@@ -1,0 +1,315 @@
+package amqp
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+	"github.com/keelmq/keel/internal/store"
+	"github.com/keelmq/keel/internal/vfs"
+)
+
+// TestPublishBurstOneAppend: the publishes of one read burst are stored
+// with one append, in order, and those that fail in the middle of it (an
+// unroutable mandatory one, one a full reject-publish queue refuses) get their own basic.return and
+// confirm without affecting the others: each publish is confirmed once,
+// the failed ones with a nack, and the queue holds the others in publish
+// order.
+func TestPublishBurstOneAppend(t *testing.T) {
+	b := startBroker(t)
+	conn := b.dial()
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("full", true, false, false, false, amqp091.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	ch.Confirm(false)
+	if dc, err := ch.PublishWithDeferredConfirm("", "full", false, false, amqp091.Publishing{Body: []byte("first")}); err != nil || !dc.Wait() {
+		t.Fatalf("fill the reject-publish queue: %v", err)
+	}
+
+	rc := dialRaw(t, b)
+	rc.open()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+	rc.method()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	if m := rc.method(); m.Name() != (&wire.ConfirmSelectOk{}).Name() {
+		t.Fatalf("got %s, want confirm.select-ok", m.Name())
+	}
+	type pub struct {
+		key       string
+		mandatory bool
+		body      string
+	}
+	pubs := []pub{
+		{"q", false, "a"},
+		{"nowhere", true, "b"}, // unroutable: basic.return, then ack
+		{"q", false, "c"},
+		{"full", false, "d"}, // the full reject-publish queue: nack
+		{"q", false, "e"},
+		{"q", false, "f"},
+	}
+	var burst []byte
+	for _, p := range pubs {
+		burst = wire.AppendMethodFrame(burst, 1, &wire.BasicPublish{RoutingKey: p.key, Mandatory: p.mandatory})
+		burst = wire.AppendFrame(burst, wire.FrameHeader, 1, wire.AppendHeader(nil, uint64(len(p.body)), []byte{0, 0}))
+		burst = wire.AppendFrame(burst, wire.FrameBody, 1, []byte(p.body))
+	}
+	puts := b.st.Stats().Puts
+	rc.send(burst) // one write: one read burst
+
+	want := map[uint64]bool{1: true, 2: true, 3: true, 4: false, 5: true, 6: true}
+	got := map[uint64]bool{}
+	returned := false
+	confirm := func(tag uint64, multiple, ok bool) {
+		if _, done := got[tag]; done {
+			t.Fatalf("publish %d confirmed twice", tag)
+		}
+		got[tag] = ok
+		for s := uint64(1); multiple && s < tag; s++ {
+			if _, done := got[s]; !done {
+				got[s] = ok
+			}
+		}
+	}
+	for len(got) < len(pubs) {
+		f, err := rc.fr.ReadFrame(1 << 20)
+		if err != nil {
+			t.Fatalf("read: %v (confirms so far %v)", err, got)
+		}
+		if f.Type != wire.FrameMethod {
+			continue
+		}
+		m, err := wire.ReadMethod(f.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := m.(type) {
+		case *wire.BasicReturn:
+			if _, done := got[2]; done || m.RoutingKey != "nowhere" {
+				t.Fatalf("basic.return %+v after the confirms %v", m, got)
+			}
+			returned = true
+		case *wire.BasicAck:
+			confirm(m.DeliveryTag, m.Multiple, true)
+		case *wire.BasicNack:
+			confirm(m.DeliveryTag, m.Multiple, false)
+		default:
+			t.Fatalf("unexpected %s", m.Name())
+		}
+	}
+	if !returned {
+		t.Fatal("no basic.return for the unroutable mandatory publish")
+	}
+	for tag, ok := range want {
+		if got[tag] != ok {
+			t.Fatalf("publish %d: acked %v, want %v (all: %v)", tag, got[tag], ok, got)
+		}
+	}
+	if n := b.st.Stats().Puts - puts; n != 1 {
+		t.Fatalf("the burst's four stored messages took %d appends, want 1", n)
+	}
+	var bodies []string
+	for {
+		d, ok, err := ch.Get("q", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		bodies = append(bodies, string(d.Body))
+	}
+	if !bytes.Equal([]byte(strings.Join(bodies, ",")), []byte("a,c,e,f")) {
+		t.Fatalf("queue q holds %q, want a, c, e, f in order", bodies)
+	}
+	if n, _ := ch.QueueDeclarePassive("full", true, false, false, false, amqp091.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"}); n.Messages != 1 {
+		t.Fatalf("the reject-publish queue holds %d messages, want 1", n.Messages)
+	}
+}
+
+// TestPublishBurstPowerLoss: amqp091-go publishes with 256 confirms in
+// flight (so the reader stores bursts of several publishes with one
+// append) while the power goes just before one of the CommitLog's
+// fdatasyncs (the store and the broker's files on a simulated disk that
+// keeps only what was synced, torn unsynced writes). After a restart on
+// what the disk kept, every publish confirmed before the power went is in
+// the queue, and the queue holds only published messages, each once, in
+// publish order: no batch is confirmed before it is durable, and none is
+// partly lost before another.
+func TestPublishBurstPowerLoss(t *testing.T) {
+	const total, window = 3000, 256
+	for round := range 6 {
+		mem := vfs.NewMem()
+		rng := rand.New(rand.NewPCG(uint64(round), 11))
+		var mu sync.Mutex
+		confirmed := map[uint64]bool{} // delivery tags acked
+		var atLoss map[uint64]bool     // those acked when the power went
+		var lost *vfs.MemFS
+		var armed atomic.Bool
+		hooked := syncHookFS{FS: mem, hook: func(name string) {
+			if strings.Contains(name, "commitlog") && armed.CompareAndSwap(true, false) {
+				mu.Lock()
+				atLoss = maps.Clone(confirmed)
+				mu.Unlock()
+				lost = mem.CrashCloneWith(rng)
+			}
+		}}
+		b := &broker{t: t, dir: "/keel", fs: mem, storeCfg: func(c *store.Config) { c.FS = hooked }}
+		b.start()
+		ch := b.channel()
+		if _, err := ch.QueueDeclare("q", true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Confirm(false); err != nil {
+			t.Fatal(err)
+		}
+		acks := ch.NotifyPublish(make(chan amqp091.Confirmation, total))
+		armAt := 300 + round*400
+		slots := make(chan struct{}, window)
+		go func() {
+			for c := range acks {
+				mu.Lock()
+				if c.Ack {
+					confirmed[c.DeliveryTag] = true
+				}
+				n := len(confirmed)
+				mu.Unlock()
+				if n == armAt {
+					armed.Store(true)
+				}
+				<-slots
+			}
+		}()
+		puts := b.st.Stats()
+		for i := range total {
+			slots <- struct{}{}
+			if err := ch.Publish("", "q", false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(fmt.Sprintf("m-%05d", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range window {
+			slots <- struct{}{} // every publish confirmed
+		}
+		st := b.st.Stats()
+		appends, msgs := st.Puts-puts.Puts, st.PutMessages-puts.PutMessages
+		b.stop()
+		if lost == nil {
+			t.Fatalf("round %d: no CommitLog sync after %d confirms", round, armAt)
+		}
+		if appends >= msgs {
+			t.Fatalf("round %d: %d messages took %d appends: no burst was stored with one append", round, msgs, appends)
+		}
+		after := &broker{t: t, dir: "/keel", fs: lost, storeCfg: func(c *store.Config) { c.FS = lost }}
+		after.start()
+		obs := after.channel()
+		next, found := 0, 0
+		for {
+			d, ok, err := obs.Get("q", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			var i int
+			if _, err := fmt.Sscanf(string(d.Body), "m-%05d", &i); err != nil || i < next || i >= total {
+				t.Fatalf("round %d: after the power loss the queue holds %q after m-%05d", round, d.Body, next-1)
+			}
+			if atLoss[uint64(i)+1] {
+				found++
+			}
+			next = i + 1
+		}
+		after.stop()
+		if found != len(atLoss) {
+			t.Fatalf("round %d: %d of the %d publishes confirmed before the power went are in the queue", round, found, len(atLoss))
+		}
+		t.Logf("round %d: %d messages in %d appends; %d confirmed before the power went, all there; the queue kept the first %d", round, msgs, appends, len(atLoss), next)
+	}
+}
+
+// deadlineConn counts the read deadlines the server sets on a connection.
+type deadlineConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c deadlineConn) SetReadDeadline(t time.Time) error {
+	c.n.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+type deadlineListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return deadlineConn{c, l.n}, nil
+}
+
+// TestReadDeadlinePerBurst: with heartbeats on, the reader sets its read
+// deadline once per read from the socket, not once per frame: a burst of
+// 50 publishes (150 frames) sent in one write costs a few deadlines.
+func TestReadDeadlinePerBurst(t *testing.T) {
+	var deadlines atomic.Int64
+	b := &broker{t: t, dir: t.TempDir(), wrapListener: func(ln net.Listener) net.Listener { return deadlineListener{ln, &deadlines} }}
+	b.start()
+	t.Cleanup(b.stop)
+	rc := dialRaw(t, b)
+	rc.send(wire.ProtocolHeader)
+	rc.method() // start
+	rc.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: []byte("\x00guest\x00guest"), Locale: "en_US"}))
+	rc.method() // tune
+	rc.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096, Heartbeat: 60}))
+	rc.send(wire.AppendMethodFrame(nil, 0, &wire.ConnectionOpen{VirtualHost: "/"}))
+	rc.method() // open-ok
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+	rc.method()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.QueueDeclare{Queue: "q", Durable: true}))
+	rc.method()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	rc.method()
+	const n = 50
+	var burst []byte
+	for i := range n {
+		body := []byte(fmt.Sprint("m", i))
+		burst = wire.AppendMethodFrame(burst, 1, &wire.BasicPublish{RoutingKey: "q"})
+		burst = wire.AppendFrame(burst, wire.FrameHeader, 1, wire.AppendHeader(nil, uint64(len(body)), []byte{0, 0}))
+		burst = wire.AppendFrame(burst, wire.FrameBody, 1, body)
+	}
+	before := deadlines.Load()
+	rc.send(burst)
+	for acked := uint64(0); acked < n; {
+		switch m := rc.method().(type) {
+		case *wire.BasicAck:
+			acked = m.DeliveryTag
+		default:
+			t.Fatalf("got %s, want basic.ack", m.Name())
+		}
+	}
+	if got := deadlines.Load() - before; got > 5 {
+		t.Fatalf("a burst of %d publishes (%d frames) set %d read deadlines", n, 3*n, got)
+	}
+}
