@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,126 +22,30 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/keelmq/keel/internal/bench"
-	"github.com/keelmq/keel/internal/controller"
 	"github.com/keelmq/keel/internal/faultproxy"
 	"github.com/keelmq/keel/internal/history"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// historyCluster is a controller-mode group with a fault proxy on every
-// link a test may break: each broker reaches each controller through a
-// proxy of its own (toCtrl[broker][controller]), and each broker's
-// replicas reach its replication listener through a proxy
-// (repl[broker], named to the controllers with haAdvertisedAddress).
-// The controllers reach the brokers directly.
-type historyCluster struct {
-	ctrl    []string
-	cprocs  []*controllerProc
-	cdirs   []string
-	cconf   string
-	ns      string
-	brokers []*failoverBroker
-	kafka   []string
-	amqp    []string
-	toCtrl  [][]*faultproxy.Proxy
-	repl    []*faultproxy.Proxy
-	group   func() *controller.Group
+// historyCluster is a controller-mode group of three SYNC_MASTER brokers
+// (each with a Kafka and an AMQP door). On loopback it has a fault proxy
+// on every link a test may break: each broker reaches each controller
+// through a proxy of its own (toCtrl[broker][controller]), and each
+// broker's replicas reach its replication listener through a proxy
+// (repl[broker]); the controllers reach the brokers directly. In network
+// namespaces (netns) it has none: the faults are the namespaces' links.
+type historyCluster = ctrlCluster
+
+func historyClusterOpts(netns *netnsLayout) ctrlClusterOpts {
+	return ctrlClusterOpts{name: "HistoryCluster", kafka: true, amqp: true,
+		ctrlProxies: netns == nil, replProxies: netns == nil, netns: netns}
 }
 
-func newFaultProxy(t *testing.T, target string) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.New(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
-// startHistoryCluster starts three controllers, a NameServer and a group
-// of three SYNC_MASTER brokers in controller mode (each with a Kafka and
-// an AMQP door), every port chosen at run time, the proxies in between.
+// startHistoryCluster starts the history test's cluster on loopback.
 func startHistoryCluster(t *testing.T) *historyCluster {
 	t.Helper()
-	ports := reserveLoopbackPorts(t, 3+1+3*4)
-	hc := &historyCluster{ctrl: ports[:3], ns: ports[3]}
-	confDir := t.TempDir()
-	cconf := filepath.Join(confDir, "controller.conf")
-	if err := os.WriteFile(cconf, []byte("controllerHeartBeatTimeoutMills=2000\nscanInactiveMasterInterval=200\ncontrollerFenceTimeoutMillis=1000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hc.cconf = cconf
-	for i := range 3 {
-		hc.cdirs = append(hc.cdirs, t.TempDir())
-		extra := []string{"-c", cconf}
-		if i == 0 {
-			extra = append(extra, "--bootstrap="+strings.Join(hc.ctrl, ","))
-		}
-		hc.cprocs = append(hc.cprocs, startControllerProc(t, hc.cdirs[i], hc.ctrl[i], extra...))
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, p := range hc.cprocs {
-				t.Logf("controller %d log:\n%s", i, p.logs.String())
-			}
-		}
-	})
-	waitFor(t, "an acting controller leader", 30*time.Second, func() bool {
-		st, ok := controllerStatus(t, hc.ctrl)
-		return ok && st.Acting && len(st.Voters) == 3
-	})
-	startKeelProc(t, "namesrv", "--namesrv-listen", hc.ns)
-	hc.brokers = make([]*failoverBroker, 3)
-	hc.kafka = make([]string, 3)
-	hc.amqp = make([]string, 3)
-	for i := range hc.brokers {
-		b := &failoverBroker{dir: t.TempDir(), addr: ports[4+4*i]}
-		ha := ports[5+4*i]
-		hc.kafka[i] = ports[6+4*i]
-		hc.amqp[i] = ports[7+4*i]
-		var via []string
-		var pxs []*faultproxy.Proxy
-		for _, c := range hc.ctrl {
-			p := newFaultProxy(t, c)
-			pxs = append(pxs, p)
-			via = append(via, p.Addr())
-		}
-		// A follower's redirect names the raft leader's own address; the
-		// broker is told its proxy for that controller instead, so that
-		// every one of its controller connections crosses its proxies.
-		var pairs [][2][]byte
-		for j, c := range hc.ctrl {
-			if len(c) != len(via[j]) {
-				t.Fatalf("controller address %s and its proxy %s differ in length: the rewrite keeps frame lengths", c, via[j])
-			}
-			pairs = append(pairs, [2][]byte{[]byte(c), []byte(via[j])})
-		}
-		for _, p := range pxs {
-			p.RewriteFrames(faultproxy.Backward, remotingFrame, func(b []byte) []byte {
-				for _, pr := range pairs {
-					b = bytes.ReplaceAll(b, pr[0], pr[1])
-				}
-				return b
-			})
-		}
-		hc.toCtrl = append(hc.toCtrl, pxs)
-		rp := newFaultProxy(t, ha)
-		hc.repl = append(hc.repl, rp)
-		bconf := filepath.Join(confDir, fmt.Sprintf("broker%d.conf", i))
-		if err := os.WriteFile(bconf, []byte("brokerClusterName=HistoryCluster\nbrokerName=broker-a\nbrokerRole=SYNC_MASTER\n"+
-			"enableControllerMode=true\ncontrollerAddr="+strings.Join(via, ";")+"\nminInSyncReplicas=2\nflushDiskType=SYNC_FLUSH\n"+
-			"replicaAckTimeoutMillis=2000\nhttpListen=\namqpListen=\nkafkaListen=\nbrokerIP1=127.0.0.1\n"+
-			"haAdvertisedAddress="+rp.Addr()+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", hc.ns, "--broker-listen", b.addr,
-			"--ha-listen", ha, "--kafka-listen", hc.kafka[i], "--amqp-listen", hc.amqp[i]}
-		b.proc = startKeelProc(t, b.args...)
-		hc.brokers[i] = b
-	}
-	hc.group = groupFromControllers(t, hc.ctrl, "broker-a")
-	return hc
+	return startCtrlCluster(t, historyClusterOpts(nil))
 }
 
 // remotingFrame reads one remoting frame (a 4-byte big-endian length and
@@ -259,7 +161,7 @@ func (hc *historyCluster) inject(t *testing.T, f historyFault) func() {
 		b := hc.brokers[i]
 		b.proc.cmd.Process.Signal(syscall.SIGKILL)
 		<-b.proc.exited
-		return func() { b.proc = startKeelProc(t, b.args...) }
+		return func() { b.start(t) }
 	case faultStopMaster, faultStopSlave:
 		i := master
 		if f.kind == faultStopSlave {
@@ -283,7 +185,7 @@ func (hc *historyCluster) inject(t *testing.T, f historyFault) func() {
 			p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.exited
 			// Restarted from its data directory, without --bootstrap.
-			return func() { hc.cprocs[i] = startControllerProc(t, hc.cdirs[i], hc.ctrl[i], "-c", hc.cconf) }
+			return func() { hc.startController(t, i, false) }
 		}
 		p.cmd.Process.Signal(syscall.SIGSTOP)
 		return func() { p.cmd.Process.Signal(syscall.SIGCONT) }
