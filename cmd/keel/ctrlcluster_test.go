@@ -185,6 +185,11 @@ func startCtrlCluster(t *testing.T, o ctrlClusterOpts) *ctrlCluster {
 			if o.kafkaNodeBase {
 				conf += fmt.Sprintf("kafkaNodeId=%d\n", 100*gi)
 			}
+			if o.netns != nil {
+				// A replication listener beyond loopback must authenticate
+				// its slaves.
+				conf += "haAuthSecret=" + o.netns.Bridge + "-replication-secret\n"
+			}
 			if o.replProxies {
 				rp := newFaultProxy(t, ha)
 				g.repl = append(g.repl, rp)
@@ -195,7 +200,16 @@ func startCtrlCluster(t *testing.T, o ctrlClusterOpts) *ctrlCluster {
 				t.Fatal(err)
 			}
 			b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", c.ns, "--broker-listen", b.addr, "--ha-listen", ha}
-			for _, d := range [][2]string{{"--kafka-listen", g.kafka[i]}, {"--amqp-listen", g.amqp[i]}, {"--http-listen", g.http[i]}} {
+			amqpListen := g.amqp[i]
+			if o.netns != nil && o.amqp {
+				// Guest logs in from loopback only: the door listens on the
+				// namespace's loopback, a relay in the namespace on its
+				// address (startRelayIn).
+				_, p, _ := net.SplitHostPort(g.amqp[i])
+				amqpListen = "127.0.0.1:" + p
+				startRelayIn(t, b.netns, g.amqp[i], amqpListen)
+			}
+			for _, d := range [][2]string{{"--kafka-listen", g.kafka[i]}, {"--amqp-listen", amqpListen}, {"--http-listen", g.http[i]}} {
 				if d[1] != "" {
 					b.args = append(b.args, d[0], d[1])
 				}

@@ -19,6 +19,10 @@ import (
 // TestMain lets the test binary act as the keel binary for subprocess
 // tests: with KEEL_TEST_MAIN=1 it runs main.
 func TestMain(m *testing.M) {
+	if r := os.Getenv(relayEnv); r != "" {
+		runRelay(r)
+		return
+	}
 	if os.Getenv("KEEL_TEST_MAIN") == "1" {
 		main()
 		return
