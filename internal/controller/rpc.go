@@ -244,10 +244,10 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 	for round := 0; ; round++ {
 		targets := cl.addrs
 		if l := cl.Leader(); l != "" {
-			targets = append([]string{l}, cl.addrs...)
+			targets = append([]string{l}, slices.DeleteFunc(slices.Clone(cl.addrs), func(a string) bool { return a == l })...)
 		}
-		for _, addr := range targets {
-			err := cl.invoke(ctx, addr, code, ext, b, out)
+		for i, addr := range targets {
+			err := cl.invokeShare(ctx, len(targets)-i, addr, code, ext, b, out)
 			var nl *NotLeaderError
 			switch {
 			case err == nil:
@@ -258,9 +258,11 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 					cl.mu.Lock()
 					cl.leader = nl.Leader
 					cl.mu.Unlock()
-					if err := cl.invoke(ctx, nl.Leader, code, ext, b, out); err == nil || !isRetriable(err) {
+					err := cl.invokeShare(ctx, len(targets)-i, nl.Leader, code, ext, b, out)
+					if err == nil || !isRetriable(err) {
 						return err
 					}
+					cl.drop(nl.Leader)
 				}
 			case isRetriable(err):
 				last = err
@@ -278,6 +280,26 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 		case <-time.After(cl.retry):
 		}
 	}
+}
+
+// minShare is the least time invokeShare gives one node (unless ctx has
+// less left).
+const minShare = 500 * time.Millisecond
+
+// invokeShare is invoke with a share of what is left of ctx: an equal
+// part for each of the n nodes still to try (at least minShare), so
+// that a node that accepts connections but never answers (a stopped
+// process, a partitioned host) cannot use up a call's whole deadline
+// while the others would answer: a broker whose heartbeats all went to
+// a silent former leader would be taken for dead by the new one.
+func (cl *Client) invokeShare(ctx context.Context, n int, addr string, code int16, ext map[string]string, body []byte, out any) error {
+	if dl, ok := ctx.Deadline(); ok && n > 1 {
+		share := max(time.Until(dl)/time.Duration(n), minShare)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, share)
+		defer cancel()
+	}
+	return cl.invoke(ctx, addr, code, ext, body, out)
 }
 
 // isRetriable: not-leader and transport failures are; rejections are not.
@@ -353,9 +375,9 @@ func (cl *Client) SwitchOver(ctx context.Context, req SwitchOverRequest) (GroupV
 func (cl *Client) Status(ctx context.Context) (Status, error) {
 	var first Status
 	var firstErr error = errors.New("controller: no controller address")
-	for _, addr := range cl.addrs {
+	for i, addr := range cl.addrs {
 		var s Status
-		if err := cl.invoke(ctx, addr, remoting.ReqControllerStatus, nil, nil, &s); err != nil {
+		if err := cl.invokeShare(ctx, len(cl.addrs)-i, addr, remoting.ReqControllerStatus, nil, nil, &s); err != nil {
 			firstErr = err
 			continue
 		}
@@ -367,7 +389,7 @@ func (cl *Client) Status(ctx context.Context) (Status, error) {
 		}
 		if s.LeaderAddr != "" && s.LeaderAddr != addr {
 			var ls Status
-			if err := cl.invoke(ctx, s.LeaderAddr, remoting.ReqControllerStatus, nil, nil, &ls); err == nil && ls.Acting {
+			if err := cl.invokeShare(ctx, len(cl.addrs)-i, s.LeaderAddr, remoting.ReqControllerStatus, nil, nil, &ls); err == nil && ls.Acting {
 				return ls, nil
 			}
 		}
