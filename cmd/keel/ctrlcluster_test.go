@@ -265,13 +265,27 @@ func (c *ctrlCluster) startController(t *testing.T, i int, first bool) {
 	if first && i == 0 {
 		extra = append(extra, "--bootstrap="+strings.Join(c.ctrl, ","))
 	}
+	prev := c.cprocs[i]
 	c.cprocs[i] = startControllerProcIn(t, c.ctrlNS[i], c.cdirs[i], c.ctrl[i], extra...)
+	keepLogs(prev, c.cprocs[i])
+}
+
+// keepLogs puts the logs of prev (a process that ended; nil: none) before
+// those of next, its restart, so that a failure shows every incarnation.
+func keepLogs(prev, next *controllerProc) {
+	if prev == nil {
+		return
+	}
+	<-prev.exited
+	next.logs.prepend(prev.logs.String() + "--- restarted ---\n")
 }
 
 // start starts (or restarts) b with its arguments, in its namespace.
 func (b *failoverBroker) start(t *testing.T) {
 	t.Helper()
+	prev := b.proc
 	b.proc = startKeelProcIn(t, b.netns, b.args...)
+	keepLogs(prev, b.proc)
 }
 
 // doorFailoverCluster is a group of three in controller mode, each

@@ -179,6 +179,7 @@ func (hc *historyCluster) inject(t *testing.T, f historyFault) func() {
 	}
 	master := brokerOf(t, hc.brokers, g, g.MasterID)
 	slave := (master + 1) % len(hc.brokers)
+	t.Logf("fault %s: the master is broker %d (replica %d, epoch %d), the slave faulted broker %d", f.kind, master, g.MasterID, g.MasterEpoch, slave)
 	switch f.kind {
 	case faultKillMaster, faultKillSlave:
 		i := master
@@ -720,7 +721,7 @@ func runControllerHistory(t *testing.T, netns *netnsLayout) {
 			t.Logf("fault %d: %s healed; %v later the group had a master (replica %d, epoch %d) and all three in sync", i, f.kind,
 				time.Since(healed).Round(time.Millisecond), g.MasterID, g.MasterEpoch)
 			if replacesMaster(f.kind) && g.MasterEpoch <= epochBefore {
-				t.Errorf("fault %d: %s for %v did not replace the master (still at epoch %d): a controller link bypassed the fault", i, f.kind, f.dur, epochBefore)
+				t.Errorf("fault %d: %s for %v did not replace the master (still at epoch %d, replica %d): a controller link bypassed the fault", i, f.kind, f.dur, epochBefore, g.MasterID)
 			}
 		}
 		// Traffic between faults: the Kafka and AMQP producers (which find

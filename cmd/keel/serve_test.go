@@ -42,6 +42,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// prepend puts text before what was written.
+func (s *syncBuffer) prepend(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rest := s.b.String()
+	s.b.Reset()
+	s.b.WriteString(text)
+	s.b.WriteString(rest)
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
