@@ -170,11 +170,12 @@ type Client struct {
 	mu     sync.Mutex
 	leader string
 	conns  map[string]*remoting.Client
+	failed map[string]bool // nodes whose last attempt got no answer: tried last
 }
 
 // NewClient returns a client of the controllers at addrs (controllerAddr).
 func NewClient(addrs []string) *Client {
-	return &Client{addrs: slices.Clone(addrs), retry: 50 * time.Millisecond, conns: map[string]*remoting.Client{}}
+	return &Client{addrs: slices.Clone(addrs), retry: 50 * time.Millisecond, conns: map[string]*remoting.Client{}, failed: map[string]bool{}}
 }
 
 // Close closes the client's connections.
@@ -242,10 +243,7 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 	}
 	var last error = errors.New("controller: no controller address")
 	for round := 0; ; round++ {
-		targets := cl.addrs
-		if l := cl.Leader(); l != "" {
-			targets = append([]string{l}, slices.DeleteFunc(slices.Clone(cl.addrs), func(a string) bool { return a == l })...)
-		}
+		targets := cl.order()
 		for i, addr := range targets {
 			err := cl.invokeShare(ctx, len(targets)-i, addr, code, ext, b, out)
 			var nl *NotLeaderError
@@ -267,6 +265,9 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 			case isRetriable(err):
 				last = err
 				cl.drop(addr)
+				cl.mu.Lock()
+				cl.failed[addr] = true
+				cl.mu.Unlock()
 			default:
 				return err
 			}
@@ -280,6 +281,27 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 		case <-time.After(cl.retry):
 		}
 	}
+}
+
+// order is the nodes in the order a call tries them: the leader it last
+// reached, the others, and last those whose last attempt got no answer.
+func (cl *Client) order() []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var first, rest []string
+	if cl.leader != "" && !cl.failed[cl.leader] {
+		first = append(first, cl.leader)
+	}
+	for _, a := range cl.addrs {
+		switch {
+		case a == cl.leader && !cl.failed[a]:
+		case cl.failed[a]:
+			rest = append(rest, a)
+		default:
+			first = append(first, a)
+		}
+	}
+	return append(first, rest...)
 }
 
 // minShare is the least time invokeShare gives one node (unless ctx has
@@ -317,6 +339,9 @@ func (cl *Client) invoke(ctx context.Context, addr string, code int16, ext map[s
 	if err != nil {
 		return err
 	}
+	cl.mu.Lock()
+	delete(cl.failed, addr) // it answers
+	cl.mu.Unlock()
 	if resp.Code != remoting.ResSuccess {
 		return responseError(resp)
 	}
@@ -375,10 +400,16 @@ func (cl *Client) SwitchOver(ctx context.Context, req SwitchOverRequest) (GroupV
 func (cl *Client) Status(ctx context.Context) (Status, error) {
 	var first Status
 	var firstErr error = errors.New("controller: no controller address")
-	for i, addr := range cl.addrs {
+	addrs := cl.order()
+	for i, addr := range addrs {
 		var s Status
-		if err := cl.invokeShare(ctx, len(cl.addrs)-i, addr, remoting.ReqControllerStatus, nil, nil, &s); err != nil {
+		if err := cl.invokeShare(ctx, len(addrs)-i, addr, remoting.ReqControllerStatus, nil, nil, &s); err != nil {
 			firstErr = err
+			if isRetriable(err) {
+				cl.mu.Lock()
+				cl.failed[addr] = true
+				cl.mu.Unlock()
+			}
 			continue
 		}
 		if s.Acting {
@@ -389,7 +420,7 @@ func (cl *Client) Status(ctx context.Context) (Status, error) {
 		}
 		if s.LeaderAddr != "" && s.LeaderAddr != addr {
 			var ls Status
-			if err := cl.invokeShare(ctx, len(cl.addrs)-i, s.LeaderAddr, remoting.ReqControllerStatus, nil, nil, &ls); err == nil && ls.Acting {
+			if err := cl.invokeShare(ctx, len(addrs)-i, s.LeaderAddr, remoting.ReqControllerStatus, nil, nil, &ls); err == nil && ls.Acting {
 				return ls, nil
 			}
 		}

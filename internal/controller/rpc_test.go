@@ -11,7 +11,7 @@ import (
 
 // silentNode accepts connections and never answers, as a stopped
 // controller process or one behind a partition that drops packets does.
-func silentNode(t *testing.T) string {
+func silentNode(t *testing.T) (string, func() int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,17 +38,23 @@ func silentNode(t *testing.T) string {
 		}
 		mu.Unlock()
 	})
-	return ln.Addr().String()
+	accepted := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+	return ln.Addr().String(), accepted
 }
 
 // A node that never answers, first in the list and the leader the client
 // last followed, takes a share of a call's deadline, not all of it: the
 // live nodes are asked within the same call, every call, as a broker's
 // heartbeat (3 s) must reach a new leader within its detection period.
+// Once it failed, later calls try it last: they do not wait on it again.
 func TestClientPassesASilentNode(t *testing.T) {
 	h := newHarness(t)
 	l := h.leader()
-	silent := silentNode(t)
+	silent, accepted := silentNode(t)
 	cl := NewClient(append([]string{silent}, h.addrs...))
 	defer cl.Close()
 	for i := range 3 {
@@ -60,6 +66,9 @@ func TestClientPassesASilentNode(t *testing.T) {
 		cancel()
 		if !errors.Is(err, ErrUnknownGroup) {
 			t.Fatalf("call %d past a silent node: %v, want the leader's answer %v", i, err, ErrUnknownGroup)
+		}
+		if n := accepted(); n != 1 {
+			t.Fatalf("after call %d the silent node was dialed %d times, want once (then tried last)", i, n)
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 		st, err := cl.Status(ctx)
