@@ -304,19 +304,20 @@ func (cl *Client) order() []string {
 	return append(first, rest...)
 }
 
-// minShare is the least time invokeShare gives one node (unless ctx has
-// less left).
+// minShare is the time invokeShare keeps for each node after the one it
+// tries (unless ctx has less left).
 const minShare = 500 * time.Millisecond
 
-// invokeShare is invoke with a share of what is left of ctx: an equal
-// part for each of the n nodes still to try (at least minShare), so
+// invokeShare is invoke with a share of what is left of ctx: all of it
+// but minShare for each of the n-1 nodes still to try after this one, so
 // that a node that accepts connections but never answers (a stopped
 // process, a partitioned host) cannot use up a call's whole deadline
-// while the others would answer: a broker whose heartbeats all went to
-// a silent former leader would be taken for dead by the new one.
+// while the others would answer (a broker whose heartbeats all went to a
+// silent former leader would be taken for dead by the new one), and a
+// leader slow to apply still gets most of it.
 func (cl *Client) invokeShare(ctx context.Context, n int, addr string, code int16, ext map[string]string, body []byte, out any) error {
 	if dl, ok := ctx.Deadline(); ok && n > 1 {
-		share := max(time.Until(dl)/time.Duration(n), minShare)
+		share := max(time.Until(dl)-time.Duration(n-1)*minShare, minShare)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, share)
 		defer cancel()
