@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -47,17 +46,15 @@ type controllerProc struct {
 
 func startControllerProc(t *testing.T, dir, addr string, extra ...string) *controllerProc {
 	t.Helper()
-	p := &controllerProc{logs: &syncBuffer{}, exited: make(chan struct{})}
+	return startControllerProcIn(t, "", dir, addr, extra...)
+}
+
+// startControllerProcIn runs a keel controller in network namespace
+// netns ("": this one).
+func startControllerProcIn(t *testing.T, netns, dir, addr string, extra ...string) *controllerProc {
+	t.Helper()
 	args := append([]string{"controller", "--data-dir", dir, "--controller-listen", addr}, extra...)
-	p.cmd = exec.Command(os.Args[0], args...)
-	p.cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN=1")
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.exited })
-	return p
+	return startKeelProcIn(t, netns, args...)
 }
 
 // controllerStatus runs keel controller status -o json in-process.

@@ -3,16 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,127 +13,9 @@ import (
 	"time"
 
 	"github.com/keelmq/keel/internal/bench"
+	"github.com/keelmq/keel/internal/faultproxy"
 	"github.com/keelmq/keel/internal/remoting"
 )
-
-// cutProxy stands in front of one controller: raft connections pass
-// through, and on the brokers' remoting connections it reads every
-// request frame; a connection whose requests name a replica that is cut
-// (its heartbeats, registrations) is closed, and new ones are closed at
-// their first such frame. So one broker loses the controllers while the
-// controllers, and the other brokers, keep each other. The controllers
-// advertise the proxies' addresses, so a not-leader answer redirects
-// through a proxy too.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   map[int]bool
-	conns map[net.Conn]int // client side -> the replica id its frames named (0: none yet)
-}
-
-var replicaIDField = regexp.MustCompile(`"replicaId":(\d+)`)
-
-func startCutProxy(t *testing.T, addr, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target, cut: map[int]bool{}, conns: map[net.Conn]int{}}
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *cutProxy) setCut(id int, cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut[id] = cut
-	if cut {
-		for c, tag := range p.conns {
-			if tag == id {
-				c.Close()
-			}
-		}
-	}
-}
-
-func (p *cutProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.handle(c)
-	}
-}
-
-func (p *cutProxy) handle(c net.Conn) {
-	defer c.Close()
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	p.mu.Lock()
-	p.conns[c] = 0
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, c)
-		p.mu.Unlock()
-	}()
-	go func() { io.Copy(c, up); c.Close() }()
-	var l [4]byte
-	if _, err := io.ReadFull(c, l[:1]); err != nil {
-		return
-	}
-	if l[0] == 0xCE { // a raft connection (cluster-id handshake)
-		if _, err := up.Write(l[:1]); err == nil {
-			io.Copy(up, c)
-		}
-		return
-	}
-	// Remoting frames: a 4-byte length, then the frame.
-	for {
-		if _, err := io.ReadFull(c, l[1:]); err != nil {
-			return
-		}
-		n := binary.BigEndian.Uint32(l[:])
-		if n > 16<<20 {
-			return
-		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(c, frame); err != nil {
-			return
-		}
-		if m := replicaIDField.FindSubmatch(frame); m != nil {
-			id, _ := strconv.Atoi(string(m[1]))
-			p.mu.Lock()
-			p.conns[c] = id
-			cut := p.cut[id]
-			p.mu.Unlock()
-			if cut {
-				return
-			}
-		}
-		if _, err := up.Write(append(l[:], frame...)); err != nil {
-			return
-		}
-		if _, err := io.ReadFull(c, l[:1]); err != nil {
-			return
-		}
-	}
-}
 
 // asyncAttempt is one send of a producer pinned to one broker.
 type asyncAttempt struct {
@@ -153,8 +28,8 @@ type asyncAttempt struct {
 // broker processes in controller mode, with three keel controller
 // processes and a NameServer. The master is killed with SIGKILL: a new
 // one is elected and sends go on; the old one rejoins as a slave. Then
-// the new master is cut from the controllers (proxies in front of them
-// drop its requests; role-change notifications are off, so it learns
+// the new master is cut from the controllers (its proxies to them
+// are cut; role-change notifications are off, so it learns
 // nothing): it stops acknowledging once its lease ends, before the next
 // master is elected, and a producer pinned to it recorded no
 // acknowledgement after the first one a producer sent to its successor.
@@ -165,58 +40,13 @@ func TestControllerFailoverAsyncMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven processes")
 	}
-	ports := reserveLoopbackPorts(t, 3+3+1+3*2+3)
-	ctrl, proxies, nsAddr, brokerHTTP := ports[:3], ports[3:6], ports[6], ports[13:16]
-	cut := make([]*cutProxy, 3)
-	for i := range cut {
-		cut[i] = startCutProxy(t, proxies[i], ctrl[i])
-	}
-	confDir := t.TempDir()
-	cconf := filepath.Join(confDir, "controller.conf")
+	// Each broker reaches each controller through a fault proxy of its
+	// own: cutting a broker's proxies cuts it from the controllers while
+	// the controllers, and the other brokers, keep each other.
 	const lease = time.Second // half of the detection period
-	if err := os.WriteFile(cconf, []byte("controllerHeartBeatTimeoutMills=2000\nscanInactiveMasterInterval=200\ncontrollerFenceTimeoutMillis=1000\n"+
-		"notifyBrokerRoleChanged=false\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var voters []string
-	for i, p := range proxies {
-		voters = append(voters, fmt.Sprintf("n%d-%s", i, p))
-	}
-	var cps []*controllerProc
-	for i := range 3 {
-		args := []string{"-c", cconf, "--node-id", fmt.Sprintf("n%d", i), "--controller-advertise", proxies[i]}
-		if i == 0 {
-			args = append(args, "--bootstrap="+strings.Join(voters, ";"))
-		}
-		cps = append(cps, startControllerProc(t, t.TempDir(), ctrl[i], args...))
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, p := range cps {
-				t.Logf("controller %d log:\n%s", i, p.logs.String())
-			}
-		}
-	})
-	waitFor(t, "an acting controller leader", 30*time.Second, func() bool {
-		st, ok := controllerStatus(t, proxies)
-		return ok && st.Acting && len(st.Voters) == 3
-	})
-	startKeelProc(t, "namesrv", "--namesrv-listen", nsAddr)
-	bconf := filepath.Join(confDir, "broker.conf")
-	if err := os.WriteFile(bconf, []byte("brokerClusterName=AsyncCluster\nbrokerName=broker-a\nbrokerRole=ASYNC_MASTER\n"+
-		"enableControllerMode=true\ncontrollerAddr="+strings.Join(proxies, ";")+"\nflushDiskType=SYNC_FLUSH\n"+
-		"replicaAckTimeoutMillis=2000\nkafkaListen=\namqpListen=\nbrokerIP1=127.0.0.1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	brokers := make([]*failoverBroker, 3)
-	for i := range brokers {
-		b := &failoverBroker{dir: t.TempDir(), addr: ports[7+2*i]}
-		b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", nsAddr, "--broker-listen", b.addr, "--ha-listen", ports[8+2*i],
-			"--http-listen", brokerHTTP[i]}
-		b.proc = startKeelProc(t, b.args...)
-		brokers[i] = b
-	}
-	group := groupFromControllers(t, proxies, "broker-a")
+	c := startCtrlCluster(t, ctrlClusterOpts{name: "AsyncCluster", role: "ASYNC_MASTER", http: true, ctrlProxies: true,
+		ctrlConf: "notifyBrokerRoleChanged=false\n"})
+	brokers, brokerHTTP, nsAddr, group := c.brokers, c.http, c.ns, c.group
 	dump := func() { dumpBrokers(t, brokers) }
 	g := waitMasterElected(t, brokers, group)
 	first := brokerOf(t, brokers, g, g.MasterID)
@@ -380,8 +210,8 @@ func TestControllerFailoverAsyncMaster(t *testing.T) {
 		return len(pinned) > 0 && pinned[len(pinned)-1].ok
 	})
 	cutAt := time.Now()
-	for _, p := range cut {
-		p.setCut(int(secondID), true)
+	for _, p := range c.toCtrl[second] {
+		p.Cut(faultproxy.Both)
 	}
 	took := sendUntilOther("after the cut", brokers[second].addr)
 	g = group()
@@ -450,8 +280,8 @@ func TestControllerFailoverAsyncMaster(t *testing.T) {
 	}
 
 	// 3. Healed: the cut master learns of its successor and rejoins.
-	for _, p := range cut {
-		p.setCut(int(secondID), false)
+	for _, p := range c.toCtrl[second] {
+		p.Heal()
 	}
 	waitFor(t, "the cut master back as a slave, in sync", 30*time.Second, func() bool {
 		g = group()

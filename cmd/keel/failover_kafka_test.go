@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,49 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// doorFailoverCluster starts three controllers, a NameServer and a group
-// of three brokers in controller mode, each with one door (doorFlag:
-// --kafka-listen or --amqp-listen) on a port chosen now; it returns the
-// brokers, their doors' addresses and a function reading the group from
-// the controllers.
-func doorFailoverCluster(t *testing.T, doorFlag string) ([]*failoverBroker, []string, func() *controller.Group) {
-	t.Helper()
-	ports := reserveLoopbackPorts(t, 3+1+3*3)
-	ctrl, nsAddr := ports[:3], ports[3]
-	confDir := t.TempDir()
-	cconf := filepath.Join(confDir, "controller.conf")
-	if err := os.WriteFile(cconf, []byte("controllerHeartBeatTimeoutMills=2000\nscanInactiveMasterInterval=200\ncontrollerFenceTimeoutMillis=1000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	startControllerProc(t, t.TempDir(), ctrl[0], "-c", cconf, "--bootstrap="+strings.Join(ctrl, ","))
-	for i := 1; i < 3; i++ {
-		startControllerProc(t, t.TempDir(), ctrl[i], "-c", cconf)
-	}
-	waitFor(t, "an acting controller leader", 30*time.Second, func() bool {
-		st, ok := controllerStatus(t, ctrl)
-		return ok && st.Acting && len(st.Voters) == 3
-	})
-	startKeelProc(t, "namesrv", "--namesrv-listen", nsAddr)
-	bconf := filepath.Join(confDir, "broker.conf")
-	if err := os.WriteFile(bconf, []byte("brokerClusterName=FailoverCluster\nbrokerName=broker-a\nbrokerRole=SYNC_MASTER\n"+
-		"enableControllerMode=true\ncontrollerAddr="+strings.Join(ctrl, ";")+"\nminInSyncReplicas=2\nflushDiskType=SYNC_FLUSH\n"+
-		"replicaAckTimeoutMillis=2000\nhttpListen=\namqpListen=\nkafkaListen=\nbrokerIP1=127.0.0.1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	brokers := make([]*failoverBroker, 3)
-	kafkaAddrs := make([]string, 3)
-	for i := range brokers {
-		b := &failoverBroker{dir: t.TempDir(), addr: ports[4+3*i]}
-		kafkaAddrs[i] = ports[6+3*i]
-		b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", nsAddr, "--broker-listen", b.addr,
-			"--ha-listen", ports[5+3*i], doorFlag, kafkaAddrs[i]}
-		b.proc = startKeelProc(t, b.args...)
-		brokers[i] = b
-	}
-	group := groupFromControllers(t, ctrl, "broker-a")
-	return brokers, kafkaAddrs, group
-}
 
 // kafkaMetadata asks the Kafka door at addr for topic's metadata.
 func kafkaMetadata(ctx context.Context, addr, topic string) (*kmsg.MetadataResponse, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,9 +26,15 @@ import (
 // startKeelProc runs the keel binary (this test binary) with args.
 func startKeelProc(t *testing.T, args ...string) *controllerProc {
 	t.Helper()
+	return startKeelProcIn(t, "", args...)
+}
+
+// startKeelProcIn runs the keel binary with args in network namespace
+// netns ("": this one).
+func startKeelProcIn(t *testing.T, netns string, args ...string) *controllerProc {
+	t.Helper()
 	p := &controllerProc{logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], args...)
-	p.cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN=1")
+	p.cmd = keelCommand(netns, args...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -44,6 +49,7 @@ type failoverBroker struct {
 	proc      *controllerProc
 	dir, addr string
 	args      []string
+	netns     string // its network namespace ("": the test's)
 }
 
 // ackedSend is one SEND_OK: where the broker said the message is.

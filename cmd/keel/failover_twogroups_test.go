@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,62 +19,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// twoGroupCluster is three controllers, a NameServer and two broker
-// groups of three in controller mode (broker-a, broker-b), every member
-// with a Kafka and an AMQP door, every port chosen at run time.
-type twoGroupCluster struct {
-	ns      string
-	groups  map[string][]*failoverBroker
-	kafka   map[string][]string
-	amqp    map[string][]string
-	control map[string]func() *controller.Group
-}
-
-func startTwoGroupCluster(t *testing.T) *twoGroupCluster {
+// startTwoGroupCluster is three controllers, a NameServer and two
+// broker groups of three in controller mode (broker-a, broker-b), every
+// member with a Kafka and an AMQP door; kafkaNodeId is each group's base
+// for its members' node ids (replica id + base).
+func startTwoGroupCluster(t *testing.T) *ctrlCluster {
 	t.Helper()
-	ports := reserveLoopbackPorts(t, 3+1+6*4)
-	ctrl := ports[:3]
-	c := &twoGroupCluster{ns: ports[3], groups: map[string][]*failoverBroker{}, kafka: map[string][]string{},
-		amqp: map[string][]string{}, control: map[string]func() *controller.Group{}}
-	confDir := t.TempDir()
-	cconf := filepath.Join(confDir, "controller.conf")
-	if err := os.WriteFile(cconf, []byte("controllerHeartBeatTimeoutMills=2000\nscanInactiveMasterInterval=200\ncontrollerFenceTimeoutMillis=1000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	startControllerProc(t, t.TempDir(), ctrl[0], "-c", cconf, "--bootstrap="+strings.Join(ctrl, ","))
-	for i := 1; i < 3; i++ {
-		startControllerProc(t, t.TempDir(), ctrl[i], "-c", cconf)
-	}
-	waitFor(t, "an acting controller leader", 30*time.Second, func() bool {
-		st, ok := controllerStatus(t, ctrl)
-		return ok && st.Acting && len(st.Voters) == 3
-	})
-	startKeelProc(t, "namesrv", "--namesrv-listen", c.ns)
-	next := 4
-	for gi, name := range []string{"broker-a", "broker-b"} {
-		// The members of a group share one broker.conf; kafkaNodeId is the
-		// group's base for its members' node ids (replica id + base).
-		bconf := filepath.Join(confDir, name+".conf")
-		if err := os.WriteFile(bconf, []byte("brokerClusterName=TwoGroups\nbrokerName="+name+"\nbrokerRole=SYNC_MASTER\n"+
-			"enableControllerMode=true\ncontrollerAddr="+strings.Join(ctrl, ";")+"\nminInSyncReplicas=2\nflushDiskType=SYNC_FLUSH\n"+
-			fmt.Sprintf("kafkaNodeId=%d\n", 100*gi)+
-			"replicaAckTimeoutMillis=2000\nhttpListen=\namqpListen=\nkafkaListen=\nbrokerIP1=127.0.0.1\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		for range 3 {
-			b := &failoverBroker{dir: t.TempDir(), addr: ports[next]}
-			kafka, amqp := ports[next+2], ports[next+3]
-			b.args = []string{"broker", "-c", bconf, "--data-dir", b.dir, "-n", c.ns, "--broker-listen", b.addr,
-				"--ha-listen", ports[next+1], "--kafka-listen", kafka, "--amqp-listen", amqp}
-			next += 4
-			b.proc = startKeelProc(t, b.args...)
-			c.groups[name] = append(c.groups[name], b)
-			c.kafka[name] = append(c.kafka[name], kafka)
-			c.amqp[name] = append(c.amqp[name], amqp)
-		}
-		c.control[name] = groupFromControllers(t, ctrl, name)
-	}
-	return c
+	return startCtrlCluster(t, ctrlClusterOpts{name: "TwoGroups", groups: []string{"broker-a", "broker-b"},
+		kafka: true, amqp: true, kafkaNodeBase: true})
 }
 
 // flow is one client's record of a run: its acknowledged sends and the
@@ -146,19 +96,21 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 	c := startTwoGroupCluster(t)
 	var all []*failoverBroker
 	for _, name := range []string{"broker-a", "broker-b"} {
-		all = append(all, c.groups[name]...)
+		all = append(all, c.byName(name).brokers...)
 	}
 	dump := func() { dumpBrokers(t, all) }
 	masters := map[string]int{}
 	epochs := map[string]uint32{}
-	for name, bs := range c.groups {
-		g := waitMasterElected(t, bs, c.control[name])
+	for _, cg := range c.groups {
+		name, bs := cg.name, cg.brokers
+		g := waitMasterElected(t, bs, cg.group)
 		masters[name], epochs[name] = brokerOf(t, bs, g, g.MasterID), g.MasterEpoch
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const topic, queues = "TwoGroups", 4
-	for name, bs := range c.groups {
+	for _, cg := range c.groups {
+		name, bs := cg.name, cg.brokers
 		mc, err := remoting.Dial(ctx, bs[masters[name]].addr, remoting.ClientConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -168,7 +120,7 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 		}
 		mc.Close()
 	}
-	seeds := append(append([]string(nil), c.kafka["broker-a"]...), c.kafka["broker-b"]...)
+	seeds := append(append([]string(nil), c.byName("broker-a").kafka...), c.byName("broker-b").kafka...)
 	// Partitions follow the groups in brokerName order: broker-a's queues
 	// are partitions 0-3, broker-b's 4-7.
 	lastMD := ""
@@ -178,7 +130,7 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 		}
 	}()
 	waitFor(t, "Metadata of the topic over both groups", 30*time.Second, func() bool {
-		md, err := kafkaMetadata(ctx, c.kafka["broker-a"][masters["broker-a"]], topic) // a slave's door is closed
+		md, err := kafkaMetadata(ctx, c.byName("broker-a").kafka[masters["broker-a"]], topic) // a slave's door is closed
 		if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 2*queues {
 			lastMD = fmt.Sprintf("%+v %v", md, err)
 			return false
@@ -283,7 +235,7 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 	amqpFlow := &flow{}
 	running(func() {
 		for !stopped() {
-			conn, _, err := dialAnyAMQP(c.amqp["broker-b"])
+			conn, _, err := dialAnyAMQP(c.byName("broker-b").amqp)
 			if err != nil {
 				amqpFlow.fail(time.Now(), err)
 				time.Sleep(50 * time.Millisecond)
@@ -339,7 +291,7 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 		}
 		return true
 	})
-	old := c.groups["broker-a"][masters["broker-a"]]
+	old := c.byName("broker-a").brokers[masters["broker-a"]]
 	killAt := time.Now()
 	if err := old.proc.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -348,7 +300,7 @@ func TestControllerFailoverTwoGroups(t *testing.T) {
 	t.Logf("killed broker-a's master (broker %d)", masters["broker-a"])
 	var after *controller.Group
 	waitFor(t, "broker-a's new master", 30*time.Second, func() bool {
-		after = c.control["broker-a"]()
+		after = c.byName("broker-a").group()
 		return after != nil && after.MasterID != 0 && after.MasterEpoch > epochs["broker-a"]
 	})
 	var aFirst time.Duration

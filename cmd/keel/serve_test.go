@@ -19,6 +19,10 @@ import (
 // TestMain lets the test binary act as the keel binary for subprocess
 // tests: with KEEL_TEST_MAIN=1 it runs main.
 func TestMain(m *testing.M) {
+	if r := os.Getenv(relayEnv); r != "" {
+		runRelay(r)
+		return
+	}
 	if os.Getenv("KEEL_TEST_MAIN") == "1" {
 		main()
 		return
@@ -36,6 +40,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
+}
+
+// prepend puts text before what was written.
+func (s *syncBuffer) prepend(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rest := s.b.String()
+	s.b.Reset()
+	s.b.WriteString(text)
+	s.b.WriteString(rest)
 }
 
 func (s *syncBuffer) String() string {

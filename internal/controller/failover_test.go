@@ -422,3 +422,23 @@ func TestUncleanElectionByConfig(t *testing.T) {
 		t.Fatalf("unclean election by config: %+v", g)
 	}
 }
+
+// A slave that promised an epoch above the master's (the fence of an
+// election whose leader lost leadership before committing it) refuses the
+// master for good: the leader elects again, at that epoch, and the slave
+// is back in a group it follows.
+func TestSlaveFencedAboveTheMasterEpochIsResolved(t *testing.T) {
+	h := newHarness(t)
+	b1, _, b3 := h.groupOfThree()
+	g := h.group()
+	if g.MasterID != b1.id || g.MasterEpoch != 1 {
+		t.Fatalf("group %+v", g)
+	}
+	b3.mu.Lock()
+	b3.fencedEpoch = 2 // promised to an election never committed
+	b3.mu.Unlock()
+	g = h.waitEpoch(2)
+	if g.MasterID == 0 || !g.inSync(g.MasterID) {
+		t.Fatalf("after the promise above the epoch: %+v", g)
+	}
+}

@@ -191,7 +191,7 @@ func (c *Controller) checkGroups(ctx context.Context) {
 		if l.electing[n] || now.Sub(l.seen[n]) < d || now.Before(l.retryAt[n]) {
 			continue
 		}
-		if g.MasterID != 0 && l.masterAlive(g, now, d) {
+		if g.MasterID != 0 && l.masterAlive(g, now, d) && !l.fencedAbove(g, now, d) {
 			delete(l.noMaster, n)
 			continue
 		}
@@ -225,6 +225,19 @@ func (c *Controller) checkGroups(ctx context.Context) {
 			l.mu.Unlock()
 		})
 	}
+}
+
+// fencedAbove reports whether a live replica of g promised an epoch above
+// g's (an election that fenced it and was never committed: its leader
+// lost leadership in between). Such a replica refuses the master for
+// good; the group elects again, at an epoch it accepts.
+func (l *leaderState) fencedAbove(g *Group, now time.Time, d time.Duration) bool {
+	for _, r := range g.Replicas {
+		if h, ok := l.live[r.ID]; ok && now.Sub(h.at) < d && h.incarnation == r.Incarnation && h.fencedEpoch > g.MasterEpoch {
+			return true
+		}
+	}
+	return false
 }
 
 // masterAlive: the master heartbeated within d, at the incarnation it was

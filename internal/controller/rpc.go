@@ -170,11 +170,12 @@ type Client struct {
 	mu     sync.Mutex
 	leader string
 	conns  map[string]*remoting.Client
+	failed map[string]bool // nodes whose last attempt got no answer: tried last
 }
 
 // NewClient returns a client of the controllers at addrs (controllerAddr).
 func NewClient(addrs []string) *Client {
-	return &Client{addrs: slices.Clone(addrs), retry: 50 * time.Millisecond, conns: map[string]*remoting.Client{}}
+	return &Client{addrs: slices.Clone(addrs), retry: 50 * time.Millisecond, conns: map[string]*remoting.Client{}, failed: map[string]bool{}}
 }
 
 // Close closes the client's connections.
@@ -242,12 +243,9 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 	}
 	var last error = errors.New("controller: no controller address")
 	for round := 0; ; round++ {
-		targets := cl.addrs
-		if l := cl.Leader(); l != "" {
-			targets = append([]string{l}, cl.addrs...)
-		}
-		for _, addr := range targets {
-			err := cl.invoke(ctx, addr, code, ext, b, out)
+		targets := cl.order()
+		for i, addr := range targets {
+			err := cl.invokeShare(ctx, len(targets)-i, addr, code, ext, b, out)
 			var nl *NotLeaderError
 			switch {
 			case err == nil:
@@ -258,13 +256,18 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 					cl.mu.Lock()
 					cl.leader = nl.Leader
 					cl.mu.Unlock()
-					if err := cl.invoke(ctx, nl.Leader, code, ext, b, out); err == nil || !isRetriable(err) {
+					err := cl.invokeShare(ctx, len(targets)-i, nl.Leader, code, ext, b, out)
+					if err == nil || !isRetriable(err) {
 						return err
 					}
+					cl.drop(nl.Leader)
 				}
 			case isRetriable(err):
 				last = err
 				cl.drop(addr)
+				cl.mu.Lock()
+				cl.failed[addr] = true
+				cl.mu.Unlock()
 			default:
 				return err
 			}
@@ -278,6 +281,48 @@ func (cl *Client) call(ctx context.Context, code int16, ext map[string]string, b
 		case <-time.After(cl.retry):
 		}
 	}
+}
+
+// order is the nodes in the order a call tries them: the leader it last
+// reached, the others, and last those whose last attempt got no answer.
+func (cl *Client) order() []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var first, rest []string
+	if cl.leader != "" && !cl.failed[cl.leader] {
+		first = append(first, cl.leader)
+	}
+	for _, a := range cl.addrs {
+		switch {
+		case a == cl.leader && !cl.failed[a]:
+		case cl.failed[a]:
+			rest = append(rest, a)
+		default:
+			first = append(first, a)
+		}
+	}
+	return append(first, rest...)
+}
+
+// minShare is the time invokeShare keeps for each node after the one it
+// tries (unless ctx has less left).
+const minShare = 500 * time.Millisecond
+
+// invokeShare is invoke with a share of what is left of ctx: all of it
+// but minShare for each of the n-1 nodes still to try after this one, so
+// that a node that accepts connections but never answers (a stopped
+// process, a partitioned host) cannot use up a call's whole deadline
+// while the others would answer (a broker whose heartbeats all went to a
+// silent former leader would be taken for dead by the new one), and a
+// leader slow to apply still gets most of it.
+func (cl *Client) invokeShare(ctx context.Context, n int, addr string, code int16, ext map[string]string, body []byte, out any) error {
+	if dl, ok := ctx.Deadline(); ok && n > 1 {
+		share := max(time.Until(dl)-time.Duration(n-1)*minShare, minShare)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, share)
+		defer cancel()
+	}
+	return cl.invoke(ctx, addr, code, ext, body, out)
 }
 
 // isRetriable: not-leader and transport failures are; rejections are not.
@@ -295,6 +340,9 @@ func (cl *Client) invoke(ctx context.Context, addr string, code int16, ext map[s
 	if err != nil {
 		return err
 	}
+	cl.mu.Lock()
+	delete(cl.failed, addr) // it answers
+	cl.mu.Unlock()
 	if resp.Code != remoting.ResSuccess {
 		return responseError(resp)
 	}
@@ -353,10 +401,16 @@ func (cl *Client) SwitchOver(ctx context.Context, req SwitchOverRequest) (GroupV
 func (cl *Client) Status(ctx context.Context) (Status, error) {
 	var first Status
 	var firstErr error = errors.New("controller: no controller address")
-	for _, addr := range cl.addrs {
+	addrs := cl.order()
+	for i, addr := range addrs {
 		var s Status
-		if err := cl.invoke(ctx, addr, remoting.ReqControllerStatus, nil, nil, &s); err != nil {
+		if err := cl.invokeShare(ctx, len(addrs)-i, addr, remoting.ReqControllerStatus, nil, nil, &s); err != nil {
 			firstErr = err
+			if isRetriable(err) {
+				cl.mu.Lock()
+				cl.failed[addr] = true
+				cl.mu.Unlock()
+			}
 			continue
 		}
 		if s.Acting {
@@ -367,7 +421,7 @@ func (cl *Client) Status(ctx context.Context) (Status, error) {
 		}
 		if s.LeaderAddr != "" && s.LeaderAddr != addr {
 			var ls Status
-			if err := cl.invoke(ctx, s.LeaderAddr, remoting.ReqControllerStatus, nil, nil, &ls); err == nil && ls.Acting {
+			if err := cl.invokeShare(ctx, len(addrs)-i, s.LeaderAddr, remoting.ReqControllerStatus, nil, nil, &ls); err == nil && ls.Acting {
 				return ls, nil
 			}
 		}
