@@ -37,7 +37,7 @@ func TestControllerFailoverCrossGroupOffsets(t *testing.T) {
 	c := startTwoGroupCluster(t)
 	var all []*failoverBroker
 	for _, name := range []string{"broker-a", "broker-b"} {
-		all = append(all, c.groups[name]...)
+		all = append(all, c.byName(name).brokers...)
 	}
 	ok := false
 	defer func() {
@@ -52,15 +52,17 @@ func TestControllerFailoverCrossGroupOffsets(t *testing.T) {
 		epoch uint32
 	}
 	masters := map[string]master{}
-	for name, bs := range c.groups {
-		g := waitMasterElected(t, bs, c.control[name])
+	for _, cg := range c.groups {
+		name, bs := cg.name, cg.brokers
+		g := waitMasterElected(t, bs, cg.group)
 		masters[name] = master{brokerOf(t, bs, g, g.MasterID), g.MasterID, g.MasterEpoch}
 	}
 	nodeOf := func(name string) int32 { return base[name] + int32(masters[name].id) }
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic, queues, partitions = "XOffsets", 2, 4
-	for name, bs := range c.groups {
+	for _, cg := range c.groups {
+		name, bs := cg.name, cg.brokers
 		mc, err := remoting.Dial(ctx, bs[masters[name].idx].addr, remoting.ClientConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -70,8 +72,8 @@ func TestControllerFailoverCrossGroupOffsets(t *testing.T) {
 		}
 		mc.Close()
 	}
-	seeds := append(append([]string(nil), c.kafka["broker-a"]...), c.kafka["broker-b"]...)
-	masterDoor := func(name string) string { return c.kafka[name][masters[name].idx] }
+	seeds := append(append([]string(nil), c.byName("broker-a").kafka...), c.byName("broker-b").kafka...)
+	masterDoor := func(name string) string { return c.byName(name).kafka[masters[name].idx] }
 
 	// Metadata at a master names both groups' masters as the leaders.
 	lastMD := ""
@@ -256,17 +258,17 @@ func TestControllerFailoverCrossGroupOffsets(t *testing.T) {
 	kill := func(name string) {
 		t.Helper()
 		m := masters[name]
-		b := c.groups[name][m.idx]
+		b := c.byName(name).brokers[m.idx]
 		if err := b.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		<-b.proc.exited
 		var g *controller.Group
 		waitFor(t, name+"'s new master elected", 40*time.Second, func() bool {
-			g = c.control[name]()
+			g = c.byName(name).group()
 			return g != nil && g.MasterID != 0 && g.MasterID != m.id && g.MasterEpoch > m.epoch
 		})
-		masters[name] = master{brokerOf(t, c.groups[name], g, g.MasterID), g.MasterID, g.MasterEpoch}
+		masters[name] = master{brokerOf(t, c.byName(name).brokers, g, g.MasterID), g.MasterID, g.MasterEpoch}
 		t.Logf("%s: master replica %d killed; replica %d elected at epoch %d", name, m.id, g.MasterID, g.MasterEpoch)
 	}
 
