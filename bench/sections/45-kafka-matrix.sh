@@ -112,10 +112,15 @@ print("The workload of the peer table (bench/sections/80-peers.sh) through the K
       "Broker CPU: user+system time of `keel serve` over the measured window divided by the records acknowledged in it.\n" % rev)
 print("| payload | compression | partitions | publish msg/s | delivered msg/s | e2e p50 ms | e2e p99 ms | broker CPU µs/msg | errors |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+notes = []
 for name in sys.argv[8:]:
     r = json.load(open(os.path.join(work, name + ".json")))
+    if r.get("first_error"):
+        notes.append("%s, %s, %d partitions: %d errors, the first `%s`" % (r["payload"], r["compression"], r["partitions"], r["errors"], r["first_error"]))
     print("| %s | %s | %d | %.0f | %.0f | %.2f | %.1f | %.1f | %d |" % (r["payload"], r["compression"], r["partitions"],
           r["publish_msgs_per_sec"], r["deliver_msgs_per_sec"], r["e2e_p50_ms"], r["e2e_p99_ms"], r["broker_cpu_us_per_msg"], r["errors"]))
+if notes:
+    print("\n" + "\n\n".join(notes))
 b = json.load(open(os.path.join(work, "backlog.json")))
 print("\nA backlog read from disk: the producers fill a topic of 8 partitions with %d records (%.0f MiB of random payload, uncompressed) "
       "in %.1f s with no consumer; the page cache is dropped (`echo 3 > /proc/sys/vm/drop_caches`%s); then 4 consumers, splitting the "
