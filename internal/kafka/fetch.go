@@ -24,7 +24,6 @@ package kafka
 
 import (
 	"cmp"
-	"math"
 	"sync"
 	"time"
 
@@ -150,9 +149,14 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 	}
 	lso := s.lastStable(part, hwm)
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hwm, lso, start
-	stop := int64(math.MaxInt64) // read_uncommitted: what the queue shows
+	// Nothing at or past the high watermark this response reports is
+	// served: the dispatcher adds a batch's entries one by one, so a read
+	// may see a batch's first entry before its last, and a client handed
+	// that whole batch would fetch next past the high watermark (and be
+	// told OFFSET_OUT_OF_RANGE).
+	stop := hwm // read_uncommitted
 	if committed {
-		stop = lso
+		stop = min(lso, hwm)
 	}
 	switch {
 	case p.FetchOffset > hwm && s.cfg.Follower:
@@ -185,7 +189,8 @@ func (s *Server) fetchPartition(topic string, p kmsg.FetchRequestTopicPartition,
 // batch as stored (the one holding off may start before it), other
 // protocols' messages converted, and after a batch goes on at the entry
 // after its last record (its other entries locate the same record); it
-// serves nothing at or after entry stop (a read_committed fetch's LSO).
+// serves nothing at or after entry stop (the high watermark, or a
+// read_committed fetch's LSO), and no batch that ends after it.
 func (s *Server) readBatches(part *partition, off, stop int64, limit int, rp *kmsg.FetchResponseTopicPartition) error {
 	k := part.key
 	idx := off                       // the next entry not served
@@ -216,7 +221,7 @@ func (s *Server) readBatches(part *partition, off, stop int64, limit int, rp *km
 				if b.end <= idx {
 					continue // another entry of a batch already served
 				}
-				if b.base >= stop {
+				if b.base >= stop || b.end > stop {
 					full = true
 					break
 				}

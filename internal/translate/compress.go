@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -51,6 +52,14 @@ func codecName(c int) string {
 // inflate returns the decompressed src of Kafka codec c, refusing output
 // beyond limit bytes without producing it.
 func inflate(c int, src []byte, limit int) ([]byte, error) {
+	return inflateInto(nil, c, src, limit)
+}
+
+// inflateInto is inflate writing the inflated bytes over dst (its
+// capacity reused; the result may be a new slice when dst is too small).
+// An uncompressed src is returned as it is.
+func inflateInto(dst []byte, c int, src []byte, limit int) ([]byte, error) {
+	dst = dst[:0]
 	switch c {
 	case codecNone:
 		return src, nil
@@ -59,12 +68,12 @@ func inflate(c int, src []byte, limit int) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
 		}
-		return readLimited(zr, "gzip", limit)
+		return readLimited(dst, zr, "gzip", limit)
 	case codecSnappy:
-		return inflateSnappy(src, limit)
+		return inflateSnappy(dst, src, limit)
 	case codecLZ4:
 		zr := lz4.NewReader(bytes.NewReader(src))
-		return readLimited(zr, "lz4", limit)
+		return readLimited(dst, zr, "lz4", limit)
 	case codecZstd:
 		d := zstdPool.Get().(*zstdDecoder)
 		defer zstdPool.Put(d)
@@ -74,7 +83,7 @@ func inflate(c int, src []byte, limit int) ([]byte, error) {
 		if err := d.d.Reset(bytes.NewReader(src)); err != nil {
 			return nil, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
 		}
-		return readLimited(d.d, "zstd", limit)
+		return readLimited(dst, d.d, "zstd", limit)
 	}
 	return nil, fmt.Errorf("%w: unknown compression codec %d", ErrMalformed, c)
 }
@@ -85,12 +94,13 @@ func inflateZlib(src []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: zlib: %v", ErrMalformed, err)
 	}
-	return readLimited(zr, "zlib", limit)
+	return readLimited(nil, zr, "zlib", limit)
 }
 
-// readLimited reads r to its end, failing once more than limit bytes come.
-func readLimited(r io.Reader, codec string, limit int) ([]byte, error) {
-	var buf bytes.Buffer
+// readLimited reads r to its end over dst, failing once more than limit
+// bytes come.
+func readLimited(dst []byte, r io.Reader, codec string, limit int) ([]byte, error) {
+	buf := bytes.NewBuffer(dst[:0])
 	n, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, codec, err)
@@ -106,14 +116,14 @@ func readLimited(r io.Reader, codec string, limit int) ([]byte, error) {
 // big-endian int32 length and a raw snappy block.
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
-func inflateSnappy(src []byte, limit int) ([]byte, error) {
+func inflateSnappy(dst, src []byte, limit int) ([]byte, error) {
 	if !bytes.HasPrefix(src, xerialMagic) {
-		return snappyBlock(nil, src, limit)
+		return snappyBlock(dst[:0], src, limit)
 	}
 	if len(src) < 16 {
 		return nil, fmt.Errorf("%w: snappy: xerial header of %d bytes", ErrMalformed, len(src))
 	}
-	var out []byte
+	out := dst[:0]
 	for rest := src[16:]; len(rest) > 0; {
 		if len(rest) < 4 {
 			return nil, fmt.Errorf("%w: snappy: truncated xerial chunk length", ErrMalformed)
@@ -141,11 +151,17 @@ func snappyBlock(dst, src []byte, limit int) ([]byte, error) {
 	if n > limit-len(dst) {
 		return nil, fmt.Errorf("%w: snappy data inflates beyond %d bytes", ErrTooLarge, limit)
 	}
-	out, err := s2.Decode(make([]byte, n), src)
+	dst = slices.Grow(dst, n)
+	into := dst[len(dst) : len(dst)+n]
+	out, err := s2.Decode(into, src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
 	}
-	return append(dst, out...), nil
+	if len(out) != n {
+		return nil, fmt.Errorf("%w: snappy: %d bytes decoded, %d announced", ErrMalformed, len(out), n)
+	}
+	copy(into, out) // s2 decodes into into itself, which is large enough
+	return dst[:len(dst)+n], nil
 }
 
 // zstdDecoder is a pooled streaming decoder (one goroutine each, a bounded

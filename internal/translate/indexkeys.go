@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"github.com/keelmq/keel/internal/store/record"
 )
@@ -20,6 +21,12 @@ const (
 	IndexInflateRatio    = 32
 	MinIndexInflateBytes = 1 << 20
 )
+
+// inflatePool holds IndexKeys' buffers for inflated batches; one grown
+// beyond maxPooledInflateBytes is left to the collector.
+var inflatePool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledInflateBytes = 4 << 20
 
 // IndexKeys calls key with each index key of rec, a Kafka batch or an
 // AMQP record (the store's hook for the types whose bodies it does not
@@ -48,7 +55,16 @@ func IndexKeys(rec []byte, limit int, key func([]byte)) error {
 			seen = make(map[string]bool)
 		}
 		limit = min(limit, max(MinIndexInflateBytes, IndexInflateRatio*len(e.Body())))
-		return EachKafkaRecord(e.Body(), limit, func(r *KafkaRecord) error {
+		// The inflated records are read here and dropped (the keys named
+		// are valid only during key): one pooled buffer serves batch after
+		// batch instead of a new one grown for each.
+		scratch := inflatePool.Get().(*[]byte)
+		defer func() {
+			if cap(*scratch) <= maxPooledInflateBytes {
+				inflatePool.Put(scratch)
+			}
+		}()
+		return eachKafkaRecord(e.Body(), limit, scratch, func(r *KafkaRecord) error {
 			k := r.Key
 			if len(k) == 0 || len(k) > MaxIndexKeyBytes || !propText(k) || seen[string(k)] {
 				return nil

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -102,5 +103,59 @@ func TestIndexKeysInflateBound(t *testing.T) {
 	rec = stored(t, record.KafkaBatch, 1, "k", 0, 0, 4096, 1, kafkaBatch(t, codecZstd, 0, 1, ok))
 	if got := indexKeys(t, rec); !slices.Equal(got, []string{"fine"}) {
 		t.Errorf("keys %q", got)
+	}
+}
+
+// TestIndexKeysReusesItsBuffer: IndexKeys inflates compressed batches
+// into a pooled buffer, so batch after batch allocates a small fraction of
+// what they inflate to (it grew a new buffer for each: about twice the
+// inflated size), and a batch read after another, larger or of another
+// codec, still names exactly its own keys.
+func TestIndexKeysReusesItsBuffer(t *testing.T) {
+	batch := func(codec, n int, prefix string) ([]byte, []string) {
+		recs := make([]kmsg.Record, n)
+		var want []string
+		for i := range recs {
+			k := prefix + "-" + string(rune('a'+i%26)) + string(rune('a'+i/26%26))
+			recs[i] = kmsg.Record{OffsetDelta: int32(i), Key: []byte(k), Value: bytes.Repeat([]byte{byte('0' + i%10)}, 1024)}
+			want = append(want, k)
+		}
+		return stored(t, record.KafkaBatch, int32(n), "k", 0, 0, 4096, 1_700_000_000_000, kafkaBatch(t, codec, 0, 1_700_000_000_000, recs)), want
+	}
+	for _, codec := range []int{codecSnappy, codecLZ4, codecZstd} {
+		big, bigKeys := batch(codec, 100, "big")
+		small, smallKeys := batch(codec, 3, "small")
+		otherCodec := codecLZ4
+		if codec == codecLZ4 {
+			otherCodec = codecZstd
+		}
+		other, otherKeys := batch(otherCodec, 50, "other") // another codec between
+		for range 3 {
+			for _, c := range []struct {
+				rec  []byte
+				want []string
+			}{{big, bigKeys}, {small, smallKeys}, {other, otherKeys}} {
+				if got := indexKeys(t, c.rec); !slices.Equal(got, c.want) {
+					t.Fatalf("codec %d: keys %q, want %q", codec, got, c.want)
+				}
+			}
+		}
+		if raceEnabled {
+			continue
+		}
+		const runs = 50
+		var before, after runtime.MemStats
+		indexKeys(t, big) // the pool holds a buffer of the batch's size
+		runtime.ReadMemStats(&before)
+		for range runs {
+			if err := IndexKeys(big, DefaultLimit, func([]byte) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		perCall := (after.TotalAlloc - before.TotalAlloc) / runs
+		if inflated := uint64(100 * 1024); perCall > inflated/4 {
+			t.Errorf("codec %d: %d bytes allocated per call for a batch inflating to more than %d", codec, perCall, inflated)
+		}
 	}
 }

@@ -100,6 +100,13 @@ func parseKafkaHeader(b []byte) (kafkaBatchInfo, error) {
 // is not called. The record's timestamp is the batch's maxTimestamp when
 // the batch says LogAppendTime. It never panics, whatever b holds.
 func EachKafkaRecord(b []byte, limit int, fn func(*KafkaRecord) error) error {
+	return eachKafkaRecord(b, limit, nil, fn)
+}
+
+// eachKafkaRecord is EachKafkaRecord inflating a compressed batch over
+// *scratch (when not nil; left holding the grown buffer), so that a caller
+// that keeps nothing fn sees can reuse one buffer for every batch.
+func eachKafkaRecord(b []byte, limit int, scratch *[]byte, fn func(*KafkaRecord) error) error {
 	h, err := parseKafkaHeader(b)
 	if err != nil {
 		return err
@@ -108,7 +115,15 @@ func EachKafkaRecord(b []byte, limit int, fn func(*KafkaRecord) error) error {
 		return nil
 	}
 	codec := int(h.attrs & attrCodecMask)
-	data, err := inflate(codec, b[batchHeaderBytes:], limit)
+	var data []byte
+	if scratch != nil && codec != codecNone {
+		data, err = inflateInto(*scratch, codec, b[batchHeaderBytes:], limit)
+		if cap(data) > cap(*scratch) {
+			*scratch = data[:0]
+		}
+	} else {
+		data, err = inflate(codec, b[batchHeaderBytes:], limit)
+	}
 	if err != nil {
 		return err
 	}

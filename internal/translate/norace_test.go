@@ -1,0 +1,5 @@
+//go:build !race
+
+package translate
+
+const raceEnabled = false
