@@ -13,7 +13,9 @@
 #   bench/sections/30-replication.sh --quick   3 s per run: checks the machinery, not a measurement
 #
 # Environment: KEEL_BENCH_DIR (scratch data, default /var/tmp/keel-bench; on the
-# disk you want to measure), KEEL_BENCH_KEEP=1 (keep the scratch directory: logs, JSON).
+# disk you want to measure), KEEL_BENCH_KEEP=1 (keep the scratch directory: logs, JSON),
+# KEEL_BENCH_BASE=REV (also a group built from revision REV, run after the single
+# broker's first run: the same comparison before a change, in the same sitting).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -30,19 +32,21 @@ mkdir -p "$base"
 work=$(mktemp -d "$base/replication.XXXXXX")
 keel="$work/keel"
 pids=()
+base_rev="${KEEL_BENCH_BASE:-}"
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [ -n "$base_rev" ]; then git worktree remove --force "$work/base-src" >/dev/null 2>&1 || true; fi
 	if [ -n "${KEEL_BENCH_KEEP:-}" ]; then log "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 log() { echo "30-replication: $*" >&2; }
 
-# start NAME ARGS...: a keel process logging to $work/NAME.log.
+# start NAME ARGS...: a keel process ($bin, default $keel) logging to $work/NAME.log.
 start() {
 	local name=$1
 	shift
-	"$keel" "$@" >"$work/$name.log" 2>&1 &
+	"${bin:-$keel}" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 }
 
@@ -65,6 +69,12 @@ await() {
 log "building keel"
 go build -o "$keel" ./cmd/keel
 rev=$(git rev-parse --short HEAD)
+if [ -n "$base_rev" ]; then
+	log "building keel at $base_rev"
+	git worktree add -q --detach "$work/base-src" "$base_rev"
+	(cd "$work/base-src" && go build -o "$work/keel-base" ./cmd/keel)
+	base_rev=$(git rev-parse --short "$base_rev")
+fi
 
 noDoors=(--http-listen "" --amqp-listen "" --kafka-listen "")
 common='brokerClusterName=bench
@@ -82,16 +92,27 @@ start single serve -c "$work/single.conf" --data-dir "$work/single" --namesrv-li
 single_ns=$(await single 'msg="NameServer listening" addr=\K\S+')
 await single 'msg="broker listening"' >/dev/null
 
+# group PREFIX VAR: starts a group (NameServer, SYNC_MASTER, SLAVE) whose logs
+# and data carry PREFIX, and sets VAR to its NameServer address.
+group() {
+	local p=$1 ns ha
+	start "${p}namesrv" namesrv --namesrv-listen 127.0.0.1:0
+	ns=$(await "${p}namesrv" 'msg="NameServer listening" addr=\K\S+')
+	start "${p}master" broker -n "$ns" -c "$work/master.conf" --data-dir "$work/${p}master" \
+		--broker-listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 "${noDoors[@]}"
+	ha=$(await "${p}master" 'msg="replication listening" component=replication addr=\K\S+')
+	printf '%s\nbrokerRole=SLAVE\nbrokerId=1\nhaMasterAddress=%s\n' "$common" "$ha" >"$work/${p}slave.conf"
+	start "${p}slave" broker -n "$ns" -c "$work/${p}slave.conf" --data-dir "$work/${p}slave" \
+		--broker-listen 127.0.0.1:0 "${noDoors[@]}"
+	await "${p}master" 'msg="replication: replica in sync"' >/dev/null
+	printf -v "$2" '%s' "$ns"
+}
 log "starting the group: NameServer, SYNC_MASTER, SLAVE"
-start namesrv namesrv --namesrv-listen 127.0.0.1:0
-group_ns=$(await namesrv 'msg="NameServer listening" addr=\K\S+')
-start master broker -n "$group_ns" -c "$work/master.conf" --data-dir "$work/master" \
-	--broker-listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 "${noDoors[@]}"
-ha=$(await master 'msg="replication listening" component=replication addr=\K\S+')
-printf '%s\nbrokerRole=SLAVE\nbrokerId=1\nhaMasterAddress=%s\n' "$common" "$ha" >"$work/slave.conf"
-start slave broker -n "$group_ns" -c "$work/slave.conf" --data-dir "$work/slave" \
-	--broker-listen 127.0.0.1:0 "${noDoors[@]}"
-await master 'msg="replication: replica in sync"' >/dev/null
+group "" group_ns
+if [ -n "$base_rev" ]; then
+	log "starting the group at $base_rev"
+	bin="$work/keel-base" group base- base_ns
+fi
 
 # run WORKLOAD LABEL NAMESRV: one keel bench run, its JSON kept.
 run() {
@@ -101,6 +122,7 @@ run() {
 }
 for w in $workloads; do
 	run "$w" single-1 "$single_ns"
+	if [ -n "$base_rev" ]; then run "$w" group-base "$base_ns"; fi
 	run "$w" group "$group_ns"
 	run "$w" single-2 "$single_ns"
 done
@@ -124,6 +146,10 @@ echo "\`flushDiskType=SYNC_FLUSH\`, the master \`brokerRole=SYNC_MASTER\` with \
 echo "a send is answered SEND_OK after the master's fdatasync and the slave's acknowledgement of its own."
 echo "The single broker is \`keel serve\` with \`flushDiskType=SYNC_FLUSH\`. Each workload ran on the"
 echo "single broker, on the group, then on the single broker again."
+if [ -n "$base_rev" ]; then
+	echo "A second group, the same three processes built from revision $base_rev (before the change"
+	echo "measured), ran each workload after the single broker's first run, in the same sitting."
+fi
 echo
 echo '```'
 echo "keel serve -c single.conf --data-dir single --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0"
@@ -145,6 +171,7 @@ echo "| workload | broker | msg/s | send p50 ms | send p99 ms | send p99.9 ms | 
 echo "|---|---|---|---|---|---|---|"
 for w in $workloads; do
 	row "$w" "single (before)" "$work/$w-single-1.json"
+	if [ -n "$base_rev" ]; then row "$w" "SYNC_MASTER + slave at $base_rev" "$work/$w-group-base.json"; fi
 	row "$w" "SYNC_MASTER + slave" "$work/$w-group.json"
 	row "$w" "single (after)" "$work/$w-single-2.json"
 done

@@ -700,6 +700,12 @@ func (m *Master) readAcks(ctx context.Context, r *bufio.Reader, f *follower, idl
 		m.joinLocked(f)
 		m.recomputeLocked()
 		m.mu.Unlock()
+		if m.cfg.Sync {
+			// The sends this ack covers are answered here, in one pass,
+			// rather than after the dispatcher's round in progress; the
+			// point was reported under mu, so SetRequired's promise holds.
+			m.cfg.Store.ReleaseReplicated()
+		}
 	}
 }
 

@@ -36,7 +36,9 @@ var ErrReplicaNotAtEnd = commitlog.ErrNotAtEnd
 // admitted against the measured free space like a put (space.go): one
 // that would leave less than the reserve free is refused with an error
 // wrapping ErrDiskFull, nothing written, and so is every range while the
-// store is full (see ReplicaSpace). A full disk met anyway is retryable
+// store is full (see ReplicaSpace). Under SYNC_FLUSH the flusher is asked
+// at once for the appended bytes, as a put's waiter asks (a synchronous
+// master waits for them). A full disk met anyway is retryable
 // (ErrNoSpace: nothing of raw was kept); any other write failure makes
 // the store read-only. Only on a store opened with Config.Replica.
 func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
@@ -84,6 +86,11 @@ func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 		return nil
 	})
 	s.stats.putBytes.Add(int64(len(raw)))
+	if s.cfg.FlushDiskType == SyncFlush {
+		// The replica acknowledges flushed bytes: its fdatasync starts
+		// now, overlapping its master's, not once a waiter asks for it.
+		s.log.RequestFlush()
+	}
 	s.notifyDispatcher()
 	return end, nil
 }

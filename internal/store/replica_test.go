@@ -180,3 +180,33 @@ func TestExternalReplicationTimeoutIsTheSlaves(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestReplicaSyncFlushFlushesEachRangeAtOnce: under SYNC_FLUSH a replica
+// flushes an appended range without waiting for its flush interval or a
+// waiter: its master's sends wait for that fdatasync.
+func TestReplicaSyncFlushFlushesEachRangeAtOnce(t *testing.T) {
+	master := mustOpen(t, testConfig(vfs.NewMem()))
+	defer master.Close()
+	rcfg := testConfig(vfs.NewMem())
+	rcfg.Replica = true
+	rcfg.FlushDiskType = SyncFlush
+	rcfg.FlushInterval = time.Hour // only a request flushes
+	replica := mustOpen(t, rcfg)
+	defer replica.Close()
+	put(t, master, newMsg("R", 0, "x", nil))
+	raw, next, err := master.ReadReplication(0, 0, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.AppendReplicated(0, raw); err != nil {
+		t.Fatal(err)
+	}
+	// Polled, not WaitFor: a waiter on Flushed would ask for the flush.
+	deadline := time.Now().Add(10 * time.Second)
+	for replica.Offset(Flushed) < next {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica flushed %d after 10 s, appended to %d: the range waits for a flush request", replica.Offset(Flushed), next)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

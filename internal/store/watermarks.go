@@ -126,7 +126,8 @@ func (s *Store) WaitFor(ctx context.Context, w Watermark, off int64, timeout tim
 // that moves w (Written: the writer, holding the store's append lock;
 // Flushed and, without ExternalReplication, Replicated: the CommitLog's
 // acknowledger; Visible and an external Replicated: the dispatcher, with
-// no store lock held) or on a timer's. fn must not block, and a callback
+// no store lock held, or for an external Replicated also the replication
+// service's goroutine that calls ReleaseReplicated) or on a timer's. fn must not block, and a callback
 // on Written must not put.
 func (s *Store) Notify(w Watermark, off int64, timeout time.Duration, fn func(error)) {
 	s.mark(w).Notify(off, timeout, fn)
@@ -150,6 +151,22 @@ func (s *Store) AdvanceReplicated(off int64) {
 	s.notifyDispatcher()
 }
 
+// ReleaseReplicated moves the Replicated watermark to what AdvanceReplicated
+// reported, bounded by the local log as the dispatcher bounds it (Flushed
+// under SYNC_FLUSH, Written under ASYNC_FLUSH), and calls back the waiters
+// it passes, on the caller's goroutine: a replication service that just
+// read an acknowledgement answers the puts it covers at once, instead of
+// after the dispatcher's round in progress. It must be called without
+// locks a waiter's callback may take. The dispatcher still does the same
+// on its next round (the reported offset may come before the local
+// flush). Only with Config.ExternalReplication or Config.Replica.
+func (s *Store) ReleaseReplicated() {
+	if !s.externalReplicated() {
+		panic("store: ReleaseReplicated without ExternalReplication")
+	}
+	s.updateReplicated()
+}
+
 // externalReplicated: the Replicated watermark is moved by a replication
 // service (a synchronous master's, or a replica's, which shows only what
 // its master confirmed).
@@ -157,7 +174,8 @@ func (s *Store) externalReplicated() bool { return s.cfg.ExternalReplication || 
 
 // updateReplicated moves an external Replicated watermark to what the
 // replication service reported and the local disk holds, and fails it
-// with the CommitLog. It runs on the dispatcher's goroutine.
+// with the CommitLog. It runs on the dispatcher's goroutine, and on a
+// replication service's (ReleaseReplicated); both only move it forward.
 func (s *Store) updateReplicated() {
 	if !s.externalReplicated() {
 		return

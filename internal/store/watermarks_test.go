@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,5 +120,64 @@ func TestExternalReplicationHoldsAckAndVisibility(t *testing.T) {
 	}
 	if s.MaxOffset("R", 0) != 1 {
 		t.Fatal("not readable after replication")
+	}
+}
+
+// TestReleaseReplicatedAnswersOnCallersGoroutine: ReleaseReplicated answers
+// the puts a reported offset covers before it returns, on the caller's
+// goroutine, even while the dispatcher is busy with a round (here held in
+// a Visible subscriber): a synchronous master's ack does not wait for
+// dispatch.
+func TestReleaseReplicatedAnswersOnCallersGoroutine(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.ExternalReplication = true
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	defer once.Do(func() { close(hold) })
+	remove := s.OnVisible(func(topic string, _ int32, _ int64, _ int64) {
+		if topic == "A" {
+			held <- struct{}{}
+			<-hold // the dispatcher's round goes on only once the test lets it
+		}
+	})
+	defer remove()
+	put := func(topic string) (int64, chan PutResult) {
+		m := newMsg(topic, 0, "x", nil)
+		acked := make(chan PutResult, 1)
+		if r, pending := s.PutMessagesDeferred(context.Background(), []*message.Message{m}, func(r PutResult) { acked <- r }); !pending {
+			t.Fatalf("not pending: %v", r)
+		}
+		end := m.PhysOffset + int64(m.StoredSize()) + 4
+		if err := s.WaitFor(context.Background(), Flushed, end, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return end, acked
+	}
+	endA, ackedA := put("A")
+	s.AdvanceReplicated(endA)
+	if r := <-ackedA; r.Status != PutOK {
+		t.Fatalf("first ack: %v", r)
+	}
+	<-held // the dispatcher is inside its round, dispatching A
+	endB, ackedB := put("B")
+	s.AdvanceReplicated(endB)
+	s.ReleaseReplicated()
+	select {
+	case r := <-ackedB:
+		if r.Status != PutOK {
+			t.Fatalf("second ack: %v", r)
+		}
+	default:
+		t.Fatal("ReleaseReplicated returned without answering the put it covers")
+	}
+	if got := s.Offset(Replicated); got < endB {
+		t.Fatalf("replicated %d, want at least %d", got, endB)
+	}
+	once.Do(func() { close(hold) })
+	if err := s.WaitFor(context.Background(), Visible, endB, 10*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
