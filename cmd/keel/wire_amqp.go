@@ -44,6 +44,12 @@ func (p *parts) amqpStarter(addr string) starter {
 		if a := p.acl; a != nil {
 			cfg.Accounts = func() *acl.Rules { return a.Rules() }
 			auth = "ACL accounts (plain_acl.yml)"
+			if n := p.cfg.AMQPPeerAccount; n != "" {
+				if r := a.Rules(); r == nil || r.Accounts[n] == nil {
+					return service{}, fmt.Errorf("amqpPeerAccount %q is not an account of plain_acl.yml", n)
+				}
+				cfg.PeerAccount = n
+			}
 		}
 		clustered := p.broker != nil && len(p.namesrvAddrs) > 0
 		if clustered { // wire_amqp_cluster.go

@@ -5,7 +5,7 @@ package amqp
 // homed on another group is handed to the server's remote dead-letter
 // goroutine, which publishes the copy to each such queue on its home
 // (through the default exchange, mandatory, on a channel in confirm mode
-// of a connection this door opens as peerUser), stores the copy for
+// of a connection this door opens as Config.PeerAccount), stores the copy for
 // the queues here, and only then settles the original. Until then the
 // original stays in flight: not delivered, not expired again. A home
 // that is down, unreachable or nacks the copy leaves it so, and the copy
@@ -28,9 +28,19 @@ import (
 	"github.com/keelmq/keel/internal/store"
 )
 
-// peerUser and peerPass are the account the door logs in with to another group's
-// door for what no client connection carries (dead-letter copies).
-const peerUser, peerPass = "guest", "guest"
+// peerLogin is the account the door logs in with to another group's door
+// for what no client connection carries (dead-letter copies):
+// Config.PeerAccount with its secret key under ACL, else guest.
+func (s *Server) peerLogin() (user, pass string) {
+	if s.cfg.Accounts != nil && s.cfg.PeerAccount != "" {
+		if rules := s.cfg.Accounts(); rules != nil {
+			if a := rules.Accounts[s.cfg.PeerAccount]; a != nil {
+				return a.AccessKey, a.SecretKey()
+			}
+		}
+	}
+	return "guest", "guest"
+}
 
 // errNacked: a home nacked a dead-letter copy.
 var errNacked = errors.New("amqp: the queue's home did not take the copy (nack)")
@@ -221,7 +231,8 @@ func (s *Server) sendDeadLetter(v *vhost, name string, props, body []byte) (bool
 	}
 	c := r.conns[v]
 	if c == nil {
-		c = &conn{srv: s, vh: v, user: peerUser, secret: peerPass, done: s.stop}
+		user, pass := s.peerLogin()
+		c = &conn{srv: s, vh: v, user: user, secret: pass, done: s.stop}
 		r.conns[v] = c
 	}
 	p, ok, err := c.lookupHome(name)

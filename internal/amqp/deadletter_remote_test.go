@@ -2,9 +2,12 @@ package amqp
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelmq/keel/internal/acl"
 )
 
 // TestForwardDeadLetterAcrossGroups: messages dead-lettered on a (reject
@@ -155,5 +158,83 @@ func TestForwardDeadLetterKeptOverRestart(t *testing.T) {
 	}
 	if n := queueCount(t, a, "src"); n != 0 {
 		t.Fatalf("src holds %d", n)
+	}
+}
+
+// TestForwardDeadLetterPeerAccount: under access control a dead-letter
+// copy for another group's queue is handed over as Config.PeerAccount;
+// as guest (no peer account) the home refuses the login and the copy
+// waits on the source queue, taken once the member logs in as an account.
+func TestForwardDeadLetterPeerAccount(t *testing.T) {
+	rules, err := acl.Parse("plain_acl.yml", []byte(testACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := func() *acl.Rules { return rules }
+	for _, c := range []struct {
+		peer  string
+		taken bool
+	}{{"", false}, {"admin01", true}} {
+		ca, cb := &staticCluster{}, &staticCluster{}
+		var logs syncBuf
+		a := &broker{t: t, dir: t.TempDir(), cluster: ca, group: "a", accounts: accounts, peerAccount: c.peer, logs: &logs}
+		a.start()
+		b := &broker{t: t, dir: t.TempDir(), cluster: cb, group: "b", accounts: accounts}
+		b.start()
+		ca.set([]Peer{{Group: "b", Addr: b.addr}})
+		cb.set([]Peer{{Group: "a", Addr: a.addr}})
+		admin := func(x *broker) *amqp091.Channel {
+			t.Helper()
+			conn, err := amqp091.Dial("amqp://admin01:admin-secret@" + x.addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		}
+		if _, err := admin(b).QueueDeclare("dlq", true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		cha := admin(a)
+		if _, err := cha.QueueDeclare("src", true, false, false, false,
+			amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}); err != nil {
+			t.Fatal(err)
+		}
+		publishConfirmed(t, cha, "src", "rejected")
+		d, ok, err := cha.Get("src", false)
+		if err != nil || !ok {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+		if err := d.Reject(false); err != nil {
+			t.Fatal(err)
+		}
+		count := func() int {
+			q, err := admin(b).QueueDeclarePassive("dlq", true, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q.Messages
+		}
+		if c.taken {
+			waitForCond(t, "the copy in b's dlq", func() bool { return count() == 1 })
+		} else {
+			// Two attempts refused (a second apart): the home takes no guest.
+			const refused = "dead-letter copy for another group's queue not taken"
+			waitForCond(t, "two refused attempts", func() bool { return strings.Count(logs.String(), refused) >= 2 })
+			if n := count(); n != 0 {
+				t.Fatalf("as guest under access control the copy was taken (%d)", n)
+			}
+			if q, err := cha.QueueDeclarePassive("src", true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			} else if q.Messages != 0 {
+				t.Fatalf("the original was delivered again (%d ready) while its copy waits", q.Messages)
+			}
+		}
+		a.stop()
+		b.stop()
 	}
 }

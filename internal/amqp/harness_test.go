@@ -32,8 +32,10 @@ type broker struct {
 	storeCfg func(*store.Config)
 	// logs, if set, receives the server's and the store's log lines.
 	logs io.Writer
-	// accounts is the server's Config.Accounts.
-	accounts func() *acl.Rules
+	// accounts and peerAccount are the server's Config.Accounts and
+	// PeerAccount.
+	accounts    func() *acl.Rules
+	peerAccount string
 	// vhosts is the server's Config.Vhosts.
 	vhosts []string
 	// consumerTimeout is the server's Config.ConsumerTimeout.
@@ -97,8 +99,8 @@ func (b *broker) start() {
 	if maxMessage == 0 {
 		maxMessage = st.MaxRecordBodyBytes()
 	}
-	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, Vhosts: b.vhosts,
-		ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
+	srv, err := New(Config{DataDir: b.dir, AckStateInterval: b.ackInterval, Accounts: b.accounts, PeerAccount: b.peerAccount,
+		Vhosts: b.vhosts, ConsumerTimeout: b.consumerTimeout, FS: b.fs, MaxMessageBytes: maxMessage,
 		Traffic: b.traffic, Observer: b.observer, FrameBudget: b.frameBudgetOrNil(), Cluster: b.cluster, Group: b.group, SystemRecords: b.systemRecords}, st, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		b.t.Fatal(err)

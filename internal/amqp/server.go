@@ -47,6 +47,11 @@ type Config struct {
 	// checked against their permissions (auth.go). Users and guest are
 	// then not accepted.
 	Accounts func() *acl.Rules
+	// PeerAccount, with Accounts, is the account (an access key) the door
+	// logs in to other groups' doors as for what no client connection
+	// carries (dead-letter copies, deadletter_remote.go); "" or without
+	// Accounts: guest.
+	PeerAccount string
 	// MaxFrameBytes is the frame-max offered in connection.tune.
 	MaxFrameBytes uint32
 	// FrameBudget, if set, is claimed each frame's bytes (after the

@@ -196,6 +196,12 @@ type Broker struct {
 	// AMQPSListen (amqpsListen, Keel): AMQP over TLS (amqps) listener
 	// address, with tlsServerCertPath / tlsServerKeyPath; empty = off.
 	AMQPSListen string
+	// AMQPPeerAccount (amqpPeerAccount, Keel): the plain_acl.yml account
+	// (an accessKey) an AMQP door logs in to other broker groups' doors as
+	// for what no client connection carries (dead-letter copies); empty:
+	// guest, which another door takes from loopback only and never under
+	// aclEnable=true.
+	AMQPPeerAccount string
 	// AMQPVhosts (amqpVhosts, Keel): the AMQP virtual hosts served besides
 	// "/", separated by ';'.
 	AMQPVhosts string

@@ -103,6 +103,7 @@ var fields = []field{
 	str("amqpListen", func(b *Broker) *string { return &b.AMQPListen }),
 	str("amqpsListen", func(b *Broker) *string { return &b.AMQPSListen }),
 	str("amqpVhosts", func(b *Broker) *string { return &b.AMQPVhosts }),
+	str("amqpPeerAccount", func(b *Broker) *string { return &b.AMQPPeerAccount }),
 	dur("amqpConsumerTimeoutMillis", time.Millisecond, func(b *Broker) *time.Duration { return &b.AMQPConsumerTimeout }),
 	intf("amqpMaxMessageSize", func(b *Broker) *int { return &b.AMQPMaxMessageBytes }),
 	str("amqpManagementListen", func(b *Broker) *string { return &b.AMQPManagementListen }),
