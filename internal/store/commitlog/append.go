@@ -201,8 +201,8 @@ func (l *Log) writeAndSeal(buf []byte, off int64, retryable bool) error {
 	if err != nil {
 		return err
 	}
-	if err := s.f.Sync(); err != nil {
-		return l.fail(fmt.Errorf("commitlog: fdatasync closed segment %s: %w", s.path, err))
+	if err := l.syncSegment(s, " (closed segment)"); err != nil {
+		return err
 	}
 	// The segment is closed: the next append, even one retried after the
 	// rest of this batch ran out of space, starts in the next segment.

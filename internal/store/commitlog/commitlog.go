@@ -134,7 +134,13 @@ type Log struct {
 	failure atomic.Pointer[error]
 
 	flushMu sync.Mutex // serializes Flush with segment removal
-	kick    chan struct{}
+	// syncMu makes the fdatasyncs of segments that may run at once (the
+	// flusher's, the prefiller's, a sealed segment's) one at a time, each
+	// judged by the log's state after it (syncSegment): Linux reports a
+	// writeback error once per open file, and the segments' handles are
+	// shared, so of two overlapping calls only one may see it.
+	syncMu sync.Mutex
+	kick   chan struct{}
 	// flusherParked: RunFlusher is parked with everything flushed;
 	// flusherWake wakes it after a write (flush.go).
 	flusherParked atomic.Bool
@@ -299,6 +305,19 @@ func (l *Log) Err() error {
 		return *p
 	}
 	return nil
+}
+
+// syncSegment makes s durable (fdatasync) under syncMu. It fails the
+// log with what (a description) when the call fails, and answers the
+// log's failure when an earlier call (whose error this one could not see
+// again) failed it.
+func (l *Log) syncSegment(s *segment, what string) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if err := s.f.Sync(); err != nil {
+		return l.fail(fmt.Errorf("commitlog: fdatasync %s%s: %w", s.path, what, err))
+	}
+	return l.Err()
 }
 
 func (l *Log) fail(err error) error {

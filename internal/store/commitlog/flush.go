@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/keelmq/keel/internal/store/watermark"
@@ -30,8 +29,8 @@ func (l *Log) Flush() error {
 	if w > f {
 		start := time.Now()
 		for _, s := range l.segmentsOverlapping(f, w) {
-			if err := s.f.Sync(); err != nil {
-				return l.fail(fmt.Errorf("commitlog: fdatasync %s: %w", s.path, err))
+			if err := l.syncSegment(s, ""); err != nil {
+				return err
 			}
 		}
 		// The mark first: once the watermark moves, waiters are answered,

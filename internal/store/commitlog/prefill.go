@@ -168,9 +168,7 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	l.prefillCond.Broadcast()
 	l.prefillMu.Unlock()
 	if err == nil {
-		if err = s.f.Sync(); err != nil {
-			l.fail(fmt.Errorf("commitlog: fdatasync %s after zero-filling [%d, %d): %w", s.path, lo-s.base, hi-s.base, err))
-		}
+		err = l.syncSegment(s, fmt.Sprintf(" after zero-filling [%d, %d)", lo-s.base, hi-s.base))
 	}
 
 	l.prefillMu.Lock()
