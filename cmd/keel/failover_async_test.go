@@ -73,48 +73,17 @@ func TestControllerFailoverAsyncMaster(t *testing.T) {
 	acked := map[string]ackedSend{}
 	sentAt := map[string]time.Time{}
 	by := map[string]string{}
-	var conn *remoting.Client
-	connAddr := ""
-	seq := 0
+	rs := &routeSender{ns: ns, topic: topic, prefix: "route"}
 	sendOne := func() (bool, string) {
-		_, write, err := bench.LookupRoute(ctx, ns, topic)
-		if err != nil || len(write) == 0 {
-			return false, fmt.Sprintf("route: %v", err)
-		}
-		q := write[seq%len(write)]
-		if conn == nil || connAddr != q.BrokerAddr {
-			if conn != nil {
-				conn.Close()
-			}
-			dctx, dcancel := context.WithTimeout(ctx, time.Second)
-			conn, err = remoting.Dial(dctx, q.BrokerAddr, remoting.ClientConfig{})
-			dcancel()
-			if err != nil {
-				conn = nil
-				return false, err.Error()
-			}
-			connAddr = q.BrokerAddr
-		}
-		body := fmt.Sprintf("route-%06d", seq)
-		seq++
-		start := time.Now()
-		sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
-		off, err := rawSend(sctx, conn, topic, q.QueueID, body)
-		scancel()
+		body, at, addr, start, err := rs.send(ctx)
 		if err != nil {
-			conn.Close()
-			conn = nil
 			return false, err.Error()
 		}
-		acked[body] = ackedSend{queue: q.QueueID, offset: off, at: time.Now()}
-		sentAt[body], by[body] = start, q.BrokerAddr
-		return true, q.BrokerAddr
+		acked[body] = at
+		sentAt[body], by[body] = start, addr
+		return true, addr
 	}
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
+	defer rs.close()
 	sendUntilOther := func(what, old string) time.Duration {
 		t.Helper()
 		start := time.Now()

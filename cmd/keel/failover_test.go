@@ -61,6 +61,56 @@ type ackedSend struct {
 
 // rawSend sends one message with SEND_MESSAGE to the broker at addr; it
 // reports the queue offset of a SEND_OK.
+// routeSender sends raw SEND_MESSAGEs (rawSend) to the broker the
+// NameServer's route names, one queue after another, dialling again when
+// the route names another broker or a send failed.
+type routeSender struct {
+	ns            *remoting.Client // a NameServer
+	topic, prefix string
+	conn          *remoting.Client
+	addr          string
+	seq           int
+}
+
+// send sends the next body (prefix-NNNNNN). It returns the body, where it
+// was stored and when the request left; err is why it was not.
+func (r *routeSender) send(ctx context.Context) (body string, at ackedSend, addr string, start time.Time, err error) {
+	_, write, err := bench.LookupRoute(ctx, r.ns, r.topic)
+	if err != nil || len(write) == 0 {
+		return "", at, "", start, fmt.Errorf("route: %v", err)
+	}
+	q := write[r.seq%len(write)]
+	if r.conn == nil || r.addr != q.BrokerAddr {
+		r.close()
+		dctx, dcancel := context.WithTimeout(ctx, time.Second)
+		r.conn, err = remoting.Dial(dctx, q.BrokerAddr, remoting.ClientConfig{})
+		dcancel()
+		if err != nil {
+			r.conn = nil
+			return "", at, "", start, err
+		}
+		r.addr = q.BrokerAddr
+	}
+	body = fmt.Sprintf("%s-%06d", r.prefix, r.seq)
+	r.seq++
+	start = time.Now()
+	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+	off, err := rawSend(sctx, r.conn, r.topic, q.QueueID, body)
+	scancel()
+	if err != nil {
+		r.close()
+		return "", at, "", start, err
+	}
+	return body, ackedSend{queue: q.QueueID, offset: off, at: time.Now()}, q.BrokerAddr, start, nil
+}
+
+func (r *routeSender) close() {
+	if r.conn != nil {
+		r.conn.Close()
+		r.conn = nil
+	}
+}
+
 func rawSend(ctx context.Context, cl *remoting.Client, topic string, queue int32, body string) (int64, error) {
 	k := &remoting.SendKeysV1
 	ext := map[string]string{}
@@ -161,46 +211,16 @@ func TestControllerFailoverKill9(t *testing.T) {
 	// The producer: the master from the NameServer's route, one queue
 	// after another; every SEND_OK recorded.
 	acked := map[string]ackedSend{}
-	var conn *remoting.Client
-	connAddr := ""
-	seq := 0
+	rs := &routeSender{ns: ns, topic: topic, prefix: "msg"}
 	sendOne := func() (bool, string) {
-		_, write, err := bench.LookupRoute(ctx, ns, topic)
-		if err != nil || len(write) == 0 {
-			return false, fmt.Sprintf("route: %v", err)
-		}
-		q := write[seq%len(write)]
-		if conn == nil || connAddr != q.BrokerAddr {
-			if conn != nil {
-				conn.Close()
-			}
-			dctx, dcancel := context.WithTimeout(ctx, time.Second)
-			conn, err = remoting.Dial(dctx, q.BrokerAddr, remoting.ClientConfig{})
-			dcancel()
-			if err != nil {
-				conn = nil
-				return false, err.Error()
-			}
-			connAddr = q.BrokerAddr
-		}
-		body := fmt.Sprintf("msg-%06d", seq)
-		seq++
-		sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
-		off, err := rawSend(sctx, conn, topic, q.QueueID, body)
-		scancel()
+		body, at, addr, _, err := rs.send(ctx)
 		if err != nil {
-			conn.Close()
-			conn = nil
 			return false, err.Error()
 		}
-		acked[body] = ackedSend{queue: q.QueueID, offset: off, at: time.Now()}
-		return true, q.BrokerAddr
+		acked[body] = at
+		return true, addr
 	}
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
+	defer rs.close()
 	waitFor(t, "the first SEND_OK", 20*time.Second, func() bool { ok, _ := sendOne(); return ok })
 	for range 200 {
 		if ok, why := sendOne(); !ok {

@@ -75,7 +75,7 @@ func TestForwardDeadLetterAcrossGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	reasons := map[string]string{}
-	waitForCond(t, "four copies in b's dlq", func() bool { return queueCount(t, b, "dlq") == 4 })
+	waitUntil(t, "four copies in b's dlq", func() bool { return queueCount(t, b, "dlq") == 4 })
 	chb := b.channel()
 	for range 4 {
 		d, ok, err := chb.Get("dlq", true)
@@ -94,7 +94,7 @@ func TestForwardDeadLetterAcrossGroups(t *testing.T) {
 			t.Fatalf("copies in dlq: %v, want %v", reasons, want)
 		}
 	}
-	waitForCond(t, "the copy through the exchange", func() bool { return queueCount(t, b, "dlq2") == 1 })
+	waitUntil(t, "the copy through the exchange", func() bool { return queueCount(t, b, "dlq2") == 1 })
 	for n, left := range map[string]int{"src-reject": 0, "src-ttl": 0, "src-maxlen": 1, "src-limit": 0, "src-ex": 0} {
 		if got := queueCount(t, a, n); got != left {
 			t.Fatalf("%s holds %d, want %d", n, got, left)
@@ -113,12 +113,12 @@ func TestForwardDeadLetterAcrossGroups(t *testing.T) {
 	// b down: the expired message is kept (in flight) and tried again.
 	b.crash()
 	publishConfirmed(t, a.channel(), "src-ttl", "while-down")
-	waitForCond(t, "the expired message taken out for dead-lettering", func() bool { return unsettled() == 1 })
+	waitUntil(t, "the expired message taken out for dead-lettering", func() bool { return unsettled() == 1 })
 	if got := queueCount(t, a, "src-ttl"); got != 0 {
 		t.Fatalf("src-ttl holds %d ready", got)
 	}
 	b.start()
-	waitForCond(t, "the original settled", func() bool { return unsettled() == 0 })
+	waitUntil(t, "the original settled", func() bool { return unsettled() == 0 })
 	// The crash may have lost b's record of the four copies taken above
 	// (redelivered then); the new copy is there once.
 	got := drain(t, b.channel(), "dlq")
@@ -148,11 +148,11 @@ func TestForwardDeadLetterKeptOverRestart(t *testing.T) {
 		defer q.mu.Unlock()
 		return len(q.inflight)
 	}
-	waitForCond(t, "the expired message taken out for dead-lettering", func() bool { return inFlight() == 1 })
+	waitUntil(t, "the expired message taken out for dead-lettering", func() bool { return inFlight() == 1 })
 	a.restart()
-	waitForCond(t, "the message expired again after the restart", func() bool { return inFlight() == 1 })
+	waitUntil(t, "the message expired again after the restart", func() bool { return inFlight() == 1 })
 	b.start()
-	waitForCond(t, "the original settled once b is back", func() bool { return inFlight() == 0 })
+	waitUntil(t, "the original settled once b is back", func() bool { return inFlight() == 0 })
 	if got := drain(t, b.channel(), "dlq"); len(got) != 1 || got[0] != "kept" {
 		t.Fatalf("dlq: %q", got)
 	}
@@ -220,11 +220,11 @@ func TestForwardDeadLetterPeerAccount(t *testing.T) {
 			return q.Messages
 		}
 		if c.taken {
-			waitForCond(t, "the copy in b's dlq", func() bool { return count() == 1 })
+			waitUntil(t, "the copy in b's dlq", func() bool { return count() == 1 })
 		} else {
 			// Two attempts refused (a second apart): the home takes no guest.
 			const refused = "dead-letter copy for another group's queue not taken"
-			waitForCond(t, "two refused attempts", func() bool { return strings.Count(logs.String(), refused) >= 2 })
+			waitUntil(t, "two refused attempts", func() bool { return strings.Count(logs.String(), refused) >= 2 })
 			if n := count(); n != 0 {
 				t.Fatalf("as guest under access control the copy was taken (%d)", n)
 			}

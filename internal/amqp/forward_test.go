@@ -165,7 +165,7 @@ func TestForwardConsumeSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch.Close() // m5..m9 unacknowledged
-	waitForCond(t, "m5..m9 back on b", func() bool { return queueCount(t, b, "qb") == 5 })
+	waitUntil(t, "m5..m9 back on b", func() bool { return queueCount(t, b, "qb") == 5 })
 	m, ok, err := a.channel().Get("qb", true)
 	if err != nil || !ok || string(m.Body) != "m5" || !m.Redelivered || m.MessageCount != 4 {
 		t.Fatalf("get through a: %q ok %v redelivered %v count %d %v", m.Body, ok, m.Redelivered, m.MessageCount, err)
@@ -298,17 +298,6 @@ func TestForwardHomeDown(t *testing.T) {
 	var ae *amqp091.Error
 	if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || !strings.Contains(ae.Reason, "down or inaccessible") {
 		t.Fatalf("consume with b down: %v", err)
-	}
-}
-
-func waitForCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -528,7 +517,7 @@ func TestForwardAckMultipleMixed(t *testing.T) {
 		t.Fatal(err) // a round trip: the ack was taken
 	}
 	ch.Close()
-	waitForCond(t, "both queues settled", func() bool { return queueCount(t, a, "qa") == 0 && queueCount(t, b, "qb") == 0 })
+	waitUntil(t, "both queues settled", func() bool { return queueCount(t, a, "qa") == 0 && queueCount(t, b, "qb") == 0 })
 }
 
 // TestForwardPeersUnanswered: when the cluster's doors cannot be asked
@@ -592,7 +581,7 @@ func TestForwardAcksBeforeClose(t *testing.T) {
 		}
 		conn.Close()
 		want := n - (round+1)*(acked/3)
-		waitForCond(t, "the unacknowledged messages back on b", func() bool {
+		waitUntil(t, "the unacknowledged messages back on b", func() bool {
 			q, err := b.channel().QueueDeclarePassive("qb", true, false, false, false, nil)
 			return err == nil && q.Consumers == 0 && q.Messages <= want
 		})

@@ -80,6 +80,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 	total := 0
 	var waits []core.Wait
 	cs := s.cluster(false)
+	reader := int32(-1) // every partition here is this group's: one answer
+	if req.Version >= 11 {
+		reader = cs.preferredReader(req.Rack)
+	}
 	epoch := int32(-1)
 	if req.Version >= 9 { // CurrentLeaderEpoch is in the request
 		epoch = s.localEpoch()
@@ -104,10 +108,6 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 				continue
 			}
 			p.Partition = q // this broker's queue from here on
-			reader := int32(-1)
-			if req.Version >= 11 {
-				reader = cs.preferredReader(req.Rack)
-			}
 			if reader >= 0 {
 				limit = 0 // the client reads from the slave (follower.go)
 			}

@@ -36,7 +36,7 @@ func TestSystemRecordsReplayThenFollow(t *testing.T) {
 	first, firstEnd := putSystem(t, s, &record.SystemRecord{Kind: record.KindOffsetsDelete, Group: "a"})
 	putBatch(t, s, "T", 0, "m", 1, 10)
 	second, _ := putSystem(t, s, &record.SystemRecord{Kind: record.KindOffsetsDelete, Group: "b"})
-	waitUntilTrue(t, "dispatch", func() bool { return s.VisibleOffset() == s.Offset(Written) })
+	waitUntil(t, "dispatch", func() bool { return s.VisibleOffset() == s.Offset(Written) })
 
 	var mu sync.Mutex
 	var got []string
@@ -54,7 +54,7 @@ func TestSystemRecordsReplayThenFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	putSystem(t, s, &record.SystemRecord{Kind: record.KindOffsetsDelete, Group: "c"})
-	waitUntilTrue(t, "the new record", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	waitUntil(t, "the new record", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
 	mu.Lock()
 	if len(got) != 2 || got[0] != "b" || got[1] != "c" {
 		t.Fatalf("records handed over: %v, want [b c]", got)
@@ -82,7 +82,7 @@ func TestUnknownSystemKindStopsDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.AppendRecord(context.Background(), rec)
-	waitUntilTrue(t, "the store to fail", func() bool { return s.Err() != nil })
+	waitUntil(t, "the store to fail", func() bool { return s.Err() != nil })
 	if err := s.Err(); !errors.Is(err, record.ErrUnknownType) {
 		t.Fatalf("store error %v does not wrap ErrUnknownType", err)
 	}
@@ -96,17 +96,6 @@ func TestUnknownSystemKindStopsDispatch(t *testing.T) {
 	}
 }
 
-func waitUntilTrue(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestCheckReportsUnknownSystemKind: keel check's Check accepts the
 // system records it can read (no queue entry expected for them) and names
 // one it cannot.
@@ -116,7 +105,7 @@ func TestCheckReportsUnknownSystemKind(t *testing.T) {
 	cfg.FlushDiskType = SyncFlush
 	s := mustOpen(t, cfg)
 	putSystem(t, s, &record.SystemRecord{Kind: record.KindOffsetsDelete, Group: "g"})
-	waitUntilTrue(t, "dispatch", func() bool { return s.VisibleOffset() == s.Offset(Written) })
+	waitUntil(t, "dispatch", func() bool { return s.VisibleOffset() == s.Offset(Written) })
 	s.Close()
 	if rep, err := Check(cfg); err != nil || !rep.OK() {
 		t.Fatalf("a known system record: %+v %v", rep.Problems, err)
