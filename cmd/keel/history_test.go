@@ -379,24 +379,7 @@ func startRocketMQHistory(t *testing.T, ns, topic string, h *history.History) *r
 				return
 			default:
 			}
-			id := fmt.Sprintf("r-%06d", seq)
-			body := historyBody(id, seq)
-			s := history.Send{Family: "rocketmq", ID: id, Sum: history.Checksum(body), Start: time.Now(), Offset: -1}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res, err := p.SendSync(ctx, primitive.NewMessage(topic, body))
-			cancel()
-			s.End = time.Now()
-			switch {
-			case err != nil:
-				s.Err = err.Error()
-			case res.Status != primitive.SendOK:
-				s.Err = fmt.Sprintf("status %d", res.Status)
-			default:
-				s.Acked = true
-				s.Queue, s.Offset = fmt.Sprintf("%s/%d", res.MessageQueue.BrokerName, res.MessageQueue.QueueId), res.QueueOffset
-			}
-			h.AddSend(s)
-			if !s.Acked {
+			if s := officialSend(p, topic, fmt.Sprintf("r-%06d", seq), seq, h); !s.Acked {
 				time.Sleep(50 * time.Millisecond) // do not spin on a dead route
 			}
 		}
