@@ -72,12 +72,12 @@ func (l *amqpListing) groups(ctx context.Context, user string) []amqpmgmt.Group 
 				defer wg.Done()
 				qs, err := l.list(ctx, addr, user)
 				if err != nil {
-					out[i].Err = fmt.Sprintf("its master %s did not answer: %v", addr, err)
+					out[i].Err = fmt.Sprintf("the master of broker group %s (%s) did not answer: %v", g, addr, err)
 				}
 				out[i].Queues = qs
 			}()
 		case nsErr != nil:
-			out[i].Err = fmt.Sprintf("the NameServers did not answer: %v", nsErr)
+			out[i].Err = fmt.Sprintf("the NameServers did not answer where broker group %s's master is: %v", g, nsErr)
 		default:
 			out[i].Err = "no master of broker group " + g + " is registered with the NameServers"
 		}
