@@ -47,7 +47,24 @@ func (b *Broker) handleCreateTopic(ctx context.Context, c *remoting.Conn, req *r
 	if err := b.core.UpdateTopic(tc); err != nil {
 		return nil, err
 	}
+	b.awaitRegistered(ctx)
 	return req.NewResponse(remoting.ResSuccess, ""), nil
+}
+
+// awaitRegistered waits, at most RegisterTimeout, until a registration
+// with the NameServers that covers every change made so far has ended, so
+// that a client asking them for a route right after the answer (a
+// consumer started once `keel topic create` returned) finds it, as after
+// RocketMQ's own UPDATE_AND_CREATE_TOPIC. A NameServer that does not
+// answer delays the answer, never fails it: the change is made and the
+// next round announces it.
+func (b *Broker) awaitRegistered(ctx context.Context) {
+	if len(b.cfg.NamesrvAddrs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.RegisterTimeout)
+	defer cancel()
+	b.reg.awaitRound(ctx)
 }
 
 func (b *Broker) handleDeleteTopic(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {

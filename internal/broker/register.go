@@ -56,6 +56,14 @@ type registrar struct {
 
 	mu      sync.Mutex
 	clients map[string]*remoting.Client
+
+	// Rounds asked for and done: asked counts kicks; done is the value of
+	// asked when the last finished round started (it covers every change
+	// kicked before); doneCh is closed, and replaced, when done moves.
+	roundMu sync.Mutex
+	asked   uint64
+	done    uint64
+	doneCh  chan struct{}
 }
 
 // SetRegisterExt makes every registration from now on carry the fields f
@@ -113,7 +121,7 @@ func (b *Broker) AskNamesrv(ctx context.Context, f func(*remoting.Client) error)
 }
 
 func newRegistrar(b *Broker) *registrar {
-	return &registrar{b: b, kickCh: make(chan struct{}, 1), clients: make(map[string]*remoting.Client)}
+	return &registrar{b: b, kickCh: make(chan struct{}, 1), clients: make(map[string]*remoting.Client), doneCh: make(chan struct{})}
 }
 
 // RegisterSoon asks for a registration with the NameServers soon (rate
@@ -122,10 +130,55 @@ func newRegistrar(b *Broker) *registrar {
 func (b *Broker) RegisterSoon() { b.reg.kick() }
 
 // kick asks for a registration soon; it never blocks.
-func (r *registrar) kick() {
+func (r *registrar) kick() { r.ask() }
+
+// ask is kick returning the round number that covers the request.
+func (r *registrar) ask() uint64 {
+	r.roundMu.Lock()
+	r.asked++
+	n := r.asked
+	r.roundMu.Unlock()
 	select {
 	case r.kickCh <- struct{}{}:
 	default:
+	}
+	return n
+}
+
+// covering returns the round number a round starting now covers.
+func (r *registrar) covering() uint64 {
+	r.roundMu.Lock()
+	defer r.roundMu.Unlock()
+	return r.asked
+}
+
+// finished records that a round covering n ended (answered or not).
+func (r *registrar) finished(n uint64) {
+	r.roundMu.Lock()
+	defer r.roundMu.Unlock()
+	if n > r.done {
+		r.done = n
+		close(r.doneCh)
+		r.doneCh = make(chan struct{})
+	}
+}
+
+// awaitRound asks for a registration round and waits until one covering
+// the changes made so far has ended, or ctx ends. It reports whether it did.
+func (r *registrar) awaitRound(ctx context.Context) bool {
+	n := r.ask()
+	for {
+		r.roundMu.Lock()
+		done, ch := r.done, r.doneCh
+		r.roundMu.Unlock()
+		if done >= n {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -169,7 +222,7 @@ func (k *kickLimiter) started(now time.Time) {
 }
 
 func (r *registrar) run(ctx context.Context) {
-	r.registerAll(ctx)
+	r.round(ctx)
 	t := time.NewTicker(r.b.cfg.RegisterInterval)
 	defer t.Stop()
 	var limit kickLimiter
@@ -194,8 +247,16 @@ func (r *registrar) run(ctx context.Context) {
 		case <-r.kickCh:
 		default:
 		}
-		r.registerAll(ctx)
+		r.round(ctx)
 	}
+}
+
+// round is one registration with every NameServer, covering every
+// change asked for before it starts.
+func (r *registrar) round(ctx context.Context) {
+	n := r.covering()
+	r.registerAll(ctx)
+	r.finished(n)
 }
 
 type registerBody struct {

@@ -19,6 +19,9 @@ type fakeNamesrv struct {
 	regs []*remoting.Command
 	srv  *remoting.Server
 	addr string
+	// hold, when set, is waited on before a registration is recorded and
+	// answered (a slow NameServer).
+	hold chan struct{}
 }
 
 func startFakeNamesrv(t *testing.T) *fakeNamesrv {
@@ -29,6 +32,16 @@ func startFakeNamesrv(t *testing.T) *fakeNamesrv {
 	}
 	f.srv = remoting.NewServer(remoting.ServerConfig{}, remoting.HandlerFunc(
 		func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+			f.mu.Lock()
+			hold := f.hold
+			f.mu.Unlock()
+			if hold != nil && req.Code == remoting.ReqRegisterBroker {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return nil
+				}
+			}
 			f.mu.Lock()
 			f.regs = append(f.regs, req)
 			f.mu.Unlock()
@@ -87,6 +100,61 @@ func TestRegistersAtStartAndOnTopicCreation(t *testing.T) {
 	e.shutdown()
 	if _, n := ns.last(remoting.ReqUnregisterBroker); n != 1 {
 		t.Fatalf("unregistrations %d", n)
+	}
+}
+
+// UPDATE_AND_CREATE_TOPIC answers once a registration holding the new
+// topic has been answered by the NameServer, so a client that asks the
+// NameServer for its route right after (a consumer started once
+// `keel topic create` returned) finds it; a NameServer that does not
+// answer delays the create by RegisterTimeout at most and fails nothing.
+func TestCreateTopicAnswersAfterRegistration(t *testing.T) {
+	ns := startFakeNamesrv(t)
+	e := startEnv(t, func(c *Config) { c.NamesrvAddrs = []string{ns.addr}; c.RegisterTimeout = 2 * time.Second })
+	waitFor(t, "first registration", func() bool { _, n := ns.last(remoting.ReqRegisterBroker); return n >= 1 })
+	hold := make(chan struct{})
+	ns.mu.Lock()
+	ns.hold = hold
+	ns.mu.Unlock()
+	cl := e.dial()
+	created := make(chan *remoting.Command, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := cl.c.Invoke(ctx, remoting.NewRequest(remoting.ReqUpdateAndCreateTopic,
+			map[string]string{"topic": "Announced", "readQueueNums": "2", "writeQueueNums": "2"}, nil))
+		if err != nil {
+			resp = &remoting.Command{Code: -1, Remark: err.Error()}
+		}
+		created <- resp
+	}()
+	// The registration is held: the create must not answer yet.
+	select {
+	case resp := <-created:
+		t.Fatalf("the create answered (%d %s) before the NameServer had the topic", resp.Code, resp.Remark)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(hold)
+	resp := <-created
+	wantCode(t, resp, remoting.ResSuccess)
+	req, _ := ns.last(remoting.ReqRegisterBroker)
+	if _, ok := registeredTopics(t, req)["Announced"]; !ok {
+		t.Fatalf("the create answered before a registration holding its topic was answered")
+	}
+
+	// A NameServer that never answers: the create succeeds after about
+	// RegisterTimeout.
+	ns.mu.Lock()
+	ns.hold = make(chan struct{})
+	ns.mu.Unlock()
+	start := time.Now()
+	wantCode(t, cl.invoke(remoting.ReqUpdateAndCreateTopic,
+		map[string]string{"topic": "Unannounced", "readQueueNums": "1", "writeQueueNums": "1"}, nil), remoting.ResSuccess)
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("the create took %v with a NameServer that does not answer", took)
+	}
+	if _, ok := e.b.core.Topic("Unannounced"); !ok {
+		t.Fatal("the topic was not created")
 	}
 }
 
