@@ -22,6 +22,10 @@
 // is missing (ReadBrokers; Config.OnSlaveRead tells the tools, which say
 // so); writes need the master (Masters).
 //
+// A wrong -n address is named for what answered there (a broker, an HTTP
+// server, a Kafka or AMQP listener: probe.go). Of Keel's packages it
+// imports only remoting, message, acl, pendingtxn, amqpinfo and kafkainfo.
+//
 // A Client is safe for concurrent use. It keeps one connection per address
 // and dials again when a connection has closed.
 package admin
