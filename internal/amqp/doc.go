@@ -85,7 +85,8 @@
 // A queue declared with the argument x-keel-topic is stored in queue 0
 // of that Keel topic instead (topicqueue.go): RocketMQ and Kafka
 // producers writing there feed it, their records converted on delivery
-// (package translate), and what is routed to it is read by RocketMQ and
+// (package translate; each record of a Kafka batch is delivered and
+// settled on its own), and what is routed to it is read by RocketMQ and
 // Kafka consumers of the topic; deleting the queue keeps the topic.
 //
 // A stream queue (stream.go) is the same topic queue read as a log: its

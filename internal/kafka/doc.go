@@ -109,7 +109,7 @@
 // batch is below the high watermark, so a fetch of the offset it was told
 // must find it, and Visible follows Confirmed. Fetch serves the stored
 // bodies without re-encoding, parked through core.Hold when nothing is
-// new; it does not call core.CheckRead, which wants a consumer group a
+// new (one wait per partition, sharing one wake-up); it does not call core.CheckRead, which wants a consumer group a
 // Kafka fetch does not name. Promises: nothing past the visible watermark
 // is served; a committed offset is stored as it is and acknowledged after
 // the offsets are durable (core.FlushOffsets); an idempotent producer's

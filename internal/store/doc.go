@@ -178,7 +178,8 @@
 //
 // # Reads
 //
-// GetMessage reads ConsumeQueue entries, filters by tag code, reads the
+// GetMessage reads ConsumeQueue entries, filters by tag code (and a
+// RocketMQ record then by its real tags: the code is a hash), reads the
 // records (contiguous records with one pread into pooled buffers) and
 // verifies every one (CRC32-C, structure, and that its topic, queue and
 // queue offset are those of the entry) before returning it. A record that
