@@ -14,8 +14,9 @@
 // Reading a queue (msg tail, dlq list) pulls with the tools group
 // ToolsGroup and an explicit "*" subscription, without committing offsets,
 // as RocketMQ's mqadmin does. Resending dead letters keeps a cursor per DLQ
-// queue as the consumer offset of ResendGroup and a record of each single
-// resend in the system topic ResentLogTopic on the DLQ's broker
+// queue as the consumer offset of ResendGroup (KEEL_DLQ_RESEND) and a record
+// of each single resend in the system topic ResentLogTopic
+// (KEEL_SYS_DLQ_RESENT) on the DLQ's broker
 // (dlq_resent.go), so a dead letter is resent once unless forced.
 //
 // Reads go to each broker group's master, or to its slave when the master

@@ -25,7 +25,7 @@
 // reassignment APIs: a partition's one replica is node 0),
 // offsetsview.go (why __consumer_offsets is not a topic), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
-// the topic's attributes), retention.go (retention.ms and
+// the topic's attributes in the core's topics.json), retention.go (retention.ms and
 // retention.bytes: a background task moving partitions' log starts, and
 // the store's age holds for topics kept longer than fileReservedTime),
 // compact.go (cleanup.policy=compact: the cleaner, and reads of a

@@ -120,7 +120,8 @@
 // AppendRecordPatched lets the caller patch the first queue offset into
 // the body before the CommitLog CRC is computed (the Kafka door's
 // baseOffset). Its index keys are
-// the ones Config.IndexKeys names (the store does not read its body),
+// the ones Config.IndexKeys names (the store does not read its body;
+// cmd/keel installs translate.IndexKeys),
 // under each destination topic. So one record may be in several queues, and one entry may hold
 // several logical messages (see package consumequeue). A record of a type
 // this version does not know stops Open, Check, dispatch and reads with an
