@@ -22,7 +22,8 @@
 // OffsetFetch v10 by topic id), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
-// reassignment APIs: a partition's one replica is node 0),
+// reassignment APIs: a partition's replicas are its group's members, its
+// leader the group's master),
 // offsetsview.go (why __consumer_offsets is not a topic), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
 // the topic's attributes in the core's topics.json), retention.go (retention.ms and
