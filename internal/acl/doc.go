@@ -31,7 +31,9 @@
 // AccessKey; a remote address matching that account's whiteRemoteAddress
 // passes without a signature; otherwise the Signature must verify (Sign)
 // and the account must hold the permission each touched resource needs
-// (needs). Wrap turns a denial into a NO_PERMISSION (16) response.
+// (needs). Wrap puts the check in front of any remoting.Handler and turns
+// a denial into a NO_PERMISSION (16) response; the broker knows nothing of
+// it.
 //
 // # Concurrency
 //

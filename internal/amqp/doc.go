@@ -7,9 +7,12 @@
 //
 // # What is served
 //
-// The vhost "/" and Config.Vhosts, each its own namespace with its files
+// The vhost "/" and Config.Vhosts (amqpVhosts), each its own namespace with its files
 // in its own directory (vhostDir); PLAIN and AMQPLAIN against Config.Users (guest/guest
-// from loopback only unless a guest account is configured), and
+// from loopback only unless a guest account is configured), or with
+// aclEnable=true against the accounts of plain_acl.yml, each method checked
+// against the account's topic permissions on the queue or exchange name
+// (auth.go), and
 // connection.update-secret re-checked the same way; tune
 // (channel-max, frame-max, heartbeats); channels; the default exchange
 // and direct, fanout, topic and headers exchanges with bindings, also
@@ -34,7 +37,21 @@
 // x-delivery-count header on redeliveries from quorum queues (queue.go,
 // deliveryCountLocked); stream queues (x-queue-type=stream,
 // stream.go: read without being consumed, each consumer from its
-// x-stream-offset). docs/amqp.md is the user's list.
+// x-stream-offset; over an x-keel-topic its offsets are the Kafka
+// partition's). docs/amqp.md is the user's list.
+//
+// connection.close-ok is sent only after the connection's channels are
+// released (unacked deliveries requeued, exclusive queues deleted): a
+// client that saw close-ok and declares the same exclusive queue again, or
+// consumes what it left unacked, finds it so, as RabbitMQ deletes them
+// synchronously.
+//
+// Operators see the door through the broker's LIST_AMQP request (a hook
+// cmd/keel installs: keel amqp, the console), metrics.Sources.AMQP and the
+// management API (internal/amqpmgmt, over the snapshots of mgmt.go). On a
+// controller-mode slave, ServeRefusals (refuse.go) takes the door's place:
+// it answers connection.open with 530 naming the master and stores
+// nothing.
 //
 // # Storage
 //
@@ -62,11 +79,14 @@
 // confirm; the reader then waits. The messages of one tx.commit are one
 // record of several messages (message.go, tx.go), one destination per
 // message and queue, stored before commit-ok: all or none after a crash.
+// Over several groups, each group's part is committed on that group, one
+// group after the other, before commit-ok: atomic per group only.
 //
 // A queue declared with the argument x-keel-topic is stored in queue 0
 // of that Keel topic instead (topicqueue.go): RocketMQ and Kafka
 // producers writing there feed it, their records converted on delivery
-// (package translate), and what is routed to it is read by RocketMQ and
+// (package translate; each record of a Kafka batch is delivered and
+// settled on its own), and what is routed to it is read by RocketMQ and
 // Kafka consumers of the topic; deleting the queue keeps the topic.
 //
 // A stream queue (stream.go) is the same topic queue read as a log: its
@@ -101,20 +121,30 @@
 // which "may have been delivered" allows).
 // On a master serving slaves (Config.SystemRecords) every change of the
 // definitions and of the acknowledgement state is first a system record
-// of the CommitLog (replicate.go), and every member keeps them in its
-// files through a Mirror, so a slave promoted to master serves the queues
-// of its log with their state.
+// of the CommitLog (replicate.go): a declare, bind or delete is one record
+// of the entries it changed, flushed before queues.json or exchanges.json
+// is written; the acknowledgement state (every AckStateInterval) and a
+// lease change are one record each, Confirmed before acks.json or the
+// lease file is written. Every member keeps them in its files through a
+// Mirror (the core's table for the AMQP kinds, core.Config.Tables; snapshot
+// point DataDir/amqp/logpoint.json), so a slave promoted to master serves
+// the queues of its log with their state.
 // Every queue holds its settled floor against the store's retention
 // (store.SetQueueHolds; retention.go): unsettled messages are not deleted
 // by age, and disk pressure treats the floor as a consumer group's
-// offset. Expiry, length and delivery limits and dead-lettering are in
+// offset. A queue nobody consumes therefore keeps the log from its floor
+// on: the store says so at WARN, and
+// keel_amqp_queue_oldest_unsettled_age_seconds shows it; the disk-pressure
+// policy decides when the disk fills. Expiry, length and delivery limits and dead-lettering are in
 // deadletter.go; a dead-letter copy is stored before its original is
 // settled.
 //
 // # A cluster of broker groups
 //
-// With Config.Cluster set, queues homed on other groups are used through
-// this door (forward.go): their methods are forwarded to the home's door
+// With Config.Cluster set (docs/amqp.md), the doors find each other
+// through the NameServer (amqpAddr, GET_AMQP_CLUSTER,
+// cmd/keel/wire_amqp_cluster.go), and queues homed on other groups are
+// used through this door (forward.go): their methods are forwarded to the home's door
 // over upstream connections opened as the client (forward_client.go, on
 // package wire), homes found by asking the other groups (forward_home.go),
 // a new name created by the one group its arbiter names (claim.go),

@@ -24,7 +24,10 @@
 // closes: any other method or DELETE is answered 405 with a JSON error. It knows no AMQP internals: the data
 // comes through Source, as plain amqpinfo values, and, in a cluster of
 // broker groups, the other groups' queues through Config.Cluster
-// (cluster.go): each queue's node is the group that stores it.
+// (cluster.go; cmd/keel/wire_amqp_listing.go asks each other master's
+// LIST_AMQP): each queue's node is the group that stores it. It runs on a
+// listener of its own (amqpManagementListen, off by default), wired by
+// cmd/keel/wire_amqpmgmt.go.
 //
 // Concurrency: the handler is safe for concurrent use; every request
 // takes fresh snapshots.

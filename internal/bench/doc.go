@@ -20,4 +20,13 @@
 // completed on the connection's reader, or one per sync sender; one per
 // consumed queue; one progress loop) and joins them before it returns.
 // Counters and histograms are lock-free atomics shared by all of them.
+//
+// It is a pure client: of Keel's packages it imports only remoting,
+// message and diskprobe (its tests start brokers). Around it, outside the
+// package: bench/ holds the workloads and bench/run.sh, which writes
+// docs/benchmarks.md; bench/official drives the same produce workloads
+// through the official Go client (a test package, so that client stays out
+// of the binary); bench/peers is a Go module of its own (the peer brokers'
+// clients never become Keel's dependencies) whose drivers run one workload
+// against Keel's doors and the peer brokers for bench/sections/80-peers.sh.
 package bench

@@ -7,7 +7,10 @@
 // (milliseconds for most, hours for fileReservedTime, seconds for
 // duplicationWindowSeconds), sizes are bytes. mapedFileSizeConsumeQueue is
 // read in bytes, like RocketMQ (6000000 = 300000 entries of 20 bytes), and
-// held as ConsumeQueueSegmentEntries. docs/configuration.md lists every key.
+// held as ConsumeQueueSegmentEntries. docs/configuration.md lists every key
+// with its default (docs_test.go checks). One default differs from
+// RocketMQ's on purpose: flushDiskType is SYNC_FLUSH (RocketMQ's is
+// ASYNC_FLUSH), so an acknowledged message is durable.
 //
 // Loading is in three steps, so command-line flags can sit between the file
 // and the checks:

@@ -37,5 +37,8 @@
 // cannot send.
 //
 // A sampler (Run) records throughput and per-group lag every
-// SampleInterval into a bounded in-memory history for the charts.
+// SampleInterval into a bounded in-memory history (an hour) for the charts.
+// In controller mode the election history comes through Config.Elections,
+// a hook cmd/keel fills from the controllers. The package imports only
+// internal/admin of Keel's packages.
 package console

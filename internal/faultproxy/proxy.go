@@ -5,7 +5,10 @@
 // one direction), holds it (a blackhole: the bytes stay in the sockets'
 // buffers and nothing is forwarded, so senders block once those fill, as
 // across a partition), slows it (each chunk is delivered a delay after it
-// was read, order kept), and heals it. A test points a process at the
+// was read, order kept), and heals it. It can also rewrite a direction
+// frame by frame (RewriteFrames: the failover tests rewrite the
+// controllers' redirects, and replication links' haAdvertisedAddress). A
+// test points a process at the
 // proxy's address instead of its peer's (an advertised or a dialed
 // address) to put the link under its control.
 //

@@ -12,7 +12,10 @@
 // Anything else gets 401 with a Basic challenge, so a browser opening the
 // console asks once and then sends the credentials with every request.
 // Token comparison is constant-time. With neither a token nor an account
-// check the guard lets everything through.
+// check the guard lets everything through, so cmd/keel refuses an HTTP
+// listener beyond loopback with neither; with either, nothing but /healthz
+// and /readyz (which cmd/keel serves outside the guard) answers a request
+// without credentials.
 //
 // Concurrency: the returned handler is safe for concurrent use.
 package httpauth

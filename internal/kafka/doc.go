@@ -22,10 +22,11 @@
 // OffsetFetch v10 by topic id), topics.go
 // (CreateTopics, DeleteTopics), admin.go (CreatePartitions, DeleteRecords,
 // DescribeCluster, DeleteGroups), replicas.go (ElectLeaders and the
-// reassignment APIs: a partition's one replica is node 0),
+// reassignment APIs: a partition's replicas are its group's members, its
+// leader the group's master),
 // offsetsview.go (why __consumer_offsets is not a topic), configs.go (DescribeConfigs,
 // AlterConfigs, IncrementalAlterConfigs: the per-topic configs kept in
-// the topic's attributes), retention.go (retention.ms and
+// the topic's attributes in the core's topics.json), retention.go (retention.ms and
 // retention.bytes: a background task moving partitions' log starts, and
 // the store's age holds for topics kept longer than fileReservedTime),
 // compact.go (cleanup.policy=compact: the cleaner, and reads of a
@@ -102,6 +103,45 @@
 // ListOffsets by time takes the first entry the store's
 // search by time gives whose store time is at or after it.
 //
+// Produce validates a batch (batch.go) and appends it with
+// store.AppendRecordPatched under the partition's appendMu, which
+// serializes the idempotence check with the append. For acks=-1 it then
+// waits for Confirmed and for Visible: the answer tells the client the
+// batch is below the high watermark, so a fetch of the offset it was told
+// must find it, and Visible follows Confirmed. Fetch serves the stored
+// bodies without re-encoding, parked through core.Hold when nothing is
+// new (one wait per partition, sharing one wake-up); it does not call core.CheckRead, which wants a consumer group a
+// Kafka fetch does not name. Promises: nothing past the visible watermark
+// is served; a committed offset is stored as it is and acknowledged after
+// the offsets are durable (core.FlushOffsets); an idempotent producer's
+// retried batch is never stored twice (its window is rebuilt from the
+// stored batch headers after a restart; its state expires and is bounded
+// per partition). In a cluster of groups, a commit for a partition of
+// another group is forwarded to that group's master through Config.Peers
+// (KEEL_KAFKA_GROUP_OFFSETS), and CreateTopics and CreatePartitions ask the
+// other masters for their shares the same way (KEEL_KAFKA_TOPIC).
+//
+// # Compacted topics
+//
+// The CommitLog is never rewritten. The cleaner (compact.go) writes each
+// compacted partition's surviving batches below a cleaned point into a
+// copy of its own under <DataDir>/kafka-compacted (original offsets,
+// batches rewritten per record; temporary file, fdatasync, rename,
+// directory sync: compactfile.go), Fetch reads the copy below the cleaned
+// point and the store above it, and the partition holds the CommitLog from
+// its cleaned point (an age hold). The cleaner copies only durable records
+// (below Flushed): under ASYNC_FLUSH a power loss takes the unflushed tail
+// and the store gives its queue offsets to other records, which a copy
+// holding the lost ones would shadow. For the same reason a deleted
+// topic's copies stop being served at the deletion (the core's
+// OnTopicsChanged, also on a slave), before a topic of the same name can
+// be made again, and a copy ahead of its partition's entry count, or whose
+// first entry locates another record than it began at (the topic made
+// again while the broker was down), is not served. A broker whose door is
+// off (a slave) runs a Cleaner (compactcleaner.go, wired by cmd/keel) to
+// keep copies of its own from the same records, which its door opens after
+// a failover.
+//
 // # Entries of other protocols
 //
 // A queue may hold RocketMQ messages and AMQP messages (a queue declared
@@ -153,6 +193,17 @@
 // both are held until it is answered (but for Fetch, JoinGroup and
 // SyncGroup, whose waits end by other connections' requests: they give
 // the claim back before they are handled).
+//
+// # What cmd/keel gives it
+//
+// Access control reaches the door as the Accounts interface (and
+// RuleEditor, to read and rewrite the accounts' rules), which cmd/keel
+// implements over internal/acl (plain_acl.yml), so the door imports no
+// security package. Client quotas are kept in
+// <DataDir>/config/kafkaQuotas.json. Of Keel's packages it imports only
+// core, store (with its sub-packages), message, translate, doorstats,
+// kafkainfo, netlimit and vfs; of franz-go only kmsg (its client, kgo, is
+// for tests and examples).
 //
 // # Concurrency
 //

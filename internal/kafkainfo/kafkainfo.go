@@ -2,8 +2,10 @@
 // connections as every part of Keel reports them: the Kafka door takes
 // the snapshot, the RocketMQ front door sends it as the JSON body of
 // Keel's LIST_KAFKA request, and the admin client (`keel kafka`, the
-// console) reads that body. One definition of the shape, so the writer and
-// the readers cannot drift apart. Standard library only: it knows no
+// console) reads that body; the RocketMQ door also counts a Kafka group's
+// members in GET_CONSUMER_CONNECTION_LIST (through broker.KafkaHooks).
+// One definition of the shape, so the writer and the readers cannot drift
+// apart. Standard library only: it knows no
 // protocol, store or broker.
 package kafkainfo
 

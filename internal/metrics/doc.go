@@ -11,11 +11,21 @@
 //     figures of NetLimitStats), by a prometheus.Collector, so an idle
 //     broker does no metrics work.
 //
+// Sends and deliveries of every front door (broker.Observer, and the Kafka
+// and AMQP doors' observers) share series with a door label; each
+// listener's doorstats counters are read by door. cmd/keel/http.go serves
+// the registry with /healthz, /readyz and the console on --http-listen.
+// NewController is a controller voter's registry (controller.go: raft
+// state, elections, fences, time without a master, from
+// controller.Stats), served by keel controller --http-listen.
+//
 // Names follow Prometheus conventions (keel_..._total for counters,
 // _seconds and _bytes units) and are listed in docs/metrics.md. With
 // Config.RocketMQNames, rocketmq-exporter's names and labels are exported
 // beside them (compat.go), so existing RocketMQ dashboards and alert rules
-// work.
+// work; their per-second rates are sampled every 10 s as RocketMQ's minute
+// statistics (rates.go). docs/metrics.md lists every metric and alert rule
+// (tests check).
 //
 // Recent (recent.go) estimates p50 and p99 of the send and flush latency
 // over the last minutes from the histograms; RuntimeInfo renders it for

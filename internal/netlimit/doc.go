@@ -25,5 +25,8 @@
 //
 // Concurrency: every method of Budget, Door, Claim and Listener is safe for
 // concurrent use; a Claim belongs to one request and is used by one
-// goroutine at a time. Standard library only.
+// goroutine at a time. Standard library only. The remoting server and the
+// AMQP door take the budget through a FrameBudget interface of their own,
+// which Door satisfies, so they import nothing new; the Kafka door imports
+// this package.
 package netlimit

@@ -1,6 +1,11 @@
 // Package remoting implements RocketMQ's classic TCP "remoting" protocol:
 // the frame codec, a server that dispatches requests to a Handler, and a
-// small client.
+// small client; and RocketMQ's wire constants, each defined once for the
+// broker, the engines, admin and bench (codes.go: request and response
+// codes, Keel's private ones such as ReqListTransactions; headers.go: pull
+// sysFlag bits, send header keys). It knows nothing of storage or brokers
+// (of Keel's packages it imports only doorstats, its listener's traffic
+// counters).
 //
 // # Frame
 //
@@ -19,7 +24,9 @@
 // Both header types are decoded; a response is encoded in the serialize
 // type of the request it answers. JSON headers are written with extFields
 // values as strings only and code/version as int16, because the official Go
-// client drops any frame that violates either rule.
+// client drops any frame that violates either rule. The official Go client
+// never sets the oneway flag on requests it does not want answered, so a
+// handler answers every request that is not flagged oneway.
 //
 // Decoding is bounded by what arrived: a header decodes to at most about
 // four bytes of heap per header byte plus a constant (one copy of the
@@ -47,6 +54,12 @@
 // which pushes back on the peer through TCP flow control.
 // Responses are matched to requests only by opaque. All exported methods of
 // Conn, Server and Client are safe for concurrent use.
+//
+// A handler may answer after it returns (Conn.Defer, then Reply.Send from
+// any goroutine, which never blocks): the request keeps its in-flight slot
+// and its place in the budget until then, but no goroutine. A client waits
+// for a response (Invoke) or has it delivered to a callback on the
+// connection's reader (InvokeAsync; deadlines are swept every 100 ms).
 //
 // Memory per connection is bounded by a byte budget for responses
 // (ServerConfig.MaxQueuedBytesPerConn, 16 MiB by default; see outBudget):

@@ -18,6 +18,20 @@
 // range with nothing written, ends the connection and does not dial again
 // until its store has room (space.go), so its master does not wait for it.
 //
+// The master counts bytes as sent before it writes them to a replica's
+// connection: the replica may acknowledge them before Write returns, and
+// an ack above "sent" ends the connection. A slave answers every
+// heartbeat with an ack, even an unchanged one: the master reads acks with
+// the idle timeout, and an idle group would otherwise lose its slave from
+// the in-sync set every few heartbeats. Catch-up is paced (pacing.go): the
+// master sends a replica at most MaxInFlightBytes beyond what it
+// acknowledged receiving, so a replica far behind catches up at the pace
+// it writes. An empty replica starts at the master's oldest segment
+// (logstart.go, store.StartReplicaAt). A slave without haMasterAddress
+// takes its master's HA address from the NameServers' answer to its
+// registration (masteraddr.go, SetMasterAddr); a new address ends the
+// session with the old master.
+//
 // Authentication (auth.go): before HELLO, a connection may be TLS
 // (MasterConfig.TLS, SlaveConfig.TLS) and, with a shared Secret, runs a
 // challenge–response (AUTH, CHALLENGE, PROOF, AUTH_OK: HMAC-SHA256 over a
@@ -47,7 +61,10 @@
 // The master answers with the truncation point (truncate.go: the end of
 // the newest epoch both histories hold, KIP-101/279); the replica
 // truncates its store durably there (store.TruncateReplica), then its
-// history, and reconnects. A replica shows only what the master
+// history, and reconnects. The CommitLog is cut first: trimming the
+// history first and crashing before the cut would attribute the tail to an
+// older epoch, which then passes as common with the master. Epochs past the
+// log end are dropped at start. A replica shows only what the master
 // confirmed (the Confirmed offset of every DATA frame moves its store's
 // Replicated watermark) and never truncates below what it showed: it
 // stops with ErrDiverged instead, as it does when no epoch is common or
@@ -96,4 +113,8 @@
 // slave's link to its master), rendered for the broker's runtime info by
 // State.RuntimeInfo. They take Master.mu briefly and read the store's
 // watermarks; they change nothing.
+//
+// The package imports only store and vfs of Keel's packages: the broker
+// learns of replication only through the SendGate (CheckSend), HAAddr and
+// OnMasterAddress hooks that cmd/keel (wire_replication.go) passes it.
 package replication

@@ -44,7 +44,7 @@
 // whoever holds the append lock takes every queued request and writes them
 // with one CommitLog append, assigning dense queue offsets per (topic,
 // queueId), the CommitLog offset and the store timestamp (group commit of
-// writes). Under SYNC_FLUSH the caller then waits until the flusher's
+// writes; one combined append writes at most 4 MiB). Under SYNC_FLUSH the caller then waits until the flusher's
 // fdatasync covers its records (group commit of syncs): PUT_OK means
 // durable. Before a flush a waiter asked for, the flusher yields once and
 // waits (at most GroupCommitDelay) while other puts are still being encoded
@@ -69,7 +69,20 @@
 // the prefill window and an index slot table) is refused with DISK_FULL
 // wrapping ErrDiskFull, so that dispatch, the checkpoint and the broker's
 // metadata still have room; free space is measured when the store's
-// estimate is 100 ms old or near the reserve (see space.go).
+// estimate is 100 ms old or near the reserve (see space.go). Every write
+// is charged, with an allowance for the ConsumeQueue and index entries it
+// will cause, against the last measurement: a sample taken on a timer alone
+// would let the writer fill the margin between two samples, and dispatch,
+// which writes later, would then fail and leave acknowledged messages
+// invisible. Replicated ranges are admitted the same way
+// (space_replica.go).
+//
+// Before anything is stored, every put but a system record's asks the put
+// gate (SetPutGate, gate.go): a synchronous master's replication service
+// installs its in-sync check there, so the broker's own writes (scheduled
+// deliveries, retries, transaction records), which pass no front door's
+// send check, are refused at once while too few replicas are in sync
+// rather than each written and then waiting out the replication timeout.
 //
 // A write that finds the disk full (ENOSPC or EDQUOT; a failed write, unlike
 // a failed fsync, leaves the page cache consistent) does not make the store
@@ -99,16 +112,28 @@
 // themselves; what the RocketMQ type means (WAIT=false acknowledges at
 // write, KEYS tokens and UNIQ_KEY go to the index, TAGS to the tag code)
 // is rocketmq.go's. An enveloped record gets one ConsumeQueue entry per
-// destination, at queue offsets the store assigns at append (dense per
-// queue, shared with RocketMQ messages of the queue); its index keys are
-// the ones Config.IndexKeys names (the store does not read its body),
+// destination, at queue offsets the store assigns under its put lock
+// (dense per queue, shared with RocketMQ messages of the queue), or, with
+// record.FlagEntryPerMessage, one entry per logical message, all locating
+// it, at consecutive queue offsets (a Kafka batch of n records has n;
+// records without the flag, written by an earlier release, have one).
+// AppendRecordPatched lets the caller patch the first queue offset into
+// the body before the CommitLog CRC is computed (the Kafka door's
+// baseOffset). Its index keys are
+// the ones Config.IndexKeys names (the store does not read its body;
+// cmd/keel installs translate.IndexKeys),
 // under each destination topic. So one record may be in several queues, and one entry may hold
 // several logical messages (see package consumequeue). A record of a type
 // this version does not know stops Open, Check, dispatch and reads with an
 // error wrapping record.ErrUnknownType that names its magic and offset.
 // System records (system.go) have no destinations: the dispatcher checks
 // each body (an unknown kind fails the store) and hands it to the one
-// SystemFunc subscribed; LookMessageByOffset never returns one.
+// SystemFunc subscribed (SubscribeSystem, which first replays those from
+// a snapshot point on; it runs on the dispatcher with dispatchMu held and
+// must not call the store); LookMessageByOffset never returns one.
+// ScanSystem reads them back for a front door that keeps records of its
+// own kind, which its SystemFunc passes over (the Kafka door's
+// transactions).
 //
 // # Watermarks
 //
@@ -154,20 +179,35 @@
 //
 // # Reads
 //
-// GetMessage reads ConsumeQueue entries, filters by tag code, reads the
+// GetMessage reads ConsumeQueue entries, filters by tag code (and a
+// RocketMQ record then by its real tags: the code is a hash), reads the
 // records (contiguous records with one pread into pooled buffers) and
 // verifies every one (CRC32-C, structure, and that its topic, queue and
 // queue offset are those of the entry) before returning it. A record that
 // fails verification is never returned: it is read again around the page
 // cache and served if that copy verifies (a read fault); otherwise it is
 // isolated (isolate.go: registered, logged at Error once) and skipped, and
-// the read goes on with the records after it.
+// the read goes on with the records after it. (Some filesystems, FUSE
+// without page-cache control, return wrong bytes once; the dispatcher too
+// reads a failing record again before it makes the store read-only.) A
+// record isolated on read is skipped without consulting the registry:
+// verification alone decides, so a full disk that cannot record the
+// isolation does not block the queue either.
+//
+// Look-ups by CommitLog offset (send-back, view by id) check the Confirmed
+// offset, not Visible: a consumer woken for a record may look it up before
+// the dispatcher has moved Visible past it.
 //
 // # Scrubbing
 //
 // With ScrubBytesPerSecond > 0 a goroutine re-verifies the store at rest
 // at that rate (scrub.go), reporting Problems and isolating corrupt
-// CommitLog records.
+// CommitLog records. It reads nothing that is not durable and dispatched
+// (its limit is min(Flushed, Visible)) and keeps no cold page cached
+// (vfs.ReadCold on descriptors of its own, read-ahead off). It reads
+// without holding the CommitLog's segMu or the index's mu: a cold read
+// takes milliseconds, and under those locks it would hold back a segment
+// roll-over or the dispatcher's index Puts. Its own scrub.mu is a leaf.
 //
 // # Recovery (Open)
 //
@@ -219,13 +259,54 @@
 //     is filled with entries pointing at the hole (holes.go). Readers skip
 //     both as removed; Check counts them as lost.
 //
+// A checkpoint may claim more than the recovered log holds (dispatched
+// records that a power loss took from an unsynced tail, or a truncation
+// cut): Open rewrites it capped at the log end, or a crash before the next
+// checkpoint would leave a gap in the queues of the records that later
+// reach those offsets again. On a replica, and on a store whose Replicated
+// watermark is moved by a replication service, recovery dispatches only
+// what the store had shown before (its files say how far); the rest is
+// shown once confirmed again, so visible never passes confirmed across a
+// restart either.
+//
+// # Replicas (replica.go, truncate.go, compare.go, fromreplica.go)
+//
+// A store opened with Config.Replica takes records only through
+// AppendReplicated (a master's raw CommitLog ranges, each record verified
+// before a byte is written, at exactly the log end). TruncateReplica cuts
+// a diverged replica's CommitLog durably: an intent file (<Dir>/truncate)
+// first, then the cut, fdatasync and checkpoint, which the next Open
+// finishes after a crash; it never cuts below what the replica showed
+// (ErrTruncateVisible). TruncateClosed has a closed store's next Open cut
+// below that too (a former ASYNC_MASTER's tail no replica got).
+// StartReplicaAt starts an empty replica's log at its master's first
+// segment. Offline, Compare compares two stopped replicas' committed logs
+// (keel check --compare) and RepairFromReplica puts a replica's verified
+// bytes in place of a corrupt entry, offsets unchanged, instead of a hole
+// record (keel check --repair-from-replica).
+//
+// # Deleted topics (tombstone.go)
+//
+// A deleted topic's records stay in the CommitLog until retention, without
+// queue entries and under queue offsets a re-created topic reuses. Before
+// its queues are destroyed, the deletion writes a durable tombstone: the
+// topic and the log's written end (on a synchronous master past what is
+// dispatched, so records not yet replicated are covered too). Dispatch,
+// recovery's re-dispatch included, skips those records, and Check expects
+// no entries for them. On a replica, DeleteReplicatedTopic does the same
+// from the SystemFunc for the record that removes the topic (the tombstone
+// at that record's end; one already there makes a replay a no-op).
+//
 // # Retention
 //
 // At the hours of DeleteWhen, CommitLog segments closed more than
 // FileReservedTime ago are deleted, oldest first. While disk use is at or
 // above DiskMaxUsedSpaceRatio, the oldest segment is deleted if
 // DiskPressureDelete allows it (by default: expired and consumed by every
-// consumer group, as SetConsumerOffsets reports), one at a time with the
+// consumer group, as SetConsumerOffsets reports: a queue no group has an
+// offset for is unconsumed, DLQ and transaction topics too, and the
+// schedule engine reports its durable cursors as the pseudo-group
+// "(schedule)"), one at a time with the
 // disk measured again before each, at most 10 a round (see pressure.go).
 // The last segment and anything not yet flushed and dispatched are never
 // deleted. Queues that settle messages one at a time (AMQP) hold their
@@ -260,5 +341,8 @@
 // Close are answered with an error (or nil if reached). Lock order:
 // appendMu, progressMu, dispatchMu, qmu (and the CommitLog's internal locks
 // last); the free-space estimate's lock (space.mu) is taken under appendMu
-// or alone, and nothing is locked under it.
+// or alone, and nothing is locked under it. The isolated-records registry's
+// iso.mu (held across the registry's durable write) is taken before the
+// CommitLog's segMu and never under another store lock; the scrubber's
+// scrub.mu is a leaf.
 package store

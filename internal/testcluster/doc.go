@@ -13,6 +13,11 @@
 //	c.Restart() // clean stop and start on the same address and data
 //	c.Kill()    // kill -9 + power loss (MemFS only), then start again
 //
+// Options wrap the broker's handler (an ACL check: WithHandler) and its
+// listeners (TLS: WithBrokerListener), and choose a data directory or
+// MemFS. It imports only broker (with its engines), namesrv, remoting,
+// store and vfs.
+//
 // Concurrency: a Cluster is driven by one test goroutine; its accessors
 // (Store, Broker, ...) return the components of the broker currently
 // running, which change on Restart and Kill.

@@ -1,13 +1,26 @@
 // Package vfs is the filesystem interface every byte of Keel's storage goes
 // through. Production code uses OS; tests use the crash-simulating MemFS
 // (which forgets every byte not covered by a completed Sync when it "loses
-// power") and ErrorFS (which fails chosen operations or reports a full disk).
+// power", or with CrashCloneWriteBack keeps any subset of the unsynced
+// pages, as a page cache writing back in no order) and ErrorFS (which fails
+// chosen operations or reports a full disk). A process kill does not test
+// durability (the page cache survives it): only MemFS power-loss tests, and
+// real power loss, exercise fsync.
 //
 // The interface is deliberately small: positional reads and writes, fdatasync,
 // truncate, rename, remove, directory listing and sync, an exclusive lock and
-// a disk usage probe. Keel does not mmap; reads are pread(2) from the page
-// cache, which keeps the crash semantics of the fault-injecting filesystems
-// exact.
+// a disk usage probe. Keel does not read through mmap; reads are pread(2)
+// from the page cache, which keeps the crash semantics of the fault-injecting
+// filesystems exact. (The one mapping Keel makes is CacheProber's, which is
+// never touched.)
+//
+// Helpers on top of it: MkdirAllDurable and WriteFileDurable (temporary
+// file, fsync, rename, directory sync) for small metadata files;
+// CacheDropper (OS: posix_fadvise DONTNEED) releases cached pages without
+// changing contents; CacheProber (mincore of an untouched mapping) tells
+// which pages are cached; ReadCold, on a descriptor from OpenCold
+// (read-ahead off), reads without leaving in the cache the pages it
+// brought in (cold.go).
 package vfs
 
 import (

@@ -58,8 +58,8 @@
 // stays readable in the schedule queue).
 //
 // Schedule removes WAIT from the schedule record, so under SYNC_FLUSH its
-// acknowledgement always means synced (the broker's retries carry
-// WAIT=false). WAIT=false is set on delivered copies (as RocketMQ does) only when the
+// acknowledgement always means synced (whatever WAIT the message carried;
+// the core's retries carry none). WAIT=false is set on delivered copies (as RocketMQ does) only when the
 // store has a Flush method, which the service then calls before every cursor
 // write. Without it the property is removed instead, so under SYNC_FLUSH the
 // append itself is synced before the cursor can move past its entries. Under

@@ -220,5 +220,18 @@
 // Reader), Flush, WaitFlushed and the offset accessors are safe to call from
 // any goroutine at any time. The background loops (RunFlusher,
 // RunAcknowledger, RunPrefiller, RunCacheTrimmer) run one each, started
-// after Recover.
+// after Recover. Lock order: flushMu before prefillMu, prefillMu before
+// segMu.
+//
+// The acknowledger, after each fdatasync, calls back every deferred write
+// it covered (or that timed out, or that the log's failure ended), so a
+// group commit wakes one goroutine rather than one per message. The
+// prefiller (Config.PrefillBytes; the store's default under SYNC_FLUSH is
+// 16 MiB) keeps zero-filled, synced room ahead of the writer, so an
+// fdatasync writes data rather than a new file size (prefill.go). The
+// cache trimmer (Config.CacheWindowBytes, commitLogPageCacheBytes in
+// broker.conf) releases the page cache of flushed bytes more than that far
+// behind the flushed offset (clean pages only, so it writes nothing),
+// keeping the log's share of the page cache bounded and letting new writes
+// reuse the same memory (cache.go).
 package commitlog

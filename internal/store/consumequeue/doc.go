@@ -30,9 +30,14 @@
 // never returned.
 //
 // Two invariants tie entries to records of any type (package record):
-//   - One entry locates one record, and that record may hold several
-//     logical messages (a Kafka record batch stored as received): the queue
-//     offset counts records of the queue, not the messages inside them.
+//   - One entry locates one record, and several consecutive entries may
+//     locate the same one: a record holding n logical messages for the
+//     queue (a Kafka record batch of n records stored as received, with
+//     record.FlagEntryPerMessage) has n entries there, one per message, at
+//     consecutive queue offsets. A record of an earlier release without
+//     the flag has one entry standing for all its messages. A reader that
+//     walks entries serves such a record once and goes on after its last
+//     entry.
 //   - One record may be located by entries of several queues (an AMQP
 //     message routed to several queues is stored once): entries of
 //     different queues may hold the same physOffset; within one queue

@@ -16,6 +16,13 @@
 // goroutine of a timer; they must not block and must not call Release or
 // Fail of the same Mark (they may register on it, or use another). Releases
 // are serialized, and the callbacks of one run in registration order.
+//
+// Advance moves the offset without the waiters' lock, and Release skips its
+// scan while no waiter is counted; so a waiter looks at the offset once
+// more after it is counted. Without that second look, a waiter that checked
+// just before a move and was counted just after Release looked would wait
+// for the next move or its timeout (an idle Kafka acks=all producer was
+// answered after 10 s).
 package watermark
 
 import (
