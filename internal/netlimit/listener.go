@@ -102,13 +102,15 @@ func (l *Listener) admit(c net.Conn) (net.Conn, bool) {
 	}
 	l.mu.Unlock()
 	if reason != "" {
-		c.Close()
+		// Counted and logged before the close, so that what a peer sees
+		// refused is in the stats and the log by then.
 		if reason == "maxConnections" {
 			l.refusedTotal.Add(1)
 		} else {
 			l.refusedPerAddr.Add(1)
 		}
 		l.logRefused(addr, reason)
+		c.Close()
 		return nil, false
 	}
 	release := func() { l.release(addr) }
