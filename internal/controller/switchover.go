@@ -144,9 +144,13 @@ func (c *Controller) abortSwitchOver(g *Group, fenced []Fenced, why error) error
 	_, err := c.applyOK(&Command{TimeMillis: c.cfg.Clock.Now().UnixMilli(), Elect: &ElectMaster{Group: g.Name, ExpectEpoch: g.MasterEpoch,
 		NewMaster: g.MasterID, Kind: EventSwitchOver, Fenced: fenced, Note: truncate("aborted: "+why.Error(), MaxNameBytes)}})
 	if err != nil {
-		c.log.Warn("controller: switch-over aborted and the master not re-elected (its fenced heartbeat will start an election)",
+		// Not necessarily failed: raft may commit an entry whose leader
+		// lost its role before it could say so. Either way the master is
+		// fenced and takes no writes; if the re-election did not commit,
+		// its fenced heartbeat starts an election.
+		c.log.Warn("controller: switch-over aborted and the master's re-election not confirmed (if it did not commit, its fenced heartbeat starts an election)",
 			"group", g.Name, "err", err)
-		return fmt.Errorf("%w: %v; re-electing the master failed: %v", ErrSwitchOverAborted, why, err)
+		return fmt.Errorf("%w: %v; re-electing the master was not confirmed: %v", ErrSwitchOverAborted, why, err)
 	}
 	c.log.Warn("controller: switch-over aborted; the master continues at the next epoch", "group", g.Name, "epoch", g.MasterEpoch+1, "why", why)
 	return fmt.Errorf("%w: %v; the master continues at epoch %d", ErrSwitchOverAborted, why, g.MasterEpoch+1)
