@@ -401,3 +401,42 @@ func TestListedExtManyFields(t *testing.T) {
 		t.Fatalf("list %v, map %v", c.ext, c.ExtFields)
 	}
 }
+
+// The ext fields as a list are those of the map (later values and nulls
+// overriding earlier ones) for keys that share a keyClass, repeat, or are
+// removed and set again; an escaped value decodes as the map's does.
+func TestExtListResolvesLikeMap(t *testing.T) {
+	if keyClass("ab") != keyClass("ab") || keyClass("ac") == keyClass("ab") {
+		t.Fatal("keyClass")
+	}
+	// "a" and "!" share a class (last bytes 97 and 33, 64 apart).
+	if keyClass("a") != keyClass("!") {
+		t.Fatalf("the test needs keys of one class: %d %d", keyClass("a"), keyClass("!"))
+	}
+	headers := []string{
+		`{"code":10,"extFields":{"a":"1","!":"2","p":"3","!":"4"}}`,
+		`{"code":10,"extFields":{"a":"1","!":null,"p":"3","!":"5","a":null}}`,
+		`{"code":10,"extFields":{"!":null,"p":"3","a":"x","q":"y","p":null,"p":"z","!":"w"}}`,
+		`{"code":10,"extFields":{"properties":"KEYS\u0001k1\u0002UNIQ_KEY\u0001U1\u0002","topic":"T","topic":"T2"}}`,
+	}
+	for _, h := range headers {
+		m, err := decodeJSONHeader([]byte(h), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := decodeJSONHeader([]byte(h), listAll{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		l.RangeExt(func(k, v string) {
+			if _, dup := got[k]; dup {
+				t.Fatalf("%s: key %q listed twice", h, k)
+			}
+			got[k] = v
+		})
+		if !maps.Equal(got, m.ExtFields) {
+			t.Fatalf("%s: as a list %v, as a map %v", h, got, m.ExtFields)
+		}
+	}
+}
