@@ -440,3 +440,46 @@ func TestExtListResolvesLikeMap(t *testing.T) {
 		}
 	}
 }
+
+// A response built with AddExt keeps its fields as a list and encodes to
+// the bytes of the same fields in the map; a key set again is replaced,
+// SetExt afterwards moves them all to the map, and AddExt on a command
+// with the map sets it there.
+func TestAddExtEncodesAsTheMap(t *testing.T) {
+	req := &Command{Code: ReqSendMessage, Opaque: 9}
+	l := req.NewResponse(ResSuccess, "")
+	l.AddExt("queueOffset", "1")
+	l.AddExt("msgId", "ID")
+	l.AddExt("queueOffset", "2")
+	l.AddExt("TRACE_ON", "true")
+	if l.ExtFields != nil || len(l.ext) != 3 {
+		t.Fatalf("map %v, list %v", l.ExtFields, l.ext)
+	}
+	if v, ok := l.LookupExt("queueOffset"); !ok || v != "2" || l.Ext("msgId") != "ID" {
+		t.Fatalf("queueOffset %q %v, msgId %q", v, ok, l.Ext("msgId"))
+	}
+	m := req.NewResponse(ResSuccess, "")
+	m.ExtFields = map[string]string{"queueOffset": "2", "msgId": "ID", "TRACE_ON": "true"}
+	for _, st := range []byte{SerializeJSON, SerializeRocketMQ} {
+		l.SerializeType, m.SerializeType = st, st
+		lf, err := EncodeFrame(nil, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mf, err := EncodeFrame(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(lf, mf) {
+			t.Fatalf("serialize type %d: from the list %q, from the map %q", st, lf, mf)
+		}
+	}
+	l.SetExt("x", "y")
+	if l.ext != nil || len(l.ExtFields) != 4 || l.ExtFields["queueOffset"] != "2" {
+		t.Fatalf("after SetExt: map %v, list %v", l.ExtFields, l.ext)
+	}
+	l.AddExt("z", "w")
+	if l.ext != nil || l.ExtFields["z"] != "w" {
+		t.Fatalf("AddExt on the map: map %v, list %v", l.ExtFields, l.ext)
+	}
+}
