@@ -638,6 +638,10 @@ func (h controllerHandler) RunsInline(req *remoting.Command) bool {
 	return remoting.RunsInline(h.inner, req)
 }
 
+func (h controllerHandler) HandleBurst(ctx context.Context, c *remoting.Conn, reqs, resps []*remoting.Command) {
+	remoting.HandleBurst(ctx, h.inner, c, reqs, resps) // RunsInline passed on no controller request
+}
+
 // amqpRefusalStarter is the AMQP door of a slave or fenced member: it
 // takes connections and answers connection.open with 530 NOT_ALLOWED
 // naming the group's master (a client given every member's address then

@@ -161,8 +161,9 @@ func (p *parts) coreService(bc broker.Config) (service, error) {
 }
 
 // lateHandler serves with a handler set after the server was made; it
-// borrows request bodies and runs requests inline where that handler does
-// (remoting.BodyBorrower, remoting.InlineRunner).
+// borrows request bodies and runs requests inline (in bursts) where that
+// handler does (remoting.BodyBorrower, remoting.InlineRunner,
+// remoting.BurstRunner).
 type lateHandler struct{ h *remoting.Handler }
 
 func (l lateHandler) Handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -174,6 +175,10 @@ func (l lateHandler) BorrowsBody(code int16) bool { return remoting.BorrowsBody(
 func (l lateHandler) RunsInline(req *remoting.Command) bool { return remoting.RunsInline(*l.h, req) }
 
 func (l lateHandler) ListsExt(code int16) bool { return remoting.ListsExt(*l.h, code) }
+
+func (l lateHandler) HandleBurst(ctx context.Context, c *remoting.Conn, reqs, resps []*remoting.Command) {
+	remoting.HandleBurst(ctx, *l.h, c, reqs, resps)
+}
 
 // runtimeInfo adds the recent send and flush latency to the broker's
 // GET_BROKER_RUNTIME_INFO once the metrics exist (the console shows them).

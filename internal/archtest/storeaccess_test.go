@@ -15,12 +15,12 @@ import (
 // on its two fast paths (ARCHITECTURE.md, "Core, store and front doors"):
 // the pull, which lends the store's read buffers to the connection without
 // a copy, and the send's put, which defers its answer to the group commit
-// (store.PutMessagesDeferred). Every other handler (queries, offsets,
-// admin) calls core methods.
+// (store.PutMessagesDeferred; a read burst's sends, store.PutEachDeferred).
+// Every other handler (queries, offsets, admin) calls core methods.
 
 // storeFastPaths are the files of internal/broker that may use the store
 // directly.
-var storeFastPaths = map[string]bool{"pull.go": true, "send.go": true}
+var storeFastPaths = map[string]bool{"pull.go": true, "send.go": true, "sendburst.go": true}
 
 // storeUses returns "line: expression" for each use of the store in f: a
 // method or field of the Broker's store field (x.st.M) or of what a

@@ -5,7 +5,8 @@
 // (errors.go). Two paths use the message store (internal/store) directly,
 // for speed: the pull (pull.go: GetMessage's pooled buffers go to the
 // connection without a copy) and the send's put (send.go: a SYNC_FLUSH
-// answer is deferred to the group commit, PutMessagesDeferred).
+// answer is deferred to the group commit, PutMessagesDeferred; the sends
+// of one read burst are put with one call, sendburst.go).
 //
 // One file per request family, each opening with its behaviour and limits:
 //
@@ -13,6 +14,7 @@
 //	core.go              the core the broker serves, and the broker's API over it
 //	errors.go            core error kinds and store statuses -> response codes
 //	send.go              SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320)
+//	sendburst.go         the single-message sends of one read burst, put with one store call
 //	pull.go              PULL_MESSAGE (11); longpoll.go holds pulls until data arrives
 //	clients.go           HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CHECK_CLIENT_CONFIG
 //	subscription.go      the pull path's name for the core's subscriptions

@@ -80,11 +80,8 @@ func (e *ext) bool(key string) bool {
 }
 
 func setExt(c *remoting.Command, kv ...string) {
-	if c.ExtFields == nil {
-		c.ExtFields = make(map[string]string, len(kv)/2)
-	}
 	for i := 0; i+1 < len(kv); i += 2 {
-		c.ExtFields[kv[i]] = kv[i+1]
+		c.AddExt(kv[i], kv[i+1])
 	}
 }
 

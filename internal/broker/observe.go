@@ -61,7 +61,7 @@ func (b *Broker) observeSend(req, resp *remoting.Command, bodyLen int, start tim
 	k := remoting.SendKeys(req.Code)
 	msgs := 0
 	if resp.Code == remoting.ResSuccess || resp.Code == remoting.ResFlushDiskTimeout {
-		if ids := resp.ExtFields["msgId"]; ids != "" {
+		if ids := resp.Ext("msgId"); ids != "" {
 			msgs = strings.Count(ids, ",") + 1
 		}
 	}

@@ -61,6 +61,8 @@ import (
 //   - A batch's decoded messages are pooled the same way (batchMsgs): no
 //     pointer to one survives the making of the response, which releases
 //     them (the dedup release gets a copy).
+//   - The sends of a burst (sendburst.go) are stored before HandleBurst
+//     returns, which remoting waits for before it reuses their frames.
 //   - A panic (recovered in Broker.call) keeps the body (req.KeepBody).
 type brokerHandler struct{ b *Broker }
 
@@ -147,7 +149,13 @@ func parseSendHeader(req *remoting.Command) (sendHeader, error) {
 }
 
 func (b *Broker) handleSend(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
-	sc := &sendCall{b: b, c: c, req: req, start: time.Now(), bodyLen: len(req.Body)}
+	return b.handleSendIn(ctx, c, req, nil)
+}
+
+// handleSendIn is handleSend for a send of a burst (sendburst.go), or of
+// none (burst nil).
+func (b *Broker) handleSendIn(ctx context.Context, c *remoting.Conn, req *remoting.Command, burst *sendBurst) (*remoting.Command, error) {
+	sc := &sendCall{b: b, c: c, req: req, start: time.Now(), bodyLen: len(req.Body), burst: burst}
 	resp, err := b.send(ctx, sc)
 	if err != nil {
 		resp = b.errorResponse(req, err)
@@ -170,6 +178,7 @@ type sendCall struct {
 	req     *remoting.Command // its Body is gone once the handler returned
 	start   time.Time
 	bodyLen int
+	burst   *sendBurst // non-nil: put adds the messages to it (sendburst.go)
 }
 
 // finish adds what every send response carries and reports the request.
@@ -192,19 +201,27 @@ func (sc *sendCall) put(ctx context.Context, ms []*message.Message, respond func
 		return respond(sc.b.st.PutMessages(ctx, ms))
 	}
 	reply := sc.c.Defer(sc.req) // before the put: its callback may run before the put returns
-	res, pending := sc.b.st.PutMessagesDeferred(ctx, ms, func(res store.PutResult) {
-		defer func() {
-			if r := recover(); r != nil {
-				sc.b.log.Error("send response panic", "code", sc.req.Code, "panic", r, "stack", string(debug.Stack()))
-				reply.Send(sc.req.NewResponse(remoting.ResSystemError, "internal error"))
-			}
-		}()
-		reply.Send(sc.finish(respond(res)))
-	})
+	if sc.burst != nil {
+		sc.burst.add(sc, ms, respond, reply)
+		return nil
+	}
+	res, pending := sc.b.st.PutMessagesDeferred(ctx, ms, func(res store.PutResult) { sc.answer(reply, respond, res) })
 	if pending {
 		return nil
 	}
 	return respond(res)
+}
+
+// answer sends respond's response to res through reply (a deferred send's
+// answer, on the store's acknowledger goroutine or a burst's reader).
+func (sc *sendCall) answer(reply *remoting.Reply, respond func(store.PutResult) *remoting.Command, res store.PutResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.b.log.Error("send response panic", "code", sc.req.Code, "panic", r, "stack", string(debug.Stack()))
+			reply.Send(sc.req.NewResponse(remoting.ResSystemError, "internal error"))
+		}
+	}()
+	reply.Send(sc.finish(respond(res)))
 }
 
 func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, error) {

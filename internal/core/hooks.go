@@ -88,6 +88,11 @@ type dispatchObserver interface {
 //     queueId; QueueOffset, PhysOffset, StoreTimestamp as put) and the put
 //     result, or with (nil, result) if the send failed before the put.
 //
+// Before Check waits for a send of the same key that is being stored, it
+// calls BeforeWait(ctx): the caller may hold sends it checked but has not
+// handed to the store yet (a connection's burst), the one waited for
+// perhaps among them.
+//
 // err != nil fails the send.
 type Deduplicator interface {
 	Check(ctx context.Context, topic, uniqKey string) (orig *message.Message, release func(stored *message.Message, res store.PutResult), err error)
@@ -176,4 +181,21 @@ type PendingTransactions = pendingtxn.List
 // oldest first, at most limit (<= 0: all).
 type TransactionLister interface {
 	List(topic, group string, limit int) PendingTransactions
+}
+
+type beforeWaitKey struct{}
+
+// WithBeforeWait returns ctx carrying fn, which BeforeWait(ctx) calls: a
+// caller holding work that a wait may depend on (sends checked but not
+// yet stored) hands it over in fn before a hook waits.
+func WithBeforeWait(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, beforeWaitKey{}, fn)
+}
+
+// BeforeWait calls the function WithBeforeWait put in ctx, if any. A hook
+// calls it before it waits for another send.
+func BeforeWait(ctx context.Context) {
+	if fn, _ := ctx.Value(beforeWaitKey{}).(func()); fn != nil {
+		fn()
+	}
 }

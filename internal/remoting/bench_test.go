@@ -159,3 +159,19 @@ func BenchmarkServePipelined(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeSendRequestJSONListed decodes the Go client's send
+// header (its properties escaped) as the broker does (ExtLister).
+func BenchmarkDecodeSendRequestJSONListed(b *testing.B) {
+	frame, err := EncodeFrame(nil, sendMessageRequest())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodePayloadFor(frame[4:], listAll{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -112,6 +112,20 @@ func (b *outBudget) admit(done <-chan struct{}) bool {
 	return true
 }
 
+// tryAdmit counts a new request running if it may be handled now.
+func (b *outBudget) tryAdmit() bool {
+	if b.limit <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.admissibleLocked() {
+		return false
+	}
+	b.running++
+	return true
+}
+
 func (b *outBudget) admissibleLocked() bool {
 	held := b.queued + b.waiting
 	if held == 0 && b.running == 0 {

@@ -401,3 +401,85 @@ func TestListedExtManyFields(t *testing.T) {
 		t.Fatalf("list %v, map %v", c.ext, c.ExtFields)
 	}
 }
+
+// The ext fields as a list are those of the map (later values and nulls
+// overriding earlier ones) for keys that share a keyClass, repeat, or are
+// removed and set again; an escaped value decodes as the map's does.
+func TestExtListResolvesLikeMap(t *testing.T) {
+	if keyClass("ab") != keyClass("ab") || keyClass("ac") == keyClass("ab") {
+		t.Fatal("keyClass")
+	}
+	// "a" and "!" share a class (last bytes 97 and 33, 64 apart).
+	if keyClass("a") != keyClass("!") {
+		t.Fatalf("the test needs keys of one class: %d %d", keyClass("a"), keyClass("!"))
+	}
+	headers := []string{
+		`{"code":10,"extFields":{"a":"1","!":"2","p":"3","!":"4"}}`,
+		`{"code":10,"extFields":{"a":"1","!":null,"p":"3","!":"5","a":null}}`,
+		`{"code":10,"extFields":{"!":null,"p":"3","a":"x","q":"y","p":null,"p":"z","!":"w"}}`,
+		`{"code":10,"extFields":{"properties":"KEYS\u0001k1\u0002UNIQ_KEY\u0001U1\u0002","topic":"T","topic":"T2"}}`,
+	}
+	for _, h := range headers {
+		m, err := decodeJSONHeader([]byte(h), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := decodeJSONHeader([]byte(h), listAll{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		l.RangeExt(func(k, v string) {
+			if _, dup := got[k]; dup {
+				t.Fatalf("%s: key %q listed twice", h, k)
+			}
+			got[k] = v
+		})
+		if !maps.Equal(got, m.ExtFields) {
+			t.Fatalf("%s: as a list %v, as a map %v", h, got, m.ExtFields)
+		}
+	}
+}
+
+// A response built with AddExt keeps its fields as a list and encodes to
+// the bytes of the same fields in the map; a key set again is replaced,
+// SetExt afterwards moves them all to the map, and AddExt on a command
+// with the map sets it there.
+func TestAddExtEncodesAsTheMap(t *testing.T) {
+	req := &Command{Code: ReqSendMessage, Opaque: 9}
+	l := req.NewResponse(ResSuccess, "")
+	l.AddExt("queueOffset", "1")
+	l.AddExt("msgId", "ID")
+	l.AddExt("queueOffset", "2")
+	l.AddExt("TRACE_ON", "true")
+	if l.ExtFields != nil || len(l.ext) != 3 {
+		t.Fatalf("map %v, list %v", l.ExtFields, l.ext)
+	}
+	if v, ok := l.LookupExt("queueOffset"); !ok || v != "2" || l.Ext("msgId") != "ID" {
+		t.Fatalf("queueOffset %q %v, msgId %q", v, ok, l.Ext("msgId"))
+	}
+	m := req.NewResponse(ResSuccess, "")
+	m.ExtFields = map[string]string{"queueOffset": "2", "msgId": "ID", "TRACE_ON": "true"}
+	for _, st := range []byte{SerializeJSON, SerializeRocketMQ} {
+		l.SerializeType, m.SerializeType = st, st
+		lf, err := EncodeFrame(nil, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mf, err := EncodeFrame(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(lf, mf) {
+			t.Fatalf("serialize type %d: from the list %q, from the map %q", st, lf, mf)
+		}
+	}
+	l.SetExt("x", "y")
+	if l.ext != nil || len(l.ExtFields) != 4 || l.ExtFields["queueOffset"] != "2" {
+		t.Fatalf("after SetExt: map %v, list %v", l.ExtFields, l.ext)
+	}
+	l.AddExt("z", "w")
+	if l.ext != nil || l.ExtFields["z"] != "w" {
+		t.Fatalf("AddExt on the map: map %v, list %v", l.ExtFields, l.ext)
+	}
+}

@@ -172,6 +172,32 @@ func (c *Command) SetExt(key, value string) {
 	c.ExtFields[key] = value
 }
 
+// AddExt sets an ext field of a command being built (a response): unless
+// the command has the map already, its fields are kept as a list, which
+// costs one small allocation and no hashing for the few fields a response
+// has, and ExtFields stays nil (read them with Ext, LookupExt or
+// RangeExt; SetExt makes the map). A key set again takes the new value.
+func (c *Command) AddExt(key, value string) {
+	if c.ExtFields != nil {
+		c.ExtFields[key] = value
+		return
+	}
+	for i := range c.ext {
+		if c.ext[i].key == key {
+			c.ext[i].value = value
+			return
+		}
+	}
+	if c.ext == nil {
+		c.ext = make([]extPair, 0, addExtFields)
+	}
+	c.ext = append(c.ext, extPair{key, value})
+}
+
+// addExtFields is the room AddExt makes for a response's fields at once
+// (a send's has six, a pull's four).
+const addExtFields = 6
+
 // ExtInt64 parses the ext field key as a decimal int64.
 func (c *Command) ExtInt64(key string) (int64, error) {
 	s, ok := c.LookupExt(key)

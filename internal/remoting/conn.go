@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -74,6 +75,46 @@ func RunsInline(h Handler, req *Command) bool {
 	r, ok := h.(InlineRunner)
 	return ok && r.RunsInline(req)
 }
+
+// BurstRunner is an InlineRunner that serves the inline requests of one
+// read burst together (the broker stores the single-message sends a
+// producer pipelined with one CommitLog write). The reader gathers the
+// requests RunsInline reports true for while their frames are already
+// buffered, one after the other, at most maxBurstRequests of them and
+// about maxBurstBodyBytes of bodies, and calls HandleBurst with them in
+// the order they came; it sets resps[i] to what Handle would have
+// returned for reqs[i] (nil: none now, after Defer for instance), and
+// Defer, borrowed bodies and the accounting of each request are as under
+// Handle. The reader hands a burst over before it would wait for anything:
+// when no complete frame is buffered, before a request that goes to a
+// worker, before it waits for an in-flight slot or the response budget,
+// and when it stops reading. HandleBurst is bound as Handle is for an
+// inline request: it must not wait for what this connection's reader
+// delivers, nor for long for anything else.
+type BurstRunner interface {
+	InlineRunner
+	HandleBurst(ctx context.Context, c *Conn, reqs, resps []*Command)
+}
+
+// HandleBurst serves reqs as a BurstRunner does, with h's HandleBurst if
+// h is one, else with one Handle each (for handlers that delegate to
+// another).
+func HandleBurst(ctx context.Context, h Handler, c *Conn, reqs, resps []*Command) {
+	if b, ok := h.(BurstRunner); ok {
+		b.HandleBurst(ctx, c, reqs, resps)
+		return
+	}
+	for i, req := range reqs {
+		resps[i] = h.Handle(ctx, c, req)
+	}
+}
+
+// Burst limits (BurstRunner): the requests one burst gathers, and the
+// body bytes after which it takes no more.
+const (
+	maxBurstRequests  = 64
+	maxBurstBodyBytes = 1 << 20
+)
 
 // ExtLister is implemented by a Handler that reads the ext fields of the
 // requests with some codes only through Command's accessors (Ext,
@@ -202,6 +243,14 @@ type Conn struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
+
+	// The reader's burst of inline requests (BurstRunner), owned by the
+	// reader goroutine.
+	burst      []*Command
+	burstResps []*Command
+	burstH     BurstRunner
+	burstHP    *Handler // the handler it was gathered with
+	burstBytes int
 }
 
 func newConn(id uint64, nc net.Conn, cfg connConfig, h Handler, opaque *atomic.Int32) *Conn {
@@ -585,16 +634,36 @@ func (c *Conn) logClose(err error) {
 }
 
 // readLoop reads frames until an error, dispatching requests to handler
-// goroutines and responses to waiting invokers.
+// goroutines and responses to waiting invokers; a burst of inline
+// requests gathered when it stops is served before it returns.
 func (c *Conn) readLoop() error {
+	err := c.readFrames()
+	c.runBurst()
+	return err
+}
+
+func (c *Conn) readFrames() error {
 	br := bufio.NewReaderSize(c.nc, readBufBytes)
 	for {
-		if err := c.armReadDeadline(); err != nil {
-			return err
+		if frameBuffered(br) {
+			// Reading it does not wait: no idle deadline to move.
+			if c.isDraining() {
+				return errDraining
+			}
+		} else {
+			c.runBurst() // the next read may wait
+			if err := c.armReadDeadline(); err != nil {
+				return err
+			}
 		}
 		var h Handler
-		if hp := c.handler.Load(); hp != nil {
+		hp := c.handler.Load()
+		if hp != nil {
 			h = *hp
+		}
+		if hp != c.burstHP {
+			c.runBurst() // gathered for the handler before
+			c.burstHP = hp
 		}
 		borrower, _ := h.(BodyBorrower)
 		claimed, err := c.claimNextFrame(br)
@@ -621,24 +690,91 @@ func (c *Conn) readLoop() error {
 		if borrower != nil && borrower.BorrowsBody(cmd.Code) {
 			cmd.frame = p
 		}
-		if err := c.acquire(); err != nil {
-			return err
+		if !c.tryAcquire() {
+			c.runBurst() // its requests may hold the slots
+			if err := c.acquire(); err != nil {
+				return err
+			}
 		}
-		if !c.budget.admit(c.done) {
-			<-c.sem
-			return c.closeErr
+		if !c.budget.tryAdmit() {
+			c.runBurst() // its requests count as running
+			if !c.budget.admit(c.done) {
+				<-c.sem
+				return c.closeErr
+			}
 		}
 		c.handlers.Add(1)
 		if RunsInline(h, cmd) {
+			if bh, ok := h.(BurstRunner); ok {
+				c.gatherInline(bh, cmd)
+				continue
+			}
 			c.handle(h, cmd) // on this goroutine: see InlineRunner
 			continue
 		}
+		c.runBurst() // served before what comes after it
 		select {
 		case c.work <- job{h, cmd}: // an idle worker takes it
 		default:
 			go c.worker(h, cmd)
 		}
 	}
+}
+
+// frameBuffered reports whether br holds the whole next frame, so that
+// reading it does not wait.
+func frameBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n < 4 {
+		return false
+	}
+	b, err := br.Peek(4)
+	return err == nil && int64(n) >= 4+int64(binary.BigEndian.Uint32(b))
+}
+
+// gatherInline adds an admitted inline request to the burst, serving the
+// burst when it is full.
+func (c *Conn) gatherInline(h BurstRunner, req *Command) {
+	c.burstH = h
+	c.burst = append(c.burst, req)
+	c.burstBytes += len(req.Body)
+	if len(c.burst) >= maxBurstRequests || c.burstBytes >= maxBurstBodyBytes {
+		c.runBurst()
+	}
+}
+
+// runBurst serves the gathered burst (BurstRunner) and ends each of its
+// requests as handle does.
+func (c *Conn) runBurst() {
+	if len(c.burst) == 0 {
+		return
+	}
+	reqs := c.burst
+	resps := slices.Grow(c.burstResps[:0], len(reqs))[:len(reqs)]
+	ok := c.callBurst(reqs, resps)
+	for i, req := range reqs {
+		c.finish(req, resps[i], ok)
+	}
+	clear(reqs)
+	clear(resps)
+	c.burst, c.burstResps, c.burstH, c.burstBytes = reqs[:0], resps[:0], nil, 0 // burstHP stays: it is the reader's
+}
+
+// callBurst runs the burst's handler; after a panic every request gets
+// SYSTEM_ERROR (ok = false).
+func (c *Conn) callBurst(reqs, resps []*Command) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.cfg.logger.Error("remoting: handler panic", "code", RequestCode(reqs[0].Code).String(), "burst", len(reqs),
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			for i, req := range reqs {
+				resps[i] = req.NewResponse(ResSystemError, "internal error")
+			}
+			ok = false
+		}
+	}()
+	c.burstH.HandleBurst(c.ctx, c, reqs, resps)
+	return true
 }
 
 // claimNextFrame claims the next frame's bytes (ServerConfig.FrameBudget)
@@ -700,12 +836,29 @@ func (c *Conn) armReadDeadline() error {
 	return nil
 }
 
+// isDraining reports whether a drain has begun.
+func (c *Conn) isDraining() bool {
+	c.rdMu.Lock()
+	defer c.rdMu.Unlock()
+	return c.draining
+}
+
 // beginDrain stops the reader; in-flight requests still complete.
 func (c *Conn) beginDrain() {
 	c.rdMu.Lock()
 	defer c.rdMu.Unlock()
 	c.draining = true
 	c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// tryAcquire takes an in-flight slot if one is free.
+func (c *Conn) tryAcquire() bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 // acquire takes an in-flight slot, blocking (and so not reading) while
@@ -805,6 +958,12 @@ func (c *Conn) worker(h Handler, req *Command) {
 // Reply.Send.
 func (c *Conn) handle(h Handler, req *Command) {
 	resp, ok := c.callHandler(h, req)
+	c.finish(req, resp, ok)
+}
+
+// finish ends a request its handler returned resp for (ok = false: it
+// panicked), as handle describes.
+func (c *Conn) finish(req, resp *Command, ok bool) {
 	frame := req.frame
 	req.frame = nil
 	if frame != nil && (!ok || req.keepBody || resp.aliases(frame)) {

@@ -49,7 +49,8 @@
 // goroutine. The writer batches queued frames into one vectored write. Every
 // inbound request runs on a goroutine of its own (a connection reuses the
 // goroutines of finished requests), except those an InlineRunner handler
-// has the reader run itself; at most MaxInflightPerConn run at once per
+// has the reader run itself (a BurstRunner's several at once: those it
+// finds buffered one after the other); at most MaxInflightPerConn run at once per
 // connection, and when that bound is reached the reader stops reading,
 // which pushes back on the peer through TCP flow control.
 // Responses are matched to requests only by opaque. All exported methods of

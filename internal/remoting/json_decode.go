@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxJSONDepth bounds nesting in skipped values so hostile input cannot
@@ -91,12 +92,18 @@ type jsonDecoder struct {
 }
 
 // lastString returns b, the result of the last stringBytes call, as a
-// string, sharing src when it was plain.
+// string, sharing src when it was plain. A string with escapes was decoded
+// into a buffer of its own (slowString), which nothing else refers to or
+// writes again: the string takes it over instead of copying it (the send's
+// properties, whose separators the clients escape, are most of its header).
 func (d *jsonDecoder) lastString(b []byte) string {
 	if d.strPlain {
 		return d.src[d.strStart : d.strStart+len(b)]
 	}
-	return string(b)
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func (d *jsonDecoder) errorf(format string, args ...any) error {
@@ -364,10 +371,18 @@ func (d *jsonDecoder) extFields() (map[string]string, []extPair, error) {
 // setExtFields does to a map.
 func resolveExtFields(fields []extField) []extPair {
 	out := make([]extPair, 0, len(fields))
+	var seen uint64 // a bit per key class (keyClass) met so far
 	for _, f := range fields {
-		i := 0
-		for i < len(out) && out[i].key != f.key {
-			i++
+		i := len(out) // not met before, unless its class was
+		if bit := uint64(1) << keyClass(f.key); seen&bit != 0 {
+			// Perhaps a key met before (keys are rarely repeated, and
+			// different keys rarely share a class): look it up.
+			i = 0
+			for i < len(out) && out[i].key != f.key {
+				i++
+			}
+		} else {
+			seen |= bit
 		}
 		switch {
 		case i < len(out) && f.ok:
@@ -379,6 +394,15 @@ func resolveExtFields(fields []extField) []extPair {
 		}
 	}
 	return out
+}
+
+// keyClass puts a key in one of 64 classes by its length and its last
+// byte: two equal keys share their class.
+func keyClass(k string) uint {
+	if k == "" {
+		return 0
+	}
+	return (uint(len(k))*7 + uint(k[len(k)-1])) & 63
 }
 
 // maxStackExtFields is how many ext fields extFields collects before it
@@ -564,7 +588,8 @@ func plainASCII(b []byte) bool {
 }
 
 // slowString decodes a string with escapes or invalid UTF-8 (replaced by
-// U+FFFD, as encoding/json does), starting again at start.
+// U+FFFD, as encoding/json does), starting again at start, into a new
+// buffer that the caller owns (lastString makes it a string in place).
 func (d *jsonDecoder) slowString(start int) ([]byte, error) {
 	d.strPlain = false
 	out := make([]byte, 0, d.rawStringEnd()-start)

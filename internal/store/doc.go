@@ -157,7 +157,8 @@
 // One primitive waits on any of them (package watermark): WaitFor blocks
 // with a context and a timeout; Notify calls back instead, costing no
 // goroutine, from the goroutine that moves the watermark (the broker's
-// deferred send replies, PutMessagesDeferred, and the AMQP front door's
+// deferred send replies, PutMessagesDeferred and PutEachDeferred (a read
+// burst's sends in one append, each all or none by itself), and the AMQP front door's
 // confirms, PutRecordDeferred and PutRecordsDeferred (the records of a
 // read burst in one append, all or none), use it on Confirmed; the
 // transaction engine waits on Confirmed for a half message it was asked to

@@ -116,21 +116,7 @@ func (s *Store) appendPut(ctx context.Context, req *putReq, ms []*message.Messag
 // putAppend validates, encodes and appends ms and returns the CommitLog
 // offset after them.
 func (s *Store) putAppend(ctx context.Context, req *putReq, ms []*message.Message) (int64, PutResult) {
-	if len(ms) == 0 {
-		return 0, PutResult{Status: PutMessageIllegal, Err: errors.New("store: empty batch")}
-	}
-	if r, ok := s.refusePut(); !ok {
-		return 0, r
-	}
-	if r, ok := s.gatePut(req, ms); !ok { // gate.go
-		return 0, r
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
-	}
-	if ms[0] == nil {
-		// PutRecord: recs is set.
-	} else if r := s.encode(req, ms); r.Status != PutOK {
+	if r := s.preparePut(ctx, req, ms); r.Status != PutOK {
 		return 0, r
 	}
 	end, err := s.appendCombined(req)
@@ -138,6 +124,29 @@ func (s *Store) putAppend(ctx context.Context, req *putReq, ms []*message.Messag
 		return 0, s.putFailure(err)
 	}
 	return end, PutResult{Status: PutOK}
+}
+
+// preparePut runs a put's checks and encodes ms into req (PutOK: ready
+// for appendCombined).
+func (s *Store) preparePut(ctx context.Context, req *putReq, ms []*message.Message) PutResult {
+	if len(ms) == 0 {
+		return PutResult{Status: PutMessageIllegal, Err: errors.New("store: empty batch")}
+	}
+	if r, ok := s.refusePut(); !ok {
+		return r
+	}
+	if r, ok := s.gatePut(req, ms); !ok { // gate.go
+		return r
+	}
+	if err := ctx.Err(); err != nil {
+		return PutResult{Status: PutUnknownError, Err: fmt.Errorf("store: not written: %w", err)}
+	}
+	if ms[0] == nil {
+		// PutRecord: recs is set.
+	} else if r := s.encode(req, ms); r.Status != PutOK {
+		return r
+	}
+	return PutResult{Status: PutOK}
 }
 
 // releaseReq returns req to the pool, keeping a buffer of reasonable size.
@@ -261,13 +270,23 @@ func (s *Store) validate(m *message.Message) PutResult {
 // then never fails the log: see commitlog.Append); a request left queued is
 // written by the next holder of appendMu, possibly its own caller.
 func (s *Store) appendCombined(req *putReq) (int64, error) {
+	s.appendQueued(req)
+	return req.end, req.err
+}
+
+// appendQueued queues reqs, next to each other and in order, and writes
+// them with whatever else is queued (appendCombined); each request gets
+// its own end and error. Requests are written in the order they were
+// queued, so once the last of reqs is done all of them are.
+func (s *Store) appendQueued(reqs ...*putReq) {
 	s.pendMu.Lock()
-	s.pending = append(s.pending, req)
+	s.pending = append(s.pending, reqs...)
 	s.pendMu.Unlock()
 
+	last := reqs[len(reqs)-1]
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
-	for !req.done {
+	for !last.done {
 		s.pendMu.Lock()
 		n, bytes, limit := 0, 0, int(min(maxCombinedBytes, s.maxBatchBytes()))
 		for n < len(s.pending) && (n == 0 || bytes+len(s.pending[n].buf) <= limit) {
@@ -283,7 +302,6 @@ func (s *Store) appendCombined(req *putReq) (int64, error) {
 		clear(batch)
 		s.spare = batch
 	}
-	return req.end, req.err
 }
 
 // maxCombinedBytes bounds the records one combined append writes.

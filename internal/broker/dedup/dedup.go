@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/store"
 )
@@ -160,6 +161,7 @@ func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*messa
 			ch := e.wake
 			d.mu.Unlock()
 			d.waits.Add(1)
+			core.BeforeWait(ctx) // the send waited for may be the caller's own, not yet stored
 			select {
 			case <-ch:
 				continue

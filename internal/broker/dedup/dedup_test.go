@@ -15,6 +15,7 @@ import (
 	"github.com/keelmq/keel/internal/broker"
 	"github.com/keelmq/keel/internal/broker/dedup"
 	"github.com/keelmq/keel/internal/broker/transaction"
+	"github.com/keelmq/keel/internal/core"
 	"github.com/keelmq/keel/internal/message"
 	"github.com/keelmq/keel/internal/remoting"
 	"github.com/keelmq/keel/internal/store"
@@ -468,5 +469,37 @@ func TestStartsEmptyNeedsNoIndex(t *testing.T) {
 		if !empty && lookups != 1 {
 			t.Fatalf("store with data: %d index lookups, want 1", lookups)
 		}
+	}
+}
+
+// A Check that would wait for a pending send of its key first calls the
+// function core.WithBeforeWait put in its context: the caller may hold
+// that send, not yet stored. Here that function stores it, and the Check
+// answers the duplicate.
+func TestCheckCallsBeforeWait(t *testing.T) {
+	d, err := dedup.New(dedup.Config{Window: time.Hour, Index: nopIndex{}, StartsEmpty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, release, err := d.Check(context.Background(), "T", "K")
+	if err != nil || orig != nil {
+		t.Fatalf("first check: %v %v", orig, err)
+	}
+	calls := 0
+	ctx := core.WithBeforeWait(context.Background(), func() {
+		calls++
+		release(&message.Message{QueueOffset: 7, StoreTimestamp: time.Now().UnixMilli()}, store.PutResult{Status: store.PutOK})
+	})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	dup, _, err := d.Check(ctx, "T", "K")
+	if err != nil || dup == nil || dup.QueueOffset != 7 {
+		t.Fatalf("second check: %+v %v", dup, err)
+	}
+	if calls != 1 {
+		t.Fatalf("BeforeWait called %d times", calls)
+	}
+	if _, _, err := d.Check(ctx, "T", "K2"); err != nil || calls != 1 {
+		t.Fatalf("a check with nothing to wait for: %v, BeforeWait called %d times", err, calls)
 	}
 }
