@@ -10,7 +10,9 @@
 // The vhost "/" and Config.Vhosts, each its own namespace with its files
 // in its own directory (vhostDir); PLAIN and AMQPLAIN against Config.Users (guest/guest
 // from loopback only unless a guest account is configured), and
-// connection.update-secret re-checked the same way; tune
+// connection.update-secret re-checked the same way, and a connection
+// whose password reloaded ACL accounts no longer accept closed
+// (revoke.go); tune
 // (channel-max, frame-max, heartbeats); channels; the default exchange
 // and direct, fanout, topic and headers exchanges with bindings, also
 // between exchanges (amq.direct, amq.fanout, amq.topic, amq.headers,
