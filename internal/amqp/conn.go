@@ -64,12 +64,17 @@ type conn struct {
 
 	// What Connections reports (info.go): since is set at accept; the
 	// user and vhost once negotiated, under infoMu (the reader writes
-	// them, Connections reads them from another goroutine).
-	since     time.Time
-	infoMu    sync.Mutex
-	infoUser  string
-	infoVhost string
-	exLimit   exceptionLimiter // bounds the exceptions logged (errors.go)
+	// them, Connections reads them from another goroutine). infoSecret
+	// and infoRules are the password the user logged in with (or updated
+	// to) and the rules it was last checked against (revoke.go; nil: not
+	// logged in, or nothing to check again).
+	since      time.Time
+	infoMu     sync.Mutex
+	infoUser   string
+	infoVhost  string
+	infoSecret string
+	infoRules  *acl.Rules
+	exLimit    exceptionLimiter // bounds the exceptions logged (errors.go)
 
 	done    chan struct{}
 	cleaned bool // reader goroutine only
@@ -615,14 +620,13 @@ func (c *conn) handshake() error {
 		return hard(wire.AccessRefused, m, "%v", err)
 	}
 	c.user = user // also for the log line of a refusal
+	rules := c.srv.rulesInForce()
 	acct, ok := c.srv.authenticate(user, pass, c.nc.RemoteAddr())
 	if !ok {
 		return hard(wire.AccessRefused, m, "Login was refused using authentication mechanism %s", so.Mechanism)
 	}
 	c.acct, c.secret = acct, pass
-	c.infoMu.Lock()
-	c.infoUser = user
-	c.infoMu.Unlock()
+	c.loggedIn(user, pass, rules)                          // revoke.go
 	c.fromPeer = so.ClientProperties[peerProperty] == true // forward.go
 	caps, _ := so.ClientProperties["capabilities"].(wire.Table)
 	wantsBlocked := caps["connection.blocked"] == true
@@ -821,12 +825,14 @@ func (c *conn) dropChannel(id uint16) {
 // methods. A secret that does not is a connection exception, 530
 // NOT_ALLOWED as in RabbitMQ.
 func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
+	rules := c.srv.rulesInForce()
 	acct, ok := c.srv.authenticate(c.user, string(m.NewSecret), c.nc.RemoteAddr())
 	if !ok {
 		return hard(wire.NotAllowed, m, "New secret was refused for user '%s'", c.user)
 	}
 	c.acct, c.secret = acct, string(m.NewSecret)
-	c.updateUpstreams(m) // forward.go
+	c.loggedIn(c.user, c.secret, rules) // revoke.go
+	c.updateUpstreams(m)                // forward.go
 	c.srv.log.Info("amqp: connection updated its secret", "remote", c.nc.RemoteAddr().String(), "user", c.user, "reason", m.Reason)
 	return c.send(0, &wire.ConnectionUpdateSecretOk{})
 }

@@ -30,7 +30,9 @@ import (
 
 // peerLogin is the account the door logs in with to another group's door
 // for what no client connection carries (dead-letter copies):
-// Config.PeerAccount with its secret key under ACL, else guest.
+// Config.PeerAccount with its secret key in the rules in force (read at
+// every copy, so that a reloaded plain_acl.yml applies to the next dial),
+// under ACL, else guest.
 func (s *Server) peerLogin() (user, pass string) {
 	if s.cfg.Accounts != nil && s.cfg.PeerAccount != "" {
 		if rules := s.cfg.Accounts(); rules != nil {
@@ -231,10 +233,14 @@ func (s *Server) sendDeadLetter(v *vhost, name string, props, body []byte) (bool
 	}
 	c := r.conns[v]
 	if c == nil {
-		user, pass := s.peerLogin()
-		c = &conn{srv: s, vh: v, user: user, secret: pass, done: s.stop}
+		c = &conn{srv: s, vh: v, done: s.stop}
 		r.conns[v] = c
 	}
+	// The account's secret as the rules in force say now, for the
+	// connections dialled from here on: one opened with a secret since
+	// rotated is closed by its home (revoke.go) and dialled again with
+	// this one.
+	c.user, c.secret = s.peerLogin()
 	p, ok, err := c.lookupHome(name)
 	if err != nil || !ok {
 		return false, err

@@ -13,7 +13,9 @@
 // aclEnable=true against the accounts of plain_acl.yml, each method checked
 // against the account's topic permissions on the queue or exchange name
 // (auth.go), and
-// connection.update-secret re-checked the same way; tune
+// connection.update-secret re-checked the same way, and a connection
+// whose password reloaded ACL accounts no longer accept closed
+// (revoke.go); tune
 // (channel-max, frame-max, heartbeats); channels; the default exchange
 // and direct, fanout, topic and headers exchanges with bindings, also
 // between exchanges (amq.direct, amq.fanout, amq.topic, amq.headers,

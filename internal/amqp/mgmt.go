@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
 	"github.com/keelmq/keel/internal/amqpinfo"
@@ -298,8 +297,7 @@ func (s *Server) ForceClose(name, reason string) bool {
 		}
 		s.log.Info("amqp: connection closed by an operator", "connection", name, "user", shown[i].user,
 			"vhost", shown[i].vhost, "reason", reason)
-		c.forced.Store(hard(wire.ConnectionForced, nil, "%s", reason))
-		c.nc.SetReadDeadline(time.Now().Add(-time.Second)) // wakes the reader
+		c.forceClose(hard(wire.ConnectionForced, nil, "%s", reason))
 		return true
 	}
 	return false

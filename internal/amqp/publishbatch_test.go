@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,5 +312,84 @@ func TestReadDeadlinePerBurst(t *testing.T) {
 	}
 	if got := deadlines.Load() - before; got > 5 {
 		t.Fatalf("a burst of %d publishes (%d frames) set %d read deadlines", n, 3*n, got)
+	}
+}
+
+// TestPublishBurstDiskFull: a burst of confirmed publishes whose one
+// append runs out of space in the middle of its records (a short write of
+// the CommitLog, then ENOSPC) is nacked whole, each publish once, and
+// none of it is stored; the broker stays up, and a later burst on the same
+// channel, once space returns, is acked and is all the queue holds, also
+// after a restart.
+func TestPublishBurstDiskFull(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	b := &broker{t: t, dir: "/keel", fs: mem, storeCfg: func(c *store.Config) {
+		c.FS = efs
+		c.DiskHardLimitRatio, c.DiskMaxUsedSpaceRatio = 100, 100 // until ENOSPC
+		c.DiskReserveBytes = 0
+	}}
+	b.start()
+	t.Cleanup(b.stop)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, b)
+	rc.open()
+	confirmChannel(t, rc)
+
+	const n = 10
+	body := strings.Repeat("x", 200)
+	// Records of some 200 to 350 bytes: the file takes the first two or
+	// three of the burst, and the write fails in the middle of the next.
+	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "commitlog", Times: 1, Err: syscall.ENOSPC, ShortWrite: 700})
+	puts := b.st.Stats().Puts
+	rc.send(publishBurst("q", body, n))
+	order, acked := rawConfirms(t, rc, 1, n, func() {})
+	if efs.Injected(vfs.OpWrite) != 1 {
+		t.Fatalf("the short write was not the burst's (%d injected)", efs.Injected(vfs.OpWrite))
+	}
+	for i, tag := range order {
+		if tag != uint64(i+1) || acked[tag] {
+			t.Fatalf("confirm %d: publish %d (ack %v), want publish %d nacked; order %v", i, tag, acked[tag], i+1, order)
+		}
+	}
+	if k := b.st.Stats().Puts - puts; k != 0 {
+		t.Fatalf("%d appends stored for a burst the full disk refused", k)
+	}
+	if err := b.st.Err(); err != nil {
+		t.Fatalf("the store failed on a full disk: %v", err)
+	}
+
+	rc.send(publishBurst("q", "after", 3))
+	order, acked = rawConfirms(t, rc, n+1, 3, func() {})
+	for i, tag := range order {
+		if tag != uint64(n+i+1) || !acked[tag] {
+			t.Fatalf("after space returned, confirm %d: publish %d (ack %v), want publish %d acked", i, tag, acked[tag], n+i+1)
+		}
+	}
+	held := func(ch *amqp091.Channel) []string {
+		t.Helper()
+		var bodies []string
+		for {
+			d, ok, err := ch.Get("q", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return bodies
+			}
+			bodies = append(bodies, string(d.Body))
+		}
+	}
+	want := "after-aa,after-ba,after-ca"
+	if got := strings.Join(held(ch), ","); got != want {
+		t.Fatalf("the queue holds %s, want %s", got, want)
+	}
+	rc.nc.Close()
+	b.restart()
+	if got := strings.Join(held(b.channel()), ","); got != want {
+		t.Fatalf("after a restart the queue holds %s, want %s", got, want)
 	}
 }

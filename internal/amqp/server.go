@@ -45,12 +45,13 @@ type Config struct {
 	// Accounts, if set, returns the ACL accounts in force (plain_acl.yml):
 	// users are access keys, passwords their secret keys, and methods are
 	// checked against their permissions (auth.go). Users and guest are
-	// then not accepted.
+	// then not accepted. A connection whose password the rules returned
+	// later no longer accept is closed (revoke.go).
 	Accounts func() *acl.Rules
 	// PeerAccount, with Accounts, is the account (an access key) the door
 	// logs in to other groups' doors as for what no client connection
-	// carries (dead-letter copies, deadletter_remote.go); "" or without
-	// Accounts: guest.
+	// carries (dead-letter copies, deadletter_remote.go), with its secret
+	// as Accounts returns it at each dial; "" or without Accounts: guest.
 	PeerAccount string
 	// MaxFrameBytes is the frame-max offered in connection.tune.
 	MaxFrameBytes uint32
@@ -254,6 +255,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 		defer s.wg.Done()
 		s.work.run(s.stop)
 	}()
+	if cfg.Accounts != nil {
+		s.wg.Add(1)
+		go s.watchAccounts() // revoke.go
+	}
 	return s, nil
 }
 

@@ -80,8 +80,10 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 	total := 0
 	var waits []core.Wait
 	cs := s.cluster(false)
-	reader := int32(-1) // every partition here is this group's: one answer
-	if req.Version >= 11 {
+	// Every partition here is this group's: one answer. A read_committed
+	// fetch reads the leader (txnmarker.go's servesCommitted).
+	reader := int32(-1)
+	if req.Version >= 11 && req.IsolationLevel != 1 {
 		reader = cs.preferredReader(req.Rack)
 	}
 	epoch := int32(-1)
@@ -101,6 +103,9 @@ func (s *Server) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			q, code := s.fetchQueue(cs, t.Topic, p.Partition)
 			if code == errNone && req.Version >= 9 {
 				code = checkLeaderEpoch(p.CurrentLeaderEpoch, epoch)
+			}
+			if code == errNone && req.IsolationLevel == 1 && !s.servesCommitted() {
+				code = errNotLeaderOrFollower // txnmarker.go
 			}
 			if code != errNone {
 				rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = code, -1, -1, -1

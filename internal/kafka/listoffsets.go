@@ -93,6 +93,9 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			if code == errNone && req.Version >= 4 { // CurrentLeaderEpoch is in the request
 				code = checkLeaderEpoch(p.CurrentLeaderEpoch, epoch)
 			}
+			if code == errNone && req.IsolationLevel == 1 && !s.servesCommitted() {
+				code = errNotLeaderOrFollower // txnmarker.go
+			}
 			if code != errNone {
 				rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = code, -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)

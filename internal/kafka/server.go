@@ -48,7 +48,8 @@ type Config struct {
 	Rack string
 	// Follower: this door is a slave's. It serves what a consumer needs
 	// to read from it — ApiVersions, Metadata (creating nothing), Fetch of
-	// its group's partitions up to what the master confirmed,
+	// its group's partitions up to what the master confirmed (not
+	// read_committed: txnmarker.go's servesCommitted),
 	// FindCoordinator, DescribeCluster, SASL — and closes a connection
 	// sending anything else (follower.go).
 	Follower bool

@@ -87,6 +87,17 @@ func (s *Server) writeMarker(topic string, qid int32, pid int64, epoch int16, co
 	return base, end, errNone
 }
 
+// servesCommitted reports whether this door answers read_committed reads
+// (Fetch and ListOffsets with isolation level 1): their last stable
+// offset and aborted transactions come from the transaction
+// coordinator's state, which a slave's door (Config.Follower) holds only
+// as it replayed it at its start; the transactions begun or ended on the
+// master since would be missing (an open one's records served, an
+// aborted one's served as committed). A slave's door answers those reads
+// NOT_LEADER_OR_FOLLOWER, and the leader sends no read_committed fetch to
+// a slave (no PreferredReadReplica): they are the leader's.
+func (s *Server) servesCommitted() bool { return !s.cfg.Follower }
+
 // lastStable is the LSO of partition part whose high watermark is hwm.
 func (s *Server) lastStable(part *partition, hwm int64) int64 {
 	c := s.txn

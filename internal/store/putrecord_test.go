@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/keelmq/keel/internal/store/record"
 	"github.com/keelmq/keel/internal/vfs"
@@ -118,4 +122,110 @@ func TestPutRecordsDeferred(t *testing.T) {
 	if got := s.MaxOffset("A", 0); got != 3 {
 		t.Fatalf("after the refused batch the queue ends at %d, want 3", got)
 	}
+}
+
+// TestPutRecordsDeferredDiskFullMidBatch: a batch whose CommitLog write
+// runs out of space in the middle of its records (a short write, then
+// ENOSPC) is refused whole with DISK_FULL, at once: no record of it is
+// readable, its queue offsets are given back, done is never called, and
+// the store stays writable: the next batch takes the same queue offsets,
+// and after a power loss the log holds the records before and after it
+// only.
+func TestPutRecordsDeferredDiskFullMidBatch(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	cfg := noSpaceConfig(efs)
+	s := mustOpen(t, cfg)
+	defer func() { s.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds every wait
+	defer cancel()
+	batch := func(tag byte, n int) [][]byte {
+		var recs [][]byte
+		for i := range n {
+			rec, err := record.AppendEnvelope(nil, record.AMQP, 1, []record.Dest{{Topic: "A", QueueID: 0}},
+				[]byte{tag, byte('0' + i), 'x', 'x', 'x', 'x', 'x', 'x'})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		return recs
+	}
+	putOK := func(recs [][]byte) []int64 {
+		t.Helper()
+		phys := make([]int64, len(recs))
+		done := make(chan PutResult, 1)
+		if res, pending := s.PutRecordsDeferred(ctx, recs, phys, func(r PutResult) { done <- r }); !pending {
+			t.Fatalf("not pending: %+v", res)
+		}
+		select {
+		case r := <-done:
+			if r.Status != PutOK {
+				t.Fatalf("done: %+v", r)
+			}
+		case <-ctx.Done():
+			t.Fatal("no done for a batch")
+		}
+		if err := s.WaitFor(ctx, Visible, phys[len(phys)-1]+1, 0); err != nil {
+			t.Fatal(err)
+		}
+		return phys
+	}
+	putOK(batch('a', 2))
+
+	full := batch('b', 5)
+	size := 0
+	for _, r := range full {
+		size += len(r)
+	}
+	// The write reaches the file up to the middle of the third record.
+	efs.Inject(vfs.Rule{Ops: vfs.OpWrite, Path: "commitlog", Times: 1, Err: syscall.ENOSPC, ShortWrite: 2*len(full[0]) + len(full[2])/2})
+	written := s.Offset(Written)
+	phys := make([]int64, len(full))
+	res, pending := s.PutRecordsDeferred(context.Background(), full, phys, func(PutResult) { t.Error("done called for a batch the full disk refused") })
+	if pending || res.Status != PutDiskFull || !errors.Is(res.Err, ErrNoSpace) {
+		t.Fatalf("batch on a full disk: %+v pending %v", res, pending)
+	}
+	if efs.Injected(vfs.OpWrite) != 1 {
+		t.Fatalf("the short write was not the batch's (%d injected)", efs.Injected(vfs.OpWrite))
+	}
+	for i, p := range phys {
+		if p != -1 {
+			t.Fatalf("record %d of the refused batch has CommitLog offset %d", i, p)
+		}
+	}
+	if got := s.Offset(Written); got != written {
+		t.Fatalf("the log's written end moved from %d to %d for a refused batch", written, got)
+	}
+	if got := s.MaxOffset("A", 0); got != 2 {
+		t.Fatalf("after the refused batch the queue ends at %d, want 2", got)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the store failed on a full disk: %v", err)
+	}
+
+	after := putOK(batch('c', 3))
+	check := func(s *Store, what string) {
+		t.Helper()
+		if err := s.WaitFor(ctx, Visible, after[2]+1, 0); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.GetMessage("A", 0, 0, 20, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release()
+		var got []string
+		for _, rec := range r.Records {
+			got = append(got, string(record.Envelope(rec).Body()[:2]))
+		}
+		if strings.Join(got, ",") != "a0,a1,c0,c1,c2" {
+			t.Fatalf("%s: the queue holds %v, want a0, a1, c0, c1, c2", what, got)
+		}
+	}
+	check(s, "after space returned")
+	cfg.FS = mem.CrashClone()
+	s.Close()
+	s = mustOpen(t, cfg)
+	check(s, "after a power loss")
 }
