@@ -58,8 +58,8 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	waitFor(t, "Metadata to list the four members with their racks", 30*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
-		if err != nil || len(md.Brokers) != 4 || md.Controller != 1 {
+		md, err := brokerMetadata(ctx, cl)
+		if err != nil || len(md.Brokers) != 4 || md.ControllerID != 1 {
 			return false
 		}
 		want := map[int32]string{1: "m0", 2: "s0", 11: "m1", 12: "s1"}

@@ -20,6 +20,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// brokerMetadata asks a broker of cl for the cluster's brokers and
+// controller. kadm's BrokerMetadata does not: once the client knows some
+// brokers it answers from the client's own list, which the client renews
+// only every MetadataMaxAge (5 minutes by default), so a wait on it for a
+// member the client's first Metadata answer lacked waits in vain.
+func brokerMetadata(ctx context.Context, cl *kgo.Client) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	return req.RequestWith(ctx, cl)
+}
+
 // kafkaGroups is a NameServer and two broker groups (broker-a, broker-b
 // of cluster c), each a SYNC_MASTER (node 1, 11) and its SLAVE (node 2,
 // 12) as processes, every Kafka door on a loopback port chosen at run
@@ -160,7 +171,7 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
+		md, err := brokerMetadata(ctx, cl)
 		return err == nil && len(md.Brokers) == 2
 	})
 	if r, err := adm.CreateTopic(ctx, 8, -1, nil, "orders"); err != nil || r.Err != nil || r.NumPartitions != 8 {
