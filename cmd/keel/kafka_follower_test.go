@@ -87,7 +87,17 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	series := `keel_deliver_messages_total{door="kafka",topic="near"}`
 	before := metricValue(t, g.slaveHT[0], series)
 
-	cc, err := kgo.NewClient(kgo.SeedBrokers(g.kafka[0]), kgo.Rack("s0"),
+	// On failure: what the consumer did (its last log lines) and what the
+	// brokers did.
+	clog := &syncBuffer{}
+	defer func() {
+		if t.Failed() {
+			g.dumpLogs()
+			lines := strings.Split(clog.String(), "\n")
+			t.Logf("the consumer's last log lines:\n%s", strings.Join(lines[max(0, len(lines)-300):], "\n"))
+		}
+	}()
+	cc, err := kgo.NewClient(kgo.SeedBrokers(g.kafka[0]), kgo.Rack("s0"), kgo.WithLogger(kgo.BasicLogger(clog, kgo.LogLevelDebug, nil)),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"near": {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		t.Fatal(err)

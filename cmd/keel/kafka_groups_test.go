@@ -48,6 +48,20 @@ type kafkaGroups struct {
 	slave   [2]string // the slaves' RocketMQ addresses
 	slaveKf [2]string // the slaves' Kafka addresses ("" while their door is closed)
 	slaveHT [2]string // the slaves' HTTP addresses (with racks)
+	procs   []procLog // every process started, in order
+}
+
+// procLog is one broker process's name and log.
+type procLog struct {
+	name string
+	logs *syncBuffer
+}
+
+// dumpLogs logs every process's log (a failing test's context).
+func (g *kafkaGroups) dumpLogs() {
+	for _, p := range g.procs {
+		g.t.Logf("%s log:\n%s", p.name, p.logs.String())
+	}
 }
 
 func startKafkaGroups(t *testing.T, extra string) *kafkaGroups {
@@ -75,6 +89,7 @@ func startKafkaGroupsRacks(t *testing.T, extra string, racks bool) *kafkaGroups 
 		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, slaveConf+"brokerRole=SLAVE\nbrokerId=1\nkafkaNodeId="+strconv.Itoa(i*10+2)+"\n"),
 			"--data-dir", filepath.Join(g.dir, name+"-1"), "--broker-listen", "127.0.0.1:0",
 			"--http-listen", httpListen, "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
+		g.procs = append(g.procs, procLog{name + "'s slave", logs})
 		g.slave[i] = awaitLog(t, name+"'s slave broker listener", logs, brokerListenRE)
 		if racks {
 			g.slaveKf[i] = awaitLog(t, name+"'s slave Kafka listener", logs, kafkaListenRE)
@@ -99,6 +114,7 @@ func (g *kafkaGroups) startMaster(i int) {
 		"--data-dir", filepath.Join(g.dir, name+"-0"), "--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0",
 		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 	g.master[i] = cmd
+	g.procs = append(g.procs, procLog{name + "'s master", logs})
 	g.kafka[i] = awaitLog(t, name+"'s Kafka listener", logs, kafkaListenRE)
 	g.rmq[i] = awaitLog(t, name+"'s broker listener", logs, brokerListenRE)
 }
