@@ -198,7 +198,8 @@ func (p *framePool) trim() {
 	}
 }
 
-// scheduleTrim has trim run once, trimInterval from now.
+// scheduleTrim has trim run once, trimInterval from now (or hands it to
+// p.schedule).
 func (p *framePool) scheduleTrim() {
 	if p.schedule != nil {
 		p.schedule(p.trim)
