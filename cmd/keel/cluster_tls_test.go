@@ -161,7 +161,7 @@ func TestClusterTLS(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
+		md, err := brokerMetadata(ctx, cl)
 		return err == nil && len(md.Brokers) == 2
 	})
 	if r, err := adm.CreateTopic(ctx, 4, -1, nil, "orders"); err != nil || r.Err != nil || r.NumPartitions != 4 {
@@ -299,8 +299,8 @@ func TestClusterTLSWrongCA(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
-		return err == nil && len(md.Brokers) == 2 && md.Controller == 1
+		md, err := brokerMetadata(ctx, cl)
+		return err == nil && len(md.Brokers) == 2 && md.ControllerID == 1
 	})
 	start := time.Now()
 	r, err := adm.CreateTopic(ctx, 4, -1, nil, "orders")

@@ -47,7 +47,7 @@ func TestControllerFailoverAMQPKill9(t *testing.T) {
 	g := waitMasterElected(t, brokers, group)
 	firstEpoch, oldMasterID := g.MasterEpoch, g.MasterID
 	oldMaster := brokerOf(t, brokers, g, oldMasterID)
-	waitFor(t, "the master's AMQP door", 20*time.Second, func() bool {
+	waitOrDump(t, brokers, "the master's AMQP door", 20*time.Second, func() bool {
 		c, _, err := dialAnyAMQP(amqpAddrs)
 		if err == nil {
 			c.Close()

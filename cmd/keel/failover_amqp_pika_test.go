@@ -104,7 +104,7 @@ func TestControllerFailoverAMQPPika(t *testing.T) {
 	brokers, amqpAddrs, group := doorFailoverCluster(t, "--amqp-listen")
 	g := waitMasterElected(t, brokers, group)
 	oldMaster := brokerOf(t, brokers, g, g.MasterID)
-	waitFor(t, "the master's AMQP door", 20*time.Second, func() bool {
+	waitOrDump(t, brokers, "the master's AMQP door", 20*time.Second, func() bool {
 		c, _, err := dialAnyAMQP(amqpAddrs)
 		if err == nil {
 			c.Close()

@@ -453,11 +453,25 @@ func dumpBrokers(t *testing.T, brokers []*failoverBroker) {
 func waitMasterElected(t *testing.T, brokers []*failoverBroker, group func() *controller.Group) *controller.Group {
 	t.Helper()
 	var g *controller.Group
-	waitFor(t, "a master elected and all three in sync", 40*time.Second, func() bool {
+	waitOrDump(t, brokers, "a master elected and all three in sync", 40*time.Second, func() bool {
 		g = group()
 		return g != nil && g.MasterID != 0 && len(g.InSync) == 3
 	})
 	return g
+}
+
+// waitOrDump is waitFor that logs every broker's log before failing (a
+// set-up that fails says why).
+func waitOrDump(t *testing.T, brokers []*failoverBroker, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			dumpBrokers(t, brokers)
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // brokerOf is the index in brokers of replica id of g.

@@ -67,16 +67,17 @@ func TestKafkaSpreadUnderACL(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	as := func(user, pass string) *kadm.Client {
+	as := func(user, pass string) (*kgo.Client, *kadm.Client) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddrs[0]), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()),
 			kgo.MetadataMinAge(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
+		return cl, kadm.NewClient(cl)
 	}
-	adm, ops := as("admin001", "admin-secret"), as("operator1", "ops-secret")
+	admCl, adm := as("admin001", "admin-secret")
+	_, ops := as("operator1", "ops-secret")
 	last := ""
 	defer func() {
 		if t.Failed() {
@@ -91,11 +92,13 @@ func TestKafkaSpreadUnderACL(t *testing.T) {
 			}
 		}
 	}()
-	// 60 s: under load a member's Kafka registration has been seen to
-	// reach the other's view only with the 30 s re-registration.
-	waitFor(t, "both masters in the Kafka cluster", 60*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
-		last = fmt.Sprintf("%+v %v", md, err)
+	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
+		md, err := brokerMetadata(ctx, admCl)
+		if err == nil {
+			last = fmt.Sprintf("brokers %+v controller %d", md.Brokers, md.ControllerID)
+		} else {
+			last = err.Error()
+		}
 		return err == nil && len(md.Brokers) == 2
 	})
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{nsAddr}, AccessKey: "admin001", SecretKey: "admin-secret"})

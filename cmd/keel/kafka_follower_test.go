@@ -58,8 +58,8 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	waitFor(t, "Metadata to list the four members with their racks", 30*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
-		if err != nil || len(md.Brokers) != 4 || md.Controller != 1 {
+		md, err := brokerMetadata(ctx, cl)
+		if err != nil || len(md.Brokers) != 4 || md.ControllerID != 1 {
 			return false
 		}
 		want := map[int32]string{1: "m0", 2: "s0", 11: "m1", 12: "s1"}
@@ -87,7 +87,17 @@ func TestKafkaFollowerFetch(t *testing.T) {
 	series := `keel_deliver_messages_total{door="kafka",topic="near"}`
 	before := metricValue(t, g.slaveHT[0], series)
 
-	cc, err := kgo.NewClient(kgo.SeedBrokers(g.kafka[0]), kgo.Rack("s0"),
+	// On failure: what the consumer did (its last log lines) and what the
+	// brokers did.
+	clog := &syncBuffer{}
+	defer func() {
+		if t.Failed() {
+			g.dumpLogs()
+			lines := strings.Split(clog.String(), "\n")
+			t.Logf("the consumer's last log lines:\n%s", strings.Join(lines[max(0, len(lines)-300):], "\n"))
+		}
+	}()
+	cc, err := kgo.NewClient(kgo.SeedBrokers(g.kafka[0]), kgo.Rack("s0"), kgo.WithLogger(kgo.BasicLogger(clog, kgo.LogLevelDebug, nil)),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"near": {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// brokerMetadata asks a broker of cl for the cluster's brokers and
+// controller. kadm's BrokerMetadata does not: once the client knows some
+// brokers it answers from the client's own list, which the client renews
+// only every MetadataMaxAge (5 minutes by default), so a wait on it for a
+// member the client's first Metadata answer lacked waits in vain.
+func brokerMetadata(ctx context.Context, cl *kgo.Client) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	return req.RequestWith(ctx, cl)
+}
+
 // kafkaGroups is a NameServer and two broker groups (broker-a, broker-b
 // of cluster c), each a SYNC_MASTER (node 1, 11) and its SLAVE (node 2,
 // 12) as processes, every Kafka door on a loopback port chosen at run
@@ -37,6 +48,20 @@ type kafkaGroups struct {
 	slave   [2]string // the slaves' RocketMQ addresses
 	slaveKf [2]string // the slaves' Kafka addresses ("" while their door is closed)
 	slaveHT [2]string // the slaves' HTTP addresses (with racks)
+	procs   []procLog // every process started, in order
+}
+
+// procLog is one broker process's name and log.
+type procLog struct {
+	name string
+	logs *syncBuffer
+}
+
+// dumpLogs logs every process's log (a failing test's context).
+func (g *kafkaGroups) dumpLogs() {
+	for _, p := range g.procs {
+		g.t.Logf("%s log:\n%s", p.name, p.logs.String())
+	}
 }
 
 func startKafkaGroups(t *testing.T, extra string) *kafkaGroups {
@@ -64,6 +89,7 @@ func startKafkaGroupsRacks(t *testing.T, extra string, racks bool) *kafkaGroups 
 		_, logs := startBrokerProc(t, "-n", g.ns, "-c", writeConf(t, slaveConf+"brokerRole=SLAVE\nbrokerId=1\nkafkaNodeId="+strconv.Itoa(i*10+2)+"\n"),
 			"--data-dir", filepath.Join(g.dir, name+"-1"), "--broker-listen", "127.0.0.1:0",
 			"--http-listen", httpListen, "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
+		g.procs = append(g.procs, procLog{name + "'s slave", logs})
 		g.slave[i] = awaitLog(t, name+"'s slave broker listener", logs, brokerListenRE)
 		if racks {
 			g.slaveKf[i] = awaitLog(t, name+"'s slave Kafka listener", logs, kafkaListenRE)
@@ -88,6 +114,7 @@ func (g *kafkaGroups) startMaster(i int) {
 		"--data-dir", filepath.Join(g.dir, name+"-0"), "--broker-listen", "127.0.0.1:0", "--ha-listen", "127.0.0.1:0",
 		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "127.0.0.1:0")
 	g.master[i] = cmd
+	g.procs = append(g.procs, procLog{name + "'s master", logs})
 	g.kafka[i] = awaitLog(t, name+"'s Kafka listener", logs, kafkaListenRE)
 	g.rmq[i] = awaitLog(t, name+"'s broker listener", logs, brokerListenRE)
 }
@@ -160,7 +187,7 @@ func TestKafkaConsumerGroupAcrossGroups(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	waitFor(t, "both masters in the Kafka cluster", 30*time.Second, func() bool {
-		md, err := adm.BrokerMetadata(ctx)
+		md, err := brokerMetadata(ctx, cl)
 		return err == nil && len(md.Brokers) == 2
 	})
 	if r, err := adm.CreateTopic(ctx, 8, -1, nil, "orders"); err != nil || r.Err != nil || r.NumPartitions != 8 {

@@ -98,6 +98,11 @@ type framePool struct {
 		free [][]byte
 	}
 	reused, released atomic.Uint64
+	// schedule, when set, replaces the trimInterval timer that runs the
+	// next trim: a test runs trims itself, at the points it checks, so
+	// that a slow run (the race detector, a loaded machine) cannot have
+	// a timer trim in the middle of its steps.
+	schedule func(trim func())
 }
 
 var frames framePool
@@ -157,7 +162,7 @@ func (p *framePool) put(buf []byte) {
 		return
 	}
 	if idle > keepIdleFrameBytes && p.armed.CompareAndSwap(false, true) {
-		time.AfterFunc(trimInterval, p.trim) // low has been tracked since the last trim
+		p.scheduleTrim() // low has been tracked since the last trim
 	}
 }
 
@@ -182,15 +187,25 @@ func (p *framePool) trim() {
 	idle := p.idle.Load()
 	p.low.Store(idle)
 	if idle > keepIdleFrameBytes {
-		time.AfterFunc(trimInterval, p.trim)
+		p.scheduleTrim()
 		return
 	}
 	p.armed.Store(false)
 	// A put that saw armed set just before this cleared it did not
 	// schedule a trim; check again so its bytes are not kept for good.
 	if p.idle.Load() > keepIdleFrameBytes && p.armed.CompareAndSwap(false, true) {
-		time.AfterFunc(trimInterval, p.trim)
+		p.scheduleTrim()
 	}
+}
+
+// scheduleTrim has trim run once, trimInterval from now (or hands it to
+// p.schedule).
+func (p *framePool) scheduleTrim() {
+	if p.schedule != nil {
+		p.schedule(p.trim)
+		return
+	}
+	time.AfterFunc(trimInterval, p.trim)
 }
 
 // FramePoolStats counts the reuse of request frame buffers (process-wide).

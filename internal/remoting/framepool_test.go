@@ -57,9 +57,20 @@ func drainPool() {
 	}
 }
 
+// manualTrims makes p's trims run only when the test calls trim: filling
+// a pool arms a trim, and a trimInterval timer would fire in the middle of
+// a run slower than that (the race detector, a loaded machine). It returns
+// how many trims p has scheduled so far.
+func manualTrims(p *framePool) func() int {
+	var n int
+	p.schedule = func(func()) { n++ }
+	return func() int { return n }
+}
+
 func TestFramePoolBounds(t *testing.T) {
 	// A new pool for each part: a trim a part armed reads its own pool.
 	p := new(framePool)
+	manualTrims(p)
 	for i := 0; i < maxIdleFrameBytes/maxPooledFrame+4; i++ {
 		p.put(make([]byte, maxPooledFrame))
 	}
@@ -67,6 +78,7 @@ func TestFramePoolBounds(t *testing.T) {
 		t.Fatalf("idle %d bytes after filling, bound %d", idle, maxIdleFrameBytes)
 	}
 	p = new(framePool)
+	manualTrims(p)
 	for i := 0; i < 2*maxIdlePerClass; i++ {
 		p.put(make([]byte, 1<<minFrameClassShift))
 	}
@@ -74,6 +86,7 @@ func TestFramePoolBounds(t *testing.T) {
 		t.Fatalf("class 0 holds %d buffers, bound %d", n, maxIdlePerClass)
 	}
 	p = new(framePool)
+	manualTrims(p)
 	_, size, _ := frameClass(40 << 10)
 	p.put(make([]byte, size+1))           // not a class size
 	p.put(make([]byte, 2*maxPooledFrame)) // above maxPooledFrame
@@ -100,22 +113,23 @@ func TestFramePoolBounds(t *testing.T) {
 // and never below keepIdleFrameBytes.
 func TestFramePoolTrim(t *testing.T) {
 	var p framePool
+	scheduled := manualTrims(&p)
 	const mib = 1 << 20
 	for range 16 {
 		p.put(make([]byte, mib))
 	}
 	// Armed when idle passed keepIdleFrameBytes; the low-water mark since
 	// the pool was made is 0: all of it was in use then.
-	if !p.armed.Load() || p.low.Load() != 0 {
-		t.Fatalf("armed %v low %d", p.armed.Load(), p.low.Load())
+	if !p.armed.Load() || p.low.Load() != 0 || scheduled() != 1 {
+		t.Fatalf("armed %v low %d, %d trims scheduled", p.armed.Load(), p.low.Load(), scheduled())
 	}
 	p.trim()
-	if idle := p.idle.Load(); idle != 16*mib {
-		t.Fatalf("first trim left %d, want 16 MiB", idle)
+	if idle := p.idle.Load(); idle != 16*mib || scheduled() != 2 {
+		t.Fatalf("first trim left %d, want 16 MiB and the next trim scheduled (%d scheduled)", idle, scheduled())
 	}
 	p.trim() // nothing was taken since: all but keepIdleFrameBytes goes
-	if idle := p.idle.Load(); idle != keepIdleFrameBytes {
-		t.Fatalf("second trim left %d, want %d", idle, keepIdleFrameBytes)
+	if idle := p.idle.Load(); idle != keepIdleFrameBytes || p.armed.Load() || scheduled() != 2 {
+		t.Fatalf("second trim left %d (armed %v, %d scheduled), want %d and no trim scheduled", idle, p.armed.Load(), scheduled(), keepIdleFrameBytes)
 	}
 	for range 2 {
 		p.get(mib)
@@ -123,13 +137,16 @@ func TestFramePoolTrim(t *testing.T) {
 	for range 8 {
 		p.put(make([]byte, mib))
 	}
+	if !p.armed.Load() || scheduled() != 3 {
+		t.Fatalf("puts above the floor left armed %v, %d trims scheduled", p.armed.Load(), scheduled())
+	}
 	p.trim() // the low-water mark was 2 MiB: nothing stayed idle above the floor
-	if idle := p.idle.Load(); idle != 10*mib {
-		t.Fatalf("trim after use left %d, want 10 MiB", idle)
+	if idle := p.idle.Load(); idle != 10*mib || scheduled() != 4 {
+		t.Fatalf("trim after use left %d (%d scheduled), want 10 MiB and the next trim scheduled", idle, scheduled())
 	}
 	p.trim()
-	if idle := p.idle.Load(); idle != keepIdleFrameBytes || p.armed.Load() {
-		t.Fatalf("idle %d armed %v, want %d and no trim scheduled", idle, p.armed.Load(), keepIdleFrameBytes)
+	if idle := p.idle.Load(); idle != keepIdleFrameBytes || p.armed.Load() || scheduled() != 4 {
+		t.Fatalf("idle %d armed %v (%d scheduled), want %d and no trim scheduled", idle, p.armed.Load(), scheduled(), keepIdleFrameBytes)
 	}
 }
 
