@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -16,27 +15,6 @@ import (
 	"github.com/keelmq/keel/internal/controller"
 	"github.com/keelmq/keel/internal/remoting"
 )
-
-// reserveLoopbackPorts picks n free loopback addresses at run time (bound,
-// then released for the child processes: a voter list names every voter
-// before any of them starts).
-func reserveLoopbackPorts(t *testing.T, n int) []string {
-	t.Helper()
-	var addrs []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return addrs
-}
 
 type controllerProc struct {
 	cmd    *exec.Cmd

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,96 +21,6 @@ import (
 // failoverExamplePorts is how many ports examples/failover/run.sh uses
 // from its base.
 const failoverExamplePorts = 19
-
-// freePortRange returns a base port whose n ports from it are free on
-// loopback now (the script binds them itself, so this is a probe) and lie
-// outside the kernel's ephemeral range: the script binds them only after
-// building keel, seconds later, and a port of that range can be taken
-// meanwhile as the local end of any outgoing connection on the machine.
-func freePortRange(t *testing.T, n int) int {
-	t.Helper()
-	lo, hi := ephemeralPortRange()
-	var spans [][2]int // candidate bases, inclusive
-	if first, last := 10000, lo-n; last >= first {
-		spans = append(spans, [2]int{first, last})
-	}
-	if first, last := hi+1, 65535-n+1; last >= first {
-		spans = append(spans, [2]int{first, last})
-	}
-	if len(spans) == 0 {
-		t.Fatalf("no room for %d ports outside the ephemeral range %d-%d", n, lo, hi)
-	}
-	total := 0
-	for _, sp := range spans {
-		total += sp[1] - sp[0] + 1
-	}
-	for range 200 {
-		k := rand.IntN(total)
-		base := 0
-		for _, sp := range spans {
-			size := sp[1] - sp[0] + 1
-			if k < size {
-				base = sp[0] + k
-				break
-			}
-			k -= size
-		}
-		ok := true
-		var lns []net.Listener
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d free consecutive loopback ports", n)
-	return 0
-}
-
-// ephemeralPortRange is the kernel's range of local ports for outgoing
-// connections (and listeners on port 0): Linux's
-// net.ipv4.ip_local_port_range, its default where that cannot be read.
-func ephemeralPortRange() (lo, hi int) {
-	lo, hi = 32768, 60999
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return lo, hi
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return lo, hi
-	}
-	l, err1 := strconv.Atoi(f[0])
-	h, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || l > h {
-		return lo, hi
-	}
-	return l, h
-}
-
-// TestFreePortRangeOutsideEphemeral: the example's port range never
-// overlaps the ephemeral ports outgoing connections take.
-func TestFreePortRangeOutsideEphemeral(t *testing.T) {
-	lo, hi := ephemeralPortRange()
-	for range 50 {
-		base := freePortRange(t, failoverExamplePorts)
-		if last := base + failoverExamplePorts - 1; base <= hi && last >= lo {
-			t.Fatalf("ports %d-%d overlap the ephemeral range %d-%d", base, last, lo, hi)
-		}
-		if base < 1024 || base+failoverExamplePorts-1 > 65535 {
-			t.Fatalf("ports %d-%d are not all unprivileged ports", base, base+failoverExamplePorts-1)
-		}
-	}
-}
 
 // scrapeSeries reads url's Prometheus text: series to value; nil when it
 // does not answer.
