@@ -5,14 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,75 +15,6 @@ import (
 	"github.com/keelmq/keel/internal/controller"
 	"github.com/keelmq/keel/internal/remoting"
 )
-
-// reserveLoopbackPorts picks n free loopback addresses at run time (bound,
-// then released for the child processes: a voter list names every voter
-// before any of them starts). They are below the kernel's ephemeral range
-// (ip_local_port_range), from which every connection's local port and
-// every listener on port 0 is taken: a port of that range, released here,
-// could be taken by one of them (of this test or of any test running
-// beside it) before the process it was picked for binds it, which then
-// fails to start. Below the range only an explicit bind takes a port, and
-// this process hands out each port once.
-func reserveLoopbackPorts(t *testing.T, n int) []string {
-	t.Helper()
-	lo, hi := reservablePorts()
-	var addrs []string
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	reserved.mu.Lock()
-	defer reserved.mu.Unlock()
-	if reserved.given == nil {
-		reserved.given = map[int]bool{}
-	}
-	for tries := 0; len(addrs) < n; tries++ {
-		if tries > 100*n+1000 {
-			t.Fatalf("no %d free loopback ports in [%d, %d)", n, lo, hi)
-		}
-		port := lo + rand.IntN(hi-lo)
-		if reserved.given[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue // taken
-		}
-		reserved.given[port] = true
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	return addrs
-}
-
-// reserved holds the ports reserveLoopbackPorts handed out.
-var reserved struct {
-	mu    sync.Mutex
-	given map[int]bool
-}
-
-// reservablePorts is the range reserveLoopbackPorts picks from: from
-// 10000 up to the start of the ephemeral range (32768 when it cannot be
-// read), or, if that leaves less than 4096 ports, the 4096 above its end.
-func reservablePorts() (lo, hi int) {
-	first, last := 32768, 60999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			a, err1 := strconv.Atoi(f[0])
-			z, err2 := strconv.Atoi(f[1])
-			if err1 == nil && err2 == nil && 0 < a && a <= z {
-				first, last = a, z
-			}
-		}
-	}
-	if first-10000 >= 4096 {
-		return 10000, first
-	}
-	return last + 1, min(last+1+4096, 65536)
-}
 
 type controllerProc struct {
 	cmd    *exec.Cmd

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,33 +21,6 @@ import (
 // failoverExamplePorts is how many ports examples/failover/run.sh uses
 // from its base.
 const failoverExamplePorts = 19
-
-// freePortRange returns a base port whose n ports from it are free on
-// loopback now (the script binds them itself, so this is a probe).
-func freePortRange(t *testing.T, n int) int {
-	t.Helper()
-	for range 200 {
-		base := 20000 + rand.IntN(40000)
-		ok := true
-		var lns []net.Listener
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d free consecutive loopback ports", n)
-	return 0
-}
 
 // scrapeSeries reads url's Prometheus text: series to value; nil when it
 // does not answer.
