@@ -23,7 +23,9 @@ package kafka
 //     registration period old), else every member; its leader epoch is
 //     the master's replication epoch (this group's from the local state,
 //     the others' as registered; 0 when unknown);
-//   - the controller is the broker with the lowest node id.
+//   - the controller is the broker with the lowest node id;
+//   - a group briefly without any registered member keeps its partitions,
+//     without a leader (absent.go).
 //
 // Produce, Fetch, ListOffsets and DeleteRecords on a partition this
 // broker does not lead answer NOT_LEADER_OR_FOLLOWER, so clients refresh
@@ -52,6 +54,9 @@ type Cluster interface {
 type ClusterView struct {
 	Brokers []ClusterBroker
 	Topics  map[string][]TopicGroup // topic -> the groups hosting it
+	// Absent: groups without a registered member whose partitions the
+	// door keeps in Topics for now (absent.go); set by the door.
+	Absent []string
 }
 
 // ClusterBroker is one live member with a Kafka node id; Port 0: a
@@ -99,6 +104,7 @@ type clusterCache struct {
 	derived *clusterState
 	tried   time.Time  // of the last fetch, answered or not (zero: never)
 	ask     sync.Mutex // one fetch at a time
+	absent  absentMemo // under ask
 }
 
 // refreshCluster fetches the view now; on failure the last one stays.
@@ -124,6 +130,7 @@ func (s *Server) refreshClusterOlder(age time.Duration) {
 		s.log.Debug("kafka: cluster view not refreshed", "err", err)
 		return
 	}
+	v = s.cc.absent.keepAbsent(v, time.Now())
 	s.cc.mu.Lock()
 	s.cc.view, s.cc.derived = v, nil
 	s.cc.mu.Unlock()
@@ -263,6 +270,11 @@ func (s *Server) derive(v ClusterView, local LocalGroup) *clusterState {
 		members[b.Group] = append(members[b.Group], b)
 	}
 	members[s.cfg.Group] = append(members[s.cfg.Group], me)
+	for _, g := range v.Absent {
+		if _, ok := members[g]; !ok {
+			cs.groups[g] = &groupInfo{leader: -1, nodes: map[int64]int32{}}
+		}
+	}
 	slices.SortFunc(cs.brokers, func(a, b kmsg.MetadataResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	cs.controller = -1
 	for name, ms := range members {

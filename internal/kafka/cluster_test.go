@@ -609,3 +609,80 @@ func TestClusterSarama(t *testing.T) {
 		pc.Close()
 	}
 }
+
+// TestAbsentGroupKeepsItsPartitions: when every member of broker-a is away
+// from the NameServer at once (all restarting for a role change), T keeps
+// its five partitions at broker-b's door: broker-a's two without a leader
+// (LEADER_NOT_AVAILABLE; a produce there answers NOT_LEADER_OR_FOLLOWER),
+// broker-b's still partitions 2-4, never renumbered to 0-2; back, broker-a
+// leads them again; a topic a registered group no longer lists loses its
+// partitions there at once; a group away longer than absentGroupHold is
+// left out.
+func TestAbsentGroupKeepsItsPartitions(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 20)
+	b0 := startClusterNode(t, f, "broker-b", 0, 10)
+	createLocalTopic(t, a0, "T", 2)
+	createLocalTopic(t, b0, "T", 3)
+	refreshViews(b0)
+	leaders := func() []int32 {
+		var out []int32
+		m := metadataOf(t, b0.addr, "T")
+		for _, p := range m.Topics[0].Partitions {
+			if (p.Leader < 0) != (p.ErrorCode == errLeaderNotAvailable) {
+				t.Fatalf("partition %d: leader %d, code %d", p.Partition, p.Leader, p.ErrorCode)
+			}
+			out = append(out, p.Leader)
+		}
+		return out
+	}
+	if got := leaders(); fmt.Sprint(got) != "[20 20 10 10 10]" {
+		t.Fatalf("leaders %v", got)
+	}
+	f.mu.Lock()
+	members := f.members
+	f.members = []clusterMember{members[1]} // broker-a away
+	f.mu.Unlock()
+	refreshViews(b0)
+	if got := leaders(); fmt.Sprint(got) != "[-1 -1 10 10 10]" {
+		t.Fatalf("leaders with broker-a away: %v (its partitions must stay, without a leader)", got)
+	}
+	if code := rawProduce(t, b0.addr, "T", 0); code != errNotLeaderOrFollower {
+		t.Errorf("produce of broker-a's partition at broker-b: code %d", code)
+	}
+	if code := rawProduce(t, b0.addr, "T", 2); code != errNone {
+		t.Errorf("produce of broker-b's first partition: code %d", code)
+	}
+	if off := b0.st.MaxOffset("T", 0); off != 1 {
+		t.Errorf("broker-b's queue 0 holds %d records, want the one produced to partition 2", off)
+	}
+	f.mu.Lock()
+	f.members = members
+	f.mu.Unlock()
+	refreshViews(b0)
+	if got := leaders(); fmt.Sprint(got) != "[20 20 10 10 10]" {
+		t.Fatalf("leaders with broker-a back: %v", got)
+	}
+	// broker-a deletes T: its partitions go at once.
+	if err := a0.core.DeleteTopic("T"); err != nil {
+		t.Fatal(err)
+	}
+	refreshViews(b0)
+	if got := leaders(); fmt.Sprint(got) != "[10 10 10]" {
+		t.Fatalf("leaders after broker-a deleted T: %v", got)
+	}
+	// Away longer than absentGroupHold: left out.
+	createLocalTopic(t, a0, "U", 2)
+	createLocalTopic(t, b0, "U", 1)
+	refreshViews(b0)
+	old := absentGroupHold
+	absentGroupHold = 0
+	t.Cleanup(func() { absentGroupHold = old })
+	f.mu.Lock()
+	f.members = []clusterMember{members[1]}
+	f.mu.Unlock()
+	refreshViews(b0)
+	if m := metadataOf(t, b0.addr, "U"); len(m.Topics[0].Partitions) != 1 || m.Topics[0].Partitions[0].Leader != 10 {
+		t.Fatalf("U with broker-a gone beyond the hold: %+v", m.Topics[0].Partitions)
+	}
+}
