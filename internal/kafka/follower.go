@@ -22,9 +22,13 @@ package kafka
 // its own with the partition's PreferredReadReplica: a slave of the
 // group with a Kafka door, in that rack and in sync, and no records; the
 // client then fetches from it. A slave that falls out of sync is no
-// longer preferred (the client's next fetch from the leader moves it
-// back), and a slave answering NOT_LEADER_OR_FOLLOWER (it is no longer
-// of the group) or failing sends the client back to the leader.
+// longer preferred for the clients that ask the leader next. A client
+// already at the slave stays there on the errors it retries (franz-go
+// retries UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+// OFFSET_NOT_AVAILABLE and failed connections at the same replica, and
+// goes back to the leader on a metadata change of the partition, an
+// OFFSET_OUT_OF_RANGE below the log start, or its periodic recheck), so
+// the leader names only a slave in sync, which has the partition.
 
 import (
 	"slices"
