@@ -20,6 +20,11 @@ type amqpDriver struct {
 	conns []*amqp.Connection
 	queue string
 	url   string
+	// stopped ends the confirm waits still open once stop closed the
+	// connections (amqp091-go may leave a confirmation outstanding at a
+	// close: one waited 5 minutes).
+	stopped context.Context
+	halt    context.CancelFunc
 }
 
 func (a *amqpDriver) dial() (*amqp.Connection, *amqp.Channel, error) {
@@ -34,6 +39,7 @@ func (a *amqpDriver) dial() (*amqp.Connection, *amqp.Channel, error) {
 
 func (a *amqpDriver) start(ctx context.Context, c *config, r *recorder) error {
 	a.url, a.queue = c.addr, fmt.Sprintf("peer-bench-%d", time.Now().UnixNano())
+	a.stopped, a.halt = context.WithCancel(context.Background())
 	_, ch, err := a.dial()
 	if err != nil {
 		return err
@@ -77,7 +83,7 @@ func (a *amqpDriver) start(ctx context.Context, c *config, r *recorder) error {
 		go func() {
 			defer a.wg.Done()
 			for dc := range window {
-				if ok, err := dc.WaitContext(context.Background()); ok {
+				if ok, err := dc.WaitContext(a.stopped); ok {
 					r.ack(1)
 				} else if ctx.Err() == nil {
 					r.fail(errors.Join(errors.New("nacked"), err))
@@ -102,16 +108,31 @@ func (a *amqpDriver) start(ctx context.Context, c *config, r *recorder) error {
 	return nil
 }
 
+// amqpStopWait bounds each step of stop: a broker that does not answer the
+// queue's delete or a connection's close does not hold the run.
+const amqpStopWait = 10 * time.Second
+
 func (a *amqpDriver) stop() {
 	// Closing the connections ends the consumers' delivery channels and
 	// fails the confirms still outstanding.
 	if len(a.conns) > 0 {
-		if ch, err := a.conns[0].Channel(); err == nil {
-			ch.QueueDelete(a.queue, false, false, false)
+		deleted := make(chan struct{})
+		go func() {
+			defer close(deleted)
+			if ch, err := a.conns[0].Channel(); err == nil {
+				ch.QueueDelete(a.queue, false, false, false)
+			}
+		}()
+		select {
+		case <-deleted:
+		case <-time.After(amqpStopWait):
 		}
 	}
 	for _, c := range a.conns {
-		c.Close()
+		c.CloseDeadline(time.Now().Add(amqpStopWait))
+	}
+	if a.halt != nil {
+		a.halt()
 	}
 	a.wg.Wait()
 }
