@@ -126,17 +126,7 @@ func TestPublishBurstOneAppend(t *testing.T) {
 	if n := b.st.Stats().Puts - puts; n != 1 {
 		t.Fatalf("the burst's four stored messages took %d appends, want 1", n)
 	}
-	var bodies []string
-	for {
-		d, ok, err := ch.Get("q", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		bodies = append(bodies, string(d.Body))
-	}
+	bodies := getAll(t, ch, "q")
 	if !bytes.Equal([]byte(strings.Join(bodies, ",")), []byte("a,c,e,f")) {
 		t.Fatalf("queue q holds %q, want a, c, e, f in order", bodies)
 	}
@@ -391,5 +381,22 @@ func TestPublishBurstDiskFull(t *testing.T) {
 	b.restart()
 	if got := strings.Join(held(b.channel()), ","); got != want {
 		t.Fatalf("after a restart the queue holds %s, want %s", got, want)
+	}
+}
+
+// getAll takes every message queue holds (auto-ack) and returns their
+// bodies in order.
+func getAll(t *testing.T, ch *amqp091.Channel, queue string) []string {
+	t.Helper()
+	var bodies []string
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return bodies
+		}
+		bodies = append(bodies, string(d.Body))
 	}
 }

@@ -206,17 +206,7 @@ func TestPublishBurstSyncMaster(t *testing.T) {
 			t.Fatalf("confirm %d: publish %d (ack %v), want publish %d acked; order %v", i, tag, acked[tag], i+1, order)
 		}
 	}
-	var bodies []string
-	for {
-		d, ok, err := ch.Get("q", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		bodies = append(bodies, string(d.Body))
-	}
+	bodies := getAll(t, ch, "q")
 	if len(bodies) != n {
 		t.Fatalf("queue holds %d messages, want %d", len(bodies), n)
 	}

@@ -146,17 +146,7 @@ func TestClusterCreateTopicsSpread(t *testing.T) {
 // not for its own rack, an unknown one or none, nor once the slave is
 // out of sync; the slave itself never redirects.
 func TestPreferredReadReplica(t *testing.T) {
-	f := &fakeCluster{}
-	a0 := startNodeWith(t, nil, Config{NodeID: 1, Group: "broker-a", Cluster: f, Rack: "m"})
-	s1 := startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
-	f.add(clusterMember{group: "broker-a", nodeID: 1, epoch: -1, node: a0, rack: "m", inSync: []int64{0, 1}})
-	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
-	createLocalTopic(t, a0, "P", 1)
-	createLocalTopic(t, s1, "P", 1)
-	refreshViews(a0, s1)
-	if got := rawProduce(t, a0.addr, "P", 0); got != 0 {
-		t.Fatalf("produce: %d", got)
-	}
+	f, a0, s1 := startRackPair(t)
 	for rack, want := range map[string]int32{"s": 2, "m": -1, "x": -1, "": -1} {
 		if got := a0.srv.cluster(false).preferredReader(rack); got != want {
 			t.Errorf("leader, rack %q: preferred %d, want %d", rack, got, want)
@@ -184,4 +174,23 @@ func TestPreferredReadReplica(t *testing.T) {
 	if got := a0.srv.cluster(false).preferredReader("s"); got != -1 {
 		t.Errorf("an out-of-sync slave is preferred: %d", got)
 	}
+}
+
+// startRackPair starts broker-a's master (node 1, rack m) and its slave's
+// follower door (node 2, rack s, in sync) on one fake cluster, with topic
+// P of one queue holding one record produced at the master.
+func startRackPair(t *testing.T) (f *fakeCluster, a0, s1 *testNode) {
+	t.Helper()
+	f = &fakeCluster{}
+	a0 = startNodeWith(t, nil, Config{NodeID: 1, Group: "broker-a", Cluster: f, Rack: "m"})
+	s1 = startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
+	f.add(clusterMember{group: "broker-a", nodeID: 1, epoch: -1, node: a0, rack: "m", inSync: []int64{0, 1}})
+	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
+	createLocalTopic(t, a0, "P", 1)
+	createLocalTopic(t, s1, "P", 1)
+	refreshViews(a0, s1)
+	if got := rawProduce(t, a0.addr, "P", 0); got != 0 {
+		t.Fatalf("produce: %d", got)
+	}
+	return f, a0, s1
 }

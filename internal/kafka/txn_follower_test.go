@@ -297,17 +297,7 @@ func TestFollowerDoorSendsReadCommittedToLeader(t *testing.T) {
 // serves it itself; a read_uncommitted one of the same rack is sent to
 // the slave.
 func TestPreferredReadReplicaNotForReadCommitted(t *testing.T) {
-	f := &fakeCluster{}
-	a0 := startNodeWith(t, nil, Config{NodeID: 1, Group: "broker-a", Cluster: f, Rack: "m"})
-	s1 := startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
-	f.add(clusterMember{group: "broker-a", nodeID: 1, epoch: -1, node: a0, rack: "m", inSync: []int64{0, 1}})
-	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
-	createLocalTopic(t, a0, "P", 1)
-	createLocalTopic(t, s1, "P", 1)
-	refreshViews(a0, s1)
-	if got := rawProduce(t, a0.addr, "P", 0); got != 0 {
-		t.Fatalf("produce: %d", got)
-	}
+	_, a0, _ := startRackPair(t)
 	fetch := func(isolation int8) kmsg.FetchResponseTopicPartition {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version, req.MaxBytes, req.Rack, req.IsolationLevel = 12, 1<<20, "s", isolation
