@@ -214,7 +214,10 @@ type Server struct {
 }
 
 // New opens the definitions and acknowledgement state under
-// cfg.DataDir/amqp; it starts nothing.
+// cfg.DataDir/amqp and starts the server's background work (persisting
+// acknowledgement state, the expiry sweep, the work queue, and with
+// Config.Accounts the secrets' check), which Close stops; it accepts no
+// connection before Serve.
 func New(cfg Config, st *store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
