@@ -196,14 +196,7 @@ func TestFollowerDoorRunsNoTxnTasks(t *testing.T) {
 	if _, _, err := m.srv.autoCreate("tmo"); err != nil {
 		t.Fatal(err)
 	}
-	x := newTxnRaw(t, m.addr, "tmo-1")
-	if r := x.init(60000); r.ErrorCode != 0 {
-		t.Fatal(r)
-	}
-	x.addParts("tmo", 0)
-	if rp := x.produce("tmo", 0, 2); rp.ErrorCode != 0 {
-		t.Fatalf("%+v", rp)
-	}
+	x := openTxn(t, m.addr, "tmo-1", "tmo")
 	g.caughtUp(t, "the open transaction on the slave")
 	slave := g.startSlaveDoor(t)
 	replayed := waitTxnState(t, slave.srv, "tmo-1", txnOngoing)
@@ -258,14 +251,7 @@ func TestFollowerDoorSendsReadCommittedToLeader(t *testing.T) {
 	if _, err := slave.core.EnsureTopic("rc", 2, core.PermRW); err != nil { // the harness's cores do not replicate topics
 		t.Fatal(err)
 	}
-	x := newTxnRaw(t, m.addr, "rc-1")
-	if r := x.init(60000); r.ErrorCode != 0 {
-		t.Fatal(r)
-	}
-	x.addParts("rc", 0)
-	if rp := x.produce("rc", 0, 2); rp.ErrorCode != 0 {
-		t.Fatalf("%+v", rp)
-	}
+	openTxn(t, m.addr, "rc-1", "rc")
 	g.caughtUp(t, "the open transaction's records on the slave")
 	if f := fetchTxn(dialRaw(t, m.addr), "rc", 0, 0, true); f.ErrorCode != 0 || f.LastStableOffset != 0 || len(f.RecordBatches) != 0 {
 		t.Fatalf("read_committed at the master: %+v", f)

@@ -253,14 +253,7 @@ func TestTxnFencing(t *testing.T) {
 	if _, _, err := n.srv.autoCreate("fence"); err != nil {
 		t.Fatal(err)
 	}
-	a := newTxnRaw(t, n.addr, "fence-1")
-	if r := a.init(60000); r.ErrorCode != 0 {
-		t.Fatal(r)
-	}
-	a.addParts("fence", 0)
-	if rp := a.produce("fence", 0, 2); rp.ErrorCode != 0 {
-		t.Fatalf("%+v", rp)
-	}
+	a := openTxn(t, n.addr, "fence-1", "fence")
 	b := newTxnRaw(t, n.addr, "fence-1")
 	// As in Kafka: one bump for the abort of a's transaction, one for b.
 	if r := b.init(60000); r.ErrorCode != 0 || r.ProducerID != a.pid || r.ProducerEpoch != a.epoch+2 {
@@ -685,4 +678,20 @@ func TestTxnUnconfirmedIsRetriable(t *testing.T) {
 	if r := x.init(60000); r.ErrorCode != errCoordinatorNotAvailable {
 		t.Fatalf("InitProducerId without confirmation: %+v", r)
 	}
+}
+
+// openTxn starts transactional id id at addr (a 60 s timeout) and
+// produces two records to topic's partition 0 in its transaction, left
+// open.
+func openTxn(t *testing.T, addr, id, topic string) *txnRaw {
+	t.Helper()
+	x := newTxnRaw(t, addr, id)
+	if r := x.init(60000); r.ErrorCode != 0 {
+		t.Fatal(r)
+	}
+	x.addParts(topic, 0)
+	if rp := x.produce(topic, 0, 2); rp.ErrorCode != 0 {
+		t.Fatalf("%+v", rp)
+	}
+	return x
 }
