@@ -345,7 +345,12 @@ func rackPtr(r string) *string {
 // layout is topic's partitions: the groups hosting it (with a Kafka
 // door) in brokerName order with their queue counts. This group's part is
 // its own topic table's, never the NameServer's (which keeps a topic
-// deleted here until told: registrations only add).
+// deleted here until told: registrations only add) — but on a member that
+// does not lead its group (a slave), whose table is a copy of its master's
+// that replication may not have brought yet: a topic missing there is
+// laid out with its group's part as the master registered it, as every
+// other broker lays it out, so that the partitions of the groups after
+// this one keep their numbers.
 func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) []TopicGroup {
 	if cs.s.cfg.Cluster == nil {
 		if !here {
@@ -355,10 +360,11 @@ func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) 
 	}
 	var out []TopicGroup
 	for _, tg := range cs.topics[topic] {
-		if tg.Group == cs.s.cfg.Group || cs.groups[tg.Group] == nil {
-			continue
+		switch {
+		case cs.groups[tg.Group] == nil:
+		case tg.Group != cs.s.cfg.Group, !here && !cs.s.leads():
+			out = append(out, tg)
 		}
-		out = append(out, tg)
 	}
 	if here {
 		out = append(out, TopicGroup{Group: cs.s.cfg.Group, Queues: local.ReadQueueNums})

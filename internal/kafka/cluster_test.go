@@ -409,6 +409,47 @@ func TestClusterDeletedTopicNotListed(t *testing.T) {
 	}
 }
 
+// TestClusterSlaveLaysOutATopicItsReplicaHasNotYet: broker-a (master,
+// and a slave with a follower door) and broker-b host topic N, one queue
+// each; the slave's topic table does not have N yet (replication brings
+// it after the master registered it). The slave still answers Metadata as
+// the masters do — partition 0 broker-a's, partition 1 broker-b's — and
+// does not renumber broker-b's queue as partition 0 (a producer told so
+// would send partition 0's records to broker-b). A fetch of its own
+// partition answers UNKNOWN_TOPIC_OR_PARTITION (retried) until the topic
+// is there, one of broker-b's NOT_LEADER_OR_FOLLOWER.
+func TestClusterSlaveLaysOutATopicItsReplicaHasNotYet(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	s1 := startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
+	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
+	b0 := startClusterNode(t, f, "broker-b", 0, 11)
+	createLocalTopic(t, a0, "N", 1)
+	createLocalTopic(t, b0, "N", 1)
+	refreshViews(a0, s1, b0)
+	for _, n := range []*testNode{a0, b0, s1} {
+		m := metadataOf(t, n.addr, "N")
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 {
+			t.Fatalf("%s: topics %+v", n.addr, m.Topics)
+		}
+		for i, leader := range []int32{1, 11} {
+			if p := m.Topics[0].Partitions[i]; p.Partition != int32(i) || p.ErrorCode != 0 || p.Leader != leader {
+				t.Errorf("%s: partition %d: %+v, want leader %d", n.addr, i, p, leader)
+			}
+		}
+	}
+	if code := rawFetch(t, s1.addr, "N", 1); code != errNotLeaderOrFollower {
+		t.Errorf("fetch of broker-b's partition at broker-a's slave: code %d", code)
+	}
+	if code := rawFetch(t, s1.addr, "N", 0); code != errUnknownTopicOrPartition {
+		t.Errorf("fetch of its own partition before its replica has the topic: code %d", code)
+	}
+	createLocalTopic(t, s1, "N", 1) // as replication would
+	if code := rawFetch(t, s1.addr, "N", 0); code != errNone {
+		t.Errorf("fetch of its own partition: code %d", code)
+	}
+}
+
 // TestClusterNamesrvDown: while the NameServers do not answer, Metadata
 // answers from the last view, and requests arriving together share one
 // attempt.
