@@ -4,8 +4,9 @@ package kafka
 // the one broker of its cluster (node Config.NodeID) and leads every
 // partition, a topic's partitions being its queues. With it, the door
 // derives the cluster from the NameServer's registrations (Cluster's
-// view, refreshed every clusterRefresh and before a Metadata answer when
-// older than metadataFresh):
+// view, refreshed every clusterRefresh, before a Metadata answer when
+// older than metadataFresh, and before the next request after a topic
+// changed here):
 //
 //   - the brokers are the live members of every broker group of the
 //     cluster that registered a Kafka door, with their node ids;
@@ -169,6 +170,19 @@ func (s *Server) runClusterRefresh() {
 		case <-s.clusterWake: // a connection while refreshing anyway
 		}
 	}
+}
+
+// topicsChanged is called after a topic was created or changed here: the
+// view fetched before may not list the other groups' queues of a topic
+// created over several groups at once (their registrations reach the
+// NameServer as this group's share is made), and laid out from it, this
+// group's queues would be numbered from partition 0 — a producer's
+// partition 0 stored in what is another partition. The next request
+// fetches the view again before it numbers any partition.
+func (s *Server) topicsChanged() {
+	s.cc.mu.Lock()
+	s.cc.tried = time.Time{}
+	s.cc.mu.Unlock()
 }
 
 // groupInfo is one group as Metadata describes it.

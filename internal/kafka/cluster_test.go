@@ -450,6 +450,38 @@ func TestClusterSlaveLaysOutATopicItsReplicaHasNotYet(t *testing.T) {
 	}
 }
 
+// TestClusterTopicCreatedAfterTheView: broker-b's view is fetched before
+// topic N exists; then N is created over broker-a and broker-b, one queue
+// each (broker-a's share registered first). broker-b's next requests do
+// not number N's partitions from that older view, which lacks broker-a's
+// share (partition 0 would be broker-b's queue): a produce of partition 0
+// to broker-b answers NOT_LEADER_OR_FOLLOWER and stores nothing there,
+// and its Metadata lists both partitions, partition 0 broker-a's.
+func TestClusterTopicCreatedAfterTheView(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 11)
+	refreshViews(a0, b0)
+	if b0.srv.cluster(false) == nil { // derived from the view without N
+		t.Fatal("no cluster state")
+	}
+	createLocalTopic(t, a0, "N", 1)
+	createLocalTopic(t, b0, "N", 1)
+	if code := rawProduce(t, b0.addr, "N", 0); code != errNotLeaderOrFollower {
+		t.Errorf("produce of partition 0 (broker-a's) to broker-b: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if n := b0.st.MaxOffset("N", 0); n != 0 {
+		t.Errorf("broker-b's queue 0 of N holds %d entries", n)
+	}
+	m := metadataOf(t, b0.addr, "N")
+	if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 || m.Topics[0].Partitions[0].Leader != 1 || m.Topics[0].Partitions[1].Leader != 11 {
+		t.Errorf("broker-b's Metadata of N: %+v", m.Topics)
+	}
+	if code := rawProduce(t, b0.addr, "N", 1); code != errNone {
+		t.Errorf("produce of partition 1 to broker-b: code %d", code)
+	}
+}
+
 // TestClusterNamesrvDown: while the NameServers do not answer, Metadata
 // answers from the last view, and requests arriving together share one
 // attempt.
