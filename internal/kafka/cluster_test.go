@@ -31,6 +31,15 @@ type fakeCluster struct {
 	// hidden: topics the NameServer has not heard of yet (a registration
 	// still to come)
 	hidden map[string]bool
+	// listed: the group/topic shares some answer listed so far
+	listed map[string]bool
+}
+
+// wasListed reports whether an answer listed group's share of topic.
+func (f *fakeCluster) wasListed(group, topic string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listed[group+"/"+topic]
 }
 
 type clusterMember struct {
@@ -77,6 +86,10 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 				continue
 			}
 			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
+			if f.listed == nil {
+				f.listed = map[string]bool{}
+			}
+			f.listed[m.group+"/"+tc.TopicName] = true
 		}
 	}
 	return v, nil
