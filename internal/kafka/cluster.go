@@ -172,13 +172,12 @@ func (s *Server) runClusterRefresh() {
 	}
 }
 
-// topicsChanged is called after a topic was created or changed here: the
-// view fetched before may not list the other groups' queues of a topic
-// created over several groups at once (their registrations reach the
-// NameServer as this group's share is made), and laid out from it, this
-// group's queues would be numbered from partition 0 — a producer's
-// partition 0 stored in what is another partition. The next request
-// fetches the view again before it numbers any partition.
+// topicsChanged is called after a topic was created or changed here. A
+// view fetched before may lack the other groups' queues of a topic just
+// created over several groups, and laid out from it this group's queues
+// would take the numbers of partitions before them (a produce of partition
+// 0 stored in what is partition 1), so the next request fetches the view
+// again before it numbers any partition.
 func (s *Server) topicsChanged() {
 	s.cc.mu.Lock()
 	s.cc.tried = time.Time{}
