@@ -4,8 +4,9 @@ package kafka
 // the one broker of its cluster (node Config.NodeID) and leads every
 // partition, a topic's partitions being its queues. With it, the door
 // derives the cluster from the NameServer's registrations (Cluster's
-// view, refreshed every clusterRefresh and before a Metadata answer when
-// older than metadataFresh):
+// view, refreshed every clusterRefresh, before a Metadata answer when
+// older than metadataFresh, and before the next request after a topic
+// changed here):
 //
 //   - the brokers are the live members of every broker group of the
 //     cluster that registered a Kafka door, with their node ids;
@@ -169,6 +170,18 @@ func (s *Server) runClusterRefresh() {
 		case <-s.clusterWake: // a connection while refreshing anyway
 		}
 	}
+}
+
+// topicsChanged is called after a topic was created or changed here. A
+// view fetched before may lack the other groups' queues of a topic just
+// created over several groups, and laid out from it this group's queues
+// would take the numbers of partitions before them (a produce of partition
+// 0 stored in what is partition 1), so the next request fetches the view
+// again before it numbers any partition.
+func (s *Server) topicsChanged() {
+	s.cc.mu.Lock()
+	s.cc.tried = time.Time{}
+	s.cc.mu.Unlock()
 }
 
 // groupInfo is one group as Metadata describes it.
@@ -345,7 +358,12 @@ func rackPtr(r string) *string {
 // layout is topic's partitions: the groups hosting it (with a Kafka
 // door) in brokerName order with their queue counts. This group's part is
 // its own topic table's, never the NameServer's (which keeps a topic
-// deleted here until told: registrations only add).
+// deleted here until told: registrations only add) — but on a member that
+// does not lead its group (a slave), whose table is a copy of its master's
+// that replication may not have brought yet: a topic missing there is
+// laid out with its group's part as the master registered it, as every
+// other broker lays it out, so that the partitions of the groups after
+// this one keep their numbers.
 func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) []TopicGroup {
 	if cs.s.cfg.Cluster == nil {
 		if !here {
@@ -355,10 +373,11 @@ func (cs *clusterState) layout(topic string, local core.TopicConfig, here bool) 
 	}
 	var out []TopicGroup
 	for _, tg := range cs.topics[topic] {
-		if tg.Group == cs.s.cfg.Group || cs.groups[tg.Group] == nil {
-			continue
+		switch {
+		case cs.groups[tg.Group] == nil:
+		case tg.Group != cs.s.cfg.Group, !here && !cs.s.leads():
+			out = append(out, tg)
 		}
-		out = append(out, tg)
 	}
 	if here {
 		out = append(out, TopicGroup{Group: cs.s.cfg.Group, Queues: local.ReadQueueNums})

@@ -31,6 +31,15 @@ type fakeCluster struct {
 	// hidden: topics the NameServer has not heard of yet (a registration
 	// still to come)
 	hidden map[string]bool
+	// listed: the group/topic shares some answer listed so far
+	listed map[string]bool
+}
+
+// wasListed reports whether an answer listed group's share of topic.
+func (f *fakeCluster) wasListed(group, topic string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listed[group+"/"+topic]
 }
 
 type clusterMember struct {
@@ -77,6 +86,10 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 				continue
 			}
 			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
+			if f.listed == nil {
+				f.listed = map[string]bool{}
+			}
+			f.listed[m.group+"/"+tc.TopicName] = true
 		}
 	}
 	return v, nil
@@ -406,6 +419,79 @@ func TestClusterDeletedTopicNotListed(t *testing.T) {
 		if *rt.Topic == "T" {
 			t.Fatalf("deleted topic listed: %+v", rt)
 		}
+	}
+}
+
+// TestClusterSlaveLaysOutATopicItsReplicaHasNotYet: broker-a (master,
+// and a slave with a follower door) and broker-b host topic N, one queue
+// each; the slave's topic table does not have N yet (replication brings
+// it after the master registered it). The slave still answers Metadata as
+// the masters do — partition 0 broker-a's, partition 1 broker-b's — and
+// does not renumber broker-b's queue as partition 0 (a producer told so
+// would send partition 0's records to broker-b). A fetch of its own
+// partition answers UNKNOWN_TOPIC_OR_PARTITION (retried) until the topic
+// is there, one of broker-b's NOT_LEADER_OR_FOLLOWER.
+func TestClusterSlaveLaysOutATopicItsReplicaHasNotYet(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	s1 := startNodeWith(t, nil, Config{NodeID: 2, Group: "broker-a", BrokerID: 1, Cluster: f, Rack: "s", Follower: true})
+	f.add(clusterMember{group: "broker-a", brokerID: 1, nodeID: 2, epoch: -1, node: s1, rack: "s"})
+	b0 := startClusterNode(t, f, "broker-b", 0, 11)
+	createLocalTopic(t, a0, "N", 1)
+	createLocalTopic(t, b0, "N", 1)
+	refreshViews(a0, s1, b0)
+	for _, n := range []*testNode{a0, b0, s1} {
+		m := metadataOf(t, n.addr, "N")
+		if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 {
+			t.Fatalf("%s: topics %+v", n.addr, m.Topics)
+		}
+		for i, leader := range []int32{1, 11} {
+			if p := m.Topics[0].Partitions[i]; p.Partition != int32(i) || p.ErrorCode != 0 || p.Leader != leader {
+				t.Errorf("%s: partition %d: %+v, want leader %d", n.addr, i, p, leader)
+			}
+		}
+	}
+	if code := rawFetch(t, s1.addr, "N", 1); code != errNotLeaderOrFollower {
+		t.Errorf("fetch of broker-b's partition at broker-a's slave: code %d", code)
+	}
+	if code := rawFetch(t, s1.addr, "N", 0); code != errUnknownTopicOrPartition {
+		t.Errorf("fetch of its own partition before its replica has the topic: code %d", code)
+	}
+	createLocalTopic(t, s1, "N", 1) // as replication would
+	if code := rawFetch(t, s1.addr, "N", 0); code != errNone {
+		t.Errorf("fetch of its own partition: code %d", code)
+	}
+}
+
+// TestClusterTopicCreatedAfterTheView: broker-b's view is fetched before
+// topic N exists; then N is created over broker-a and broker-b, one queue
+// each (broker-a's share registered first). broker-b's next requests do
+// not number N's partitions from that older view, which lacks broker-a's
+// share (partition 0 would be broker-b's queue): a produce of partition 0
+// to broker-b answers NOT_LEADER_OR_FOLLOWER and stores nothing there,
+// and its Metadata lists both partitions, partition 0 broker-a's.
+func TestClusterTopicCreatedAfterTheView(t *testing.T) {
+	f := &fakeCluster{}
+	a0 := startClusterNode(t, f, "broker-a", 0, 1)
+	b0 := startClusterNode(t, f, "broker-b", 0, 11)
+	refreshViews(a0, b0)
+	if b0.srv.cluster(false) == nil { // derived from the view without N
+		t.Fatal("no cluster state")
+	}
+	createLocalTopic(t, a0, "N", 1)
+	createLocalTopic(t, b0, "N", 1)
+	if code := rawProduce(t, b0.addr, "N", 0); code != errNotLeaderOrFollower {
+		t.Errorf("produce of partition 0 (broker-a's) to broker-b: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if n := b0.st.MaxOffset("N", 0); n != 0 {
+		t.Errorf("broker-b's queue 0 of N holds %d entries", n)
+	}
+	m := metadataOf(t, b0.addr, "N")
+	if len(m.Topics) != 1 || len(m.Topics[0].Partitions) != 2 || m.Topics[0].Partitions[0].Leader != 1 || m.Topics[0].Partitions[1].Leader != 11 {
+		t.Errorf("broker-b's Metadata of N: %+v", m.Topics)
+	}
+	if code := rawProduce(t, b0.addr, "N", 1); code != errNone {
+		t.Errorf("produce of partition 1 to broker-b: code %d", code)
 	}
 }
 

@@ -36,6 +36,8 @@ type fakePeers struct {
 	// would (refused: an error wrapping core.ErrForbidden).
 	admin      func(user string) bool
 	topicUsers []string // the PeerUser of every CreateTopic and GrowTopic
+	// onCreate, when set, is called as a CreateTopic arrives.
+	onCreate func(topic string)
 }
 
 // topicNode is node for a CreateTopic or GrowTopic made for ctx's PeerUser.
@@ -361,6 +363,12 @@ func TestCoordinatorAlone(t *testing.T) {
 }
 
 func (p *fakePeers) CreateTopic(ctx context.Context, addr, topic string, queues int32, attrs map[string]string) error {
+	p.mu.Lock()
+	onCreate := p.onCreate
+	p.mu.Unlock()
+	if onCreate != nil {
+		onCreate(topic)
+	}
 	n, err := p.topicNode(ctx, addr)
 	if err != nil {
 		return err

@@ -240,6 +240,8 @@ type Server struct {
 	topicMu sync.Mutex // serializes the door's read-modify-writes of topic configs
 
 	cc clusterCache // the cluster view (cluster.go), with Config.Cluster
+	// unsubTopics stops the core's topic announcements to the view (Close).
+	unsubTopics func()
 	// clusterWake wakes a parked runClusterRefresh: a client connected.
 	clusterWake chan struct{}
 	// refreshParked: runClusterRefresh is parked (tests wait for it).
@@ -281,6 +283,9 @@ func New(cfg Config, c *core.Broker, logger *slog.Logger) *Server {
 	}
 	s.parts = newPartitions(s.st, producerLimits{expireMs: cfg.ProducerIDExpiration.Milliseconds(), max: cfg.MaxProducers})
 	s.pids = newPIDAllocator(time.Now(), cfg.NodeID)
+	if cfg.Cluster != nil {
+		s.unsubTopics = c.OnTopicsChanged(s.topicsChanged) // cluster.go
+	}
 	s.advPort.Store(cfg.AdvertisedPort)
 	return s
 }
@@ -417,6 +422,9 @@ func (s *Server) Close() error {
 		s.closeTxns()
 	}
 	s.compact.close()
+	if s.unsubTopics != nil {
+		s.unsubTopics()
+	}
 	return nil
 }
 

@@ -7,9 +7,10 @@ package kafka
 // first n mod g groups get ceil(n/g) queues and the others floor(n/g)
 // (none when n < g), so the partitions are those groups' queues in the
 // layout every RocketMQ client sees too (cluster.go). This broker creates
-// its share and asks the other masters to create theirs (Peers, broker to
-// broker, in parallel); if any of them fails, the shares created are
-// deleted again and the topic is refused with the failure. CreatePartitions
+// its share and, once the NameServer lists it, asks the other masters to
+// create theirs (Peers, broker to broker, in parallel); if any of them
+// fails, the shares created are deleted again and the topic is refused
+// with the failure. CreatePartitions
 // on a spread topic adds every new queue to the last group hosting it in
 // brokerName order, so that no existing partition changes its number.
 // Both then wait (a few seconds at most) for the NameServer's view to show
@@ -90,6 +91,13 @@ func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig
 		}
 	}
 	var errs map[groupTopic]error
+	deadline := time.Now().Add(layoutWait)
+	if local && len(keys) > 0 {
+		// The NameServer holds this share before any other group makes
+		// its own, so that a view listing theirs lists this one too
+		// (cluster.go's topicsChanged).
+		s.awaitShare(tc.TopicName, share[s.cfg.Group], deadline)
+	}
 	if localCode == errNone {
 		errs = s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
 			return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, share[k.group], tc.Attributes)
@@ -103,7 +111,7 @@ func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig
 		}
 	}
 	if localCode == errNone && failed == nil {
-		s.awaitLayout(tc.TopicName, parts)
+		s.awaitLayout(tc.TopicName, parts, deadline)
 		return errNone, ""
 	}
 	// Undo what was created.
@@ -170,14 +178,32 @@ func (s *Server) growSpread(cs *clusterState, user, topic string, layout []Topic
 			return errCoordinatorNotAvailable, "broker group " + last.Group + " could not add the queues: " + err.Error()
 		}
 	}
-	s.awaitLayout(topic, count)
+	s.awaitLayout(topic, count, time.Now().Add(layoutWait))
 	return errNone, ""
 }
 
+// awaitShare refreshes the cluster view until the NameServer lists this
+// group's n queues of topic, at most until deadline.
+func (s *Server) awaitShare(topic string, n int32, deadline time.Time) {
+	for {
+		s.refreshCluster()
+		s.cc.mu.Lock()
+		listed := slices.Contains(s.cc.view.Topics[topic], TopicGroup{Group: s.cfg.Group, Queues: n})
+		s.cc.mu.Unlock()
+		if listed || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // awaitLayout refreshes the cluster view until topic has n partitions,
-// for at most layoutWait.
-func (s *Server) awaitLayout(topic string, n int32) {
-	deadline := time.Now().Add(layoutWait)
+// at most until deadline.
+func (s *Server) awaitLayout(topic string, n int32, deadline time.Time) {
 	for {
 		s.refreshCluster()
 		cs := s.cluster(false)

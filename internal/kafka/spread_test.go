@@ -176,6 +176,44 @@ func TestPreferredReadReplica(t *testing.T) {
 	}
 }
 
+// TestClusterCreateTopicsListsItsShareFirst: CreateTopics at broker-a
+// spreading N over broker-a and broker-b asks broker-b for its share only
+// once the NameServer lists broker-a's, so that any view broker-b fetches
+// after making its share (cluster.go's topicsChanged) lists broker-a's
+// before it: broker-b never numbers its queue partition 0.
+func TestClusterCreateTopicsListsItsShareFirst(t *testing.T) {
+	f := &fakeCluster{}
+	peers := &fakePeers{}
+	a0 := startPeerNode(t, f, peers, "broker-a", 1)
+	b0 := startPeerNode(t, f, peers, "broker-b", 11)
+	refreshViews(a0, b0)
+	asked := make(chan bool, 1)
+	peers.mu.Lock()
+	peers.onCreate = func(topic string) { asked <- f.wasListed("broker-a", topic) }
+	peers.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a0.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if cr, err := kadm.NewClient(cl).CreateTopic(ctx, 2, -1, nil, "N"); err != nil || cr.Err != nil || cr.NumPartitions != 2 {
+		t.Fatalf("create N: %+v %v", cr, err)
+	}
+	select {
+	case listed := <-asked:
+		if !listed {
+			t.Error("broker-b was asked for its share of N before the NameServer listed broker-a's")
+		}
+	default:
+		t.Fatal("broker-b was not asked for its share")
+	}
+	if _, ok := b0.core.Topic("N"); !ok {
+		t.Fatal("broker-b has no share of N")
+	}
+}
+
 // startRackPair starts broker-a's master (node 1, rack m) and its slave's
 // follower door (node 2, rack s, in sync) on one fake cluster, with topic
 // P of one queue holding one record produced at the master.
