@@ -189,6 +189,7 @@ func (s *Store) open() error {
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
+		AfterFlushed:     s.afterFlushed(),
 		PrefillBytes:     s.cfg.prefillBytes(),
 		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
 	})
