@@ -145,6 +145,7 @@
 //	Flushed     durable on the local disk (fdatasync)          the flusher; waiters: the acknowledger
 //	Replicated  durable on the replicas the mode requires      = Flushed (no replicas yet), or moved by
 //	                                                           a replication service (ExternalReplication)
+//	                                                           and the acknowledger after each flush
 //	Visible     dispatched: in the ConsumeQueues and index     the dispatcher
 //
 // Confirmed is not a fifth stage but the one of them the flush mode

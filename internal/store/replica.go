@@ -45,33 +45,29 @@ func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 	if !s.cfg.Replica {
 		return 0, errors.New("store: AppendReplicated on a store that is not a replica")
 	}
-	recs := 0
-	if _, err := commitlog.WalkRaw(raw, off, s.cfg.CommitLogSegmentBytes, func(pos int64, e []byte, blank bool) error {
-		if blank {
-			return nil
-		}
-		recs++
-		if own := ownOffset(e); own != pos {
-			return fmt.Errorf("store: replicated record at %d names offset %d: %w", pos, own, ErrCorrupt)
-		}
-		return nil
-	}); err != nil {
-		if errors.Is(err, commitlog.ErrCorrupt) && !errors.Is(err, ErrCorrupt) {
-			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-		}
-		return 0, err
-	}
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	if err := s.writable(); err != nil {
 		return 0, err
 	}
-	if err := s.admitReplicated(len(raw), recs); err != nil { // space_replica.go
-		return 0, err
-	}
-	end, err := s.log.AppendRaw(off, raw)
+	// One walk verifies every record (the CommitLog's, with the own-offset
+	// check here) and admits the range before a byte is written; the
+	// records it passed move the queue-offset counters once written.
+	recs := s.replRecs[:0]
+	defer func() { clear(recs); s.replRecs = recs[:0] }()
+	end, err := s.log.AppendRawChecked(off, raw, func(pos int64, e []byte) error {
+		if own := ownOffset(e); own != pos {
+			return fmt.Errorf("store: replicated record at %d names offset %d: %w", pos, own, ErrCorrupt)
+		}
+		recs = append(recs, e[:len(e)-commitlog.TrailerBytes])
+		return nil
+	}, func() error {
+		return s.admitReplicated(len(raw), len(recs)) // space_replica.go
+	})
 	if err != nil {
 		switch {
+		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrDiskFull):
+			// The own-offset check's and the admission's, as they are.
 		case errors.Is(err, commitlog.ErrCorrupt):
 			return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		case errors.Is(err, commitlog.ErrNoSpace):
@@ -79,12 +75,9 @@ func (s *Store) AppendReplicated(off int64, raw []byte) (int64, error) {
 		}
 		return 0, err
 	}
-	_, _ = commitlog.WalkRaw(raw, off, s.cfg.CommitLogSegmentBytes, func(_ int64, e []byte, blank bool) error {
-		if !blank {
-			s.followQueueOffsets(e[:len(e)-commitlog.TrailerBytes])
-		}
-		return nil
-	})
+	for _, rec := range recs {
+		s.followQueueOffsets(rec)
+	}
 	s.stats.putBytes.Add(int64(len(raw)))
 	if s.cfg.FlushDiskType == SyncFlush {
 		// The replica acknowledges flushed bytes: its fdatasync starts

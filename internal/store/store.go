@@ -56,6 +56,7 @@ type Store struct {
 	pendMu   sync.Mutex
 	pending  []*putReq // guarded by pendMu
 	spare    []*putReq // reused for the batch taken from pending; guarded by appendMu
+	replRecs [][]byte  // a replicated range's records (AppendReplicated); guarded by appendMu
 	// Group commit: puts between encoding and the end of their append, and
 	// the flusher waiting for them (gatherFlush).
 	appending  atomic.Int64
@@ -189,6 +190,7 @@ func (s *Store) open() error {
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
+		AfterFlushed:     s.afterFlushed(),
 		PrefillBytes:     s.cfg.prefillBytes(),
 		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
 	})

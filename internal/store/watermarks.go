@@ -127,7 +127,8 @@ func (s *Store) WaitFor(ctx context.Context, w Watermark, off int64, timeout tim
 // Flushed and, without ExternalReplication, Replicated: the CommitLog's
 // acknowledger; Visible and an external Replicated: the dispatcher, with
 // no store lock held, or for an external Replicated also the replication
-// service's goroutine that calls ReleaseReplicated) or on a timer's. fn must not block, and a callback
+// service's goroutine that calls ReleaseReplicated and, on a synchronous
+// master, the acknowledger after a flush) or on a timer's. fn must not block, and a callback
 // on Written must not put.
 func (s *Store) Notify(w Watermark, off int64, timeout time.Duration, fn func(error)) {
 	s.mark(w).Notify(off, timeout, fn)
@@ -157,14 +158,28 @@ func (s *Store) AdvanceReplicated(off int64) {
 // it passes, on the caller's goroutine: a replication service that just
 // read an acknowledgement answers the puts it covers at once, instead of
 // after the dispatcher's round in progress. It must be called without
-// locks a waiter's callback may take. The dispatcher still does the same
-// on its next round (the reported offset may come before the local
-// flush). Only with Config.ExternalReplication or Config.Replica.
+// locks a waiter's callback may take. The acknowledger does the same
+// after each local flush (the reported offset may come before it), and
+// the dispatcher on its next round. Only with Config.ExternalReplication or Config.Replica.
 func (s *Store) ReleaseReplicated() {
 	if !s.externalReplicated() {
 		panic("store: ReleaseReplicated without ExternalReplication")
 	}
 	s.updateReplicated()
+}
+
+// afterFlushed is the CommitLog's AfterFlushed hook: on a synchronous
+// master (ExternalReplication) the acknowledger moves Replicated after
+// each flush, so a put whose replicas confirmed it before the local
+// fdatasync ended is answered right after that fdatasync, not after the
+// dispatcher's round in progress. nil otherwise (Replicated is Flushed
+// itself, or, on a replica, only what the master confirmed: no put waits
+// on it).
+func (s *Store) afterFlushed() func() {
+	if !s.cfg.ExternalReplication {
+		return nil
+	}
+	return s.updateReplicated
 }
 
 // externalReplicated: the Replicated watermark is moved by a replication
@@ -174,8 +189,10 @@ func (s *Store) externalReplicated() bool { return s.cfg.ExternalReplication || 
 
 // updateReplicated moves an external Replicated watermark to what the
 // replication service reported and the local disk holds, and fails it
-// with the CommitLog. It runs on the dispatcher's goroutine, and on a
-// replication service's (ReleaseReplicated); both only move it forward.
+// with the CommitLog. It runs on the dispatcher's goroutine, on the
+// CommitLog's acknowledger after each flush of a synchronous master
+// (afterFlushed), and on a replication service's (ReleaseReplicated); all
+// only move it forward.
 func (s *Store) updateReplicated() {
 	if !s.externalReplicated() {
 		return

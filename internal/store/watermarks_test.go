@@ -181,3 +181,59 @@ func TestReleaseReplicatedAnswersOnCallersGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplicatedFollowsFlushWhileDispatcherBusy: on a synchronous master
+// whose replicas confirmed a put before its own fdatasync ended, the put is
+// answered once that fdatasync ends, by the acknowledger, even while the
+// dispatcher is busy with a round (here held in a Visible subscriber) and
+// no further report comes.
+func TestReplicatedFollowsFlushWhileDispatcherBusy(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.ExternalReplication = true
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	defer once.Do(func() { close(hold) })
+	remove := s.OnVisible(func(topic string, _ int32, _ int64, _ int64) {
+		if topic == "A" {
+			held <- struct{}{}
+			<-hold // the dispatcher's round goes on only once the test lets it
+		}
+	})
+	defer remove()
+	put := func(topic string) (int64, chan PutResult) {
+		m := newMsg(topic, 0, "x", nil)
+		acked := make(chan PutResult, 1)
+		if r, pending := s.PutMessagesDeferred(context.Background(), []*message.Message{m}, func(r PutResult) { acked <- r }); !pending {
+			t.Fatalf("not pending: %v", r)
+		}
+		return m.PhysOffset + int64(m.StoredSize()) + 4, acked
+	}
+	// The replicas confirm ahead of the local log: from now on only the
+	// local fdatasync holds a put back.
+	s.AdvanceReplicated(1 << 40)
+	_, ackedA := put("A")
+	if r := <-ackedA; r.Status != PutOK {
+		t.Fatalf("first ack: %v", r)
+	}
+	<-held // the dispatcher is inside its round, dispatching A
+	endB, ackedB := put("B")
+	select {
+	case r := <-ackedB:
+		if r.Status != PutOK {
+			t.Fatalf("second ack: %v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the put was not answered after its flush while the dispatcher was busy (flushed %d, replicated %d, put ends at %d)",
+			s.Offset(Flushed), s.Offset(Replicated), endB)
+	}
+	if got := s.Offset(Replicated); got < endB {
+		t.Fatalf("replicated %d, want at least %d", got, endB)
+	}
+	once.Do(func() { close(hold) })
+	if err := s.WaitFor(context.Background(), Visible, endB, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -32,9 +32,10 @@ func (l *Log) AfterFlush(end int64, timeout time.Duration, fn func(error)) {
 	l.flushed.Notify(end, timeout, fn)
 }
 
-// flushEnded wakes the acknowledger after a flush, if anyone waits.
+// flushEnded wakes the acknowledger after a flush, if anyone waits or
+// AfterFlushed is set.
 func (l *Log) flushEnded() {
-	if l.flushed.Waiting() {
+	if l.flushed.Waiting() || l.cfg.AfterFlushed != nil {
 		select {
 		case l.ackKick <- struct{}{}:
 		default:
@@ -43,9 +44,9 @@ func (l *Log) flushEnded() {
 }
 
 // RunAcknowledger calls back the waiters of the flushed watermark that a
-// flush covered, until stop is closed. Exactly one may run. Waiters left
-// when it stops are called back by Close; a failure and timeouts are
-// answered without it.
+// flush covered, then AfterFlushed, until stop is closed. Exactly one may
+// run. Waiters left when it stops are called back by Close; a failure and
+// timeouts are answered without it.
 func (l *Log) RunAcknowledger(stop <-chan struct{}) {
 	for {
 		select {
@@ -53,6 +54,9 @@ func (l *Log) RunAcknowledger(stop <-chan struct{}) {
 			return
 		case <-l.ackKick:
 			l.flushed.Release()
+			if l.cfg.AfterFlushed != nil {
+				l.cfg.AfterFlushed()
+			}
 		}
 	}
 }

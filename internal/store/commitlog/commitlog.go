@@ -80,6 +80,12 @@ type Config struct {
 	// made bytes > 0 durable, with its duration (metrics). It runs under the
 	// flush lock: it must be cheap and never block.
 	OnFlush func(d time.Duration, bytes int64)
+	// AfterFlushed, if set, is called by the acknowledger (RunAcknowledger)
+	// after every flush, once it answered the flushed watermark's waiters:
+	// a store whose Replicated watermark follows Flushed and a replication
+	// service's reports moves it there, so the puts a flush completes are
+	// answered at once. It runs without the log's locks and must not block.
+	AfterFlushed func()
 	// BeforeFlush, if set, is called by RunFlusher without locks held
 	// before a flush that a waiter asked for (not a periodic one). It may
 	// block briefly so that appends in progress join the flush (group

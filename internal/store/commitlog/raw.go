@@ -68,6 +68,16 @@ func WalkRaw(raw []byte, off, segBytes int64, fn func(pos int64, entry []byte, b
 // any other failure fails the log. It must not be called concurrently with
 // Append or itself.
 func (l *Log) AppendRaw(off int64, raw []byte) (int64, error) {
+	return l.AppendRawChecked(off, raw, nil, nil)
+}
+
+// AppendRawChecked is AppendRaw with the caller's checks in its one
+// verification walk, so that no record is verified twice: check, if set,
+// is called for each record (with its trailer) once WalkRaw and
+// CheckRecord passed it, and admit, if set, once the whole range passed,
+// before a byte is written. An error of either refuses the range, nothing
+// written, and is returned as it is.
+func (l *Log) AppendRawChecked(off int64, raw []byte, check func(pos int64, entry []byte) error, admit func() error) (int64, error) {
 	if err := l.Err(); err != nil {
 		return 0, err
 	}
@@ -91,10 +101,18 @@ func (l *Log) AppendRaw(off int64, raw []byte) (int64, error) {
 				return fmt.Errorf("commitlog: replicated entry at %d: %w: %w", pos, ErrCorrupt, err)
 			}
 		}
+		if check != nil {
+			return check(pos, e)
+		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
+	}
+	if admit != nil {
+		if err := admit(); err != nil {
+			return 0, err
+		}
 	}
 	if sealed {
 		err = l.writeAndSeal(raw, off, true)
