@@ -92,8 +92,10 @@ type Deduplicator struct {
 	ring    []*entry          // stored entries in insertion order, circular, len == MaxEntries
 	head, n int
 	// complete: every message this process stored at or after this store
-	// time (ms) is in the table unless its window has passed.
+	// time (ms) is in the table unless its window has passed or it was
+	// evicted; evicted (nil until the first eviction) knows those.
 	complete int64
+	evicted  *evictedKeys
 
 	dups, lookups, indexHits, evictions, waits atomic.Int64
 }
@@ -176,7 +178,7 @@ func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*messa
 		}
 		p := &entry{key: key, pending: true}
 		d.table[key] = p // an expired entry of the key leaves the table here, the ring at its turn
-		needIndex := from < d.complete
+		needIndex := from < d.complete || (d.evicted != nil && d.evicted.mayHold(key, from))
 		d.mu.Unlock()
 		if needIndex {
 			e, err := d.lookup(topic, uniqKey, from, now)
@@ -234,7 +236,10 @@ func (d *Deduplicator) insertLocked(e *entry) {
 		old := d.ring[d.head]
 		d.dropHeadLocked()
 		d.evictions.Add(1)
-		d.complete = max(d.complete, old.storeTs+1)
+		if d.evicted == nil {
+			d.evicted = newEvictedKeys(len(d.ring))
+		}
+		d.evicted.add(old.key, old.storeTs)
 	}
 	d.ring[(d.head+d.n)%len(d.ring)] = e
 	d.n++
