@@ -75,3 +75,26 @@ func TestCheckDuplicate(t *testing.T) {
 		t.Fatalf("failed check: %v", err)
 	}
 }
+
+// staticDedup finds nothing and releases through one function.
+type staticDedup struct{ release func(*message.Message, store.PutResult) }
+
+func (d staticDedup) Check(context.Context, string, string) (*message.Message, func(*message.Message, store.PutResult), error) {
+	return nil, d.release, nil
+}
+
+// A single message's check allocates its Dedup only.
+func TestCheckDuplicateOneAllocation(t *testing.T) {
+	b := newTestBroker(t, nil)
+	b.SetDeduplicator(staticDedup{func(*message.Message, store.PutResult) {}})
+	m := &message.Message{Topic: "T", QueueID: 1, Body: []byte("body")}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		dd, err := b.CheckDuplicate(ctx, m, "K", true)
+		if err != nil || len(dd.Store) != 1 || dd.Store[0] != m || len(dd.Result) != 1 || dd.Result[0] != m {
+			t.Fatalf("%+v %v", dd, err)
+		}
+	}); n != 1 {
+		t.Errorf("CheckDuplicate of a new key: %v allocations, want 1", n)
+	}
+}
