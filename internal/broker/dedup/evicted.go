@@ -1,9 +1,6 @@
 package dedup
 
-import (
-	"hash/maphash"
-	"math"
-)
+import "math"
 
 // evictedKeys remembers, approximately, the keys of the entries evicted
 // before their window passed (the ring was full), so that a miss needs
@@ -18,7 +15,6 @@ import (
 // entry in each filter (4 MiB for both at the default MaxEntries), made at
 // the first eviction. Guarded by Deduplicator.mu.
 type evictedKeys struct {
-	seed      maphash.Seed
 	cur, prev evictedFilter
 }
 
@@ -40,23 +36,22 @@ func newEvictedKeys(maxEntries int) *evictedKeys {
 		n *= 2
 	}
 	return &evictedKeys{
-		seed: maphash.MakeSeed(),
 		cur:  evictedFilter{words: make([]uint64, n), minTs: math.MaxInt64, maxTs: math.MinInt64},
 		prev: evictedFilter{words: make([]uint64, n), minTs: math.MaxInt64, maxTs: math.MinInt64},
 	}
 }
 
-// add records the key of an evicted entry stored at storeTs.
-func (k *evictedKeys) add(key string, storeTs int64) {
-	k.cur.add(maphash.String(k.seed, key), storeTs)
+// add records the key (its hash, entry.hash) of an evicted entry stored
+// at storeTs.
+func (k *evictedKeys) add(hash uint64, storeTs int64) {
+	k.cur.add(hash, storeTs)
 }
 
-// mayHold reports whether key may be that of an entry evicted with a store
-// time at or after from.
-func (k *evictedKeys) mayHold(key string, from int64) bool {
+// mayHold reports whether the key of hash may be that of an entry evicted
+// with a store time at or after from.
+func (k *evictedKeys) mayHold(hash uint64, from int64) bool {
 	k.rotate(from)
-	h := maphash.String(k.seed, key)
-	return k.cur.mayHold(h, from) || k.prev.mayHold(h, from)
+	return k.cur.mayHold(hash, from) || k.prev.mayHold(hash, from)
 }
 
 // rotate drops prev and starts a new cur when every entry of prev has
