@@ -77,7 +77,9 @@ func TestCheckDuplicate(t *testing.T) {
 }
 
 // staticDedup finds nothing and releases through one function.
-type staticDedup struct{ release func(*message.Message, store.PutResult) }
+type staticDedup struct {
+	release func(*message.Message, store.PutResult)
+}
 
 func (d staticDedup) Check(context.Context, string, string) (*message.Message, func(*message.Message, store.PutResult), error) {
 	return nil, d.release, nil
