@@ -39,6 +39,8 @@ type Dedup struct {
 	// allocation, not five.
 	one    [1]*message.Message
 	oneRel [1]func(*message.Message, store.PutResult)
+	// reported is the message Finish lends each release.
+	reported message.Message
 }
 
 // oneItem is relItem of every single message's Dedup (never written).
@@ -137,10 +139,13 @@ func (b *Broker) CheckBatchDuplicates(ctx context.Context, topic string, ms []*m
 // after Abort, does nothing.
 func (d *Dedup) Finish(res store.PutResult, queueID int32) {
 	for j, release := range d.releases {
-		reported := *d.Result[d.relItem[j]]
-		reported.QueueID, reported.Body = queueID, nil
-		release(&reported, res)
+		// Lent to release, which keeps nothing of it (Deduplicator): one
+		// copy for all, not one allocation per key.
+		d.reported = *d.Result[d.relItem[j]]
+		d.reported.QueueID, d.reported.Body = queueID, nil
+		release(&d.reported, res)
 	}
+	d.reported = message.Message{}
 	d.releases = nil
 }
 

@@ -25,6 +25,10 @@ func (d *recordingDedup) Check(ctx context.Context, topic, key string) (*message
 		return m, nil, nil
 	}
 	return nil, func(m *message.Message, res store.PutResult) {
+		if m != nil {
+			c := *m // lent: copied, not kept
+			m = &c
+		}
 		d.released = append(d.released, m)
 		d.statuses = append(d.statuses, res.Status)
 	}, nil
@@ -85,7 +89,7 @@ func (d staticDedup) Check(context.Context, string, string) (*message.Message, f
 	return nil, d.release, nil
 }
 
-// A single message's check allocates its Dedup only.
+// A single message's check and its release allocate its Dedup only.
 func TestCheckDuplicateOneAllocation(t *testing.T) {
 	b := newTestBroker(t, nil)
 	b.SetDeduplicator(staticDedup{func(*message.Message, store.PutResult) {}})
@@ -96,7 +100,8 @@ func TestCheckDuplicateOneAllocation(t *testing.T) {
 		if err != nil || len(dd.Store) != 1 || dd.Store[0] != m || len(dd.Result) != 1 || dd.Result[0] != m {
 			t.Fatalf("%+v %v", dd, err)
 		}
+		dd.Finish(store.PutResult{Status: store.PutOK}, 1)
 	}); n != 1 {
-		t.Errorf("CheckDuplicate of a new key: %v allocations, want 1", n)
+		t.Errorf("CheckDuplicate and Finish of a new key: %v allocations, want 1", n)
 	}
 }
