@@ -309,7 +309,8 @@ func (f *fakeDedup) Check(ctx context.Context, topic, key string) (*message.Mess
 		defer f.mu.Unlock()
 		f.releases++
 		if m != nil && res.Status == store.PutOK {
-			f.seen[topic+"#"+key] = m
+			c := *m // lent: copied, not kept
+			f.seen[topic+"#"+key] = &c
 		}
 	}, nil
 }

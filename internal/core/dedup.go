@@ -35,7 +35,16 @@ type Dedup struct {
 	// releases[j] records the stored message of item relItem[j].
 	releases []func(*message.Message, store.PutResult)
 	relItem  []int
+	// A single message's slices share these, so that its check makes one
+	// allocation, not five.
+	one    [1]*message.Message
+	oneRel [1]func(*message.Message, store.PutResult)
+	// reported is the message Finish lends each release.
+	reported message.Message
 }
+
+// oneItem is relItem of every single message's Dedup (never written).
+var oneItem = [1]int{0}
 
 // Duplicate reports whether nothing is left to store: a single message
 // already stored, or a batch of duplicates only. Result holds the
@@ -59,11 +68,15 @@ func (b *Broker) CheckDuplicate(ctx context.Context, m *message.Message, uniq st
 	if err != nil {
 		return nil, Errorf(ErrInternal, "duplicate check failed: %v", err)
 	}
+	dd := &Dedup{}
 	if orig != nil {
-		return &Dedup{Result: []*message.Message{orig}}, nil
+		dd.one[0] = orig
+		dd.Result = dd.one[:]
+		return dd, nil
 	}
-	return &Dedup{Result: []*message.Message{m}, Store: []*message.Message{m},
-		releases: []func(*message.Message, store.PutResult){release}, relItem: []int{0}}, nil
+	dd.one[0], dd.oneRel[0] = m, release
+	dd.Result, dd.Store, dd.releases, dd.relItem = dd.one[:], dd.one[:], dd.oneRel[:], oneItem[:]
+	return dd, nil
 }
 
 // CheckBatchDuplicates checks the items ms of a batch to topic with the
@@ -126,10 +139,13 @@ func (b *Broker) CheckBatchDuplicates(ctx context.Context, topic string, ms []*m
 // after Abort, does nothing.
 func (d *Dedup) Finish(res store.PutResult, queueID int32) {
 	for j, release := range d.releases {
-		reported := *d.Result[d.relItem[j]]
-		reported.QueueID, reported.Body = queueID, nil
-		release(&reported, res)
+		// Lent to release, which keeps nothing of it (Deduplicator): one
+		// copy for all, not one allocation per key.
+		d.reported = *d.Result[d.relItem[j]]
+		d.reported.QueueID, d.reported.Body = queueID, nil
+		release(&d.reported, res)
 	}
+	d.reported = message.Message{}
 	d.releases = nil
 }
 

@@ -25,6 +25,10 @@ func (d *recordingDedup) Check(ctx context.Context, topic, key string) (*message
 		return m, nil, nil
 	}
 	return nil, func(m *message.Message, res store.PutResult) {
+		if m != nil {
+			c := *m // lent: copied, not kept
+			m = &c
+		}
 		d.released = append(d.released, m)
 		d.statuses = append(d.statuses, res.Status)
 	}, nil
@@ -73,5 +77,31 @@ func TestCheckDuplicate(t *testing.T) {
 	d.err = errors.New("index down")
 	if _, err := b.CheckDuplicate(context.Background(), m, "K2", true); !errors.Is(err, ErrInternal) {
 		t.Fatalf("failed check: %v", err)
+	}
+}
+
+// staticDedup finds nothing and releases through one function.
+type staticDedup struct {
+	release func(*message.Message, store.PutResult)
+}
+
+func (d staticDedup) Check(context.Context, string, string) (*message.Message, func(*message.Message, store.PutResult), error) {
+	return nil, d.release, nil
+}
+
+// A single message's check and its release allocate its Dedup only.
+func TestCheckDuplicateOneAllocation(t *testing.T) {
+	b := newTestBroker(t, nil)
+	b.SetDeduplicator(staticDedup{func(*message.Message, store.PutResult) {}})
+	m := &message.Message{Topic: "T", QueueID: 1, Body: []byte("body")}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		dd, err := b.CheckDuplicate(ctx, m, "K", true)
+		if err != nil || len(dd.Store) != 1 || dd.Store[0] != m || len(dd.Result) != 1 || dd.Result[0] != m {
+			t.Fatalf("%+v %v", dd, err)
+		}
+		dd.Finish(store.PutResult{Status: store.PutOK}, 1)
+	}); n != 1 {
+		t.Errorf("CheckDuplicate and Finish of a new key: %v allocations, want 1", n)
 	}
 }

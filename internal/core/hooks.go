@@ -87,6 +87,8 @@ type dispatchObserver interface {
 //     exactly once with the message as reported (QueueID = the response's
 //     queueId; QueueOffset, PhysOffset, StoreTimestamp as put) and the put
 //     result, or with (nil, result) if the send failed before the put.
+//     The message is only lent to release: it must not be kept after
+//     release returns.
 //
 // Before Check waits for a send of the same key that is being stored, it
 // calls BeforeWait(ctx): the caller may hold sends it checked but has not

@@ -29,6 +29,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/message"
@@ -192,7 +193,14 @@ func (b *Broker) delayOf(m *message.Message) (level int32, deliverAtMs int64, er
 	return 0, at, nil
 }
 
+// timerPropPrefix starts the name of each of the timer properties, which
+// most messages carry none of.
+const timerPropPrefix = "TIMER_"
+
 func timerDeliverMs(props string, nowMs int64) (int64, bool, error) {
+	if !strings.Contains(props, timerPropPrefix) {
+		return 0, false, nil // one search instead of a scan of props per key
+	}
 	keys := []struct {
 		key   string
 		scale int64

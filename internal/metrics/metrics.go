@@ -75,6 +75,13 @@ type Metrics struct {
 	flushLatency prometheus.Histogram
 	flushBytes   prometheus.Histogram
 
+	// The series one kind of send counts in, looked up in the vectors
+	// once (a vector's look-up hashes every label value: four per send
+	// were a few per cent of the broker's CPU at high send rates). Series
+	// are never deleted, so a cached one stays the vector's.
+	sendMu     sync.RWMutex
+	sendSeries map[sendKey]*sendSeries
+
 	scrapeMu sync.Mutex // one collection at a time (they read many offsets)
 	recent   recentState
 	stats    statsMinute // the samples of the RocketMQ-compatible per-second gauges (rates.go)
@@ -89,7 +96,7 @@ func New(cfg Config) *Metrics {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), recent: recentState{start: time.Now()}}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), recent: recentState{start: time.Now()}, sendSeries: map[sendKey]*sendSeries{}}
 	m.sendRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keel_send_requests_total",
 		Help: "Send requests (RocketMQ single or batch sends, Kafka produced partitions, AMQP publishes) by front door, topic and result.",
@@ -186,18 +193,57 @@ func (o DoorObserver) topicLabel(topic string) string {
 // OnSend counts a send request: the messages stored (0 for a failure), the
 // body bytes, the result and the time from receipt to answer.
 func (o DoorObserver) OnSend(topic string, msgs, bytes int, result string, d time.Duration) {
-	m := o.m
-	topic = o.topicLabel(topic)
-	m.sendRequests.WithLabelValues(o.door, topic, result).Inc()
-	outcome := "error"
+	s := o.m.sendSeriesOf(sendKey{o.door, o.topicLabel(topic), result, msgs > 0})
+	s.requests.Inc()
 	if msgs > 0 {
-		outcome = "ok"
-		m.sendMessages.WithLabelValues(o.door, topic, result).Add(float64(msgs))
-		m.sendBytes.WithLabelValues(o.door, topic).Add(float64(bytes))
+		s.messages.Add(float64(msgs))
+		s.bytes.Add(float64(bytes))
 	} else {
-		m.sendMessages.WithLabelValues(o.door, topic, result).Inc()
+		s.messages.Inc()
 	}
-	m.sendLatency.WithLabelValues(o.door, outcome).Observe(d.Seconds())
+	s.latency.Observe(d.Seconds())
+}
+
+// sendKey is one kind of send: its labels, and whether it stored messages
+// (which picks the latency series, "ok" or "error").
+type sendKey struct {
+	door, topic, result string
+	stored              bool
+}
+
+// sendSeries are the series a kind of send counts in (bytes only for
+// sends that stored messages, so that no other send makes its series).
+type sendSeries struct {
+	requests, messages, bytes prometheus.Counter
+	latency                   prometheus.Observer
+}
+
+// sendSeriesOf returns k's series, made on its first send.
+func (m *Metrics) sendSeriesOf(k sendKey) *sendSeries {
+	m.sendMu.RLock()
+	s := m.sendSeries[k]
+	m.sendMu.RUnlock()
+	if s != nil {
+		return s
+	}
+	outcome := "error"
+	s = &sendSeries{
+		requests: m.sendRequests.WithLabelValues(k.door, k.topic, k.result),
+		messages: m.sendMessages.WithLabelValues(k.door, k.topic, k.result),
+	}
+	if k.stored {
+		outcome = "ok"
+		s.bytes = m.sendBytes.WithLabelValues(k.door, k.topic)
+	}
+	s.latency = m.sendLatency.WithLabelValues(k.door, outcome)
+	m.sendMu.Lock()
+	if old := m.sendSeries[k]; old != nil {
+		s = old
+	} else {
+		m.sendSeries[k] = s
+	}
+	m.sendMu.Unlock()
+	return s
 }
 
 // OnDeliver counts msgs messages delivered from topic.

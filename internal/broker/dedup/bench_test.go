@@ -72,3 +72,27 @@ func BenchmarkCheckNewWithIndex(b *testing.B) {
 		release(nil, store.PutResult{Status: store.PutUnknownError})
 	}
 }
+
+// BenchmarkCheckNewStartsEmpty is a new message on a master that started
+// on an empty store, through a table that fills and then evicts (b.N
+// beyond MaxEntries): map miss and insert, growth, eviction, the evicted
+// keys' filter; the index is never needed.
+func BenchmarkCheckNewStartsEmpty(b *testing.B) {
+	now := time.Now()
+	d, _ := dedup.New(dedup.Config{Window: time.Minute, Index: nopIndex{}, StartsEmpty: true,
+		Now: func() time.Time { return now }})
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("7F0000010D2A18B4AAC2%012X", i)
+	}
+	stored := &message.Message{StoreTimestamp: now.UnixMilli()}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, release, _ := d.Check(context.Background(), "keel-bench-official-rocketmq-cpu-0", keys[i])
+		release(stored, store.PutResult{Status: store.PutOK})
+	}
+	if s := d.Stats(); s.IndexLookups > int64(b.N)/20 {
+		b.Fatalf("%d index lookups for %d new keys", s.IndexLookups, b.N)
+	}
+}

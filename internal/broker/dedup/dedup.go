@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math"
@@ -61,6 +62,8 @@ type Config struct {
 // yet in the ring).
 type entry struct {
 	key         string
+	hash        uint64 // maphash of key with Deduplicator.seed
+	next        *entry // the next entry of the table whose key has the same hash
 	queueID     int32
 	queueOffset int64
 	phys        int64
@@ -87,13 +90,21 @@ type Deduplicator struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex
-	table   map[string]*entry // stored entries and pending markers
-	ring    []*entry          // stored entries in insertion order, circular, len == MaxEntries
+	mu sync.Mutex
+	// table holds the stored entries and pending markers by the hash of
+	// their key, those whose keys share a hash chained through next: a
+	// look-up hashes the key once and compares 8 bytes per slot, and the
+	// map's growth moves no string keys.
+	table   map[uint64]*entry
+	entries int // in table
+	seed    maphash.Seed
+	ring    []*entry // stored entries in insertion order, circular, len == MaxEntries
 	head, n int
 	// complete: every message this process stored at or after this store
-	// time (ms) is in the table unless its window has passed.
+	// time (ms) is in the table unless its window has passed or it was
+	// evicted; evicted (nil until the first eviction) knows those.
 	complete int64
+	evicted  *evictedKeys
 
 	dups, lookups, indexHits, evictions, waits atomic.Int64
 }
@@ -123,7 +134,7 @@ func New(cfg Config) (*Deduplicator, error) {
 		complete = math.MinInt64
 	}
 	return &Deduplicator{
-		cfg: cfg, log: cfg.Logger, table: map[string]*entry{},
+		cfg: cfg, log: cfg.Logger, table: map[uint64]*entry{}, seed: maphash.MakeSeed(),
 		ring: make([]*entry, cfg.MaxEntries), complete: complete,
 	}, nil
 }
@@ -131,7 +142,7 @@ func New(cfg Config) (*Deduplicator, error) {
 // Stats returns a snapshot of the counters.
 func (d *Deduplicator) Stats() Stats {
 	d.mu.Lock()
-	n := len(d.table)
+	n := d.entries
 	d.mu.Unlock()
 	return Stats{Duplicates: d.dups.Load(), IndexLookups: d.lookups.Load(), IndexHits: d.indexHits.Load(),
 		Evictions: d.evictions.Load(), Waits: d.waits.Load(), Entries: n}
@@ -148,12 +159,13 @@ func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*messa
 		return nil, noRelease, nil
 	}
 	key := topic + "#" + uniqKey
+	hash := maphash.String(d.seed, key)
 	for {
 		d.mu.Lock()
 		now := d.cfg.Now().UnixMilli()
 		from := now - d.cfg.Window.Milliseconds()
 		d.expireLocked(from)
-		e := d.table[key]
+		e := d.lookupLocked(key, hash)
 		if e != nil && e.pending {
 			if e.wake == nil {
 				e.wake = make(chan struct{})
@@ -174,9 +186,9 @@ func (d *Deduplicator) Check(ctx context.Context, topic, uniqKey string) (*messa
 			d.dups.Add(1)
 			return e.message(), noRelease, nil
 		}
-		p := &entry{key: key, pending: true}
-		d.table[key] = p // an expired entry of the key leaves the table here, the ring at its turn
-		needIndex := from < d.complete
+		p := &entry{key: key, hash: hash, pending: true}
+		d.setLocked(p, e) // an expired entry e of the key leaves the table here, the ring at its turn
+		needIndex := from < d.complete || (d.evicted != nil && d.evicted.mayHold(hash, from))
 		d.mu.Unlock()
 		if needIndex {
 			e, err := d.lookup(topic, uniqKey, from, now)
@@ -214,7 +226,7 @@ func (d *Deduplicator) settle(p *entry, stored *message.Message) {
 		p.queueID, p.queueOffset, p.phys, p.storeTs = stored.QueueID, stored.QueueOffset, stored.PhysOffset, stored.StoreTimestamp
 		d.insertLocked(p) // a pending entry stays its key's until settled: nothing replaces or evicts it
 	} else {
-		delete(d.table, p.key)
+		d.removeLocked(p)
 	}
 	wake := p.wake
 	p.wake = nil
@@ -234,7 +246,10 @@ func (d *Deduplicator) insertLocked(e *entry) {
 		old := d.ring[d.head]
 		d.dropHeadLocked()
 		d.evictions.Add(1)
-		d.complete = max(d.complete, old.storeTs+1)
+		if d.evicted == nil {
+			d.evicted = newEvictedKeys(len(d.ring))
+		}
+		d.evicted.add(old.hash, old.storeTs)
 	}
 	d.ring[(d.head+d.n)%len(d.ring)] = e
 	d.n++
@@ -245,9 +260,50 @@ func (d *Deduplicator) dropHeadLocked() {
 	d.ring[d.head] = nil
 	d.head = (d.head + 1) % len(d.ring)
 	d.n--
-	if d.table[old.key] == old {
-		delete(d.table, old.key)
+	d.removeLocked(old) // unless a later entry of its key took its place
+}
+
+// lookupLocked returns the table's entry of key (hash its hash), or nil.
+func (d *Deduplicator) lookupLocked(key string, hash uint64) *entry {
+	e := d.table[hash]
+	for e != nil && e.key != key {
+		e = e.next
 	}
+	return e
+}
+
+// setLocked makes p its key's entry in place of old, the key's entry
+// found by lookupLocked (nil: none).
+func (d *Deduplicator) setLocked(p, old *entry) {
+	if old != nil {
+		d.removeLocked(old)
+	}
+	p.next = d.table[p.hash]
+	d.table[p.hash] = p
+	d.entries++
+}
+
+// removeLocked takes e out of the table if it is there.
+func (d *Deduplicator) removeLocked(e *entry) {
+	head := d.table[e.hash]
+	if head == e {
+		if e.next == nil {
+			delete(d.table, e.hash)
+		} else {
+			d.table[e.hash] = e.next
+		}
+	} else {
+		prev := head
+		for prev != nil && prev.next != e {
+			prev = prev.next
+		}
+		if prev == nil {
+			return
+		}
+		prev.next = e.next
+	}
+	e.next = nil
+	d.entries--
 }
 
 // expireLocked drops entries from the head whose window has passed.

@@ -503,3 +503,37 @@ func TestCheckCallsBeforeWait(t *testing.T) {
 		t.Fatalf("a check with nothing to wait for: %v, BeforeWait called %d times", err, calls)
 	}
 }
+
+// TestEvictionKeepsNewKeysOffTheIndex: once the ring is full and evicts, a
+// new key is still answered from the table alone; only a key that was
+// evicted within the window is looked up in the index.
+func TestEvictionKeepsNewKeysOffTheIndex(t *testing.T) {
+	clk := &fakeClock{}
+	clk.ns.Store(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	idx := &countingIndex{}
+	d, err := dedup.New(dedup.Config{Window: time.Minute, MaxEntries: 4, Index: idx, Now: clk.Now, StartsEmpty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store1 := func(key string) {
+		t.Helper()
+		orig, release, err := d.Check(context.Background(), "Orders", key)
+		if err != nil || orig != nil {
+			t.Fatalf("%s: orig %v, err %v", key, orig, err)
+		}
+		release(&message.Message{StoreTimestamp: clk.Now().UnixMilli()}, store.PutResult{Status: store.PutOK})
+		clk.Advance(time.Second)
+	}
+	for i := range 40 {
+		store1("K" + strconv.Itoa(i))
+	}
+	s := d.Stats()
+	if s.Evictions != 36 || s.IndexLookups != 0 || idx.queries.Load() != 0 {
+		t.Fatalf("40 new keys through a ring of 4: %+v, %d index queries; want 36 evictions and no lookups", s, idx.queries.Load())
+	}
+	// K30 was evicted 9 s ago, within the window: its retry is looked up.
+	store1("K30")
+	if s := d.Stats(); s.IndexLookups != 1 {
+		t.Fatalf("retry of an evicted key: %d index lookups, want 1", s.IndexLookups)
+	}
+}

@@ -34,15 +34,15 @@
 //     head when their window has passed, or early (evicted) when the ring
 //     is full.
 //  3. The store's key index (every UNIQ_KEY is indexed as "topic#key"):
-//     the table is complete — holds every key this process stored — only
-//     for store times at or after `complete`, which starts at the process
-//     start (at the beginning of time for a master whose store was empty
-//     then: Config.StartsEmpty) and moves past every evicted entry. When
-//     the window reaches further back than that (the first window after a
-//     restart with data, or under a
-//     load above MaxEntries per window), a miss is checked with
-//     store.QueryByKey on the topic and on the shadow topics (half and
-//     schedule topics, matched by REAL_TOPIC); the oldest record in the
+//     the table holds every key this process stored at or after
+//     `complete` (the process start; the beginning of time for a master
+//     whose store was empty then: Config.StartsEmpty) but those evicted,
+//     whose keys a pair of Bloom filters remembers until their window
+//     passes (evicted.go). A miss is checked with store.QueryByKey on the
+//     topic and on the shadow topics (half and schedule topics, matched by
+//     REAL_TOPIC) when the window reaches back before `complete` (the
+//     first window after a restart with data) or the filters may hold its
+//     key (an evicted key, or a false positive); the oldest record in the
 //     window is the original. Only then is a key new.
 //
 // The window is measured in store timestamps, so Now must be the store's
@@ -51,11 +51,14 @@
 // # Cost
 //
 // Per send with a client UNIQ_KEY: one map lookup and insert under a mutex
-// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB). Index
+// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB), and once
+// the ring has evicted, a filter test (one word read in each of two
+// filters, 2 MiB each by default) and a filter insert per eviction. Index
 // lookups (one per topic in ShadowTopics + 1, each a hash-slot read and a
-// record read per candidate) happen only for misses while the table is not
-// complete for the window: for one window after a restart with data, and
-// permanently when more than MaxEntries messages are sent per window.
+// record read per candidate) happen only for misses in the first window
+// after a restart with data, and for the retries of evicted keys and the
+// filters' false positives (0.5 % of keys with four evicted keys per filter
+// word: TestEvictedKeysFalsePositives).
 //
 // # Concurrency
 //
