@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +97,9 @@ type conn struct {
 	// batch holds the publishes of the read burst not yet stored
 	// (publishbatch.go); reader goroutine only.
 	batch pubBatch
+	// pumps are the queues whose deliveries the settlements of the read
+	// burst made possible (pumpLater); reader goroutine only.
+	pumps []*queue
 	// pendingDL counts the dead-letter copies of this connection's
 	// rejects not yet in their queues (waitPublishes waits for them too).
 	pendingDL atomic.Int64
@@ -219,6 +223,7 @@ func (c *conn) serve() {
 			// before the reader may wait for the socket, and the read
 			// deadline is set once per burst, not per frame.
 			c.flushPublishes()
+			c.flushPumps()
 			if c.heartbeat > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
 			}
@@ -374,6 +379,7 @@ func (c *conn) cleanup() {
 	}
 	c.cleaned = true
 	c.flushPublishes() // received whole: stored as they would have been alone
+	c.flushPumps()
 	close(c.done)
 	c.chMu.Lock()
 	chs := c.channels
@@ -735,6 +741,11 @@ func (c *conn) frame(f wire.Frame) error {
 		// Every method sees the publishes before it stored, as when each
 		// was stored on its own (basic.get, a queue's counts, tx.commit).
 		c.flushPublishes()
+		if !isSettlement(f.Payload) {
+			// ... and the deliveries the settlements before it allowed
+			// made, as when each queue delivered at once.
+			c.flushPumps()
+		}
 	}
 	if f.Channel == 0 {
 		return c.connectionMethod(f)
@@ -764,6 +775,41 @@ func (c *conn) frame(f wire.Frame) error {
 func isBasicPublish(p []byte) bool {
 	class, method := (*wire.BasicPublish).ID(nil)
 	return len(p) >= 4 && binary.BigEndian.Uint16(p) == class && binary.BigEndian.Uint16(p[2:]) == method
+}
+
+// isSettlement reports whether a method frame's payload is basic.ack,
+// basic.nack or basic.reject.
+func isSettlement(p []byte) bool {
+	if len(p) < 4 {
+		return false
+	}
+	class, method := binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
+	for _, m := range [...]wire.Method{(*wire.BasicAck)(nil), (*wire.BasicNack)(nil), (*wire.BasicReject)(nil)} {
+		if c, id := m.ID(); c == class && id == method {
+			return true
+		}
+	}
+	return false
+}
+
+// pumpLater notes that q may deliver again (a settlement gave a consumer
+// credit back, or requeued a message): its pump runs once the read burst
+// is handled (flushPumps), so that the deliveries a burst of basic.acks
+// allows go out together, in one write, not one write per ack. Reader
+// goroutine only.
+func (c *conn) pumpLater(q *queue) {
+	if !slices.Contains(c.pumps, q) {
+		c.pumps = append(c.pumps, q)
+	}
+}
+
+// flushPumps runs the pumps pumpLater noted. Reader goroutine only.
+func (c *conn) flushPumps() {
+	for i, q := range c.pumps {
+		q.pump()
+		c.pumps[i] = nil
+	}
+	c.pumps = c.pumps[:0]
 }
 
 func (c *conn) connectionMethod(f wire.Frame) error {
