@@ -686,3 +686,20 @@ func (ch *channel) pumpAll() {
 		q.pump()
 	}
 }
+
+// credit is how many more deliveries c may be given now, at most limit.
+func (ch *channel) credit(c *consumer, limit int) int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closing || ch.consumers[c.tag] != c || !c.ready {
+		return 0
+	}
+	n := limit
+	if !c.noAck && c.prefetch > 0 {
+		n = min(n, c.prefetch-c.unacked)
+	}
+	if !c.noAck && ch.globalPrefetch > 0 {
+		n = min(n, ch.globalPrefetch-ch.globalUnacked)
+	}
+	return max(n, 0)
+}

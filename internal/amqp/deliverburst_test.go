@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/keelmq/keel/internal/amqp/wire"
 )
 
@@ -157,5 +159,87 @@ func TestAckBurstDeliversInOneWrite(t *testing.T) {
 	// The deliveries' write, then the get-ok's.
 	if w := writes.Load() - before; w > 2 {
 		t.Fatalf("the %d deliveries a burst of %d acks allowed, and a get-ok, took %d writes, want 2", n, n, w)
+	}
+}
+
+// TestPumpReadsAhead: a consumer with credit for many messages gets them
+// from one read of the store (the pump reads the offsets after the one it
+// needs with it), in queue order, each message as published, also those
+// of a transaction (one record for several offsets) in the middle, and
+// a requeued one with its redelivered flag; a consumer with credit for one
+// reads one message.
+func TestPumpReadsAhead(t *testing.T) {
+	b := startBroker(t)
+	ch := b.channel()
+	if _, err := ch.QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("single-%d", i))
+	}
+	publishConfirmed(t, ch, "q", want[:5]...)
+	tx := b.channel()
+	if err := tx.Tx(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		body := fmt.Sprintf("tx-%d", i)
+		want = append(want[:5+i], append([]string{body}, want[5+i:]...)...)
+		if err := tx.Publish("", "q", false, false, amqp091.Publishing{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.TxCommit(); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "q", want[8:]...)
+
+	// Credit for one: one read per delivery.
+	one := b.channel()
+	if err := one.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	st := b.st.Stats()
+	ds, err := one.Consume("q", "one", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := recv(t, ds)
+	if string(d.Body) != want[0] {
+		t.Fatalf("first delivery %q, want %q", d.Body, want[0])
+	}
+	if now := b.st.Stats(); now.Gets-st.Gets != 1 || now.GetMessages-st.GetMessages != 1 {
+		t.Fatalf("one delivery read the store %d times, %d messages", now.Gets-st.Gets, now.GetMessages-st.GetMessages)
+	}
+	if err := one.Cancel("one", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Nack(false, true); err != nil { // back to its place, served first
+		t.Fatal(err)
+	}
+	if err := one.Qos(1, 0, false); err != nil { // answered after the nack ran
+		t.Fatal(err)
+	}
+
+	many := b.channel()
+	if err := many.Qos(100, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	gets := b.st.Stats().Gets
+	ds, err = many.Consume("q", "many", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		d := recv(t, ds)
+		if string(d.Body) != w || d.Redelivered != (i == 0) {
+			t.Fatalf("delivery %d: %q redelivered %v, want %q redelivered %v", i, d.Body, d.Redelivered, w, i == 0)
+		}
+	}
+	// The requeued first message is back at its place: it and the twelve
+	// after it with one read.
+	if n := b.st.Stats().Gets - gets; n != 1 {
+		t.Fatalf("%d deliveries read the store %d times, want 1", len(want), n)
 	}
 }

@@ -76,7 +76,10 @@
 // the store answers, which under
 // SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
 // after the Visible watermark passed it too (so a method sent after the
-// confirm sees the message); then it is delivered. Up to
+// confirm sees the message); then it is delivered: a queue's pump reads
+// the messages its consumers have credit for with one store read
+// (readahead.go), and the deliveries that the settlements of one read
+// burst allow are made once the burst is handled, in one write. Up to
 // maxPendingPublishes (1024) publishes per connection await their
 // confirm; the reader then waits. The messages of one tx.commit are one
 // record of several messages (message.go, tx.go), one destination per

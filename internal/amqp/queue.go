@@ -58,6 +58,7 @@ type queue struct {
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
 
 	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
+	ahead readAhead             // records a pump read ahead (readahead.go)
 
 	// leaseMu orders the writes of the lease file (taken after mu when
 	// both are held); leaseDisk is what it last wrote there, leaseDone is
@@ -240,7 +241,7 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		if !ok {
 			return 0, storedMessage{}, nil, false, false
 		}
-		m, release, ok := q.read(o)
+		m, release, ok := q.readLocked(o)
 		if !ok {
 			q.leftReadyLocked(o, 0)
 			q.settleLocked(o)
@@ -325,6 +326,8 @@ func (q *queue) pump() {
 			c.flushHeld()
 		}
 	}()
+	q.startAheadLocked() // readahead.go
+	defer q.endAheadLocked()
 	for !q.gone && len(q.consumers) > 0 {
 		c, next := q.pickLocked()
 		if c == nil {
