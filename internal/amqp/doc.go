@@ -114,7 +114,8 @@
 // Config.AckStateInterval when they changed, and at Close. Before a
 // message is handed out beyond a durable queue's lease, the lease
 // (DataDir/amqp/lease-<topic>: a bound on delivered) is raised by
-// leaseStep (256) with a durable write: once half of the lease is used,
+// leaseStep (256) with a durable write (in place: one slot of the file and
+// its fdatasync, leasefile.go): once half of the lease is used,
 // the next is written off the queue's lock (queue.raiseLeaseEarly), so
 // deliveries, publishes and acks of the queue do not wait for its fsyncs;
 // a delivery that reaches the lease before that write is done waits for
