@@ -243,3 +243,33 @@ func TestPumpReadsAhead(t *testing.T) {
 		t.Fatalf("%d deliveries read the store %d times, want 1", len(want), n)
 	}
 }
+
+// TestStoredMessageParseAllocs: reading a stored message for a delivery
+// allocates only its routing key (no error value built in case it is
+// truncated), and the expiration check of a message without an
+// expiration property (here a persistent one, delivery-mode set) does
+// not decode its properties; one with an expiration is read as such.
+func TestStoredMessageParseAllocs(t *testing.T) {
+	var w wire.Writer
+	(&wire.BasicProperties{Flags: wire.FlagDeliveryMode, DeliveryMode: 2}).Write(&w)
+	persistent := w.Buf
+	body := appendMessage(nil, &storedMessage{routingKey: "bench-queue", props: persistent, body: make([]byte, 1024)})
+	var m storedMessage
+	if n := testing.AllocsPerRun(100, func() { m, _ = parseBody(storedMessage{}, body) }); n > 1 {
+		t.Fatalf("parseBody: %v allocations, want 1 (the routing key)", n)
+	}
+	if m.routingKey != "bench-queue" || len(m.body) != 1024 {
+		t.Fatalf("parsed %q with %d body bytes", m.routingKey, len(m.body))
+	}
+	if n := testing.AllocsPerRun(100, func() { messageExpiration(persistent) }); n != 0 {
+		t.Fatalf("the expiration check of a message without one: %v allocations", n)
+	}
+	var we wire.Writer
+	(&wire.BasicProperties{Flags: wire.FlagDeliveryMode | wire.FlagExpiration, DeliveryMode: 2, Expiration: "1500"}).Write(&we)
+	if exp, ok := messageExpiration(we.Buf); !ok || exp != 1500 {
+		t.Fatalf("expiration %d %v, want 1500", exp, ok)
+	}
+	if _, ok := messageExpiration(persistent); ok {
+		t.Fatal("an expiration found in a message without one")
+	}
+}
