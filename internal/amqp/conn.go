@@ -506,7 +506,7 @@ const largeWriteFrames = 64
 // can come between them: wmu is held throughout.
 func (c *conn) writeLargeContentLocked(ch uint16, m wire.Method, props, body []byte) error {
 	b := wire.AppendMethodFrame(c.wbuf[:0], ch, m)
-	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
 	if err := c.writeLocked(b); err != nil {
 		return err
 	}
@@ -539,11 +539,21 @@ func (c *conn) writeLargeContentLocked(ch uint16, m wire.Method, props, body []b
 	return nil
 }
 
+// appendHeaderFrame appends a content header frame on channel ch, laid
+// out in place (no payload built first).
+func appendHeaderFrame(b []byte, ch uint16, bodySize uint64, props []byte) []byte {
+	at := len(b)
+	b = append(b, wire.FrameHeader, byte(ch>>8), byte(ch), 0, 0, 0, 0)
+	b = wire.AppendHeader(b, bodySize, props)
+	binary.BigEndian.PutUint32(b[at+3:], uint32(len(b)-at-wire.FrameHeaderBytes))
+	return append(b, wire.FrameEnd)
+}
+
 // appendContent appends a method with its content header and body frames
 // of at most frameMax.
 func appendContent(b []byte, frameMax uint32, ch uint16, m wire.Method, props, body []byte) []byte {
 	b = wire.AppendMethodFrame(b, ch, m)
-	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
 	max := int(frameMax) - wire.FrameOverheadBytes
 	for len(body) > 0 {
 		n := min(len(body), max)
@@ -562,7 +572,7 @@ func (c *conn) sendContent(ch uint16, m wire.Method, props, body []byte) error {
 		return c.writeLargeContentLocked(ch, m, props, body)
 	}
 	b := wire.AppendMethodFrame(c.wbuf[:0], ch, m)
-	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
 	max := int(c.frameMax) - wire.FrameOverheadBytes
 	for len(body) > 0 {
 		n := min(len(body), max)
