@@ -596,8 +596,9 @@ func (ch *channel) get(m *wire.BasicGet) error {
 // a dead-letter exchange).
 func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue bool) error {
 	ch.mu.Lock()
-	var ds []*delivery
-	var tags []uint64
+	var oneD [1]*delivery
+	var oneT [1]uint64
+	ds, tags := oneD[:0], oneT[:0]
 	if multiple {
 		for t, d := range ch.unacked {
 			if tag == 0 || t <= tag {
@@ -630,7 +631,6 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 	if ch.tx {
 		return nil
 	}
-	pump := map[*queue]bool{}
 	for _, d := range ds {
 		switch {
 		case reject && requeue:
@@ -641,10 +641,7 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 			d.q.settle(d.offset)
 			d.q.stats.acked.Add(1)
 		}
-		pump[d.q] = true
-	}
-	for q := range pump {
-		q.pump()
+		ch.c.pumpLater(d.q)
 	}
 	return nil
 }
@@ -688,4 +685,21 @@ func (ch *channel) pumpAll() {
 	for q := range qs {
 		q.pump()
 	}
+}
+
+// credit is how many more deliveries c may be given now, at most limit.
+func (ch *channel) credit(c *consumer, limit int) int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closing || ch.consumers[c.tag] != c || !c.ready {
+		return 0
+	}
+	n := limit
+	if !c.noAck && c.prefetch > 0 {
+		n = min(n, c.prefetch-c.unacked)
+	}
+	if !c.noAck && ch.globalPrefetch > 0 {
+		n = min(n, ch.globalPrefetch-ch.globalUnacked)
+	}
+	return max(n, 0)
 }

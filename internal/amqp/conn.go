@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +97,9 @@ type conn struct {
 	// batch holds the publishes of the read burst not yet stored
 	// (publishbatch.go); reader goroutine only.
 	batch pubBatch
+	// pumps are the queues whose deliveries the settlements of the read
+	// burst made possible (pumpLater); reader goroutine only.
+	pumps []*queue
 	// pendingDL counts the dead-letter copies of this connection's
 	// rejects not yet in their queues (waitPublishes waits for them too).
 	pendingDL atomic.Int64
@@ -219,6 +223,7 @@ func (c *conn) serve() {
 			// before the reader may wait for the socket, and the read
 			// deadline is set once per burst, not per frame.
 			c.flushPublishes()
+			c.flushPumps()
 			if c.heartbeat > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(3 * c.heartbeat))
 			}
@@ -374,6 +379,7 @@ func (c *conn) cleanup() {
 	}
 	c.cleaned = true
 	c.flushPublishes() // received whole: stored as they would have been alone
+	c.flushPumps()
 	close(c.done)
 	c.chMu.Lock()
 	chs := c.channels
@@ -500,7 +506,7 @@ const largeWriteFrames = 64
 // can come between them: wmu is held throughout.
 func (c *conn) writeLargeContentLocked(ch uint16, m wire.Method, props, body []byte) error {
 	b := wire.AppendMethodFrame(c.wbuf[:0], ch, m)
-	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
 	if err := c.writeLocked(b); err != nil {
 		return err
 	}
@@ -533,11 +539,21 @@ func (c *conn) writeLargeContentLocked(ch uint16, m wire.Method, props, body []b
 	return nil
 }
 
+// appendHeaderFrame appends a content header frame on channel ch, laid
+// out in place (no payload built first).
+func appendHeaderFrame(b []byte, ch uint16, bodySize uint64, props []byte) []byte {
+	at := len(b)
+	b = append(b, wire.FrameHeader, byte(ch>>8), byte(ch), 0, 0, 0, 0)
+	b = wire.AppendHeader(b, bodySize, props)
+	binary.BigEndian.PutUint32(b[at+3:], uint32(len(b)-at-wire.FrameHeaderBytes))
+	return append(b, wire.FrameEnd)
+}
+
 // appendContent appends a method with its content header and body frames
 // of at most frameMax.
 func appendContent(b []byte, frameMax uint32, ch uint16, m wire.Method, props, body []byte) []byte {
 	b = wire.AppendMethodFrame(b, ch, m)
-	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
 	max := int(frameMax) - wire.FrameOverheadBytes
 	for len(body) > 0 {
 		n := min(len(body), max)
@@ -556,7 +572,7 @@ func (c *conn) sendContent(ch uint16, m wire.Method, props, body []byte) error {
 		return c.writeLargeContentLocked(ch, m, props, body)
 	}
 	b := wire.AppendMethodFrame(c.wbuf[:0], ch, m)
-	b = wire.AppendFrame(b, wire.FrameHeader, ch, wire.AppendHeader(nil, uint64(len(body)), props))
+	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
 	max := int(c.frameMax) - wire.FrameOverheadBytes
 	for len(body) > 0 {
 		n := min(len(body), max)
@@ -735,6 +751,11 @@ func (c *conn) frame(f wire.Frame) error {
 		// Every method sees the publishes before it stored, as when each
 		// was stored on its own (basic.get, a queue's counts, tx.commit).
 		c.flushPublishes()
+		if !isSettlement(f.Payload) {
+			// ... and the deliveries the settlements before it allowed
+			// made, as when each queue delivered at once.
+			c.flushPumps()
+		}
 	}
 	if f.Channel == 0 {
 		return c.connectionMethod(f)
@@ -764,6 +785,41 @@ func (c *conn) frame(f wire.Frame) error {
 func isBasicPublish(p []byte) bool {
 	class, method := (*wire.BasicPublish).ID(nil)
 	return len(p) >= 4 && binary.BigEndian.Uint16(p) == class && binary.BigEndian.Uint16(p[2:]) == method
+}
+
+// isSettlement reports whether a method frame's payload is basic.ack,
+// basic.nack or basic.reject.
+func isSettlement(p []byte) bool {
+	if len(p) < 4 {
+		return false
+	}
+	class, method := binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
+	for _, m := range [...]wire.Method{(*wire.BasicAck)(nil), (*wire.BasicNack)(nil), (*wire.BasicReject)(nil)} {
+		if c, id := m.ID(); c == class && id == method {
+			return true
+		}
+	}
+	return false
+}
+
+// pumpLater notes that q may deliver again (a settlement gave a consumer
+// credit back, or requeued a message): its pump runs once the read burst
+// is handled (flushPumps), so that the deliveries a burst of basic.acks
+// allows go out together, in one write, not one write per ack. Reader
+// goroutine only.
+func (c *conn) pumpLater(q *queue) {
+	if !slices.Contains(c.pumps, q) {
+		c.pumps = append(c.pumps, q)
+	}
+}
+
+// flushPumps runs the pumps pumpLater noted. Reader goroutine only.
+func (c *conn) flushPumps() {
+	for i, q := range c.pumps {
+		q.pump()
+		c.pumps[i] = nil
+	}
+	c.pumps = c.pumps[:0]
 }
 
 func (c *conn) connectionMethod(f wire.Frame) error {

@@ -129,7 +129,7 @@ func (q *queue) expiredLocked(m *storedMessage, now int64) bool {
 // messageExpiration returns the expiration property (ms) of raw content
 // properties, if set and valid.
 func messageExpiration(props []byte) (int64, bool) {
-	if len(props) < 2 || uint16(props[0])<<8|uint16(props[1])&wire.FlagExpiration == 0 {
+	if len(props) < 2 || (uint16(props[0])<<8|uint16(props[1]))&wire.FlagExpiration == 0 {
 		return 0, false
 	}
 	var p wire.BasicProperties

@@ -76,7 +76,10 @@
 // the store answers, which under
 // SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
 // after the Visible watermark passed it too (so a method sent after the
-// confirm sees the message); then it is delivered. Up to
+// confirm sees the message); then it is delivered: a queue's pump reads
+// the messages its consumers have credit for with one store read
+// (readahead.go), and the deliveries that the settlements of one read
+// burst allow are made once the burst is handled, in one write. Up to
 // maxPendingPublishes (1024) publishes per connection await their
 // confirm; the reader then waits. The messages of one tx.commit are one
 // record of several messages (message.go, tx.go), one destination per
@@ -111,7 +114,8 @@
 // Config.AckStateInterval when they changed, and at Close. Before a
 // message is handed out beyond a durable queue's lease, the lease
 // (DataDir/amqp/lease-<topic>: a bound on delivered) is raised by
-// leaseStep (256) with a durable write: once half of the lease is used,
+// leaseStep (256) with a durable write (in place: one slot of the file and
+// its fdatasync, leasefile.go): once half of the lease is used,
 // the next is written off the queue's lock (queue.raiseLeaseEarly), so
 // deliveries, publishes and acks of the queue do not wait for its fsyncs;
 // a delivery that reaches the lease before that write is done waits for

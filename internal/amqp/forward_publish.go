@@ -82,6 +82,11 @@ func (ch *channel) remoteDests(m *wire.BasicPublish, props []byte, qs []*queue) 
 		}
 		names = remote
 	}
+	// The message may go to another group: the publishes before it in
+	// the read burst are stored first (a forwarded publish keeps its place
+	// among the stored ones, and the look-ups below may wait on the
+	// network). A message for queues here only stays in the burst's batch.
+	ch.c.flushPublishes()
 	var dests []remoteDest
 	for _, name := range names {
 		if ch.c.vh.queue(name) != nil {

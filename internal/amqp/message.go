@@ -129,19 +129,20 @@ func txMessage(e record.Envelope, topic string, o int64) ([]byte, error) {
 
 // parseBody decodes the single-message layout b into m.
 func parseBody(m storedMessage, b []byte) (storedMessage, error) {
-	short := fmt.Errorf("amqp: stored message of %d bytes is truncated", len(b))
+	size := len(b)
+	short := func() error { return fmt.Errorf("amqp: stored message of %d bytes is truncated", size) }
 	if len(b) < 1 || len(b) < 1+int(b[0])+1 {
-		return m, short
+		return m, short()
 	}
 	m.exchange, b = string(b[1:1+b[0]]), b[1+b[0]:]
 	if len(b) < 1+int(b[0])+4 {
-		return m, short
+		return m, short()
 	}
 	m.routingKey, b = string(b[1:1+b[0]]), b[1+b[0]:]
 	n := binary.BigEndian.Uint32(b)
 	b = b[4:]
 	if uint64(n) > uint64(len(b)) {
-		return m, short
+		return m, short()
 	}
 	m.props, m.body = b[:n], b[n:]
 	return m, nil

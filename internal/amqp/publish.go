@@ -168,9 +168,6 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		}
 	}
 	c := ch.c
-	if c.forwards() {
-		c.flushPublishes() // forwarded publishes keep their place among the stored ones
-	}
 	if done, err := ch.publishForward(m, h, body, qs); done || err != nil { // forward_publish.go
 		return err
 	}

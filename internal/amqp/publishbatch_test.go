@@ -400,3 +400,58 @@ func getAll(t *testing.T, ch *amqp091.Channel, queue string) []string {
 		bodies = append(bodies, string(d.Body))
 	}
 }
+
+// TestPublishBurstOneAppendClustered: on a broker in a cluster of groups
+// (as keel serve runs with a NameServer), the publishes of one read burst
+// for queues here are stored with one append too; a publish in the
+// middle of the burst for another group's queue keeps its place: the
+// ones before it are stored first, those after it with the next append.
+func TestPublishBurstOneAppendClustered(t *testing.T) {
+	a, b := startPair(t)
+	if _, err := a.channel().QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.channel().QueueDeclare("qb", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !declared(a, "q") || !declared(b, "qb") {
+		t.Fatal("q is not on a or qb not on b")
+	}
+	rc := dialRaw(t, a)
+	rc.open()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ChannelOpen{}))
+	rc.method()
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	if m := rc.method(); m.Name() != (&wire.ConfirmSelectOk{}).Name() {
+		t.Fatalf("got %s, want confirm.select-ok", m.Name())
+	}
+	pubs := [][2]string{{"q", "a"}, {"q", "b"}, {"q", "c"}, {"qb", "x"}, {"q", "d"}, {"q", "e"}}
+	var burst []byte
+	for _, p := range pubs {
+		burst = wire.AppendMethodFrame(burst, 1, &wire.BasicPublish{RoutingKey: p[0]})
+		burst = wire.AppendFrame(burst, wire.FrameHeader, 1, wire.AppendHeader(nil, uint64(len(p[1])), []byte{0, 0}))
+		burst = wire.AppendFrame(burst, wire.FrameBody, 1, []byte(p[1]))
+	}
+	puts := a.st.Stats().Puts
+	rc.send(burst) // one write: one read burst
+	acked := map[uint64]bool{}
+	for len(acked) < len(pubs) {
+		switch m := rc.method().(type) {
+		case *wire.BasicAck:
+			for s := m.DeliveryTag; s > 0 && (s == m.DeliveryTag || m.Multiple); s-- {
+				acked[s] = true
+			}
+		default:
+			t.Fatalf("unexpected %s (acked so far %v)", m.Name(), acked)
+		}
+	}
+	if n := a.st.Stats().Puts - puts; n != 2 {
+		t.Fatalf("the burst's five messages for a's queue took %d appends, want 2 (one before the forwarded publish, one after)", n)
+	}
+	if got := strings.Join(getAll(t, a.channel(), "q"), ","); got != "a,b,c,d,e" {
+		t.Fatalf("q holds %q, want a,b,c,d,e", got)
+	}
+	if got := strings.Join(getAll(t, b.channel(), "qb"), ","); got != "x" {
+		t.Fatalf("qb holds %q, want x", got)
+	}
+}

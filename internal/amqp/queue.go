@@ -58,6 +58,7 @@ type queue struct {
 	lastUsed    int64           // ms: last consumer gone, basic.get or declare (x-expires)
 
 	parts map[int64]*entryParts // entries delivered as several messages (topicqueue.go)
+	ahead readAhead             // records a pump read ahead (readahead.go)
 
 	// leaseMu orders the writes of the lease file (taken after mu when
 	// both are held); leaseDisk is what it last wrote there, leaseDone is
@@ -66,6 +67,7 @@ type queue struct {
 	leaseMu   sync.Mutex
 	leaseDisk int64
 	leaseDone bool
+	leaseFile leaseFile // the file open for writes in place (leasefile.go)
 
 	stream *streamState // stream queues: each consumer's cursor (stream.go)
 
@@ -240,7 +242,7 @@ func (q *queue) takeLocked() (int64, storedMessage, func(), bool, bool) {
 		if !ok {
 			return 0, storedMessage{}, nil, false, false
 		}
-		m, release, ok := q.read(o)
+		m, release, ok := q.readLocked(o)
 		if !ok {
 			q.leftReadyLocked(o, 0)
 			q.settleLocked(o)
@@ -325,6 +327,8 @@ func (q *queue) pump() {
 			c.flushHeld()
 		}
 	}()
+	q.startAheadLocked() // readahead.go
+	defer q.endAheadLocked()
 	for !q.gone && len(q.consumers) > 0 {
 		c, next := q.pickLocked()
 		if c == nil {
@@ -571,7 +575,15 @@ func (q *queue) writeLease(to int64, early bool) bool {
 	if early && (q.leaseDone || to <= q.leaseDisk) {
 		return false
 	}
-	err := vfs.WriteFileDurable(q.v.srv.cfg.FS, q.leasePath(), []byte(strconv.FormatInt(to, 10)), 0o644)
+	var err error
+	if q.v.srv.cfg.SystemRecords {
+		// The Mirror writes this file too, from the lease records
+		// (replicate.go): whole, as it does.
+		q.leaseFile.close()
+		err = vfs.WriteFileDurable(q.v.srv.cfg.FS, q.leasePath(), []byte(strconv.FormatInt(to, 10)), 0o644)
+	} else {
+		err = q.leaseFile.write(q.v.srv.cfg.FS, q.leasePath(), to)
+	}
 	if err != nil {
 		q.v.srv.log.Error("amqp: write the delivery lease", "queue", q.name, "err", err)
 		return false
@@ -594,15 +606,6 @@ func (q *queue) raiseLeaseEarly(to int64) {
 	}
 }
 
-// readLease returns a queue's lease (0 if it has none).
-func readLease(fsys vfs.FS, path string) (int64, error) {
-	var v int64
-	if err := readJSON(fsys, path, &v); err != nil {
-		return 0, err
-	}
-	return v, nil
-}
-
 // trimLease lowers the lease to what was really delivered (a clean
 // shutdown), so a restart flags exactly the messages handed out before.
 func (q *queue) trimLease() {
@@ -613,5 +616,6 @@ func (q *queue) trimLease() {
 	}
 	q.leaseMu.Lock()
 	q.leaseDone = true // no early raise after the trim
+	q.leaseFile.close()
 	q.leaseMu.Unlock()
 }

@@ -318,6 +318,7 @@ func (v *vhost) remove(q *queue) error {
 	if q.persistent() {
 		q.leaseMu.Lock()
 		q.leaseDone = true // an early raise under way writes no new file
+		q.leaseFile.close()
 		if err := v.srv.cfg.FS.Remove(q.leasePath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			v.srv.log.Error("amqp: remove the delivery lease of a deleted queue", "queue", q.name, "err", err)
 		}
