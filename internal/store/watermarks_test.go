@@ -129,21 +129,7 @@ func TestExternalReplicationHoldsAckAndVisibility(t *testing.T) {
 // a Visible subscriber): a synchronous master's ack does not wait for
 // dispatch.
 func TestReleaseReplicatedAnswersOnCallersGoroutine(t *testing.T) {
-	cfg := testConfig(vfs.NewMem())
-	cfg.FlushDiskType = SyncFlush
-	cfg.ExternalReplication = true
-	s := mustOpen(t, cfg)
-	defer s.Close()
-	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	var once sync.Once
-	defer once.Do(func() { close(hold) })
-	remove := s.OnVisible(func(topic string, _ int32, _ int64, _ int64) {
-		if topic == "A" {
-			held <- struct{}{}
-			<-hold // the dispatcher's round goes on only once the test lets it
-		}
-	})
-	defer remove()
+	s, held, release := masterWithHeldDispatcher(t)
 	put := func(topic string) (int64, chan PutResult) {
 		m := newMsg(topic, 0, "x", nil)
 		acked := make(chan PutResult, 1)
@@ -176,7 +162,7 @@ func TestReleaseReplicatedAnswersOnCallersGoroutine(t *testing.T) {
 	if got := s.Offset(Replicated); got < endB {
 		t.Fatalf("replicated %d, want at least %d", got, endB)
 	}
-	once.Do(func() { close(hold) })
+	release()
 	if err := s.WaitFor(context.Background(), Visible, endB, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -188,21 +174,7 @@ func TestReleaseReplicatedAnswersOnCallersGoroutine(t *testing.T) {
 // dispatcher is busy with a round (here held in a Visible subscriber) and
 // no further report comes.
 func TestReplicatedFollowsFlushWhileDispatcherBusy(t *testing.T) {
-	cfg := testConfig(vfs.NewMem())
-	cfg.FlushDiskType = SyncFlush
-	cfg.ExternalReplication = true
-	s := mustOpen(t, cfg)
-	defer s.Close()
-	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	var once sync.Once
-	defer once.Do(func() { close(hold) })
-	remove := s.OnVisible(func(topic string, _ int32, _ int64, _ int64) {
-		if topic == "A" {
-			held <- struct{}{}
-			<-hold // the dispatcher's round goes on only once the test lets it
-		}
-	})
-	defer remove()
+	s, held, release := masterWithHeldDispatcher(t)
 	put := func(topic string) (int64, chan PutResult) {
 		m := newMsg(topic, 0, "x", nil)
 		acked := make(chan PutResult, 1)
@@ -232,8 +204,36 @@ func TestReplicatedFollowsFlushWhileDispatcherBusy(t *testing.T) {
 	if got := s.Offset(Replicated); got < endB {
 		t.Fatalf("replicated %d, want at least %d", got, endB)
 	}
-	once.Do(func() { close(hold) })
+	release()
 	if err := s.WaitFor(context.Background(), Visible, endB, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// masterWithHeldDispatcher opens a synchronous master's store
+// (ExternalReplication, SYNC_FLUSH) whose dispatcher stops inside its round
+// at the first record of topic "A": held receives then, and the round goes
+// on once release is called (idempotent; the store is closed at the test's
+// end).
+func masterWithHeldDispatcher(t *testing.T) (s *Store, held <-chan struct{}, release func()) {
+	t.Helper()
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.ExternalReplication = true
+	s = mustOpen(t, cfg)
+	hold, h := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	remove := s.OnVisible(func(topic string, _ int32, _ int64, _ int64) {
+		if topic == "A" {
+			h <- struct{}{}
+			<-hold // the dispatcher's round goes on only once the test lets it
+		}
+	})
+	t.Cleanup(func() {
+		release()
+		remove()
+		s.Close()
+	})
+	return s, h, release
 }
