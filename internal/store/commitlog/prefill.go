@@ -29,9 +29,14 @@ const (
 
 // prefillState is guarded by Log.prefillMu.
 type prefillState struct {
-	writeEnd         int64 // end of the writer's current or last write
-	filled           int64 // zero-filled and synced up to here (in the segment of writeEnd, if >= writeEnd)
-	zeroLo, zeroHi   int64 // range being zeroed, if zeroHi > 0
+	writeEnd       int64 // end of the writer's current or last write
+	filled         int64 // zero-filled and synced up to here (in the segment of writeEnd, if >= writeEnd)
+	zeroLo, zeroHi int64 // range being zeroed, if zeroHi > 0
+	// inFlight: a chunk is being zeroed or synced. Whatever removes or
+	// cuts the segment (Truncate, StartAt, forgetPrefill) waits for it to
+	// end: the fdatasync of a file closed under it would fail the log, and
+	// its end would mark zeros past the cut as filled.
+	inFlight         bool
 	avgFlushBytes    float64
 	disabledNoSpace  bool
 	waitingForZeroes int
@@ -84,9 +89,7 @@ func (l *Log) forgetPrefill(off int64) {
 		return
 	}
 	l.prefillMu.Lock()
-	for l.pf.zeroHi > 0 { // let a chunk in flight land before the cut
-		l.prefillCond.Wait()
-	}
+	l.waitPrefillChunk() // let a chunk in flight land before the cut
 	l.pf.filled = min(l.pf.filled, off)
 	l.pf.writeEnd = off
 	l.pf.disabledNoSpace = true
@@ -157,6 +160,7 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 		return false
 	}
 	l.pf.zeroLo, l.pf.zeroHi = lo, hi
+	l.pf.inFlight = true
 	l.prefillMu.Unlock()
 
 	_, err := s.f.WriteAt(zeros[:hi-lo], lo-s.base)
@@ -172,6 +176,8 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	}
 
 	l.prefillMu.Lock()
+	l.pf.inFlight = false
+	l.prefillCond.Broadcast()
 	if err == nil {
 		l.pf.filled = hi
 		l.prefillAhead.Store(hi)
@@ -183,6 +189,14 @@ func (l *Log) prefillOnce(zeros []byte) bool {
 	}
 	l.prefillMu.Unlock()
 	return err == nil
+}
+
+// waitPrefillChunk waits, with prefillMu held, until no chunk is being
+// zeroed or synced.
+func (l *Log) waitPrefillChunk() {
+	for l.pf.inFlight {
+		l.prefillCond.Wait()
+	}
 }
 
 // prefillMargin is how far before the end of a segment zero-filling stops:

@@ -292,3 +292,102 @@ func TestSegmentSyncsNeverOverlap(t *testing.T) {
 		t.Fatalf("%d fdatasyncs of one segment ran at once", fs.most)
 	}
 }
+
+// gateFS holds the first fdatasync of the first segment after arm until
+// release, and reports the removal of that segment.
+type gateFS struct {
+	vfs.FS
+	armed            atomic.Bool
+	entered, release chan struct{}
+	removed          chan struct{}
+	removeOnce       sync.Once
+}
+
+type gateFile struct {
+	vfs.File
+	fs *gateFS
+}
+
+const gateSegment = "/data/commitlog/00000000000000000000"
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil || name != gateSegment {
+		return f, err
+	}
+	return &gateFile{File: f, fs: g}, nil
+}
+
+func (g *gateFS) Remove(name string) error {
+	if name == gateSegment {
+		g.removeOnce.Do(func() { close(g.removed) })
+	}
+	return g.FS.Remove(name)
+}
+
+func (f *gateFile) Sync() error {
+	if f.fs.armed.CompareAndSwap(true, false) {
+		close(f.fs.entered)
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+// TestTruncateWaitsForPrefillSync: a truncation that removes the segment
+// the prefiller is syncing waits for that fdatasync to end. Before, it
+// waited for the zero write only, closed the file under the fdatasync,
+// and the fdatasync's "file already closed" failed the log (a replica cut
+// to its master's point went read-only until restart).
+func TestTruncateWaitsForPrefillSync(t *testing.T) {
+	fs := &gateFS{FS: vfs.NewMem(), entered: make(chan struct{}), release: make(chan struct{}), removed: make(chan struct{})}
+	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: prefillTestSeg, PrefillBytes: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Recover(RecoverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); l.RunPrefiller(stop) }()
+	stopped := false
+	stopPrefiller := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			<-done
+		}
+	}
+	defer stopPrefiller()
+	released := false
+	defer func() {
+		if !released {
+			close(fs.release)
+		}
+	}()
+
+	fs.armed.Store(true)
+	appendAll(t, l, rec(600, 1)) // wakes the prefiller, whose fdatasync is held
+	<-fs.entered
+	truncated := make(chan error, 1)
+	go func() { truncated <- l.Truncate(0) }()
+	select {
+	case <-fs.removed:
+		t.Error("Truncate removed the segment while the prefiller's fdatasync of it ran")
+	case err := <-truncated:
+		t.Errorf("Truncate returned while the prefiller's fdatasync of the segment ran: %v", err)
+	case <-time.After(100 * time.Millisecond): // not removed meanwhile
+	}
+	close(fs.release)
+	released = true
+	if err := <-truncated; err != nil {
+		t.Fatalf("truncate: %v", err)
+	}
+	stopPrefiller() // its last chunk is done
+	if err := l.Err(); err != nil {
+		t.Fatalf("the log failed: %v", err)
+	}
+	if got := l.WrittenOffset(); got != 0 {
+		t.Fatalf("written %d after truncating at 0", got)
+	}
+}

@@ -79,9 +79,7 @@ func (l *Log) Truncate(off int64) error {
 		return l.fail(fmt.Errorf("commitlog: truncate at %d: %w", off, err))
 	}
 	l.prefillMu.Lock()
-	for l.pf.zeroHi > 0 { // a zero-fill chunk in flight lands first
-		l.prefillCond.Wait()
-	}
+	l.waitPrefillChunk() // a zero-fill chunk in flight lands and syncs first
 	defer l.prefillMu.Unlock()
 	l.segMu.RLock()
 	segs := slices.Clone(l.segs)
@@ -218,9 +216,7 @@ func (l *Log) StartAt(off int64) error {
 		return l.fail(fmt.Errorf("commitlog: start at %d: %w", off, err))
 	}
 	l.prefillMu.Lock()
-	for l.pf.zeroHi > 0 {
-		l.prefillCond.Wait()
-	}
+	l.waitPrefillChunk()
 	defer l.prefillMu.Unlock()
 	for _, s := range segs {
 		if err := l.removeSegment(s); err != nil {
