@@ -790,16 +790,14 @@ func isBasicPublish(p []byte) bool {
 // isSettlement reports whether a method frame's payload is basic.ack,
 // basic.nack or basic.reject.
 func isSettlement(p []byte) bool {
-	if len(p) < 4 {
+	class, ack := (*wire.BasicAck).ID(nil)
+	_, nack := (*wire.BasicNack).ID(nil)
+	_, reject := (*wire.BasicReject).ID(nil)
+	if len(p) < 4 || binary.BigEndian.Uint16(p) != class {
 		return false
 	}
-	class, method := binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
-	for _, m := range [...]wire.Method{(*wire.BasicAck)(nil), (*wire.BasicNack)(nil), (*wire.BasicReject)(nil)} {
-		if c, id := m.ID(); c == class && id == method {
-			return true
-		}
-	}
-	return false
+	m := binary.BigEndian.Uint16(p[2:])
+	return m == ack || m == nack || m == reject
 }
 
 // pumpLater notes that q may deliver again (a settlement gave a consumer

@@ -294,3 +294,23 @@ func TestAppendContentAllocs(t *testing.T) {
 		t.Fatal("appendContent's frames differ from the frames built one by one")
 	}
 }
+
+// isSettlement knows basic.ack, basic.nack and basic.reject by their
+// class and method ids, and nothing else.
+func TestIsSettlement(t *testing.T) {
+	for _, tc := range []struct {
+		m    wire.Method
+		want bool
+	}{
+		{&wire.BasicAck{}, true}, {&wire.BasicNack{}, true}, {&wire.BasicReject{}, true},
+		{&wire.BasicPublish{}, false}, {&wire.BasicGet{}, false}, {&wire.BasicQos{}, false},
+	} {
+		p := wire.AppendMethod(nil, tc.m)
+		if got := isSettlement(p); got != tc.want {
+			t.Errorf("isSettlement(%T) = %v, want %v", tc.m, got, tc.want)
+		}
+	}
+	if isSettlement([]byte{0, 60, 0}) {
+		t.Error("a 3-byte payload taken for a settlement")
+	}
+}
