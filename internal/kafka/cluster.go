@@ -103,9 +103,14 @@ type clusterCache struct {
 	// for Produce, Fetch and the other per-partition requests (nil: not
 	// derived since the last fetch).
 	derived *clusterState
-	tried   time.Time  // of the last fetch, answered or not (zero: never)
-	ask     sync.Mutex // one fetch at a time
-	absent  absentMemo // under ask
+	tried   time.Time // of the last fetch, answered or not (zero: never)
+	// changed counts topicsChanged calls; viewChanged is what changed was
+	// when the last fetch that ended (answered or not) began. A view
+	// fetched before the last change serves no request (cluster), also not
+	// while a fetch begun after it is under way: the request waits for it.
+	changed, viewChanged uint64
+	ask                  sync.Mutex // one fetch at a time
+	absent               absentMemo // under ask
 }
 
 // refreshCluster fetches the view now; on failure the last one stays.
@@ -118,8 +123,9 @@ func (s *Server) refreshClusterOlder(age time.Duration) {
 	s.cc.ask.Lock()
 	defer s.cc.ask.Unlock()
 	s.cc.mu.Lock()
-	recent := age > 0 && time.Since(s.cc.tried) <= age
+	recent := age > 0 && time.Since(s.cc.tried) <= age && s.cc.viewChanged == s.cc.changed
 	s.cc.tried = time.Now()
+	changed := s.cc.changed
 	s.cc.mu.Unlock()
 	if recent {
 		return
@@ -129,11 +135,14 @@ func (s *Server) refreshClusterOlder(age time.Duration) {
 	v, err := s.cfg.Cluster.KafkaCluster(ctx)
 	if err != nil {
 		s.log.Debug("kafka: cluster view not refreshed", "err", err)
+		s.cc.mu.Lock()
+		s.cc.viewChanged = changed // tried: the last copy serves meanwhile
+		s.cc.mu.Unlock()
 		return
 	}
 	v = s.cc.absent.keepAbsent(v, time.Now())
 	s.cc.mu.Lock()
-	s.cc.view, s.cc.derived = v, nil
+	s.cc.view, s.cc.derived, s.cc.viewChanged = v, nil, changed
 	s.cc.mu.Unlock()
 }
 
@@ -177,10 +186,11 @@ func (s *Server) runClusterRefresh() {
 // created over several groups, and laid out from it this group's queues
 // would take the numbers of partitions before them (a produce of partition
 // 0 stored in what is partition 1), so the next request fetches the view
-// again before it numbers any partition.
+// again (or waits for a fetch begun after the change) before it numbers
+// any partition.
 func (s *Server) topicsChanged() {
 	s.cc.mu.Lock()
-	s.cc.tried = time.Time{}
+	s.cc.changed++
 	s.cc.mu.Unlock()
 }
 
@@ -233,7 +243,7 @@ func (s *Server) cluster(fresh bool) *clusterState {
 		return s.derive(v, local)
 	}
 	s.cc.mu.Lock()
-	stale := time.Since(s.cc.tried) > viewStale
+	stale := time.Since(s.cc.tried) > viewStale || s.cc.viewChanged != s.cc.changed
 	s.cc.mu.Unlock()
 	if stale {
 		s.refreshClusterOlder(viewStale)
