@@ -129,24 +129,36 @@ type sendHeader struct {
 
 func parseSendHeader(req *remoting.Command) (sendHeader, error) {
 	k := remoting.SendKeys(req.Code)
-	e := ext{req: req}
-	h := sendHeader{
-		producerGroup:    e.str(k[remoting.SendProducerGroup]),
-		topic:            e.required(k[remoting.SendTopic]),
-		defaultTopic:     e.str(k[remoting.SendDefaultTopic]),
-		defaultQueueNums: e.int32(k[remoting.SendDefaultTopicQueueNums], 0, false),
-		queueID:          e.int32(k[remoting.SendQueueID], -1, false),
-		sysFlag:          e.int32(k[remoting.SendSysFlag], 0, false),
-		bornTimestamp:    e.int64(k[remoting.SendBornTimestamp], 0, false),
-		flag:             e.int32(k[remoting.SendFlag], 0, false),
-		properties:       e.str(k[remoting.SendProperties]),
-		reconsumeTimes:   e.int32(k[remoting.SendReconsumeTimes], 0, false),
+	var fs fieldSet
+	if req.Code == remoting.ReqSendMessage {
+		fs.read(req, k[:], sendFieldV1)
+	} else {
+		fs.read(req, k[:], sendFieldV2)
 	}
-	if v := e.str(k[remoting.SendMaxReconsumeTimes]); v != "" {
-		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[remoting.SendMaxReconsumeTimes], 0, false), true
+	e := ext{req: req}
+	int32Of := func(i int, def int32) int32 { return e.int32Val(k[i], fs.val[i], fs.has[i], def, false) }
+	h := sendHeader{
+		producerGroup:    fs.val[remoting.SendProducerGroup],
+		topic:            e.requiredVal(k[remoting.SendTopic], fs.val[remoting.SendTopic], fs.has[remoting.SendTopic]),
+		defaultTopic:     fs.val[remoting.SendDefaultTopic],
+		defaultQueueNums: int32Of(remoting.SendDefaultTopicQueueNums, 0),
+		queueID:          int32Of(remoting.SendQueueID, -1),
+		sysFlag:          int32Of(remoting.SendSysFlag, 0),
+		bornTimestamp:    e.int64Val(k[remoting.SendBornTimestamp], fs.val[remoting.SendBornTimestamp], fs.has[remoting.SendBornTimestamp], 0, false),
+		flag:             int32Of(remoting.SendFlag, 0),
+		properties:       fs.val[remoting.SendProperties],
+		reconsumeTimes:   int32Of(remoting.SendReconsumeTimes, 0),
+	}
+	if fs.val[remoting.SendMaxReconsumeTimes] != "" {
+		h.maxReconsumeTimes, h.hasMaxReconsume = int32Of(remoting.SendMaxReconsumeTimes, 0), true
 	}
 	return h, e.err
 }
+
+// sendFieldV1 and sendFieldV2 are remoting.SendField for each dialect
+// (fieldSet.read's index).
+func sendFieldV1(key string) int { return remoting.SendField(remoting.ReqSendMessage, key) }
+func sendFieldV2(key string) int { return remoting.SendField(remoting.ReqSendMessageV2, key) }
 
 func (b *Broker) handleSend(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	return b.handleSendIn(ctx, c, req, nil)

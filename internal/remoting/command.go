@@ -149,6 +149,16 @@ func (c *Command) LookupExt(key string) (string, bool) {
 	return "", false
 }
 
+// ListedExts returns how many ext fields the command holds as a list
+// (a request decoded for an ExtLister, a response built with AddExt),
+// each key once, read with ListedExt; ok is false when it holds them in
+// ExtFields instead. A reader of many fields goes through the list once
+// instead of searching it for each (LookupExt).
+func (c *Command) ListedExts() (n int, ok bool) { return len(c.ext), c.ExtFields == nil }
+
+// ListedExt returns the i-th field of the list (0 <= i < ListedExts).
+func (c *Command) ListedExt(i int) (key, value string) { return c.ext[i].key, c.ext[i].value }
+
 // RangeExt calls fn with every ext field, in no particular order.
 func (c *Command) RangeExt(fn func(key, value string)) {
 	for k, v := range c.ExtFields {
