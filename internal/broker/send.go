@@ -191,6 +191,12 @@ type sendCall struct {
 	start   time.Time
 	bodyLen int
 	burst   *sendBurst // non-nil: put adds the messages to it (sendburst.go)
+
+	// A single-message send's message, its list and its response are
+	// made in the sendCall, which one allocation makes (sendOne, putOne).
+	msg  message.Message
+	msgs [1]*message.Message
+	resp remoting.ResponseBuf
 }
 
 // finish adds what every send response carries and reports the request.
@@ -256,7 +262,8 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 
 func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remoting.Command, error) {
 	req := sc.req
-	m := &message.Message{
+	m := &sc.msg
+	*m = message.Message{
 		Topic: h.topic, QueueID: h.queueID, Flag: h.flag, SysFlag: h.sysFlag,
 		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(sc.c), StoreHost: b.storeHost,
 		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
@@ -292,12 +299,13 @@ func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remo
 // finishes dd (if not nil) exactly once with the store's result, before
 // the response is made.
 func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, queueID int32, uniq string, dd *core.Dedup) (*remoting.Command, error) {
-	ms := []*message.Message{m}
+	sc.msgs[0] = m
+	ms := sc.msgs[:]
 	respond := func(res store.PutResult) *remoting.Command {
 		if dd != nil {
 			dd.Finish(res, queueID)
 		}
-		resp := b.putResponse(sc.req, res, ms)
+		resp := b.putResponseIn(&sc.resp, sc.req, res, ms)
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
 			setExt(resp, "queueId", itoa(queueID), "transactionId", uniq)
 		}
@@ -439,6 +447,12 @@ func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, 
 
 // putResponse maps a put result to the send response.
 func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
+	return b.putResponseIn(nil, req, res, ms)
+}
+
+// putResponseIn is putResponse, its success response made in buf (if not
+// nil; see remoting.ResponseBuf).
+func (b *Broker) putResponseIn(buf *remoting.ResponseBuf, req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
 	code := putStatusCode(res.Status)
 	if code != remoting.ResSuccess && code != remoting.ResFlushDiskTimeout && code != remoting.ResFlushSlaveTimeout {
 		remark := res.Status.String()
@@ -450,7 +464,12 @@ func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*m
 		}
 		return req.NewResponse(code, remark)
 	}
-	resp := req.NewResponse(code, "")
+	var resp *remoting.Command
+	if buf != nil {
+		resp = req.NewResponseIn(buf, code, "")
+	} else {
+		resp = req.NewResponse(code, "")
+	}
 	setExt(resp, "msgId", joinOffsetMsgIDs(b.storeHost, ms), "queueOffset", itoa(ms[0].QueueOffset))
 	return resp
 }
