@@ -192,11 +192,14 @@ type sendCall struct {
 	bodyLen int
 	burst   *sendBurst // non-nil: put adds the messages to it (sendburst.go)
 
-	// A single-message send's message, its list and its response are
-	// made in the sendCall, which one allocation makes (sendOne, putOne).
+	// A single-message send's message, its list, its response and its
+	// Reply are made in the sendCall, which one allocation makes (sendOne,
+	// putOne, put).
 	msg  message.Message
 	msgs [1]*message.Message
 	resp remoting.ResponseBuf
+	// reply is the deferred response's Reply (sendCall.put).
+	reply remoting.Reply
 }
 
 // finish adds what every send response carries and reports the request.
@@ -218,7 +221,7 @@ func (sc *sendCall) put(ctx context.Context, ms []*message.Message, respond func
 		// to answer later through.
 		return respond(sc.b.st.PutMessages(ctx, ms))
 	}
-	reply := sc.c.Defer(sc.req) // before the put: its callback may run before the put returns
+	reply := sc.c.DeferIn(sc.req, &sc.reply) // before the put: its callback may run before the put returns
 	if sc.burst != nil {
 		sc.burst.add(sc, ms, respond, reply)
 		return nil

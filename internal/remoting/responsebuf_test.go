@@ -70,3 +70,24 @@ func TestNewResponseInAllocates(t *testing.T) {
 		t.Fatalf("%v allocations per response, want 0", allocs)
 	}
 }
+
+// TestDeferInAllocates: a Reply made in the handler's value (DeferIn)
+// costs no allocation, where Defer makes one.
+func TestDeferInAllocates(t *testing.T) {
+	c := &Conn{}
+	req := &Command{Code: ReqSendMessageV2}
+	var r Reply
+	in := testing.AllocsPerRun(100, func() {
+		req.reply, r = nil, Reply{}
+		if c.DeferIn(req, &r) != &r {
+			t.Fatal("DeferIn did not use the given Reply")
+		}
+	})
+	made := testing.AllocsPerRun(100, func() {
+		req.reply = nil
+		c.Defer(req)
+	})
+	if in != 0 || made != 1 {
+		t.Fatalf("DeferIn: %v allocations, Defer: %v; want 0 and 1", in, made)
+	}
+}
