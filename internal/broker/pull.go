@@ -53,20 +53,75 @@ type pullRequest struct {
 	subVersion     int64
 }
 
+// The ext fields of a pull request, as indexes into pullKeys.
+const (
+	pullGroup = iota
+	pullTopic
+	pullQueueID
+	pullQueueOffset
+	pullMaxMsgNums
+	pullSysFlag
+	pullCommitOffset
+	pullSuspend
+	pullSubscription
+	pullExpressionType
+	pullSubVersion
+	pullFields
+)
+
+var pullKeys = [pullFields]string{"consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+	"commitOffset", "suspendTimeoutMillis", "subscription", "expressionType", "subVersion"}
+
+// pullField returns the index in pullKeys of key, or -1.
+func pullField(key string) int {
+	switch key {
+	case "consumerGroup":
+		return pullGroup
+	case "topic":
+		return pullTopic
+	case "queueId":
+		return pullQueueID
+	case "queueOffset":
+		return pullQueueOffset
+	case "maxMsgNums":
+		return pullMaxMsgNums
+	case "sysFlag":
+		return pullSysFlag
+	case "commitOffset":
+		return pullCommitOffset
+	case "suspendTimeoutMillis":
+		return pullSuspend
+	case "subscription":
+		return pullSubscription
+	case "expressionType":
+		return pullExpressionType
+	case "subVersion":
+		return pullSubVersion
+	}
+	return -1
+}
+
 func (b *Broker) parsePull(req *remoting.Command) (pullRequest, error) {
+	var fs fieldSet
+	fs.read(req, pullKeys[:], pullField)
 	e := ext{req: req}
+	str := func(i int) string { return e.requiredVal(pullKeys[i], fs.val[i], fs.has[i]) }
+	int64Of := func(i int, required bool) int64 { return e.int64Val(pullKeys[i], fs.val[i], fs.has[i], 0, required) }
+	int32Of := func(i int, def int32, required bool) int32 {
+		return e.int32Val(pullKeys[i], fs.val[i], fs.has[i], def, required)
+	}
 	p := pullRequest{
-		group:          e.required("consumerGroup"),
-		topic:          e.required("topic"),
-		queueID:        e.int32("queueId", 0, true),
-		offset:         e.int64("queueOffset", 0, true),
-		maxMsgs:        int(e.int32("maxMsgNums", 32, false)),
-		sysFlag:        e.int32("sysFlag", 0, false),
-		commitOffset:   e.int64("commitOffset", 0, false),
-		suspend:        time.Duration(e.int64("suspendTimeoutMillis", 0, false)) * time.Millisecond,
-		subscription:   e.str("subscription"),
-		expressionType: e.str("expressionType"),
-		subVersion:     e.int64("subVersion", 0, false),
+		group:          str(pullGroup),
+		topic:          str(pullTopic),
+		queueID:        int32Of(pullQueueID, 0, true),
+		offset:         int64Of(pullQueueOffset, true),
+		maxMsgs:        int(int32Of(pullMaxMsgNums, 32, false)),
+		sysFlag:        int32Of(pullSysFlag, 0, false),
+		commitOffset:   int64Of(pullCommitOffset, false),
+		suspend:        time.Duration(int64Of(pullSuspend, false)) * time.Millisecond,
+		subscription:   fs.val[pullSubscription],
+		expressionType: fs.val[pullExpressionType],
+		subVersion:     int64Of(pullSubVersion, false),
 	}
 	p.maxMsgs = min(max(p.maxMsgs, 1), b.cfg.MaxPullMessages)
 	return p, e.err

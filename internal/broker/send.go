@@ -129,24 +129,36 @@ type sendHeader struct {
 
 func parseSendHeader(req *remoting.Command) (sendHeader, error) {
 	k := remoting.SendKeys(req.Code)
-	e := ext{req: req}
-	h := sendHeader{
-		producerGroup:    e.str(k[remoting.SendProducerGroup]),
-		topic:            e.required(k[remoting.SendTopic]),
-		defaultTopic:     e.str(k[remoting.SendDefaultTopic]),
-		defaultQueueNums: e.int32(k[remoting.SendDefaultTopicQueueNums], 0, false),
-		queueID:          e.int32(k[remoting.SendQueueID], -1, false),
-		sysFlag:          e.int32(k[remoting.SendSysFlag], 0, false),
-		bornTimestamp:    e.int64(k[remoting.SendBornTimestamp], 0, false),
-		flag:             e.int32(k[remoting.SendFlag], 0, false),
-		properties:       e.str(k[remoting.SendProperties]),
-		reconsumeTimes:   e.int32(k[remoting.SendReconsumeTimes], 0, false),
+	var fs fieldSet
+	if req.Code == remoting.ReqSendMessage {
+		fs.read(req, k[:], sendFieldV1)
+	} else {
+		fs.read(req, k[:], sendFieldV2)
 	}
-	if v := e.str(k[remoting.SendMaxReconsumeTimes]); v != "" {
-		h.maxReconsumeTimes, h.hasMaxReconsume = e.int32(k[remoting.SendMaxReconsumeTimes], 0, false), true
+	e := ext{req: req}
+	int32Of := func(i int, def int32) int32 { return e.int32Val(k[i], fs.val[i], fs.has[i], def, false) }
+	h := sendHeader{
+		producerGroup:    fs.val[remoting.SendProducerGroup],
+		topic:            e.requiredVal(k[remoting.SendTopic], fs.val[remoting.SendTopic], fs.has[remoting.SendTopic]),
+		defaultTopic:     fs.val[remoting.SendDefaultTopic],
+		defaultQueueNums: int32Of(remoting.SendDefaultTopicQueueNums, 0),
+		queueID:          int32Of(remoting.SendQueueID, -1),
+		sysFlag:          int32Of(remoting.SendSysFlag, 0),
+		bornTimestamp:    e.int64Val(k[remoting.SendBornTimestamp], fs.val[remoting.SendBornTimestamp], fs.has[remoting.SendBornTimestamp], 0, false),
+		flag:             int32Of(remoting.SendFlag, 0),
+		properties:       fs.val[remoting.SendProperties],
+		reconsumeTimes:   int32Of(remoting.SendReconsumeTimes, 0),
+	}
+	if fs.val[remoting.SendMaxReconsumeTimes] != "" {
+		h.maxReconsumeTimes, h.hasMaxReconsume = int32Of(remoting.SendMaxReconsumeTimes, 0), true
 	}
 	return h, e.err
 }
+
+// sendFieldV1 and sendFieldV2 are remoting.SendField for each dialect
+// (fieldSet.read's index).
+func sendFieldV1(key string) int { return remoting.SendField(remoting.ReqSendMessage, key) }
+func sendFieldV2(key string) int { return remoting.SendField(remoting.ReqSendMessageV2, key) }
 
 func (b *Broker) handleSend(ctx context.Context, c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	return b.handleSendIn(ctx, c, req, nil)
@@ -179,6 +191,15 @@ type sendCall struct {
 	start   time.Time
 	bodyLen int
 	burst   *sendBurst // non-nil: put adds the messages to it (sendburst.go)
+
+	// A single-message send's message, its list, its response and its
+	// Reply are made in the sendCall, which one allocation makes (sendOne,
+	// putOne, put).
+	msg  message.Message
+	msgs [1]*message.Message
+	resp remoting.ResponseBuf
+	// reply is the deferred response's Reply (sendCall.put).
+	reply remoting.Reply
 }
 
 // finish adds what every send response carries and reports the request.
@@ -200,7 +221,7 @@ func (sc *sendCall) put(ctx context.Context, ms []*message.Message, respond func
 		// to answer later through.
 		return respond(sc.b.st.PutMessages(ctx, ms))
 	}
-	reply := sc.c.Defer(sc.req) // before the put: its callback may run before the put returns
+	reply := sc.c.DeferIn(sc.req, &sc.reply) // before the put: its callback may run before the put returns
 	if sc.burst != nil {
 		sc.burst.add(sc, ms, respond, reply)
 		return nil
@@ -244,7 +265,8 @@ func (b *Broker) send(ctx context.Context, sc *sendCall) (*remoting.Command, err
 
 func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remoting.Command, error) {
 	req := sc.req
-	m := &message.Message{
+	m := &sc.msg
+	*m = message.Message{
 		Topic: h.topic, QueueID: h.queueID, Flag: h.flag, SysFlag: h.sysFlag,
 		BornTimestamp: h.bornTimestamp, BornHost: peerAddr(sc.c), StoreHost: b.storeHost,
 		ReconsumeTimes: h.reconsumeTimes, Body: req.Body, Properties: h.properties,
@@ -280,12 +302,13 @@ func (b *Broker) sendOne(ctx context.Context, sc *sendCall, h sendHeader) (*remo
 // finishes dd (if not nil) exactly once with the store's result, before
 // the response is made.
 func (b *Broker) putOne(ctx context.Context, sc *sendCall, m *message.Message, queueID int32, uniq string, dd *core.Dedup) (*remoting.Command, error) {
-	ms := []*message.Message{m}
+	sc.msgs[0] = m
+	ms := sc.msgs[:]
 	respond := func(res store.PutResult) *remoting.Command {
 		if dd != nil {
 			dd.Finish(res, queueID)
 		}
-		resp := b.putResponse(sc.req, res, ms)
+		resp := b.putResponseIn(&sc.resp, sc.req, res, ms)
 		if res.Status == store.PutOK || res.Status == store.PutFlushDiskTimeout {
 			setExt(resp, "queueId", itoa(queueID), "transactionId", uniq)
 		}
@@ -427,6 +450,12 @@ func (b *Broker) putDedupBatch(ctx context.Context, sc *sendCall, h sendHeader, 
 
 // putResponse maps a put result to the send response.
 func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
+	return b.putResponseIn(nil, req, res, ms)
+}
+
+// putResponseIn is putResponse, its success response made in buf (if not
+// nil; see remoting.ResponseBuf).
+func (b *Broker) putResponseIn(buf *remoting.ResponseBuf, req *remoting.Command, res store.PutResult, ms []*message.Message) *remoting.Command {
 	code := putStatusCode(res.Status)
 	if code != remoting.ResSuccess && code != remoting.ResFlushDiskTimeout && code != remoting.ResFlushSlaveTimeout {
 		remark := res.Status.String()
@@ -438,7 +467,12 @@ func (b *Broker) putResponse(req *remoting.Command, res store.PutResult, ms []*m
 		}
 		return req.NewResponse(code, remark)
 	}
-	resp := req.NewResponse(code, "")
+	var resp *remoting.Command
+	if buf != nil {
+		resp = req.NewResponseIn(buf, code, "")
+	} else {
+		resp = req.NewResponse(code, "")
+	}
 	setExt(resp, "msgId", joinOffsetMsgIDs(b.storeHost, ms), "queueOffset", itoa(ms[0].QueueOffset))
 	return resp
 }

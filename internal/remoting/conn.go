@@ -118,10 +118,11 @@ const (
 
 // ExtLister is implemented by a Handler that reads the ext fields of the
 // requests with some codes only through Command's accessors (Ext,
-// LookupExt, ExtInt64, ExtInt32, ExtBool, RangeExt, SetExt), never
-// ExtFields: the connection then decodes a JSON header's ext fields of such
-// a request into a list, which costs one allocation where a map of a
-// dozen fields costs several, and leaves ExtFields nil. A handler that
+// LookupExt, ExtInt64, ExtInt32, ExtBool, RangeExt, ListedExts and
+// ListedExt, SetExt), never ExtFields: the connection then decodes a JSON
+// header's ext fields of such a request into a list, which costs one
+// allocation where a map of a dozen fields costs several, and leaves
+// ExtFields nil. A handler that
 // wraps another passes ListsExt on only if it reads no ExtFields itself.
 type ExtLister interface {
 	Handler

@@ -39,6 +39,47 @@ var (
 	SendKeysV2 = [sendFields]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
 )
 
+// SendField returns the Send* field that key names in the header of a
+// send request with the given code (SendKeys), or -1 if none: what a
+// search of SendKeys finds, without the search.
+func SendField(code int16, key string) int {
+	if code != ReqSendMessage {
+		if len(key) == 1 && key[0] >= 'a' && int(key[0]-'a') < sendFields {
+			return int(key[0] - 'a')
+		}
+		return -1
+	}
+	switch key {
+	case "producerGroup":
+		return SendProducerGroup
+	case "topic":
+		return SendTopic
+	case "defaultTopic":
+		return SendDefaultTopic
+	case "defaultTopicQueueNums":
+		return SendDefaultTopicQueueNums
+	case "queueId":
+		return SendQueueID
+	case "sysFlag":
+		return SendSysFlag
+	case "bornTimestamp":
+		return SendBornTimestamp
+	case "flag":
+		return SendFlag
+	case "properties":
+		return SendProperties
+	case "reconsumeTimes":
+		return SendReconsumeTimes
+	case "unitMode":
+		return SendUnitMode
+	case "maxReconsumeTimes":
+		return SendMaxReconsumeTimes
+	case "batch":
+		return SendBatch
+	}
+	return -1
+}
+
 // SendKeys returns the header keys of a send request with the given code.
 func SendKeys(code int16) *[sendFields]string {
 	if code == ReqSendMessage {

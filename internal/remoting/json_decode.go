@@ -587,6 +587,10 @@ func plainASCII(b []byte) bool {
 	return true
 }
 
+// plainByte reports whether c, inside a string, decodes to itself: it is
+// printable ASCII and neither a quote nor a backslash.
+func plainByte(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf }
+
 // slowString decodes a string with escapes or invalid UTF-8 (replaced by
 // U+FFFD, as encoding/json does), starting again at start, into a new
 // buffer that the caller owns (lastString makes it a string in place).
@@ -595,6 +599,17 @@ func (d *jsonDecoder) slowString(start int) ([]byte, error) {
 	out := make([]byte, 0, d.rawStringEnd()-start)
 	out = append(out, d.data[start:d.pos]...)
 	for d.pos < len(d.data) {
+		// Copy the run of bytes that decode to themselves at once (a
+		// send's properties are mostly such runs between escaped
+		// separators).
+		run := d.pos
+		for run < len(d.data) && plainByte(d.data[run]) {
+			run++
+		}
+		out = append(out, d.data[d.pos:run]...)
+		if d.pos = run; run == len(d.data) {
+			break
+		}
 		b := d.data[d.pos]
 		switch {
 		case b == '"':
@@ -607,9 +622,6 @@ func (d *jsonDecoder) slowString(start int) ([]byte, error) {
 			if out, err = d.escape(out); err != nil {
 				return nil, err
 			}
-		case b < utf8.RuneSelf:
-			out = append(out, b)
-			d.pos++
 		default:
 			r, size := utf8.DecodeRune(d.data[d.pos:])
 			out = utf8.AppendRune(out, r) // RuneError for invalid bytes

@@ -37,6 +37,18 @@ func (c *Conn) Defer(req *Command) *Reply {
 	return req.reply
 }
 
+// DeferIn is Defer with the Reply made in r, for a handler that embeds
+// it in a value it makes per request anyway (no allocation of its own).
+// r must be a zero Reply, not used for any other request; if req was
+// deferred already, its Reply is returned and r is left alone.
+func (c *Conn) DeferIn(req *Command, r *Reply) *Reply {
+	if req.reply == nil {
+		r.c, r.req = c, req
+		req.reply = r
+	}
+	return req.reply
+}
+
 // Send queues resp as the response to the deferred request. It never
 // blocks: the frame is queued past the write queue and the budget's wait
 // (the budget still counts it), since the request's slot already bounds

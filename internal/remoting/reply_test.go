@@ -15,12 +15,22 @@ type deferrer struct {
 	// sendFirst answers before the handler returns (Send racing ahead of
 	// the hand-off).
 	sendFirst bool
+	// in makes each Reply in a value of the handler's (DeferIn).
+	in bool
 }
 
 func newDeferrer() *deferrer { return &deferrer{replies: make(chan *Reply, 1024)} }
 
 func (d *deferrer) Handle(_ context.Context, c *Conn, req *Command) *Command {
-	r := c.Defer(req)
+	var r *Reply
+	if d.in {
+		r = c.DeferIn(req, new(Reply))
+		if again := c.DeferIn(req, new(Reply)); again != r || c.Defer(req) != r {
+			panic("a request deferred again got another Reply")
+		}
+	} else {
+		r = c.Defer(req)
+	}
 	if d.sendFirst {
 		r.Send(req.NewResponse(ResSuccess, "early "+req.Ext("n")))
 		return nil
@@ -41,8 +51,15 @@ func (d *deferrer) next(t *testing.T) *Reply {
 }
 
 func TestDeferredReplies(t *testing.T) {
+	for _, in := range []bool{false, true} {
+		t.Run("DeferIn="+strconv.FormatBool(in), func(t *testing.T) { testDeferredReplies(t, in) })
+	}
+}
+
+func testDeferredReplies(t *testing.T, in bool) {
 	for _, st := range []byte{SerializeJSON, SerializeRocketMQ} {
 		d := newDeferrer()
+		d.in = in
 		// No response budget: all 50 are admitted before any is answered
 		// (with one, a deferred request counts as running, so only a few
 		// would be until responses show their size).
