@@ -552,7 +552,7 @@ func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered b
 		c.q.stats.redelivered.Add(1)
 	}
 	ch.c.srv.observeDeliver(c.q)
-	ch.c.sendContentHeld(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
+	ch.c.sendDeliverHeld(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
 		Exchange: m.exchange, RoutingKey: m.routingKey}, m.props, m.body)
 	return true
 }
