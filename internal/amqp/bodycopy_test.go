@@ -12,10 +12,21 @@ import (
 // laid out in the batch from the frame itself: publishing 64 KiB messages
 // allocates far less than 64 KiB each in the broker and the client
 // together (a copy of the body first would be a 64 KiB allocation per
-// message). The messages are delivered intact. (Under the race detector,
-// whose sync.Pool drops buffers at random, only the bodies are checked.)
+// message), alone and as a member of a cluster (keel serve's door, which
+// forwards to other groups' queues). The messages are delivered intact.
+// (Under the race detector, whose sync.Pool drops buffers at random, only
+// the bodies are checked.)
 func TestPublishOneFrameBodyNotCopied(t *testing.T) {
-	b := startBroker(t)
+	t.Run("alone", func(t *testing.T) { testPublishOneFrameBodyNotCopied(t, startBroker(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		b := &broker{t: t, dir: t.TempDir(), cluster: &staticCluster{}, group: "a"}
+		b.start()
+		t.Cleanup(b.stop)
+		testPublishOneFrameBodyNotCopied(t, b)
+	})
+}
+
+func testPublishOneFrameBodyNotCopied(t *testing.T, b *broker) {
 	ch := b.channel()
 	if _, err := ch.QueueDeclare("big", true, false, false, false, nil); err != nil {
 		t.Fatal(err)

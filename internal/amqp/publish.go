@@ -162,15 +162,15 @@ func growBody(body []byte, n int, size uint64) []byte {
 // SYNC_FLUSH is after fdatasync (the Confirmed watermark). A borrowed
 // body is the reader's frame buffer: it is laid out in the batch (or
 // written) before publish returns, and copied where it is kept longer
-// (a transaction's, a forwarded one's).
+// (a transaction's, one forwarded to another group's queue).
 func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte, borrowed bool) error {
 	start := time.Now()
 	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
 	}
-	if borrowed && (ch.tx || ch.c.forwards()) {
-		body = slices.Clone(body)
+	if borrowed && ch.tx {
+		body = slices.Clone(body) // held until tx.commit
 	}
 	if ch.c.acct != nil {
 		for _, q := range qs {
@@ -184,7 +184,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte, bo
 		}
 	}
 	c := ch.c
-	if done, err := ch.publishForward(m, h, body, qs); done || err != nil { // forward_publish.go
+	if done, err := ch.publishForward(m, h, body, borrowed && !ch.tx, qs); done || err != nil { // forward_publish.go
 		return err
 	}
 	if ch.tx {
