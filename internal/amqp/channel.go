@@ -52,8 +52,13 @@ type channel struct {
 	lastQueue  string    // the last queue declared, for "" in later methods
 	lookupAt   time.Time // forwardDeclare found no home for the queue declared (claim.go)
 	pub        *wire.BasicPublish
-	hdr        *wire.Header
-	body       []byte
+	// pubIn and ackIn are the channel's basic.publish and basic.ack as
+	// the reader decodes them (hotmethods.go); pub points at pubIn while
+	// its content arrives.
+	pubIn wire.BasicPublish
+	ackIn wire.BasicAck
+	hdr   *wire.Header
+	body  []byte
 	// bodyClaim is what reserveBody took from the frame budget for the
 	// body arriving now (0: none); reader goroutine only.
 	bodyClaim int64

@@ -775,6 +775,12 @@ func (c *conn) frame(f wire.Frame) error {
 		}
 		return ch.content(f)
 	}
+	ch := c.channel(f.Channel)
+	if ch != nil {
+		if m := ch.readHot(f.Payload); m != nil { // hotmethods.go
+			return ch.method(m)
+		}
+	}
 	m, err := wire.ReadMethod(f.Payload)
 	if err != nil {
 		return hard(wire.SyntaxError, nil, "%v", err)
@@ -782,7 +788,6 @@ func (c *conn) frame(f wire.Frame) error {
 	if op, ok := m.(*wire.ChannelOpen); ok {
 		return c.openChannel(f.Channel, op)
 	}
-	ch := c.channel(f.Channel)
 	if ch == nil {
 		return hard(wire.ChannelError, m, "channel %d is not open", f.Channel)
 	}

@@ -1,0 +1,69 @@
+package amqp
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/keelmq/keel/internal/amqp/wire"
+)
+
+// TestReadHotAsReadMethod: basic.publish and basic.ack payloads, well
+// formed and cut or padded, decode through readHot to what
+// wire.ReadMethod decodes, or are left to it (nil) when it refuses them;
+// other methods are left to it.
+func TestReadHotAsReadMethod(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := []string{"", "q", "bench", strings.Repeat("k", 255)}
+	ch := &channel{}
+	for i := range 20_000 {
+		var m wire.Method
+		switch i % 3 {
+		case 0:
+			m = &wire.BasicPublish{Reserved1: uint16(rng.IntN(3)), Exchange: keys[rng.IntN(len(keys))], RoutingKey: keys[rng.IntN(len(keys))],
+				Mandatory: rng.IntN(2) == 0, Immediate: rng.IntN(2) == 0}
+		case 1:
+			m = &wire.BasicAck{DeliveryTag: rng.Uint64(), Multiple: rng.IntN(2) == 0}
+		default:
+			m = &wire.BasicNack{DeliveryTag: rng.Uint64(), Multiple: true, Requeue: true}
+		}
+		p := wire.AppendMethod(nil, m)
+		switch rng.IntN(4) {
+		case 0:
+			p = p[:rng.IntN(len(p)+1)]
+		case 1:
+			p = append(p, byte(rng.IntN(256)))
+		}
+		want, err := wire.ReadMethod(p)
+		got := ch.readHot(p)
+		switch {
+		case err != nil && got != nil:
+			t.Fatalf("% x: readHot decoded %#v, ReadMethod refused it: %v", p, got, err)
+		case got == nil && err == nil && (isBasicPublish(p) || isBasicAck(p)):
+			t.Fatalf("% x: readHot left %s to ReadMethod", p, want.Name())
+		case got != nil && !reflect.DeepEqual(got, want):
+			t.Fatalf("% x: readHot %#v, ReadMethod %#v", p, got, want)
+		}
+	}
+}
+
+// TestReadHotAllocates: a channel's publish to the routing key of its
+// publish before, and an ack, are decoded without allocating.
+func TestReadHotAllocates(t *testing.T) {
+	ch := &channel{}
+	pub := wire.AppendMethod(nil, &wire.BasicPublish{RoutingKey: "bench"})
+	ack := wire.AppendMethod(nil, &wire.BasicAck{DeliveryTag: 7})
+	ch.readHot(pub)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if m, ok := ch.readHot(pub).(*wire.BasicPublish); !ok || m.RoutingKey != "bench" {
+			t.Fatalf("publish decoded as %#v", m)
+		}
+		if m, ok := ch.readHot(ack).(*wire.BasicAck); !ok || m.DeliveryTag != 7 {
+			t.Fatalf("ack decoded as %#v", m)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per publish and ack decoded", allocs)
+	}
+}
