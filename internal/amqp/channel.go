@@ -54,9 +54,11 @@ type channel struct {
 	pub        *wire.BasicPublish
 	// pubIn and ackIn are the channel's basic.publish and basic.ack as
 	// the reader decodes them (hotmethods.go); pub points at pubIn while
-	// its content arrives.
+	// its content arrives, hdr at hdrIn once its header has (publish
+	// keeps neither past the message).
 	pubIn wire.BasicPublish
 	ackIn wire.BasicAck
+	hdrIn wire.Header
 	hdr   *wire.Header
 	body  []byte
 	// bodyClaim is what reserveBody took from the frame budget for the

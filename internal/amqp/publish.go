@@ -64,7 +64,8 @@ func (ch *channel) content(f wire.Frame) error {
 		if err := ch.reserveBody(int64(h.BodySize)); err != nil {
 			return err
 		}
-		ch.hdr = &h
+		ch.hdrIn = h // the channel's own: no new Header per message
+		ch.hdr = &ch.hdrIn
 		// The body's room grows with the body frames that come, not with
 		// the size the header announces: a header costs the client a few
 		// bytes, and a connection may begin a publish on each channel.
