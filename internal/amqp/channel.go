@@ -18,7 +18,7 @@ type channel struct {
 	mu             sync.Mutex // guards what follows; taken after a queue's mu
 	closing        bool       // channel.close sent, waiting for close-ok
 	nextTag        uint64
-	unacked        map[uint64]*delivery
+	unacked        unackedList // in tag order (unacked.go)
 	consumers      map[string]*consumer
 	prefetch       int // basic.qos global=false: for consumers started after it
 	globalPrefetch int // basic.qos global=true: for the whole channel
@@ -52,15 +52,22 @@ type channel struct {
 	lastQueue  string    // the last queue declared, for "" in later methods
 	lookupAt   time.Time // forwardDeclare found no home for the queue declared (claim.go)
 	pub        *wire.BasicPublish
-	hdr        *wire.Header
-	body       []byte
+	// pubIn and ackIn are the channel's basic.publish and basic.ack as
+	// the reader decodes them (hotmethods.go); pub points at pubIn while
+	// its content arrives, hdr at hdrIn once its header has (publish
+	// keeps neither past the message).
+	pubIn wire.BasicPublish
+	ackIn wire.BasicAck
+	hdrIn wire.Header
+	hdr   *wire.Header
+	body  []byte
 	// bodyClaim is what reserveBody took from the frame budget for the
 	// body arriving now (0: none); reader goroutine only.
 	bodyClaim int64
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	return &channel{c: c, id: id, unacked: map[uint64]*delivery{}, consumers: map[string]*consumer{},
+	return &channel{c: c, id: id, consumers: map[string]*consumer{},
 		confirmLow: 1, confirmedAbove: map[uint64]bool{}}
 }
 
@@ -299,11 +306,10 @@ func (ch *channel) shutdown() bool {
 	ch.closing = true
 	cs := ch.consumers
 	ch.consumers = map[string]*consumer{}
-	ds := ch.unacked
-	ch.unacked = map[uint64]*delivery{}
 	for _, a := range ch.txAcks { // not applied: unacknowledged still
-		ds[a.tag] = a.d
+		ch.unacked.add(a.tag, a.d)
 	}
+	ds := ch.unacked.takeAll()
 	ch.txAcks = nil
 	ch.txFwdAcks = nil // their homes requeue them when closeForwards ends their channels
 	ch.mu.Unlock()
@@ -312,9 +318,9 @@ func (ch *channel) shutdown() bool {
 	// of a single-active-consumer queue gets them first, in order (the
 	// closing channel's consumers get nothing meanwhile).
 	pump := map[*queue]bool{}
-	for _, d := range ds {
-		d.q.requeue(d.offset)
-		pump[d.q] = true
+	for _, e := range ds {
+		e.d.q.requeue(e.d.offset)
+		pump[e.d.q] = true
 	}
 	for _, c := range cs {
 		ch.dropConsumer(c)
@@ -543,7 +549,7 @@ func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered b
 	ch.nextTag++
 	tag := ch.nextTag
 	if !c.noAck {
-		ch.unacked[tag] = &delivery{q: c.q, offset: o, cons: c, at: nowMs()}
+		ch.unacked.add(tag, delivery{q: c.q, offset: o, cons: c, at: nowMs()})
 		c.unacked++
 		ch.globalUnacked++
 	}
@@ -553,7 +559,7 @@ func (ch *channel) deliver(c *consumer, o int64, m *storedMessage, redelivered b
 		c.q.stats.redelivered.Add(1)
 	}
 	ch.c.srv.observeDeliver(c.q)
-	ch.c.sendContentHeld(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
+	ch.c.sendDeliverHeld(ch.id, &wire.BasicDeliver{ConsumerTag: c.tag, DeliveryTag: tag, Redelivered: redelivered,
 		Exchange: m.exchange, RoutingKey: m.routingKey}, m.props, m.body)
 	return true
 }
@@ -575,7 +581,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked[tag] = &delivery{q: q, offset: o, at: nowMs()}
+		ch.unacked.add(tag, delivery{q: q, offset: o, at: nowMs()})
 	}
 	ch.mu.Unlock()
 	q.stats.delivered.Add(1)
@@ -596,16 +602,12 @@ func (ch *channel) get(m *wire.BasicGet) error {
 // a dead-letter exchange).
 func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue bool) error {
 	ch.mu.Lock()
-	var oneD [1]*delivery
+	var oneD [1]delivery
 	var oneT [1]uint64
 	ds, tags := oneD[:0], oneT[:0]
 	if multiple {
-		for t, d := range ch.unacked {
-			if tag == 0 || t <= tag {
-				ds, tags = append(ds, d), append(tags, t)
-			}
-		}
-	} else if d, ok := ch.unacked[tag]; ok {
+		ds, tags = ch.unacked.upTo(tag, ds, tags)
+	} else if d, ok := ch.unacked.get(tag); ok {
 		ds, tags = append(ds, d), append(tags, tag)
 	}
 	if reject {
@@ -616,7 +618,7 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 	}
 	for i, t := range tags {
 		if ch.tx {
-			delete(ch.unacked, t) // held by the transaction, applied at commit
+			ch.unacked.remove(t) // held by the transaction, applied at commit
 		} else {
 			ch.forgetLocked(t, ds[i])
 		}
@@ -646,8 +648,8 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, reject, requeue b
 	return nil
 }
 
-func (ch *channel) forgetLocked(tag uint64, d *delivery) {
-	delete(ch.unacked, tag)
+func (ch *channel) forgetLocked(tag uint64, d delivery) {
+	ch.unacked.remove(tag)
 	if d.cons != nil {
 		d.cons.unacked--
 		ch.globalUnacked--
@@ -656,19 +658,18 @@ func (ch *channel) forgetLocked(tag uint64, d *delivery) {
 
 func (ch *channel) requeueAll() {
 	ch.mu.Lock()
-	ds := ch.unacked
-	ch.unacked = map[uint64]*delivery{}
-	for _, d := range ds {
-		if d.cons != nil {
-			d.cons.unacked--
+	ds := ch.unacked.takeAll()
+	for _, e := range ds {
+		if e.d.cons != nil {
+			e.d.cons.unacked--
 			ch.globalUnacked--
 		}
 	}
 	ch.mu.Unlock()
 	pump := map[*queue]bool{}
-	for _, d := range ds {
-		d.q.requeue(d.offset)
-		pump[d.q] = true
+	for _, e := range ds {
+		e.d.q.requeue(e.d.offset)
+		pump[e.d.q] = true
 	}
 	for q := range pump {
 		q.pump()

@@ -464,18 +464,21 @@ func (c *conn) send(ch uint16, m wire.Method) error {
 // maxHeldBytes bounds the deliveries a connection holds back.
 const maxHeldBytes = 64 << 10
 
-// sendContentHeld is sendContent for a queue pump: the frames are held
-// back (up to maxHeldBytes) until flushHeld or the next write.
-func (c *conn) sendContentHeld(ch uint16, m wire.Method, props, body []byte) error {
+// sendDeliverHeld is sendContent of basic.deliver for a queue pump: the
+// frames are held back (up to maxHeldBytes) until flushHeld or the next
+// write. m is not kept (the caller's may be on its stack).
+func (c *conn) sendDeliverHeld(ch uint16, m *wire.BasicDeliver, props, body []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
 		return c.werr
 	}
 	if len(body) >= largeBodyBytes {
-		return c.writeLargeContentLocked(ch, m, props, body)
+		large := *m // through the Method interface: a copy of its own
+		return c.writeLargeContentLocked(ch, &large, props, body)
 	}
-	c.held = appendContent(c.held, c.frameMax, ch, m, props, body)
+	c.held = wire.AppendDeliverFrame(c.held, ch, m)
+	c.held = appendBodyFrames(appendHeaderFrame(c.held, ch, uint64(len(body)), props), c.frameMax, ch, body)
 	if len(c.held) >= maxHeldBytes {
 		return c.writeLocked(nil)
 	}
@@ -554,6 +557,11 @@ func appendHeaderFrame(b []byte, ch uint16, bodySize uint64, props []byte) []byt
 func appendContent(b []byte, frameMax uint32, ch uint16, m wire.Method, props, body []byte) []byte {
 	b = wire.AppendMethodFrame(b, ch, m)
 	b = appendHeaderFrame(b, ch, uint64(len(body)), props)
+	return appendBodyFrames(b, frameMax, ch, body)
+}
+
+// appendBodyFrames appends body as body frames of at most frameMax.
+func appendBodyFrames(b []byte, frameMax uint32, ch uint16, body []byte) []byte {
 	max := int(frameMax) - wire.FrameOverheadBytes
 	for len(body) > 0 {
 		n := min(len(body), max)
@@ -767,6 +775,12 @@ func (c *conn) frame(f wire.Frame) error {
 		}
 		return ch.content(f)
 	}
+	ch := c.channel(f.Channel)
+	if ch != nil {
+		if m := ch.readHot(f.Payload); m != nil { // hotmethods.go
+			return ch.method(m)
+		}
+	}
 	m, err := wire.ReadMethod(f.Payload)
 	if err != nil {
 		return hard(wire.SyntaxError, nil, "%v", err)
@@ -774,7 +788,6 @@ func (c *conn) frame(f wire.Frame) error {
 	if op, ok := m.(*wire.ChannelOpen); ok {
 		return c.openChannel(f.Channel, op)
 	}
-	ch := c.channel(f.Channel)
 	if ch == nil {
 		return hard(wire.ChannelError, m, "channel %d is not open", f.Channel)
 	}

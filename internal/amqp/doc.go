@@ -66,8 +66,10 @@
 // body) with one destination per queue it is routed to: a message an
 // exchange routes to several queues is stored once and located from
 // each queue's ConsumeQueue. The reader lays out the records of the
-// publishes of one read burst (the frames already in its buffer) and
-// stores them (at most 256 publishes or 1 MiB at a time) with one
+// publishes of one read burst (the frames already in its buffer; a
+// body that came in one frame is laid out from the frame, and the
+// publish and ack methods are decoded into the channel's own values,
+// hotmethods.go) and stores them (at most 256 publishes or 1 MiB at a time) with one
 // Store.PutRecordsDeferred (publishbatch.go: one
 // append, in publish order, so one channel's messages are stored in
 // publish order) before it reads the socket again or runs any other
@@ -108,6 +110,11 @@
 //	delivered  one past the highest offset ever handed out
 //	in flight  (memory) offsets handed out and not settled
 //	returned   (memory) requeued offsets, served first, lowest first
+//
+// Per channel, the deliveries not yet acknowledged are held by value in
+// delivery-tag order (unacked.go: no allocation per delivery, an ack
+// found by binary search, its entries under twice the deliveries held
+// plus 32).
 //
 // floor, settled and delivered are written to DataDir/amqp/acks.json
 // (whole file, vfs.WriteFileDurable) at most every

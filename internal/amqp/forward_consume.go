@@ -228,15 +228,7 @@ func (ch *channel) forwardSettle(m wire.Method, tag uint64, multiple bool, up fu
 		rs, ts = append(rs, r), append(ts, tag)
 		delete(ch.fwd.tags, tag)
 	}
-	local := false
-	if multiple {
-		for t := range ch.unacked {
-			if tag == 0 || t <= tag {
-				local = true
-				break
-			}
-		}
-	}
+	local := multiple && ch.unacked.anyUpTo(tag)
 	if ch.tx {
 		for i, r := range rs {
 			ch.txFwdAcks = append(ch.txFwdAcks, txFwdAck{tag: ts[i], r: r, m: up(r.tag)})

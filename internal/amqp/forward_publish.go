@@ -22,6 +22,7 @@ package amqp
 
 import (
 	"bytes"
+	"slices"
 	"time"
 
 	"github.com/keelmq/keel/internal/amqp/wire"
@@ -106,8 +107,9 @@ func (ch *channel) remoteDests(m *wire.BasicPublish, props []byte, qs []*queue) 
 // publishForward sends the parts of a complete message bound for queues
 // homed elsewhere. done: the message needs nothing more from the local
 // path (it had no queue here); otherwise the local path stores it in qs
-// and its answer is the join's local part. Reader only.
-func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []byte, qs []*queue) (bool, error) {
+// and its answer is the join's local part. A borrowed body (the reader's
+// frame, see publish) is copied before it is kept. Reader only.
+func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []byte, borrowed bool, qs []*queue) (bool, error) {
 	if !ch.c.forwards() {
 		return false, nil
 	}
@@ -124,6 +126,9 @@ func (ch *channel) publishForward(m *wire.BasicPublish, h *wire.Header, body []b
 	}
 	if len(dests) == 0 {
 		return false, nil
+	}
+	if borrowed {
+		body = slices.Clone(body) // kept with the parts until their confirms
 	}
 	if ch.tx { // held for the commit (tx.go)
 		if err := ch.holdPublish(m, h, qs, dests, body); err != nil {

@@ -71,6 +71,14 @@ func appendTxBody(dst []byte, msgs [][]byte, dests []int) []byte {
 // parseMessage decodes the message of an AMQP record that entry o of
 // topic's queue locates (aliasing rec).
 func parseMessage(rec []byte, topic string, o int64) (storedMessage, error) {
+	return parseMessageLike(rec, topic, o, nil)
+}
+
+// parseMessageLike is parseMessage that takes like's exchange and routing
+// key (a message parsed before, nil: none) where the record's are the
+// same bytes, instead of new strings: a queue's messages mostly share
+// them.
+func parseMessageLike(rec []byte, topic string, o int64, like *storedMessage) (storedMessage, error) {
 	var m storedMessage
 	if err := record.CheckEnvelope(rec); err != nil {
 		return m, err
@@ -87,7 +95,7 @@ func parseMessage(rec []byte, topic string, o int64) (storedMessage, error) {
 			return m, err
 		}
 	}
-	return parseBody(m, b)
+	return parseBodyLike(m, b, like)
 }
 
 // txMessage returns the message of a transaction's record that entry o
@@ -129,16 +137,22 @@ func txMessage(e record.Envelope, topic string, o int64) ([]byte, error) {
 
 // parseBody decodes the single-message layout b into m.
 func parseBody(m storedMessage, b []byte) (storedMessage, error) {
+	return parseBodyLike(m, b, nil)
+}
+
+// parseBodyLike is parseBody taking like's strings where they are the
+// same bytes (see parseMessageLike).
+func parseBodyLike(m storedMessage, b []byte, like *storedMessage) (storedMessage, error) {
 	size := len(b)
 	short := func() error { return fmt.Errorf("amqp: stored message of %d bytes is truncated", size) }
 	if len(b) < 1 || len(b) < 1+int(b[0])+1 {
 		return m, short()
 	}
-	m.exchange, b = string(b[1:1+b[0]]), b[1+b[0]:]
+	m.exchange, b = likeString(b[1:1+b[0]], like, false), b[1+b[0]:]
 	if len(b) < 1+int(b[0])+4 {
 		return m, short()
 	}
-	m.routingKey, b = string(b[1:1+b[0]]), b[1+b[0]:]
+	m.routingKey, b = likeString(b[1:1+b[0]], like, true), b[1+b[0]:]
 	n := binary.BigEndian.Uint32(b)
 	b = b[4:]
 	if uint64(n) > uint64(len(b)) {
@@ -146,4 +160,19 @@ func parseBody(m storedMessage, b []byte) (storedMessage, error) {
 	}
 	m.props, m.body = b[:n], b[n:]
 	return m, nil
+}
+
+// likeString is b as a string: like's routing key (key) or exchange if
+// it has those bytes, else a new one.
+func likeString(b []byte, like *storedMessage, key bool) string {
+	if like != nil {
+		s := like.exchange
+		if key {
+			s = like.routingKey
+		}
+		if string(b) == s {
+			return s
+		}
+	}
+	return string(b)
 }

@@ -125,7 +125,7 @@ func (s *Server) Channels() []ChannelInfo {
 		for _, ch := range c.channelList() {
 			ch.mu.Lock()
 			out = append(out, ChannelInfo{Connection: sh.name, Number: ch.id, Vhost: sh.vhost, User: sh.user,
-				PeerHost: sh.peerHost, PeerPort: sh.peerPort, Consumers: len(ch.consumers), Unacked: len(ch.unacked),
+				PeerHost: sh.peerHost, PeerPort: sh.peerPort, Consumers: len(ch.consumers), Unacked: ch.unacked.len(),
 				Prefetch: ch.prefetch, GlobalPrefetch: ch.globalPrefetch})
 			ch.mu.Unlock()
 		}

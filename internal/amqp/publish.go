@@ -64,7 +64,8 @@ func (ch *channel) content(f wire.Frame) error {
 		if err := ch.reserveBody(int64(h.BodySize)); err != nil {
 			return err
 		}
-		ch.hdr = &h
+		ch.hdrIn = h // the channel's own: no new Header per message
+		ch.hdr = &ch.hdrIn
 		// The body's room grows with the body frames that come, not with
 		// the size the header announces: a header costs the client a few
 		// bytes, and a connection may begin a publish on each channel.
@@ -76,6 +77,16 @@ func (ch *channel) content(f wire.Frame) error {
 		if uint64(len(ch.body)+len(f.Payload)) > ch.hdr.BodySize {
 			return hard(wire.FrameError, ch.pub, "body of more than the %d bytes the header announced", ch.hdr.BodySize)
 		}
+		if len(ch.body) == 0 && uint64(len(f.Payload)) == ch.hdr.BodySize {
+			// The whole body in one frame (most messages): published
+			// from the frame itself, which stays the reader's until its
+			// next frame, not copied out first.
+			pub, hdr := ch.pub, ch.hdr
+			ch.pub, ch.hdr = nil, nil
+			err := ch.publish(pub, hdr, f.Payload, true)
+			ch.dropBody()
+			return err
+		}
 		ch.body = growBody(ch.body, len(f.Payload), ch.hdr.BodySize)
 		ch.body = append(ch.body, f.Payload...)
 	}
@@ -84,7 +95,7 @@ func (ch *channel) content(f wire.Frame) error {
 	}
 	pub, hdr, body := ch.pub, ch.hdr, ch.body
 	ch.pub, ch.hdr, ch.body = nil, nil, nil
-	err := ch.publish(pub, hdr, body)
+	err := ch.publish(pub, hdr, body, false)
 	ch.dropBody() // stored (or refused): the body's bytes are the store's now
 	return err
 }
@@ -149,12 +160,18 @@ func growBody(body []byte, n int, size uint64) []byte {
 // publish routes and stores a complete message, then answers: basic.return
 // first for an unroutable mandatory message, then the confirm. A routed
 // message is confirmed when the store acknowledges it, which under
-// SYNC_FLUSH is after fdatasync (the Confirmed watermark).
-func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) error {
+// SYNC_FLUSH is after fdatasync (the Confirmed watermark). A borrowed
+// body is the reader's frame buffer: it is laid out in the batch (or
+// written) before publish returns, and copied where it is kept longer
+// (a transaction's, one forwarded to another group's queue).
+func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte, borrowed bool) error {
 	start := time.Now()
 	qs, err := ch.c.vh.route(m, m.Exchange, m.RoutingKey, h.Raw)
 	if err != nil {
 		return err // the exchange went away since the publish began
+	}
+	if borrowed && ch.tx {
+		body = slices.Clone(body) // held until tx.commit
 	}
 	if ch.c.acct != nil {
 		for _, q := range qs {
@@ -168,7 +185,7 @@ func (ch *channel) publish(m *wire.BasicPublish, h *wire.Header, body []byte) er
 		}
 	}
 	c := ch.c
-	if done, err := ch.publishForward(m, h, body, qs); done || err != nil { // forward_publish.go
+	if done, err := ch.publishForward(m, h, body, borrowed && !ch.tx, qs); done || err != nil { // forward_publish.go
 		return err
 	}
 	if ch.tx {

@@ -28,6 +28,9 @@ type readAhead struct {
 	res  *store.GetResult
 	from int64
 	recs [][]byte
+	// like holds the exchange and routing key of the message parsed
+	// last (parseAhead), kept across pumps.
+	like storedMessage
 }
 
 // startAheadLocked lets the pump's reads read ahead (q.mu held). A queue
@@ -98,13 +101,16 @@ func (a *readAhead) record(o int64) []byte {
 	return a.recs[o-a.from]
 }
 
-// parseAhead is read's parse of a record read ahead.
+// parseAhead is read's parse of a record read ahead (an AMQP record: the
+// queue owns its topic), taking the exchange and routing key strings of
+// the message parsed before where they are the same.
 func (q *queue) parseAhead(o int64, rec []byte) (storedMessage, func(), bool) {
-	m, err := q.parseRecord(o, rec)
+	m, err := parseMessageLike(rec, q.topic, o, &q.ahead.like)
 	if err != nil {
 		q.v.srv.log.Error("amqp: unreadable stored message", "queue", q.name, "offset", o, "err", err)
 		return storedMessage{}, func() {}, false
 	}
+	q.ahead.like = storedMessage{exchange: m.exchange, routingKey: m.routingKey}
 	return m, func() {}, true
 }
 

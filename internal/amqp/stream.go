@@ -337,7 +337,7 @@ func withStreamOffset(raw []byte, o int64) ([]byte, error) {
 
 // streamReject refuses basic.nack and basic.reject of stream deliveries,
 // as RabbitMQ does (540: a connection exception).
-func streamReject(m wire.Method, ds []*delivery) error {
+func streamReject(m wire.Method, ds []delivery) error {
 	for _, d := range ds {
 		if d.q.isStream() {
 			return hard(wire.NotImplemented, m, "basic.nack and basic.reject not supported by stream queues %s", d.q.rs())

@@ -57,8 +57,6 @@ func (ch *channel) oldestDelivery(now int64) int64 {
 		return 0
 	}
 	oldest := int64(0)
-	for _, d := range ch.unacked {
-		oldest = max(oldest, now-d.at)
-	}
+	ch.unacked.each(func(_ uint64, d delivery) { oldest = max(oldest, now-d.at) })
 	return oldest
 }

@@ -75,7 +75,7 @@ type txPublish struct {
 // txAck is an acknowledgement (ack, nack, reject) held by a transaction.
 type txAck struct {
 	tag             uint64
-	d               *delivery
+	d               delivery
 	reject, requeue bool
 }
 
@@ -163,7 +163,7 @@ func (ch *channel) holdPublish(m *wire.BasicPublish, h *wire.Header, qs []*queue
 
 // holdAcks keeps the deliveries ds (taken out of unacked under ch.mu,
 // still counted against prefetch) for the commit. ch.mu is held.
-func (ch *channel) holdAcksLocked(tags []uint64, ds []*delivery, reject, requeue bool) {
+func (ch *channel) holdAcksLocked(tags []uint64, ds []delivery, reject, requeue bool) {
 	for i, d := range ds {
 		ch.txAcks = append(ch.txAcks, txAck{tag: tags[i], d: d, reject: reject, requeue: requeue})
 	}
@@ -176,7 +176,7 @@ func (ch *channel) txRollback(m *wire.TxRollback) error {
 	ch.txPubs, ch.txBytes, ch.txDests = nil, 0, 0
 	ch.mu.Lock()
 	for _, a := range ch.txAcks {
-		ch.unacked[a.tag] = a.d // unacknowledged again
+		ch.unacked.add(a.tag, a.d) // unacknowledged again
 	}
 	ch.txAcks = nil
 	for _, a := range ch.txFwdAcks {

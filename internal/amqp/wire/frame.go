@@ -88,3 +88,20 @@ func AppendMethodFrame(dst []byte, ch uint16, m Method) []byte {
 	binary.BigEndian.PutUint32(dst[at+3:], uint32(len(dst)-at-FrameHeaderBytes))
 	return append(dst, FrameEnd)
 }
+
+// AppendDeliverFrame is AppendMethodFrame for basic.deliver, the method a
+// queue sends per message: called on the concrete type, the method and
+// the writer stay on the caller's stack (through the Method interface
+// both are allocated).
+func AppendDeliverFrame(dst []byte, ch uint16, m *BasicDeliver) []byte {
+	at := len(dst)
+	dst = append(dst, FrameMethod, byte(ch>>8), byte(ch), 0, 0, 0, 0)
+	w := Writer{Buf: dst}
+	cid, mid := m.ID()
+	w.Short(cid)
+	w.Short(mid)
+	m.Write(&w)
+	dst = w.Buf
+	binary.BigEndian.PutUint32(dst[at+3:], uint32(len(dst)-at-FrameHeaderBytes))
+	return append(dst, FrameEnd)
+}
