@@ -101,7 +101,8 @@ type Config struct {
 	CacheWindowBytes int64
 	// ReadWindowBytes, if > 0, is how many of the most recently written
 	// bytes the log also keeps in memory, to serve reads of them without a
-	// pread (window.go). 0 disables it.
+	// pread (window.go; above 1 MiB, rounded down to whole MiB). 0
+	// disables it.
 	ReadWindowBytes int64
 	Logger          *slog.Logger
 }
@@ -186,7 +187,7 @@ func Open(cfg Config) (*Log, error) {
 	l := &Log{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), flusherWake: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
 	l.ackKick = make(chan struct{}, 1)
-	l.win.size = max(cfg.ReadWindowBytes, 0)
+	l.win = newReadWindow(cfg.ReadWindowBytes)
 	l.written = watermark.New("written", nil)
 	l.flushed = watermark.New("flushed", l.RequestFlush)
 	if l.logger == nil {

@@ -8,9 +8,11 @@ import "sync"
 // records of a topic's queues interleave in the log, so the records of one
 // pull are rarely contiguous and reading ahead does not save those preads.
 //
-// The window is a ring of ReadWindowBytes bytes holding the log's bytes
-// [lo, hi), hi-lo at most its size, log offset x at ring position
-// x % size. The writer (write) copies each write into it once the write
+// The window is a ring of ReadWindowBytes bytes (rounded down to whole
+// chunks of windowChunkBytes when larger) holding the log's bytes [lo, hi),
+// hi-lo at most its size, log offset x at ring position x % size. Its
+// chunks are allocated as the writer first reaches them, so the window
+// takes no more memory than the log has written since the start. The writer (write) copies each write into it once the write
 // succeeded and before it publishes the new written offset: one copy per
 // append, never a syscall under the window's lock. A read (readUpTo) whose
 // first need bytes lie in [lo, min(hi, written)) is served from it, up to
@@ -43,13 +45,27 @@ import "sync"
 // without the lock (no reader can enter that part of the ring any more,
 // since it now lies below lo), then publishes hi under the write lock.
 type readWindow struct {
-	size int64 // bytes of the ring; 0: no window
+	size  int64 // bytes of the ring; 0: no window
+	chunk int64 // bytes of each of its chunks (size is a multiple)
 
 	mu           sync.RWMutex
-	buf          []byte // the ring, allocated on the first write (the writer's)
-	lo, hi       int64  // log bytes held: [lo, hi)
-	gapLo, gapHi int64  // but for these, the blank tail of a closed segment (none if equal)
-	off          bool   // the log failed: hold nothing, take nothing
+	chunks       [][]byte // the ring; a chunk is allocated when the writer first reaches it
+	lo, hi       int64    // log bytes held: [lo, hi)
+	gapLo, gapHi int64    // but for these, the blank tail of a closed segment (none if equal)
+	off          bool     // the log failed: hold nothing, take nothing
+}
+
+// windowChunkBytes is the size of the read window's chunks.
+const windowChunkBytes = 1 << 20
+
+// newReadWindow returns a window of about size bytes (none if size <= 0).
+func newReadWindow(size int64) readWindow {
+	if size <= 0 {
+		return readWindow{}
+	}
+	chunk := min(size, windowChunkBytes)
+	size -= size % chunk
+	return readWindow{size: size, chunk: chunk, chunks: make([][]byte, size/chunk)}
 }
 
 // put records that b was written at log offset off. Only the writer calls
@@ -63,16 +79,24 @@ func (w *readWindow) put(off int64, b []byte) {
 		b = b[int64(len(b))-w.size:]
 		off = end - w.size
 	}
-	if w.buf == nil {
-		buf := make([]byte, w.size)
-		w.mu.Lock()
-		w.buf = buf
-		w.mu.Unlock()
+	// The chunks [off, end) reaches first, allocated without the lock (each
+	// chunk once: the range may wrap around onto its first chunk).
+	first, touched := off-off%w.chunk, min((end-off+off%w.chunk+w.chunk-1)/w.chunk, int64(len(w.chunks)))
+	var fresh [][]byte
+	for k := range touched {
+		if w.chunks[(first/w.chunk+k)%int64(len(w.chunks))] == nil {
+			fresh = append(fresh, make([]byte, w.chunk))
+		}
 	}
 	w.mu.Lock()
 	if w.off {
 		w.mu.Unlock()
 		return
+	}
+	for k := range touched {
+		if i := (first/w.chunk + k) % int64(len(w.chunks)); w.chunks[i] == nil {
+			w.chunks[i], fresh = fresh[0], fresh[1:]
+		}
 	}
 	if off != w.hi {
 		w.lo, w.hi = off, off // not a continuation: start again here
@@ -81,9 +105,11 @@ func (w *readWindow) put(off int64, b []byte) {
 	w.lo = max(w.lo, end-w.size)
 	w.mu.Unlock()
 
-	at := off % w.size
-	n := copy(w.buf[at:], b)
-	copy(w.buf, b[n:])
+	for x := off; len(b) > 0; {
+		at := x % w.size
+		n := copy(w.chunks[at/w.chunk][at%w.chunk:], b)
+		b, x = b[n:], x+int64(n)
+	}
 
 	w.mu.Lock()
 	if !w.off {
@@ -110,9 +136,11 @@ func (w *readWindow) read(p []byte, off int64, need int, limit int64) (int, bool
 		return 0, false
 	}
 	n := min(int64(len(p)), hi-off)
-	at := off % w.size
-	k := copy(p[:n], w.buf[at:])
-	copy(p[k:n], w.buf)
+	for x, q := off, p[:n]; len(q) > 0; {
+		at := x % w.size
+		k := copy(q, w.chunks[at/w.chunk][at%w.chunk:])
+		q, x = q[k:], x+int64(k)
+	}
 	w.mu.RUnlock()
 	return int(n), true
 }
@@ -187,4 +215,15 @@ func (w *readWindow) held() (lo, hi int64) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return w.lo, w.hi
+}
+
+// allocated returns the bytes of the chunks allocated (tests).
+func (w *readWindow) allocated() int64 {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	n := int64(0)
+	for _, c := range w.chunks {
+		n += int64(len(c))
+	}
+	return n
 }

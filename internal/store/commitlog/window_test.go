@@ -104,8 +104,8 @@ func TestReadWindowBounds(t *testing.T) {
 		all = append(all, appendAll(t, l, rec(300, byte(i)))...)
 	}
 	lo, hi := l.win.held()
-	if hi != l.WrittenOffset() || hi-lo != window || len(l.win.buf) != window {
-		t.Fatalf("window holds [%d, %d) in %d bytes, written %d, size %d", lo, hi, len(l.win.buf), l.WrittenOffset(), window)
+	if hi != l.WrittenOffset() || hi-lo != window || l.win.allocated() != window {
+		t.Fatalf("window holds [%d, %d) in %d bytes, written %d, size %d", lo, hi, l.win.allocated(), l.WrittenOffset(), window)
 	}
 	var inside, outside []appended
 	for _, a := range all {
@@ -143,8 +143,8 @@ func TestReadWindowBounds(t *testing.T) {
 	// One batch larger than the window: its last window bytes are held.
 	batch := appendAll(t, l, recs300(20)...)
 	lo, hi = l.win.held()
-	if hi != l.WrittenOffset() || hi-lo != window || len(l.win.buf) != window {
-		t.Fatalf("after a large batch the window holds [%d, %d) in %d bytes", lo, hi, len(l.win.buf))
+	if hi != l.WrittenOffset() || hi-lo != window || l.win.allocated() != window {
+		t.Fatalf("after a large batch the window holds [%d, %d) in %d bytes", lo, hi, l.win.allocated())
 	}
 	checkReadable(t, l, batch)
 }
@@ -269,8 +269,8 @@ func TestReadWindowStartAtAndRecover(t *testing.T) {
 	cfs := &readCountFS{FS: fs}
 	l = openReadWindowLog(t, cfs, testSeg, 2048)
 	defer l.Close()
-	if lo, hi := l.win.held(); lo != hi || hi != l.WrittenOffset() || l.win.buf != nil {
-		t.Fatalf("after Recover the window holds [%d, %d) (%d bytes)", lo, hi, len(l.win.buf))
+	if lo, hi := l.win.held(); lo != hi || hi != l.WrittenOffset() || l.win.allocated() != 0 {
+		t.Fatalf("after Recover the window holds [%d, %d) (%d bytes)", lo, hi, l.win.allocated())
 	}
 	before := cfs.reads.Load()
 	checkReadable(t, l, all)
@@ -565,7 +565,7 @@ func TestReadWindowDroppedByARepair(t *testing.T) {
 // written offset it checked), even while it holds more: the writer copies
 // a write in before it publishes the written offset.
 func TestReadWindowNeverPastTheLimit(t *testing.T) {
-	w := readWindow{size: 64}
+	w := newReadWindow(64)
 	w.put(1000, bytes.Repeat([]byte{7}, 40))
 	p := make([]byte, 50)
 	if n, ok := w.read(p[:40], 1000, 1, 1030); !ok || n != 30 {
@@ -589,4 +589,37 @@ func TestReadWindowNeverPastTheLimit(t *testing.T) {
 	if n, ok := w.read(p[:50], 1040, 50, 1090); !ok || n != 50 || !bytes.Equal(p[:50], b) {
 		t.Fatalf("wrapped read: %d, %v, %v", n, ok, p[:50])
 	}
+}
+
+// A window of several chunks takes memory only as the writer reaches
+// them, never more than its size, and serves records that cross from one
+// chunk to the next and wrap around the ring.
+func TestReadWindowChunks(t *testing.T) {
+	fs := &readCountFS{FS: vfs.NewMem()}
+	l := openReadWindowLog(t, fs, 16<<20, 3<<20+12345) // 3 chunks of 1 MiB
+	defer l.Close()
+	if l.win.size != 3<<20 || l.win.allocated() != 0 {
+		t.Fatalf("window of %d bytes, %d allocated before any write", l.win.size, l.win.allocated())
+	}
+	var all []appended
+	rng := rand.New(rand.NewPCG(3, 4))
+	for l.WrittenOffset() < 10<<20 {
+		var recs [][]byte
+		for range 1 + rng.IntN(8) {
+			recs = append(recs, rec(1000+rng.IntN(60000), byte(len(all))))
+		}
+		all = append(all, appendAll(t, l, recs...)...)
+		if w, a := l.WrittenOffset(), l.win.allocated(); a > min(w+1<<20, 3<<20) || a < min(w, 3<<20) {
+			t.Fatalf("%d bytes allocated after %d written", a, w)
+		}
+		lo, _ := l.win.held()
+		var inside []appended
+		for _, a := range all[max(len(all)-20, 0):] {
+			if a.phys >= lo {
+				inside = append(inside, a)
+			}
+		}
+		checkFromMemory(t, l, fs, inside)
+	}
+	checkReadable(t, l, all)
 }
