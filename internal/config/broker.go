@@ -268,8 +268,10 @@ type Broker struct {
 const DefaultScrubBytesPerSecond = 4 << 20
 
 // DefaultCommitLogReadWindowBytes is how many of the CommitLog's newest
-// bytes are kept in memory for the reads of consumers keeping up.
-const DefaultCommitLogReadWindowBytes = 8 << 20
+// bytes are kept in memory for the reads of consumers keeping up: as much
+// as the smallest page-cache window (MinPageCacheBytes), a few seconds of
+// a busy broker's writes.
+const DefaultCommitLogReadWindowBytes = 64 << 20
 
 func Default() *Broker {
 	return &Broker{

@@ -52,7 +52,7 @@ const (
 	DefaultMaxScanEntries            = 16_000
 	DefaultGroupCommitDelay          = 200 * time.Microsecond
 	DefaultPrefillBytes              = 16 << 20
-	DefaultReadWindowBytes           = 8 << 20
+	DefaultReadWindowBytes           = 64 << 20
 	DefaultDiskReserveBytes          = 16 << 20
 )
 

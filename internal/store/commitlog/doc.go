@@ -239,7 +239,7 @@
 // # Read window
 //
 // With Config.ReadWindowBytes (commitLogReadWindowBytes in broker.conf;
-// the store's default is 8 MiB) the log keeps its most recently written
+// the store's default is 64 MiB) the log keeps its most recently written
 // bytes in a ring of that size as well, copied in by the writer after each
 // successful write and before the written offset moves past it. A read
 // (ReadAt, ReadEntry, ReadRecord, Reader, ReadRaw) whose bytes the ring
