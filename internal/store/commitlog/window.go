@@ -12,10 +12,11 @@ import "sync"
 // chunks of windowChunkBytes when larger) holding the log's bytes [lo, hi),
 // hi-lo at most its size, log offset x at ring position x % size. Its
 // chunks are allocated as the writer first reaches them, so the window
-// takes no more memory than the log has written since the start. The writer (write) copies each write into it once the write
-// succeeded and before it publishes the new written offset: one copy per
-// append, never a syscall under the window's lock. A read (readUpTo) whose
-// first need bytes lie in [lo, min(hi, written)) is served from it, up to
+// takes no more memory than the log has written since the start. The
+// writer (write) copies each write into it once the write succeeded and
+// before it publishes the new written offset: one copy per append, never a
+// syscall under the window's lock. A read (readUpTo) whose first need
+// bytes lie in [lo, min(hi, written)) is served from it, up to
 // min(hi, written) and len(p); any other read goes to the file as before.
 // A read is checked against the written offset and the segments exactly as
 // a read of the file, and every record served is verified by its caller as
@@ -34,14 +35,15 @@ import "sync"
 // the cut (before the file), StartAt and Recover empty it, a repair (hole
 // record) empties it, any other write that does not continue it starts it
 // again at its offset, and a failed log empties and stops it (after a
-// failed fsync nothing is trusted but what a read of the file says). Re-reads after a failed verification (RereadEntry,
-// RereadRecord, Reader.Reread) bypass it: they exist to read the disk. It is
-// never persisted; after a restart it starts empty and fills from the first
+// failed fsync nothing is trusted but what a read of the file says).
+// Re-reads after a failed verification (RereadEntry, RereadRecord,
+// Reader.Reread) bypass it: they exist to read the disk. It is never
+// persisted; after a restart it starts empty and fills from the first
 // append.
 //
-// Concurrency: mu guards lo, hi and off; a reader copies under the read
-// lock. The writer moves lo past the ring positions it is about to
-// overwrite under the write lock (which waits for readers of them), copies
+// Concurrency: mu guards lo, hi, the gap, off and the chunk slots; a
+// reader copies under the read lock. The writer moves lo past the ring
+// positions it is about to overwrite under the write lock (which waits for readers of them), copies
 // without the lock (no reader can enter that part of the ring any more,
 // since it now lies below lo), then publishes hi under the write lock.
 type readWindow struct {
