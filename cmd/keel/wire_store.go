@@ -36,6 +36,10 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	// or off: a replica stores what its master stored.
 	c.MaxRecordBodyBytes = b.AMQPMaxMessage()
 	c.CommitLogCacheBytes = b.CommitLogPageCacheBytes
+	c.ReadWindowBytes = b.CommitLogReadWindowBytes
+	if c.ReadWindowBytes == 0 {
+		c.ReadWindowBytes = -1 // commitLogReadWindowBytes=0: none
+	}
 	c.ScrubBytesPerSecond = b.ScrubBytesPerSecond
 	c.RepairCorruption = p.repairCorruption
 	c.OnFlush = p.onFlush

@@ -16,6 +16,7 @@ mapedFileSizeCommitLog=134217728
 fileReservedTime=12
 maxMessageSize=1048576
 commitLogPageCacheBytes=268435456
+commitLogReadWindowBytes=2097152
 diskPressureDelete=consumed
 scrubBytesPerSecond=1048576
 `), "broker.conf")
@@ -33,6 +34,9 @@ scrubBytesPerSecond=1048576
 	if c.CommitLogCacheBytes != 256<<20 {
 		t.Fatalf("CommitLogCacheBytes %d, want commitLogPageCacheBytes 268435456", c.CommitLogCacheBytes)
 	}
+	if c.ReadWindowBytes != 2<<20 {
+		t.Fatalf("ReadWindowBytes %d, want commitLogReadWindowBytes 2097152", c.ReadWindowBytes)
+	}
 	if c.DiskPressureDelete != store.PressureDeleteConsumed {
 		t.Fatalf("DiskPressureDelete %v, want consumed", c.DiskPressureDelete)
 	}
@@ -42,6 +46,14 @@ scrubBytesPerSecond=1048576
 	d := storeConfig(config.Default(), &parts{cfg: config.Default(), log: slog.New(slog.DiscardHandler)})
 	if d.CommitLogCacheBytes != 0 {
 		t.Fatalf("default CommitLogCacheBytes %d, want 0 (the kernel manages the page cache)", d.CommitLogCacheBytes)
+	}
+	if d.ReadWindowBytes != config.DefaultCommitLogReadWindowBytes {
+		t.Fatalf("default ReadWindowBytes %d, want %d", d.ReadWindowBytes, config.DefaultCommitLogReadWindowBytes)
+	}
+	off := config.Default()
+	off.CommitLogReadWindowBytes = 0
+	if c := storeConfig(off, &parts{cfg: off, log: slog.New(slog.DiscardHandler)}); c.ReadWindowBytes >= 0 {
+		t.Fatalf("commitLogReadWindowBytes=0 gave the store ReadWindowBytes %d, want none (< 0)", c.ReadWindowBytes)
 	}
 	if d.DiskPressureDelete != store.PressureDeleteExpired {
 		t.Fatalf("default DiskPressureDelete %v, want expired", d.DiskPressureDelete)

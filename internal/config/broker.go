@@ -122,6 +122,7 @@ type Broker struct {
 	DiskPressureDelete         DiskPressureDelete // diskPressureDelete (Keel): what disk pressure may delete
 	MaxMessageBytes            int                // maxMessageSize (bytes, body)
 	CommitLogPageCacheBytes    int64              // commitLogPageCacheBytes (Keel, bytes); 0 = the kernel decides
+	CommitLogReadWindowBytes   int64              // commitLogReadWindowBytes (Keel, bytes); 0 = none
 	ScrubBytesPerSecond        int64              // scrubBytesPerSecond (Keel, bytes/s); 0 = no background scrubbing
 
 	// Topics, groups, delivery.
@@ -266,6 +267,12 @@ type Broker struct {
 // a disk reads sequentially.
 const DefaultScrubBytesPerSecond = 4 << 20
 
+// DefaultCommitLogReadWindowBytes is how many of the CommitLog's newest
+// bytes are kept in memory for the reads of consumers keeping up: as much
+// as the smallest page-cache window (MinPageCacheBytes), a few seconds of
+// a busy broker's writes.
+const DefaultCommitLogReadWindowBytes = 64 << 20
+
 func Default() *Broker {
 	return &Broker{
 		BrokerClusterName: "DefaultCluster",
@@ -308,6 +315,7 @@ func Default() *Broker {
 		DiskPressureDelete:         PressureDeleteExpired,
 		MaxMessageBytes:            4 << 20,
 		ScrubBytesPerSecond:        DefaultScrubBytesPerSecond,
+		CommitLogReadWindowBytes:   DefaultCommitLogReadWindowBytes,
 
 		AutoCreateTopicEnable:          true,
 		AutoCreateSubscriptionGroup:    true,

@@ -57,6 +57,7 @@ var fields = []field{
 		PressureDeleteExpired, PressureDeleteConsumed, PressureDeleteUnconsumed),
 	intf("maxMessageSize", func(b *Broker) *int { return &b.MaxMessageBytes }),
 	int64f("commitLogPageCacheBytes", func(b *Broker) *int64 { return &b.CommitLogPageCacheBytes }),
+	int64f("commitLogReadWindowBytes", func(b *Broker) *int64 { return &b.CommitLogReadWindowBytes }),
 	int64f("scrubBytesPerSecond", func(b *Broker) *int64 { return &b.ScrubBytesPerSecond }),
 
 	boolf("autoCreateTopicEnable", func(b *Broker) *bool { return &b.AutoCreateTopicEnable }),

@@ -24,6 +24,8 @@ const (
 	// MinPageCacheBytes is the smallest CommitLog page-cache window: room
 	// for what consumers at the head read just after it was flushed.
 	MinPageCacheBytes = 64 << 20
+	// MaxReadWindowBytes bounds the CommitLog's read window (memory).
+	MaxReadWindowBytes = 1 << 30
 )
 
 // ErrUnsupported is wrapped by Validate errors for settings Keel recognises
@@ -248,6 +250,9 @@ func (b *Broker) validateStore(bad func(string, string, ...any)) {
 	}
 	if b.CommitLogPageCacheBytes != 0 && b.CommitLogPageCacheBytes < MinPageCacheBytes {
 		bad("commitLogPageCacheBytes", "must be 0 (the kernel manages the page cache) or at least %d", MinPageCacheBytes)
+	}
+	if b.CommitLogReadWindowBytes < 0 || b.CommitLogReadWindowBytes > MaxReadWindowBytes {
+		bad("commitLogReadWindowBytes", "must be 0 (no read window) or a size in bytes of at most %d", MaxReadWindowBytes)
 	}
 	if b.ScrubBytesPerSecond < 0 {
 		bad("scrubBytesPerSecond", "must be 0 (no background scrubbing) or a rate in bytes per second")

@@ -42,6 +42,8 @@ func TestValidate(t *testing.T) {
 		{"page cache window", "commitLogPageCacheBytes=1048576", []string{"commitLogPageCacheBytes"}},
 		{"page cache window sign", "commitLogPageCacheBytes=-1", []string{"commitLogPageCacheBytes"}},
 		{"scrub rate sign", "scrubBytesPerSecond=-1", []string{"scrubBytesPerSecond"}},
+		{"read window sign", "commitLogReadWindowBytes=-1", []string{"commitLogReadWindowBytes"}},
+		{"read window size", "commitLogReadWindowBytes=1073741825", []string{"commitLogReadWindowBytes"}},
 		{"cq size", "mapedFileSizeConsumeQueue=0", []string{"mapedFileSizeConsumeQueue"}},
 		{"commitlog path", "storePathRootDir=/d\nstorePathCommitLog=/elsewhere/commitlog", []string{"Keel keeps the CommitLog at /d/commitlog"}},
 		{"consumequeue path", "storePathRootDir=/d\nstorePathConsumeQueue=/elsewhere/cq", []string{"storePathConsumeQueue", "Keel keeps the ConsumeQueues at /d/consumequeue"}},

@@ -52,6 +52,7 @@ const (
 	DefaultMaxScanEntries            = 16_000
 	DefaultGroupCommitDelay          = 200 * time.Microsecond
 	DefaultPrefillBytes              = 16 << 20
+	DefaultReadWindowBytes           = 64 << 20
 	DefaultDiskReserveBytes          = 16 << 20
 )
 
@@ -164,6 +165,13 @@ type Config struct {
 	// offset keeps its page cache; the pages of older bytes are released
 	// (0: the kernel decides, as for any file). See commitlog/cache.go.
 	CommitLogCacheBytes int64
+
+	// ReadWindowBytes is how many of the CommitLog's most recently written
+	// bytes are also kept in memory, so that reads of them (consumers
+	// keeping up, the dispatcher, replication) are copies rather than
+	// preads (0: DefaultReadWindowBytes; negative: none). See
+	// commitlog/window.go.
+	ReadWindowBytes int64
 
 	// ScrubBytesPerSecond bounds how fast the background scrubber re-reads
 	// the store at rest to verify it (scrub.go): CommitLog records,
@@ -304,6 +312,14 @@ func (c *Config) scrubPassInterval() time.Duration {
 		return DefaultScrubPassInterval
 	}
 	return c.ScrubPassInterval
+}
+
+// readWindowBytes is the commitlog's ReadWindowBytes: 0 for none.
+func (c *Config) readWindowBytes() int64 {
+	if c.ReadWindowBytes == 0 {
+		return DefaultReadWindowBytes
+	}
+	return max(c.ReadWindowBytes, 0)
 }
 
 // prefillBytes is the commitlog's PrefillBytes: at most a segment, 0 for off.

@@ -183,8 +183,9 @@
 //
 // GetMessage reads ConsumeQueue entries, filters by tag code (and a
 // RocketMQ record then by its real tags: the code is a hash), reads the
-// records (contiguous records with one pread into pooled buffers) and
-// verifies every one (CRC32-C, structure, and that its topic, queue and
+// records (contiguous records with one read into pooled buffers: a copy
+// from the CommitLog's read window when it holds them, a pread otherwise)
+// and verifies every one (CRC32-C, structure, and that its topic, queue and
 // queue offset are those of the entry) before returning it. A record that
 // fails verification is never returned: it is read again around the page
 // cache and served if that copy verifies (a read fault); otherwise it is

@@ -39,7 +39,7 @@ func (f readCountFile) ReadAt(p []byte, off int64) (int, error) {
 // of one message does not read ahead the following ones.
 func TestGetMessageReadsOnlyWhatItReturns(t *testing.T) {
 	fs := &readCountFS{FS: vfs.NewMem()}
-	cfg := testConfig(fs)
+	cfg := fileReadConfig(fs)
 	s := mustOpen(t, cfg)
 	defer s.Close()
 	body := strings.Repeat("x", 1000)

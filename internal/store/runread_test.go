@@ -84,7 +84,7 @@ func checkRecords(t *testing.T, r *GetResult, want []*message.Message) {
 // is read with one pread, and nothing of the other queue slips in.
 func TestGetMessageRunsWithGaps(t *testing.T) {
 	fs := &preadCountFS{FS: vfs.NewMem()}
-	s := mustOpen(t, testConfig(fs))
+	s := mustOpen(t, fileReadConfig(fs))
 	defer s.Close()
 	var q0, q1 []*message.Message
 	for i, n := range []int{3, 1, 2, 2, 4, 1} {
@@ -126,7 +126,7 @@ func TestGetMessageRunsWithGaps(t *testing.T) {
 // marker closing a segment and the next starts in the following one.
 func TestGetMessageRunCrossesSegmentEnd(t *testing.T) {
 	fs := &preadCountFS{FS: vfs.NewMem()}
-	s := mustOpen(t, testConfig(fs)) // 64 KiB segments
+	s := mustOpen(t, fileReadConfig(fs)) // 64 KiB segments
 	defer s.Close()
 	var want []*message.Message
 	for i := range 10 {
@@ -162,7 +162,7 @@ func TestGetMessageRunCrossesSegmentEnd(t *testing.T) {
 // fits, and the next get continues right after it.
 func TestGetMessageLimitsCutARun(t *testing.T) {
 	fs := &preadCountFS{FS: vfs.NewMem()}
-	s := mustOpen(t, testConfig(fs))
+	s := mustOpen(t, fileReadConfig(fs))
 	defer s.Close()
 	want := putBatch(t, s, "T", 0, "c", 10, 1000)
 	waitVisible(t, s, "T", 0, 10)

@@ -193,6 +193,7 @@ func (s *Store) open() error {
 		AfterFlushed:     s.afterFlushed(),
 		PrefillBytes:     s.cfg.prefillBytes(),
 		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
+		ReadWindowBytes:  s.cfg.readWindowBytes(),
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)

@@ -144,6 +144,7 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 		}
 		return l.fail(err)
 	}
+	l.win.put(off, buf) // before the written offset shows the bytes
 	if l.written.Advance(end) {
 		l.written.Release()
 	}
@@ -206,6 +207,7 @@ func (l *Log) writeAndSeal(buf []byte, off int64, retryable bool) error {
 	}
 	// The segment is closed: the next append, even one retried after the
 	// rest of this batch ran out of space, starts in the next segment.
+	l.win.skip(s.base + l.cfg.SegmentBytes)
 	l.written.Store(s.base + l.cfg.SegmentBytes)
 	return nil
 }

@@ -99,7 +99,12 @@ type Config struct {
 	// offset keeps its page cache; older pages are released (see cache.go).
 	// RunCacheTrimmer must run. 0 leaves the page cache to the kernel.
 	CacheWindowBytes int64
-	Logger           *slog.Logger
+	// ReadWindowBytes, if > 0, is how many of the most recently written
+	// bytes the log also keeps in memory, to serve reads of them without a
+	// pread (window.go; above 1 MiB, rounded down to whole MiB). 0
+	// disables it.
+	ReadWindowBytes int64
+	Logger          *slog.Logger
 }
 
 func (c *Config) validate() error {
@@ -169,6 +174,8 @@ type Log struct {
 	cacheKick    chan struct{}
 
 	ackKick chan struct{} // one pending wake-up for the acknowledger (ack.go)
+
+	win readWindow // the most recent bytes, in memory (window.go)
 }
 
 // Open opens (creating if needed) the log directory and its segment files.
@@ -180,6 +187,7 @@ func Open(cfg Config) (*Log, error) {
 	l := &Log{cfg: cfg, logger: cfg.Logger, kick: make(chan struct{}, 1), flusherWake: make(chan struct{}, 1), prefillKick: make(chan struct{}, 1), cacheKick: make(chan struct{}, 1)}
 	l.prefillCond = sync.NewCond(&l.prefillMu)
 	l.ackKick = make(chan struct{}, 1)
+	l.win = newReadWindow(cfg.ReadWindowBytes)
 	l.written = watermark.New("written", nil)
 	l.flushed = watermark.New("flushed", l.RequestFlush)
 	if l.logger == nil {
@@ -328,6 +336,7 @@ func (l *Log) syncSegment(s *segment, what string) error {
 
 func (l *Log) fail(err error) error {
 	wrapped := fmt.Errorf("%w: %w", ErrFailed, err)
+	l.win.stop()
 	if l.failure.CompareAndSwap(nil, &wrapped) {
 		l.logger.Error("commitlog: write or fsync failed; the store is read-only until restart", "err", err)
 	}
@@ -381,9 +390,17 @@ func (l *Log) ReadAt(p []byte, off int64) error {
 
 // readUpTo reads at least need and at most len(p) bytes at off and returns
 // how many it read: a closed segment's file ends after its blank marker.
+// Bytes the read window holds are copied from it (window.go).
 func (l *Log) readUpTo(p []byte, off int64, need int) (int, error) {
-	if off < 0 || off+int64(need) > l.written.Load() {
-		return 0, fmt.Errorf("commitlog: read [%d, %d) beyond written offset %d: %w", off, off+int64(need), l.written.Load(), ErrBeyondEnd)
+	return l.read(p, off, need, true)
+}
+
+// read is readUpTo, from the read window too if window (a re-read after a
+// failed verification reads the file only).
+func (l *Log) read(p []byte, off int64, need int, window bool) (int, error) {
+	written := l.written.Load()
+	if off < 0 || off+int64(need) > written {
+		return 0, fmt.Errorf("commitlog: read [%d, %d) beyond written offset %d: %w", off, off+int64(need), written, ErrBeyondEnd)
 	}
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
@@ -394,6 +411,11 @@ func (l *Log) readUpTo(p []byte, off int64, need int) (int, error) {
 	rel := off - s.base
 	if rel+int64(len(p)) > l.cfg.SegmentBytes {
 		return 0, fmt.Errorf("commitlog: read [%d, %d) crosses the end of segment %s: %w", off, off+int64(len(p)), s.path, ErrCorrupt)
+	}
+	if window {
+		if n, ok := l.win.read(p, off, need, written); ok {
+			return n, nil
+		}
 	}
 	n, err := s.f.ReadAt(p, rel)
 	if n >= need {
@@ -457,6 +479,11 @@ func verifyEntry(entry []byte, off int64, size int32, check func([]byte) error) 
 // an error wrapping ErrCorrupt if verification fails and ErrNoRecord if off
 // holds no record.
 func (l *Log) ReadEntry(off int64, size int32, buf []byte) ([]byte, error) {
+	return l.readEntry(off, size, buf, true)
+}
+
+// readEntry is ReadEntry, from the read window too if window.
+func (l *Log) readEntry(off int64, size int32, buf []byte, window bool) ([]byte, error) {
 	if size < headerBytes || int64(size)+TrailerBytes+BlankBytes > l.cfg.SegmentBytes {
 		return nil, fmt.Errorf("commitlog: entry at %d: size %d out of range: %w", off, size, ErrCorrupt)
 	}
@@ -465,7 +492,7 @@ func (l *Log) ReadEntry(off int64, size int32, buf []byte) ([]byte, error) {
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
-	if err := l.ReadAt(buf, off); err != nil {
+	if _, err := l.read(buf, off, n, window); err != nil {
 		return nil, err
 	}
 	if err := l.VerifyEntry(buf, off, size); err != nil {
@@ -476,8 +503,13 @@ func (l *Log) ReadEntry(off int64, size int32, buf []byte) ([]byte, error) {
 
 // ReadRecord reads and verifies the record at off without knowing its size.
 func (l *Log) ReadRecord(off int64, buf []byte) ([]byte, error) {
+	return l.readRecord(off, buf, true)
+}
+
+// readRecord is ReadRecord, from the read window too if window.
+func (l *Log) readRecord(off int64, buf []byte, window bool) ([]byte, error) {
 	var hdr [headerBytes]byte
-	if err := l.ReadAt(hdr[:], off); err != nil {
+	if _, err := l.read(hdr[:], off, headerBytes, window); err != nil {
 		return nil, err
 	}
 	size := int32(be32(hdr[0:4]))
@@ -490,7 +522,7 @@ func (l *Log) ReadRecord(off int64, buf []byte) ([]byte, error) {
 	if l.cfg.MaxRecordBytes > 0 && int64(size) > l.cfg.MaxRecordBytes {
 		return nil, fmt.Errorf("commitlog: offset %d: record size %d above the limit %d: %w", off, size, l.cfg.MaxRecordBytes, ErrCorrupt)
 	}
-	return l.ReadEntry(off, size, buf)
+	return l.readEntry(off, size, buf, window)
 }
 
 func u32(v int32) uint32 { return uint32(v) }

@@ -221,7 +221,8 @@
 // any goroutine at any time. The background loops (RunFlusher,
 // RunAcknowledger, RunPrefiller, RunCacheTrimmer) run one each, started
 // after Recover. Lock order: flushMu before prefillMu, prefillMu before
-// segMu.
+// segMu, segMu before the read window's lock, which is never held across a
+// syscall.
 //
 // The acknowledger, after each fdatasync, calls back every deferred write
 // it covered (or that timed out, or that the log's failure ended), so a
@@ -234,4 +235,23 @@
 // behind the flushed offset (clean pages only, so it writes nothing),
 // keeping the log's share of the page cache bounded and letting new writes
 // reuse the same memory (cache.go).
+//
+// # Read window
+//
+// With Config.ReadWindowBytes (commitLogReadWindowBytes in broker.conf;
+// the store's default is 64 MiB) the log keeps its most recently written
+// bytes in a ring of that size as well, copied in by the writer after each
+// successful write and before the written offset moves past it. A read
+// (ReadAt, ReadEntry, ReadRecord, Reader, ReadRaw) whose bytes the ring
+// holds is a copy from it instead of a pread: consumers keeping up with the
+// producers (whose records interleave with other queues' in the log, so
+// that each is a read of its own), the dispatcher and a master's
+// replication read memory. The same bounds and checks apply as to a read of
+// the file (the written offset, the segments held, every record verified
+// by its reader), and the ring never holds a byte the file does not hold at
+// the same offset: Truncate cuts it first, StartAt, Recover and a repair
+// empty it, a write that does not continue it starts it again, and a
+// failed log empties it for good. The re-reads after a failed verification
+// (RereadEntry, RereadRecord, Reader.Reread) read the file only. The ring
+// is memory only: it starts empty at every start (window.go).
 package commitlog

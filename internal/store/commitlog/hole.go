@@ -106,6 +106,7 @@ func (l *Log) repairHole(s *segment, size, rel, next int64, dir string) (string,
 			return "", err
 		}
 	}
+	l.win.clear() // bytes below the written offset change
 	if _, err := s.f.WriteAt(entry, rel); err != nil {
 		return "", fmt.Errorf("commitlog: write repair entry to %s: %w", s.path, err)
 	}

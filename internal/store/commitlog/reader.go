@@ -22,6 +22,9 @@ type Reader struct {
 	n     int
 	// lastHole is the offset of the last hole record skipped, -1 if none.
 	lastHole int64
+	// fromFile: reads go to the file, not the read window, until Next
+	// returns a record (Reread).
+	fromFile bool
 }
 
 // NewReader returns a Reader positioned at from, which must be the offset
@@ -74,6 +77,7 @@ func (r *Reader) Next(limit int64) ([]byte, int64, error) {
 		}
 		phys := r.pos
 		r.pos += total + TrailerBytes
+		r.fromFile = false
 		return e[:total], phys, nil
 	}
 }
@@ -91,7 +95,7 @@ func (r *Reader) get(n int, bound int64) ([]byte, error) {
 	if cap(r.buf) < k {
 		r.buf = make([]byte, k)
 	}
-	got, err := r.l.readUpTo(r.buf[:k], r.pos, n)
+	got, err := r.l.read(r.buf[:k], r.pos, n, !r.fromFile)
 	if err != nil {
 		r.n = 0
 		return nil, err

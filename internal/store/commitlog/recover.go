@@ -314,6 +314,7 @@ func (l *Log) startIndex(segs []*segment, from int64) int {
 }
 
 func (l *Log) setRecovered(end int64) {
+	l.win.reset(end) // starts empty, whatever was read or repaired before
 	l.written.Store(end)
 	l.flushed.Store(end)
 	l.recovered = true

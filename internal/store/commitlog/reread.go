@@ -16,14 +16,15 @@ import (
 // what the caller does; the bytes on disk are never changed here.
 
 // RereadEntry reads and verifies the entry of size bytes at off again,
-// bypassing the page cache where the filesystem allows it, into a new
-// buffer. It returns the record without its trailer.
+// bypassing the page cache where the filesystem allows it and the read
+// window always, into a new buffer. It returns the record without its
+// trailer.
 func (l *Log) RereadEntry(off int64, size int32) ([]byte, error) {
 	if size < headerBytes || int64(size)+TrailerBytes+BlankBytes > l.cfg.SegmentBytes {
 		return nil, fmt.Errorf("commitlog: entry at %d: size %d out of range: %w", off, size, ErrCorrupt)
 	}
 	l.dropEntryCache(off, int64(size)+TrailerBytes)
-	return l.ReadEntry(off, size, nil)
+	return l.readEntry(off, size, nil, false) // the file, not the read window
 }
 
 // RereadRecord is RereadEntry for a record whose size is read from its
@@ -35,7 +36,7 @@ func (l *Log) RereadRecord(off int64) ([]byte, error) {
 		n = l.cfg.MaxRecordBytes + TrailerBytes
 	}
 	l.dropEntryCache(off, min(n, l.SegmentStart(off)+l.cfg.SegmentBytes-off))
-	return l.ReadRecord(off, nil)
+	return l.readRecord(off, nil, false) // the file, not the read window
 }
 
 // dropEntryCache releases the cached pages of [off, off+n) of the segment
@@ -55,9 +56,10 @@ func (l *Log) dropEntryCache(off, n int64) {
 
 // Reread makes the next call of Next read its entry again from the file,
 // bypassing the page cache where the filesystem allows it (see
-// RereadEntry), instead of from the Reader's buffer.
+// RereadEntry), instead of from the Reader's buffer or the read window.
 func (r *Reader) Reread() {
 	r.n = 0
+	r.fromFile = true
 	end := min(r.l.SegmentStart(r.pos)+r.l.cfg.SegmentBytes, r.l.written.Load())
 	if end > r.pos {
 		r.l.dropEntryCache(r.pos, min(end-r.pos, readerChunkBytes))

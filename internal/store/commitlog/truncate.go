@@ -75,6 +75,7 @@ func (l *Log) Truncate(off int64) error {
 	if off >= l.written.Load() {
 		return nil
 	}
+	l.win.cut(off) // first: no byte from off on is served from memory again
 	if err := l.lowerMark(off); err != nil {
 		return l.fail(fmt.Errorf("commitlog: truncate at %d: %w", off, err))
 	}
@@ -215,6 +216,7 @@ func (l *Log) StartAt(off int64) error {
 	if err := l.lowerMark(off); err != nil { // an earlier start: nothing from there on is durable yet
 		return l.fail(fmt.Errorf("commitlog: start at %d: %w", off, err))
 	}
+	l.win.reset(off)
 	l.prefillMu.Lock()
 	l.waitPrefillChunk()
 	defer l.prefillMu.Unlock()
