@@ -11,9 +11,10 @@ import (
 
 // A record corrupted at rest under a running `keel serve` does not stop a
 // consumer (msg tail gets the messages after it) and `keel corrupt list`
-// shows it.
+// shows it. (At rest: no read window, which would serve the newest records
+// as they were written.)
 func TestCorruptListCommand(t *testing.T) {
-	c := startClusterWith(t, "scrubBytesPerSecond=0\n")
+	c := startClusterWith(t, "scrubBytesPerSecond=0\ncommitLogReadWindowBytes=0\n")
 	c.ok("topic", "create", "Shelf", "--queues", "1")
 	var js []admin.BrokerIntegrity
 	c.okJSON(&js, "corrupt", "list")

@@ -61,6 +61,9 @@ func startCluster(t *testing.T, write bool, opts ...func(*broker.Config)) *clust
 	scfg.CommitLogSegmentBytes = 16 << 20
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 1000, 4000
+	// Every record read from its file (no read window, which would serve
+	// the newest as written): the tests damage records at rest.
+	scfg.ReadWindowBytes = -1
 	var m atomic.Pointer[metrics.Metrics]
 	scfg.OnFlush = func(d time.Duration, n int64) {
 		if mm := m.Load(); mm != nil {

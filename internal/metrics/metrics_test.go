@@ -40,6 +40,9 @@ func startEnv(t *testing.T, opts ...func(*Config)) *env {
 	scfg.CommitLogSegmentBytes = 16 << 20
 	scfg.ConsumeQueueSegmentEntries = 1000
 	scfg.IndexHashSlots, scfg.IndexMaxEntries = 1000, 4000
+	// Every record read from its file (no read window, which would serve
+	// the newest as written): the tests damage records at rest.
+	scfg.ReadWindowBytes = -1
 	st, err := store.Open(scfg)
 	if err != nil {
 		t.Fatal(err)

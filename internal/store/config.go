@@ -168,7 +168,7 @@ type Config struct {
 
 	// ReadWindowBytes is how many of the CommitLog's most recently written
 	// bytes are also kept in memory, so that reads of them (consumers
-	// keeping up, the dispatcher, replication) are copies rather than
+	// keeping up, replication; not the dispatcher, which reads the file) are copies rather than
 	// preads (0: DefaultReadWindowBytes; negative: none). See
 	// commitlog/window.go.
 	ReadWindowBytes int64

@@ -150,7 +150,7 @@ func (s *Store) dispatchTo(limit int64) error {
 			if retryableNoSpace(err) {
 				// Dispatch it again next round; the entries it already got
 				// are re-appended idempotently.
-				s.reader = s.log.NewReader(phys)
+				s.reader = s.log.NewFileReader(phys)
 			}
 			return err
 		}

@@ -217,7 +217,7 @@ func TestReadFaultIsServedNotIsolated(t *testing.T) {
 // read-only; damage that a re-read confirms still does.
 func TestDispatchReadFault(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
-	cfg := fileReadConfig(efs) // the dispatcher reads the file, not the read window
+	cfg := testConfig(efs) // with the read window: the dispatcher reads the file all the same
 	cfg.FlushDiskType = SyncFlush
 	s := mustOpen(t, cfg)
 	defer s.Close()
@@ -334,7 +334,7 @@ func TestRegistryMakesRoomFromRemovedSegments(t *testing.T) {
 // nothing can be dispatched safely.
 func TestDispatchDamageConfirmedGoesReadOnly(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
-	cfg := fileReadConfig(efs) // the dispatcher reads the file, not the read window
+	cfg := testConfig(efs) // with the read window: the dispatcher reads the file all the same
 	cfg.FlushDiskType = SyncFlush
 	logs := &logCounter{}
 	cfg.Logger = slog.New(logs)

@@ -340,7 +340,7 @@ func (s *Store) redispatch(cp checkpoint, haveCP bool, res commitlog.RecoverResu
 	from := min(cqFrom, indexFrom)
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
-	s.reader = s.log.NewReader(from)
+	s.reader = s.log.NewFileReader(from)
 	s.marks.visible.Store(from)
 	s.rebuildCQFrom, s.rebuildIndexFrom = cqFrom, indexFrom
 	limit := res.End

@@ -148,7 +148,7 @@ func (s *Store) truncateDerived(off int64) error {
 	if err := s.index.TruncatePhys(off); err != nil {
 		return fmt.Errorf("store: truncate index: %w", err)
 	}
-	s.reader = s.log.NewReader(min(s.reader.Offset(), off))
+	s.reader = s.log.NewFileReader(min(s.reader.Offset(), off))
 	return nil
 }
 
@@ -299,7 +299,7 @@ func (s *Store) StartReplicaAt(off int64) error {
 		return err
 	}
 	s.dispatchMu.Lock()
-	s.reader = s.log.NewReader(off)
+	s.reader = s.log.NewFileReader(off)
 	s.marks.visible.Advance(off)
 	s.dispatchMu.Unlock()
 	s.marks.reported.Store(max(s.marks.reported.Load(), off))

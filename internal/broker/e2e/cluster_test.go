@@ -27,9 +27,14 @@ type cluster struct {
 	t *testing.T
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, storeMutate ...func(*store.Config)) *cluster {
 	t.Helper()
-	tc := testcluster.Start(t, testcluster.WithStoreConfig(func(c *store.Config) { c.CommitLogSegmentBytes = 64 << 20 }))
+	tc := testcluster.Start(t, testcluster.WithStoreConfig(func(c *store.Config) {
+		c.CommitLogSegmentBytes = 64 << 20
+		for _, f := range storeMutate {
+			f(c)
+		}
+	}))
 	return &cluster{Cluster: tc, t: t}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/keelmq/keel/internal/message"
+	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/testcluster"
 )
 
@@ -20,7 +21,9 @@ import (
 // consumer gets every intact message after it and never the
 // corrupt one, and the broker lists it as isolated.
 func TestPushConsumerPassesACorruptRecord(t *testing.T) {
-	c := startCluster(t)
+	// At rest: the store reads every record from its file (no read window,
+	// which would serve the record as it was written).
+	c := startCluster(t, func(c *store.Config) { c.ReadWindowBytes = -1 })
 	topic := testcluster.Uniq("Corrupt")
 	c.CreateTopic(topic, 1)
 	p := newProducer(t, c)

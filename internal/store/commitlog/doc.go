@@ -245,8 +245,9 @@
 // (ReadAt, ReadEntry, ReadRecord, Reader, ReadRaw) whose bytes the ring
 // holds is a copy from it instead of a pread: consumers keeping up with the
 // producers (whose records interleave with other queues' in the log, so
-// that each is a read of its own), the dispatcher and a master's
-// replication read memory. The same bounds and checks apply as to a read of
+// that each is a read of its own) and a master's replication read memory;
+// a Reader made with NewFileReader (the store's dispatcher, whose read-back
+// of what was just written checks the write path) reads the file. The same bounds and checks apply as to a read of
 // the file (the written offset, the segments held, every record verified
 // by its reader), and the ring never holds a byte the file does not hold at
 // the same offset: Truncate cuts it first, StartAt, Recover and a repair

@@ -25,12 +25,24 @@ type Reader struct {
 	// fromFile: reads go to the file, not the read window, until Next
 	// returns a record (Reread).
 	fromFile bool
+	// fileOnly: every read goes to the file (NewFileReader).
+	fileOnly bool
 }
 
 // NewReader returns a Reader positioned at from, which must be the offset
 // of an entry, a blank marker or a segment start.
 func (l *Log) NewReader(from int64) *Reader {
 	return &Reader{l: l, pos: from, lastHole: -1}
+}
+
+// NewFileReader is NewReader for a Reader whose reads all go to the file,
+// never to the read window: the store's dispatcher, whose verification of
+// the records just written is the check of the write path (the window
+// holds the bytes as they were handed to the kernel, not as the file
+// returns them). It reads a chunk per read, not a record, so the window
+// would save it little.
+func (l *Log) NewFileReader(from int64) *Reader {
+	return &Reader{l: l, pos: from, lastHole: -1, fileOnly: true}
 }
 
 // LastHole returns the offset of the last hole record (see hole.go) the
@@ -95,7 +107,7 @@ func (r *Reader) get(n int, bound int64) ([]byte, error) {
 	if cap(r.buf) < k {
 		r.buf = make([]byte, k)
 	}
-	got, err := r.l.read(r.buf[:k], r.pos, n, !r.fromFile)
+	got, err := r.l.read(r.buf[:k], r.pos, n, !r.fromFile && !r.fileOnly)
 	if err != nil {
 		r.n = 0
 		return nil, err
