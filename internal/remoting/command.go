@@ -110,7 +110,13 @@ func NewRequest(code int16, ext map[string]string, body []byte) *Command {
 // response flag set, language JAVA (older Java clients parse the enum by
 // name) and our version.
 func (c *Command) NewResponse(code int16, remark string) *Command {
-	return &Command{
+	r := c.response(code, remark)
+	return &r
+}
+
+// response is the response NewResponse and NewResponseIn make.
+func (c *Command) response(code int16, remark string) Command {
+	return Command{
 		Code:          code,
 		Language:      LanguageJava,
 		Version:       Version,
@@ -134,16 +140,8 @@ type ResponseBuf struct {
 
 // NewResponseIn is NewResponse made in buf.
 func (c *Command) NewResponseIn(buf *ResponseBuf, code int16, remark string) *Command {
-	buf.cmd = Command{
-		Code:          code,
-		Language:      LanguageJava,
-		Version:       Version,
-		Opaque:        c.Opaque,
-		Flag:          FlagResponse,
-		Remark:        remark,
-		SerializeType: c.SerializeType,
-		ext:           buf.ext[:0],
-	}
+	buf.cmd = c.response(code, remark)
+	buf.cmd.ext = buf.ext[:0]
 	return &buf.cmd
 }
 

@@ -56,14 +56,7 @@ const cacheTestSeg = 16 << 20
 // caller closes it.
 func openWindowLog(t *testing.T, fs vfs.FS, window int64) *Log {
 	t.Helper()
-	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: cacheTestSeg, CacheWindowBytes: window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Recover(RecoverOptions{}); err != nil {
-		l.Close()
-		t.Fatal(err)
-	}
+	l, _ := openConfigured(t, Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: cacheTestSeg, CacheWindowBytes: window}, RecoverOptions{})
 	return l
 }
 

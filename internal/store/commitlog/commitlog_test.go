@@ -44,7 +44,14 @@ func recs300(n int) [][]byte {
 
 func openLog(t testing.TB, fs vfs.FS, opts RecoverOptions) (*Log, RecoverResult) {
 	t.Helper()
-	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg})
+	return openConfigured(t, Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: testSeg}, opts)
+}
+
+// openConfigured opens a log of cfg and recovers it with opts; the caller
+// closes it.
+func openConfigured(t testing.TB, cfg Config, opts RecoverOptions) (*Log, RecoverResult) {
+	t.Helper()
+	l, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,14 +49,7 @@ const windowTestSeg = 64 << 10
 // and a read window of window bytes; the caller closes it.
 func openReadWindowLog(t testing.TB, fs vfs.FS, seg, window int64) *Log {
 	t.Helper()
-	l, err := Open(Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: seg, ReadWindowBytes: window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Recover(RecoverOptions{}); err != nil {
-		l.Close()
-		t.Fatal(err)
-	}
+	l, _ := openConfigured(t, Config{FS: fs, Dir: "/data/commitlog", SegmentBytes: seg, ReadWindowBytes: window}, RecoverOptions{})
 	return l
 }
 
