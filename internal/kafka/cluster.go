@@ -51,6 +51,17 @@ type Cluster interface {
 	KafkaCluster(ctx context.Context) (ClusterView, error)
 }
 
+// ClusterEach is a Cluster that can also ask each of its NameServers
+// apart. A broker's view comes from the first of its NameServers that
+// answers, so a topic created over several groups is only taken as listed
+// once every NameServer that answers lists it (spread.go). A Cluster
+// without it has one NameServer as far as the door can tell.
+type ClusterEach interface {
+	// KafkaClusterEach returns the view of every NameServer that
+	// answered before ctx ended, an error when none did.
+	KafkaClusterEach(ctx context.Context) ([]ClusterView, error)
+}
+
 // ClusterView is a cluster as the NameServer knows it.
 type ClusterView struct {
 	Brokers []ClusterBroker
