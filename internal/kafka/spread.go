@@ -20,8 +20,10 @@ package kafka
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
@@ -30,6 +32,12 @@ import (
 // layoutWait bounds the wait for the NameServer's view to show a topic
 // change made on several groups.
 const layoutWait = 5 * time.Second
+
+// attrSpreadAfter, in a share of a topic CreateTopics spread, names the
+// groups whose shares come before it (comma-separated): a view showing one
+// of them in the cluster without its share is missing it, and this group's
+// partitions are not numbered from it (cluster.go's localQueue).
+const attrSpreadAfter = core.KafkaAttributePrefix + "spreadAfter"
 
 // spreadGroups is the broker groups a topic created here is spread over:
 // those with a live master this broker can reach (itself or through
@@ -82,9 +90,21 @@ func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig
 			code, msg = errRequestTimedOut, "the NameServers did not list broker group "+made[len(made)-1].Group+"'s share of the topic within "+layoutWait.String()+" (its registration late or a NameServer behind), so broker group "+g+" was not asked for its share; retry"
 			break
 		}
+		attrs := tc.Attributes
+		if len(made) > 0 {
+			attrs = maps.Clone(tc.Attributes)
+			if attrs == nil {
+				attrs = map[string]string{}
+			}
+			var before []string
+			for _, tg := range made {
+				before = append(before, tg.Group)
+			}
+			attrs[attrSpreadAfter] = strings.Join(before, ",")
+		}
 		if g == s.cfg.Group {
 			mine := tc
-			mine.ReadQueueNums, mine.WriteQueueNums = n, n
+			mine.ReadQueueNums, mine.WriteQueueNums, mine.Attributes = n, n, attrs
 			if err := s.core.UpdateKafkaTopic(mine); err != nil {
 				code, msg = coreCode(err), err.Error()
 				if errors.Is(err, core.ErrInvalidArgument) {
@@ -96,7 +116,7 @@ func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig
 		} else {
 			k := groupTopic{g, tc.TopicName}
 			errs := s.forward(cs, user, []groupTopic{k}, func(ctx context.Context, addr string, k groupTopic) error {
-				return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, n, tc.Attributes)
+				return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, n, attrs)
 			})
 			if err := errs[k]; err != nil {
 				switch {

@@ -357,3 +357,62 @@ func createTopicAt(t *testing.T, addr, topic string, parts int32) int16 {
 	req.Topics = append(req.Topics, rt)
 	return requestTo(t, addr, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
 }
+
+// TestClusterRefusesAViewMissingAShareBefore: N created through broker-a
+// over broker-a and broker-b (one queue each) records in broker-b's share
+// that broker-a's comes before it. Once broker-b's view shows broker-a in
+// the cluster but no longer its share of N (a NameServer that lost that
+// registration), broker-b does not number its queue from that view (it
+// would be partition 0): a produce of partition 0 there answers
+// NOT_LEADER_OR_FOLLOWER and stores nothing; with the share listed again,
+// partition 1 is served. broker-b's slave (node 12, a follower door, its
+// replica of N as replication brings it) refuses a fetch of partition 0
+// from such a view alike.
+func TestClusterRefusesAViewMissingAShareBefore(t *testing.T) {
+	f := &fakeCluster{}
+	peers := &fakePeers{}
+	a0 := startPeerNode(t, f, peers, "broker-a", 1)
+	b0 := startPeerNode(t, f, peers, "broker-b", 11)
+	s1 := startNodeWith(t, nil, Config{NodeID: 12, Group: "broker-b", BrokerID: 1, Cluster: f, Follower: true})
+	f.add(clusterMember{group: "broker-b", brokerID: 1, nodeID: 12, epoch: -1, node: s1})
+	refreshViews(a0, b0, s1)
+	if code := createTopicAt(t, a0.addr, "N", 2); code != errNone {
+		t.Fatalf("create N: code %d", code)
+	}
+	share, _ := b0.core.Topic("N")
+	if err := s1.core.UpdateKafkaTopic(share); err != nil { // as replication would
+		t.Fatal(err)
+	}
+	if tc, _ := b0.core.Topic("N"); tc.Attributes[attrSpreadAfter] != "broker-a" {
+		t.Fatalf("broker-b's share of N: attributes %v", tc.Attributes)
+	}
+	if tc, _ := a0.core.Topic("N"); tc.Attributes[attrSpreadAfter] != "" {
+		t.Fatalf("broker-a's share of N: attributes %v", tc.Attributes)
+	}
+	f.mu.Lock()
+	f.hidden = map[string]bool{"broker-a/N": true}
+	f.mu.Unlock()
+	refreshViews(b0, s1)
+	if code := rawFetch(t, s1.addr, "N", 0); code != errNotLeaderOrFollower {
+		t.Errorf("fetch of partition 0 at broker-b's slave, its view without broker-a's share: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if code := rawProduce(t, b0.addr, "N", 0); code != errNotLeaderOrFollower {
+		t.Errorf("produce of partition 0 to broker-b, its view without broker-a's share: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if n := b0.st.MaxOffset("N", 0); n != 0 {
+		t.Errorf("broker-b's queue 0 of N holds %d entries", n)
+	}
+	f.mu.Lock()
+	f.hidden = nil
+	f.mu.Unlock()
+	refreshViews(b0, s1)
+	if code := rawFetch(t, s1.addr, "N", 1); code != errNone {
+		t.Errorf("fetch of partition 1 at broker-b's slave with the view complete: code %d", code)
+	}
+	if code := rawProduce(t, b0.addr, "N", 1); code != errNone {
+		t.Errorf("produce of partition 1 to broker-b with the view complete: code %d", code)
+	}
+	if n := b0.st.MaxOffset("N", 0); n != 1 {
+		t.Errorf("broker-b's queue 0 of N holds %d entries, want 1", n)
+	}
+}
