@@ -86,8 +86,12 @@ func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig
 			break // the shares only shrink: none after
 		}
 		g := groups[i]
+		var before []string
+		for _, tg := range made {
+			before = append(before, tg.Group)
+		}
 		if len(made) > 0 && !s.awaitListed(tc.TopicName, made, deadline) {
-			code, msg = errRequestTimedOut, "the NameServers did not list broker group "+made[len(made)-1].Group+"'s share of the topic within "+layoutWait.String()+" (its registration late or a NameServer behind), so broker group "+g+" was not asked for its share; retry"
+			code, msg = errRequestTimedOut, "the NameServers did not all list the shares of the topic on broker groups "+strings.Join(before, ", ")+" within "+layoutWait.String()+" (a registration late or a NameServer behind), so broker group "+g+" was not asked for its share; retry"
 			break
 		}
 		attrs := tc.Attributes
@@ -95,10 +99,6 @@ func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig
 			attrs = maps.Clone(tc.Attributes)
 			if attrs == nil {
 				attrs = map[string]string{}
-			}
-			var before []string
-			for _, tg := range made {
-				before = append(before, tg.Group)
 			}
 			attrs[attrSpreadAfter] = strings.Join(before, ",")
 		}
