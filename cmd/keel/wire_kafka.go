@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -273,6 +274,52 @@ func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, erro
 	if err != nil {
 		return kafka.ClusterView{}, err
 	}
+	return kafkaView(kc), nil
+}
+
+// errAskNext has AskNamesrv go on to the next NameServer.
+var errAskNext = errors.New("ask the next NameServer too")
+
+// KafkaClusterEach asks every NameServer (kafka.ClusterEach): those the
+// broker reaches are asked at once, each answer bounded by ctx; the
+// connections are dialled one after another (most are open already).
+func (k kafkaCluster) KafkaClusterEach(ctx context.Context) ([]kafka.ClusterView, error) {
+	if k.refusal.refused() {
+		return []kafka.ClusterView{{}}, nil
+	}
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		views  []kafka.ClusterView
+		askErr error
+	)
+	err := k.b.AskNamesrv(ctx, func(c *remoting.Client) error {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kc, err := namesrv.GetKafkaCluster(ctx, c, k.cluster)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				askErr = err
+				return
+			}
+			views = append(views, kafkaView(kc))
+		}()
+		return errAskNext
+	})
+	wg.Wait()
+	if len(views) > 0 {
+		return views, nil
+	}
+	if askErr != nil {
+		return nil, askErr
+	}
+	return nil, err
+}
+
+// kafkaView is the door's view of one NameServer's answer.
+func kafkaView(kc namesrv.KafkaCluster) kafka.ClusterView {
 	v := kafka.ClusterView{Topics: make(map[string][]kafka.TopicGroup, len(kc.Topics))}
 	for _, b := range kc.Brokers {
 		if b.KafkaAddr == "" { // a replica without a door
@@ -295,7 +342,7 @@ func (k kafkaCluster) KafkaCluster(ctx context.Context) (kafka.ClusterView, erro
 			}
 		}
 	}
-	return v, nil
+	return v
 }
 
 // kafkaAdvertised is the host and port Metadata gives Kafka clients:

@@ -30,13 +30,16 @@ package kafka
 //
 // Produce, Fetch, ListOffsets and DeleteRecords on a partition this
 // broker does not lead answer NOT_LEADER_OR_FOLLOWER, so clients refresh
-// their metadata; those it leads are translated to its local queue.
+// their metadata; those it leads are translated to its local queue —
+// unless the view lacks a share that this group's records as coming
+// before it (spread.go's attrSpreadAfter): NOT_LEADER_OR_FOLLOWER too.
 
 import (
 	"cmp"
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +52,17 @@ type Cluster interface {
 	// KafkaCluster returns the live Kafka brokers of the cluster and the
 	// groups hosting each topic, as the NameServer knows them.
 	KafkaCluster(ctx context.Context) (ClusterView, error)
+}
+
+// ClusterEach is a Cluster that can also ask each of its NameServers
+// apart. A broker's view comes from the first of its NameServers that
+// answers, so a topic created over several groups is only taken as listed
+// once every NameServer that answers lists it (spread.go). A Cluster
+// without it has one NameServer as far as the door can tell.
+type ClusterEach interface {
+	// KafkaClusterEach returns the view of every NameServer that
+	// answered before ctx ended, an error when none did.
+	KafkaClusterEach(ctx context.Context) ([]ClusterView, error)
 }
 
 // ClusterView is a cluster as the NameServer knows it.
@@ -475,6 +489,31 @@ func (s *Server) localQueue(cs *clusterState, topic string, p int32) (int32, int
 		return p, errUnknownTopicOrPartition
 	case g != s.cfg.Group || !s.leads():
 		return p, errNotLeaderOrFollower
+	case cs.missingBefore(topic, tc) != "":
+		// This group's queues would be numbered too low: the client
+		// refreshes its metadata and retries until the view has the share.
+		return p, errNotLeaderOrFollower
 	}
 	return q, errNone
+}
+
+// missingBefore names a group whose share of topic comes before this
+// group's (tc's attrSpreadAfter) and which cs shows in the cluster without
+// that share, "" when none: a view missing a share before this group's
+// numbers its queues too low. A group gone from the cluster is not
+// missing: the partitions after it renumber, as when a group is removed.
+func (cs *clusterState) missingBefore(topic string, tc core.TopicConfig) string {
+	after := tc.Attributes[attrSpreadAfter]
+	if after == "" {
+		return ""
+	}
+	for _, g := range strings.Split(after, ",") {
+		if cs.groups[g] == nil {
+			continue
+		}
+		if !slices.ContainsFunc(cs.topics[topic], func(tg TopicGroup) bool { return tg.Group == g }) {
+			return g
+		}
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,11 +29,41 @@ type fakeCluster struct {
 	// kept: topics the NameServer keeps after their deletion (a
 	// registration never removes a topic)
 	kept map[string][]TopicGroup
-	// hidden: topics the NameServer has not heard of yet (a registration
-	// still to come)
+	// hidden: the "group/topic" shares the NameServer has not heard of
+	// yet (a registration still to come)
 	hidden map[string]bool
 	// listed: the group/topic shares some answer listed so far
 	listed map[string]bool
+	// order: topics whose answers are checked against the groups hosting
+	// them in layout order; gaps: the answers found listing a group's
+	// share without a group before it (from which that group would number
+	// its queues too low)
+	order map[string][]string
+	gaps  []string
+}
+
+// checkGaps records in f.gaps where v lists a share of a topic in
+// f.order without the shares of every group before it; under f.mu.
+func (f *fakeCluster) checkGaps(v ClusterView, who string) {
+	for topic, groups := range f.order {
+		missing := ""
+		for _, g := range groups {
+			listed := slices.ContainsFunc(v.Topics[topic], func(tg TopicGroup) bool { return tg.Group == g })
+			switch {
+			case !listed && missing == "":
+				missing = g
+			case listed && missing != "":
+				f.gaps = append(f.gaps, who+" listed "+g+"'s share of "+topic+" without "+missing+"'s")
+			}
+		}
+	}
+}
+
+// gapsSeen returns the gaps recorded so far.
+func (f *fakeCluster) gapsSeen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.gaps)
 }
 
 // wasListed reports whether an answer listed group's share of topic.
@@ -66,6 +97,13 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 	if f.down {
 		return ClusterView{}, errors.New("no NameServer answered")
 	}
+	v := f.view()
+	f.checkGaps(v, "the NameServer")
+	return v, nil
+}
+
+// view is what the members registered; under f.mu.
+func (f *fakeCluster) view() ClusterView {
 	v := ClusterView{Topics: map[string][]TopicGroup{}}
 	for name, tgs := range f.kept {
 		v.Topics[name] = append(v.Topics[name], tgs...)
@@ -82,7 +120,7 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 			continue // the master's registration carries the queues
 		}
 		for _, tc := range m.node.core.Topics() {
-			if f.hidden[tc.TopicName] {
+			if f.hidden[m.group+"/"+tc.TopicName] {
 				continue
 			}
 			v.Topics[tc.TopicName] = append(v.Topics[tc.TopicName], TopicGroup{Group: m.group, Queues: tc.ReadQueueNums})
@@ -92,7 +130,89 @@ func (f *fakeCluster) KafkaCluster(context.Context) (ClusterView, error) {
 			f.listed[m.group+"/"+tc.TopicName] = true
 		}
 	}
+	return v
+}
+
+// fakeNamesrvs is several NameServers over the registrations of one
+// fakeCluster: each may be dead (answers an error) or not yet have a
+// share (its registration late there).
+type fakeNamesrvs struct {
+	f *fakeCluster // its mu guards the fields below too
+	// late[i]["group/topic"]: NameServer i leaves that share out of its
+	// next so many answers that would list it
+	late []map[string]int
+	dead []bool
+}
+
+func newFakeNamesrvs(f *fakeCluster, n int) *fakeNamesrvs {
+	ns := &fakeNamesrvs{f: f, dead: make([]bool, n)}
+	for range n {
+		ns.late = append(ns.late, map[string]int{})
+	}
+	return ns
+}
+
+// answer is NameServer i's answer.
+func (ns *fakeNamesrvs) answer(i int) (ClusterView, error) {
+	f := ns.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if ns.dead[i] {
+		return ClusterView{}, errors.New("NameServer " + strconv.Itoa(i) + ": connection refused")
+	}
+	v := f.view()
+	for topic, tgs := range v.Topics {
+		kept := tgs[:0:0]
+		for _, tg := range tgs {
+			if k := tg.Group + "/" + topic; ns.late[i][k] > 0 {
+				ns.late[i][k]--
+				continue
+			}
+			kept = append(kept, tg)
+		}
+		v.Topics[topic] = kept
+	}
+	f.checkGaps(v, "NameServer "+strconv.Itoa(i))
 	return v, nil
+}
+
+// via is the Cluster of a broker configured with these NameServers in
+// order: its view is the first answer (KafkaCluster), and ClusterEach
+// asks them all.
+func (ns *fakeNamesrvs) via(order ...int) Cluster { return namesrvList{ns, order} }
+
+type namesrvList struct {
+	ns    *fakeNamesrvs
+	order []int
+}
+
+func (l namesrvList) KafkaCluster(context.Context) (ClusterView, error) {
+	var err error
+	for _, i := range l.order {
+		var v ClusterView
+		if v, err = l.ns.answer(i); err == nil {
+			return v, nil
+		}
+	}
+	return ClusterView{}, err
+}
+
+func (l namesrvList) KafkaClusterEach(context.Context) ([]ClusterView, error) {
+	var out []ClusterView
+	var err error
+	for _, i := range l.order {
+		v, aerr := l.ns.answer(i)
+		if aerr != nil {
+			err = aerr
+			continue
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, err
+	}
+	return out, nil
 }
 
 // startClusterNode starts a member of f: group's master unless brokerID.

@@ -36,8 +36,9 @@ type fakePeers struct {
 	// would (refused: an error wrapping core.ErrForbidden).
 	admin      func(user string) bool
 	topicUsers []string // the PeerUser of every CreateTopic and GrowTopic
-	// onCreate, when set, is called as a CreateTopic arrives.
-	onCreate func(topic string)
+	// onCreate, when set, is called as a CreateTopic arrives for the
+	// master at addr.
+	onCreate func(addr, topic string)
 }
 
 // topicNode is node for a CreateTopic or GrowTopic made for ctx's PeerUser.
@@ -118,7 +119,14 @@ func (p *fakePeers) DeleteOffsets(_ context.Context, addr, group, topic string, 
 // startPeerNode starts the master of group in f, reachable through peers.
 func startPeerNode(t *testing.T, f *fakeCluster, peers *fakePeers, group string, nodeID int32) *testNode {
 	t.Helper()
-	n := startNodeWith(t, nil, Config{NodeID: nodeID, Group: group, Cluster: f, Peers: peers})
+	return startPeerNodeVia(t, f, f, peers, group, nodeID)
+}
+
+// startPeerNodeVia is startPeerNode with the member's view of f through
+// cluster (its NameServers, fakeNamesrvs.via).
+func startPeerNodeVia(t *testing.T, f *fakeCluster, cluster Cluster, peers *fakePeers, group string, nodeID int32) *testNode {
+	t.Helper()
+	n := startNodeWith(t, nil, Config{NodeID: nodeID, Group: group, Cluster: cluster, Peers: peers})
 	f.add(clusterMember{group: group, nodeID: nodeID, epoch: -1, node: n})
 	peers.mu.Lock()
 	if peers.nodes == nil {
@@ -367,7 +375,7 @@ func (p *fakePeers) CreateTopic(ctx context.Context, addr, topic string, queues 
 	onCreate := p.onCreate
 	p.mu.Unlock()
 	if onCreate != nil {
-		onCreate(topic)
+		onCreate(addr, topic)
 	}
 	n, err := p.topicNode(ctx, addr)
 	if err != nil {

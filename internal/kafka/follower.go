@@ -72,7 +72,7 @@ func (s *Server) fetchQueue(cs *clusterState, topic string, p int32) (int32, int
 	switch {
 	case len(layout) == 0 || !ok:
 		return p, errUnknownTopicOrPartition
-	case g != s.cfg.Group:
+	case g != s.cfg.Group, cs.missingBefore(topic, tc) != "":
 		return p, errNotLeaderOrFollower
 	}
 	return q, errNone

@@ -6,11 +6,12 @@ package kafka
 // order, as evenly as they divide: with n partitions over g groups, the
 // first n mod g groups get ceil(n/g) queues and the others floor(n/g)
 // (none when n < g), so the partitions are those groups' queues in the
-// layout every RocketMQ client sees too (cluster.go). This broker creates
-// its share and, once the NameServer lists it, asks the other masters to
-// create theirs (Peers, broker to broker, in parallel); if any of them
-// fails, the shares created are deleted again and the topic is refused
-// with the failure. CreatePartitions
+// layout every RocketMQ client sees too (cluster.go). The shares are made
+// one group at a time in that order (this broker's itself, the others'
+// by their masters, Peers, broker to broker), each once every NameServer
+// that answers lists the ones before it; if one fails, or the
+// NameServers do not list a share within layoutWait, the shares created
+// are deleted again and the topic is refused with the failure. CreatePartitions
 // on a spread topic adds every new queue to the last group hosting it in
 // brokerName order, so that no existing partition changes its number.
 // Both then wait (a few seconds at most) for the NameServer's view to show
@@ -19,8 +20,10 @@ package kafka
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelmq/keel/internal/core"
@@ -29,6 +32,12 @@ import (
 // layoutWait bounds the wait for the NameServer's view to show a topic
 // change made on several groups.
 const layoutWait = 5 * time.Second
+
+// attrSpreadAfter, in a share of a topic CreateTopics spread, names the
+// groups whose shares come before it (comma-separated): a view showing one
+// of them in the cluster without its share is missing it, and this group's
+// partitions are not numbered from it (cluster.go's localQueue).
+const attrSpreadAfter = core.KafkaAttributePrefix + "spreadAfter"
 
 // spreadGroups is the broker groups a topic created here is spread over:
 // those with a live master this broker can reach (itself or through
@@ -62,84 +71,87 @@ func shares(n int32, g int) []int32 {
 
 // createSpread creates tc (its queue count the topic's partitions) over
 // groups: this group's share here, the others' on their masters, asked
-// for user (the client's SASL account, "" for none).
+// for user (the client's SASL account, "" for none). The shares are made
+// one at a time in layout order, each only once every NameServer that
+// answers lists the ones before it (awaitListed): a group's view fetched
+// after its share was made (cluster.go's topicsChanged) lists every group
+// before it, so no group numbers its queues from a view missing one.
 func (s *Server) createSpread(cs *clusterState, user string, tc core.TopicConfig, groups []string) (int16, string) {
 	parts := tc.ReadQueueNums
-	share := map[string]int32{}
-	var keys []groupTopic
+	deadline := time.Now().Add(layoutWait)
+	var made []TopicGroup // the shares created, in layout order
+	code, msg := errNone, ""
 	for i, n := range shares(parts, len(groups)) {
 		if n == 0 {
-			continue
+			break // the shares only shrink: none after
 		}
-		share[groups[i]] = n
-		if groups[i] != s.cfg.Group {
-			keys = append(keys, groupTopic{groups[i], tc.TopicName})
+		g := groups[i]
+		var before []string
+		for _, tg := range made {
+			before = append(before, tg.Group)
 		}
-	}
-	localCode, localMsg, local := errNone, "", false
-	if n := share[s.cfg.Group]; n > 0 {
-		mine := tc
-		mine.ReadQueueNums, mine.WriteQueueNums = n, n
-		if err := s.core.UpdateKafkaTopic(mine); err != nil {
-			localCode, localMsg = coreCode(err), err.Error()
-			if errors.Is(err, core.ErrInvalidArgument) {
-				localCode = errInvalidTopic
+		if len(made) > 0 && !s.awaitListed(tc.TopicName, made, deadline) {
+			code, msg = errRequestTimedOut, "the NameServers did not all list the shares of the topic on broker groups "+strings.Join(before, ", ")+" within "+layoutWait.String()+" (a registration late or a NameServer behind), so broker group "+g+" was not asked for its share; retry"
+			break
+		}
+		attrs := tc.Attributes
+		if len(made) > 0 {
+			attrs = maps.Clone(tc.Attributes)
+			if attrs == nil {
+				attrs = map[string]string{}
 			}
-		} else {
-			local = true
+			attrs[attrSpreadAfter] = strings.Join(before, ",")
+		}
+		if g == s.cfg.Group {
+			mine := tc
+			mine.ReadQueueNums, mine.WriteQueueNums, mine.Attributes = n, n, attrs
+			if err := s.core.UpdateKafkaTopic(mine); err != nil {
+				code, msg = coreCode(err), err.Error()
+				if errors.Is(err, core.ErrInvalidArgument) {
+					code = errInvalidTopic
+				}
+				break
+			}
 			s.parts.forget(tc.TopicName)
+		} else {
+			k := groupTopic{g, tc.TopicName}
+			errs := s.forward(cs, user, []groupTopic{k}, func(ctx context.Context, addr string, k groupTopic) error {
+				return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, n, attrs)
+			})
+			if err := errs[k]; err != nil {
+				switch {
+				case errors.Is(err, ErrTopicExists):
+					code, msg = errTopicAlreadyExists, "topic "+tc.TopicName+" already exists on broker group "+g
+				case errors.Is(err, core.ErrForbidden):
+					code, msg = errTopicAuthorization, "broker group "+g+" refused its share of the topic to this account: "+err.Error()
+				default:
+					code, msg = errCoordinatorNotAvailable, "broker group "+g+" could not create its share of the topic: "+err.Error()
+				}
+				break
+			}
 		}
+		made = append(made, TopicGroup{Group: g, Queues: n})
 	}
-	var errs map[groupTopic]error
-	deadline := time.Now().Add(layoutWait)
-	if local && len(keys) > 0 {
-		// The NameServer holds this share before any other group makes
-		// its own, so that a view listing theirs lists this one too
-		// (cluster.go's topicsChanged).
-		s.awaitShare(tc.TopicName, share[s.cfg.Group], deadline)
-	}
-	if localCode == errNone {
-		errs = s.forward(cs, user, keys, func(ctx context.Context, addr string, k groupTopic) error {
-			return s.cfg.Peers.CreateTopic(ctx, addr, k.topic, share[k.group], tc.Attributes)
-		})
-	}
-	var failed error
-	var failedGroup string
-	for _, k := range keys {
-		if err := errs[k]; err != nil && failed == nil {
-			failed, failedGroup = err, k.group
-		}
-	}
-	if localCode == errNone && failed == nil {
+	if code == errNone {
 		s.awaitLayout(tc.TopicName, parts, deadline)
 		return errNone, ""
 	}
 	// Undo what was created.
 	var undo []groupTopic
-	for _, k := range keys {
-		if errs != nil && errs[k] == nil {
-			undo = append(undo, k)
+	for _, tg := range made {
+		if tg.Group == s.cfg.Group {
+			if err := s.core.DeleteTopic(tc.TopicName); err != nil {
+				s.log.Error("kafka: create topics: this group's share not undone", "topic", tc.TopicName, "err", err)
+			}
+			s.parts.forget(tc.TopicName)
+			continue
 		}
+		undo = append(undo, groupTopic{tg.Group, tc.TopicName})
 	}
 	s.forward(cs, user, undo, func(ctx context.Context, addr string, k groupTopic) error {
 		return s.cfg.Peers.DeleteTopic(ctx, addr, k.topic)
 	})
-	if local {
-		if err := s.core.DeleteTopic(tc.TopicName); err != nil {
-			s.log.Error("kafka: create topics: this group's share not undone", "topic", tc.TopicName, "err", err)
-		}
-		s.parts.forget(tc.TopicName)
-	}
-	if localCode != errNone {
-		return localCode, localMsg
-	}
-	switch {
-	case errors.Is(failed, ErrTopicExists):
-		return errTopicAlreadyExists, "topic " + tc.TopicName + " already exists on broker group " + failedGroup
-	case errors.Is(failed, core.ErrForbidden):
-		return errTopicAuthorization, "broker group " + failedGroup + " refused its share of the topic to this account: " + failed.Error()
-	}
-	return errCoordinatorNotAvailable, "broker group " + failedGroup + " could not create its share of the topic: " + failed.Error()
+	return code, msg
 }
 
 // growSpread raises the partitions of a topic spread over layout to
@@ -182,23 +194,58 @@ func (s *Server) growSpread(cs *clusterState, user, topic string, layout []Topic
 	return errNone, ""
 }
 
-// awaitShare refreshes the cluster view until the NameServer lists this
-// group's n queues of topic, at most until deadline.
-func (s *Server) awaitShare(topic string, n int32, deadline time.Time) {
+// awaitListed waits until every NameServer that answers lists the
+// shares of topic in made (at least one answering), at most until
+// deadline, and reports whether they did. A NameServer that does not
+// answer is left out (each asking bounded by clusterTimeout and the
+// deadline), so one that is down delays nothing past the deadline. This
+// broker's view is refreshed with the answer as well.
+func (s *Server) awaitListed(topic string, made []TopicGroup, deadline time.Time) bool {
 	for {
 		s.refreshCluster()
-		s.cc.mu.Lock()
-		listed := slices.Contains(s.cc.view.Topics[topic], TopicGroup{Group: s.cfg.Group, Queues: n})
-		s.cc.mu.Unlock()
-		if listed || time.Now().After(deadline) {
-			return
+		if s.everyNamesrvLists(topic, made, deadline) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		select {
 		case <-s.ctx.Done():
-			return
+			return false
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// everyNamesrvLists reports whether every NameServer that answers (one
+// at least) lists the shares of topic in made: with a ClusterEach each is
+// asked, else this broker's view (just refreshed) is the one answer.
+func (s *Server) everyNamesrvLists(topic string, made []TopicGroup, deadline time.Time) bool {
+	var views []ClusterView
+	if each, ok := s.cfg.Cluster.(ClusterEach); ok {
+		if d := time.Now().Add(clusterTimeout); d.Before(deadline) {
+			deadline = d
+		}
+		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		vs, err := each.KafkaClusterEach(ctx)
+		cancel()
+		if err != nil {
+			return false
+		}
+		views = vs
+	} else {
+		s.cc.mu.Lock()
+		views = []ClusterView{s.cc.view}
+		s.cc.mu.Unlock()
+	}
+	for _, v := range views {
+		for _, tg := range made {
+			if !slices.Contains(v.Topics[topic], tg) {
+				return false
+			}
+		}
+	}
+	return len(views) > 0
 }
 
 // awaitLayout refreshes the cluster view until topic has n partitions,

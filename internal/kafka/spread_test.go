@@ -111,7 +111,7 @@ func TestClusterCreateTopicsSpread(t *testing.T) {
 
 	// broker-b holds X already, its registration not seen yet.
 	f.mu.Lock()
-	f.hidden = map[string]bool{"X": true}
+	f.hidden = map[string]bool{"broker-b/X": true}
 	f.mu.Unlock()
 	createLocalTopic(t, b0, "X", 1)
 	create := func(name string) int16 {
@@ -189,7 +189,7 @@ func TestClusterCreateTopicsListsItsShareFirst(t *testing.T) {
 	refreshViews(a0, b0)
 	asked := make(chan bool, 1)
 	peers.mu.Lock()
-	peers.onCreate = func(topic string) { asked <- f.wasListed("broker-a", topic) }
+	peers.onCreate = func(_, topic string) { asked <- f.wasListed("broker-a", topic) }
 	peers.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -231,4 +231,188 @@ func startRackPair(t *testing.T) (f *fakeCluster, a0, s1 *testNode) {
 		t.Fatalf("produce: %d", got)
 	}
 	return f, a0, s1
+}
+
+// TestClusterCreateTopicsInLayoutOrder: over three groups (broker-a node
+// 1, broker-b node 11, broker-c node 21), CreateTopics makes the shares
+// one group at a time in brokerName order, each only once the NameServer
+// lists the ones before it, so no answer of the NameServer ever lists a
+// group's share without every share before it (a group numbering from
+// such a view numbers its queues too low). L is created through broker-a,
+// broker-b's master holding its share up to a second and then taking an
+// answer (as a refresh at that moment would), so that broker-c asked at
+// the same time would be seen making its share before broker-b's; M
+// through broker-b, the middle group, whose own share must wait for
+// broker-a's.
+func TestClusterCreateTopicsInLayoutOrder(t *testing.T) {
+	abc := []string{"broker-a", "broker-b", "broker-c"}
+	f := &fakeCluster{order: map[string][]string{"L": abc, "M": abc}}
+	peers := &fakePeers{}
+	a0 := startPeerNode(t, f, peers, "broker-a", 1)
+	b0 := startPeerNode(t, f, peers, "broker-b", 11)
+	c0 := startPeerNode(t, f, peers, "broker-c", 21)
+	refreshViews(a0, b0, c0)
+	peers.mu.Lock()
+	peers.onCreate = func(addr, topic string) {
+		if addr != b0.addr {
+			return
+		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if _, ok := c0.core.Topic(topic); ok {
+				break
+			}
+		}
+		f.KafkaCluster(context.Background())
+	}
+	peers.mu.Unlock()
+	for topic, via := range map[string]*testNode{"L": a0, "M": b0} {
+		if code := createTopicAt(t, via.addr, topic, 3); code != errNone {
+			t.Fatalf("create %s through %s: code %d", topic, via.addr, code)
+		}
+		for _, n := range []*testNode{a0, b0, c0} {
+			if tc, ok := n.core.Topic(topic); !ok || tc.ReadQueueNums != 1 {
+				t.Errorf("%s: %s %+v %v, want 1 queue", n.addr, topic, tc, ok)
+			}
+		}
+		var leaders []int32
+		for _, p := range metadataOf(t, c0.addr, topic).Topics[0].Partitions {
+			leaders = append(leaders, p.Leader)
+		}
+		if fmtInts(leaders) != "[1 11 21]" {
+			t.Errorf("broker-c's Metadata of %s: leaders %v", topic, leaders)
+		}
+	}
+	for _, g := range f.gapsSeen() {
+		t.Error(g)
+	}
+}
+
+// TestClusterCreateTopicsWaitsForEveryNamesrv: with three NameServers,
+// broker-a asking them in order 0, 1, 2 and broker-b in order 1, 0, 2,
+// NameServer 1 late with broker-a's registration of T (its next three
+// answers that would list it leave it out) and NameServer 2 down,
+// CreateTopics of T through broker-a asks broker-b for its share only
+// once NameServer 1 lists broker-a's too, and the dead NameServer delays
+// nothing past layoutWait: broker-b's view (NameServer 1's) never numbers
+// its queue partition 0, so a produce of partition 0 there answers
+// NOT_LEADER_OR_FOLLOWER and stores nothing. A NameServer that does not
+// list the share by layoutWait refuses the topic with REQUEST_TIMED_OUT,
+// broker-b never asked and broker-a's share undone.
+func TestClusterCreateTopicsWaitsForEveryNamesrv(t *testing.T) {
+	f := &fakeCluster{order: map[string][]string{"T": {"broker-a", "broker-b"}, "U": {"broker-a", "broker-b"}}}
+	ns := newFakeNamesrvs(f, 3)
+	ns.late[1]["broker-a/T"] = 3
+	ns.late[1]["broker-a/U"] = 1 << 30
+	ns.dead[2] = true
+	peers := &fakePeers{}
+	a0 := startPeerNodeVia(t, f, ns.via(0, 1, 2), peers, "broker-a", 1)
+	b0 := startPeerNodeVia(t, f, ns.via(1, 0, 2), peers, "broker-b", 11)
+	refreshViews(a0, b0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a0.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	start := time.Now()
+	cr, err := adm.CreateTopic(ctx, 2, -1, nil, "T")
+	if err != nil || cr.Err != nil || cr.NumPartitions != 2 {
+		t.Fatalf("create T: %+v %v", cr, err)
+	}
+	if d := time.Since(start); d >= layoutWait {
+		t.Errorf("create T took %v", d)
+	}
+	if code := rawProduce(t, b0.addr, "T", 0); code != errNotLeaderOrFollower {
+		t.Errorf("produce of partition 0 (broker-a's) to broker-b: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if n := b0.st.MaxOffset("T", 0); n != 0 {
+		t.Errorf("broker-b's queue 0 of T holds %d entries", n)
+	}
+	for _, g := range f.gapsSeen() {
+		t.Error(g)
+	}
+
+	if code := createTopicAt(t, a0.addr, "U", 2); code != errRequestTimedOut {
+		t.Errorf("create U, never listed by NameServer 1: code %d, want %d", code, errRequestTimedOut)
+	}
+	if _, ok := a0.core.Topic("U"); ok {
+		t.Error("broker-a's share of U was not undone")
+	}
+	if _, ok := b0.core.Topic("U"); ok {
+		t.Error("broker-b was asked for its share of U")
+	}
+}
+
+// createTopicAt sends a CreateTopics of topic with parts partitions to the
+// broker at addr alone (a client sends it to the controller) and returns
+// its error code.
+func createTopicAt(t *testing.T, addr, topic string, parts int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, -1
+	req.Topics = append(req.Topics, rt)
+	return requestTo(t, addr, req).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
+}
+
+// TestClusterRefusesAViewMissingAShareBefore: N created through broker-a
+// over broker-a and broker-b (one queue each) records in broker-b's share
+// that broker-a's comes before it. Once broker-b's view shows broker-a in
+// the cluster but no longer its share of N (a NameServer that lost that
+// registration), broker-b does not number its queue from that view (it
+// would be partition 0): a produce of partition 0 there answers
+// NOT_LEADER_OR_FOLLOWER and stores nothing; with the share listed again,
+// partition 1 is served. broker-b's slave (node 12, a follower door, its
+// replica of N as replication brings it) refuses a fetch of partition 0
+// from such a view alike.
+func TestClusterRefusesAViewMissingAShareBefore(t *testing.T) {
+	f := &fakeCluster{}
+	peers := &fakePeers{}
+	a0 := startPeerNode(t, f, peers, "broker-a", 1)
+	b0 := startPeerNode(t, f, peers, "broker-b", 11)
+	s1 := startNodeWith(t, nil, Config{NodeID: 12, Group: "broker-b", BrokerID: 1, Cluster: f, Follower: true})
+	f.add(clusterMember{group: "broker-b", brokerID: 1, nodeID: 12, epoch: -1, node: s1})
+	refreshViews(a0, b0, s1)
+	if code := createTopicAt(t, a0.addr, "N", 2); code != errNone {
+		t.Fatalf("create N: code %d", code)
+	}
+	share, _ := b0.core.Topic("N")
+	if err := s1.core.UpdateKafkaTopic(share); err != nil { // as replication would
+		t.Fatal(err)
+	}
+	if tc, _ := b0.core.Topic("N"); tc.Attributes[attrSpreadAfter] != "broker-a" {
+		t.Fatalf("broker-b's share of N: attributes %v", tc.Attributes)
+	}
+	if tc, _ := a0.core.Topic("N"); tc.Attributes[attrSpreadAfter] != "" {
+		t.Fatalf("broker-a's share of N: attributes %v", tc.Attributes)
+	}
+	f.mu.Lock()
+	f.hidden = map[string]bool{"broker-a/N": true}
+	f.mu.Unlock()
+	refreshViews(b0, s1)
+	if code := rawFetch(t, s1.addr, "N", 0); code != errNotLeaderOrFollower {
+		t.Errorf("fetch of partition 0 at broker-b's slave, its view without broker-a's share: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if code := rawProduce(t, b0.addr, "N", 0); code != errNotLeaderOrFollower {
+		t.Errorf("produce of partition 0 to broker-b, its view without broker-a's share: code %d, want %d", code, errNotLeaderOrFollower)
+	}
+	if n := b0.st.MaxOffset("N", 0); n != 0 {
+		t.Errorf("broker-b's queue 0 of N holds %d entries", n)
+	}
+	f.mu.Lock()
+	f.hidden = nil
+	f.mu.Unlock()
+	refreshViews(b0, s1)
+	if code := rawFetch(t, s1.addr, "N", 1); code != errNone {
+		t.Errorf("fetch of partition 1 at broker-b's slave with the view complete: code %d", code)
+	}
+	if code := rawProduce(t, b0.addr, "N", 1); code != errNone {
+		t.Errorf("produce of partition 1 to broker-b with the view complete: code %d", code)
+	}
+	if n := b0.st.MaxOffset("N", 0); n != 1 {
+		t.Errorf("broker-b's queue 0 of N holds %d entries, want 1", n)
+	}
 }
