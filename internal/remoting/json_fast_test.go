@@ -253,3 +253,16 @@ func BenchmarkEncodeSendResponseAsBroker(b *testing.B) {
 		buf, _ = EncodeFrame(buf[:0], c)
 	}
 }
+
+// BenchmarkDecodeGoSendHeaderV2 decodes the official Go client's send
+// header (its properties escaped) as the broker does (ExtLister).
+func BenchmarkDecodeGoSendHeaderV2(b *testing.B) {
+	data := []byte(goClientSendV2Header)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeJSONHeader(data, listAll{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
