@@ -130,8 +130,12 @@ func New(cfg Config) (*Deduplicator, error) {
 	if cfg.StartsEmpty {
 		complete = math.MinInt64
 	}
+	var table slotTable
+	if cfg.Window > 0 {
+		table = newSlotTable(cfg.MaxEntries)
+	}
 	return &Deduplicator{
-		cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed(),
+		cfg: cfg, log: cfg.Logger, table: table, seed: maphash.MakeSeed(),
 		ring: make([]*entry, cfg.MaxEntries), complete: complete,
 	}, nil
 }

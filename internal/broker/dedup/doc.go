@@ -51,7 +51,9 @@
 // # Cost
 //
 // Per send with a client UNIQ_KEY: one table look-up and insert under a mutex
-// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB), and once
+// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB, of which the
+// table's slots, 16 bytes each for at least 4/3 MaxEntries, are made with
+// the de-duplicator: 8 MiB by default), and once
 // the ring has evicted, a filter test (one word read in each of two
 // filters, 2 MiB each by default) and a filter insert per eviction. Index
 // lookups (one per topic in ShadowTopics + 1, each a hash-slot read and a

@@ -84,3 +84,28 @@ func TestSlotTableAgreesWithMap(t *testing.T) {
 	}
 	check(-1)
 }
+
+// TestSlotTableSizedForMaxEntries: a Deduplicator's table holds
+// MaxEntries entries without growing (growth rehashes every entry at once).
+func TestSlotTableSizedForMaxEntries(t *testing.T) {
+	for _, n := range []int{1, minSlots, 3 * minSlots, DefaultMaxEntries} {
+		tb := newSlotTable(n)
+		size := len(tb.slots)
+		if size&(size-1) != 0 {
+			t.Fatalf("%d entries: %d slots, not a power of two", n, size)
+		}
+		for i := range n {
+			tb.add(&entry{key: fmt.Sprint(i), hash: uint64(i) * 0x9E3779B97F4A7C15})
+		}
+		if len(tb.slots) != size {
+			t.Fatalf("%d entries: the table grew from %d to %d slots", n, size, len(tb.slots))
+		}
+	}
+	d, err := New(Config{Window: 1, MaxEntries: 5000, Index: struct{ Index }{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.table.slots) < 5000*4/3 {
+		t.Fatalf("a Deduplicator of MaxEntries 5000 has %d slots", len(d.table.slots))
+	}
+}
