@@ -26,7 +26,12 @@
 // values as strings only and code/version as int16, because the official Go
 // client drops any frame that violates either rule. The official Go client
 // never sets the oneway flag on requests it does not want answered, so a
-// handler answers every request that is not flagged oneway.
+// handler answers every request that is not flagged oneway. A JSON header
+// in the shape the clients write (no white space, each known key once,
+// integers plain, ext values strings under distinct keys) is decoded in
+// one pass (json_fast.go); any other header by the general walk
+// (json_decode.go), which gives the same command for every header the
+// first takes (tested and fuzzed against each other).
 //
 // Decoding is bounded by what arrived: a header decodes to at most about
 // four bytes of heap per header byte plus a constant (one copy of the

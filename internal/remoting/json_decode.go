@@ -23,8 +23,18 @@ const maxJSONDepth = 64
 //
 // The ext fields of a request whose code lister lists (ExtLister) are kept
 // as a list (Command.ext) and ExtFields is left nil; other commands get the
-// map. lister may be nil.
+// map. lister may be nil. Headers in the shape the clients write are
+// decoded by fastJSONHeader, the others by the general walk.
 func decodeJSONHeader(data []byte, lister ExtLister) (*Command, error) {
+	if c, ok := fastJSONHeader(data, lister); ok {
+		return c, nil
+	}
+	return decodeJSONHeaderWalk(data, lister)
+}
+
+// decodeJSONHeaderWalk is decodeJSONHeader by the general object walk,
+// for every header fastJSONHeader does not take.
+func decodeJSONHeaderWalk(data []byte, lister ExtLister) (*Command, error) {
 	if len(data) > precountHeaderBytes {
 		if err := precountJSONHeader(data); err != nil {
 			return nil, err

@@ -63,7 +63,6 @@ type Config struct {
 type entry struct {
 	key         string
 	hash        uint64 // maphash of key with Deduplicator.seed
-	next        *entry // the next entry of the table whose key has the same hash
 	queueID     int32
 	queueOffset int64
 	phys        int64
@@ -92,11 +91,9 @@ type Deduplicator struct {
 
 	mu sync.Mutex
 	// table holds the stored entries and pending markers by the hash of
-	// their key, those whose keys share a hash chained through next: a
-	// look-up hashes the key once and compares 8 bytes per slot, and the
-	// map's growth moves no string keys.
-	table   map[uint64]*entry
-	entries int // in table
+	// their key (slots.go): a look-up hashes the key once and compares 8
+	// bytes per slot, and the table's growth moves no string keys.
+	table   slotTable
 	seed    maphash.Seed
 	ring    []*entry // stored entries in insertion order, circular, len == MaxEntries
 	head, n int
@@ -133,8 +130,12 @@ func New(cfg Config) (*Deduplicator, error) {
 	if cfg.StartsEmpty {
 		complete = math.MinInt64
 	}
+	var table slotTable
+	if cfg.Window > 0 {
+		table = newSlotTable(cfg.MaxEntries)
+	}
 	return &Deduplicator{
-		cfg: cfg, log: cfg.Logger, table: map[uint64]*entry{}, seed: maphash.MakeSeed(),
+		cfg: cfg, log: cfg.Logger, table: table, seed: maphash.MakeSeed(),
 		ring: make([]*entry, cfg.MaxEntries), complete: complete,
 	}, nil
 }
@@ -142,7 +143,7 @@ func New(cfg Config) (*Deduplicator, error) {
 // Stats returns a snapshot of the counters.
 func (d *Deduplicator) Stats() Stats {
 	d.mu.Lock()
-	n := d.entries
+	n := d.table.n
 	d.mu.Unlock()
 	return Stats{Duplicates: d.dups.Load(), IndexLookups: d.lookups.Load(), IndexHits: d.indexHits.Load(),
 		Evictions: d.evictions.Load(), Waits: d.waits.Load(), Entries: n}
@@ -265,11 +266,7 @@ func (d *Deduplicator) dropHeadLocked() {
 
 // lookupLocked returns the table's entry of key (hash its hash), or nil.
 func (d *Deduplicator) lookupLocked(key string, hash uint64) *entry {
-	e := d.table[hash]
-	for e != nil && e.key != key {
-		e = e.next
-	}
-	return e
+	return d.table.find(key, hash)
 }
 
 // setLocked makes p its key's entry in place of old, the key's entry
@@ -278,32 +275,12 @@ func (d *Deduplicator) setLocked(p, old *entry) {
 	if old != nil {
 		d.removeLocked(old)
 	}
-	p.next = d.table[p.hash]
-	d.table[p.hash] = p
-	d.entries++
+	d.table.add(p)
 }
 
 // removeLocked takes e out of the table if it is there.
 func (d *Deduplicator) removeLocked(e *entry) {
-	head := d.table[e.hash]
-	if head == e {
-		if e.next == nil {
-			delete(d.table, e.hash)
-		} else {
-			d.table[e.hash] = e.next
-		}
-	} else {
-		prev := head
-		for prev != nil && prev.next != e {
-			prev = prev.next
-		}
-		if prev == nil {
-			return
-		}
-		prev.next = e.next
-	}
-	e.next = nil
-	d.entries--
+	d.table.remove(e)
 }
 
 // expireLocked drops entries from the head whose window has passed.

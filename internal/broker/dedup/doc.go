@@ -29,10 +29,10 @@
 //  1. In-flight marker: while one send of a key is being stored, a
 //     concurrent send of the same key waits for it and then sees its
 //     result, so two duplicates in flight are never both stored.
-//  2. The table: a map of (topic#UNIQ_KEY) -> result, with a ring in
-//     insertion order that bounds it to MaxEntries; entries leave from the
-//     head when their window has passed, or early (evicted) when the ring
-//     is full.
+//  2. The table: (topic#UNIQ_KEY) -> result, open addressed by the key's
+//     hash (slots.go), with a ring in insertion order that bounds it to
+//     MaxEntries; entries leave from the head when their window has
+//     passed, or early (evicted) when the ring is full.
 //  3. The store's key index (every UNIQ_KEY is indexed as "topic#key"):
 //     the table holds every key this process stored at or after
 //     `complete` (the process start; the beginning of time for a master
@@ -50,8 +50,10 @@
 //
 // # Cost
 //
-// Per send with a client UNIQ_KEY: one map lookup and insert under a mutex
-// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB), and once
+// Per send with a client UNIQ_KEY: one table look-up and insert under a mutex
+// (about 150 bytes per entry; 2^18 entries by default ≈ 40 MB, of which the
+// table's slots, 16 bytes each for at least 4/3 MaxEntries, are made with
+// the de-duplicator: 8 MiB by default), and once
 // the ring has evicted, a filter test (one word read in each of two
 // filters, 2 MiB each by default) and a filter insert per eviction. Index
 // lookups (one per topic in ShadowTopics + 1, each a hash-slot read and a

@@ -2,8 +2,8 @@ package dedup
 
 import "testing"
 
-// Keys whose hashes are equal share a table slot through their chain:
-// each is found, replaced and removed by itself.
+// Keys whose hashes are equal each take a slot of their own: each is
+// found, replaced and removed by itself.
 func TestTableChainsKeysOfOneHash(t *testing.T) {
 	d, err := New(Config{Window: 1, Index: struct{ Index }{}})
 	if err != nil {
@@ -18,8 +18,8 @@ func TestTableChainsKeysOfOneHash(t *testing.T) {
 		if got := d.lookupLocked(key, 7); got != e {
 			t.Fatalf("lookup %q: %v, want %v", key, got, e)
 		}
-		if d.entries != entries {
-			t.Fatalf("%d entries, want %d", d.entries, entries)
+		if d.table.n != entries {
+			t.Fatalf("%d entries, want %d", d.table.n, entries)
 		}
 	}
 	want("a", a, 3)
@@ -39,7 +39,9 @@ func TestTableChainsKeysOfOneHash(t *testing.T) {
 	d.removeLocked(c)
 	d.removeLocked(a2)
 	want("a", nil, 0)
-	if len(d.table) != 0 {
-		t.Fatalf("table %v, want empty", d.table)
+	for _, s := range d.table.slots {
+		if s.e != nil {
+			t.Fatalf("table holds %v, want empty", s.e)
+		}
 	}
 }
