@@ -190,10 +190,13 @@ func (s *Store) open() error {
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
 		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
-		AfterFlushed:     s.afterFlushed(),
-		PrefillBytes:     s.cfg.prefillBytes(),
-		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
-		ReadWindowBytes:  s.cfg.readWindowBytes(),
+		AfterFlushed: s.afterFlushed(),
+		// Under SYNC_FLUSH, Confirmed (the dispatcher's limit) is Flushed
+		// or below it: a write alone gives the dispatcher nothing to do.
+		NotifyFlushedOnly: s.cfg.FlushDiskType == SyncFlush,
+		PrefillBytes:      s.cfg.prefillBytes(),
+		CacheWindowBytes:  s.cfg.CommitLogCacheBytes,
+		ReadWindowBytes:   s.cfg.readWindowBytes(),
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
