@@ -148,10 +148,11 @@ type Config struct {
 	RepairCorruption bool
 
 	// GroupCommitDelay bounds how long a SYNC_FLUSH fdatasync waits for
-	// puts already being encoded or appended, so that they share it instead
-	// of needing the next one (0: DefaultGroupCommitDelay; negative: never
-	// wait). A put alone is flushed at once: the wait happens only while
-	// other puts are in progress.
+	// puts already being encoded or appended, and for as many puts as the
+	// previous fdatasync took, so that they share it instead of needing
+	// the next one (0: DefaultGroupCommitDelay; negative: never wait). A
+	// lone writer's put is flushed at once: the wait happens only while
+	// other puts are in progress or the previous flush took several.
 	GroupCommitDelay time.Duration
 
 	// PrefillBytes is how far ahead of the writer the CommitLog segment

@@ -63,6 +63,36 @@ func TestGatherFlushWaitsForAppendsInProgress(t *testing.T) {
 	}
 }
 
+// After a flush that took several puts, gatherFlush waits until as many
+// were written since it ended; a lone writer's next put (its flushes take
+// one put each) is flushed without a wait.
+func TestGatherFlushWaitsForTheLastGroup(t *testing.T) {
+	s := syncStore(t, time.Hour)
+	s.lastGroup = 3 // the last flush took three puts
+	s.putsAtFlushEnd.Store(s.stats.puts.Load())
+	s.notePut() // the first writer it answered is back
+	returned := make(chan struct{})
+	go func() { defer close(returned); s.gatherFlush() }()
+	waitUntil(t, "gatherFlush to wait for the other two", s.gatherWait.Load)
+	select {
+	case <-returned:
+		t.Fatal("gatherFlush returned with one put of a group of three (delay is an hour)")
+	default:
+	}
+	s.notePut()
+	s.notePut()
+	returnsWithin(t, "gatherFlush after the group's three puts", func() { <-returned })
+	if s.lastGroup != 3 {
+		t.Fatalf("lastGroup %d after a gather of three puts, want 3", s.lastGroup)
+	}
+
+	// A lone writer: the flush took its one put, and its next put is here.
+	s.lastGroup = 1
+	s.putsAtFlushEnd.Store(s.stats.puts.Load())
+	s.notePut()
+	returnsWithin(t, "gatherFlush for a lone writer's put", s.gatherFlush)
+}
+
 func TestGatherFlushBoundedByDelay(t *testing.T) {
 	s := syncStore(t, time.Millisecond)
 	s.appending.Add(1) // a put that never finishes its append

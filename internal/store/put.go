@@ -105,7 +105,7 @@ func (s *Store) appendPut(ctx context.Context, req *putReq, ms []*message.Messag
 	if r.Status != PutOK {
 		return -1, r
 	}
-	s.stats.puts.Add(1)
+	s.notePut()
 	s.stats.putMsgs.Add(n)
 	if !wait {
 		return -1, PutResult{Status: PutOK}
@@ -448,15 +448,41 @@ func (s *Store) appendDone() {
 	}
 }
 
-// gatherFlush runs before a flush a waiter asked for. Writers woken by the
-// previous flush come back at once with their next message; flushing the
-// moment the first of them asks would cover only that one, and the others
+// notePut counts a put written (stats.puts) and wakes gatherFlush, which
+// may be waiting for it.
+func (s *Store) notePut() {
+	s.stats.puts.Add(1)
+	if s.gatherWait.Load() {
+		select {
+		case s.appendIdle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// onFlush is the CommitLog's OnFlush hook: it notes the puts written when
+// the flush ended, before its waiters are answered, then calls
+// Config.OnFlush.
+func (s *Store) onFlush(d time.Duration, bytes int64) {
+	s.putsAtFlushEnd.Store(s.stats.puts.Load())
+	if s.cfg.OnFlush != nil {
+		s.cfg.OnFlush(d, bytes)
+	}
+}
+
+// gatherFlush runs before a flush a waiter asked for. Writers answered by
+// the previous flush come back with their next message, and flushing the
+// moment the first of them asks would cover only that one: the others
 // would wait for one more fdatasync. So it first yields (the woken writers
 // run until they block), then waits, at most GroupCommitDelay, while puts
-// are being encoded or appended. A lone writer pays only the yield.
+// are being encoded or appended, and until as many puts were written since
+// the previous flush ended as that flush took (the writers it answered are
+// back, or as many others came). A lone writer, whose flushes take one put
+// each, pays only the yield.
 func (s *Store) gatherFlush() {
+	defer s.noteGather()
 	runtime.Gosched()
-	if s.appending.Load() == 0 {
+	if s.gathered() {
 		return
 	}
 	t := time.NewTimer(s.cfg.GroupCommitDelay)
@@ -464,7 +490,7 @@ func (s *Store) gatherFlush() {
 	defer s.gatherWait.Store(false)
 	for {
 		s.gatherWait.Store(true)
-		if s.appending.Load() == 0 {
+		if s.gathered() {
 			return
 		}
 		select {
@@ -475,4 +501,17 @@ func (s *Store) gatherFlush() {
 			return
 		}
 	}
+}
+
+// gathered reports whether gatherFlush is done waiting: no put is being
+// appended and the previous flush's group has come again.
+func (s *Store) gathered() bool {
+	return s.appending.Load() == 0 && s.stats.puts.Load()-s.putsAtFlushEnd.Load() >= s.lastGroup
+}
+
+// noteGather records, as gatherFlush returns, the puts written since it
+// last returned: about what the flush it precedes takes.
+func (s *Store) noteGather() {
+	now := s.stats.puts.Load()
+	s.lastGroup, s.putsAtGather = now-s.putsAtGather, now
 }

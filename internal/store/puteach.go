@@ -82,7 +82,7 @@ func (s *Store) putEachDeferred(ctx context.Context, puts []DeferredPut) {
 			p.Result = s.putFailure(err)
 			continue
 		}
-		s.stats.puts.Add(1)
+		s.notePut()
 		s.stats.putMsgs.Add(n)
 		if !s.waitsForConfirmed() || ackAtWrite(p.Msgs) {
 			p.Result = PutResult{Status: PutOK}

@@ -98,7 +98,7 @@ func (s *Store) AppendRecordPatched(ctx context.Context, rec []byte, patch BodyP
 	if r.Status != PutOK {
 		return r, -1, -1
 	}
-	s.stats.puts.Add(1)
+	s.notePut()
 	s.stats.putMsgs.Add(n)
 	return r, phys, end
 }
@@ -192,7 +192,7 @@ func (s *Store) AppendRecords(ctx context.Context, recs [][]byte, phys []int64) 
 		}
 		return r, -1
 	}
-	s.stats.puts.Add(1)
+	s.notePut()
 	s.stats.putMsgs.Add(logical)
 	return r, end
 }

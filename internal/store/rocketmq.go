@@ -77,8 +77,7 @@ func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
 		if len(key) == 0 {
 			return nil
 		}
-		// One allocation: string(b) operands of a concatenation are not copied.
-		if err := s.index.Put(string(topic)+"#"+string(key), phys, ts); err != nil {
+		if err := s.index.PutTopicKey(topic, key, phys, ts); err != nil {
 			return fmt.Errorf("store: index record at %d: %w", phys, err)
 		}
 		return nil

@@ -62,6 +62,12 @@ type Store struct {
 	appending  atomic.Int64
 	gatherWait atomic.Bool
 	appendIdle chan struct{} // capacity 1
+	// The puts (stats.puts) when the last flush ended (flushEnded) and
+	// when the last gatherFlush returned, and how many came between the
+	// two gatherFlush returns before it (the group the last flush took).
+	putsAtFlushEnd atomic.Int64
+	putsAtGather   int64 // the flusher's goroutine only
+	lastGroup      int64 // the flusher's goroutine only
 	// Scratch of a combined write; guarded by appendMu.
 	batchRecs [][]byte
 	batchMsgs []*message.Message
@@ -189,11 +195,14 @@ func (s *Store) open() error {
 	s.log, err = commitlog.Open(commitlog.Config{
 		FS: s.cfg.FS, Dir: s.path(commitLogDir), SegmentBytes: s.cfg.CommitLogSegmentBytes,
 		CheckRecord: checkRecord, Notify: s.notifyDispatcher, Logger: s.logger,
-		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.cfg.OnFlush, BeforeFlush: s.beforeFlush(),
-		AfterFlushed:     s.afterFlushed(),
-		PrefillBytes:     s.cfg.prefillBytes(),
-		CacheWindowBytes: s.cfg.CommitLogCacheBytes,
-		ReadWindowBytes:  s.cfg.readWindowBytes(),
+		MaxRecordBytes: s.cfg.maxRecordBytes(), OnFlush: s.onFlush, BeforeFlush: s.beforeFlush(),
+		AfterFlushed: s.afterFlushed(),
+		// Under SYNC_FLUSH, Confirmed (the dispatcher's limit) is Flushed
+		// or below it: a write alone gives the dispatcher nothing to do.
+		NotifyFlushedOnly: s.cfg.FlushDiskType == SyncFlush,
+		PrefillBytes:      s.cfg.prefillBytes(),
+		CacheWindowBytes:  s.cfg.CommitLogCacheBytes,
+		ReadWindowBytes:   s.cfg.readWindowBytes(),
 	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)

@@ -116,7 +116,7 @@ func (s *Store) indexEnvelope(rec []byte, phys int64, t record.Type) error {
 	err := s.cfg.IndexKeys(rec, func(key []byte) {
 		for _, topic := range topics {
 			if putErr == nil {
-				if err := s.index.Put(string(topic)+"#"+string(key), phys, ts); err != nil {
+				if err := s.index.PutTopicKey(topic, key, phys, ts); err != nil {
 					putErr = fmt.Errorf("store: index %v at %d: %w", t, phys, err)
 				}
 			}

@@ -149,7 +149,9 @@ func (l *Log) write(buf []byte, off int64, retryable bool) error {
 		l.written.Release()
 	}
 	l.wakeFlusher()
-	l.notify()
+	if !l.cfg.NotifyFlushedOnly {
+		l.notify()
+	}
 	if l.noSpace {
 		l.noSpace = false
 		l.resumePrefill()

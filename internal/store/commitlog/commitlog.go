@@ -74,8 +74,13 @@ type Config struct {
 	// more.
 	MaxRecordBytes int64
 	// Notify, if set, is called (without locks held) after the written or
-	// the flushed offset advanced. It must not block.
+	// the flushed offset advanced, or the log failed. It must not block.
 	Notify func()
+	// NotifyFlushedOnly leaves Notify out after a write: the caller acts
+	// on the flushed offset only (a SYNC_FLUSH store's dispatcher, which
+	// never passes what is flushed), and a wake-up per write would find
+	// nothing to do.
+	NotifyFlushedOnly bool
 	// OnFlush, if set, is called after each successful fdatasync round that
 	// made bytes > 0 durable, with its duration (metrics). It runs under the
 	// flush lock: it must be cheap and never block.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -686,5 +687,33 @@ func TestFlusherParksWhileFlushedAndWakesOnWrite(t *testing.T) {
 		}
 		wait("the periodic flush of the write", func() bool { return l.FlushedOffset() >= end })
 		wait("the flusher to park again", l.flusherParked.Load)
+	}
+}
+
+// With NotifyFlushedOnly a write does not call Notify (a SYNC_FLUSH store's
+// dispatcher has nothing to do until a flush); a flush does. Without it,
+// both do.
+func TestNotifyFlushedOnlySkipsWrites(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		var n atomic.Int32
+		l, _ := openConfigured(t, Config{FS: vfs.NewMem(), Dir: "/data/commitlog", SegmentBytes: testSeg,
+			Notify: func() { n.Add(1) }, NotifyFlushedOnly: only}, RecoverOptions{})
+		n.Store(0)
+		appendAll(t, l, rec(100, 1))
+		appendAll(t, l, rec(100, 2))
+		afterWrites := n.Load()
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		afterFlush := n.Load() - afterWrites
+		l.Close()
+		wantWrites := int32(2)
+		if only {
+			wantWrites = 0
+		}
+		if afterWrites != wantWrites || afterFlush != 1 {
+			t.Errorf("NotifyFlushedOnly=%v: %d notifies after two writes, %d after the flush; want %d and 1",
+				only, afterWrites, afterFlush, wantWrites)
+		}
 	}
 }

@@ -91,12 +91,28 @@ func (e entry) plausible(n int32, beginPhys int64) bool {
 // KeyHash is the hash an index file stores for key: 32-bit FNV-1a of the
 // key's bytes with the sign bit cleared.
 func KeyHash(key string) int32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
+	return int32(fnv1a(fnvOffset, key) & math.MaxInt32)
+}
+
+// TopicKeyHash is KeyHash(topic + "#" + key), without building the string.
+func TopicKeyHash(topic, key []byte) int32 {
+	h := fnv1a(fnvOffset, topic)
+	h = (h ^ '#') * fnvPrime
+	return int32(fnv1a(h, key) & math.MaxInt32)
+}
+
+const (
+	fnvOffset = uint32(2166136261)
+	fnvPrime  = uint32(16777619)
+)
+
+// fnv1a continues the 32-bit FNV-1a hash h over b.
+func fnv1a[B string | []byte](h uint32, b B) uint32 {
+	for i := 0; i < len(b); i++ {
+		h ^= uint32(b[i])
+		h *= fnvPrime
 	}
-	return int32(h & math.MaxInt32)
+	return h
 }
 
 // file is one index file.

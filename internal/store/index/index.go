@@ -130,6 +130,20 @@ func (ix *Index) Put(key string, physOffset int64, storeTimestampMs int64) error
 	if key == "" || physOffset < 0 {
 		return fmt.Errorf("index: put %q at %d: empty key or negative offset", key, physOffset)
 	}
+	return ix.putHash(KeyHash(key), physOffset, storeTimestampMs)
+}
+
+// PutTopicKey is Put(topic + "#" + key, ...) without building the key (the
+// dispatcher's put of every record key).
+func (ix *Index) PutTopicKey(topic, key []byte, physOffset int64, storeTimestampMs int64) error {
+	if len(key) == 0 || physOffset < 0 {
+		return fmt.Errorf("index: put %q#%q at %d: empty key or negative offset", topic, key, physOffset)
+	}
+	return ix.putHash(TopicKeyHash(topic, key), physOffset, storeTimestampMs)
+}
+
+// putHash adds an entry of key hash hash (Put).
+func (ix *Index) putHash(hash int32, physOffset int64, storeTimestampMs int64) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
@@ -144,7 +158,6 @@ func (ix *Index) Put(key string, physOffset int64, storeTimestampMs int64) error
 			return err
 		}
 	}
-	hash := KeyHash(key)
 	slot := f.slotOf(hash)
 	prev, err := f.slot(slot, f.scratch[:])
 	if err != nil {
