@@ -135,6 +135,7 @@ func TestPutRecordsDeferredDiskFullMidBatch(t *testing.T) {
 	mem := vfs.NewMem()
 	efs := vfs.NewErrorFS(mem)
 	cfg := noSpaceConfig(efs)
+	cfg.PrefillBytes = -1 // the one injected short write must be the batch's, not a prefill write's
 	s := mustOpen(t, cfg)
 	defer func() { s.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds every wait
