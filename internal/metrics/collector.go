@@ -29,6 +29,8 @@ var (
 	dStorePutBytes       = desc("keel_store_put_bytes_total", "Record bytes appended to the CommitLog.")
 	dStoreGets           = desc("keel_store_gets_total", "Store reads (pulls).")
 	dStoreGetMessages    = desc("keel_store_get_messages_total", "Messages read from the store.")
+	dStoreWindowHits     = desc("keel_store_read_window_hits_total", "CommitLog reads of consumers and of replication to slaves served from the read window (memory).")
+	dStoreWindowMisses   = desc("keel_store_read_window_misses_total", "CommitLog reads of consumers and of replication to slaves served from the file: the read window is off or no longer holds those bytes.")
 	dStoreCorrupt        = desc("keel_store_corrupt_reads_total", "Reads that found a corrupt record (never delivered).")
 	dStoreUnconsumedDel  = desc("keel_store_unconsumed_deleted_messages_total", "Messages a consumer group had not consumed that disk-pressure retention deleted (diskPressureDelete=unconsumed); should stay 0.")
 	dStoreWritable       = desc("keel_store_writable", "1 if the store accepts writes, 0 if it failed (read-only) or the disk is full.")
@@ -61,7 +63,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	dCommitLogBytes, dCommitLogWritten, dCommitLogFlushed, dCommitLogConfirmed, dCommitLogVisible, dCommitLogUnflushed,
-	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreCorrupt, dStoreUnconsumedDel, dStoreWritable,
+	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreWindowHits, dStoreWindowMisses, dStoreCorrupt, dStoreUnconsumedDel, dStoreWritable,
 	dDiskUsedRatio, dDiskTotal, dDiskFree, dHeldPulls, dConnections, dProducers, dConsumers, dGroupsOnline,
 	dTopics, dRegistered, dTopicMessages, dTopicMessagesTotal, dLag, dGroupLag, dGroupOffset, dRetryTotal,
 	dDLQTotal, dDLQ, dTxPending, dTxPrepared, dTxCommitted, dTxRolledBack, dTxChecks, dLagSeriesTruncation,
@@ -157,6 +159,8 @@ func (c *collector) collectStore(ch chan<- prometheus.Metric) {
 	counter(ch, dStorePutBytes, float64(s.PutBytes))
 	counter(ch, dStoreGets, float64(s.Gets))
 	counter(ch, dStoreGetMessages, float64(s.GetMessages))
+	counter(ch, dStoreWindowHits, float64(s.WindowHits))
+	counter(ch, dStoreWindowMisses, float64(s.WindowMisses))
 	counter(ch, dStoreCorrupt, float64(s.CorruptReads))
 	counter(ch, dStoreUnconsumedDel, float64(s.UnconsumedDeleted))
 	gauge(ch, dStoreWritable, boolGauge(s.ReadOnly == nil && !s.DiskFull))

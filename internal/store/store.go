@@ -360,8 +360,12 @@ type Stats struct {
 	// ReadsLent is the number of GetResults holding read buffers that have
 	// not been released yet (a steady rise means a leak).
 	ReadsLent int64
-	ReadOnly  error
-	DiskFull  bool
+	// WindowHits and WindowMisses count the CommitLog reads of consumers
+	// and replication served from the read window (memory) and from the
+	// file (pread).
+	WindowHits, WindowMisses int64
+	ReadOnly                 error
+	DiskFull                 bool
 	// UnconsumedDeleted counts the messages consumer groups had not
 	// consumed that retention deleted for disk pressure (each logged at
 	// ERROR), in UnconsumedDeletedSegments segments; see pressure.go.
@@ -374,7 +378,9 @@ type Stats struct {
 
 // Stats returns a snapshot of the store's counters.
 func (s *Store) Stats() Stats {
+	hits, misses := s.log.WindowReads()
 	return Stats{
+		WindowHits: hits, WindowMisses: misses,
 		WrittenOffset: s.log.WrittenOffset(), FlushedOffset: s.log.FlushedOffset(),
 		ReplicatedOffset: s.Offset(Replicated), ConfirmedOffset: s.Offset(Confirmed), VisibleOffset: s.VisibleOffset(),
 		MinOffset: s.log.MinOffset(),

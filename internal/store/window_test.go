@@ -57,6 +57,7 @@ func TestGetMessageOverInterleavedQueuesReadsMemory(t *testing.T) {
 			opened := fs.reads.Load()
 			msgs := putInterleaved(t, s, 8, 32)
 			dispatched := fs.reads.Load()
+			st0 := s.Stats()
 			for q := range 8 {
 				r, err := s.GetMessage("T", int32(q), 0, 32, 1<<20, nil)
 				if err != nil || r.Status != Found {
@@ -66,6 +67,11 @@ func TestGetMessageOverInterleavedQueuesReadsMemory(t *testing.T) {
 				r.Release()
 			}
 			preads := fs.reads.Load() - dispatched
+			st := s.Stats()
+			hits, misses := st.WindowHits-st0.WindowHits, st.WindowMisses-st0.WindowMisses
+			if window && (hits < 8*32 || misses != 0) || !window && (hits != 0 || misses < 8*32) {
+				t.Fatalf("window %v: the stats count %d window hits and %d misses for 8 pulls of 32 messages", window, hits, misses)
+			}
 			if window {
 				if dispatched == opened || preads != 0 {
 					t.Fatalf("with the read window: %d preads dispatching (want some), %d for 8 pulls of 32 messages (want 0)", dispatched-opened, preads)

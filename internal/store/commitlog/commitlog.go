@@ -181,6 +181,9 @@ type Log struct {
 	ackKick chan struct{} // one pending wake-up for the acknowledger (ack.go)
 
 	win readWindow // the most recent bytes, in memory (window.go)
+	// Reads of the consuming path (readUpTo and the readers' reads that
+	// may use the window) served from the window and from the file.
+	windowHits, windowMisses atomic.Int64
 }
 
 // Open opens (creating if needed) the log directory and its segment files.
@@ -291,6 +294,13 @@ func (l *Log) SegmentStart(off int64) int64 { return off - off%l.cfg.SegmentByte
 
 // WrittenOffset returns the end of the written bytes.
 func (l *Log) WrittenOffset() int64 { return l.written.Load() }
+
+// WindowReads returns how many reads that may use the read window it
+// served (hits) and how many went to the file (misses: the window is off,
+// or no longer holds those bytes).
+func (l *Log) WindowReads() (hits, misses int64) {
+	return l.windowHits.Load(), l.windowMisses.Load()
+}
 
 // FlushedOffset returns the end of the bytes known durable.
 func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
@@ -419,8 +429,10 @@ func (l *Log) read(p []byte, off int64, need int, window bool) (int, error) {
 	}
 	if window {
 		if n, ok := l.win.read(p, off, need, written); ok {
+			l.windowHits.Add(1)
 			return n, nil
 		}
+		l.windowMisses.Add(1)
 	}
 	n, err := s.f.ReadAt(p, rel)
 	if n >= need {
