@@ -80,7 +80,20 @@ func (s *Server) createTopicPartitions(t kmsg.CreatePartitionsRequestTopic, vali
 	defer s.topicMu.Unlock()
 	tc, ok := s.core.Topic(t.Topic)
 	cs := s.cluster(true)
-	if layout := cs.layout(t.Topic, tc, ok); len(layout) > 1 || len(layout) == 1 && !ok {
+	layout := cs.layout(t.Topic, tc, ok)
+	if !s.layoutAgreed(t.Topic, layout) {
+		// This broker's view may be the one behind: fetched again, it is
+		// asked once more.
+		s.refreshCluster()
+		cs = s.cluster(false)
+		layout = cs.layout(t.Topic, tc, ok)
+	}
+	if !s.layoutAgreed(t.Topic, layout) {
+		// Grown from a view missing a group, the queues would go to the
+		// wrong group and renumber the partitions after them (spread.go).
+		return errRequestTimedOut, "the NameServers do not all list topic " + t.Topic + " over the same broker groups yet (a registration has not reached every one); retry"
+	}
+	if len(layout) > 1 || len(layout) == 1 && !ok {
 		// Spread over groups (or hosted by another): the new queues go to
 		// the last group, so that no partition is renumbered (spread.go).
 		if len(t.Assignment) > 0 {

@@ -194,6 +194,50 @@ func (s *Server) growSpread(cs *clusterState, user, topic string, layout []Topic
 	return errNone, ""
 }
 
+// layoutAgreed reports whether every NameServer that answers lists topic
+// over the same other groups as layout (this group's own share is this
+// broker's to tell), those gone from its cluster left out. A NameServer
+// that missed or, restarted, lost a group's registration would have
+// CreatePartitions add queues to the wrong group: to this one as the last,
+// or here to a topic it shows as this group's alone, renumbering the
+// partitions of the groups after it. Without a ClusterEach the one view is
+// the layout's own: agreed.
+func (s *Server) layoutAgreed(topic string, layout []TopicGroup) bool {
+	each, ok := s.cfg.Cluster.(ClusterEach)
+	if !ok {
+		return true
+	}
+	var want []string
+	for _, tg := range layout {
+		if tg.Group != s.cfg.Group {
+			want = append(want, tg.Group)
+		}
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, clusterTimeout)
+	views, err := each.KafkaClusterEach(ctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	for _, v := range views {
+		live := map[string]bool{}
+		for _, b := range v.Brokers {
+			live[b.Group] = true
+		}
+		var got []string
+		for _, tg := range v.Topics[topic] {
+			if tg.Group != s.cfg.Group && live[tg.Group] {
+				got = append(got, tg.Group)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(slices.Compact(got), want) {
+			return false
+		}
+	}
+	return true
+}
+
 // awaitListed waits until every NameServer that answers lists the
 // shares of topic in made (at least one answering), at most until
 // deadline, and reports whether they did. A NameServer that does not

@@ -416,3 +416,57 @@ func TestClusterRefusesAViewMissingAShareBefore(t *testing.T) {
 		t.Errorf("broker-b's queue 0 of N holds %d entries, want 1", n)
 	}
 }
+
+// createPartitionsAt sends a CreatePartitions of topic to count to the
+// broker at addr and returns its error code.
+func createPartitionsAt(t *testing.T, addr, topic string, count int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, count
+	req.Topics = append(req.Topics, rt)
+	return requestTo(t, addr, req).(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode
+}
+
+// TestClusterCreatePartitionsWaitsForAgreement: T spread over broker-a and
+// broker-b; NameServer 1, the one broker-a's view comes from, loses
+// broker-b's share (as after its restart). CreatePartitions at broker-a
+// would take T for broker-a's alone and add the queues there, renumbering
+// broker-b's partition; it answers REQUEST_TIMED_OUT (retriable) and
+// changes nothing while the NameServers disagree, and adds the queues to
+// broker-b, the last group, once they agree again.
+func TestClusterCreatePartitionsWaitsForAgreement(t *testing.T) {
+	f := &fakeCluster{order: map[string][]string{"T": {"broker-a", "broker-b"}}}
+	ns := newFakeNamesrvs(f, 2)
+	peers := &fakePeers{}
+	a0 := startPeerNodeVia(t, f, ns.via(1, 0), peers, "broker-a", 1)
+	b0 := startPeerNodeVia(t, f, ns.via(0, 1), peers, "broker-b", 11)
+	refreshViews(a0, b0)
+	if code := createTopicAt(t, a0.addr, "T", 2); code != errNone {
+		t.Fatalf("create T: code %d", code)
+	}
+	f.mu.Lock()
+	ns.late[1]["broker-b/T"] = 1 << 30
+	f.mu.Unlock()
+	refreshViews(a0)
+	if code := createPartitionsAt(t, a0.addr, "T", 4); code != errRequestTimedOut {
+		t.Errorf("create partitions while NameServer 1 misses broker-b's share: code %d, want %d", code, errRequestTimedOut)
+	}
+	ta, _ := a0.core.Topic("T")
+	tb, _ := b0.core.Topic("T")
+	if ta.ReadQueueNums != 1 || tb.ReadQueueNums != 1 {
+		t.Fatalf("queues of T while the NameServers disagree: broker-a %d, broker-b %d; want 1 and 1", ta.ReadQueueNums, tb.ReadQueueNums)
+	}
+	f.mu.Lock()
+	ns.late[1]["broker-b/T"] = 0
+	f.mu.Unlock()
+	if code := createPartitionsAt(t, a0.addr, "T", 4); code != errNone {
+		t.Fatalf("create partitions once the NameServers agree: code %d", code)
+	}
+	ta, _ = a0.core.Topic("T")
+	tb, _ = b0.core.Topic("T")
+	if ta.ReadQueueNums != 1 || tb.ReadQueueNums != 3 {
+		t.Errorf("queues of T after growing to 4: broker-a %d, broker-b %d; want 1 and 3", ta.ReadQueueNums, tb.ReadQueueNums)
+	}
+}
