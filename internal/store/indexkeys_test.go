@@ -76,3 +76,26 @@ func TestIndexEnvelopeKeys(t *testing.T) {
 		t.Errorf("after the crash: A#m-2: %v, want [%d]", got, b)
 	}
 }
+
+// An empty key named by Config.IndexKeys is left out: the record is
+// dispatched, its other keys indexed, and the store stays writable.
+func TestIndexEnvelopeEmptyKeySkipped(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.IndexKeys = func(rec []byte, key func([]byte)) error {
+		key(nil)
+		return spaceKeys(rec, key)
+	}
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	a := putEnvelope(t, s, record.AMQP, 0, 1, []record.Dest{{Topic: "A", QueueID: 0}}, []byte("m-1"))
+	waitVisible(t, s, "A", 0, 1)
+	if got, err := s.QueryByKey("A", "m-1", 10, 0, 1<<62); err != nil || fmt.Sprint(got) != fmt.Sprint([]int64{a}) {
+		t.Fatalf("A#m-1: %v %v, want [%d]", got, err, a)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the store failed: %v", err)
+	}
+	putEnvelope(t, s, record.AMQP, 0, 1, []record.Dest{{Topic: "A", QueueID: 0}}, []byte("m-2"))
+	waitVisible(t, s, "A", 0, 2)
+}

@@ -114,6 +114,9 @@ func (s *Store) indexEnvelope(rec []byte, phys int64, t record.Type) error {
 	ts := e.StoreTimestamp()
 	var putErr error
 	err := s.cfg.IndexKeys(rec, func(key []byte) {
+		if len(key) == 0 { // PutTopicKey refuses it; the index has nothing to find by it
+			return
+		}
 		for _, topic := range topics {
 			if putErr == nil {
 				if err := s.index.PutTopicKey(topic, key, phys, ts); err != nil {
