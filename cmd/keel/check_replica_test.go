@@ -43,15 +43,7 @@ func replicatedDirs(t *testing.T, n int) (*replGroup, []admin.SendResult) {
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.namesrv}})
 	defer ac.Close()
 	ctx := context.Background()
-	var sent []admin.SendResult
-	waitFor(t, "the master to take sends", 30*time.Second, func() bool {
-		if ac.CreateTopic(ctx, admin.TopicSpec{Topic: "R", ReadQueues: 1, WriteQueues: 1, Perm: admin.PermRW}) != nil {
-			return false
-		}
-		r, err := ac.Send(ctx, admin.SendSpec{Topic: "R", Body: []byte("first")})
-		sent = append(sent, r)
-		return err == nil
-	})
+	sent := []admin.SendResult{firstSend(t, ctx, ac, admin.SendSpec{Topic: "R", Body: []byte("first")}, g.logs)}
 	for i := range n {
 		r, err := ac.Send(ctx, admin.SendSpec{Topic: "R", Body: []byte(fmt.Sprintf("%03d-%s", i, strings.Repeat("m", 2000)))})
 		if err != nil || r.Status != "SEND_OK" {

@@ -31,13 +31,7 @@ func TestClusterShowsReplication(t *testing.T) {
 	ac := admin.New(admin.Config{NamesrvAddrs: []string{g.namesrv}})
 	defer ac.Close()
 	ctx := context.Background()
-	waitFor(t, "the master to take sends", 30*time.Second, func() bool {
-		if ac.CreateTopic(ctx, admin.TopicSpec{Topic: "R", ReadQueues: 1, WriteQueues: 1, Perm: admin.PermRW}) != nil {
-			return false
-		}
-		_, err := ac.Send(ctx, admin.SendSpec{Topic: "R", Body: []byte("replicated")})
-		return err == nil
-	})
+	firstSend(t, ctx, ac, admin.SendSpec{Topic: "R", Body: []byte("replicated")}, g.logs)
 	// The slave learns the master's confirmed offset from the next frame
 	// (a heartbeat within 500 ms).
 	want := []*regexp.Regexp{

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/keelmq/keel/internal/admin"
 )
 
 // An in-process broker group for the command tests: a NameServer, a
@@ -83,4 +85,36 @@ func startReplGroup(t *testing.T) *replGroup {
 		"--http-listen", "", "--amqp-listen", "", "--kafka-listen", "")
 	g.slaveAddr = g.slave.await(t, "the slave's broker listener", brokerListenRE)
 	return g
+}
+
+// firstSend creates topic R (one queue) through ac and sends first until
+// the master takes it: a SYNC_MASTER with minInSyncReplicas 2 refuses
+// sends until its slave is in sync. The topic is created once (a retry of
+// the create would find it there). logs gives the members' logs for a
+// failure.
+func firstSend(t *testing.T, ctx context.Context, ac *admin.Client, first admin.SendSpec, logs func() string) admin.SendResult {
+	t.Helper()
+	var lastErr error
+	created := false
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if !created {
+			lastErr = ac.CreateTopic(ctx, admin.TopicSpec{Topic: "R", ReadQueues: 1, WriteQueues: 1, Perm: admin.PermRW})
+			created = lastErr == nil
+		}
+		if created {
+			r, err := ac.Send(ctx, first)
+			if err == nil {
+				return r
+			}
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the master to take sends; the last error: %v\n%s", lastErr, logs())
+		}
+	}
+}
+
+// logs is the master's and the slave's logs.
+func (g *replGroup) logs() string {
+	return "master:\n" + g.master.logs.String() + "\nslave:\n" + g.slave.logs.String()
 }

@@ -71,13 +71,8 @@ func TestMasterKilled(t *testing.T) {
 	defer ac.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	waitFor(t, "the master to take sends", 30*time.Second, func() bool {
-		if ac.CreateTopic(ctx, admin.TopicSpec{Topic: "R", ReadQueues: 1, WriteQueues: 1, Perm: admin.PermRW}) != nil {
-			return false
-		}
-		_, err := ac.Send(ctx, admin.SendSpec{Topic: "R", Body: []byte("first"), Keys: []string{"k-0"}})
-		return err == nil
-	})
+	firstSend(t, ctx, ac, admin.SendSpec{Topic: "R", Body: []byte("first"), Keys: []string{"k-0"}},
+		func() string { return "master:\n" + mlogs.String() + "\nslave:\n" + slave.logs.String() })
 	sent, err := ac.Send(ctx, admin.SendSpec{Topic: "R", Body: []byte("second"), Keys: []string{"k-1"}})
 	if err != nil {
 		t.Fatal(err)
