@@ -507,7 +507,7 @@ func (cs *clusterState) missingBefore(topic string, tc core.TopicConfig) string 
 	if after == "" {
 		return ""
 	}
-	for _, g := range strings.Split(after, ",") {
+	for g := range strings.SplitSeq(after, ",") { // no slice per request
 		if cs.groups[g] == nil {
 			continue
 		}
