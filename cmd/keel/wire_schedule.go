@@ -12,7 +12,7 @@ import (
 // scheduleTagsCode is the store's tag-code hook: the action time for the
 // schedule topics (SCHEDULE_TOPIC_XXXX, KEEL_SYS_TIMER), the TAGS hash for
 // every other topic. cfg was validated, so messageDelayLevel parses.
-func scheduleTagsCode(cfg *config.Broker) func(v message.View) int64 {
+func scheduleTagsCode(cfg *config.Broker) func(v message.View, tags []byte) int64 {
 	levels, err := cfg.DelayLevels()
 	if err != nil {
 		return nil // the store's default (TAGS hash); the service reads due times from the records

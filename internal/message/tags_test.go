@@ -50,3 +50,48 @@ func TestViewTagsCode(t *testing.T) {
 		t.Fatalf("View.TagsCode without TAGS = %d", got)
 	}
 }
+
+// IndexProps finds what Tags, Keys and UniqKey find, present and empty or
+// absent alike, with one pass.
+func TestViewIndexProps(t *testing.T) {
+	cases := []string{
+		"",
+		"TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01ID1\x02",
+		"UNIQ_KEY\x01a\x02TAGS\x01\x02KEYS\x01x\x02UNIQ_KEY\x01b", // last wins, empty TAGS, no trailing \x02
+		"TAGS\x01a\x01b\x02KEYS\x02\x02UNIQ_KEY\x01u\x01\x02",     // items with two separators or none do not count
+		"WAIT\x01true\x02TAGSX\x01no\x02TAG\x01no\x02",
+	}
+	for _, props := range cases {
+		checkIndexProps(t, props)
+	}
+}
+
+func FuzzViewIndexProps(f *testing.F) {
+	f.Add("TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01ID1\x02")
+	f.Add("TAGS\x01a\x01b\x02TAGS\x01c")
+	f.Fuzz(func(t *testing.T, props string) {
+		if len(props) > 1<<15-1 {
+			return
+		}
+		checkIndexProps(t, props)
+	})
+}
+
+func checkIndexProps(t *testing.T, props string) {
+	t.Helper()
+	m := &message.Message{Topic: "T", Properties: props}
+	rec, err := m.AppendStored(nil)
+	if err != nil {
+		t.Fatalf("AppendStored(%q): %v", props, err)
+	}
+	v := message.View(rec)
+	tags, keys, uniq := v.IndexProps()
+	for _, c := range []struct {
+		name      string
+		got, want []byte
+	}{{"TAGS", tags, v.Tags()}, {"KEYS", keys, v.Keys()}, {"UNIQ_KEY", uniq, v.UniqKey()}} {
+		if string(c.got) != string(c.want) || (c.got == nil) != (c.want == nil) {
+			t.Errorf("IndexProps of %q: %s = %q (nil %v), want %q (nil %v)", props, c.name, c.got, c.got == nil, c.want, c.want == nil)
+		}
+	}
+}

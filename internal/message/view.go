@@ -101,6 +101,29 @@ func (v View) Keys() []byte { k, _ := v.Property(PropKeys); return k }
 // UniqKey returns the UNIQ_KEY property (the client message id), or nil.
 func (v View) UniqKey() []byte { u, _ := v.Property(PropUniqKey); return u }
 
+// IndexProps returns the TAGS, KEYS and UNIQ_KEY properties (each nil when
+// absent) with one pass over the properties, as Tags, Keys and UniqKey
+// would find them: what the dispatcher reads of every record.
+func (v View) IndexProps() (tags, keys, uniq []byte) {
+	props := v.Properties()
+	for off := 0; off < len(props); {
+		item, next, sep := nextItem(props, off)
+		off = next
+		if sep < 0 {
+			continue
+		}
+		switch name := item[:sep]; {
+		case equalName(name, PropTags):
+			tags = item[sep+1:]
+		case equalName(name, PropKeys):
+			keys = item[sep+1:]
+		case equalName(name, PropUniqKey):
+			uniq = item[sep+1:]
+		}
+	}
+	return tags, keys, uniq
+}
+
 // CheckBodyCRC reports whether BODYCRC matches the body; the error wraps
 // ErrCorrupt.
 func (v View) CheckBodyCRC() error {

@@ -486,7 +486,7 @@ func (c *checker) checkEntry(file, topic string, qid int32, qo int64, e consumeq
 		}
 		return
 	}
-	if want := c.cfg.tagsCode(message.View(rec)); c.cfg.TagsCode == nil && e.TagsCode != want {
+	if want := c.cfg.tagsCode(message.View(rec), message.View(rec).Tags()); c.cfg.TagsCode == nil && e.TagsCode != want {
 		c.rep.problem(KindTagsCode, file, qo, "tag code %d, the record's tags hash to %d", e.TagsCode, want)
 	}
 }

@@ -127,9 +127,10 @@ type Config struct {
 
 	IndexHashSlots, IndexMaxEntries int
 
-	// TagsCode computes the ConsumeQueue tag code of a record (the broker
-	// uses it for SCHEDULE_TOPIC_XXXX). Nil: the hash of the TAGS property.
-	TagsCode func(v message.View) int64
+	// TagsCode computes the ConsumeQueue tag code of a record, given its
+	// TAGS property (nil when absent; the broker uses it for
+	// SCHEDULE_TOPIC_XXXX). Nil: the hash of the TAGS property.
+	TagsCode func(v message.View, tags []byte) int64
 
 	// IndexKeys, if set, names the index keys of a record of a type other
 	// than RocketMQ's (the store does not read those types' bodies): it

@@ -42,18 +42,20 @@ func (s *Store) dispatchRocketMQ(rec []byte, phys int64) error {
 		// Recovery: the queues already hold it. It is indexed without
 		// checking rebuildIndexFrom because redispatch starts at the lower
 		// of the two, so here phys >= rebuildIndexFrom.
-		return s.indexRecord(v, topic, phys)
+		_, keys, uniq := v.IndexProps()
+		return s.indexRecord(v, topic, phys, keys, uniq)
 	}
+	tags, keys, uniq := v.IndexProps() // one pass over the properties
 	q, err := s.queueForDispatch(topic, qid)
 	if err != nil {
 		return err
 	}
-	code := s.cfg.tagsCode(v)
+	code := s.cfg.tagsCode(v, tags)
 	if err := s.appendEntry(q, qid, qo, consumequeue.Entry{PhysOffset: phys, Size: int32(len(rec)), TagsCode: code}); err != nil {
 		return fmt.Errorf("store: dispatch record at %d to %s/%d offset %d: %w", phys, topic, qid, qo, err)
 	}
 	if phys >= s.rebuildIndexFrom {
-		if err := s.indexRecord(v, topic, phys); err != nil {
+		if err := s.indexRecord(v, topic, phys, keys, uniq); err != nil {
 			return err
 		}
 	}
@@ -62,16 +64,17 @@ func (s *Store) dispatchRocketMQ(rec []byte, phys int64) error {
 	return nil
 }
 
-func (c *Config) tagsCode(v message.View) int64 {
+// tagsCode is the tag code of the record v whose TAGS property is tags.
+func (c *Config) tagsCode(v message.View, tags []byte) int64 {
 	if c.TagsCode != nil {
-		return c.TagsCode(v)
+		return c.TagsCode(v, tags)
 	}
-	return message.TagsCodeBytes(v.Tags())
+	return message.TagsCodeBytes(tags)
 }
 
-// indexRecord indexes the KEYS tokens and the UNIQ_KEY of a record under
-// "topic#key".
-func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
+// indexRecord indexes the KEYS tokens (keys) and the UNIQ_KEY (uniq) of the
+// record v under "topic#key".
+func (s *Store) indexRecord(v message.View, topic []byte, phys int64, keys, uniq []byte) error {
 	ts := v.StoreTimestamp()
 	put := func(key []byte) error {
 		if len(key) == 0 {
@@ -82,12 +85,12 @@ func (s *Store) indexRecord(v message.View, topic []byte, phys int64) error {
 		}
 		return nil
 	}
-	for _, key := range bytes.Fields(v.Keys()) {
+	for _, key := range bytes.Fields(keys) {
 		if err := put(key); err != nil {
 			return err
 		}
 	}
-	return put(v.UniqKey())
+	return put(uniq)
 }
 
 // rocketMQKeys returns the index keys of a RocketMQ record: its KEYS tokens

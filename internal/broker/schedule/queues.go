@@ -135,14 +135,15 @@ func TagsCode(v message.View, levels []time.Duration) (code int64, ok bool) {
 }
 
 // StoreTagsCode returns a hook for store.Config.TagsCode: TagsCode for the
-// schedule topics, the hash of TAGS (message.View.TagsCode) for every other.
-func StoreTagsCode(levels []time.Duration) func(v message.View) int64 {
+// schedule topics, the hash of TAGS (the record's TAGS property, tags) for
+// every other.
+func StoreTagsCode(levels []time.Duration) func(v message.View, tags []byte) int64 {
 	levels = slices.Clone(levels)
-	return func(v message.View) int64 {
+	return func(v message.View, tags []byte) int64 {
 		if code, ok := TagsCode(v, levels); ok {
 			return code
 		}
-		return v.TagsCode()
+		return message.TagsCodeBytes(tags)
 	}
 }
 
