@@ -22,7 +22,9 @@
 # Environment: KEEL_RMQ_BEFORE (the revision to compare, default 2b725ff),
 # KEEL_RMQ_ROUNDS (default 2), KEEL_BENCH_SECONDS (default 20),
 # KEEL_BENCH_DIR (scratch data; default /var/tmp), KEEL_RMQ_PROFILE (a
-# directory: each run also writes the broker's CPU profile there).
+# directory: each run also writes the broker's CPU profile there),
+# KEEL_RMQ_BROKER_ENV and KEEL_RMQ_DRIVER_ENV (VAR=value words added to the
+# environment of the broker, of the client process: GOMAXPROCS=8, say).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -77,7 +79,8 @@ run() {
 		mkdir -p "$KEEL_RMQ_PROFILE"
 		export KEEL_CPUPROFILE="$KEEL_RMQ_PROFILE/cpu-$rev-$round.prof"
 	fi
-	"$tmp/keel-$rev" serve -c "$tmp/broker.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+	# shellcheck disable=SC2086 # VAR=value words
+	env ${KEEL_RMQ_BROKER_ENV:-} "$tmp/keel-$rev" serve -c "$tmp/broker.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
 		--http-listen "" --amqp-listen "" --kafka-listen "" >"$tmp/serve.out" 2>"$log" &
 	pid=$!
 	unset KEEL_CPUPROFILE
@@ -91,7 +94,7 @@ run() {
 	sleep 3 # let the broker register with its NameServer
 	c0=$(cpu)
 	(cd bench/official && KEEL_BENCH_WORKLOAD="$tmp/w.yaml" KEEL_BENCH_NAMESRV="$ns" KEEL_BENCH_BROKER_FLUSH=SYNC_FLUSH \
-		KEEL_BENCH_OUT="$tmp/$rev-$round.json" "$tmp/official.test" -test.run '^TestOfficialClient$' -test.timeout 30m \
+		KEEL_BENCH_OUT="$tmp/$rev-$round.json" env ${KEEL_RMQ_DRIVER_ENV:-} "$tmp/official.test" -test.run '^TestOfficialClient$' -test.timeout 30m \
 		>"$tmp/driver-$rev-$round.out" 2>&1) || { cat "$tmp/driver-$rev-$round.out" >&2; exit 1; }
 	c1=$(cpu)
 	kill "$pid"
@@ -107,11 +110,14 @@ for round in $(seq "$rounds"); do
 	done
 done
 
-python3 - "$tmp" "$b" "$a$dirty" "$secs" "$before" <<'EOF'
+envs=""
+[ -n "${KEEL_RMQ_BROKER_ENV:-}" ] && envs+="KEEL_RMQ_BROKER_ENV='$KEEL_RMQ_BROKER_ENV' "
+[ -n "${KEEL_RMQ_DRIVER_ENV:-}" ] && envs+="KEEL_RMQ_DRIVER_ENV='$KEEL_RMQ_DRIVER_ENV' "
+python3 - "$tmp" "$b" "$a$dirty" "$secs" "$before" "$envs" <<'EOF'
 import json, sys
-tmp, b, a, secs, before = sys.argv[1:6]
+tmp, b, a, secs, before, envs = sys.argv[1:7]
 print("## RocketMQ door: broker CPU per message, official Go client\n")
-print("```sh\nKEEL_RMQ_BEFORE=%s KEEL_BENCH_SECONDS=%s bench/sections/20-rocketmq-cpu.sh\n```\n" % (before, secs))
+print("```sh\n%sKEEL_RMQ_BEFORE=%s KEEL_BENCH_SECONDS=%s bench/sections/20-rocketmq-cpu.sh\n```\n" % (envs, before, secs))
 print("A fresh `keel serve` (SYNC_FLUSH: every acknowledged send was fdatasync'd) per run, %s then %s, alternately. "
       "The official Go client: 4 producers with 256 async sends in flight each and 4 push consumers of one group; "
       "1 KiB messages, one topic of 8 queues, %s s of sending after a 2 s warm-up, then every message sent is "
