@@ -346,9 +346,9 @@ func newBenchDiskCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "sequential write       %.1f MB/s\n1 MiB write+fdatasync  %.1f MB/s\n"+
-				"4 KiB write+fdatasync  p50 %v  p99 %v  max %v\n", r.SeqWriteBytesPerSec/1e6, r.Sync1MiBBytesPerSec/1e6,
-				r.Sync4KiBLatencyP50, r.Sync4KiBLatencyP99, r.Sync4KiBLatencyMax)
+			fmt.Fprintf(cmd.OutOrStdout(), "sequential write       %.1f MB/s\n1 MiB write+fdatasync  %.1f MB/s  CPU %v a round\n"+
+				"4 KiB write+fdatasync  p50 %v  p99 %v  max %v  CPU %v a round\n", r.SeqWriteBytesPerSec/1e6, r.Sync1MiBBytesPerSec/1e6,
+				r.Sync1MiBCPU, r.Sync4KiBLatencyP50, r.Sync4KiBLatencyP99, r.Sync4KiBLatencyMax, r.Sync4KiBCPU)
 			return nil
 		},
 	}

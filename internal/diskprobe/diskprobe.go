@@ -6,6 +6,10 @@
 //   - 1 MiB write+fdatasync bandwidth: the ceiling for group commit;
 //   - 4 KiB write+fdatasync latency: the floor for a single synchronous send.
 //
+// With the last two goes the CPU time (user+system, of the probing thread)
+// of one write+fdatasync round: what each group commit costs the process
+// beyond its bytes.
+//
 // It writes through the real filesystem (not vfs: the point is the device)
 // into a temporary file it removes afterwards.
 package diskprobe
@@ -13,6 +17,7 @@ package diskprobe
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"time"
 
@@ -34,6 +39,8 @@ type Result struct {
 	Sync4KiBLatencyP50  time.Duration `json:"sync_4kib_latency_p50_ns"`
 	Sync4KiBLatencyP99  time.Duration `json:"sync_4kib_latency_p99_ns"`
 	Sync4KiBLatencyMax  time.Duration `json:"sync_4kib_latency_max_ns"`
+	Sync1MiBCPU         time.Duration `json:"sync_1mib_cpu_per_round_ns"` // CPU time of one 1 MiB write+fdatasync
+	Sync4KiBCPU         time.Duration `json:"sync_4kib_cpu_per_round_ns"` // CPU time of one 4 KiB write+fdatasync
 }
 
 func (c *Config) setDefaults() {
@@ -56,11 +63,11 @@ func Run(cfg Config) (Result, error) {
 	if r.SeqWriteBytesPerSec, err = seqWrite(cfg.Dir, cfg.SeqBytes); err != nil {
 		return r, err
 	}
-	if r.Sync1MiBBytesPerSec, err = syncedWrites(cfg.Dir, 1<<20, cfg.SyncedMiBWrites, nil); err != nil {
+	if r.Sync1MiBBytesPerSec, r.Sync1MiBCPU, err = syncedWrites(cfg.Dir, 1<<20, cfg.SyncedMiBWrites, nil); err != nil {
 		return r, err
 	}
 	lat := make([]time.Duration, 0, cfg.Synced4KiBWrites)
-	if _, err = syncedWrites(cfg.Dir, 4096, cfg.Synced4KiBWrites, &lat); err != nil {
+	if _, r.Sync4KiBCPU, err = syncedWrites(cfg.Dir, 4096, cfg.Synced4KiBWrites, &lat); err != nil {
 		return r, err
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -125,27 +132,46 @@ func seqWrite(dir string, total int64) (float64, error) {
 }
 
 // syncedWrites appends size-byte writes each followed by fdatasync and
-// returns the bandwidth; when lat is non-nil it records each round's latency.
-func syncedWrites(dir string, size, rounds int, lat *[]time.Duration) (float64, error) {
+// returns the bandwidth and the CPU time of a round (the thread's
+// user+system time over the rounds, divided by them; 0 if the kernel does
+// not report it); when lat is non-nil it records each round's latency.
+func syncedWrites(dir string, size, rounds int, lat *[]time.Duration) (float64, time.Duration, error) {
 	f, err := createProbeFile(dir)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer removeProbeFile(f)
 	buf := make([]byte, size)
 	fillPattern(buf)
+	runtime.LockOSThread() // the rounds run on one thread, whose CPU time is theirs
+	defer runtime.UnlockOSThread()
+	cpu0, cpuOK := threadCPU()
 	start := time.Now()
 	for i := 0; i < rounds; i++ {
 		t0 := time.Now()
 		if _, err := f.WriteAt(buf, int64(i)*int64(size)); err != nil {
-			return 0, fmt.Errorf("diskprobe: write: %w", err)
+			return 0, 0, fmt.Errorf("diskprobe: write: %w", err)
 		}
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return 0, fmt.Errorf("diskprobe: fdatasync: %w", err)
+			return 0, 0, fmt.Errorf("diskprobe: fdatasync: %w", err)
 		}
 		if lat != nil {
 			*lat = append(*lat, time.Since(t0))
 		}
 	}
-	return float64(size) * float64(rounds) / time.Since(start).Seconds(), nil
+	elapsed := time.Since(start)
+	var perRound time.Duration
+	if cpu1, ok := threadCPU(); ok && cpuOK && rounds > 0 {
+		perRound = (cpu1 - cpu0) / time.Duration(rounds)
+	}
+	return float64(size) * float64(rounds) / elapsed.Seconds(), perRound, nil
+}
+
+// threadCPU returns the calling thread's user+system CPU time.
+func threadCPU() (time.Duration, bool) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
