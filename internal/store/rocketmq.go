@@ -85,7 +85,7 @@ func (s *Store) indexRecord(v message.View, topic []byte, phys int64, keys, uniq
 		}
 		return nil
 	}
-	for _, key := range bytes.Fields(keys) {
+	for key := range bytes.FieldsSeq(keys) { // bytes.Fields without its slice
 		if err := put(key); err != nil {
 			return err
 		}
