@@ -24,7 +24,9 @@
 # KEEL_BENCH_DIR (scratch data; default /var/tmp), KEEL_RMQ_PROFILE (a
 # directory: each run also writes the broker's CPU profile there),
 # KEEL_RMQ_BROKER_ENV and KEEL_RMQ_DRIVER_ENV (VAR=value words added to the
-# environment of the broker, of the client process: GOMAXPROCS=8, say).
+# environment of the broker, of the client process: GOMAXPROCS=8, say),
+# KEEL_RMQ_BROKER_WRAP and KEEL_RMQ_DRIVER_WRAP (a command and its words
+# that run the process: 'nice -n 10', 'taskset -c 0').
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -80,7 +82,7 @@ run() {
 		export KEEL_CPUPROFILE="$KEEL_RMQ_PROFILE/cpu-$rev-$round.prof"
 	fi
 	# shellcheck disable=SC2086 # VAR=value words
-	env ${KEEL_RMQ_BROKER_ENV:-} "$tmp/keel-$rev" serve -c "$tmp/broker.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+	${KEEL_RMQ_BROKER_WRAP:-} env ${KEEL_RMQ_BROKER_ENV:-} "$tmp/keel-$rev" serve -c "$tmp/broker.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
 		--http-listen "" --amqp-listen "" --kafka-listen "" >"$tmp/serve.out" 2>"$log" &
 	pid=$!
 	unset KEEL_CPUPROFILE
@@ -94,7 +96,7 @@ run() {
 	sleep 3 # let the broker register with its NameServer
 	c0=$(cpu)
 	(cd bench/official && KEEL_BENCH_WORKLOAD="$tmp/w.yaml" KEEL_BENCH_NAMESRV="$ns" KEEL_BENCH_BROKER_FLUSH=SYNC_FLUSH \
-		KEEL_BENCH_OUT="$tmp/$rev-$round.json" env ${KEEL_RMQ_DRIVER_ENV:-} "$tmp/official.test" -test.run '^TestOfficialClient$' -test.timeout 30m \
+		KEEL_BENCH_OUT="$tmp/$rev-$round.json" ${KEEL_RMQ_DRIVER_WRAP:-} env ${KEEL_RMQ_DRIVER_ENV:-} "$tmp/official.test" -test.run '^TestOfficialClient$' -test.timeout 30m \
 		>"$tmp/driver-$rev-$round.out" 2>&1) || { cat "$tmp/driver-$rev-$round.out" >&2; exit 1; }
 	c1=$(cpu)
 	kill "$pid"
@@ -113,6 +115,8 @@ done
 envs=""
 [ -n "${KEEL_RMQ_BROKER_ENV:-}" ] && envs+="KEEL_RMQ_BROKER_ENV='$KEEL_RMQ_BROKER_ENV' "
 [ -n "${KEEL_RMQ_DRIVER_ENV:-}" ] && envs+="KEEL_RMQ_DRIVER_ENV='$KEEL_RMQ_DRIVER_ENV' "
+[ -n "${KEEL_RMQ_BROKER_WRAP:-}" ] && envs+="KEEL_RMQ_BROKER_WRAP='$KEEL_RMQ_BROKER_WRAP' "
+[ -n "${KEEL_RMQ_DRIVER_WRAP:-}" ] && envs+="KEEL_RMQ_DRIVER_WRAP='$KEEL_RMQ_DRIVER_WRAP' "
 python3 - "$tmp" "$b" "$a$dirty" "$secs" "$before" "$envs" <<'EOF'
 import json, sys
 tmp, b, a, secs, before, envs = sys.argv[1:7]
