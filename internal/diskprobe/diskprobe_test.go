@@ -17,7 +17,8 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("latency percentiles out of order: %+v", r)
 	}
 	// A round's CPU time is some of its wall time: above zero (a write
-	// and an fdatasync are system calls), at most its latency.
+	// and an fdatasync are system calls), and at most the mean round's
+	// latency, so at most the slowest's (twice it: slack for the loop).
 	if r.Sync4KiBCPU <= 0 || r.Sync4KiBCPU > 2*r.Sync4KiBLatencyMax || r.Sync1MiBCPU <= 0 {
 		t.Fatalf("CPU per round: 4 KiB %v (max latency %v), 1 MiB %v", r.Sync4KiBCPU, r.Sync4KiBLatencyMax, r.Sync1MiBCPU)
 	}

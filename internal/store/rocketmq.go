@@ -38,14 +38,13 @@ func (s *Store) dispatchRocketMQ(rec []byte, phys int64) error {
 	if s.deletedRecord(topic, phys) {
 		return nil // its topic was deleted after it (tombstone.go)
 	}
+	tags, keys, uniq := v.IndexProps() // one pass over the properties
 	if phys < s.rebuildCQFrom {
 		// Recovery: the queues already hold it. It is indexed without
 		// checking rebuildIndexFrom because redispatch starts at the lower
 		// of the two, so here phys >= rebuildIndexFrom.
-		_, keys, uniq := v.IndexProps()
 		return s.indexRecord(v, topic, phys, keys, uniq)
 	}
-	tags, keys, uniq := v.IndexProps() // one pass over the properties
 	q, err := s.queueForDispatch(topic, qid)
 	if err != nil {
 		return err
