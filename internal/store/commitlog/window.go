@@ -130,10 +130,11 @@ func (w *readWindow) read(p []byte, off int64, need int, limit int64) (int, bool
 	}
 	w.mu.RLock()
 	hi := min(w.hi, limit)
-	if off < w.gapLo {
+	gap := w.gapHi > w.gapLo // an empty gap (a cut below it, a reset) is none
+	if gap && off < w.gapLo {
 		hi = min(hi, w.gapLo) // the file of a closed segment ends there
 	}
-	if off < w.lo || off+int64(need) > hi || off < w.gapHi && off+int64(need) > w.gapLo {
+	if off < w.lo || off+int64(need) > hi || gap && off < w.gapHi && off+int64(need) > w.gapLo {
 		w.mu.RUnlock()
 		return 0, false
 	}

@@ -584,6 +584,28 @@ func TestReadWindowNeverPastTheLimit(t *testing.T) {
 	}
 }
 
+// A cut below a closed segment's gap leaves the gap empty; the writes
+// that continue at the cut are served whole, not up to where the gap was.
+func TestReadWindowCutBelowTheGap(t *testing.T) {
+	w := newReadWindow(1024)
+	b := make([]byte, 600)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	w.put(3500, b[:500]) // the segment ends at 4096; its blank tail from 4000
+	w.skip(4096)
+	w.put(4096, b[:100])
+	w.cut(3900) // back into the closed segment, below the gap
+	w.put(3900, b[:300])
+	p := make([]byte, 300)
+	if n, ok := w.read(p, 3890, 1, 4200); !ok || n != 300 || !bytes.Equal(p[10:], b[:290]) {
+		t.Fatalf("read at 3890 after a cut at 3900 and 300 bytes written there: %d bytes, %v", n, ok)
+	}
+	if n, ok := w.read(p[:20], 3990, 20, 4200); !ok || n != 20 || !bytes.Equal(p[:20], b[90:110]) {
+		t.Fatalf("read across where the gap was: %d bytes, %v", n, ok)
+	}
+}
+
 // A window of several chunks takes memory only as the writer reaches
 // them, never more than its size, and serves records that cross from one
 // chunk to the next and wrap around the ring.
