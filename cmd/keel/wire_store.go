@@ -26,6 +26,8 @@ func storeConfig(b *config.Broker, p *parts) store.Config {
 	c.SyncFlushTimeout = b.SyncFlushTimeout
 	c.FlushInterval = b.FlushIntervalCommitLog
 	c.FlushConsumeQueueInterval = b.FlushIntervalConsumeQueue
+	c.CommitDelay = b.CommitDelay
+	c.CommitSiblings = b.CommitSiblings
 	c.FileReservedTime = b.FileReservedTime
 	c.DeleteWhen = b.DeleteWhen
 	c.DiskMaxUsedSpaceRatio = b.DiskMaxUsedSpaceRatio

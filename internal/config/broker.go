@@ -113,6 +113,8 @@ type Broker struct {
 	SyncFlushTimeout           time.Duration      // syncFlushTimeout (ms)
 	FlushIntervalCommitLog     time.Duration      // flushIntervalCommitLog (ms)
 	FlushIntervalConsumeQueue  time.Duration      // flushIntervalConsumeQueue (ms)
+	CommitDelay                time.Duration      // commitDelayMicros (Keel, µs); 0 = none
+	CommitSiblings             int                // commitSiblings (Keel)
 	CommitLogSegmentBytes      int64              // mapedFileSizeCommitLog (bytes)
 	ConsumeQueueSegmentEntries int                // mapedFileSizeConsumeQueue (bytes in the file, entries here)
 	FileReservedTime           time.Duration      // fileReservedTime (hours)
@@ -306,6 +308,7 @@ func Default() *Broker {
 		SyncFlushTimeout:           5 * time.Second,
 		FlushIntervalCommitLog:     500 * time.Millisecond,
 		FlushIntervalConsumeQueue:  time.Second,
+		CommitSiblings:             8,
 		CommitLogSegmentBytes:      1 << 30,
 		ConsumeQueueSegmentEntries: 300_000,
 		FileReservedTime:           72 * time.Hour,

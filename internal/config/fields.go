@@ -47,6 +47,8 @@ var fields = []field{
 	dur("syncFlushTimeout", time.Millisecond, func(b *Broker) *time.Duration { return &b.SyncFlushTimeout }),
 	dur("flushIntervalCommitLog", time.Millisecond, func(b *Broker) *time.Duration { return &b.FlushIntervalCommitLog }),
 	dur("flushIntervalConsumeQueue", time.Millisecond, func(b *Broker) *time.Duration { return &b.FlushIntervalConsumeQueue }),
+	dur("commitDelayMicros", time.Microsecond, func(b *Broker) *time.Duration { return &b.CommitDelay }),
+	intf("commitSiblings", func(b *Broker) *int { return &b.CommitSiblings }),
 	alias(int64f("mapedFileSizeCommitLog", func(b *Broker) *int64 { return &b.CommitLogSegmentBytes }), "mappedFileSizeCommitLog"),
 	alias(cqSize("mapedFileSizeConsumeQueue"), "mappedFileSizeConsumeQueue"),
 	dur("fileReservedTime", time.Hour, func(b *Broker) *time.Duration { return &b.FileReservedTime }),

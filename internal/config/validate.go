@@ -26,6 +26,10 @@ const (
 	MinPageCacheBytes = 64 << 20
 	// MaxReadWindowBytes bounds the CommitLog's read window (memory).
 	MaxReadWindowBytes = 1 << 30
+	// MaxCommitDelay and MaxCommitSiblings bound commitDelayMicros and
+	// commitSiblings.
+	MaxCommitDelay    = 100 * time.Millisecond
+	MaxCommitSiblings = 1000
 )
 
 // ErrUnsupported is wrapped by Validate errors for settings Keel recognises
@@ -231,6 +235,12 @@ func (b *Broker) validateStore(bad func(string, string, ...any)) {
 	checkDuration(bad, "syncFlushTimeout", b.SyncFlushTimeout, time.Millisecond, 10*time.Minute)
 	checkDuration(bad, "flushIntervalCommitLog", b.FlushIntervalCommitLog, time.Millisecond, time.Minute)
 	checkDuration(bad, "flushIntervalConsumeQueue", b.FlushIntervalConsumeQueue, time.Millisecond, time.Minute)
+	if b.CommitDelay < 0 || b.CommitDelay > MaxCommitDelay || b.CommitDelay >= b.SyncFlushTimeout {
+		bad("commitDelayMicros", "must be 0 (no commit delay) or at most %d µs, and below syncFlushTimeout", MaxCommitDelay/time.Microsecond)
+	}
+	if b.CommitSiblings < 1 || b.CommitSiblings > MaxCommitSiblings {
+		bad("commitSiblings", "must be between 1 and %d (puts)", MaxCommitSiblings)
+	}
 	minSeg := int64(b.MaxMessageBytes) + RecordOverheadBytes
 	if b.CommitLogSegmentBytes < minSeg || b.CommitLogSegmentBytes > MaxSegmentBytes {
 		bad("mapedFileSizeCommitLog", "must be between maxMessageSize+%d (%d) and %d", RecordOverheadBytes, minSeg, MaxSegmentBytes)

@@ -31,6 +31,7 @@ var (
 	dStoreGetMessages    = desc("keel_store_get_messages_total", "Messages read from the store.")
 	dStoreWindowHits     = desc("keel_store_read_window_hits_total", "CommitLog reads of consumers and of replication to slaves served from the read window (memory).")
 	dStoreWindowMisses   = desc("keel_store_read_window_misses_total", "CommitLog reads of consumers and of replication to slaves served from the file: the read window is off or no longer holds those bytes.")
+	dStoreDelayedCommits = desc("keel_store_delayed_commits_total", "SYNC_FLUSH fdatasyncs that waited commitDelayMicros first (the previous one took commitSiblings puts or more).")
 	dStoreCorrupt        = desc("keel_store_corrupt_reads_total", "Reads that found a corrupt record (never delivered).")
 	dStoreUnconsumedDel  = desc("keel_store_unconsumed_deleted_messages_total", "Messages a consumer group had not consumed that disk-pressure retention deleted (diskPressureDelete=unconsumed); should stay 0.")
 	dStoreWritable       = desc("keel_store_writable", "1 if the store accepts writes, 0 if it failed (read-only) or the disk is full.")
@@ -63,7 +64,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	dCommitLogBytes, dCommitLogWritten, dCommitLogFlushed, dCommitLogConfirmed, dCommitLogVisible, dCommitLogUnflushed,
-	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreWindowHits, dStoreWindowMisses, dStoreCorrupt, dStoreUnconsumedDel, dStoreWritable,
+	dStorePuts, dStorePutMessages, dStorePutBytes, dStoreGets, dStoreGetMessages, dStoreWindowHits, dStoreWindowMisses, dStoreDelayedCommits, dStoreCorrupt, dStoreUnconsumedDel, dStoreWritable,
 	dDiskUsedRatio, dDiskTotal, dDiskFree, dHeldPulls, dConnections, dProducers, dConsumers, dGroupsOnline,
 	dTopics, dRegistered, dTopicMessages, dTopicMessagesTotal, dLag, dGroupLag, dGroupOffset, dRetryTotal,
 	dDLQTotal, dDLQ, dTxPending, dTxPrepared, dTxCommitted, dTxRolledBack, dTxChecks, dLagSeriesTruncation,
@@ -161,6 +162,7 @@ func (c *collector) collectStore(ch chan<- prometheus.Metric) {
 	counter(ch, dStoreGetMessages, float64(s.GetMessages))
 	counter(ch, dStoreWindowHits, float64(s.WindowHits))
 	counter(ch, dStoreWindowMisses, float64(s.WindowMisses))
+	counter(ch, dStoreDelayedCommits, float64(s.DelayedCommits))
 	counter(ch, dStoreCorrupt, float64(s.CorruptReads))
 	counter(ch, dStoreUnconsumedDel, float64(s.UnconsumedDeleted))
 	gauge(ch, dStoreWritable, boolGauge(s.ReadOnly == nil && !s.DiskFull))

@@ -51,6 +51,7 @@ const (
 	DefaultIndexMaxEntries           = 20_000_000
 	DefaultMaxScanEntries            = 16_000
 	DefaultGroupCommitDelay          = 200 * time.Microsecond
+	DefaultCommitSiblings            = 8
 	DefaultPrefillBytes              = 16 << 20
 	DefaultReadWindowBytes           = 64 << 20
 	DefaultDiskReserveBytes          = 16 << 20
@@ -155,6 +156,17 @@ type Config struct {
 	// lone writer's put is flushed at once: the wait happens only while
 	// other puts are in progress or the previous flush took several.
 	GroupCommitDelay time.Duration
+
+	// CommitDelay, if > 0, is how long a SYNC_FLUSH fdatasync that a put
+	// asked for waits before it starts when the previous one took at least
+	// CommitSiblings puts (0: DefaultCommitSiblings), so that the puts
+	// arriving meanwhile share it: fewer, larger commits under many
+	// concurrent writers, each of their acknowledgements later by up to
+	// CommitDelay. A lone writer's flushes take one put each and never
+	// wait. 0 (the default): no such wait. The wait comes before
+	// GroupCommitDelay's.
+	CommitDelay    time.Duration
+	CommitSiblings int
 
 	// PrefillBytes is how far ahead of the writer the CommitLog segment
 	// being written is kept zero-filled and synced, so that a SYNC_FLUSH
@@ -302,6 +314,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GroupCommitDelay == 0 {
 		c.GroupCommitDelay = DefaultGroupCommitDelay
+	}
+	if c.CommitSiblings <= 0 {
+		c.CommitSiblings = DefaultCommitSiblings
 	}
 	if c.PrefillBytes == 0 && c.FlushDiskType == SyncFlush {
 		c.PrefillBytes = DefaultPrefillBytes

@@ -50,6 +50,9 @@
 // waits (at most GroupCommitDelay) while other puts are still being encoded
 // or appended, so that writers woken by the previous flush share the next
 // fdatasync instead of trailing it by one; a lone writer does not wait.
+// With a CommitDelay, a flush after one that covered CommitSiblings puts or
+// more first waits that long (fewer, larger fdatasyncs under many writers,
+// each acknowledgement later by up to the delay).
 // FLUSH_DISK_TIMEOUT (after SyncFlushTimeout) and a cancelled
 // context mean "written, not known durable": the message may still become
 // durable and visible, so producers that retry can create duplicates

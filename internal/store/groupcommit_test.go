@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,75 @@ func TestGatherFlushBoundedByDelay(t *testing.T) {
 	returnsWithin(t, "gatherFlush with a stuck put", s.gatherFlush)
 }
 
+// After a flush that took CommitSiblings puts or more, the next one waits
+// CommitDelay before it gathers; after a lone writer's, it does not wait.
+func TestCommitDelayAfterAGroup(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.CommitDelay = 30 * time.Millisecond
+	cfg.CommitSiblings = 4
+	s := mustOpen(t, cfg)
+	defer s.Close()
+
+	s.lastGroup = 4
+	s.putsAtFlushEnd.Store(s.stats.puts.Load() - 4) // the group is back
+	start := time.Now()
+	s.gatherFlush()
+	if d := time.Since(start); d < cfg.CommitDelay {
+		t.Fatalf("gatherFlush after a group of 4 returned in %v, before the commit delay of %v", d, cfg.CommitDelay)
+	}
+
+	// Three puts: below the siblings, no delay (an hour's would show).
+	s.cfg.CommitDelay = time.Hour
+	s.lastGroup = 3
+	s.putsAtFlushEnd.Store(s.stats.puts.Load() - 3)
+	returnsWithin(t, "gatherFlush after a group of 3", s.gatherFlush)
+	s.lastGroup = 1
+	s.putsAtFlushEnd.Store(s.stats.puts.Load() - 1)
+	returnsWithin(t, "gatherFlush after a lone writer's flush", s.gatherFlush)
+}
+
+// Closing the store ends a commit delay.
+func TestCommitDelayEndsOnClose(t *testing.T) {
+	cfg := testConfig(vfs.NewMem())
+	cfg.FlushDiskType = SyncFlush
+	cfg.CommitDelay = time.Hour
+	cfg.CommitSiblings = 2
+	s := mustOpen(t, cfg)
+	s.lastGroup = 2
+	returned := make(chan struct{})
+	go func() { defer close(returned); s.delayCommit() }()
+	select {
+	case <-returned:
+		t.Fatal("delayCommit returned before the delay or a close")
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	returnsWithin(t, "delayCommit after Close", func() { <-returned })
+}
+
+// Many writers under a commit delay alone (no GroupCommitDelay): every
+// acknowledged put survives a power loss, and they took fewer fdatasyncs
+// than puts.
+func TestCommitDelayConcurrentWritersDurable(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs)
+	cfg.FlushDiskType = SyncFlush
+	cfg.CommitLogSegmentBytes = 1 << 20
+	cfg.CommitDelay = 2 * time.Millisecond
+	cfg.CommitSiblings = 2
+	cfg.GroupCommitDelay = -1
+	var flushes atomic.Int64
+	var delayed int64
+	cfg.OnFlush = func(time.Duration, int64) { flushes.Add(1) }
+	n := concurrentWritersSurvivePowerLoss(t, fs, cfg, func(s *Store) { delayed = s.Stats().DelayedCommits })
+	if delayed == 0 || flushes.Load() >= int64(n) {
+		t.Errorf("%d fdatasyncs, %d of them delayed, for %d puts of 16 concurrent writers", flushes.Load(), delayed, n)
+	}
+}
+
 func TestGroupCommitOnlyUnderSyncFlush(t *testing.T) {
 	cfg := testConfig(vfs.NewMem())
 	cfg.FlushDiskType = AsyncFlush
@@ -120,6 +190,15 @@ func TestGroupCommitConcurrentWritersDurable(t *testing.T) {
 	cfg := testConfig(fs)
 	cfg.FlushDiskType = SyncFlush
 	cfg.CommitLogSegmentBytes = 1 << 20
+	concurrentWritersSurvivePowerLoss(t, fs, cfg, nil)
+}
+
+// concurrentWritersSurvivePowerLoss has 16 writers put 20 messages each
+// into a store opened with cfg on fs, crashes fs, and checks that every
+// acknowledged message is there after a reopen. It returns the puts;
+// before the crash it calls done (if not nil) with the store.
+func concurrentWritersSurvivePowerLoss(t *testing.T, fs *vfs.MemFS, cfg Config, done func(*Store)) int {
+	t.Helper()
 	s := mustOpen(t, cfg)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -142,6 +221,9 @@ func TestGroupCommitConcurrentWritersDurable(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if done != nil {
+		done(s)
+	}
 	fs.Crash()
 	s2 := mustOpen(t, cfg)
 	defer s2.Close()
@@ -154,6 +236,7 @@ func TestGroupCommitConcurrentWritersDurable(t *testing.T) {
 			t.Fatalf("message at %d: body %q, want %q", phys, got, body)
 		}
 	}
+	return len(acked)
 }
 
 // writeSizeFS records the largest single write to a CommitLog segment.

@@ -429,9 +429,9 @@ func (s *Store) returnQueueOffsets(ms []*message.Message, recs [][]byte) {
 }
 
 // beforeFlush is the CommitLog's BeforeFlush hook: under SYNC_FLUSH, with a
-// GroupCommitDelay, gatherFlush.
+// GroupCommitDelay or a CommitDelay, gatherFlush.
 func (s *Store) beforeFlush() func() {
-	if s.cfg.FlushDiskType != SyncFlush || s.cfg.GroupCommitDelay < 0 {
+	if s.cfg.FlushDiskType != SyncFlush || s.cfg.GroupCommitDelay < 0 && s.cfg.CommitDelay <= 0 {
 		return nil
 	}
 	return s.gatherFlush
@@ -478,9 +478,16 @@ func (s *Store) onFlush(d time.Duration, bytes int64) {
 // are being encoded or appended, and until as many puts were written since
 // the previous flush ended as that flush took (the writers it answered are
 // back, or as many others came). A lone writer, whose flushes take one put
-// each, pays only the yield.
+// each, pays only the yield. With a CommitDelay, a flush after one that
+// took CommitSiblings puts or more first waits that long.
 func (s *Store) gatherFlush() {
 	defer s.noteGather()
+	if s.cfg.CommitDelay > 0 && s.lastGroup >= int64(s.cfg.CommitSiblings) {
+		s.delayCommit()
+	}
+	if s.cfg.GroupCommitDelay < 0 {
+		return
+	}
 	runtime.Gosched()
 	if s.gathered() {
 		return
@@ -500,6 +507,18 @@ func (s *Store) gatherFlush() {
 		case <-s.stop:
 			return
 		}
+	}
+}
+
+// delayCommit waits CommitDelay (or until the store closes): the previous
+// flush took CommitSiblings puts or more, so more are on their way.
+func (s *Store) delayCommit() {
+	s.stats.delayedCommits.Add(1)
+	t := time.NewTimer(s.cfg.CommitDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.stop:
 	}
 }
 

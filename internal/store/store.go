@@ -147,6 +147,7 @@ type storeStats struct {
 	unconsumedDeleted, unconsumedSegments atomic.Int64
 	readFaults, isolated                  atomic.Int64 // isolate.go
 	readsLent                             atomic.Int64 // GetResults holding buffers, not yet released
+	delayedCommits                        atomic.Int64 // fdatasyncs that waited CommitDelay
 }
 
 // Open validates cfg, takes the directory lock, recovers the store and
@@ -364,8 +365,10 @@ type Stats struct {
 	// and replication served from the read window (memory) and from the
 	// file (pread).
 	WindowHits, WindowMisses int64
-	ReadOnly                 error
-	DiskFull                 bool
+	// DelayedCommits counts the fdatasyncs that waited CommitDelay first.
+	DelayedCommits int64
+	ReadOnly       error
+	DiskFull       bool
 	// UnconsumedDeleted counts the messages consumer groups had not
 	// consumed that retention deleted for disk pressure (each logged at
 	// ERROR), in UnconsumedDeletedSegments segments; see pressure.go.
@@ -386,7 +389,7 @@ func (s *Store) Stats() Stats {
 		MinOffset: s.log.MinOffset(),
 		Puts:      s.stats.puts.Load(), PutMessages: s.stats.putMsgs.Load(), PutBytes: s.stats.putBytes.Load(),
 		Gets: s.stats.gets.Load(), GetMessages: s.stats.getMsgs.Load(), CorruptReads: s.stats.corruptReads.Load(),
-		ReadsLent:         s.stats.readsLent.Load(),
+		ReadsLent: s.stats.readsLent.Load(), DelayedCommits: s.stats.delayedCommits.Load(),
 		UnconsumedDeleted: s.stats.unconsumedDeleted.Load(), UnconsumedDeletedSegments: s.stats.unconsumedSegments.Load(),
 		ReadOnly: s.Err(), DiskFull: s.diskFull.Load() != nil,
 		WriteStalled: s.dispatchStalled.Load() || s.progressStalled.Load(),
