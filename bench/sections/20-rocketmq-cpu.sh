@@ -26,7 +26,9 @@
 # KEEL_RMQ_BROKER_ENV and KEEL_RMQ_DRIVER_ENV (VAR=value words added to the
 # environment of the broker, of the client process: GOMAXPROCS=8, say),
 # KEEL_RMQ_BROKER_WRAP and KEEL_RMQ_DRIVER_WRAP (a command and its words
-# that run the process: 'nice -n 10', 'taskset -c 0').
+# that run the process: 'nice -n 10', 'taskset -c 0'), KEEL_RMQ_AFTER_CONF
+# (broker.conf lines, separated by ';', for this revision's broker only:
+# with KEEL_RMQ_BEFORE=HEAD, one setting against the defaults).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -47,10 +49,10 @@ trap cleanup EXIT
 b=$(git rev-parse --short "$before") a=$(git rev-parse --short HEAD)
 dirty=""
 [ -n "$(git status --porcelain --untracked-files=no -- . ':!docs/benchmarks.md')" ] && dirty=" (with uncommitted changes)"
-mkdir -p "$tmp/src-$b"
-git archive "$b" | tar -x -C "$tmp/src-$b"
-(cd "$tmp/src-$b" && go build -o "$tmp/keel-$b" ./cmd/keel)
-go build -o "$tmp/keel-$a" ./cmd/keel
+mkdir -p "$tmp/src-before"
+git archive "$b" | tar -x -C "$tmp/src-before"
+(cd "$tmp/src-before" && go build -o "$tmp/keel-before" ./cmd/keel)
+go build -o "$tmp/keel-after" ./cmd/keel
 go test -c -o "$tmp/official.test" ./bench/official
 
 cat >"$tmp/w.yaml" <<EOF
@@ -69,11 +71,16 @@ producerRate: max
 warmup: 2s
 duration: ${secs}s
 EOF
-printf 'flushDiskType=SYNC_FLUSH\ndiskMaxUsedSpaceRatio=90\ndiskSpaceWarningLevelRatio=95\n' >"$tmp/broker.conf"
+printf 'flushDiskType=SYNC_FLUSH\ndiskMaxUsedSpaceRatio=90\ndiskSpaceWarningLevelRatio=95\n' >"$tmp/broker-before.conf"
+cp "$tmp/broker-before.conf" "$tmp/broker-after.conf"
+if [ -n "${KEEL_RMQ_AFTER_CONF:-}" ]; then
+	tr ';' '\n' <<<"$KEEL_RMQ_AFTER_CONF" >>"$tmp/broker-after.conf"
+fi
 
 cpu() { awk '{ sub(/^.*\) /, ""); print ($12 + $13) / 100 }' "/proc/$pid/stat"; }
 
-# run REV ROUND: one broker, one driver run; appends a line to results.
+# run SIDE ROUND: one broker (before or after), one driver run; appends a
+# line to results.
 run() {
 	local rev=$1 round=$2 ns="" log="$tmp/serve-$rev-$round.log" c0 c1
 	rm -rf "$tmp/data"
@@ -82,7 +89,7 @@ run() {
 		export KEEL_CPUPROFILE="$KEEL_RMQ_PROFILE/cpu-$rev-$round.prof"
 	fi
 	# shellcheck disable=SC2086 # VAR=value words
-	${KEEL_RMQ_BROKER_WRAP:-} env ${KEEL_RMQ_BROKER_ENV:-} "$tmp/keel-$rev" serve -c "$tmp/broker.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+	${KEEL_RMQ_BROKER_WRAP:-} env ${KEEL_RMQ_BROKER_ENV:-} "$tmp/keel-$rev" serve -c "$tmp/broker-$rev.conf" --data-dir "$tmp/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
 		--http-listen "" --amqp-listen "" --kafka-listen "" >"$tmp/serve.out" 2>"$log" &
 	pid=$!
 	unset KEEL_CPUPROFILE
@@ -106,7 +113,7 @@ run() {
 }
 
 for round in $(seq "$rounds"); do
-	for rev in "$b" "$a"; do
+	for rev in before after; do
 		echo "round $round: $rev" >&2
 		run "$rev" "$round"
 	done
@@ -117,6 +124,7 @@ envs=""
 [ -n "${KEEL_RMQ_DRIVER_ENV:-}" ] && envs+="KEEL_RMQ_DRIVER_ENV='$KEEL_RMQ_DRIVER_ENV' "
 [ -n "${KEEL_RMQ_BROKER_WRAP:-}" ] && envs+="KEEL_RMQ_BROKER_WRAP='$KEEL_RMQ_BROKER_WRAP' "
 [ -n "${KEEL_RMQ_DRIVER_WRAP:-}" ] && envs+="KEEL_RMQ_DRIVER_WRAP='$KEEL_RMQ_DRIVER_WRAP' "
+[ -n "${KEEL_RMQ_AFTER_CONF:-}" ] && envs+="KEEL_RMQ_AFTER_CONF='$KEEL_RMQ_AFTER_CONF' " && a+=" ($KEEL_RMQ_AFTER_CONF)"
 python3 - "$tmp" "$b" "$a$dirty" "$secs" "$before" "$envs" <<'EOF'
 import json, sys
 tmp, b, a, secs, before, envs = sys.argv[1:7]
@@ -135,7 +143,7 @@ for line in open(tmp + "/results"):
     r = json.load(open("%s/%s-%s.json" % (tmp, rev, rnd)))
     s, rc = r["send"], r["receive"]
     n = r["total_sent"]
-    name = rev if rev == b else a
+    name = b if rev == "before" else a.replace(" (with uncommitted changes)", "")
     print("| %s | %s | %d | %.0f | %.1f ms | %.1f ms | %.1f |" % (name, rnd, n, s["msgs_per_sec"],
           rc["latency"]["p50_ns"] / 1e6, rc["latency"]["p99_ns"] / 1e6, (float(c1) - float(c0)) * 1e6 / n))
 EOF
