@@ -13,7 +13,8 @@
 # directory, ports chosen at run time on 127.0.0.1), stopped and its data
 # removed after its run:
 #   Keel Kafka door     franz-go, acks=all, idempotent, its own batching, topic of 8 partitions
-#   Keel RocketMQ door  the official Go client, async sends, push consumers, topic of 8 queues
+#   Keel RocketMQ door  the official Go client, async sends, push consumers, topic of 8 queues;
+#                       once at the defaults, once with commitDelayMicros=1000
 #   Keel AMQP door      amqp091-go, publisher confirms, durable quorum queue, manual acks
 #   RabbitMQ quorum     the same amqp091-go driver (Debian's rabbitmq-server)
 #   RabbitMQ stream     its stream client, one stream per producer/consumer pair
@@ -27,8 +28,8 @@
 #
 # Environment: KEEL_BENCH_DIR (scratch data; default a temporary directory
 # under /var/tmp), PEERS_WARMUP and PEERS_DURATION (override the phases),
-# PEERS_ONLY (a space-separated subset of: kafka rocketmq amqp quorum
-# stream nats nats-always).
+# PEERS_ONLY (a space-separated subset of: kafka rocketmq rocketmq-delay
+# amqp quorum stream nats nats-always).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -37,7 +38,7 @@ warmup=5s duration=20s mode=""
 if [ "${1:-}" = "--quick" ]; then warmup=2s duration=5s mode=" --quick"; fi
 warmup=${PEERS_WARMUP:-$warmup}
 duration=${PEERS_DURATION:-$duration}
-only=${PEERS_ONLY:-kafka rocketmq amqp quorum stream nats nats-always}
+only=${PEERS_ONLY:-kafka rocketmq rocketmq-delay amqp quorum stream nats nats-always}
 base="${KEEL_BENCH_DIR:-/var/tmp}"
 mkdir -p "$base"
 work=$(mktemp -d "$base/peers-bench.XXXXXX")
@@ -81,12 +82,15 @@ drive() {
 		{ tail -40 "$work/$name.out" >&2; log "$name failed"; exit 1; }
 }
 
-# keel_serve DOOR: a new keel serve with only that door (and, for the
-# RocketMQ door, its NameServer) listening; sets pid and addr.
+# keel_serve DOOR [LINE...]: a new keel serve with only that door (and, for
+# the RocketMQ door, its NameServer) listening, the LINEs added to its
+# broker.conf; sets pid and addr.
 keel_serve() {
 	local door=$1 data="$work/keel-$1" kafka="" amqp=""
+	shift
 	rm -rf "$data"
 	printf 'flushDiskType=SYNC_FLUSH\ndiskMaxUsedSpaceRatio=90\ndiskSpaceWarningLevelRatio=95\n' >"$work/broker.conf"
+	[ "$#" -gt 0 ] && printf '%s\n' "$@" >>"$work/broker.conf"
 	[ "$door" = kafka ] && kafka=127.0.0.1:0
 	[ "$door" = amqp ] && amqp=127.0.0.1:0
 	"$work/keel" serve -c "$work/broker.conf" --data-dir "$data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
@@ -114,19 +118,23 @@ if wants kafka; then
 	stop_pid
 	rm -rf "$work/keel-kafka"
 fi
-if wants rocketmq; then
-	keel_serve rocketmq
-	topic="peer-bench-$$"
+# rocketmq NAME [LINE...]: the RocketMQ door, LINEs added to broker.conf.
+rocketmq() {
+	local name=$1 topic="peer-bench-$$"
+	shift
+	keel_serve rocketmq "$@"
 	# The broker registers with its NameServer just after it listens.
 	for i in $(seq 100); do
 		"$work/keel" topic create -n "$addr" --queues 8 "$topic" >/dev/null 2>&1 && break
 		[ "$i" = 100 ] && { log "keel topic create $topic failed"; exit 1; }
 		sleep 0.1
 	done
-	drive rocketmq rocketmq "$addr" "$pid" KEEL_PEER_TOPIC="$topic"
+	drive "$name" rocketmq "$addr" "$pid" KEEL_PEER_TOPIC="$topic"
 	stop_pid
 	rm -rf "$work/keel-rocketmq"
-fi
+}
+wants rocketmq && rocketmq rocketmq
+wants rocketmq-delay && rocketmq rocketmq-delay commitDelayMicros=1000
 if wants amqp; then
 	keel_serve amqp
 	drive amqp amqp "amqp://guest:guest@$addr/" "$pid"
@@ -214,6 +222,7 @@ work, rev, rversion, nversion, warmup, duration, mode = sys.argv[1:8]
 rows = {
     "kafka": ("Keel Kafka door (franz-go, acks=all, idempotent)", "yes: after the group-commit fdatasync (SYNC_FLUSH)"),
     "rocketmq": ("Keel RocketMQ door (official Go client)", "yes: after the group-commit fdatasync (SYNC_FLUSH)"),
+    "rocketmq-delay": ("Keel RocketMQ door, commitDelayMicros=1000 (official Go client)", "yes: after the group-commit fdatasync (SYNC_FLUSH)"),
     "amqp": ("Keel AMQP door (amqp091-go, confirms)", "yes: after the group-commit fdatasync (SYNC_FLUSH)"),
     "quorum": ("RabbitMQ %s quorum queue (amqp091-go, confirms)" % rversion, "yes: after Ra's WAL fsync"),
     "stream": ("RabbitMQ %s stream (rabbitmq-stream-go-client)" % rversion, "no: written, not fsynced"),
