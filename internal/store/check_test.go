@@ -76,6 +76,33 @@ func TestCheckFindsBadQueueEntry(t *testing.T) {
 	}
 }
 
+// A queue entry whose tag code is not the hash of its record's tags is
+// reported as such (consumers filtering by tag would skip or take it
+// wrongly), at its queue offset, and nothing else is.
+func TestCheckFindsWrongTagsCode(t *testing.T) {
+	fx := newCorruptFixture(t, true)
+	path := "/data/consumequeue/T/0/00000000000000000000"
+	f, err := fx.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], 7*20+12); err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint64(b[:], binary.BigEndian.Uint64(b[:])+1) // entry 7's tag code, changed
+	f.WriteAt(b[:], 7*20+12)
+	f.Sync()
+	f.Close()
+	rep, err := Check(fx.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 1 || rep.Problems[0].Kind != KindTagsCode || rep.Problems[0].Offset != 7 || !strings.HasSuffix(rep.Problems[0].File, "consumequeue/T/0") {
+		t.Fatalf("a wrong tag code at queue offset 7: problems %v", rep.Problems)
+	}
+}
+
 func TestCheckDoesNotModify(t *testing.T) {
 	fx := newCorruptFixture(t, false)
 	last := fx.msgs[29]
