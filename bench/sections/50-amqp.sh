@@ -137,7 +137,7 @@ quorum queue (a confirm follows Ra's WAL fsync), default configuration but
 \`disk_free_limit.absolute = 50MB\`. Latencies: publish to confirm, and
 publish to delivery (end to end).
 
-    $([ -z "$before" ] || echo "KEEL_AMQP_BEFORE=$before ")bench/sections/50-amqp.sh     # AMQP_BENCH_DURATION=$duration
+    $([ -z "$before" ] || echo "KEEL_AMQP_BEFORE=$before ")$([ "$inflight" = 256 ] || echo "AMQP_BENCH_INFLIGHT=$inflight ")$([ "$prefetch" = 256 ] || echo "AMQP_BENCH_PREFETCH=$prefetch ")bench/sections/50-amqp.sh     # AMQP_BENCH_DURATION=$duration
 
 | broker | confirmed msg/s | consumed msg/s | confirm p50 ms | confirm p99 ms | end-to-end p50 ms | end-to-end p99 ms | nacked | left unconsumed |
 |---|---|---|---|---|---|---|---|---|
