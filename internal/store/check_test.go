@@ -57,16 +57,9 @@ func TestCheckFindsCorruption(t *testing.T) {
 
 func TestCheckFindsBadQueueEntry(t *testing.T) {
 	fx := newCorruptFixture(t, true)
-	path := "/data/consumequeue/T/0/00000000000000000000"
-	f, err := fx.fs.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(fx.msgs[6].phys)) // entry 5 points at record 6
-	f.WriteAt(b[:], 5*20)
-	f.Sync()
-	f.Close()
+	patchQueueFile(t, fx, 5*20, 8, func(b []byte) { // entry 5 points at record 6
+		binary.BigEndian.PutUint64(b, uint64(fx.msgs[6].phys))
+	})
 	rep, _ := Check(fx.cfg)
 	if rep.OK() {
 		t.Fatal("bad consume queue entry not found")
@@ -81,25 +74,37 @@ func TestCheckFindsBadQueueEntry(t *testing.T) {
 // wrongly), at its queue offset, and nothing else is.
 func TestCheckFindsWrongTagsCode(t *testing.T) {
 	fx := newCorruptFixture(t, true)
-	path := "/data/consumequeue/T/0/00000000000000000000"
-	f, err := fx.fs.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [8]byte
-	if _, err := f.ReadAt(b[:], 7*20+12); err != nil {
-		t.Fatal(err)
-	}
-	binary.BigEndian.PutUint64(b[:], binary.BigEndian.Uint64(b[:])+1) // entry 7's tag code, changed
-	f.WriteAt(b[:], 7*20+12)
-	f.Sync()
-	f.Close()
+	patchQueueFile(t, fx, 7*20+12, 8, func(b []byte) { // entry 7's tag code, changed
+		binary.BigEndian.PutUint64(b, binary.BigEndian.Uint64(b)+1)
+	})
 	rep, err := Check(fx.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Problems) != 1 || rep.Problems[0].Kind != KindTagsCode || rep.Problems[0].Offset != 7 || !strings.HasSuffix(rep.Problems[0].File, "consumequeue/T/0") {
 		t.Fatalf("a wrong tag code at queue offset 7: problems %v", rep.Problems)
+	}
+}
+
+// patchQueueFile changes n bytes at off of the fixture's ConsumeQueue T/0
+// in place with fn.
+func patchQueueFile(t *testing.T, fx *corruptFixture, off int64, n int, fn func([]byte)) {
+	t.Helper()
+	f, err := fx.fs.OpenFile("/data/consumequeue/T/0/00000000000000000000", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	fn(b)
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
 	}
 }
 
