@@ -143,7 +143,7 @@ for line in open(tmp + "/results"):
     r = json.load(open("%s/%s-%s.json" % (tmp, rev, rnd)))
     s, rc = r["send"], r["receive"]
     n = r["total_sent"]
-    name = b if rev == "before" else a.replace(" (with uncommitted changes)", "")
+    name = b if rev == "before" else a
     print("| %s | %s | %d | %.0f | %.1f ms | %.1f ms | %.1f |" % (name, rnd, n, s["msgs_per_sec"],
           rc["latency"]["p50_ns"] / 1e6, rc["latency"]["p99_ns"] / 1e6, (float(c1) - float(c0)) * 1e6 / n))
 EOF
