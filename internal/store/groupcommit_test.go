@@ -136,13 +136,13 @@ func TestCommitDelayEndsOnClose(t *testing.T) {
 	cfg.CommitDelay = time.Hour
 	cfg.CommitSiblings = 2
 	s := mustOpen(t, cfg)
-	s.lastGroup = 2
 	returned := make(chan struct{})
 	go func() { defer close(returned); s.delayCommit() }()
+	waitUntil(t, "delayCommit to start", func() bool { return s.Stats().DelayedCommits == 1 })
 	select {
 	case <-returned:
-		t.Fatal("delayCommit returned before the delay or a close")
-	case <-time.After(20 * time.Millisecond):
+		t.Fatal("delayCommit returned before the delay of an hour or a close")
+	default:
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
