@@ -114,6 +114,9 @@ type conn struct {
 	// flushAcks sends one basic.ack (multiple) per channel after each run
 	// of queued work, and before anything on the confirmer blocks.
 	acking []*channel
+	// ackPumps (confirmer only): queues to pump once the acks of the
+	// current run of queued work went out (pumpAfterAcks).
+	ackPumps []*queue
 }
 
 // maxPendingPublishes bounds a connection's publishes awaiting their
@@ -185,8 +188,26 @@ func (c *conn) runConfirmer() {
 				fn()
 			}
 			c.flushAcks()
+			c.flushAckPumps()
 		}
 	}
+}
+
+// pumpAfterAcks notes that q has new messages to deliver, once the acks
+// held back went out (confirmer only).
+func (c *conn) pumpAfterAcks(q *queue) {
+	if !slices.Contains(c.ackPumps, q) {
+		c.ackPumps = append(c.ackPumps, q)
+	}
+}
+
+// flushAckPumps runs the pumps pumpAfterAcks noted (confirmer only).
+func (c *conn) flushAckPumps() {
+	for i, q := range c.ackPumps {
+		q.pump()
+		c.ackPumps[i] = nil
+	}
+	c.ackPumps = c.ackPumps[:0]
 }
 
 // readBufferBytes is each connection's read buffer.

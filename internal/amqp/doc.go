@@ -78,7 +78,8 @@
 // the store answers, which under
 // SYNC_FLUSH is once the Confirmed watermark (fdatasync) passed it, and
 // after the Visible watermark passed it too (so a method sent after the
-// confirm sees the message); then it is delivered: a queue's pump reads
+// confirm sees the message); then it is delivered, once the confirms the
+// same fdatasync allowed went out (conn.pumpAfterAcks): a queue's pump reads
 // the messages its consumers have credit for with one store read
 // (readahead.go), and the deliveries that the settlements of one read
 // burst allow are made once the burst is handled, in one write. Up to

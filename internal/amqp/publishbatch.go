@@ -93,7 +93,10 @@ func (c *conn) flushPublishes() {
 // a batch: as stored for each of its publishes, in order. Once the batch
 // is in its queues, the queues' accounting changes once per queue, every
 // publish is confirmed (consecutive acks of a channel go out as one
-// basic.ack with multiple=true, flushAcks), then the queues deliver.
+// basic.ack with multiple=true, flushAcks), then the queues deliver, once
+// the acks of the confirmer's whole run went out (pumpAfterAcks): one
+// fdatasync answers several batches at once, and their confirms do not
+// wait for each other's deliveries.
 func (c *conn) storedBatch(pubs []batchedPub, phys []int64, r store.PutResult) {
 	srv := c.srv
 	defer func() {
@@ -113,7 +116,8 @@ func (c *conn) storedBatch(pubs []batchedPub, phys []int64, r store.PutResult) {
 	}
 	last := phys[len(phys)-1]
 	if srv.store.VisibleOffset() < last+1 {
-		c.flushAcks() // before waiting: what is confirmed goes out
+		c.flushAcks()     // before waiting: what is confirmed goes out,
+		c.flushAckPumps() // and what it made deliverable
 		if waitVisible(srv.baseCtx, srv.store, last+1) != nil {
 			return // the store closed
 		}
@@ -154,16 +158,12 @@ func (c *conn) storedBatch(pubs []batchedPub, phys []int64, r store.PutResult) {
 		pubs[i].ch.confirmSeq(pubs[i].seq, !pubs[i].refused)
 	}
 	if !many && one != nil {
-		one.pump()
+		c.pumpAfterAcks(one)
 		return
 	}
-	pumped := make(map[*queue]bool)
 	for i := range pubs {
 		for _, q := range pubs[i].qs {
-			if !pumped[q] {
-				pumped[q] = true
-				q.pump()
-			}
+			c.pumpAfterAcks(q)
 		}
 	}
 }

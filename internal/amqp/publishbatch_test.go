@@ -135,6 +135,67 @@ func TestPublishBurstOneAppend(t *testing.T) {
 	}
 }
 
+// TestConfirmsBeforeDeliveries: when the store answers a burst of
+// publishes, the connection's confirms of it go out before the deliveries
+// it makes possible, even to a consumer on the same connection: a confirm
+// waits for the fdatasync, not for the queue's deliveries. (Should the
+// burst be read in two parts, each part's confirms precede its own
+// deliveries.)
+func TestConfirmsBeforeDeliveries(t *testing.T) {
+	b := startBroker(t)
+	rc := dialRaw(t, b)
+	rc.open()
+	for id := uint16(1); id <= 2; id++ {
+		rc.send(wire.AppendMethodFrame(nil, id, &wire.ChannelOpen{}))
+		rc.method()
+	}
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.QueueDeclare{Queue: "q", Durable: true}))
+	if m := rc.method(); m.Name() != (&wire.QueueDeclareOk{}).Name() {
+		t.Fatalf("got %s, want queue.declare-ok", m.Name())
+	}
+	rc.send(wire.AppendMethodFrame(nil, 1, &wire.ConfirmSelect{}))
+	if m := rc.method(); m.Name() != (&wire.ConfirmSelectOk{}).Name() {
+		t.Fatalf("got %s, want confirm.select-ok", m.Name())
+	}
+	rc.send(wire.AppendMethodFrame(nil, 2, &wire.BasicConsume{Queue: "q", ConsumerTag: "c"}))
+	if m := rc.method(); m.Name() != (&wire.BasicConsumeOk{}).Name() {
+		t.Fatalf("got %s, want basic.consume-ok", m.Name())
+	}
+	const n = 4
+	var burst []byte
+	for i := range n {
+		body := fmt.Sprintf("m%d", i)
+		burst = wire.AppendMethodFrame(burst, 1, &wire.BasicPublish{RoutingKey: "q"})
+		burst = wire.AppendFrame(burst, wire.FrameHeader, 1, wire.AppendHeader(nil, uint64(len(body)), []byte{0, 0}))
+		burst = wire.AppendFrame(burst, wire.FrameBody, 1, []byte(body))
+	}
+	rc.send(burst)
+
+	var order []string // "ack N" and "deliver" as they arrive
+	confirmed, delivered := uint64(0), 0
+	for confirmed < n || delivered < n {
+		m := rc.method()
+		switch m := m.(type) {
+		case *wire.BasicAck:
+			if !m.Multiple && m.DeliveryTag != confirmed+1 {
+				t.Fatalf("ack of %d after %d", m.DeliveryTag, confirmed)
+			}
+			confirmed = m.DeliveryTag
+			order = append(order, fmt.Sprintf("ack %d", m.DeliveryTag))
+		case *wire.BasicDeliver:
+			delivered++
+			if confirmed < uint64(delivered) { // the queue holds them in publish order
+				t.Fatalf("message %d was delivered before its confirm (so far: %v)", delivered, order)
+			}
+			order = append(order, "deliver")
+			rc.fr.ReadFrame(1 << 20) // its header
+			rc.fr.ReadFrame(1 << 20) // its body
+		default:
+			t.Fatalf("unexpected %s (so far: %v)", m.Name(), order)
+		}
+	}
+}
+
 // TestPublishBurstPowerLoss: amqp091-go publishes with 256 confirms in
 // flight (so the reader stores bursts of several publishes with one
 // append) while the power goes just before one of the CommitLog's
