@@ -90,3 +90,25 @@ func BenchmarkIndexKeys(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexKeysAMQP: the dispatcher's key indexing of a stored AMQP
+// message, with a message-id and without either id (the common publish).
+func BenchmarkIndexKeysAMQP(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		p    AMQPProperties
+	}{
+		{"message-id", AMQPProperties{Has: flagDeliveryMode | flagMessageID, DeliveryMode: 2, MessageID: "order-1"}},
+		{"no-ids", AMQPProperties{Has: flagDeliveryMode, DeliveryMode: 2}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rec := stored(b, record.AMQP, 1, "q", 0, 5, 8192, 1, amqpRecord("", "orders-eu-1", AppendAMQPProperties(nil, &c.p), make([]byte, 1024)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := IndexKeys(rec, DefaultLimit, func([]byte) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

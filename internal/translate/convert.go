@@ -393,6 +393,20 @@ func amqpBody(b []byte) (exchange, routingKey string, props, body []byte, err er
 	return exchange, routingKey, props, r.b, nil
 }
 
+// amqpRecordProps returns the raw properties of an AMQP record's body
+// (laid out as amqpBody reads it), stepping over its exchange and routing
+// key without copying them.
+func amqpRecordProps(b []byte) ([]byte, error) {
+	r := amqpReader{b: b}
+	r.take(int(r.u8())) // exchange
+	r.take(int(r.u8())) // routing key
+	props := r.longStr()
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: AMQP record: %v", ErrMalformed, r.err)
+	}
+	return props, nil
+}
+
 // neutralOfAMQP maps an AMQP message (see the package documentation).
 func neutralOfAMQP(e record.Envelope) (neutral, error) {
 	if n := e.Messages(); n > 1 {

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -81,9 +82,12 @@ func IndexKeys(rec []byte, limit int, key func([]byte)) error {
 			return nil
 		})
 	case record.AMQP:
-		_, _, raw, _, err := amqpBody(e.Body())
+		raw, err := amqpRecordProps(e.Body())
 		if err != nil {
 			return err
+		}
+		if len(raw) >= 2 && binary.BigEndian.Uint16(raw)&(flagMessageID|flagCorrelationID) == 0 {
+			return nil // neither id (the first flags word says): no key, nothing else to read
 		}
 		p, err := ParseAMQPProperties(raw)
 		if err != nil {

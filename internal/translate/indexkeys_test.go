@@ -51,8 +51,24 @@ func TestIndexKeysAMQP(t *testing.T) {
 	if got := indexKeys(t, bare); len(got) != 0 {
 		t.Errorf("keys of a message without ids: %q", got)
 	}
+	for _, c := range []struct {
+		p    AMQPProperties
+		want []string
+	}{
+		{AMQPProperties{Has: flagCorrelationID, CorrelationID: "corr-2"}, []string{"corr-2"}},
+		{AMQPProperties{Has: flagMessageID | flagDeliveryMode, MessageID: "msg-2", DeliveryMode: 2}, []string{"msg-2"}},
+		{AMQPProperties{Has: flagContentType | flagDeliveryMode | flagReplyTo, ContentType: "text/plain", DeliveryMode: 2, ReplyTo: "r"}, nil},
+	} {
+		rec := stored(t, record.AMQP, 1, "q", 0, 5, 8192, 1, amqpRecord("", "q", AppendAMQPProperties(nil, &c.p), []byte("x")))
+		if got := indexKeys(t, rec); !slices.Equal(got, c.want) {
+			t.Errorf("properties %+v: keys %q, want %q", c.p, got, c.want)
+		}
+	}
 	if err := IndexKeys(stored(t, record.AMQP, 1, "q", 0, 5, 8192, 1, []byte{3, 'a'}), DefaultLimit, func([]byte) {}); err == nil {
 		t.Error("a malformed AMQP record gave no error")
+	}
+	if err := IndexKeys(stored(t, record.AMQP, 1, "q", 0, 5, 8192, 1, amqpRecord("", "q", []byte{0x04}, []byte("x"))), DefaultLimit, func([]byte) {}); err == nil {
+		t.Error("an AMQP record with one byte of property flags gave no error")
 	}
 }
 
