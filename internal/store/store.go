@@ -77,6 +77,7 @@ type Store struct {
 	dispatchMu sync.Mutex
 	reader     *commitlog.Reader // guarded by dispatchMu
 	lastTs     int64             // store timestamp of the last dispatched record; guarded by dispatchMu
+	ix         indexing          // indexEnvelope's state (types.go); guarded by dispatchMu
 	tombstones map[string]int64  // deleted topics (tombstone.go); guarded by dispatchMu
 	sysFn      SystemFunc        // the system records' subscriber (system.go); guarded by dispatchMu
 	inSystemFn bool              // a SystemFunc runs (DeleteReplicatedTopic); guarded by dispatchMu

@@ -98,37 +98,55 @@ func (s *Store) dispatchEnvelope(rec []byte, phys int64, t record.Type) error {
 // record under each of its destination topics (once per topic). Recovery
 // indexes again from the checkpoint's index offset, as for RocketMQ
 // records (rebuildIndexFrom: redispatch starts at the lower of it and the
-// queues' offset).
+// queues' offset). Its state is the store's (s.ix), so that indexing a
+// record allocates nothing.
 func (s *Store) indexEnvelope(rec []byte, phys int64, t record.Type) error {
 	e := record.Envelope(rec)
-	var topics [][]byte
+	ix := &s.ix
+	ix.topics = ix.topics[:0]
 	e.EachDest(func(_ int, topic []byte, _ int32, _, _ int64, _ int) error {
-		if !s.deletedRecord(topic, phys) && !slices.ContainsFunc(topics, func(x []byte) bool { return bytes.Equal(x, topic) }) {
-			topics = append(topics, topic)
+		if !s.deletedRecord(topic, phys) && !slices.ContainsFunc(ix.topics, func(x []byte) bool { return bytes.Equal(x, topic) }) {
+			ix.topics = append(ix.topics, topic)
 		}
 		return nil
 	})
-	if len(topics) == 0 {
+	if len(ix.topics) == 0 {
 		return nil
 	}
-	ts := e.StoreTimestamp()
-	var putErr error
-	err := s.cfg.IndexKeys(rec, func(key []byte) {
-		if len(key) == 0 { // PutTopicKey refuses it; the index has nothing to find by it
-			return
-		}
-		for _, topic := range topics {
-			if putErr == nil {
-				if err := s.index.PutTopicKey(topic, key, phys, ts); err != nil {
-					putErr = fmt.Errorf("store: index %v at %d: %w", t, phys, err)
-				}
-			}
-		}
-	})
+	if ix.key == nil {
+		ix.s, ix.key = s, ix.put
+	}
+	ix.phys, ix.ts, ix.t, ix.err = phys, e.StoreTimestamp(), t, nil
+	err := s.cfg.IndexKeys(rec, ix.key)
+	clear(ix.topics) // they alias the reader's buffer
 	if err != nil {
 		s.logger.Warn("store: the keys of a record are not all indexed", "type", t, "offset", phys, "err", err)
 	}
-	return putErr
+	return ix.err
+}
+
+// indexing is what indexEnvelope's key callback (put) needs of the record
+// it indexes.
+type indexing struct {
+	s        *Store
+	key      func([]byte) // put, bound once
+	topics   [][]byte     // the record's destination topics, each once
+	phys, ts int64
+	t        record.Type
+	err      error // the first failure to index a key
+}
+
+// put indexes key under each of the record's topics.
+func (ix *indexing) put(key []byte) {
+	if len(key) == 0 || ix.err != nil { // PutTopicKey refuses an empty key; the index has nothing to find by it
+		return
+	}
+	for _, topic := range ix.topics {
+		if err := ix.s.index.PutTopicKey(topic, key, ix.phys, ix.ts); err != nil {
+			ix.err = fmt.Errorf("store: index %v at %d: %w", ix.t, ix.phys, err)
+			return
+		}
+	}
 }
 
 // recordBelongs checks that rec, read for the ConsumeQueue entry at queue
