@@ -43,12 +43,19 @@ trap cleanup EXIT
 log() { echo "30-replication: $*" >&2; }
 
 # start NAME ARGS...: a keel process ($bin, default $keel) logging to $work/NAME.log.
+declare -A pid_of
 start() {
 	local name=$1
 	shift
 	"${bin:-$keel}" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
+	pid_of[$name]=$!
 }
+
+# ticks PID: the process's user+system CPU time so far, in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# busy: the machine's non-idle clock ticks so far (every CPU), then its total.
+busy() { awk '/^cpu /{t=0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
 
 # await NAME PATTERN: waits for PATTERN (grep -P, \K before the value) in
 # NAME's log and prints the first match.
@@ -119,24 +126,46 @@ if [ -n "$base_rev" ]; then
 fi
 
 # run WORKLOAD LABEL NAMESRV: one keel bench run, its JSON kept.
+# run WORKLOAD LABEL NS BROKER [SLAVE]: the workload against NS; the CPU the
+# broker (the master) and the slave used over the whole bench run (warm-up
+# included) per message sent, and how busy the machine was, into LABEL's
+# .cpu file: "broker-µs slave-µs busy-%".
 run() {
 	log "$1 on the $2"
+	local b0 s0=0 m0 b1 s1=0 m1
+	b0=$(ticks "${pid_of[$4]}")
+	if [ -n "${5:-}" ]; then s0=$(ticks "${pid_of[$5]}"); fi
+	m0=$(busy)
 	"$keel" bench -w "bench/workloads/$1.yaml" --namesrv "$3" --broker-flush SYNC_FLUSH \
 		--duration "$duration" --warmup "$warmup" -o json >"$work/$1-$2.json" 2>"$work/$1-$2.err"
+	b1=$(ticks "${pid_of[$4]}")
+	if [ -n "${5:-}" ]; then s1=$(ticks "${pid_of[$5]}"); fi
+	m1=$(busy)
+	python3 -c '
+import json, os, sys
+b0, b1, s0, s1 = map(int, sys.argv[2:6])
+m0, t0, m1, t1 = map(int, sys.argv[6].split() + sys.argv[7].split())
+n = json.load(open(sys.argv[1]))["total_sent"]
+us = 1e6 / os.sysconf("SC_CLK_TCK") / max(n, 1)
+print(f"{(b1 - b0) * us:.1f} {(s1 - s0) * us:.1f} {100 * (m1 - m0) / max(t1 - t0, 1):.0f}")
+' "$work/$1-$2.json" "$b0" "$b1" "$s0" "$s1" "$m0" "$m1" >"$work/$1-$2.cpu"
 }
 for w in $workloads; do
-	run "$w" single-1 "$single_ns"
-	if [ -n "$base_rev" ]; then run "$w" group-base "$base_ns"; fi
-	run "$w" group "$group_ns"
-	run "$w" group-async "$async_ns"
-	run "$w" single-2 "$single_ns"
+	run "$w" single-1 "$single_ns" single
+	if [ -n "$base_rev" ]; then run "$w" group-base "$base_ns" base-master base-slave; fi
+	run "$w" group "$group_ns" master slave
+	run "$w" group-async "$async_ns" async-master async-slave
+	run "$w" single-2 "$single_ns" single
 done
 
 ms() { jq -r "$1 / 1e6 | . * 100 | round / 100" "$2"; }
 row() { # workload label file
-	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$2" \
+	local cpu
+	read -r -a cpu <"${3%.json}.cpu"
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$2" \
 		"$(jq -r '.send.msgs_per_sec | round' "$3")" "$(ms .send.latency.p50_ns "$3")" \
-		"$(ms .send.latency.p99_ns "$3")" "$(ms .send.latency.p999_ns "$3")" "$(jq -r '.send.errors' "$3")"
+		"$(ms .send.latency.p99_ns "$3")" "$(ms .send.latency.p999_ns "$3")" "$(jq -r '.send.errors' "$3")" \
+		"${cpu[0]}" "$([ "${2#single}" = "$2" ] && echo "${cpu[1]}" || echo "-")" "${cpu[2]}"
 }
 
 echo "## Replication: SYNC_MASTER + SYNC_FLUSH against a single SYNC_FLUSH broker"
@@ -175,8 +204,8 @@ echo '```'
 cat "$work/master.conf"
 echo '```'
 echo
-echo "| workload | broker | msg/s | send p50 ms | send p99 ms | send p99.9 ms | errors |"
-echo "|---|---|---|---|---|---|---|"
+echo "| workload | broker | msg/s | send p50 ms | send p99 ms | send p99.9 ms | errors | broker (master) CPU µs/msg | slave CPU µs/msg | machine busy % |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for w in $workloads; do
 	row "$w" "single (before)" "$work/$w-single-1.json"
 	if [ -n "$base_rev" ]; then row "$w" "SYNC_MASTER + slave at $base_rev" "$work/$w-group-base.json"; fi
@@ -190,3 +219,6 @@ echo "one network round trip, the two fdatasyncs overlapping); \`sync-64-senders
 echo "throughput when many sends share each group commit. Master and slave share this machine's one"
 echo "disk, which takes one cache flush at a time: the group over SYNC_FLUSH pays two fdatasyncs on it per"
 echo "group commit, the group over ASYNC_FLUSH one, as a group on two machines would."
+echo "They share its two cores too: the CPU columns are each broker process's user+system time over"
+echo "the whole bench run (warm-up included) per message sent, and the machine's share of non-idle"
+echo "time over the run (the bench client, the NameServer and the kernel's own work included)."
