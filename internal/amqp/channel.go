@@ -90,6 +90,9 @@ func (ch *channel) method(m wire.Method) error {
 		return hard(wire.UnexpectedFrame, m, "%s while the content of basic.publish was expected", m.Name())
 	}
 	err := ch.dispatch(m)
+	if err == nil {
+		return nil // before errors.As, whose target would cost an allocation per method
+	}
 	var ae *amqpError
 	if errors.As(err, &ae) && !ae.hard {
 		ch.close(ae)
