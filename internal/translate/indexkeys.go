@@ -39,7 +39,8 @@ const maxPooledInflateBytes = 4 << 20
 // a batch is named once. The slice passed to key is valid only during
 // the call. A batch that does not decode, or inflates beyond limit bytes
 // or the bound above, gives an error and names no key past the point it
-// failed. Other record types have no keys.
+// failed; an AMQP message whose first property flags word names neither
+// id is read no further (it has no key). Other record types have no keys.
 func IndexKeys(rec []byte, limit int, key func([]byte)) error {
 	t, err := record.TypeOf(rec)
 	if err != nil || !t.Enveloped() {
