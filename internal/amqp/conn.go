@@ -99,7 +99,7 @@ type conn struct {
 	batch pubBatch
 	// pumps are the queues whose deliveries the settlements of the read
 	// burst made possible (pumpLater); reader goroutine only.
-	pumps []*queue
+	pumps pumpSet
 	// pendingDL counts the dead-letter copies of this connection's
 	// rejects not yet in their queues (waitPublishes waits for them too).
 	pendingDL atomic.Int64
@@ -116,7 +116,26 @@ type conn struct {
 	acking []*channel
 	// ackPumps (confirmer only): queues to pump once the acks of the
 	// current run of queued work went out (pumpAfterAcks).
-	ackPumps []*queue
+	ackPumps pumpSet
+}
+
+// pumpSet is the queues whose pumps are to run, each once, in the order
+// they were noted.
+type pumpSet []*queue
+
+func (p *pumpSet) add(q *queue) {
+	if !slices.Contains(*p, q) {
+		*p = append(*p, q)
+	}
+}
+
+// run runs the pumps and empties the set.
+func (p *pumpSet) run() {
+	for i, q := range *p {
+		q.pump()
+		(*p)[i] = nil
+	}
+	*p = (*p)[:0]
 }
 
 // maxPendingPublishes bounds a connection's publishes awaiting their
@@ -195,20 +214,10 @@ func (c *conn) runConfirmer() {
 
 // pumpAfterAcks notes that q has new messages to deliver, once the acks
 // held back went out (confirmer only).
-func (c *conn) pumpAfterAcks(q *queue) {
-	if !slices.Contains(c.ackPumps, q) {
-		c.ackPumps = append(c.ackPumps, q)
-	}
-}
+func (c *conn) pumpAfterAcks(q *queue) { c.ackPumps.add(q) }
 
 // flushAckPumps runs the pumps pumpAfterAcks noted (confirmer only).
-func (c *conn) flushAckPumps() {
-	for i, q := range c.ackPumps {
-		q.pump()
-		c.ackPumps[i] = nil
-	}
-	c.ackPumps = c.ackPumps[:0]
-}
+func (c *conn) flushAckPumps() { c.ackPumps.run() }
 
 // readBufferBytes is each connection's read buffer.
 const readBufferBytes = 32 << 10
@@ -839,20 +848,10 @@ func isSettlement(p []byte) bool {
 // is handled (flushPumps), so that the deliveries a burst of basic.acks
 // allows go out together, in one write, not one write per ack. Reader
 // goroutine only.
-func (c *conn) pumpLater(q *queue) {
-	if !slices.Contains(c.pumps, q) {
-		c.pumps = append(c.pumps, q)
-	}
-}
+func (c *conn) pumpLater(q *queue) { c.pumps.add(q) }
 
 // flushPumps runs the pumps pumpLater noted. Reader goroutine only.
-func (c *conn) flushPumps() {
-	for i, q := range c.pumps {
-		q.pump()
-		c.pumps[i] = nil
-	}
-	c.pumps = c.pumps[:0]
-}
+func (c *conn) flushPumps() { c.pumps.run() }
 
 func (c *conn) connectionMethod(f wire.Frame) error {
 	if f.Type != wire.FrameMethod {
