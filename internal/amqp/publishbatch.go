@@ -157,13 +157,9 @@ func (c *conn) storedBatch(pubs []batchedPub, phys []int64, r store.PutResult) {
 	for i := range pubs {
 		pubs[i].ch.confirmSeq(pubs[i].seq, !pubs[i].refused)
 	}
-	if !many && one != nil {
-		c.pumpAfterAcks(one)
-		return
-	}
 	for i := range pubs {
 		for _, q := range pubs[i].qs {
-			c.pumpAfterAcks(q)
+			c.pumpAfterAcks(q) // a set: each queue pumps once
 		}
 	}
 }
