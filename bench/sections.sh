@@ -15,8 +15,14 @@
 # Every section's block starts with its sitting: date, revision, load average and
 # the raw disk figures taken just before it, so each figure has the machine and
 # disk it was measured on.
+# Before each section the machine's free memory is filled with the page cache of one
+# file (bench/fill-page-cache.sh: a long-running broker's full page cache, not the
+# free memory of a machine just booted, whose first touch is a fault in the host on
+# this virtual machine); the file is deleted at the end.
 # Environment: KEEL_BENCH_DIR (scratch data; default /var/tmp/keel-bench), passed
-# on to the sections, and KEEL (the keel binary this script builds).
+# on to the sections, and KEEL (the keel binary this script builds);
+# KEEL_BENCH_FILL=0 (do not fill the page cache), KEEL_BENCH_KEEP_FILL=1 (keep the
+# file for the next sitting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -25,7 +31,7 @@ names=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out="$2"; standalone=1; shift ;;
-	-h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
 	*) names+=("$1") ;;
 	esac
 	shift
@@ -35,6 +41,10 @@ work="$root/bench/out/sections"
 rm -rf "$work"; mkdir -p "$work" "$data"
 export KEEL_BENCH_DIR="$data" KEEL="$root/bench/out/keel"
 go build -o "$KEEL" ./cmd/keel
+fill=${KEEL_BENCH_FILL:-1}
+if [ "$fill" != 0 ] && [ -z "${KEEL_BENCH_KEEP_FILL:-}" ]; then
+	trap 'bench/fill-page-cache.sh --remove "$data"' EXIT
+fi
 
 if [ ${#names[@]} -eq 0 ]; then
 	for f in bench/sections/[0-9]*.sh; do [ -e "$f" ] && names+=("$(basename "$f" .sh)"); done
@@ -58,7 +68,7 @@ block() {
 		cat "$work/$n.md"
 	fi
 	echo
-	echo "Sitting: started $started, revision \`$rev\`, \`nproc\` $(nproc), load average before the run (\`cut -d' ' -f1-3 /proc/loadavg\`) $load; raw disk figures just before it (\`keel bench disk --dir DIR --seq-bytes 1GiB --sync-mib-writes 64 --sync-4k-writes 1000\`):"
+	echo "Sitting: started $started, revision \`$rev\`, \`nproc\` $(nproc), load average before the run (\`cut -d' ' -f1-3 /proc/loadavg\`) $load; $cache; raw disk figures just before it (\`keel bench disk --dir DIR --seq-bytes 1GiB --sync-mib-writes 64 --sync-4k-writes 1000\`):"
 	echo
 	echo '```'
 	cat "$work/$n.disk"
@@ -69,6 +79,12 @@ block() {
 for n in "${names[@]}"; do
 	[ -f "bench/sections/$n.sh" ] || { echo "bench/sections.sh: no bench/sections/$n.sh" >&2; exit 2; }
 	echo "bench/sections.sh: $n" >&2
+	if [ "$fill" != 0 ]; then
+		bench/fill-page-cache.sh "$data" 2>"$work/$n.fill"
+		cache="page cache filled first (\`bench/fill-page-cache.sh\`, $(awk '/^MemFree:/ {print int($2 / 1024)}' /proc/meminfo) MiB free after it)"
+	else
+		cache="page cache not filled (KEEL_BENCH_FILL=0), $(awk '/^MemFree:/ {print int($2 / 1024)}' /proc/meminfo) MiB free"
+	fi
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
 	"$KEEL" bench disk --dir "$data/disk" --seq-bytes 1GiB --sync-mib-writes 64 --sync-4k-writes 1000 >"$work/$n.disk" 2>&1 || true
 	rm -rf "$data/disk"

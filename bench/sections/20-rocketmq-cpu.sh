@@ -84,6 +84,7 @@ cpu() { awk '{ sub(/^.*\) /, ""); print ($12 + $13) / 100 }' "/proc/$pid/stat"; 
 run() {
 	local rev=$1 round=$2 ns="" log="$tmp/serve-$rev-$round.log" c0 c1
 	rm -rf "$tmp/data"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 	if [ -n "${KEEL_RMQ_PROFILE:-}" ]; then
 		mkdir -p "$KEEL_RMQ_PROFILE"
 		export KEEL_CPUPROFILE="$KEEL_RMQ_PROFILE/cpu-$rev-$round.prof"

@@ -46,6 +46,7 @@ go build -o "$work/keel" ./cmd/keel
 # serve: a new keel serve with only the Kafka door; sets pid and addr.
 serve() {
 	rm -rf "$work/data"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 	printf 'flushDiskType=SYNC_FLUSH\ndiskMaxUsedSpaceRatio=90\ndiskSpaceWarningLevelRatio=95\n' >"$work/broker.conf"
 	"$work/keel" serve -c "$work/broker.conf" --data-dir "$work/data" --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
 		--http-listen "" --amqp-listen "" --kafka-listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.log" &

@@ -81,6 +81,7 @@ runkeel() {
 	bench "amqp://guest:guest@$addr/" "$work/$2.json"
 	kill "$keel_pid"; wait "$keel_pid" 2>/dev/null || true; keel_pid=
 	rm -rf "$work/$2-data"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 }
 [ -z "$before" ] || runkeel "$work/keel-before" keel-before
 runkeel "$work/keel" keel

@@ -120,6 +120,7 @@ if wants kafka; then
 	drive kafka kafka "$addr" "$pid"
 	stop_pid
 	rm -rf "$work/keel-kafka"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 fi
 # rocketmq NAME [LINE...]: the RocketMQ door, LINEs added to broker.conf.
 rocketmq() {
@@ -135,6 +136,7 @@ rocketmq() {
 	drive "$name" rocketmq "$addr" "$pid" KEEL_PEER_TOPIC="$topic"
 	stop_pid
 	rm -rf "$work/keel-rocketmq"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 }
 wants rocketmq && rocketmq rocketmq
 wants rocketmq-delay && rocketmq rocketmq-delay commitDelayMicros=1000
@@ -144,6 +146,7 @@ if wants amqp; then
 	drive amqp amqp "amqp://guest:guest@$addr/" "$pid"
 	stop_pid
 	rm -rf "$work/keel-amqp"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 fi
 
 rversion=""
@@ -188,6 +191,7 @@ EOF
 	wants stream && drive stream stream "rabbitmq-stream://guest:guest@127.0.0.1:$sport/%2f" "$rpids"
 	stop_rabbit
 	rm -rf "$work/rabbit"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 fi
 
 # nats NAME SYNC: a new nats-server with JetStream (sync_interval SYNC, or
@@ -214,6 +218,7 @@ nats() {
 	drive "$name" nats "nats://127.0.0.1:$port" "$pid"
 	stop_pid
 	rm -rf "${work:?}/$name"
+	bench/fill-page-cache.sh --top-up "${KEEL_BENCH_DIR:-/var/tmp/keel-bench}"
 }
 nversion=$("$work/nats-server" --version 2>/dev/null | sed 's/^nats-server: //' || echo unknown)
 wants nats && nats nats ""
