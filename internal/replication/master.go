@@ -98,6 +98,7 @@ type Master struct {
 	mu       sync.Mutex
 	replicas map[*follower]struct{}
 	inSync   atomic.Int32 // followers in the in-sync set
+	rounds   atomic.Int64 // rounds of watch (a test sees that an idle master sleeps)
 	// required (SetRequired) are replica ids every confirmation waits
 	// for, connected or not; acks is the highest ack seen from each
 	// replica id (guarded by mu).
@@ -407,13 +408,25 @@ func (m *Master) watch(ctx context.Context) {
 	if !m.cfg.Sync {
 		return
 	}
+	st := m.cfg.Store
 	every := min(m.cfg.HeartbeatInterval, 50*time.Millisecond)
 	for {
 		// Woken by every write (so that a master confirming alone, or
 		// with replicas already past it, does not hold a put until the
-		// next tick), and at least every tick to expire replicas.
-		w := m.cfg.Store.Offset(store.Written)
-		if err := m.cfg.Store.WaitFor(ctx, store.Written, w+1, every); ctx.Err() != nil {
+		// next tick), and at least every tick to expire replicas, unless
+		// it is idle: every in-sync replica holds all that was written
+		// and that is confirmed, so neither an expiry nor a new point can
+		// come before the next write (an ack, a join and a leave
+		// recompute themselves).
+		w := st.Offset(store.Written)
+		m.mu.Lock()
+		idle := m.caughtUpLocked(w) && st.Offset(store.Replicated) >= w
+		m.mu.Unlock()
+		timeout := every
+		if idle {
+			timeout = 0
+		}
+		if err := st.WaitFor(ctx, store.Written, w+1, timeout); ctx.Err() != nil {
 			return
 		} else if err != nil && !isTimeout(err) {
 			select { // the store failed or closed: keep expiring on the tick
@@ -422,10 +435,37 @@ func (m *Master) watch(ctx context.Context) {
 			case <-time.After(every):
 			}
 		}
+		m.rounds.Add(1)
 		m.mu.Lock()
-		m.expireLocked(time.Now())
+		now := time.Now()
+		if idle {
+			// Whoever held w held everything until the write that
+			// woke this loop: their time without progress starts now.
+			m.progressLocked(w, now)
+		}
+		m.expireLocked(now)
 		m.recomputeLocked()
 		m.mu.Unlock()
+	}
+}
+
+// caughtUpLocked reports whether every in-sync replica acknowledged off.
+func (m *Master) caughtUpLocked(off int64) bool {
+	for f := range m.replicas {
+		if f.inSync && f.acked.Load() < off {
+			return false
+		}
+	}
+	return true
+}
+
+// progressLocked marks the in-sync replicas that acknowledged off as
+// making progress at now.
+func (m *Master) progressLocked(off int64, now time.Time) {
+	for f := range m.replicas {
+		if f.inSync && f.acked.Load() >= off {
+			f.progress = now
+		}
 	}
 }
 
