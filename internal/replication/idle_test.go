@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelmq/keel/internal/store"
 	"github.com/keelmq/keel/internal/vfs"
 )
 
@@ -74,5 +75,24 @@ func TestIdleMasterSleepsAndKeepsItsReplica(t *testing.T) {
 	}
 	if n := p.m.rounds.Load() - start; n < 1 {
 		t.Fatalf("the watch did not run for the writes after the pause (%d rounds)", n)
+	}
+}
+
+// TestIdleLeasedMasterSleeps: a Leased master with everything confirmed
+// sleeps until the next write or its lease's end, and still notices that
+// end (it logs it) while idle.
+func TestIdleLeasedMasterSleeps(t *testing.T) {
+	st, m := serveLeased(t)
+	m.SetLease(time.Now().Add(400 * time.Millisecond))
+	if r := st.PutMessage(context.Background(), msg("T", "under the lease")); !r.OK() {
+		t.Fatalf("put: %v %v", r.Status, r.Err)
+	}
+	waitUntil(t, "the put confirmed", func() bool { return st.Offset(store.Replicated) >= st.Offset(store.Written) })
+	start := m.rounds.Load()
+	waitUntil(t, "the end of the lease noticed", func() bool { return m.leaseLost.Load() })
+	time.Sleep(300 * time.Millisecond)
+	// On a 10 ms tick: about 70 rounds.
+	if n := m.rounds.Load() - start; n > 4 {
+		t.Fatalf("an idle leased master's watch ran %d rounds in about 700 ms", n)
 	}
 }

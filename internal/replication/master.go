@@ -472,25 +472,46 @@ func (m *Master) progressLocked(off int64, now time.Time) {
 // watchLeased confirms a Leased master's writes as its own log confirms
 // them (woken by each), while its lease holds; at least every 10 ms, so a
 // renewed lease confirms what waited. It also expires in-sync replicas.
+// Idle (everything confirmed, every in-sync replica holding all that was
+// written) it sleeps until the next write or the end of its lease, whose
+// passing it logs.
 func (m *Master) watchLeased(ctx context.Context) {
 	st := m.cfg.Store
 	stage := st.LocalStage()
+	const every = 10 * time.Millisecond
 	for {
 		m.confirmLeased()
 		// The in-sync set (the controller's candidates) loses a replica
 		// that stopped acknowledging, as a SYNC_MASTER's does.
 		m.mu.Lock()
 		m.expireLocked(time.Now())
+		written := st.Offset(store.Written)
+		idle := m.caughtUpLocked(written)
 		m.mu.Unlock()
 		w := st.Offset(stage)
-		if err := st.WaitFor(ctx, stage, w+1, 10*time.Millisecond); ctx.Err() != nil {
+		timeout := every
+		if idle = idle && st.Offset(store.Replicated) >= w; idle {
+			timeout = 0
+			if u := m.leaseUntil.Load(); u != nil {
+				if left := time.Until(*u); left > 0 {
+					timeout = left + time.Millisecond
+				}
+			}
+		}
+		m.rounds.Add(1)
+		if err := st.WaitFor(ctx, stage, w+1, timeout); ctx.Err() != nil {
 			return
 		} else if err != nil && !isTimeout(err) {
 			select { // the store failed or closed
 			case <-ctx.Done():
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(every):
 			}
+		}
+		if idle {
+			m.mu.Lock()
+			m.progressLocked(written, time.Now()) // as in watch
+			m.mu.Unlock()
 		}
 	}
 }
