@@ -98,7 +98,7 @@ type Master struct {
 	mu       sync.Mutex
 	replicas map[*follower]struct{}
 	inSync   atomic.Int32 // followers in the in-sync set
-	rounds   atomic.Int64 // rounds of watch (a test sees that an idle master sleeps)
+	sleeping atomic.Int64 // an idle watch's timeout while it sleeps (0: until a write), else -1 (sleep)
 	// required (SetRequired) are replica ids every confirmation waits
 	// for, connected or not; acks is the highest ack seen from each
 	// replica id (guarded by mu).
@@ -196,6 +196,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger, hist: h, replicas: map[*follower]struct{}{}, acks: map[int64]int64{},
 		pendingAuth: make(chan struct{}, maxPendingAuth), refused: refusals{log: cfg.Logger}}
+	m.sleeping.Store(-1)
 	if cfg.Sync {
 		cfg.Leased = false
 		m.cfg.Leased = false
@@ -426,27 +427,35 @@ func (m *Master) watch(ctx context.Context) {
 		if idle {
 			timeout = 0
 		}
-		if err := st.WaitFor(ctx, store.Written, w+1, timeout); ctx.Err() != nil {
+		if !m.sleep(ctx, store.Written, w, timeout, every, idle) {
 			return
-		} else if err != nil && !isTimeout(err) {
-			select { // the store failed or closed: keep expiring on the tick
-			case <-ctx.Done():
-				return
-			case <-time.After(every):
-			}
 		}
-		m.rounds.Add(1)
 		m.mu.Lock()
-		now := time.Now()
-		if idle {
-			// Whoever held w held everything until the write that
-			// woke this loop: their time without progress starts now.
-			m.progressLocked(w, now)
-		}
-		m.expireLocked(now)
+		m.expireLocked(time.Now(), w)
 		m.recomputeLocked()
 		m.mu.Unlock()
 	}
+}
+
+// sleep waits until mark passes off, at most timeout (0: no limit; a
+// failed or closed store is waited out for every instead), and reports
+// false once ctx ends. While an idle wait lasts, sleeping holds its
+// timeout (tests see that an idle master sleeps).
+func (m *Master) sleep(ctx context.Context, mark store.Watermark, off int64, timeout, every time.Duration, idle bool) bool {
+	if idle {
+		m.sleeping.Store(int64(timeout))
+		defer m.sleeping.Store(-1)
+	}
+	if err := m.cfg.Store.WaitFor(ctx, mark, off+1, timeout); ctx.Err() != nil {
+		return false
+	} else if err != nil && !isTimeout(err) {
+		select { // the store failed or closed: keep expiring on the tick
+		case <-ctx.Done():
+			return false
+		case <-time.After(every):
+		}
+	}
+	return true
 }
 
 // caughtUpLocked reports whether every in-sync replica acknowledged off.
@@ -459,16 +468,6 @@ func (m *Master) caughtUpLocked(off int64) bool {
 	return true
 }
 
-// progressLocked marks the in-sync replicas that acknowledged off as
-// making progress at now.
-func (m *Master) progressLocked(off int64, now time.Time) {
-	for f := range m.replicas {
-		if f.inSync && f.acked.Load() >= off {
-			f.progress = now
-		}
-	}
-}
-
 // watchLeased confirms a Leased master's writes as its own log confirms
 // them (woken by each), while its lease holds; at least every 10 ms, so a
 // renewed lease confirms what waited. It also expires in-sync replicas.
@@ -479,13 +478,15 @@ func (m *Master) watchLeased(ctx context.Context) {
 	st := m.cfg.Store
 	stage := st.LocalStage()
 	const every = 10 * time.Millisecond
+	written := st.Offset(store.Written)
 	for {
 		m.confirmLeased()
 		// The in-sync set (the controller's candidates) loses a replica
-		// that stopped acknowledging, as a SYNC_MASTER's does.
+		// that stopped acknowledging, as a SYNC_MASTER's does; held
+		// since the last round is what was written before its wait.
 		m.mu.Lock()
-		m.expireLocked(time.Now())
-		written := st.Offset(store.Written)
+		m.expireLocked(time.Now(), written)
+		written = st.Offset(store.Written)
 		idle := m.caughtUpLocked(written)
 		m.mu.Unlock()
 		w := st.Offset(stage)
@@ -498,27 +499,19 @@ func (m *Master) watchLeased(ctx context.Context) {
 				}
 			}
 		}
-		m.rounds.Add(1)
-		if err := st.WaitFor(ctx, stage, w+1, timeout); ctx.Err() != nil {
+		if !m.sleep(ctx, stage, w, timeout, every, idle) {
 			return
-		} else if err != nil && !isTimeout(err) {
-			select { // the store failed or closed
-			case <-ctx.Done():
-				return
-			case <-time.After(every):
-			}
-		}
-		if idle {
-			m.mu.Lock()
-			m.progressLocked(written, time.Now()) // as in watch
-			m.mu.Unlock()
 		}
 	}
 }
 
 // expireLocked removes from the in-sync set a replica that has bytes to
-// acknowledge and acknowledged none for AckTimeout.
-func (m *Master) expireLocked(now time.Time) {
+// acknowledge and acknowledged none for AckTimeout. held is what was
+// written when the caller's round began (before it waited): a replica that
+// acknowledged it held everything until then, so its time without
+// progress starts now; after a pause with nothing written, that is the
+// write that ended it.
+func (m *Master) expireLocked(now time.Time, held int64) {
 	if m.cfg.AckTimeout <= 0 {
 		return
 	}
@@ -527,7 +520,7 @@ func (m *Master) expireLocked(now time.Time) {
 		if !f.inSync {
 			continue
 		}
-		if f.acked.Load() >= written {
+		if f.acked.Load() >= held {
 			f.progress = now
 			continue
 		}
